@@ -1,0 +1,67 @@
+# THC in-network aggregation testbed.
+#   make run    bring up the default topology on the software switch and train through it
+#   make test   run the test suite
+# Both install what is missing first (apt packages, then the virtual environment in .venv/).
+
+PYTHON      ?= python3.11
+VENV        := .venv
+VPY         := $(VENV)/bin/python
+STAMP       := $(VENV)/.installed
+APT_PKGS    := mininet iputils-ping ethtool iproute2 tcpdump
+TOPO        ?= topologies/star4.json
+TARGET      ?= emulator
+WORKERS     ?=
+STEPS       ?=
+P4C         ?= p4c-bm2-ss
+
+.PHONY: all setup apt venv run stop test test-fast bench p4 clean
+
+all: run
+
+setup: apt venv
+
+# Debian packages: Mininet without Open vSwitch (we bring our own switches), ping and ethtool for hosts.
+apt:
+	@missing=""; \
+	for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+venv: $(STAMP)
+
+# The venv is rebuilt only when the pinned requirements or the project metadata change.
+$(STAMP): requirements.lock pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11 (Debian: apt-get install python3 python3-venv)"; exit 1; }
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q -r requirements.lock
+	$(VPY) -m pip install -q --no-deps -e .
+	@# Debian's Mininet is pure Python: link its package into the venv (mnexec comes from the Debian package).
+	@site=$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	  if [ -d /usr/lib/python3/dist-packages/mininet ]; then ln -sfn /usr/lib/python3/dist-packages/mininet $$site/mininet; fi
+	touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/thc-run --topo $(TOPO) --target $(TARGET) $(if $(WORKERS),--workers $(WORKERS)) $(if $(STEPS),--steps $(STEPS))
+
+stop:
+	-$(VENV)/bin/thc-run --stop
+
+test: setup
+	$(VPY) -m pytest -q
+
+test-fast: setup
+	$(VPY) -m pytest -q -m "not mininet and not slow"
+
+bench: setup
+	$(VPY) bench/bench_thc.py
+	$(VPY) bench/bench_switch.py
+
+# Recompile the P4 program when p4c is installed; otherwise the committed build in p4/build/ is used.
+p4:
+	@if command -v $(P4C) >/dev/null; then $(MAKE) -C p4 P4C=$(P4C); \
+	else echo "$(P4C) not on PATH: using the committed p4/build/ (stamp checked by the tests)"; fi
+
+clean: stop
+	rm -rf logs pcaps

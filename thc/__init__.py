@@ -1,0 +1,1 @@
+"""thc package."""
