@@ -1,0 +1,103 @@
+/* Headers and metadata. Byte layout: README.md, "Packet formats". */
+#ifndef THC_HEADERS_P4
+#define THC_HEADERS_P4
+
+typedef bit<9>  egressSpec_t;
+typedef bit<48> macAddr_t;
+typedef bit<32> ip4Addr_t;
+
+header ethernet_t {
+    macAddr_t dstAddr;
+    macAddr_t srcAddr;
+    bit<16>   etherType;
+}
+
+header ipv4_t {
+    bit<4>    version;
+    bit<4>    ihl;
+    bit<8>    diffserv;
+    bit<16>   totalLen;
+    bit<16>   identification;
+    bit<3>    flags;
+    bit<13>   fragOffset;
+    bit<8>    ttl;
+    bit<8>    protocol;
+    bit<16>   hdrChecksum;
+    ip4Addr_t srcAddr;
+    ip4Addr_t dstAddr;
+}
+
+header udp_t {
+    bit<16> srcPort;
+    bit<16> dstPort;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+header thc_t {
+    bit<8>  version;
+    bit<4>  op;
+    bit<4>  kind;
+    bit<8>  job_id;
+    bit<8>  worker_id;
+    bit<16> slot;
+    bit<8>  count;
+    bit<8>  lane_bits;
+    bit<32> round;
+    bit<32> value;
+}
+
+/* THC request payload: byte i holds the indices of coordinates 2i (high nibble) and 2i+1. */
+#define IDX_FIELD(i, a, b) bit<8> p##i;
+header thc_idx_t { FOR_EACH_PAIR(IDX_FIELD) }
+
+/* THC result payloads: one sum per coordinate, 8- or 16-bit lanes (chosen per job). */
+#define RES8_FIELDS(i, a, b) bit<8> c##a; bit<8> c##b;
+header thc_res8_t { FOR_EACH_PAIR(RES8_FIELDS) }
+#define RES16_FIELDS(i, a, b) bit<16> c##a; bit<16> c##b;
+header thc_res16_t { FOR_EACH_PAIR(RES16_FIELDS) }
+
+/* FIX32 request and result payload: one int32 (two's complement) per register word. */
+#define FIX_FIELD(i, a, b) bit<32> v##i;
+header thc_fix_t { FOR_EACH_PAIR(FIX_FIELD) }
+
+struct headers_t {
+    ethernet_t  ethernet;
+    ipv4_t      ipv4;
+    udp_t       udp;
+    thc_t       thc;
+    thc_idx_t   thc_idx;
+    thc_fix_t   thc_fix;
+    thc_res8_t  thc_res8;
+    thc_res16_t thc_res16;
+}
+
+#define W_FIELD(i, a, b) bit<32> w##i;
+struct metadata_t {
+    bit<32> event;         /* index into thc_events */
+    bit<1>  drop;
+    bit<1>  serve;         /* a THC request addressed to this switch's service address */
+    /* the job, from the jobs table */
+    bit<8>  n_workers;
+    bit<16> slot_base;
+    bit<16> n_slots;
+    bit<16> mcast_grp;
+    bit<32> worker_mask;
+    bit<8>  lane_bits;
+    bit<16> epoch;
+    /* the slot cell */
+    bit<32> my_bit;
+    bit<32> cell;
+    bit<48> tag;
+    bit<32> bitmap;
+    bit<8>  remaining;
+    bit<1>  first;
+    bit<1>  dup;
+    /* aggregation */
+    bit<32> keep;          /* 0 on the first packet of a use (write), all ones after (add) */
+    bit<32> tmp;
+    bit<1>  rewrite_result;
+    FOR_EACH_PAIR(W_FIELD) /* per pair: the looked-up word, then the running sum */
+}
+
+#endif

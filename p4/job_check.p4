@@ -1,0 +1,65 @@
+/* Is this THC request for us, and may it use the slot it names? Programmed by controller/jobs.py. */
+#ifndef THC_JOB_CHECK_P4
+#define THC_JOB_CHECK_P4
+
+control JobCheck(inout headers_t hdr, inout metadata_t meta) {
+    action serve() {
+        meta.serve = 1;
+    }
+
+    /* The aggregation service address(es) of this switch; THC packets to other addresses are forwarded. */
+    table service_addr {
+        key = { hdr.ipv4.dstAddr: exact; }
+        actions = { serve; NoAction; }
+        size = 16;
+        default_action = NoAction();
+    }
+
+    action set_job(bit<8> n_workers, bit<16> slot_base, bit<16> n_slots, bit<16> mcast_grp,
+                   bit<32> worker_mask, bit<8> lane_bits, bit<16> epoch) {
+        meta.n_workers = n_workers;
+        meta.slot_base = slot_base;
+        meta.n_slots = n_slots;
+        meta.mcast_grp = mcast_grp;
+        meta.worker_mask = worker_mask;
+        meta.lane_bits = lane_bits;
+        meta.epoch = epoch;
+    }
+
+    action unknown_job() {
+        meta.drop = 1;
+        meta.event = EV_DROP_UNKNOWN_JOB;
+    }
+
+    table jobs {
+        key = { hdr.thc.job_id: exact; }
+        actions = { set_job; unknown_job; }
+        size = 64;
+        default_action = unknown_job();
+    }
+
+    action reject(bit<32> event) {
+        meta.drop = 1;
+        meta.event = event;
+    }
+
+    apply {
+        service_addr.apply();
+        if (meta.serve == 1) {
+            jobs.apply();
+            if (meta.drop == 0) {
+                meta.my_bit = 32w1 << hdr.thc.worker_id;
+                if (hdr.thc.worker_id >= THC_MAX_WORKERS || (meta.worker_mask & meta.my_bit) == 0) {
+                    reject(EV_DROP_FOREIGN_WORKER);
+                } else if (hdr.thc.slot >= meta.n_slots) {
+                    reject(EV_DROP_SLOT_RANGE);
+                } else if (hdr.thc.version != THC_VERSION ||
+                           (hdr.thc.op != OP_NORM && hdr.thc.op != OP_THC && hdr.thc.op != OP_FIX32)) {
+                    reject(EV_DROP_BAD_OP);
+                }
+            }
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,80 @@
+/* Parser, checksums and deparser. Only THC requests carry a parsed payload: results crossing a
+ * non-aggregating switch are forwarded with their payload untouched. */
+#ifndef THC_PARSER_P4
+#define THC_PARSER_P4
+
+parser ThcParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    state start {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.etherType) {
+            0x0800: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
+            (5, 17): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dstPort) {
+            THC_UDP_PORT: parse_thc;
+            default: accept;
+        }
+    }
+    state parse_thc {
+        packet.extract(hdr.thc);
+        transition select(hdr.thc.op, hdr.thc.kind) {
+            (OP_THC, KIND_REQUEST): parse_indices;
+            (OP_FIX32, KIND_REQUEST): parse_fix;
+            default: accept;
+        }
+    }
+    state parse_indices {
+        packet.extract(hdr.thc_idx);
+        transition accept;
+    }
+    state parse_fix {
+        packet.extract(hdr.thc_fix);
+        transition accept;
+    }
+}
+
+control ThcVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        verify_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+    }
+}
+
+control ThcComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.srcAddr, hdr.ipv4.dstAddr },
+            hdr.ipv4.hdrChecksum, HashAlgorithm.csum16);
+    }
+}
+
+control ThcDeparser(packet_out packet, in headers_t hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.thc);
+        packet.emit(hdr.thc_idx);
+        packet.emit(hdr.thc_fix);
+        packet.emit(hdr.thc_res8);
+        packet.emit(hdr.thc_res16);
+    }
+}
+
+#endif

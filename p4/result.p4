@@ -1,0 +1,107 @@
+/* What happens to a counted request: wait for the others (drop), multicast the finished sums to the job's
+ * group, or answer a retransmission of a finished slot with the stored sums, unicast. */
+#ifndef THC_RESULT_P4
+#define THC_RESULT_P4
+
+#define RES8_OUT(i, a, b)  hdr.thc_res8.c##a = meta.w##i[23:16];  hdr.thc_res8.c##b = meta.w##i[7:0];
+#define RES16_OUT(i, a, b) hdr.thc_res16.c##a = meta.w##i[31:16]; hdr.thc_res16.c##b = meta.w##i[15:0];
+#define FIX_OUT(i, a, b)   hdr.thc_fix.v##i = meta.w##i;
+
+control Result(inout headers_t hdr, inout metadata_t meta,
+               inout standard_metadata_t standard_metadata) {
+    action consumed() {
+        meta.drop = 1;
+        meta.event = EV_CONSUMED;
+    }
+
+    action duplicate() {
+        meta.drop = 1;
+        meta.event = EV_DROP_DUPLICATE;
+    }
+
+    action common_result() {
+        hdr.thc.count = meta.n_workers;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+    }
+
+    /* Lane sums fit 8 bits when the job has n * g <= 255 (the controller decides, per job). */
+    action thc_result8() {
+        hdr.thc_res8.setValid();
+        FOR_EACH_PAIR(RES8_OUT)
+        hdr.thc_idx.setInvalid();
+        hdr.thc.lane_bits = 8;
+        hdr.ipv4.totalLen = 20 + THC_L4_BYTES + RESULT8_BYTES;
+        hdr.udp.length = THC_L4_BYTES + RESULT8_BYTES;
+    }
+
+    action thc_result16() {
+        hdr.thc_res16.setValid();
+        FOR_EACH_PAIR(RES16_OUT)
+        hdr.thc_idx.setInvalid();
+        hdr.thc.lane_bits = 16;
+        hdr.ipv4.totalLen = 20 + THC_L4_BYTES + RESULT16_BYTES;
+        hdr.udp.length = THC_L4_BYTES + RESULT16_BYTES;
+    }
+
+    action fix_result() {
+        FOR_EACH_PAIR(FIX_OUT)
+        hdr.thc.lane_bits = 32;
+    }
+
+    action norm_result() {
+        hdr.thc.lane_bits = 0;
+    }
+
+    /* Every worker gets a copy; egress rewrites each copy's destination (ThcEgress.result_dst). */
+    action to_group() {
+        standard_metadata.mcast_grp = meta.mcast_grp;
+        hdr.thc.kind = KIND_RESULT;
+        hdr.ethernet.srcAddr = hdr.ethernet.dstAddr;
+        hdr.ipv4.srcAddr = hdr.ipv4.dstAddr;
+        meta.rewrite_result = 1;
+        meta.event = EV_COMPLETED;
+    }
+
+    action to_sender() {
+        standard_metadata.egress_spec = standard_metadata.ingress_port;
+        hdr.thc.kind = KIND_RESULT_RETX;
+        macAddr_t mac = hdr.ethernet.dstAddr;
+        hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
+        hdr.ethernet.srcAddr = mac;
+        ip4Addr_t ip = hdr.ipv4.dstAddr;
+        hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
+        hdr.ipv4.srcAddr = ip;
+        meta.event = EV_RETX_ANSWERED;
+    }
+
+    apply {
+        if (meta.remaining != 0) {
+            if (meta.dup == 1) {
+                duplicate();
+            } else {
+                consumed();
+            }
+        } else {
+            common_result();
+            if (hdr.thc.op == OP_THC) {
+                if (meta.lane_bits == 8) {
+                    thc_result8();
+                } else {
+                    thc_result16();
+                }
+            } else if (hdr.thc.op == OP_FIX32) {
+                fix_result();
+            } else {
+                norm_result();
+            }
+            if (meta.dup == 1) {
+                to_sender();
+            } else {
+                to_group();
+            }
+        }
+    }
+}
+
+#endif
