@@ -1,0 +1,771 @@
+"""Topology files: load, validate, and compute paths, ports and forwarding.
+
+A topology file is JSON in the style of p4lang/tutorials' ``topology.json``, plus what THC needs (which
+switch aggregates, at which service address) and each switch's P4Runtime endpoint. Pure Python: the runner
+builds the Mininet network from it, the controller computes forwarding entries and multicast replicas
+from it, and neither needs root to do so.
+
+Format::
+
+    {
+      "name": "star4",                                  optional, defaults to the file name
+      "description": "one switch, four workers",        optional
+      "hosts": {
+        "h1": {"ip": "10.0.0.1/24", "mac": "08:00:00:00:00:01"},
+        ...
+      },
+      "switches": {
+        "s1": {"device_id": 0, "grpc_port": 50051}     both optional: defaults 0, 1, ... and 50051, 50052, ...
+      },
+      "links": [
+        ["h1", "s1-p1"],                                a host (always its eth0) to switch port 1
+        ["h2", "s1-p2", {"bw": 50, "delay": "1ms", "loss": 1}],
+        ["s1-p3", "s2-p3", "0ms", 100],                 tutorials' positional form: delay, then bw
+        ["h3", "s2"]                                    no port: the switch's lowest free port
+      ],
+      "aggregation": {
+        "switch": "s1",                                 the switch that sums THC requests
+        "service_ip": "10.0.0.254",                     the address workers send requests to
+        "service_mac": "02:00:00:00:00:fe"              optional; the MAC hosts resolve it to
+      },
+      "workers": ["h1", "h2", "h3", "h4"]               optional; default: every host, in file order
+    }
+
+Link options: ``bw`` in Mbit/s (0 < bw <= 1000), ``delay`` as "2ms"/"500us" or a number of milliseconds,
+``loss`` in percent (0 <= loss < 100), ``max_queue_size`` in packets; they apply to both directions,
+as Mininet's TCLink does. A worker's id in a THC job is its index in ``workers``.
+
+Errors name the file, the line and the entry (``star4.json:12: links[3]: unknown node 'h9'``), and a file
+with several errors reports all of them at once.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections import deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable
+
+MAX_WORKERS = 32          # the program's worker bitmap is 32 bits
+MAX_PORT = 510            # v1model ports are 9 bits; 511 is BMv2's drop port
+MAX_BW_MBITS = 1000       # Mininet's TCLink refuses more
+DEFAULT_SERVICE_MAC = "02:00:00:00:00:fe"
+FIRST_GRPC_PORT = 50051   # p4lang/tutorials' numbering
+
+_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")     # short: Mininet interface names are "<node>-eth<N>" <= 15
+_MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+_DELAY = re.compile(r"^(\d+(\.\d+)?)(us|ms|s)$")
+_SWITCH_PORT = re.compile(r"^(?P<node>[^-]+)-p(?P<port>\d+)$")
+
+_TOP_KEYS = {"name", "description", "hosts", "switches", "links", "aggregation", "workers"}
+_HOST_KEYS = {"ip", "mac"}
+_SWITCH_KEYS = {"device_id", "grpc_port"}
+_AGG_KEYS = {"switch", "service_ip", "service_mac"}
+_LINK_KEYS = {"bw", "delay", "loss", "max_queue_size"}
+
+
+class TopologyError(ValueError):
+    """A topology file that cannot be used; ``problems`` lists every error found, one per entry."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"invalid topology {source}:\n  " + "\n  ".join(problems))
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    ip: ipaddress.IPv4Interface     # address with prefix length, e.g. 10.0.0.1/24
+    mac: str
+
+    @property
+    def address(self) -> str:
+        return str(self.ip.ip)
+
+    @property
+    def interface(self) -> str:
+        return f"{self.name}-eth0"
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    device_id: int
+    grpc_port: int
+
+    @property
+    def grpc_addr(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def interface(self, port: int) -> str:
+        return f"{self.name}-eth{port}"
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    bw: float | None = None             # Mbit/s
+    delay_ms: float | None = None
+    loss: float | None = None           # percent
+    max_queue_size: int | None = None   # packets
+
+    def mininet_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of Mininet's TCLink (only those that are set)."""
+        kwargs: dict[str, Any] = {}
+        if self.bw is not None:
+            kwargs["bw"] = self.bw
+        if self.delay_ms is not None:
+            kwargs["delay"] = f"{self.delay_ms:g}ms"
+        if self.loss:
+            kwargs["loss"] = self.loss
+        if self.max_queue_size is not None:
+            kwargs["max_queue_size"] = self.max_queue_size
+        return kwargs
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    node: str
+    port: int | None        # None for a host (always eth0)
+
+
+@dataclass(frozen=True)
+class Link:
+    a: Endpoint
+    b: Endpoint
+    params: LinkParams = field(default_factory=LinkParams)
+
+    def other(self, node: str) -> Endpoint:
+        return self.b if self.a.node == node else self.a
+
+    def end(self, node: str) -> Endpoint:
+        return self.a if self.a.node == node else self.b
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    switch: str
+    service_ip: ipaddress.IPv4Address
+    service_mac: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """One ``ipv4_lpm`` entry: packets to ``prefix`` leave on ``port`` with destination MAC ``dst_mac``."""
+    prefix: str            # "10.0.0.1/32"
+    dst_mac: str
+    port: int
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One multicast replica of a job's results: ``port`` toward the worker, ``rid`` = its worker id."""
+    port: int
+    rid: int
+    host: str
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    hosts: dict[str, Host]
+    switches: dict[str, Switch]
+    links: tuple[Link, ...]
+    aggregation: Aggregation
+    workers: tuple[str, ...]
+    description: str = ""
+
+    # ---- loading ----------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Topology":
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise TopologyError(str(path), [f"cannot read: {exc.strerror}"]) from None
+        return cls.parse(text, source=str(path), default_name=path.stem)
+
+    @classmethod
+    def parse(cls, text: str, source: str = "<string>", default_name: str = "topology") -> "Topology":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TopologyError(source, [f"{source}:{exc.lineno}: not valid JSON: {exc.msg}"]) from None
+        lines, duplicates = _json_lines(text)
+        parser = _Parser(data, source, lines, default_name)
+        for path, line in duplicates:       # json.loads keeps the last one silently
+            parser.problems.append(f"{source}:{line}: {_path_label(path)}: '{path[-1]}' appears twice")
+        return parser.topology()
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "<dict>") -> "Topology":
+        return _Parser(data, source, {}, data.get("name", "topology") if isinstance(data, dict) else "").topology()
+
+    # ---- graph ------------------------------------------------------------------------------------
+
+    def links_of(self, node: str) -> list[Link]:
+        return [link for link in self.links if node in (link.a.node, link.b.node)]
+
+    def neighbors(self, node: str) -> list[tuple[int | None, str]]:
+        """(own port, neighbour) for every link of ``node``, by port."""
+        pairs = [(link.end(node).port, link.other(node).node) for link in self.links_of(node)]
+        return sorted(pairs, key=lambda p: (p[0] or 0, p[1]))
+
+    def port(self, switch: str, neighbor: str) -> int:
+        """The port of ``switch`` that faces ``neighbor`` (the lowest one if several)."""
+        for port, other in self.neighbors(switch):
+            if other == neighbor:
+                return port
+        raise KeyError(f"{switch} has no link to {neighbor}")
+
+    def path(self, src: str, dst: str) -> list[str]:
+        """A shortest path of node names from ``src`` to ``dst`` (ties: lowest port first).
+
+        Hosts are endpoints only: a path never crosses a host.
+        """
+        previous: dict[str, str | None] = {src: None}
+        queue = deque([src])
+        while queue:
+            node = queue.popleft()
+            if node == dst:
+                break
+            if node != src and node in self.hosts:
+                continue
+            for _, other in self.neighbors(node):
+                if other not in previous:
+                    previous[other] = node
+                    queue.append(other)
+        if dst not in previous:
+            raise KeyError(f"no path from {src} to {dst}")
+        path = [dst]
+        while previous[path[-1]] is not None:
+            path.append(previous[path[-1]])
+        return path[::-1]
+
+    def next_hop(self, switch: str, dst: str) -> tuple[int, str]:
+        """(port, neighbour) on the way from ``switch`` to node ``dst``."""
+        hop = self.path(switch, dst)[1]
+        return self.port(switch, hop), hop
+
+    # ---- what the controller installs -------------------------------------------------------------
+
+    def routes(self, switch: str) -> list[Route]:
+        """The ``ipv4_lpm`` entries of ``switch``: a /32 to every host, and to the service address
+        on every switch but the aggregating one (which serves it itself)."""
+        routes = []
+        for host in self.hosts.values():
+            port, _ = self.next_hop(switch, host.name)
+            routes.append(Route(f"{host.address}/32", host.mac, port))
+        agg = self.aggregation
+        if switch != agg.switch:
+            port, _ = self.next_hop(switch, agg.switch)
+            routes.append(Route(f"{agg.service_ip}/32", agg.service_mac, port))
+        return routes
+
+    def worker_id(self, host: str) -> int:
+        return self.workers.index(host)
+
+    def replicas(self, workers: Iterable[str] | None = None) -> list[Replica]:
+        """Multicast replicas of a job's results on the aggregating switch: one per worker, on the
+        port toward it, with rid = its worker id (the program's ``result_dst`` key)."""
+        agg = self.aggregation.switch
+        names = self.workers if workers is None else tuple(workers)
+        return [Replica(self.next_hop(agg, h)[0], self.worker_id(h), h) for h in names]
+
+    def interfaces(self, switch: str) -> dict[int, str]:
+        """port -> Mininet interface name of ``switch``."""
+        return {port: self.switches[switch].interface(port) for port, _ in self.neighbors(switch)}
+
+    def is_star(self) -> bool:
+        return len(self.switches) == 1 and all(
+            {link.a.node, link.b.node} & set(self.hosts) for link in self.links)
+
+    # ---- variants ---------------------------------------------------------------------------------
+
+    def with_workers(self, n: int) -> "Topology":
+        """The same topology with ``n`` workers.
+
+        A star grows or shrinks: hosts h1..hn on consecutive addresses and switch ports, links like
+        the first host's. Any other topology keeps its hosts and uses the first ``n`` workers.
+        """
+        if not 1 <= n <= MAX_WORKERS:
+            raise TopologyError(self.name, [f"--workers {n}: must be 1..{MAX_WORKERS}"])
+        if not self.is_star():
+            if n > len(self.workers):
+                raise TopologyError(self.name, [
+                    f"--workers {n}: this topology has {len(self.workers)} workers and is not a star, "
+                    "so it cannot grow; edit the file"])
+            return replace(self, workers=self.workers[:n])
+        switch = next(iter(self.switches))
+        first = self.hosts[self.workers[0]]
+        first_link = self.links_of(first.name)[0]
+        base_ip = int(first.ip.ip) - 1
+        base_mac = int(first.mac.replace(":", ""), 16) - 1
+        hosts, links = {}, []
+        for i in range(1, n + 1):
+            ip = ipaddress.IPv4Interface(f"{ipaddress.IPv4Address(base_ip + i)}/{first.ip.network.prefixlen}")
+            if ip.ip == self.aggregation.service_ip or ip.ip not in first.ip.network:
+                raise TopologyError(self.name, [f"--workers {n}: host address {ip.ip} is not free"])
+            mac = ":".join(f"{base_mac + i:012x}"[j:j + 2] for j in range(0, 12, 2))
+            hosts[f"h{i}"] = Host(f"h{i}", ip, mac)
+            links.append(Link(Endpoint(f"h{i}", None), Endpoint(switch, i), first_link.params))
+        return replace(self, hosts=hosts, links=tuple(links), workers=tuple(hosts))
+
+    def with_link_params(self, **overrides: Any) -> "Topology":
+        """Every link with the given LinkParams fields replaced (``None`` values are ignored)."""
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+        if not overrides:
+            return self
+        return replace(self, links=tuple(replace(l, params=replace(l.params, **overrides)) for l in self.links))
+
+    def to_dict(self) -> dict:
+        """The JSON form (explicit ports and defaults), e.g. to record what a run used."""
+        def end(e: Endpoint) -> str:
+            return e.node if e.port is None else f"{e.node}-p{e.port}"
+
+        def opts(p: LinkParams) -> dict:
+            d = {"bw": p.bw, "delay": None if p.delay_ms is None else f"{p.delay_ms:g}ms",
+                 "loss": p.loss, "max_queue_size": p.max_queue_size}
+            return {k: v for k, v in d.items() if v is not None}
+
+        return {
+            "name": self.name,
+            "description": self.description,
+            "hosts": {h.name: {"ip": str(h.ip), "mac": h.mac} for h in self.hosts.values()},
+            "switches": {s.name: {"device_id": s.device_id, "grpc_port": s.grpc_port}
+                         for s in self.switches.values()},
+            "links": [[end(l.a), end(l.b)] + ([opts(l.params)] if opts(l.params) else []) for l in self.links],
+            "aggregation": {"switch": self.aggregation.switch, "service_ip": str(self.aggregation.service_ip),
+                            "service_mac": self.aggregation.service_mac},
+            "workers": list(self.workers),
+        }
+
+
+class _Parser:
+    """Turns decoded JSON into a Topology, collecting every problem with its line."""
+
+    def __init__(self, data: Any, source: str, lines: dict[tuple, int], default_name: str):
+        self.data = data
+        self.source = source
+        self.lines = lines
+        self.default_name = default_name
+        self.problems: list[str] = []
+        self.declared: set[str] = set()     # every node name in the file, valid or not: no cascading errors
+
+    def problem(self, path: tuple, message: str) -> None:
+        line = self._line(path)
+        where = f"{self.source}:{line}" if line else self.source
+        label = _path_label(path)
+        self.problems.append(f"{where}: {label + ': ' if label else ''}{message}")
+
+    def _line(self, path: tuple) -> int | None:
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return self.lines.get(())
+
+    def topology(self) -> Topology:
+        data = self.data
+        if not isinstance(data, dict):
+            raise TopologyError(self.source, [f"{self.source}: the top level must be a JSON object"])
+        self._unknown_keys(data, _TOP_KEYS, ())
+        for key in ("hosts", "switches", "links", "aggregation"):
+            if key not in data:
+                self.problem((), f"missing '{key}'")
+        hosts = self._hosts(data.get("hosts", {}))
+        switches = self._switches(data.get("switches", {}), hosts)
+        links = self._links(data.get("links", []), hosts, switches)
+        aggregation = self._aggregation(data.get("aggregation"), hosts, switches)
+        workers = self._workers(data.get("workers"), hosts)
+        name = data.get("name", self.default_name)
+        if not isinstance(name, str) or not name:
+            self.problem(("name",), "must be a non-empty string")
+        if not self.problems:
+            self._check_graph(hosts, switches, links, workers)
+        if self.problems:
+            raise TopologyError(self.source, self.problems)
+        return Topology(name=name, hosts=hosts, switches=switches, links=tuple(links),
+                        aggregation=aggregation, workers=workers, description=str(data.get("description", "")))
+
+    def _unknown_keys(self, obj: dict, allowed: set[str], path: tuple) -> None:
+        for key in obj:
+            if key not in allowed:
+                self.problem(path + (key,), f"unknown key '{key}' (expected one of: {', '.join(sorted(allowed))})")
+
+    def _name(self, name: str, path: tuple) -> bool:
+        if not _NAME.match(name):
+            self.problem(path, f"bad node name '{name}': lower-case letter then letters/digits, at most 10 characters")
+            return False
+        return True
+
+    def _hosts(self, raw: Any) -> dict[str, Host]:
+        if not isinstance(raw, dict):
+            self.problem(("hosts",), "must be an object of name: {ip, mac}")
+            return {}
+        hosts: dict[str, Host] = {}
+        seen_ip: dict[ipaddress.IPv4Address, str] = {}
+        seen_mac: dict[str, str] = {}
+        self.declared.update(raw)
+        for name, spec in raw.items():
+            path = ("hosts", name)
+            if not self._name(name, path):
+                continue
+            if not isinstance(spec, dict):
+                self.problem(path, "must be an object with 'ip' and 'mac'")
+                continue
+            self._unknown_keys(spec, _HOST_KEYS, path)
+            ip = self._ip_interface(spec.get("ip"), path + ("ip",))
+            mac = self._mac(spec.get("mac"), path + ("mac",))
+            if ip is None or mac is None:
+                continue
+            if ip.ip in seen_ip:
+                self.problem(path + ("ip",), f"address {ip.ip} is already used by {seen_ip[ip.ip]}")
+                continue
+            if mac in seen_mac:
+                self.problem(path + ("mac",), f"MAC {mac} is already used by {seen_mac[mac]}")
+                continue
+            seen_ip[ip.ip], seen_mac[mac] = name, name
+            hosts[name] = Host(name, ip, mac)
+        if not raw:
+            self.problem(("hosts",), "no hosts")
+        return hosts
+
+    def _switches(self, raw: Any, hosts: dict[str, Host]) -> dict[str, Switch]:
+        if not isinstance(raw, dict):
+            self.problem(("switches",), "must be an object of name: {device_id, grpc_port}")
+            return {}
+        switches: dict[str, Switch] = {}
+        seen_id: dict[int, str] = {}
+        seen_port: dict[int, str] = {}
+        self.declared.update(raw)
+        for index, (name, spec) in enumerate(raw.items()):
+            path = ("switches", name)
+            if not self._name(name, path):
+                continue
+            if name in hosts:
+                self.problem(path, f"'{name}' is both a host and a switch")
+                continue
+            if not isinstance(spec, dict):
+                self.problem(path, "must be an object (may be empty: {})")
+                continue
+            self._unknown_keys(spec, _SWITCH_KEYS, path)
+            device_id = self._int(spec.get("device_id", index), path + ("device_id",), 0, 2**32 - 1)
+            grpc_port = self._int(spec.get("grpc_port", FIRST_GRPC_PORT + index), path + ("grpc_port",), 1024, 65535)
+            if device_id is None or grpc_port is None:
+                continue
+            if device_id in seen_id:
+                self.problem(path + ("device_id",), f"device_id {device_id} is already used by {seen_id[device_id]}")
+                continue
+            if grpc_port in seen_port:
+                self.problem(path + ("grpc_port",), f"grpc_port {grpc_port} is already used by {seen_port[grpc_port]}")
+                continue
+            seen_id[device_id], seen_port[grpc_port] = name, name
+            switches[name] = Switch(name, device_id, grpc_port)
+        if not raw:
+            self.problem(("switches",), "no switches")
+        return switches
+
+    def _links(self, raw: Any, hosts: dict[str, Host], switches: dict[str, Switch]) -> list[Link]:
+        if not isinstance(raw, list):
+            self.problem(("links",), "must be a list of [node, node, options?]")
+            return []
+        parsed: list[tuple[int, Endpoint, Endpoint, LinkParams]] = []
+        used_ports: dict[str, dict[int, int]] = {s: {} for s in switches}
+        host_links: dict[str, int] = {}
+        seen_pairs: dict[frozenset, int] = {}
+        for i, entry in enumerate(raw):
+            path = ("links", i)
+            if not isinstance(entry, list) or not 2 <= len(entry) <= 4:
+                self.problem(path, "must be [node, node], [node, node, {options}] or [node, node, delay, bw]")
+                continue
+            ends = [self._endpoint(entry[k], path + (k,), hosts, switches) for k in (0, 1)]
+            params = self._link_params(entry[2:], path)
+            if None in ends:
+                continue
+            a, b = ends
+            if a.node == b.node:
+                self.problem(path, f"links {a.node} to itself")
+                continue
+            if a.node in hosts and b.node in hosts:
+                self.problem(path, f"links two hosts ({a.node}, {b.node}); hosts connect to switches only")
+                continue
+            pair = frozenset((a.node, b.node))
+            if pair in seen_pairs and pair & set(hosts):
+                self.problem(path, f"duplicate link between {a.node} and {b.node} (also links[{seen_pairs[pair]}])")
+                continue
+            seen_pairs.setdefault(pair, i)
+            bad = False
+            for end in (a, b):
+                if end.node in hosts:
+                    if end.node in host_links:
+                        self.problem(path, f"host {end.node} already has a link (links[{host_links[end.node]}]); "
+                                           "a host has one interface")
+                        bad = True
+                    else:
+                        host_links[end.node] = i
+                elif end.port is not None:
+                    if end.port in used_ports[end.node]:
+                        self.problem(path, f"port {end.node}-p{end.port} is already used by "
+                                           f"links[{used_ports[end.node][end.port]}]")
+                        bad = True
+                    else:
+                        used_ports[end.node][end.port] = i
+            if not bad and params is not None:
+                parsed.append((i, a, b, params))
+        links = []
+        for i, a, b, params in parsed:      # ports left out: the lowest free one, in file order
+            ends = []
+            for end in (a, b):
+                if end.node in switches and end.port is None:
+                    port = next(p for p in range(1, MAX_PORT + 2) if p not in used_ports[end.node])
+                    if port > MAX_PORT:
+                        self.problem(("links", i), f"{end.node} has no free port left")
+                    used_ports[end.node][port] = i
+                    end = Endpoint(end.node, port)
+                ends.append(end)
+            links.append(Link(ends[0], ends[1], params))
+        for name in hosts:
+            if name not in host_links and not any(
+                    isinstance(e, list) and name in e[:2] for e in raw):     # its link has its own error
+                self.problem(("hosts", name), f"host {name} has no link")
+        return links
+
+    def _endpoint(self, raw: Any, path: tuple, hosts: dict, switches: dict) -> Endpoint | None:
+        if not isinstance(raw, str):
+            self.problem(path, f"endpoint must be a string like 'h1' or 's1-p2', not {json.dumps(raw)}")
+            return None
+        match = _SWITCH_PORT.match(raw)
+        node, port = (match["node"], int(match["port"])) if match else (raw, None)
+        if node in hosts:
+            if port is not None:
+                self.problem(path, f"'{raw}': a host has one interface (eth0); write just '{node}'")
+                return None
+            return Endpoint(node, None)
+        if node in switches:
+            if port is not None and not 1 <= port <= MAX_PORT:
+                self.problem(path, f"'{raw}': port must be 1..{MAX_PORT}")
+                return None
+            return Endpoint(node, port)
+        if node not in self.declared:       # a declared node with errors has its own message
+            self.problem(path, f"unknown node '{node}'")
+        return None
+
+    def _link_params(self, rest: list, path: tuple) -> LinkParams | None:
+        if not rest:
+            return LinkParams()
+        if isinstance(rest[0], dict):
+            if len(rest) > 1:
+                self.problem(path, "options object must be the last element")
+                return None
+            opts = rest[0]
+            self._unknown_keys(opts, _LINK_KEYS, path + (2,))
+            opt_path = path + (2,)
+        else:                                   # tutorials: [a, b, "delay", bw]
+            opts = {"delay": rest[0]}
+            if len(rest) > 1:
+                opts["bw"] = rest[1]
+            opt_path = path
+        ok = True
+        bw = delay = loss = queue = None
+        if "bw" in opts:
+            bw = self._number(opts["bw"], opt_path + ("bw",), "bw (Mbit/s)", 0, MAX_BW_MBITS, low_open=True)
+            ok &= bw is not None
+        if "delay" in opts:
+            delay = self._delay(opts["delay"], opt_path + ("delay",))
+            ok &= delay is not None
+        if "loss" in opts:
+            loss = self._number(opts["loss"], opt_path + ("loss",), "loss (percent)", 0, 100, high_open=True)
+            ok &= loss is not None
+        if "max_queue_size" in opts:
+            queue = self._int(opts["max_queue_size"], opt_path + ("max_queue_size",), 1, 1_000_000)
+            ok &= queue is not None
+        return LinkParams(bw, delay, loss, queue) if ok else None
+
+    def _aggregation(self, raw: Any, hosts: dict[str, Host], switches: dict[str, Switch]) -> Aggregation | None:
+        path = ("aggregation",)
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            self.problem(path, "must be an object {switch, service_ip, service_mac?}")
+            return None
+        self._unknown_keys(raw, _AGG_KEYS, path)
+        switch = raw.get("switch")
+        if switch not in switches:
+            self.problem(path + ("switch",), f"unknown switch {json.dumps(switch)}"
+                         + (f" (switches: {', '.join(switches)})" if switches else ""))
+        service_ip = self._ip(raw.get("service_ip"), path + ("service_ip",))
+        service_mac = self._mac(raw.get("service_mac", DEFAULT_SERVICE_MAC), path + ("service_mac",))
+        for host in hosts.values():
+            if service_ip is not None and host.ip.ip == service_ip:
+                self.problem(path + ("service_ip",), f"{service_ip} is host {host.name}'s address")
+            if service_mac is not None and host.mac == service_mac:
+                self.problem(path + ("service_mac",), f"{service_mac} is host {host.name}'s MAC")
+        if switch not in switches or service_ip is None or service_mac is None:
+            return None
+        return Aggregation(switch, service_ip, service_mac)
+
+    def _workers(self, raw: Any, hosts: dict[str, Host]) -> tuple[str, ...]:
+        if raw is None:
+            workers = tuple(hosts)
+        elif not isinstance(raw, list) or not all(isinstance(w, str) for w in raw):
+            self.problem(("workers",), "must be a list of host names")
+            return ()
+        else:
+            workers = tuple(raw)
+            for i, name in enumerate(workers):
+                if name not in hosts:
+                    self.problem(("workers", i), f"unknown host '{name}'")
+                elif workers.index(name) != i:
+                    self.problem(("workers", i), f"host '{name}' is listed twice")
+        if not 1 <= len(workers) <= MAX_WORKERS:
+            self.problem(("workers",), f"{len(workers)} workers; a THC job has 1..{MAX_WORKERS}")
+        return workers
+
+    def _check_graph(self, hosts, switches, links, workers) -> None:
+        """Every node must reach the aggregating switch."""
+        topo = Topology("check", hosts, switches, tuple(links), Aggregation("", ipaddress.IPv4Address(0), ""), workers)
+        agg = self.data["aggregation"]["switch"]
+        for name in list(switches) + list(hosts):
+            if name == agg:
+                continue
+            try:
+                topo.path(name, agg)
+            except KeyError:
+                kind = "hosts" if name in hosts else "switches"
+                self.problem((kind, name), f"{name} is not connected to the aggregating switch {agg}")
+
+    # ---- scalar checks ----------------------------------------------------------------------------
+
+    def _int(self, raw: Any, path: tuple, low: int, high: int) -> int | None:
+        if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
+            self.problem(path, f"{json.dumps(raw)}: expected an integer in {low}..{high}")
+            return None
+        return raw
+
+    def _number(self, raw: Any, path: tuple, what: str, low: float, high: float,
+                low_open: bool = False, high_open: bool = False) -> float | None:
+        ok = isinstance(raw, (int, float)) and not isinstance(raw, bool)
+        if ok:
+            ok = (raw > low if low_open else raw >= low) and (raw < high if high_open else raw <= high)
+        if not ok:
+            lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
+            self.problem(path, f"{json.dumps(raw)}: {what} must be a number in {lo}{low:g}, {high:g}{hi}")
+            return None
+        return float(raw)
+
+    def _delay(self, raw: Any, path: tuple) -> float | None:
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool) and 0 <= raw <= 10_000:
+            return float(raw)
+        match = _DELAY.match(raw) if isinstance(raw, str) else None
+        if match:
+            value = float(match[1]) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[match[3]]
+            if value <= 10_000:
+                return value
+        self.problem(path, f"{json.dumps(raw)}: delay must be like \"2ms\", \"500us\" or milliseconds 0..10000")
+        return None
+
+    def _ip_interface(self, raw: Any, path: tuple) -> ipaddress.IPv4Interface | None:
+        try:
+            if not isinstance(raw, str) or "/" not in raw:
+                raise ValueError
+            iface = ipaddress.IPv4Interface(raw)
+        except ValueError:
+            self.problem(path, f"{json.dumps(raw)}: expected an IPv4 address with prefix, like \"10.0.0.1/24\"")
+            return None
+        if iface.ip in (iface.network.network_address, iface.network.broadcast_address) and iface.network.prefixlen < 31:
+            self.problem(path, f"{raw}: is the network or broadcast address of {iface.network}")
+            return None
+        if iface.ip.is_multicast or iface.ip.is_loopback or iface.ip.is_unspecified:
+            self.problem(path, f"{raw}: not a unicast host address")
+            return None
+        return iface
+
+    def _ip(self, raw: Any, path: tuple) -> ipaddress.IPv4Address | None:
+        try:
+            if not isinstance(raw, str):
+                raise ValueError
+            ip = ipaddress.IPv4Address(raw)
+        except ValueError:
+            self.problem(path, f"{json.dumps(raw)}: expected an IPv4 address like \"10.0.0.254\"")
+            return None
+        if ip.is_multicast or ip.is_loopback or ip.is_unspecified:
+            self.problem(path, f"{raw}: not a unicast address")
+            return None
+        return ip
+
+    def _mac(self, raw: Any, path: tuple) -> str | None:
+        if not isinstance(raw, str) or not _MAC.match(raw.lower()):
+            self.problem(path, f"{json.dumps(raw)}: expected a MAC address like \"08:00:00:00:00:01\"")
+            return None
+        mac = raw.lower()
+        if int(mac[:2], 16) & 1:
+            self.problem(path, f"{raw}: a multicast MAC (lowest bit of the first byte set)")
+            return None
+        if mac == "00:00:00:00:00:00":
+            self.problem(path, f"{raw}: the zero MAC")
+            return None
+        return mac
+
+
+def _path_label(path: tuple) -> str:
+    label = ""
+    for part in path:
+        label += f"[{part}]" if isinstance(part, int) else (f".{part}" if label else str(part))
+    return label
+
+
+def _json_lines(text: str) -> tuple[dict[tuple, int], list[tuple[tuple, int]]]:
+    """The line where each value of a valid JSON document starts, keyed by its path
+    (("links", 3, 0) is the first element of the fourth link), and the (path, line) of every key
+    that appears twice in the same object."""
+    lines: dict[tuple, int] = {}
+    duplicates: list[tuple[tuple, int]] = []
+    decoder = json.JSONDecoder()
+    ws = re.compile(r"[ \t\n\r]*")
+
+    def skip(pos: int) -> int:
+        return ws.match(text, pos).end()
+
+    def value(pos: int, path: tuple) -> int:
+        pos = skip(pos)
+        lines[path] = text.count("\n", 0, pos) + 1
+        char = text[pos]
+        if char == "{":
+            pos = skip(pos + 1)
+            if text[pos] == "}":
+                return pos + 1
+            while True:
+                key, pos = json.decoder.scanstring(text, skip(pos) + 1)
+                key_line = text.count("\n", 0, pos) + 1
+                if path + (key,) in lines:
+                    duplicates.append((path + (key,), key_line))
+                pos = skip(pos) + 1                     # ':'
+                pos = value(pos, path + (key,))
+                lines.setdefault(path + (key,), key_line)
+                pos = skip(pos)
+                if text[pos] == "}":
+                    return pos + 1
+                pos += 1                                # ','
+        if char == "[":
+            pos = skip(pos + 1)
+            if text[pos] == "]":
+                return pos + 1
+            index = 0
+            while True:
+                pos = skip(value(pos, path + (index,)))
+                index += 1
+                if text[pos] == "]":
+                    return pos + 1
+                pos += 1
+        _, end = decoder.raw_decode(text, pos)
+        return end
+
+    try:
+        value(0, ())
+    except (IndexError, ValueError):        # not the valid JSON we were promised: no line numbers
+        return {}, []
+    return lines, duplicates
