@@ -1,0 +1,254 @@
+"""The P4Info <-> engine mapping of one pipeline.
+
+P4Runtime speaks in numeric ids from the P4Info; the engine speaks in the names p4c wrote into the
+BMv2 JSON. p4c gives both the same names ("MyIngress.ipv4_lpm"), and lists match fields and action
+parameters in the same order, so a binding is a set of id -> name tables plus the widths needed to
+decode bytestrings. `bind()` checks every P4Info object against the loaded program and refuses the
+pipeline (VERIFY fails) naming the first object that does not agree, so a stale P4Info never reaches
+the data plane.
+"""
+from dataclasses import dataclass, field
+
+from p4.config.v1 import p4info_pb2
+
+from emulator.p4rt.errors import P4RTError, INVALID_ARGUMENT
+
+MATCH_KIND = {
+    p4info_pb2.MatchField.EXACT: "exact",
+    p4info_pb2.MatchField.LPM: "lpm",
+    p4info_pb2.MatchField.TERNARY: "ternary",
+    p4info_pb2.MatchField.RANGE: "range",
+    p4info_pb2.MatchField.OPTIONAL: "optional",
+}
+PRIORITY_KINDS = frozenset({"ternary", "range", "optional"})
+
+
+@dataclass(frozen=True)
+class MatchFieldBinding:
+    id: int
+    name: str
+    bitwidth: int
+    kind: str  # exact | lpm | ternary | range | optional
+
+
+@dataclass(frozen=True)
+class ParamBinding:
+    id: int
+    name: str
+    bitwidth: int
+
+
+@dataclass(frozen=True)
+class ActionBinding:
+    id: int
+    name: str
+    params: tuple  # ParamBinding, in declaration order
+
+
+@dataclass
+class TableBinding:
+    id: int
+    name: str
+    match_fields: tuple  # MatchFieldBinding, in key order
+    action_scopes: dict  # action id -> ActionRef scope
+    const_default_action_id: int
+    is_const: bool
+    size: int
+    direct_counter: str | None = None  # engine name of the direct counter, if any
+    needs_priority: bool = False
+    field_by_id: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CounterBinding:
+    id: int
+    name: str
+    size: int
+
+
+@dataclass(frozen=True)
+class DirectCounterBinding:
+    id: int
+    name: str
+    table_id: int
+
+
+@dataclass(frozen=True)
+class RegisterBinding:
+    id: int
+    name: str
+    size: int
+    bitwidth: int
+
+
+@dataclass(frozen=True)
+class PacketMetadataBinding:
+    id: int
+    name: str
+    bitwidth: int
+
+
+@dataclass
+class PipelineBinding:
+    tables: dict = field(default_factory=dict)  # id -> TableBinding
+    actions: dict = field(default_factory=dict)  # id -> ActionBinding
+    counters: dict = field(default_factory=dict)  # id -> CounterBinding (indirect)
+    direct_counters: dict = field(default_factory=dict)  # id -> DirectCounterBinding
+    registers: dict = field(default_factory=dict)  # id -> RegisterBinding
+    packet_in: tuple = ()  # PacketMetadataBinding, header order
+    packet_out: tuple = ()
+    has_packet_out_header: bool = False
+    table_by_name: dict = field(default_factory=dict)
+    action_by_name: dict = field(default_factory=dict)
+
+    def table(self, table_id: int) -> TableBinding:
+        try:
+            return self.tables[table_id]
+        except KeyError:
+            raise P4RTError(INVALID_ARGUMENT, f"unknown table id {table_id}") from None
+
+    def action(self, action_id: int) -> ActionBinding:
+        try:
+            return self.actions[action_id]
+        except KeyError:
+            raise P4RTError(INVALID_ARGUMENT, f"unknown action id {action_id}") from None
+
+    def counter(self, counter_id: int) -> CounterBinding:
+        try:
+            return self.counters[counter_id]
+        except KeyError:
+            raise P4RTError(INVALID_ARGUMENT, f"unknown counter id {counter_id}") from None
+
+    def register(self, register_id: int) -> RegisterBinding:
+        try:
+            return self.registers[register_id]
+        except KeyError:
+            raise P4RTError(INVALID_ARGUMENT, f"unknown register id {register_id}") from None
+
+
+def _refuse(message: str):
+    raise P4RTError(INVALID_ARGUMENT, f"P4Info does not match the device config: {message}")
+
+
+def _register_bitwidth(reg) -> int:
+    spec = reg.type_spec
+    if spec.HasField("bitstring"):
+        kind = spec.bitstring.WhichOneof("type_spec")
+        if kind in ("bit", "int"):
+            return getattr(spec.bitstring, kind).bitwidth
+    _refuse(f"register '{reg.preamble.name}' has a type other than bit<W>/int<W>")
+
+
+def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
+    """Build the id maps of `p4info` and check them against the engine's `program`.
+
+    `program` has `tables`, `actions`, `registers`, `counters` dicts keyed by JSON name
+    (see emulator.switch). Raises P4RTError(INVALID_ARGUMENT) naming the first mismatch.
+    """
+    binding = PipelineBinding()
+
+    for act in p4info.actions:
+        name = act.preamble.name
+        engine_action = program.actions.get(name)
+        if engine_action is None:
+            _refuse(f"action '{name}' is not in the device config")
+        params = tuple(ParamBinding(p.id, p.name, p.bitwidth) for p in act.params)
+        engine_params = list(engine_action.params)
+        if len(params) != len(engine_params):
+            _refuse(f"action '{name}' has {len(params)} parameters in P4Info, "
+                    f"{len(engine_params)} in the device config")
+        for param, (engine_name, engine_width) in zip(params, engine_params):
+            if param.name != engine_name or param.bitwidth != engine_width:
+                _refuse(f"action '{name}' parameter '{param.name}' (bit<{param.bitwidth}>) does not "
+                        f"match '{engine_name}' (bit<{engine_width}>) in the device config")
+        binding.actions[act.preamble.id] = ActionBinding(act.preamble.id, name, params)
+        binding.action_by_name[name] = binding.actions[act.preamble.id]
+
+    for tbl in p4info.tables:
+        name = tbl.preamble.name
+        engine_table = program.tables.get(name)
+        if engine_table is None:
+            _refuse(f"table '{name}' is not in the device config")
+        fields = []
+        for mf in tbl.match_fields:
+            kind = MATCH_KIND.get(mf.match_type)
+            if kind is None:
+                _refuse(f"table '{name}' match field '{mf.name}' has an unsupported match type")
+            fields.append(MatchFieldBinding(mf.id, mf.name, mf.bitwidth, kind))
+        engine_keys = list(engine_table.keys)
+        if len(fields) != len(engine_keys):
+            _refuse(f"table '{name}' has {len(fields)} match fields in P4Info, "
+                    f"{len(engine_keys)} in the device config")
+        for mf, key in zip(fields, engine_keys):
+            if mf.name != key.name or mf.bitwidth != key.bitwidth or mf.kind != key.match_type:
+                _refuse(f"table '{name}' match field '{mf.name}' ({mf.kind}, {mf.bitwidth} bits) does "
+                        f"not match '{key.name}' ({key.match_type}, {key.bitwidth} bits) "
+                        f"in the device config")
+        scopes = {}
+        for ref in tbl.action_refs:
+            act = binding.actions.get(ref.id)
+            if act is None:
+                _refuse(f"table '{name}' refers to action id {ref.id} that P4Info does not declare")
+            if act.name not in engine_table.actions:
+                _refuse(f"table '{name}' action '{act.name}' is not an action of that table "
+                        f"in the device config")
+            scopes[ref.id] = ref.scope
+        if tbl.implementation_id:
+            _refuse(f"table '{name}' uses an action profile, which the software switch does not support")
+        table = TableBinding(
+            id=tbl.preamble.id, name=name, match_fields=tuple(fields), action_scopes=scopes,
+            const_default_action_id=tbl.const_default_action_id,
+            is_const=bool(tbl.is_const_table or getattr(engine_table, "const_entries", False)),
+            size=tbl.size, needs_priority=any(f.kind in PRIORITY_KINDS for f in fields),
+            field_by_id={f.id: f for f in fields})
+        binding.tables[table.id] = table
+        binding.table_by_name[name] = table
+
+    for ctr in p4info.counters:
+        name = ctr.preamble.name
+        engine_counter = program.counters.get(name)
+        if engine_counter is None:
+            _refuse(f"counter '{name}' is not in the device config")
+        if engine_counter.is_direct:
+            _refuse(f"counter '{name}' is indirect in P4Info but direct in the device config")
+        if ctr.size != engine_counter.size:
+            _refuse(f"counter '{name}' has size {ctr.size} in P4Info, "
+                    f"{engine_counter.size} in the device config")
+        binding.counters[ctr.preamble.id] = CounterBinding(ctr.preamble.id, name, ctr.size)
+
+    for ctr in p4info.direct_counters:
+        name = ctr.preamble.name
+        engine_counter = program.counters.get(name)
+        if engine_counter is None:
+            _refuse(f"direct counter '{name}' is not in the device config")
+        table = binding.tables.get(ctr.direct_table_id)
+        if table is None:
+            _refuse(f"direct counter '{name}' is attached to table id {ctr.direct_table_id} "
+                    f"that P4Info does not declare")
+        if not engine_counter.is_direct or engine_counter.table != table.name:
+            _refuse(f"direct counter '{name}' is not attached to table '{table.name}' "
+                    f"in the device config")
+        table.direct_counter = name
+        binding.direct_counters[ctr.preamble.id] = DirectCounterBinding(
+            ctr.preamble.id, name, table.id)
+
+    for reg in p4info.registers:
+        name = reg.preamble.name
+        engine_register = program.registers.get(name)
+        if engine_register is None:
+            _refuse(f"register '{name}' is not in the device config")
+        width = _register_bitwidth(reg)
+        if reg.size != engine_register.size or width != engine_register.bitwidth:
+            _refuse(f"register '{name}' is bit<{width}>[{reg.size}] in P4Info, "
+                    f"bit<{engine_register.bitwidth}>[{engine_register.size}] in the device config")
+        binding.registers[reg.preamble.id] = RegisterBinding(reg.preamble.id, name, reg.size, width)
+
+    for header in p4info.controller_packet_metadata:
+        metadata = tuple(PacketMetadataBinding(m.id, m.name, m.bitwidth) for m in header.metadata)
+        if header.preamble.name == "packet_in":
+            binding.packet_in = metadata
+        elif header.preamble.name == "packet_out":
+            binding.packet_out = metadata
+            binding.has_packet_out_header = True
+
+    return binding
