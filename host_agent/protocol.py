@@ -1,0 +1,409 @@
+"""The worker side of the THC aggregation protocol (p4/README.md, "Worker protocol").
+
+Every worker of a job numbers its requests q = 0, 1, 2, ... over the whole run, identically on every
+worker; request q uses slot q mod W in round q div W, and is sent only once the result of request q − W
+(the slot's previous use) is back. A request whose result does not come back in time is sent again, with
+exponential backoff; the switch counts a retransmission once, and answers it with the stored result when
+the slot is complete. Results are matched by (job_id, slot, round); anything else is counted and ignored.
+
+One `WorkerProtocol` runs one operation at a time (a NORM max, a THC index sum or a FIX32 sum). It can be
+driven two ways:
+
+- blocking, one worker per process: `all_max`, `all_sum_indices`, `all_sum_fix32` return the results, and
+  raise `AggregationTimeout` instead of hanging;
+- step by step, several workers in one process (tests, benchmarks): `start_*` returns an `Operation`,
+  `pump()` makes whatever progress is possible without waiting, and `drive()` pumps a set of workers,
+  moving a virtual clock to the next retransmission deadline when none can progress.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from host_agent import wire
+from host_agent.loopback import VirtualClock
+from host_agent.transport import Transport
+
+
+class AggregationTimeout(TimeoutError):
+    """A request got no result before the deadline: the switch, the job or another worker is missing."""
+
+
+class ProtocolError(RuntimeError):
+    """Results that cannot be combined (e.g. different contributor counts within one operation)."""
+
+
+@dataclass
+class WorkerStats:
+    """Counters of one worker. An operation is one all_max / all_sum call (one aggregation round)."""
+
+    packets_sent: int = 0
+    bytes_sent: int = 0
+    packets_received: int = 0
+    bytes_received: int = 0
+    requests: int = 0  # first transmissions
+    retransmissions: int = 0
+    results: int = 0  # results accepted (one per request)
+    duplicate_results: int = 0  # a result for a request already answered
+    stale_results: int = 0  # a result for no request of ours (an old run, a wrong window)
+    ignored_frames: int = 0  # not a result for this job and worker
+    operations: int = 0
+    operation_seconds: float = 0.0
+    last_operation_seconds: float = 0.0
+    max_operation_seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["mean_operation_seconds"] = self.operation_seconds / self.operations if self.operations else 0.0
+        return out
+
+
+class Operation:
+    """One aggregation call in flight: requests q0 .. q0 + n − 1 of a single op."""
+
+    def __init__(self, op: int, q0: int, n_requests: int, payloads: bytes, payload_size: int,
+                 values: np.ndarray | None, chunk_lengths: list[int], per_packet: int, started: float):
+        self.op, self.q0, self.n = op, q0, n_requests
+        self._payloads, self._payload_size = payloads, payload_size
+        self._values = values
+        self.chunk_lengths = chunk_lengths
+        self.per_packet = per_packet
+        self.started = started
+        self.finished: float | None = None
+        self.first_sent = [0.0] * n_requests
+        self.attempts = [0] * n_requests
+        self.rto = [0.0] * n_requests
+        self.done = bytearray(n_requests)
+        self.outstanding = n_requests
+        self.counts = bytearray(n_requests)
+        if op == wire.OP_NORM:
+            self.sums = np.zeros(n_requests, np.uint32)
+        elif op == wire.OP_THC:
+            self.sums = np.zeros(n_requests * per_packet, np.int32)
+        else:
+            self.sums = np.zeros(n_requests * per_packet, np.int32)
+
+    @property
+    def complete(self) -> bool:
+        return self.outstanding == 0
+
+    def payload(self, i: int) -> bytes:
+        size = self._payload_size
+        return self._payloads[i * size:(i + 1) * size] if size else b""
+
+    def value(self, i: int) -> int:
+        return int(self._values[i]) if self._values is not None else 0
+
+    def store(self, i: int, result: wire.ThcFrame) -> bool:
+        """Keep the result of request i; False if its payload does not fit the op."""
+        if self.op == wire.OP_NORM:
+            self.sums[i] = result.value
+        else:
+            if self.op == wire.OP_THC:
+                dtype = {8: np.uint8, 16: ">u2"}.get(result.lane_bits)
+            else:
+                dtype = ">i4"
+            k = self.per_packet
+            if dtype is None or len(result.payload) != k * np.dtype(dtype).itemsize:
+                return False
+            self.sums[i * k:(i + 1) * k] = np.frombuffer(result.payload, dtype=dtype)
+        self.counts[i] = result.count
+        return True
+
+    def contributors(self) -> int:
+        counts = set(self.counts)
+        if len(counts) != 1:
+            raise ProtocolError(f"results of one operation report different contributor counts {sorted(counts)}")
+        return counts.pop()
+
+    def result(self):
+        """NORM: float32 maxima. THC / FIX32: (list of per-chunk sums, number of contributors)."""
+        if not self.complete:
+            raise RuntimeError("operation still in flight")
+        if self.op == wire.OP_NORM:
+            return self.sums.view(np.float32).copy()
+        chunks, offset = [], 0
+        for length in self.chunk_lengths:
+            chunks.append(self.sums[offset:offset + length].copy())
+            offset += -(-length // self.per_packet) * self.per_packet
+        return chunks, self.contributors()
+
+
+class WorkerProtocol:
+    """One worker of one job: request numbering, window, retransmission, result collection.
+
+    `window` W must be the same on every worker of the job and at most the job's n_slots; requests are
+    numbered from `first_request` (0 for a freshly added job).
+    Timers: a request is retransmitted `timeout` s after it was sent, then after backoff × the previous
+    wait, at most `max_timeout`; `deadline` s after its first transmission without a result,
+    AggregationTimeout is raised.
+    """
+
+    def __init__(self, transport: Transport, builder: wire.FrameBuilder, job_id: int, worker_id: int,
+                 window: int, *, timeout: float = 0.05, backoff: float = 2.0, max_timeout: float = 1.0,
+                 deadline: float = 30.0, clock: Callable[[], float] = time.monotonic, first_request: int = 0):
+        if not 0 <= job_id <= 255:
+            raise ValueError(f"job_id {job_id} is not 0..255")
+        if not 0 <= worker_id < wire.MAX_WORKERS:
+            raise ValueError(f"worker_id {worker_id} is not 0..{wire.MAX_WORKERS - 1}")
+        if not 1 <= window <= 1024:
+            raise ValueError(f"window {window} is not 1..1024 (and must be at most the job's n_slots)")
+        if timeout <= 0 or backoff < 1 or max_timeout < timeout or deadline <= 0:
+            raise ValueError("need timeout > 0, backoff >= 1, max_timeout >= timeout, deadline > 0")
+        self.transport, self.builder = transport, builder
+        self.job_id, self.worker_id, self.window = job_id, worker_id, window
+        self.timeout, self.backoff, self.max_timeout, self.deadline = timeout, backoff, max_timeout, deadline
+        self.clock = clock
+        self.next_request = first_request
+        self.counters = WorkerStats()
+        self._op: Operation | None = None
+        self._sendable: deque[int] = deque()
+        self._timers: list[tuple[float, int, int]] = []
+
+    # ---- starting operations -------------------------------------------------------------------
+
+    def start_max(self, values: Sequence[float] | np.ndarray) -> Operation:
+        """Element-wise max over workers of non-negative float32 values: one NORM request per value."""
+        v = np.asarray(values, dtype=np.float32).reshape(-1)
+        if np.any(v < 0):
+            raise ValueError("NORM values must be non-negative: the switch compares float32 bit patterns "
+                             "as unsigned integers")
+        bits = (v + np.float32(0)).view(np.uint32)  # -0.0 + 0.0 = +0.0: its bits would sort above everything
+        return self._start(wire.OP_NORM, len(v), b"", 0, bits, [len(v)], 1)
+
+    def start_sum_indices(self, chunks: Sequence[np.ndarray]) -> Operation:
+        """Per-coordinate sums over workers of the table values of 4-bit indices, chunk by chunk.
+
+        Each chunk is padded to a multiple of K = 64 with index 0 (valid for every table); the padding's
+        sums are dropped from the result.
+        """
+        k = wire.COORDS_PER_PACKET
+        parts, lengths = [], []
+        for chunk in chunks:
+            idx = np.asarray(chunk).reshape(-1)
+            if idx.size and (idx.min() < 0 or idx.max() > 15):
+                raise ValueError("THC indices must be 0..15 (4 bits)")
+            lengths.append(idx.size)
+            padded = np.zeros(-(-idx.size // k) * k, np.uint8)
+            padded[:idx.size] = idx
+            parts.append(padded)
+        packed = wire.pack_nibbles(np.concatenate(parts)) if parts else b""
+        return self._start(wire.OP_THC, len(packed) // wire.INDEX_PAIRS, packed, wire.INDEX_PAIRS, None,
+                           lengths, k)
+
+    def start_sum_fix32(self, chunks: Sequence[np.ndarray]) -> Operation:
+        """Per-coordinate int32 sums over workers (wrapping), 32 values per packet, chunk by chunk."""
+        k = wire.FIX32_PER_PACKET
+        parts, lengths = [], []
+        for chunk in chunks:
+            values = np.asarray(chunk).reshape(-1)
+            if values.dtype != np.int32:
+                if values.size and not np.issubdtype(values.dtype, np.integer):
+                    raise ValueError(f"FIX32 values must be integers, got {values.dtype}")
+                if values.size and (values.min() < -2**31 or values.max() >= 2**31):
+                    raise ValueError("FIX32 values must fit in int32")
+            lengths.append(values.size)
+            padded = np.zeros(-(-values.size // k) * k, np.int32)
+            padded[:values.size] = values
+            parts.append(padded)
+        payloads = np.concatenate(parts).astype(">i4").tobytes() if parts else b""
+        return self._start(wire.OP_FIX32, len(payloads) // (4 * k), payloads, 4 * k, None, lengths, k)
+
+    def _start(self, op, n_requests, payloads, payload_size, values, lengths, per_packet) -> Operation:
+        if self._op is not None:
+            raise RuntimeError("this worker already has an operation in flight")
+        operation = Operation(op, self.next_request, n_requests, payloads, payload_size, values, lengths,
+                              per_packet, self.clock())
+        self.next_request += n_requests
+        self._op = operation
+        self._sendable = deque(range(min(self.window, n_requests)))
+        self._timers = []
+        if n_requests == 0:
+            self._finish(operation)
+        return operation
+
+    # ---- making progress -------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._op is not None
+
+    def pump(self, wait: float = 0.0) -> bool:
+        """Send what the window allows, take in the results that are there (waiting up to `wait` s for the
+        first, never past the next retransmission time), retransmit what is due. True if anything moved."""
+        moved = self._send_ready()
+        if self._op is not None and wait > 0:
+            due = self.next_deadline()
+            if due is not None:
+                wait = min(wait, max(0.0, due - self.clock()))
+        frames = self.transport.recv(wait if self._op is not None else 0.0)
+        for frame in frames:
+            self._on_frame(frame)
+        if frames:
+            moved = True
+            moved |= self._send_ready()
+        moved |= self._fire_timers()
+        return moved
+
+    def wait(self, operation: Operation):
+        """Block until `operation` completes; its result (see Operation.result)."""
+        while not operation.complete:
+            due = self.next_deadline()
+            self.pump(self.max_timeout if due is None else max(0.0, due - self.clock()))
+        return operation.result()
+
+    def next_deadline(self) -> float | None:
+        """When the earliest retransmission (or the deadline) is due; None if no request is waiting."""
+        timers, op = self._timers, self._op
+        while timers and (op is None or op.done[timers[0][1]] or op.attempts[timers[0][1]] != timers[0][2]):
+            heapq.heappop(timers)
+        return timers[0][0] if timers else None
+
+    def _send_ready(self) -> bool:
+        op = self._op
+        if op is None or not self._sendable:
+            return False
+        now, sendable, send = self.clock(), self._sendable, self._transmit
+        while sendable:
+            i = sendable.popleft()
+            op.first_sent[i] = now
+            op.rto[i] = self.timeout
+            send(op, i, now)
+            self.counters.requests += 1
+        return True
+
+    def _transmit(self, op: Operation, i: int, now: float) -> None:
+        q = op.q0 + i
+        frame = self.builder.frame(op.op, wire.KIND_REQUEST, self.job_id, self.worker_id, q % self.window,
+                                   q // self.window, op.value(i), op.payload(i))
+        self.transport.send(frame)
+        op.attempts[i] += 1
+        heapq.heappush(self._timers, (min(now + op.rto[i], op.first_sent[i] + self.deadline), i, op.attempts[i]))
+        self.counters.packets_sent += 1
+        self.counters.bytes_sent += len(frame)
+
+    def _fire_timers(self) -> bool:
+        op, timers = self._op, self._timers
+        if op is None:
+            return False
+        now, fired = self.clock(), False
+        while timers and timers[0][0] <= now:
+            _, i, attempt = heapq.heappop(timers)
+            if op.done[i] or op.attempts[i] != attempt:
+                continue
+            if now - op.first_sent[i] >= self.deadline:
+                raise self._timeout_error(op, i, now)
+            op.rto[i] = min(op.rto[i] * self.backoff, self.max_timeout)
+            self._transmit(op, i, now)
+            self.counters.retransmissions += 1
+            fired = True
+        return fired
+
+    def _on_frame(self, frame: bytes) -> None:
+        c = self.counters
+        c.packets_received += 1
+        c.bytes_received += len(frame)
+        result = wire.parse_frame(frame)
+        if (result is None or result.kind == wire.KIND_REQUEST or result.job_id != self.job_id
+                or result.worker_id != self.worker_id):
+            c.ignored_frames += 1
+            return
+        op = self._op
+        q = result.round * self.window + result.slot
+        if result.slot >= self.window or q >= self.next_request:
+            c.stale_results += 1
+            return
+        if op is None or q < op.q0 or op.done[q - op.q0]:
+            c.duplicate_results += 1
+            return
+        i = q - op.q0
+        if result.op != op.op or op.attempts[i] == 0 or not op.store(i, result):
+            c.stale_results += 1
+            return
+        op.done[i] = 1
+        op.outstanding -= 1
+        c.results += 1
+        if i + self.window < op.n:
+            self._sendable.append(i + self.window)
+        if op.outstanding == 0:
+            self._finish(op)
+
+    def _finish(self, op: Operation) -> None:
+        op.finished = self.clock()
+        elapsed = op.finished - op.started
+        c = self.counters
+        c.operations += 1
+        c.operation_seconds += elapsed
+        c.last_operation_seconds = elapsed
+        c.max_operation_seconds = max(c.max_operation_seconds, elapsed)
+        self._op = None
+        self._sendable.clear()
+        self._timers = []
+
+    def _timeout_error(self, op: Operation, i: int, now: float) -> AggregationTimeout:
+        q = op.q0 + i
+        return AggregationTimeout(
+            f"job {self.job_id} worker {self.worker_id}: no {wire.OP_NAMES[op.op]} result for slot "
+            f"{q % self.window} round {q // self.window} (request {q}) after {now - op.first_sent[i]:.1f} s "
+            f"and {op.attempts[i]} transmissions to the switch service address {self.builder.dst} via "
+            f"{self.transport.describe()}. Check that the switch is running and reachable from this host; "
+            f"that the job is installed on it (thc-ctl) with this worker in its worker mask, n_slots >= "
+            f"{self.window} and a fresh epoch (a job reused without re-adding drops every request as "
+            f"STALE_ROUND); that all the job's workers are running; and the switch's thc_events counters "
+            f"(UNKNOWN_JOB, FOREIGN_WORKER, SLOT_RANGE, STALE_ROUND, BAD_INDEX, NO_ROUTE).")
+
+    # ---- blocking calls --------------------------------------------------------------------------
+
+    def all_max(self, values: Sequence[float] | np.ndarray) -> np.ndarray:
+        return self.wait(self.start_max(values))
+
+    def all_sum_indices(self, chunks: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
+        return self.wait(self.start_sum_indices(chunks))
+
+    def all_sum_fix32(self, chunks: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
+        return self.wait(self.start_sum_fix32(chunks))
+
+    def stats(self) -> dict:
+        out = self.counters.as_dict()
+        out.update(job_id=self.job_id, worker_id=self.worker_id, window=self.window,
+                   next_request=self.next_request)
+        return out
+
+
+def drive(protocols: Sequence[WorkerProtocol], clock: Callable[[], float] | None = None,
+          max_idle_steps: int = 1_000_000) -> None:
+    """Run several in-process workers until none has an operation in flight.
+
+    Each pass pumps every busy worker without waiting. When a pass moves nothing, time moves on to the
+    earliest retransmission deadline: instantly with a VirtualClock, by sleeping otherwise.
+    """
+    clock = clock or protocols[0].clock
+    idle = 0
+    while True:
+        busy = [p for p in protocols if p.busy]
+        if not busy:
+            return
+        moved = False
+        for p in busy:
+            moved |= p.pump(0.0)
+        if moved:
+            idle = 0
+            continue
+        idle += 1
+        if idle > max_idle_steps:
+            raise RuntimeError("drive: workers made no progress")
+        deadlines = [d for p in busy if (d := p.next_deadline()) is not None]
+        if not deadlines:
+            raise RuntimeError("drive: busy workers wait on nothing (no request in flight)")
+        when = min(deadlines)
+        if isinstance(clock, VirtualClock):
+            clock.advance_to(when)
+        else:
+            time.sleep(max(0.0, when - clock()))

@@ -1,0 +1,188 @@
+"""The THC wire format (p4/README.md, "Packet formats") as plain bytes, for the hot path.
+
+Scapy (layers.py) is for crafting and dissecting in tests and captures; it builds a few thousand packets
+per second. Here a frame is a prebuilt Ethernet/IPv4/UDP prefix per payload length plus one
+`struct.pack` of the THC header, and a received frame is checked and decoded with one `struct.unpack_from`:
+a few microseconds each.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+THC_UDP_PORT = 21576  # 0x5448, "TH"
+THC_VERSION = 1
+
+OP_NORM, OP_THC, OP_FIX32 = 1, 2, 3
+KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX = 0, 1, 2
+OP_NAMES = {OP_NORM: "NORM", OP_THC: "THC", OP_FIX32: "FIX32"}
+KIND_NAMES = {KIND_REQUEST: "REQUEST", KIND_RESULT: "RESULT", KIND_RESULT_RETX: "RESULT_RETX"}
+
+INDEX_PAIRS = 32  # THC_PAIRS in p4/config.p4: index bytes per THC request
+COORDS_PER_PACKET = 2 * INDEX_PAIRS  # K = 64 coordinates per THC request
+FIX32_PER_PACKET = INDEX_PAIRS  # one int32 per register word
+MAX_WORKERS = 32
+
+ETH_LEN, IPV4_LEN, UDP_LEN, THC_LEN = 14, 20, 8, 16
+THC_OFFSET = ETH_LEN + IPV4_LEN + UDP_LEN  # 42
+PAYLOAD_OFFSET = THC_OFFSET + THC_LEN  # 58
+ETHERTYPE_IPV4 = 0x0800
+IPPROTO_UDP = 17
+
+THC_HEADER = struct.Struct("!BBBBHBBII")
+# Everything a receiver checks, in one call: ethertype, version/IHL, IPv4 total length, flags/fragment
+# offset, protocol, UDP destination port, then the THC header.
+_RX = struct.Struct("!12xHBxH2xHxB10x2xH4x" + THC_HEADER.format[1:])
+IPV4_MF_OFFSET_MASK = 0x3FFF  # more-fragments flag and fragment offset: any fragment
+
+
+def payload_length(op: int, kind: int, lane_bits: int = 0) -> int:
+    """Bytes after the THC header for a packet of this op and kind (the contract's payload table)."""
+    if op == OP_NORM:
+        return 0
+    if op == OP_FIX32:
+        return 4 * FIX32_PER_PACKET
+    if op == OP_THC:
+        if kind == KIND_REQUEST:
+            return INDEX_PAIRS
+        if lane_bits in (8, 16):
+            return COORDS_PER_PACKET * lane_bits // 8
+        raise ValueError(f"THC result with lane_bits={lane_bits}: only 8 and 16 exist")
+    raise ValueError(f"unknown THC op {op}")
+
+
+def mac_bytes(mac: str | bytes) -> bytes:
+    if isinstance(mac, bytes):
+        if len(mac) != 6:
+            raise ValueError(f"a MAC address has 6 bytes, got {len(mac)}")
+        return mac
+    raw = bytes(int(part, 16) for part in mac.replace("-", ":").split(":"))
+    if len(raw) != 6:
+        raise ValueError(f"not a MAC address: {mac!r}")
+    return raw
+
+
+def ip_bytes(ip: str | bytes) -> bytes:
+    if isinstance(ip, bytes):
+        if len(ip) != 4:
+            raise ValueError(f"an IPv4 address has 4 bytes, got {len(ip)}")
+        return ip
+    return ipaddress.IPv4Address(ip).packed
+
+
+def ipv4_checksum(header: bytes) -> int:
+    """The ones'-complement sum of the header's 16-bit words, with the checksum field as zero."""
+    total = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A host's Ethernet and IPv4 address."""
+
+    mac: str
+    ip: str
+
+    def __str__(self) -> str:
+        return f"{self.ip} ({self.mac})"
+
+
+class FrameBuilder:
+    """Builds THC frames from one source to one destination; the L2–L4 prefix is built once per length.
+
+    IPv4: no options, DF, identification 0, TTL 64, checksum computed. UDP: both ports 21576,
+    checksum 0 (none), so no checksum offload is involved anywhere.
+    """
+
+    def __init__(self, src: Endpoint, dst: Endpoint, sport: int = THC_UDP_PORT, dport: int = THC_UDP_PORT,
+                 ttl: int = 64):
+        self.src, self.dst = src, dst
+        self._eth = mac_bytes(dst.mac) + mac_bytes(src.mac) + struct.pack("!H", ETHERTYPE_IPV4)
+        self._sip, self._dip = ip_bytes(src.ip), ip_bytes(dst.ip)
+        self._ports = (sport, dport)
+        self._ttl = ttl
+        self._prefixes: dict[int, bytes] = {}
+
+    def prefix(self, payload_len: int) -> bytes:
+        """Ethernet + IPv4 + UDP headers for a THC packet with `payload_len` bytes after the THC header."""
+        prefix = self._prefixes.get(payload_len)
+        if prefix is None:
+            udp_len = UDP_LEN + THC_LEN + payload_len
+            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, IPV4_LEN + udp_len, 0, 0x4000, self._ttl,
+                             IPPROTO_UDP, 0, self._sip, self._dip)
+            ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
+            udp = struct.pack("!HHHH", self._ports[0], self._ports[1], udp_len, 0)
+            prefix = self._prefixes[payload_len] = self._eth + ip + udp
+        return prefix
+
+    def frame(self, op: int, kind: int, job_id: int, worker_id: int, slot: int, round_: int, value: int = 0,
+              payload: bytes = b"", count: int = 0, lane_bits: int = 0) -> bytes:
+        return (self.prefix(len(payload))
+                + THC_HEADER.pack(THC_VERSION, (op << 4) | kind, job_id, worker_id, slot, count, lane_bits,
+                                  round_ & 0xFFFFFFFF, value)
+                + payload)
+
+
+class ThcFrame(NamedTuple):
+    """The THC header of a received frame and its payload (without any Ethernet padding)."""
+
+    op: int
+    kind: int
+    job_id: int
+    worker_id: int
+    slot: int
+    count: int
+    lane_bits: int
+    round: int
+    value: int
+    payload: bytes
+
+
+def parse_frame(frame: bytes) -> ThcFrame | None:
+    """Decode a THC frame; None for anything else (not IPv4/UDP to port 21576, IPv4 options, a fragment,
+    truncated)."""
+    if len(frame) < PAYLOAD_OFFSET:
+        return None
+    (ethertype, ver_ihl, total_len, frag, proto, dport,
+     version, op_kind, job_id, worker_id, slot, count, lane_bits, round_, value) = _RX.unpack_from(frame)
+    if (ethertype != ETHERTYPE_IPV4 or ver_ihl != 0x45 or proto != IPPROTO_UDP or dport != THC_UDP_PORT
+            or version != THC_VERSION or frag & IPV4_MF_OFFSET_MASK):
+        return None
+    end = ETH_LEN + total_len
+    if end > len(frame) or end < PAYLOAD_OFFSET:
+        return None
+    return ThcFrame(op_kind >> 4, op_kind & 0x0F, job_id, worker_id, slot, count, lane_bits, round_, value,
+                    frame[PAYLOAD_OFFSET:end])
+
+
+def pack_nibbles(indices: np.ndarray) -> bytes:
+    """Two 4-bit indices per byte, the first in the high nibble; an odd count is padded with index 0."""
+    idx = np.asarray(indices, dtype=np.uint8)
+    if idx.size % 2:
+        idx = np.concatenate([idx, np.zeros(1, np.uint8)])
+    return ((idx[0::2] << 4) | idx[1::2]).astype(np.uint8).tobytes()
+
+
+def unpack_nibbles(data: bytes, count: int | None = None) -> np.ndarray:
+    """The inverse of pack_nibbles: `count` indices (all of them if None)."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    out = np.empty(2 * raw.size, np.uint8)
+    out[0::2] = raw >> 4
+    out[1::2] = raw & 0x0F
+    return out if count is None else out[:count]
+
+
+def float_bits(value: float) -> int:
+    """The IEEE-754 float32 bit pattern of `value`, as the switch compares it."""
+    return struct.unpack("!I", struct.pack("!f", value))[0]
+
+
+def bits_float(bits: int) -> float:
+    return struct.unpack("!f", struct.pack("!I", bits))[0]

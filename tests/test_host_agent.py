@@ -1,0 +1,173 @@
+"""THC headers: the fast codec (wire.py) against the Scapy layers (layers.py), dissection of captures, and
+the raw-socket transport's kernel filter over a veth pair."""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import ARP, Ether
+from scapy.packet import Raw
+from scapy.utils import rdpcap, wrpcap
+
+from host_agent import wire
+from host_agent.layers import THC, THCFix32, THCIndices, THCResult8, THCResult16
+
+SRC = wire.Endpoint("02:00:00:00:01:02", "10.0.1.3")
+DST = wire.Endpoint("02:00:00:00:00:fe", "10.0.0.254")
+
+
+def scapy_frame(thc, payload=None):
+    pkt = (Ether(src=SRC.mac, dst=DST.mac) / IP(src=SRC.ip, dst=DST.ip, id=0, flags="DF", ttl=64)
+           / UDP(sport=wire.THC_UDP_PORT, dport=wire.THC_UDP_PORT, chksum=0) / thc)
+    return bytes(pkt / payload if payload is not None else pkt)
+
+
+CASES = {
+    "norm request": (dict(op=wire.OP_NORM, kind=wire.KIND_REQUEST, value=wire.float_bits(2.5)), None, 58),
+    "thc request": (dict(op=wire.OP_THC, kind=wire.KIND_REQUEST), THCIndices(idx=[i % 16 for i in range(64)]), 90),
+    "thc result 8": (dict(op=wire.OP_THC, kind=wire.KIND_RESULT, count=4, lane_bits=8),
+                     THCResult8(sums=list(range(64))), 122),
+    "thc result 16": (dict(op=wire.OP_THC, kind=wire.KIND_RESULT_RETX, count=9, lane_bits=16),
+                      THCResult16(sums=[1000 * i for i in range(64)]), 186),
+    "fix32": (dict(op=wire.OP_FIX32, kind=wire.KIND_RESULT, count=2, lane_bits=32),
+              THCFix32(values=[-(2**31), 2**31 - 1] + list(range(-15, 15))), 186),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fast_builder_matches_scapy_byte_for_byte(case):
+    fields, payload, size = CASES[case]
+    header = dict(job_id=5, worker_id=2, slot=513, round=0xDEADBEEF, **fields)
+    want = scapy_frame(THC(**header), payload)
+    builder = wire.FrameBuilder(SRC, DST)
+    got = builder.frame(header["op"], header["kind"], 5, 2, 513, 0xDEADBEEF, header.get("value", 0),
+                        bytes(payload) if payload is not None else b"", header.get("count", 0),
+                        header.get("lane_bits", 0))
+    assert got == want
+    assert len(got) == size
+    assert len(got) - wire.PAYLOAD_OFFSET == wire.payload_length(fields["op"], fields["kind"],
+                                                                   fields.get("lane_bits", 0))
+
+
+def test_ipv4_checksum_is_what_scapy_computes():
+    frame = wire.FrameBuilder(SRC, DST).frame(wire.OP_THC, 0, 1, 1, 1, 1, payload=bytes(32))
+    pkt = Ether(frame)
+    stored = pkt[IP].chksum
+    del pkt[IP].chksum
+    assert Ether(bytes(pkt))[IP].chksum == stored
+    assert pkt[UDP].chksum == 0
+
+
+def test_nibbles_first_coordinate_high():
+    assert wire.pack_nibbles(np.array([1, 2, 15, 0, 7], np.uint8)) == bytes([0x12, 0xF0, 0x70])
+    assert bytes(THCIndices(idx=[1, 2, 15])) == bytes([0x12, 0xF0, 0x00]) + bytes(29)
+    assert wire.unpack_nibbles(bytes([0x12, 0xF0]), 3).tolist() == [1, 2, 15]
+
+
+def test_capture_dissects_thc_fields_and_payload_by_op_kind_lanes(tmp_path):
+    builder = wire.FrameBuilder(SRC, DST)
+    back = wire.FrameBuilder(DST, SRC)
+    frames = [
+        builder.frame(wire.OP_NORM, wire.KIND_REQUEST, 3, 1, 7, 12, wire.float_bits(1.5)) + bytes(2),  # padded
+        builder.frame(wire.OP_THC, wire.KIND_REQUEST, 3, 1, 7, 12, payload=wire.pack_nibbles(np.arange(64) % 16)),
+        back.frame(wire.OP_THC, wire.KIND_RESULT, 3, 1, 7, 12, payload=bytes(range(64)), count=4, lane_bits=8),
+        back.frame(wire.OP_THC, wire.KIND_RESULT, 3, 1, 7, 12, payload=np.arange(64, dtype=">u2").tobytes(),
+                   count=4, lane_bits=16),
+        builder.frame(wire.OP_FIX32, wire.KIND_REQUEST, 3, 1, 7, 12, payload=np.arange(-16, 16, dtype=">i4").tobytes()),
+    ]
+    path = tmp_path / "thc.pcap"
+    wrpcap(str(path), [Ether(f) for f in frames])
+    pkts = rdpcap(str(path))
+    norm, idx, res8, res16, fix = pkts
+    assert (norm[THC].op, norm[THC].kind, norm[THC].job_id, norm[THC].worker_id, norm[THC].slot,
+            norm[THC].round) == (wire.OP_NORM, wire.KIND_REQUEST, 3, 1, 7, 12)
+    assert wire.bits_float(norm[THC].value) == 1.5
+    assert idx[THCIndices].idx == [i % 16 for i in range(64)]
+    assert res8[THCResult8].sums == list(range(64))
+    assert res16[THCResult16].sums == list(range(64))
+    assert fix[THCFix32].values == list(range(-16, 16))
+    assert THCResult16 not in res8 and THCResult8 not in res16
+    shown = res16.show(dump=True)
+    for name in ("op", "kind", "job_id", "worker_id", "slot", "count", "lane_bits", "round", "value", "RESULT",
+                 "16-bit"):
+        assert name in shown
+
+
+def test_parse_frame_rejects_what_is_not_a_thc_frame():
+    good = wire.FrameBuilder(SRC, DST).frame(wire.OP_NORM, wire.KIND_RESULT, 1, 2, 3, 4, 99, count=4)
+    assert wire.parse_frame(good) == wire.ThcFrame(wire.OP_NORM, wire.KIND_RESULT, 1, 2, 3, 4, 0, 4, 99, b"")
+    assert wire.parse_frame(good + bytes(2)).payload == b""  # Ethernet padding is not payload
+    other_port = bytes(Ether() / IP() / UDP(sport=wire.THC_UDP_PORT, dport=53) / Raw(bytes(16)))
+    with_options = bytes(Ether() / IP(options=b"\x01\x01\x01\x01") / UDP(dport=wire.THC_UDP_PORT) / THC())
+    fragment = bytes(Ether() / IP(flags="MF") / UDP(dport=wire.THC_UDP_PORT) / THC(kind=1))
+    for frame in (other_port, with_options, fragment, bytes(Ether() / ARP()), good[:50], good[:-1]):
+        assert wire.parse_frame(frame) is None
+    truncated = bytearray(good)
+    truncated[16:18] = (200).to_bytes(2, "big")  # IPv4 total length beyond the frame
+    assert wire.parse_frame(bytes(truncated)) is None
+
+
+# ---- the raw socket over a veth pair -------------------------------------------------------------
+
+def _root_with_ip() -> bool:
+    return os.geteuid() == 0 and shutil.which("ip") is not None
+
+
+@pytest.fixture
+def veth():
+    if not _root_with_ip():
+        pytest.skip("needs root and iproute2 to create a veth pair")
+    a, b = f"thcT{os.getpid() % 100000}a", f"thcT{os.getpid() % 100000}b"
+    try:
+        subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True, capture_output=True)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"cannot create a veth pair: {exc.stderr.decode().strip()}")
+    try:
+        for dev in (a, b):
+            subprocess.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{dev}.disable_ipv6=1"], capture_output=True)
+            subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+        yield a, b
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+
+
+def test_raw_socket_sends_frames_and_receives_only_thc_results(veth):
+    from host_agent.transport import RawSocketTransport
+
+    a, b = veth
+    peer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    peer.bind((b, 0))
+    peer.settimeout(2.0)
+    with RawSocketTransport(a) as transport:
+        request = wire.FrameBuilder(SRC, DST).frame(wire.OP_THC, wire.KIND_REQUEST, 1, 2, 3, 4,
+                                                    payload=bytes(range(32)))
+        transport.send(request)
+        while True:  # the peer may also see unrelated frames (none expected with IPv6 off)
+            seen = peer.recv(2048)
+            if wire.parse_frame(seen) is not None:
+                break
+        assert seen == request
+
+        back = wire.FrameBuilder(DST, SRC)
+        result = back.frame(wire.OP_THC, wire.KIND_RESULT, 1, 2, 3, 4, payload=bytes(128), count=2, lane_bits=16)
+        noise = [
+            bytes(Ether(dst=SRC.mac) / ARP()),
+            bytes(Ether(dst=SRC.mac) / IP(dst=SRC.ip) / UDP(dport=53) / Raw(bytes(40))),
+            back.frame(wire.OP_THC, wire.KIND_REQUEST, 1, 2, 3, 4, payload=bytes(32)),  # a request is not for us
+            bytes(Ether(dst=SRC.mac) / IP(dst=SRC.ip, flags="MF") / UDP(dport=wire.THC_UDP_PORT) / THC(kind=1)),
+        ]
+        for frame in noise + [result]:
+            peer.send(frame)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            got += transport.recv(0.5)
+        got += transport.recv(0.0)
+        assert got == [result]
+        assert transport.recv(0.0) == []
+    peer.close()
