@@ -23,7 +23,11 @@ CPU_PORT = 64
 
 
 class EntryError(EngineEntryError):
-    """The engine's EntryError (the server maps it to NOT_FOUND/ALREADY_EXISTS/... by message)."""
+    """The engine's EntryError, with its `code` (a google.rpc code name)."""
+
+    def __init__(self, message, code="INVALID_ARGUMENT"):
+        Exception.__init__(self, message)
+        self.code = code
 
 
 def fake_program() -> Program:
@@ -91,22 +95,22 @@ class FakeSwitch:
         self._check(table, action, params)
         ident = self._ident(keys, priority)
         if ident in self.entries[table]:
-            raise EntryError(f"entry already exists in {table}")
+            raise EntryError(f"entry already exists in {table}", "ALREADY_EXISTS")
         if len(self.entries[table]) >= self.program.tables[table].size:
-            raise EntryError(f"table {table} is full")
+            raise EntryError(f"table {table} is full", "RESOURCE_EXHAUSTED")
         self.entries[table][ident] = (action, list(params))
 
     def table_modify(self, table, keys, action, params, priority=None):
         self._check(table, action, params)
         ident = self._ident(keys, priority)
         if ident not in self.entries[table]:
-            raise EntryError(f"entry not found in {table}")
+            raise EntryError(f"entry not found in {table}", "NOT_FOUND")
         self.entries[table][ident] = (action, list(params))
 
     def table_delete(self, table, keys, priority=None):
         ident = self._ident(keys, priority)
         if ident not in self.entries[table]:
-            raise EntryError(f"entry not found in {table}")
+            raise EntryError(f"entry not found in {table}", "NOT_FOUND")
         del self.entries[table][ident]
 
     def table_entries(self, table):
@@ -146,7 +150,7 @@ class FakeSwitch:
     def direct_counter_read(self, table, keys, priority=None):
         ident = self._ident(keys, priority)
         if ident not in self.entries[table]:
-            raise EntryError(f"entry not found in {table}")
+            raise EntryError(f"entry not found in {table}", "NOT_FOUND")
         return self.direct_hits.get((table,) + ident, (0, 0))
 
     def mc_group_set(self, group_id, replicas):
@@ -167,7 +171,7 @@ class FakeSwitch:
         if port == CPU_PORT:
             header = int.from_bytes(frame[:2], "big")
             return [(header >> 7, frame[2:])]
-        if frame.startswith(b"TO_CPU"):
+        if b"TO_CPU" in frame:
             # packet_in header: ingress_port:9, reason:7
             return [(CPU_PORT, ((port << 7) | 5).to_bytes(2, "big") + frame)]
         return [(self.forward_to, frame)]

@@ -180,7 +180,9 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
             _refuse(f"table '{name}' has {len(fields)} match fields in P4Info, "
                     f"{len(engine_keys)} in the device config")
         for mf, key in zip(fields, engine_keys):
-            if mf.name != key.name or mf.bitwidth != key.bitwidth or mf.kind != key.match_type:
+            # BMv2 JSON has no `optional` match kind: p4c writes such keys as ternary.
+            engine_kind = "optional" if (mf.kind, key.match_type) == ("optional", "ternary") else key.match_type
+            if mf.name != key.name or mf.bitwidth != key.bitwidth or mf.kind != engine_kind:
                 _refuse(f"table '{name}' match field '{mf.name}' ({mf.kind}, {mf.bitwidth} bits) does "
                         f"not match '{key.name}' ({key.match_type}, {key.bitwidth} bits) "
                         f"in the device config")

@@ -5,6 +5,7 @@ matching entities (wildcards expanded). Values going out are canonical bytestrin
 may have any width that fits (see bytestrings). "Don't care" match fields are omitted on read, as the
 spec's read-write symmetry asks.
 """
+from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
@@ -27,15 +28,14 @@ except ImportError:  # pragma: no cover - only before the engine lands
 def engine_error(exc: Exception, what: str) -> P4RTError:
     """Map an engine refusal to a canonical code.
 
-    The engine raises one EntryError type; an optional `code` attribute (google.rpc code number or
-    name) wins, otherwise the message decides: "not found"/"no entry" -> NOT_FOUND, "exists" ->
+    The engine's EntryError carries `code`, a google.rpc code name, which wins; without one (another
+    engine) the message decides: "not found"/"no entry" -> NOT_FOUND, "exists" ->
     ALREADY_EXISTS, "full" -> RESOURCE_EXHAUSTED, anything else INVALID_ARGUMENT.
     """
     message = str(exc)
     code = getattr(exc, "code", None)
     if isinstance(code, str):
-        code = {"NOT_FOUND": NOT_FOUND, "ALREADY_EXISTS": ALREADY_EXISTS,
-                "RESOURCE_EXHAUSTED": RESOURCE_EXHAUSTED}.get(code.upper())
+        code = code_pb2.Code.Value(code.upper()) if code.upper() in code_pb2.Code.keys() else None
     if not isinstance(code, int):
         low = message.lower()
         if "not found" in low or "no entry" in low or "does not exist" in low or "no such" in low:

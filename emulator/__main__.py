@@ -1,0 +1,6 @@
+"""`python -m emulator ...` is `thc-switch ...`."""
+import sys
+
+from emulator.cli import main
+
+sys.exit(main())
