@@ -1,0 +1,81 @@
+"""SwitchAggregator, the THC DDP hook's aggregator: several workers in threads over the loopback wire."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from host_agent import wire
+from host_agent.aggregator import SwitchAggregator
+from host_agent.fake_switch import SERVICE, FakeJob, FakeSwitch, worker_endpoint
+from host_agent.loopback import LoopbackWire
+from host_agent.protocol import WorkerProtocol
+
+TABLE = np.array([0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30])
+
+
+def aggregators(n, window=16, loss=0.0):
+    switch = FakeSwitch()
+    switch.add_job(1, FakeJob(n_workers=n, n_slots=window, table=list(TABLE), lane_bits=16,
+                              ports={w: w + 1 for w in range(n)}))
+    lw = LoopbackWire(switch, loss_up=loss, loss_down=loss, seed=11, clock=time.monotonic)
+    return [SwitchAggregator(WorkerProtocol(lw.attach(w + 1), wire.FrameBuilder(worker_endpoint(w), SERVICE), 1, w,
+                                            window, timeout=0.005, max_timeout=0.05, deadline=20.0), n)
+            for w in range(n)]
+
+
+def in_threads(fn, n):
+    out, errors = [None] * n, []
+
+    def run(w):
+        try:
+            out[w] = fn(w)
+        except Exception as exc:  # surfaced below with the worker's id
+            errors.append((w, exc))
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    return out
+
+
+def test_hook_calls_give_every_worker_the_same_exact_aggregates():
+    n = 4
+    aggs = aggregators(n, loss=0.03)
+    rng = np.random.default_rng(0)
+    norms = [torch.tensor(rng.uniform(0, 10, size=5), dtype=torch.float32) for _ in range(n)]
+    indices = [[rng.integers(0, 16, size=s, dtype=np.uint8) for s in (300, 64, 5)] for _ in range(n)]
+    fixed = [[rng.integers(-1000, 1000, size=70).astype(np.int32)] for _ in range(n)]
+
+    def step(w):
+        a = aggs[w]
+        return a.all_max(norms[w]), a.all_sum_table_values(indices[w], TABLE), a.all_sum_int32(fixed[w])
+
+    results = in_threads(step, n)
+    want_max = torch.stack(norms).max(dim=0).values
+    want_sums = [sum(TABLE[indices[w][c]] for w in range(n)) for c in range(3)]
+    want_fix = sum(f[0] for f in fixed)
+    for maxima, (sums, count), (fsums, fcount) in results:
+        assert maxima.dtype == torch.float32 and maxima.shape == (5,)
+        assert torch.equal(maxima, want_max)
+        assert count == n and fcount == n
+        for got, want in zip(sums, want_sums):
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(fsums[0], want_fix)
+    stats = aggs[0].stats()
+    assert stats["operations"] == 3 and stats["requests"] == 5 + (5 + 1 + 1) + 3
+
+
+def test_refuses_what_the_switch_would_drop_or_overflow():
+    (agg,) = aggregators(1)
+    with pytest.raises(ValueError, match="BAD_INDEX"):
+        agg.all_sum_table_values([np.array([0, 4], np.uint8)], TABLE[:4])
+    big = SwitchAggregator(agg.protocol, 32)
+    with pytest.raises(ValueError, match="16-bit lanes"):
+        big.all_sum_table_values([np.zeros(4, np.uint8)], [0, 1000, 2048, 4096])
+    assert agg.stats()["packets_sent"] == 0
