@@ -243,3 +243,55 @@ def test_packet_out_is_injected_on_the_cpu_port_and_packet_in_reaches_the_callba
             h1.close()
             h2.close()
         assert to_controller == [((1 << 7) | 5).to_bytes(2, "big") + make_frame(b"TO_CPU")]
+
+
+# ------------------------------------------------------------------ the process
+
+
+def start_switch(*args, cwd=None):
+    """Start thc-switch as a subprocess; returns (process, gRPC address) once it printed "ready"."""
+    import re
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "emulator", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd)
+    for line in proc.stdout:
+        match = re.match(r"thc-switch ready: .* P4Runtime on (\S+),", line)
+        if match:
+            return proc, match.group(1)
+    proc.wait()
+    raise AssertionError(f"thc-switch did not start (exit {proc.returncode}): {proc.stderr.read()}")
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_switch_process_serves_p4runtime_logs_requests_and_exits_0_on_signal(tmp_path, signum):
+    import signal
+    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+    import grpc
+    log_file = tmp_path / "s1.log"
+    proc, address = start_switch("--no-p4", "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(log_file),
+                                 "-L", "info", "--thrift-port", "9090")
+    try:
+        with grpc.insecure_channel(address) as channel:
+            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+            assert stub.Capabilities(p4runtime_pb2.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
+    finally:
+        proc.send_signal(getattr(signal, signum))
+        assert proc.wait(timeout=30) == 0
+    log = log_file.read_text()
+    assert "thc-switch ready" in log and "P4Runtime Capabilities" in log
+    assert "--thrift-port 9090 ignored" in log
+    assert "] [thc-switch] [I] [thread " in log  # BMv2's line shape
+
+
+def test_switch_process_refuses_a_busy_grpc_address_with_exit_2():
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        import sys
+        done = subprocess.run([sys.executable, "-m", "emulator", "--no-p4", "--grpc-server-addr",
+                               f"127.0.0.1:{holder.getsockname()[1]}"], capture_output=True, text=True, timeout=60)
+    finally:
+        holder.close()
+    assert done.returncode == 2
+    assert "cannot bind gRPC address" in done.stderr
