@@ -1,0 +1,87 @@
+"""A Mininet switch node that runs a P4Runtime switch process (our thc-switch or BMv2).
+
+Like Mininet's default switches the node lives in the root namespace with interfaces ``sN-ethK``; unlike
+them it needs no Open vSwitch and no OpenFlow controller. The process is started in its own session, so a
+Ctrl-C on the runner's terminal reaches the runner (which then stops everything in order) and not the
+switch first. ``wait_ready`` is p4lang/tutorials' start check: the process is alive and its gRPC port
+accepts connections.
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from mininet.node import Switch
+
+from topologies.targets import SwitchLaunch
+
+
+class SwitchStartError(RuntimeError):
+    pass
+
+
+class P4RuntimeSwitchNode(Switch):
+    """Mininet node for one P4Runtime switch; ``launch_factory(node)`` gives its command line once its
+    interfaces exist, ``on_start(pid, role)`` records the process (the runner's ledger)."""
+
+    def __init__(self, name, launch_factory=None, on_start=None, grpc_port=None, **params):
+        params["inNamespace"] = False
+        super().__init__(name, **params)
+        self.launch_factory = launch_factory
+        self.on_start = on_start
+        self.grpc_port = grpc_port
+        self.process: subprocess.Popen | None = None
+        self.launch: SwitchLaunch | None = None
+
+    def start(self, controllers):       # Mininet's signature; we have no OpenFlow controllers
+        self.launch = self.launch_factory(self)
+        self.launch.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.launch.log_file, "wb") as log:
+            self.process = subprocess.Popen(self.launch.argv, stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        if self.on_start:
+            self.on_start(self.process.pid, f"switch {self.name}")
+
+    def wait_ready(self, timeout: float) -> None:
+        """Return once gRPC answers on 127.0.0.1:grpc_port; raise naming the log otherwise."""
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise SwitchStartError(f"switch {self.name} exited with code {code} during start-up; "
+                                       f"see {self.launch.log_file}:\n{tail(self.launch.log_file)}")
+            if port_open("127.0.0.1", self.grpc_port):
+                return
+            if time.monotonic() > deadline:
+                raise SwitchStartError(
+                    f"switch {self.name} did not answer on gRPC 127.0.0.1:{self.grpc_port} within {timeout:.0f} s; "
+                    f"see {self.launch.log_file}:\n{tail(self.launch.log_file)}")
+            time.sleep(0.1)
+
+    def stop(self, deleteIntfs=True):
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        super().stop(deleteIntfs)
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return "    (no log written)"
+    return "\n".join("    " + line for line in text[-lines:]) or "    (log is empty)"

@@ -1,0 +1,79 @@
+"""The two switch targets and their command lines.
+
+Both take simple_switch_grpc's arguments (``-i PORT@IFACE``, ``--device-id``, ``--pcap DIR``, gRPC
+address after ``--``), so the runner starts either the same way and the controller programs either over
+P4Runtime. gRPC listens on 127.0.0.1 only: the switch process runs in the root namespace.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+TARGETS = ("emulator", "bmv2")
+BMV2_DIRS = ("/opt/p4/bin", "/usr/local/bin")
+
+
+@dataclass(frozen=True)
+class SwitchLaunch:
+    """What to run for one switch, and where its console output goes."""
+    argv: list[str]
+    log_file: Path
+
+
+def find_executable(target: str) -> str | None:
+    """The switch executable of ``target``, or None when it is not installed."""
+    if target == "emulator":
+        local = Path(sys.executable).with_name("thc-switch")        # the venv's console script
+        return str(local) if local.exists() else shutil.which("thc-switch")
+    if target == "bmv2":
+        for directory in BMV2_DIRS:
+            candidate = Path(directory) / "simple_switch_grpc"
+            if candidate.exists() and os.access(candidate, os.X_OK):
+                return str(candidate)
+        return shutil.which("simple_switch_grpc")
+    raise ValueError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
+
+
+def missing_message(target: str) -> str:
+    if target == "bmv2":
+        return ("simple_switch_grpc not found in " + ", ".join(BMV2_DIRS) + " or on PATH; install BMv2 with "
+                "P4Runtime (p4lang/behavioral-model --with-pi) or use --target emulator")
+    return "thc-switch not found next to this Python or on PATH; run `make setup` (pip install -e .)"
+
+
+def switch_command(target: str, executable: str, name: str, device_id: int, grpc_port: int,
+                   interfaces: dict[int, str], log_dir: Path, pcap_dir: Path | None) -> SwitchLaunch:
+    """The command line that starts switch ``name`` with ``interfaces`` (port -> interface name).
+
+    The switch starts without a program (``--no-p4``): the controller pushes it over P4Runtime, as on
+    a real switch. Its console log goes to ``log_dir/<name>.log``, where a failed start is explained.
+    """
+    log_file = log_dir / f"{name}.log"
+    argv = [executable]
+    for port, iface in sorted(interfaces.items()):
+        argv += ["-i", f"{port}@{iface}"]
+    argv += ["--device-id", str(device_id)]
+    if pcap_dir is not None:
+        argv += ["--pcap", str(pcap_dir)]
+    if target == "bmv2":
+        argv += ["--log-console", "--no-p4"]
+        if _bmv2_has_thrift(executable):       # avoid every switch claiming the default 9090
+            argv += ["--thrift-port", str(9090 + device_id)]
+        argv += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+    else:
+        argv += ["--log-console", "--no-p4", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+    return SwitchLaunch(argv, log_file)
+
+
+@lru_cache(maxsize=None)
+def _bmv2_has_thrift(executable: str) -> bool:
+    try:
+        out = subprocess.run([executable, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--thrift-port" in out.stdout + out.stderr
