@@ -1,0 +1,258 @@
+"""Frames per second through real interfaces: thc-switch (and BMv2 when installed) on veth pairs.
+
+    sudo .venv/bin/python bench/bench_switch_ports.py [--frames 200000] [--size 64]
+
+Makes two veth pairs (unique `bp…` names, removed at the end), starts the switch as a subprocess on
+one end of each, installs an IPv4 route over P4Runtime with p4runtime-shell, then blasts a prebuilt
+IPv4/UDP frame from a raw socket on the other end of pair A and counts the rewritten frames arriving
+on pair B, from this one process. The rate is frames received over the time between the first and
+the last one: with the sender faster than the switch this is the switch's forwarding rate, and the
+loss column shows how much the sender overran it. Prints figures, asserts nothing.
+
+Targets: `thc-switch` on the fixture IPv4 program (tests/fixtures/p4/build), `passthrough` (the same
+port loop with an engine that forwards without parsing: the ceiling the I/O allows), and `bmv2`
+(`simple_switch_grpc` from PATH or /opt/p4/bin when /opt/p4/STATUS says BMV2_READY) on the same
+program. Logging is off for all of them.
+"""
+import argparse
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "p4", "build")
+DST_MAC = bytes.fromhex("080000000202")
+SRC_MAC = bytes.fromhex("080000000101")
+
+PASSTHROUGH = """
+import sys
+from emulator.p4rt.device import Device, Pipeline
+from emulator.ports import PortLoop
+
+class Passthrough:  # rewrites the destination MAC as the route does, parses nothing
+    program = None
+    def process(self, port, frame):
+        return [(2 if port == 1 else 1, bytes.fromhex("080000000202") + frame[6:])]
+
+device = Device()
+device.pipeline = Pipeline(Passthrough(), None, None, b"")
+loop = PortLoop(device, {1: sys.argv[1], 2: sys.argv[2]})
+loop.open()
+import signal
+signal.signal(signal.SIGTERM, lambda *a: loop.stop())
+print("thc-switch ready: passthrough, P4Runtime on none,", flush=True)
+loop.run()
+loop.close()
+"""
+
+
+def ipv4_udp_frame(size: int, dst_ip: str = "10.0.2.2") -> bytes:
+    """An Ethernet/IPv4/UDP frame of `size` bytes (without FCS) with a valid IPv4 checksum."""
+    payload_len = max(size - 14 - 20 - 8, 0)
+    ip_total = 20 + 8 + payload_len
+    header = bytearray(b"\x45\x00" + ip_total.to_bytes(2, "big") + b"\x00\x01\x00\x00\x40\x11\x00\x00"
+                       + socket.inet_aton("10.0.1.1") + socket.inet_aton(dst_ip))
+    checksum = sum(int.from_bytes(header[i:i + 2], "big") for i in range(0, 20, 2))
+    checksum = (checksum & 0xFFFF) + (checksum >> 16)
+    header[10:12] = (~checksum & 0xFFFF).to_bytes(2, "big")
+    udp = (4321).to_bytes(2, "big") + (1234).to_bytes(2, "big") + (8 + payload_len).to_bytes(2, "big") + b"\0\0"
+    return b"\xff" * 6 + SRC_MAC + b"\x08\x00" + bytes(header) + udp + b"\xab" * payload_len
+
+
+class VethPairs:
+    """Pairs (A: sender <-> switch port 1), (B: switch port 2 <-> receiver) in the root namespace."""
+
+    def __init__(self):
+        tag = uuid.uuid4().hex[:5]
+        self.sender, self.port1 = f"bp{tag}a0", f"bp{tag}a1"
+        self.port2, self.receiver = f"bp{tag}b1", f"bp{tag}b0"
+
+    def __enter__(self):
+        try:
+            for a, b in ((self.sender, self.port1), (self.port2, self.receiver)):
+                subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+                for iface in (a, b):
+                    subprocess.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{iface}.disable_ipv6=1"],
+                                   capture_output=True)
+                    subprocess.run(["ip", "link", "set", iface, "up"], check=True)
+        except Exception:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        for iface in (self.sender, self.port2):
+            subprocess.run(["ip", "link", "del", iface], capture_output=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(address: str, proc, timeout: float = 60.0) -> None:
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"switch exited with {proc.returncode}")
+        try:
+            socket.create_connection((host, int(port)), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing answers on {address}")
+
+
+def start_thc_switch(pairs):
+    proc = subprocess.Popen([sys.executable, "-m", "emulator", "--no-p4", "-i", f"1@{pairs.port1}",
+                             "-i", f"2@{pairs.port2}", "--grpc-server-addr", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    for line in proc.stdout:
+        match = re.match(r"thc-switch ready: .* P4Runtime on (\S+),", line)
+        if match:
+            return proc, match.group(1)
+    raise RuntimeError("thc-switch did not start")
+
+
+def start_passthrough(pairs):
+    proc = subprocess.Popen([sys.executable, "-c", PASSTHROUGH, pairs.port1, pairs.port2],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc.stdout.readline()
+    return proc, None
+
+
+def bmv2_binary():
+    status = ""
+    if os.path.exists("/opt/p4/STATUS"):
+        with open("/opt/p4/STATUS") as f:
+            status = f.read()
+    found = shutil.which("simple_switch_grpc")
+    if found is None and "BMV2_READY" in status and os.path.exists("/opt/p4/bin/simple_switch_grpc"):
+        found = "/opt/p4/bin/simple_switch_grpc"
+    return found
+
+
+def start_bmv2(pairs):
+    address = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen([bmv2_binary(), "--no-p4", "-i", f"1@{pairs.port1}", "-i", f"2@{pairs.port2}",
+                             "--", "--grpc-server-addr", address],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(address, proc)
+    return proc, address
+
+
+def install_route(address: str, p4info: str, program: str) -> None:
+    """Push the pipeline and route 10.0.2.0/24 out of port 2 with p4runtime-shell."""
+    import p4runtime_sh.shell as sh
+    sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1),
+             config=sh.FwdPipeConfig(p4info, program), verbose=False)
+    try:
+        te = sh.TableEntry("MyIngress.ipv4_lpm")(action="MyIngress.ipv4_forward")
+        te.match["hdr.ipv4.dstAddr"] = "10.0.2.0/24"
+        te.action["dstAddr"] = "08:00:00:00:02:02"
+        te.action["port"] = "2"
+        te.insert()
+    finally:
+        sh.teardown()
+
+
+def raw_socket(iface: str, blocking: bool) -> socket.socket:
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    sock.bind((iface, 0x0800))
+    sock.setblocking(blocking)
+    return sock
+
+
+def blast(pairs, frame: bytes, count: int, idle: float = 1.0):
+    """Send `count` frames on A, count arrivals on B; returns (received, seconds first..last arrival)."""
+    tx = raw_socket(pairs.sender, True)
+    rx = raw_socket(pairs.receiver, False)
+    buffer = bytearray(65536)
+    received, first, last = 0, None, None
+
+    def drain():
+        nonlocal received, first, last
+        while True:
+            try:
+                n = rx.recv_into(buffer)
+            except BlockingIOError:
+                return
+            if n >= 14 and buffer[0:6] == DST_MAC:
+                now = time.perf_counter()
+                first = first or now
+                last = now
+                received += 1
+
+    sent = 0
+    try:
+        while sent < count:
+            for _ in range(32):
+                try:
+                    tx.send(frame)
+                    sent += 1
+                except OSError:  # ENOBUFS: the qdisc is full; let it drain
+                    time.sleep(0.0005)
+            drain()
+        quiet_since = time.perf_counter()
+        while time.perf_counter() - quiet_since < idle:
+            before = received
+            drain()
+            if received != before:
+                quiet_since = time.perf_counter()
+            else:
+                time.sleep(0.001)
+    finally:
+        tx.close()
+        rx.close()
+    return received, (last - first) if received > 1 else 0.0
+
+
+def run(name, starter, pairs, args, program, p4info):
+    proc, address = starter(pairs)
+    try:
+        if address is not None:
+            install_route(address, p4info, program)
+        blast(pairs, ipv4_udp_frame(args.size), 2000, idle=0.3)  # warm up
+        received, seconds = blast(pairs, ipv4_udp_frame(args.size), args.frames)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    rate = (received - 1) / seconds if seconds else 0.0
+    print(f"{name:12s} {args.frames:9d} {received:9d} {100.0 * (1 - received / args.frames):6.1f}% "
+          f"{rate:11.0f} {rate * args.size * 8 / 1e6:8.1f}", flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=200_000, help="frames to send per target")
+    parser.add_argument("--size", type=int, default=64, help="frame size in bytes (without FCS)")
+    parser.add_argument("--program", default=os.path.join(FIXTURES, "ipv4_forward.json"))
+    parser.add_argument("--p4info", default=os.path.join(FIXTURES, "ipv4_forward.p4info.txtpb"))
+    parser.add_argument("--targets", default="thc-switch,passthrough,bmv2")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        print("bench_switch_ports: needs root and iproute2 (veth pairs)", file=sys.stderr)
+        return 2
+    starters = {"thc-switch": start_thc_switch, "passthrough": start_passthrough, "bmv2": start_bmv2}
+    targets = [t for t in args.targets.split(",") if t]
+    print(f"IPv4 forwarding through veths, {args.size}-byte frames, program {os.path.relpath(args.program, ROOT)}")
+    print(f"{'target':12s} {'sent':>9s} {'received':>9s} {'loss':>7s} {'frames/s':>11s} {'Mbit/s':>8s}")
+    with VethPairs() as pairs:
+        for name in targets:
+            if name == "bmv2" and bmv2_binary() is None:
+                print(f"{name:12s} skipped: simple_switch_grpc not installed (no BMV2_READY in /opt/p4/STATUS)")
+                continue
+            run(name, starters[name], pairs, args, args.program, args.p4info)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
