@@ -5,6 +5,8 @@ process-wide global, so every test sets it up and tears it down through the `she
 stand-in engine (test_emulator_p4runtime_fakes) keeps these tests independent of the engine; the
 fixture programs compiled by p4c are exercised in test_emulator_p4runtime_programs.py.
 """
+import queue
+
 import grpc
 import pytest
 from google.protobuf import text_format
@@ -13,13 +15,15 @@ import p4runtime_sh.shell as sh
 from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeWriteException
 
 from emulator.p4runtime_server import Device, P4RuntimeServer
-from test_emulator_p4runtime_fakes import FAKE_JSON, FakeSwitch, fake_p4info
+from test_emulator_p4runtime_fakes import CPU_PORT, FAKE_JSON, FakeSwitch, fake_p4info
 
 
 @pytest.fixture
 def switch():
-    device = Device(device_id=0, engine_factory=FakeSwitch.from_json)
-    server = P4RuntimeServer(device)
+    device = Device(device_id=0, cpu_port=CPU_PORT, engine_factory=FakeSwitch.from_json)
+    injected = queue.Queue()
+    server = P4RuntimeServer(device, packet_out_sink=lambda port, frame: injected.put((port, frame)))
+    server.injected = injected
     server.address = f"127.0.0.1:{server.start('127.0.0.1:0')}"
     yield server
     server.stop(0)
@@ -148,3 +152,12 @@ def test_second_client_with_lower_election_id_cannot_write(shell, switch, capsys
 
 def test_api_version(shell):
     assert sh.APIVersion() == "1.4.1"
+
+
+def test_packet_out_and_packet_in_through_the_shell(shell, switch):
+    sh.PacketOut(b"hello", egress_port="3", flags="1").send()
+    assert switch.injected.get(timeout=10) == (CPU_PORT, (3 << 7 | 1 << 4).to_bytes(2, "big") + b"hello")
+    assert switch.packet_in(((5 << 7) | 2).to_bytes(2, "big") + b"to-controller")
+    message = sh.client.get_stream_packet("packet", timeout=10)
+    assert message.packet.payload == b"to-controller"
+    assert {m.metadata_id: m.value for m in message.packet.metadata} == {1: b"\x05", 2: b"\x02"}
