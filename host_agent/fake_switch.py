@@ -9,63 +9,62 @@ and the same tests then run against the compiled program (tests/test_host_agent_
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import Counter
 
 import numpy as np
 
 from host_agent import wire
-
-SERVICE = wire.Endpoint("02:00:00:00:00:fe", "10.0.0.254")
-
-
-def worker_endpoint(worker_id: int) -> wire.Endpoint:
-    return wire.Endpoint(f"02:00:00:00:01:{worker_id:02x}", f"10.0.1.{worker_id + 1}")
-
-
-@dataclass
-class FakeJob:
-    n_workers: int
-    n_slots: int
-    table: list[int]
-    lane_bits: int = 16
-    epoch: int = 1
-    ports: dict[int, int] = field(default_factory=dict)  # worker id -> switch port
+from host_agent.sim import SERVICE, SimJob, worker_endpoint, worker_port
 
 
 class FakeSwitch:
-    def __init__(self):
-        self.jobs: dict[int, FakeJob] = {}
+    """Aggregates like thc.p4 for the jobs added with add_job; workers sit on ports sim.worker_port(w)."""
+
+    def __init__(self, service: wire.Endpoint = SERVICE):
+        self.service = service
+        self.jobs: dict[int, SimJob] = {}
         self.cells: dict[tuple[int, int, int], dict] = {}
-        self.events: list[str] = []
+        self.events: list[str] = []  # one per request, named as thc_events' cells
         self.arrivals: list[tuple[int, int, int, int]] = []  # (worker, slot, round, op) of every request
 
-    def add_job(self, job_id: int, job: FakeJob) -> None:
-        self.jobs[job_id] = job
+    def add_job(self, job: SimJob) -> None:
+        self.jobs[job.job_id] = job
+
+    def event_counts(self) -> Counter:
+        return Counter(self.events)
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         p = wire.parse_frame(frame)
-        if p is None or frame[30:34] != wire.ip_bytes(SERVICE.ip) or p.kind != wire.KIND_REQUEST:
+        if p is None or frame[30:34] != wire.ip_bytes(self.service.ip) or p.kind != wire.KIND_REQUEST:
             self.events.append("FORWARDED")
             return []
         job = self.jobs.get(p.job_id)
-        if job is None or p.worker_id not in job.ports or p.slot >= job.n_slots:
-            self.events.append("REJECTED")
+        if job is None:
+            self.events.append("DROP_UNKNOWN_JOB")
+            return []
+        if p.worker_id not in job.worker_ids:
+            self.events.append("DROP_FOREIGN_WORKER")
+            return []
+        if p.slot >= job.n_slots:
+            self.events.append("DROP_SLOT_RANGE")
+            return []
+        if p.op == wire.OP_THC and max(wire.unpack_nibbles(p.payload)) >= len(job.table):
+            self.events.append("DROP_BAD_INDEX")
             return []
         self.arrivals.append((p.worker_id, p.slot, p.round, p.op))
         cell = self.cells.setdefault((p.job_id, p.slot, p.round & 1), {"tag": None})
-        tag = (job.epoch, p.round)
         if cell["tag"] is None or cell["tag"][0] != job.epoch or p.round > cell["tag"][1]:
-            cell.update(tag=tag, bitmap=0, remaining=job.n_workers, sums=None, norm=0)
+            cell.update(tag=(job.epoch, p.round), bitmap=0, remaining=job.n_workers, sums=None, norm=0)
         elif p.round < cell["tag"][1]:
-            self.events.append("STALE_ROUND")
+            self.events.append("DROP_STALE_ROUND")
             return []
         bit = 1 << p.worker_id
         if cell["bitmap"] & bit:
             if cell["remaining"]:
-                self.events.append("DUPLICATE")
+                self.events.append("DROP_DUPLICATE")
                 return []
             self.events.append("RETX_ANSWERED")
-            return [(port, self._result(p.job_id, job, p, cell, p.worker_id, wire.KIND_RESULT_RETX))]
+            return [(port, self._result(job, p, cell, p.worker_id, wire.KIND_RESULT_RETX))]
         cell["bitmap"] |= bit
         cell["remaining"] -= 1
         if p.op == wire.OP_NORM:
@@ -80,19 +79,18 @@ class FakeSwitch:
             self.events.append("CONSUMED")
             return []
         self.events.append("COMPLETED")
-        return [(job.ports[w], self._result(p.job_id, job, p, cell, w, wire.KIND_RESULT)) for w in job.ports]
+        return [(worker_port(w), self._result(job, p, cell, w, wire.KIND_RESULT)) for w in job.worker_ids]
 
-    def _result(self, job_id, job, p, cell, worker_id, kind) -> bytes:
-        builder = wire.FrameBuilder(SERVICE, worker_endpoint(worker_id))
+    def _result(self, job: SimJob, p: wire.ThcFrame, cell: dict, worker_id: int, kind: int) -> bytes:
+        builder = wire.FrameBuilder(self.service, worker_endpoint(worker_id))
         if p.op == wire.OP_NORM:
-            return builder.frame(p.op, kind, job_id, worker_id, p.slot, p.round, cell["norm"],
+            return builder.frame(p.op, kind, job.job_id, worker_id, p.slot, p.round, cell["norm"],
                                  count=job.n_workers)
         if p.op == wire.OP_THC:
-            dtype = np.uint8 if job.lane_bits == 8 else ">u2"
-            payload = cell["sums"].astype(dtype).tobytes()
+            payload = cell["sums"].astype(np.uint8 if job.lane_bits == 8 else ">u2").tobytes()
             lane_bits = job.lane_bits
         else:
             payload = (cell["sums"] & 0xFFFFFFFF).astype(">u4").tobytes()
             lane_bits = 32
-        return builder.frame(p.op, kind, job_id, worker_id, p.slot, p.round, payload=payload,
+        return builder.frame(p.op, kind, job.job_id, worker_id, p.slot, p.round, payload=payload,
                              count=job.n_workers, lane_bits=lane_bits)

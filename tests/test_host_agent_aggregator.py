@@ -7,23 +7,20 @@ import numpy as np
 import pytest
 import torch
 
-from host_agent import wire
 from host_agent.aggregator import SwitchAggregator
-from host_agent.fake_switch import SERVICE, FakeJob, FakeSwitch, worker_endpoint
-from host_agent.loopback import LoopbackWire
-from host_agent.protocol import WorkerProtocol
+from host_agent.fake_switch import FakeSwitch
+from host_agent.sim import SERVICE, SimJob, attach_workers
 
 TABLE = np.array([0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30])
 
 
 def aggregators(n, window=16, loss=0.0):
+    job = SimJob(1, n, list(TABLE), n_slots=window)
     switch = FakeSwitch()
-    switch.add_job(1, FakeJob(n_workers=n, n_slots=window, table=list(TABLE), lane_bits=16,
-                              ports={w: w + 1 for w in range(n)}))
-    lw = LoopbackWire(switch, loss_up=loss, loss_down=loss, seed=11, clock=time.monotonic)
-    return [SwitchAggregator(WorkerProtocol(lw.attach(w + 1), wire.FrameBuilder(worker_endpoint(w), SERVICE), 1, w,
-                                            window, timeout=0.005, max_timeout=0.05, deadline=20.0), n)
-            for w in range(n)]
+    switch.add_job(job)
+    _, protocols = attach_workers(switch, job, loss_up=loss, loss_down=loss, seed=11, clock=time.monotonic,
+                                  timeout=0.005, max_timeout=0.05, deadline=20.0)
+    return [SwitchAggregator(p, n) for p in protocols]
 
 
 def in_threads(fn, n):

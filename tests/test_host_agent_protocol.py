@@ -1,32 +1,95 @@
-"""The worker protocol against a contract-following fake switch over the in-process loopback wire.
+"""The worker protocol, n workers in one process over the loopback wire, against two switches:
+
+- "fake": host_agent.fake_switch, a few lines of Python that follow p4/README.md;
+- "p4": the software switch running the compiled program p4/build/thc.json, programmed directly through
+  its control API (host_agent.sim.program_engine). Skipped until the engine and the build exist.
 
 A virtual clock makes timeouts and retransmissions deterministic and instant."""
 
 import threading
 import time
+from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from host_agent import wire
-from host_agent.fake_switch import SERVICE, FakeJob, FakeSwitch, worker_endpoint
-from host_agent.loopback import LoopbackWire, VirtualClock
-from host_agent.protocol import AggregationTimeout, WorkerProtocol, drive
+from host_agent.fake_switch import FakeSwitch
+from host_agent.loopback import VirtualClock
+from host_agent.protocol import AggregationTimeout, drive
+from host_agent.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint, worker_port
 
 TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]
 JOB = 7
+P4_JSON = Path(__file__).resolve().parents[1] / "p4" / "build" / "thc.json"
+EVENTS = ["CONSUMED", "COMPLETED", "RETX_ANSWERED", "DROP_UNKNOWN_JOB", "DROP_FOREIGN_WORKER", "DROP_SLOT_RANGE",
+          "DROP_STALE_ROUND", "DROP_DUPLICATE", "DROP_BAD_INDEX", "DROP_MALFORMED", "DROP_BAD_OP", "FORWARDED",
+          "DROP_NO_ROUTE", "DROP_NOT_IPV4"]
 
 
-def make_workers(n=4, window=8, loss_up=0.0, loss_down=0.0, seed=1, lane_bits=16, n_slots=None,
-                 switch=None, clock=None, **timers):
+class Recorder:
+    """Wraps an engine and records (worker, slot, round, op) of every request it is given."""
+
+    def __init__(self, engine):
+        self.engine, self.arrivals = engine, []
+
+    def process(self, port, frame):
+        p = wire.parse_frame(frame)
+        if p is not None and p.kind == wire.KIND_REQUEST:
+            self.arrivals.append((p.worker_id, p.slot, p.round, p.op))
+        return self.engine.process(port, frame)
+
+
+def event_counts(engine) -> Counter:
+    if isinstance(engine, FakeSwitch):
+        return engine.event_counts()
+    out = Counter()
+    for index, name in enumerate(EVENTS):
+        packets = engine.counter_read("ThcIngress.thc_events", index)
+        packets = packets[0] if isinstance(packets, tuple) else packets
+        if packets:
+            out[name] = packets
+    return out
+
+
+def _p4_switch_class():
+    try:
+        from emulator.switch import SoftwareSwitch
+    except ImportError:
+        return None
+    return SoftwareSwitch if P4_JSON.exists() else None
+
+
+@pytest.fixture(params=["fake", "p4"])
+def new_engine(request):
+    """new_engine(job) -> an engine serving `job`."""
+    if request.param == "fake":
+        def make(job):
+            sw = FakeSwitch()
+            sw.add_job(job)
+            return sw
+        return make
+    switch_class = _p4_switch_class()
+    if switch_class is None:
+        pytest.skip("needs emulator.switch.SoftwareSwitch and p4/build/thc.json")
+
+    def make(job):
+        sw = switch_class.from_json(str(P4_JSON))
+        program_engine(sw, job)
+        return sw
+    return make
+
+
+def cluster(new_engine, n=4, window=8, n_slots=None, loss_up=0.0, loss_down=0.0, seed=1, table=TABLE,
+            lane_bits=None, epoch=1, clock=None, **timers):
+    job = SimJob(JOB, n, table, n_slots=n_slots or window, lane_bits=lane_bits, epoch=epoch)
+    engine = new_engine(job)
+    recorder = Recorder(engine)
     clock = VirtualClock() if clock is None else clock
-    switch = switch or FakeSwitch()
-    switch.add_job(JOB, FakeJob(n_workers=n, n_slots=n_slots or window, table=TABLE, lane_bits=lane_bits,
-                                ports={w: 10 + w for w in range(n)}))
-    lw = LoopbackWire(switch, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock)
-    workers = [WorkerProtocol(lw.attach(10 + w), wire.FrameBuilder(worker_endpoint(w), SERVICE), JOB, w, window,
-                              clock=clock, **timers) for w in range(n)]
-    return workers, switch, lw, clock
+    lw, workers = attach_workers(recorder, job, window, loss_up=loss_up, loss_down=loss_down, seed=seed,
+                                 clock=clock, **timers)
+    return workers, engine, recorder, lw, clock
 
 
 def run_all(workers, starts):
@@ -44,9 +107,9 @@ def expected_sums(per_worker, table=TABLE):
     return [sum(t[worker[c]] for worker in per_worker) for c in range(len(per_worker[0]))]
 
 
-def test_thc_sums_exact_for_uneven_chunks():
+def test_thc_sums_exact_for_uneven_chunks(new_engine):
     rng = np.random.default_rng(0)
-    workers, switch, _, _ = make_workers()
+    workers, engine, _, _, _ = cluster(new_engine)
     data = random_indices(rng, 4, [1000, 64, 1, 0, 130])
     results = run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data])
     for sums, count in results:
@@ -54,110 +117,124 @@ def test_thc_sums_exact_for_uneven_chunks():
         assert [s.shape for s in sums] == [(1000,), (64,), (1,), (0,), (130,)]
         for got, want in zip(sums, expected_sums(data)):
             np.testing.assert_array_equal(got, want)
-    assert switch.events.count("COMPLETED") == 16 + 1 + 1 + 0 + 3
+    requests = 16 + 1 + 1 + 0 + 3
+    assert event_counts(engine) == Counter(COMPLETED=requests, CONSUMED=3 * requests)
     assert all(w.stats()["retransmissions"] == 0 for w in workers)
 
 
-def test_eight_bit_lanes():
+def test_eight_bit_lanes(new_engine):
     rng = np.random.default_rng(1)
-    workers, _, _, _ = make_workers(n=3, lane_bits=8)
+    workers, _, _, _, _ = cluster(new_engine, n=3, lane_bits=8)
     data = random_indices(rng, 3, [200])
-    (sums, count), *_ = run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data])
-    np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
-    assert count == 3
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+        np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
+        assert count == 3
 
 
-def test_schedule_slot_is_q_mod_window_round_is_q_div_window_across_operations():
-    workers, switch, _, _ = make_workers(n=2, window=4)
-    run_all(workers, [lambda w: w.start_max([1.0] * 6)] * 2)
-    run_all(workers, [lambda w: w.start_sum_indices([np.zeros(64 * 5, np.uint8)])] * 2)
-    mine = [(slot, rnd, op) for worker, slot, rnd, op in switch.arrivals if worker == 0]
-    want = [(q % 4, q // 4, wire.OP_NORM) for q in range(6)] + [(q % 4, q // 4, wire.OP_THC) for q in range(6, 11)]
-    assert mine == want
-    assert workers[0].next_request == 11
+def test_consecutive_operations_reuse_slots_on_the_q_schedule(new_engine):
+    workers, engine, recorder, _, _ = cluster(new_engine, n=2, window=4)
+    for value in (1.0, 2.0):
+        for got in run_all(workers, [lambda w, v=value: w.start_max([v, v * w.worker_id, 3.0, 0.5, 7.0, v])] * 2):
+            np.testing.assert_array_equal(got, np.float32([value, value, 3.0, 0.5, 7.0, value]))
+    data = [[np.full(64 * 5, 2, np.uint8)], [np.full(64 * 5, 15, np.uint8)]]
+    for sums, _ in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+        assert sums[0].tolist() == [TABLE[2] + TABLE[15]] * 320
+    mine = [(slot, rnd, op) for worker, slot, rnd, op in recorder.arrivals if worker == 0]
+    assert mine == ([(q % 4, q // 4, wire.OP_NORM) for q in range(12)]
+                    + [(q % 4, q // 4, wire.OP_THC) for q in range(12, 17)])
+    assert workers[0].next_request == 17
+    assert event_counts(engine) == Counter(CONSUMED=17, COMPLETED=17)
 
 
-def test_norm_max_over_workers():
+def test_norm_max_over_workers(new_engine):
     rng = np.random.default_rng(2)
     norms = rng.uniform(0, 100, size=(4, 10)).astype(np.float32)
     norms[2, 3] = 0.0
     norms[:, 4] = [0.0, -0.0, 0.0, 0.0]
     norms[1, 5] = np.inf
-    workers, _, _, _ = make_workers()
-    results = run_all(workers, [lambda w, v=v: w.start_max(v) for v in norms])
-    for got in results:
+    norms[:, 6] = [1e-40, 0, 0, 0]  # a subnormal still orders correctly
+    workers, _, _, _, _ = cluster(new_engine)
+    for got in run_all(workers, [lambda w, v=v: w.start_max(v) for v in norms]):
         assert got.dtype == np.float32
         np.testing.assert_array_equal(got, norms.max(axis=0))
         assert not np.signbit(got[4])
 
 
-def test_negative_norm_refused():
-    workers, _, _, _ = make_workers(n=1)
-    with pytest.raises(ValueError, match="non-negative"):
-        workers[0].start_max([1.0, -2.0])
-
-
-def test_indices_must_be_four_bits():
-    workers, _, _, _ = make_workers(n=1)
-    with pytest.raises(ValueError, match="0..15"):
-        workers[0].start_sum_indices([np.array([1, 16], np.uint8)])
-
-
-def test_fix32_sums_wrap_like_int32():
+def test_fix32_sums_wrap_like_int32(new_engine):
     rng = np.random.default_rng(3)
     data = [[rng.integers(-2**31, 2**31, size=100, dtype=np.int64).astype(np.int32)] for _ in range(4)]
-    data[0][0][0] = 2**31 - 1
-    data[1][0][0] = 1
-    workers, _, _, _ = make_workers()
-    results = run_all(workers, [lambda w, d=d: w.start_sum_fix32(d) for d in data])
+    data[0][0][0], data[1][0][0], data[2][0][0], data[3][0][0] = 2**31 - 1, 1, 0, 0
+    workers, _, _, _, _ = cluster(new_engine)
     want = sum(d[0].astype(np.int64) for d in data)
     want = ((want + 2**31) % 2**32 - 2**31).astype(np.int32)
-    for sums, count in results:
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_fix32(d) for d in data]):
         assert count == 4 and sums[0].dtype == np.int32
         np.testing.assert_array_equal(sums[0], want)
+        assert sums[0][0] == -2**31
 
 
-def test_exact_under_loss_both_ways_and_retransmissions_counted():
+def test_exact_under_loss_both_ways_and_no_contribution_counted_twice(new_engine):
     rng = np.random.default_rng(4)
-    workers, switch, lw, _ = make_workers(loss_up=0.05, loss_down=0.05, seed=42)
+    workers, engine, _, lw, _ = cluster(new_engine, loss_up=0.05, loss_down=0.05, seed=42)
     data = random_indices(rng, 4, [64 * 50 + 7])
-    results = run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data])
-    for sums, count in results:
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
         np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
         assert count == 4
-    assert lw.dropped_up > 0 and lw.dropped_down > 0
-    assert sum(w.stats()["retransmissions"] for w in workers) > 0
-    assert "RETX_ANSWERED" in switch.events  # a lost multicast copy was recovered from the stored result
-    # a retransmission never counts twice: every slot use completed exactly once
-    assert switch.events.count("COMPLETED") == 51
     norms = rng.uniform(0, 1, size=(4, 40)).astype(np.float32)
     for got in run_all(workers, [lambda w, v=v: w.start_max(v) for v in norms]):
         np.testing.assert_array_equal(got, norms.max(axis=0))
+    assert lw.dropped_up > 0 and lw.dropped_down > 0
+    assert sum(w.stats()["retransmissions"] for w in workers) > 0
+    events = event_counts(engine)
+    # every slot use completed exactly once, with exactly n contributions: retransmissions never counted twice
+    assert events["COMPLETED"] == 51 + 40
+    assert events["CONSUMED"] == 3 * (51 + 40)
+    assert events["RETX_ANSWERED"] > 0  # a lost result was recovered from the stored copy
+    assert set(events) <= {"COMPLETED", "CONSUMED", "RETX_ANSWERED", "DROP_DUPLICATE"}
 
 
-def test_same_seed_same_run():
+def test_same_seed_same_run(new_engine):
     def one_run():
         rng = np.random.default_rng(5)
-        workers, switch, _, clock = make_workers(loss_up=0.1, loss_down=0.1, seed=9)
+        workers, engine, recorder, _, clock = cluster(new_engine, loss_up=0.1, loss_down=0.1, seed=9)
         data = random_indices(rng, 4, [640])
         run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data])
-        return switch.events, clock(), [w.stats()["retransmissions"] for w in workers]
+        return recorder.arrivals, clock(), [w.stats()["retransmissions"] for w in workers]
     assert one_run() == one_run()
 
 
-def test_duplicate_and_stale_results_are_ignored():
-    workers, switch, _, _ = make_workers(n=2, window=2)
+def test_retransmission_after_completion_is_answered_with_the_stored_result(new_engine):
+    workers, engine, _, lw, _ = cluster(new_engine, n=2, window=2)
+    a, b = workers
+    run_all(workers, [lambda w: w.start_sum_indices([np.full(64, 3 + w.worker_id, np.uint8)])] * 2)
+    request = wire.FrameBuilder(worker_endpoint(0), SERVICE).frame(
+        wire.OP_THC, wire.KIND_REQUEST, JOB, 0, 0, 0, payload=wire.pack_nibbles(np.full(64, 9, np.uint8)))
+    lw.inject(worker_port(0), request)  # worker 0 sends (slot 0, round 0) again, with other indices
+    (frame,) = a.transport.recv(0)
+    answer = wire.parse_frame(frame)
+    assert (answer.kind, answer.slot, answer.round, answer.count, answer.worker_id) == \
+        (wire.KIND_RESULT_RETX, 0, 0, 2, 0)
+    assert answer.lane_bits == 8  # n·g = 60 fits a byte
+    assert list(answer.payload) == [TABLE[3] + TABLE[4]] * 64  # the stored sums, the retransmission not added
+    assert frame[30:34] == wire.ip_bytes(worker_endpoint(0).ip)
+    assert b.transport.recv(0) == []
+    assert event_counts(engine)["RETX_ANSWERED"] == 1
+
+
+def test_duplicate_and_stale_results_are_ignored(new_engine):
+    workers, _, _, _, _ = cluster(new_engine, n=2, window=2)
     a, b = workers
     op_a = a.start_sum_indices([np.full(128, 3, np.uint8)])
-    op_b = b.start_sum_indices([np.full(128, 5, np.uint8)])
+    b.start_sum_indices([np.full(128, 5, np.uint8)])
     drive(workers)
     builder = wire.FrameBuilder(SERVICE, worker_endpoint(0))
     garbage = np.full(64, 999, ">u2").tobytes()
+
+    def result(job, worker, slot, rnd):
+        return builder.frame(wire.OP_THC, wire.KIND_RESULT, job, worker, slot, rnd, payload=garbage, count=2,
+                             lane_bits=16)
     # the same (slot, round) again, a round never requested, another job, another worker's copy
-    for frame in (builder.frame(wire.OP_THC, wire.KIND_RESULT, JOB, 0, 0, 0, payload=garbage, count=2, lane_bits=16),
-                  builder.frame(wire.OP_THC, wire.KIND_RESULT, JOB, 0, 1, 77, payload=garbage, count=2, lane_bits=16),
-                  builder.frame(wire.OP_THC, wire.KIND_RESULT, JOB + 1, 0, 0, 1, payload=garbage, count=2, lane_bits=16),
-                  builder.frame(wire.OP_THC, wire.KIND_RESULT, JOB, 1, 0, 1, payload=garbage, count=2, lane_bits=16)):
+    for frame in (result(JOB, 0, 0, 0), result(JOB, 0, 1, 77), result(JOB + 1, 0, 0, 1), result(JOB, 1, 0, 1)):
         a.transport.deliver(frame)
     op_a2 = a.start_sum_indices([np.full(64, 1, np.uint8)])
     b.start_sum_indices([np.full(64, 1, np.uint8)])
@@ -165,55 +242,63 @@ def test_duplicate_and_stale_results_are_ignored():
     assert op_a.result()[0][0].tolist() == [TABLE[3] + TABLE[5]] * 128
     assert op_a2.result()[0][0].tolist() == [2 * TABLE[1]] * 64
     stats = a.stats()
-    assert stats["duplicate_results"] == 1
-    assert stats["stale_results"] == 1
-    assert stats["ignored_frames"] == 2
+    assert (stats["duplicate_results"], stats["stale_results"], stats["ignored_frames"]) == (1, 1, 2)
 
 
-def test_retransmission_backoff_then_clear_timeout():
-    clock = VirtualClock()
-    switch = FakeSwitch()
+def test_a_rerun_of_the_job_needs_a_new_epoch(new_engine):
+    """Workers restarting from request 0 on cells that hold later rounds are dropped as STALE_ROUND:
+    the AggregationTimeout must say what to check."""
+    workers, engine, _, lw, clock = cluster(new_engine, n=1, window=2, timeout=0.1, max_timeout=0.2,
+                                            deadline=1.0)
+    workers[0].all_max([1.0] * 6)  # rounds 0..2 on both slots
+    from host_agent.protocol import WorkerProtocol
+    rerun = WorkerProtocol(workers[0].transport, workers[0].builder, JOB, 0, 2, clock=clock, timeout=0.1,
+                           max_timeout=0.2, deadline=1.0)
+    with pytest.raises(AggregationTimeout, match="fresh epoch"):
+        rerun.all_max([1.0])
+    assert event_counts(engine)["DROP_STALE_ROUND"] >= 1
+
+
+def test_retransmission_backoff_then_clear_timeout(new_engine):
     # worker 1 of the job never sends: worker 0's request can never complete
-    workers, _, _, _ = make_workers(n=2, window=4, switch=switch, clock=clock, timeout=0.1, backoff=2.0,
-                                    max_timeout=0.5, deadline=3.0)
+    workers, engine, recorder, _, clock = cluster(new_engine, n=2, window=4, timeout=0.1, backoff=2.0,
+                                                  max_timeout=0.5, deadline=3.0)
     w0 = workers[0]
     with pytest.raises(AggregationTimeout) as info:
         w0.all_max([1.0])
     message = str(info.value)
-    for fragment in ("job 7", "worker 0", "slot 0", "round 0", str(SERVICE.ip), "thc-ctl", "STALE_ROUND"):
+    for fragment in (f"job {JOB}", "worker 0", "slot 0 round 0", SERVICE.ip, "thc-ctl", "STALE_ROUND",
+                     "loopback wire port 1"):
         assert fragment in message
-    sends = w0.stats()
-    assert sends["requests"] == 1
-    # sent at 0, retransmitted at 0.1, 0.3, 0.7, 1.2, 1.7, 2.2, 2.7 (waits 0.1, 0.2, 0.4, then capped 0.5)
-    assert sends["retransmissions"] == 7
-    assert switch.events == ["CONSUMED"] + ["DUPLICATE"] * 7
+    stats = w0.stats()
+    # sent at 0, again at 0.1, 0.3, 0.7 (waits 0.1, 0.2, 0.4), then every 0.5 s (the cap): 1.2 … 2.7
+    assert (stats["requests"], stats["retransmissions"]) == (1, 7)
+    assert recorder.arrivals == [(0, 0, 0, wire.OP_NORM)] * 8
+    assert event_counts(engine) == Counter(CONSUMED=1, DROP_DUPLICATE=7)
     assert clock() == pytest.approx(3.0)
 
 
-def test_window_limits_requests_in_flight():
-    workers, switch, lw, clock = make_workers(n=2, window=3)
+def test_window_limits_requests_in_flight(new_engine):
+    workers, _, recorder, _, _ = cluster(new_engine, n=2, window=3)
     a, b = workers
     a.start_max([1.0] * 10)
     a.pump()
-    assert [s for w, s, r, op in switch.arrivals] == [0, 1, 2]  # only W requests before any result
+    assert [slot for w, slot, r, op in recorder.arrivals] == [0, 1, 2]  # only W requests before any result
     b.start_max([2.0] * 10)
     b.pump()
     a.pump()
-    assert len([1 for w, *_ in switch.arrivals if w == 0]) == 6
+    assert [(slot, r) for w, slot, r, op in recorder.arrivals if w == 0] == \
+        [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
 
 
-def test_blocking_workers_in_threads_with_the_real_clock():
+def test_blocking_workers_in_threads_with_the_real_clock(new_engine):
     rng = np.random.default_rng(6)
-    switch = FakeSwitch()
-    workers, _, _, _ = make_workers(n=3, window=4, switch=switch, clock=time.monotonic, loss_up=0.05, seed=3,
-                                    timeout=0.005, max_timeout=0.02, deadline=20.0)
+    workers, _, _, _, _ = cluster(new_engine, n=3, window=4, clock=time.monotonic, loss_up=0.05, seed=3,
+                                  timeout=0.005, max_timeout=0.02, deadline=20.0)
     data = random_indices(rng, 3, [64 * 12])
     results = [None] * 3
-
-    def run(w):
-        results[w] = workers[w].all_sum_indices(data[w])
-
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(3)]
+    threads = [threading.Thread(target=lambda w=w: results.__setitem__(w, workers[w].all_sum_indices(data[w])))
+               for w in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -221,3 +306,17 @@ def test_blocking_workers_in_threads_with_the_real_clock():
     for sums, count in results:
         np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
         assert count == 3
+
+
+def test_argument_checks():
+    job = SimJob(JOB, 1, TABLE)
+    sw = FakeSwitch()
+    sw.add_job(job)
+    _, (w,) = attach_workers(sw, job, 4, clock=VirtualClock())
+    with pytest.raises(ValueError, match="non-negative"):
+        w.start_max([1.0, -2.0])
+    with pytest.raises(ValueError, match="0..15"):
+        w.start_sum_indices([np.array([1, 16], np.uint8)])
+    with pytest.raises(ValueError, match="int32"):
+        w.start_sum_fix32([np.array([2**31], np.int64)])
+    assert w.stats()["packets_sent"] == 0 and not w.busy
