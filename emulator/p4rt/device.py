@@ -51,7 +51,6 @@ class Device:
         self.lock = threading.RLock()
         self.pipeline: Pipeline | None = None
         self.saved: Pipeline | None = None  # VERIFY_AND_SAVE'd, waiting for COMMIT
-        self.listeners = []  # callables(pipeline) run after a commit (e.g. to log it)
 
     @property
     def engine(self):
@@ -109,8 +108,6 @@ class Device:
         with self.lock:
             self.pipeline = pipeline
             self.saved = None
-        for listener in list(self.listeners):
-            listener(pipeline)
 
     def set_pipeline(self, action: int, config) -> None:
         """SetForwardingPipelineConfig's actions (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT)."""

@@ -1,7 +1,8 @@
 """P4Runtime entities <-> engine calls, with the spec's validation rules.
 
-Each `write_*` applies one Update to the engine or raises P4RTError; each `read_*` returns the list of
-matching entities (wildcards expanded). Values going out are canonical bytestrings; values coming in
+Each `write_*` applies one Update to the engine or raises P4RTError; each `read_*` fills one fresh
+message per matching entity (wildcards expanded), taken from `new()`, which the servicer points into
+its ReadResponse so that nothing is copied (pure-Python protobuf copies cost more than the reads). Values going out are canonical bytestrings; values coming in
 may have any width that fits (see bytestrings). "Don't care" match fields are omitted on read, as the
 spec's read-write symmetry asks.
 """
@@ -277,8 +278,8 @@ def _write_default_entry(pipe, table, update_type, te):
         raise engine_error(exc, f"table '{table.name}' default entry") from None
 
 
-def _entry_proto(pipe, table, entry, with_counter: bool):
-    te = p4runtime_pb2.TableEntry(table_id=table.id)
+def _entry_proto(pipe, table, entry, with_counter: bool, te):
+    te.table_id = table.id
     _encode_key(table, entry.keys, te)
     if table.needs_priority and entry.priority:
         te.priority = entry.priority
@@ -296,7 +297,7 @@ def _entry_proto(pipe, table, entry, with_counter: bool):
     return te
 
 
-def read_table_entries(pipe, request) -> list:
+def read_table_entries(pipe, request, new=p4runtime_pb2.TableEntry) -> list:
     """Entries matching the filter `request` (spec "Wildcard Reads")."""
     with_counter = request.HasField("counter_data")
     if request.table_id == 0:
@@ -307,7 +308,8 @@ def read_table_entries(pipe, request) -> list:
     for table in tables:
         if request.is_default_action:
             action, params = pipe.engine.table_get_default(table.name)
-            te = p4runtime_pb2.TableEntry(table_id=table.id, is_default_action=True)
+            te = new()
+            te.table_id, te.is_default_action = table.id, True
             _encode_action(pipe, action, params, te)
             found.append(te)
             continue
@@ -322,12 +324,15 @@ def read_table_entries(pipe, request) -> list:
                 continue
             if request.table_id and request.priority and entry.priority != request.priority:
                 continue
-            te = _entry_proto(pipe, table, entry, with_counter)
-            if wanted_action is not None and te.action.action.action_id != wanted_action:
-                continue
-            if request.table_id and request.metadata and te.metadata != request.metadata:
-                continue
-            found.append(te)
+            if wanted_action is not None:
+                action = pipe.binding.action_by_name.get(entry.action)
+                if action is None or action.id != wanted_action:
+                    continue
+            if request.table_id and request.metadata:
+                stored = pipe.entry_metadata.get((table.id, _key_id(entry.keys, entry.priority or None)))
+                if not stored or stored[0] != request.metadata:
+                    continue
+            found.append(_entry_proto(pipe, table, entry, with_counter, new()))
     return found
 
 
@@ -344,7 +349,7 @@ def _indices(size: int, index_msg, has_index: bool, what: str):
     return (index,)
 
 
-def read_counter_entries(pipe, request) -> list:
+def read_counter_entries(pipe, request, new=p4runtime_pb2.CounterEntry) -> list:
     counters = (pipe.binding.counters.values() if request.counter_id == 0
                 else [pipe.binding.counter(request.counter_id)])
     found = []
@@ -353,7 +358,8 @@ def read_counter_entries(pipe, request) -> list:
         has_index = request.counter_id != 0 and request.HasField("index")
         for i in _indices(counter.size, request.index, has_index, what):
             packets, nbytes = pipe.engine.counter_read(counter.name, i)
-            entry = p4runtime_pb2.CounterEntry(counter_id=counter.id)
+            entry = new()
+            entry.counter_id = counter.id
             entry.index.index = i
             entry.data.packet_count = packets
             entry.data.byte_count = nbytes
@@ -372,7 +378,7 @@ def write_counter_entry(pipe, update_type, entry) -> None:
         pipe.engine.counter_write(counter.name, i, entry.data.packet_count, entry.data.byte_count)
 
 
-def read_direct_counter_entries(pipe, request) -> list:
+def read_direct_counter_entries(pipe, request, new=p4runtime_pb2.DirectCounterEntry) -> list:
     te_filter = request.table_entry
     if te_filter.table_id == 0:
         tables = [pipe.binding.tables[d.table_id] for d in pipe.binding.direct_counters.values()]
@@ -391,7 +397,7 @@ def read_direct_counter_entries(pipe, request) -> list:
         if len(te_filter.match) and not entries:
             raise P4RTError(NOT_FOUND, f"table '{table.name}': no such entry")
         for te in entries:
-            dce = p4runtime_pb2.DirectCounterEntry()
+            dce = new()
             dce.data.CopyFrom(te.counter_data)
             te.ClearField("counter_data")
             dce.table_entry.CopyFrom(te)
@@ -411,14 +417,15 @@ def write_direct_counter_entry(pipe, update_type, entry) -> None:
 
 # ---------------------------------------------------------------- registers
 
-def read_register_entries(pipe, request) -> list:
+def read_register_entries(pipe, request, new=p4runtime_pb2.RegisterEntry) -> list:
     registers = (pipe.binding.registers.values() if request.register_id == 0
                  else [pipe.binding.register(request.register_id)])
     found = []
     for reg in registers:
         has_index = request.register_id != 0 and request.HasField("index")
         for i in _indices(reg.size, request.index, has_index, f"register '{reg.name}'"):
-            entry = p4runtime_pb2.RegisterEntry(register_id=reg.id)
+            entry = new()
+            entry.register_id = reg.id
             entry.index.index = i
             entry.data.bitstring = bytestrings.encode(pipe.engine.register_read(reg.name, i))
             found.append(entry)
@@ -476,7 +483,7 @@ def write_pre_entry(pipe, update_type, pre) -> None:
     pipe.mc_group_extras[gid] = (port_as_bytes, group.metadata)
 
 
-def read_pre_entries(pipe, request) -> list:
+def read_pre_entries(pipe, request, new=p4runtime_pb2.PacketReplicationEngineEntry) -> list:
     if request.WhichOneof("type") != "multicast_group_entry":
         raise P4RTError(UNIMPLEMENTED, "clone sessions are not supported by the software switch")
     gid = request.multicast_group_entry.multicast_group_id
@@ -488,7 +495,7 @@ def read_pre_entries(pipe, request) -> list:
     found = []
     for group_id in sorted(groups):
         port_as_bytes, metadata = pipe.mc_group_extras.get(group_id, (False, b""))
-        pre = p4runtime_pb2.PacketReplicationEngineEntry()
+        pre = new()
         entry = pre.multicast_group_entry
         entry.multicast_group_id = group_id
         entry.metadata = metadata

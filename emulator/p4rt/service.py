@@ -133,7 +133,15 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self._log_request("Read", request, lambda: ", ".join(
             f"{e.WhichOneof('entity')} {_entity_label(self.device.pipeline, e.WhichOneof('entity'), getattr(e, e.WhichOneof('entity') or 'table_entry'))}"
             for e in request.entities))
-        found, errors = [], []
+        responses, errors = [p4runtime_pb2.ReadResponse()], []
+
+        def new_entity(kind):
+            def new():
+                if len(responses[-1].entities) >= READ_CHUNK:
+                    responses.append(p4runtime_pb2.ReadResponse())
+                return getattr(responses[-1].entities.add(), kind)
+            return new
+
         with self.device.lock:
             try:
                 self.device.check_device_id(request.device_id)
@@ -148,16 +156,16 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                     reader = _READERS.get(kind)
                     if reader is None:
                         raise P4RTError(UNIMPLEMENTED, f"reading {kind} is not supported by the software switch")
-                    for item in reader(pipe, getattr(entity, kind)):
-                        found.append(p4runtime_pb2.Entity(**{kind: item}))
+                    reader(pipe, getattr(entity, kind), new_entity(kind))
                     errors.append(None)
                 except P4RTError as err:
                     errors.append(err)
                 except Exception as exc:
                     log.exception("Read of %s failed inside the engine", kind)
                     errors.append(P4RTError(INTERNAL, f"{kind}: {type(exc).__name__}: {exc}"))
-        for start in range(0, len(found), READ_CHUNK):
-            yield p4runtime_pb2.ReadResponse(entities=found[start:start + READ_CHUNK])
+        for response in responses:
+            if len(response.entities):
+                yield response
         failed = [e for e in errors if e is not None]
         if failed:
             log.info("Read error: %s", "; ".join(str(e) for e in failed))
