@@ -141,14 +141,18 @@ class WorkerProtocol:
 
     `window` W must be the same on every worker of the job and at most the job's n_slots; requests are
     numbered from `first_request` (0 for a freshly added job).
-    Timers: a request is retransmitted `timeout` s after it was sent, then after backoff × the previous
-    wait, at most `max_timeout`; `deadline` s after its first transmission without a result,
-    AggregationTimeout is raised.
+    Timers: a request is retransmitted after the retransmission timeout (RTO), then after backoff × the
+    previous wait, at most `max_timeout`; `deadline` s after its first transmission without a result,
+    AggregationTimeout is raised. The RTO starts at `timeout`; with `adaptive` it follows the measured
+    round-trip time as TCP does (RFC 6298: srtt + 4·rttvar, sampled only from requests sent once, backed
+    off on a timeout until the next sample), never below `timeout`: a slow software switch then sees few
+    spurious retransmissions, a fast one fast recovery.
     """
 
     def __init__(self, transport: Transport, builder: wire.FrameBuilder, job_id: int, worker_id: int,
                  window: int, *, timeout: float = 0.05, backoff: float = 2.0, max_timeout: float = 1.0,
-                 deadline: float = 30.0, clock: Callable[[], float] = time.monotonic, first_request: int = 0):
+                 deadline: float = 30.0, adaptive: bool = True, clock: Callable[[], float] = time.monotonic,
+                 first_request: int = 0):
         if not 0 <= job_id <= 255:
             raise ValueError(f"job_id {job_id} is not 0..255")
         if not 0 <= worker_id < wire.MAX_WORKERS:
@@ -161,6 +165,10 @@ class WorkerProtocol:
         self.job_id, self.worker_id, self.window = job_id, worker_id, window
         self.timeout, self.backoff, self.max_timeout, self.deadline = timeout, backoff, max_timeout, deadline
         self.clock = clock
+        self.adaptive = adaptive
+        self.rto = timeout
+        self._srtt: float | None = None
+        self._rttvar = 0.0
         self.next_request = first_request
         self.counters = WorkerStats()
         self._op: Operation | None = None
@@ -274,7 +282,7 @@ class WorkerProtocol:
         while sendable:
             i = sendable.popleft()
             op.first_sent[i] = now
-            op.rto[i] = self.timeout
+            op.rto[i] = self.rto
             send(op, i, now)
             self.counters.requests += 1
         return True
@@ -301,6 +309,8 @@ class WorkerProtocol:
             if now - op.first_sent[i] >= self.deadline:
                 raise self._timeout_error(op, i, now)
             op.rto[i] = min(op.rto[i] * self.backoff, self.max_timeout)
+            if self.adaptive:  # keep the backed-off timeout for new requests until a clean sample comes
+                self.rto = max(self.rto, op.rto[i])
             self._transmit(op, i, now)
             self.counters.retransmissions += 1
             fired = True
@@ -330,10 +340,20 @@ class WorkerProtocol:
         op.done[i] = 1
         op.outstanding -= 1
         c.results += 1
+        if self.adaptive and op.attempts[i] == 1:
+            self._rtt_sample(self.clock() - op.first_sent[i])
         if i + self.window < op.n:
             self._sendable.append(i + self.window)
         if op.outstanding == 0:
             self._finish(op)
+
+    def _rtt_sample(self, rtt: float) -> None:
+        if self._srtt is None:
+            self._srtt, self._rttvar = rtt, rtt / 2
+        else:
+            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
+            self._srtt = 0.875 * self._srtt + 0.125 * rtt
+        self.rto = min(max(self._srtt + 4 * self._rttvar, self.timeout), self.max_timeout)
 
     def _finish(self, op: Operation) -> None:
         op.finished = self.clock()
@@ -373,7 +393,7 @@ class WorkerProtocol:
     def stats(self) -> dict:
         out = self.counters.as_dict()
         out.update(job_id=self.job_id, worker_id=self.worker_id, window=self.window,
-                   next_request=self.next_request)
+                   next_request=self.next_request, rto=self.rto, srtt=self._srtt)
         return out
 
 

@@ -320,3 +320,36 @@ def test_argument_checks():
     with pytest.raises(ValueError, match="int32"):
         w.start_sum_fix32([np.array([2**31], np.int64)])
     assert w.stats()["packets_sent"] == 0 and not w.busy
+
+
+class SlowEngine:
+    """An engine that takes `seconds` of virtual time per packet: a loaded software switch."""
+
+    def __init__(self, engine, clock, seconds):
+        self.engine, self.clock, self.seconds = engine, clock, seconds
+
+    def process(self, port, frame):
+        self.clock.advance(self.seconds)
+        return self.engine.process(port, frame)
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def test_adaptive_timeout_follows_a_slow_switch(new_engine):
+    """5 ms per packet with 4 × 16 requests in flight: round trips of ~0.3 s against a 50 ms first timeout.
+    A fixed timeout retransmits nearly everything; the measured round trip stops that after a few rounds."""
+    rng = np.random.default_rng(7)
+    data = random_indices(rng, 4, [64 * 16 * 12])
+    retransmissions = {}
+    for adaptive in (False, True):
+        clock = VirtualClock()
+        slow = lambda job: SlowEngine(new_engine(job), clock, 0.005)  # noqa: E731
+        workers, _, _, _, _ = cluster(slow, window=16, clock=clock, timeout=0.05, max_timeout=2.0,
+                                      adaptive=adaptive)
+        for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+            np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
+        retransmissions[adaptive] = sum(w.stats()["retransmissions"] for w in workers)
+        if adaptive:
+            assert all(w.stats()["rto"] > 0.2 for w in workers)  # measured, well above the 50 ms start
+    assert retransmissions[True] * 5 < retransmissions[False]

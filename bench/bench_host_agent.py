@@ -1,0 +1,216 @@
+"""Host-agent figures: how fast Python builds and parses THC frames, how fast a raw AF_PACKET socket moves
+them over a veth pair, and the protocol's goodput through an in-process switch for 4 workers.
+
+    .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth]
+
+Prints figures only; nothing here asserts a speed. The veth part needs root; it creates a veth pair named
+thcB<pid>a/b and deletes it at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from host_agent import wire
+from host_agent.fake_switch import FakeSwitch
+from host_agent.protocol import drive
+from host_agent.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]
+
+
+def rate(n: int, seconds: float) -> str:
+    return f"{n / seconds:,.0f}/s" if seconds > 0 else "inf"
+
+
+def bench_codec(n: int) -> None:
+    src, dst = worker_endpoint(0), SERVICE
+    builder = wire.FrameBuilder(src, dst)
+    packed = wire.pack_nibbles(np.random.default_rng(0).integers(0, 16, n * 64, dtype=np.uint8))
+    t0 = time.perf_counter()
+    for q in range(n):
+        builder.frame(wire.OP_THC, wire.KIND_REQUEST, 1, 0, q & 255, q >> 8, 0, packed[q * 32:(q + 1) * 32])
+    t_build = time.perf_counter() - t0
+
+    back = wire.FrameBuilder(dst, src)
+    result = back.frame(wire.OP_THC, wire.KIND_RESULT, 1, 0, 3, 4, payload=bytes(128), count=4, lane_bits=16)
+    out = np.zeros(n * 64, np.int32)
+    t0 = time.perf_counter()
+    for q in range(n):
+        r = wire.parse_frame(result)
+        out[q * 64:(q + 1) * 64] = np.frombuffer(r.payload, ">u2")
+    t_parse = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    idx = np.random.default_rng(1).integers(0, 16, n * 64, dtype=np.uint8)
+    t_gen = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    wire.pack_nibbles(idx)
+    t_pack = time.perf_counter() - t0 - 0 * t_gen
+
+    from host_agent.layers import THC, THCIndices
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    m = min(n, 2000)
+    t0 = time.perf_counter()
+    for q in range(m):
+        bytes(Ether(src=src.mac, dst=dst.mac) / IP(src=src.ip, dst=dst.ip) / UDP()
+              / THC(op=2, job_id=1, slot=q & 255, round=q >> 8) / THCIndices(idx=[1] * 64))
+    t_scapy = time.perf_counter() - t0
+
+    print("codec (one core, Python):")
+    print(f"  build THC request frames   {rate(n, t_build):>14}  ({t_build / n * 1e6:.2f} µs/frame)")
+    print(f"  parse + store 16-bit result {rate(n, t_parse):>13}  ({t_parse / n * 1e6:.2f} µs/frame)")
+    print(f"  pack 4-bit indices (numpy) {rate(n * 64, t_pack):>14} coordinates")
+    print(f"  Scapy build, for reference {rate(m, t_scapy):>14}")
+
+
+# ---- raw sockets over a veth pair ------------------------------------------------------------------
+
+def _blast(iface: str, frame: bytes, n: int, ready, go) -> None:
+    """Child process: send `n` copies of `frame` on `iface` as fast as possible."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    s.bind((iface, 0))
+    ready.set()
+    go.wait()
+    send = s.send
+    for _ in range(n):
+        try:
+            send(frame)
+        except OSError:
+            pass
+    s.close()
+
+
+def bench_veth(n: int) -> None:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        print("raw socket over veth: skipped (needs root and iproute2)")
+        return
+    from host_agent.transport import RawSocketTransport
+
+    a, b = f"thcB{os.getpid() % 100000}a", f"thcB{os.getpid() % 100000}b"
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    try:
+        for dev in (a, b):
+            subprocess.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{dev}.disable_ipv6=1"], capture_output=True)
+            subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+        src, dst = worker_endpoint(0), SERVICE
+        request = wire.FrameBuilder(src, dst).frame(wire.OP_THC, wire.KIND_REQUEST, 1, 0, 0, 0, payload=bytes(32))
+        result = wire.FrameBuilder(dst, src).frame(wire.OP_THC, wire.KIND_RESULT, 1, 0, 0, 0, payload=bytes(128),
+                                                   count=4, lane_bits=16)
+        with RawSocketTransport(a) as transport:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                transport.send(request)
+            t_send = time.perf_counter() - t0
+
+            ctx = multiprocessing.get_context("fork")
+            ready, go = ctx.Event(), ctx.Event()
+            child = ctx.Process(target=_blast, args=(b, result, n, ready, go))
+            child.start()
+            ready.wait(10)
+            transport.recv(0.0)  # drain anything left over
+            got, first, last = 0, None, None
+            go.set()
+            while True:
+                frames = transport.recv(0.5)
+                if not frames:
+                    break
+                now = time.perf_counter()
+                first = first or now
+                last = now
+                got += len(frames)
+            child.join(10)
+        print(f"raw AF_PACKET socket over a veth pair ({a}/{b}):")
+        print(f"  send 90-byte THC requests  {rate(n, t_send):>14}")
+        if got and last > first:
+            lost = f"; the other {n - got:,} overflowed the veth backlog or the socket buffer" if got < n else ""
+            print(f"  receive 186-byte results   {rate(got, last - first):>14}  (sent by another process; "
+                  f"{got:,} of {n:,} arrived{lost})")
+        else:
+            print(f"  receive: {got} frames arrived")
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+
+
+# ---- protocol goodput ------------------------------------------------------------------------------
+
+def make_engine(kind: str, job: SimJob):
+    if kind == "p4":
+        from emulator.switch import SoftwareSwitch
+        sw = SoftwareSwitch.from_json(str(ROOT / "p4" / "build" / "thc.json"))
+        program_engine(sw, job)
+        return sw
+    sw = FakeSwitch()
+    sw.add_job(job)
+    return sw
+
+
+def bench_protocol(kind: str, coords: int, window: int, loss: float) -> None:
+    n = 4
+    job = SimJob(1, n, TABLE, n_slots=window)
+    engine = make_engine(kind, job)
+    _, workers = attach_workers(engine, job, window, loss_up=loss, loss_down=loss, seed=1)
+    rng = np.random.default_rng(0)
+    data = [[rng.integers(0, 16, coords, dtype=np.uint8)] for _ in range(n)]
+    t0 = time.perf_counter()
+    ops = [w.start_sum_indices(d) for w, d in zip(workers, data)]
+    drive(workers)
+    elapsed = time.perf_counter() - t0
+    want = sum(np.asarray(TABLE)[d[0]] for d in data)
+    exact = all(np.array_equal(op.result()[0][0], want) for op in ops)
+    packets = sum(w.stats()["packets_sent"] for w in workers)
+    retx = sum(w.stats()["retransmissions"] for w in workers)
+    rto = max(w.stats()["rto"] for w in workers)
+    label = "compiled thc.json on the software switch" if kind == "p4" else "the contract's fake switch (Python)"
+    print(f"protocol, {n} workers in one process, {label}, window {window}, loss {loss:.0%} each way:")
+    print(f"  {coords:,} coordinates per worker in {elapsed:.2f} s: {coords / elapsed:,.0f} coordinates/s "
+          f"aggregated ({packets / elapsed:,.0f} requests/s into the switch, {retx} retransmissions, RTO {rto * 1e3:.0f} ms, "
+          f"{'exact' if exact else 'WRONG SUMS'})")
+
+    norms = rng.uniform(0, 1, size=(n, 256)).astype(np.float32)
+    t0 = time.perf_counter()
+    for w, v in zip(workers, norms):
+        w.start_max(v)
+    drive(workers)
+    elapsed = time.perf_counter() - t0
+    print(f"  NORM: {256 / elapsed:,.0f} maxima/s")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller runs")
+    parser.add_argument("--engine", choices=["p4", "fake", "auto"], default="auto")
+    parser.add_argument("--no-veth", action="store_true")
+    args = parser.parse_args(argv)
+    n = 20_000 if args.quick else 100_000
+    bench_codec(n)
+    if not args.no_veth:
+        bench_veth(n)
+    engine = args.engine
+    if engine == "auto":
+        try:
+            import emulator.switch  # noqa: F401
+            engine = "p4" if (ROOT / "p4" / "build" / "thc.json").exists() else "fake"
+        except ImportError:
+            engine = "fake"
+    coords = 64 * (500 if args.quick else 4000)
+    for kind in ([engine, "fake"] if engine == "p4" else ["fake"]):
+        bench_protocol(kind, coords, 128, 0.0)
+    bench_protocol(engine, coords // 4, 128, 0.01)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
