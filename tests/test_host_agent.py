@@ -171,3 +171,53 @@ def test_raw_socket_sends_frames_and_receives_only_thc_results(veth):
         assert got == [result]
         assert transport.recv(0.0) == []
     peer.close()
+
+
+def test_switch_aggregator_open_over_a_real_interface(veth):
+    """SwitchAggregator.open on one end of a veth pair; the contract's fake switch on the other end."""
+    import threading
+
+    import torch
+
+    from host_agent.aggregator import SwitchAggregator
+    from host_agent.fake_switch import FakeSwitch
+    from host_agent.sim import SERVICE, SimJob, worker_endpoint
+
+    a, b = veth
+    table = [0, 1, 2, 4, 8, 16, 32, 64]
+    switch = FakeSwitch()
+    switch.add_job(SimJob(9, 1, table, n_slots=8))
+    stop = threading.Event()
+    side = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    side.bind((b, 0))
+    side.settimeout(0.05)
+
+    def serve():
+        while not stop.is_set():
+            try:
+                frame = side.recv(2048)
+            except socket.timeout:
+                continue
+            for _, out in switch.process(1, frame):
+                side.send(out)
+
+    server = threading.Thread(target=serve)
+    server.start()
+    me = worker_endpoint(0)
+    try:
+        with SwitchAggregator.open(a, 9, 0, 1, SERVICE.ip, SERVICE.mac, me.ip, me.mac, window=8,
+                                   timeout=0.05, deadline=10.0) as agg:
+            rng = np.random.default_rng(0)
+            idx = [rng.integers(0, 8, 1000, dtype=np.uint8), rng.integers(0, 8, 10, dtype=np.uint8)]
+            sums, count = agg.all_sum_table_values(idx, table)
+            assert count == 1
+            for got, want in zip(sums, idx):
+                np.testing.assert_array_equal(got, np.asarray(table)[want])
+            norms = torch.tensor([[3.0, 0.5]])
+            assert torch.equal(agg.all_max(norms), norms)
+            stats = agg.stats()
+            assert stats["results"] == stats["requests"] == 16 + 1 + 2
+    finally:
+        stop.set()
+        server.join(5)
+        side.close()
