@@ -353,3 +353,22 @@ def test_adaptive_timeout_follows_a_slow_switch(new_engine):
         if adaptive:
             assert all(w.stats()["rto"] > 0.2 for w in workers)  # measured, well above the 50 ms start
     assert retransmissions[True] * 5 < retransmissions[False]
+
+
+@pytest.mark.parametrize("bits,n", [(4, 4), (2, 5)])
+def test_sums_equal_thc_reference_aggregate(new_engine, bits, n):
+    """The switch's sums are the THC library's reference aggregation, also for b < 4 (fewer table entries),
+    and the request payload is thc.packing's 4-bit packing."""
+    tables = pytest.importorskip("thc.tables")
+    aggregate = pytest.importorskip("thc.aggregate")
+    packing = pytest.importorskip("thc.packing")
+    table = tables.make_table(bits, 30, 1 / 32)
+    rng = np.random.default_rng(8)
+    data = [[rng.integers(0, 2**bits, size=s, dtype=np.uint8) for s in (777, 64)] for _ in range(n)]
+    workers, _, _, _, _ = cluster(new_engine, n=n, table=table.values.tolist())
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+        assert count == n
+        for c in range(2):
+            np.testing.assert_array_equal(sums[c], aggregate.reference_aggregate([d[c] for d in data], table))
+    idx = data[0][0]
+    assert wire.pack_nibbles(idx) == packing.pack_indices(idx, 4).tobytes()
