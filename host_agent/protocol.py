@@ -53,7 +53,7 @@ class WorkerStats:
     results: int = 0  # results accepted (one per request)
     duplicate_results: int = 0  # a result for a request already answered
     stale_results: int = 0  # a result for no request of ours (an old run, a wrong window)
-    ignored_frames: int = 0  # not a result for this job and worker
+    ignored_frames: int = 0  # not a THC result for this job
     operations: int = 0
     operation_seconds: float = 0.0
     last_operation_seconds: float = 0.0
@@ -321,8 +321,9 @@ class WorkerProtocol:
         c.packets_received += 1
         c.bytes_received += len(frame)
         result = wire.parse_frame(frame)
-        if (result is None or result.kind == wire.KIND_REQUEST or result.job_id != self.job_id
-                or result.worker_id != self.worker_id):
+        # Matched by (job_id, slot, round) only, as the contract says: every worker's copy carries the same
+        # sums, so a copy whose worker_id was not rewritten (no result_dst entry) is still good.
+        if result is None or result.kind == wire.KIND_REQUEST or result.job_id != self.job_id:
             c.ignored_frames += 1
             return
         op = self._op
