@@ -498,6 +498,24 @@ def test_direct_counter_in_table_read_and_direct_counter_entry(ctl, device):
     assert d.direct_counter_entry.data.packet_count == 3
     assert d.direct_counter_entry.table_entry.match[0].lpm.prefix_len == 8
 
+    # set through DirectCounterEntry, then through the TableEntry's counter_data on MODIFY
+    set_dce = p4runtime_pb2.DirectCounterEntry()
+    set_dce.table_entry.CopyFrom(lpm_entry(b"\x0a\x00\x00\x00", 8))
+    set_dce.table_entry.ClearField("action")
+    set_dce.data.packet_count, set_dce.data.byte_count = 10, 1000
+    ctl.write(update("direct_counter_entry", p4runtime_pb2.Update.MODIFY, msg=set_dce))
+    assert device.engine.direct_counter_read("MyIngress.ipv4_lpm", [(0x0A000000, 8)]) == (10, 1000)
+    reset = lpm_entry(b"\x0a\x00\x00\x00", 8)
+    reset.counter_data.SetInParent()
+    ctl.write(update("table_entry", p4runtime_pb2.Update.MODIFY, msg=reset))
+    assert device.engine.direct_counter_read("MyIngress.ipv4_lpm", [(0x0A000000, 8)]) == (0, 0)
+    missing = p4runtime_pb2.DirectCounterEntry()
+    missing.table_entry.CopyFrom(lpm_entry(b"\x0b\x00\x00\x00", 8))
+    missing.data.packet_count = 1
+    with pytest.raises(grpc.RpcError) as err:
+        ctl.write(update("direct_counter_entry", p4runtime_pb2.Update.MODIFY, msg=missing))
+    assert write_errors(err.value)[0].canonical_code == code_pb2.NOT_FOUND
+
 
 # ------------------------------------------------------------------ counters, registers, multicast
 

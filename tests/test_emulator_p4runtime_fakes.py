@@ -153,6 +153,10 @@ class FakeSwitch:
             raise EntryError(f"entry not found in {table}", "NOT_FOUND")
         return self.direct_hits.get((table,) + ident, (0, 0))
 
+    def direct_counter_write(self, table, keys, packets, nbytes, priority=None):
+        self.direct_counter_read(table, keys, priority)  # NOT_FOUND for a missing entry
+        self.direct_hits[(table,) + self._ident(keys, priority)] = (packets, nbytes)
+
     def mc_group_set(self, group_id, replicas):
         self.groups[group_id] = list(replicas)
 

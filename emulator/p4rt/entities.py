@@ -206,9 +206,16 @@ def _check_unsupported_fields(table, te, update_type):
     if te.HasField("counter_data") and update_type != DELETE:
         if table.direct_counter is None:
             raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct counter")
-        if te.counter_data.packet_count or te.counter_data.byte_count:
-            raise P4RTError(UNIMPLEMENTED,
-                            f"table '{table.name}': setting direct counter values is not supported")
+        if te.is_default_action and (te.counter_data.packet_count or te.counter_data.byte_count):
+            raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': the default entry has no direct counter here")
+
+
+def _write_direct_counter(pipe, table, keys, priority, data) -> None:
+    """Set an entry's direct counter (TableEntry.counter_data / DirectCounterEntry.data)."""
+    writer = getattr(pipe.engine, "direct_counter_write", None)
+    if writer is None:
+        raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': this engine cannot set direct counters")
+    writer(table.name, keys, data.packet_count, data.byte_count, priority=priority)
 
 
 def write_table_entry(pipe, update_type, te) -> None:
@@ -238,13 +245,17 @@ def write_table_entry(pipe, update_type, te) -> None:
         if update_type == INSERT:
             name, params = _decode_action(pipe, table, te, default=False)
             engine.table_add(table.name, keys, name, params, priority=priority)
+            if te.HasField("counter_data"):
+                _write_direct_counter(pipe, table, keys, priority, te.counter_data)
         elif update_type == MODIFY:
-            if te.action.WhichOneof("type") is None:  # no action: the spec's no-op modify
+            if te.action.WhichOneof("type") is None:  # no action: only direct resources change
                 if not any(_key_id(e.keys, e.priority) == identity for e in engine.table_entries(table.name)):
                     raise P4RTError(NOT_FOUND, f"table '{table.name}': no such entry")
             else:
                 name, params = _decode_action(pipe, table, te, default=False)
                 engine.table_modify(table.name, keys, name, params, priority=priority)
+            if te.HasField("counter_data"):
+                _write_direct_counter(pipe, table, keys, priority, te.counter_data)
         elif update_type == DELETE:
             engine.table_delete(table.name, keys, priority=priority)
             pipe.entry_metadata.pop((table.id, identity), None)
@@ -411,8 +422,16 @@ def write_direct_counter_entry(pipe, update_type, entry) -> None:
         raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': direct counter entries can only be modified")
     if table.direct_counter is None:
         raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct counter")
-    if entry.HasField("data"):
-        raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': setting direct counter values is not supported")
+    if entry.table_entry.is_default_action:
+        raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': the default entry has no direct counter here")
+    keys = _decode_key(table, entry.table_entry)
+    priority = entry.table_entry.priority if table.needs_priority else None
+    if not entry.HasField("data"):
+        return
+    try:
+        _write_direct_counter(pipe, table, keys, priority, entry.data)
+    except EngineEntryError as exc:
+        raise engine_error(exc, f"table '{table.name}' direct counter") from None
 
 
 # ---------------------------------------------------------------- registers
