@@ -39,6 +39,7 @@ class Ledger:
     processes: list[ProcessEntry] = field(default_factory=list)
     interfaces: list[InterfaceEntry] = field(default_factory=list)
     owner_pid: int = field(default_factory=os.getpid)
+    owner_start_time: int | None = field(default_factory=lambda: process_start_time(os.getpid()))
 
     # ---- recording --------------------------------------------------------------------------------
 
@@ -58,7 +59,7 @@ class Ledger:
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        data = {"owner_pid": self.owner_pid,
+        data = {"owner_pid": self.owner_pid, "owner_start_time": self.owner_start_time,
                 "processes": [asdict(p) for p in self.processes],
                 "interfaces": [asdict(i) for i in self.interfaces]}
         tmp.write_text(json.dumps(data, indent=1))
@@ -71,7 +72,8 @@ class Ledger:
         except FileNotFoundError:
             return None
         return cls(Path(path), [ProcessEntry(**p) for p in data.get("processes", [])],
-                   [InterfaceEntry(**i) for i in data.get("interfaces", [])], data.get("owner_pid", 0))
+                   [InterfaceEntry(**i) for i in data.get("interfaces", [])], data.get("owner_pid", 0),
+                   data.get("owner_start_time"))
 
     # ---- state ------------------------------------------------------------------------------------
 
@@ -83,13 +85,9 @@ class Ledger:
 
     def owner_alive(self) -> bool:
         """Is the runner that wrote this ledger still running (a run in progress, not a leftover)?"""
-        if self.owner_pid == os.getpid():
-            return True
-        try:
-            cmdline = Path(f"/proc/{self.owner_pid}/cmdline").read_bytes()
-        except OSError:
+        if self.owner_start_time is None:
             return False
-        return b"thc-run" in cmdline or b"topologies.runner" in cmdline or b"pytest" in cmdline
+        return process_start_time(self.owner_pid) == self.owner_start_time
 
     # ---- teardown ---------------------------------------------------------------------------------
 

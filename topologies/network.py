@@ -33,13 +33,15 @@ class NetworkError(RuntimeError):
 
 class EmulatedNetwork:
     def __init__(self, topo: Topology, target: str, ledger: Ledger, log_dir: Path,
-                 pcap_dir: Path | None = None, executable: str | None = None, say=print):
+                 pcap_dir: Path | None = None, executable: str | None = None, say=print,
+                 switch_log_level: str = "info"):
         self.topo = topo
         self.target = target
         self.ledger = ledger
         self.log_dir = Path(log_dir)
         self.pcap_dir = Path(pcap_dir) if pcap_dir else None
         self.say = say
+        self.switch_log_level = switch_log_level
         self.net: Mininet | None = None
         self.executable = executable or find_executable(target)
         if self.executable is None:
@@ -70,6 +72,9 @@ class EmulatedNetwork:
             for end in (link.a, link.b):
                 if end.node in self.topo.switches:
                     self.ledger.add_interface(self.topo.switches[end.node].interface(end.port))
+            if link.params.bw is not None:
+                for end in (link.a, link.b):
+                    self._check_shaped(end)
             if link.params.loss:
                 for end in (link.a, link.b):
                     self._add_loss(end, link.params.loss)
@@ -82,6 +87,12 @@ class EmulatedNetwork:
         for switch in self.topo.switches.values():
             self.say(f"waiting for {switch.name} (gRPC {switch.grpc_addr}, log {self.log_dir / (switch.name + '.log')})")
             self.net[switch.name].wait_ready(ready_timeout)
+
+    def _check_shaped(self, end) -> None:
+        node = self.net[end.node]
+        iface = node.intfs[self._port(end)].name
+        if "htb" not in node.cmd(f"tc qdisc show dev {iface}"):
+            raise NetworkError(f"could not limit the bandwidth of {iface} (tc htb): is sch_htb available?")
 
     def _add_loss(self, end, loss: float) -> None:
         node = self.net[end.node]
@@ -97,7 +108,8 @@ class EmulatedNetwork:
     def _launch(self, node: P4RuntimeSwitchNode):
         switch = self.topo.switches[node.name]
         return switch_command(self.target, self.executable, switch.name, switch.device_id, switch.grpc_port,
-                              self.topo.interfaces(switch.name), self.log_dir, self.pcap_dir)
+                              self.topo.interfaces(switch.name), self.log_dir, self.pcap_dir,
+                              self.switch_log_level)
 
     def _refuse_existing_interfaces(self) -> None:
         taken = [iface for s in self.topo.switches for iface in self.topo.interfaces(s).values()

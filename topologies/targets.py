@@ -47,26 +47,28 @@ def missing_message(target: str) -> str:
 
 
 def switch_command(target: str, executable: str, name: str, device_id: int, grpc_port: int,
-                   interfaces: dict[int, str], log_dir: Path, pcap_dir: Path | None) -> SwitchLaunch:
+                   interfaces: dict[int, str], log_dir: Path, pcap_dir: Path | None,
+                   log_level: str = "info") -> SwitchLaunch:
     """The command line that starts switch ``name`` with ``interfaces`` (port -> interface name).
 
     The switch starts without a program (``--no-p4``): the controller pushes it over P4Runtime, as on
-    a real switch. Its console log goes to ``log_dir/<name>.log``, where a failed start is explained.
+    a real switch. Its console log (``--log-console`` at ``log_level``) goes to ``log_dir/<name>.log``,
+    where a failed start is explained.
     """
     log_file = log_dir / f"{name}.log"
     argv = [executable]
     for port, iface in sorted(interfaces.items()):
         argv += ["-i", f"{port}@{iface}"]
-    argv += ["--device-id", str(device_id)]
+    argv += ["--device-id", str(device_id), "--log-console", "-L", log_level]
     if pcap_dir is not None:
         argv += ["--pcap", str(pcap_dir)]
     if target == "bmv2":
-        argv += ["--log-console", "--no-p4"]
+        argv += ["--no-p4"]
         if _bmv2_has_thrift(executable):       # avoid every switch claiming the default 9090
             argv += ["--thrift-port", str(9090 + device_id)]
         argv += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
     else:
-        argv += ["--log-console", "--no-p4", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+        argv += ["--no-p4", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
     return SwitchLaunch(argv, log_file)
 
 

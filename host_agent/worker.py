@@ -1,0 +1,202 @@
+"""`thc-worker`: one data-parallel training worker, run on one Mininet host by `thc-run`.
+
+torch.distributed (gloo, over the host's own interface, TCP rendezvous on the first worker) does the
+rendezvous and DDP's initial parameter broadcast. Gradients are then aggregated per mode:
+
+  thc    THC through the switch: thc.ddp.thc_hook with a SwitchAggregator (what a user registers on
+         their own DDP model on a cluster with a P4 switch)
+  fix32  uncompressed: fp32 gradients as SwitchML-style fixed point, summed by the same P4 program
+  gloo   no switch program: DDP's own all-reduce over TCP (through the switch as plain IPv4)
+
+Progress goes to stdout as lines ``@thc {json}`` (the runner turns them into progress bars); anything
+else on stdout/stderr is ordinary log text. The final record is also written to ``--result``.
+Exit status: 0 done, 3 the switch never answered (timeout), 1 any other failure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+
+MODES = ("thc", "fix32", "gloo")
+PROGRESS_PREFIX = "@thc "
+EXIT_SWITCH_TIMEOUT = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="thc-worker", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("job")
+    g.add_argument("--mode", choices=MODES, default="thc", help="how gradients are aggregated (default thc)")
+    g.add_argument("--rank", type=int, required=True, help="this worker's rank = its worker id in the THC job")
+    g.add_argument("--world-size", type=int, required=True, help="number of workers")
+    g.add_argument("--master-addr", required=True, help="IPv4 address of rank 0 (TCP rendezvous)")
+    g.add_argument("--master-port", type=int, default=29500, help="TCP rendezvous port (default 29500)")
+    g.add_argument("--iface", required=True, help="this host's interface (gloo and the switch transport use it)")
+    g.add_argument("--rendezvous-timeout", type=float, default=120.0,
+                   help="seconds to wait for all workers to join (default 120)")
+    s = p.add_argument_group("switch (thc and fix32)")
+    s.add_argument("--service-ip", help="the aggregating switch's THC service address")
+    s.add_argument("--service-mac", help="MAC the service address resolves to")
+    s.add_argument("--src-ip", help="this host's IPv4 address")
+    s.add_argument("--src-mac", help="this host's MAC address")
+    s.add_argument("--job-id", type=int, default=1, help="THC job id installed on the switch (default 1)")
+    s.add_argument("--window", type=int, default=64, help="requests in flight, <= the job's slots (default 64)")
+    s.add_argument("--retransmit-timeout", type=float, default=0.05,
+                   help="first retransmission timeout in seconds, doubling up to 1 s (default 0.05)")
+    s.add_argument("--switch-timeout", type=float, default=30.0,
+                   help="give up when a result is missing for this many seconds (default 30)")
+    t = p.add_argument_group("THC")
+    t.add_argument("--bits", type=int, default=4, help="bits per coordinate (default 4)")
+    t.add_argument("--granularity", type=int, default=30, help="table values 0..g (default 30)")
+    t.add_argument("--thc-seed", type=int, default=0, help="shared seed of the Hadamard signs (default 0)")
+    t.add_argument("--error-feedback", action=argparse.BooleanOptionalAction, default=True,
+                   help="carry each worker's compression error into its next gradient (default on)")
+    r = p.add_argument_group("training")
+    r.add_argument("--steps", type=int, default=200, help="optimizer steps (default 200)")
+    r.add_argument("--batch-size", type=int, default=32, help="samples per worker per step (default 32)")
+    r.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
+    r.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
+    r.add_argument("--result", type=Path, help="write the final record (JSON) here")
+    return p
+
+
+def emit(record: dict) -> None:
+    print(PROGRESS_PREFIX + json.dumps(record), flush=True)
+
+
+def interface_counters(iface: str) -> dict:
+    """Bytes and packets on ``iface`` as this network namespace sees it (/proc/self/net/dev)."""
+    for line in Path("/proc/self/net/dev").read_text().splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        if name.strip() == iface:
+            f = [int(x) for x in rest.split()]
+            return {"rx_bytes": f[0], "rx_packets": f[1], "tx_bytes": f[8], "tx_packets": f[9]}
+    raise ValueError(f"no interface {iface} in this namespace")
+
+
+def timed(hook, seconds: list[float]):
+    """``hook`` (a DDP communication hook) that also appends each bucket's aggregation time to
+    ``seconds``: from the call to the moment its future completes."""
+    def timed_hook(state, bucket):
+        start = time.perf_counter()
+
+        def finished(fut):
+            seconds.append(time.perf_counter() - start)
+            return fut.value()
+
+        return hook(state, bucket).then(finished)
+
+    timed_hook.__name__ = f"timed_{getattr(hook, '__name__', 'hook')}"
+    return timed_hook
+
+
+def make_hook(args, model):
+    """(hook state, hook, aggregator or None) for ``args.mode``."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    if args.mode == "gloo":
+        return None, default_hooks.allreduce_hook, None
+    missing = [o for o in ("service_ip", "service_mac", "src_ip", "src_mac") if getattr(args, o) is None]
+    if missing:
+        raise SystemExit(f"thc-worker: --mode {args.mode} needs " + ", ".join("--" + m.replace("_", "-") for m in missing))
+    from host_agent.aggregator import SwitchAggregator
+
+    aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
+                                       args.service_mac, args.src_ip, args.src_mac, window=args.window,
+                                       timeout=args.retransmit_timeout, deadline=args.switch_timeout)
+    from thc.config import THCConfig
+    from thc import ddp
+
+    if args.mode == "thc":
+        config = THCConfig(bits=args.bits, granularity=args.granularity, seed=args.thc_seed,
+                           error_feedback=args.error_feedback)
+        return ddp.THCHookState(config, aggregator), ddp.thc_hook, aggregator
+    return ddp.FixedPointHookState(aggregator), ddp.fix32_hook, aggregator
+
+
+def is_switch_timeout(exc: BaseException) -> bool:
+    return type(exc).__name__ == "AggregationTimeout" or "AggregationTimeout" in repr(exc)
+
+
+def run(args) -> dict:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from host_agent import train
+
+    torch.set_num_threads(1)
+    os.environ["GLOO_SOCKET_IFNAME"] = args.iface
+    before = interface_counters(args.iface)
+    started = time.perf_counter()
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master_addr}:{args.master_port}", rank=args.rank,
+                            world_size=args.world_size, timeout=timedelta(seconds=args.rendezvous_timeout))
+    config = train.TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    data = train.load_digits_split()
+    model = DDP(train.make_model(config.hidden, config.seed))      # broadcasts rank 0's parameters
+    state, hook, aggregator = make_hook(args, model)
+    aggregation_seconds: list[float] = []
+    model.register_comm_hook(state, timed(hook, aggregation_seconds))
+    dist.barrier()
+    setup_seconds = time.perf_counter() - started
+    emit({"event": "start", "rank": args.rank, "mode": args.mode, "setup_s": setup_seconds,
+          "parameters": train.count_parameters(model.module)})
+    at_start = interface_counters(args.iface)
+
+    def report(record):
+        if record["event"] == "step" or args.rank == 0:
+            emit(dict(record, rank=args.rank))
+
+    try:
+        history = train.train(model, data, config, args.rank, args.world_size, report)
+    finally:
+        at_end = interface_counters(args.iface)
+    result = {
+        "event": "done", "rank": args.rank, "mode": args.mode, "world_size": args.world_size,
+        "config": config.to_dict(), "parameters": train.count_parameters(model.module),
+        "setup_s": setup_seconds, "train_s": history["train_time"],
+        "final_test_acc": history["epochs"][-1]["test_acc"], "final_test_loss": history["epochs"][-1]["test_loss"],
+        "epochs": history["epochs"],
+        "steps": [{k: s[k] for k in ("step", "t", "loss", "step_time")} for s in history["steps"]],
+        "aggregation_s": aggregation_seconds,
+        "wire_training": {k: at_end[k] - at_start[k] for k in at_end},
+        "wire_total": {k: at_end[k] - before[k] for k in at_end},
+        "aggregator": aggregator.stats() if aggregator is not None else None,
+    }
+    if aggregator is not None:
+        aggregator.close()
+    dist.destroy_process_group()
+    return result
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if not 0 <= args.rank < args.world_size:
+        print(f"thc-worker: --rank {args.rank} is not in 0..{args.world_size - 1}", file=sys.stderr)
+        return 2
+    try:
+        result = run(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:            # one clear line for the runner, the traceback for the log
+        traceback.print_exc()
+        timeout = is_switch_timeout(exc)
+        message = (f"no answer from the switch at {args.service_ip} for {args.switch_timeout:g} s: is it up and "
+                   f"is job {args.job_id} installed? ({exc})" if timeout else f"{type(exc).__name__}: {exc}")
+        emit({"event": "error", "rank": args.rank, "mode": args.mode, "message": message})
+        return EXIT_SWITCH_TIMEOUT if timeout else 1
+    if args.result:
+        args.result.parent.mkdir(parents=True, exist_ok=True)
+        args.result.write_text(json.dumps(result))
+    emit({"event": "done", "rank": args.rank, "mode": args.mode, "final_test_acc": result["final_test_acc"]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

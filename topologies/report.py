@@ -1,0 +1,105 @@
+"""The end of a run: one summary row per training mode, a table on the console, JSON and plots in logs/.
+
+Figures come from the workers' own records (host_agent/worker.py): test accuracy per epoch on rank 0,
+time per step, the time each DDP bucket's aggregation took, and the bytes the worker's interface actually
+sent and received during training (/proc/net/dev inside its namespace, so headers, retransmissions and
+gloo's TCP are all counted). Switch figures are counter deltas over the mode.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+MODE_LABELS = {"thc": "THC via switch", "fix32": "FIX32 via switch", "gloo": "gloo all-reduce"}
+
+
+@dataclass
+class ModeSummary:
+    mode: str
+    workers: int
+    steps: int
+    parameters: int
+    final_acc: float
+    target_acc: float
+    time_to_target_s: float | None     # training seconds until the first epoch at >= target_acc
+    train_s: float
+    step_ms: float                     # mean wall time of one optimizer step (all workers)
+    aggregation_ms: float              # mean time to aggregate one step's gradients
+    goodput_coords_s: float            # parameters aggregated per second of aggregation
+    sent_bytes_per_step: float         # per worker, on its interface, during training
+    received_bytes_per_step: float
+    retransmissions: int               # requests the workers sent again (switch modes)
+    switch_events: dict                # aggregating switch: event -> packets during the mode
+
+
+def summarize(mode: str, results: list[dict], target_acc: float, switch_events: dict | None = None) -> ModeSummary:
+    rank0 = min(results, key=lambda r: r["rank"])
+    steps = rank0["config"]["steps"]
+    reached = next((e["t"] for e in rank0["epochs"] if e["test_acc"] >= target_acc), None)
+    step_times = [s["step_time"] for r in results for s in r["steps"]]
+    aggregation = [sum(r["aggregation_s"]) / max(len(r["steps"]), 1) for r in results]
+    aggregation_s = statistics.mean(aggregation)
+    retx = sum((r.get("aggregator") or {}).get("retransmissions", 0) for r in results)
+    return ModeSummary(
+        mode=mode, workers=len(results), steps=steps, parameters=rank0["parameters"],
+        final_acc=rank0["final_test_acc"], target_acc=target_acc, time_to_target_s=reached,
+        train_s=max(r["train_s"] for r in results), step_ms=1e3 * statistics.mean(step_times),
+        aggregation_ms=1e3 * aggregation_s,
+        goodput_coords_s=rank0["parameters"] / aggregation_s if aggregation_s > 0 else 0.0,
+        sent_bytes_per_step=statistics.mean(r["wire_training"]["tx_bytes"] / steps for r in results),
+        received_bytes_per_step=statistics.mean(r["wire_training"]["rx_bytes"] / steps for r in results),
+        retransmissions=retx, switch_events=switch_events or {})
+
+
+def table(rows: list[ModeSummary]) -> str:
+    """The console summary, one line per mode."""
+    if not rows:
+        return "(no mode finished)"
+    target = rows[0].target_acc
+    header = ["mode", "final acc", f"time to {target:.0%}", "train s", "step ms", "aggr ms/step",
+              "coords/s", "sent B/step", "recv B/step", "retx"]
+    lines = []
+    for r in rows:
+        lines.append([MODE_LABELS.get(r.mode, r.mode), f"{r.final_acc:.3f}",
+                      "-" if r.time_to_target_s is None else f"{r.time_to_target_s:.1f} s", f"{r.train_s:.1f}",
+                      f"{r.step_ms:.1f}", f"{r.aggregation_ms:.1f}", f"{r.goodput_coords_s:,.0f}",
+                      f"{r.sent_bytes_per_step:,.0f}", f"{r.received_bytes_per_step:,.0f}", str(r.retransmissions)])
+    widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    rule = "-" * len(fmt(header))
+    return "\n".join([fmt(header), rule] + [fmt(l) for l in lines])
+
+
+def write_json(path: Path, rows: list[ModeSummary], run_info: dict) -> None:
+    path.write_text(json.dumps({"run": run_info, "modes": [asdict(r) for r in rows]}, indent=1))
+
+
+def plot(path: Path, curves: dict[str, dict], title: str) -> None:
+    """Test loss and accuracy against training wall time, one line per mode.
+
+    ``curves``: mode -> rank 0's result record (its ``epochs``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    for mode, record in curves.items():
+        t = [0.0] + [e["t"] for e in record["epochs"]]
+        first = record["steps"][0]["loss"] if record["steps"] else None
+        loss = [first] + [e["test_loss"] for e in record["epochs"]]
+        acc = [0.1] + [e["test_acc"] for e in record["epochs"]]     # untrained: chance on 10 classes
+        label = MODE_LABELS.get(mode, mode)
+        ax_loss.plot(t, loss, marker=".", label=label)
+        ax_acc.plot(t, acc, marker=".", label=label)
+    ax_loss.set(xlabel="training wall time (s)", ylabel="test loss (cross-entropy)", yscale="log")
+    ax_acc.set(xlabel="training wall time (s)", ylabel="test accuracy", ylim=(0, 1))
+    for ax in (ax_loss, ax_acc):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

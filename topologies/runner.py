@@ -1,0 +1,325 @@
+"""`thc-run`: bring up a topology in Mininet, program its P4 switches, train through them, summarise.
+
+    thc-run [--topo topologies/star4.json] [--target emulator|bmv2] [--workers N] [--steps N]
+            [--modes thc,fix32,gloo] [--loss PCT] [--bw MBITS] ...
+    thc-run --stop
+
+Order of a run: hosts, links and switch processes (our software switch, or BMv2's simple_switch_grpc);
+wait until every switch answers on gRPC; push the program and install routes, the THC table and the job
+(controller.SwitchSession); start one `thc-worker` per worker host and follow their progress; print the
+summary table, write logs/summary.json and logs/training.png. Everything the run creates is written to
+logs/run-state.json first and removed on exit, on Ctrl-C, or by `thc-run --stop` after a crash.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from topologies.model import Topology, TopologyError
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_TOPO = "topologies/star4.json"
+STATE_FILE = "run-state.json"
+MODES = ("thc", "fix32", "gloo")
+
+
+class RunError(RuntimeError):
+    """A failure with a message that explains it; printed without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="thc-run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run THC in-network aggregation on an emulated network: Mininet hosts, P4Runtime "
+                    "switches (the software switch or BMv2), one training worker per host.",
+        epilog="Examples:\n"
+               "  thc-run                                   star of 4 workers, software switch, all modes\n"
+               "  thc-run --workers 8 --modes thc --steps 100\n"
+               "  thc-run --topo topologies/two_tier.json --loss 1\n"
+               "  thc-run --target bmv2                     the same on simple_switch_grpc\n"
+               "  thc-run --stop                            remove what a crashed or killed run left\n"
+               "Files: logs/<switch>.log (switch console), logs/<mode>/<host>.log and .json (workers),\n"
+               "logs/summary.json, logs/training.png, pcaps/<iface>_{in,out}.pcap, logs/run-state.json.\n"
+               "Needs root (network namespaces). Never runs `mn -c`: cleanup removes only what the run made.")
+    net = p.add_argument_group("network")
+    net.add_argument("--topo", default=DEFAULT_TOPO, metavar="FILE",
+                     help=f"topology JSON (default {DEFAULT_TOPO}; format: topologies/model.py)")
+    net.add_argument("--target", choices=("emulator", "bmv2"), default="emulator",
+                     help="switch: 'emulator' = our thc-switch (default), 'bmv2' = simple_switch_grpc "
+                          "(from /opt/p4/bin or PATH)")
+    net.add_argument("--workers", type=int, metavar="N",
+                     help="number of workers: a star topology grows/shrinks to N hosts, others use their first N")
+    net.add_argument("--bw", type=float, metavar="MBITS", help="bandwidth of every link in Mbit/s (htb)")
+    net.add_argument("--loss", type=float, metavar="PCT",
+                     help="random loss of every link, percent per direction (e.g. 1)")
+    net.add_argument("--switch-exe", metavar="PATH", help="switch executable to use instead of the target's")
+    net.add_argument("--switch-log-level", default="info", choices=("trace", "debug", "info", "warn", "error", "off"),
+                     help="switch log level (-L); trace logs every table hit and is much slower (default info)")
+    net.add_argument("--no-pcap", action="store_true", help="do not write pcaps (default: pcaps/ per interface)")
+    net.add_argument("--start-timeout", type=float, default=60.0, metavar="S",
+                     help="seconds a switch may take to answer on gRPC (default 60)")
+    tr = p.add_argument_group("training")
+    tr.add_argument("--modes", default=",".join(MODES), metavar="LIST",
+                    help="comma-separated modes to run in turn: thc (THC through the switch), fix32 "
+                         "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP) "
+                         f"(default {','.join(MODES)})")
+    tr.add_argument("--steps", type=int, default=150, metavar="N", help="training steps per mode (default 150)")
+    tr.add_argument("--batch-size", type=int, default=32, metavar="N", help="samples per worker per step (default 32)")
+    tr.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
+    tr.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
+    tr.add_argument("--target-acc", type=float, default=0.9, metavar="A",
+                    help="accuracy for the time-to-accuracy column (default 0.9)")
+    tr.add_argument("--job-id", type=int, default=1, help="THC job id on the switch (default 1)")
+    tr.add_argument("--window", type=int, default=64, metavar="W",
+                    help="requests in flight per worker; the job gets this many slots (default 64)")
+    tr.add_argument("--switch-timeout", type=float, default=30.0, metavar="S",
+                    help="a worker gives up when the switch has not answered for S seconds (default 30)")
+    tr.add_argument("--stall-timeout", type=float, default=120.0, metavar="S",
+                    help="stop a mode when no worker progresses for S seconds (default 120)")
+    out = p.add_argument_group("files and control")
+    out.add_argument("--log-dir", default="logs", metavar="DIR", help="logs and results (default logs/)")
+    out.add_argument("--pcap-dir", default="pcaps", metavar="DIR", help="pcap files (default pcaps/)")
+    out.add_argument("--stop", action="store_true",
+                     help="stop a run (or remove what a crashed one left): exactly the processes and "
+                          "interfaces listed in <log-dir>/run-state.json, nothing else")
+    return p
+
+
+def say(message: str) -> None:
+    print(f"thc-run: {message}", flush=True)
+
+
+# ---- stop ---------------------------------------------------------------------------------------------
+
+def stop(log_dir: Path) -> int:
+    from topologies.ledger import Ledger
+
+    ledger = Ledger.load(log_dir / STATE_FILE)
+    if ledger is None:
+        say(f"nothing to stop: no {log_dir / STATE_FILE}")
+        return 0
+    if ledger.owner_alive() and ledger.owner_pid != os.getpid():
+        say(f"asking the running thc-run (pid {ledger.owner_pid}) to stop")
+        os.kill(ledger.owner_pid, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while ledger.owner_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        ledger = Ledger.load(log_dir / STATE_FILE)
+        if ledger is None:
+            say("stopped")
+            return 0
+    ledger.teardown(report=say)
+    say("stopped; nothing of the run is left")
+    return 0
+
+
+def prepare_ledger(log_dir: Path):
+    """A fresh ledger; leftovers of a crashed run are removed first, a live run is never touched."""
+    from topologies.ledger import Ledger
+
+    path = log_dir / STATE_FILE
+    old = Ledger.load(path)
+    if old is not None:
+        if old.owner_alive():
+            raise RunError(f"another thc-run (pid {old.owner_pid}) is using {log_dir}/; "
+                           "wait for it, or stop it with `thc-run --stop`")
+        say(f"removing what a previous run left ({path})")
+        old.teardown(report=say)
+    ledger = Ledger(path)
+    ledger.save()
+    return ledger
+
+
+# ---- the run ----------------------------------------------------------------------------------------
+
+def load_topology(args) -> Topology:
+    topo = Topology.load(args.topo)
+    if args.workers is not None:
+        topo = topo.with_workers(args.workers)
+    if args.bw is not None and not 0 < args.bw <= 1000:
+        raise RunError(f"--bw {args.bw}: must be in (0, 1000] Mbit/s")
+    if args.loss is not None and not 0 <= args.loss < 100:
+        raise RunError(f"--loss {args.loss}: must be in [0, 100) percent")
+    return topo.with_link_params(bw=args.bw, loss=args.loss)
+
+
+def parse_modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise RunError(f"--modes {text!r}: choose from {', '.join(MODES)}")
+    return modes
+
+
+def check_prerequisites(args, modes) -> None:
+    if os.geteuid() != 0:
+        raise RunError("needs root for Mininet's network namespaces: run `sudo make run` (or sudo thc-run ...)")
+    from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO
+
+    for path in (DEFAULT_BMV2_JSON, DEFAULT_P4INFO):
+        if not Path(path).exists():
+            raise RunError(f"{path} is missing: the compiled P4 program (run `make p4` with p4c, "
+                           "or use a checkout that has p4/build/)")
+
+
+class Progress:
+    """One tqdm bar per mode: the slowest worker's step, rank 0's loss and latest test accuracy."""
+
+    def __init__(self, mode: str, steps: int, n_workers: int):
+        from tqdm import tqdm
+
+        interactive = sys.stderr.isatty()
+        self.bar = tqdm(total=steps, desc=f"{mode:5s} starting", unit="step", dynamic_ncols=True,
+                        mininterval=0.2 if interactive else 10.0,
+                        bar_format="{desc} |{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}] {postfix}")
+        self.mode = mode
+        self.n_workers = n_workers
+        self.steps: dict[int, int] = {}
+        self.ready = 0
+        self.loss = None
+        self.acc = None
+
+    def __call__(self, worker, event: dict) -> None:
+        kind = event.get("event")
+        if kind == "start":
+            self.ready += 1
+            self.bar.set_description_str(f"{self.mode:5s} {self.ready}/{self.n_workers} ready")
+        elif kind == "step":
+            self.steps[worker.rank] = event["step"]
+            if worker.rank == 0:
+                self.loss = event["loss"]
+            slowest = min(self.steps.get(r, 0) for r in range(self.n_workers))
+            if slowest > self.bar.n:
+                self.bar.update(slowest - self.bar.n)
+                self.bar.set_description_str(f"{self.mode:5s} training")
+                self._postfix()
+        elif kind == "epoch":
+            self.acc = event["test_acc"]
+            self._postfix()
+            self.bar.write(f"  {self.mode} epoch {event['epoch'] + 1:2d}: test accuracy {event['test_acc']:.3f}, "
+                           f"test loss {event['test_loss']:.3f}  ({event['t']:.1f} s)")
+
+    def _postfix(self):
+        parts = []
+        if self.loss is not None:
+            parts.append(f"loss {self.loss:.3f}")
+        if self.acc is not None:
+            parts.append(f"acc {self.acc:.3f}")
+        self.bar.set_postfix_str(", ".join(parts))
+
+    def close(self):
+        self.bar.close()
+
+
+def run(args) -> int:
+    from topologies import report
+    from topologies.network import EmulatedNetwork
+    from topologies.programming import ControlPlane, counter_delta
+    from topologies.workers import WorkerOptions, follow, load_results, start_workers
+
+    modes = parse_modes(args.modes)
+    topo = load_topology(args)
+    check_prerequisites(args, modes)
+    log_dir = Path(args.log_dir).resolve()
+    pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    ledger = prepare_ledger(log_dir)
+    (log_dir / "topology.json").write_text(json.dumps(topo.to_dict(), indent=1))
+    _quiet_mininet()
+
+    from thc.tables import make_table
+
+    table = make_table(4, 30)
+    net = EmulatedNetwork(topo, args.target, ledger, log_dir, pcap_dir, executable=args.switch_exe, say=say,
+                          switch_log_level=args.switch_log_level)
+    control = None
+    summaries, curves = [], {}
+    try:
+        say(f"topology {topo.name}: {len(topo.workers)} workers, switches {', '.join(topo.switches)} "
+            f"({args.target}), {topo.aggregation.switch} aggregates at {topo.aggregation.service_ip}")
+        net.start(ready_timeout=args.start_timeout)
+        control = ControlPlane.connect(topo)
+        control.program(table.values, say=say)
+        for index, mode in enumerate(modes):
+            if mode != "gloo":
+                job = control.start_job(args.job_id, n_slots=args.window)
+                say(f"{mode}: job {job.job_id} on {topo.aggregation.switch} (epoch {job.epoch}, "
+                    f"{job.n_slots} slots, {job.lane_bits}-bit result lanes)")
+            options = WorkerOptions(mode=mode, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                                    seed=args.seed, job_id=args.job_id, window=args.window,
+                                    switch_timeout=args.switch_timeout, master_port=29500 + index)
+            before = control.stats()
+            workers = start_workers(net, topo, options, ledger, log_dir)
+            progress = Progress(mode, args.steps, len(workers))
+            try:
+                follow(workers, progress, stall_timeout=args.stall_timeout,
+                       start_timeout=args.stall_timeout + 60)
+            finally:
+                progress.close()
+            results = load_results(workers)
+            events = counter_delta(control.stats(), before)[topo.aggregation.switch]
+            summaries.append(report.summarize(mode, results, args.target_acc, events))
+            curves[mode] = min(results, key=lambda r: r["rank"])
+        print()
+        print(report.table(summaries))
+        run_info = {"topology": topo.name, "target": args.target, "workers": len(topo.workers),
+                    "steps": args.steps, "bw_mbit": args.bw, "loss_pct": args.loss, "modes": modes}
+        report.write_json(log_dir / "summary.json", summaries, run_info)
+        report.plot(log_dir / "training.png", curves,
+                    f"{topo.name}, {len(topo.workers)} workers, {args.target}"
+                    + (f", {args.bw:g} Mbit/s" if args.bw else "") + (f", {args.loss:g}% loss" if args.loss else ""))
+        say(f"summary: {log_dir / 'summary.json'}, plot: {log_dir / 'training.png'}")
+        return 0
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)        # a second Ctrl-C must not cut the cleanup short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        say("stopping the network")
+        if control is not None:
+            control.close()
+        net.stop(say=lambda m: None)
+        say("network stopped; nothing of the run is left")
+
+
+def _quiet_mininet() -> None:
+    """Mininet reports tc's harmless htb 'quantum' warning as an error; our own checks report failures."""
+    from mininet.log import setLogLevel
+
+    setLogLevel("critical")
+
+
+def _terminate(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.stop:
+        return stop(Path(args.log_dir).resolve())
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)
+    from topologies.network import NetworkError
+    from topologies.p4switch import SwitchStartError
+    from topologies.workers import WorkerFailed
+
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    except (RunError, TopologyError, NetworkError, SwitchStartError, WorkerFailed) as exc:
+        say(f"error: {exc}")
+        return 1
+    except Exception as exc:
+        if type(exc).__module__.startswith("controller"):      # the controller's errors explain themselves
+            say(f"controller error: {exc}")
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""Training workers on Mininet hosts: start one `thc-worker` per worker host, follow their progress.
+
+Workers report on stdout with ``@thc {json}`` lines (host_agent/worker.py); everything they print also
+goes to ``<run dir>/<mode>/<host>.log``. A worker that fails stops the whole mode: its last words (the
+error line, else the log's tail) are raised, and the other workers are stopped by the caller's ledger.
+A mode in which no worker makes progress for ``stall_timeout`` seconds is stopped the same way, so a run
+never hangs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from topologies.ledger import Ledger
+from topologies.model import Topology
+
+PROGRESS_PREFIX = "@thc "
+MASTER_PORT = 29500
+
+
+class WorkerFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class WorkerOptions:
+    """Everything a mode's workers are started with (beyond their own addresses)."""
+    mode: str
+    steps: int
+    batch_size: int = 32
+    lr: float = 0.1
+    seed: int = 0
+    job_id: int = 1
+    window: int = 64
+    bits: int = 4
+    granularity: int = 30
+    switch_timeout: float = 30.0
+    master_port: int = MASTER_PORT
+
+
+@dataclass
+class Worker:
+    host: str
+    rank: int
+    process: subprocess.Popen
+    log_path: Path
+    result_path: Path
+    log: object = None
+    buffer: bytes = b""
+    step: int = 0
+    started: bool = False
+    error: str | None = None
+    events: list[dict] = field(default_factory=list)
+
+
+def worker_command(topo: Topology, host: str, options: WorkerOptions, result_path: Path) -> list[str]:
+    h = topo.hosts[host]
+    rank = topo.worker_id(host)
+    master = topo.hosts[topo.workers[0]]
+    agg = topo.aggregation
+    exe = Path(sys.executable).with_name("thc-worker")
+    argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "host_agent.worker"]
+    argv += ["--mode", options.mode, "--rank", str(rank), "--world-size", str(len(topo.workers)),
+             "--master-addr", master.address, "--master-port", str(options.master_port), "--iface", h.interface,
+             "--steps", str(options.steps), "--batch-size", str(options.batch_size), "--lr", str(options.lr),
+             "--seed", str(options.seed), "--result", str(result_path)]
+    if options.mode != "gloo":
+        argv += ["--service-ip", str(agg.service_ip), "--service-mac", agg.service_mac, "--src-ip", h.address,
+                 "--src-mac", h.mac, "--job-id", str(options.job_id), "--window", str(options.window),
+                 "--bits", str(options.bits), "--granularity", str(options.granularity),
+                 "--switch-timeout", str(options.switch_timeout)]
+    return argv
+
+
+def start_workers(net, topo: Topology, options: WorkerOptions, ledger: Ledger, run_dir: Path) -> list[Worker]:
+    """One worker process per worker host, inside that host's namespace (Mininet's popen)."""
+    mode_dir = run_dir / options.mode
+    mode_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    workers = []
+    for host in topo.workers:
+        result_path = mode_dir / f"{host}.json"
+        result_path.unlink(missing_ok=True)
+        argv = worker_command(topo, host, options, result_path)
+        process = net.host(host).popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, env=env, cwd=os.getcwd())
+        ledger.add_process(process.pid, f"worker {host} ({options.mode})")
+        log_path = mode_dir / f"{host}.log"
+        log = open(log_path, "wb")
+        log.write((" ".join(argv) + "\n").encode())
+        workers.append(Worker(host, topo.worker_id(host), process, log_path, result_path, log))
+    return workers
+
+
+def follow(workers: list[Worker], on_event: Callable[[Worker, dict], None], stall_timeout: float,
+           start_timeout: float) -> None:
+    """Read every worker's output until all have exited; ``on_event`` gets each progress record.
+
+    Raises WorkerFailed when a worker exits with an error, or when nothing moves for ``stall_timeout``
+    seconds (``start_timeout`` before the first step: imports and rendezvous are slow on 2 cores).
+    """
+    selector = selectors.DefaultSelector()
+    for w in workers:
+        selector.register(w.process.stdout, selectors.EVENT_READ, w)
+    open_streams = len(workers)
+    last_progress = time.monotonic()
+    try:
+        while open_streams:
+            ready = selector.select(timeout=1.0)
+            for key, _ in ready:
+                w: Worker = key.data
+                try:
+                    chunk = os.read(key.fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:           # EOF: the worker is exiting
+                    selector.unregister(key.fileobj)
+                    open_streams -= 1
+                    continue
+                w.log.write(chunk)
+                w.log.flush()
+                w.buffer += chunk
+                *lines, w.buffer = w.buffer.split(b"\n")
+                for line in lines:
+                    text = line.decode(errors="replace").rstrip("\r")
+                    if text.startswith(PROGRESS_PREFIX):
+                        event = json.loads(text[len(PROGRESS_PREFIX):])
+                        last_progress = time.monotonic()
+                        _note(w, event)
+                        on_event(w, event)
+            failed = [w for w in workers if w.error or (w.process.poll() not in (None, 0))]
+            if failed:
+                raise WorkerFailed(_failure_message(failed[0]))
+            limit = stall_timeout if any(w.step for w in workers) else start_timeout
+            if time.monotonic() - last_progress > limit:
+                slowest = min(workers, key=lambda w: w.step)
+                raise WorkerFailed(f"no progress for {limit:.0f} s (worker {slowest.host} at step {slowest.step}); "
+                                   f"see {slowest.log_path}")
+        for w in workers:
+            code = w.process.wait()
+            if code != 0:
+                raise WorkerFailed(_failure_message(w))
+    finally:
+        selector.close()
+        for w in workers:
+            w.log.close()
+
+
+def _note(w: Worker, event: dict) -> None:
+    kind = event.get("event")
+    if kind == "step":
+        w.step = event["step"]
+    elif kind == "start":
+        w.started = True
+    elif kind == "error":
+        w.error = event.get("message", "failed")
+    w.events.append(event)
+
+
+def _failure_message(w: Worker) -> str:
+    code = w.process.poll()
+    reason = w.error or f"exited with code {code}"
+    if not w.error:
+        try:
+            tail = w.log_path.read_text(errors="replace").splitlines()[-8:]
+        except OSError:
+            tail = []
+        reason += "".join("\n    " + line for line in tail)
+    return f"worker {w.host} (rank {w.rank}): {reason}\n  full log: {w.log_path}"
+
+
+def load_results(workers: list[Worker]) -> list[dict]:
+    return [json.loads(w.result_path.read_text()) for w in workers]
