@@ -1,0 +1,353 @@
+"""Control pipelines (ingress, egress) -> generated functions `ingress(F)`, `egress(F)`.
+
+A BMv2 pipeline is a graph of tables and conditionals (pipeline.cpp, tables.cpp): applying a table
+looks up its key, runs the hit entry's action or the default entry's, then continues with the node
+that `next_tables` names for that action (or for `__HIT__` / `__MISS__`). A node reached from one
+place only is inlined; join points become functions called in tail position. `exit` marks the packet
+and the pipeline stops before the next node.
+
+With `trace=True` the same code is generated with log calls (table hits and misses with their key
+and action, conditions), so tracing costs nothing when it is off.
+"""
+from emulator.engine.expressions import ExprCompiler
+from emulator.engine.jsonutil import malformed, unsupported
+
+MAX_INLINE_DEPTH = 40
+
+
+class PipelineGen:
+    def __init__(self, pipeline: dict, path: str, layout, ns, tables: dict, actions: dict, trace: bool):
+        self.p = pipeline
+        self.path = path
+        self.layout = layout
+        self.ns = ns
+        self.tables = tables  # table name -> (MatchTable, json, path)
+        self.actions = actions  # action id -> CompiledAction
+        self.trace = trace
+        self.nodes = {}
+        for i, t in enumerate(pipeline.get("tables", [])):
+            self.nodes[t["name"]] = ("table", t, f"{path}.tables[{i}]")
+        for i, c in enumerate(pipeline.get("conditionals", [])):
+            self.nodes[c["name"]] = ("cond", c, f"{path}.conditionals[{i}]")
+        for i, a in enumerate(pipeline.get("action_calls", [])):
+            self.nodes[a["name"]] = ("call", a, f"{path}.action_calls[{i}]")
+        self.sites = {name: 0 for name in self.nodes}
+        init = pipeline.get("init_table")
+        self._site(init, path)
+        for name, (kind, j, npath) in self.nodes.items():
+            for target in self._successor_sites(kind, j, npath):
+                self._site(target, npath)
+        self.functions = {}
+
+    def _site(self, name, path):
+        if name is None:
+            return
+        if name not in self.nodes:
+            raise malformed(f"reference to unknown control node {name!r}", path)
+        self.sites[name] += 1
+
+    def _successor_sites(self, kind, j, path):
+        if kind == "cond":
+            t, f = j.get("true_next"), j.get("false_next")
+            return [t] if t == f else [t, f]
+        if kind == "call":
+            return [j.get("next_node")]
+        return [target for _, target in self._table_branches(j, path)]
+
+    def _table_branches(self, j, path):
+        """[(branch label, next node)]: one branch when all actions continue to the same node."""
+        table = self.tables[j["name"]][0]
+        nxt = j.get("next_tables", {})
+        if "__HIT__" in nxt or "__MISS__" in nxt:
+            hit, miss = nxt.get("__HIT__"), nxt.get("__MISS__")
+            if hit == miss:
+                return [("all", hit)]
+            return [("hit", hit), ("miss", miss)]
+        branches = {}
+        for ref in table.actions.values():
+            if ref.name not in nxt:
+                raise malformed(f"table '{j['name']}' has no next_tables entry for action '{ref.name}'",
+                                path, j)
+            branches.setdefault(nxt[ref.name], []).append(ref.id)
+        if table.initial_default is None or table.initial_default[0] is None:
+            # no default entry in the JSON: a miss runs no action and goes to base_default_next
+            branches.setdefault(j.get("base_default_next"), []).append(None)
+        if len(branches) <= 1:
+            return [("all", next(iter(branches), None))]
+        return [(tuple(ids), target) for target, ids in branches.items()]
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, src, fname: str) -> None:
+        init = self.p.get("init_table")
+        pending = []
+        self.fname = fname
+        src.emit(f"def {fname}(F):")
+        with src.indent():
+            self._goto(src, init, pending, 0)
+        src.emit()
+        done = set()
+        while pending:
+            name = pending.pop()
+            if name in done:
+                continue
+            done.add(name)
+            src.emit(f"def {self.functions[name]}(F):")
+            with src.indent():
+                self._node(src, name, pending, 0)
+            src.emit()
+
+    def _goto(self, src, name, pending, depth):
+        if name is None:
+            src.emit("return None")
+            return
+        if self.sites[name] == 1 and depth < MAX_INLINE_DEPTH and name not in self.functions:
+            self._node(src, name, pending, depth + 1)
+            return
+        if name not in self.functions:
+            self.functions[name] = f"{self.fname}_n{len(self.functions)}"
+            pending.append(name)
+        src.emit(f"return {self.functions[name]}(F)")
+
+    def _node(self, src, name, pending, depth):
+        kind, j, path = self.nodes[name]
+        if kind == "cond":
+            self._conditional(src, j, path, pending, depth)
+        elif kind == "call":
+            self._action_call(src, j, path, pending, depth)
+        else:
+            self._table(src, j, path, pending, depth)
+
+    def _conditional(self, src, j, path, pending, depth):
+        cond = ExprCompiler(self.layout, self.ns, path).boolean(j.get("expression"))
+        t, f = j.get("true_next"), j.get("false_next")
+        if self.trace:
+            src.emit(f"_trace('condition %s is %s', {j['name']!r}, {cond.src})")
+        if t == f:
+            self._goto(src, t, pending, depth)
+            return
+        src.emit(f"if {cond.src}:")
+        with src.indent():
+            self._goto(src, t, pending, depth)
+        src.emit("else:")
+        with src.indent():
+            self._goto(src, f, pending, depth)
+
+    def _action_call(self, src, j, path, pending, depth):
+        action = self.actions.get(j.get("action_id"))
+        if action is None:
+            raise malformed(f"action call to unknown action id {j.get('action_id')!r}", path, j)
+        if action.params:
+            raise malformed("an action call cannot pass parameters", path, j)
+        if self.trace:
+            src.emit(f"_trace('action %s', {action.name!r})")
+        src.emit(f"{action.fname}(F, ())")
+        if action.uses_exit:
+            src.emit(f"if F[{self.layout.EXIT}]: return None")
+        self._goto(src, j.get("next_node"), pending, depth)
+
+    def _key_sources(self, table, j, path):
+        out = []
+        for k, kj in zip(table.keys, j.get("key", [])):
+            if k.match_type == "valid":
+                h = self.layout.header(kj.get("target"), path)
+                v = f"F[{h.valid}]"
+            else:
+                target = kj.get("target")
+                if not isinstance(target, list) or len(target) != 2:
+                    raise malformed("key target must be [header, field]", path, kj)
+                ref = self.layout.field(target[0], target[1], path)
+                v = f"F[{ref.slot}]"
+                mask = ref.mask if k.static_mask is None else k.static_mask & ref.mask
+                if ref.signed or k.static_mask is not None:
+                    v = f"({v} & {mask})"
+            out.append(v)
+        return out
+
+    def _lookup(self, src, table, j, path, tname):
+        keys = self._key_sources(table, j, path)
+        if not keys:
+            return None, None
+        if table.kind == "exact":
+            dname = self.ns.add("_exact", table.exact)
+            key = keys[0] if len(keys) == 1 else "(" + ", ".join(keys) + ")"
+            return f"{dname}.get({key})", key
+        if table.kind == "ternary":
+            parts = [f"({v} << {off})" if off else v for v, off in zip(keys, table.ternary_layout())]
+            key = " | ".join(parts)
+            return f"{tname}.lookup({key})", key
+        key = keys[0] if len(keys) == 1 else "(" + ", ".join(keys) + ")"
+        return f"{tname}.lookup({key})", key
+
+    def _table(self, src, j, path, pending, depth):
+        table, _, _ = self.tables[j["name"]]
+        tname = self.ns.add("_table", table)
+        branches = self._table_branches(j, path)
+        may_exit = any(self.actions[a.id].uses_exit for a in table.actions.values())
+        src.emit(f"# table {table.name}")
+        lookup, key = self._lookup(src, table, j, path, tname)
+        inline = self._inline_default(table) if lookup is None else None
+        if inline is not None:
+            action, params = inline
+            if self.trace:
+                src.emit(f"_trace('table %s: miss (no key) -> %s%s', {table.name!r}, {action.name!r}, "
+                         f"{tuple(params)!r})")
+            action.emit_inline(src, params)
+            if action.uses_exit:
+                src.emit(f"if F[{self.layout.EXIT}]: return None")
+            self._branch(src, branches, None, "False", pending, depth, static_action=action.id)
+            return
+        e = src.tmp("e")
+        hit = src.tmp("hit") if any(b[0] in ("hit", "miss") for b in branches) else None
+        if lookup is None:
+            src.emit(f"{e} = {tname}.default")
+            if hit:
+                src.emit(f"{hit} = False")
+            if self.trace:
+                src.emit(f"_trace('table %s: miss (no key) -> %s%s', {table.name!r}, {e}.action, {e}.params)")
+        else:
+            src.emit(f"{e} = {lookup}")
+            src.emit(f"if {e} is None:")
+            with src.indent():
+                src.emit(f"{e} = {tname}.default")
+                if hit:
+                    src.emit(f"{hit} = False")
+                if self.trace:
+                    src.emit(f"_trace('table %s: miss key=%s -> %s%s', {table.name!r}, _hexkey({key}), "
+                             f"{e}.action, {e}.params)")
+            if table.with_counters or hit or self.trace:
+                src.emit("else:")
+                with src.indent():
+                    if hit:
+                        src.emit(f"{hit} = True")
+                    if table.with_counters:
+                        src.emit(f"{e}.packets += 1")
+                        src.emit(f"{e}.bytes += F[{self.layout.ILEN}]")
+                    if self.trace:
+                        src.emit(f"_trace('table %s: hit key=%s -> %s%s', {table.name!r}, _hexkey({key}), "
+                                 f"{e}.action, {e}.params)")
+        src.emit(f"{e}.fn(F, {e}.params)")
+        if may_exit:
+            src.emit(f"if F[{self.layout.EXIT}]: return None")
+        self._branch(src, branches, e, hit, pending, depth)
+
+    def _branch(self, src, branches, e, hit, pending, depth, static_action=-1):
+        if len(branches) == 1:
+            self._goto(src, branches[0][1], pending, depth)
+            return
+        if static_action != -1 and branches[0][0] not in ("hit", "miss"):
+            target = next(t for ids, t in branches if static_action in ids)
+            self._goto(src, target, pending, depth)
+            return
+        if branches[0][0] in ("hit", "miss"):
+            targets = dict(branches)
+            if hit in ("True", "False"):
+                self._goto(src, targets["hit" if hit == "True" else "miss"], pending, depth)
+                return
+            src.emit(f"if {hit}:")
+            with src.indent():
+                self._goto(src, targets["hit"], pending, depth)
+            src.emit("else:")
+            with src.indent():
+                self._goto(src, targets["miss"], pending, depth)
+            return
+        a = src.tmp("a")
+        src.emit(f"{a} = {e}.action_id" if e else f"{a} = None")
+        for n, (ids, target) in enumerate(branches):
+            if n == len(branches) - 1:
+                src.emit("else:")
+            else:
+                cond = " or ".join(f"{a} is None" if i is None else f"{a} == {i}" for i in ids)
+                src.emit(f"{'if' if n == 0 else 'elif'} {cond}:")
+            with src.indent():
+                self._goto(src, target, pending, depth)
+
+    def _inline_default(self, table):
+        """(CompiledAction, params) when a keyless table always runs one known action."""
+        if not table.default_entry_const or table.initial_default is None:
+            return None
+        ref, params = table.initial_default
+        if ref is None:
+            return None
+        action = self.actions[ref.id]
+        if not action.inlinable:
+            return None
+        return action, params
+
+
+class ChecksumGen:
+    """simple_switch's checksum units: verified after the parser, updated before deparsing."""
+
+    def __init__(self, cfg, layout, ns, calculations: dict):
+        self.items = []
+        for i, c in enumerate(cfg.get("checksums", [])):
+            path = f"checksums[{i}]"
+            if c.get("type", "generic") != "generic":
+                raise unsupported(f"checksum type '{c.get('type')}'", path, c)
+            calc = calculations.get(c.get("calculation"))
+            if calc is None:
+                raise malformed(f"unknown calculation {c.get('calculation')!r}", path, c)
+            target = c.get("target")
+            if not isinstance(target, list) or len(target) != 2:
+                raise malformed("checksum target must be [header, field]", path, c)
+            ref = layout.field(target[0], target[1], path)
+            valid = layout.header(target[0], path).valid
+            cond = None
+            if c.get("if_cond") is not None:
+                cond = ExprCompiler(layout, ns, path + ".if_cond").boolean(c["if_cond"]).src
+            self.items.append((c.get("name"), calc, ref, valid, cond,
+                               c.get("verify", True), c.get("update", True)))
+
+    @property
+    def has_verify(self) -> bool:
+        return any(item[5] for item in self.items)
+
+    def generate_verify(self, src) -> None:
+        src.emit("def verify_checksums(F, payload):")
+        with src.indent():
+            src.emit("bad = 0")
+            for name, calc, ref, valid, cond, verify, _ in self.items:
+                if not verify:
+                    continue
+                test = f"F[{valid}]" + (f" and {cond}" if cond else "")
+                src.emit(f"if {test} and {calc}(F, payload) != F[{ref.slot}]:")
+                with src.indent():
+                    src.emit(f"bad = 1  # checksum {name}")
+            src.emit("return bad")
+        src.emit()
+
+    def update_lines(self) -> list:
+        lines = []
+        for _, calc, ref, _, cond, _, update in self.items:
+            if not update:
+                continue
+            stmt = f"F[{ref.slot}] = {calc}(F, payload) & {ref.mask}"
+            lines.append(f"if {cond}: {stmt}" if cond else stmt)
+        return lines
+
+
+def generate_deparser(src, deparser: dict, path: str, layout, ns, codecs: dict, checksums: ChecksumGen):
+    """`deparse(F, payload) -> bytes`: checksum updates, then valid headers in order, then payload."""
+    from emulator.engine.headercodec import HeaderCodec
+
+    src.emit("def deparse(F, payload):")
+    with src.indent():
+        for line in checksums.update_lines():
+            src.emit(line)
+        src.emit("out = []")
+        for i, name in enumerate(deparser.get("order", [])):
+            h = layout.header(name, f"{path}.order[{i}]")
+            entry = codecs.get(h.htype.name)
+            if entry is None:
+                try:
+                    codec = HeaderCodec(h.htype)
+                except ValueError as exc:
+                    raise unsupported(str(exc), f"{path}.order[{i}]") from None
+                entry = (codec, ns.add("_hs", codec.struct))
+                codecs[h.htype.name] = entry
+            codec, sname = entry
+            src.emit(f"if F[{h.valid}]: out.append({codec.pack_expr(sname, h.base)})")
+        src.emit("out.append(payload)")
+        src.emit("return b''.join(out)")
+    src.emit()
+    if deparser.get("primitives"):
+        raise unsupported("deparser primitives (extern calls in the deparser)", path, deparser)

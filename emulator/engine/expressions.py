@@ -1,0 +1,465 @@
+"""BMv2 JSON expressions -> Python expression source, with BMv2's arithmetic.
+
+BMv2 evaluates expressions with arbitrary precision (GMP) and truncates only when a value is stored
+into a field or register; Python ints have the same semantics, so an expression becomes the same
+Python expression over `F[slot]` reads. p4c inserts the masks (`& 0xff`, `two_comp_mod`) where P4
+wants wrap-around. To skip redundant masks on stores, each compiled value carries `bits`: when known,
+0 <= value < 2**bits.
+"""
+from dataclasses import dataclass
+
+from emulator.engine.jsonutil import hexstr, malformed, unsupported
+from emulator.engine.layout import FieldRef, HeaderType, StackSlots
+
+SHIFT_LIMIT = 1 << 16  # a left shift by more bits than this is refused (memory), unless masked
+
+
+@dataclass
+class Value:
+    src: str
+    kind: str  # data | bool | header | stack | string
+    bits: int | None = None  # data: known 0 <= v < 2**bits
+    const: int | None = None  # data: the value when it is a compile-time constant
+    htype: HeaderType | None = None  # header: its type (for field offsets)
+    static_base: int | None = None  # header: slot base when known at compile time
+    stack: StackSlots | None = None
+    field: FieldRef | None = None  # data read straight from a field
+
+    @property
+    def nonneg(self) -> bool:
+        return self.bits is not None
+
+
+def _data(src, bits=None, const=None, field=None) -> Value:
+    return Value(src, "data", bits=bits, const=const, field=field)
+
+
+def _const(value: int) -> Value:
+    return _data(str(value), bits=value.bit_length() if value >= 0 else None, const=value)
+
+
+def _bool(src) -> Value:
+    return Value(src, "bool")
+
+
+def _max_bits(*values):
+    if any(v.bits is None for v in values):
+        return None
+    return max(v.bits for v in values)
+
+
+class ExprCompiler:
+    """Compiles the type-value objects of one context (an action, a parser state, a condition).
+
+    `params` are the action's runtime data widths (None outside actions); `param_src(i)` names the
+    Python variable holding runtime datum i. `parser` enables `lookahead` (reads D at pos).
+    """
+
+    def __init__(self, layout, ns, path, params=None, param_src=None, parser=False):
+        self.layout = layout
+        self.ns = ns
+        self.path = path
+        self.params = params
+        self.param_src = param_src or (lambda i: f"p{i}")
+        self.parser = parser
+
+    # ----------------------------------------------------------------- entry points
+    def data(self, j) -> Value:
+        v = self.value(j)
+        if v.kind != "data":
+            raise malformed(f"expected an integer value, got {v.kind}", self.path, j)
+        return v
+
+    def boolean(self, j) -> Value:
+        v = self.value(j)
+        if v.kind == "data":  # BMv2 has no implicit conversion; p4c always inserts d2b
+            raise malformed("expected a boolean expression, got an integer one", self.path, j)
+        if v.kind != "bool":
+            raise malformed(f"expected a boolean expression, got {v.kind}", self.path, j)
+        return v
+
+    def header(self, j) -> Value:
+        v = self.value(j)
+        if v.kind != "header":
+            raise malformed(f"expected a header, got {v.kind}", self.path, j)
+        return v
+
+    def stack(self, j) -> Value:
+        v = self.value(j)
+        if v.kind != "stack":
+            raise malformed(f"expected a header stack, got {v.kind}", self.path, j)
+        return v
+
+    def lvalue(self, j):
+        """(index source, width, signed) of an assignable field reference."""
+        if not isinstance(j, dict):
+            raise malformed("expected a field reference", self.path, j)
+        t = j.get("type")
+        if t == "field":
+            ref = self._field_ref(j)
+            if ref.name == "$valid$":
+                raise malformed("the $valid$ field is read-only", self.path, j)
+            return str(ref.slot), ref.width, ref.signed
+        if t == "stack_field":
+            st, off, width, signed = self._stack_field(j)
+            return f"{self._last_base(st)} + {off}", width, signed
+        if t == "expression":
+            inner = j.get("value")
+            if isinstance(inner, dict) and "op" not in inner and "type" in inner:
+                return self.lvalue(inner)
+            if isinstance(inner, dict) and inner.get("op") == "access_field":
+                hdr = self.header(inner.get("left"))
+                off, width, signed = self._field_offset(hdr.htype, inner.get("right"), inner)
+                return f"{hdr.src} + {off}", width, signed
+        raise malformed("expected an assignable field", self.path, j)
+
+    # ----------------------------------------------------------------- values
+    def value(self, j) -> Value:
+        if not isinstance(j, dict) or "type" not in j:
+            raise malformed(f"expected a type/value object, got {j!r}", self.path)
+        t = j["type"]
+        v = j.get("value")
+        if t == "field":
+            ref = self._field_ref(j)
+            return _data(f"F[{ref.slot}]", bits=None if ref.signed else ref.width, field=ref)
+        if t == "hexstr":
+            return _const(hexstr(v, self.path))
+        if t == "bool":
+            if not isinstance(v, bool):
+                raise malformed(f"bool value {v!r}", self.path, j)
+            return _bool("True" if v else "False")
+        if t in ("local", "runtime_data"):
+            if self.params is None:
+                raise malformed(f"'{t}' outside an action", self.path, j)
+            if not isinstance(v, int) or not 0 <= v < len(self.params):
+                raise malformed(f"action parameter index {v!r} out of range", self.path, j)
+            return _data(self.param_src(v), bits=self.params[v])
+        if t == "header":
+            h = self.layout.header(v, self.path)
+            return Value(str(h.base), "header", htype=h.htype, static_base=h.base)
+        if t == "header_stack":
+            st = self.layout.stack(v, self.path)
+            return Value(repr(st.name), "stack", stack=st)
+        if t == "stack_field":
+            st, off, width, signed = self._stack_field(j)
+            return _data(f"F[{self._last_base(st)} + {off}]", bits=None if signed else width)
+        if t == "lookahead":
+            return self._lookahead(j)
+        if t == "string":
+            return Value(repr(str(v)), "string")
+        if t == "expression":
+            if isinstance(v, dict) and "op" in v:
+                return self._op(v)
+            if isinstance(v, dict) and "type" in v:
+                return self.value(v)
+            raise malformed("expression without an op", self.path, j)
+        if t in ("header_union", "header_union_stack", "union_stack_field"):
+            raise unsupported(f"header unions ('{t}')", self.path, j)
+        if t == "register":
+            raise unsupported("register reference inside an expression", self.path, j)
+        raise unsupported(f"expression operand type '{t}'", self.path, j)
+
+    def _field_ref(self, j) -> FieldRef:
+        v = j.get("value")
+        if not isinstance(v, list) or len(v) != 2:
+            raise malformed("field reference must be [header, field]", self.path, j)
+        return self.layout.field(v[0], v[1], self.path)
+
+    def _stack_field(self, j):
+        v = j.get("value")
+        if not isinstance(v, list) or len(v) != 2:
+            raise malformed("stack field must be [stack, field]", self.path, j)
+        st = self.layout.stack(v[0], self.path)
+        off = st.htype.offsets.get(v[1])
+        if off is None:
+            raise malformed(f"stack {v[0]!r} has no field {v[1]!r}", self.path, j)
+        if off == st.htype.nfields:
+            return st, off, 1, False
+        _, width, signed = st.htype.fields[off]
+        return st, off, width, signed
+
+    def _last_base(self, st: StackSlots) -> str:
+        bases = self.ns.const("_SB", st.bases)
+        return f"{bases}[_last_index(F[{st.next_slot}])]"
+
+    def _field_offset(self, htype, right, j):
+        if not isinstance(right, int) or not 0 <= right <= htype.nfields:
+            raise malformed(f"field offset {right!r} out of range", self.path, j)
+        if right == htype.nfields:
+            return right, 1, False
+        _, width, signed = htype.fields[right]
+        return right, width, signed
+
+    def _lookahead(self, j) -> Value:
+        if not self.parser:
+            raise malformed("lookahead outside a parser", self.path, j)
+        v = j.get("value")
+        if not isinstance(v, list) or len(v) != 2:
+            raise malformed("lookahead must be [offset, bitwidth]", self.path, j)
+        off, width = v
+        return _data(f"_lookahead(D, pos, {off}, {width})", bits=width)
+
+    # ----------------------------------------------------------------- operators
+    def _op(self, e) -> Value:
+        op = e.get("op")
+        left, right = e.get("left"), e.get("right")
+        if op == "?":
+            cond = self.boolean(e.get("cond"))
+            lv, rv = self.value(left), self.value(right)
+            if lv.kind != rv.kind:
+                raise malformed("ternary operator branches differ in type", self.path, e)
+            if lv.kind == "data":
+                return _data(f"({lv.src} if {cond.src} else {rv.src})", bits=_max_bits(lv, rv))
+            return Value(f"({lv.src} if {cond.src} else {rv.src})", lv.kind, htype=lv.htype)
+        if op in ("+", "-") and left is None:
+            r = self.data(right)
+            return _data(f"(-{r.src})") if op == "-" else r
+        if op in ("+", "-", "*", "&", "|", "^", "<<", ">>", "%", "/"):
+            if op == "&":
+                shifted = self._masked_shift(left, right)
+                if shifted is not None:
+                    return shifted
+            return self._arith(op, self.data(left), self.data(right))
+        if op in ("==", "!="):
+            lv, rv = self.value(left), self.value(right)
+            if lv.kind != rv.kind:
+                raise malformed(f"'{op}' between {lv.kind} and {rv.kind}", self.path, e)
+            if lv.kind == "header":
+                # BMv2 (Header::cmp): equal iff both are valid and all fields are equal
+                src = f"_header_eq(F, {lv.src}, {rv.src}, {lv.htype.nfields})"
+                return _bool(src if op == "==" else f"(not {src})")
+            if lv.kind not in ("data", "bool"):
+                raise unsupported(f"'{op}' on {lv.kind} values", self.path, e)
+            return _bool(f"({lv.src} {op} {rv.src})")
+        if op in (">", ">=", "<", "<="):
+            lv, rv = self.data(left), self.data(right)
+            return _bool(f"({lv.src} {op} {rv.src})")
+        if op in ("and", "or"):
+            lv, rv = self.boolean(left), self.boolean(right)
+            return _bool(f"({lv.src} {op} {rv.src})")
+        if op == "not":
+            return _bool(f"(not {self.boolean(right).src})")
+        if op == "~":
+            r = self.data(right)
+            return _data(f"(~{r.src})")
+        if op == "valid":
+            h = self.header(right)
+            return _bool(f"(F[{self._slot(h, h.htype.nfields)}] != 0)")
+        if op == "d2b":
+            return _bool(f"({self.data(right).src} != 0)")
+        if op == "b2d":
+            return _data(f"(1 if {self.boolean(right).src} else 0)", bits=1)
+        if op in ("two_comp_mod", "sat_cast", "usat_cast"):
+            return self._cast(op, self.data(left), self.data(right), e)
+        if op in ("dereference_header_stack", "dereference_stack"):
+            st = self.stack(left)
+            idx = self.data(right)
+            bases = self.ns.const("_SB", st.stack.bases)
+            if idx.const is not None:
+                if not 0 <= idx.const < len(st.stack.bases):
+                    raise malformed(f"stack index {idx.const} out of range", self.path, e)
+                base = st.stack.bases[idx.const]
+                return Value(str(base), "header", htype=st.stack.htype, static_base=base)
+            return Value(f"_stack_at({bases}, {idx.src})", "header", htype=st.stack.htype)
+        if op == "last_stack_index":
+            st = self.stack(right)
+            return _data(f"(F[{st.stack.next_slot}] - 1)")
+        if op == "size_stack":
+            st = self.stack(right)
+            return _data(f"F[{st.stack.next_slot}]", bits=len(st.stack.bases).bit_length())
+        if op == "access_field":
+            hdr = self.header(left)
+            off, width, signed = self._field_offset(hdr.htype, right, e)
+            return _data(f"F[{self._slot(hdr, off)}]", bits=None if signed else width)
+        if op in ("valid_union", "dereference_union_stack", "access_union_header"):
+            raise unsupported(f"header union operation '{op}'", self.path, e)
+        raise unsupported(f"expression operator '{op}'", self.path, e)
+
+    def _slot(self, hdr: Value, offset: int) -> str:
+        if hdr.static_base is not None:
+            return str(hdr.static_base + offset)
+        return f"{hdr.src} + {offset}"
+
+    def _masked_shift(self, left, right):
+        """`(a << b) & mask` with a run-time shift amount: computed without building a huge int."""
+        for shift_j, mask_j in ((left, right), (right, left)):
+            if (isinstance(shift_j, dict) and shift_j.get("type") == "expression"
+                    and isinstance(shift_j.get("value"), dict) and shift_j["value"].get("op") == "<<"):
+                amount = self.data(shift_j["value"].get("right"))
+                mask = self.data(mask_j)
+                if amount.const is None and mask.const is not None and mask.const >= 0:
+                    a = self.data(shift_j["value"].get("left"))
+                    return _data(f"_shl_masked({a.src}, {amount.src}, {mask.const})",
+                                 bits=mask.const.bit_length())
+        return None
+
+    def _arith(self, op, a: Value, b: Value) -> Value:
+        if a.const is not None and b.const is not None:
+            folded = _fold(op, a.const, b.const)
+            if folded is not None:
+                return _const(folded)
+        bits = None
+        if op == "&":
+            known = [v.bits for v in (a, b) if v.bits is not None]
+            bits = min(known) if known else None
+            return _data(f"({a.src} & {b.src})", bits=bits)
+        if op in ("|", "^"):
+            return _data(f"({a.src} {op} {b.src})", bits=_max_bits(a, b))
+        if op == "+":
+            mb = _max_bits(a, b)
+            return _data(f"({a.src} + {b.src})", bits=None if mb is None else mb + 1)
+        if op == "-":
+            return _data(f"({a.src} - {b.src})")
+        if op == "*":
+            bits = a.bits + b.bits if a.bits is not None and b.bits is not None else None
+            return _data(f"({a.src} * {b.src})", bits=bits)
+        if op == ">>":
+            if b.const is not None:
+                if b.const < 0:
+                    raise malformed("negative shift amount", self.path)
+                bits = None if a.bits is None else max(a.bits - b.const, 0)
+                return _data(f"({a.src} >> {b.const})", bits=bits)
+            return _data(f"_shr({a.src}, {b.src})", bits=a.bits)
+        if op == "<<":
+            if b.const is not None:
+                if b.const < 0:
+                    raise malformed("negative shift amount", self.path)
+                if b.const > SHIFT_LIMIT:
+                    raise unsupported(f"left shift by {b.const} bits", self.path)
+                bits = None if a.bits is None else a.bits + b.const
+                return _data(f"({a.src} << {b.const})", bits=bits)
+            return _data(f"_shl({a.src}, {b.src})")
+        if op == "/":
+            return _data(f"_div({a.src}, {b.src})", bits=a.bits)
+        if op == "%":
+            bits = b.const.bit_length() if b.const is not None and b.const > 0 else a.bits
+            return _data(f"_mod({a.src}, {b.src})", bits=bits)
+        raise AssertionError(op)
+
+    def _cast(self, op, src: Value, width: Value, e) -> Value:
+        if width.const is None:
+            return _data(f"_{op}({src.src}, {width.src})")
+        w = width.const
+        if w <= 0:
+            raise malformed(f"{op} width {w}", self.path, e)
+        if op == "two_comp_mod":
+            half = 1 << (w - 1)
+            return _data(f"((({src.src}) + {half} & {(1 << w) - 1}) - {half})")
+        if op == "usat_cast":
+            return _data(f"_usat_cast({src.src}, {w})", bits=w)
+        return _data(f"_sat_cast({src.src}, {w})")
+
+
+def _fold(op, a, b):
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "&":
+        return a & b
+    if op == "|":
+        return a | b
+    if op == "^":
+        return a ^ b
+    if op == "<<" and 0 <= b <= SHIFT_LIMIT:
+        return a << b
+    if op == ">>" and b >= 0:
+        return a >> b
+    if op == "/" and a >= 0 and b > 0:
+        return a // b
+    if op == "%" and a >= 0 and b > 0:
+        return a % b
+    return None
+
+
+def store(dst_index: str, width: int, signed: bool, value: Value) -> str:
+    """Statement storing `value` into the field at `dst_index`, truncated as BMv2's Field::set."""
+    mask = (1 << width) - 1
+    if not signed:
+        if value.bits is not None and value.bits <= width:
+            return f"F[{dst_index}] = {value.src}"
+        if value.const is not None:
+            return f"F[{dst_index}] = {value.const & mask}"
+        return f"F[{dst_index}] = {value.src} & {mask}"
+    half = 1 << (width - 1)
+    if value.const is not None:
+        return f"F[{dst_index}] = {((value.const + half) & mask) - half}"
+    if value.field is not None and value.field.signed and value.field.width <= width:
+        return f"F[{dst_index}] = {value.src}"
+    return f"F[{dst_index}] = (({value.src}) + {half} & {mask}) - {half}"
+
+
+# ------------------------------------------------------------------ run-time helpers
+def _shl(a, b):
+    if b < 0:
+        raise ValueError(f"negative shift amount {b}")
+    if b > SHIFT_LIMIT and a:
+        raise OverflowError(f"left shift by {b} bits (result not masked)")
+    return a << b
+
+
+def _shl_masked(a, b, mask):
+    if b < 0:
+        raise ValueError(f"negative shift amount {b}")
+    if b >= mask.bit_length():
+        return 0
+    return (a << b) & mask
+
+
+def _shr(a, b):
+    if b < 0:
+        raise ValueError(f"negative shift amount {b}")
+    return a >> b
+
+
+def _div(a, b):
+    if a < 0 or b <= 0:
+        raise ValueError(f"division {a} / {b}: BMv2 requires a >= 0 and b > 0")
+    return a // b
+
+
+def _mod(a, b):
+    if a < 0 or b <= 0:
+        raise ValueError(f"modulo {a} % {b}: BMv2 requires a >= 0 and b > 0")
+    return a % b
+
+
+def _two_comp_mod(x, w):
+    half = 1 << (w - 1)
+    return ((x + half) & ((1 << w) - 1)) - half
+
+
+def _usat_cast(x, w):
+    top = (1 << w) - 1
+    return top if x > top else (0 if x < 0 else x)
+
+
+def _sat_cast(x, w):
+    top = (1 << (w - 1)) - 1
+    bottom = -(1 << (w - 1))
+    return top if x > top else (bottom if x < bottom else x)
+
+
+def _last_index(n):
+    if n <= 0:
+        raise IndexError("'.last' of an empty header stack")
+    return n - 1
+
+
+def _stack_at(bases, idx):
+    if not 0 <= idx < len(bases):
+        raise IndexError(f"header stack index {idx} out of range 0..{len(bases) - 1}")
+    return bases[idx]
+
+
+def _header_eq(F, a, b, nfields):
+    return bool(F[a + nfields] and F[b + nfields] and F[a:a + nfields] == F[b:b + nfields])
+
+
+HELPERS = {
+    "_shl": _shl, "_shl_masked": _shl_masked, "_shr": _shr, "_div": _div, "_mod": _mod,
+    "_two_comp_mod": _two_comp_mod, "_usat_cast": _usat_cast, "_sat_cast": _sat_cast,
+    "_last_index": _last_index, "_stack_at": _stack_at, "_header_eq": _header_eq,
+}

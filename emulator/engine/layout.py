@@ -1,0 +1,192 @@
+"""Where every header field lives in a packet's state vector.
+
+A packet's state (BMv2's PHV) is one flat Python list `F`: every header instance owns consecutive
+slots (its fields in declaration order, then its `$valid$` bit), every header stack owns a slot with
+its `next` index, and a few slots hold per-packet target registers (exit flag, length register,
+resubmit/recirculate field lists). Copying a packet for a multicast replica is then one `F[:]`, and
+generated code reaches a field by a constant index (`F[17]`).
+"""
+from dataclasses import dataclass, field
+
+from emulator.engine.jsonutil import malformed, unsupported
+
+VALID = "$valid$"
+
+
+@dataclass
+class HeaderType:
+    name: str
+    fields: list  # (name, width, signed)
+    offsets: dict  # field name -> offset in the header ("$valid$" -> len(fields))
+    nbits: int
+
+    @property
+    def nfields(self) -> int:
+        return len(self.fields)
+
+
+@dataclass
+class HeaderSlots:
+    name: str
+    htype: HeaderType
+    base: int
+    metadata: bool
+    stack: str | None = None  # name of the header stack this instance belongs to
+
+    @property
+    def valid(self) -> int:
+        return self.base + self.htype.nfields
+
+    @property
+    def nbytes(self) -> int:
+        return self.htype.nbits // 8
+
+    @property
+    def size(self) -> int:
+        """Slots per instance: fields plus the validity bit."""
+        return self.htype.nfields + 1
+
+
+@dataclass
+class StackSlots:
+    name: str
+    htype: HeaderType
+    headers: list  # HeaderSlots, element order
+    next_slot: int
+
+    @property
+    def bases(self) -> tuple:
+        return tuple(h.base for h in self.headers)
+
+
+@dataclass(frozen=True)
+class FieldRef:
+    slot: int
+    width: int
+    signed: bool
+    header: str
+    name: str
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.width) - 1
+
+
+@dataclass
+class Layout:
+    header_types: dict = field(default_factory=dict)
+    headers: dict = field(default_factory=dict)  # name -> HeaderSlots
+    by_id: dict = field(default_factory=dict)  # JSON header id -> HeaderSlots
+    stacks: dict = field(default_factory=dict)  # name -> StackSlots
+    aliases: dict = field(default_factory=dict)  # "intrinsic_metadata.mcast_grp" -> (header, field)
+    nslots: int = 0
+    # per-packet target registers
+    EXIT: int = -1
+    PKTLEN: int = -1  # BMv2's packet length register (ingress length +/- add/remove_header)
+    ILEN: int = -1  # ingress length: what counters count as bytes
+    RESUBMIT: int = -1
+    RECIRC: int = -1
+
+    def header(self, name: str, path: str = "?") -> HeaderSlots:
+        try:
+            return self.headers[name]
+        except KeyError:
+            raise malformed(f"unknown header instance {name!r}", path) from None
+
+    def stack(self, name: str, path: str = "?") -> StackSlots:
+        try:
+            return self.stacks[name]
+        except KeyError:
+            raise malformed(f"unknown header stack {name!r}", path) from None
+
+    def field(self, header: str, name: str, path: str = "?") -> FieldRef:
+        h = self.header(header, path)
+        offset = h.htype.offsets.get(name)
+        if offset is None:
+            raise malformed(f"header {header!r} has no field {name!r}", path)
+        if offset == h.htype.nfields:
+            return FieldRef(h.valid, 1, False, header, name)
+        _, width, signed = h.htype.fields[offset]
+        return FieldRef(h.base + offset, width, signed, header, name)
+
+    def resolve(self, dotted: str) -> FieldRef | None:
+        """A target-known field ('standard_metadata.egress_spec', 'intrinsic_metadata.mcast_grp')
+        through the JSON's field_aliases; None when the program does not define it."""
+        target = self.aliases.get(dotted)
+        if target is None:
+            header, _, name = dotted.partition(".")
+        else:
+            header, name = target
+        h = self.headers.get(header)
+        if h is None or name not in h.htype.offsets:
+            return None
+        return self.field(header, name)
+
+    def template(self) -> list:
+        """The state of a packet before parsing: all zero, metadata valid, headers invalid."""
+        state = [0] * self.nslots
+        for h in self.headers.values():
+            if h.metadata:
+                state[h.valid] = 1
+        return state
+
+
+def build_layout(cfg: dict) -> Layout:
+    layout = Layout()
+    for i, ht in enumerate(cfg.get("header_types", [])):
+        path = f"header_types[{i}]"
+        fields = []
+        for j, f in enumerate(ht.get("fields", [])):
+            if not isinstance(f, list) or len(f) < 2:
+                raise malformed("field must be [name, width(, signed)]", f"{path}.fields[{j}]")
+            name, width = f[0], f[1]
+            if width == "*":
+                raise unsupported(f"variable-length field '{ht.get('name')}.{name}' (varbit)",
+                                  f"{path}.fields[{j}]", ht)
+            if not isinstance(width, int) or width < 0:
+                raise malformed(f"bad width {width!r}", f"{path}.fields[{j}]")
+            signed = bool(f[2]) if len(f) > 2 else False
+            if len(f) > 3 and f[3]:
+                raise unsupported(f"saturating field '{ht.get('name')}.{name}'", f"{path}.fields[{j}]", ht)
+            fields.append((name, width, signed))
+        offsets = {name: k for k, (name, _, _) in enumerate(fields)}
+        offsets[VALID] = len(fields)
+        nbits = sum(w for _, w, _ in fields)
+        layout.header_types[ht["name"]] = HeaderType(ht["name"], fields, offsets, nbits)
+
+    slot = 0
+    for i, h in enumerate(cfg.get("headers", [])):
+        path = f"headers[{i}]"
+        htype = layout.header_types.get(h.get("header_type"))
+        if htype is None:
+            raise malformed(f"header {h.get('name')!r} has unknown type {h.get('header_type')!r}", path)
+        slots = HeaderSlots(h["name"], htype, slot, bool(h.get("metadata", False)))
+        slot += slots.size
+        layout.headers[h["name"]] = slots
+        layout.by_id[h.get("id", i)] = slots
+
+    for i, s in enumerate(cfg.get("header_stacks", [])):
+        path = f"header_stacks[{i}]"
+        members = []
+        for hid in s.get("header_ids", []):
+            h = layout.by_id.get(hid)
+            if h is None:
+                raise malformed(f"stack {s.get('name')!r} refers to unknown header id {hid}", path)
+            h.stack = s["name"]
+            members.append(h)
+        htype = layout.header_types.get(s.get("header_type"), members[0].htype if members else None)
+        layout.stacks[s["name"]] = StackSlots(s["name"], htype, members, slot)
+        slot += 1
+
+    for i, alias in enumerate(cfg.get("field_aliases", [])):
+        try:
+            name, (header, fname) = alias
+        except (TypeError, ValueError):
+            raise malformed("field alias must be [name, [header, field]]", f"field_aliases[{i}]") from None
+        layout.aliases[name] = (header, fname)
+
+    for reg in ("EXIT", "PKTLEN", "ILEN", "RESUBMIT", "RECIRC"):
+        setattr(layout, reg, slot)
+        slot += 1
+    layout.nslots = slot
+    return layout

@@ -1,0 +1,275 @@
+"""The BMv2 parser -> one generated function `parse(F, D) -> bytes parsed`.
+
+Semantics (bm_sim/parser.cpp): parser ops run in order; an extract needing more bytes than remain,
+a failing `verify`, a full header stack or a bad `advance` raise a parser exception, which stops
+parsing with `parser_error` set and the headers extracted so far valid (the packet then goes through
+ingress as usual: v1model does not drop it). A select compares the byte-padded concatenation of its
+key fields with each case (value and optional mask), in order; the `default` case is used when none
+matches, and no default means accept. A null next state means accept (p4c also maps an explicit
+`transition reject` to null, with a warning).
+
+Generated code: states entered from exactly one place are inlined into their predecessor; the
+others become functions `st_<n>(F, D, L, pos)` that return the final position.
+"""
+from emulator.engine.expressions import ExprCompiler, store
+from emulator.engine.headercodec import HeaderCodec
+from emulator.engine.jsonutil import hexstr, hexstr_bytes, malformed, unsupported
+from emulator.engine.primitives import ActionBody
+
+MAX_INLINE_DEPTH = 24
+
+
+class ParserGen:
+    def __init__(self, parser: dict, path: str, layout, ns, env, errors: dict, codecs: dict):
+        self.parser = parser
+        self.path = path
+        self.layout = layout
+        self.ns = ns
+        self.env = env
+        self.errors = errors  # error name -> value
+        self.codecs = codecs  # header type name -> (HeaderCodec, struct name)
+        self.states = {}
+        for i, st in enumerate(parser.get("parse_states", [])):
+            self.states[st.get("name")] = (i, st)
+        self.indegree = {name: 0 for name in self.states}
+        init = parser.get("init_state")
+        if init not in self.states:
+            raise malformed(f"init_state {init!r} is not a state", path, parser)
+        self.indegree[init] += 1
+        for name, (i, st) in self.states.items():
+            for t in st.get("transitions", []):
+                nxt = t.get("next_state")
+                if nxt is None:
+                    continue
+                if nxt not in self.states:
+                    raise malformed(f"transition to unknown state {nxt!r}",
+                                    f"{path}.parse_states[{i}]", st)
+                self.indegree[nxt] += 1
+        self.functions = {}  # state name -> function name (states compiled as functions)
+
+    def codec(self, htype):
+        entry = self.codecs.get(htype.name)
+        if entry is None:
+            try:
+                codec = HeaderCodec(htype)
+            except ValueError as exc:
+                raise unsupported(str(exc), self.path) from None
+            entry = (codec, self.ns.add("_hs", codec.struct))
+            self.codecs[htype.name] = entry
+        return entry
+
+    def generate(self, src) -> str:
+        init = self.parser["init_state"]
+        pending = [init]
+        self.functions[init] = "st_0"
+        done = set()
+        while pending:
+            name = pending.pop()
+            if name in done:
+                continue
+            done.add(name)
+            fname = self.functions[name]
+            src.emit(f"def {fname}(F, D, L, pos):")
+            with src.indent():
+                self._state(src, name, pending, 0)
+            src.emit()
+        src.emit("def parse(F, D):")
+        with src.indent():
+            src.emit("return st_0(F, D, len(D), 0)")
+        src.emit()
+        return "parse"
+
+    def _goto(self, src, name, pending, depth):
+        if name is None:
+            src.emit("return pos")
+            return
+        if self.indegree[name] == 1 and depth < MAX_INLINE_DEPTH and name not in self.functions:
+            self._state(src, name, pending, depth + 1)
+            return
+        if name not in self.functions:
+            self.functions[name] = f"st_{len(self.functions)}"
+            pending.append(name)
+        src.emit(f"return {self.functions[name]}(F, D, L, pos)")
+
+    def _state(self, src, name, pending, depth):
+        i, st = self.states[name]
+        path = f"{self.path}.parse_states[{i}]"
+        src.emit(f"# state {name}")
+        for k, op in enumerate(st.get("parser_ops", [])):
+            self._op(src, op, f"{path}.parser_ops[{k}]")
+        self._transitions(src, st, path, pending, depth)
+
+    # ------------------------------------------------------------------ parser ops
+    def _too_short(self, need: str) -> str:
+        return f"if L - pos < {need}: raise ParserError(None, pos)"
+
+    def _op(self, src, op, path):
+        kind = op.get("op")
+        params = op.get("parameters", [])
+        ex = ExprCompiler(self.layout, self.ns, path, parser=True)
+        if kind == "extract":
+            if len(params) != 1:
+                raise malformed("extract takes one parameter", path, op)
+            self._extract(src, params[0], path, op)
+        elif kind == "set":
+            if len(params) != 2:
+                raise malformed("set takes two parameters", path, op)
+            dst, width, signed = ex.lvalue(params[0])
+            v = ex.value(params[1])
+            if v.kind == "bool":
+                v = ex.value({"type": "expression", "value": {"op": "b2d", "left": None,
+                                                             "right": params[1]}})
+            elif v.kind != "data":
+                raise malformed(f"set source must be an integer, got {v.kind}", path, op)
+            src.emit(store(dst, width, signed, v))
+        elif kind == "verify":
+            if len(params) != 2:
+                raise malformed("verify takes (condition, error)", path, op)
+            cond = ex.boolean(params[0])
+            err = params[1]
+            code = str(err) if isinstance(err, int) else ex.data(err).src
+            src.emit(f"if not {cond.src}: raise ParserError({code}, pos)")
+        elif kind == "shift":
+            if len(params) != 1 or not isinstance(params[0], int):
+                raise malformed("shift takes a byte count", path, op)
+            src.emit(self._too_short(str(params[0])))
+            src.emit(f"pos += {params[0]}")
+        elif kind == "advance":
+            if len(params) != 1:
+                raise malformed("advance takes one parameter", path, op)
+            v = ex.data(params[0])
+            invalid = self.errors["ParserInvalidArgument"]
+            if v.const is not None:
+                if v.const < 0:
+                    raise malformed("negative advance", path, op)
+                if v.const % 8:
+                    src.emit(f"raise ParserError({invalid}, pos)")
+                    return
+                src.emit(self._too_short(str(v.const // 8)))
+                src.emit(f"pos += {v.const // 8}")
+            else:
+                t = src.tmp("adv")
+                src.emit(f"{t} = {v.src}")
+                src.emit(f"if {t} < 0 or {t} & 7: raise ParserError({invalid}, pos)")
+                src.emit(self._too_short(f"({t} >> 3)"))
+                src.emit(f"pos += {t} >> 3")
+        elif kind == "primitive":
+            if len(params) != 1 or not isinstance(params[0], dict):
+                raise malformed("primitive takes one primitive call", path, op)
+            body = ActionBody(self.env, path)
+            body.emit(src, [params[0]])
+            if body.uses_return:
+                raise unsupported("control flow inside a parser primitive", path, op)
+        elif kind == "extract_VL":
+            raise unsupported("extract_VL (variable-length headers)", path, op)
+        else:
+            raise unsupported(f"parser operation '{kind}'", path, op)
+
+    def _extract(self, src, param, path, op):
+        t = param.get("type") if isinstance(param, dict) else None
+        if t == "regular":
+            h = self.layout.header(param.get("value"), path)
+            codec, sname = self.codec(h.htype)
+            src.emit(self._too_short(str(codec.nbytes)))
+            for line in codec.extract_lines(sname, h.base):
+                src.emit(line)
+            src.emit(f"pos += {codec.nbytes}")
+        elif t == "stack":
+            st = self.layout.stack(param.get("value"), path)
+            if not st.headers:
+                raise malformed("extract into an empty stack", path, op)
+            codec, sname = self.codec(st.htype)
+            bases = self.ns.const("_SB", st.bases)
+            k, b = src.tmp("k"), src.tmp("b")
+            src.emit(f"{k} = F[{st.next_slot}]")
+            src.emit(f"if {k} >= {len(st.bases)}: raise ParserError({self.errors['StackOutOfBounds']}, pos)")
+            src.emit(self._too_short(str(codec.nbytes)))
+            src.emit(f"{b} = {bases}[{k}]")
+            for line in codec.extract_lines(sname, b):
+                src.emit(line)
+            src.emit(f"F[{st.next_slot}] = {k} + 1")
+            src.emit(f"pos += {codec.nbytes}")
+        elif t == "union_stack":
+            raise unsupported("extract into a header union stack", path, op)
+        else:
+            raise malformed(f"extract parameter type {t!r}", path, op)
+
+    # ------------------------------------------------------------------ transitions
+    def _key(self, st, path):
+        """(source of the select key, key width in bytes)."""
+        comps = []
+        ex = ExprCompiler(self.layout, self.ns, path, parser=True)
+        for j, k in enumerate(st.get("transition_key", [])):
+            t = k.get("type")
+            if t == "field":
+                ref = ex._field_ref(k)
+                v, width = f"F[{ref.slot}]", ref.width
+                if ref.signed:
+                    v = f"(F[{ref.slot}] & {ref.mask})"
+            elif t == "stack_field":
+                stack, off, width, signed = ex._stack_field(k)
+                v = f"F[{ex._last_base(stack)} + {off}]"
+                if signed:
+                    v = f"({v} & {(1 << width) - 1})"
+            elif t == "lookahead":
+                off, width = k.get("value", [None, None])
+                if not isinstance(off, int) or not isinstance(width, int):
+                    raise malformed("lookahead must be [offset, bitwidth]", f"{path}.transition_key[{j}]")
+                v = f"_lookahead(D, pos, {off}, {width})"
+            else:
+                raise unsupported(f"select key type '{t}'", f"{path}.transition_key[{j}]", k)
+            comps.append((v, (width + 7) // 8))
+        total = sum(n for _, n in comps)
+        parts, shift = [], total * 8
+        for v, n in comps:
+            shift -= n * 8
+            parts.append(f"({v} << {shift})" if shift else v)
+        return " | ".join(parts), total
+
+    def _transitions(self, src, st, path, pending, depth):
+        transitions = st.get("transitions", [])
+        default, cases = None, []
+        has_default = False
+        for j, t in enumerate(transitions):
+            tpath = f"{path}.transitions[{j}]"
+            kind = t.get("type", "hexstr")
+            if kind == "hexstr" and t.get("value") == "default":
+                kind = "default"  # old JSON format
+            if kind == "default":
+                if not has_default:
+                    default, has_default = t.get("next_state"), True
+            elif kind == "hexstr":
+                cases.append((t, tpath))
+            elif kind == "parse_vset":
+                raise unsupported("parse value sets (parse_vset transitions)", tpath, t)
+            else:
+                raise malformed(f"transition type {kind!r}", tpath, t)
+        if not cases:
+            self._goto(src, default, pending, depth)
+            return
+        key_src, nbytes = self._key(st, path)
+        if not st.get("transition_key"):
+            raise malformed("select cases without a transition key", path, st)
+        kv = src.tmp("key")
+        src.emit(f"{kv} = {key_src}")
+        first = True
+        for t, tpath in cases:
+            value = t.get("value")
+            if hexstr_bytes(value, tpath) != nbytes:
+                raise malformed(f"transition value {value!r} is not {nbytes} bytes wide", tpath, t)
+            v = hexstr(value, tpath)
+            mask = t.get("mask")
+            if mask is None:
+                cond = f"{kv} == {v}"
+            else:
+                if hexstr_bytes(mask, tpath) != nbytes:
+                    raise malformed(f"transition mask {mask!r} is not {nbytes} bytes wide", tpath, t)
+                m = hexstr(mask, tpath)
+                cond = f"{kv} & {m} == {v & m}"
+            src.emit(f"{'if' if first else 'elif'} {cond}:")
+            first = False
+            with src.indent():
+                self._goto(src, t.get("next_state"), pending, depth)
+        src.emit("else:")
+        with src.indent():
+            self._goto(src, default, pending, depth)

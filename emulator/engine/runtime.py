@@ -1,0 +1,124 @@
+"""Run-time helpers called by the generated code for the rarer operations.
+
+Hot paths (field reads and writes, table lookups, register accesses) are inlined by the code
+generators; what is here is either rare (header stacks, random, log_msg) or an error path.
+"""
+import logging
+import random
+
+from emulator.errors import PacketError
+
+log = logging.getLogger("emulator.switch")
+p4_log = logging.getLogger("emulator.log_msg")
+
+
+class ParserError(Exception):
+    """A parser exception: `code` is the error's value (None: PacketTooShort), `pos` the bytes
+    parsed successfully before it (BMv2 removes exactly those from the packet)."""
+
+    __slots__ = ("code", "pos")
+
+    def __init__(self, code, pos):
+        super().__init__(code, pos)
+        self.code = code
+        self.pos = pos
+
+
+def _lookahead(D, pos, off, width):
+    start = pos + (off >> 3)
+    bit = off & 7
+    nbytes = (bit + width + 7) >> 3
+    if start + nbytes > len(D):
+        raise ParserError(None, pos)
+    v = int.from_bytes(D[start:start + nbytes], "big")
+    return (v >> ((nbytes << 3) - bit - width)) & ((1 << width) - 1)
+
+
+def _assign_header(F, dst, src, nfields):
+    """BMv2 assign_header: an invalid source invalidates the destination, else copies it."""
+    if F[src + nfields]:
+        F[dst:dst + nfields + 1] = F[src:src + nfields + 1]
+    else:
+        F[dst + nfields] = 0
+
+
+def _swap(F, a, b, size):
+    F[a:a + size], F[b:b + size] = F[b:b + size], F[a:a + size]
+
+
+def _stack_push(F, bases, size, next_slot, num):
+    """push_front(num) as BMv2 with P4_16 stacks (stacks.cpp, StackP4_16)."""
+    if num < 0:
+        raise PacketError(f"push_front({num})")
+    if num == 0:
+        return
+    n = len(bases)
+    F[next_slot] = min(n, F[next_slot] + num)
+    for i in range(n - 1, num - 1, -1):
+        _swap(F, bases[i], bases[i - num], size)
+    for i in range(min(n, num)):
+        F[bases[i] + size - 1] = 0
+
+
+def _stack_pop(F, bases, size, next_slot, num):
+    """pop_front(num) as BMv2 with P4_16 stacks."""
+    if num < 0:
+        raise PacketError(f"pop_front({num})")
+    if num == 0:
+        return
+    n = len(bases)
+    F[next_slot] -= min(F[next_slot], num)
+    i = 0
+    if num < n:
+        for i in range(n - num):
+            _swap(F, bases[i], bases[i + num], size)
+        i = n - num
+    for k in range(i, n):
+        F[bases[k] + size - 1] = 0
+
+
+class RuntimeCounters:
+    """Non-fatal run-time events the generated code reports (shared with the switch's stats)."""
+
+    def __init__(self):
+        self.out_of_bounds = 0
+
+
+def make_helpers(counters: RuntimeCounters) -> dict:
+    def _out_of_bounds(kind, name, size, index):
+        # BMv2 (debug builds) logs an error and skips the access; so do we
+        counters.out_of_bounds += 1
+        log.error("%s '%s' of size %d accessed at out-of-bounds index %d: access skipped",
+                  kind, name, size, index)
+
+    def _hash_offset(h, base, size):
+        if size == 0:
+            size = 1  # BMv2: "hash max given as 0, but treating it as 1"
+        return h % size + base
+
+    def _random(lo, hi):
+        if lo > hi:
+            return None  # BMv2 leaves the destination unchanged
+        return random.randint(lo, hi)
+
+    def _log_msg(fmt, args):
+        out, k, i = [], 0, 0
+        while i < len(fmt):
+            if fmt.startswith("{}", i) and k < len(args):
+                out.append(str(args[k]))
+                k += 1
+                i += 2
+            else:
+                out.append(fmt[i])
+                i += 1
+        p4_log.info("%s", "".join(out).replace("\\{", "{").replace("\\}", "}"))
+
+    def _assert_failed(kind, where):
+        raise PacketError(f"{kind} failed at {where}")
+
+    return {
+        "_lookahead": _lookahead, "_assign_header": _assign_header, "_stack_push": _stack_push,
+        "_stack_pop": _stack_pop, "_out_of_bounds": _out_of_bounds, "_hash_offset": _hash_offset,
+        "_random": _random, "_log_msg": _log_msg, "_assert_failed": _assert_failed,
+        "ParserError": ParserError,
+    }

@@ -1,0 +1,55 @@
+"""What a loaded program offers the control plane: tables, actions, registers, counters.
+
+These are the engine's public descriptions (names are the fully qualified names p4c writes into the
+BMv2 JSON, which equal the P4Info names). They are plain immutable tuples so that a P4Runtime
+binding can compare them with P4Info without knowing the engine.
+"""
+from typing import NamedTuple
+
+
+class KeyInfo(NamedTuple):
+    name: str
+    match_type: str  # exact | lpm | ternary | range | valid  (P4 `optional` appears as ternary in BMv2 JSON)
+    bitwidth: int
+
+
+class TableInfo(NamedTuple):
+    name: str
+    keys: list  # KeyInfo, in key order
+    actions: list  # action names
+    size: int
+    default_action: tuple  # (action name, [params]) as loaded from the JSON
+    const_entries: bool  # entries come from the program (`const entries`) and cannot change
+    hidden: bool = False  # synthesized by p4c (keyless wrapper of a direct action call)
+
+
+class ActionInfo(NamedTuple):
+    name: str
+    params: list  # (param name, bitwidth)
+
+
+class RegisterInfo(NamedTuple):
+    name: str
+    size: int
+    bitwidth: int
+
+
+class CounterInfo(NamedTuple):
+    name: str
+    size: int
+    is_direct: bool
+    table: str | None  # the table a direct counter is attached to
+
+
+class TableEntry(NamedTuple):
+    keys: list  # one per key, in the API form of its match type
+    action: str
+    params: list
+    priority: int | None  # larger wins (P4Runtime convention); None for exact/lpm tables
+
+
+class ProgramInfo(NamedTuple):
+    tables: dict  # name -> TableInfo
+    actions: dict  # name -> ActionInfo
+    registers: dict  # name -> RegisterInfo
+    counters: dict  # name -> CounterInfo

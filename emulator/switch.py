@@ -1,0 +1,407 @@
+"""SoftwareSwitch: a BMv2 JSON program executed packet by packet with simple_switch's semantics.
+
+    sw = SoftwareSwitch.from_json("p4/build/thc.json")
+    sw.table_add("MyIngress.ipv4_lpm", [(0x0a000000, 8)], "MyIngress.ipv4_forward", [0x0a0000000001, 2])
+    for port, frame in sw.process(1, frame): ...
+
+One packet (simple_switch.cpp, ingress_thread/egress_thread):
+  parser (errors set standard_metadata.parser_error; the packet still goes through ingress), checksum
+  verification (sets checksum_error), ingress; then resubmit if requested, else multicast when
+  mcast_grp != 0 (one copy per (port, rid) of the group, instance_type REPLICATION, egress_rid set),
+  else drop when egress_spec is the drop port, else unicast to egress_spec. Each copy runs egress
+  with egress_port set and egress_spec reset; it is dropped when egress sets egress_spec to the drop
+  port, else deparsed (checksums updated first) and sent, or recirculated when requested.
+
+All state lives behind one lock: control-plane calls from other threads and process() never interleave.
+A Python exception while processing a packet drops that packet (or that copy), is counted in
+stats['exceptions'] and logged at error level; it never leaves process().
+"""
+import json
+import logging
+import os
+import threading
+import time
+
+from emulator.engine.compiler import compile_program
+from emulator.engine.runtime import ParserError
+from emulator.errors import EntryError, LoadError
+
+log = logging.getLogger("emulator.switch")
+trace_log = logging.getLogger("emulator.trace")
+
+PKT_INSTANCE_TYPE_NORMAL = 0
+PKT_INSTANCE_TYPE_RECIRC = 4
+PKT_INSTANCE_TYPE_REPLICATION = 5
+PKT_INSTANCE_TYPE_RESUBMIT = 6
+
+MAX_PASSES = 16  # resubmit/recirculate passes per received frame (BMv2 has no limit: it would loop)
+MAX_LOGGED_TRACEBACKS = 20
+
+STAT_KEYS = ("packets_in", "packets_out", "dropped", "dropped_ingress", "dropped_egress",
+             "dropped_no_group", "dropped_priority", "dropped_exception", "dropped_pass_limit",
+             "parser_errors", "checksum_errors", "exceptions", "multicast_replicas", "resubmits",
+             "recirculations", "out_of_bounds")
+
+
+def _load_config(path_or_dict) -> dict:
+    if isinstance(path_or_dict, dict):
+        return path_or_dict
+    if isinstance(path_or_dict, (bytes, bytearray)):
+        try:
+            return json.loads(path_or_dict)
+        except ValueError as exc:
+            raise LoadError(f"not valid JSON: {exc}") from None
+    if isinstance(path_or_dict, (str, os.PathLike)):
+        try:
+            with open(path_or_dict, encoding="utf-8") as fh:
+                return json.load(fh)
+        except OSError as exc:
+            raise LoadError(f"cannot read {os.fspath(path_or_dict)}: {exc}") from None
+        except ValueError as exc:
+            raise LoadError(f"{os.fspath(path_or_dict)} is not valid JSON: {exc}") from None
+    raise LoadError(f"expected a path, JSON bytes or a dict, got {type(path_or_dict).__name__}")
+
+
+class SoftwareSwitch:
+    def __init__(self, program, drop_port: int = 511, trace_level: int = logging.DEBUG):
+        self._prog = program
+        self.program = program.info
+        self.drop_port = drop_port
+        self.trace_level = trace_level
+        self._lock = threading.Lock()
+        self._stats = dict.fromkeys(STAT_KEYS, 0)
+        self._tracebacks = 0
+        self._template = program.layout.template()
+        self._start = time.monotonic()
+        fns = program.fns
+        self._plain = (fns["parse"], fns["verify_checksums"], fns["ingress"], fns["egress"], fns["deparse"])
+        self._traced = (fns["parse"], fns["verify_checksums"], fns["ingress_t"], fns["egress_t"],
+                        fns["deparse"])
+        fns["_trace"].level = trace_level
+        self._has_checksums = program.has_verify
+        layout, std = program.layout, program.std
+        self._L = layout
+        self._std = std
+        self._too_short = program.errors["PacketTooShort"]
+        self._spec_drop = drop_port & std.egress_spec.mask
+        self._spec_reset = (drop_port + 1) & std.egress_spec.mask  # BMv2 sets drop_port + 1 in egress
+
+    @classmethod
+    def from_json(cls, path_or_dict, *, drop_port: int = 511, trace_level: int = logging.DEBUG):
+        """Load a p4c-bm2-ss (v1model) BMv2 JSON: a path, JSON bytes or an already parsed dict.
+
+        Raises LoadError (UnsupportedConstruct for constructs the engine does not execute).
+        `trace_level` is the level of the per-packet trace on logger "emulator.trace".
+        """
+        cfg = _load_config(path_or_dict)
+        return cls(compile_program(cfg, drop_port=drop_port), drop_port=drop_port, trace_level=trace_level)
+
+    @property
+    def generated_source(self) -> str:
+        """The Python source generated for the program (for debugging the engine)."""
+        return self._prog.source
+
+    # ------------------------------------------------------------------ data plane
+    def process(self, port: int, frame: bytes) -> list:
+        """Run one received frame through the switch; every (port, frame) that leaves, in order."""
+        with self._lock:
+            self._stats["packets_in"] += 1
+            out = []
+            tracing = False
+            try:
+                frame = bytes(frame)
+                port = int(port)
+                tracing = trace_log.isEnabledFor(self.trace_level)
+                fns = self._traced if tracing else self._plain
+                if tracing:
+                    trace_log.log(self.trace_level, "packet in: port %d, %d bytes", port, len(frame))
+                F = self._template[:]
+                self._start_packet(F, port, frame)
+                self._ingress_pass(F, frame, out, fns, tracing, 1)
+            except Exception:  # noqa: BLE001 - a packet must never take the switch down
+                self._exception("packet from port %r", port)
+            self._stats["packets_out"] += len(out)
+            self._stats["out_of_bounds"] = self._prog.runtime_counters.out_of_bounds
+            if tracing:
+                for p, f in out:
+                    trace_log.log(self.trace_level, "packet out: port %d, %d bytes", p, len(f))
+            return out
+
+    def _now_us(self) -> int:
+        return int((time.monotonic() - self._start) * 1e6)
+
+    def _set(self, F, ref, value):
+        if ref is not None:
+            F[ref.slot] = value & ref.mask
+
+    def _start_packet(self, F, port, frame):
+        std, L = self._std, self._L
+        n = len(frame)
+        self._set(F, std.ingress_port, port)
+        self._set(F, std.packet_length, n)
+        self._set(F, std.ingress_ts, self._now_us())
+        F[L.PKTLEN] = n
+        F[L.ILEN] = n
+
+    def _exception(self, what, *args):
+        self._stats["exceptions"] += 1
+        self._stats["dropped"] += 1
+        self._stats["dropped_exception"] += 1
+        self._tracebacks += 1
+        if self._tracebacks <= MAX_LOGGED_TRACEBACKS:
+            log.error("exception while processing " + what + ": packet dropped", *args, exc_info=True)
+        else:
+            log.error("exception while processing " + what + ": packet dropped (traceback omitted)", *args)
+
+    def _drop(self, reason, tracing, why):
+        self._stats["dropped"] += 1
+        self._stats[reason] += 1
+        if tracing:
+            trace_log.log(self.trace_level, "drop: %s", why)
+
+    def _ingress_pass(self, F, frame, out, fns, tracing, passes):
+        parse, verify, ingress, egress, deparse = fns
+        std, L = self._std, self._L
+        try:
+            try:
+                pos = parse(F, frame)
+            except ParserError as err:
+                code = self._too_short if err.code is None else err.code
+                pos = err.pos
+                self._set(F, std.parser_error, code)
+                self._stats["parser_errors"] += 1
+                if tracing:
+                    name = next((n for n, v in self._prog.errors.items() if v == code), code)
+                    trace_log.log(self.trace_level, "parser error %s after %d bytes", name, pos)
+            payload = frame[pos:]
+            self._prog.payload_box[0] = payload
+            if self._has_checksums:
+                bad = verify(F, payload)
+                self._set(F, std.checksum_error, bad)
+                if bad:
+                    self._stats["checksum_errors"] += 1
+                    if tracing:
+                        trace_log.log(self.trace_level, "checksum error")
+            F[L.EXIT] = 0
+            ingress(F)
+            F[L.EXIT] = 0
+        except Exception:  # noqa: BLE001
+            self._exception("ingress of a packet from port %r", F[std.ingress_port.slot])
+            return
+
+        resubmit = F[L.RESUBMIT]
+        if resubmit:
+            self._stats["resubmits"] += 1
+            if tracing:
+                trace_log.log(self.trace_level, "resubmit with field list %d", resubmit)
+            if passes >= MAX_PASSES:
+                self._drop("dropped_pass_limit", tracing, f"more than {MAX_PASSES} passes")
+                return
+            G = self._fresh_with_field_list(F, resubmit, PKT_INSTANCE_TYPE_RESUBMIT, F[L.ILEN])
+            G[L.ILEN] = F[L.ILEN]
+            self._ingress_pass(G, frame, out, fns, tracing, passes + 1)
+            return
+
+        mgid = F[std.mcast_grp.slot] if std.mcast_grp is not None else 0
+        if mgid:
+            replicas = self._prog.pre.groups.get(mgid)
+            if not replicas:
+                if replicas is None:
+                    log.warning("multicast to group %d, which is not configured: packet dropped", mgid)
+                self._drop("dropped_no_group", tracing, f"multicast group {mgid} has no replicas")
+                return
+            self._set(F, std.instance_type, PKT_INSTANCE_TYPE_REPLICATION)
+            for eg_port, rid in replicas:
+                self._stats["multicast_replicas"] += 1
+                R = F[:]
+                self._set(R, std.egress_rid, rid)
+                R[L.RESUBMIT] = R[L.RECIRC] = 0  # BMv2 clears the copy's registers
+                if tracing:
+                    trace_log.log(self.trace_level, "multicast group %d: copy to port %d rid %d",
+                                  mgid, eg_port, rid)
+                self._egress_pass(R, eg_port, payload, out, fns, tracing, passes)
+            return
+
+        spec = F[std.egress_spec.slot]
+        if spec == self._spec_drop:
+            self._drop("dropped_ingress", tracing, "egress_spec is the drop port at the end of ingress")
+            return
+        self._set(F, std.instance_type, PKT_INSTANCE_TYPE_NORMAL)
+        self._egress_pass(F, spec, payload, out, fns, tracing, passes)
+
+    def _egress_pass(self, F, port, payload, out, fns, tracing, passes):
+        _, _, _, egress, deparse = fns
+        std, L = self._std, self._L
+        if std.priority is not None and F[std.priority.slot] >= 1:
+            # simple_switch has one queue per port by default: a higher priority is out of range
+            log.error("packet priority %d out of range (1 queue per port): packet dropped",
+                      F[std.priority.slot])
+            self._drop("dropped_priority", tracing, "priority out of range")
+            return
+        try:
+            now = self._now_us()
+            if self._prog.queueing:
+                self._set(F, std.enq_timestamp, now)
+                self._set(F, std.enq_qdepth, 0)
+                self._set(F, std.deq_timedelta, 0)
+                self._set(F, std.deq_qdepth, 0)
+            self._set(F, std.egress_ts, now)
+            self._set(F, std.egress_port, port)
+            F[std.egress_spec.slot] = self._spec_reset
+            self._set(F, std.packet_length, F[L.PKTLEN])
+            self._prog.payload_box[0] = payload
+            F[L.EXIT] = 0
+            egress(F)
+            if F[std.egress_spec.slot] == self._spec_drop:
+                self._drop("dropped_egress", tracing, f"egress_spec is the drop port at the end of egress "
+                                                      f"(port {port})")
+                return
+            frame = deparse(F, payload)
+        except Exception:  # noqa: BLE001
+            self._exception("egress of a packet to port %r", port)
+            return
+        recirc = F[L.RECIRC]
+        if recirc:
+            self._stats["recirculations"] += 1
+            if tracing:
+                trace_log.log(self.trace_level, "recirculate with field list %d", recirc)
+            if passes >= MAX_PASSES:
+                self._drop("dropped_pass_limit", tracing, f"more than {MAX_PASSES} passes")
+                return
+            G = self._fresh_with_field_list(F, recirc, PKT_INSTANCE_TYPE_RECIRC, len(frame))
+            G[L.ILEN] = len(frame)
+            self._ingress_pass(G, frame, out, fns, tracing, passes + 1)
+            return
+        out.append((port, frame))
+
+    def _fresh_with_field_list(self, F, field_list_id, instance_type, length):
+        """A new packet state as BMv2 makes it for resubmit/recirculate: metadata reset, the field
+        list's fields copied, instance_type and packet_length set."""
+        G = self._template[:]
+        for slot in self._prog.field_lists.get(field_list_id, ()):
+            G[slot] = F[slot]
+        self._set(G, self._std.instance_type, instance_type)
+        self._set(G, self._std.packet_length, length)
+        G[self._L.PKTLEN] = length
+        return G
+
+    @property
+    def stats(self) -> dict:
+        with self._lock:
+            self._stats["out_of_bounds"] = self._prog.runtime_counters.out_of_bounds
+            return dict(self._stats)
+
+    # ------------------------------------------------------------------ tables
+    def _table(self, name):
+        table = self._prog.tables.get(name)
+        if table is None:
+            raise EntryError(f"unknown table '{name}'", "NOT_FOUND")
+        return table
+
+    def table_add(self, table, keys, action, params, priority=None) -> None:
+        with self._lock:
+            self._table(table).add(keys, action, params, priority)
+
+    def table_modify(self, table, keys, action, params, priority=None) -> None:
+        with self._lock:
+            self._table(table).modify(keys, action, params, priority)
+
+    def table_delete(self, table, keys, priority=None) -> None:
+        with self._lock:
+            self._table(table).delete(keys, priority)
+
+    def table_entries(self, table) -> list:
+        with self._lock:
+            return self._table(table).list_entries()
+
+    def table_clear(self, table) -> None:
+        with self._lock:
+            self._table(table).clear()
+
+    def table_set_default(self, table, action, params) -> None:
+        with self._lock:
+            self._table(table).set_default(action, params)
+
+    def table_get_default(self, table) -> tuple:
+        with self._lock:
+            return self._table(table).get_default()
+
+    def table_reset_default(self, table) -> None:
+        with self._lock:
+            self._table(table).reset_default()
+
+    def direct_counter_read(self, table, keys, priority=None) -> tuple:
+        with self._lock:
+            t = self._table(table)
+            if not t.with_counters:
+                raise EntryError(f"table '{table}' has no direct counter")
+            e = t.entry(keys, priority)
+            return e.packets, e.bytes
+
+    def direct_counter_write(self, table, keys, packets, nbytes, priority=None) -> None:
+        with self._lock:
+            t = self._table(table)
+            if not t.with_counters:
+                raise EntryError(f"table '{table}' has no direct counter")
+            for what, v in (("packets", packets), ("bytes", nbytes)):
+                if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                    raise EntryError(f"table '{table}' direct counter: {what} must be a non-negative integer")
+            e = t.entry(keys, priority)
+            e.packets, e.bytes = packets, nbytes
+
+    # ------------------------------------------------------------------ registers and counters
+    def _register(self, name):
+        reg = self._prog.registers.get(name)
+        if reg is None:
+            raise EntryError(f"unknown register '{name}'", "NOT_FOUND")
+        return reg
+
+    def register_read(self, name, index) -> int:
+        with self._lock:
+            return self._register(name).read(index)
+
+    def register_write(self, name, index, value) -> None:
+        with self._lock:
+            self._register(name).write(index, value)
+
+    def register_reset(self, name) -> None:
+        with self._lock:
+            self._register(name).reset()
+
+    def _counter(self, name):
+        ctr = self._prog.counters.get(name)
+        if ctr is None:
+            if name in self._prog.direct_counters:
+                raise EntryError(f"counter '{name}' is a direct counter of table "
+                                 f"'{self._prog.direct_counters[name]}': use direct_counter_read")
+            raise EntryError(f"unknown counter '{name}'", "NOT_FOUND")
+        return ctr
+
+    def counter_read(self, name, index) -> tuple:
+        with self._lock:
+            return self._counter(name).read(index)
+
+    def counter_write(self, name, index, packets, bytes) -> None:  # noqa: A002 - the API's name
+        with self._lock:
+            self._counter(name).write(index, packets, bytes)
+
+    def counter_reset(self, name) -> None:
+        with self._lock:
+            if name in self._prog.direct_counters:
+                for e in self._prog.tables[self._prog.direct_counters[name]].entries.values():
+                    e.packets = e.bytes = 0
+                return
+            self._counter(name).reset()
+
+    # ------------------------------------------------------------------ multicast
+    def mc_group_set(self, group_id, replicas) -> None:
+        with self._lock:
+            self._prog.pre.set_group(group_id, replicas)
+
+    def mc_group_delete(self, group_id) -> None:
+        with self._lock:
+            self._prog.pre.delete_group(group_id)
+
+    def mc_groups(self) -> dict:
+        with self._lock:
+            return self._prog.pre.snapshot()
