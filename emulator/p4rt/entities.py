@@ -47,7 +47,8 @@ def engine_error(exc: Exception, what: str) -> P4RTError:
             code = RESOURCE_EXHAUSTED
         else:
             code = INVALID_ARGUMENT
-    return P4RTError(code, f"{what}: {message}")
+    subject = " ".join(what.split(" ")[:2])  # "table 'X'": the engine's messages often name it already
+    return P4RTError(code, message if subject in message else f"{what}: {message}")
 
 
 # ---------------------------------------------------------------- match keys
