@@ -1,0 +1,411 @@
+"""thc-ctl: program THC switches over P4Runtime.
+
+    thc-ctl push                                   set the pipeline (p4/build/thc.p4info.txtpb + thc.json)
+    thc-ctl forwarding --topology T --all          IPv4 routes to every host, on every switch
+    thc-ctl table install --bits 4 --granularity 30 --clip 1/32
+    thc-ctl job add --topology T --id 1 --workers h1,h2,h3,h4
+    thc-ctl job list | job remove --id 1
+    thc-ctl stats | show | apply s1-runtime.json
+
+Every command takes --grpc-addr/--device-id/--election-id (or --topology with --switch/--all),
+--dry-run (print the P4Runtime requests instead of sending them) and --json. Errors are one line on
+stderr and exit status 1 (2 for bad usage).
+"""
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import google.protobuf.text_format
+from google.protobuf import json_format
+from p4.v1 import p4runtime_pb2
+
+from controller import contract, jobs
+from controller.connection import parse_election_id
+from controller.errors import BadInput, ControlError
+from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
+
+DEFAULT_GRPC_ADDR = "127.0.0.1:9559"     # simple_switch_grpc's default
+
+
+@dataclass(frozen=True)
+class Target:
+    """A switch to talk to: its topology name (if any), address and device id."""
+    name: str | None
+    grpc_addr: str
+    device_id: int
+
+
+# ---- arguments ----------------------------------------------------------------------------------
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("switch")
+    g.add_argument("--grpc-addr", metavar="HOST:PORT",
+                   help=f"P4Runtime server of the switch (default: the topology's, else {DEFAULT_GRPC_ADDR})")
+    g.add_argument("--device-id", type=int, metavar="N", help="P4Runtime device id (default: the topology's, else 0)")
+    g.add_argument("--election-id", default="0,1", metavar="[HIGH,]LOW",
+                   help="election id for primary arbitration (default: 0,1)")
+    g.add_argument("--topology", metavar="FILE", help="topology file (topologies/*.json): switch addresses, hosts")
+    which = g.add_mutually_exclusive_group()
+    which.add_argument("--switch", metavar="NAME", help="act on this switch of the topology")
+    which.add_argument("--all", action="store_true", help="act on every switch of the topology, one after the other")
+    g.add_argument("--connect-timeout", type=float, default=3.0, metavar="SEC",
+                   help="how long to wait for the switch to answer (default: 3)")
+    o = parser.add_argument_group("output")
+    o.add_argument("--dry-run", action="store_true",
+                   help="print the P4Runtime requests (text protobuf) instead of sending them; the switch is "
+                        "only read, if it is reachable")
+    o.add_argument("--json", action="store_true", help="machine-readable output")
+    p = parser.add_argument_group("program")
+    p.add_argument("--p4info", default=str(DEFAULT_P4INFO), metavar="FILE",
+                   help="P4Info to push (and to encode with in a dry run without a switch) (default: %(default)s)")
+    p.add_argument("--bmv2-json", default=str(DEFAULT_BMV2_JSON), metavar="FILE",
+                   help="BMv2 JSON to push (default: %(default)s)")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(v, 0) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers") from None
+
+
+def _probability(text: str) -> float:
+    try:
+        p = float(Fraction(text.strip()))
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a probability like 0.03 or 1/32") from None
+    if not 0 < p < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the clip probability must lie strictly between 0 and 1")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="thc-ctl", description="Program THC aggregation switches over P4Runtime.",
+        epilog="Run `thc-ctl COMMAND --help` for the options of a command.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(subparsers, name, help_text, description=None):
+        p = subparsers.add_parser(name, help=help_text, description=description or help_text)
+        _common(p)
+        return p
+
+    command(sub, "push", "set the forwarding pipeline (P4Info + BMv2 JSON); every entry is lost",
+            "Set the switch's forwarding pipeline from --p4info and --bmv2-json, after checking that the "
+            "P4Info is the THC program's (every table the controller programs is there).")
+
+    command(sub, "forwarding", "install IPv4 routes to every host of the topology",
+            "Install a /32 ipv4_lpm route to every host (toward the service address on non-aggregating "
+            "switches), and on the aggregating switch the service address it serves. Needs --topology.")
+
+    table = sub.add_parser("table", help="the THC lookup table (index -> value)").add_subparsers(
+        dest="table_command", metavar="ACTION", required=True)
+    install = command(table, "install", "compute a THC table and install it in every lane",
+                      "Compute the table with thc.make_table(bits, granularity, clip, kind) (or take --values) "
+                      "and install it in every lane's lookup table, replacing what is there.")
+    install.add_argument("--bits", type=int, metavar="B", help=f"bits per index, 1..{contract.MAX_BITS}")
+    install.add_argument("--granularity", type=int, metavar="G", help="table values are integers 0..G")
+    install.add_argument("--clip", type=_probability, metavar="P", help="clip probability, e.g. 1/32")
+    install.add_argument("--kind", choices=("optimal", "uniform"), default="optimal", help="table kind (default: optimal)")
+    install.add_argument("--values", type=_int_list, metavar="V0,V1,...",
+                         help="install these 2**b values instead of computing a table")
+    command(table, "show", "the table the switch holds")
+
+    job = sub.add_parser("job", help="aggregation jobs").add_subparsers(dest="job_command", metavar="ACTION",
+                                                                        required=True)
+    add = command(job, "add", "add a job (or start a new run of it, with a fresh epoch)",
+                  "Install a job on the aggregating switch: its jobs entry, multicast group (one replica per "
+                  "worker, on the port toward it) and result_dst entries. Re-adding an installed job gives it "
+                  "a fresh epoch: a new run. Needs --topology (worker addresses and ports).")
+    add.add_argument("--id", type=int, required=True, metavar="J", help=f"job id, 0..{contract.JOB_ID_MAX}")
+    add.add_argument("--workers", required=True, metavar="h1,h2,...", help="worker hosts of the topology")
+    add.add_argument("--slots", type=int, default=jobs.DEFAULT_SLOTS, metavar="N",
+                     help=f"slots of the job (default: {jobs.DEFAULT_SLOTS}; {contract.SLOTS} in all)")
+    add.add_argument("--slot-base", type=int, metavar="S", help="first slot (default: the lowest free range)")
+    add.add_argument("--epoch", type=int, metavar="E", help="epoch 1..65535 (default: random, never the previous one)")
+    remove = command(job, "remove", "remove a job (jobs entry, multicast group, result_dst entries)")
+    remove.add_argument("--id", type=int, required=True, metavar="J", help="job id")
+    remove.add_argument("--missing-ok", action="store_true", help="succeed if the job is not installed")
+    command(job, "list", "the installed jobs and their workers")
+
+    command(sub, "stats", "the program's event counters (ThcIngress.thc_events)")
+    show = command(sub, "show", "the tables and their entries, and the multicast groups")
+    show.add_argument("--table", metavar="NAME", help="only this table (full name or unique suffix)")
+    show.add_argument("--full", action="store_true", help="list every lookup-table entry instead of a summary")
+    apply = command(sub, "apply", "apply a runtime file (p4lang/tutorials' sN-runtime.json format)",
+                    "Apply a runtime file {target, p4info, bmv2_json, table_entries, multicast_group_entries}. "
+                    "Its pipeline is pushed when the switch runs another one (or none); entries that exist "
+                    "are modified, so applying twice changes nothing.")
+    apply.add_argument("file", metavar="FILE", help="runtime JSON file")
+    push_opt = apply.add_mutually_exclusive_group()
+    push_opt.add_argument("--push", dest="push", action="store_const", const=True,
+                          help="always push the file's pipeline first")
+    push_opt.add_argument("--no-push", dest="push", action="store_const", const=False,
+                          help="never push; only write the entries")
+    return parser
+
+
+# ---- targets ------------------------------------------------------------------------------------
+
+def load_topology(path: str | None):
+    if path is None:
+        return None
+    from topologies.model import Topology, TopologyError
+    try:
+        return Topology.load(path)
+    except TopologyError as exc:
+        problems = exc.problems
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise BadInput(f"{problems[0]}{more}") from None
+
+
+def resolve_targets(args, topology, jobs_switch: bool = False) -> list[Target]:
+    """The switches a command acts on: --all, --switch, the topology's only (or aggregating) switch,
+    or a bare --grpc-addr."""
+    if (args.all or args.switch) and topology is None:
+        raise BadInput(f"--{'all' if args.all else 'switch'} needs --topology")
+    if args.all:
+        if args.grpc_addr:
+            raise BadInput("--all takes the switch addresses from the topology: drop --grpc-addr")
+        return [Target(s.name, s.grpc_addr, s.device_id) for s in topology.switches.values()]
+    switch = None
+    if topology is not None:
+        if args.switch:
+            if args.switch not in topology.switches:
+                raise BadInput(f"no switch '{args.switch}' in topology {topology.name} "
+                               f"(switches: {', '.join(topology.switches)})")
+            switch = topology.switches[args.switch]
+        elif args.grpc_addr:
+            port = args.grpc_addr.rsplit(":", 1)[-1]
+            matches = [s for s in topology.switches.values() if str(s.grpc_port) == port]
+            switch = matches[0] if len(matches) == 1 else None
+            if switch is None and jobs_switch:
+                switch = topology.switches[topology.aggregation.switch]
+        elif jobs_switch:
+            switch = topology.switches[topology.aggregation.switch]
+        elif len(topology.switches) == 1:
+            switch = next(iter(topology.switches.values()))
+        else:
+            raise BadInput(f"topology {topology.name} has switches {', '.join(topology.switches)}: "
+                           "choose one with --switch NAME or --all")
+    addr = args.grpc_addr or (switch.grpc_addr if switch else DEFAULT_GRPC_ADDR)
+    if ":" not in addr:
+        raise BadInput(f"--grpc-addr {addr!r}: expected HOST:PORT")
+    device = args.device_id if args.device_id is not None else (switch.device_id if switch else 0)
+    return [Target(switch.name if switch else None, addr, device)]
+
+
+def _needs_topology(args, what: str, topology):
+    if topology is None:
+        raise BadInput(f"{what} needs --topology FILE (hosts' addresses and the switch ports toward them)")
+    return topology
+
+
+# ---- commands -----------------------------------------------------------------------------------
+
+def _values_for_install(args) -> list[int]:
+    computed = [args.bits, args.granularity, args.clip]
+    if args.values is not None:
+        if any(v is not None for v in (args.granularity, args.clip)):
+            raise BadInput("give either --values or --granularity/--clip, not both")
+        return args.values
+    if any(v is None for v in computed):
+        raise BadInput("table install needs --bits, --granularity and --clip (or --values V0,V1,...)")
+    if not 1 <= args.bits <= contract.MAX_BITS:
+        raise BadInput(f"--bits {args.bits}: the program handles 1..{contract.MAX_BITS} bits per index")
+    try:
+        from thc import make_table
+    except ImportError:
+        try:
+            from thc.tables import make_table
+        except ImportError as exc:
+            raise ControlError(f"cannot compute a table: thc.make_table is not available ({exc}); "
+                               "pass --values V0,V1,... instead") from None
+    try:
+        table = make_table(args.bits, args.granularity, args.clip, args.kind)
+    except ValueError as exc:
+        raise BadInput(f"cannot make the table: {exc}") from None
+    return [int(v) for v in table.values]
+
+
+def run_on(session: SwitchSession, args, topology):
+    """Run the command on one switch; return (result for --json, lines for people)."""
+    cmd = args.command
+    if cmd == "push":
+        r = session.push()
+        return r, [f"pipeline set: {r['p4info']} + {r['bmv2_json']} ({r['bmv2_json_bytes']} bytes, "
+                   f"{r['lanes']} lanes)"]
+    if cmd == "forwarding":
+        topo = _needs_topology(args, "forwarding", topology)
+        summary = session.install_forwarding(topo, session.name)
+        return summary.to_dict(), [f"forwarding: {summary}"]
+    if cmd == "table":
+        if args.table_command == "install":
+            r = session.install_table(_values_for_install(args))
+            return r, [f"table b={r['bits']} max value {r['max_value']} V={r['values']} in {r['lanes']} lanes: "
+                       f"{r['inserted']} inserted, {r['modified']} modified, {r['deleted']} deleted"]
+        t = session.installed_table()
+        if t.values is None:
+            return t.to_dict(), [f"no lookup table installed ({t.entries} entries in {t.lanes} lanes)"]
+        note = "" if t.consistent else " (lanes differ: reinstall the table)"
+        return t.to_dict(), [f"table b={t.bits} max value {t.max_value} V={t.values}, "
+                             f"{t.entries} entries in {t.lanes} lanes{note}"]
+    if cmd == "job":
+        return _job_command(session, args, topology)
+    if cmd == "stats":
+        s = session.read_stats()
+        lines = [f"{name:<20} {p:>12} pkts {b:>14} bytes" for name, (p, b) in s.events.items()
+                 if p or name in contract.EVENTS]
+        lines.append(f"{'aggregated':<20} {s.aggregated:>12} pkts (CONSUMED + COMPLETED)")
+        return s.to_dict(), lines
+    if cmd == "show":
+        return _show(session, args)
+    if cmd == "apply":
+        r = session.apply(args.file, push=args.push)
+        pushed = "pipeline pushed; " if r["pushed"] else ""
+        return r, [f"applied {r['file']}: {pushed}{r['inserted']} inserted, {r['modified']} modified"]
+    raise BadInput(f"unknown command {cmd}")
+
+
+def _job_command(session: SwitchSession, args, topology):
+    if args.job_command == "add":
+        topo = _needs_topology(args, "job add", topology)
+        hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
+        previous = {j.job_id: j for j in session.list_jobs()}.get(args.id)
+        job = session.add_job(args.id, hosts, topo, session.name, n_slots=args.slots,
+                              slot_base=args.slot_base, epoch=args.epoch)
+        renewed = f" (new run: epoch {previous.epoch} -> {job.epoch})" if previous else ""
+        return job.to_dict(), [f"job {job.job_id}{renewed}: {job.n_workers} workers, slots "
+                               f"[{job.slot_base}, {job.slot_base + job.n_slots}), epoch {job.epoch}, "
+                               f"{job.lane_bits}-bit results, multicast group {job.mcast_grp}"]
+    if args.job_command == "remove":
+        job = session.remove_job(args.id, missing_ok=args.missing_ok)
+        if job is None:
+            return {"removed": None}, [f"job {args.id} was not installed"]
+        return {"removed": job.to_dict()}, [f"job {job.job_id} removed"]
+    listed = session.list_jobs(topology)
+    lines = []
+    for j in listed:
+        lines.append(f"job {j.job_id}: {j.n_workers} workers, slots [{j.slot_base}, {j.slot_base + j.n_slots}), "
+                     f"epoch {j.epoch}, {j.lane_bits}-bit results, group {j.mcast_grp}, mask 0x{j.worker_mask:08x}")
+        for w in j.workers:
+            port = "?" if w.port is None else w.port
+            lines.append(f"  worker {w.worker_id:>2} {w.host or '':<6} {w.ip:<15} {w.mac} port {port}")
+    return [j.to_dict() for j in listed], lines or ["no jobs"]
+
+
+def _show(session: SwitchSession, args):
+    data = session.show()
+    p4 = session.pipeline()
+    tables = data["tables"]
+    if args.table:
+        name = p4.table(args.table).preamble.name
+        tables = {name: tables.get(name, [])}
+        data = {**data, "tables": tables}
+    lines = []
+    luts = {n: e for n, e in tables.items() if n.startswith(contract.LUT_PREFIX)}
+    if luts and not args.full and not args.table:
+        counts = sorted({len(e) for e in luts.values()})
+        t = session.installed_table() if any(luts.values()) else None
+        summary = f"V={t.values} (b={t.bits})" if t and t.values else "no table"
+        lines.append(f"{contract.LUT_PREFIX}0..{len(luts) - 1}: {'/'.join(map(str, counts))} entries each, {summary}")
+    for name, found in tables.items():
+        if name in luts and not args.full and not args.table:
+            continue
+        lines.append(f"{name}: {len(found)} entries")
+        for d in found:
+            key = " ".join(f"{k.rsplit('.', 1)[-1]}={'/'.join(map(str, v)) if isinstance(v, list) else v}"
+                           for k, v in d.get("match", {}).items())
+            params = ", ".join(f"{k}={v}" for k, v in d.get("action_params", {}).items())
+            lines.append(f"  {key} -> {d.get('action_name', '?').rsplit('.', 1)[-1]}({params})")
+    groups = data["multicast_group_entries"]
+    if groups is None:
+        lines.append("multicast groups: not readable on this switch")
+    elif not args.table:
+        for g in groups:
+            replicas = ", ".join(f"port {r['egress_port']} rid {r['instance']}" for r in g["replicas"])
+            lines.append(f"multicast group {g['multicast_group_id']}: {replicas}")
+    return data, lines
+
+
+# ---- output -------------------------------------------------------------------------------------
+
+def request_text(request, session: SwitchSession) -> str:
+    """A request as text protobuf; a pipeline's device config is elided (it is the BMv2 JSON file)."""
+    if isinstance(request, p4runtime_pb2.SetForwardingPipelineConfigRequest):
+        shown = p4runtime_pb2.SetForwardingPipelineConfigRequest()
+        shown.CopyFrom(request)
+        size = len(shown.config.p4_device_config)
+        shown.config.p4_device_config = b""
+        return (f"# SetForwardingPipelineConfigRequest to {session.label}\n"
+                f"# config.p4_device_config: {size} bytes of BMv2 JSON (elided)\n"
+                + google.protobuf.text_format.MessageToString(shown))
+    return (f"# WriteRequest to {session.label}: {len(request.updates)} updates\n"
+            + google.protobuf.text_format.MessageToString(request))
+
+
+def run(argv: list[str] | None = None, out=None, err=None) -> int:
+    """The CLI; returns the exit status (0 ok, 1 error, 2 usage)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    results = {}
+    try:
+        election_id = parse_election_id(args.election_id)
+        topology = load_topology(args.topology)
+        jobs_switch = args.command == "job"
+        if jobs_switch and args.all:
+            raise BadInput("jobs live on the aggregating switch: drop --all")
+        targets = resolve_targets(args, topology, jobs_switch)
+        for target in targets:
+            with SwitchSession(target.grpc_addr, target.device_id, election_id, args.p4info, args.bmv2_json,
+                               name=target.name, dry_run=args.dry_run,
+                               connect_timeout=args.connect_timeout) as session:
+                result, lines = run_on(session, args, topology)
+                key = target.name or target.grpc_addr
+                if args.json:
+                    if args.dry_run:
+                        result = {"result": result, "dry_run": [
+                            json_format.MessageToDict(r, preserving_proto_field_name=True)
+                            for r in session.dry_requests], "notes": session.notes}
+                    results[key] = result
+                    continue
+                prefix = f"{target.name}: " if len(targets) > 1 or target.name else ""
+                if args.dry_run:
+                    for note in session.notes:
+                        print(f"# note: {note}", file=err)
+                    for request in session.dry_requests:
+                        print(request_text(request, session), file=out)
+                    if not session.dry_requests:
+                        print(f"# dry run: no request to send to {session.label}", file=out)
+                    print(f"# {prefix}(dry run, nothing sent) " + " / ".join(lines[:1]), file=out)
+                    continue
+                for line in lines:
+                    print(prefix + line, file=out)
+    except ControlError as exc:
+        if args.json and results:
+            print(json.dumps(results if len(results) > 1 else next(iter(results.values())), indent=2), file=out)
+        print(f"thc-ctl: error: {exc}", file=err)
+        return 1
+    except KeyboardInterrupt:
+        print("thc-ctl: interrupted", file=err)
+        return 130
+    if args.json:
+        print(json.dumps(next(iter(results.values())) if len(results) == 1 and not args.all else results,
+                         indent=2), file=out)
+    return 0
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,380 @@
+"""SwitchSession: everything the controller does to one switch, for the CLI, the runner and tests.
+
+    with SwitchSession("127.0.0.1:50051", device_id=0, name="s1") as s1:
+        s1.push()
+        s1.install_forwarding(topology)
+        s1.install_table(make_table(4, 30, 2.5).values)
+        job = s1.add_job(1, ["h1", "h2", "h3", "h4"], topology)
+        print(s1.read_stats().aggregated)
+
+One module per control of the P4 program does the work (forwarding, jobs, lookup_tables, stats); this
+class reads what the switch holds, asks them for the updates, and writes them. With `dry_run=True`
+nothing is written: the requests are kept in `dry_requests` (the CLI prints them), and the switch's
+state is read when it is reachable, else taken as empty (noted in `notes`).
+"""
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from p4.v1 import p4runtime_pb2
+
+from controller import contract, entries, forwarding, jobs, lookup_tables, runtime_file, stats, wire
+from controller.connection import SwitchConnection
+from controller.errors import BadInput, ControlError, JobRefused, SwitchUnreachable
+from controller.p4info import P4Info, load_p4info
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_P4INFO = REPO / "p4" / "build" / "thc.p4info.txtpb"
+DEFAULT_BMV2_JSON = REPO / "p4" / "build" / "thc.json"
+
+Update = p4runtime_pb2.Update
+
+
+@dataclass
+class WriteSummary:
+    """What a command changed on the switch."""
+    inserted: int = 0
+    modified: int = 0
+    deleted: int = 0
+
+    @classmethod
+    def of(cls, updates) -> "WriteSummary":
+        s = cls()
+        for u in updates:
+            kind = wire.update_type(u) if isinstance(u, bytes) else u.type
+            if kind == Update.INSERT:
+                s.inserted += 1
+            elif kind == Update.MODIFY:
+                s.modified += 1
+            elif kind == Update.DELETE:
+                s.deleted += 1
+        return s
+
+    def __add__(self, other: "WriteSummary") -> "WriteSummary":
+        return WriteSummary(self.inserted + other.inserted, self.modified + other.modified,
+                            self.deleted + other.deleted)
+
+    def to_dict(self) -> dict:
+        return {"inserted": self.inserted, "modified": self.modified, "deleted": self.deleted}
+
+    def __str__(self) -> str:
+        if not (self.inserted or self.modified or self.deleted):
+            return "nothing to change"
+        return f"{self.inserted} inserted, {self.modified} modified, {self.deleted} deleted"
+
+
+class SwitchSession:
+    """A controller session with one switch (its own P4Runtime connection: several may coexist)."""
+
+    def __init__(self, grpc_addr: str = "127.0.0.1:9559", device_id: int = 0,
+                 election_id: tuple[int, int] = (0, 1), p4info: str | Path = DEFAULT_P4INFO,
+                 bmv2_json: str | Path = DEFAULT_BMV2_JSON, *, name: str | None = None,
+                 dry_run: bool = False, connect_timeout: float = 5.0, rng: random.Random | None = None):
+        self.name = name
+        self.p4info_path = Path(p4info)
+        self.bmv2_json_path = Path(bmv2_json)
+        self.dry_run = dry_run
+        self.conn = SwitchConnection(grpc_addr, device_id, election_id, connect_timeout, label=name)
+        self.dry_requests: list = []      # dry run: the requests that would have been sent, in order
+        self.notes: list[str] = []        # dry run: what was assumed
+        self._rng = rng
+        self._p4info: P4Info | None = None
+        self._lanes: int | None = None
+        self._offline = False
+
+    @property
+    def label(self) -> str:
+        return self.conn.label
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ---- plumbing -------------------------------------------------------------------------------
+
+    def _reachable(self) -> bool:
+        """Live: connect or raise. Dry run: connect if possible, else work from an empty switch."""
+        if self._offline:
+            return False
+        try:
+            self.conn.connect()
+            return True
+        except SwitchUnreachable as exc:
+            if not self.dry_run:
+                raise
+            self._offline = True
+            self.notes.append(f"{exc}; dry run computed against an empty switch")
+            return False
+
+    def pipeline(self) -> P4Info:
+        """The running pipeline's P4Info (dry run without a switch, or with an empty one: the file)."""
+        if self._p4info is None:
+            msg = self.conn.get_p4info() if self._reachable() else None
+            if msg is None:
+                if not self.dry_run:
+                    self.conn.require_p4info()          # raises with the explanation
+                msg = load_p4info(self.p4info_path)
+                self.notes.append(f"P4Info taken from {self.p4info_path}")
+            self._p4info = P4Info(msg)
+        return self._p4info
+
+    def thc_pipeline(self) -> tuple[P4Info, int]:
+        """The pipeline, checked against the THC contract; and its number of lookup lanes."""
+        p4 = self.pipeline()
+        if self._lanes is None:
+            self._lanes = contract.check_p4info(p4.msg, f"the switch {self.label}")
+        return p4, self._lanes
+
+    def _read(self, entities: list, optional: bool = False) -> list | None:
+        """Entities from the switch ([] in an offline dry run); `optional`: None if the read fails."""
+        if not self._reachable():
+            return []
+        try:
+            return self.conn.read(entities)
+        except SwitchUnreachable:
+            raise
+        except ControlError:
+            if optional:
+                return None
+            raise
+
+    def _write(self, updates: list) -> WriteSummary:
+        if updates:
+            if self.dry_run:
+                self.dry_requests.append(self.conn.write_request(updates))
+            else:
+                describe = self._p4info.describe_update if self._p4info else None
+                self.conn.write(updates, describe)
+        return WriteSummary.of(updates)
+
+    # ---- pipeline -------------------------------------------------------------------------------
+
+    def push(self, check_contract: bool = True) -> dict:
+        """Set the forwarding pipeline from the P4Info and BMv2 JSON files (all entries are lost)."""
+        p4info = load_p4info(self.p4info_path)
+        lanes = contract.check_p4info(p4info, str(self.p4info_path)) if check_contract else None
+        try:
+            config = self.bmv2_json_path.read_bytes()
+        except OSError as exc:
+            raise BadInput(f"cannot read BMv2 JSON {self.bmv2_json_path}: {exc.strerror}") from None
+        try:
+            json.loads(config)
+        except ValueError as exc:
+            raise BadInput(f"{self.bmv2_json_path} is not JSON ({exc}): expected p4c's BMv2 output") from None
+        self._set_pipeline(p4info, config)
+        return {"p4info": str(self.p4info_path), "bmv2_json": str(self.bmv2_json_path),
+                "bmv2_json_bytes": len(config), "tables": len(p4info.tables), "lanes": lanes}
+
+    def _set_pipeline(self, p4info, config: bytes) -> None:
+        if self.dry_run:
+            request = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+                device_id=self.conn.device_id,
+                action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+            request.election_id.high, request.election_id.low = self.conn.election_id
+            request.config.p4info.CopyFrom(p4info)
+            request.config.p4_device_config = config
+            self.dry_requests.append(request)
+        else:
+            self.conn.set_pipeline(p4info, config)
+        self._p4info, self._lanes = P4Info(p4info), None
+        self._offline = self._offline or self.dry_run      # after a (dry) push the switch is empty
+
+    # ---- forwarding -----------------------------------------------------------------------------
+
+    def install_forwarding(self, topology, switch: str | None = None) -> WriteSummary:
+        """ipv4_lpm routes of `switch` (default: this session's name) and, on the aggregating switch,
+        the service address it serves."""
+        switch = switch or self.name
+        if switch is None:
+            raise BadInput("which switch of the topology is this? pass its name (--switch)")
+        p4, _ = self.thc_pipeline()
+        wanted = forwarding.route_entries(p4, topology, switch)
+        reads = [entries.table_read(p4, contract.IPV4_LPM)]
+        if switch == topology.aggregation.switch:
+            wanted.append(p4.table_entry(contract.SERVICE_ADDR,
+                                         {"hdr.ipv4.dstAddr": str(topology.aggregation.service_ip)},
+                                         contract.SERVE, {}))
+            reads.append(entries.table_read(p4, contract.SERVICE_ADDR))
+        installed = [e.table_entry for e in self._read(reads)]
+        return self._write(entries.sync_updates(p4, wanted, installed))
+
+    # ---- lookup tables --------------------------------------------------------------------------
+
+    def installed_table(self, all_lanes: bool = True) -> lookup_tables.InstalledTable:
+        """What the lookup tables hold (`all_lanes=False`: lane 0 only, which is 32 times faster)."""
+        p4, lanes = self.thc_pipeline()
+        n = lanes if all_lanes else 1
+        return lookup_tables.summarize(self._read_lanes(p4, n))
+
+    def _read_lanes(self, p4: P4Info, lanes: int) -> list[dict[int, int]]:
+        """Per lane key -> w on the switch (wire-decoded: thousands of entries)."""
+        if not self._reachable():
+            return [{} for _ in range(lanes)]
+        responses = self.conn.read_raw([lookup_tables.lane_entries(p4, i) for i in range(lanes)])
+        return lookup_tables.decode_lanes(p4, responses, lanes)
+
+    def install_table(self, values, bits: int | None = None) -> dict:
+        """Install table values V (2**bits integers) in every lane, replacing what is there."""
+        values, bits = lookup_tables.check_values(list(values), bits)
+        p4, lanes = self.thc_pipeline()
+        jobs.check_table_change(list(self._job_state().jobs.values()), max(values))
+        installed = self._read_lanes(p4, lanes)
+        summary = self._write(lookup_tables.table_updates(p4, lanes, values, bits, installed))
+        return {"values": values, "bits": bits, "max_value": max(values), "lanes": lanes,
+                "entries": lanes * (1 << bits) ** 2, **summary.to_dict()}
+
+    # ---- jobs -----------------------------------------------------------------------------------
+
+    def _job_state(self) -> jobs.JobState:
+        p4, _ = self.thc_pipeline()
+        found = self._read(jobs.read_entities(p4))
+        groups = self._read([jobs.groups_entity()], optional=True)
+        return jobs.decode_state(p4, found, groups)
+
+    def add_job(self, job_id: int, hosts: list[str], topology, switch: str | None = None, *,
+                n_slots: int = jobs.DEFAULT_SLOTS, slot_base: int | None = None,
+                epoch: int | None = None) -> jobs.Job:
+        """Add (or renew, with a fresh epoch) job `job_id` for topology hosts on the aggregating switch."""
+        switch = switch or self.name or topology.aggregation.switch
+        if switch != topology.aggregation.switch:
+            raise JobRefused(f"{switch} does not aggregate in topology {topology.name}: jobs live on "
+                             f"{topology.aggregation.switch}, where the service address "
+                             f"{topology.aggregation.service_ip} is routed")
+        workers = jobs.workers_from_topology(topology, switch, list(hosts))
+        return self.add_job_workers(job_id, workers, n_slots=n_slots, slot_base=slot_base, epoch=epoch,
+                                    service_ip=str(topology.aggregation.service_ip))
+
+    def add_job_workers(self, job_id: int, workers: list[jobs.JobWorker], *,
+                        n_slots: int = jobs.DEFAULT_SLOTS, slot_base: int | None = None,
+                        epoch: int | None = None, service_ip: str | None = None) -> jobs.Job:
+        """Add a job from explicit workers (id, MAC, IP, port); `service_ip` is served if it is not."""
+        p4, _ = self.thc_pipeline()
+        state = self._job_state()
+        table = self.installed_table(all_lanes=False)
+        job = jobs.plan_job(job_id, workers, list(state.jobs.values()),
+                            table.max_value if table.values else None,
+                            n_slots=n_slots, slot_base=slot_base, epoch=epoch,
+                            jobs_capacity=p4.table(contract.JOBS).size or 64, rng=self._rng)
+        missing = [w.worker_id for w in job.workers if w.port is None]
+        if missing:
+            raise BadInput(f"job {job_id}: worker {missing[0]} has no egress port")
+        previous = state.jobs.get(job_id)
+        group_exists = (job.mcast_grp in state.groups) if state.groups is not None else previous is not None
+        first, then = jobs.add_updates(p4, job, previous, group_exists, set(state.result_dst.get(job_id, {})))
+        if service_ip is not None:
+            served = self._read([entries.table_read(p4, contract.SERVICE_ADDR)])
+            exists = any(p4.describe(e.table_entry).get("match", {}).get("hdr.ipv4.dstAddr") == service_ip
+                         for e in served)
+            update = jobs.service_address_update(p4, service_ip, exists)
+            if update is not None:
+                first.insert(0, update)
+        self._write(first)
+        self._write(then)
+        return job
+
+    def remove_job(self, job_id: int, missing_ok: bool = False) -> jobs.Job | None:
+        """Delete job `job_id`: its jobs entry, result_dst entries and multicast group."""
+        p4, _ = self.thc_pipeline()
+        state = self._job_state()
+        job = state.job(job_id)
+        if job is None:
+            if missing_ok:
+                return None
+            known = ", ".join(str(j) for j in sorted(state.jobs)) or "none"
+            raise BadInput(f"no job {job_id} on {self.label} (jobs: {known})")
+        group = job.mcast_grp
+        if state.groups is not None and group not in state.groups:
+            group = None
+        first, then = jobs.remove_updates(p4, job_id, group, set(state.result_dst.get(job_id, {})))
+        self._write(first)
+        self._write(then)
+        return job
+
+    def list_jobs(self, topology=None) -> list[jobs.Job]:
+        """Installed jobs with their workers (host names when a topology is given)."""
+        state = self._job_state()
+        by_ip = {h.address: h.name for h in topology.hosts.values()} if topology else None
+        return [state.job(j, by_ip) for j in sorted(state.jobs)]
+
+    # ---- counters and inspection ----------------------------------------------------------------
+
+    def read_stats(self) -> stats.Stats:
+        p4, _ = self.thc_pipeline()
+        return stats.decode(p4, self._read([stats.counter_read(p4)]))
+
+    def show(self) -> dict:
+        """Every table's entries (runtime-file form) and the multicast groups."""
+        p4 = self.pipeline()
+        tables = p4.tables()
+        found = self._read([entries.table_read(p4, t.preamble.name) for t in tables])
+        by_table = {t.preamble.name: [] for t in tables}
+        for e in found:
+            d = p4.describe(e.table_entry)
+            by_table.setdefault(d["table"], []).append(d)
+        groups = self._read([jobs.groups_entity()], optional=True)
+        return {"tables": by_table,
+                "multicast_group_entries": None if groups is None else [
+                    {"multicast_group_id": g.packet_replication_engine_entry.multicast_group_entry.multicast_group_id,
+                     "replicas": [{"egress_port": r.egress_port, "instance": r.instance}
+                                  for r in g.packet_replication_engine_entry.multicast_group_entry.replicas]}
+                    for g in groups]}
+
+    # ---- runtime files --------------------------------------------------------------------------
+
+    def apply(self, path: str | Path, push: bool | None = None) -> dict:
+        """Apply a p4lang/tutorials-style runtime file. `push`: None = push the file's pipeline only if
+        the switch runs another one (or none); True = always; False = never."""
+        runtime = runtime_file.load(path)
+        pushed = False
+        if runtime.p4info is not None and push is not False:
+            file_p4info = load_p4info(runtime.p4info)
+            running = self.conn.get_p4info() if self._reachable() else None
+            same = running is not None and running.SerializeToString(deterministic=True) == \
+                file_p4info.SerializeToString(deterministic=True)
+            if push or not same:
+                if runtime.bmv2_json is None:
+                    raise BadInput(f"{runtime.path}: names a P4Info but no 'bmv2_json' to push with it")
+                try:
+                    config = runtime.bmv2_json.read_bytes()
+                except OSError as exc:
+                    raise BadInput(f"cannot read {runtime.bmv2_json}: {exc.strerror}") from None
+                self._set_pipeline(file_p4info, config)
+                pushed = True
+        elif push:
+            raise BadInput(f"{runtime.path} names no pipeline ('p4info', 'bmv2_json') to push")
+        p4 = self.pipeline()
+        wanted = runtime_file.table_entries(p4, runtime)
+        names = sorted({p4.name_of(e.table_id) for e in wanted})
+        installed = [e.table_entry for e in self._read([entries.table_read(p4, n) for n in names])] if names else []
+        updates = entries.sync_updates(p4, wanted, installed)
+        pre = runtime_file.pre_entries(runtime)
+        if pre:
+            existing = self._pre_ids()
+            for entry in pre:
+                kind = entry.WhichOneof("type")
+                ident = (kind, entry.multicast_group_entry.multicast_group_id if kind == "multicast_group_entry"
+                         else entry.clone_session_entry.session_id)
+                updates.append(Update(type=Update.MODIFY if ident in existing else Update.INSERT,
+                                      entity=p4runtime_pb2.Entity(packet_replication_engine_entry=entry)))
+        summary = self._write(updates)
+        return {"file": str(runtime.path), "pushed": pushed, **summary.to_dict()}
+
+    def _pre_ids(self) -> set:
+        """(kind, id) of the multicast groups and clone sessions on the switch (empty if unreadable)."""
+        ids = set()
+        clone = p4runtime_pb2.PacketReplicationEngineEntry()
+        clone.clone_session_entry.session_id = 0
+        for entity in (self._read([jobs.groups_entity()], optional=True) or []) + \
+                (self._read([p4runtime_pb2.Entity(packet_replication_engine_entry=clone)], optional=True) or []):
+            pre = entity.packet_replication_engine_entry
+            kind = pre.WhichOneof("type")
+            ids.add((kind, pre.multicast_group_entry.multicast_group_id if kind == "multicast_group_entry"
+                     else pre.clone_session_entry.session_id))
+        return ids
+
