@@ -68,9 +68,9 @@ class VethLab:
         for ns in self.namespaces:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
-    def host_socket(self, index: int) -> socket.socket:
+    def host_socket(self, index: int, ethertype: int = ETHERTYPE_TEST) -> socket.socket:
         """A raw socket on host `index`'s eth0 (created inside that namespace)."""
-        return socket_in_netns(self.namespaces[index], self.host_iface)
+        return socket_in_netns(self.namespaces[index], self.host_iface, ethertype)
 
 
 def _ip(*args):
@@ -81,7 +81,7 @@ def _sysctl(prefix, setting):
     subprocess.run([*prefix, "sysctl", "-q", "-w", setting], check=False, capture_output=True)
 
 
-def socket_in_netns(namespace: str, iface: str) -> socket.socket:
+def socket_in_netns(namespace: str, iface: str, ethertype: int = ETHERTYPE_TEST) -> socket.socket:
     """Raw AF_PACKET socket bound to `iface` inside `namespace`; the socket keeps that namespace."""
     libc = ctypes.CDLL(None, use_errno=True)
     result = {}
@@ -93,7 +93,7 @@ def socket_in_netns(namespace: str, iface: str) -> socket.socket:
             if libc.setns(target, CLONE_NEWNET) != 0:
                 raise OSError(ctypes.get_errno(), "setns failed")
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-            sock.bind((iface, ETHERTYPE_TEST))
+            sock.bind((iface, ethertype))
             result["sock"] = sock
         except Exception as exc:
             result["error"] = exc
@@ -295,3 +295,47 @@ def test_switch_process_refuses_a_busy_grpc_address_with_exit_2():
         holder.close()
     assert done.returncode == 2
     assert "cannot bind gRPC address" in done.stderr
+
+
+@needs_netns()
+def test_thc_switch_on_veths_forwards_with_a_route_from_p4runtime_and_writes_pcaps(tmp_path):
+    import signal
+    import p4runtime_sh.shell as sh
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from test_emulator_p4runtime_programs import compiled
+    p4info, program = compiled("ipv4_forward")
+    pcaps = tmp_path / "pcaps"
+    with VethLab(2) as lab:
+        s1, s2 = lab.switch_ifaces
+        proc, address = start_switch(program, "-i", f"1@{s1}", "-i", f"2@{s2}", "--grpc-server-addr",
+                                     "127.0.0.1:0", "--pcap", str(pcaps), "--log-file", str(tmp_path / "s1.log"),
+                                     "-L", "info")
+        h1 = h2 = None
+        try:
+            sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1),
+                     config=sh.FwdPipeConfig(p4info, program), verbose=False)
+            try:
+                route = sh.TableEntry("MyIngress.ipv4_lpm")(action="MyIngress.ipv4_forward")
+                route.match["hdr.ipv4.dstAddr"] = "10.0.2.0/24"
+                route.action["dstAddr"] = "08:00:00:00:02:02"
+                route.action["port"] = "2"
+                route.insert()
+            finally:
+                sh.teardown()
+            h1, h2 = lab.host_socket(0, 0x0800), lab.host_socket(1, 0x0800)
+            frame = bytes(Ether(dst="08:00:00:00:01:00", src="08:00:00:00:01:01") /
+                          IP(src="10.0.1.1", dst="10.0.2.2", ttl=64) / UDP(sport=7, dport=7) / b"veth-test-payload")
+            h1.send(frame)
+            out = Ether(receive_marked(h2, b"veth-test-payload"))
+            assert (out.dst, out.src, out[IP].ttl) == ("08:00:00:00:02:02", "08:00:00:00:01:00", 63)
+        finally:
+            for sock in (h1, h2):
+                if sock is not None:
+                    sock.close()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        assert frame in read_pcap(str(pcaps / f"{s1}_in.pcap"))
+        assert bytes(out) in read_pcap(str(pcaps / f"{s2}_out.pcap"))
+        log = (tmp_path / "s1.log").read_text()
+        assert "P4Runtime Write: INSERT table_entry MyIngress.ipv4_lpm" in log
