@@ -6,7 +6,8 @@ thread (the CLI's main thread) waits on all of them with epoll, hands every fram
 `engine.process(port, frame)` and sends what comes out. Frames for the CPU port go to the P4Runtime
 server as PacketIn; PacketOuts come back through `inject()`, which wakes the loop through a pipe so
 that all data-plane work stays on this one thread. Nothing on the per-frame path logs or allocates
-beyond the frame itself unless debug logging or capture is on.
+beyond the frame itself unless debug logging or capture is on; the engine logs each packet's way
+through the pipeline itself (logger "emulator.trace").
 """
 import collections
 import fcntl
@@ -215,8 +216,6 @@ class PortLoop:
                 rx += 1
                 if capture is not None:
                     capture.received.write(frame)
-                if debug:
-                    trace.debug("Processing packet received on port %d (%d bytes)", port, n)
                 if dump:
                     trace.info("Packet data received on port %d: %s", port, frame[:dump].hex())
                 if process is None:
@@ -239,16 +238,16 @@ class PortLoop:
                         continue
                     try:
                         out.send(out_frame)
-                    except OSError:  # queue full, frame above the MTU, interface down
+                    except OSError as exc:  # queue full, frame above the MTU, interface down
                         tx_errors += 1
+                        if debug:
+                            trace.debug("Sending %d bytes out of port %d failed: %s", len(out_frame), out_port, exc)
                         continue
                     tx += 1
                     if captures:
                         out_capture = captures.get(out_port)
                         if out_capture is not None:
                             out_capture.sent.write(out_frame)
-                    if debug:
-                        trace.debug("Transmitting packet of size %d out of port %d", len(out_frame), out_port)
                     if dump:
                         trace.info("Packet data sent on port %d: %s", out_port, out_frame[:dump].hex())
         finally:
@@ -298,8 +297,6 @@ class PortLoop:
             capture = self._captures.get(out_port)
             if capture is not None:
                 capture.sent.write(out_frame)
-            if trace.isEnabledFor(logging.DEBUG):
-                trace.debug("Transmitting packet of size %d out of port %d", len(out_frame), out_port)
             if self.dump_packet_bytes:
                 trace.info("Packet data sent on port %d: %s", out_port, out_frame[:self.dump_packet_bytes].hex())
 
