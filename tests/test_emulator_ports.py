@@ -270,15 +270,21 @@ def test_switch_process_serves_p4runtime_logs_requests_and_exits_0_on_signal(tmp
     log_file = tmp_path / "s1.log"
     proc, address = start_switch("--no-p4", "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(log_file),
                                  "-L", "info", "--thrift-port", "9090")
+    from test_emulator_p4runtime import Controller
+    controller = None
     try:
         with grpc.insecure_channel(address) as channel:
             stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
             assert stub.Capabilities(p4runtime_pb2.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
+        controller = Controller(address)  # an open StreamChannel must not hold the shutdown up
     finally:
         proc.send_signal(getattr(signal, signum))
         assert proc.wait(timeout=30) == 0
+        if controller is not None:
+            controller.close()
     log = log_file.read_text()
     assert "thc-switch ready" in log and "P4Runtime Capabilities" in log
+    assert "StreamChannel arbitration" in log
     assert "--thrift-port 9090 ignored" in log
     assert "] [thc-switch] [I] [thread " in log  # BMv2's line shape
 
