@@ -1,0 +1,98 @@
+"""THC job parameters, validated once so that every later stage can trust them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Union
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .tables import Table
+
+__all__ = ["THCConfig", "parse_probability", "TABLE_KINDS", "MAX_BITS"]
+
+TABLE_KINDS = ("optimal", "uniform")
+MAX_BITS = 8
+
+
+def parse_probability(value: Union[str, float, Fraction]) -> float:
+    """Read a probability written as a float or a fraction ("1/32"); it must lie strictly in (0, 1)."""
+    try:
+        p = float(Fraction(value.strip())) if isinstance(value, str) else float(value)
+    except (ValueError, ZeroDivisionError, TypeError) as exc:
+        raise ConfigError(f"clip probability {value!r} is not a number or a fraction like 1/32") from exc
+    if not (math.isfinite(p) and 0.0 < p < 1.0):
+        raise ConfigError(f"clip probability p={value!r} must lie strictly between 0 and 1")
+    return p
+
+
+def check_bits(bits: object) -> int:
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= MAX_BITS:
+        raise ConfigError(f"bits={bits!r} out of range: THC supports 1 to {MAX_BITS} bits per coordinate")
+    return bits
+
+
+def check_granularity(granularity: object) -> int:
+    if isinstance(granularity, bool) or not isinstance(granularity, int) or not 1 <= granularity <= 65535:
+        raise ConfigError(f"granularity g={granularity!r} out of range: it must be an integer from 1 to 65535")
+    return granularity
+
+
+@dataclass(frozen=True)
+class THCConfig:
+    """Parameters shared by every worker of one THC job.
+
+    bits: b, bits per coordinate upstream (the table has 2**b entries).
+    granularity: g, table values are integers 0..g.
+    clip: p, two-sided clip probability of N(0, 1); the threshold is T = Phi^-1(1 - p/2).
+    table: "optimal" (minimum rounding variance), "uniform", or a :class:`thc.tables.Table`.
+    chunk: largest chunk, a power of two; the last chunk is zero-padded to a power of two.
+    seed: shared by all workers; fixes the Hadamard signs of every round and the rounding streams.
+    error_feedback: carry each worker's compression error into its next gradient.
+    """
+
+    bits: int = 4
+    granularity: int = 30
+    clip: float = 1 / 32
+    table: Union[str, "Table"] = "optimal"
+    chunk: int = 2**20
+    seed: int = 0
+    error_feedback: bool = False
+
+    def __post_init__(self) -> None:
+        check_bits(self.bits)
+        check_granularity(self.granularity)
+        object.__setattr__(self, "clip", parse_probability(self.clip))
+        if isinstance(self.table, str):
+            if self.table not in TABLE_KINDS:
+                raise ConfigError(f"table kind {self.table!r} unknown: use one of {', '.join(TABLE_KINDS)}")
+        else:
+            from .tables import Table
+
+            if not isinstance(self.table, Table):
+                raise ConfigError(f"table must be 'optimal', 'uniform' or a Table, not {type(self.table).__name__}")
+            if (self.table.bits, self.table.granularity) != (self.bits, self.granularity) or not math.isclose(
+                self.table.clip, self.clip, rel_tol=1e-12
+            ):
+                raise ConfigError(
+                    f"table (b={self.table.bits}, g={self.table.granularity}, p={self.table.clip}) does not match "
+                    f"the config (b={self.bits}, g={self.granularity}, p={self.clip})"
+                )
+        c = self.chunk
+        if isinstance(c, bool) or not isinstance(c, int) or c < 2 or c > 2**30 or c & (c - 1):
+            raise ConfigError(f"chunk={c!r} must be a power of two from 2 to 2**30")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed={self.seed!r} must be a non-negative integer")
+        if not isinstance(self.error_feedback, bool):
+            raise ConfigError(f"error_feedback={self.error_feedback!r} must be True or False")
+
+    def make_table(self) -> "Table":
+        """The lookup table this config names (computed once per process, then cached)."""
+        from .tables import Table, make_table
+
+        if isinstance(self.table, Table):
+            return self.table
+        return make_table(self.bits, self.granularity, self.clip, kind=self.table)

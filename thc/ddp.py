@@ -1,0 +1,127 @@
+"""A PyTorch DDP communication hook that aggregates gradients with THC.
+
+Shaped like torch's own hooks (``torch.distributed.algorithms.ddp_comm_hooks``): a small state class
+and one function. The aggregator is pluggable; it needs two methods:
+
+    all_max(t: Tensor) -> Tensor                                  element-wise max over workers (the norm round)
+    all_sum_table_values(indices: list[np.ndarray], table) -> (sums: list[np.ndarray], contributors: int)
+
+:class:`GlooAggregator` is the software path (any torch.distributed backend that can all-reduce CPU int32,
+e.g. gloo): it maps indices to table values locally and sums them with an all-reduce. A switch-backed
+aggregator with the same two methods trains through the P4 switch.
+
+Example::
+
+    >>> state = THCHookState(THCConfig(), GlooAggregator())
+    >>> ddp_model.register_comm_hook(state, thc_hook)
+"""
+
+# No "from __future__ import annotations": DDP compares the hook's annotations with real types.
+
+from typing import Optional, Protocol, Sequence
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .aggregate import check_lanes
+from .compressor import THCCompressor
+from .config import THCConfig
+from .errors import AggregationError, ConfigError
+from .tables import Table
+
+__all__ = ["Aggregator", "GlooAggregator", "THCHookState", "thc_hook"]
+
+
+class Aggregator(Protocol):
+    def all_max(self, t: torch.Tensor) -> torch.Tensor: ...
+
+    def all_sum_table_values(self, indices: Sequence[np.ndarray], table: Table) -> tuple[list[np.ndarray], int]: ...
+
+
+class GlooAggregator:
+    """Aggregates over a torch.distributed process group: MAX all-reduce of norms, SUM all-reduce of int32
+    table values (looked up locally). Every rank of the group contributes, so contributors = group size."""
+
+    LANE_BITS = 31  # int32 sums, non-negative
+
+    def __init__(self, process_group: Optional[dist.ProcessGroup] = None) -> None:
+        self.process_group = process_group
+
+    def _size(self) -> int:
+        return dist.get_world_size(self.process_group)
+
+    def all_max(self, t: torch.Tensor) -> torch.Tensor:
+        out = t.detach().to(device="cpu", dtype=torch.float32).clone()
+        dist.all_reduce(out, op=dist.ReduceOp.MAX, group=self.process_group)
+        return out
+
+    def all_sum_table_values(self, indices: Sequence[np.ndarray], table: Table) -> tuple[list[np.ndarray], int]:
+        n = self._size()
+        check_lanes(n, table.granularity, self.LANE_BITS)
+        lut = table.values.astype(np.int32)
+        flat = np.concatenate([np.take(lut, np.asarray(idx)) for idx in indices])
+        sums = torch.from_numpy(flat)
+        dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=self.process_group)
+        sizes = np.cumsum([len(idx) for idx in indices])[:-1]
+        return list(np.split(sums.numpy(), sizes)), n
+
+
+class THCHookState:
+    """State of :func:`thc_hook` on one worker.
+
+    config: the THC job parameters (identical on every rank). aggregator: see the module docstring.
+    worker_id: this rank's id, which selects its own rounding stream (default: the process-group rank).
+    The round counter ``iteration`` advances after the last bucket of each backward pass; with the bucket
+    index it keys the shared Hadamard signs. One compressor per bucket holds that bucket's error-feedback
+    memory; if DDP rebuilds its buckets (after the first iteration) a bucket of a new size starts afresh.
+    """
+
+    __slots__ = ["config", "aggregator", "worker_id", "iteration", "compressors", "buckets_seen"]
+
+    def __init__(self, config: THCConfig, aggregator: Aggregator, worker_id: Optional[int] = None) -> None:
+        if not isinstance(config, THCConfig):
+            raise ConfigError(f"config must be a THCConfig, not {type(config).__name__}")
+        for method in ("all_max", "all_sum_table_values"):
+            if not callable(getattr(aggregator, method, None)):
+                raise ConfigError(f"aggregator {type(aggregator).__name__} has no {method}() method")
+        if worker_id is None:
+            worker_id = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+        self.config = config
+        self.aggregator = aggregator
+        self.worker_id = worker_id
+        self.iteration = 0
+        self.compressors: dict[int, THCCompressor] = {}
+        self.buckets_seen = 0
+
+    def compressor_for(self, bucket_index: int, numel: int) -> THCCompressor:
+        comp = self.compressors.get(bucket_index)
+        if comp is None:
+            comp = THCCompressor(self.config, self.worker_id)
+            self.compressors[bucket_index] = comp
+        elif comp.feedback is not None and comp.feedback.memory is not None and comp.feedback.memory.numel() != numel:
+            comp.feedback.reset()
+        return comp
+
+
+def thc_hook(state: THCHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Average one gradient bucket across workers with THC; the result replaces the bucket's contents.
+
+    Steps: norm round (all_max), encode to table indices, integer sums (all_sum_table_values), decode.
+    Returns a completed future holding the AVERAGE gradient, like DDP's default all-reduce hook.
+    """
+    buffer = bucket.buffer()
+    comp = state.compressor_for(bucket.index(), buffer.numel())
+    prep = comp.prepare(buffer, state.iteration, key=bucket.index())
+    max_norms = state.aggregator.all_max(prep.norms)
+    indices = comp.encode(prep, max_norms)
+    sums, contributors = state.aggregator.all_sum_table_values(indices, comp.table)
+    if contributors < 1:
+        raise AggregationError(f"the aggregator reported {contributors} contributors")
+    buffer.copy_(comp.decode(prep, sums, contributors, max_norms))
+    state.buckets_seen += 1
+    if bucket.is_last():
+        state.iteration += 1
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    fut.set_result(buffer)
+    return fut

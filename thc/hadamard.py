@@ -1,0 +1,174 @@
+"""Walsh–Hadamard transforms and THC's randomized Hadamard transform (RHT).
+
+The transform of n = 2^k points is computed as a few matmul stages: with n = r_1 r_2 ... r_s (each r_i a
+power of two <= 64) the Sylvester matrix factors as H_n = H_r1 (x) H_r2 (x) ... (x) H_rs, so viewing x as an
+s-dimensional array and multiplying each axis by a small dense H_ri gives H_n x. Four radix-64 stages do a
+2^24-point transform; that is several times faster in torch than log2(n) radix-2 butterflies and runs on
+any device torch supports (CPU, CUDA).
+
+The RHT of a chunk v is r = H (D v) / sqrt(d), with D a diagonal of random signs. The signs come from a
+seed shared by all workers and are drawn afresh for every (round, tensor, chunk), so no randomness is
+sent on the wire and no D is reused across rounds. The inverse is D H r / sqrt(d) (H H = d I).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+
+from .errors import ConfigError
+from .workspace import Workspace
+
+__all__ = [
+    "MAX_RADIX",
+    "fwht",
+    "hadamard_matrix",
+    "stage_radices",
+    "sign_bits",
+    "sign_mask",
+    "flip_signs_",
+    "randomized_hadamard",
+    "inverse_randomized_hadamard",
+]
+
+MAX_RADIX = 64
+_SIGN_DOMAIN = 0x5349474E  # "SIGN": keeps the sign streams apart from every other use of the seed
+
+
+@functools.lru_cache(maxsize=64)
+def _hadamard_cpu(r: int, dtype: torch.dtype) -> torch.Tensor:
+    h = torch.ones(1, 1, dtype=dtype)
+    while h.shape[0] < r:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h
+
+
+def hadamard_matrix(r: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The r x r Sylvester Hadamard matrix (entries +-1, unnormalised)."""
+    if r < 1 or r & (r - 1):
+        raise ConfigError(f"Hadamard size {r} is not a power of two")
+    h = _hadamard_cpu(r, dtype)
+    return h if torch.device(device).type == "cpu" else _hadamard_device(r, dtype, str(device))
+
+
+@functools.lru_cache(maxsize=64)
+def _hadamard_device(r: int, dtype: torch.dtype, device: str) -> torch.Tensor:
+    return _hadamard_cpu(r, dtype).to(device)
+
+
+def stage_radices(n: int) -> list[int]:
+    """Split log2(n) into the fewest stages of at most log2(MAX_RADIX) bits, as evenly as possible."""
+    if n < 1 or n & (n - 1):
+        raise ConfigError(f"Walsh–Hadamard length {n} is not a power of two")
+    k = n.bit_length() - 1
+    if k == 0:
+        return []
+    per = int(math.log2(MAX_RADIX))
+    stages = -(-k // per)
+    base, extra = divmod(k, stages)
+    return [2 ** (base + (1 if i < extra else 0)) for i in range(stages)]
+
+
+def fwht(
+    x: torch.Tensor,
+    out: torch.Tensor | None = None,
+    workspace: Workspace | None = None,
+    scale: float = 1.0,
+    shift: float = 0.0,
+) -> torch.Tensor:
+    """Unnormalised Walsh–Hadamard transform of the last dimension (Sylvester order): H x, with H H = n I.
+
+    x: float tensor (..., n), n a power of two; it is not modified. out: optional contiguous tensor of x's
+    shape for the result. workspace: scratch buffers reused across calls (faster for large n).
+    Returns scale * H x + shift; the affine map is fused into the last matmul stage (addmm), so it is free.
+    """
+    if not x.is_floating_point():
+        raise ConfigError(f"fwht needs a floating-point tensor, got {x.dtype}")
+    n = x.shape[-1] if x.dim() > 0 else 1
+    radices = stage_radices(n)
+    batch = x.numel() // n if n else 0
+    if out is None:
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    if not radices:
+        out.copy_(x)
+        if scale != 1.0:
+            out.mul_(scale)
+        return out.add_(shift) if shift != 0.0 else out
+    src = x.reshape(batch * n)
+    ping = pong = None
+    if len(radices) > 1:
+        ws = workspace if workspace is not None else Workspace()
+        ping = ws.get("fwht.ping", batch * n, x.dtype, x.device)
+        pong = ws.get("fwht.pong", batch * n, x.dtype, x.device) if len(radices) > 2 else None
+    a = batch
+    for i, r in enumerate(radices):
+        b = n * batch // (a * r)
+        last = i == len(radices) - 1
+        dst = out.view(-1) if last else (ping if i % 2 == 0 else pong)
+        h = hadamard_matrix(r, x.dtype, x.device)
+        if b == 1:  # always the last stage: a plain GEMM, with the affine map fused in
+            if last and (scale != 1.0 or shift != 0.0):
+                bias = torch.full((1,), shift, dtype=x.dtype, device=x.device)
+                torch.addmm(bias, src.view(a, r), h, beta=1, alpha=scale, out=dst.view(a, r))
+            else:
+                torch.matmul(src.view(a, r), h, out=dst.view(a, r))
+        elif a == 1:
+            torch.matmul(h, src.view(r, b), out=dst.view(r, b))
+        else:
+            torch.matmul(h, src.view(a, r, b), out=dst.view(a, r, b))
+        src = dst
+        a *= r
+    return out
+
+
+def sign_bits(seed: int, step: int, key: int, chunk: int, n: int) -> np.ndarray:
+    """n random sign bits, packed 8 per byte, shared by all workers for (seed, step, key, chunk).
+
+    Drawn from numpy's SeedSequence/PCG64, so every worker (and every device) gets the same bits.
+    """
+    ss = np.random.SeedSequence(entropy=seed, spawn_key=(_SIGN_DOMAIN, key, step, chunk))
+    rng = np.random.Generator(np.random.PCG64(ss))
+    return np.frombuffer(rng.bytes((n + 7) // 8), dtype=np.uint8)
+
+
+def sign_mask(bits: np.ndarray, n: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Expand packed sign bits into float32 sign-bit masks (0 or 0x80000000) for n coordinates."""
+    unpacked = np.unpackbits(bits, count=n)
+    if out is None:
+        out = np.empty(n, dtype=np.uint32)
+    np.left_shift(unpacked, 31, out=out, dtype=np.uint32)
+    return out
+
+
+def flip_signs_(x: torch.Tensor, mask: np.ndarray) -> torch.Tensor:
+    """x <- D x in place for a contiguous float32 tensor, by xor-ing the float sign bits with the mask."""
+    if x.dtype != torch.float32:
+        raise ConfigError(f"flip_signs_ works on float32 tensors, got {x.dtype}")
+    if x.device.type == "cpu":
+        xv = x.numpy().view(np.uint32)
+        np.bitwise_xor(xv, mask[: x.numel()], out=xv)
+    else:
+        m = torch.from_numpy(mask[: x.numel()].view(np.int32)).to(x.device)
+        x.view(torch.int32).bitwise_xor_(m)
+    return x
+
+
+def randomized_hadamard(x: torch.Tensor, seed: int, step: int = 0, key: int = 0, chunk: int = 0) -> torch.Tensor:
+    """Orthonormal RHT of a 1-D float32 tensor whose length is a power of two: H (D x) / sqrt(d)."""
+    d = x.numel()
+    mask = sign_mask(sign_bits(seed, step, key, chunk, d), d)
+    y = flip_signs_(x.detach().to(torch.float32).clone().contiguous(), mask)
+    return fwht(y).mul_(1.0 / math.sqrt(d))
+
+
+def inverse_randomized_hadamard(
+    r: torch.Tensor, seed: int, step: int = 0, key: int = 0, chunk: int = 0
+) -> torch.Tensor:
+    """Inverse of :func:`randomized_hadamard`: D H r / sqrt(d)."""
+    d = r.numel()
+    mask = sign_mask(sign_bits(seed, step, key, chunk, d), d)
+    y = fwht(r.detach().to(torch.float32).contiguous()).mul_(1.0 / math.sqrt(d))
+    return flip_signs_(y, mask)

@@ -1,0 +1,38 @@
+"""Reusable scratch buffers for the hot path.
+
+A fresh 64 MiB tensor costs more in page faults than the arithmetic done on it (a 2^24-point FWHT runs
+~40% faster with reused buffers). On the CPU the buffers come from numpy, whose large allocations are
+hugepage-backed, and are viewed as torch tensors without a copy. Not thread-safe: one per compressor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["Workspace", "empty_cpu"]
+
+
+def empty_cpu(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """An uninitialised CPU tensor backed by numpy memory (hugepages for large sizes)."""
+    np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+    return torch.from_numpy(np.empty(n, dtype=np_dtype))
+
+
+class Workspace:
+    """Named scratch tensors, reallocated only when a larger size, another dtype or device is asked for."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[str, torch.dtype, str], torch.Tensor] = {}
+
+    def get(self, name: str, n: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
+        device = torch.device(device)
+        key = (name, dtype, str(device))
+        buf = self._buffers.get(key)
+        if buf is None or buf.numel() < n:
+            buf = empty_cpu(n, dtype) if device.type == "cpu" else torch.empty(n, dtype=dtype, device=device)
+            self._buffers[key] = buf
+        return buf[:n]
+
+    def clear(self) -> None:
+        self._buffers.clear()
