@@ -8,6 +8,10 @@ rendezvous and DDP's initial parameter broadcast. Gradients are then aggregated 
   fix32  uncompressed: fp32 gradients as SwitchML-style fixed point, summed by the same P4 program
   gloo   no switch program: DDP's own all-reduce over TCP (through the switch as plain IPv4)
 
+With ``--probe FILE`` the worker does not train: it aggregates ``--probe-rounds`` rounds of seeded random
+gradients (``probe_gradient``) through the switch and saves what it sent and got, so a test can recompute
+every round with thc's reference aggregation and compare exactly.
+
 Progress goes to stdout as lines ``@thc {json}`` (the runner turns them into progress bars); anything
 else on stdout/stderr is ordinary log text. The final record is also written to ``--result``.
 Exit status: 0 done, 3 the switch never answered (timeout), 1 any other failure.
@@ -63,7 +67,73 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
     r.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
     r.add_argument("--result", type=Path, help="write the final record (JSON) here")
+    q = p.add_argument_group("probe (instead of training)")
+    q.add_argument("--probe", type=Path, metavar="FILE.npz",
+                   help="aggregate seeded random gradients through the switch, save inputs and results, exit")
+    q.add_argument("--probe-size", type=int, default=5000, help="coordinates per probe gradient (default 5000)")
+    q.add_argument("--probe-rounds", type=int, default=1, help="probe rounds (default 1)")
+    q.add_argument("--probe-seed", type=int, default=7, help="seed of the probe gradients (default 7)")
     return p
+
+
+def probe_gradient(seed: int, rank: int, round_: int, size: int):
+    """The random gradient worker ``rank`` aggregates in probe round ``round_`` (heavy-tailed on purpose,
+    so that clipping and the norm round matter)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed * 1_000_003 + rank * 1009 + round_)
+    return torch.randn(size, generator=g) * torch.rand(size, generator=g).pow(4) * (rank + 1)
+
+
+def probe(args) -> dict:
+    """``--probe``: rounds of THC (or FIX32) aggregation through the switch, no torch.distributed."""
+    import numpy as np
+    import torch
+
+    from host_agent.aggregator import SwitchAggregator
+    from thc.compressor import THCCompressor
+    from thc.config import THCConfig
+
+    torch.set_num_threads(1)
+    aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
+                                       args.service_mac, args.src_ip, args.src_mac, window=args.window,
+                                       timeout=args.retransmit_timeout, deadline=args.switch_timeout)
+    saved = {}
+    try:
+        emit({"event": "start", "rank": args.rank, "mode": args.mode, "setup_s": 0.0, "parameters": args.probe_size})
+        for k in range(args.probe_rounds):
+            grad = probe_gradient(args.probe_seed, args.rank, k, args.probe_size)
+            if args.mode == "thc":
+                config = THCConfig(bits=args.bits, granularity=args.granularity, seed=args.thc_seed,
+                                   error_feedback=False)
+                compressor = THCCompressor(config, worker_id=args.rank)
+                prep = compressor.prepare(grad, step=k)
+                max_norms = aggregator.all_max(prep.norms)
+                indices = compressor.encode(prep, max_norms)
+                sums, contributors = aggregator.all_sum_table_values(indices, compressor.table)
+                decoded = compressor.decode(prep, sums, contributors, max_norms)
+                saved.update({f"r{k}_max_norms": max_norms.numpy(), f"r{k}_indices": np.concatenate(indices),
+                              f"r{k}_sums": np.concatenate([np.asarray(s, dtype=np.int64) for s in sums]),
+                              f"r{k}_decoded": decoded.numpy(), f"r{k}_contributors": np.int64(contributors)})
+            else:
+                from thc.baselines import FixedPoint32
+
+                fix = FixedPoint32()
+                prep = fix.prepare(grad, step=k)
+                stats = aggregator.all_max(prep.stats)
+                words = fix.encode(prep, stats)
+                sums, contributors = aggregator.all_sum_int32(words)
+                decoded = fix.decode(prep, sums, contributors, stats)
+                saved.update({f"r{k}_stats": stats.numpy(), f"r{k}_words": np.concatenate(words),
+                              f"r{k}_sums": np.concatenate([np.asarray(s, dtype=np.int64) for s in sums]),
+                              f"r{k}_decoded": decoded.numpy(), f"r{k}_contributors": np.int64(contributors)})
+            emit({"event": "step", "rank": args.rank, "step": k + 1, "loss": 0.0, "step_time": 0.0, "t": 0.0})
+        saved["stats"] = np.array(json.dumps(aggregator.stats()))
+    finally:
+        aggregator.close()
+    args.probe.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(args.probe, **saved)
+    return {"rounds": args.probe_rounds}
 
 
 def emit(record: dict) -> None:
@@ -102,9 +172,6 @@ def make_hook(args, model):
 
     if args.mode == "gloo":
         return None, default_hooks.allreduce_hook, None
-    missing = [o for o in ("service_ip", "service_mac", "src_ip", "src_mac") if getattr(args, o) is None]
-    if missing:
-        raise SystemExit(f"thc-worker: --mode {args.mode} needs " + ", ".join("--" + m.replace("_", "-") for m in missing))
     from host_agent.aggregator import SwitchAggregator
 
     aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
@@ -180,8 +247,13 @@ def main(argv=None) -> int:
     if not 0 <= args.rank < args.world_size:
         print(f"thc-worker: --rank {args.rank} is not in 0..{args.world_size - 1}", file=sys.stderr)
         return 2
+    missing = [o for o in ("service_ip", "service_mac", "src_ip", "src_mac") if getattr(args, o) is None]
+    if (args.mode != "gloo" or args.probe) and missing:
+        print(f"thc-worker: --mode {args.mode} needs " + ", ".join("--" + m.replace("_", "-") for m in missing),
+              file=sys.stderr)
+        return 2
     try:
-        result = run(args)
+        result = probe(args) if args.probe else run(args)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:            # one clear line for the runner, the traceback for the log
@@ -194,7 +266,7 @@ def main(argv=None) -> int:
     if args.result:
         args.result.parent.mkdir(parents=True, exist_ok=True)
         args.result.write_text(json.dumps(result))
-    emit({"event": "done", "rank": args.rank, "mode": args.mode, "final_test_acc": result["final_test_acc"]})
+    emit({"event": "done", "rank": args.rank, "mode": args.mode, "final_test_acc": result.get("final_test_acc")})
     return 0
 
 

@@ -119,7 +119,8 @@ class Ledger:
 
     def teardown(self, grace: float = 3.0, report=print) -> None:
         """Stop every recorded process (newest first: workers, then switches, then host shells),
-        delete every recorded interface that is still the same one, then remove the ledger file."""
+        delete every recorded interface that is still the same one, then retire the ledger file to
+        ``<name>.removed.json`` (a record of what was removed; nothing reads it to act on)."""
         live = self.live_processes()
         for entry in reversed(live):
             report(f"stopping {entry.role} (pid {entry.pid})")
@@ -130,7 +131,12 @@ class Ledger:
         left = [p.role for p in self.live_processes()] + [i.name for i in self.live_interfaces()]
         if left:
             raise RuntimeError(f"could not remove: {', '.join(left)} (ledger kept in {self.path})")
-        self.path.unlink(missing_ok=True)
+        if self.path.exists():
+            os.replace(self.path, self.removed_path)
+
+    @property
+    def removed_path(self) -> Path:
+        return self.path.with_name(self.path.stem + ".removed.json")
 
 
 def process_start_time(pid: int) -> int | None:

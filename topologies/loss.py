@@ -33,9 +33,12 @@ def drop_program(loss_percent: float) -> str:
 
 
 def loss_commands(interface: str, loss_percent: float) -> list[str]:
-    """Shell commands that make ``interface`` drop ``loss_percent`` % of what it sends."""
-    return [f"tc qdisc add dev {interface} clsact",
-            f"tc filter add dev {interface} egress bpf da bytecode '{drop_program(loss_percent)}'"]
+    """Shell commands that make ``interface`` drop ``loss_percent`` % of what it sends from now on
+    (0: no loss); they replace whatever loss was set before."""
+    commands = [f"tc qdisc replace dev {interface} clsact", f"tc filter del dev {interface} egress"]
+    if loss_percent > 0:
+        commands.append(f"tc filter add dev {interface} egress bpf da bytecode '{drop_program(loss_percent)}'")
+    return commands
 
 
 @lru_cache(maxsize=None)

@@ -18,6 +18,7 @@ from mininet.link import TCULink
 from mininet.net import Mininet
 from mininet.node import Host
 
+from topologies import interrupts
 from topologies.ledger import Ledger, interface_index
 from topologies.loss import loss_commands, netem_available
 from topologies.model import Topology
@@ -57,21 +58,25 @@ class EmulatedNetwork:
         Mininet.inited = True            # no host-wide sysctls, no root check of its own
         self.net = Mininet(topo=None, build=False, controller=None, host=Host, switch=P4RuntimeSwitchNode,
                            link=TCULink, autoSetMacs=False, autoStaticArp=False)
+        # each creation and its ledger entry form one step that Ctrl-C cannot split
         for host in self.topo.hosts.values():
-            node = self.net.addHost(host.name, ip=str(host.ip), mac=host.mac)
-            self.ledger.add_process(node.pid, f"host {host.name} (namespace shell)", "SIGHUP")
+            with interrupts.critical():
+                node = self.net.addHost(host.name, ip=str(host.ip), mac=host.mac)
+                self.ledger.add_process(node.pid, f"host {host.name} (namespace shell)", "SIGHUP")
         for switch in self.topo.switches.values():
-            node = self.net.addSwitch(switch.name, launch_factory=self._launch, on_start=self.ledger.add_process,
-                                      grpc_port=switch.grpc_port)
-            self.ledger.add_process(node.pid, f"switch {switch.name} (shell)", "SIGHUP")
+            with interrupts.critical():
+                node = self.net.addSwitch(switch.name, launch_factory=self._launch, on_start=self.ledger.add_process,
+                                          grpc_port=switch.grpc_port)
+                self.ledger.add_process(node.pid, f"switch {switch.name} (shell)", "SIGHUP")
         for link in self.topo.links:
             tc_params = link.params.mininet_kwargs()
             tc_params.pop("loss", None)             # netem may be missing: topologies.loss does it
-            self.net.addLink(link.a.node, link.b.node, port1=self._port(link.a), port2=self._port(link.b),
-                             **tc_params)
-            for end in (link.a, link.b):
-                if end.node in self.topo.switches:
-                    self.ledger.add_interface(self.topo.switches[end.node].interface(end.port))
+            with interrupts.critical():
+                self.net.addLink(link.a.node, link.b.node, port1=self._port(link.a), port2=self._port(link.b),
+                                 **tc_params)
+                for end in (link.a, link.b):
+                    if end.node in self.topo.switches:
+                        self.ledger.add_interface(self.topo.switches[end.node].interface(end.port))
             if link.params.bw is not None:
                 for end in (link.a, link.b):
                     self._check_shaped(end)
@@ -83,7 +88,9 @@ class EmulatedNetwork:
         self._configure_switch_interfaces()
         if self.pcap_dir:
             self.pcap_dir.mkdir(parents=True, exist_ok=True)
-        self.net.start()
+        for node in self.net.switches:
+            with interrupts.critical():
+                node.start([])
         for switch in self.topo.switches.values():
             self.say(f"waiting for {switch.name} (gRPC {switch.grpc_addr}, log {self.log_dir / (switch.name + '.log')})")
             self.net[switch.name].wait_ready(ready_timeout)
@@ -139,6 +146,12 @@ class EmulatedNetwork:
                          f"sysctl -qw net.ipv6.conf.{iface}.disable_ipv6=1 >/dev/null 2>&1")
 
     # ---- use --------------------------------------------------------------------------------------
+
+    def set_loss(self, loss_percent: float) -> None:
+        """Change the random loss of every link (percent per direction; 0 removes it), e.g. between tests."""
+        for link in self.topo.links:
+            for end in (link.a, link.b):
+                self._add_loss(end, loss_percent)
 
     def host(self, name: str) -> Host:
         return self.net[name]

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from topologies import interrupts
 from topologies.model import Topology, TopologyError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -218,9 +219,8 @@ class Progress:
 
 def run(args) -> int:
     from topologies import report
-    from topologies.network import EmulatedNetwork
-    from topologies.programming import ControlPlane, counter_delta
-    from topologies.workers import WorkerOptions, follow, load_results, start_workers
+    from topologies.testbed import Testbed
+    from topologies.workers import WorkerOptions
 
     modes = parse_modes(args.modes)
     topo = load_topology(args)
@@ -231,38 +231,27 @@ def run(args) -> int:
     ledger = prepare_ledger(log_dir)
     (log_dir / "topology.json").write_text(json.dumps(topo.to_dict(), indent=1))
     _quiet_mininet()
-
-    from thc.tables import make_table
-
-    table = make_table(4, 30)
-    net = EmulatedNetwork(topo, args.target, ledger, log_dir, pcap_dir, executable=args.switch_exe, say=say,
-                          switch_log_level=args.switch_log_level)
-    control = None
+    bed = Testbed(topo, log_dir, args.target, pcap_dir, executable=args.switch_exe,
+                  switch_log_level=args.switch_log_level, say=say, ledger=ledger, start_timeout=args.start_timeout)
     summaries, curves = [], {}
     try:
         say(f"topology {topo.name}: {len(topo.workers)} workers, switches {', '.join(topo.switches)} "
-            f"({args.target}), {topo.aggregation.switch} aggregates at {topo.aggregation.service_ip}")
-        net.start(ready_timeout=args.start_timeout)
-        control = ControlPlane.connect(topo)
-        control.program(table.values, say=say)
+            f"({args.target}), {topo.aggregation.switch} aggregates at {topo.aggregation.service_ip}"
+            + (f"; links {args.bw:g} Mbit/s" if args.bw else "") + (f"; {args.loss:g}% loss" if args.loss else ""))
+        bed.start()
         for index, mode in enumerate(modes):
-            if mode != "gloo":
-                job = control.start_job(args.job_id, n_slots=args.window)
-                say(f"{mode}: job {job.job_id} on {topo.aggregation.switch} (epoch {job.epoch}, "
-                    f"{job.n_slots} slots, {job.lane_bits}-bit result lanes)")
             options = WorkerOptions(mode=mode, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                                     seed=args.seed, job_id=args.job_id, window=args.window,
                                     switch_timeout=args.switch_timeout, master_port=29500 + index)
-            before = control.stats()
-            workers = start_workers(net, topo, options, ledger, log_dir)
-            progress = Progress(mode, args.steps, len(workers))
+            if mode != "gloo":
+                say(f"{mode}: job {args.job_id} on {topo.aggregation.switch} (fresh epoch, {args.window} slots)")
+            progress = Progress(mode, args.steps, len(topo.workers))
             try:
-                follow(workers, progress, stall_timeout=args.stall_timeout,
-                       start_timeout=args.stall_timeout + 60)
+                results = bed.run_workers(options, progress, stall_timeout=args.stall_timeout,
+                                          start_timeout=args.stall_timeout + 60)
             finally:
                 progress.close()
-            results = load_results(workers)
-            events = counter_delta(control.stats(), before)[topo.aggregation.switch]
+            events = bed.last_switch_events.get(topo.aggregation.switch, {})
             summaries.append(report.summarize(mode, results, args.target_acc, events))
             curves[mode] = min(results, key=lambda r: r["rank"])
         print()
@@ -276,12 +265,9 @@ def run(args) -> int:
         say(f"summary: {log_dir / 'summary.json'}, plot: {log_dir / 'training.png'}")
         return 0
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)        # a second Ctrl-C must not cut the cleanup short
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        interrupts.ignore()             # a second Ctrl-C must not cut the cleanup short
         say("stopping the network")
-        if control is not None:
-            control.close()
-        net.stop(say=lambda m: None)
+        bed.stop()
         say("network stopped; nothing of the run is left")
 
 
@@ -292,16 +278,11 @@ def _quiet_mininet() -> None:
     setLogLevel("critical")
 
 
-def _terminate(signum, _frame):
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.stop:
         return stop(Path(args.log_dir).resolve())
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGHUP, _terminate)
+    interrupts.install()
     from topologies.network import NetworkError
     from topologies.p4switch import SwitchStartError
     from topologies.workers import WorkerFailed

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from topologies import interrupts
 from topologies.ledger import Ledger
 from topologies.model import Topology
 
@@ -43,6 +44,8 @@ class WorkerOptions:
     granularity: int = 30
     switch_timeout: float = 30.0
     master_port: int = MASTER_PORT
+    probe_rounds: int = 0          # > 0: aggregate seeded random gradients instead of training
+    probe_size: int = 5000
 
 
 @dataclass
@@ -61,6 +64,7 @@ class Worker:
 
 
 def worker_command(topo: Topology, host: str, options: WorkerOptions, result_path: Path) -> list[str]:
+    """``thc-worker`` arguments for ``host``; its rank is its worker id in the topology."""
     h = topo.hosts[host]
     rank = topo.worker_id(host)
     master = topo.hosts[topo.workers[0]]
@@ -70,7 +74,12 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
     argv += ["--mode", options.mode, "--rank", str(rank), "--world-size", str(len(topo.workers)),
              "--master-addr", master.address, "--master-port", str(options.master_port), "--iface", h.interface,
              "--steps", str(options.steps), "--batch-size", str(options.batch_size), "--lr", str(options.lr),
-             "--seed", str(options.seed), "--result", str(result_path)]
+             "--seed", str(options.seed)]
+    if options.probe_rounds:
+        argv += ["--probe", str(result_path), "--probe-rounds", str(options.probe_rounds),
+                 "--probe-size", str(options.probe_size)]
+    else:
+        argv += ["--result", str(result_path)]
     if options.mode != "gloo":
         argv += ["--service-ip", str(agg.service_ip), "--service-mac", agg.service_mac, "--src-ip", h.address,
                  "--src-mac", h.mac, "--job-id", str(options.job_id), "--window", str(options.window),
@@ -86,12 +95,13 @@ def start_workers(net, topo: Topology, options: WorkerOptions, ledger: Ledger, r
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     workers = []
     for host in topo.workers:
-        result_path = mode_dir / f"{host}.json"
+        result_path = mode_dir / (f"{host}.npz" if options.probe_rounds else f"{host}.json")
         result_path.unlink(missing_ok=True)
         argv = worker_command(topo, host, options, result_path)
-        process = net.host(host).popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, env=env, cwd=os.getcwd())
-        ledger.add_process(process.pid, f"worker {host} ({options.mode})")
+        with interrupts.critical():
+            process = net.host(host).popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, env=env, cwd=os.getcwd())
+            ledger.add_process(process.pid, f"worker {host} ({options.mode})")
         log_path = mode_dir / f"{host}.log"
         log = open(log_path, "wb")
         log.write((" ".join(argv) + "\n").encode())

@@ -1,0 +1,60 @@
+"""End to end on the default star (4 workers, one software switch): THC rounds through the switch are
+exact, also with 1 % and 5 % loss on every link, and a short training run learns digits.
+
+One network serves the whole module (bring-up and programming take a while on 2 cores); each test adds
+the job again, which gives it a fresh epoch, as a new training run would.
+"""
+from pathlib import Path
+
+import pytest
+
+from test_e2e_support import REPO, assert_nothing_left, assert_thc_probes_exact, mininet_marks, open_testbed
+from topologies.model import Topology
+from topologies.workers import WorkerOptions
+
+pytestmark = mininet_marks()
+
+PROBE_SIZE = 3000          # 4096 padded coordinates: 64 THC requests per worker per round
+
+
+@pytest.fixture(scope="module")
+def star(tmp_path_factory):
+    topo = Topology.load(REPO / "topologies" / "star4.json")
+    bed = open_testbed(topo, tmp_path_factory.mktemp("star"))
+    with bed:
+        yield bed
+    assert_nothing_left(bed.ledger)
+
+
+def probe(bed, rounds: int, job_id: int):
+    return bed.run_workers(WorkerOptions(mode="thc", steps=0, job_id=job_id, probe_rounds=rounds,
+                                         probe_size=PROBE_SIZE, switch_timeout=20), stall_timeout=60)
+
+
+def test_one_round_is_exact(star):
+    probes = probe(star, rounds=1, job_id=1)
+    assert_thc_probes_exact(probes, 1, PROBE_SIZE)
+    events = star.last_switch_events["s1"]
+    # 4 workers x (1 norm + 64 THC requests); a multicast result per slot completed
+    assert events["CONSUMED"] + events["COMPLETED"] == 4 * 65
+    assert events["COMPLETED"] == 65
+
+
+@pytest.mark.parametrize("loss", [1, 5])
+def test_rounds_are_exact_under_loss(star, loss):
+    star.set_loss(loss)
+    try:
+        probes = probe(star, rounds=2, job_id=2)
+    finally:
+        star.set_loss(0)
+    assert_thc_probes_exact(probes, 2, PROBE_SIZE)
+    retransmissions = sum(p["stats"].item().count('"retransmissions": 0') == 0 for p in probes)
+    assert retransmissions >= 1, "with loss on every link some worker must have retransmitted"
+
+
+def test_short_training_reaches_85_percent(star):
+    records = star.run_workers(WorkerOptions(mode="thc", steps=66, job_id=3, switch_timeout=20))
+    rank0 = min(records, key=lambda r: r["rank"])
+    assert rank0["final_test_acc"] >= 0.85, rank0["epochs"]
+    # data parallel: every worker ends with the same model, hence the same test accuracy
+    assert {r["final_test_acc"] for r in records} == {rank0["final_test_acc"]}

@@ -1,0 +1,88 @@
+"""A running testbed: the emulated network, its programmed switches, and worker runs on it.
+
+    with Testbed(Topology.load("topologies/star4.json"), log_dir=Path("logs")) as bed:
+        results = bed.run_workers(WorkerOptions(mode="thc", steps=100))
+
+The runner, the end-to-end tests and the benchmark all go through this class, so they bring the network
+up, program it and clean it up the same way. Leaving the ``with`` block (normally, by an exception or a
+KeyboardInterrupt) stops exactly what the ledger lists.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from topologies.ledger import Ledger
+from topologies.model import Topology
+from topologies.network import EmulatedNetwork
+from topologies.programming import ControlPlane, counter_delta
+from topologies.workers import Worker, WorkerOptions, follow, load_results, start_workers
+
+TABLE_BITS = 4
+TABLE_GRANULARITY = 30
+
+
+class Testbed:
+    def __init__(self, topo: Topology, log_dir: Path, target: str = "emulator", pcap_dir: Path | None = None,
+                 executable: str | None = None, switch_log_level: str = "info", say: Callable[[str], None] = print,
+                 ledger: Ledger | None = None, start_timeout: float = 60.0):
+        self.topo = topo
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.say = say
+        self.start_timeout = start_timeout
+        self.ledger = ledger or Ledger(self.log_dir / "run-state.json")
+        self.net = EmulatedNetwork(topo, target, self.ledger, self.log_dir, pcap_dir, executable=executable,
+                                   say=say, switch_log_level=switch_log_level)
+        self.control: ControlPlane | None = None
+        self.last_switch_events: dict = {}
+
+    def __enter__(self) -> "Testbed":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        from thc.tables import make_table
+
+        self.net.start(ready_timeout=self.start_timeout)
+        self.control = ControlPlane.connect(self.topo)
+        self.control.program(make_table(TABLE_BITS, TABLE_GRANULARITY).values, say=self.say)
+
+    def stop(self) -> None:
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+        self.net.stop(say=lambda message: None)
+
+    # ---- runs -------------------------------------------------------------------------------------
+
+    def start_job(self, options: WorkerOptions):
+        """Install the job with a fresh epoch (every switch mode run is a new run of the job)."""
+        return self.control.start_job(options.job_id, n_slots=options.window)
+
+    def run_workers(self, options: WorkerOptions, on_event: Callable[[Worker, dict], None] = lambda w, e: None,
+                    stall_timeout: float = 120.0, start_timeout: float = 180.0) -> list:
+        """Run one worker per worker host to the end: the training records (JSON) or, for probes, the
+        saved arrays (numpy NpzFile per worker, in rank order). Switch counter deltas of the run are
+        left in ``last_switch_events``."""
+        if options.mode != "gloo":
+            self.start_job(options)
+        before = self.control.stats()
+        workers = start_workers(self.net, self.topo, options, self.ledger, self.log_dir)
+        follow(workers, on_event, stall_timeout=stall_timeout, start_timeout=start_timeout)
+        self.last_switch_events = counter_delta(self.control.stats(), before)
+        if options.probe_rounds:
+            import numpy as np
+
+            return [np.load(w.result_path) for w in workers]
+        return load_results(workers)
+
+    def set_loss(self, loss_percent: float) -> None:
+        self.net.set_loss(loss_percent)
