@@ -333,13 +333,29 @@ def _show(session: SwitchSession, args):
 
 # ---- output -------------------------------------------------------------------------------------
 
+def _elided(request) -> tuple:
+    """A copy of `request` without a pipeline's device config (the BMv2 JSON), and that config's size."""
+    if not isinstance(request, p4runtime_pb2.SetForwardingPipelineConfigRequest):
+        return request, None
+    shown = p4runtime_pb2.SetForwardingPipelineConfigRequest()
+    shown.CopyFrom(request)
+    size = len(shown.config.p4_device_config)
+    shown.config.p4_device_config = b""
+    return shown, size
+
+
+def request_dict(request) -> dict:
+    shown, size = _elided(request)
+    d = {"type": type(request).__name__, **json_format.MessageToDict(shown, preserving_proto_field_name=True)}
+    if size is not None:
+        d["p4_device_config_bytes"] = size
+    return d
+
+
 def request_text(request, session: SwitchSession) -> str:
     """A request as text protobuf; a pipeline's device config is elided (it is the BMv2 JSON file)."""
-    if isinstance(request, p4runtime_pb2.SetForwardingPipelineConfigRequest):
-        shown = p4runtime_pb2.SetForwardingPipelineConfigRequest()
-        shown.CopyFrom(request)
-        size = len(shown.config.p4_device_config)
-        shown.config.p4_device_config = b""
+    shown, size = _elided(request)
+    if size is not None:
         return (f"# SetForwardingPipelineConfigRequest to {session.label}\n"
                 f"# config.p4_device_config: {size} bytes of BMv2 JSON (elided)\n"
                 + google.protobuf.text_format.MessageToString(shown))
@@ -372,9 +388,8 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
                 key = target.name or target.grpc_addr
                 if args.json:
                     if args.dry_run:
-                        result = {"result": result, "dry_run": [
-                            json_format.MessageToDict(r, preserving_proto_field_name=True)
-                            for r in session.dry_requests], "notes": session.notes}
+                        result = {"result": result, "dry_run": [request_dict(r) for r in session.dry_requests],
+                                  "notes": session.notes}
                     results[key] = result
                     continue
                 prefix = f"{target.name}: " if len(targets) > 1 or target.name else ""

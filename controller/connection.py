@@ -243,8 +243,16 @@ class SwitchConnection:
         if code == grpc.StatusCode.PERMISSION_DENIED:
             return NotPrimary(f"{self.label}: {what} refused, not primary ({details}): another controller "
                               "with a higher election id took over; pass a higher --election-id")
+        if what == "arbitration" and "election" in details.lower():
+            return NotPrimary(f"{self.label}: arbitration refused: {details}: another controller (a running "
+                              "thc-run?) uses election id "
+                              f"{self.election_id[0]},{self.election_id[1]}; pass another --election-id "
+                              "(a higher one takes over as primary while this command runs)")
         if code == grpc.StatusCode.FAILED_PRECONDITION and "pipeline" in details.lower():
-            return PipelineMismatch(f"{self.label} runs no P4 program ({details}): push one with `thc-ctl push`")
+            return PipelineMismatch(f"{self.label} runs no P4 program ({details}): push one with `thc-ctl push` "
+                                    "(or check --device-id)")
+        if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION) and "device" in details.lower():
+            return ControlError(f"{self.label}: {what} refused: {details}: check --device-id")
         if code == grpc.StatusCode.UNKNOWN:
             failures = _detail_errors(exc)
             if failures:
