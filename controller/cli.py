@@ -298,23 +298,20 @@ def _job_command(session: SwitchSession, args, topology):
 
 
 def _show(session: SwitchSession, args):
-    data = session.show()
     p4 = session.pipeline()
-    tables = data["tables"]
-    if args.table:
-        name = p4.table(args.table).preamble.name
-        tables = {name: tables.get(name, [])}
-        data = {**data, "tables": tables}
+    only = p4.table(args.table).preamble.name if args.table else None
+    full = args.full or (only is not None and only.startswith(contract.LUT_PREFIX))
+    data = session.show(lookup_entries=full)
+    if only:
+        data = {**data, "tables": {only: data["tables"].get(only, [])}}
     lines = []
-    luts = {n: e for n, e in tables.items() if n.startswith(contract.LUT_PREFIX)}
-    if luts and not args.full and not args.table:
-        counts = sorted({len(e) for e in luts.values()})
-        t = session.installed_table() if any(luts.values()) else None
-        summary = f"V={t.values} (b={t.bits})" if t and t.values else "no table"
-        lines.append(f"{contract.LUT_PREFIX}0..{len(luts) - 1}: {'/'.join(map(str, counts))} entries each, {summary}")
-    for name, found in tables.items():
-        if name in luts and not args.full and not args.table:
-            continue
+    summary = data.get("lookup_table")
+    if summary is not None and only is None:
+        table = (f"V={summary['values']} (b={summary['bits']}, max value {summary['max_value']})"
+                 if summary["values"] else "no table")
+        note = "" if summary["consistent"] or not summary["values"] else ", lanes differ"
+        lines.append(f"{contract.LUT_PREFIX}0..{summary['lanes'] - 1}: {summary['entries']} entries, {table}{note}")
+    for name, found in data["tables"].items():
         lines.append(f"{name}: {len(found)} entries")
         for d in found:
             key = " ".join(f"{k.rsplit('.', 1)[-1]}={'/'.join(map(str, v)) if isinstance(v, list) else v}"
@@ -322,10 +319,10 @@ def _show(session: SwitchSession, args):
             params = ", ".join(f"{k}={v}" for k, v in d.get("action_params", {}).items())
             lines.append(f"  {key} -> {d.get('action_name', '?').rsplit('.', 1)[-1]}({params})")
     groups = data["multicast_group_entries"]
-    if groups is None:
-        lines.append("multicast groups: not readable on this switch")
-    elif not args.table:
-        for g in groups:
+    if only is None:
+        if groups is None:
+            lines.append("multicast groups: not readable on this switch")
+        for g in groups or []:
             replicas = ", ".join(f"port {r['egress_port']} rid {r['instance']}" for r in g["replicas"])
             lines.append(f"multicast group {g['multicast_group_id']}: {replicas}")
     return data, lines

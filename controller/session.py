@@ -308,22 +308,30 @@ class SwitchSession:
         p4, _ = self.thc_pipeline()
         return stats.decode(p4, self._read([stats.counter_read(p4)]))
 
-    def show(self) -> dict:
-        """Every table's entries (runtime-file form) and the multicast groups."""
+    def show(self, lookup_entries: bool = False) -> dict:
+        """Every table's entries (runtime-file form) and the multicast groups.
+
+        The THC lookup tables (thousands of entries) are summarized under "lookup_table" unless
+        `lookup_entries` is set."""
         p4 = self.pipeline()
-        tables = p4.tables()
-        found = self._read([entries.table_read(p4, t.preamble.name) for t in tables])
+        lanes = contract.lane_count(p4.msg)
+        luts = {contract.lut_table(i) for i in range(lanes)}
+        tables = [t for t in p4.tables() if lookup_entries or t.preamble.name not in luts]
+        found = self._read([entries.table_read(p4, t.preamble.name) for t in tables]) if tables else []
         by_table = {t.preamble.name: [] for t in tables}
         for e in found:
             d = p4.describe(e.table_entry)
             by_table.setdefault(d["table"], []).append(d)
         groups = self._read([jobs.groups_entity()], optional=True)
-        return {"tables": by_table,
-                "multicast_group_entries": None if groups is None else [
-                    {"multicast_group_id": g.packet_replication_engine_entry.multicast_group_entry.multicast_group_id,
-                     "replicas": [{"egress_port": r.egress_port, "instance": r.instance}
-                                  for r in g.packet_replication_engine_entry.multicast_group_entry.replicas]}
-                    for g in groups]}
+        shown = {"tables": by_table,
+                 "multicast_group_entries": None if groups is None else [
+                     {"multicast_group_id": g.packet_replication_engine_entry.multicast_group_entry.multicast_group_id,
+                      "replicas": [{"egress_port": r.egress_port, "instance": r.instance}
+                                   for r in g.packet_replication_engine_entry.multicast_group_entry.replicas]}
+                     for g in groups]}
+        if lanes and not lookup_entries:
+            shown["lookup_table"] = lookup_tables.summarize(self._read_lanes(p4, lanes)).to_dict()
+        return shown
 
     # ---- runtime files --------------------------------------------------------------------------
 

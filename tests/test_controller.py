@@ -480,7 +480,7 @@ def test_cli_end_to_end_on_one_switch(mock, tmp_path):
     status, out, _ = cli("stats", "--grpc-addr", mock.addr, "--json")
     assert status == 0 and json.loads(out)["aggregated"] == 0
     status, out, _ = cli("show", "--grpc-addr", mock.addr)
-    assert status == 0 and "lut_0..1: 256 entries each" in out and "multicast group 4097" in out
+    assert status == 0 and "lut_0..1: 512 entries, V=" in out and "multicast group 4097" in out
     status, out, _ = cli("job", "remove", "--grpc-addr", mock.addr, "--id", "1")
     assert status == 0 and "job 1 removed" in out
 
