@@ -86,54 +86,100 @@ def probe_gradient(seed: int, rank: int, round_: int, size: int):
 
 
 def probe(args) -> dict:
-    """``--probe``: rounds of THC (or FIX32) aggregation through the switch, no torch.distributed."""
+    """``--probe``: rounds of aggregation of seeded random gradients (THC or FIX32 through the switch, or a
+    gloo all-reduce), timed after a barrier; every round's inputs and outputs go to the .npz file."""
     import numpy as np
     import torch
 
-    from host_agent.aggregator import SwitchAggregator
-    from thc.compressor import THCCompressor
-    from thc.config import THCConfig
-
     torch.set_num_threads(1)
-    aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
-                                       args.service_mac, args.src_ip, args.src_mac, window=args.window,
-                                       timeout=args.retransmit_timeout, deadline=args.switch_timeout)
+    aggregator = barrier = None
+    if args.mode == "gloo":
+        import torch.distributed as dist
+
+        os.environ["GLOO_SOCKET_IFNAME"] = args.iface
+        dist.init_process_group("gloo", init_method=f"tcp://{args.master_addr}:{args.master_port}", rank=args.rank,
+                                world_size=args.world_size, timeout=timedelta(seconds=args.rendezvous_timeout))
+        barrier = dist.barrier
+    else:
+        from host_agent.aggregator import SwitchAggregator
+
+        aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
+                                           args.service_mac, args.src_ip, args.src_mac, window=args.window,
+                                           timeout=args.retransmit_timeout, deadline=args.switch_timeout)
+        barrier = lambda: aggregator.all_max(torch.zeros(1))     # a NORM round waits for every worker
+    one_round = {"thc": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}[args.mode]
     saved = {}
     try:
         emit({"event": "start", "rank": args.rank, "mode": args.mode, "setup_s": 0.0, "parameters": args.probe_size})
+        barrier()
         for k in range(args.probe_rounds):
             grad = probe_gradient(args.probe_seed, args.rank, k, args.probe_size)
-            if args.mode == "thc":
-                config = THCConfig(bits=args.bits, granularity=args.granularity, seed=args.thc_seed,
-                                   error_feedback=False)
-                compressor = THCCompressor(config, worker_id=args.rank)
-                prep = compressor.prepare(grad, step=k)
-                max_norms = aggregator.all_max(prep.norms)
-                indices = compressor.encode(prep, max_norms)
-                sums, contributors = aggregator.all_sum_table_values(indices, compressor.table)
-                decoded = compressor.decode(prep, sums, contributors, max_norms)
-                saved.update({f"r{k}_max_norms": max_norms.numpy(), f"r{k}_indices": np.concatenate(indices),
-                              f"r{k}_sums": np.concatenate([np.asarray(s, dtype=np.int64) for s in sums]),
-                              f"r{k}_decoded": decoded.numpy(), f"r{k}_contributors": np.int64(contributors)})
-            else:
-                from thc.baselines import FixedPoint32
-
-                fix = FixedPoint32()
-                prep = fix.prepare(grad, step=k)
-                stats = aggregator.all_max(prep.stats)
-                words = fix.encode(prep, stats)
-                sums, contributors = aggregator.all_sum_int32(words)
-                decoded = fix.decode(prep, sums, contributors, stats)
-                saved.update({f"r{k}_stats": stats.numpy(), f"r{k}_words": np.concatenate(words),
-                              f"r{k}_sums": np.concatenate([np.asarray(s, dtype=np.int64) for s in sums]),
-                              f"r{k}_decoded": decoded.numpy(), f"r{k}_contributors": np.int64(contributors)})
-            emit({"event": "step", "rank": args.rank, "step": k + 1, "loss": 0.0, "step_time": 0.0, "t": 0.0})
-        saved["stats"] = np.array(json.dumps(aggregator.stats()))
+            start = time.perf_counter()
+            arrays = one_round(args, aggregator, grad, k)
+            arrays["seconds"] = np.float64(time.perf_counter() - start)
+            saved.update({f"r{k}_{name}": value for name, value in arrays.items()})
+            emit({"event": "step", "rank": args.rank, "step": k + 1, "loss": 0.0,
+                  "step_time": float(arrays["seconds"]), "t": 0.0})
+        if aggregator is not None:
+            saved["stats"] = np.array(json.dumps(aggregator.stats()))
     finally:
-        aggregator.close()
+        if aggregator is not None:
+            aggregator.close()
+        else:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
     args.probe.parent.mkdir(parents=True, exist_ok=True)
     np.savez(args.probe, **saved)
     return {"rounds": args.probe_rounds}
+
+
+def _sums_int64(sums) -> "np.ndarray":
+    import numpy as np
+
+    return np.concatenate([np.asarray(s, dtype=np.int64) for s in sums])
+
+
+def _thc_round(args, aggregator, grad, k: int) -> dict:
+    import numpy as np
+
+    from thc.compressor import THCCompressor
+    from thc.config import THCConfig
+
+    config = THCConfig(bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False)
+    compressor = THCCompressor(config, worker_id=args.rank)
+    prep = compressor.prepare(grad, step=k)
+    max_norms = aggregator.all_max(prep.norms)
+    indices = compressor.encode(prep, max_norms)
+    sums, contributors = aggregator.all_sum_table_values(indices, compressor.table)
+    decoded = compressor.decode(prep, sums, contributors, max_norms)
+    return {"max_norms": max_norms.numpy(), "indices": np.concatenate(indices), "sums": _sums_int64(sums),
+            "decoded": decoded.numpy(), "contributors": np.int64(contributors)}
+
+
+def _fix32_round(args, aggregator, grad, k: int) -> dict:
+    import numpy as np
+
+    from thc.baselines import FixedPoint32
+
+    codec = FixedPoint32(args.world_size, worker_id=args.rank)
+    prep = codec.prepare(grad, step=k)
+    stats = aggregator.all_max(prep.stats)
+    words = codec.encode(prep, stats)
+    sums, contributors = aggregator.all_sum_int32(words)
+    decoded = codec.decode(prep, sums, contributors, stats)
+    return {"stats": stats.numpy(), "words": np.concatenate(words), "sums": _sums_int64(sums),
+            "decoded": decoded.numpy(), "contributors": np.int64(contributors)}
+
+
+def _gloo_round(args, _aggregator, grad, _k: int) -> dict:
+    import numpy as np
+    import torch.distributed as dist
+
+    total = grad.clone()
+    dist.all_reduce(total)
+    return {"sums": total.numpy(), "decoded": (total / args.world_size).numpy(),
+            "contributors": np.int64(args.world_size)}
 
 
 def emit(record: dict) -> None:
@@ -248,7 +294,7 @@ def main(argv=None) -> int:
         print(f"thc-worker: --rank {args.rank} is not in 0..{args.world_size - 1}", file=sys.stderr)
         return 2
     missing = [o for o in ("service_ip", "service_mac", "src_ip", "src_mac") if getattr(args, o) is None]
-    if (args.mode != "gloo" or args.probe) and missing:
+    if args.mode != "gloo" and missing:
         print(f"thc-worker: --mode {args.mode} needs " + ", ".join("--" + m.replace("_", "-") for m in missing),
               file=sys.stderr)
         return 2

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from test_e2e_support import REPO, assert_nothing_left, assert_thc_probes_exact, mininet_marks, open_testbed
+from test_e2e_support import (REPO, assert_fix32_probes_exact, assert_nothing_left, assert_thc_probes_exact,
+                              mininet_marks, open_testbed)
 from topologies.model import Topology
 from topologies.workers import WorkerOptions
 
@@ -26,8 +27,8 @@ def star(tmp_path_factory):
     assert_nothing_left(bed.ledger)
 
 
-def probe(bed, rounds: int, job_id: int):
-    return bed.run_workers(WorkerOptions(mode="thc", steps=0, job_id=job_id, probe_rounds=rounds,
+def probe(bed, rounds: int, job_id: int, mode: str = "thc"):
+    return bed.run_workers(WorkerOptions(mode=mode, steps=0, job_id=job_id, probe_rounds=rounds,
                                          probe_size=PROBE_SIZE, switch_timeout=20), stall_timeout=60)
 
 
@@ -35,9 +36,14 @@ def test_one_round_is_exact(star):
     probes = probe(star, rounds=1, job_id=1)
     assert_thc_probes_exact(probes, 1, PROBE_SIZE)
     events = star.last_switch_events["s1"]
-    # 4 workers x (1 norm + 64 THC requests); a multicast result per slot completed
-    assert events["CONSUMED"] + events["COMPLETED"] == 4 * 65
-    assert events["COMPLETED"] == 65
+    # 4 workers x (barrier norm + round norm + 64 THC requests); one multicast result per request slot
+    assert events["CONSUMED"] + events["COMPLETED"] == 4 * 66
+    assert events["COMPLETED"] == 66
+
+
+def test_fix32_round_is_exact(star):
+    probes = probe(star, rounds=1, job_id=4, mode="fix32")
+    assert_fix32_probes_exact(probes, 1, PROBE_SIZE)
 
 
 @pytest.mark.parametrize("loss", [1, 5])

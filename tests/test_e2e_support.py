@@ -80,3 +80,24 @@ def assert_thc_probes_exact(probes: list, rounds: int, size: int) -> None:
             assert np.array_equal(probe[f"r{k}_indices"], np.concatenate(indices[rank])), where
             assert np.array_equal(probe[f"r{k}_sums"], np.concatenate(sums)), where
             assert np.array_equal(probe[f"r{k}_decoded"], decoded[rank].numpy()), where
+
+
+def assert_fix32_probes_exact(probes: list, rounds: int, size: int, probe_seed: int = 7) -> None:
+    """FIX32 through the switch equals thc.baselines.FixedPoint32's own aggregation, bit for bit."""
+    from host_agent.worker import probe_gradient
+    from thc.baselines import FixedPoint32
+
+    n = len(probes)
+    for k in range(rounds):
+        codecs = [FixedPoint32(n, worker_id=r) for r in range(n)]
+        preps = [c.prepare(probe_gradient(probe_seed, r, k, size), step=k) for r, c in enumerate(codecs)]
+        stats = torch.stack([p.stats for p in preps]).amax(0)
+        words = [c.encode(p, stats) for c, p in zip(codecs, preps)]
+        sums = codecs[0].aggregate(words)
+        for rank, probe in enumerate(probes):
+            where = f"round {k}, worker {rank}"
+            assert int(probe[f"r{k}_contributors"]) == n, where
+            assert np.array_equal(probe[f"r{k}_words"], np.concatenate(words[rank])), where
+            assert np.array_equal(probe[f"r{k}_sums"], np.concatenate(sums).astype(np.int64)), where
+            decoded = codecs[rank].decode(preps[rank], sums, n, stats)
+            assert np.array_equal(probe[f"r{k}_decoded"], decoded.numpy()), where

@@ -22,7 +22,7 @@ def test_two_tier_aggregates_exactly(tmp_path):
         events = bed.last_switch_events
     assert_nothing_left(bed.ledger)
     assert_thc_probes_exact(probes, 2, PROBE_SIZE)
-    requests = 2 * 4 * (1 + 32)                # rounds x workers x (norm + 2048/64 THC requests)
+    requests = 4 * (1 + 2 * (1 + 32))          # workers x (barrier + rounds x (norm + 2048/64 THC requests))
     assert events["s2"]["CONSUMED"] + events["s2"]["COMPLETED"] == requests
     assert events["s1"]["CONSUMED"] + events["s1"]["COMPLETED"] == 0
     # s1 forwards h1's and h2's requests up and the results for them down

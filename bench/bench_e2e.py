@@ -1,0 +1,142 @@
+"""End-to-end benchmark: THC vs uncompressed in-network aggregation (FIX32) vs gloo all-reduce, on one
+emulated topology with bandwidth-limited links.
+
+    sudo .venv/bin/python bench/bench_e2e.py [--bw 50] [--workers 4] [--steps 150] [--target emulator]
+
+Two parts, on the same network (brought up once):
+  1. aggregation: rounds of a seeded random gradient of --size coordinates (thc-worker --probe), timed
+     after a barrier: seconds per aggregation step and goodput (coordinates aggregated per second);
+  2. training: digits for --steps steps per mode: time to --target-acc test accuracy, final accuracy,
+     time per step, bytes each worker sent and received per step.
+Prints the figures and writes bench/out/bench_e2e.json and bench/out/bench_e2e.png. Figures only: no
+assertion on them (they depend on the machine and on what else it runs).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from topologies import report  # noqa: E402
+from topologies.model import Topology  # noqa: E402
+from topologies.testbed import Testbed  # noqa: E402
+from topologies.workers import WorkerOptions  # noqa: E402
+
+MODES = ("thc", "fix32", "gloo")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--topo", default=str(REPO / "topologies" / "star4.json"))
+    p.add_argument("--workers", type=int, default=None, help="workers (a star grows/shrinks; default: the file's)")
+    p.add_argument("--target", choices=("emulator", "bmv2"), default="emulator")
+    p.add_argument("--bw", type=float, default=50.0, help="Mbit/s on every link (default 50)")
+    p.add_argument("--loss", type=float, default=None, help="percent loss on every link (default none)")
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--size", type=int, default=16384, help="coordinates per aggregation round (default 16384)")
+    p.add_argument("--rounds", type=int, default=5, help="timed aggregation rounds per mode (default 5)")
+    p.add_argument("--steps", type=int, default=150, help="training steps per mode (default 150; 0 skips training)")
+    p.add_argument("--target-acc", type=float, default=0.9)
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    return p.parse_args(argv)
+
+
+def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int) -> dict:
+    probes = bed.run_workers(WorkerOptions(mode=mode, steps=0, job_id=job_id, probe_rounds=rounds, probe_size=size,
+                                           master_port=port, switch_timeout=60), stall_timeout=300)
+    # a round ends for everyone when the last worker has its result: the slowest worker's time counts
+    per_round = [max(float(p[f"r{k}_seconds"]) for p in probes) for k in range(rounds)]
+    seconds = statistics.median(per_round)
+    retx = sum(json.loads(str(p["stats"]))["retransmissions"] for p in probes) if "stats" in probes[0].files else 0
+    return {"mode": mode, "coordinates": size, "rounds": rounds, "seconds_per_round": per_round,
+            "median_s": seconds, "goodput_coords_s": size / seconds, "retransmissions": retx,
+            "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {})}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench_e2e needs root (Mininet network namespaces): sudo .venv/bin/python bench/bench_e2e.py")
+        return 2
+    from mininet.log import setLogLevel
+
+    setLogLevel("critical")
+    modes = [m for m in args.modes.split(",") if m]
+    topo = Topology.load(args.topo)
+    if args.workers:
+        topo = topo.with_workers(args.workers)
+    topo = topo.with_link_params(bw=args.bw, loss=args.loss)
+    args.out.mkdir(parents=True, exist_ok=True)
+    log_dir = args.out / "bench_e2e_logs"
+    say = lambda message: print(f"bench_e2e: {message}", flush=True)
+    aggregation, training, curves = [], [], {}
+    started = time.monotonic()
+    with Testbed(topo, log_dir, target=args.target, say=say) as bed:
+        say(f"{topo.name}: {len(topo.workers)} workers, {args.bw:g} Mbit/s links, target {args.target}")
+        for i, mode in enumerate(modes):
+            say(f"aggregation: {mode}, {args.rounds} rounds of {args.size} coordinates")
+            aggregation.append(aggregation_figures(bed, mode, args.size, args.rounds, job_id=1 + i, port=29600 + i))
+        if args.steps:
+            for i, mode in enumerate(modes):
+                say(f"training: {mode}, {args.steps} steps")
+                results = bed.run_workers(WorkerOptions(mode=mode, steps=args.steps, job_id=10 + i,
+                                                        master_port=29700 + i, switch_timeout=60))
+                training.append(report.summarize(mode, results, args.target_acc,
+                                                 bed.last_switch_events.get(topo.aggregation.switch, {})))
+                curves[mode] = min(results, key=lambda r: r["rank"])
+    elapsed = time.monotonic() - started
+
+    print(f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers, {args.bw:g} Mbit/s links "
+          f"({args.target}), median of {args.rounds} rounds:")
+    print(f"{'mode':18s} {'s/round':>9s} {'coords/s':>12s} {'retx':>6s}  {'switch packets (aggregated)':>27s}")
+    for a in aggregation:
+        events = a["switch_events"]
+        aggregated = events.get("CONSUMED", 0) + events.get("COMPLETED", 0)
+        print(f"{report.MODE_LABELS[a['mode']]:18s} {a['median_s']:9.3f} {a['goodput_coords_s']:12,.0f} "
+              f"{a['retransmissions']:6d}  {aggregated if a['mode'] != 'gloo' else '-':>27}")
+    if training:
+        print(f"\nTraining on digits, {args.steps} steps per mode:")
+        print(report.table(training))
+    result = {"topology": topo.name, "workers": len(topo.workers), "bw_mbit": args.bw, "loss_pct": args.loss,
+              "target": args.target, "aggregation": aggregation,
+              "training": [asdict(t) for t in training], "elapsed_s": elapsed}
+    (args.out / "bench_e2e.json").write_text(json.dumps(result, indent=1))
+    plot(args.out / "bench_e2e.png", aggregation, curves, args)
+    print(f"\nwrote {args.out / 'bench_e2e.json'} and {args.out / 'bench_e2e.png'} ({elapsed:.0f} s)")
+    return 0
+
+
+def plot(path: Path, aggregation: list[dict], curves: dict, args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_time, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [report.MODE_LABELS[a["mode"]] for a in aggregation]
+    ax_time.bar(labels, [a["median_s"] * 1e3 for a in aggregation], color=["C0", "C1", "C2"][:len(aggregation)])
+    ax_time.set(ylabel=f"ms per aggregation of {args.size} coordinates", title="aggregation step")
+    for mode, record in curves.items():
+        t = [0.0] + [e["t"] for e in record["epochs"]]
+        acc = [0.1] + [e["test_acc"] for e in record["epochs"]]
+        ax_acc.plot(t, acc, marker=".", label=report.MODE_LABELS[mode])
+    ax_acc.axhline(args.target_acc, color="grey", lw=0.8, ls="--")
+    ax_acc.set(xlabel="training wall time (s)", ylabel="test accuracy", ylim=(0, 1), title="time to accuracy")
+    if curves:
+        ax_acc.legend()
+    fig.suptitle(f"{args.bw:g} Mbit/s links, {args.target}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
