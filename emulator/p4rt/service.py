@@ -50,8 +50,17 @@ _UPDATE_NAMES = {p4runtime_pb2.Update.INSERT: "INSERT", p4runtime_pb2.Update.MOD
 _CLOSE = object()
 
 
+def _describe(pipe, entity) -> str:
+    """`kind name` of an Entity for the request log, e.g. "table_entry MyIngress.ipv4_lpm"."""
+    kind = entity.WhichOneof("entity")
+    if kind is None:
+        return "(empty entity)"
+    label = _entity_label(pipe, kind, getattr(entity, kind))
+    return f"{kind} {label}" if label else kind
+
+
 def _entity_label(pipe, kind, entity) -> str:
-    """Short name of what an entity touches, for the request log."""
+    """Short name of what an entity touches."""
     binding = pipe.binding if pipe else None
     try:
         if kind == "table_entry":
@@ -82,8 +91,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def Write(self, request, context):
         self._log_request("Write", request, lambda: ", ".join(
-            f"{_UPDATE_NAMES.get(u.type, u.type)} {u.entity.WhichOneof('entity')} "
-            f"{_entity_label(self.device.pipeline, u.entity.WhichOneof('entity'), getattr(u.entity, u.entity.WhichOneof('entity') or 'table_entry'))}"
+            f"{_UPDATE_NAMES.get(u.type, u.type)} {_describe(self.device.pipeline, u.entity)}"
             for u in request.updates))
         try:
             self.device.check_device_id(request.device_id)
@@ -131,8 +139,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def Read(self, request, context):
         self._log_request("Read", request, lambda: ", ".join(
-            f"{e.WhichOneof('entity')} {_entity_label(self.device.pipeline, e.WhichOneof('entity'), getattr(e, e.WhichOneof('entity') or 'table_entry'))}"
-            for e in request.entities))
+            _describe(self.device.pipeline, e) for e in request.entities))
         responses, errors = [p4runtime_pb2.ReadResponse()], []
 
         def new_entity(kind):
