@@ -84,9 +84,7 @@ class Operation:
         self.outstanding = n_requests
         self.counts = bytearray(n_requests)
         if op == wire.OP_NORM:
-            self.sums = np.zeros(n_requests, np.uint32)
-        elif op == wire.OP_THC:
-            self.sums = np.zeros(n_requests * per_packet, np.int32)
+            self.sums = np.zeros(n_requests, np.uint32)  # float32 bit patterns
         else:
             self.sums = np.zeros(n_requests * per_packet, np.int32)
 
