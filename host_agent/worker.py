@@ -52,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--job-id", type=int, default=1, help="THC job id installed on the switch (default 1)")
     s.add_argument("--window", type=int, default=64, help="requests in flight, <= the job's slots (default 64)")
     s.add_argument("--retransmit-timeout", type=float, default=0.05,
-                   help="first retransmission timeout in seconds, doubling up to 1 s (default 0.05)")
+                   help="first retransmission timeout in seconds (default 0.05; then adaptive, RFC 6298)")
+    s.add_argument("--max-retransmit-timeout", type=float, default=0.25,
+                   help="longest retransmission timeout in seconds (default 0.25: on a LAN a lost packet "
+                        "should cost a fraction of a second, not the 1 s of backoff a WAN needs)")
     s.add_argument("--switch-timeout", type=float, default=30.0,
                    help="give up when a result is missing for this many seconds (default 30)")
     t = p.add_argument_group("THC")
@@ -105,7 +108,8 @@ def probe(args) -> dict:
 
         aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
                                            args.service_mac, args.src_ip, args.src_mac, window=args.window,
-                                           timeout=args.retransmit_timeout, deadline=args.switch_timeout)
+                                           timeout=args.retransmit_timeout, max_timeout=args.max_retransmit_timeout,
+                                           deadline=args.switch_timeout)
         barrier = lambda: aggregator.all_max(torch.zeros(1))     # a NORM round waits for every worker
     one_round = {"thc": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}[args.mode]
     saved = {}
@@ -222,7 +226,8 @@ def make_hook(args, model):
 
     aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
                                        args.service_mac, args.src_ip, args.src_mac, window=args.window,
-                                       timeout=args.retransmit_timeout, deadline=args.switch_timeout)
+                                       timeout=args.retransmit_timeout, max_timeout=args.max_retransmit_timeout,
+                                           deadline=args.switch_timeout)
     from thc.config import THCConfig
     from thc import ddp
 
