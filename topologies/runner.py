@@ -139,7 +139,10 @@ def prepare_ledger(log_dir: Path):
 # ---- the run ----------------------------------------------------------------------------------------
 
 def load_topology(args) -> Topology:
-    topo = Topology.load(args.topo)
+    path = Path(args.topo)
+    if not path.exists() and not path.is_absolute() and (REPO / path).exists():
+        path = REPO / path              # the shipped topologies also work from another directory
+    topo = Topology.load(path)
     if args.workers is not None:
         topo = topo.with_workers(args.workers)
     if args.bw is not None and not 0 < args.bw <= 1000:
