@@ -11,7 +11,7 @@ import pytest
 from test_e2e_support import (REPO, assert_fix32_probes_exact, assert_nothing_left, assert_thc_probes_exact,
                               mininet_marks, open_testbed)
 from topologies.model import Topology
-from topologies.workers import WorkerOptions
+from topologies.workers import WorkerFailed, WorkerOptions, follow, start_workers
 
 pytestmark = mininet_marks()
 
@@ -64,3 +64,14 @@ def test_short_training_reaches_85_percent(star):
     assert rank0["final_test_acc"] >= 0.85, rank0["epochs"]
     # data parallel: every worker ends with the same model, hence the same test accuracy
     assert {r["final_test_acc"] for r in records} == {rank0["final_test_acc"]}
+
+
+def test_a_worker_whose_switch_never_answers_times_out_clearly(star):
+    # job 9 was never installed: the switch drops every request (UNKNOWN_JOB) and no result comes back
+    options = WorkerOptions(mode="thc", steps=0, job_id=9, probe_rounds=1, probe_size=64, switch_timeout=3)
+    workers = start_workers(star.net, star.topo, options, star.ledger, star.log_dir / "unanswered")
+    with pytest.raises(WorkerFailed, match=r"no answer from the switch at 10\.0\.0\.254 for 3 s"):
+        follow(workers, lambda w, e: None, stall_timeout=60, start_timeout=120)
+    for w in workers:
+        w.process.kill()
+        w.process.wait()

@@ -153,6 +153,13 @@ class EmulatedNetwork:
             for end in (link.a, link.b):
                 self._add_loss(end, loss_percent)
 
+    def check_switches(self) -> None:
+        """Raise if a switch process has exited (workers would otherwise wait for it until they time out)."""
+        for node in self.net.switches:
+            code = node.process.poll() if node.process is not None else None
+            if code is not None:
+                raise NetworkError(f"switch {node.name} exited with code {code}; see {node.launch.log_file}")
+
     def host(self, name: str) -> Host:
         return self.net[name]
 

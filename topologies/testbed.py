@@ -76,7 +76,8 @@ class Testbed:
             self.start_job(options)
         before = self.control.stats()
         workers = start_workers(self.net, self.topo, options, self.ledger, self.log_dir)
-        follow(workers, on_event, stall_timeout=stall_timeout, start_timeout=start_timeout)
+        follow(workers, on_event, stall_timeout=stall_timeout, start_timeout=start_timeout,
+               check=self.net.check_switches)
         self.last_switch_events = counter_delta(self.control.stats(), before)
         if options.probe_rounds:
             import numpy as np

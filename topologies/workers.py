@@ -110,11 +110,12 @@ def start_workers(net, topo: Topology, options: WorkerOptions, ledger: Ledger, r
 
 
 def follow(workers: list[Worker], on_event: Callable[[Worker, dict], None], stall_timeout: float,
-           start_timeout: float) -> None:
+           start_timeout: float, check: Callable[[], None] = lambda: None) -> None:
     """Read every worker's output until all have exited; ``on_event`` gets each progress record.
 
     Raises WorkerFailed when a worker exits with an error, or when nothing moves for ``stall_timeout``
     seconds (``start_timeout`` before the first step: imports and rendezvous are slow on 2 cores).
+    ``check()`` runs about once a second and may raise to stop early (e.g. a switch process died).
     """
     selector = selectors.DefaultSelector()
     for w in workers:
@@ -145,6 +146,7 @@ def follow(workers: list[Worker], on_event: Callable[[Worker, dict], None], stal
                         last_progress = time.monotonic()
                         _note(w, event)
                         on_event(w, event)
+            check()
             failed = [w for w in workers if w.error or (w.process.poll() not in (None, 0))]
             if failed:
                 raise WorkerFailed(_failure_message(failed[0]))
