@@ -116,6 +116,9 @@ class Operation:
         return True
 
     def contributors(self) -> int:
+        """The results' count field (the same in every result of a job); 0 for an empty operation."""
+        if self.n == 0:
+            return 0
         counts = set(self.counts)
         if len(counts) != 1:
             raise ProtocolError(f"results of one operation report different contributor counts {sorted(counts)}")

@@ -373,3 +373,14 @@ def test_sums_equal_thc_reference_aggregate(new_engine, bits, n):
             np.testing.assert_array_equal(sums[c], aggregate.reference_aggregate([d[c] for d in data], table))
     idx = data[0][0]
     assert wire.pack_nibbles(idx) == packing.pack_indices(idx, 4).tobytes()
+
+
+def test_empty_operations_complete_without_packets():
+    job = SimJob(JOB, 1, TABLE)
+    sw = FakeSwitch()
+    sw.add_job(job)
+    _, (w,) = attach_workers(sw, job, 4, clock=VirtualClock())
+    assert w.all_sum_indices([]) == ([], 0)
+    assert w.all_sum_indices([np.zeros(0, np.uint8)])[0][0].shape == (0,)
+    assert w.all_max([]).shape == (0,)
+    assert w.stats()["packets_sent"] == 0 and w.next_request == 0
