@@ -64,7 +64,7 @@ def test_ipv4_route_installed_by_the_shell_forwards_and_rewrites(ipv4):
     te.action["port"] = "2"
     te.insert()
     frame = bytes(Ether(dst="08:00:00:00:01:00", src="08:00:00:00:01:01") /
-                  IP(src="10.0.1.1", dst="10.0.2.2", ttl=64) / UDP(sport=1, dport=2) / b"x" * 18)
+                  IP(src="10.0.1.1", dst="10.0.2.2", ttl=64) / UDP(sport=1, dport=2) / (b"x" * 18))
     [(port, out)] = ipv4.engine.process(1, frame)
     assert port == 2
     packet = Ether(out)
@@ -88,23 +88,26 @@ def test_counters_registers_and_multicast_of_a_compiled_program(tagged):
     rule = sh.TableEntry("TagIngress.classify")(action="TagIngress.set_mcast", priority=10)
     rule.match["hdr.tag.op"] = "0x01&&&0xff"
     rule.action["grp"] = "1"
+    rule.action["mark"] = "7"
     rule.insert()
     sh.MulticastGroupEntry(1).add(1, 1).add(2, 1).add(3, 1).insert()
 
-    register_id = sh.context.get_obj_id(sh.P4Type.register, "TagIngress.acc")
+    # p4runtime-shell has no register entity: raw protobufs over its client
+    [register_id] = [r.preamble.id for r in sh.context.p4info.registers if r.preamble.name == "TagIngress.acc"]
     write = p4runtime_pb2.WriteRequest()
     cell = write.updates.add(type=p4runtime_pb2.Update.MODIFY).entity.register_entry
     cell.register_id, cell.index.index, cell.data.bitstring = register_id, 3, b"\x00\x00\x00\x64"
     sh.client.write(write)
 
-    tag = bytes([0x01, 3]) + (5).to_bytes(2, "big") + bytes(8)
+    tag = bytes([0x01, 3]) + (5).to_bytes(2, "big") + bytes(10)  # op idx value | acc rid eport mark
     frame = bytes.fromhex("ffffffffffff" "080000000101" "88b5") + tag
     outputs = tagged.engine.process(1, frame)
     assert sorted(port for port, _ in outputs) == [2, 3]  # the copy back to port 1 is pruned
     for port, out in outputs:
         acc = int.from_bytes(out[18:22], "big")
         rid = int.from_bytes(out[22:24], "big")
-        assert (acc, rid) == (105, 1)
+        mark = int.from_bytes(out[26:28], "big")
+        assert (acc, rid, mark) == (105, 1, 7)
 
     read = p4runtime_pb2.ReadRequest(device_id=0)
     query = read.entities.add().register_entry
