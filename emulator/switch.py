@@ -79,10 +79,15 @@ class SoftwareSwitch:
                         fns["deparse"])
         fns["_trace"].level = trace_level
         self._has_checksums = program.has_verify
-        layout, std = program.layout, program.std
-        self._L = layout
+        self._L = program.layout
+        std = program.std
         self._std = std
+        # (slot, mask) of the intrinsic fields the target writes; None when the program lacks one
+        sm = {name: (None if getattr(std, name) is None else (getattr(std, name).slot, getattr(std, name).mask))
+              for name in vars(std)}
+        self._f = sm
         self._too_short = program.errors["PacketTooShort"]
+        self._spec_slot = std.egress_spec.slot
         self._spec_drop = drop_port & std.egress_spec.mask
         self._spec_reset = (drop_port + 1) & std.egress_spec.mask  # BMv2 sets drop_port + 1 in egress
 
@@ -105,43 +110,45 @@ class SoftwareSwitch:
     def process(self, port: int, frame: bytes) -> list:
         """Run one received frame through the switch; every (port, frame) that leaves, in order."""
         with self._lock:
-            self._stats["packets_in"] += 1
+            stats = self._stats
+            stats["packets_in"] += 1
             out = []
             tracing = False
             try:
-                frame = bytes(frame)
-                port = int(port)
+                if type(frame) is not bytes:
+                    frame = bytes(frame)
                 tracing = trace_log.isEnabledFor(self.trace_level)
-                fns = self._traced if tracing else self._plain
                 if tracing:
                     trace_log.log(self.trace_level, "packet in: port %d, %d bytes", port, len(frame))
                 F = self._template[:]
-                self._start_packet(F, port, frame)
-                self._ingress_pass(F, frame, out, fns, tracing, 1)
+                f = self._f
+                n = len(frame)
+                slot, mask = f["ingress_port"]
+                F[slot] = port & mask
+                slot, mask = f["packet_length"]
+                F[slot] = n & mask
+                if f["ingress_ts"] is not None:
+                    slot, mask = f["ingress_ts"]
+                    F[slot] = self._now_us() & mask
+                L = self._L
+                F[L.PKTLEN] = n
+                F[L.ILEN] = n
+                self._ingress_pass(F, frame, out, self._traced if tracing else self._plain, tracing, 1)
             except Exception:  # noqa: BLE001 - a packet must never take the switch down
                 self._exception("packet from port %r", port)
-            self._stats["packets_out"] += len(out)
-            self._stats["out_of_bounds"] = self._prog.runtime_counters.out_of_bounds
+            stats["packets_out"] += len(out)
             if tracing:
-                for p, f in out:
-                    trace_log.log(self.trace_level, "packet out: port %d, %d bytes", p, len(f))
+                for p, fr in out:
+                    trace_log.log(self.trace_level, "packet out: port %d, %d bytes", p, len(fr))
             return out
 
     def _now_us(self) -> int:
         return int((time.monotonic() - self._start) * 1e6)
 
-    def _set(self, F, ref, value):
+    def _set(self, F, name, value):
+        ref = self._f[name]
         if ref is not None:
-            F[ref.slot] = value & ref.mask
-
-    def _start_packet(self, F, port, frame):
-        std, L = self._std, self._L
-        n = len(frame)
-        self._set(F, std.ingress_port, port)
-        self._set(F, std.packet_length, n)
-        self._set(F, std.ingress_ts, self._now_us())
-        F[L.PKTLEN] = n
-        F[L.ILEN] = n
+            F[ref[0]] = value & ref[1]
 
     def _exception(self, what, *args):
         self._stats["exceptions"] += 1
@@ -161,14 +168,15 @@ class SoftwareSwitch:
 
     def _ingress_pass(self, F, frame, out, fns, tracing, passes):
         parse, verify, ingress, egress, deparse = fns
-        std, L = self._std, self._L
+        f, L = self._f, self._L
+        ingress_length = F[L.PKTLEN]
         try:
             try:
                 pos = parse(F, frame)
             except ParserError as err:
                 code = self._too_short if err.code is None else err.code
                 pos = err.pos
-                self._set(F, std.parser_error, code)
+                self._set(F, "parser_error", code)
                 self._stats["parser_errors"] += 1
                 if tracing:
                     name = next((n for n, v in self._prog.errors.items() if v == code), code)
@@ -177,7 +185,7 @@ class SoftwareSwitch:
             self._prog.payload_box[0] = payload
             if self._has_checksums:
                 bad = verify(F, payload)
-                self._set(F, std.checksum_error, bad)
+                self._set(F, "checksum_error", bad)
                 if bad:
                     self._stats["checksum_errors"] += 1
                     if tracing:
@@ -186,7 +194,7 @@ class SoftwareSwitch:
             ingress(F)
             F[L.EXIT] = 0
         except Exception:  # noqa: BLE001
-            self._exception("ingress of a packet from port %r", F[std.ingress_port.slot])
+            self._exception("ingress of a packet from port %r", F[f["ingress_port"][0]])
             return
 
         resubmit = F[L.RESUBMIT]
@@ -197,12 +205,12 @@ class SoftwareSwitch:
             if passes >= MAX_PASSES:
                 self._drop("dropped_pass_limit", tracing, f"more than {MAX_PASSES} passes")
                 return
-            G = self._fresh_with_field_list(F, resubmit, PKT_INSTANCE_TYPE_RESUBMIT, F[L.ILEN])
+            G = self._fresh_with_field_list(F, resubmit, PKT_INSTANCE_TYPE_RESUBMIT, ingress_length)
             G[L.ILEN] = F[L.ILEN]
             self._ingress_pass(G, frame, out, fns, tracing, passes + 1)
             return
 
-        mgid = F[std.mcast_grp.slot] if std.mcast_grp is not None else 0
+        mgid = F[f["mcast_grp"][0]] if f["mcast_grp"] is not None else 0
         if mgid:
             replicas = self._prog.pre.groups.get(mgid)
             if not replicas:
@@ -210,11 +218,11 @@ class SoftwareSwitch:
                     log.warning("multicast to group %d, which is not configured: packet dropped", mgid)
                 self._drop("dropped_no_group", tracing, f"multicast group {mgid} has no replicas")
                 return
-            self._set(F, std.instance_type, PKT_INSTANCE_TYPE_REPLICATION)
+            self._set(F, "instance_type", PKT_INSTANCE_TYPE_REPLICATION)
             for eg_port, rid in replicas:
                 self._stats["multicast_replicas"] += 1
                 R = F[:]
-                self._set(R, std.egress_rid, rid)
+                self._set(R, "egress_rid", rid)
                 R[L.RESUBMIT] = R[L.RECIRC] = 0  # BMv2 clears the copy's registers
                 if tracing:
                     trace_log.log(self.trace_level, "multicast group %d: copy to port %d rid %d",
@@ -222,37 +230,38 @@ class SoftwareSwitch:
                 self._egress_pass(R, eg_port, payload, out, fns, tracing, passes)
             return
 
-        spec = F[std.egress_spec.slot]
+        spec = F[self._spec_slot]
         if spec == self._spec_drop:
             self._drop("dropped_ingress", tracing, "egress_spec is the drop port at the end of ingress")
             return
-        self._set(F, std.instance_type, PKT_INSTANCE_TYPE_NORMAL)
+        slot, mask = f["instance_type"]
+        F[slot] = PKT_INSTANCE_TYPE_NORMAL
         self._egress_pass(F, spec, payload, out, fns, tracing, passes)
 
     def _egress_pass(self, F, port, payload, out, fns, tracing, passes):
-        _, _, _, egress, deparse = fns
-        std, L = self._std, self._L
-        if std.priority is not None and F[std.priority.slot] >= 1:
+        egress, deparse = fns[3], fns[4]
+        f, L = self._f, self._L
+        if f["priority"] is not None and F[f["priority"][0]] >= 1:
             # simple_switch has one queue per port by default: a higher priority is out of range
             log.error("packet priority %d out of range (1 queue per port): packet dropped",
-                      F[std.priority.slot])
+                      F[f["priority"][0]])
             self._drop("dropped_priority", tracing, "priority out of range")
             return
         try:
-            now = self._now_us()
-            if self._prog.queueing:
-                self._set(F, std.enq_timestamp, now)
-                self._set(F, std.enq_qdepth, 0)
-                self._set(F, std.deq_timedelta, 0)
-                self._set(F, std.deq_qdepth, 0)
-            self._set(F, std.egress_ts, now)
-            self._set(F, std.egress_port, port)
-            F[std.egress_spec.slot] = self._spec_reset
-            self._set(F, std.packet_length, F[L.PKTLEN])
+            if f["egress_ts"] is not None or self._prog.queueing:
+                now = self._now_us()
+                self._set(F, "egress_ts", now)
+                if self._prog.queueing:  # one queue, never waited in: depths and delay are 0
+                    self._set(F, "enq_timestamp", now)
+            slot, mask = f["egress_port"]
+            F[slot] = port & mask
+            F[self._spec_slot] = self._spec_reset
+            slot, mask = f["packet_length"]
+            F[slot] = F[L.PKTLEN] & mask
             self._prog.payload_box[0] = payload
             F[L.EXIT] = 0
             egress(F)
-            if F[std.egress_spec.slot] == self._spec_drop:
+            if F[self._spec_slot] == self._spec_drop:
                 self._drop("dropped_egress", tracing, f"egress_spec is the drop port at the end of egress "
                                                       f"(port {port})")
                 return
@@ -280,8 +289,8 @@ class SoftwareSwitch:
         G = self._template[:]
         for slot in self._prog.field_lists.get(field_list_id, ()):
             G[slot] = F[slot]
-        self._set(G, self._std.instance_type, instance_type)
-        self._set(G, self._std.packet_length, length)
+        self._set(G, "instance_type", instance_type)
+        self._set(G, "packet_length", length)
         G[self._L.PKTLEN] = length
         return G
 

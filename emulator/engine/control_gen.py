@@ -9,10 +9,19 @@ and the pipeline stops before the next node.
 With `trace=True` the same code is generated with log calls (table hits and misses with their key
 and action, conditions), so tracing costs nothing when it is off.
 """
+from emulator.engine.codegen import Source
 from emulator.engine.expressions import ExprCompiler
 from emulator.engine.jsonutil import malformed, unsupported
 
 MAX_INLINE_DEPTH = 40
+
+
+class _TooBig(Exception):
+    """Structured emission would duplicate too much code: fall back to tail calls."""
+
+
+class _Cycle(Exception):
+    """The control graph has a cycle (never produced by p4c)."""
 
 
 class PipelineGen:
@@ -78,12 +87,101 @@ class PipelineGen:
 
     # ------------------------------------------------------------------ generation
     def generate(self, src, fname: str) -> None:
-        init = self.p.get("init_table")
-        pending = []
+        """Emit `def fname(F)`: structured if/else code when the graph allows it, else tail calls."""
         self.fname = fname
-        src.emit(f"def {fname}(F):")
+        ipdom = self._post_dominators()
+        if ipdom is not None:
+            trial = Source()
+            trial.depth = src.depth
+            trial._tmp = src._tmp
+            self.ipdom, self._emitted = ipdom, 0
+            try:
+                trial.emit(f"def {fname}(F):")
+                with trial.indent():
+                    if not self._region(trial, self.p.get("init_table"), None, 0):
+                        trial.emit("return None")
+                trial.emit()
+            except _TooBig:
+                pass
+            else:
+                src.lines.extend(trial.lines)
+                return
+        self._generate_tail_calls(src)
+
+    def _post_dominators(self):
+        """Immediate post-dominator of every reachable node (None = end of the pipeline), or None
+        when the graph has a cycle (BMv2 pipelines never have one)."""
+        succ = {}
+        for name, (kind, j, path) in self.nodes.items():
+            succ[name] = set(self._successor_sites(kind, j, path))
+        order, state = [], {}
+
+        def visit(n):
+            stack = [(n, iter(sorted(succ[n], key=str)))]
+            state[n] = 1
+            while stack:
+                node, it = stack[-1]
+                for m in it:
+                    if m is None:
+                        continue
+                    if state.get(m) == 1:
+                        raise _Cycle
+                    if m not in state:
+                        state[m] = 1
+                        stack.append((m, iter(sorted(succ[m], key=str))))
+                        break
+                else:
+                    stack.pop()
+                    state[node] = 2
+                    order.append(node)
+
+        init = self.p.get("init_table")
+        if init is None:
+            return {}
+        try:
+            visit(init)
+        except _Cycle:
+            return None
+        pdom = {None: frozenset([None])}
+        for n in order:  # successors before their predecessors
+            sets = [pdom[m] for m in succ[n]]
+            common = frozenset.intersection(*sets) if sets else frozenset([None])
+            pdom[n] = common | {n}
+        return {n: max(pdom[n] - {n}, key=lambda m: len(pdom[m])) for n in order}
+
+    def _region(self, src, node, stop, depth) -> bool:
+        """Emit the nodes from `node` until `stop` (the join of the enclosing branch)."""
+        emitted = False
+        while node is not None and node != stop:
+            self._emitted += 1
+            if self._emitted > 8 * len(self.nodes) + 16 or depth > MAX_INLINE_DEPTH:
+                raise _TooBig
+            cont = self._node(src, node)
+            emitted = True
+            if cont[0] == "next":
+                node = cont[1]
+                continue
+            _, conds, other = cont
+            join = self.ipdom[node]
+            for k, (cond, target) in enumerate(conds):
+                src.emit(f"{'if' if k == 0 else 'elif'} {cond}:")
+                with src.indent():
+                    if not self._region(src, target, join, depth + 1):
+                        src.emit("pass")
+            mark = len(src.lines)
+            src.emit("else:")
+            with src.indent():
+                if not self._region(src, other, join, depth + 1):
+                    del src.lines[mark:]  # nothing to do on the else path
+            node = join
+        return emitted
+
+    def _generate_tail_calls(self, src):
+        """Fallback: nodes reached from several places become functions called in tail position."""
+        pending = []
+        src.emit(f"def {self.fname}(F):")
         with src.indent():
-            self._goto(src, init, pending, 0)
+            self._goto(src, self.p.get("init_table"), pending, 0)
         src.emit()
         done = set()
         while pending:
@@ -93,7 +191,7 @@ class PipelineGen:
             done.add(name)
             src.emit(f"def {self.functions[name]}(F):")
             with src.indent():
-                self._node(src, name, pending, 0)
+                self._follow(src, self._node(src, name), pending, 0)
             src.emit()
 
     def _goto(self, src, name, pending, depth):
@@ -101,38 +199,45 @@ class PipelineGen:
             src.emit("return None")
             return
         if self.sites[name] == 1 and depth < MAX_INLINE_DEPTH and name not in self.functions:
-            self._node(src, name, pending, depth + 1)
+            self._follow(src, self._node(src, name), pending, depth + 1)
             return
         if name not in self.functions:
             self.functions[name] = f"{self.fname}_n{len(self.functions)}"
             pending.append(name)
         src.emit(f"return {self.functions[name]}(F)")
 
-    def _node(self, src, name, pending, depth):
+    def _follow(self, src, cont, pending, depth):
+        if cont[0] == "next":
+            self._goto(src, cont[1], pending, depth)
+            return
+        _, conds, other = cont
+        for k, (cond, target) in enumerate(conds):
+            src.emit(f"{'if' if k == 0 else 'elif'} {cond}:")
+            with src.indent():
+                self._goto(src, target, pending, depth)
+        src.emit("else:")
+        with src.indent():
+            self._goto(src, other, pending, depth)
+
+    def _node(self, src, name):
+        """Emit one node's own work; returns ("next", node) or ("branch", [(cond, node)], else_node)."""
         kind, j, path = self.nodes[name]
         if kind == "cond":
-            self._conditional(src, j, path, pending, depth)
-        elif kind == "call":
-            self._action_call(src, j, path, pending, depth)
-        else:
-            self._table(src, j, path, pending, depth)
+            return self._conditional(src, j, path)
+        if kind == "call":
+            return self._action_call(src, j, path)
+        return self._table(src, j, path)
 
-    def _conditional(self, src, j, path, pending, depth):
+    def _conditional(self, src, j, path):
         cond = ExprCompiler(self.layout, self.ns, path).boolean(j.get("expression"))
         t, f = j.get("true_next"), j.get("false_next")
         if self.trace:
             src.emit(f"_trace('condition %s is %s', {j['name']!r}, {cond.src})")
         if t == f:
-            self._goto(src, t, pending, depth)
-            return
-        src.emit(f"if {cond.src}:")
-        with src.indent():
-            self._goto(src, t, pending, depth)
-        src.emit("else:")
-        with src.indent():
-            self._goto(src, f, pending, depth)
+            return ("next", t)
+        return ("branch", [(cond.src, t)], f)
 
-    def _action_call(self, src, j, path, pending, depth):
+    def _action_call(self, src, j, path):
         action = self.actions.get(j.get("action_id"))
         if action is None:
             raise malformed(f"action call to unknown action id {j.get('action_id')!r}", path, j)
@@ -143,7 +248,7 @@ class PipelineGen:
         src.emit(f"{action.fname}(F, ())")
         if action.uses_exit:
             src.emit(f"if F[{self.layout.EXIT}]: return None")
-        self._goto(src, j.get("next_node"), pending, depth)
+        return ("next", j.get("next_node"))
 
     def _key_sources(self, table, j, path):
         out = []
@@ -178,7 +283,7 @@ class PipelineGen:
         key = keys[0] if len(keys) == 1 else "(" + ", ".join(keys) + ")"
         return f"{tname}.lookup({key})", key
 
-    def _table(self, src, j, path, pending, depth):
+    def _table(self, src, j, path):
         table, _, _ = self.tables[j["name"]]
         tname = self.ns.add("_table", table)
         branches = self._table_branches(j, path)
@@ -194,8 +299,11 @@ class PipelineGen:
             action.emit_inline(src, params)
             if action.uses_exit:
                 src.emit(f"if F[{self.layout.EXIT}]: return None")
-            self._branch(src, branches, None, "False", pending, depth, static_action=action.id)
-            return
+            if len(branches) == 1:
+                return ("next", branches[0][1])
+            if branches[0][0] in ("hit", "miss"):
+                return ("next", dict(branches)["miss"])
+            return ("next", next(t for ids, t in branches if action.id in ids))
         e = src.tmp("e")
         hit = src.tmp("hit") if any(b[0] in ("hit", "miss") for b in branches) else None
         if lookup is None:
@@ -228,38 +336,17 @@ class PipelineGen:
         src.emit(f"{e}.fn(F, {e}.params)")
         if may_exit:
             src.emit(f"if F[{self.layout.EXIT}]: return None")
-        self._branch(src, branches, e, hit, pending, depth)
-
-    def _branch(self, src, branches, e, hit, pending, depth, static_action=-1):
         if len(branches) == 1:
-            self._goto(src, branches[0][1], pending, depth)
-            return
-        if static_action != -1 and branches[0][0] not in ("hit", "miss"):
-            target = next(t for ids, t in branches if static_action in ids)
-            self._goto(src, target, pending, depth)
-            return
+            return ("next", branches[0][1])
         if branches[0][0] in ("hit", "miss"):
             targets = dict(branches)
-            if hit in ("True", "False"):
-                self._goto(src, targets["hit" if hit == "True" else "miss"], pending, depth)
-                return
-            src.emit(f"if {hit}:")
-            with src.indent():
-                self._goto(src, targets["hit"], pending, depth)
-            src.emit("else:")
-            with src.indent():
-                self._goto(src, targets["miss"], pending, depth)
-            return
+            return ("branch", [(hit, targets["hit"])], targets["miss"])
         a = src.tmp("a")
-        src.emit(f"{a} = {e}.action_id" if e else f"{a} = None")
-        for n, (ids, target) in enumerate(branches):
-            if n == len(branches) - 1:
-                src.emit("else:")
-            else:
-                cond = " or ".join(f"{a} is None" if i is None else f"{a} == {i}" for i in ids)
-                src.emit(f"{'if' if n == 0 else 'elif'} {cond}:")
-            with src.indent():
-                self._goto(src, target, pending, depth)
+        src.emit(f"{a} = {e}.action_id")
+        conds = []
+        for ids, target in branches[:-1]:
+            conds.append((" or ".join(f"{a} is None" if i is None else f"{a} == {i}" for i in ids), target))
+        return ("branch", conds, branches[-1][1])
 
     def _inline_default(self, table):
         """(CompiledAction, params) when a keyless table always runs one known action."""

@@ -66,10 +66,10 @@ class FieldRef:
     signed: bool
     header: str
     name: str
+    mask: int = field(init=False, compare=False)
 
-    @property
-    def mask(self) -> int:
-        return (1 << self.width) - 1
+    def __post_init__(self):
+        object.__setattr__(self, "mask", (1 << self.width) - 1)
 
 
 @dataclass
