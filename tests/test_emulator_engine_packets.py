@@ -316,3 +316,86 @@ def test_stack_overflow_is_a_parser_error_and_ingress_still_runs(opsw):
     assert values["sum"] == 3 and values["depth"] == 3
     # the 3 labels, then the unparsed 4th as payload
     assert frame[22 + struct.calcsize(OUT_FMT):] == b"\x01\x00\x02\x00\x03\x00\x04\x01"
+
+
+# ---------------------------------------------------------------------------------- passes_externs
+P_TYPE = 0x88B7
+P_FMT = "!BBBBHHIHH"
+SRC_MAC = 0x0A0B0C0D0E0F
+
+
+@pytest.fixture
+def passw():
+    return SoftwareSwitch.from_json(BUILD / "passes_externs.json")
+
+
+def p_frame(kind):
+    return (0x0000000000FF).to_bytes(6, "big") + SRC_MAC.to_bytes(6, "big") + struct.pack("!H", P_TYPE) + \
+        struct.pack(P_FMT, kind, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+def p_fields(frame):
+    names = ["kind", "n_seen", "itype", "passes", "len", "crc16", "crc32", "csum", "rnd"]
+    return dict(zip(names, struct.unpack(P_FMT, frame[14:30])))
+
+
+def _crc16_arc_bitwise(data: bytes) -> int:
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
+def test_hash_extern_uses_bmv2_algorithms(passw):
+    import zlib
+
+    (port, frame), = passw.process(1, p_frame(0))
+    v = p_fields(frame)
+    data = SRC_MAC.to_bytes(6, "big") + b"\x00"  # the hashed field list: srcAddr, kind
+    assert port == 2
+    assert v["crc16"] == _crc16_arc_bitwise(data)
+    assert v["crc32"] == zlib.crc32(data) % 0xFFFFFFFF
+    s = sum(struct.unpack("!3H", data[:6])) + (data[6] << 8)
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    assert v["csum"] == ~s & 0xFFFF
+    assert 100 <= v["rnd"] <= 200
+    assert (v["passes"], v["itype"], v["n_seen"], v["len"]) == (1, 0, 0, len(p_frame(0)))
+
+
+def test_resubmit_reparses_the_original_with_the_field_list(passw):
+    (port, frame), = passw.process(1, p_frame(1))
+    v = p_fields(frame)
+    # the first pass's header changes are gone; meta.n survived; instance_type RESUBMIT (6)
+    assert (port, v["passes"], v["itype"], v["n_seen"]) == (2, 1, 6, 7)
+    assert passw.stats["resubmits"] == 1
+
+
+def test_recirculate_reparses_the_deparsed_packet_with_the_field_list(passw):
+    (port, frame), = passw.process(1, p_frame(2))
+    v = p_fields(frame)
+    # the first pass's changes were deparsed and parsed again; instance_type RECIRC (4)
+    assert (port, v["passes"], v["itype"], v["n_seen"]) == (2, 2, 4, 9)
+    assert passw.stats["recirculations"] == 1
+
+
+def test_failed_assert_drops_the_packet_and_counts_an_exception(passw, caplog):
+    with caplog.at_level(logging.ERROR, logger="emulator.switch"):
+        assert passw.process(1, p_frame(3)) == []
+    assert passw.stats["exceptions"] == 1 and "assert failed" in caplog.text
+    assert passw.process(1, p_frame(0)) != []
+
+
+def test_log_msg_is_logged(passw, caplog):
+    with caplog.at_level(logging.INFO, logger="emulator.log_msg"):
+        passw.process(1, p_frame(0))
+    assert "kind=0 passes=1" in caplog.text
+
+
+def test_endless_recirculation_stops_at_the_pass_limit(passw):
+    # BMv2 would recirculate this packet forever; the engine drops it after 16 passes
+    assert passw.process(1, p_frame(4)) == []
+    stats = passw.stats
+    assert stats["dropped_pass_limit"] == 1 and stats["recirculations"] == 16
