@@ -200,11 +200,13 @@ def _encode_action(pipe, action_name, params, te) -> None:
 def _check_unsupported_fields(table, te, update_type):
     if te.is_const:
         raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': is_const must be false in a write")
+    if update_type == DELETE:
+        return  # a DELETE is identified by its key alone; the spec says to ignore everything else
     if te.HasField("meter_config") or te.HasField("meter_counter_data"):
         raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': meters are not supported")
     if te.idle_timeout_ns:
         raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': idle timeouts are not supported")
-    if te.HasField("counter_data") and update_type != DELETE:
+    if te.HasField("counter_data"):
         if table.direct_counter is None:
             raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct counter")
         if te.is_default_action and (te.counter_data.packet_count or te.counter_data.byte_count):
