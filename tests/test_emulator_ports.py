@@ -268,14 +268,20 @@ def test_switch_process_serves_p4runtime_logs_requests_and_exits_0_on_signal(tmp
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
     import grpc
     log_file = tmp_path / "s1.log"
+    requests_file = tmp_path / "s1-p4runtime-requests.txt"
     proc, address = start_switch("--no-p4", "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(log_file),
-                                 "-L", "info", "--thrift-port", "9090")
+                                 "-L", "info", "--thrift-port", "9090", "--p4runtime-log", str(requests_file))
     from test_emulator_p4runtime import Controller
     controller = None
     try:
         with grpc.insecure_channel(address) as channel:
             stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
             assert stub.Capabilities(p4runtime_pb2.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
+            read = p4runtime_pb2.ReadRequest(device_id=0)
+            read.entities.add().table_entry.table_id = 7
+            with pytest.raises(grpc.RpcError) as err:
+                list(stub.Read(read))
+            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # no pipeline yet
         controller = Controller(address)  # an open StreamChannel must not hold the shutdown up
     finally:
         proc.send_signal(getattr(signal, signum))
@@ -287,6 +293,8 @@ def test_switch_process_serves_p4runtime_logs_requests_and_exits_0_on_signal(tmp
     assert "StreamChannel arbitration" in log
     assert "--thrift-port 9090 ignored" in log
     assert "] [thc-switch] [I] [thread " in log  # BMv2's line shape
+    requests = requests_file.read_text()
+    assert "[Read]" in requests and "table_id: 7" in requests  # the full request, in text format
 
 
 def test_switch_process_refuses_a_busy_grpc_address_with_exit_2():
