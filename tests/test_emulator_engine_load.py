@@ -10,7 +10,7 @@ from emulator.errors import LoadError, UnsupportedConstruct
 from emulator.switch import SoftwareSwitch
 
 BUILD = Path(__file__).parent / "fixtures/p4/build"
-FIXTURES = ("ipv4_forward", "counter_register_multicast", "expressions", "passes_externs")
+FIXTURES = ("ipv4_forward", "counter_register_multicast", "expressions", "passes_externs", "tables_parser")
 
 
 def cfg(name="ipv4_forward"):

@@ -399,3 +399,79 @@ def test_endless_recirculation_stops_at_the_pass_limit(passw):
     assert passw.process(1, p_frame(4)) == []
     stats = passw.stats
     assert stats["dropped_pass_limit"] == 1 and stats["recirculations"] == 16
+
+
+# ----------------------------------------------------------------------------------- tables_parser
+Q_TYPE = 0x88B8
+TI = "TIngress"
+
+
+@pytest.fixture
+def tparse():
+    sw = SoftwareSwitch.from_json(BUILD / "tables_parser.json")
+    sw.table_add(f"{TI}.chooser", [0x10], f"{TI}.set_how", [5])
+    sw.table_add(f"{TI}.chooser", [0x20], f"{TI}.to_port", [3])
+    sw.table_add(f"{TI}.hitter", [0x40], f"{TI}.set_how", [7])
+    return sw
+
+
+def q_frame(key16, flags=0, version=1, after=b""):
+    return bytes(6) + bytes(5) + b"\x02" + struct.pack("!H", Q_TYPE) + \
+        struct.pack("!BBHBBBB", version, flags, key16, 0, 0, 0, 0) + after
+
+
+def q_out(out):
+    (port, frame), = out
+    version, flags, key16, cls, how, err, port_out = struct.unpack("!BBHBBBB", frame[14:22])
+    return port, {"cls": cls, "how": how, "err": err, "port_out": port_out}, frame[22:]
+
+
+@pytest.mark.parametrize("key16, after, cls", [
+    (0x0001, b"", 1), (0x0001, b"\xa5\x00\x00\x00", 2), (0x0002, b"", 0),   # exact, isValid() key
+    (0x1234, b"", 4), (0x12FF, b"", 3), (0x1300, b"", 0),                   # lpm, default set_cls(0)
+    (0x2100, b"", 6), (0x2200, b"", 5), (0x4000, b"", 7),                   # ternary: order, then _
+    (0x3003, b"", 8), (0x300F, b"", 9), (0x3019, b"", 10),                  # range on a slice
+])
+def test_const_entries_of_every_match_kind(tparse, key16, after, cls):
+    after = after or b"\x00"  # the parser looks one byte ahead after q
+    port, q, rest = q_out(tparse.process(1, q_frame(key16, after=after)))
+    assert q["cls"] == cls and q["err"] == 0 and rest == after
+
+
+def test_lookahead_past_the_end_is_packet_too_short(tparse):
+    # p4c turns lookahead<bit<8>>() into a parser `set` from a lookahead, which BMv2 checks
+    port, q, rest = q_out(tparse.process(1, q_frame(0x0001)))
+    assert q["err"] == 2 and q["cls"] == 1 and rest == b""
+
+
+def test_switch_on_action_run_and_hit_miss(tparse):
+    def run(flags):
+        return q_out(tparse.process(1, q_frame(0x0002, flags=flags, after=b"\x00")))
+
+    assert run(0x10)[1]["how"] == 105
+    port, q, _ = run(0x20)
+    assert (port, q["how"], q["port_out"]) == (3, 50, 3)
+    assert run(0x40)[1]["how"] == 207
+    assert run(0x80)[1]["how"] == 222
+
+
+def test_parser_verify_error_reaches_ingress(tparse):
+    # verify fails right after q: opt is not parsed, ingress sees parser_error == BadVersion
+    port, q, rest = q_out(tparse.process(1, q_frame(0x0001, version=2, after=b"\xa5\x01\x02\x03")))
+    assert q["err"] == 1 and q["cls"] == 1 and rest == b"\xa5\x01\x02\x03"
+    assert tparse.stats["parser_errors"] == 1
+
+
+def test_lookahead_then_short_extract_is_packet_too_short(tparse):
+    port, q, rest = q_out(tparse.process(1, q_frame(0x0001, after=b"\xa5\x01")))
+    assert q["err"] == 2 and q["cls"] == 1 and rest == b"\xa5\x01"
+
+
+def test_advance_removes_the_skipped_bytes_like_bmv2(tparse):
+    port, q, rest = q_out(tparse.process(1, q_frame(0x0002, flags=0x02, after=b"\xee\xee\x01\x02")))
+    assert q["err"] == 0 and rest == b"\x01\x02"
+
+
+def test_exit_after_mark_to_drop(tparse):
+    assert tparse.process(1, bytes(14)) == []
+    assert tparse.stats["dropped_ingress"] == 1
