@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Chunk", "plan_chunks", "next_power_of_two"]
+__all__ = ["Chunk", "ChunkGroup", "plan_chunks", "group_chunks", "next_power_of_two"]
 
 
 @dataclass(frozen=True)
@@ -33,3 +33,43 @@ def plan_chunks(numel: int, chunk: int, pad_to_power_of_two: bool = True) -> lis
         padded = next_power_of_two(length) if pad_to_power_of_two else length
         chunks.append(Chunk(i, start, length, padded))
     return chunks
+
+
+@dataclass(frozen=True)
+class ChunkGroup:
+    """Consecutive chunks with one padded size that can be transformed as one (count, padded) batch.
+
+    Either several full chunks (no padding, so their data is contiguous) or a single chunk.
+    """
+
+    chunks: tuple[Chunk, ...]
+
+    @property
+    def padded(self) -> int:
+        return self.chunks[0].padded
+
+    @property
+    def count(self) -> int:
+        return len(self.chunks)
+
+    @property
+    def start(self) -> int:
+        return self.chunks[0].start
+
+    @property
+    def size(self) -> int:
+        """Entries in the group's buffer: count * padded."""
+        return self.count * self.padded
+
+
+def group_chunks(chunks: list[Chunk]) -> list[ChunkGroup]:
+    """Batch runs of full chunks of equal size; a padded chunk forms a group of its own."""
+    groups: list[list[Chunk]] = []
+    for c in chunks:
+        full = c.length == c.padded
+        last = groups[-1] if groups else None
+        if last and full and last[-1].length == last[-1].padded and last[-1].padded == c.padded:
+            last.append(c)
+        else:
+            groups.append([c])
+    return [ChunkGroup(tuple(g)) for g in groups]

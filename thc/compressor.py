@@ -21,12 +21,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .chunking import Chunk, plan_chunks
+from .chunking import Chunk, ChunkGroup, group_chunks, plan_chunks
 from .config import THCConfig
 from .errors import AggregationError, ConfigError
 from .feedback import ErrorFeedback
 from .hadamard import fwht, sign_bits, sign_mask, flip_signs_
 from .interface import Bits, Compressor, Prepared
+from . import parallel
 from .aggregate import lane_bits_needed, reference_aggregate
 from .quantize import TableQuantizer
 from .validation import flatten_gradient, raise_if_not_finite
@@ -105,23 +106,28 @@ class THCCompressor(Compressor):
         """
         m = self._check_norms(prep, max_norms, own=True)
         cfg, table = self.config, self.table
-        indices, masks = [], []
-        for chunk in prep.chunks:
-            mask = sign_mask(sign_bits(cfg.seed, prep.step, prep.key, chunk.index, chunk.padded), chunk.padded)
-            masks.append(mask)
-            flipped = self._flipped(prep.data, chunk, mask)
-            u = self._ws.get("encode.u", chunk.padded, torch.float32, flipped.device)
-            scale = 1.0 / (m[chunk.index] * table.inc) if m[chunk.index] > 0 else 0.0
-            fwht(flipped, out=u, workspace=self._ws, scale=scale, shift=table.granularity / 2.0)
-            seed = np.random.SeedSequence(
-                entropy=cfg.seed, spawn_key=(_ROUND_DOMAIN, self.worker_id, prep.key, prep.step, chunk.index)
+        signs = [sign_bits(cfg.seed, prep.step, prep.key, c.index, c.padded) for c in prep.chunks]
+        indices: list[np.ndarray] = []
+        for group in group_chunks(prep.chunks):
+            flipped = self._flipped(prep.data, group, signs)
+            u = self._ws.get("encode.u", group.size, torch.float32, flipped.device)
+            fwht(flipped.view(group.count, group.padded), out=u.view(group.count, group.padded), workspace=self._ws)
+            # y = H D v / M; grid position u = y / inc + g/2 (a zero max norm means an all-zero chunk)
+            scales = [1.0 / (m[c.index] * table.inc) if m[c.index] > 0 else 0.0 for c in group.chunks]
+            seeds = [
+                np.random.SeedSequence(
+                    entropy=cfg.seed, spawn_key=(_ROUND_DOMAIN, self.worker_id, prep.key, prep.step, c.index)
+                )
+                for c in group.chunks
+            ]
+            idx = self.quantizer.quantize_(
+                u.cpu().numpy(), seeds, segment=group.padded, scales=scales, shift=table.granularity / 2.0
             )
-            indices.append(self.quantizer.quantize_(u.cpu().numpy(), seed))
-        prep.extra["masks"] = masks
+            indices.extend(np.split(idx, group.count))
+        prep.extra["signs"] = signs
         if self.feedback is not None:
             own = [np.take(table.values, idx) for idx in indices]
-            decoded = self._decode_flat(prep, own, 1, m)
-            self.feedback.update(prep.data, decoded)
+            self.feedback.update(prep.data, self._decode_flat(prep, own, 1, m))
         return indices
 
     def aggregate(self, payloads: Sequence[list[np.ndarray]]) -> list[np.ndarray]:
@@ -164,44 +170,92 @@ class THCCompressor(Compressor):
             parts.append(torch.linalg.vector_norm(v[c.start : c.stop]).reshape(1))
         return torch.cat(parts).to(device="cpu", dtype=torch.float32)
 
-    def _flipped(self, v: torch.Tensor, chunk: Chunk, mask: np.ndarray) -> torch.Tensor:
-        """D v for one chunk, zero-padded to its power-of-two length, in a scratch buffer."""
-        buf = self._ws.get("encode.flip", chunk.padded, torch.float32, v.device)
-        part = v[chunk.start : chunk.stop]
-        if v.device.type == "cpu":
-            dst = buf.numpy().view(np.uint32)
-            np.bitwise_xor(part.numpy().view(np.uint32), mask[: chunk.length], out=dst[: chunk.length])
-            dst[chunk.length :] = 0
-        else:
-            buf[: chunk.length].copy_(part)
-            buf[chunk.length :].zero_()
-            flip_signs_(buf[: chunk.length], mask)
+    def _flipped(self, v: torch.Tensor, group: ChunkGroup, signs: list[np.ndarray]) -> torch.Tensor:
+        """D v for a group of chunks, each zero-padded to its power-of-two length, in a scratch buffer.
+
+        The signs are expanded from their packed bits block by block, in cache, and never stored whole.
+        """
+        d = group.padded
+        buf = self._ws.get("encode.flip", group.size, torch.float32, v.device)
+        if v.device.type != "cpu":
+            for i, c in enumerate(group.chunks):
+                part = buf[i * d : i * d + d]
+                part[: c.length].copy_(v[c.start : c.stop])
+                part[c.length :].zero_()
+                flip_signs_(part[: c.length], sign_mask(signs[c.index], c.length))
+            return buf
+        src, dst = v.numpy().view(np.uint32), buf.numpy().view(np.uint32)
+        first = group.chunks[0].index
+
+        def block(start: int, stop: int) -> None:
+            i, offset = divmod(start, d)  # blocks never straddle chunks (d and the block are powers of two)
+            chunk = group.chunks[i]
+            end = min(stop, start - offset + chunk.length)
+            if end > start:
+                mask = sign_mask(signs[first + i][offset // 8 :], end - start)
+                at = chunk.start + offset
+                np.bitwise_xor(src[at : at + end - start], mask, out=dst[start:end])
+            if stop > end:
+                dst[max(start, end) : stop] = 0
+
+        parallel.for_blocks(group.size, block, block=min(parallel.BLOCK, d))
         return buf
 
     def _decode_flat(self, prep: THCPrepared, sums: Sequence[np.ndarray], n: int, m: np.ndarray) -> torch.Tensor:
-        """Flat float32 average from per-chunk sums: D H((S/n - g/2) inc) M / d, padding dropped."""
+        """Flat float32 average from per-chunk sums: D H((S/n - g/2) inc) M / d, padding dropped.
+
+        Sums are checked to lie in [0, n g] on the way (a wrong contributor count or wrapped lanes).
+        """
         table, cfg = self.table, self.config
         device = prep.data.device
         out = empty_cpu(prep.numel) if device.type == "cpu" else torch.empty(prep.numel, device=device)
-        masks = prep.extra.get("masks")
-        for chunk, s in zip(prep.chunks, sums):
-            d = chunk.padded
-            mask = masks[chunk.index] if masks is not None else sign_mask(
-                sign_bits(cfg.seed, prep.step, prep.key, chunk.index, d), d
-            )
-            alpha = table.inc * float(m[chunk.index]) / (n * d)
-            f = self._ws.get("decode.f", d)
-            np.multiply(s, np.float32(alpha), out=f.numpy(), dtype=np.float32, casting="unsafe")
-            f = f.to(device)
-            dst = out[chunk.start : chunk.stop]
-            z = dst if chunk.length == d else self._ws.get("decode.z", d, torch.float32, device)
-            fwht(f, out=z, workspace=self._ws)
-            # H applied to the constant -g/2 * inc lands on coordinate 0 only; also make that one exact,
-            # as it is a difference of two large numbers: alpha * sum(S) - g/2 * inc * M.
-            z[0] = alpha * float(np.sum(s, dtype=np.int64)) - table.granularity / 2.0 * table.inc * float(m[chunk.index])
-            flip_signs_(z[: chunk.length], mask)
-            if z is not dst:
-                dst.copy_(z[: chunk.length])
+        signs = prep.extra.get("signs")
+        if signs is None:
+            signs = [sign_bits(cfg.seed, prep.step, prep.key, c.index, c.padded) for c in prep.chunks]
+        limit = n * table.granularity
+        for group in group_chunks(prep.chunks):
+            d = group.padded
+            alphas = [table.inc * float(m[c.index]) / (n * d) for c in group.chunks]
+            f = self._ws.get("decode.f", group.size)
+            f_np = f.numpy()
+            stats: dict[int, tuple[int, int, int]] = {}
+
+            def convert(start: int, stop: int) -> None:
+                i, offset = divmod(start, d)
+                part = sums[group.chunks[i].index][offset : offset + stop - start]
+                lo = int(part.min()) if part.dtype.kind == "i" else 0
+                stats[start] = (lo, int(part.max()), int(np.sum(part, dtype=np.int64)))
+                np.multiply(part, np.float32(alphas[i]), out=f_np[start:stop], dtype=np.float32, casting="unsafe")
+
+            block = min(parallel.BLOCK, d)
+            parallel.for_blocks(group.size, convert, block=block)
+            lo = min(v[0] for v in stats.values())
+            hi = max(v[1] for v in stats.values())
+            if lo < 0 or hi > limit:
+                bad = min(k for k, v in stats.items() if v[0] < 0 or v[1] > limit) // d
+                raise AggregationError(
+                    f"sums of chunk {group.chunks[bad].index} leave [0, n*g] = [0, {limit}] (seen [{lo}, {hi}]) for "
+                    f"{n} contributors at g={table.granularity}: wrong contributor count or overflowed lanes"
+                )
+            # into warm scratch memory: first-touch page faults from several matmul threads cost more than the
+            # transform itself; the single pass that flips the signs then writes the fresh output
+            z = self._ws.get("decode.z", group.size, torch.float32, device)
+            fwht(f.to(device).view(group.count, d), out=z.view(group.count, d), workspace=self._ws)
+            for i, c in enumerate(group.chunks):
+                # H maps the constant -g/2 * inc to coordinate 0 only; make that coordinate exact, as it is
+                # a difference of two large numbers: alpha * sum(S) - g/2 * inc * M
+                total = sum(v[2] for k, v in stats.items() if k // d == i)
+                z[i * d] = alphas[i] * float(total) - table.granularity / 2.0 * table.inc * float(m[c.index])
+                dst = out[c.start : c.stop]
+                if device.type == "cpu":
+                    z_np, dst_np = z.numpy()[i * d : i * d + c.length].view(np.uint32), dst.numpy().view(np.uint32)
+                    for start in range(0, c.length, parallel.BLOCK):  # one thread: see above
+                        stop = min(start + parallel.BLOCK, c.length)
+                        mask = sign_mask(signs[c.index][start // 8 :], stop - start)
+                        np.bitwise_xor(z_np[start:stop], mask, out=dst_np[start:stop])
+                else:
+                    dst.copy_(z[i * d : i * d + c.length])
+                    flip_signs_(dst, sign_mask(signs[c.index], c.length))
         return out
 
     def _check_norms(self, prep: THCPrepared, max_norms, own: bool) -> np.ndarray:
@@ -223,9 +277,9 @@ class THCCompressor(Compressor):
         return m
 
     def _check_sums(self, prep: THCPrepared, sums, n: int) -> list[np.ndarray]:
+        """Chunk count, shape and integer dtype; the value range is checked while decoding."""
         if len(sums) != len(prep.chunks):
             raise AggregationError(f"got sums for {len(sums)} chunks, the tensor has {len(prep.chunks)}")
-        limit = n * self.table.granularity
         arrays = []
         for chunk, s in zip(prep.chunks, sums):
             a = s.detach().cpu().numpy() if isinstance(s, torch.Tensor) else np.asarray(s)
@@ -233,12 +287,5 @@ class THCCompressor(Compressor):
                 raise AggregationError(f"sums of chunk {chunk.index} have dtype {a.dtype}; they must be integers")
             if a.shape != (chunk.padded,):
                 raise AggregationError(f"sums of chunk {chunk.index} have shape {a.shape}, expected ({chunk.padded},)")
-            hi = int(a.max())
-            lo = int(a.min()) if a.dtype.kind == "i" else 0
-            if lo < 0 or hi > limit:
-                raise AggregationError(
-                    f"sums of chunk {chunk.index} span [{lo}, {hi}], outside [0, n*g] = [0, {limit}] for "
-                    f"{n} contributors at g={self.table.granularity}: wrong contributor count or overflowed lanes"
-                )
             arrays.append(a)
         return arrays

@@ -25,12 +25,13 @@ import torch
 import torch.distributed as dist
 
 from .aggregate import check_lanes
+from .baselines.fixed_point import FixedPoint32
 from .compressor import THCCompressor
 from .config import THCConfig
 from .errors import AggregationError, ConfigError
 from .tables import Table
 
-__all__ = ["Aggregator", "GlooAggregator", "THCHookState", "thc_hook"]
+__all__ = ["Aggregator", "GlooAggregator", "THCHookState", "thc_hook", "FixedPointHookState", "fix32_hook"]
 
 
 class Aggregator(Protocol):
@@ -65,6 +66,13 @@ class GlooAggregator:
         dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=self.process_group)
         sizes = np.cumsum([len(idx) for idx in indices])[:-1]
         return list(np.split(sums.numpy(), sizes)), n
+
+    def all_sum_int32(self, values: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
+        """Per chunk, the int32 sum over workers (the fixed-point baseline), and the number of workers."""
+        flat = torch.from_numpy(np.concatenate([np.asarray(v, dtype=np.int32) for v in values]))
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.process_group)
+        sizes = np.cumsum([len(v) for v in values])[:-1]
+        return list(np.split(flat.numpy(), sizes)), self._size()
 
 
 class THCHookState:
@@ -120,6 +128,46 @@ def thc_hook(state: THCHookState, bucket: dist.GradBucket) -> torch.futures.Futu
         raise AggregationError(f"the aggregator reported {contributors} contributors")
     buffer.copy_(comp.decode(prep, sums, contributors, max_norms))
     state.buckets_seen += 1
+    if bucket.is_last():
+        state.iteration += 1
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    fut.set_result(buffer)
+    return fut
+
+
+class FixedPointHookState:
+    """State of :func:`fix32_hook`, the uncompressed SwitchML-style baseline (int32 fixed point).
+
+    aggregator: needs ``all_max`` and ``all_sum_int32(values) -> (sums, contributors)``. workers: the job's
+    n, which sets the int32 headroom; by default the aggregator's ``n_workers``, else the process group's size.
+    """
+
+    __slots__ = ["aggregator", "compressor", "iteration"]
+
+    def __init__(self, aggregator, workers: Optional[int] = None, chunk: int = 2**20) -> None:
+        for method in ("all_max", "all_sum_int32"):
+            if not callable(getattr(aggregator, method, None)):
+                raise ConfigError(f"aggregator {type(aggregator).__name__} has no {method}() method")
+        if workers is None:
+            workers = getattr(aggregator, "n_workers", None)
+        if workers is None and dist.is_available() and dist.is_initialized():
+            workers = dist.get_world_size()
+        self.aggregator = aggregator
+        self.compressor = FixedPoint32(workers, chunk=chunk) if workers is not None else FixedPoint32(chunk=chunk)
+        self.iteration = 0
+
+
+def fix32_hook(state: FixedPointHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Average one bucket with int32 fixed point: max |x| round, int32 sums, decode. Returns the average."""
+    buffer = bucket.buffer()
+    comp = state.compressor
+    prep = comp.prepare(buffer, state.iteration)
+    stats = state.aggregator.all_max(prep.stats)
+    words = comp.encode(prep, stats)
+    sums, contributors = state.aggregator.all_sum_int32(words)
+    if contributors < 1:
+        raise AggregationError(f"the aggregator reported {contributors} contributors")
+    buffer.copy_(comp.decode(prep, sums, contributors, stats))
     if bucket.is_last():
         state.iteration += 1
     fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()

@@ -6,20 +6,21 @@ E[v_index] = u exactly. With F the piecewise-linear map F(v_j) = j, that is inde
 uniform r. Table values are integers, so F is linear on every unit cell [k, k+1]: F(u) = A[k] + B[k] u,
 with (A, B) read from a (g+1)-entry lookup indexed by k = floor(u). No search, one gather.
 
-Work proceeds in blocks of 2^17 coordinates so that the temporaries stay in cache. Each block draws its
-uniforms from the chunk's PCG64 stream advanced to the block's offset, so the indices depend only on the
-seed, never on the block size.
+Work proceeds in blocks (thc.parallel) so that the temporaries stay in cache and the blocks can run on
+several threads. Each block draws its uniforms from the chunk's PCG64 stream advanced to the block's
+offset, so the indices depend only on the seed, never on the block size or the thread count.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
+from . import parallel
 from .tables import Table
 
-__all__ = ["TableQuantizer", "BLOCK"]
-
-BLOCK = 2**17
+__all__ = ["TableQuantizer"]
 
 
 class TableQuantizer:
@@ -34,8 +35,7 @@ class TableQuantizer:
         for k in range(g + 1):
             cell = min(k, g - 1)  # u = g belongs to the last cell [g-1, g]
             # the segment covering [cell, cell+1]: largest j with v_j <= cell, then v_{j+1} >= cell+1
-            j = int(np.searchsorted(values, cell, side="right")) - 1
-            j = min(j, size - 2)
+            j = min(int(np.searchsorted(values, cell, side="right")) - 1, size - 2)
             width = float(values[j + 1] - values[j])
             lut[k, 0] = j - values[j] / width  # A: F(u) = A + B u
             lut[k, 1] = 1.0 / width  # B
@@ -43,34 +43,53 @@ class TableQuantizer:
         self._cell_dtype = np.uint8 if g <= 255 else np.uint16
         self._last = size - 1
 
-    def quantize_(self, u: np.ndarray, seed: np.random.SeedSequence, out: np.ndarray | None = None) -> np.ndarray:
-        """Indices for the grid positions ``u`` (float32, 1-D; clipped to [0, g] and overwritten in place).
+    def quantize_(
+        self,
+        u: np.ndarray,
+        seeds: np.random.SeedSequence | Sequence[np.random.SeedSequence],
+        out: np.ndarray | None = None,
+        segment: int | None = None,
+        scales: Sequence[float] | None = None,
+        shift: float = 0.0,
+    ) -> np.ndarray:
+        """Table indices for ``u`` (float32, 1-D, overwritten in place).
 
-        ``seed`` fixes the uniforms: the same seed gives the same indices, whatever the block size.
+        u is cut into segments of ``segment`` entries (one per chunk; default: one segment). Segment c is
+        mapped to grid positions u * scales[c] + shift (default scale 1), clipped to [0, g], and rounded with
+        uniforms from seeds[c]: the same seeds give the same indices, whatever the blocking or threading.
         """
         n = u.size
+        segment = n if segment is None else segment
+        if isinstance(seeds, np.random.SeedSequence):
+            seeds = [seeds]
+        count = -(-n // segment) if n else 0
+        if len(seeds) != count or (scales is not None and len(scales) != count):
+            raise ValueError(f"{count} segments need {count} seeds and scales")
         if out is None:
             out = np.empty(n, dtype=np.uint8)
-        block = min(BLOCK, n)
-        cells = np.empty(block, dtype=self._cell_dtype)
-        pairs = np.empty(block, dtype=np.float64)
-        uniforms = np.empty(block, dtype=np.float32)
         g = float(self.table.granularity)
-        for start in range(0, n, block):
-            stop = min(start + block, n)
+        lut, cell_dtype, last = self._lut, self._cell_dtype, self._last
+
+        def block(start: int, stop: int) -> None:
             m = stop - start
-            ub, kb, ab, rb = u[start:stop], cells[:m], pairs[:m], uniforms[:m]
+            seg, offset = divmod(start, segment)
+            ub = u[start:stop]
+            if scales is not None:
+                np.multiply(ub, np.float32(scales[seg]), out=ub)
+            if shift:
+                np.add(ub, np.float32(shift), out=ub)
             np.clip(ub, 0.0, g, out=ub)
-            np.copyto(kb, ub, casting="unsafe")  # floor, since ub >= 0
-            np.take(self._lut, kb, out=ab)
-            coef = ab.view(np.float32).reshape(m, 2)
+            cells = np.empty(m, dtype=cell_dtype)
+            np.copyto(cells, ub, casting="unsafe")  # floor, since ub >= 0
+            coef = np.take(lut, cells).view(np.float32).reshape(m, 2)
             np.multiply(ub, coef[:, 1], out=ub)
             np.add(ub, coef[:, 0], out=ub)
-            bitgen = np.random.PCG64(seed)
-            bitgen.advance((start + 1) // 2)  # float32 uniforms use 32 of each 64-bit draw
-            np.random.Generator(bitgen).random(m, dtype=np.float32, out=rb)
-            np.add(ub, rb, out=ub)
+            bitgen = np.random.PCG64(seeds[seg])
+            bitgen.advance(offset // 2)  # float32 uniforms take 32 bits of each 64-bit draw; offsets are even
+            ub += np.random.Generator(bitgen).random(m, dtype=np.float32)
             ob = out[start:stop]
             np.copyto(ob, ub, casting="unsafe")
-            np.minimum(ob, self._last, out=ob)  # guards F + r rounding up to 2^b in float32
+            np.minimum(ob, last, out=ob)  # guards F + r rounding up to 2^b in float32
+
+        parallel.for_blocks(n, block, block=min(parallel.BLOCK, segment))
         return out

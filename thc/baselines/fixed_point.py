@@ -20,6 +20,7 @@ from .base import ChunkedCompressor, check_workers
 __all__ = ["FixedPoint32", "fixed_point_scale"]
 
 INT32_MAX = 2**31 - 1
+DEFAULT_WORKERS = 32  # the largest job a 32-bit worker bitmap (the switch's) can hold
 
 
 def fixed_point_scale(max_abs: float, workers: int) -> float:
@@ -33,12 +34,16 @@ def fixed_point_scale(max_abs: float, workers: int) -> float:
 
 
 class FixedPoint32(ChunkedCompressor):
-    """int32 fixed point. Local statistic: max |x| per chunk; encode -> int32 arrays; sums are int32/int64."""
+    """int32 fixed point. Local statistic: max |x| per chunk; encode -> int32 arrays; sums are int32/int64.
+
+    workers: the job's n, which sets the headroom; the default (32, the most a switch job holds) is safe for
+    any job but keeps log2(32/n) fewer bits of precision than the exact n.
+    """
 
     name = "int32 fixed point"
     summable = True
 
-    def __init__(self, workers: int, chunk: int = 2**20, seed: int = 0, worker_id: int = 0) -> None:
+    def __init__(self, workers: int = DEFAULT_WORKERS, chunk: int = 2**20, seed: int = 0, worker_id: int = 0) -> None:
         super().__init__(chunk, seed, worker_id)
         self.workers = check_workers(workers)
 

@@ -1,0 +1,278 @@
+"""THC compression speed and accuracy, next to a plain FWHT, a memory copy and the baselines.
+
+    .venv/bin/python bench/bench_thc.py [--quick] [--workers N] [--threads T] [--out DIR]
+
+1. Throughput (coordinates per second) for 2^16 .. 2^24 coordinates, all measured in the same run and
+   interleaved, repetition by repetition, so that a busy machine slows every column alike:
+   copy (one tensor copy into a preallocated buffer), FWHT (one unnormalised transform, warm buffers),
+   THC encode (prepare + encode) and decode, with one full-width chunk of n coordinates and with the
+   default 2^20 chunks; then the baselines' encode and decode. Medians of the repetitions.
+   Floor: THC encode + decode of 2^24 coordinates (one chunk) must take at most 3x one FWHT.
+2. NMSE against bits per coordinate for every compressor, for n workers, on Gaussian vectors and on real
+   minibatch gradients of a small MLP on scikit-learn's digits. THC at b = 1..8 bits with g = 2(2^b - 1)
+   and the clip p that minimises rounding variance + clipping error for that table.
+
+Prints the figures and writes DIR/thc.json and DIR/thc.png (default bench/out). Figures, never assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from thc import THCCompressor, THCConfig  # noqa: E402
+from thc.baselines import FP16, QSGD, FixedPoint32, TernGrad, TopK  # noqa: E402
+from thc.hadamard import fwht  # noqa: E402
+from thc.simulate import mean_nmse  # noqa: E402
+from thc.tables import clipping_error, make_table  # noqa: E402
+from thc.workloads import digits_gradient_rounds, gaussian_rounds  # noqa: E402
+from thc.workspace import Workspace, empty_cpu  # noqa: E402
+from thc.baselines import NoCompression  # noqa: E402
+
+DEFAULT_CHUNK = 2**20
+
+
+def median_time(fn, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ------------------------------------------------------------------------------------------- throughput
+def thc_phases(n: int, chunk: int, x: torch.Tensor):
+    """(encode, decode) closures for one worker; the sums come from the worker's own indices."""
+    comp = THCCompressor(THCConfig(chunk=chunk), worker_id=0)
+    prep = comp.prepare(x, 0)
+    sums = comp.aggregate([comp.encode(prep, prep.norms)])
+    state = {"prep": prep}
+
+    def encode():
+        p = comp.prepare(x, 1)
+        comp.encode(p, p.norms)
+        state["prep"] = p
+
+    def decode():
+        comp.decode(state["prep"], sums, 1, state["prep"].norms)
+
+    return encode, decode
+
+
+def baseline_phases(comp, x: torch.Tensor):
+    prep = comp.prepare(x, 0)
+    payload = comp.encode(prep, prep.stats)
+    aggregated = comp.aggregate([payload])
+
+    def encode():
+        p = comp.prepare(x, 0)
+        comp.encode(p, p.stats)
+
+    def decode():
+        comp.decode(prep, aggregated, 1, prep.stats)
+
+    return encode, decode
+
+
+def throughput(sizes: list[int], reps: int, baseline_max: int) -> tuple[list[dict], dict]:
+    rows, floor = [], {}
+    for n in sizes:
+        x = torch.randn(n, generator=torch.Generator().manual_seed(n))
+        ws, out, dst = Workspace(), empty_cpu(n), empty_cpu(n)
+        ops = {
+            "copy": lambda: dst.copy_(x),
+            "fwht": lambda: fwht(x, out=out, workspace=ws),
+        }
+        enc, dec = thc_phases(n, n, x)
+        ops["thc encode (1 chunk)"], ops["thc decode (1 chunk)"] = enc, dec
+        if n > DEFAULT_CHUNK:
+            enc, dec = thc_phases(n, DEFAULT_CHUNK, x)
+            ops["thc encode (2^20 chunks)"], ops["thc decode (2^20 chunks)"] = enc, dec
+        times = {name: [] for name in ops}
+        for name, fn in ops.items():  # warm-up: allocations, caches, lazy imports
+            fn()
+        for _ in range(reps):
+            for name, fn in ops.items():
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+        if n <= baseline_max:
+            for comp in (FP16(8), FixedPoint32(8), TernGrad(), QSGD(4), TopK(0.01)):
+                enc, dec = baseline_phases(comp, x)
+                times[f"{comp.name} encode"] = [median_time(enc, max(1, reps // 2))]
+                times[f"{comp.name} decode"] = [median_time(dec, max(1, reps // 2))]
+        for name, ts in times.items():
+            med = statistics.median(ts)
+            rows.append({"size": n, "op": name, "seconds": med, "coords_per_s": n / med, "reps": len(ts)})
+        if n == max(sizes):
+            enc_dec = statistics.median(times["thc encode (1 chunk)"]) + statistics.median(times["thc decode (1 chunk)"])
+            per_rep = [
+                (e + d) / f
+                for e, d, f in zip(times["thc encode (1 chunk)"], times["thc decode (1 chunk)"], times["fwht"])
+            ]
+            floor = {
+                "size": n,
+                "fwht_s": statistics.median(times["fwht"]),
+                "encode_plus_decode_s": enc_dec,
+                "ratio": enc_dec / statistics.median(times["fwht"]),
+                "ratio_per_rep": per_rep,
+                "limit": 3.0,
+            }
+            floor["pass"] = floor["ratio"] <= floor["limit"]
+        print_size(n, [r for r in rows if r["size"] == n])
+    return rows, floor
+
+
+def print_size(n: int, rows: list[dict]) -> None:
+    k = int(round(np.log2(n)))
+    print(f"\n2^{k} = {n} coordinates")
+    print(f"  {'operation':<34} {'ms':>9} {'Mcoord/s':>10}")
+    for r in rows:
+        print(f"  {r['op']:<34} {r['seconds'] * 1e3:>9.2f} {r['coords_per_s'] / 1e6:>10.1f}")
+
+
+# ------------------------------------------------------------------------------------------------ NMSE
+def best_clip(bits: int, granularity: int) -> float:
+    """The p (powers of 1/2) with the least rounding variance + clipping error for this b and g."""
+    candidates = [2.0**-k for k in range(1, 25)]
+    return min(candidates, key=lambda p: make_table(bits, granularity, p).rounding_variance() + clipping_error(p))
+
+
+def compressor_grid(workers: int) -> list[tuple[str, str, dict, callable]]:
+    """(family, label, params, factory(worker_id)) for every point of the NMSE plot."""
+    grid = []
+    for bits in range(1, 9):
+        g = 2 * (2**bits - 1)
+        p = best_clip(bits, g)
+        for kind in ("optimal", "uniform"):
+            cfg = THCConfig(bits=bits, granularity=g, clip=p, table=kind)
+            grid.append((f"THC-{kind}", f"b={bits}", {"bits": bits, "g": g, "p": p},
+                         lambda i, cfg=cfg: THCCompressor(cfg, i)))
+    grid.append(("THC-optimal default", "b=4 g=30 p=1/32", {"bits": 4, "g": 30, "p": 1 / 32},
+                 lambda i: THCCompressor(THCConfig(), i)))
+    for bits in (2, 3, 4, 6, 8):
+        grid.append(("QSGD", f"b={bits}", {"bits": bits, "bucket": 512}, lambda i, b=bits: QSGD(b, 512, worker_id=i)))
+    for ratio in (0.001, 0.01, 0.1):
+        grid.append(("TopK+EF", f"{ratio:g}", {"ratio": ratio}, lambda i, r=ratio: TopK(r, worker_id=i)))
+    grid.append(("TernGrad", "", {}, lambda i: TernGrad(worker_id=i)))
+    grid.append(("fp16", "", {}, lambda i: FP16(workers, worker_id=i)))
+    grid.append(("int32 fixed point", "", {}, lambda i: FixedPoint32(workers, worker_id=i)))
+    grid.append(("fp32", "", {}, lambda i: NoCompression(worker_id=i)))
+    return grid
+
+
+def nmse_sweep(workers: int, rounds: list[list[torch.Tensor]], data: str) -> list[dict]:
+    rows = []
+    print(f"\nNMSE, {data}: n={workers} workers, d={rounds[0][0].numel()}, {len(rounds)} rounds")
+    print(f"  {'compressor':<22} {'setting':<16} {'up b/c':>8} {'down b/c':>9} {'NMSE':>11}")
+    for family, label, params, make in compressor_grid(workers):
+        bits = make(0).bits_per_coordinate(workers)
+        value = mean_nmse(make, rounds)
+        rows.append({"family": family, "label": label, "params": params, "up_bits": bits.up,
+                     "down_bits": bits.down, "nmse": value})
+        print(f"  {family:<22} {label:<16} {bits.up:>8.3f} {bits.down:>9.3f} {value:>11.3e}")
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ plot
+def plot(path: Path, rows: list[dict], nmse: dict[str, list[dict]], floor: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5))
+    ax = axes[0]
+    ops = ["copy", "fwht", "thc encode (1 chunk)", "thc decode (1 chunk)", "thc encode (2^20 chunks)",
+           "thc decode (2^20 chunks)", "int32 fixed point encode", "QSGD b=4 encode", "TopK 0.01 +EF encode"]
+    for op in ops:
+        pts = sorted((r["size"], r["coords_per_s"]) for r in rows if r["op"] == op)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] / 1e6 for p in pts], marker="o", label=op)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("coordinates")
+    ax.set_ylabel("million coordinates / s")
+    title = "Throughput"
+    if floor:
+        title += f" (2^24: enc+dec = {floor['ratio']:.2f} x FWHT)"
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    for ax, (data, pts) in zip(axes[1:], nmse.items()):
+        families = []
+        for r in pts:
+            if r["family"] not in families:
+                families.append(r["family"])
+        for fam in families:
+            sel = sorted((r["up_bits"], max(r["nmse"], 1e-16)) for r in pts if r["family"] == fam)
+            style = "-o" if len(sel) > 1 else "*" if "default" in fam else "s"
+            ax.plot([s[0] for s in sel], [s[1] for s in sel], style, label=fam, markersize=9 if style == "*" else 6)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("upstream bits per coordinate")
+        ax.set_ylabel("NMSE")
+        ax.set_title(f"NMSE, {data}")
+        ax.legend(fontsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="sizes 2^16, 2^20, 2^24; fewer repetitions and rounds")
+    parser.add_argument("--workers", type=int, default=8, help="simulated workers for the NMSE sweep (default 8)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="output folder (default bench/out)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sizes = [2**16, 2**20, 2**24] if args.quick else [2**16, 2**18, 2**20, 2**22, 2**24]
+    reps = 3 if args.quick else 7
+    rounds = 2 if args.quick else 5
+    machine = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+               "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
+               "load_average": os.getloadavg()}
+    print(f"# THC benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{os.cpu_count()} CPUs, load average {machine['load_average'][0]:.2f}")
+
+    t0 = time.perf_counter()
+    rows, floor = throughput(sizes, reps, baseline_max=2**22 if args.quick else 2**24)
+    if floor:
+        verdict = "PASS" if floor["pass"] else "FAIL"
+        print(f"\nFloor at 2^24 (one chunk): encode + decode = {floor['encode_plus_decode_s'] * 1e3:.0f} ms, "
+              f"FWHT = {floor['fwht_s'] * 1e3:.0f} ms, ratio {floor['ratio']:.2f} (limit 3.0): {verdict}; "
+              f"per repetition: {', '.join(f'{r:.2f}' for r in floor['ratio_per_rep'])}")
+
+    nmse = {
+        "gaussian": nmse_sweep(args.workers, list(gaussian_rounds(args.workers, 2**16, rounds, seed=1)),
+                               "Gaussian N(0,1)"),
+        "digits MLP gradients": nmse_sweep(args.workers, list(digits_gradient_rounds(args.workers, None, rounds, seed=1)),
+                                           "digits MLP gradients"),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"machine": machine, "quick": args.quick, "throughput": rows, "floor": floor, "nmse": nmse,
+              "seconds": time.perf_counter() - t0}
+    (args.out / "thc.json").write_text(json.dumps(result, indent=1))
+    plot(args.out / "thc.png", rows, nmse, floor)
+    print(f"\nwrote {args.out / 'thc.json'} and {args.out / 'thc.png'} ({result['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
