@@ -14,7 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
 from host_agent import wire
+from host_agent.layers import THCResult8
 from host_agent.fake_switch import FakeSwitch
 from host_agent.loopback import VirtualClock
 from host_agent.protocol import AggregationTimeout, drive
@@ -217,6 +221,12 @@ def test_retransmission_after_completion_is_answered_with_the_stored_result(new_
     assert answer.lane_bits == 8  # n·g = 60 fits a byte
     assert list(answer.payload) == [TABLE[3] + TABLE[4]] * 64  # the stored sums, the retransmission not added
     assert frame[30:34] == wire.ip_bytes(worker_endpoint(0).ip)
+    pkt = Ether(frame)  # the headers the receiver relies on: lengths, checksum, THC dissection
+    assert len(frame) == 122 and pkt[IP].len == 108 and pkt[UDP].len == 88 and pkt[UDP].dport == wire.THC_UDP_PORT
+    recomputed = pkt.copy()
+    del recomputed[IP].chksum
+    assert Ether(bytes(recomputed))[IP].chksum == pkt[IP].chksum
+    assert pkt[THCResult8].sums == [TABLE[3] + TABLE[4]] * 64
     assert b.transport.recv(0) == []
     assert event_counts(engine)["RETX_ANSWERED"] == 1
 
