@@ -54,7 +54,7 @@ class CompiledAction:
         return [w for _, w in self.params]
 
     def generate(self, src) -> None:
-        body = ActionBody(self.env, self.path, params=self.widths, pipeline=None)
+        body = ActionBody(self.env, self.path, params=self.widths)
         src.emit(f"def {self.fname}(F, P):")
         with src.indent():
             src.emit(f"# action {self.name}")

@@ -163,6 +163,20 @@ class PipelineGen:
                 continue
             _, conds, other = cont
             join = self.ipdom[node]
+            if len(conds) == 1:
+                mark = len(src.lines)
+                src.emit(f"if {conds[0][0]}:")
+                with src.indent():
+                    then_emitted = self._region(src, conds[0][1], join, depth + 1)
+                if not then_emitted:  # nothing to do when true: test the negation instead
+                    del src.lines[mark:]
+                    src.emit(f"if not ({conds[0][0]}):")
+                    with src.indent():
+                        if not self._region(src, other, join, depth + 1):
+                            src.emit("pass")
+                    node = join
+                    continue
+                conds = []
             for k, (cond, target) in enumerate(conds):
                 src.emit(f"{'if' if k == 0 else 'elif'} {cond}:")
                 with src.indent():
@@ -381,6 +395,7 @@ class ChecksumGen:
             cond = None
             if c.get("if_cond") is not None:
                 cond = ExprCompiler(layout, ns, path + ".if_cond").boolean(c["if_cond"]).src
+                cond = None if cond == "True" else cond
             self.items.append((c.get("name"), calc, ref, valid, cond,
                                c.get("verify", True), c.get("update", True)))
 

@@ -25,10 +25,6 @@ class Value:
     stack: StackSlots | None = None
     field: FieldRef | None = None  # data read straight from a field
 
-    @property
-    def nonneg(self) -> bool:
-        return self.bits is not None
-
 
 def _data(src, bits=None, const=None, field=None) -> Value:
     return Value(src, "data", bits=bits, const=const, field=field)

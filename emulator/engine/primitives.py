@@ -38,12 +38,11 @@ class ActionEnv:
 class ActionBody:
     """Compiles one primitive list. `params` are runtime-data widths; `param_src(i)` names them."""
 
-    def __init__(self, env: ActionEnv, path: str, params=None, param_src=None, pipeline=None):
+    def __init__(self, env: ActionEnv, path: str, params=None, param_src=None):
         self.env = env
         self.path = path
         self.params = params
         self.param_src = param_src
-        self.pipeline = pipeline
         self.uses_exit = False
         self.uses_return = False
 
@@ -339,8 +338,8 @@ class ActionBody:
             raise malformed(f"unknown {kind} {j.get('value')!r}", path, prim)
         return obj
 
-    def _index(self, ex, j, size):
-        """(index source, needs the lower-bound check)."""
+    def _index(self, ex, j):
+        """(index source, whether it needs the lower-bound check: it may be negative)."""
         v = self._int_value(ex, j)
         return v.src, v.bits is None
 
@@ -348,7 +347,7 @@ class ActionBody:
         dst, width, signed = ex.lvalue(params[0])
         reg = self._named(params[1], "register_array", self.env.registers, path, prim)
         cells = self.env.ns.add("_reg", reg.cells)
-        idx, check_low = self._index(ex, params[2], reg.size)
+        idx, check_low = self._index(ex, params[2])
         i = src.tmp("i")
         src.emit(f"{i} = {idx}")
         cond = f"0 <= {i} < {reg.size}" if check_low else f"{i} < {reg.size}"
@@ -362,7 +361,7 @@ class ActionBody:
     def _p_register_write(self, src, ex, params, path, prim):
         reg = self._named(params[0], "register_array", self.env.registers, path, prim)
         cells = self.env.ns.add("_reg", reg.cells)
-        idx, check_low = self._index(ex, params[1], reg.size)
+        idx, check_low = self._index(ex, params[1])
         v = self._int_value(ex, params[2])
         i = src.tmp("i")
         src.emit(f"{i} = {idx}")
@@ -379,7 +378,7 @@ class ActionBody:
         ctr = self._named(params[0], "counter_array", self.env.counters, path, prim)
         pk = self.env.ns.add("_ctrp", ctr.packets)
         by = self.env.ns.add("_ctrb", ctr.bytes)
-        idx, check_low = self._index(ex, params[1], ctr.size)
+        idx, check_low = self._index(ex, params[1])
         i = src.tmp("i")
         src.emit(f"{i} = {idx}")
         cond = f"0 <= {i} < {ctr.size}" if check_low else f"{i} < {ctr.size}"
