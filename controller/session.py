@@ -322,16 +322,20 @@ class SwitchSession:
         for e in found:
             d = p4.describe(e.table_entry)
             by_table.setdefault(d["table"], []).append(d)
-        groups = self._read([jobs.groups_entity()], optional=True)
-        shown = {"tables": by_table,
-                 "multicast_group_entries": None if groups is None else [
-                     {"multicast_group_id": g.packet_replication_engine_entry.multicast_group_entry.multicast_group_id,
-                      "replicas": [{"egress_port": r.egress_port, "instance": r.instance}
-                                   for r in g.packet_replication_engine_entry.multicast_group_entry.replicas]}
-                     for g in groups]}
+        shown = {"tables": by_table, "multicast_group_entries": self.multicast_groups()}
         if lanes and not lookup_entries:
             shown["lookup_table"] = lookup_tables.summarize(self._read_lanes(p4, lanes)).to_dict()
         return shown
+
+    def multicast_groups(self) -> list[dict] | None:
+        """The multicast groups in runtime-file form (None if the switch cannot read them back)."""
+        groups = self._read([jobs.groups_entity()], optional=True)
+        if groups is None:
+            return None
+        return [{"multicast_group_id": g.packet_replication_engine_entry.multicast_group_entry.multicast_group_id,
+                 "replicas": [{"egress_port": r.egress_port, "instance": r.instance}
+                              for r in g.packet_replication_engine_entry.multicast_group_entry.replicas]}
+                for g in groups]
 
     # ---- runtime files --------------------------------------------------------------------------
 
