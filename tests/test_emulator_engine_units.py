@@ -203,3 +203,36 @@ def test_store_truncates_like_bmv2_fields():
     ns = {"F": [200, 0, 0, 1]}
     exec(store("0", 8, False, v), ns)
     assert ns["F"][0] == 255
+
+
+def test_lpm_with_exact_fields_needs_them_equal():
+    t = _table("lpm", [KeyField("vrf", "exact", 8, None), KeyField("ip", "lpm", 32, None)])
+    t.add([1, (0x0A000000, 8)], "a", [1])
+    t.add([2, (0x0A000000, 16)], "a", [2])
+    t.add([1, (0x0A010000, 16)], "a", [3])
+    assert t.lookup((1, 0x0A010101)).params == (3,)
+    assert t.lookup((1, 0x0A020101)).params == (1,)
+    assert t.lookup((2, 0x0A000101)).params == (2,)
+    assert t.lookup((2, 0x0A010101)) is None
+    assert t.lookup((3, 0x0A010101)) is None
+
+
+def test_range_table_with_exact_ternary_and_lpm_fields():
+    keys = [KeyField("e", "exact", 8, None), KeyField("r", "range", 16, None),
+            KeyField("t", "ternary", 8, None), KeyField("l", "lpm", 16, None)]
+    t = _table("range", keys)
+    t.add([7, (10, 20), (0x0A, 0x0F), (0xAB00, 8)], "a", [1], priority=5)
+    t.add([7, (0, 0xFFFF), (0, 0), (0, 0)], "a", [2], priority=1)
+    assert t.lookup((7, 15, 0xFA, 0xABCD)).params == (1,)
+    assert t.lookup((7, 21, 0xFA, 0xABCD)).params == (2,)  # out of range
+    assert t.lookup((7, 15, 0xFB, 0xABCD)).params == (2,)  # ternary mismatch
+    assert t.lookup((7, 15, 0xFA, 0xAC00)).params == (2,)  # prefix mismatch
+    assert t.lookup((8, 15, 0xFA, 0xABCD)) is None
+
+
+def test_static_key_mask_applies_to_entries_and_duplicates():
+    t = _table("ternary", [KeyField("f", "ternary", 8, 0xF0)])
+    t.add([(0x1F, 0xFF)], "a", [1], priority=1)
+    assert t.list_entries()[0].keys == [(0x10, 0xF0)]
+    with pytest.raises(EntryError, match="already exists"):
+        t.add([(0x10, 0xF0)], "a", [1], priority=1)
