@@ -101,9 +101,7 @@ def check_p4info(p4info: p4info_pb2.P4Info, where: str) -> int:
     if not tables:
         raise PipelineMismatch(f"{where} has no P4 program: push one with `thc-ctl push`")
     lanes = lane_count(p4info)
-    if lanes == 0:
-        raise PipelineMismatch(f"{where} has no table '{lut_table(0)}': {hint}")
-    for spec in table_specs(lanes):
+    for spec in table_specs(max(lanes, 1)):        # the lanes come last: name the plain tables first
         table = tables.get(spec.name)
         if table is None:
             raise PipelineMismatch(f"{where} has no table '{spec.name}': {hint}")

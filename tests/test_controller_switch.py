@@ -223,3 +223,45 @@ def test_thc_ctl_drives_a_thc_switch_process(tmp_path):
         except subprocess.TimeoutExpired:
             os.kill(switch.pid, 9)
             switch.wait()
+
+
+FIXTURE = REPO / "tests" / "fixtures" / "p4" / "build"
+
+
+@pytest.mark.skipif(not (FIXTURE / "ipv4_forward.json").exists(), reason="the engine's fixture programs are not built")
+def test_apply_programs_a_tutorials_style_switch(tmp_path):
+    """`apply` with a runtime file in p4lang/tutorials' format, on another program (the engine's
+    ipv4_forward fixture, tutorials' basic.p4): the pipeline is pushed, entries forward packets, and the
+    THC commands name what this program lacks."""
+    from emulator.p4rt.device import Device
+    from emulator.p4runtime_server import P4RuntimeServer
+
+    device = Device(device_id=0)
+    server = P4RuntimeServer(device)
+    addr = f"127.0.0.1:{server.start('127.0.0.1:0')}"
+    try:
+        runtime = tmp_path / "s1-runtime.json"
+        runtime.write_text(json.dumps({
+            "target": "bmv2", "p4info": str(FIXTURE / "ipv4_forward.p4info.txtpb"),
+            "bmv2_json": str(FIXTURE / "ipv4_forward.json"),
+            "table_entries": [
+                {"table": "MyIngress.ipv4_lpm", "default_action": True, "action_name": "MyIngress.drop",
+                 "action_params": {}},
+                {"table": "MyIngress.ipv4_lpm", "match": {"hdr.ipv4.dstAddr": ["10.0.1.1", 32]},
+                 "action_name": "MyIngress.ipv4_forward", "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1}},
+                {"table": "MyIngress.ipv4_lpm", "match": {"hdr.ipv4.dstAddr": ["10.0.2.0", 24]},
+                 "action_name": "MyIngress.ipv4_forward", "action_params": {"dstAddr": "08:00:00:00:02:22", "port": 2}},
+            ]}))
+        status, out, err = cli("apply", runtime, "--grpc-addr", addr)
+        assert status == 0 and "pipeline pushed; 2 inserted, 1 modified" in out, err
+        status, out, _ = cli("show", "--grpc-addr", addr)
+        assert status == 0 and "dstAddr=10.0.2.0/24 -> ipv4_forward(dstAddr=08:00:00:00:02:22, port=2)" in out
+        status, _, err = cli("stats", "--grpc-addr", addr)
+        assert status == 1 and "no table 'ThcIngress.forwarding.ipv4_lpm'" in err
+        from host_agent.wire import Endpoint, FrameBuilder
+        frame = FrameBuilder(Endpoint("08:00:00:00:03:33", "10.0.3.3"), Endpoint("00:00:00:00:00:01", "10.0.2.7")
+                             ).frame(1, 0, 0, 0, 0, 0)
+        [(port, out_frame)] = device.engine.process(3, frame)
+        assert port == 2 and out_frame[:6] == bytes.fromhex("080000000222")
+    finally:
+        server.stop()
