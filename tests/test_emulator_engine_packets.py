@@ -124,7 +124,7 @@ def test_exception_in_an_action_is_counted_logged_and_contained(router, caplog):
     def broken(F, P):
         raise RuntimeError("injected bug")
 
-    entry.fn = broken
+    entry.fn, entry.action_id = broken, -1  # -1: not one of the actions inlined into the table apply
     with caplog.at_level(logging.ERROR, logger="emulator.switch"):
         assert router.process(1, raw(_udp())) == []
     assert router.stats["exceptions"] == 1

@@ -48,6 +48,7 @@ class CompiledAction:
         self.env = env
         self.uses_exit = False
         self.inlinable = True
+        self._size = None
 
     @property
     def widths(self):
@@ -74,6 +75,20 @@ class CompiledAction:
         body = ActionBody(self.env, self.path, params=self.widths, param_src=lambda i: str(values[i]))
         src.emit(f"# action {self.name}{tuple(values)!r}")
         body.emit(src, self.json.get("primitives", []))
+
+    def emit_inline_data(self, src, data_var: str) -> None:
+        """The body reading its action data from the tuple in `data_var` (a table entry's params)."""
+        body = ActionBody(self.env, self.path, params=self.widths,
+                          param_src=lambda i: f"{data_var}[{i}]")
+        body.emit(src, self.json.get("primitives", []))
+
+    def inline_size(self) -> int:
+        """Statements the body compiles to (for deciding whether to inline it into a table apply)."""
+        if self._size is None:
+            trial = Source()
+            ActionBody(self.env, self.path, params=self.widths).emit(trial, self.json.get("primitives", []))
+            self._size = len(trial.lines)
+        return self._size
 
 
 @dataclass

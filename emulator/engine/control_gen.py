@@ -14,6 +14,8 @@ from emulator.engine.expressions import ExprCompiler
 from emulator.engine.jsonutil import malformed, unsupported
 
 MAX_INLINE_DEPTH = 40
+INLINE_ACTION_LINES = 12  # action bodies up to this many lines are inlined into table applies
+INLINE_ACTIONS_PER_TABLE = 3
 
 
 class _TooBig(Exception):
@@ -347,7 +349,7 @@ class PipelineGen:
                     if self.trace:
                         src.emit(f"_trace('table %s: hit key=%s -> %s%s', {table.name!r}, _hexkey({key}), "
                                  f"{e}.action, {e}.params)")
-        src.emit(f"{e}.fn(F, {e}.params)")
+        self._run_entry(src, table, e)
         if may_exit:
             src.emit(f"if F[{self.layout.EXIT}]: return None")
         if len(branches) == 1:
@@ -361,6 +363,28 @@ class PipelineGen:
         for ids, target in branches[:-1]:
             conds.append((" or ".join(f"{a} is None" if i is None else f"{a} == {i}" for i in ids), target))
         return ("branch", conds, branches[-1][1])
+
+    def _run_entry(self, src, table, e):
+        """`e.fn(F, e.params)`, with the bodies of small actions inlined behind an action-id test
+        (saves a Python call per table; the table's entries can still change at run time)."""
+        small = [self.actions[a.id] for a in table.actions.values()
+                 if self.actions[a.id].inlinable and self.actions[a.id].inline_size() <= INLINE_ACTION_LINES]
+        small = small[:INLINE_ACTIONS_PER_TABLE]
+        if not small:
+            src.emit(f"{e}.fn(F, {e}.params)")
+            return
+        a = src.tmp("a")
+        data = src.tmp("p")
+        src.emit(f"{a} = {e}.action_id")
+        for k, action in enumerate(small):
+            src.emit(f"{'if' if k == 0 else 'elif'} {a} == {action.id}:")
+            with src.indent():
+                if action.params:
+                    src.emit(f"{data} = {e}.params")
+                action.emit_inline_data(src, data)
+        src.emit("else:")
+        with src.indent():
+            src.emit(f"{e}.fn(F, {e}.params)")
 
     def _inline_default(self, table):
         """(CompiledAction, params) when a keyless table always runs one known action."""
