@@ -51,6 +51,7 @@ class SwitchConnection:
         self.device_id = device_id
         self.election_id = election_id
         self.connect_timeout = connect_timeout
+        self.name = label
         self.label = f"{label + ' ' if label else ''}({grpc_addr}, device {device_id})"
         self._channel = None
         self._stub = None
@@ -80,7 +81,7 @@ class SwitchConnection:
         except grpc.FutureTimeoutError:
             channel.close()
             raise SwitchUnreachable(
-                f"no P4Runtime server answers at {self.grpc_addr} (waited {self.connect_timeout:g} s): "
+                f"{self.name + ': ' if self.name else ''}no P4Runtime server answers at {self.grpc_addr} (waited {self.connect_timeout:g} s): "
                 "check that the switch is running and that its gRPC address is this one "
                 "(thc-switch --grpc-server-addr / simple_switch_grpc -- --grpc-server-addr)") from None
         self._channel = channel
