@@ -41,19 +41,20 @@ class SwitchAggregator:
     @classmethod
     def open(cls, iface: str, job_id: int, worker_id: int, n_workers: int, service_ip: str, service_mac: str,
              src_ip: str, src_mac: str, window: int = 128, timeout: float = 0.05, max_timeout: float = 1.0,
-             deadline: float = 30.0) -> "SwitchAggregator":
+             deadline: float = 30.0, pairs: int = wire.INDEX_PAIRS) -> "SwitchAggregator":
         """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
 
         `window` must be the same on every worker and at most the job's n_slots; `timeout` is the first
         retransmission timeout (doubling up to `max_timeout`), `deadline` the time after which a missing
-        result raises AggregationTimeout.
+        result raises AggregationTimeout. `pairs`: the program's THC_PAIRS (32 for p4/build/thc.json; 16 or
+        64 for the variants in p4/build/variants/).
         """
         transport = RawSocketTransport(iface, src_ip=src_ip)
         builder = wire.FrameBuilder(wire.Endpoint(src_mac, src_ip), wire.Endpoint(service_mac, service_ip))
         try:
             protocol = WorkerProtocol(transport, builder, job_id, worker_id, window, timeout=timeout,
-                                      max_timeout=max_timeout, deadline=deadline)
+                                      max_timeout=max_timeout, deadline=deadline, pairs=pairs)
         except Exception:
             transport.close()
             raise

@@ -141,7 +141,8 @@ class WorkerProtocol:
     """One worker of one job: request numbering, window, retransmission, result collection.
 
     `window` W must be the same on every worker of the job and at most the job's n_slots; requests are
-    numbered from `first_request` (0 for a freshly added job).
+    numbered from `first_request` (0 for a freshly added job). `pairs` is the program's THC_PAIRS: index
+    bytes per THC request (K = 2·pairs coordinates) and int32 values per FIX32 request.
     Timers: a request is retransmitted after the retransmission timeout (RTO), then after backoff × the
     previous wait, at most `max_timeout`; `deadline` s after its first transmission without a result,
     AggregationTimeout is raised. The RTO starts at `timeout`; with `adaptive` it follows the measured
@@ -153,19 +154,22 @@ class WorkerProtocol:
     def __init__(self, transport: Transport, builder: wire.FrameBuilder, job_id: int, worker_id: int,
                  window: int, *, timeout: float = 0.05, backoff: float = 2.0, max_timeout: float = 1.0,
                  deadline: float = 30.0, adaptive: bool = True, clock: Callable[[], float] = time.monotonic,
-                 first_request: int = 0):
+                 first_request: int = 0, pairs: int = wire.INDEX_PAIRS):
         if not 0 <= job_id <= 255:
             raise ValueError(f"job_id {job_id} is not 0..255")
         if not 0 <= worker_id < wire.MAX_WORKERS:
             raise ValueError(f"worker_id {worker_id} is not 0..{wire.MAX_WORKERS - 1}")
         if not 1 <= window <= 1024:
             raise ValueError(f"window {window} is not 1..1024 (and must be at most the job's n_slots)")
+        if pairs not in (16, 32, 64):
+            raise ValueError(f"pairs {pairs}: the program is compiled with THC_PAIRS = 16, 32 (default) or 64")
         if timeout <= 0 or backoff < 1 or max_timeout < timeout or deadline <= 0:
             raise ValueError("need timeout > 0, backoff >= 1, max_timeout >= timeout, deadline > 0")
         self.transport, self.builder = transport, builder
         self.job_id, self.worker_id, self.window = job_id, worker_id, window
         self.timeout, self.backoff, self.max_timeout, self.deadline = timeout, backoff, max_timeout, deadline
         self.clock = clock
+        self.pairs = pairs
         self.adaptive = adaptive
         self.rto = timeout
         self._srtt: float | None = None
@@ -190,10 +194,10 @@ class WorkerProtocol:
     def start_sum_indices(self, chunks: Sequence[np.ndarray]) -> Operation:
         """Per-coordinate sums over workers of the table values of 4-bit indices, chunk by chunk.
 
-        Each chunk is padded to a multiple of K = 64 with index 0 (valid for every table); the padding's
+        Each chunk is padded to a multiple of K = 2·pairs (64) with index 0 (valid for every table); the padding's
         sums are dropped from the result.
         """
-        k = wire.COORDS_PER_PACKET
+        k = 2 * self.pairs
         parts, lengths = [], []
         for chunk in chunks:
             idx = np.asarray(chunk).reshape(-1)
@@ -204,12 +208,11 @@ class WorkerProtocol:
             padded[:idx.size] = idx
             parts.append(padded)
         packed = wire.pack_nibbles(np.concatenate(parts)) if parts else b""
-        return self._start(wire.OP_THC, len(packed) // wire.INDEX_PAIRS, packed, wire.INDEX_PAIRS, None,
-                           lengths, k)
+        return self._start(wire.OP_THC, len(packed) // self.pairs, packed, self.pairs, None, lengths, k)
 
     def start_sum_fix32(self, chunks: Sequence[np.ndarray]) -> Operation:
-        """Per-coordinate int32 sums over workers (wrapping), 32 values per packet, chunk by chunk."""
-        k = wire.FIX32_PER_PACKET
+        """Per-coordinate int32 sums over workers (wrapping), `pairs` (32) values per packet, chunk by chunk."""
+        k = self.pairs
         parts, lengths = [], []
         for chunk in chunks:
             values = np.asarray(chunk).reshape(-1)

@@ -88,10 +88,11 @@ def install_table(sw, table: Sequence[int], pairs: int = wire.INDEX_PAIRS) -> No
 
 def attach_workers(engine, job: SimJob, window: int | None = None, *, loss_up: float = 0.0,
                    loss_down: float = 0.0, seed: int = 0, clock: Callable[[], float] = time.monotonic,
-                   service: wire.Endpoint = SERVICE, **timers) -> tuple[LoopbackWire, list[WorkerProtocol]]:
-    """A loopback wire to `engine` and one WorkerProtocol per worker of `job` (window: the job's n_slots)."""
+                   service: wire.Endpoint = SERVICE, **options) -> tuple[LoopbackWire, list[WorkerProtocol]]:
+    """A loopback wire to `engine` and one WorkerProtocol per worker of `job` (window: the job's n_slots;
+    `options`: WorkerProtocol's keyword arguments, e.g. timeout, deadline, pairs)."""
     lw = LoopbackWire(engine, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock)
     protocols = [WorkerProtocol(lw.attach(worker_port(w)), wire.FrameBuilder(worker_endpoint(w), service),
-                                job.job_id, w, window or job.n_slots, clock=clock, **timers)
+                                job.job_id, w, window or job.n_slots, clock=clock, **options)
                  for w in job.worker_ids]
     return lw, protocols

@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -131,6 +132,10 @@ def veth():
         for dev in (a, b):
             subprocess.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{dev}.disable_ipv6=1"], capture_output=True)
             subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+        deadline = time.monotonic() + 5  # frames sent before the carrier is up are dropped
+        while time.monotonic() < deadline and not all(
+                Path(f"/sys/class/net/{dev}/operstate").read_text().strip() == "up" for dev in (a, b)):
+            time.sleep(0.01)
         yield a, b
     finally:
         subprocess.run(["ip", "link", "del", a], capture_output=True)
@@ -142,15 +147,19 @@ def test_raw_socket_sends_frames_and_receives_only_thc_results(veth):
     a, b = veth
     peer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     peer.bind((b, 0))
-    peer.settimeout(2.0)
+    peer.settimeout(0.5)
     with RawSocketTransport(a) as transport:
         request = wire.FrameBuilder(SRC, DST).frame(wire.OP_THC, wire.KIND_REQUEST, 1, 2, 3, 4,
                                                     payload=bytes(range(32)))
-        transport.send(request)
-        while True:  # the peer may also see unrelated frames (none expected with IPv6 off)
-            seen = peer.recv(2048)
-            if wire.parse_frame(seen) is not None:
-                break
+        seen, deadline = None, time.monotonic() + 10
+        while seen is None and time.monotonic() < deadline:
+            transport.send(request)
+            try:
+                frame = peer.recv(2048)
+            except socket.timeout:
+                continue
+            if wire.parse_frame(frame) is not None:  # skip unrelated frames the kernel may send
+                seen = frame
         assert seen == request
 
         back = wire.FrameBuilder(DST, SRC)

@@ -394,3 +394,29 @@ def test_empty_operations_complete_without_packets():
     assert w.all_sum_indices([np.zeros(0, np.uint8)])[0][0].shape == (0,)
     assert w.all_max([]).shape == (0,)
     assert w.stats()["packets_sent"] == 0 and w.next_request == 0
+
+
+@pytest.mark.parametrize("pairs", [16, 64])
+@pytest.mark.parametrize("kind", ["fake", "p4"])
+def test_program_variants_with_other_packet_sizes(kind, pairs):
+    """p4/build/variants: THC_PAIRS = 16 (K = 32) and 64 (K = 128); the protocol's `pairs` follows."""
+    job = SimJob(JOB, 3, TABLE, n_slots=4)
+    if kind == "fake":
+        engine = FakeSwitch()
+        engine.add_job(job)
+    else:
+        switch_class = _p4_switch_class()
+        variant = P4_JSON.parent / "variants" / f"thc_pairs{pairs}.json"
+        if switch_class is None or not variant.exists():
+            pytest.skip(f"needs emulator.switch.SoftwareSwitch and {variant}")
+        engine = switch_class.from_json(str(variant))
+        program_engine(engine, job, pairs=pairs)
+    _, workers = attach_workers(engine, job, clock=VirtualClock(), pairs=pairs)
+    rng = np.random.default_rng(9)
+    data = random_indices(rng, 3, [2 * pairs * 5 + 3])
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+        np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
+    fixed = [[rng.integers(-1000, 1000, size=pairs * 3 + 1).astype(np.int32)] for _ in range(3)]
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_fix32(d) for d in fixed]):
+        np.testing.assert_array_equal(sums[0], sum(f[0] for f in fixed))
+    assert workers[0].stats()["requests"] == 6 + 4
