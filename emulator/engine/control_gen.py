@@ -248,7 +248,9 @@ class PipelineGen:
         cond = ExprCompiler(self.layout, self.ns, path).boolean(j.get("expression"))
         t, f = j.get("true_next"), j.get("false_next")
         if self.trace:
-            src.emit(f"_trace('condition %s is %s', {j['name']!r}, {cond.src})")
+            si = j.get("source_info") or {}
+            label = j["name"] + (f" ({si['source_fragment']})" if si.get("source_fragment") else "")
+            src.emit(f"_trace('condition %s is %s', {label!r}, {cond.src})")
         if t == f:
             return ("next", t)
         return ("branch", [(cond.src, t)], f)
@@ -310,8 +312,7 @@ class PipelineGen:
         if inline is not None:
             action, params = inline
             if self.trace:
-                src.emit(f"_trace('table %s: miss (no key) -> %s%s', {table.name!r}, {action.name!r}, "
-                         f"{tuple(params)!r})")
+                src.emit(f"_trace('action %s%s (%s)', {action.name!r}, {tuple(params)!r}, {table.name!r})")
             action.emit_inline(src, params)
             if action.uses_exit:
                 src.emit(f"if F[{self.layout.EXIT}]: return None")
