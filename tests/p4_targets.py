@@ -90,3 +90,147 @@ def program_summary() -> dict:
     program = json.loads(THC_JSON.read_text())
     pairs = sum(1 for t in program["pipelines"][0]["tables"] if ".lut_" in t["name"])
     return {"pairs": pairs, "coords": 2 * pairs}
+
+
+class Bmv2Target:
+    """BMv2's simple_switch_grpc on veth pairs, programmed over P4Runtime by the project's controller.
+
+    Port p of the switch is veth `<prefix>p-sw`; the test sends into and listens on its peer. A packet is
+    processed when the thc_events counter moves (every packet counts exactly one event); its outputs
+    are what arrives until the ports stay quiet for `settle` seconds.
+    """
+
+    name = "bmv2"
+
+    def __init__(self, binary: str, workdir: Path, ports=(1, 2, 3, 4), settle: float = 0.3):
+        import os
+        import socket
+        import subprocess
+
+        from controller.session import SwitchSession
+        from p4.v1 import p4runtime_pb2
+
+        self._pb = p4runtime_pb2
+        self.settle = settle
+        self.prefix = f"tb{os.getpid() % 10000}p"
+        self.ports = list(ports)
+        self.links: list[str] = []
+        self.socks: dict[int, socket.socket] = {}
+        self.proc = None
+        try:
+            for p in self.ports:
+                sw_end, host_end = f"{self.prefix}{p}s", f"{self.prefix}{p}h"
+                subprocess.run(["ip", "link", "add", sw_end, "type", "veth", "peer", "name", host_end], check=True)
+                self.links.append(sw_end)
+                for end in (sw_end, host_end):
+                    subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1"], check=True)
+                    subprocess.run(["ip", "link", "set", end, "up"], check=True)
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+                sock.bind((host_end, 0))
+                sock.setblocking(False)
+                self.socks[p] = sock
+            grpc_port = _free_tcp_port()
+            args = [binary, "--device-id", "0", "--thrift-port", str(_free_tcp_port()),
+                    "--log-file", str(workdir / "bmv2"), "--log-flush", "--no-p4"]
+            for p in self.ports:
+                args += ["-i", f"{p}@{self.prefix}{p}s"]
+            args += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.session = SwitchSession(f"127.0.0.1:{grpc_port}", name="bmv2", connect_timeout=20.0)
+            self.session.push()
+            self.p4info = self.session._p4info
+        except Exception:
+            self.close()
+            raise
+        self.pairs = sum(1 for t in self.p4info.tables() if ".lut_" in t.preamble.name)
+
+    def _write(self, kind, entries) -> None:
+        updates = []
+        for e in entries:
+            entity = (self._pb.Entity(table_entry=e) if isinstance(e, self._pb.TableEntry)
+                      else self._pb.Entity(packet_replication_engine_entry=e))
+            updates.append(self._pb.Update(type=kind, entity=entity))
+        self.session.conn.write(updates)
+
+    def _insert(self, *entries) -> None:
+        self._write(self._pb.Update.INSERT, entries)
+
+    def add_route(self, prefix: int, length: int, mac: int, port: int) -> None:
+        self._insert(self.p4info.table_entry(LPM, {"hdr.ipv4.dstAddr": (prefix, length)},
+                                             "ThcIngress.forwarding.ipv4_forward", {"dstAddr": mac, "port": port}))
+
+    def add_service(self, ip: int) -> None:
+        self._insert(self.p4info.table_entry(SERVICE, {"hdr.ipv4.dstAddr": ip}, "ThcIngress.job_check.serve", {}))
+
+    def set_job(self, job_id: int, *, n_workers, slot_base, n_slots, mcast_grp, worker_mask, lane_bits,
+                epoch, replace: bool = False) -> None:
+        params = dict(n_workers=n_workers, slot_base=slot_base, n_slots=n_slots, mcast_grp=mcast_grp,
+                      worker_mask=worker_mask, lane_bits=lane_bits, epoch=epoch)
+        entry = self.p4info.table_entry(JOBS, {"hdr.thc.job_id": job_id}, "ThcIngress.job_check.set_job", params)
+        self._write(self._pb.Update.MODIFY if replace else self._pb.Update.INSERT, [entry])
+
+    def set_group(self, group: int, replicas: list[tuple[int, int]]) -> None:
+        pre = self._pb.PacketReplicationEngineEntry()
+        pre.multicast_group_entry.multicast_group_id = group
+        for port, rid in replicas:
+            pre.multicast_group_entry.replicas.add(egress_port=port, instance=rid)
+        self._insert(pre)
+
+    def add_result_dst(self, job_id: int, worker_id: int, mac: int, ip: int) -> None:
+        self._insert(self.p4info.table_entry(
+            RESULT_DST, {"hdr.thc.job_id": job_id, "standard_metadata.egress_rid": worker_id},
+            "ThcEgress.set_result_dst", {"dmac": mac, "dip": ip}))
+
+    def install_table(self, values, bits: int) -> None:
+        self.session.install_table(list(values), bits)
+
+    def events(self) -> dict[str, int]:
+        stats = self.session.read_stats()
+        return {name: stats.packets(name) for name in EVENTS}
+
+    def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        import select
+        import socket
+        import time
+
+        before = sum(self.events().values())
+        self.socks[port].send(frame)
+        deadline = time.monotonic() + 10.0
+        while sum(self.events().values()) == before:
+            if time.monotonic() > deadline:
+                raise AssertionError("BMv2 did not count the packet within 10 s: is it running?")
+            time.sleep(0.01)
+        out: list[tuple[int, bytes]] = []
+        by_fd = {s.fileno(): p for p, s in self.socks.items()}
+        while True:
+            ready, _, _ = select.select(list(self.socks.values()), [], [], self.settle)
+            if not ready:
+                return out
+            for sock in ready:
+                data, addr = sock.recvfrom(65535)
+                if addr[2] != socket.PACKET_OUTGOING:
+                    out.append((by_fd[sock.fileno()], data))
+
+    def close(self) -> None:
+        import subprocess
+
+        if getattr(self, "session", None) is not None:
+            self.session.close()
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for sock in self.socks.values():
+            sock.close()
+        for link in self.links:
+            subprocess.run(["ip", "link", "del", link], check=False)
+
+
+def _free_tcp_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -14,7 +14,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
 from host_agent.layers import THC, THCFix32, THCIndices, THCResult8, THCResult16
-from p4_targets import THC_JSON, SoftwareTarget, program_summary
+from p4_targets import THC_JSON, Bmv2Target, SoftwareTarget, bmv2_binary, program_summary
 from thc import make_table
 from thc.aggregate import reference_aggregate
 
@@ -48,20 +48,32 @@ def worker_port(w: int) -> int:
     return w + 1
 
 
-@pytest.fixture(params=["emulator"])
-def target(request):
-    t = SoftwareTarget()
-    t.add_service(ip_int(SERVICE_IP))
-    for w in range(4):
-        t.add_route(ip_int(worker_ip(w)), 32, mac_int(worker_mac(w)), worker_port(w))
-    t.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111, lane_bits=8,
-              epoch=5)
-    t.set_group(GROUP, [(worker_port(w), w) for w in range(N)])
-    for w in range(N):
-        t.add_result_dst(JOB, w, mac_int(worker_mac(w)), ip_int(worker_ip(w)))
-    t.install_table(TABLE.values, 4)
-    yield t
-    t.close()
+TARGETS = ["emulator", pytest.param("bmv2", marks=[
+    pytest.mark.bmv2, pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc not installed")])]
+
+
+@pytest.fixture(params=TARGETS)
+def target(request, tmp_path):
+    if request.param == "bmv2":
+        import os
+        if os.geteuid() != 0:
+            pytest.skip("BMv2 on veth pairs needs root")
+        t = Bmv2Target(bmv2_binary(), tmp_path)
+    else:
+        t = SoftwareTarget()
+    try:
+        t.add_service(ip_int(SERVICE_IP))
+        for w in range(4):
+            t.add_route(ip_int(worker_ip(w)), 32, mac_int(worker_mac(w)), worker_port(w))
+        t.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111, lane_bits=8,
+                  epoch=5)
+        t.set_group(GROUP, [(worker_port(w), w) for w in range(N)])
+        for w in range(N):
+            t.add_result_dst(JOB, w, mac_int(worker_mac(w)), ip_int(worker_ip(w)))
+        t.install_table(TABLE.values, 4)
+        yield t
+    finally:
+        t.close()
 
 
 def request(w: int, op: str = "THC", *, slot: int = 0, rnd: int = 0, job: int = JOB, payload=None,
