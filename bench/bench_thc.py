@@ -118,20 +118,21 @@ def throughput(sizes: list[int], reps: int, baseline_max: int) -> tuple[list[dic
             med = statistics.median(ts)
             rows.append({"size": n, "op": name, "seconds": med, "coords_per_s": n / med, "reps": len(ts)})
         if n == max(sizes):
-            enc_dec = statistics.median(times["thc encode (1 chunk)"]) + statistics.median(times["thc decode (1 chunk)"])
-            per_rep = [
-                (e + d) / f
-                for e, d, f in zip(times["thc encode (1 chunk)"], times["thc decode (1 chunk)"], times["fwht"])
-            ]
-            floor = {
-                "size": n,
-                "fwht_s": statistics.median(times["fwht"]),
-                "encode_plus_decode_s": enc_dec,
-                "ratio": enc_dec / statistics.median(times["fwht"]),
-                "ratio_per_rep": per_rep,
-                "limit": 3.0,
-            }
-            floor["pass"] = floor["ratio"] <= floor["limit"]
+            floor = {"size": n, "limit": 3.0, "fwht_s": statistics.median(times["fwht"])}
+            variants = [("one chunk", "1 chunk")]
+            if n > DEFAULT_CHUNK:
+                variants.append(("2^20 chunks (default)", "2^20 chunks"))
+            for label, key in variants:
+                enc, dec = times[f"thc encode ({key})"], times[f"thc decode ({key})"]
+                per_rep = [(e + d) / f for e, d, f in zip(enc, dec, times["fwht"])]
+                floor[label] = {
+                    "encode_s": statistics.median(enc),
+                    "decode_s": statistics.median(dec),
+                    "ratio_of_medians": (statistics.median(enc) + statistics.median(dec)) / floor["fwht_s"],
+                    "median_paired_ratio": statistics.median(per_rep),
+                    "paired_ratios": per_rep,
+                }
+            floor["pass"] = floor["one chunk"]["median_paired_ratio"] <= floor["limit"]
         print_size(n, [r for r in rows if r["size"] == n])
     return rows, floor
 
@@ -208,7 +209,7 @@ def plot(path: Path, rows: list[dict], nmse: dict[str, list[dict]], floor: dict)
     ax.set_ylabel("million coordinates / s")
     title = "Throughput"
     if floor:
-        title += f" (2^24: enc+dec = {floor['ratio']:.2f} x FWHT)"
+        title += f" (2^24: enc+dec = {floor['one chunk']['median_paired_ratio']:.2f} x FWHT)"
     ax.set_title(title)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
@@ -243,7 +244,7 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     sizes = [2**16, 2**20, 2**24] if args.quick else [2**16, 2**18, 2**20, 2**22, 2**24]
-    reps = 3 if args.quick else 7
+    reps = 5 if args.quick else 9
     rounds = 2 if args.quick else 5
     machine = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
                "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
@@ -255,9 +256,15 @@ def main() -> int:
     rows, floor = throughput(sizes, reps, baseline_max=2**22 if args.quick else 2**24)
     if floor:
         verdict = "PASS" if floor["pass"] else "FAIL"
-        print(f"\nFloor at 2^24 (one chunk): encode + decode = {floor['encode_plus_decode_s'] * 1e3:.0f} ms, "
-              f"FWHT = {floor['fwht_s'] * 1e3:.0f} ms, ratio {floor['ratio']:.2f} (limit 3.0): {verdict}; "
-              f"per repetition: {', '.join(f'{r:.2f}' for r in floor['ratio_per_rep'])}")
+        print(f"\nFloor at 2^24: encode + decode <= 3 x one FWHT ({floor['fwht_s'] * 1e3:.0f} ms), same run, "
+              f"paired per repetition:")
+        for label in ("one chunk", "2^20 chunks (default)"):
+            if label in floor:
+                f = floor[label]
+                print(f"  {label:<22} encode {f['encode_s'] * 1e3:6.0f} ms + decode {f['decode_s'] * 1e3:6.0f} ms: "
+                      f"median ratio {f['median_paired_ratio']:.2f} (ratio of medians {f['ratio_of_medians']:.2f}; "
+                      f"per repetition {' '.join(f'{r:.2f}' for r in f['paired_ratios'])})")
+        print(f"  floor (one full-width chunk, the strict case): {verdict}")
 
     nmse = {
         "gaussian": nmse_sweep(args.workers, list(gaussian_rounds(args.workers, 2**16, rounds, seed=1)),

@@ -57,6 +57,19 @@ def test_round_trip_keeps_shape_and_dtype_and_all_workers_agree(dtype, shape):
         assert torch.equal(out, outs[0])  # the sums and the max norm fully determine the result
 
 
+def test_decode_into_a_given_tensor():
+    x = torch.randn(3, 700, generator=torch.Generator().manual_seed(13))
+    comp = THCCompressor(THCConfig(chunk=1024))
+    prep = comp.prepare(x, 0)
+    sums = comp.aggregate([comp.encode(prep, prep.norms)])
+    expected = comp.decode(prep, sums, 1, prep.norms)
+    for out in (torch.empty(3, 700), torch.empty(2100, dtype=torch.float64), torch.empty(700, 3).t()):
+        assert comp.decode(prep, sums, 1, prep.norms, out=out) is out
+        torch.testing.assert_close(out.reshape(3, 700).float(), expected)
+    with pytest.raises(AggregationError, match="2100"):
+        comp.decode(prep, sums, 1, prep.norms, out=torch.empty(5))
+
+
 def test_chunks_are_padded_to_powers_of_two():
     comp = THCCompressor(THCConfig(chunk=1024))
     prep = comp.prepare(torch.randn(5000), step=0)

@@ -140,18 +140,30 @@ class THCCompressor(Compressor):
         sums: Sequence[np.ndarray],
         contributors: int,
         max_norms: torch.Tensor | Sequence[float],
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The average of the ``contributors`` workers' gradients, shaped and typed like the gradient.
 
         sums: per chunk, integer sums of table values (any integer dtype), as the aggregator returned them.
         Fewer contributors than workers (partial aggregation) is fine: the sums are divided by their count.
+        out: optionally, a tensor with the gradient's number of elements to write the result into (e.g. the
+        DDP bucket itself); it is returned.
         """
         if isinstance(contributors, bool) or not isinstance(contributors, (int, np.integer)) or contributors < 1:
             raise AggregationError(f"contributors={contributors!r} must be a positive integer")
         m = self._check_norms(prep, max_norms, own=False)
         arrays = self._check_sums(prep, sums, int(contributors))
-        out = self._decode_flat(prep, arrays, int(contributors), m)
-        return out.view(prep.shape).to(prep.dtype)
+        if out is not None and out.numel() != prep.numel:
+            raise AggregationError(f"out has {out.numel()} elements, the gradient has {prep.numel}")
+        direct = (
+            out is not None and out.dtype == torch.float32 and out.is_contiguous() and out.device == prep.data.device
+        )
+        flat = self._decode_flat(prep, arrays, int(contributors), m, out=out.view(-1) if direct else None)
+        if out is None:
+            return flat.view(prep.shape).to(prep.dtype)
+        if not direct:
+            out.copy_(flat.view(out.shape))
+        return out
 
     def bits_per_coordinate(self, n: int) -> Bits:
         """b bits up; ceil(log2(n g + 1)) bits down (the sums), plus one float norm per chunk each way."""
@@ -201,14 +213,17 @@ class THCCompressor(Compressor):
         parallel.for_blocks(group.size, block, block=min(parallel.BLOCK, d))
         return buf
 
-    def _decode_flat(self, prep: THCPrepared, sums: Sequence[np.ndarray], n: int, m: np.ndarray) -> torch.Tensor:
+    def _decode_flat(
+        self, prep: THCPrepared, sums: Sequence[np.ndarray], n: int, m: np.ndarray, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Flat float32 average from per-chunk sums: D H((S/n - g/2) inc) M / d, padding dropped.
 
         Sums are checked to lie in [0, n g] on the way (a wrong contributor count or wrapped lanes).
         """
         table, cfg = self.table, self.config
         device = prep.data.device
-        out = empty_cpu(prep.numel) if device.type == "cpu" else torch.empty(prep.numel, device=device)
+        if out is None:
+            out = empty_cpu(prep.numel) if device.type == "cpu" else torch.empty(prep.numel, device=device)
         signs = prep.extra.get("signs")
         if signs is None:
             signs = [sign_bits(cfg.seed, prep.step, prep.key, c.index, c.padded) for c in prep.chunks]

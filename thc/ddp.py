@@ -126,7 +126,7 @@ def thc_hook(state: THCHookState, bucket: dist.GradBucket) -> torch.futures.Futu
     sums, contributors = state.aggregator.all_sum_table_values(indices, comp.table)
     if contributors < 1:
         raise AggregationError(f"the aggregator reported {contributors} contributors")
-    buffer.copy_(comp.decode(prep, sums, contributors, max_norms))
+    comp.decode(prep, sums, contributors, max_norms, out=buffer)  # in place: the bucket takes the average
     state.buckets_seen += 1
     if bucket.is_last():
         state.iteration += 1

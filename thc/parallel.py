@@ -18,6 +18,7 @@ import torch
 __all__ = ["BLOCK", "for_blocks"]
 
 BLOCK = 2**17  # coordinates per block: a block's temporaries (about 2 MB) stay in a core's L2 cache
+TASK_BLOCKS = 8  # at most this many consecutive blocks per thread-pool task
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -47,4 +48,11 @@ def for_blocks(n: int, fn: Callable[[int, int], None], block: int | None = None)
         for start in starts:
             fn(start, min(start + block, n))
         return
-    list(_executor(threads).map(lambda start: fn(start, min(start + block, n)), starts))
+
+    def run(part: range) -> None:
+        for start in part:
+            fn(start, min(start + block, n))
+
+    # a few blocks per task: little per-task overhead, yet a busy core cannot hold up half the work
+    per = max(1, min(TASK_BLOCKS, len(starts) // (2 * threads)))
+    list(_executor(threads).map(run, [starts[i : i + per] for i in range(0, len(starts), per)]))

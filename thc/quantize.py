@@ -40,7 +40,6 @@ class TableQuantizer:
             lut[k, 0] = j - values[j] / width  # A: F(u) = A + B u
             lut[k, 1] = 1.0 / width  # B
         self._lut = np.ascontiguousarray(lut).view(np.float64).reshape(g + 1)
-        self._cell_dtype = np.uint8 if g <= 255 else np.uint16
         self._last = size - 1
 
     def quantize_(
@@ -68,7 +67,7 @@ class TableQuantizer:
         if out is None:
             out = np.empty(n, dtype=np.uint8)
         g = float(self.table.granularity)
-        lut, cell_dtype, last = self._lut, self._cell_dtype, self._last
+        lut, last = self._lut, self._last
 
         def block(start: int, stop: int) -> None:
             m = stop - start
@@ -79,14 +78,18 @@ class TableQuantizer:
             if shift:
                 np.add(ub, np.float32(shift), out=ub)
             np.clip(ub, 0.0, g, out=ub)
-            cells = np.empty(m, dtype=cell_dtype)
-            np.copyto(cells, ub, casting="unsafe")  # floor, since ub >= 0
+            cells = ub.astype(np.intp)  # floor, since ub >= 0; numpy gathers fastest with intp indices
             coef = np.take(lut, cells).view(np.float32).reshape(m, 2)
             np.multiply(ub, coef[:, 1], out=ub)
             np.add(ub, coef[:, 0], out=ub)
+            # uniforms in [0, 1) with 24 bits, exactly numpy's Generator.random(dtype=float32) for this stream
+            # (low then high 32 bits of each 64-bit draw, >> 8, * 2^-24), made without its per-number call
             bitgen = np.random.PCG64(seeds[seg])
-            bitgen.advance(offset // 2)  # float32 uniforms take 32 bits of each 64-bit draw; offsets are even
-            ub += np.random.Generator(bitgen).random(m, dtype=np.float32)
+            bitgen.advance(offset // 2)  # offsets are even: each 64-bit draw feeds two coordinates
+            raw = bitgen.random_raw((m + 1) // 2).view(np.uint32)[:m]
+            np.right_shift(raw, 8, out=raw)
+            uniform = np.multiply(raw, np.float32(2.0**-24), dtype=np.float32, casting="unsafe")
+            np.add(ub, uniform, out=ub)
             ob = out[start:stop]
             np.copyto(ob, ub, casting="unsafe")
             np.minimum(ob, last, out=ob)  # guards F + r rounding up to 2^b in float32
