@@ -16,14 +16,16 @@ import p4runtime_sh.shell as sh
 from emulator.p4runtime_server import Device, P4RuntimeServer
 
 BUILD = os.path.join(os.path.dirname(__file__), "fixtures", "p4", "build")
+PACKET_IO = os.path.join(os.path.dirname(__file__), "fixtures", "p4rt")  # packet_io.p4 and its p4c outputs
+CPU_PORT = 255
 
 
-def compiled(name):
+def compiled(name, where=BUILD):
     """(p4info path, json path) of a fixture program; skips while it has not been compiled."""
-    program = os.path.join(BUILD, f"{name}.json")
-    p4infos = sorted(glob.glob(os.path.join(BUILD, f"{name}*p4info*")))
+    program = os.path.join(where, f"{name}.json")
+    p4infos = sorted(glob.glob(os.path.join(where, f"{name}*p4info*")))
     if not os.path.exists(program) or not p4infos:
-        pytest.skip(f"fixture program {name} is not compiled in {BUILD}")
+        pytest.skip(f"fixture program {name} is not compiled in {where}")
     return p4infos[0], program
 
 
@@ -121,3 +123,28 @@ def test_counters_registers_and_multicast_of_a_compiled_program(tagged):
     assert (count.packet_count, count.byte_count) == (1, len(frame))
     [hits] = list(sh.DirectCounterEntry("TagIngress.classify_hits").read())
     assert hits.packet_count == 1
+
+
+def test_packet_out_and_packet_in_with_the_header_layout_p4c_writes():
+    import queue
+    injected = queue.Queue()
+    device = Device(device_id=0, cpu_port=CPU_PORT)
+    server = P4RuntimeServer(device, packet_out_sink=lambda port, frame: injected.put((port, frame)))
+    address = f"127.0.0.1:{server.start('127.0.0.1:0')}"
+    p4info, program = compiled("packet_io", PACKET_IO)
+    sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1),
+             config=sh.FwdPipeConfig(p4info, program), verbose=False)
+    try:
+        ethernet = bytes.fromhex("020000000002" "020000000001" "88b5") + b"payload"
+        sh.PacketOut(ethernet, egress_port="2", flags="3").send()
+        port, frame = injected.get(timeout=10)
+        assert port == CPU_PORT and device.engine.process(port, frame) == [(2, ethernet)]
+
+        [(port, frame)] = device.engine.process(1, ethernet)  # the program sends it to the CPU port
+        assert port == CPU_PORT and server.packet_in(frame)
+        message = sh.client.get_stream_packet("packet", timeout=10)
+        assert message.packet.payload == ethernet
+        assert [(m.metadata_id, m.value) for m in message.packet.metadata] == [(1, b"\x01"), (2, b"\x05")]
+    finally:
+        sh.teardown()
+        server.stop(0)

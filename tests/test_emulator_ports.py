@@ -353,3 +353,35 @@ def test_thc_switch_on_veths_forwards_with_a_route_from_p4runtime_and_writes_pca
         assert bytes(out) in read_pcap(str(pcaps / f"{s2}_out.pcap"))
         log = (tmp_path / "s1.log").read_text()
         assert "P4Runtime Write: INSERT table_entry MyIngress.ipv4_lpm" in log
+
+
+@needs_netns()
+def test_thc_switch_cpu_port_packet_io_with_target_options_after_double_dash():
+    import signal
+    import p4runtime_sh.shell as sh
+    from test_emulator_p4runtime_programs import PACKET_IO, compiled
+    p4info, program = compiled("packet_io", PACKET_IO)
+    with VethLab(2) as lab:
+        s1, s2 = lab.switch_ifaces
+        proc, address = start_switch("--no-p4", "-i", f"1@{s1}", "-i", f"2@{s2}",
+                                     "--", "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "255")
+        h1 = h2 = None
+        try:
+            sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1),
+                     config=sh.FwdPipeConfig(p4info, program), verbose=False)
+            try:
+                h1, h2 = lab.host_socket(0), lab.host_socket(1)
+                sh.PacketOut(make_frame(b"from-controller"), egress_port="2").send()
+                assert receive_marked(h2, b"from-controller") == make_frame(b"from-controller")
+                h1.send(make_frame(b"to-controller"))
+                message = sh.client.get_stream_packet("packet", timeout=10)
+                assert message.packet.payload == make_frame(b"to-controller")
+                assert message.packet.metadata[0].value == b"\x01"  # ingress port
+            finally:
+                sh.teardown()
+        finally:
+            for sock in (h1, h2):
+                if sock is not None:
+                    sock.close()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
