@@ -1,13 +1,14 @@
 """End-to-end benchmark: THC vs uncompressed in-network aggregation (FIX32) vs gloo all-reduce, on one
 emulated topology with bandwidth-limited links.
 
-    sudo .venv/bin/python bench/bench_e2e.py [--bw 50] [--workers 4] [--steps 150] [--target emulator]
+    sudo .venv/bin/python bench/bench_e2e.py [--bw 50,10,5] [--workers 4] [--steps 150] [--target emulator]
 
 Two parts, on the same network (brought up once):
-  1. aggregation: rounds of a seeded random gradient of --size coordinates (thc-worker --probe), timed
-     after a barrier: seconds per aggregation step and goodput (coordinates aggregated per second);
-  2. training: digits for --steps steps per mode: time to --target-acc test accuracy, final accuracy,
-     time per step, bytes each worker sent and received per step.
+  1. aggregation, at every link rate of --bw: rounds of a seeded random gradient of --size coordinates
+     (thc-worker --probe), timed after a barrier: seconds per aggregation step, goodput (coordinates
+     aggregated per second) and bytes each worker's interface carried per round;
+  2. training at the first rate: digits for --steps steps per mode: time to --target-acc test accuracy,
+     final accuracy, time per step, bytes each worker sent and received per step.
 Prints the figures and writes bench/out/bench_e2e.json and bench/out/bench_e2e.png. Figures only: no
 assertion on them (they depend on the machine and on what else it runs).
 """
@@ -38,7 +39,7 @@ def parse_args(argv=None):
     p.add_argument("--topo", default=str(REPO / "topologies" / "star4.json"))
     p.add_argument("--workers", type=int, default=None, help="workers (a star grows/shrinks; default: the file's)")
     p.add_argument("--target", choices=("emulator", "bmv2"), default="emulator")
-    p.add_argument("--bw", type=float, default=50.0, help="Mbit/s on every link (default 50)")
+    p.add_argument("--bw", default="50,10,5", help="link rates in Mbit/s, comma-separated (default 50,10,5)")
     p.add_argument("--loss", type=float, default=None, help="percent loss on every link (default none)")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--size", type=int, default=16384, help="coordinates per aggregation round (default 16384)")
@@ -49,15 +50,18 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int) -> dict:
+def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float) -> dict:
     probes = bed.run_workers(WorkerOptions(mode=mode, steps=0, job_id=job_id, probe_rounds=rounds, probe_size=size,
                                            master_port=port, switch_timeout=60), stall_timeout=300)
     # a round ends for everyone when the last worker has its result: the slowest worker's time counts
     per_round = [max(float(p[f"r{k}_seconds"]) for p in probes) for k in range(rounds)]
     seconds = statistics.median(per_round)
     retx = sum(json.loads(str(p["stats"]))["retransmissions"] for p in probes) if "stats" in probes[0].files else 0
-    return {"mode": mode, "coordinates": size, "rounds": rounds, "seconds_per_round": per_round,
+    wire = [json.loads(str(p["wire"])) for p in probes]
+    return {"mode": mode, "bw_mbit": bw, "coordinates": size, "rounds": rounds, "seconds_per_round": per_round,
             "median_s": seconds, "goodput_coords_s": size / seconds, "retransmissions": retx,
+            "sent_bytes_per_round": statistics.mean(w["tx_bytes"] for w in wire) / rounds,
+            "received_bytes_per_round": statistics.mean(w["rx_bytes"] for w in wire) / rounds,
             "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {})}
 
 
@@ -70,20 +74,26 @@ def main(argv=None) -> int:
 
     setLogLevel("critical")
     modes = [m for m in args.modes.split(",") if m]
+    rates = [float(b) for b in args.bw.split(",") if b]
     topo = Topology.load(args.topo)
     if args.workers:
         topo = topo.with_workers(args.workers)
-    topo = topo.with_link_params(bw=args.bw, loss=args.loss)
+    topo = topo.with_link_params(bw=rates[0], loss=args.loss)
     args.out.mkdir(parents=True, exist_ok=True)
     log_dir = args.out / "bench_e2e_logs"
     say = lambda message: print(f"bench_e2e: {message}", flush=True)
     aggregation, training, curves = [], [], {}
     started = time.monotonic()
     with Testbed(topo, log_dir, target=args.target, say=say) as bed:
-        say(f"{topo.name}: {len(topo.workers)} workers, {args.bw:g} Mbit/s links, target {args.target}")
-        for i, mode in enumerate(modes):
-            say(f"aggregation: {mode}, {args.rounds} rounds of {args.size} coordinates")
-            aggregation.append(aggregation_figures(bed, mode, args.size, args.rounds, job_id=1 + i, port=29600 + i))
+        say(f"{topo.name}: {len(topo.workers)} workers, target {args.target}")
+        job = 1
+        for bw in rates:
+            bed.net.set_bandwidth(bw)
+            for mode in modes:
+                say(f"aggregation at {bw:g} Mbit/s: {mode}, {args.rounds} rounds of {args.size} coordinates")
+                aggregation.append(aggregation_figures(bed, mode, args.size, args.rounds, job, 29600 + job, bw))
+                job += 1
+        bed.net.set_bandwidth(rates[0])
         if args.steps:
             for i, mode in enumerate(modes):
                 say(f"training: {mode}, {args.steps} steps")
@@ -94,45 +104,55 @@ def main(argv=None) -> int:
                 curves[mode] = min(results, key=lambda r: r["rank"])
     elapsed = time.monotonic() - started
 
-    print(f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers, {args.bw:g} Mbit/s links "
-          f"({args.target}), median of {args.rounds} rounds:")
-    print(f"{'mode':18s} {'s/round':>9s} {'coords/s':>12s} {'retx':>6s}  {'switch packets (aggregated)':>27s}")
+    print(f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers ({args.target}), "
+          f"median of {args.rounds} rounds; bytes per worker per round on its interface:")
+    print(f"{'Mbit/s':>6s}  {'mode':18s} {'ms/round':>9s} {'coords/s':>12s} {'sent B':>10s} {'recv B':>10s} "
+          f"{'retx':>5s} {'switch pkts':>11s}")
     for a in aggregation:
         events = a["switch_events"]
         aggregated = events.get("CONSUMED", 0) + events.get("COMPLETED", 0)
-        print(f"{report.MODE_LABELS[a['mode']]:18s} {a['median_s']:9.3f} {a['goodput_coords_s']:12,.0f} "
-              f"{a['retransmissions']:6d}  {aggregated if a['mode'] != 'gloo' else '-':>27}")
+        print(f"{a['bw_mbit']:6g}  {report.MODE_LABELS[a['mode']]:18s} {a['median_s'] * 1e3:9.1f} "
+              f"{a['goodput_coords_s']:12,.0f} {a['sent_bytes_per_round']:10,.0f} {a['received_bytes_per_round']:10,.0f} "
+              f"{a['retransmissions']:5d} {aggregated if a['mode'] != 'gloo' else '-':>11}")
     if training:
-        print(f"\nTraining on digits, {args.steps} steps per mode:")
+        print(f"\nTraining on digits at {rates[0]:g} Mbit/s, {args.steps} steps per mode:")
         print(report.table(training))
-    result = {"topology": topo.name, "workers": len(topo.workers), "bw_mbit": args.bw, "loss_pct": args.loss,
+    result = {"topology": topo.name, "workers": len(topo.workers), "bw_mbit": rates, "loss_pct": args.loss,
               "target": args.target, "aggregation": aggregation,
               "training": [asdict(t) for t in training], "elapsed_s": elapsed}
     (args.out / "bench_e2e.json").write_text(json.dumps(result, indent=1))
-    plot(args.out / "bench_e2e.png", aggregation, curves, args)
+    plot(args.out / "bench_e2e.png", aggregation, curves, args, len(topo.workers))
     print(f"\nwrote {args.out / 'bench_e2e.json'} and {args.out / 'bench_e2e.png'} ({elapsed:.0f} s)")
     return 0
 
 
-def plot(path: Path, aggregation: list[dict], curves: dict, args) -> None:
+def plot(path: Path, aggregation: list[dict], curves: dict, args, n_workers: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax_time, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
-    labels = [report.MODE_LABELS[a["mode"]] for a in aggregation]
-    ax_time.bar(labels, [a["median_s"] * 1e3 for a in aggregation], color=["C0", "C1", "C2"][:len(aggregation)])
+    rates = sorted({a["bw_mbit"] for a in aggregation}, reverse=True)
+    modes = list(dict.fromkeys(a["mode"] for a in aggregation))
+    width = 0.8 / len(modes)
+    for i, mode in enumerate(modes):
+        heights = [next(a["median_s"] * 1e3 for a in aggregation if a["mode"] == mode and a["bw_mbit"] == r)
+                   for r in rates]
+        ax_time.bar([x + i * width for x in range(len(rates))], heights, width, label=report.MODE_LABELS[mode])
+    ax_time.set_xticks([x + width * (len(modes) - 1) / 2 for x in range(len(rates))], [f"{r:g} Mbit/s" for r in rates])
     ax_time.set(ylabel=f"ms per aggregation of {args.size} coordinates", title="aggregation step")
+    ax_time.legend()
     for mode, record in curves.items():
         t = [0.0] + [e["t"] for e in record["epochs"]]
         acc = [0.1] + [e["test_acc"] for e in record["epochs"]]
         ax_acc.plot(t, acc, marker=".", label=report.MODE_LABELS[mode])
     ax_acc.axhline(args.target_acc, color="grey", lw=0.8, ls="--")
-    ax_acc.set(xlabel="training wall time (s)", ylabel="test accuracy", ylim=(0, 1), title="time to accuracy")
+    ax_acc.set(xlabel="training wall time (s)", ylabel="test accuracy", ylim=(0, 1),
+               title=f"time to accuracy at {rates[0]:g} Mbit/s")
     if curves:
         ax_acc.legend()
-    fig.suptitle(f"{args.bw:g} Mbit/s links, {args.target}")
+    fig.suptitle(f"{n_workers} workers, {args.target}; training at {rates[0]:g} Mbit/s")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -116,6 +116,7 @@ def probe(args) -> dict:
     try:
         emit({"event": "start", "rank": args.rank, "mode": args.mode, "setup_s": 0.0, "parameters": args.probe_size})
         barrier()
+        before = interface_counters(args.iface)
         for k in range(args.probe_rounds):
             grad = probe_gradient(args.probe_seed, args.rank, k, args.probe_size)
             start = time.perf_counter()
@@ -124,6 +125,8 @@ def probe(args) -> dict:
             saved.update({f"r{k}_{name}": value for name, value in arrays.items()})
             emit({"event": "step", "rank": args.rank, "step": k + 1, "loss": 0.0,
                   "step_time": float(arrays["seconds"]), "t": 0.0})
+        after = interface_counters(args.iface)
+        saved["wire"] = np.array(json.dumps({k: after[k] - before[k] for k in after}))
         if aggregator is not None:
             saved["stats"] = np.array(json.dumps(aggregator.stats()))
     finally:

@@ -153,6 +153,18 @@ class EmulatedNetwork:
             for end in (link.a, link.b):
                 self._add_loss(end, loss_percent)
 
+    def set_bandwidth(self, mbit: float) -> None:
+        """Change the rate of every link; the topology must have been built with a bandwidth (htb)."""
+        for link in self.topo.links:
+            if link.params.bw is None:
+                raise NetworkError("set_bandwidth needs links built with a bandwidth (bw / --bw)")
+            for end in (link.a, link.b):
+                node = self.net[end.node]
+                iface = node.intfs[self._port(end)].name
+                out = node.cmd(f"tc class change dev {iface} parent 5:0 classid 5:1 htb rate {mbit:g}Mbit burst 15k 2>&1")
+                if out.strip() and "quantum" not in out:
+                    raise NetworkError(f"cannot set {mbit:g} Mbit/s on {iface}: {out.strip()}")
+
     def check_switches(self) -> None:
         """Raise if a switch process has exited (workers would otherwise wait for it until they time out)."""
         for node in self.net.switches:
