@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma-separated modes to run in turn: thc (THC through the switch), fix32 "
                          "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP) "
                          f"(default {','.join(MODES)})")
-    tr.add_argument("--steps", type=int, default=150, metavar="N", help="training steps per mode (default 150)")
+    tr.add_argument("--steps", type=int, default=200, metavar="N", help="training steps per mode (default 200)")
     tr.add_argument("--batch-size", type=int, default=32, metavar="N", help="samples per worker per step (default 32)")
     tr.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
     tr.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
