@@ -192,6 +192,19 @@ def test_single_worker_vnmse_on_gaussian_data_is_rounding_plus_clipping():
     assert abs(mean - expected) <= SIGMAS * se + 1e-4, (mean, expected, se)
 
 
+@pytest.mark.parametrize("bits,g,kind", [(1, 1, "optimal"), (2, 6, "optimal"), (3, 9, "uniform"), (5, 62, "optimal"),
+                                         (8, 300, "optimal"), (8, 255, "uniform")])
+def test_every_bit_width_decodes_with_the_error_its_table_predicts(bits, g, kind):
+    cfg = THCConfig(bits=bits, granularity=g, clip=1 / 32, table=kind, chunk=2**13)
+    expected = make_table(bits, g, 1 / 32, kind).rounding_variance() + clipping_error(1 / 32)
+    gen = torch.Generator().manual_seed(bits)
+    values = []
+    for step in range(4):
+        x = torch.randn(2**13, generator=gen)
+        values.append(vnmse(x, run_round([THCCompressor(cfg, 0)], [x], step=step)[0]))
+    assert abs(np.mean(values) / expected - 1) < 0.1, (np.mean(values), expected)
+
+
 def test_decoded_average_is_unbiased_when_nothing_is_clipped():
     """Tiny p makes T large enough that no coordinate is clipped, so only unbiased rounding remains."""
     d, trials, clip = 256, 200, 1e-9

@@ -15,7 +15,7 @@ from thc.ddp import FixedPointHookState, GlooAggregator, THCHookState, fix32_hoo
 from thc.errors import ConfigError
 
 WORLD = 2
-EPOCHS = 8
+EPOCHS = 6
 MODES = ("allreduce", "thc", "thc_ef", "fix32")
 
 
