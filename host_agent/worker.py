@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--bits", type=int, default=4, help="bits per coordinate (default 4)")
     t.add_argument("--granularity", type=int, default=30, help="table values 0..g (default 30)")
     t.add_argument("--thc-seed", type=int, default=0, help="shared seed of the Hadamard signs (default 0)")
+    t.add_argument("--chunk", type=int, default=2048,
+                   help="largest Hadamard chunk, a power of two (default 2048: the 2,410 parameters become "
+                        "2048 + 512 coordinates, 40 THC packets, instead of 4096 and 64 in one chunk)")
     t.add_argument("--error-feedback", action=argparse.BooleanOptionalAction, default=True,
                    help="carry each worker's compression error into its next gradient (default on)")
     r = p.add_argument_group("training")
@@ -153,7 +156,8 @@ def _thc_round(args, aggregator, grad, k: int) -> dict:
     from thc.compressor import THCCompressor
     from thc.config import THCConfig
 
-    config = THCConfig(bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False)
+    config = THCConfig(bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False,
+                       chunk=args.chunk)
     compressor = THCCompressor(config, worker_id=args.rank)
     prep = compressor.prepare(grad, step=k)
     max_norms = aggregator.all_max(prep.norms)
@@ -236,7 +240,7 @@ def make_hook(args, model):
 
     if args.mode == "thc":
         config = THCConfig(bits=args.bits, granularity=args.granularity, seed=args.thc_seed,
-                           error_feedback=args.error_feedback)
+                           error_feedback=args.error_feedback, chunk=args.chunk)
         return ddp.THCHookState(config, aggregator), ddp.thc_hook, aggregator
     return ddp.FixedPointHookState(aggregator), ddp.fix32_hook, aggregator
 

@@ -15,7 +15,7 @@ from topologies.workers import WorkerFailed, WorkerOptions, follow, start_worker
 
 pytestmark = mininet_marks()
 
-PROBE_SIZE = 3000          # 4096 padded coordinates: 64 THC requests per worker per round
+PROBE_SIZE = 3000          # chunks of 2048 and 952 -> 1024 coordinates: 32 + 16 THC requests, 2 norms
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +36,9 @@ def test_one_round_is_exact(star):
     probes = probe(star, rounds=1, job_id=1)
     assert_thc_probes_exact(probes, 1, PROBE_SIZE)
     events = star.last_switch_events["s1"]
-    # 4 workers x (barrier norm + round norm + 64 THC requests); one multicast result per request slot
-    assert events["CONSUMED"] + events["COMPLETED"] == 4 * 66
-    assert events["COMPLETED"] == 66
+    # 4 workers x (barrier norm + 2 chunk norms + 48 THC requests); one multicast result per request slot
+    assert events["CONSUMED"] + events["COMPLETED"] == 4 * 51
+    assert events["COMPLETED"] == 51
 
 
 def test_fix32_round_is_exact(star):

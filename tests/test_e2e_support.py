@@ -51,6 +51,9 @@ def assert_nothing_left(ledger) -> None:
     assert ledger.live_interfaces() == []
 
 
+PROBE_CHUNK = 2048      # thc-worker's default --chunk
+
+
 def reference_thc_round(n: int, round_: int, size: int, probe_seed: int = 7):
     """What every worker must get in probe round ``round_``, computed in-process with thc: per worker
     (indices, sums, decoded vector)."""
@@ -58,7 +61,7 @@ def reference_thc_round(n: int, round_: int, size: int, probe_seed: int = 7):
     from thc.compressor import THCCompressor
     from thc.config import THCConfig
 
-    config = THCConfig(bits=4, granularity=30, seed=0, error_feedback=False)
+    config = THCConfig(bits=4, granularity=30, seed=0, error_feedback=False, chunk=PROBE_CHUNK)
     compressors = [THCCompressor(config, worker_id=r) for r in range(n)]
     preps = [c.prepare(probe_gradient(probe_seed, r, round_, size), step=round_) for r, c in enumerate(compressors)]
     max_norms = torch.stack([p.norms for p in preps]).amax(0)
