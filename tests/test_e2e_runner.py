@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from test_e2e_support import REPO, mininet_marks
+from test_e2e_support import REPO, mininet_marks, wait_until_free
 from topologies.ledger import Ledger
+from topologies.model import Topology
 
 pytestmark = mininet_marks()
 
@@ -20,6 +21,7 @@ THC_RUN = [sys.executable, "-m", "topologies.runner"]
 
 
 def start_run(log_dir: Path, *extra: str) -> subprocess.Popen:
+    wait_until_free(Topology.load(REPO / "topologies" / "star4.json"))
     return subprocess.Popen(THC_RUN + ["--log-dir", str(log_dir), "--no-pcap", *extra], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

@@ -3,6 +3,7 @@ and the reference recomputation of a probe round with thc's own aggregation."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -36,12 +37,30 @@ def mininet_marks() -> list:
             pytest.mark.skipif(bool(reasons), reason="; ".join(reasons) or "ok")]
 
 
+def wait_until_free(topo, timeout: float = 600.0) -> None:
+    """Wait while another run on this machine (someone's `make run`, another test session) holds the
+    switch interfaces or gRPC ports this topology needs; the testbed would refuse to touch them."""
+    from topologies.ledger import interface_index
+    from topologies.p4switch import port_open
+
+    deadline = time.monotonic() + timeout
+    while True:
+        busy = [i for s in topo.switches for i in topo.interfaces(s).values() if interface_index(i) is not None]
+        busy += [s.grpc_addr for s in topo.switches.values() if port_open("127.0.0.1", s.grpc_port)]
+        if not busy:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"another run keeps {', '.join(busy)} busy")
+        time.sleep(1.0)
+
+
 def open_testbed(topo, log_dir: Path):
     from mininet.log import setLogLevel
 
     from topologies.testbed import Testbed
 
     setLogLevel("critical")
+    wait_until_free(topo)
     return Testbed(topo, log_dir, say=lambda message: None)
 
 
