@@ -87,6 +87,7 @@ class SoftwareSwitch:
               for name in vars(std)}
         self._f = sm
         self._too_short = program.errors["PacketTooShort"]
+        self._no_error = program.errors["NoError"]  # p4c uses 0; older JSON (p4c-bm) may not
         self._spec_slot = std.egress_spec.slot
         self._spec_drop = drop_port & std.egress_spec.mask
         self._spec_reset = (drop_port + 1) & std.egress_spec.mask  # BMv2 sets drop_port + 1 in egress
@@ -173,6 +174,8 @@ class SoftwareSwitch:
         try:
             try:
                 pos = parse(F, frame)
+                if self._no_error:
+                    self._set(F, "parser_error", self._no_error)
             except ParserError as err:
                 code = self._too_short if err.code is None else err.code
                 pos = err.pos
