@@ -104,6 +104,8 @@ def stop(log_dir: Path) -> int:
     if ledger is None:
         say(f"nothing to stop: no {log_dir / STATE_FILE}")
         return 0
+    if os.geteuid() != 0:
+        raise RunError("stopping a run needs root, as starting it did: sudo make stop")
     if ledger.owner_alive() and ledger.owner_pid != os.getpid():
         say(f"asking the running thc-run (pid {ledger.owner_pid}) to stop")
         os.kill(ledger.owner_pid, signal.SIGTERM)
@@ -160,7 +162,7 @@ def parse_modes(text: str) -> list[str]:
     return modes
 
 
-def check_prerequisites(args, modes) -> None:
+def check_prerequisites() -> None:
     if os.geteuid() != 0:
         raise RunError("needs root for Mininet's network namespaces: run `sudo make run` (or sudo thc-run ...)")
     from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO
@@ -227,7 +229,7 @@ def run(args) -> int:
 
     modes = parse_modes(args.modes)
     topo = load_topology(args)
-    check_prerequisites(args, modes)
+    check_prerequisites()
     log_dir = Path(args.log_dir).resolve()
     pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -284,7 +286,11 @@ def _quiet_mininet() -> None:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.stop:
-        return stop(Path(args.log_dir).resolve())
+        try:
+            return stop(Path(args.log_dir).resolve())
+        except (RunError, RuntimeError) as exc:
+            say(f"error: {exc}")
+            return 1
     interrupts.install()
     from topologies.network import NetworkError
     from topologies.p4switch import SwitchStartError
