@@ -218,10 +218,14 @@ def plot(path: Path, rows: list[dict], nmse: dict[str, list[dict]], floor: dict)
         for r in pts:
             if r["family"] not in families:
                 families.append(r["family"])
+        floor_y = 1e-9  # fp32 and fixed point are exact up to float rounding: drawn on the floor line
         for fam in families:
-            sel = sorted((r["up_bits"], max(r["nmse"], 1e-16)) for r in pts if r["family"] == fam)
+            sel = sorted((r["up_bits"], max(r["nmse"], floor_y)) for r in pts if r["family"] == fam)
             style = "-o" if len(sel) > 1 else "*" if "default" in fam else "s"
             ax.plot([s[0] for s in sel], [s[1] for s in sel], style, label=fam, markersize=9 if style == "*" else 6)
+        ax.axhline(floor_y, color="grey", lw=0.8, ls=":")
+        ax.text(2**-4, floor_y * 1.6, "float rounding (fp32, int32 fixed point)", fontsize=7, color="grey")
+        ax.set_ylim(floor_y / 3, 10)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("upstream bits per coordinate")

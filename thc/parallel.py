@@ -19,6 +19,7 @@ __all__ = ["BLOCK", "for_blocks"]
 
 BLOCK = 2**17  # coordinates per block: a block's temporaries (about 2 MB) stay in a core's L2 cache
 TASK_BLOCKS = 8  # at most this many consecutive blocks per thread-pool task
+MIN_PARALLEL_BLOCKS = 4
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -44,7 +45,8 @@ def for_blocks(n: int, fn: Callable[[int, int], None], block: int | None = None)
     block = BLOCK if block is None else block
     starts = range(0, n, block)
     threads = min(torch.get_num_threads(), len(starts))
-    if threads <= 1 or threading.current_thread().name.startswith("thc-blocks"):
+    # below MIN_PARALLEL_BLOCKS blocks, waking pool threads costs more than the work
+    if threads <= 1 or len(starts) < MIN_PARALLEL_BLOCKS or threading.current_thread().name.startswith("thc-blocks"):
         for start in starts:
             fn(start, min(start + block, n))
         return
