@@ -86,12 +86,21 @@ def test_full_chunks_are_batched_and_padded_ones_stand_alone():
     assert [(g.count, g.padded) for g in group_chunks(chunks)] == [(3, 1024), (1, 256)]
     chunks = plan_chunks(2 * 1024 + 300, 1024)
     assert [(g.count, g.padded, g.size) for g in group_chunks(chunks)] == [(2, 1024, 2048), (1, 512, 512)]
+    chunks = plan_chunks(5 * 1024, 1024)
+    assert [g.count for g in group_chunks(chunks, max_group=2048)] == [2, 2, 1]
 
 
-def test_batched_chunks_encode_like_each_chunk_by_hand():
+@pytest.mark.parametrize("max_group", [None, 2048])
+def test_batched_chunks_encode_like_each_chunk_by_hand(monkeypatch, max_group):
     """Each chunk's indices follow from its own data, signs and rounding stream, whatever its batch-mates."""
+    import functools
+
+    import thc.compressor
     from thc.compressor import _ROUND_DOMAIN
     from thc.hadamard import fwht, sign_bits, sign_mask
+
+    if max_group:
+        monkeypatch.setattr(thc.compressor, "group_chunks", functools.partial(group_chunks, max_group=max_group))
 
     x = torch.randn(3 * 1024 + 300, generator=torch.Generator().manual_seed(6))
     cfg = THCConfig(chunk=1024, seed=4)

@@ -62,13 +62,22 @@ class ChunkGroup:
         return self.count * self.padded
 
 
-def group_chunks(chunks: list[Chunk]) -> list[ChunkGroup]:
-    """Batch runs of full chunks of equal size; a padded chunk forms a group of its own."""
+MAX_GROUP = 2**24  # coordinates per batch: bounds the scratch buffers (a few of this many floats)
+
+
+def group_chunks(chunks: list[Chunk], max_group: int = MAX_GROUP) -> list[ChunkGroup]:
+    """Batch runs of full chunks of equal size, up to ``max_group`` coordinates; a padded chunk stands alone."""
     groups: list[list[Chunk]] = []
     for c in chunks:
         full = c.length == c.padded
         last = groups[-1] if groups else None
-        if last and full and last[-1].length == last[-1].padded and last[-1].padded == c.padded:
+        if (
+            last
+            and full
+            and last[-1].length == last[-1].padded
+            and last[-1].padded == c.padded
+            and (len(last) + 1) * c.padded <= max_group
+        ):
             last.append(c)
         else:
             groups.append([c])
