@@ -14,21 +14,20 @@ worker's own random stream. Decode computes D H ((S/n - g/2) inc) M / d.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
+from . import parallel
+from .aggregate import lane_bits_needed, reference_aggregate
 from .chunking import Chunk, ChunkGroup, group_chunks, plan_chunks
 from .config import THCConfig
 from .errors import AggregationError, ConfigError
 from .feedback import ErrorFeedback
-from .hadamard import fwht, sign_bits, sign_mask, flip_signs_
+from .hadamard import flip_signs_, fwht, sign_bits, sign_mask
 from .interface import Bits, Compressor, Prepared
-from . import parallel
-from .aggregate import lane_bits_needed, reference_aggregate
 from .quantize import TableQuantizer
 from .validation import flatten_gradient, raise_if_not_finite
 from .workspace import Workspace, empty_cpu
@@ -173,14 +172,12 @@ class THCCompressor(Compressor):
     # ---------------------------------------------------------------------------------------- helpers
     @staticmethod
     def _chunk_norms(v: torch.Tensor, chunks: list[Chunk]) -> torch.Tensor:
-        full = [c for c in chunks if c.length == chunks[0].length]
-        parts = []
-        if len(full) == len(chunks) or len(full) > 1:
-            size = chunks[0].length
-            parts.append(torch.linalg.vector_norm(v[: len(full) * size].view(len(full), size), dim=1))
-        for c in chunks[len(parts[0]) if parts else 0 :]:
-            parts.append(torch.linalg.vector_norm(v[c.start : c.stop]).reshape(1))
-        return torch.cat(parts).to(device="cpu", dtype=torch.float32)
+        """One L2 norm per chunk; the leading chunks of equal length in one batched reduction."""
+        size = chunks[0].length
+        full = sum(1 for c in chunks if c.length == size)
+        norms = [torch.linalg.vector_norm(v[: full * size].view(full, size), dim=1)]
+        norms += [torch.linalg.vector_norm(v[c.start : c.stop]).reshape(1) for c in chunks[full:]]
+        return torch.cat(norms).to(device="cpu", dtype=torch.float32)
 
     def _flipped(self, v: torch.Tensor, group: ChunkGroup, signs: list[np.ndarray]) -> torch.Tensor:
         """D v for a group of chunks, each zero-padded to its power-of-two length, in a scratch buffer.
