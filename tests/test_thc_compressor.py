@@ -338,6 +338,10 @@ def test_protocol_mismatches_are_caught():
     sums = comps[0].aggregate(idx)
     with pytest.raises(AggregationError, match=r"leave \[0, n\*g\] = \[0, 30\]"):
         comps[0].decode(preps[0], sums, 1, m)  # sums of two workers claimed as one
+    negative = [s.copy() for s in sums]
+    negative[1][7] = -1
+    with pytest.raises(AggregationError, match=r"chunk 1 leave .* \(seen -1 to"):
+        comps[0].decode(preps[0], negative, 2, m)
     with pytest.raises(AggregationError, match="contributors"):
         comps[0].decode(preps[0], sums, 0, m)
     with pytest.raises(AggregationError, match="shape"):

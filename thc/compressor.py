@@ -230,24 +230,26 @@ class THCCompressor(Compressor):
             alphas = [table.inc * float(m[c.index]) / (n * d) for c in group.chunks]
             f = self._ws.get("decode.f", group.size)
             f_np = f.numpy()
-            stats: dict[int, tuple[int, int, int]] = {}
+            stats: dict[int, tuple[int, int]] = {}
 
             def convert(start: int, stop: int) -> None:
                 i, offset = divmod(start, d)
                 part = sums[group.chunks[i].index][offset : offset + stop - start]
-                lo = int(part.min()) if part.dtype.kind == "i" else 0
-                stats[start] = (lo, int(part.max()), int(np.sum(part, dtype=np.int64)))
+                # as unsigned, a negative sum is huge: one max() checks both ends of [0, n g]
+                top = int(part.view(part.dtype.str.replace("i", "u")).max())
+                stats[start] = (top, int(np.sum(part, dtype=np.int64)))
                 np.multiply(part, np.float32(alphas[i]), out=f_np[start:stop], dtype=np.float32, casting="unsafe")
 
             block = min(parallel.BLOCK, d)
             parallel.for_blocks(group.size, convert, block=block)
-            lo = min(v[0] for v in stats.values())
-            hi = max(v[1] for v in stats.values())
-            if lo < 0 or hi > limit:
-                bad = min(k for k, v in stats.items() if v[0] < 0 or v[1] > limit) // d
+            if max(v[0] for v in stats.values()) > limit:
+                first = min(k for k, v in stats.items() if v[0] > limit)
+                i, offset = divmod(first, d)
+                part = sums[group.chunks[i].index][offset : offset + block]
                 raise AggregationError(
-                    f"sums of chunk {group.chunks[bad].index} leave [0, n*g] = [0, {limit}] (seen [{lo}, {hi}]) for "
-                    f"{n} contributors at g={table.granularity}: wrong contributor count or overflowed lanes"
+                    f"sums of chunk {group.chunks[i].index} leave [0, n*g] = [0, {limit}] (seen {int(part.min())} to "
+                    f"{int(part.max())}) for {n} contributors at g={table.granularity}: wrong contributor count or "
+                    f"overflowed lanes"
                 )
             # into warm scratch memory: first-touch page faults from several matmul threads cost more than the
             # transform itself; the single pass that flips the signs then writes the fresh output
@@ -256,7 +258,7 @@ class THCCompressor(Compressor):
             for i, c in enumerate(group.chunks):
                 # H maps the constant -g/2 * inc to coordinate 0 only; make that coordinate exact, as it is
                 # a difference of two large numbers: alpha * sum(S) - g/2 * inc * M
-                total = sum(v[2] for k, v in stats.items() if k // d == i)
+                total = sum(v[1] for k, v in stats.items() if k // d == i)
                 z[i * d] = alphas[i] * float(total) - table.granularity / 2.0 * table.inc * float(m[c.index])
                 dst = out[c.start : c.stop]
                 if device.type == "cpu":
