@@ -60,12 +60,13 @@ class THCCompressor(Compressor):
     config: the job's :class:`THCConfig` (identical on all workers). worker_id: this worker's rank; it
     selects an independent rounding stream (derived from seed and worker_id with numpy's SeedSequence), so
     the workers' rounding errors are independent and their average error shrinks like 1/n.
-    Not thread-safe (it reuses scratch buffers); use one per thread.
+    Not thread-safe (it reuses scratch buffers); use one per thread. workspace: scratch buffers to share
+    with other compressors that run one at a time (e.g. one per DDP bucket); by default its own.
     """
 
     summable = True
 
-    def __init__(self, config: THCConfig | None = None, worker_id: int = 0) -> None:
+    def __init__(self, config: THCConfig | None = None, worker_id: int = 0, workspace: Workspace | None = None) -> None:
         self.config = config if config is not None else THCConfig()
         if not isinstance(self.config, THCConfig):
             raise ConfigError(f"config must be a THCConfig, not {type(self.config).__name__}")
@@ -73,7 +74,7 @@ class THCCompressor(Compressor):
         self.table = self.config.make_table()
         self.quantizer = TableQuantizer(self.table)
         self.feedback = ErrorFeedback() if self.config.error_feedback else None
-        self._ws = Workspace()
+        self._ws = workspace if workspace is not None else Workspace()
         kind = self.table.kind
         self.name = f"THC-{kind} b={self.table.bits} g={self.table.granularity}"
 

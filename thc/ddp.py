@@ -30,6 +30,7 @@ from .compressor import THCCompressor
 from .config import THCConfig
 from .errors import AggregationError, ConfigError
 from .tables import Table
+from .workspace import Workspace
 
 __all__ = ["Aggregator", "GlooAggregator", "THCHookState", "thc_hook", "FixedPointHookState", "fix32_hook"]
 
@@ -85,7 +86,7 @@ class THCHookState:
     memory; if DDP rebuilds its buckets (after the first iteration) a bucket of a new size starts afresh.
     """
 
-    __slots__ = ["config", "aggregator", "worker_id", "iteration", "compressors", "buckets_seen"]
+    __slots__ = ["config", "aggregator", "worker_id", "iteration", "compressors", "buckets_seen", "workspace"]
 
     def __init__(self, config: THCConfig, aggregator: Aggregator, worker_id: Optional[int] = None) -> None:
         if not isinstance(config, THCConfig):
@@ -101,11 +102,12 @@ class THCHookState:
         self.iteration = 0
         self.compressors: dict[int, THCCompressor] = {}
         self.buckets_seen = 0
+        self.workspace = Workspace()  # the buckets are reduced one at a time: one set of scratch buffers
 
     def compressor_for(self, bucket_index: int, numel: int) -> THCCompressor:
         comp = self.compressors.get(bucket_index)
         if comp is None:
-            comp = THCCompressor(self.config, self.worker_id)
+            comp = THCCompressor(self.config, self.worker_id, workspace=self.workspace)
             self.compressors[bucket_index] = comp
         elif comp.feedback is not None and comp.feedback.memory is not None and comp.feedback.memory.numel() != numel:
             comp.feedback.reset()
