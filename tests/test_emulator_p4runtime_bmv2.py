@@ -149,7 +149,66 @@ def _scenario(address):
         ctl.close()
 
 
+def _ternary_scenario(address):
+    """Priorities, ternary/range keys, default entries, counters, pipeline config reads."""
+    GetReq = p4runtime_pb2.GetForwardingPipelineConfigRequest
+    ctl = Controller(address)
+    try:
+        results = {"read before pipeline": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry())))}
+        p4info = _pipeline(ctl, "counter_register_multicast")
+        ids = _ids(p4info)
+        classify, by_value = ids["TagIngress.classify"], ids["TagIngress.by_value"]
+
+        def rule(priority, op=b"\x01", mask=b"\xff"):
+            te = p4runtime_pb2.TableEntry(table_id=classify, priority=priority)
+            fm = te.match.add(field_id=1)
+            fm.ternary.value, fm.ternary.mask = op, mask
+            te.action.action.action_id = ids["TagIngress.set_port"]
+            te.action.action.params.add(param_id=1, value=b"\x03")
+            return te
+
+        span = p4runtime_pb2.TableEntry(table_id=by_value, priority=1)
+        bounds = span.match.add(field_id=1).range
+        bounds.low, bounds.high = b"\x10", b"\x00\x20"
+        span.action.action.action_id = ids["TagIngress.set_port"]
+        span.action.action.params.add(param_id=1, value=b"\x01")
+        default = p4runtime_pb2.TableEntry(table_id=classify, is_default_action=True)
+        default.action.action.action_id = ids["TagIngress.set_port"]
+        default.action.action.params.add(param_id=1, value=b"\x04")
+        results.update({
+            "ternary insert": _outcome(lambda: ctl.write(update("table_entry", msg=rule(10)))),
+            "same key other priority": _outcome(lambda: ctl.write(update("table_entry", msg=rule(11)))),
+            "no priority": _outcome(lambda: ctl.write(update("table_entry", msg=rule(0, op=b"\x02")))),
+            "value outside mask": _outcome(lambda: ctl.write(update("table_entry", msg=rule(5, op=b"\x03", mask=b"\x01")))),
+            "range insert": _outcome(lambda: ctl.write(update("table_entry", msg=span))),
+            "default modify": _outcome(lambda: ctl.write(update("table_entry", p4runtime_pb2.Update.MODIFY, msg=default))),
+            "default insert": _outcome(lambda: ctl.write(update("table_entry", msg=default))),
+            "read classify": _outcome(lambda: sorted(
+                (e.SerializeToString(deterministic=True) for e in ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=classify)))))),
+            "read by_value": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=by_value)))),
+            "read default": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(
+                table_id=classify, is_default_action=True)))),
+            "counter wildcard": _outcome(lambda: ctl.read(entity("counter_entry", p4runtime_pb2.CounterEntry(
+                counter_id=[c.preamble.id for c in p4info.counters][0])))),
+            "unknown table": _outcome(lambda: ctl.write(update("table_entry", msg=p4runtime_pb2.TableEntry(table_id=1234)))),
+            "cookie only": _outcome(lambda: ctl.stub.GetForwardingPipelineConfig(GetReq(device_id=0, response_type=GetReq.COOKIE_ONLY))),
+        })
+        direct = p4runtime_pb2.DirectCounterEntry()
+        direct.table_entry.table_id = classify
+        results["direct counters"] = _outcome(lambda: len(ctl.read(entity("direct_counter_entry", direct))))
+        return results
+    finally:
+        ctl.close()
+
+
 def test_same_requests_same_answers_as_bmv2(bmv2, ours):
     theirs = _scenario(bmv2)
     mine = _scenario(ours)
     assert mine == theirs
+
+
+def test_same_answers_for_priorities_defaults_and_counters(bmv2, ours):
+    theirs = _ternary_scenario(bmv2)
+    mine = _ternary_scenario(ours)
+    differing = {k: (mine[k], theirs[k]) for k in theirs if mine.get(k) != theirs[k]}
+    assert differing == {}
