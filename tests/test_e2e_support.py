@@ -54,14 +54,14 @@ def wait_until_free(topo, timeout: float = 600.0) -> None:
         time.sleep(1.0)
 
 
-def open_testbed(topo, log_dir: Path):
+def open_testbed(topo, log_dir: Path, target: str = "emulator"):
     from mininet.log import setLogLevel
 
     from topologies.testbed import Testbed
 
     setLogLevel("critical")
     wait_until_free(topo)
-    return Testbed(topo, log_dir, say=lambda message: None)
+    return Testbed(topo, log_dir, target=target, say=lambda message: None)
 
 
 def assert_nothing_left(ledger) -> None:

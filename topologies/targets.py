@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -63,13 +64,29 @@ def switch_command(target: str, executable: str, name: str, device_id: int, grpc
     if pcap_dir is not None:
         argv += ["--pcap", str(pcap_dir)]
     if target == "bmv2":
-        argv += ["--no-p4"]
-        if _bmv2_has_thrift(executable):       # avoid every switch claiming the default 9090
-            argv += ["--thrift-port", str(9090 + device_id)]
+        # BMv2's defaults are machine-wide: Thrift on 9090 and ipc:///tmp/bmv2-<device id>-notifications.ipc;
+        # a second BMv2 (another switch of this run, or anyone else's) would collide on both
+        argv += ["--no-p4", "--notifications-addr", f"ipc://{_notifications_path(log_dir, name)}"]
+        if _bmv2_has_thrift(executable):
+            argv += ["--thrift-port", str(free_tcp_port())]
         argv += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
     else:
         argv += ["--no-p4", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
     return SwitchLaunch(argv, log_file)
+
+
+def _notifications_path(log_dir: Path, name: str) -> Path:
+    path = Path(log_dir).resolve() / f"{name}-notifications.ipc"
+    if len(str(path)) > 100:            # a unix socket path has at most 107 bytes
+        path = Path("/tmp") / f"thc-run-{os.getpid()}-{name}-notifications.ipc"
+    return path
+
+
+def free_tcp_port() -> int:
+    """A TCP port nobody listens on right now (the kernel's choice)."""
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        return s.getsockname()[1]
 
 
 @lru_cache(maxsize=None)
