@@ -134,12 +134,16 @@ def sign_bits(seed: int, step: int, key: int, chunk: int, n: int) -> np.ndarray:
     return np.frombuffer(rng.bytes((n + 7) // 8), dtype=np.uint8)
 
 
+# byte -> its 8 bits, most significant first, as float32 sign-bit masks (0 or 0x80000000)
+_SIGN_LUT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.uint32) << np.uint32(31)
+
+
 def sign_mask(bits: np.ndarray, n: int, out: np.ndarray | None = None) -> np.ndarray:
-    """Expand packed sign bits into float32 sign-bit masks (0 or 0x80000000) for n coordinates."""
-    unpacked = np.unpackbits(bits, count=n)
+    """Expand packed sign bits (first coordinate in the high bit) into float32 sign-bit masks for n coordinates."""
+    mask = np.take(_SIGN_LUT, bits[: (n + 7) // 8].astype(np.intp), axis=0).reshape(-1)[:n]
     if out is None:
-        out = np.empty(n, dtype=np.uint32)
-    np.left_shift(unpacked, 31, out=out, dtype=np.uint32)
+        return mask
+    out[:] = mask
     return out
 
 
