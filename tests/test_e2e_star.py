@@ -11,7 +11,7 @@ import pytest
 from test_e2e_support import (REPO, assert_fix32_probes_exact, assert_nothing_left, assert_thc_probes_exact,
                               mininet_marks, open_testbed)
 from topologies.model import Topology
-from topologies.workers import WorkerFailed, WorkerOptions, follow, start_workers
+from topologies.workers import WorkerFailed, WorkerOptions, follow, start_workers, stop_workers
 
 pytestmark = mininet_marks()
 
@@ -72,6 +72,5 @@ def test_a_worker_whose_switch_never_answers_times_out_clearly(star):
     workers = start_workers(star.net, star.topo, options, star.ledger, star.log_dir / "unanswered")
     with pytest.raises(WorkerFailed, match=r"no answer from the switch at 10\.0\.0\.254 for 3 s"):
         follow(workers, lambda w, e: None, stall_timeout=60, start_timeout=120)
-    for w in workers:
-        w.process.kill()
-        w.process.wait()
+    stop_workers(workers, star.ledger)
+    assert all(w.process.poll() is not None for w in workers)

@@ -16,7 +16,7 @@ from topologies.ledger import Ledger
 from topologies.model import Topology
 from topologies.network import EmulatedNetwork
 from topologies.programming import ControlPlane, counter_delta
-from topologies.workers import Worker, WorkerOptions, follow, load_results, start_workers
+from topologies.workers import Worker, WorkerOptions, follow, load_results, start_workers, stop_workers
 
 TABLE_BITS = 4
 TABLE_GRANULARITY = 30
@@ -76,8 +76,12 @@ class Testbed:
             self.start_job(options)
         before = self.control.stats()
         workers = start_workers(self.net, self.topo, options, self.ledger, self.log_dir)
-        follow(workers, on_event, stall_timeout=stall_timeout, start_timeout=start_timeout,
-               check=self.net.check_switches)
+        try:
+            follow(workers, on_event, stall_timeout=stall_timeout, start_timeout=start_timeout,
+                   check=self.net.check_switches)
+        except Exception:
+            stop_workers(workers, self.ledger)      # the others would only wait for the failed one
+            raise
         self.last_switch_events = counter_delta(self.control.stats(), before)
         if options.probe_rounds:
             import numpy as np

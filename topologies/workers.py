@@ -189,4 +189,16 @@ def _failure_message(w: Worker) -> str:
 
 
 def load_results(workers: list[Worker]) -> list[dict]:
+    missing = [w for w in workers if not w.result_path.exists()]
+    if missing:
+        raise WorkerFailed(f"worker {missing[0].host} exited without writing {missing[0].result_path}; "
+                           f"see {missing[0].log_path}")
     return [json.loads(w.result_path.read_text()) for w in workers]
+
+
+def stop_workers(workers: list[Worker], ledger: Ledger) -> None:
+    """Stop the workers that are still running (after another one failed), through their ledger entries."""
+    pids = {w.process.pid for w in workers if w.process.poll() is None}
+    ledger.stop_processes([p for p in ledger.live_processes() if p.pid in pids], grace=2.0)
+    for w in workers:
+        w.process.poll()
