@@ -55,9 +55,14 @@ def bmv2(tmp_path_factory):
     env = dict(os.environ)
     if BMV2.startswith("/opt/p4/"):
         env["LD_LIBRARY_PATH"] = "/opt/p4/lib:" + env.get("LD_LIBRARY_PATH", "")
+    # BMv2's defaults (Thrift on 9090, ipc:///tmp/bmv2-0-notifications.ipc) are machine-wide: use our own
+    argv = [BMV2, "--no-p4", "--device-id", "0", "--notifications-addr", f"ipc://{logs / 'notifications.ipc'}"]
+    usage = subprocess.run([BMV2, "--help"], capture_output=True, text=True, env=env, timeout=30)
+    if "--thrift-port" in usage.stdout + usage.stderr:
+        argv += ["--thrift-port", str(_free_port())]
     with open(logs / "bmv2.log", "w") as log:
-        proc = subprocess.Popen([BMV2, "--no-p4", "--device-id", "0", "--", "--grpc-server-addr",
-                                 f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(argv + ["--", "--grpc-server-addr", f"127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -119,6 +124,10 @@ def test_bmv2_errors_are_reported(bmv2):
         with SwitchSession(bmv2["addr"], name="s1") as s:
             with pytest.raises(NotPrimary):
                 s.install_table([0, 1])
+        same = SwitchSession(bmv2["addr"], election_id=(0, 50), name="s1")
+        with pytest.raises(NotPrimary, match="uses election id 0,50; pass another --election-id"):
+            same.install_table([0, 1])
+        same.close()
     finally:
         holder.close()
     with SwitchSession(bmv2["addr"], name="s1") as s:

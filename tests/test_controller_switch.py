@@ -188,6 +188,22 @@ def test_a_rejected_entry_quotes_the_switch(programmed):
     assert "ALREADY_EXISTS" in str(caught.value) and "service_addr" in str(caught.value)
 
 
+def test_a_second_controller_is_told_about_the_election_id(programmed):
+    from controller.connection import SwitchConnection
+    from controller.errors import NotPrimary
+    holder = SwitchConnection(programmed.addr, 0, (0, 7))
+    try:
+        holder.become_primary()
+        with SwitchSession(programmed.addr, election_id=(0, 7), name="s1") as same:
+            with pytest.raises(NotPrimary, match="uses election id 0,7; pass another --election-id"):
+                same.install_table([0, 1])
+        with SwitchSession(programmed.addr, election_id=(0, 3), name="s1") as lower:
+            with pytest.raises(NotPrimary, match="holds election id 0,7 and ours is 0,3"):
+                lower.install_table([0, 1])
+    finally:
+        holder.close()
+
+
 def _duplicate_service_entry(session):
     from p4.v1 import p4runtime_pb2
     entry = session.pipeline().table_entry(contract.SERVICE_ADDR, {"hdr.ipv4.dstAddr": "10.0.0.254"},
