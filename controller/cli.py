@@ -16,7 +16,6 @@ import json
 import sys
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 
 import google.protobuf.text_format
 from google.protobuf import json_format
