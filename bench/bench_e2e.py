@@ -142,7 +142,8 @@ def plot(path: Path, aggregation: list[dict], curves: dict, args, n_workers: int
         ax_time.bar([x + i * width for x in range(len(rates))], heights, width, label=report.MODE_LABELS[mode])
     ax_time.set_xticks([x + width * (len(modes) - 1) / 2 for x in range(len(rates))], [f"{r:g} Mbit/s" for r in rates])
     ax_time.set(ylabel=f"ms per aggregation of {args.size} coordinates", title="aggregation step")
-    ax_time.legend()
+    ax_time.set_ylim(0, 1.3 * max(a["median_s"] * 1e3 for a in aggregation))
+    ax_time.legend(loc="upper center", ncol=len(modes), fontsize=8)
     for mode, record in curves.items():
         t = [0.0] + [e["t"] for e in record["epochs"]]
         acc = [0.1] + [e["test_acc"] for e in record["epochs"]]
