@@ -79,8 +79,11 @@ def table_entries(p4info: P4Info, runtime: RuntimeFile) -> list[p4runtime_pb2.Ta
     built = []
     for i, e in enumerate(runtime.table_entries):
         try:
+            priority = e.get("priority") or 0
+            if isinstance(priority, bool) or not isinstance(priority, int) or priority < 0:
+                raise BadInput(f"priority {priority!r} is not a non-negative integer")
             built.append(p4info.table_entry(e["table"], e.get("match"), e["action_name"],
-                                            e.get("action_params") or {}, int(e.get("priority") or 0),
+                                            e.get("action_params") or {}, priority,
                                             bool(e.get("default_action"))))
         except BadInput as exc:
             raise BadInput(f"{runtime.path}: table_entries[{i}]: {exc}") from None
