@@ -69,6 +69,9 @@ def load(path: str | Path) -> RuntimeFile:
             raise BadInput(f"{path}: table_entries[{i}]: unknown key '{bad[0]}'")
         if "table" not in e or "action_name" not in e:
             raise BadInput(f"{path}: table_entries[{i}]: needs 'table' and 'action_name'")
+        for key in ("match", "action_params"):
+            if key in e and not isinstance(e[key], dict):
+                raise BadInput(f"{path}: table_entries[{i}]: '{key}' must be an object")
         if not e.get("default_action") and not e.get("match"):
             raise BadInput(f"{path}: table_entries[{i}]: needs 'match' (or \"default_action\": true)")
     return RuntimeFile(path, resolve("p4info"), resolve("bmv2_json"), entries,
