@@ -12,9 +12,10 @@ TOPO        ?= topologies/star4.json
 TARGET      ?= emulator
 WORKERS     ?=
 STEPS       ?=
+MODES       ?=
 P4C         ?= p4c-bm2-ss
 
-.PHONY: all setup apt venv run stop test test-fast bench p4 clean
+.PHONY: all setup apt venv run stop test test-fast bench bench-e2e p4 clean
 
 all: run
 
@@ -43,7 +44,8 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $(STAMP)
 
 run: setup
-	$(VENV)/bin/thc-run --topo $(TOPO) --target $(TARGET) $(if $(WORKERS),--workers $(WORKERS)) $(if $(STEPS),--steps $(STEPS))
+	$(VENV)/bin/thc-run --topo $(TOPO) --target $(TARGET) $(if $(WORKERS),--workers $(WORKERS)) \
+	    $(if $(STEPS),--steps $(STEPS)) $(if $(MODES),--modes $(MODES))
 
 stop:
 	-$(VENV)/bin/thc-run --stop
@@ -54,9 +56,15 @@ test: setup
 test-fast: setup
 	$(VPY) -m pytest -q -m "not mininet and not slow"
 
+# Benchmarks print figures and write bench/out/ (JSON, PNG); the port benchmarks need root.
 bench: setup
-	$(VPY) bench/bench_thc.py
+	$(VPY) bench/bench_thc.py --quick
 	$(VPY) bench/bench_switch.py
+	$(VPY) bench/bench_switch_ports.py
+	$(VPY) bench/bench_host_agent.py --quick
+
+bench-e2e: setup
+	$(VPY) bench/bench_e2e.py
 
 # Recompile the P4 program when p4c is installed; otherwise the committed build in p4/build/ is used.
 p4:
