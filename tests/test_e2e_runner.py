@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from test_e2e_support import REPO, mininet_marks, wait_until_free
 from topologies.ledger import Ledger

@@ -4,7 +4,6 @@ exact, also with 1 % and 5 % loss on every link, and a short training run learns
 One network serves the whole module (bring-up and programming take a while on 2 cores); each test adds
 the job again, which gives it a fresh epoch, as a new training run would.
 """
-from pathlib import Path
 
 import pytest
 

@@ -1,7 +1,6 @@
 """End to end on two switches: h1,h2 - s1 - s2 - h3,h4 with s2 aggregating. h1's and h2's requests and
 results cross s1 as ordinary IPv4 (forwarded, never aggregated there), and every worker still gets the
 exact THC aggregate."""
-import pytest
 
 from test_e2e_support import REPO, assert_nothing_left, assert_thc_probes_exact, mininet_marks, open_testbed
 from topologies.model import Topology
