@@ -1,0 +1,220 @@
+"""THC data packets per second and coordinates aggregated per second, for several K, on every target.
+
+    .venv/bin/python bench/bench_pipeline.py [--rounds R] [--window W] [--targets engine,thc-switch,bmv2]
+
+K is the program's coordinates per packet: p4/build/thc.json (K = 64) and its variants in
+p4/build/variants/ (K = 32, K = 128), all compiled by p4c from the same sources.
+
+Targets:
+- engine:     the software switch's SoftwareSwitch.process() in this process (no sockets);
+- thc-switch: the software switch as a process on veth pairs (needs root);
+- bmv2:       simple_switch_grpc on the same veth pairs, when installed (needs root).
+The veth targets are programmed by the project's controller over P4Runtime and driven by 4 workers'
+raw sockets in closed loop: all workers send one request per slot for a window of W slots, then wait for
+the W results before the next round, as the host agents do. A request is "aggregated" when the switch's
+thc_events counter says so (CONSUMED or COMPLETED), so losses are reported, not hidden.
+
+Prints a table, writes bench/out/pipeline.json. Figures, never assertions.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import select
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_switch import bench_thc  # noqa: E402
+from controller.jobs import JobWorker  # noqa: E402
+from controller.session import SwitchSession  # noqa: E402
+from host_agent import wire  # noqa: E402
+from thc import make_table  # noqa: E402
+from topologies.targets import find_executable, free_tcp_port  # noqa: E402
+
+BUILD = ROOT / "p4" / "build"
+PROGRAMS = {  # K -> (BMv2 JSON, P4Info)
+    32: (BUILD / "variants/thc_pairs16.json", BUILD / "variants/thc_pairs16.p4info.txtpb"),
+    64: (BUILD / "thc.json", BUILD / "thc.p4info.txtpb"),
+    128: (BUILD / "variants/thc_pairs64.json", BUILD / "variants/thc_pairs64.p4info.txtpb"),
+}
+OUT = ROOT / "bench" / "out" / "pipeline.json"
+WORKERS = 4
+SERVICE = wire.Endpoint("00:00:00:00:00:fe", "10.0.0.254")
+JOB_ID = 1
+
+
+def worker_endpoint(w: int) -> wire.Endpoint:
+    return wire.Endpoint(f"00:00:00:00:00:{w + 1:02x}", f"10.0.0.{w + 1}")
+
+
+class VethSwitch:
+    """A switch process (thc-switch or simple_switch_grpc) on one veth pair per worker."""
+
+    def __init__(self, target: str, executable: str, workdir: Path):
+        tag = f"bp{os.getpid() % 10000}"
+        self.links = []
+        self.socks: list[socket.socket] = []
+        self.proc = None
+        try:
+            for w in range(WORKERS):
+                sw_end, host_end = f"{tag}s{w + 1}", f"{tag}h{w + 1}"
+                subprocess.run(["ip", "link", "add", sw_end, "type", "veth", "peer", "name", host_end], check=True)
+                self.links.append(sw_end)
+                for end in (sw_end, host_end):
+                    subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1"], check=True)
+                    subprocess.run(["ip", "link", "set", end, "up"], check=True)
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+                sock.bind((host_end, 0))
+                sock.setblocking(False)
+                self.socks.append(sock)
+            self.grpc = f"127.0.0.1:{free_tcp_port()}"
+            argv = [executable, "--device-id", "0", "--no-p4"]
+            for w in range(WORKERS):
+                argv += ["-i", f"{w + 1}@{tag}s{w + 1}"]
+            if target == "bmv2":
+                argv += ["--thrift-port", str(free_tcp_port()),
+                         "--notifications-addr", f"ipc://{workdir}/bmv2-{os.getpid()}.ipc",
+                         "--", "--grpc-server-addr", self.grpc]
+            else:
+                argv += ["--grpc-server-addr", self.grpc]
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except Exception:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for sock in self.socks:
+            sock.close()
+        for link in self.links:
+            subprocess.run(["ip", "link", "del", link], check=False)
+
+
+def program(session: SwitchSession, window: int):
+    session.push()
+    session.install_table(make_table(bits=4, granularity=30, clip=1 / 32).values)
+    workers = [JobWorker(w, worker_endpoint(w).mac, worker_endpoint(w).ip, w + 1) for w in range(WORKERS)]
+    return session.add_job_workers(JOB_ID, workers, n_slots=window, service_ip=SERVICE.ip)
+
+
+def closed_loop(switch: VethSwitch, pairs: int, rounds: int, window: int, patience: float = 2.0) -> dict:
+    """Rounds of `window` slots from every worker; returns requests sent, results seen, seconds."""
+    builders = [wire.FrameBuilder(worker_endpoint(w), SERVICE, sport=40000 + w) for w in range(WORKERS)]
+    payload = bytes((i * 37) & 0xFF for i in range(pairs))
+    sent = results = 0
+    incomplete_rounds = 0
+    start = time.perf_counter()
+    for rnd in range(rounds):
+        for slot in range(window):
+            for w, sock in enumerate(switch.socks):
+                sock.send(builders[w].frame(wire.OP_THC, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload))
+                sent += 1
+        expected, seen = window * WORKERS, 0
+        while seen < expected:
+            ready, _, _ = select.select(switch.socks, [], [], patience)
+            if not ready:
+                incomplete_rounds += 1
+                break
+            for sock in ready:
+                while True:
+                    try:
+                        data, addr = sock.recvfrom(65535)
+                    except BlockingIOError:
+                        break
+                    if addr[2] == socket.PACKET_OUTGOING:
+                        continue
+                    parsed = wire.parse_frame(data)
+                    if parsed is not None and parsed.kind != wire.KIND_REQUEST and parsed.round == rnd:
+                        seen += 1
+        results += seen
+    seconds = time.perf_counter() - start - incomplete_rounds * patience
+    return {"sent": sent, "results": results, "seconds": seconds, "incomplete_rounds": incomplete_rounds}
+
+
+def bench_veth(target: str, k: int, rounds: int, window: int) -> dict | None:
+    executable = find_executable("emulator" if target == "thc-switch" else "bmv2")
+    if executable is None or os.geteuid() != 0:
+        return None
+    program_json, p4info = PROGRAMS[k]
+    switch = VethSwitch("bmv2" if target == "bmv2" else "emulator", executable, OUT.parent)
+    try:
+        with SwitchSession(switch.grpc, p4info=p4info, bmv2_json=program_json, connect_timeout=60.0,
+                           name=target) as session:
+            program(session, window)
+            run = closed_loop(switch, k // 2, rounds, window)
+            stats = session.read_stats()
+    finally:
+        switch.close()
+    aggregated = stats.aggregated
+    return {"packets_per_s": aggregated / run["seconds"], "coordinates_per_s": aggregated * k / run["seconds"],
+            "aggregated": aggregated, "sent": run["sent"], "results": run["results"],
+            "incomplete_rounds": run["incomplete_rounds"], "dropped": stats.dropped}
+
+
+def bench_engine(k: int, packets: int) -> dict:
+    result = bench_thc(packets, seconds=30.0, json_path=PROGRAMS[k][0])
+    pps = result["pps"]
+    return {"packets_per_s": pps, "coordinates_per_s": pps * k}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=20, help="closed-loop rounds per veth target (default 20)")
+    ap.add_argument("--window", type=int, default=32, help="slots per round on veth targets (default 32)")
+    ap.add_argument("--packets", type=int, default=8000, help="requests through the engine per K (default 8000)")
+    ap.add_argument("--targets", default="engine,thc-switch,bmv2",
+                    help="comma-separated subset of engine, thc-switch, bmv2 (absent ones are skipped)")
+    ap.add_argument("--k", default="32,64,128", help="coordinates per packet to measure (default 32,64,128)")
+    args = ap.parse_args(argv)
+    targets = args.targets.split(",")
+    ks = [int(k) for k in args.k.split(",")]
+    results: dict[str, dict[int, dict | None]] = {t: {} for t in targets}
+    for k in ks:
+        for target in targets:
+            if target == "engine":
+                results[target][k] = bench_engine(k, args.packets)
+            else:
+                results[target][k] = bench_veth(target, k, args.rounds, args.window)
+            print(f"  measured {target} K={k}", file=sys.stderr)
+
+    print(f"\nTHC data packets through the pipeline ({WORKERS} workers; packets/s | coordinates aggregated/s)")
+    print(f"{'K':>5} " + " ".join(f"{t:>26}" for t in targets))
+    for k in ks:
+        cells = []
+        for t in targets:
+            r = results[t][k]
+            cells.append(f"{'absent':>26}" if r is None else
+                         f"{r['packets_per_s']:>10,.0f} | {r['coordinates_per_s']:>13,.0f}")
+        print(f"{k:>5} " + " ".join(cells))
+    for t in targets:
+        for k in ks:
+            r = results[t][k]
+            if r and r.get("incomplete_rounds"):
+                print(f"note: {t} K={k}: {r['incomplete_rounds']} rounds lost packets "
+                      f"({r['sent'] - r['aggregated']} of {r['sent']} requests not aggregated)")
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps({"machine": platform.node(), "cpus": os.cpu_count(), "workers": WORKERS,
+                               "window": args.window, "rounds": args.rounds,
+                               "results": {t: {str(k): v for k, v in r.items()} for t, r in results.items()}},
+                              indent=2))
+    print(f"wrote {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
