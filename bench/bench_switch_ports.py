@@ -11,7 +11,7 @@ loss column shows how much the sender overran it. Prints figures, asserts nothin
 
 Targets: `thc-switch` on the fixture IPv4 program (tests/fixtures/p4/build), `passthrough` (the same
 port loop with an engine that forwards without parsing: the ceiling the I/O allows), and `bmv2`
-(`simple_switch_grpc` from PATH or /opt/p4/bin when /opt/p4/STATUS says BMV2_READY) on the same
+(`simple_switch_grpc` where thc-run looks for it: /opt/p4/bin, /usr/local/bin or PATH) on the same
 program. Logging is off for all of them.
 """
 import argparse
@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 import uuid
+
+from topologies.targets import find_executable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "p4", "build")
@@ -129,14 +131,7 @@ def start_passthrough(pairs):
 
 
 def bmv2_binary():
-    status = ""
-    if os.path.exists("/opt/p4/STATUS"):
-        with open("/opt/p4/STATUS") as f:
-            status = f.read()
-    found = shutil.which("simple_switch_grpc")
-    if found is None and "BMV2_READY" in status and os.path.exists("/opt/p4/bin/simple_switch_grpc"):
-        found = "/opt/p4/bin/simple_switch_grpc"
-    return found
+    return find_executable("bmv2")
 
 
 def start_bmv2(pairs):
@@ -248,7 +243,7 @@ def main(argv=None) -> int:
     with VethPairs() as pairs:
         for name in targets:
             if name == "bmv2" and bmv2_binary() is None:
-                print(f"{name:12s} skipped: simple_switch_grpc not installed (no BMV2_READY in /opt/p4/STATUS)")
+                print(f"{name:12s} skipped: simple_switch_grpc not installed ")
                 continue
             run(name, starters[name], pairs, args, args.program, args.p4info)
     return 0

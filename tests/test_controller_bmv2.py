@@ -3,11 +3,9 @@ software switch, read back after writing. Skipped where BMv2 is not installed (s
 import io
 import json
 import os
-import shutil
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,14 +14,11 @@ from controller.cli import run
 from controller.connection import SwitchConnection
 from controller.errors import NotPrimary, WriteRejected
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
+from topologies.targets import find_executable
 
 
 def _bmv2() -> str | None:
-    found = shutil.which("simple_switch_grpc")
-    if found:
-        return found
-    candidate = Path("/opt/p4/bin/simple_switch_grpc")
-    return str(candidate) if candidate.exists() else None
+    return find_executable("bmv2")
 
 
 BMV2 = _bmv2()

@@ -8,7 +8,6 @@ lists: BMv2's egress threads do not keep an order between ports.
 """
 import os
 import queue
-import shutil
 import signal
 import socket
 import struct
@@ -17,16 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
+from topologies.targets import find_executable
 
 BUILD = Path(__file__).parent / "fixtures/p4/build"
 
 
 def _binary():
-    found = shutil.which("simple_switch_grpc")
-    if found:
-        return found
-    local = Path("/opt/p4/bin/simple_switch_grpc")
-    return str(local) if local.exists() else None
+    return find_executable("bmv2")
 
 
 BINARY = _binary()

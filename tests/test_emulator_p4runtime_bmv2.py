@@ -4,8 +4,6 @@ Runs only where simple_switch_grpc is installed (marker `bmv2`). Each scenario i
 targets over gRPC on 127.0.0.1 and the status codes (and per-update codes), and what reads return,
 are compared. Registers are left out on purpose: BMv2's server answers UNIMPLEMENTED there.
 """
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -17,18 +15,13 @@ from p4.v1 import p4runtime_pb2
 from emulator.p4runtime_server import Device, P4RuntimeServer
 from test_emulator_p4runtime import Controller, entity, update, write_errors
 from test_emulator_p4runtime_programs import compiled
+from topologies.targets import find_executable
 
 pytestmark = pytest.mark.bmv2
 
 
 def bmv2_binary():
-    found = shutil.which("simple_switch_grpc")
-    if found is None and os.path.exists("/opt/p4/STATUS"):
-        with open("/opt/p4/STATUS") as f:
-            ready = "BMV2_READY" in f.read()
-        if ready and os.path.exists("/opt/p4/bin/simple_switch_grpc"):
-            found = "/opt/p4/bin/simple_switch_grpc"
-    return found
+    return find_executable("bmv2")
 
 
 def _free_port():
