@@ -13,6 +13,8 @@ TARGET      ?= emulator
 WORKERS     ?=
 STEPS       ?=
 MODES       ?=
+LOSS        ?=
+BW          ?=
 P4C         ?= p4c-bm2-ss
 
 .PHONY: all setup apt venv run stop test test-fast bench bench-e2e p4 clean
@@ -45,7 +47,8 @@ $(STAMP): requirements.lock pyproject.toml
 
 run: setup
 	$(VENV)/bin/thc-run --topo $(TOPO) --target $(TARGET) $(if $(WORKERS),--workers $(WORKERS)) \
-	    $(if $(STEPS),--steps $(STEPS)) $(if $(MODES),--modes $(MODES))
+	    $(if $(STEPS),--steps $(STEPS)) $(if $(MODES),--modes $(MODES)) $(if $(LOSS),--loss $(LOSS)) \
+	    $(if $(BW),--bw $(BW))
 
 stop:
 	-$(VENV)/bin/thc-run --stop
@@ -60,6 +63,7 @@ test-fast: setup
 bench: setup
 	$(VPY) bench/bench_thc.py --quick
 	$(VPY) bench/bench_switch.py
+	$(VPY) bench/bench_pipeline.py
 	$(VPY) bench/bench_switch_ports.py
 	$(VPY) bench/bench_host_agent.py --quick
 
@@ -72,4 +76,4 @@ p4:
 	else echo "$(P4C) not on PATH: using the committed p4/build/ (stamp checked by the tests)"; fi
 
 clean: stop
-	rm -rf logs pcaps
+	rm -rf logs pcaps bench/out
