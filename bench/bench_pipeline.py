@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import select
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ from controller.session import SwitchSession  # noqa: E402
 from host_agent import wire  # noqa: E402
 from thc import make_table  # noqa: E402
 from topologies.targets import find_executable, free_tcp_port  # noqa: E402
+from topologies.veth import VethPorts  # noqa: E402
 
 BUILD = ROOT / "p4" / "build"
 PROGRAMS = {  # K -> (BMv2 JSON, P4Info)
@@ -59,27 +59,12 @@ class VethSwitch:
     """A switch process (thc-switch or simple_switch_grpc) on one veth pair per worker."""
 
     def __init__(self, target: str, executable: str, workdir: Path):
-        tag = f"bp{os.getpid() % 10000}"
-        self.links = []
-        self.socks: list[socket.socket] = []
         self.proc = None
+        self.veths = VethPorts(f"bp{os.getpid() % 10000}p", range(1, WORKERS + 1))
         try:
-            for w in range(WORKERS):
-                sw_end, host_end = f"{tag}s{w + 1}", f"{tag}h{w + 1}"
-                subprocess.run(["ip", "link", "add", sw_end, "type", "veth", "peer", "name", host_end], check=True)
-                self.links.append(sw_end)
-                for end in (sw_end, host_end):
-                    subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1"], check=True)
-                    subprocess.run(["ip", "link", "set", end, "up"], check=True)
-                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-                sock.bind((host_end, 0))
-                sock.setblocking(False)
-                self.socks.append(sock)
+            self.socks = [self.veths.socks[w + 1] for w in range(WORKERS)]
             self.grpc = f"127.0.0.1:{free_tcp_port()}"
-            argv = [executable, "--device-id", "0", "--no-p4"]
-            for w in range(WORKERS):
-                argv += ["-i", f"{w + 1}@{tag}s{w + 1}"]
+            argv = [executable, "--device-id", "0", "--no-p4", *self.veths.interface_args()]
             if target == "bmv2":
                 argv += ["--thrift-port", str(free_tcp_port()),
                          "--notifications-addr", f"ipc://{workdir}/bmv2-{os.getpid()}.ipc",
@@ -99,10 +84,7 @@ class VethSwitch:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        for sock in self.socks:
-            sock.close()
-        for link in self.links:
-            subprocess.run(["ip", "link", "del", link], check=False)
+        self.veths.close()
 
 
 def program(session: SwitchSession, window: int):
@@ -130,17 +112,10 @@ def closed_loop(switch: VethSwitch, pairs: int, rounds: int, window: int, patien
             if not ready:
                 incomplete_rounds += 1
                 break
-            for sock in ready:
-                while True:
-                    try:
-                        data, addr = sock.recvfrom(65535)
-                    except BlockingIOError:
-                        break
-                    if addr[2] == socket.PACKET_OUTGOING:
-                        continue
-                    parsed = wire.parse_frame(data)
-                    if parsed is not None and parsed.kind != wire.KIND_REQUEST and parsed.round == rnd:
-                        seen += 1
+            for _, data in switch.veths.receive_ready(ready):
+                parsed = wire.parse_frame(data)
+                if parsed is not None and parsed.kind != wire.KIND_REQUEST and parsed.round == rnd:
+                    seen += 1
         results += seen
     seconds = time.perf_counter() - start - incomplete_rounds * patience
     return {"sent": sent, "results": results, "seconds": seconds, "incomplete_rounds": incomplete_rounds}

@@ -102,37 +102,24 @@ class Bmv2Target:
 
     def __init__(self, binary: str, workdir: Path, ports=(1, 2, 3, 4), settle: float = 0.5):
         import os
-        import socket
         import subprocess
 
         from controller.session import SwitchSession
         from p4.v1 import p4runtime_pb2
+        from topologies.targets import free_tcp_port
+        from topologies.veth import VethPorts
 
         self._pb = p4runtime_pb2
         self.settle = settle
-        self.prefix = f"tb{os.getpid() % 10000}p"
-        self.ports = list(ports)
-        self.links: list[str] = []
-        self.socks: dict[int, socket.socket] = {}
+        self.veths = None
         self.proc = None
+        self.session = None
         try:
-            for p in self.ports:
-                sw_end, host_end = f"{self.prefix}{p}s", f"{self.prefix}{p}h"
-                subprocess.run(["ip", "link", "add", sw_end, "type", "veth", "peer", "name", host_end], check=True)
-                self.links.append(sw_end)
-                for end in (sw_end, host_end):
-                    subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1"], check=True)
-                    subprocess.run(["ip", "link", "set", end, "up"], check=True)
-                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
-                sock.bind((host_end, 0))
-                sock.setblocking(False)
-                self.socks[p] = sock
-            grpc_port = _free_tcp_port()
-            args = [binary, "--device-id", "0", "--thrift-port", str(_free_tcp_port()),
-                    "--log-file", str(workdir / "bmv2"), "--log-flush", "--no-p4"]
-            for p in self.ports:
-                args += ["-i", f"{p}@{self.prefix}{p}s"]
-            args += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+            self.veths = VethPorts(f"tb{os.getpid() % 10000}p", ports)
+            grpc_port = free_tcp_port()
+            args = [binary, "--device-id", "0", "--thrift-port", str(free_tcp_port()),
+                    "--log-file", str(workdir / "bmv2"), "--log-flush", "--no-p4",
+                    *self.veths.interface_args(), "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self.session = SwitchSession(f"127.0.0.1:{grpc_port}", name="bmv2", connect_timeout=20.0)
             self.session.push()
@@ -188,31 +175,26 @@ class Bmv2Target:
 
     def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         import select
-        import socket
         import time
 
         before = sum(self.events().values())
-        self.socks[port].send(frame)
+        self.veths.socks[port].send(frame)
         deadline = time.monotonic() + 60.0
         while sum(self.events().values()) == before:
             if time.monotonic() > deadline:
                 raise AssertionError("BMv2 did not count the packet within a minute: is it running?")
             time.sleep(0.01)
         out: list[tuple[int, bytes]] = []
-        by_fd = {s.fileno(): p for p, s in self.socks.items()}
         while True:
-            ready, _, _ = select.select(list(self.socks.values()), [], [], self.settle)
+            ready, _, _ = select.select(list(self.veths.socks.values()), [], [], self.settle)
             if not ready:
                 return out
-            for sock in ready:
-                data, addr = sock.recvfrom(65535)
-                if addr[2] != socket.PACKET_OUTGOING:
-                    out.append((by_fd[sock.fileno()], data))
+            out += self.veths.receive_ready(ready)
 
     def close(self) -> None:
         import subprocess
 
-        if getattr(self, "session", None) is not None:
+        if self.session is not None:
             self.session.close()
         if self.proc is not None:
             self.proc.terminate()
@@ -221,14 +203,5 @@ class Bmv2Target:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        for sock in self.socks.values():
-            sock.close()
-        for link in self.links:
-            subprocess.run(["ip", "link", "del", link], check=False)
-
-
-def _free_tcp_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        if self.veths is not None:
+            self.veths.close()

@@ -1,0 +1,72 @@
+"""Veth pairs that put a switch's ports next to raw sockets in this process, without Mininet.
+
+For packet tests and benchmarks that drive a switch process (thc-switch or simple_switch_grpc) frame by
+frame: port p of the switch is `<prefix><p>s`, and the test sends into and reads from its peer
+`<prefix><p>h`. IPv6 is off on both ends so the kernel's own traffic (router solicitations) never
+reaches the switch. Needs root; removes exactly the links it made.
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+
+ETH_P_ALL = 0x0003
+
+
+class VethPorts:
+    """One veth pair per switch port, with a non-blocking raw socket on each host end."""
+
+    def __init__(self, prefix: str, ports, rcvbuf: int = 1 << 22):
+        self.prefix = prefix
+        self.ports = list(ports)
+        self.links: list[str] = []
+        self.socks: dict[int, socket.socket] = {}
+        try:
+            for p in self.ports:
+                sw_end, host_end = self.switch_end(p), f"{prefix}{p}h"
+                subprocess.run(["ip", "link", "add", sw_end, "type", "veth", "peer", "name", host_end],
+                               check=True)
+                self.links.append(sw_end)
+                for end in (sw_end, host_end):
+                    subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1"], check=True)
+                    subprocess.run(["ip", "link", "set", end, "up"], check=True)
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+                sock.bind((host_end, 0))
+                sock.setblocking(False)
+                self.socks[p] = sock
+        except Exception:
+            self.close()
+            raise
+
+    def switch_end(self, port: int) -> str:
+        return f"{self.prefix}{port}s"
+
+    def interface_args(self) -> list[str]:
+        """`-i PORT@IFACE` for every port, as both switch targets take them."""
+        args = []
+        for p in self.ports:
+            args += ["-i", f"{p}@{self.switch_end(p)}"]
+        return args
+
+    def receive_ready(self, ready: list[socket.socket]) -> list[tuple[int, bytes]]:
+        """Drain the ready sockets: (port, frame) for every frame the switch sent (not our own sends)."""
+        port_of = {s.fileno(): p for p, s in self.socks.items()}
+        out = []
+        for sock in ready:
+            while True:
+                try:
+                    data, addr = sock.recvfrom(65535)
+                except BlockingIOError:
+                    break
+                if addr[2] != socket.PACKET_OUTGOING:
+                    out.append((port_of[sock.fileno()], data))
+        return out
+
+    def close(self) -> None:
+        for sock in self.socks.values():
+            sock.close()
+        self.socks = {}
+        for link in self.links:
+            subprocess.run(["ip", "link", "del", link], check=False)
+        self.links = []
