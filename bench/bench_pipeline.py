@@ -36,7 +36,7 @@ from controller.jobs import JobWorker  # noqa: E402
 from controller.session import SwitchSession  # noqa: E402
 from host_agent import wire  # noqa: E402
 from thc import make_table  # noqa: E402
-from topologies.targets import find_executable, free_tcp_port  # noqa: E402
+from topologies.targets import find_executable, free_tcp_port, stop_process  # noqa: E402
 from topologies.veth import VethPorts  # noqa: E402
 
 BUILD = ROOT / "p4" / "build"
@@ -77,13 +77,7 @@ class VethSwitch:
             raise
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.veths.close()
 
 

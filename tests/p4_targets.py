@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from topologies.targets import find_executable
+from topologies.targets import find_executable, stop_process
 
 BUILD = Path(__file__).resolve().parents[1] / "p4" / "build"
 THC_JSON = BUILD / "thc.json"
@@ -192,16 +192,8 @@ class Bmv2Target:
             out += self.veths.receive_ready(ready)
 
     def close(self) -> None:
-        import subprocess
-
         if self.session is not None:
             self.session.close()
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         if self.veths is not None:
             self.veths.close()

@@ -14,7 +14,7 @@ from controller.cli import run
 from controller.connection import SwitchConnection
 from controller.errors import NotPrimary, WriteRejected
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
-from topologies.targets import find_executable
+from topologies.targets import find_executable, stop_process
 
 
 def _bmv2() -> str | None:
@@ -76,12 +76,7 @@ def bmv2(tmp_path_factory):
             "aggregation": {"switch": "s1", "service_ip": "10.0.0.254"}}))
         yield {"addr": f"127.0.0.1:{port}", "topo": topo}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def test_every_command_on_bmv2(bmv2):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mininet.node import Switch
 
-from topologies.targets import SwitchLaunch
+from topologies.targets import SwitchLaunch, stop_process
 
 
 class SwitchStartError(RuntimeError):
@@ -61,13 +61,7 @@ class P4RuntimeSwitchNode(Switch):
             time.sleep(0.1)
 
     def stop(self, deleteIntfs=True):
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=5)
         super().stop(deleteIntfs)
 
 

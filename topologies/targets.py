@@ -82,6 +82,18 @@ def _notifications_path(log_dir: Path, name: str) -> Path:
     return path
 
 
+def stop_process(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
+    """End a switch process we started: SIGTERM (both targets exit cleanly on it), SIGKILL if it hangs."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def free_tcp_port() -> int:
     """A TCP port nobody listens on right now (the kernel's choice)."""
     with socket.socket() as s:
