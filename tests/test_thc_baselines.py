@@ -16,12 +16,7 @@ from thc.simulate import mean_nmse, simulate_round
 SIGMAS = 6.0
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def grads_of(n, d, seed=0, scale=1.0):

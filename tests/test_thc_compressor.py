@@ -21,13 +21,7 @@ from thc.tables import clipping_error
 SIGMAS = 6.0
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny transforms gain nothing from threads, and OpenMP stalls when the shared 2-core box is busy."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def run_round(compressors, grads, step=0, contributors=None):

@@ -18,12 +18,7 @@ from thc.hadamard import (
 from thc.workspace import Workspace
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("n", [1, 2, 4, 64, 128, 2048])
