@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 def load_topology(path: str | None):
     if path is None:
         return None
-    from topologies.model import Topology, TopologyError
+    from controller.topology import Topology, TopologyError
     try:
         return Topology.load(path)
     except TopologyError as exc:

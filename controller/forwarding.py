@@ -2,7 +2,7 @@
 
 Every switch gets a /32 route to every host (next hop: the port on a shortest path, the host's MAC as
 destination) and, unless it aggregates, a /32 route to the service address toward the aggregating
-switch; the topology model (topologies/model.py) computes them. Entries for other prefixes (added by
+switch; the topology model (controller/topology.py) computes them. Entries for other prefixes (added by
 `thc-ctl apply`, say) are left alone.
 """
 from controller import contract

@@ -21,7 +21,7 @@ from mininet.node import Host
 from topologies import interrupts
 from topologies.ledger import Ledger, interface_index
 from topologies.loss import loss_commands, netem_available
-from topologies.model import Topology
+from controller.topology import Topology
 from topologies.p4switch import P4RuntimeSwitchNode
 from topologies.targets import find_executable, missing_message, switch_command
 

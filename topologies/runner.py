@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from topologies import interrupts
-from topologies.model import Topology, TopologyError
+from controller.topology import Topology, TopologyError
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOPO = "topologies/star4.json"
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                "Needs root (network namespaces). Never runs `mn -c`: cleanup removes only what the run made.")
     net = p.add_argument_group("network")
     net.add_argument("--topo", default=DEFAULT_TOPO, metavar="FILE",
-                     help=f"topology JSON (default {DEFAULT_TOPO}; format: topologies/model.py)")
+                     help=f"topology JSON (default {DEFAULT_TOPO}; format: controller/topology.py)")
     net.add_argument("--target", choices=("emulator", "bmv2"), default="emulator",
                      help="switch: 'emulator' = our thc-switch (default), 'bmv2' = simple_switch_grpc "
                           "(from /opt/p4/bin or PATH)")

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Callable
 
 from topologies.ledger import Ledger
-from topologies.model import Topology
+from controller.topology import Topology
 from topologies.network import EmulatedNetwork
-from topologies.programming import ControlPlane, counter_delta
+from topologies.control_plane import ControlPlane, counter_delta
 from topologies.workers import Worker, WorkerOptions, follow, load_results, start_workers, stop_workers
 
 TABLE_BITS = 4

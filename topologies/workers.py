@@ -20,7 +20,7 @@ from typing import Callable
 
 from topologies import interrupts
 from topologies.ledger import Ledger
-from topologies.model import Topology
+from controller.topology import Topology
 
 PROGRESS_PREFIX = "@thc "
 MASTER_PORT = 29500

@@ -1,0 +1,134 @@
+"""The controller against BMv2's simple_switch_grpc running p4/build/thc.json: the same commands as on the
+software switch, read back after writing. Skipped where BMv2 is not installed (see /opt/p4/STATUS)."""
+import io
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from controller import contract
+from controller.cli import run
+from controller.connection import SwitchConnection
+from controller.errors import NotPrimary, WriteRejected
+from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
+from topologies.targets import find_executable, stop_process
+
+
+def _bmv2() -> str | None:
+    return find_executable("bmv2")
+
+
+BMV2 = _bmv2()
+pytestmark = [
+    pytest.mark.bmv2,
+    pytest.mark.skipif(BMV2 is None, reason="simple_switch_grpc is neither on PATH nor in /opt/p4/bin"),
+    pytest.mark.skipif(not (DEFAULT_BMV2_JSON.exists() and DEFAULT_P4INFO.exists()),
+                       reason="p4/build/thc.json and thc.p4info.txtpb are not committed yet"),
+]
+
+
+def cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    status = run([str(a) for a in argv], out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def bmv2(tmp_path_factory):
+    """simple_switch_grpc without a program, on a loopback port; a star4 topology naming it."""
+    port = _free_port()
+    logs = tmp_path_factory.mktemp("bmv2")
+    env = dict(os.environ)
+    if BMV2.startswith("/opt/p4/"):
+        env["LD_LIBRARY_PATH"] = "/opt/p4/lib:" + env.get("LD_LIBRARY_PATH", "")
+    # BMv2's defaults (Thrift on 9090, ipc:///tmp/bmv2-0-notifications.ipc) are machine-wide: use our own
+    argv = [BMV2, "--no-p4", "--device-id", "0", "--notifications-addr", f"ipc://{logs / 'notifications.ipc'}"]
+    usage = subprocess.run([BMV2, "--help"], capture_output=True, text=True, env=env, timeout=30)
+    if "--thrift-port" in usage.stdout + usage.stderr:
+        argv += ["--thrift-port", str(_free_port())]
+    with open(logs / "bmv2.log", "w") as log:
+        proc = subprocess.Popen(argv + ["--", "--grpc-server-addr", f"127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"simple_switch_grpc did not start: {(logs / 'bmv2.log').read_text()[-2000:]}")
+            time.sleep(0.1)
+        topo = logs / "star4.json"
+        topo.write_text(json.dumps({
+            "name": "star4",
+            "hosts": {f"h{i}": {"ip": f"10.0.0.{i}/24", "mac": f"08:00:00:00:00:0{i}"} for i in range(1, 5)},
+            "switches": {"s1": {"device_id": 0, "grpc_port": port}},
+            "links": [[f"h{i}", f"s1-p{i}"] for i in range(1, 5)],
+            "aggregation": {"switch": "s1", "service_ip": "10.0.0.254"}}))
+        yield {"addr": f"127.0.0.1:{port}", "topo": topo}
+    finally:
+        stop_process(proc)
+
+
+def test_every_command_on_bmv2(bmv2):
+    topo = bmv2["topo"]
+    for argv in (["push"], ["forwarding"], ["table", "install", "--bits", 4, "--granularity", 30, "--clip", "1/32"]):
+        status, _, err = cli(*argv, "--topology", topo)
+        assert status == 0, err
+    from thc import make_table
+    values = [int(v) for v in make_table(4, 30, 1 / 32, "optimal").values]
+    with SwitchSession(bmv2["addr"], name="s1") as s:
+        table = s.installed_table()
+        assert (table.values, table.entries, table.consistent) == (values, 32 * 256, True)
+        shown = s.show()
+        assert len(shown["tables"][contract.IPV4_LPM]) == 4
+    status, out, err = cli("job", "add", "--topology", topo, "--id", 1, "--workers", "h1,h2,h3,h4", "--json")
+    assert status == 0, err
+    job = json.loads(out)
+    with SwitchSession(bmv2["addr"], name="s1") as s:
+        [listed] = s.list_jobs()
+        assert (listed.epoch, listed.worker_mask, listed.lane_bits) == (job["epoch"], 0xF, 8)
+        assert [w.port for w in listed.workers] == [1, 2, 3, 4]           # BMv2 reads multicast groups back
+    status, out, _ = cli("stats", "--topology", topo, "--json")
+    assert status == 0 and json.loads(out)["aggregated"] == 0
+    assert cli("job", "remove", "--topology", topo, "--id", 1)[0] == 0
+    with SwitchSession(bmv2["addr"], name="s1") as s:
+        assert s.list_jobs() == []
+
+
+def test_bmv2_errors_are_reported(bmv2):
+    status, _, err = cli("push", "--topology", bmv2["topo"])
+    assert status == 0, err
+    holder = SwitchConnection(bmv2["addr"], 0, (0, 50))
+    try:
+        holder.become_primary()
+        with SwitchSession(bmv2["addr"], name="s1") as s:
+            with pytest.raises(NotPrimary):
+                s.install_table([0, 1])
+        same = SwitchSession(bmv2["addr"], election_id=(0, 50), name="s1")
+        with pytest.raises(NotPrimary, match="uses election id 0,50; pass another --election-id"):
+            same.install_table([0, 1])
+        same.close()
+    finally:
+        holder.close()
+    with SwitchSession(bmv2["addr"], name="s1") as s:
+        s.install_forwarding(s_topology(bmv2["topo"]))
+        from p4.v1 import p4runtime_pb2
+        entry = s.pipeline().table_entry(contract.SERVICE_ADDR, {"hdr.ipv4.dstAddr": "10.0.0.254"}, contract.SERVE, {})
+        update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT, entity=p4runtime_pb2.Entity(table_entry=entry))
+        with pytest.raises(WriteRejected, match="ALREADY_EXISTS"):
+            s.conn.write([update], s.pipeline().describe_update)
+
+
+def s_topology(path):
+    from controller.topology import Topology
+    return Topology.load(path)

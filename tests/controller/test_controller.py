@@ -1,0 +1,596 @@
+"""Controller unit tests against an in-process mock P4Runtime server: the exact protobufs sent, what
+reads back, and the errors users see. See test_controller_support.py for the mock and the P4Info."""
+import json
+import random
+import socket
+
+import google.protobuf.text_format
+import pytest
+from p4.v1 import p4runtime_pb2
+
+from controller import contract, jobs, lookup_tables, wire
+from controller.cli import run
+from controller.errors import BadInput, JobRefused, NotPrimary, PipelineMismatch, SwitchUnreachable, WriteRejected
+from controller.p4info import P4Info
+from controller.session import SwitchSession
+from tests.support.mock_switch import MockSwitch, contract_p4info
+from controller.topology import Topology
+
+Update = p4runtime_pb2.Update
+LANES = 2          # the mock's program: 2 lookup lanes keep the tests fast (the real one has 32)
+V4 = [0, 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 18, 20, 24, 27, 30]     # a 4-bit table, g = 30
+
+
+def star4(port: int) -> dict:
+    return {
+        "name": "star4",
+        "hosts": {f"h{i}": {"ip": f"10.0.0.{i}/24", "mac": f"08:00:00:00:00:0{i}"} for i in range(1, 5)},
+        "switches": {"s1": {"device_id": 0, "grpc_port": port}},
+        "links": [[f"h{i}", f"s1-p{i}"] for i in range(1, 5)],
+        "aggregation": {"switch": "s1", "service_ip": "10.0.0.254", "service_mac": "02:00:00:00:00:fe"},
+    }
+
+
+def two_tier(port1: int, port2: int) -> dict:
+    return {
+        "name": "two_tier",
+        "hosts": {f"h{i}": {"ip": f"10.0.0.{i}/24", "mac": f"08:00:00:00:00:0{i}"} for i in range(1, 5)},
+        "switches": {"s1": {"device_id": 0, "grpc_port": port1}, "s2": {"device_id": 1, "grpc_port": port2}},
+        "links": [["h1", "s1-p1"], ["h2", "s1-p2"], ["s1-p3", "s2-p3"], ["h3", "s2-p1"], ["h4", "s2-p2"]],
+        "aggregation": {"switch": "s2", "service_ip": "10.0.0.254", "service_mac": "02:00:00:00:00:fe"},
+    }
+
+
+@pytest.fixture
+def mock():
+    switch = MockSwitch(contract_p4info(LANES))
+    switch.start()
+    yield switch
+    switch.stop()
+
+
+@pytest.fixture
+def topo(mock):
+    return Topology.from_dict(star4(int(mock.addr.rsplit(":", 1)[1])))
+
+
+@pytest.fixture
+def session(mock):
+    with SwitchSession(mock.addr, 0, (0, 1), name="s1", rng=random.Random(7)) as s:
+        yield s
+
+
+def ids(mock):
+    p4 = P4Info(mock.p4info)
+    return p4, {t.preamble.name: t.preamble.id for t in p4.msg.tables}, {a.preamble.name: a.preamble.id
+                                                                           for a in p4.msg.actions}
+
+
+def write_request(updates_txt: str, device_id=0, election=(0, 1)) -> p4runtime_pb2.WriteRequest:
+    req = p4runtime_pb2.WriteRequest(device_id=device_id)
+    req.election_id.high, req.election_id.low = election
+    google.protobuf.text_format.Merge(updates_txt, req)
+    return req
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- pipeline -------------------------------------------------------------------------------------
+
+def test_push_sends_the_p4info_and_the_bmv2_json(mock, tmp_path):
+    p4info_file, json_file = tmp_path / "thc.p4info.txtpb", tmp_path / "thc.json"
+    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
+    json_file.write_text('{"program": "thc.p4"}')
+    with SwitchSession(mock.addr, 0, (0, 1), p4info_file, json_file) as s:
+        result = s.push()
+    expected = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+        device_id=0, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+    expected.election_id.low = 1
+    expected.config.p4info.CopyFrom(contract_p4info(LANES))
+    expected.config.p4_device_config = b'{"program": "thc.p4"}'
+    assert mock.pipelines == [expected]
+    assert result["lanes"] == LANES
+
+
+def test_push_refuses_a_p4info_that_is_not_the_thc_program(mock, tmp_path):
+    p4info_file, json_file = tmp_path / "other.txtpb", tmp_path / "other.json"
+    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES, drop={contract.JOBS})))
+    json_file.write_text("{}")
+    with SwitchSession(mock.addr, p4info=p4info_file, bmv2_json=json_file) as s:
+        with pytest.raises(PipelineMismatch, match="no table 'ThcIngress.job_check.jobs'"):
+            s.push()
+    assert mock.pipelines == []
+
+
+def test_a_switch_running_another_program_is_named_by_its_missing_table():
+    other = MockSwitch(contract_p4info(LANES, drop={contract.RESULT_DST}))
+    other.start()
+    try:
+        with SwitchSession(other.addr, name="s1") as s:
+            with pytest.raises(PipelineMismatch, match="no table 'ThcEgress.result_dst'"):
+                s.read_stats()
+    finally:
+        other.stop()
+
+
+def test_a_switch_without_a_pipeline_says_to_push_one():
+    empty = MockSwitch(None)
+    empty.start()
+    try:
+        with SwitchSession(empty.addr) as s:
+            with pytest.raises(PipelineMismatch, match="runs no P4 program: push one"):
+                s.read_stats()
+    finally:
+        empty.stop()
+
+
+# ---- forwarding -----------------------------------------------------------------------------------
+
+def test_forwarding_installs_a_route_per_host_and_the_service_address(mock, topo, session):
+    summary = session.install_forwarding(topo)
+    _, t, a = ids(mock)
+    routes = "".join(f"""
+        updates {{ type: INSERT entity {{ table_entry {{
+            table_id: {t[contract.IPV4_LPM]}
+            match {{ field_id: 1 lpm {{ value: "\\x0a\\x00\\x00\\x0{i}" prefix_len: 32 }} }}
+            action {{ action {{ action_id: {a[contract.IPV4_FORWARD]}
+                params {{ param_id: 1 value: "\\x08\\x00\\x00\\x00\\x00\\x0{i}" }}
+                params {{ param_id: 2 value: "\\x0{i}" }} }} }} }} }} }}""" for i in range(1, 5))
+    service = f"""
+        updates {{ type: INSERT entity {{ table_entry {{
+            table_id: {t[contract.SERVICE_ADDR]}
+            match {{ field_id: 1 exact {{ value: "\\x0a\\x00\\x00\\xfe" }} }}
+            action {{ action {{ action_id: {a[contract.SERVE]} }} }} }} }} }}"""
+    assert mock.writes == [write_request(routes + service)]
+    assert (summary.inserted, summary.modified, summary.deleted) == (5, 0, 0)
+    mock.clear_log()
+    assert str(session.install_forwarding(topo)) == "nothing to change"
+    assert mock.writes == []
+
+
+def test_forwarding_on_two_tiers_routes_the_service_address_toward_the_aggregating_switch(mock):
+    topo = Topology.from_dict(two_tier(int(mock.addr.rsplit(":", 1)[1]), free_port()))
+    with SwitchSession(mock.addr, name="s1") as s:
+        s.install_forwarding(topo)
+        table = s.show()["tables"]
+    routes = {tuple(e["match"]["hdr.ipv4.dstAddr"])[0]: e["action_params"] for e in table[contract.IPV4_LPM]}
+    assert routes == {
+        "10.0.0.1": {"dstAddr": "08:00:00:00:00:01", "port": 1},
+        "10.0.0.2": {"dstAddr": "08:00:00:00:00:02", "port": 2},
+        "10.0.0.3": {"dstAddr": "08:00:00:00:00:03", "port": 3},
+        "10.0.0.4": {"dstAddr": "08:00:00:00:00:04", "port": 3},
+        "10.0.0.254": {"dstAddr": "02:00:00:00:00:fe", "port": 3},
+    }
+    assert table[contract.SERVICE_ADDR] == []        # s1 does not aggregate
+
+
+# ---- lookup tables --------------------------------------------------------------------------------
+
+def test_lookup_entries_pack_two_indices_per_key_and_two_values_per_word(mock, session):
+    session.install_table([0, 5, 9, 30])
+    _, t, a = ids(mock)
+    expected = []
+    for lane in range(LANES):
+        for hi in range(4):
+            for lo in range(4):
+                w = [0, 5, 9, 30][hi] << 16 | [0, 5, 9, 30][lo]
+                key = hi << 4 | lo
+                expected.append(f"""updates {{ type: INSERT entity {{ table_entry {{
+                    table_id: {t[contract.lut_table(lane)]}
+                    match {{ field_id: 1 exact {{ value: "{_octal(key)}" }} }}
+                    action {{ action {{ action_id: {a[contract.lut_action(lane)]}
+                        params {{ param_id: 1 value: "{_octal(w)}" }} }} }} }} }} }}""")
+    assert mock.writes == [write_request("".join(expected))]
+    installed = session.installed_table()
+    assert (installed.values, installed.bits, installed.max_value, installed.consistent) == ([0, 5, 9, 30], 2, 30, True)
+
+
+def _octal(number: int) -> str:
+    data = number.to_bytes(max(1, (number.bit_length() + 7) // 8), "big")
+    return "".join(f"\\{b:03o}" for b in data)
+
+
+def test_reinstalling_replaces_the_table_with_the_fewest_updates(mock, session):
+    session.install_table(V4)
+    mock.clear_log()
+    assert session.install_table(V4)["inserted"] == 0 and mock.writes == []      # same table: nothing sent
+    result = session.install_table([0, 7])              # 1 bit: 4 keys stay (key 0 is unchanged), 252 go
+    assert (result["inserted"], result["modified"], result["deleted"]) == (0, 3 * LANES, 252 * LANES)
+    kinds = [u.type for u in mock.writes[0].updates]
+    assert kinds.count(Update.DELETE) == 252 * LANES
+    installed = session.installed_table()
+    assert (installed.values, installed.bits, installed.entries) == ([0, 7], 1, 4 * LANES)
+    lut0 = mock.table_entries(P4Info(mock.p4info).table(contract.lut_table(0)).preamble.id)
+    assert sorted(int.from_bytes(e.match[0].exact.value, "big") for e in lut0) == [0x00, 0x01, 0x10, 0x11]
+
+
+@pytest.mark.parametrize("values, message", [
+    ([0, 1, 2], "2\\*\\*b values"),
+    (list(range(32)), "b = 1..4"),
+    ([0, 70000], "outside 0..65535"),
+    ([0, 1.5], "integers"),
+])
+def test_tables_the_program_cannot_hold_are_refused(session, values, message):
+    with pytest.raises(BadInput, match=message):
+        session.install_table(values)
+
+
+def test_the_wire_encoding_is_byte_identical_to_protobuf(mock):
+    p4 = P4Info(mock.p4info)
+    updates = lookup_tables.table_updates(p4, LANES, [0, 1, 2, 3], 2, [{0x12: 1, 0x99: 2}, {}])
+    for raw in updates:
+        message = Update.FromString(raw)
+        assert message.SerializeToString() == raw
+    kinds = [wire.update_type(u) for u in updates]
+    assert (kinds.count(Update.INSERT), kinds.count(Update.MODIFY), kinds.count(Update.DELETE)) == (15 + 16, 1, 1)
+    # a read response decodes to the same (table, key, w) as protobuf sees it
+    response = p4runtime_pb2.ReadResponse()
+    for raw in updates[:40]:
+        response.entities.add().CopyFrom(Update.FromString(raw).entity)
+    decoded = wire.exact_entries([response.SerializeToString()])
+    assert decoded == [(e.table_entry.table_id, int.from_bytes(e.table_entry.match[0].exact.value, "big"),
+                        int.from_bytes(e.table_entry.action.action.params[0].value, "big")
+                        if e.table_entry.action.action.params else None)
+                       for e in response.entities]
+
+
+# ---- jobs -----------------------------------------------------------------------------------------
+
+def test_job_add_writes_outputs_first_and_the_job_entry_last(mock, topo, session):
+    session.install_table(V4)
+    mock.clear_log()
+    job = session.add_job(3, ["h1", "h2", "h4"], topo, epoch=0x1234)
+    _, t, a = ids(mock)
+    group = 0x1000 + 3
+    replicas = "".join(f"replicas {{ egress_port: {port} instance: {rid} }}" for port, rid in ((1, 0), (2, 1), (4, 3)))
+    dst = "".join(f"""updates {{ type: INSERT entity {{ table_entry {{
+            table_id: {t[contract.RESULT_DST]}
+            match {{ field_id: 1 exact {{ value: "\\003" }} }}
+            match {{ field_id: 2 exact {{ value: "{_octal(rid)}" }} }}
+            action {{ action {{ action_id: {a[contract.SET_RESULT_DST]}
+                params {{ param_id: 1 value: "\\x08\\x00\\x00\\x00\\x00\\x0{host}" }}
+                params {{ param_id: 2 value: "\\x0a\\x00\\x00\\x0{host}" }} }} }} }} }} }}"""
+                  for rid, host in ((0, 1), (1, 2), (3, 4)))
+    first = f"""
+        updates {{ type: INSERT entity {{ table_entry {{
+            table_id: {t[contract.SERVICE_ADDR]}
+            match {{ field_id: 1 exact {{ value: "\\x0a\\x00\\x00\\xfe" }} }}
+            action {{ action {{ action_id: {a[contract.SERVE]} }} }} }} }} }}
+        updates {{ type: INSERT entity {{ packet_replication_engine_entry {{ multicast_group_entry {{
+            multicast_group_id: {group} {replicas} }} }} }} }}
+        {dst}"""
+    params = [(1, 3), (2, 0), (3, 256), (4, group), (5, 0b1011), (6, 8), (7, 0x1234)]
+    then = f"""
+        updates {{ type: INSERT entity {{ table_entry {{
+            table_id: {t[contract.JOBS]}
+            match {{ field_id: 1 exact {{ value: "\\003" }} }}
+            action {{ action {{ action_id: {a[contract.SET_JOB]}
+                {"".join(f'params {{ param_id: {i} value: "{_octal(v)}" }}' for i, v in params)} }} }} }} }} }}"""
+    assert mock.writes == [write_request(first), write_request(then)]
+    assert (job.n_workers, job.slot_base, job.n_slots, job.worker_mask, job.lane_bits) == (3, 0, 256, 0b1011, 8)
+    [listed] = session.list_jobs(topo)
+    assert listed == job
+    assert [(w.worker_id, w.host, w.port) for w in listed.workers] == [(0, "h1", 1), (1, "h2", 2), (3, "h4", 4)]
+
+
+def test_adding_a_job_again_starts_a_new_run_with_a_fresh_epoch(mock, topo, session):
+    session.install_table(V4)
+    first = session.add_job(1, ["h1", "h2"], topo)
+    session.add_job(2, ["h3", "h4"], topo)
+    mock.clear_log()
+    second = session.add_job(1, ["h1", "h2", "h3"], topo)
+    assert second.epoch != first.epoch and 1 <= second.epoch <= 0xFFFF
+    assert second.slot_base == first.slot_base                       # keeps its slots
+    kinds = [(u.type, u.entity.WhichOneof("entity")) for r in mock.writes for u in r.updates]
+    assert kinds == [(Update.MODIFY, "packet_replication_engine_entry"), (Update.MODIFY, "table_entry"),
+                     (Update.MODIFY, "table_entry"), (Update.INSERT, "table_entry"), (Update.MODIFY, "table_entry")]
+    jobs_by_id = {j.job_id: j for j in session.list_jobs()}
+    assert jobs_by_id[1].epoch == second.epoch and jobs_by_id[1].n_workers == 3
+    with pytest.raises(JobRefused, match="current one"):
+        session.add_job(1, ["h1"], topo, epoch=second.epoch)
+
+
+def test_lane_width_follows_n_times_g(mock, topo, session):
+    session.install_table([0, 100])
+    assert session.add_job(1, ["h1", "h2"], topo).lane_bits == 8           # 2 * 100 <= 255
+    assert session.add_job(2, ["h1", "h2", "h3"], topo).lane_bits == 16    # 3 * 100 > 255
+
+
+def test_jobs_whose_sums_overflow_the_lanes_are_refused(mock, topo, session):
+    session.install_table([0, 20000])
+    with pytest.raises(JobRefused, match=r"n\*g = 4\*20000 = 80000.*65535"):
+        session.add_job(1, ["h1", "h2", "h3", "h4"], topo)
+    assert session.list_jobs() == []
+
+
+def test_a_job_without_a_table_is_refused(session, topo):
+    with pytest.raises(JobRefused, match="no lookup table is installed"):
+        session.add_job(1, ["h1"], topo)
+
+
+def test_more_workers_than_the_bitmap_holds_are_refused():
+    workers = [jobs.JobWorker(i % 32, "08:00:00:00:00:01", "10.0.0.1", 1) for i in range(33)]
+    with pytest.raises(JobRefused, match="at most 32"):
+        jobs.plan_job(1, workers, [], 30)
+
+
+def test_overlapping_slots_are_refused_and_free_ranges_are_found(mock, topo, session):
+    session.install_table(V4)
+    session.add_job(1, ["h1", "h2"], topo, n_slots=512)
+    with pytest.raises(JobRefused, match=r"overlap job 1's \[0, 512\)"):
+        session.add_job(2, ["h3", "h4"], topo, slot_base=100, n_slots=10)
+    assert session.add_job(2, ["h3", "h4"], topo, n_slots=512).slot_base == 512
+    with pytest.raises(JobRefused, match="no free range of 1 slots among the 1024"):
+        session.add_job(3, ["h1"], topo, n_slots=1)
+    with pytest.raises(JobRefused, match="1024"):
+        session.add_job(3, ["h1"], topo, n_slots=2000)
+
+
+def test_a_table_that_would_overflow_an_installed_job_is_refused(mock, topo, session):
+    session.install_table([0, 60])
+    session.add_job(1, ["h1", "h2", "h3", "h4"], topo)                     # 240: 8-bit results
+    with pytest.raises(JobRefused, match="8-bit result lanes"):
+        session.install_table([0, 100])
+    assert session.installed_table().values == [0, 60]
+
+
+def test_job_remove_deletes_the_job_entry_first(mock, topo, session):
+    session.install_table(V4)
+    session.add_job(5, ["h1", "h2"], topo)
+    mock.clear_log()
+    removed = session.remove_job(5)
+    assert removed.job_id == 5
+    first, then = mock.writes
+    assert [(u.type, u.entity.table_entry.table_id) for u in first.updates] == \
+        [(Update.DELETE, P4Info(mock.p4info).table(contract.JOBS).preamble.id)]
+    assert [u.type for u in then.updates] == [Update.DELETE] * 3
+    assert then.updates[-1].entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id == 0x1005
+    assert session.list_jobs() == [] and mock.groups == {}
+    with pytest.raises(BadInput, match="no job 5"):
+        session.remove_job(5)
+    assert session.remove_job(5, missing_ok=True) is None
+
+
+def test_epochs_avoid_the_values_the_switch_shows():
+    rng = random.Random(0)
+    avoid = {rng.randint(1, 0xFFFF) for _ in range(3)}
+    rng = random.Random(0)
+    assert jobs.choose_epoch(avoid, rng) not in avoid
+
+
+# ---- counters, show, runtime files ------------------------------------------------------------------
+
+def test_stats_names_every_cell_and_sums_aggregated_packets(mock, session):
+    counter_id = P4Info(mock.p4info).counter(contract.THC_EVENTS).preamble.id
+    mock.counters = {(counter_id, 0): (10, 900), (counter_id, 1): (3, 270), (counter_id, 8): (2, 180)}
+    s = session.read_stats()
+    assert s.events["CONSUMED"] == (10, 900) and s.events["DROP_BAD_INDEX"] == (2, 180)
+    assert (s.aggregated, s.results, s.dropped) == (13, 3, 2)
+    assert list(s.events)[:len(contract.EVENTS)] == list(contract.EVENTS)
+
+
+def test_apply_reads_tutorials_runtime_files_and_is_idempotent(mock, tmp_path):
+    p4info_file = tmp_path / "build" / "prog.p4info.txtpb"
+    p4info_file.parent.mkdir()
+    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
+    (tmp_path / "build" / "prog.json").write_text("{}")
+    runtime = tmp_path / "s1-runtime.json"
+    runtime.write_text(json.dumps({
+        "target": "bmv2", "p4info": "build/prog.p4info.txtpb", "bmv2_json": "build/prog.json",
+        "table_entries": [
+            {"table": contract.IPV4_LPM, "default_action": True, "action_name": contract.FORWARDING_DROP,
+             "action_params": {}},
+            {"table": contract.IPV4_LPM, "match": {"hdr.ipv4.dstAddr": ["10.0.1.1", 32]},
+             "action_name": contract.IPV4_FORWARD, "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1}},
+        ],
+        "multicast_group_entries": [{"multicast_group_id": 1, "replicas": [{"egress_port": 1, "instance": 1},
+                                                                           {"egress_port": 2, "instance": 1}]}],
+    }))
+    with SwitchSession(mock.addr) as s:
+        first = s.apply(runtime)
+    assert first["pushed"] is False                                # the switch already runs this P4Info
+    assert (first["inserted"], first["modified"]) == (2, 1)        # the default entry is a MODIFY
+    kinds = [u.type for u in mock.writes[0].updates]
+    assert kinds == [Update.MODIFY, Update.INSERT, Update.INSERT]
+    with SwitchSession(mock.addr) as s:
+        again = s.apply(runtime)
+        assert (again["inserted"], again["pushed"]) == (0, False)
+        shown = s.show()
+    assert shown["multicast_group_entries"] == [{"multicast_group_id": 1, "replicas": [
+        {"egress_port": 1, "instance": 1}, {"egress_port": 2, "instance": 1}]}]
+    assert {"table": contract.IPV4_LPM, "match": {"hdr.ipv4.dstAddr": ["10.0.1.1", 32]},
+            "action_name": contract.IPV4_FORWARD,
+            "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1}} in shown["tables"][contract.IPV4_LPM]
+
+
+# ---- errors ---------------------------------------------------------------------------------------
+
+def test_an_unreachable_switch_names_the_address_and_what_to_check():
+    addr = f"127.0.0.1:{free_port()}"
+    with SwitchSession(addr, connect_timeout=0.3) as s:
+        with pytest.raises(SwitchUnreachable, match=f"no P4Runtime server answers at {addr}.*switch is running"):
+            s.read_stats()
+
+
+def test_a_backup_controller_is_told_who_is_primary(mock, session):
+    mock.primary_election_id = (0, 9)
+    with pytest.raises(NotPrimary, match="holds election id 0,9 and ours is 0,1; pass a higher --election-id"):
+        session.install_table([0, 1])
+    assert mock.writes == []
+
+
+def test_a_rejected_entry_shows_the_switch_error_for_that_entry(mock, topo, session):
+    lpm = P4Info(mock.p4info).table(contract.IPV4_LPM).preamble.id
+
+    def refuse_h3(update):
+        entry = update.entity.table_entry
+        if entry.table_id == lpm and entry.match[0].lpm.value == bytes([10, 0, 0, 3]):
+            return 8, "table full"             # RESOURCE_EXHAUSTED
+        return None
+    mock.reject = refuse_h3
+    with pytest.raises(WriteRejected) as caught:
+        session.install_forwarding(topo)
+    message = str(caught.value)
+    assert "rejected 1 of 5 updates" in message
+    assert "INSERT ThcIngress.forwarding.ipv4_lpm dstAddr=10.0.0.3/32 -> ipv4_forward" in message
+    assert "RESOURCE_EXHAUSTED: table full" in message
+    assert caught.value.failures[0][0] == 2
+
+
+# ---- CLI ------------------------------------------------------------------------------------------
+
+COMMANDS = [["push"], ["forwarding"], ["table", "install"], ["table", "show"], ["job", "add"], ["job", "remove"],
+            ["job", "list"], ["stats"], ["show"], ["apply"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_documents_every_option(command, capsys):
+    assert run(command + ["--help"]) == 0
+    text = capsys.readouterr().out
+    for option in ("--grpc-addr", "--device-id", "--election-id", "--dry-run", "--json", "--topology", "--switch"):
+        assert option in text
+
+
+def cli(*argv):
+    """Run thc-ctl in-process: (status, stdout, stderr)."""
+    import io
+    out, err = io.StringIO(), io.StringIO()
+    status = run(list(argv), out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_cli_end_to_end_on_one_switch(mock, tmp_path):
+    port = int(mock.addr.rsplit(":", 1)[1])
+    topo_file = tmp_path / "star4.json"
+    topo_file.write_text(json.dumps(star4(port)))
+    assert cli("forwarding", "--topology", str(topo_file))[0] == 0
+    status, out, err = cli("table", "install", "--values", ",".join(map(str, V4)), "--topology", str(topo_file))
+    assert status == 0 and "s1: table b=4 max value 30" in out, err
+    status, out, _ = cli("job", "add", "--topology", str(topo_file), "--id", "1", "--workers", "h1,h2,h3,h4",
+                         "--slots", "64", "--json")
+    added = json.loads(out)
+    assert status == 0 and added["worker_mask"] == 0xF and added["n_slots"] == 64 and added["lane_bits"] == 8
+    status, out, _ = cli("job", "list", "--grpc-addr", mock.addr, "--json")
+    assert status == 0 and [j["epoch"] for j in json.loads(out)] == [added["epoch"]]
+    status, out, _ = cli("stats", "--grpc-addr", mock.addr, "--json")
+    assert status == 0 and json.loads(out)["aggregated"] == 0
+    status, out, _ = cli("show", "--grpc-addr", mock.addr)
+    assert status == 0 and "lut_0..1: 512 entries, V=" in out and "multicast group 4097" in out
+    status, out, _ = cli("job", "remove", "--grpc-addr", mock.addr, "--id", "1")
+    assert status == 0 and "job 1 removed" in out
+
+
+def test_cli_all_programs_every_switch_of_the_topology(tmp_path):
+    s1, s2 = MockSwitch(contract_p4info(LANES)), MockSwitch(contract_p4info(LANES))
+    try:
+        ports = [int(m.start().rsplit(":", 1)[1]) for m in (s1, s2)]
+        s2.device_id = 1
+        topo_file = tmp_path / "two_tier.json"
+        topo_file.write_text(json.dumps(two_tier(*ports)))
+        status, out, err = cli("forwarding", "--topology", str(topo_file), "--all")
+        assert status == 0, err
+        assert out.splitlines() == ["s1: forwarding: 5 inserted, 0 modified, 0 deleted",
+                                    "s2: forwarding: 5 inserted, 0 modified, 0 deleted"]
+        assert s2.writes[0].device_id == 1
+        status, out, _ = cli("forwarding", "--topology", str(topo_file))
+        assert status == 1
+    finally:
+        s1.stop()
+        s2.stop()
+
+
+def test_dry_run_prints_the_request_a_live_run_sends(mock, tmp_path, topo):
+    port = int(mock.addr.rsplit(":", 1)[1])
+    topo_file = tmp_path / "star4.json"
+    topo_file.write_text(json.dumps(star4(port)))
+    status, out, _ = cli("forwarding", "--topology", str(topo_file), "--dry-run")
+    assert status == 0 and mock.writes == []
+    printed = p4runtime_pb2.WriteRequest()
+    google.protobuf.text_format.Merge(out, printed)          # '#' lines are comments
+    assert cli("forwarding", "--topology", str(topo_file))[0] == 0
+    assert mock.writes == [printed]
+
+
+def test_dry_run_without_a_switch_encodes_with_the_p4info_file(tmp_path):
+    p4info_file = tmp_path / "thc.p4info.txtpb"
+    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
+    status, out, err = cli("table", "install", "--values", "0,1", "--grpc-addr", f"127.0.0.1:{free_port()}",
+                           "--connect-timeout", "0.2", "--dry-run", "--p4info", str(p4info_file))
+    assert status == 0, err
+    assert "computed against an empty switch" in err
+    printed = p4runtime_pb2.WriteRequest()
+    google.protobuf.text_format.Merge(out, printed)
+    assert len(printed.updates) == 4 * LANES and all(u.type == Update.INSERT for u in printed.updates)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["stats", "--grpc-addr", "127.0.0.1:{free}", "--connect-timeout", "0.2"], "no P4Runtime server answers at"),
+    (["job", "add", "--id", "1", "--workers", "h1", "--grpc-addr", "{addr}"], "needs --topology"),
+    (["job", "add", "--id", "1", "--workers", "h9", "--topology", "{topo}"], "unknown host 'h9'"),
+    (["job", "add", "--id", "300", "--workers", "h1", "--topology", "{topo}"], "must be 0..255"),
+    (["table", "install", "--bits", "4", "--grpc-addr", "{addr}"], "needs --bits, --granularity and --clip"),
+    (["table", "install", "--bits", "6", "--granularity", "30", "--clip", "1/32", "--grpc-addr", "{addr}"],
+     "1..4 bits"),
+    (["stats", "--switch", "s1"], "--switch needs --topology"),
+    (["stats", "--election-id", "x", "--grpc-addr", "{addr}"], "election id"),
+    (["apply", "{missing}", "--grpc-addr", "{addr}"], "cannot read runtime file"),
+    (["forwarding", "--topology", "{bad_topo}"], "unknown node 'h9'"),
+])
+def test_bad_input_is_one_line_and_exit_status_1(mock, tmp_path, argv, message):
+    port = int(mock.addr.rsplit(":", 1)[1])
+    topo_file = tmp_path / "star4.json"
+    topo_file.write_text(json.dumps(star4(port)))
+    bad = star4(port)
+    bad["links"].append(["h9", "s1-p9"])
+    bad_file = tmp_path / "bad.json"
+    bad_file.write_text(json.dumps(bad))
+    values = {"free": free_port(), "addr": mock.addr, "topo": topo_file, "bad_topo": bad_file,
+              "missing": tmp_path / "missing.json"}
+    status, out, err = cli(*[a.format(**values) for a in argv])
+    assert status == 1
+    assert err.startswith("thc-ctl: error: ") and message in err and err.count("\n") == 1, err
+    assert "Traceback" not in err
+
+
+def test_usage_errors_exit_2(capsys):
+    assert run(["job", "add", "--workers", "h1"]) == 2              # --id missing
+    assert "--id" in capsys.readouterr().err
+    assert run(["frobnicate"]) == 2
+
+
+def test_dry_run_push_elides_the_bmv2_json(tmp_path):
+    p4info_file, json_file = tmp_path / "thc.p4info.txtpb", tmp_path / "thc.json"
+    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
+    json_file.write_text('{"program": "thc.p4"}')
+    argv = ["push", "--grpc-addr", f"127.0.0.1:{free_port()}", "--connect-timeout", "0.2", "--dry-run",
+            "--p4info", str(p4info_file), "--bmv2-json", str(json_file)]
+    status, out, _ = cli(*argv)
+    assert status == 0 and "# config.p4_device_config: 21 bytes of BMv2 JSON (elided)" in out
+    printed = p4runtime_pb2.SetForwardingPipelineConfigRequest()
+    google.protobuf.text_format.Merge(out, printed)
+    assert printed.config.p4info == contract_p4info(LANES) and printed.action == printed.VERIFY_AND_COMMIT
+    status, out, _ = cli(*argv, "--json")
+    [request] = json.loads(out)["dry_run"]
+    assert status == 0 and request["type"] == "SetForwardingPipelineConfigRequest"
+    assert request["p4_device_config_bytes"] == 21 and "p4_device_config" not in request["config"]
+
+
+def test_table_install_computes_the_table_with_thc(mock, monkeypatch):
+    import thc
+    if not hasattr(thc, "make_table"):          # thc/ is written concurrently: a stand-in, in tests only
+        class _Table:
+            def __init__(self, bits, g):
+                self.values = [round(i * g / (2 ** bits - 1)) for i in range(2 ** bits)]
+        monkeypatch.setattr(thc, "make_table", lambda bits, g, clip, kind: _Table(bits, g), raising=False)
+    expected = [int(v) for v in thc.make_table(3, 30, 1 / 32, "uniform").values]
+    status, out, err = cli("table", "install", "--bits", "3", "--granularity", "30", "--clip", "1/32",
+                           "--kind", "uniform", "--grpc-addr", mock.addr, "--json")
+    assert status == 0, err
+    assert json.loads(out)["values"] == expected
+    with SwitchSession(mock.addr) as s:
+        assert s.installed_table().values == expected

@@ -1,0 +1,75 @@
+"""End to end on the default star (4 workers, one software switch): THC rounds through the switch are
+exact, also with 1 % and 5 % loss on every link, and a short training run learns digits.
+
+One network serves the whole module (bring-up and programming take a while on 2 cores); each test adds
+the job again, which gives it a fresh epoch, as a new training run would.
+"""
+
+import pytest
+
+from tests.support.e2e import (REPO, assert_fix32_probes_exact, assert_nothing_left, assert_thc_probes_exact,
+                              mininet_marks, open_testbed)
+from controller.topology import Topology
+from topologies.workers import WorkerFailed, WorkerOptions, follow, start_workers, stop_workers
+
+pytestmark = mininet_marks()
+
+PROBE_SIZE = 3000          # chunks of 2048 and 952 -> 1024 coordinates: 32 + 16 THC requests, 2 norms
+
+
+@pytest.fixture(scope="module")
+def star(tmp_path_factory):
+    topo = Topology.load(REPO / "topologies" / "star4.json")
+    bed = open_testbed(topo, tmp_path_factory.mktemp("star"))
+    with bed:
+        yield bed
+    assert_nothing_left(bed.ledger)
+
+
+def probe(bed, rounds: int, job_id: int, mode: str = "thc"):
+    return bed.run_workers(WorkerOptions(mode=mode, steps=0, job_id=job_id, probe_rounds=rounds,
+                                         probe_size=PROBE_SIZE, switch_timeout=20), stall_timeout=60)
+
+
+def test_one_round_is_exact(star):
+    probes = probe(star, rounds=1, job_id=1)
+    assert_thc_probes_exact(probes, 1, PROBE_SIZE)
+    events = star.last_switch_events["s1"]
+    # 4 workers x (barrier norm + 2 chunk norms + 48 THC requests); one multicast result per request slot
+    assert events["CONSUMED"] + events["COMPLETED"] == 4 * 51
+    assert events["COMPLETED"] == 51
+
+
+def test_fix32_round_is_exact(star):
+    probes = probe(star, rounds=1, job_id=4, mode="fix32")
+    assert_fix32_probes_exact(probes, 1, PROBE_SIZE)
+
+
+@pytest.mark.parametrize("loss", [1, 5])
+def test_rounds_are_exact_under_loss(star, loss):
+    star.set_loss(loss)
+    try:
+        probes = probe(star, rounds=2, job_id=2)
+    finally:
+        star.set_loss(0)
+    assert_thc_probes_exact(probes, 2, PROBE_SIZE)
+    retransmissions = sum(p["stats"].item().count('"retransmissions": 0') == 0 for p in probes)
+    assert retransmissions >= 1, "with loss on every link some worker must have retransmitted"
+
+
+def test_short_training_reaches_85_percent(star):
+    records = star.run_workers(WorkerOptions(mode="thc", steps=66, job_id=3, switch_timeout=20))
+    rank0 = min(records, key=lambda r: r["rank"])
+    assert rank0["final_test_acc"] >= 0.85, rank0["epochs"]
+    # data parallel: every worker ends with the same model, hence the same test accuracy
+    assert {r["final_test_acc"] for r in records} == {rank0["final_test_acc"]}
+
+
+def test_a_worker_whose_switch_never_answers_times_out_clearly(star):
+    # job 9 was never installed: the switch drops every request (UNKNOWN_JOB) and no result comes back
+    options = WorkerOptions(mode="thc", steps=0, job_id=9, probe_rounds=1, probe_size=64, switch_timeout=3)
+    workers = start_workers(star.net, star.topo, options, star.ledger, star.log_dir / "unanswered")
+    with pytest.raises(WorkerFailed, match=r"no answer from the switch at 10\.0\.0\.254 for 3 s"):
+        follow(workers, lambda w, e: None, stall_timeout=60, start_timeout=120)
+    stop_workers(workers, star.ledger)
+    assert all(w.process.poll() is not None for w in workers)

@@ -1,0 +1,344 @@
+"""The engine against BMv2 itself: the same fixture programs, control-plane state and frames go
+through `simple_switch_grpc` and through SoftwareSwitch, and every frame that leaves must be equal.
+
+Runs only where simple_switch_grpc is installed (PATH or /opt/p4/bin). BMv2 reads and writes pcap
+files (`--use-files`), so no interfaces or privileges are needed; the program and entries are pushed
+over P4Runtime before BMv2 starts reading. Frames leaving on different ports are compared as sorted
+lists: BMv2's egress threads do not keep an order between ports.
+"""
+import os
+import queue
+import signal
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from topologies.targets import find_executable
+from tests.support.paths import FIXTURE_BUILD
+
+BUILD = FIXTURE_BUILD
+
+
+def _binary():
+    return find_executable("bmv2")
+
+
+BINARY = _binary()
+pytestmark = [pytest.mark.bmv2, pytest.mark.slow,
+              pytest.mark.skipif(BINARY is None, reason="simple_switch_grpc is not installed")]
+
+WAIT_S = 8  # BMv2 starts reading the input pcaps this long after it starts
+
+
+# ------------------------------------------------------------------------------ P4Runtime client
+class P4RTClient:
+    """The subset of SoftwareSwitch's control-plane API needed here, spoken as P4Runtime."""
+
+    def __init__(self, address, program):
+        import grpc
+        from google.protobuf import text_format
+        from p4.config.v1 import p4info_pb2
+        from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
+        self.pb = p4runtime_pb2
+        self.channel = grpc.insecure_channel(address)
+        grpc.channel_ready_future(self.channel).result(timeout=20)
+        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
+        self.requests = queue.Queue()
+        self.stream = self.stub.StreamChannel(iter(self.requests.get, None))
+        arbitration = p4runtime_pb2.StreamMessageRequest()
+        arbitration.arbitration.device_id = 0
+        arbitration.arbitration.election_id.low = 1
+        self.requests.put(arbitration)
+        next(self.stream)  # the arbitration answer
+        self.p4info = text_format.Parse((BUILD / f"{program}.p4info.txtpb").read_text(), p4info_pb2.P4Info())
+        config = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+            device_id=0, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+        config.election_id.low = 1
+        config.config.p4info.CopyFrom(self.p4info)
+        config.config.p4_device_config = (BUILD / f"{program}.json").read_bytes()
+        self.stub.SetForwardingPipelineConfig(config)
+        self.tables = {t.preamble.name: t for t in self.p4info.tables}
+        self.actions = {a.preamble.name: a for a in self.p4info.actions}
+
+    def close(self):
+        self.requests.put(None)
+        self.channel.close()
+
+    def _write(self, fill):
+        req = self.pb.WriteRequest(device_id=0)
+        req.election_id.low = 1
+        update = req.updates.add()
+        update.type = self.pb.Update.INSERT
+        fill(update)
+        self.stub.Write(req)
+
+    @staticmethod
+    def _bytes(value, width):
+        return int(value).to_bytes((width + 7) // 8, "big")
+
+    def _action(self, te_action, action, params):
+        info = self.actions[action]
+        te_action.action_id = info.preamble.id
+        for p, value in zip(info.params, params):
+            te_action.params.add(param_id=p.id, value=self._bytes(value, p.bitwidth))
+
+    def table_add(self, table, keys, action, params, priority=None):
+        info = self.tables[table]
+
+        def fill(update):
+            te = update.entity.table_entry
+            te.table_id = info.preamble.id
+            for mf, key in zip(info.match_fields, keys):
+                kind = mf.match_type
+                if kind == mf.EXACT:
+                    te.match.add(field_id=mf.id).exact.value = self._bytes(key, mf.bitwidth)
+                elif kind == mf.LPM and key[1]:
+                    m = te.match.add(field_id=mf.id)
+                    m.lpm.value, m.lpm.prefix_len = self._bytes(key[0], mf.bitwidth), key[1]
+                elif kind == mf.TERNARY and key[1]:
+                    m = te.match.add(field_id=mf.id)
+                    m.ternary.value = self._bytes(key[0], mf.bitwidth)
+                    m.ternary.mask = self._bytes(key[1], mf.bitwidth)
+                elif kind == mf.RANGE and key != (0, (1 << mf.bitwidth) - 1):
+                    m = te.match.add(field_id=mf.id)
+                    m.range.low, m.range.high = (self._bytes(k, mf.bitwidth) for k in key)
+            if priority is not None:
+                te.priority = priority
+            self._action(te.action.action, action, params)
+
+        self._write(fill)
+
+    def mc_group_set(self, group_id, replicas):
+        def fill(update):
+            group = update.entity.packet_replication_engine_entry.multicast_group_entry
+            group.multicast_group_id = group_id
+            for port, rid in replicas:
+                group.replicas.add(egress_port=port, instance=rid)
+
+        self._write(fill)
+
+
+# ------------------------------------------------------------------------------ running BMv2
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_pcap(path, frames):
+    """frames: [(sequence number, bytes)]; BMv2 replays all files in timestamp order."""
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        for i, frame in frames:
+            fh.write(struct.pack("<IIII", 1 + i // 1000, 1000 * (i % 1000), len(frame), len(frame)) + frame)
+
+
+def _read_pcap(path):
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    frames, pos = [], 24
+    while pos + 16 <= len(data):
+        _, _, caplen, _ = struct.unpack_from("<IIII", data, pos)
+        if pos + 16 + caplen > len(data):
+            break  # a record still being written
+        frames.append(data[pos + 16:pos + 16 + caplen])
+        pos += 16 + caplen
+    return frames
+
+
+class _TooSlow(Exception):
+    """The program and entries were not in place before BMv2 started reading the packets."""
+
+
+def run_bmv2(tmp_path, program, setup, frames, expected_count, ports=range(0, 9)):
+    """Frames [(port, bytes)] through BMv2 with `setup(client)` applied; [(port, bytes)] out.
+    On a loaded machine the setup may outlast BMv2's start delay: then run again, waiting longer."""
+    import grpc
+
+    wait = WAIT_S
+    for attempt in range(3):
+        run_dir = tmp_path / f"run{attempt}"
+        run_dir.mkdir()
+        try:
+            return _run_bmv2_once(run_dir, program, setup, frames, expected_count, ports, wait)
+        except (_TooSlow, grpc.FutureTimeoutError, grpc.RpcError):
+            # too slow to set up, or the gRPC port was taken by someone else meanwhile: again
+            wait *= 2
+    raise AssertionError("could not set BMv2 up before it read its input: the machine is too loaded")
+
+
+def _run_bmv2_once(tmp_path, program, setup, frames, expected_count, ports, wait):
+    ports = sorted(set(ports) | {p for p, _ in frames})
+    for p in ports:
+        _write_pcap(tmp_path / f"p{p}_in.pcap", [(i, f) for i, (q, f) in enumerate(frames) if q == p])
+    addr = f"127.0.0.1:{_free_port()}"
+    argv = [BINARY, "--use-files", str(wait), "--log-level", "error", "--no-p4"]
+    for p in ports:
+        argv += ["-i", f"{p}@p{p}"]
+    argv += ["--", "--grpc-server-addr", addr]
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        client = P4RTClient(addr, program)
+        setup(client)
+        if time.monotonic() - started > wait - 1:
+            client.close()
+            raise _TooSlow
+        deadline = time.monotonic() + wait + 30
+        out, last_change, last_total = [], time.monotonic(), -1
+        while time.monotonic() < deadline:
+            out = [(p, f) for p in ports for f in _read_pcap(tmp_path / f"p{p}_out.pcap")]
+            if len(out) != last_total:
+                last_total, last_change = len(out), time.monotonic()
+            if len(out) >= expected_count and time.monotonic() - last_change > 1.0:
+                break
+            time.sleep(0.2)
+        client.close()
+        return sorted(out)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def run_engine(program, setup, frames):
+    from emulator.switch import SoftwareSwitch
+
+    sw = SoftwareSwitch.from_json(BUILD / f"{program}.json")
+    setup(sw)
+    out = []
+    for port, frame in frames:
+        out += sw.process(port, frame)
+    assert sw.stats["exceptions"] == 0
+    return sorted(out)
+
+
+def compare(tmp_path, program, setup, frames, mask=None):
+    engine = run_engine(program, setup, frames)
+    bmv2 = run_bmv2(tmp_path, program, setup, frames, len(engine))
+    if mask is not None:
+        engine, bmv2 = [mask(o) for o in engine], [mask(o) for o in bmv2]
+    assert bmv2 == engine
+
+
+# ------------------------------------------------------------------------------ the scenarios
+def test_ipv4_forward_matches_bmv2(tmp_path):
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import ARP, Ether
+    from scapy.packet import raw
+
+    def setup(sw):
+        sw.table_add("MyIngress.ipv4_lpm", [(0x0A000000, 8)], "MyIngress.ipv4_forward", [0xAA, 2])
+        sw.table_add("MyIngress.ipv4_lpm", [(0x0A010000, 16)], "MyIngress.ipv4_forward", [0xBB, 3])
+
+    good = raw(Ether(dst="00:00:00:00:01:01") / IP(dst="10.1.2.3", ttl=0) / UDP() / b"data")
+    bad = bytearray(good)
+    bad[24] ^= 0xFF
+    frames = [(1, good), (1, raw(Ether() / IP(dst="10.9.9.9") / UDP())), (1, raw(Ether() / IP(dst="11.0.0.1"))),
+              (1, bytes(bad)), (2, raw(Ether() / ARP())), (3, good[:20]), (3, good[:10])]
+    compare(tmp_path, "ipv4_forward", setup, frames)
+
+
+def test_counters_registers_tables_multicast_match_bmv2(tmp_path):
+    ing = "TagIngress"
+
+    def setup(sw):
+        sw.table_add(f"{ing}.classify", [(0x40, 0xF0), (0, 0)], f"{ing}.set_mcast", [7, 0xBEEF], priority=5)
+        sw.table_add(f"{ing}.classify", [(0x10, 0xF0), (0, 0)], f"{ing}.set_port", [1], priority=5)
+        sw.table_add(f"{ing}.classify", [(0x11, 0xFF), (0xA1, 0xFFFFFFFFFFFF)], f"{ing}.set_port", [4],
+                     priority=9)
+        sw.table_add(f"{ing}.by_value", [(100, 199)], f"{ing}.set_port", [2], priority=1)
+        sw.table_add(f"{ing}.by_value", [(150, 150)], f"{ing}.set_port", [3], priority=5)
+        sw.mc_group_set(7, [(1, 100), (2, 200), (3, 300)])
+
+    def tag(op, idx, value, src=0xA1, ext=None):
+        body = struct.pack("!BBHIHHH", op, idx, value, 0, 0, 0, 0)
+        body += struct.pack("!I", ext) if ext is not None else b""
+        return bytes(5) + b"\xff" + src.to_bytes(6, "big") + b"\x88\xb5" + body
+
+    frames = [(2, tag(0x41, 1, 5)), (2, tag(0x41, 1, 6)), (2, tag(0x11, 2, 150, ext=1)),
+              (2, tag(0x11, 2, 120, src=0xB2, ext=2)), (2, tag(0x12, 3, 99, ext=3)), (2, tag(0x31, 0, 0)),
+              (2, tag(0x41, 200, 1))]
+    compare(tmp_path, "counter_register_multicast", setup, frames)
+
+
+def test_expressions_match_bmv2(tmp_path):
+    def frame(a, b, s, t, w, sh, flags, labels):
+        body = struct.pack("!BBbbHBB", a, b, s, t, w, sh, flags) + b"".join(bytes(x) for x in labels)
+        return bytes(11) + b"\x01\x88\xb6" + body
+
+    frames = [(3, frame(1, 2, 3, 4, 0x1234, 4, 0, [(1, 1)])),
+              (3, frame(250, 10, 100, 100, 0xFFFF, 0, 1, [(1, 0), (2, 1)])),
+              (3, frame(5, 250, -128, -1, 0x8001, 15, 0b110, [(1, 0), (2, 0), (3, 1)])),
+              (3, frame(201, 201, 127, 127, 0x00FF, 16, 0x81, [(9, 1)])),
+              (3, frame(0, 0, -5, 3, 0xABCD, 200, 0, [(1, 0), (2, 0), (3, 0), (4, 1)]))]
+    compare(tmp_path, "expressions", lambda sw: None, frames)
+
+
+def test_tables_and_parser_match_bmv2(tmp_path):
+    ti = "TIngress"
+
+    def setup(sw):
+        sw.table_add(f"{ti}.chooser", [0x10], f"{ti}.set_how", [5])
+        sw.table_add(f"{ti}.chooser", [0x20], f"{ti}.to_port", [3])
+        sw.table_add(f"{ti}.hitter", [0x40], f"{ti}.set_how", [7])
+
+    def q(key16, flags=0, version=1, after=b"\x00"):
+        return bytes(11) + b"\x02\x88\xb8" + struct.pack("!BBHBBBB", version, flags, key16, 0, 0, 0, 0) + after
+
+    frames = [(1, q(k)) for k in (0x0001, 0x0002, 0x1234, 0x12FF, 0x1300, 0x2100, 0x2200, 0x4000, 0x3003,
+                                  0x300F, 0x3019)]
+    frames += [(1, q(0x0001, after=b"\xa5\x00\x00\x00"))]
+    frames += [(1, q(0x0002, flags=f)) for f in (0x10, 0x20, 0x40)]
+    frames += [(1, q(0x0002, flags=0x80)), (1, q(0x0001, version=2, after=b"\xa5\x01\x02\x03")),
+               (1, q(0x0001, after=b"\xa5\x01")), (1, q(0x0001, after=b"")),
+               (1, q(0x0002, flags=0x02, after=b"\xee\xee\x01\x02")), (1, bytes(14))]
+    compare(tmp_path, "tables_parser", setup, frames)
+
+
+def test_resubmit_recirculate_and_hashes_match_bmv2(tmp_path):
+    def p(kind):
+        return bytes(5) + b"\xff\x0a\x0b\x0c\x0d\x0e\x0f\x88\xb7" + struct.pack("!BBBBHHIHH", kind, 0, 0, 0, 0, 0,
+                                                                                0, 0, 0)
+
+    def without_random(out):  # the random() field differs by nature; everything else must not
+        port, frame = out
+        return port, frame[:28] + frame[30:]
+
+    compare(tmp_path, "passes_externs", lambda sw: None, [(1, p(0)), (1, p(1)), (1, p(2))],
+            mask=without_random)
+
+
+@pytest.mark.parametrize("program, ether_type", [
+    ("ipv4_forward", b"\x08\x00"), ("counter_register_multicast", b"\x88\xb5"),
+    ("expressions", b"\x88\xb6"), ("tables_parser", b"\x88\xb8")])
+def test_random_frames_match_bmv2(tmp_path, program, ether_type):
+    """Random headers, random lengths (most frames end early somewhere in the parser)."""
+    import random
+
+    setups = {
+        "ipv4_forward": lambda sw: sw.table_add("MyIngress.ipv4_lpm", [(0, 1)], "MyIngress.ipv4_forward",
+                                                [0xAA, 2]),
+        "counter_register_multicast": lambda sw: (
+            sw.table_add("TagIngress.classify", [(0, 0x80), (0, 0)], "TagIngress.set_mcast", [7, 1], priority=1),
+            sw.table_add("TagIngress.classify", [(0x80, 0x80), (0, 0)], "TagIngress.set_port", [3], priority=1),
+            sw.mc_group_set(7, [(1, 1), (2, 2)])),
+        "expressions": lambda sw: None,
+        "tables_parser": lambda sw: sw.table_add("TIngress.chooser", [0x10], "TIngress.set_how", [5]),
+    }
+    rng = random.Random(program)
+    frames = []
+    for _ in range(60):
+        body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 48)))
+        if program == "tables_parser" and rng.random() < 0.7:
+            body = b"\x01" + body[1:]  # mostly the right version, so the parser goes further
+        frames.append((1, bytes(12) + ether_type + body))
+    compare(tmp_path, program, setups[program], frames)

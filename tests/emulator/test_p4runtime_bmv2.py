@@ -1,0 +1,207 @@
+"""The same P4Runtime requests to BMv2 (simple_switch_grpc) and to thc-switch's server: same answers.
+
+Runs only where simple_switch_grpc is installed (marker `bmv2`). Each scenario is sent to both
+targets over gRPC on 127.0.0.1 and the status codes (and per-update codes), and what reads return,
+are compared. Registers are left out on purpose: BMv2's server answers UNIMPLEMENTED there.
+"""
+import socket
+import subprocess
+import time
+
+import grpc
+import pytest
+from p4.v1 import p4runtime_pb2
+
+from emulator.p4runtime_server import Device, P4RuntimeServer
+from tests.support.p4runtime import Controller, entity, update, write_errors
+from tests.support.p4runtime import compiled
+from topologies.targets import find_executable
+
+pytestmark = pytest.mark.bmv2
+
+
+def bmv2_binary():
+    return find_executable("bmv2")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def bmv2():
+    binary = bmv2_binary()
+    if binary is None:
+        pytest.skip("simple_switch_grpc is not installed")
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    argv = [binary, "--no-p4", "--device-id", "0"]
+    if "--thrift-port" in subprocess.run([binary, "--help"], capture_output=True, text=True).stdout:
+        argv += ["--thrift-port", str(_free_port())]
+    proc = subprocess.Popen(argv + ["--", "--grpc-server-addr", address],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # tutorials' start check: the gRPC port answers
+            assert proc.poll() is None, "simple_switch_grpc exited"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "simple_switch_grpc did not open its gRPC port"
+                time.sleep(0.1)
+        yield address
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def ours():
+    server = P4RuntimeServer(Device(device_id=0))
+    yield f"127.0.0.1:{server.start('127.0.0.1:0')}"
+    server.stop(0)
+
+
+def _pipeline(controller, name):
+    from google.protobuf import text_format
+    from p4.config.v1 import p4info_pb2
+    p4info_path, program = compiled(name)
+    p4info = p4info_pb2.P4Info()
+    with open(p4info_path) as f:
+        text_format.Parse(f.read(), p4info)
+    with open(program, "rb") as f:
+        controller.set_pipeline(p4info=p4info, device_config=f.read())
+    return p4info
+
+
+def _ids(p4info):
+    ids = {t.preamble.name: t.preamble.id for t in p4info.tables}
+    ids.update({a.preamble.name: a.preamble.id for a in p4info.actions})
+    return ids
+
+
+def _route(ids, prefix=b"\x0a\x00\x02\x00", plen=24, mac=b"\x08\x00\x00\x00\x02\x02", port=b"\x02", params=True):
+    te = p4runtime_pb2.TableEntry(table_id=ids["MyIngress.ipv4_lpm"])
+    fm = te.match.add(field_id=1)
+    fm.lpm.value, fm.lpm.prefix_len = prefix, plen
+    te.action.action.action_id = ids["MyIngress.ipv4_forward"]
+    if params:
+        te.action.action.params.add(param_id=1, value=mac)
+        te.action.action.params.add(param_id=2, value=port)
+    return te
+
+
+def _outcome(call):
+    """('OK', result) or (status code name, per-update code names for a batch error)."""
+    try:
+        return "OK", call()
+    except grpc.RpcError as err:
+        if err.code() == grpc.StatusCode.UNKNOWN:
+            return "UNKNOWN", [e.canonical_code for e in write_errors(err)]
+        return err.code().name, None
+
+
+def _scenario(address):
+    ctl = Controller(address)
+    try:
+        ids = _ids(_pipeline(ctl, "ipv4_forward"))
+        table = ids["MyIngress.ipv4_lpm"]
+        wide = _route(ids)
+        wide.action.action.params[1].value = b"\x00\x02"  # full width (9 bits -> 2 bytes): accepted
+        results = {
+            "insert": _outcome(lambda: ctl.write(update("table_entry", msg=wide))),
+            "duplicate": _outcome(lambda: ctl.write(update("table_entry", msg=_route(ids)))),
+            "delete missing": _outcome(lambda: ctl.write(update("table_entry", p4runtime_pb2.Update.DELETE,
+                                                                msg=_route(ids, prefix=b"\x0b\x00\x00\x00")))),
+            "missing params": _outcome(lambda: ctl.write(update("table_entry", msg=_route(
+                ids, prefix=b"\x0c\x00\x00\x00", plen=8, params=False)))),
+            "too wide": _outcome(lambda: ctl.write(update("table_entry", msg=_route(
+                ids, prefix=b"\x0d\x00\x00\x00", plen=8, port=b"\x02\x00")))),
+            "read": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=table)))),
+            "read all tables": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry()))),
+            "read default": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(
+                table_id=table, is_default_action=True)))),
+        }
+        group = p4runtime_pb2.PacketReplicationEngineEntry()
+        group.multicast_group_entry.multicast_group_id = 5
+        group.multicast_group_entry.replicas.add(egress_port=1, instance=1)
+        group.multicast_group_entry.replicas.add(egress_port=2, instance=1)
+        results["group insert"] = _outcome(lambda: ctl.write(update("packet_replication_engine_entry", msg=group)))
+        results["group read"] = _outcome(lambda: ctl.read(entity("packet_replication_engine_entry", group)))
+        backup = Controller(address, election_id=(0, 0))
+        try:
+            results["backup write"] = _outcome(lambda: backup.write(update("table_entry", msg=_route(
+                ids, prefix=b"\x0e\x00\x00\x00", plen=8))))
+        finally:
+            backup.close()
+        return results
+    finally:
+        ctl.close()
+
+
+def _ternary_scenario(address):
+    """Priorities, ternary/range keys, default entries, counters, pipeline config reads."""
+    GetReq = p4runtime_pb2.GetForwardingPipelineConfigRequest
+    ctl = Controller(address)
+    try:
+        results = {"read before pipeline": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry())))}
+        p4info = _pipeline(ctl, "counter_register_multicast")
+        ids = _ids(p4info)
+        classify, by_value = ids["TagIngress.classify"], ids["TagIngress.by_value"]
+
+        def rule(priority, op=b"\x01", mask=b"\xff"):
+            te = p4runtime_pb2.TableEntry(table_id=classify, priority=priority)
+            fm = te.match.add(field_id=1)
+            fm.ternary.value, fm.ternary.mask = op, mask
+            te.action.action.action_id = ids["TagIngress.set_port"]
+            te.action.action.params.add(param_id=1, value=b"\x03")
+            return te
+
+        span = p4runtime_pb2.TableEntry(table_id=by_value, priority=1)
+        bounds = span.match.add(field_id=1).range
+        bounds.low, bounds.high = b"\x10", b"\x00\x20"
+        span.action.action.action_id = ids["TagIngress.set_port"]
+        span.action.action.params.add(param_id=1, value=b"\x01")
+        default = p4runtime_pb2.TableEntry(table_id=classify, is_default_action=True)
+        default.action.action.action_id = ids["TagIngress.set_port"]
+        default.action.action.params.add(param_id=1, value=b"\x04")
+        results.update({
+            "ternary insert": _outcome(lambda: ctl.write(update("table_entry", msg=rule(10)))),
+            "same key other priority": _outcome(lambda: ctl.write(update("table_entry", msg=rule(11)))),
+            "no priority": _outcome(lambda: ctl.write(update("table_entry", msg=rule(0, op=b"\x02")))),
+            "value outside mask": _outcome(lambda: ctl.write(update("table_entry", msg=rule(5, op=b"\x03", mask=b"\x01")))),
+            "range insert": _outcome(lambda: ctl.write(update("table_entry", msg=span))),
+            "default modify": _outcome(lambda: ctl.write(update("table_entry", p4runtime_pb2.Update.MODIFY, msg=default))),
+            "default insert": _outcome(lambda: ctl.write(update("table_entry", msg=default))),
+            "read classify": _outcome(lambda: sorted(
+                (e.SerializeToString(deterministic=True) for e in ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=classify)))))),
+            "read by_value": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=by_value)))),
+            "read default": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(
+                table_id=classify, is_default_action=True)))),
+            "counter wildcard": _outcome(lambda: ctl.read(entity("counter_entry", p4runtime_pb2.CounterEntry(
+                counter_id=[c.preamble.id for c in p4info.counters][0])))),
+            "unknown table": _outcome(lambda: ctl.write(update("table_entry", msg=p4runtime_pb2.TableEntry(table_id=1234)))),
+            "cookie only": _outcome(lambda: ctl.stub.GetForwardingPipelineConfig(GetReq(device_id=0, response_type=GetReq.COOKIE_ONLY))),
+        })
+        direct = p4runtime_pb2.DirectCounterEntry()
+        direct.table_entry.table_id = classify
+        results["direct counters"] = _outcome(lambda: len(ctl.read(entity("direct_counter_entry", direct))))
+        return results
+    finally:
+        ctl.close()
+
+
+def test_same_requests_same_answers_as_bmv2(bmv2, ours):
+    theirs = _scenario(bmv2)
+    mine = _scenario(ours)
+    assert mine == theirs
+
+
+def test_same_answers_for_priorities_defaults_and_counters(bmv2, ours):
+    theirs = _ternary_scenario(bmv2)
+    mine = _ternary_scenario(ours)
+    differing = {k: (mine[k], theirs[k]) for k in theirs if mine.get(k) != theirs[k]}
+    assert differing == {}

@@ -1,0 +1,388 @@
+"""Ports and operations of thc-switch: pcap files, the command line, and the AF_PACKET loop on veths.
+
+The veth tests (`mininet` marker: root and `ip` needed) make their own namespaces and veth pairs with
+a unique prefix and remove them afterwards. Host ends live in namespaces; the switch ports stay in the
+root namespace, where the switch (or its loop) runs.
+"""
+import ctypes
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import uuid
+
+import pytest
+
+from emulator import cli
+from emulator.p4rt.device import Device
+from emulator.pcap import PcapWriter
+from emulator.ports import PortLoop
+from tests.support.fake_program import FAKE_JSON, FakeSwitch, fake_p4info
+
+ETHERTYPE_TEST = 0x88B5  # IEEE local experimental
+CLONE_NEWNET = 0x40000000
+
+
+def needs_netns():
+    if os.geteuid() != 0:
+        return pytest.mark.skip(reason="needs root for veths and namespaces")
+    if shutil.which("ip") is None:
+        return pytest.mark.skip(reason="needs iproute2's ip")
+    return pytest.mark.mininet
+
+
+# ------------------------------------------------------------------ test network scaffolding
+
+
+class VethLab:
+    """Namespaces h1..hN, each with one veth whose peer (a switch port) stays in the root namespace."""
+
+    def __init__(self, hosts: int):
+        tag = uuid.uuid4().hex[:5]
+        self.prefix = f"tp{tag}"
+        self.namespaces = [f"{self.prefix}h{i}" for i in range(1, hosts + 1)]
+        self.switch_ifaces = [f"{self.prefix}s{i}" for i in range(1, hosts + 1)]
+        self.host_iface = "eth0"
+
+    def __enter__(self):
+        try:
+            for ns, sw in zip(self.namespaces, self.switch_ifaces):
+                _ip("netns", "add", ns)
+                _ip("link", "add", sw, "type", "veth", "peer", "name", f"{sw}p")
+                _ip("link", "set", f"{sw}p", "netns", ns)
+                _ip("-n", ns, "link", "set", f"{sw}p", "name", self.host_iface)
+                # no IPv6 chatter (MLD, router solicitations) on the test links
+                _sysctl((), f"net.ipv6.conf.{sw}.disable_ipv6=1")
+                _sysctl(("ip", "netns", "exec", ns), f"net.ipv6.conf.{self.host_iface}.disable_ipv6=1")
+                _ip("link", "set", sw, "up")
+                _ip("-n", ns, "link", "set", self.host_iface, "up")
+        except Exception:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        for sw in self.switch_ifaces:
+            subprocess.run(["ip", "link", "del", sw], capture_output=True)
+        for ns in self.namespaces:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+    def host_socket(self, index: int, ethertype: int = ETHERTYPE_TEST) -> socket.socket:
+        """A raw socket on host `index`'s eth0 (created inside that namespace)."""
+        return socket_in_netns(self.namespaces[index], self.host_iface, ethertype)
+
+
+def _ip(*args):
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def _sysctl(prefix, setting):
+    subprocess.run([*prefix, "sysctl", "-q", "-w", setting], check=False, capture_output=True)
+
+
+def socket_in_netns(namespace: str, iface: str, ethertype: int = ETHERTYPE_TEST) -> socket.socket:
+    """Raw AF_PACKET socket bound to `iface` inside `namespace`; the socket keeps that namespace."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    result = {}
+
+    def worker():
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        target = os.open(f"/var/run/netns/{namespace}", os.O_RDONLY)
+        try:
+            if libc.setns(target, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns failed")
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+            sock.bind((iface, ethertype))
+            result["sock"] = sock
+        except Exception as exc:
+            result["error"] = exc
+        finally:
+            libc.setns(own, CLONE_NEWNET)
+            os.close(own)
+            os.close(target)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    if "error" in result:
+        raise result["error"]
+    return result["sock"]
+
+
+def make_frame(marker: bytes) -> bytes:
+    return b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + ETHERTYPE_TEST.to_bytes(2, "big") + \
+        marker.ljust(46, b".")
+
+
+def receive_marked(sock: socket.socket, marker: bytes, timeout: float = 5.0) -> bytes:
+    sock.settimeout(timeout)
+    while True:
+        frame = sock.recv(65536)
+        if marker in frame:
+            return frame
+
+
+def read_pcap(path):
+    from scapy.utils import rdpcap
+    return [bytes(p) for p in rdpcap(path)]
+
+
+# ------------------------------------------------------------------ no root needed
+
+
+def test_pcap_writer_output_reads_back_with_scapy(tmp_path):
+    path = str(tmp_path / "x_in.pcap")
+    writer = PcapWriter(path)
+    writer.write(make_frame(b"one"), timestamp=1000.25)
+    writer.write(make_frame(b"two"))
+    writer.close()
+    frames = read_pcap(path)
+    assert frames == [make_frame(b"one"), make_frame(b"two")]
+
+
+def test_command_line_accepts_simple_switch_grpc_target_options_after_double_dash():
+    args = cli.parse_args(["--no-p4", "-i", "1@veth0", "--interface", "2@veth2", "--device-id", "3",
+                           "--pcap", "--log-console", "-L", "info", "--thrift-port", "9090", "--",
+                           "--grpc-server-addr", "127.0.0.1:50051", "--cpu-port", "255"])
+    assert args.no_p4 and args.program is None
+    assert args.interface == [(1, "veth0"), (2, "veth2")]
+    assert (args.device_id, args.grpc_server_addr, args.cpu_port) == (3, "127.0.0.1:50051", 255)
+    assert args.pcap == "." and args.log_console and args.log_level == "info"
+    same = cli.parse_args(["build/prog.json", "--grpc-server-addr", "127.0.0.1:50051", "--pcap", "pcaps"])
+    assert same.program == "build/prog.json" and same.pcap == "pcaps"
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--no-p4", "-i", "veth0"])  # not PORT@IFACE
+
+
+def test_missing_interface_is_one_line_and_exit_2(capsys):
+    assert cli.main(["--no-p4", "-i", "1@thc-no-such0", "--grpc-server-addr", "127.0.0.1:0"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "thc-switch: interface 'thc-no-such0' (port 1) does not exist"
+
+
+def test_missing_program_or_both_program_and_no_p4_exit_2(capsys, tmp_path):
+    assert cli.main([]) == 2
+    assert cli.main([str(tmp_path / "nope.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert cli.main([str(tmp_path / "x.json"), "--no-p4"]) == 2
+
+
+# ------------------------------------------------------------------ veths
+
+
+class BoomSwitch(FakeSwitch):
+    """Raises on frames carrying BOOM, as a malformed frame might make an engine do."""
+
+    def process(self, port, frame):
+        if b"BOOM" in frame:
+            raise ValueError("malformed")
+        return super().process(port, frame)
+
+
+@needs_netns()
+def test_port_loop_forwards_between_veths_survives_engine_errors_and_writes_pcaps(tmp_path):
+    with VethLab(2) as lab:
+        device = Device(engine_factory=lambda _: BoomSwitch())
+        device.commit(device.build(fake_p4info(), FAKE_JSON))
+        loop = PortLoop(device, {1: lab.switch_ifaces[0], 2: lab.switch_ifaces[1]}, pcap_dir=str(tmp_path))
+        loop.open()
+        runner = threading.Thread(target=loop.run)
+        runner.start()
+        h1, h2 = lab.host_socket(0), lab.host_socket(1)
+        try:
+            h1.send(make_frame(b"BOOM"))
+            for i in range(3):
+                h1.send(make_frame(b"hello%d" % i))
+                assert receive_marked(h2, b"hello%d" % i) == make_frame(b"hello%d" % i)
+        finally:
+            loop.stop()
+            runner.join()
+            loop.close()
+            h1.close()
+            h2.close()
+        engine = device.engine
+        # only frames from host 1 reached the engine: our own sends on port 2 are not read back
+        assert {port for port, _ in engine.processed} == {1}
+        assert loop.stats["engine_errors"] == 1 and loop.stats["tx"] == 3
+        received = read_pcap(str(tmp_path / f"{lab.switch_ifaces[0]}_in.pcap"))
+        sent = read_pcap(str(tmp_path / f"{lab.switch_ifaces[1]}_out.pcap"))
+        assert make_frame(b"BOOM") in received
+        assert [f for f in sent if b"hello" in f] == [make_frame(b"hello%d" % i) for i in range(3)]
+        assert read_pcap(str(tmp_path / f"{lab.switch_ifaces[1]}_in.pcap")) == [] or \
+            all(b"hello" not in f for f in read_pcap(str(tmp_path / f"{lab.switch_ifaces[1]}_in.pcap")))
+
+
+@needs_netns()
+def test_packet_out_is_injected_on_the_cpu_port_and_packet_in_reaches_the_callback():
+    with VethLab(2) as lab:
+        device = Device(cpu_port=64, engine_factory=lambda _: FakeSwitch())
+        device.commit(device.build(fake_p4info(), FAKE_JSON))
+        to_controller = []
+        got_packet_in = threading.Event()
+
+        def packet_in(frame):
+            to_controller.append(frame)
+            got_packet_in.set()
+            return True
+
+        loop = PortLoop(device, {1: lab.switch_ifaces[0], 2: lab.switch_ifaces[1]}, packet_in=packet_in)
+        loop.open()
+        runner = threading.Thread(target=loop.run)
+        runner.start()
+        h1, h2 = lab.host_socket(0), lab.host_socket(1)
+        try:
+            loop.inject(64, (2 << 7).to_bytes(2, "big") + make_frame(b"from-controller"))
+            assert receive_marked(h2, b"from-controller") == make_frame(b"from-controller")
+            h1.send(make_frame(b"TO_CPU"))
+            assert got_packet_in.wait(5)
+        finally:
+            loop.stop()
+            runner.join()
+            loop.close()
+            h1.close()
+            h2.close()
+        assert to_controller == [((1 << 7) | 5).to_bytes(2, "big") + make_frame(b"TO_CPU")]
+
+
+# ------------------------------------------------------------------ the process
+
+
+def start_switch(*args, cwd=None):
+    """Start thc-switch as a subprocess; returns (process, gRPC address) once it printed "ready"."""
+    import re
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "emulator", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=cwd)
+    for line in proc.stdout:
+        match = re.match(r"thc-switch ready: .* P4Runtime on (\S+),", line)
+        if match:
+            return proc, match.group(1)
+    proc.wait()
+    raise AssertionError(f"thc-switch did not start (exit {proc.returncode}): {proc.stderr.read()}")
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_switch_process_serves_p4runtime_logs_requests_and_exits_0_on_signal(tmp_path, signum):
+    import signal
+    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+    import grpc
+    log_file = tmp_path / "s1.log"
+    requests_file = tmp_path / "s1-p4runtime-requests.txt"
+    proc, address = start_switch("--no-p4", "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(log_file),
+                                 "-L", "info", "--thrift-port", "9090", "--p4runtime-log", str(requests_file))
+    from tests.support.p4runtime import Controller
+    controller = None
+    try:
+        with grpc.insecure_channel(address) as channel:
+            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+            assert stub.Capabilities(p4runtime_pb2.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
+            read = p4runtime_pb2.ReadRequest(device_id=0)
+            read.entities.add().table_entry.table_id = 7
+            with pytest.raises(grpc.RpcError) as err:
+                list(stub.Read(read))
+            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # no pipeline yet
+        controller = Controller(address)  # an open StreamChannel must not hold the shutdown up
+    finally:
+        proc.send_signal(getattr(signal, signum))
+        assert proc.wait(timeout=30) == 0
+        if controller is not None:
+            controller.close()
+    log = log_file.read_text()
+    assert "thc-switch ready" in log and "P4Runtime Capabilities" in log
+    assert "StreamChannel arbitration" in log
+    assert "--thrift-port 9090 ignored" in log
+    assert "] [thc-switch] [I] [thread " in log  # BMv2's line shape
+    requests = requests_file.read_text()
+    assert "[Read]" in requests and "table_id: 7" in requests  # the full request, in text format
+
+
+def test_switch_process_refuses_a_busy_grpc_address_with_exit_2():
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        import sys
+        done = subprocess.run([sys.executable, "-m", "emulator", "--no-p4", "--grpc-server-addr",
+                               f"127.0.0.1:{holder.getsockname()[1]}"], capture_output=True, text=True, timeout=60)
+    finally:
+        holder.close()
+    assert done.returncode == 2
+    assert "cannot bind gRPC address" in done.stderr
+
+
+@needs_netns()
+def test_thc_switch_on_veths_forwards_with_a_route_from_p4runtime_and_writes_pcaps(tmp_path):
+    import signal
+    import p4runtime_sh.shell as sh
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from tests.support.p4runtime import compiled
+    p4info, program = compiled("ipv4_forward")
+    pcaps = tmp_path / "pcaps"
+    with VethLab(2) as lab:
+        s1, s2 = lab.switch_ifaces
+        proc, address = start_switch(program, "-i", f"1@{s1}", "-i", f"2@{s2}", "--grpc-server-addr",
+                                     "127.0.0.1:0", "--pcap", str(pcaps), "--log-file", str(tmp_path / "s1.log"),
+                                     "-L", "info")
+        h1 = h2 = None
+        try:
+            sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1),
+                     config=sh.FwdPipeConfig(p4info, program), verbose=False)
+            try:
+                route = sh.TableEntry("MyIngress.ipv4_lpm")(action="MyIngress.ipv4_forward")
+                route.match["hdr.ipv4.dstAddr"] = "10.0.2.0/24"
+                route.action["dstAddr"] = "08:00:00:00:02:02"
+                route.action["port"] = "2"
+                route.insert()
+            finally:
+                sh.teardown()
+            h1, h2 = lab.host_socket(0, 0x0800), lab.host_socket(1, 0x0800)
+            frame = bytes(Ether(dst="08:00:00:00:01:00", src="08:00:00:00:01:01") /
+                          IP(src="10.0.1.1", dst="10.0.2.2", ttl=64) / UDP(sport=7, dport=7) / b"veth-test-payload")
+            h1.send(frame)
+            out = Ether(receive_marked(h2, b"veth-test-payload"))
+            assert (out.dst, out.src, out[IP].ttl) == ("08:00:00:00:02:02", "08:00:00:00:01:00", 63)
+        finally:
+            for sock in (h1, h2):
+                if sock is not None:
+                    sock.close()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        assert frame in read_pcap(str(pcaps / f"{s1}_in.pcap"))
+        assert bytes(out) in read_pcap(str(pcaps / f"{s2}_out.pcap"))
+        log = (tmp_path / "s1.log").read_text()
+        assert "P4Runtime Write: INSERT table_entry MyIngress.ipv4_lpm" in log
+
+
+@needs_netns()
+def test_thc_switch_cpu_port_packet_io_with_target_options_after_double_dash():
+    import signal
+    import p4runtime_sh.shell as sh
+    from tests.support.p4runtime import compiled
+    from tests.support.paths import PACKET_IO
+    p4info, program = compiled("packet_io", PACKET_IO)
+    with VethLab(2) as lab:
+        s1, s2 = lab.switch_ifaces
+        proc, address = start_switch("--no-p4", "-i", f"1@{s1}", "-i", f"2@{s2}",
+                                     "--", "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "255")
+        h1 = h2 = None
+        try:
+            sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1),
+                     config=sh.FwdPipeConfig(p4info, program), verbose=False)
+            try:
+                h1, h2 = lab.host_socket(0), lab.host_socket(1)
+                sh.PacketOut(make_frame(b"from-controller"), egress_port="2").send()
+                assert receive_marked(h2, b"from-controller") == make_frame(b"from-controller")
+                h1.send(make_frame(b"to-controller"))
+                message = sh.client.get_stream_packet("packet", timeout=10)
+                assert message.packet.payload == make_frame(b"to-controller")
+                assert message.packet.metadata[0].value == b"\x01"  # ingress port
+            finally:
+                sh.teardown()
+        finally:
+            for sock in (h1, h2):
+                if sock is not None:
+                    sock.close()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0

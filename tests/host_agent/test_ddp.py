@@ -1,0 +1,122 @@
+"""The THC DDP hook (thc.ddp) trains through the switch: 4 workers, each a thread with a SwitchAggregator on
+the loopback wire, run thc_hook and fix32_hook on their gradient buckets, against the fake switch and (once
+it exists) the compiled program. Every worker must get the same average, and it must be the average THC
+itself computes from the same indices with the library's reference aggregation."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from host_agent.aggregator import SwitchAggregator
+from host_agent.sim import SimJob, attach_workers
+
+from thc import ddp
+from thc.aggregate import reference_aggregate
+from thc.config import THCConfig
+
+N = 4
+
+
+class Bucket:
+    """What the hook uses of torch.distributed.GradBucket."""
+
+    def __init__(self, tensor, index=0, last=True):
+        self._buffer, self._index, self._last = tensor, index, last
+
+    def buffer(self):
+        return self._buffer
+
+    def index(self):
+        return self._index
+
+    def is_last(self):
+        return self._last
+
+
+class Recording:
+    """Wraps an aggregator and keeps the indices each call sent and the sums it got."""
+
+    def __init__(self, inner):
+        self.inner, self.n_workers = inner, inner.n_workers
+        self.indices, self.sums = [], []
+
+    def all_max(self, t):
+        return self.inner.all_max(t)
+
+    def all_sum_table_values(self, indices, table):
+        self.indices.append([i.copy() for i in indices])
+        sums, count = self.inner.all_sum_table_values(indices, table)
+        self.sums.append(sums)
+        return sums, count
+
+    def all_sum_int32(self, values):
+        return self.inner.all_sum_int32(values)
+
+
+def switch_aggregators(new_engine, table, loss=0.0):  # noqa: F811
+    job = SimJob(3, N, table, n_slots=32)
+    engine = new_engine(job)
+    _, protocols = attach_workers(engine, job, loss_up=loss, loss_down=loss, seed=5, clock=time.monotonic,
+                                  timeout=0.005, max_timeout=0.05, deadline=30.0)
+    return [SwitchAggregator(p, N) for p in protocols]
+
+
+def in_threads(fn):
+    out, errors = [None] * N, []
+
+    def run(w):
+        try:
+            out[w] = fn(w)
+        except Exception as exc:
+            errors.append((w, repr(exc)))
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(N)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    return out
+
+
+def test_thc_hook_averages_through_the_switch(new_engine):  # noqa: F811
+    config = THCConfig(chunk=2**12)
+    table = config.make_table()
+    aggs = [Recording(a) for a in switch_aggregators(new_engine, table.values.tolist(), loss=0.02)]
+    states = [ddp.THCHookState(config, aggs[w], worker_id=w) for w in range(N)]
+    rng = np.random.default_rng(0)
+    grads = [torch.tensor(rng.normal(size=5000), dtype=torch.float32) for _ in range(N)]
+
+    def step(w):
+        outs = []
+        for it in range(2):  # two steps: the second reuses the slots of the first
+            buf = grads[w].clone() * (it + 1)
+            outs.append(ddp.thc_hook(states[w], Bucket(buf)).wait().clone())
+        return outs
+
+    results = in_threads(step)
+    for it in range(2):
+        for w in range(1, N):
+            assert torch.equal(results[w][it], results[0][it])
+        truth = torch.stack(grads).mean(0) * (it + 1)
+        nmse = float(((results[0][it] - truth) ** 2).sum() / (truth ** 2).sum())
+        assert nmse < 0.05, nmse
+        for chunk in range(len(aggs[0].indices[it])):
+            want = reference_aggregate([aggs[w].indices[it][chunk] for w in range(N)], table)
+            for w in range(N):
+                np.testing.assert_array_equal(aggs[w].sums[it][chunk], want)
+
+
+def test_fix32_hook_averages_through_the_switch(new_engine):  # noqa: F811
+    aggs = switch_aggregators(new_engine, [0, 30])
+    states = [ddp.FixedPointHookState(aggs[w]) for w in range(N)]
+    rng = np.random.default_rng(1)
+    grads = [torch.tensor(rng.normal(size=3000), dtype=torch.float32) for _ in range(N)]
+    results = in_threads(lambda w: ddp.fix32_hook(states[w], Bucket(grads[w].clone())).wait())
+    truth = torch.stack(grads).mean(0)
+    for w in range(N):
+        assert torch.equal(results[w], results[0])
+    assert float((results[0] - truth).abs().max()) < 1e-6 * float(truth.abs().max())

@@ -1,0 +1,391 @@
+"""The worker protocol, n workers in one process over the loopback wire, against two switches:
+
+- "fake": host_agent.fake_switch, a few lines of Python that follow p4/README.md;
+- "p4": the software switch running the compiled program p4/build/thc.json, programmed directly through
+  its control API (host_agent.sim.program_engine). Skipped until the engine and the build exist.
+
+A virtual clock makes timeouts and retransmissions deterministic and instant."""
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from emulator.switch import SoftwareSwitch
+from host_agent import wire
+from thc import aggregate, packing, tables
+from host_agent.layers import THCResult8
+from host_agent.fake_switch import FakeSwitch
+from host_agent.loopback import VirtualClock
+from host_agent.protocol import AggregationTimeout, drive
+from host_agent.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint, worker_port
+from tests.support import paths
+
+TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]
+JOB = 7
+P4_JSON = paths.THC_JSON
+EVENTS = ["CONSUMED", "COMPLETED", "RETX_ANSWERED", "DROP_UNKNOWN_JOB", "DROP_FOREIGN_WORKER", "DROP_SLOT_RANGE",
+          "DROP_STALE_ROUND", "DROP_DUPLICATE", "DROP_BAD_INDEX", "DROP_MALFORMED", "DROP_BAD_OP", "FORWARDED",
+          "DROP_NO_ROUTE", "DROP_NOT_IPV4"]
+
+
+class Recorder:
+    """Wraps an engine and records (worker, slot, round, op) of every request it is given."""
+
+    def __init__(self, engine):
+        self.engine, self.arrivals = engine, []
+
+    def process(self, port, frame):
+        p = wire.parse_frame(frame)
+        if p is not None and p.kind == wire.KIND_REQUEST:
+            self.arrivals.append((p.worker_id, p.slot, p.round, p.op))
+        return self.engine.process(port, frame)
+
+
+def event_counts(engine) -> Counter:
+    if isinstance(engine, FakeSwitch):
+        return engine.event_counts()
+    out = Counter()
+    for index, name in enumerate(EVENTS):
+        packets = engine.counter_read("ThcIngress.thc_events", index)
+        packets = packets[0] if isinstance(packets, tuple) else packets
+        if packets:
+            out[name] = packets
+    return out
+
+
+def cluster(new_engine, n=4, window=8, n_slots=None, loss_up=0.0, loss_down=0.0, seed=1, table=TABLE,
+            lane_bits=None, epoch=1, clock=None, **timers):
+    job = SimJob(JOB, n, table, n_slots=n_slots or window, lane_bits=lane_bits, epoch=epoch)
+    engine = new_engine(job)
+    recorder = Recorder(engine)
+    clock = VirtualClock() if clock is None else clock
+    lw, workers = attach_workers(recorder, job, window, loss_up=loss_up, loss_down=loss_down, seed=seed,
+                                 clock=clock, **timers)
+    return workers, engine, recorder, lw, clock
+
+
+def run_all(workers, starts):
+    ops = [start(w) for w, start in zip(workers, starts)]
+    drive(workers)
+    return [op.result() for op in ops]
+
+
+def random_indices(rng, n, lengths):
+    return [[rng.integers(0, 16, size=length, dtype=np.uint8) for length in lengths] for _ in range(n)]
+
+
+def expected_sums(per_worker, table=TABLE):
+    t = np.asarray(table)
+    return [sum(t[worker[c]] for worker in per_worker) for c in range(len(per_worker[0]))]
+
+
+def test_thc_sums_exact_for_uneven_chunks(new_engine):
+    rng = np.random.default_rng(0)
+    workers, engine, _, _, _ = cluster(new_engine)
+    data = random_indices(rng, 4, [1000, 64, 1, 0, 130])
+    results = run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data])
+    for sums, count in results:
+        assert count == 4
+        assert [s.shape for s in sums] == [(1000,), (64,), (1,), (0,), (130,)]
+        for got, want in zip(sums, expected_sums(data)):
+            np.testing.assert_array_equal(got, want)
+    requests = 16 + 1 + 1 + 0 + 3
+    assert event_counts(engine) == Counter(COMPLETED=requests, CONSUMED=3 * requests)
+    assert all(w.stats()["retransmissions"] == 0 for w in workers)
+
+
+def test_eight_bit_lanes(new_engine):
+    rng = np.random.default_rng(1)
+    workers, _, _, _, _ = cluster(new_engine, n=3, lane_bits=8)
+    data = random_indices(rng, 3, [200])
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+        np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
+        assert count == 3
+
+
+def test_consecutive_operations_reuse_slots_on_the_q_schedule(new_engine):
+    workers, engine, recorder, _, _ = cluster(new_engine, n=2, window=4)
+    for value in (1.0, 2.0):
+        for got in run_all(workers, [lambda w, v=value: w.start_max([v, v * w.worker_id, 3.0, 0.5, 7.0, v])] * 2):
+            np.testing.assert_array_equal(got, np.float32([value, value, 3.0, 0.5, 7.0, value]))
+    data = [[np.full(64 * 5, 2, np.uint8)], [np.full(64 * 5, 15, np.uint8)]]
+    for sums, _ in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+        assert sums[0].tolist() == [TABLE[2] + TABLE[15]] * 320
+    mine = [(slot, rnd, op) for worker, slot, rnd, op in recorder.arrivals if worker == 0]
+    assert mine == ([(q % 4, q // 4, wire.OP_NORM) for q in range(12)]
+                    + [(q % 4, q // 4, wire.OP_THC) for q in range(12, 17)])
+    assert workers[0].next_request == 17
+    assert event_counts(engine) == Counter(CONSUMED=17, COMPLETED=17)
+
+
+def test_norm_max_over_workers(new_engine):
+    rng = np.random.default_rng(2)
+    norms = rng.uniform(0, 100, size=(4, 10)).astype(np.float32)
+    norms[2, 3] = 0.0
+    norms[:, 4] = [0.0, -0.0, 0.0, 0.0]
+    norms[1, 5] = np.inf
+    norms[:, 6] = [1e-40, 0, 0, 0]  # a subnormal still orders correctly
+    workers, _, _, _, _ = cluster(new_engine)
+    for got in run_all(workers, [lambda w, v=v: w.start_max(v) for v in norms]):
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, norms.max(axis=0))
+        assert not np.signbit(got[4])
+
+
+def test_fix32_sums_wrap_like_int32(new_engine):
+    rng = np.random.default_rng(3)
+    data = [[rng.integers(-2**31, 2**31, size=100, dtype=np.int64).astype(np.int32)] for _ in range(4)]
+    data[0][0][0], data[1][0][0], data[2][0][0], data[3][0][0] = 2**31 - 1, 1, 0, 0
+    workers, _, _, _, _ = cluster(new_engine)
+    want = sum(d[0].astype(np.int64) for d in data)
+    want = ((want + 2**31) % 2**32 - 2**31).astype(np.int32)
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_fix32(d) for d in data]):
+        assert count == 4 and sums[0].dtype == np.int32
+        np.testing.assert_array_equal(sums[0], want)
+        assert sums[0][0] == -2**31
+
+
+def test_exact_under_loss_both_ways_and_no_contribution_counted_twice(new_engine):
+    rng = np.random.default_rng(4)
+    workers, engine, _, lw, _ = cluster(new_engine, loss_up=0.05, loss_down=0.05, seed=42)
+    data = random_indices(rng, 4, [64 * 50 + 7])
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+        np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
+        assert count == 4
+    norms = rng.uniform(0, 1, size=(4, 40)).astype(np.float32)
+    for got in run_all(workers, [lambda w, v=v: w.start_max(v) for v in norms]):
+        np.testing.assert_array_equal(got, norms.max(axis=0))
+    assert lw.dropped_up > 0 and lw.dropped_down > 0
+    assert sum(w.stats()["retransmissions"] for w in workers) > 0
+    events = event_counts(engine)
+    # every slot use completed exactly once, with exactly n contributions: retransmissions never counted twice
+    assert events["COMPLETED"] == 51 + 40
+    assert events["CONSUMED"] == 3 * (51 + 40)
+    assert events["RETX_ANSWERED"] > 0  # a lost result was recovered from the stored copy
+    assert set(events) <= {"COMPLETED", "CONSUMED", "RETX_ANSWERED", "DROP_DUPLICATE"}
+
+
+def test_same_seed_same_run(new_engine):
+    def one_run():
+        rng = np.random.default_rng(5)
+        workers, engine, recorder, _, clock = cluster(new_engine, loss_up=0.1, loss_down=0.1, seed=9)
+        data = random_indices(rng, 4, [640])
+        run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data])
+        return recorder.arrivals, clock(), [w.stats()["retransmissions"] for w in workers]
+    assert one_run() == one_run()
+
+
+def test_retransmission_after_completion_is_answered_with_the_stored_result(new_engine):
+    workers, engine, _, lw, _ = cluster(new_engine, n=2, window=2)
+    a, b = workers
+    run_all(workers, [lambda w: w.start_sum_indices([np.full(64, 3 + w.worker_id, np.uint8)])] * 2)
+    request = wire.FrameBuilder(worker_endpoint(0), SERVICE).frame(
+        wire.OP_THC, wire.KIND_REQUEST, JOB, 0, 0, 0, payload=wire.pack_nibbles(np.full(64, 9, np.uint8)))
+    lw.inject(worker_port(0), request)  # worker 0 sends (slot 0, round 0) again, with other indices
+    (frame,) = a.transport.recv(0)
+    answer = wire.parse_frame(frame)
+    assert (answer.kind, answer.slot, answer.round, answer.count, answer.worker_id) == \
+        (wire.KIND_RESULT_RETX, 0, 0, 2, 0)
+    assert answer.lane_bits == 8  # n·g = 60 fits a byte
+    assert list(answer.payload) == [TABLE[3] + TABLE[4]] * 64  # the stored sums, the retransmission not added
+    assert frame[30:34] == wire.ip_bytes(worker_endpoint(0).ip)
+    pkt = Ether(frame)  # the headers the receiver relies on: lengths, checksum, THC dissection
+    assert len(frame) == 122 and pkt[IP].len == 108 and pkt[UDP].len == 88 and pkt[UDP].dport == wire.THC_UDP_PORT
+    recomputed = pkt.copy()
+    del recomputed[IP].chksum
+    assert Ether(bytes(recomputed))[IP].chksum == pkt[IP].chksum
+    assert pkt[THCResult8].sums == [TABLE[3] + TABLE[4]] * 64
+    assert b.transport.recv(0) == []
+    assert event_counts(engine)["RETX_ANSWERED"] == 1
+
+
+def test_duplicate_and_stale_results_are_ignored(new_engine):
+    workers, _, _, _, _ = cluster(new_engine, n=2, window=2)
+    a, b = workers
+    op_a = a.start_sum_indices([np.full(128, 3, np.uint8)])
+    b.start_sum_indices([np.full(128, 5, np.uint8)])
+    drive(workers)
+    builder = wire.FrameBuilder(SERVICE, worker_endpoint(0))
+    garbage = np.full(64, 999, ">u2").tobytes()
+
+    def result(job, worker, slot, rnd):
+        return builder.frame(wire.OP_THC, wire.KIND_RESULT, job, worker, slot, rnd, payload=garbage, count=2,
+                             lane_bits=16)
+    # the same (slot, round) again, a round never requested, another job, another worker's copy of a result
+    # already in (the same sums: a duplicate, not an error)
+    for frame in (result(JOB, 0, 0, 0), result(JOB, 0, 1, 77), result(JOB + 1, 0, 0, 1), result(JOB, 1, 0, 0)):
+        a.transport.deliver(frame)
+    op_a2 = a.start_sum_indices([np.full(64, 1, np.uint8)])
+    b.start_sum_indices([np.full(64, 1, np.uint8)])
+    drive(workers)
+    assert op_a.result()[0][0].tolist() == [TABLE[3] + TABLE[5]] * 128
+    assert op_a2.result()[0][0].tolist() == [2 * TABLE[1]] * 64
+    stats = a.stats()
+    assert (stats["duplicate_results"], stats["stale_results"], stats["ignored_frames"]) == (2, 1, 1)
+
+
+def test_a_rerun_of_the_job_needs_a_new_epoch(new_engine):
+    """Workers restarting from request 0 on cells that hold later rounds are dropped as STALE_ROUND:
+    the AggregationTimeout must say what to check."""
+    workers, engine, _, lw, clock = cluster(new_engine, n=1, window=2, timeout=0.1, max_timeout=0.2,
+                                            deadline=1.0)
+    workers[0].all_max([1.0] * 6)  # rounds 0..2 on both slots
+    from host_agent.protocol import WorkerProtocol
+    rerun = WorkerProtocol(workers[0].transport, workers[0].builder, JOB, 0, 2, clock=clock, timeout=0.1,
+                           max_timeout=0.2, deadline=1.0)
+    with pytest.raises(AggregationTimeout, match="fresh epoch"):
+        rerun.all_max([1.0])
+    assert event_counts(engine)["DROP_STALE_ROUND"] >= 1
+
+
+def test_retransmission_backoff_then_clear_timeout(new_engine):
+    # worker 1 of the job never sends: worker 0's request can never complete
+    workers, engine, recorder, _, clock = cluster(new_engine, n=2, window=4, timeout=0.1, backoff=2.0,
+                                                  max_timeout=0.5, deadline=3.0)
+    w0 = workers[0]
+    with pytest.raises(AggregationTimeout) as info:
+        w0.all_max([1.0])
+    message = str(info.value)
+    for fragment in (f"job {JOB}", "worker 0", "slot 0 round 0", SERVICE.ip, "thc-ctl", "STALE_ROUND",
+                     "loopback wire port 1"):
+        assert fragment in message
+    stats = w0.stats()
+    # sent at 0, again at 0.1, 0.3, 0.7 (waits 0.1, 0.2, 0.4), then every 0.5 s (the cap): 1.2 … 2.7
+    assert (stats["requests"], stats["retransmissions"]) == (1, 7)
+    assert recorder.arrivals == [(0, 0, 0, wire.OP_NORM)] * 8
+    assert event_counts(engine) == Counter(CONSUMED=1, DROP_DUPLICATE=7)
+    assert clock() == pytest.approx(3.0)
+
+
+def test_window_limits_requests_in_flight(new_engine):
+    workers, _, recorder, _, _ = cluster(new_engine, n=2, window=3)
+    a, b = workers
+    a.start_max([1.0] * 10)
+    a.pump()
+    assert [slot for w, slot, r, op in recorder.arrivals] == [0, 1, 2]  # only W requests before any result
+    b.start_max([2.0] * 10)
+    b.pump()
+    a.pump()
+    assert [(slot, r) for w, slot, r, op in recorder.arrivals if w == 0] == \
+        [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
+
+
+def test_blocking_workers_in_threads_with_the_real_clock(new_engine):
+    rng = np.random.default_rng(6)
+    workers, _, _, _, _ = cluster(new_engine, n=3, window=4, clock=time.monotonic, loss_up=0.05, seed=3,
+                                  timeout=0.005, max_timeout=0.02, deadline=20.0)
+    data = random_indices(rng, 3, [64 * 12])
+    results = [None] * 3
+    threads = [threading.Thread(target=lambda w=w: results.__setitem__(w, workers[w].all_sum_indices(data[w])))
+               for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for sums, count in results:
+        np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
+        assert count == 3
+
+
+def test_argument_checks():
+    job = SimJob(JOB, 1, TABLE)
+    sw = FakeSwitch()
+    sw.add_job(job)
+    _, (w,) = attach_workers(sw, job, 4, clock=VirtualClock())
+    with pytest.raises(ValueError, match="non-negative"):
+        w.start_max([1.0, -2.0])
+    with pytest.raises(ValueError, match="0..15"):
+        w.start_sum_indices([np.array([1, 16], np.uint8)])
+    with pytest.raises(ValueError, match="int32"):
+        w.start_sum_fix32([np.array([2**31], np.int64)])
+    assert w.stats()["packets_sent"] == 0 and not w.busy
+
+
+class SlowEngine:
+    """An engine that takes `seconds` of virtual time per packet: a loaded software switch."""
+
+    def __init__(self, engine, clock, seconds):
+        self.engine, self.clock, self.seconds = engine, clock, seconds
+
+    def process(self, port, frame):
+        self.clock.advance(self.seconds)
+        return self.engine.process(port, frame)
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def test_adaptive_timeout_follows_a_slow_switch(new_engine):
+    """5 ms per packet with 4 × 16 requests in flight: round trips of ~0.3 s against a 50 ms first timeout.
+    A fixed timeout retransmits nearly everything; the measured round trip stops that after a few rounds."""
+    rng = np.random.default_rng(7)
+    data = random_indices(rng, 4, [64 * 16 * 12])
+    retransmissions = {}
+    for adaptive in (False, True):
+        clock = VirtualClock()
+        slow = lambda job: SlowEngine(new_engine(job), clock, 0.005)  # noqa: E731
+        workers, _, _, _, _ = cluster(slow, window=16, clock=clock, timeout=0.05, max_timeout=2.0,
+                                      adaptive=adaptive)
+        for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+            np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
+        retransmissions[adaptive] = sum(w.stats()["retransmissions"] for w in workers)
+        if adaptive:
+            assert all(w.stats()["rto"] > 0.2 for w in workers)  # measured, well above the 50 ms start
+    assert retransmissions[True] * 5 < retransmissions[False]
+
+
+@pytest.mark.parametrize("bits,n", [(4, 4), (2, 5)])
+def test_sums_equal_thc_reference_aggregate(new_engine, bits, n):
+    """The switch's sums are the THC library's reference aggregation, also for b < 4 (fewer table entries),
+    and the request payload is thc.packing's 4-bit packing."""
+    table = tables.make_table(bits, 30, 1 / 32)
+    rng = np.random.default_rng(8)
+    data = [[rng.integers(0, 2**bits, size=s, dtype=np.uint8) for s in (777, 64)] for _ in range(n)]
+    workers, _, _, _, _ = cluster(new_engine, n=n, table=table.values.tolist())
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+        assert count == n
+        for c in range(2):
+            np.testing.assert_array_equal(sums[c], aggregate.reference_aggregate([d[c] for d in data], table))
+    idx = data[0][0]
+    assert wire.pack_nibbles(idx) == packing.pack_indices(idx, 4).tobytes()
+
+
+def test_empty_operations_complete_without_packets():
+    job = SimJob(JOB, 1, TABLE)
+    sw = FakeSwitch()
+    sw.add_job(job)
+    _, (w,) = attach_workers(sw, job, 4, clock=VirtualClock())
+    assert w.all_sum_indices([]) == ([], 0)
+    assert w.all_sum_indices([np.zeros(0, np.uint8)])[0][0].shape == (0,)
+    assert w.all_max([]).shape == (0,)
+    assert w.stats()["packets_sent"] == 0 and w.next_request == 0
+
+
+@pytest.mark.parametrize("pairs", [16, 64])
+@pytest.mark.parametrize("kind", ["fake", "p4"])
+def test_program_variants_with_other_packet_sizes(kind, pairs):
+    """p4/build/variants: THC_PAIRS = 16 (K = 32) and 64 (K = 128); the protocol's `pairs` follows."""
+    job = SimJob(JOB, 3, TABLE, n_slots=4)
+    if kind == "fake":
+        engine = FakeSwitch()
+        engine.add_job(job)
+    else:
+        variant = paths.BUILD / "variants" / f"thc_pairs{pairs}.json"
+        engine = SoftwareSwitch.from_json(str(variant))
+        program_engine(engine, job, pairs=pairs)
+    _, workers = attach_workers(engine, job, clock=VirtualClock(), pairs=pairs)
+    rng = np.random.default_rng(9)
+    data = random_indices(rng, 3, [2 * pairs * 5 + 3])
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+        np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
+    fixed = [[rng.integers(-1000, 1000, size=pairs * 3 + 1).astype(np.int32)] for _ in range(3)]
+    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_fix32(d) for d in fixed]):
+        np.testing.assert_array_equal(sums[0], sum(f[0] for f in fixed))
+    assert workers[0].stats()["requests"] == 6 + 4

@@ -1,0 +1,83 @@
+"""The committed p4c outputs belong to the committed P4 sources, and carry the names of p4/README.md."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
+from tests.support import paths
+
+P4_DIR = paths.P4_DIR
+BUILD = P4_DIR / "build"
+
+
+def _stamp_entries() -> dict[str, str]:
+    entries = {}
+    for line in (BUILD / "STAMP").read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        digest, name = line.split(maxsplit=1)
+        entries[name.strip()] = digest
+    return entries
+
+
+def test_stamp_matches_sources():
+    stamped = _stamp_entries()
+    sources = sorted(p.name for p in P4_DIR.glob("*.p4"))
+    assert sorted(stamped) == sources, "p4/build/STAMP lists other files than p4/*.p4: run `make p4`"
+    for name in sources:
+        digest = hashlib.sha256((P4_DIR / name).read_bytes()).hexdigest()
+        assert stamped[name] == digest, f"p4/{name} changed after p4/build/ was compiled: run `make p4`"
+
+
+def test_stamp_names_the_compiler():
+    first = (BUILD / "STAMP").read_text().splitlines()[0]
+    assert first.startswith("# p4c:") and len(first) > len("# p4c:") + 1
+
+
+@pytest.fixture(scope="module")
+def p4info() -> p4info_pb2.P4Info:
+    info = p4info_pb2.P4Info()
+    text_format.Parse((BUILD / "thc.p4info.txtpb").read_text(), info)
+    return info
+
+
+def test_p4info_has_the_contract_tables(p4info):
+    tables = {t.preamble.name: t for t in p4info.tables}
+    expected = {
+        "ThcIngress.forwarding.ipv4_lpm": [("hdr.ipv4.dstAddr", 32)],
+        "ThcIngress.job_check.service_addr": [("hdr.ipv4.dstAddr", 32)],
+        "ThcIngress.job_check.jobs": [("hdr.thc.job_id", 8)],
+        "ThcEgress.result_dst": [("hdr.thc.job_id", 8), ("standard_metadata.egress_rid", 16)],
+    }
+    expected.update({f"ThcIngress.index_lookup.lut_{i}": [(f"hdr.thc_idx.p{i}", 8)] for i in range(32)})
+    for name, keys in expected.items():
+        assert name in tables, f"{name} missing from the P4Info"
+        assert [(m.name, m.bitwidth) for m in tables[name].match_fields] == keys
+
+
+def test_p4info_has_the_contract_actions(p4info):
+    actions = {a.preamble.name: [(p.name, p.bitwidth) for p in a.params] for a in p4info.actions}
+    assert actions["ThcIngress.job_check.set_job"] == [
+        ("n_workers", 8), ("slot_base", 16), ("n_slots", 16), ("mcast_grp", 16),
+        ("worker_mask", 32), ("lane_bits", 8), ("epoch", 16)]
+    assert actions["ThcIngress.forwarding.ipv4_forward"] == [("dstAddr", 48), ("port", 9)]
+    assert actions["ThcEgress.set_result_dst"] == [("dmac", 48), ("dip", 32)]
+    for i in range(32):
+        assert actions[f"ThcIngress.index_lookup.set_w_{i}"] == [("w", 32)]
+
+
+def test_p4info_has_the_event_counter(p4info):
+    counters = {c.preamble.name: c for c in p4info.counters}
+    assert counters["ThcIngress.thc_events"].size == 16
+
+
+def test_bmv2_json_is_a_p4c_v1model_program():
+    program = json.loads((BUILD / "thc.json").read_text())
+    assert program["__meta__"]["version"][0] == 2
+    names = {r["name"] for r in program["register_arrays"]}
+    assert "ThcIngress.slot_state.slot_tag" in names
+    assert {f"ThcIngress.aggregator.acc_{i}" for i in range(32)} <= names

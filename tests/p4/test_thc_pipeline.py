@@ -1,0 +1,301 @@
+"""Packet-level tests of the THC program (p4/README.md is the contract), on every target present.
+
+Frames are crafted and dissected with the Scapy layers of host_agent.layers; expected sums come from
+thc's reference aggregator, never from the switch itself.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import raw
+
+from host_agent.layers import THC, THCFix32, THCIndices, THCResult8, THCResult16
+from tests.support.targets import THC_JSON, Bmv2Target, SoftwareTarget, bmv2_binary, program_summary
+from thc import make_table
+from thc.aggregate import reference_aggregate
+
+pytestmark = pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built")
+
+PORT = 21576
+SERVICE_IP, SERVICE_MAC = "10.0.0.254", "00:00:00:00:00:fe"
+JOB, GROUP = 7, 70
+N = 3
+K = program_summary()["coords"] if THC_JSON.exists() else 64
+TABLE = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")
+
+
+def ip_int(ip: str) -> int:
+    return struct.unpack("!I", bytes(int(x) for x in ip.split(".")))[0]
+
+
+def mac_int(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+def worker_ip(w: int) -> str:
+    return f"10.0.0.{w + 1}"
+
+
+def worker_mac(w: int) -> str:
+    return f"00:00:00:00:00:{w + 1:02x}"
+
+
+def worker_port(w: int) -> int:
+    return w + 1
+
+
+TARGETS = ["emulator", pytest.param("bmv2", marks=[
+    pytest.mark.bmv2, pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc not installed")])]
+
+
+@pytest.fixture(params=TARGETS)
+def target(request, tmp_path):
+    if request.param == "bmv2":
+        import os
+        if os.geteuid() != 0:
+            pytest.skip("BMv2 on veth pairs needs root")
+        t = Bmv2Target(bmv2_binary(), tmp_path)
+    else:
+        t = SoftwareTarget()
+    try:
+        t.add_service(ip_int(SERVICE_IP))
+        for w in range(4):
+            t.add_route(ip_int(worker_ip(w)), 32, mac_int(worker_mac(w)), worker_port(w))
+        t.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111, lane_bits=8,
+                  epoch=5)
+        t.set_group(GROUP, [(worker_port(w), w) for w in range(N)])
+        for w in range(N):
+            t.add_result_dst(JOB, w, mac_int(worker_mac(w)), ip_int(worker_ip(w)))
+        t.install_table(TABLE.values, 4)
+        yield t
+    finally:
+        t.close()
+
+
+def request(w: int, op: str = "THC", *, slot: int = 0, rnd: int = 0, job: int = JOB, payload=None,
+            value: int = 0, version: int = 1) -> bytes:
+    ops = {"NORM": 1, "THC": 2, "FIX32": 3}
+    pkt = (Ether(src=worker_mac(w), dst=SERVICE_MAC) / IP(src=worker_ip(w), dst=SERVICE_IP) /
+           UDP(sport=40000 + w, dport=PORT) /
+           THC(version=version, op=ops[op], kind=0, job_id=job, worker_id=w, slot=slot, round=rnd,
+               value=value))
+    if payload is not None:
+        pkt = pkt / payload
+    return raw(pkt)
+
+
+def thc_request(w: int, idx: np.ndarray, **kw) -> bytes:
+    return request(w, "THC", payload=THCIndices(idx=[int(v) for v in idx]), **kw)
+
+
+def random_indices(rng, n: int = N) -> list[np.ndarray]:
+    return [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(n)]
+
+
+def send_all(target, frames: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    out = []
+    for port, frame in frames:
+        out += target.send(port, frame)
+    return out
+
+
+def sums_of(frame: bytes) -> list[int]:
+    pkt = Ether(frame)
+    layer = THCResult8 if pkt[THC].lane_bits == 8 else THCResult16
+    return list(pkt[layer].sums)
+
+
+def assert_valid_ipv4(frame: bytes) -> None:
+    pkt = Ether(frame)
+    reported = pkt[IP].chksum
+    del pkt[IP].chksum
+    assert Ether(raw(pkt))[IP].chksum == reported, "IPv4 checksum not updated"
+    assert pkt[IP].len == len(frame) - 14
+    assert pkt[UDP].len == len(frame) - 34
+
+
+def one_round(target, idx: list[np.ndarray], *, slot: int = 0, rnd: int = 0):
+    frames = [(worker_port(w), thc_request(w, idx[w], slot=slot, rnd=rnd)) for w in range(N)]
+    return send_all(target, frames)
+
+
+def test_sums_reach_every_worker_after_the_last_arrival(target):
+    idx = random_indices(np.random.default_rng(1))
+    assert target.send(1, thc_request(0, idx[0])) == []
+    assert target.send(2, thc_request(1, idx[1])) == []
+    out = target.send(3, thc_request(2, idx[2]))
+    expected = list(reference_aggregate(idx, TABLE))
+    assert sorted(port for port, _ in out) == [1, 2, 3]
+    for port, frame in out:
+        w = port - 1
+        pkt = Ether(frame)
+        assert (pkt[Ether].dst, pkt[IP].dst, pkt[IP].src) == (worker_mac(w), worker_ip(w), SERVICE_IP)
+        assert (pkt[THC].kind, pkt[THC].count, pkt[THC].lane_bits, pkt[THC].worker_id) == (1, N, 8, w)
+        assert (pkt[THC].slot, pkt[THC].round, pkt[UDP].chksum) == (0, 0, 0)
+        assert sums_of(frame) == expected
+        assert_valid_ipv4(frame)
+    events = target.events()
+    assert (events["CONSUMED"], events["COMPLETED"]) == (2, 1)
+
+
+def test_sixteen_bit_lanes_when_the_job_asks(target):
+    target.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111,
+                   lane_bits=16, epoch=6, replace=True)
+    idx = random_indices(np.random.default_rng(2))
+    out = one_round(target, idx)
+    assert len(out) == N
+    for _, frame in out:
+        assert Ether(frame)[THC].lane_bits == 16
+        assert sums_of(frame) == list(reference_aggregate(idx, TABLE))
+        assert_valid_ipv4(frame)
+
+
+def test_a_duplicate_is_not_counted_twice(target):
+    idx = random_indices(np.random.default_rng(3))
+    assert target.send(1, thc_request(0, idx[0])) == []
+    assert target.send(1, thc_request(0, idx[0])) == []
+    out = send_all(target, [(2, thc_request(1, idx[1])), (3, thc_request(2, idx[2]))])
+    assert len(out) == N
+    assert sums_of(out[0][1]) == list(reference_aggregate(idx, TABLE))
+    assert target.events()["DROP_DUPLICATE"] == 1
+
+
+def test_a_retransmission_after_completion_gets_the_stored_result(target):
+    idx = random_indices(np.random.default_rng(4))
+    one_round(target, idx)
+    out = target.send(2, thc_request(1, idx[1]))
+    assert len(out) == 1
+    port, frame = out[0]
+    pkt = Ether(frame)
+    assert port == 2 and pkt[THC].kind == 2
+    assert (pkt[Ether].dst, pkt[IP].dst, pkt[IP].src) == (worker_mac(1), worker_ip(1), SERVICE_IP)
+    assert sums_of(frame) == list(reference_aggregate(idx, TABLE))
+    assert_valid_ipv4(frame)
+    assert target.events()["RETX_ANSWERED"] == 1
+
+
+def test_consecutive_rounds_reuse_a_slot_without_the_control_plane(target):
+    rng = np.random.default_rng(5)
+    for rnd in range(6):
+        idx = random_indices(rng)
+        out = one_round(target, idx, slot=1, rnd=rnd)
+        assert len(out) == N, f"round {rnd}"
+        assert all(sums_of(f) == list(reference_aggregate(idx, TABLE)) for _, f in out), f"round {rnd}"
+
+
+def test_the_shadow_cell_answers_round_r_while_round_r_plus_1_accumulates(target):
+    rng = np.random.default_rng(6)
+    first, second = random_indices(rng), random_indices(rng)
+    one_round(target, first, slot=2, rnd=4)
+    assert target.send(1, thc_request(0, second[0], slot=2, rnd=5)) == []
+    late = target.send(3, thc_request(2, first[2], slot=2, rnd=4))  # worker 2 lost round 4's result
+    assert len(late) == 1 and sums_of(late[0][1]) == list(reference_aggregate(first, TABLE))
+    out = send_all(target, [(2, thc_request(1, second[1], slot=2, rnd=5)),
+                            (3, thc_request(2, second[2], slot=2, rnd=5))])
+    assert len(out) == N and sums_of(out[0][1]) == list(reference_aggregate(second, TABLE))
+
+
+def test_an_older_round_is_stale(target):
+    rng = np.random.default_rng(7)
+    one_round(target, random_indices(rng), slot=0, rnd=2)
+    assert target.send(1, thc_request(0, random_indices(rng)[0], slot=0, rnd=0)) == []
+    assert target.events()["DROP_STALE_ROUND"] == 1
+
+
+def test_a_new_epoch_starts_on_fresh_cells(target):
+    rng = np.random.default_rng(8)
+    one_round(target, random_indices(rng), slot=0, rnd=4)
+    target.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111,
+                   lane_bits=8, epoch=9, replace=True)
+    idx = random_indices(rng)
+    out = one_round(target, idx, slot=0, rnd=0)  # a new run counts rounds from 0 again
+    assert len(out) == N and sums_of(out[0][1]) == list(reference_aggregate(idx, TABLE))
+
+
+@pytest.mark.parametrize("frame_of, event", [
+    (lambda idx: thc_request(0, idx, job=99), "DROP_UNKNOWN_JOB"),
+    (lambda idx: thc_request(3, idx), "DROP_FOREIGN_WORKER"),
+    (lambda idx: thc_request(0, idx, slot=4), "DROP_SLOT_RANGE"),
+    (lambda idx: request(0, "NORM", version=2), "DROP_BAD_OP"),
+    (lambda idx: request(0, "NORM")[:-6], "DROP_MALFORMED"),  # THC header cut short
+])
+def test_bad_requests_are_dropped_and_counted(target, frame_of, event):
+    idx = random_indices(np.random.default_rng(9), 1)[0]
+    assert target.send(1, frame_of(idx)) == []
+    events = target.events()
+    assert events[event] == 1
+    assert sum(events.values()) == 1
+
+
+def test_a_worker_id_beyond_the_bitmap_is_foreign(target):
+    frame = bytearray(thc_request(0, random_indices(np.random.default_rng(10), 1)[0]))
+    frame[42 + 3] = 40  # worker_id
+    assert target.send(1, bytes(frame)) == []
+    assert target.events()["DROP_FOREIGN_WORKER"] == 1
+
+
+def test_a_bad_ipv4_checksum_is_malformed(target):
+    frame = bytearray(request(0, "NORM"))
+    frame[24] ^= 0xFF  # IPv4 header checksum
+    assert target.send(1, bytes(frame)) == []
+    assert target.events()["DROP_MALFORMED"] == 1
+
+
+def test_an_index_outside_a_smaller_table_is_dropped(target):
+    small = make_table(bits=2, granularity=30, clip=1 / 32, kind="uniform")
+    target.install_table(small.values, 2)
+    rng = np.random.default_rng(11)
+    good = [rng.integers(0, 4, size=K, dtype=np.uint8) for _ in range(N)]
+    out = one_round(target, good)
+    assert len(out) == N and sums_of(out[0][1]) == list(reference_aggregate(good, small))
+    bad = good[0].copy()
+    bad[5] = 9
+    assert target.send(1, thc_request(0, bad, rnd=1)) == []
+    assert target.events()["DROP_BAD_INDEX"] == 1
+
+
+def test_the_norm_round_returns_the_maximum(target):
+    norms = [3.25, 117.5, 0.001]
+    bits = [struct.unpack("!I", struct.pack("!f", v))[0] for v in norms]
+    out = send_all(target, [(worker_port(w), request(w, "NORM", slot=3, rnd=0, value=bits[w]))
+                            for w in range(N)])
+    assert len(out) == N
+    for _, frame in out:
+        pkt = Ether(frame)
+        assert struct.unpack("!f", struct.pack("!I", pkt[THC].value))[0] == 117.5
+        assert (pkt[THC].kind, pkt[THC].lane_bits, pkt[THC].count) == (1, 0, N)
+        assert_valid_ipv4(frame)
+
+
+def test_fix32_sums_wrap_like_int32(target):
+    rng = np.random.default_rng(12)
+    values = [rng.integers(-2**30, 2**30, size=K // 2) for _ in range(N)]
+    frames = [(worker_port(w), request(w, "FIX32", slot=1, payload=THCFix32(values=[int(v) for v in values[w]])))
+              for w in range(N)]
+    out = send_all(target, frames)
+    assert len(out) == N
+    expected = [((int(s) + 2**31) % 2**32) - 2**31 for s in np.sum(values, axis=0)]
+    for _, frame in out:
+        pkt = Ether(frame)
+        assert pkt[THC].lane_bits == 32
+        assert list(pkt[THCFix32].values) == expected
+
+
+def test_ordinary_ipv4_and_results_for_others_are_forwarded(target):
+    plain = raw(Ether(src=worker_mac(0), dst=SERVICE_MAC) / IP(src=worker_ip(0), dst=worker_ip(3), ttl=9) /
+                UDP(sport=5, dport=6) / b"hello")
+    out = target.send(1, plain)
+    assert len(out) == 1 and out[0][0] == worker_port(3)
+    pkt = Ether(out[0][1])
+    assert (pkt[Ether].dst, pkt[IP].ttl, bytes(pkt[UDP].payload)) == (worker_mac(3), 8, b"hello")
+    assert_valid_ipv4(out[0][1])
+    # A result crossing this switch towards a worker is not a request: it is forwarded untouched.
+    result = raw(Ether(dst=SERVICE_MAC) / IP(src="10.0.9.254", dst=worker_ip(3)) / UDP(sport=PORT, dport=PORT) /
+                 THC(op=2, kind=1, job_id=JOB, lane_bits=8, count=2) / THCResult8(sums=list(range(K))))
+    out = target.send(2, result)
+    assert len(out) == 1 and Ether(out[0][1])[THCResult8].sums == list(range(K))
+    assert target.events()["FORWARDED"] == 2
