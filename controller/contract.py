@@ -1,16 +1,55 @@
-"""The P4 program's control-plane contract (p4/README.md), in one place.
+"""What the P4 program (p4/) fixes, in one place: names, parameter orders, limits, the THC header layout.
 
-Names, widths and limits that the controller relies on. `check_p4info` compares a P4Info with them, so
-that a switch running another program (or an older build) is reported by the first missing or different
-object instead of failing later with an opaque P4Runtime error.
+p4/README.md is the contract in prose; this module is the same contract for code. The controller, the host
+agents, the topology model, the benchmarks and the tests import it instead of retyping a name or a limit,
+and tests/p4/test_contract.py parses p4/config.p4, p4/headers.p4 and the compiled P4Info and fails when
+they disagree with it. `check_p4info` compares a switch's P4Info with it at run time, so a switch running
+another program (or an older build) is reported by the first missing or different object instead of
+failing later with an opaque P4Runtime error.
 """
+import struct
 from dataclasses import dataclass
 
 from p4.config.v1 import p4info_pb2
 
 from controller.errors import PipelineMismatch
 
-# Tables and actions (P4Runtime names).
+# ---- wire format (config.p4, headers.p4) ---------------------------------------------------------
+
+THC_UDP_PORT = 21576          # 0x5448, "TH": UDP destination port of requests and results
+THC_VERSION = 1
+
+OP_NORM, OP_THC, OP_FIX32 = 1, 2, 3
+KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX = 0, 1, 2
+OP_NAMES = {OP_NORM: "NORM", OP_THC: "THC", OP_FIX32: "FIX32"}
+KIND_NAMES = {KIND_REQUEST: "REQUEST", KIND_RESULT: "RESULT", KIND_RESULT_RETX: "RESULT_RETX"}
+
+# header thc_t, in order: (field, bits). op and kind share byte 1 (op in the high nibble).
+THC_HEADER_FIELDS = (("version", 8), ("op", 4), ("kind", 4), ("job_id", 8), ("worker_id", 8), ("slot", 16),
+                     ("count", 8), ("lane_bits", 8), ("round", 32), ("value", 32))
+THC_HEADER = struct.Struct("!BBBBHBBII")   # the same 16 bytes, op/kind packed in one byte
+THC_HEADER_BYTES = THC_HEADER.size
+
+THC_PAIRS = 32                # index bytes per THC request in the default build (-DTHC_PAIRS=16|64: variants)
+THC_PAIRS_VARIANTS = (16, 32, 64)
+RESULT_LANE_BITS = (8, 16)    # THC result lanes, chosen per job
+FIX32_LANE_BITS = 32
+
+# ---- compile-time limits (config.p4 and the table sizes) -----------------------------------------
+
+SLOTS = 1024                  # THC_SLOTS: slots shared by all jobs
+CELLS = 2 * SLOTS             # THC_CELLS: two cells per slot (the shadow copy)
+MAX_WORKERS = 32              # THC_MAX_WORKERS: worker ids 0..31, the bitmap is 32 bits
+MAX_BITS = 4                  # bits per index: two indices per byte
+SUM_LANE_MAX = 0xFFFF         # each coordinate's sum lives in a 16-bit lane: n * g <= 65535
+RESULT8_MAX = 0xFF            # 8-bit result lanes carry sums up to 255
+JOB_ID_MAX = 0xFF             # hdr.thc.job_id is 8 bits
+EPOCH_MAX = 0xFFFF            # epochs are 1..65535, never 0
+JOBS_CAPACITY = 64            # size of the jobs table
+EVENT_CELLS = 16              # THC_EVENTS: cells of the thc_events counter
+
+# ---- P4Runtime names -----------------------------------------------------------------------------
+
 IPV4_LPM = "ThcIngress.forwarding.ipv4_lpm"
 IPV4_FORWARD = "ThcIngress.forwarding.ipv4_forward"
 FORWARDING_DROP = "ThcIngress.forwarding.drop"
@@ -23,6 +62,16 @@ SET_RESULT_DST = "ThcEgress.set_result_dst"
 LUT_PREFIX = "ThcIngress.index_lookup.lut_"
 SET_W_PREFIX = "ThcIngress.index_lookup.set_w_"
 THC_EVENTS = "ThcIngress.thc_events"
+
+SLOT_TAG = "ThcIngress.slot_state.slot_tag"
+SLOT_BITMAP = "ThcIngress.slot_state.slot_bitmap"
+SLOT_REMAINING = "ThcIngress.slot_state.slot_remaining"
+ACC_PREFIX = "ThcIngress.aggregator.acc_"
+NORM_MAX = "ThcIngress.aggregator.norm_max"
+
+# set_job's parameters, in the action's order, with their widths.
+SET_JOB_PARAMS = (("n_workers", 8), ("slot_base", 16), ("n_slots", 16), ("mcast_grp", 16),
+                  ("worker_mask", 32), ("lane_bits", 8), ("epoch", 16))
 
 
 def lut_table(lane: int) -> str:
@@ -37,21 +86,17 @@ def lut_field(lane: int) -> str:
     return f"hdr.thc_idx.p{lane}"
 
 
-# Compile-time limits (p4/config.p4).
-SLOTS = 1024               # slots shared by all jobs
-MAX_WORKERS = 32           # worker ids 0..31: the bitmap is 32 bits
-MAX_BITS = 4               # bits per index: two indices per byte
-SUM_LANE_MAX = 0xFFFF      # each coordinate's sum lives in a 16-bit lane: n * g <= 65535
-RESULT8_MAX = 0xFF         # 8-bit result lanes carry sums up to 255
-JOB_ID_MAX = 0xFF          # hdr.thc.job_id is 8 bits
-EPOCH_MAX = 0xFFFF         # epochs are 1..65535, never 0
+def acc_register(lane: int) -> str:
+    return f"{ACC_PREFIX}{lane}"
 
-# Events counted in ThcIngress.thc_events, by index.
+
+# Events counted in ThcIngress.thc_events, by index (config.p4's EV_* constants without the prefix).
 EVENTS = (
     "CONSUMED", "COMPLETED", "RETX_ANSWERED", "DROP_UNKNOWN_JOB", "DROP_FOREIGN_WORKER",
     "DROP_SLOT_RANGE", "DROP_STALE_ROUND", "DROP_DUPLICATE", "DROP_BAD_INDEX", "DROP_MALFORMED",
     "DROP_BAD_OP", "FORWARDED", "DROP_NO_ROUTE", "DROP_NOT_IPV4",
 )
+EVENT_INDEX = {name: i for i, name in enumerate(EVENTS)}
 
 _EXACT = p4info_pb2.MatchField.EXACT
 _LPM = p4info_pb2.MatchField.LPM
@@ -59,26 +104,33 @@ _LPM = p4info_pb2.MatchField.LPM
 
 @dataclass(frozen=True)
 class TableSpec:
+    """A table the controller writes: its keys and the action it installs, both in the program's order."""
     name: str
     keys: tuple[tuple[str, int, int], ...]          # (field name, bitwidth, match type)
     action: str
     params: tuple[tuple[str, int], ...]             # (param name, bitwidth)
+    size: int
 
 
-def table_specs(lanes: int) -> list[TableSpec]:
+def table_specs(lanes: int = THC_PAIRS) -> list[TableSpec]:
     """Every table the controller writes, with its key and the action it installs."""
     specs = [
-        TableSpec(IPV4_LPM, (("hdr.ipv4.dstAddr", 32, _LPM),), IPV4_FORWARD, (("dstAddr", 48), ("port", 9))),
-        TableSpec(SERVICE_ADDR, (("hdr.ipv4.dstAddr", 32, _EXACT),), SERVE, ()),
-        TableSpec(JOBS, (("hdr.thc.job_id", 8, _EXACT),), SET_JOB,
-                  (("n_workers", 8), ("slot_base", 16), ("n_slots", 16), ("mcast_grp", 16),
-                   ("worker_mask", 32), ("lane_bits", 8), ("epoch", 16))),
+        TableSpec(IPV4_LPM, (("hdr.ipv4.dstAddr", 32, _LPM),), IPV4_FORWARD, (("dstAddr", 48), ("port", 9)), 1024),
+        TableSpec(SERVICE_ADDR, (("hdr.ipv4.dstAddr", 32, _EXACT),), SERVE, (), 16),
+        TableSpec(JOBS, (("hdr.thc.job_id", 8, _EXACT),), SET_JOB, SET_JOB_PARAMS, JOBS_CAPACITY),
         TableSpec(RESULT_DST, (("hdr.thc.job_id", 8, _EXACT), ("standard_metadata.egress_rid", 16, _EXACT)),
-                  SET_RESULT_DST, (("dmac", 48), ("dip", 32))),
+                  SET_RESULT_DST, (("dmac", 48), ("dip", 32)), 2048),
     ]
-    specs += [TableSpec(lut_table(i), ((lut_field(i), 8, _EXACT),), lut_action(i), (("w", 32),))
+    specs += [TableSpec(lut_table(i), ((lut_field(i), 8, _EXACT),), lut_action(i), (("w", 32),), 256)
               for i in range(lanes)]
     return specs
+
+
+def table_spec(name: str, lanes: int = THC_PAIRS) -> TableSpec:
+    for spec in table_specs(lanes):
+        if spec.name == name:
+            return spec
+    raise KeyError(f"'{name}' is not a table of the THC program's contract")
 
 
 def lane_count(p4info: p4info_pb2.P4Info) -> int:

@@ -10,6 +10,7 @@ over P4Runtime); re-adding an installed job is how a new run starts.
 Write order keeps the data plane consistent: the multicast group and result_dst entries go first and the
 jobs entry last (requests are dropped as UNKNOWN_JOB until then); removal deletes the jobs entry first.
 """
+import ipaddress
 import random
 from dataclasses import asdict, dataclass, field
 
@@ -18,8 +19,7 @@ from p4.v1 import p4runtime_pb2
 from controller import contract
 from controller.errors import BadInput, JobRefused
 from controller.p4info import P4Info
-
-Update = p4runtime_pb2.Update
+from controller.writes import DELETE, INSERT, MODIFY, GroupWrite, TableWrite, Write
 
 DEFAULT_SLOTS = 256
 MCAST_GROUP_BASE = 0x1000     # job j uses multicast group 0x1000 + j: clear of small ids runtime files use
@@ -82,7 +82,7 @@ def choose_epoch(avoid: set[int], rng: random.Random | None = None) -> int:
 
 def plan_job(job_id: int, workers: list[JobWorker], existing: list[Job], max_value: int | None, *,
              n_slots: int = DEFAULT_SLOTS, slot_base: int | None = None, epoch: int | None = None,
-             jobs_capacity: int = 64, rng: random.Random | None = None) -> Job:
+             jobs_capacity: int = contract.JOBS_CAPACITY, rng: random.Random | None = None) -> Job:
     """The job entry for `workers`, or JobRefused naming the limit it breaks.
 
     `existing` are the jobs the switch holds (a job with the same id is being replaced: its slots are
@@ -176,83 +176,77 @@ def check_table_change(jobs: list[Job], max_value: int) -> None:
                              "after installing the table (thc-ctl job add) or remove it first")
 
 
-# ---- entries ------------------------------------------------------------------------------------
+# ---- writes -------------------------------------------------------------------------------------
 
-def _update(kind, entry) -> p4runtime_pb2.Update:
-    if isinstance(entry, p4runtime_pb2.TableEntry):
-        return Update(type=kind, entity=p4runtime_pb2.Entity(table_entry=entry))
-    return Update(type=kind, entity=p4runtime_pb2.Entity(packet_replication_engine_entry=entry))
+def _int_mac(mac: str) -> int:
+    return int(mac.replace(":", "").replace("-", ""), 16)
 
 
-def job_entry(p4info: P4Info, job: Job) -> p4runtime_pb2.TableEntry:
-    return p4info.table_entry(contract.JOBS, {"hdr.thc.job_id": job.job_id}, contract.SET_JOB, {
-        "n_workers": job.n_workers, "slot_base": job.slot_base, "n_slots": job.n_slots,
-        "mcast_grp": job.mcast_grp, "worker_mask": job.worker_mask, "lane_bits": job.lane_bits,
-        "epoch": job.epoch})
+def _int_ip(ip: str) -> int:
+    return int(ipaddress.IPv4Address(ip))
 
 
-def job_key(p4info: P4Info, job_id: int) -> p4runtime_pb2.TableEntry:
-    return p4info.table_entry(contract.JOBS, {"hdr.thc.job_id": job_id})
+def job_write(kind: str, job: Job) -> TableWrite:
+    """The jobs entry: set_job's parameters in the action's order (contract.SET_JOB_PARAMS)."""
+    values = {"n_workers": job.n_workers, "slot_base": job.slot_base, "n_slots": job.n_slots,
+              "mcast_grp": job.mcast_grp, "worker_mask": job.worker_mask, "lane_bits": job.lane_bits,
+              "epoch": job.epoch}
+    if kind == DELETE:
+        return TableWrite(DELETE, contract.JOBS, (job.job_id,))
+    return TableWrite(kind, contract.JOBS, (job.job_id,), contract.SET_JOB,
+                      tuple(values[name] for name, _ in contract.SET_JOB_PARAMS))
 
 
-def result_dst_entry(p4info: P4Info, job_id: int, worker: JobWorker) -> p4runtime_pb2.TableEntry:
-    return p4info.table_entry(
-        contract.RESULT_DST, {"hdr.thc.job_id": job_id, "standard_metadata.egress_rid": worker.worker_id},
-        contract.SET_RESULT_DST, {"dmac": worker.mac, "dip": worker.ip})
+def result_dst_write(kind: str, job_id: int, worker: JobWorker | int) -> TableWrite:
+    """Where the multicast copy for `worker` goes (a worker id alone for DELETE)."""
+    if kind == DELETE:
+        rid = worker if isinstance(worker, int) else worker.worker_id
+        return TableWrite(DELETE, contract.RESULT_DST, (job_id, rid))
+    return TableWrite(kind, contract.RESULT_DST, (job_id, worker.worker_id), contract.SET_RESULT_DST,
+                      (_int_mac(worker.mac), _int_ip(worker.ip)))
 
 
-def result_dst_key(p4info: P4Info, job_id: int, rid: int) -> p4runtime_pb2.TableEntry:
-    return p4info.table_entry(contract.RESULT_DST,
-                              {"hdr.thc.job_id": job_id, "standard_metadata.egress_rid": rid})
+def group_write(kind: str, job: Job | int) -> GroupWrite:
+    """The job's multicast group: one replica (port, rid = worker id) per worker (a group id for DELETE)."""
+    if kind == DELETE:
+        return GroupWrite(DELETE, job if isinstance(job, int) else job.mcast_grp)
+    return GroupWrite(kind, job.mcast_grp, tuple((w.port, w.worker_id) for w in job.workers))
 
 
-def group_entry(job: Job) -> p4runtime_pb2.PacketReplicationEngineEntry:
-    pre = p4runtime_pb2.PacketReplicationEngineEntry()
-    pre.multicast_group_entry.multicast_group_id = job.mcast_grp
-    for w in job.workers:
-        pre.multicast_group_entry.replicas.add(egress_port=w.port, instance=w.worker_id)
-    return pre
+def add_writes(job: Job, previous: Job | None, group_exists: bool,
+               result_rids: set[int]) -> tuple[list[Write], list[Write]]:
+    """(first, then) batches installing `job` over what the switch holds.
+
+    `previous` is the installed job with this id, `group_exists` whether its multicast group is
+    there, `result_rids` the egress_rids of the job's result_dst entries on the switch.
+    """
+    first: list[Write] = [group_write(MODIFY if group_exists else INSERT, job)]
+    wanted = {w.worker_id for w in job.workers}
+    first += [result_dst_write(MODIFY if w.worker_id in result_rids else INSERT, job.job_id, w)
+              for w in job.workers]
+    then: list[Write] = [job_write(MODIFY if previous else INSERT, job)]
+    then += [result_dst_write(DELETE, job.job_id, rid) for rid in sorted(result_rids - wanted)]
+    return first, then
+
+
+def remove_writes(job_id: int, group_id: int | None, result_rids: set[int]) -> tuple[list[Write], list[Write]]:
+    """(first, then): the jobs entry first, so no request uses the job while its outputs go away."""
+    first: list[Write] = [TableWrite(DELETE, contract.JOBS, (job_id,))]
+    then: list[Write] = [result_dst_write(DELETE, job_id, rid) for rid in sorted(result_rids)]
+    if group_id is not None:
+        then.append(group_write(DELETE, group_id))
+    return first, then
+
+
+def service_address_write(ip: str) -> TableWrite:
+    """Serve THC requests sent to `ip` on this switch."""
+    return TableWrite(INSERT, contract.SERVICE_ADDR, (_int_ip(ip),), contract.SERVE, ())
 
 
 def group_key(group_id: int) -> p4runtime_pb2.PacketReplicationEngineEntry:
     pre = p4runtime_pb2.PacketReplicationEngineEntry()
     pre.multicast_group_entry.multicast_group_id = group_id
     return pre
-
-
-def add_updates(p4info: P4Info, job: Job, previous: Job | None, group_exists: bool,
-                result_rids: set[int]) -> tuple[list, list]:
-    """(first, then) batches installing `job` over what the switch holds.
-
-    `previous` is the installed job with this id, `group_exists` whether its multicast group is
-    there, `result_rids` the egress_rids of the job's result_dst entries on the switch.
-    """
-    first = [_update(Update.MODIFY if group_exists else Update.INSERT, group_entry(job))]
-    wanted = {w.worker_id for w in job.workers}
-    for w in job.workers:
-        kind = Update.MODIFY if w.worker_id in result_rids else Update.INSERT
-        first.append(_update(kind, result_dst_entry(p4info, job.job_id, w)))
-    then = [_update(Update.MODIFY if previous else Update.INSERT, job_entry(p4info, job))]
-    then += [_update(Update.DELETE, result_dst_key(p4info, job.job_id, rid))
-             for rid in sorted(result_rids - wanted)]
-    return first, then
-
-
-def remove_updates(p4info: P4Info, job_id: int, group_id: int | None, result_rids: set[int]) -> tuple[list, list]:
-    """(first, then): the jobs entry first, so no request uses the job while its outputs go away."""
-    first = [_update(Update.DELETE, job_key(p4info, job_id))]
-    then = [_update(Update.DELETE, result_dst_key(p4info, job_id, rid)) for rid in sorted(result_rids)]
-    if group_id is not None:
-        then.append(_update(Update.DELETE, group_key(group_id)))
-    return first, then
-
-
-def service_address_update(p4info: P4Info, ip: str, exists: bool) -> p4runtime_pb2.Update | None:
-    """Serve THC requests sent to `ip` (None if it is served already)."""
-    if exists:
-        return None
-    entry = p4info.table_entry(contract.SERVICE_ADDR, {"hdr.ipv4.dstAddr": ip}, contract.SERVE, {})
-    return _update(Update.INSERT, entry)
 
 
 # ---- reading back -------------------------------------------------------------------------------

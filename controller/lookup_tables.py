@@ -15,9 +15,8 @@ from p4.v1 import p4runtime_pb2
 
 from controller import contract, wire
 from controller.errors import BadInput
-from controller.p4info import P4Info, canonical
-
-Update = p4runtime_pb2.Update
+from controller.p4info import P4Info
+from controller.writes import DELETE, INSERT, MODIFY, TableWrite
 
 
 def check_values(values, bits: int | None = None) -> tuple[list[int], int]:
@@ -128,19 +127,15 @@ def summarize(tables: list[dict[int, int]]) -> InstalledTable:
     return InstalledTable(values, bits, len(tables), sum(len(t) for t in tables), consistent)
 
 
-def table_updates(p4info: P4Info, lanes: int, values: list[int], bits: int,
-                  installed: list[dict[int, int]]) -> list[bytes]:
-    """Serialized updates turning `installed` (per lane key -> w) into the table `values` in every lane."""
+def lut_writes(lanes: int, values: list[int], bits: int, installed: list[dict[int, int]]) -> list[TableWrite]:
+    """Writes turning `installed` (per lane key -> w) into the table `values` in every lane."""
     wanted = words(values, bits)
-    updates = []
-    for i, lane in enumerate(_lanes(p4info, lanes)):
+    out = []
+    for i in range(lanes):
+        table, action = contract.lut_table(i), contract.lut_action(i)
         have = installed[i] if i < len(installed) else {}
         for key, w in wanted.items():
-            if have.get(key) == w:
-                continue
-            kind = Update.MODIFY if key in have else Update.INSERT
-            updates.append(wire.exact_update(kind, lane.table_id, lane.field_id, canonical(key),
-                                             lane.action_id, lane.param_id, canonical(w)))
-        for key in sorted(set(have) - set(wanted)):
-            updates.append(wire.exact_update(Update.DELETE, lane.table_id, lane.field_id, canonical(key)))
-    return updates
+            if have.get(key) != w:
+                out.append(TableWrite(MODIFY if key in have else INSERT, table, (key,), action, (w,)))
+        out += [TableWrite(DELETE, table, (key,)) for key in sorted(set(have) - set(wanted))]
+    return out

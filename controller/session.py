@@ -19,7 +19,7 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
-from controller import contract, entries, forwarding, jobs, lookup_tables, runtime_file, stats, wire
+from controller import contract, entries, forwarding, jobs, lookup_tables, runtime_file, stats, wire, writes
 from controller.connection import SwitchConnection
 from controller.errors import BadInput, ControlError, JobRefused, SwitchUnreachable
 from controller.p4info import P4Info, load_p4info
@@ -225,7 +225,7 @@ class SwitchSession:
         p4, lanes = self.thc_pipeline()
         jobs.check_table_change(list(self._job_state().jobs.values()), max(values))
         installed = self._read_lanes(p4, lanes)
-        summary = self._write(lookup_tables.table_updates(p4, lanes, values, bits, installed))
+        summary = self._write(writes.to_updates(p4, lookup_tables.lut_writes(lanes, values, bits, installed), lanes))
         return {"values": values, "bits": bits, "max_value": max(values), "lanes": lanes,
                 "entries": lanes * (1 << bits) ** 2, **summary.to_dict()}
 
@@ -254,7 +254,7 @@ class SwitchSession:
                         n_slots: int = jobs.DEFAULT_SLOTS, slot_base: int | None = None,
                         epoch: int | None = None, service_ip: str | None = None) -> jobs.Job:
         """Add a job from explicit workers (id, MAC, IP, port); `service_ip` is served if it is not."""
-        p4, _ = self.thc_pipeline()
+        p4, lanes = self.thc_pipeline()
         state = self._job_state()
         table = self.installed_table(all_lanes=False)
         job = jobs.plan_job(job_id, workers, list(state.jobs.values()),
@@ -266,21 +266,19 @@ class SwitchSession:
             raise BadInput(f"job {job_id}: worker {missing[0]} has no egress port")
         previous = state.jobs.get(job_id)
         group_exists = (job.mcast_grp in state.groups) if state.groups is not None else previous is not None
-        first, then = jobs.add_updates(p4, job, previous, group_exists, set(state.result_dst.get(job_id, {})))
+        first, then = jobs.add_writes(job, previous, group_exists, set(state.result_dst.get(job_id, {})))
         if service_ip is not None:
             served = self._read([entries.table_read(p4, contract.SERVICE_ADDR)])
-            exists = any(p4.describe(e.table_entry).get("match", {}).get("hdr.ipv4.dstAddr") == service_ip
-                         for e in served)
-            update = jobs.service_address_update(p4, service_ip, exists)
-            if update is not None:
-                first.insert(0, update)
-        self._write(first)
-        self._write(then)
+            if not any(p4.describe(e.table_entry).get("match", {}).get("hdr.ipv4.dstAddr") == service_ip
+                       for e in served):
+                first.insert(0, jobs.service_address_write(service_ip))
+        self._write(writes.to_updates(p4, first, lanes))
+        self._write(writes.to_updates(p4, then, lanes))
         return job
 
     def remove_job(self, job_id: int, missing_ok: bool = False) -> jobs.Job | None:
         """Delete job `job_id`: its jobs entry, result_dst entries and multicast group."""
-        p4, _ = self.thc_pipeline()
+        p4, lanes = self.thc_pipeline()
         state = self._job_state()
         job = state.job(job_id)
         if job is None:
@@ -291,9 +289,9 @@ class SwitchSession:
         group = job.mcast_grp
         if state.groups is not None and group not in state.groups:
             group = None
-        first, then = jobs.remove_updates(p4, job_id, group, set(state.result_dst.get(job_id, {})))
-        self._write(first)
-        self._write(then)
+        first, then = jobs.remove_writes(job_id, group, set(state.result_dst.get(job_id, {})))
+        self._write(writes.to_updates(p4, first, lanes))
+        self._write(writes.to_updates(p4, then, lanes))
         return job
 
     def list_jobs(self, topology=None) -> list[jobs.Job]:

@@ -1,10 +1,10 @@
 """An in-process cluster: one switch engine and n workers on a loopback wire, for tests and benchmarks.
 
-`program_engine` installs what one job needs directly through the software switch's control API
-(emulator.switch.SoftwareSwitch: table_add / mc_group_set), exactly the entries p4/README.md describes:
-the service address, the job, the 32 index lookup tables, the multicast group and the per-worker result
-destinations. No IPv4 routes are needed: workers address the service directly and results go out by
-multicast or back on the ingress port. (A real deployment uses controller/ and thc-ctl instead.)
+`program_engine` installs what one job needs with the controller's own planners (controller/jobs.py,
+lookup_tables.py), applied straight to the engine by controller.writes.EngineWriter instead of over
+P4Runtime: the service address, the job, the index lookup tables, the multicast group and the per-worker
+result destinations. No IPv4 routes are needed: workers address the service directly and results go out
+by multicast or back on the ingress port.
 """
 
 from __future__ import annotations
@@ -13,6 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from controller import jobs
+from controller import lookup_tables as luts
+from controller.jobs import Job, JobWorker
+from controller.writes import EngineWriter
 from host_agent import wire
 from host_agent.loopback import LoopbackWire
 from host_agent.protocol import WorkerProtocol
@@ -38,52 +42,44 @@ class SimJob:
     n_slots: int = 64
     slot_base: int = 0
     epoch: int = 1
-    lane_bits: int | None = None  # None: 8 if n·g ≤ 255, else 16, as the controller chooses
-    mcast_grp: int | None = None  # None: job_id + 1
+    lane_bits: int | None = None  # None: as the controller chooses (8 if n·g ≤ 255, else 16)
+    mcast_grp: int | None = None  # None: the controller's group for the job
     worker_ids: list[int] = field(default_factory=list)  # empty: 0 .. n_workers − 1
 
     def __post_init__(self):
         if not self.worker_ids:
             self.worker_ids = list(range(self.n_workers))
         if self.lane_bits is None:
-            self.lane_bits = 8 if self.n_workers * max(self.table) <= 255 else 16
+            self.lane_bits = jobs.lane_bits_for(self.n_workers, max(self.table))
         if self.mcast_grp is None:
-            self.mcast_grp = self.job_id + 1
+            self.mcast_grp = jobs.mcast_group(self.job_id)
 
     @property
     def worker_mask(self) -> int:
         return sum(1 << w for w in self.worker_ids)
 
-
-def _int(raw: bytes) -> int:
-    return int.from_bytes(raw, "big")
+    def to_job(self) -> Job:
+        """The controller's Job for these parameters (workers on ports worker_port(w), worker_endpoint(w))."""
+        workers = tuple(JobWorker(w, worker_endpoint(w).mac, worker_endpoint(w).ip, worker_port(w))
+                        for w in sorted(self.worker_ids))
+        return Job(self.job_id, self.n_workers, self.slot_base, self.n_slots, self.mcast_grp, self.worker_mask,
+                   self.lane_bits, self.epoch, workers)
 
 
 def program_engine(sw, job: SimJob, service: wire.Endpoint = SERVICE, lookup_tables: bool = True,
                    pairs: int = wire.INDEX_PAIRS) -> None:
-    """Install `job` on the engine `sw`; workers are on ports worker_port(w) with worker_endpoint(w)."""
-    sw.table_add("ThcIngress.job_check.service_addr", [_int(wire.ip_bytes(service.ip))],
-                 "ThcIngress.job_check.serve", [])
-    sw.table_add("ThcIngress.job_check.jobs", [job.job_id], "ThcIngress.job_check.set_job",
-                 [job.n_workers, job.slot_base, job.n_slots, job.mcast_grp, job.worker_mask, job.lane_bits,
-                  job.epoch])
+    """Install `job` on the engine `sw` with the controller's own writes (controller/writes.py)."""
+    first, then = jobs.add_writes(job.to_job(), None, False, set())
+    writer = EngineWriter(sw)
+    writer.apply([jobs.service_address_write(service.ip), *first, *then])
     if lookup_tables:
         install_table(sw, job.table, pairs)
-    sw.mc_group_set(job.mcast_grp, [(worker_port(w), w) for w in job.worker_ids])
-    for w in job.worker_ids:
-        ep = worker_endpoint(w)
-        sw.table_add("ThcEgress.result_dst", [job.job_id, w], "ThcEgress.set_result_dst",
-                     [_int(wire.mac_bytes(ep.mac)), _int(wire.ip_bytes(ep.ip))])
 
 
 def install_table(sw, table: Sequence[int], pairs: int = wire.INDEX_PAIRS) -> None:
-    """In every lut_i: key hi << 4 | lo → w = V[hi] << 16 | V[lo], for all hi, lo < len(table)."""
-    values = [int(v) for v in table]
-    for i in range(pairs):
-        for hi, vh in enumerate(values):
-            for lo, vl in enumerate(values):
-                sw.table_add(f"ThcIngress.index_lookup.lut_{i}", [hi << 4 | lo],
-                             f"ThcIngress.index_lookup.set_w_{i}", [vh << 16 | vl])
+    """The lookup table `table` in every lane, as `thc-ctl table install` writes it."""
+    values, bits = luts.check_values(list(table))
+    EngineWriter(sw).apply(luts.lut_writes(pairs, values, bits, []))
 
 
 def attach_workers(engine, job: SimJob, window: int | None = None, *, loss_up: float = 0.0,

@@ -15,26 +15,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-THC_UDP_PORT = 21576  # 0x5448, "TH"
-THC_VERSION = 1
+from controller.contract import (  # noqa: F401  (re-exported: the host agent's view of the contract)
+    KIND_NAMES, KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX, MAX_WORKERS, OP_FIX32, OP_NAMES, OP_NORM, OP_THC,
+    THC_HEADER, THC_HEADER_BYTES, THC_PAIRS, THC_UDP_PORT, THC_VERSION)
 
-OP_NORM, OP_THC, OP_FIX32 = 1, 2, 3
-KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX = 0, 1, 2
-OP_NAMES = {OP_NORM: "NORM", OP_THC: "THC", OP_FIX32: "FIX32"}
-KIND_NAMES = {KIND_REQUEST: "REQUEST", KIND_RESULT: "RESULT", KIND_RESULT_RETX: "RESULT_RETX"}
-
-INDEX_PAIRS = 32  # THC_PAIRS in p4/config.p4: index bytes per THC request
+INDEX_PAIRS = THC_PAIRS  # index bytes per THC request in the default build
 COORDS_PER_PACKET = 2 * INDEX_PAIRS  # K = 64 coordinates per THC request
 FIX32_PER_PACKET = INDEX_PAIRS  # one int32 per register word
-MAX_WORKERS = 32
 
-ETH_LEN, IPV4_LEN, UDP_LEN, THC_LEN = 14, 20, 8, 16
+ETH_LEN, IPV4_LEN, UDP_LEN, THC_LEN = 14, 20, 8, THC_HEADER_BYTES
 THC_OFFSET = ETH_LEN + IPV4_LEN + UDP_LEN  # 42
 PAYLOAD_OFFSET = THC_OFFSET + THC_LEN  # 58
 ETHERTYPE_IPV4 = 0x0800
 IPPROTO_UDP = 17
 
-THC_HEADER = struct.Struct("!BBBBHBBII")
 # Everything a receiver checks, in one call: ethertype, version/IHL, IPv4 total length, flags/fragment
 # offset, protocol, UDP destination port, then the THC header.
 _RX = struct.Struct("!12xHBxH2xHxB10x2xH4x" + THC_HEADER.format[1:])

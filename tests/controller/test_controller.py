@@ -8,7 +8,7 @@ import google.protobuf.text_format
 import pytest
 from p4.v1 import p4runtime_pb2
 
-from controller import contract, jobs, lookup_tables, wire
+from controller import contract, jobs, lookup_tables, wire, writes
 from controller.cli import run
 from controller.errors import BadInput, JobRefused, NotPrimary, PipelineMismatch, SwitchUnreachable, WriteRejected
 from controller.p4info import P4Info
@@ -222,10 +222,12 @@ def test_tables_the_program_cannot_hold_are_refused(session, values, message):
 
 def test_the_wire_encoding_is_byte_identical_to_protobuf(mock):
     p4 = P4Info(mock.p4info)
-    updates = lookup_tables.table_updates(p4, LANES, [0, 1, 2, 3], 2, [{0x12: 1, 0x99: 2}, {}])
-    for raw in updates:
+    lane_writes = lookup_tables.lut_writes(LANES, [0, 1, 2, 3], 2, [{0x12: 1, 0x99: 2}, {}])
+    updates = writes.to_updates(p4, lane_writes, LANES)
+    for raw, write in zip(updates, lane_writes, strict=True):
         message = Update.FromString(raw)
         assert message.SerializeToString() == raw
+        assert message == writes.to_update(p4, write, LANES)   # the fast path says what the P4Info path says
     kinds = [wire.update_type(u) for u in updates]
     assert (kinds.count(Update.INSERT), kinds.count(Update.MODIFY), kinds.count(Update.DELETE)) == (15 + 16, 1, 1)
     # a read response decodes to the same (table, key, w) as protobuf sees it
