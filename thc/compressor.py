@@ -10,10 +10,16 @@ Per chunk of d = 2^k coordinates (the last one zero-padded), with H the Walsh–
 the round's shared random signs:  y = clamp(H D v / M, -T, T)  (unit variance coordinates for the
 max-norm worker), then u = y/inc + g/2 in [0, g] is rounded to a table index, unbiased, from the
 worker's own random stream. Decode computes D H ((S/n - g/2) inc) M / d.
+
+Scale: every finite float32 gradient whose norm fits float32 is encoded, from subnormals to 3.4e38.
+Norms whose float32 sum of squares would underflow or overflow are recomputed on the chunk scaled by a
+power of two; encode and decode work on v 2^-e and M 2^-e with M 2^-e in [0.5, 1) and scale the result
+back by 2^e. Powers of two are exact, so a gradient scaled by 2^k decodes to exactly 2^k times the same.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -29,12 +35,49 @@ from .feedback import ErrorFeedback
 from .hadamard import flip_signs_, fwht, sign_bits, sign_mask
 from .interface import Bits, Compressor, Prepared
 from .quantize import TableQuantizer
-from .validation import flatten_gradient, raise_if_not_finite
+from .validation import check_float32_scale, flatten_gradient, raise_if_not_finite
 from .workspace import Workspace, empty_cpu
 
 __all__ = ["THCCompressor", "THCPrepared"]
 
 _ROUND_DOMAIN = 0x524F554E  # "ROUN": the rounding streams never share bits with the sign streams
+_SAFE_NORM = 2.0**-32  # a float32 norm at least this large lost nothing to squares that underflowed
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _exponents(m: np.ndarray) -> np.ndarray:
+    """Per chunk, e such that M 2^-e lies in [0.5, 1) (0 for a zero norm): the scale encode and decode use."""
+    return np.frexp(m)[1].astype(np.int64)
+
+
+def _pow2_steps(e: int) -> list[float]:
+    """Factors whose product is 2^e, each a normal float32 (2^e itself is not for |e| > 126)."""
+    steps = []
+    while e:
+        step = max(-126, min(127, e))
+        steps.append(2.0**step)
+        e -= step
+    return steps
+
+
+def _scale_pow2_(x: torch.Tensor | np.ndarray, e: int) -> None:
+    """x *= 2^e in place, exact unless the result leaves float32's range."""
+    for factor in _pow2_steps(int(e)):
+        if isinstance(x, np.ndarray):
+            np.multiply(x, np.float32(factor), out=x)
+        else:
+            x.mul_(factor)
+
+
+def _scaled_norm(x: torch.Tensor) -> float:
+    """L2 norm of x without losing scale: computed on x 2^-e, with 2^e the largest |x| rounded up (float64)."""
+    top = float(x.abs().amax())
+    if top == 0.0 or not math.isfinite(top):
+        return top
+    e = int(np.frexp(top)[1])
+    y = x.clone()
+    _scale_pow2_(y, -e)
+    return math.ldexp(float(torch.linalg.vector_norm(y)), e)
 
 
 def _check_index(name: str, value: object) -> int:
@@ -92,7 +135,9 @@ class THCCompressor(Compressor):
         chunks = plan_chunks(v.numel(), self.config.chunk)
         norms = self._chunk_norms(v, chunks)
         if not bool(torch.isfinite(norms).all()):
-            raise_if_not_finite(grad, v)
+            raise_if_not_finite(grad, v, flat)
+        if grad.dtype == torch.float64:
+            check_float32_scale(grad, chunks, norms if v is flat else self._chunk_norms(flat, chunks))
         return THCPrepared(
             shape=grad.shape, dtype=grad.dtype, device=grad.device, numel=v.numel(), step=step,
             chunks=chunks, stats=norms, data=v, key=key,
@@ -107,13 +152,15 @@ class THCCompressor(Compressor):
         m = self._check_norms(prep, max_norms, own=True)
         cfg, table = self.config, self.table
         signs = [sign_bits(cfg.seed, prep.step, prep.key, c.index, c.padded) for c in prep.chunks]
+        exps = _exponents(m)
+        m_scaled = np.ldexp(m, -exps)
         indices: list[np.ndarray] = []
         for group in group_chunks(prep.chunks):
-            flipped = self._flipped(prep.data, group, signs)
+            flipped = self._flipped(prep.data, group, signs, exps)
             u = self._ws.get("encode.u", group.size, torch.float32, flipped.device)
             fwht(flipped.view(group.count, group.padded), out=u.view(group.count, group.padded), workspace=self._ws)
-            # y = H D v / M; grid position u = y / inc + g/2 (a zero max norm means an all-zero chunk)
-            scales = [1.0 / (m[c.index] * table.inc) if m[c.index] > 0 else 0.0 for c in group.chunks]
+            # y = H D v 2^-e / (M 2^-e); grid position u = y / inc + g/2 (a zero max norm means an all-zero chunk)
+            scales = [1.0 / (m_scaled[c.index] * table.inc) if m[c.index] > 0 else 0.0 for c in group.chunks]
             seeds = [
                 np.random.SeedSequence(
                     entropy=cfg.seed, spawn_key=(_ROUND_DOMAIN, self.worker_id, prep.key, prep.step, c.index)
@@ -173,17 +220,29 @@ class THCCompressor(Compressor):
     # ---------------------------------------------------------------------------------------- helpers
     @staticmethod
     def _chunk_norms(v: torch.Tensor, chunks: list[Chunk]) -> torch.Tensor:
-        """One L2 norm per chunk; the leading chunks of equal length in one batched reduction."""
+        """One L2 norm per chunk; the leading chunks of equal length in one batched reduction.
+
+        A float32 sum of squares flushes |x| < ~1e-23 to zero and overflows for |x| > ~1e19: chunks whose
+        norm came out below _SAFE_NORM or non-finite are measured again scaled by a power of two.
+        """
         size = chunks[0].length
         full = sum(1 for c in chunks if c.length == size)
         norms = [torch.linalg.vector_norm(v[: full * size].view(full, size), dim=1)]
         norms += [torch.linalg.vector_norm(v[c.start : c.stop]).reshape(1) for c in chunks[full:]]
-        return torch.cat(norms).to(device="cpu", dtype=torch.float32)
+        norms = torch.cat(norms).to(device="cpu", dtype=torch.float32)
+        redo = torch.nonzero(~(norms >= _SAFE_NORM) | torch.isinf(norms)).reshape(-1).tolist()
+        if redo:
+            exact = norms.double()
+            for i in redo:
+                exact[i] = _scaled_norm(v[chunks[i].start : chunks[i].stop])
+            norms = torch.where(exact > _FLOAT32_MAX, torch.tensor(math.inf, dtype=torch.float64), exact).float()
+        return norms
 
-    def _flipped(self, v: torch.Tensor, group: ChunkGroup, signs: list[np.ndarray]) -> torch.Tensor:
-        """D v for a group of chunks, each zero-padded to its power-of-two length, in a scratch buffer.
+    def _flipped(self, v: torch.Tensor, group: ChunkGroup, signs: list[np.ndarray], exps: np.ndarray) -> torch.Tensor:
+        """D v 2^-e for a group of chunks, each zero-padded to its power-of-two length, in a scratch buffer.
 
-        The signs are expanded from their packed bits block by block, in cache, and never stored whole.
+        The signs are expanded from their packed bits block by block, in cache, and never stored whole;
+        the scaling by 2^-e (exps: per chunk) happens there too.
         """
         d = group.padded
         buf = self._ws.get("encode.flip", group.size, torch.float32, v.device)
@@ -193,6 +252,7 @@ class THCCompressor(Compressor):
                 part[: c.length].copy_(v[c.start : c.stop])
                 part[c.length :].zero_()
                 flip_signs_(part[: c.length], sign_mask(signs[c.index], c.length))
+                _scale_pow2_(part[: c.length], -int(exps[c.index]))
             return buf
         src, dst = v.numpy().view(np.uint32), buf.numpy().view(np.uint32)
         first = group.chunks[0].index
@@ -205,6 +265,7 @@ class THCCompressor(Compressor):
                 mask = sign_mask(signs[first + i][offset // 8 :], end - start)
                 at = chunk.start + offset
                 np.bitwise_xor(src[at : at + end - start], mask, out=dst[start:end])
+                _scale_pow2_(dst[start:end].view(np.float32), -int(exps[chunk.index]))
             if stop > end:
                 dst[max(start, end) : stop] = 0
 
@@ -216,7 +277,9 @@ class THCCompressor(Compressor):
     ) -> torch.Tensor:
         """Flat float32 average from per-chunk sums: D H((S/n - g/2) inc) M / d, padding dropped.
 
-        Sums are checked to lie in [0, n g] on the way (a wrong contributor count or wrapped lanes).
+        Sums are checked to lie in [0, n g] on the way (a wrong contributor count or wrapped lanes). The
+        transform runs with M 2^-e in [0.5, 1), so nothing in it overflows or goes subnormal; the result is
+        scaled by 2^e in the final pass.
         """
         table, cfg = self.table, self.config
         device = prep.data.device
@@ -226,6 +289,8 @@ class THCCompressor(Compressor):
         if signs is None:
             signs = [sign_bits(cfg.seed, prep.step, prep.key, c.index, c.padded) for c in prep.chunks]
         limit = n * table.granularity
+        exps = _exponents(m)
+        m = np.ldexp(m, -exps)
         for group in group_chunks(prep.chunks):
             d = group.padded
             alphas = [table.inc * float(m[c.index]) / (n * d) for c in group.chunks]
@@ -268,9 +333,11 @@ class THCCompressor(Compressor):
                         stop = min(start + parallel.BLOCK, c.length)
                         mask = sign_mask(signs[c.index][start // 8 :], stop - start)
                         np.bitwise_xor(z_np[start:stop], mask, out=dst_np[start:stop])
+                        _scale_pow2_(dst_np[start:stop].view(np.float32), int(exps[c.index]))
                 else:
                     dst.copy_(z[i * d : i * d + c.length])
                     flip_signs_(dst, sign_mask(signs[c.index], c.length))
+                    _scale_pow2_(dst, int(exps[c.index]))
         return out
 
     def _check_norms(self, prep: THCPrepared, max_norms, own: bool) -> np.ndarray:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .errors import GradientError
 
-__all__ = ["SUPPORTED_DTYPES", "flatten_gradient", "raise_if_not_finite"]
+__all__ = ["SUPPORTED_DTYPES", "check_float32_scale", "flatten_gradient", "raise_if_not_finite"]
+
+_FLOAT32_MAX = torch.finfo(torch.float32).max
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -26,8 +30,13 @@ def flatten_gradient(grad: object, name: str = "gradient") -> torch.Tensor:
     return flat.contiguous()
 
 
-def raise_if_not_finite(original: torch.Tensor, flat: torch.Tensor, name: str = "gradient") -> None:
-    """Raise a GradientError naming the first NaN or Inf coordinate (called when a norm came out non-finite)."""
+def raise_if_not_finite(original: torch.Tensor, flat: torch.Tensor, converted: torch.Tensor | None = None,
+                        name: str = "gradient") -> None:
+    """Raise a GradientError naming the problem (called when a chunk norm came out non-finite).
+
+    original: the gradient as given; converted: it as float32 (before error feedback); flat: what was
+    measured (converted plus the error-feedback memory).
+    """
     bad = ~torch.isfinite(original.detach().reshape(-1))
     if bool(bad.any()):
         idx = int(torch.nonzero(bad)[0])
@@ -35,8 +44,39 @@ def raise_if_not_finite(original: torch.Tensor, flat: torch.Tensor, name: str = 
         kind = "NaN" if value != value else "Inf"
         count = int(bad.sum())
         raise GradientError(f"{name} contains {kind} at flat index {idx} ({count} non-finite of {bad.numel()} values)")
+    if converted is not None:
+        bad = ~torch.isfinite(converted)
+        if bool(bad.any()):
+            idx = int(torch.nonzero(bad)[0])
+            value = float(original.detach().reshape(-1)[idx])
+            raise GradientError(
+                f"{name} value {value:.3e} at flat index {idx} does not fit float32 (largest {_FLOAT32_MAX:.3e}), "
+                f"which THC computes in: scale the gradient down (e.g. the loss)"
+            )
     bad = ~torch.isfinite(flat)
     if bool(bad.any()):
         idx = int(torch.nonzero(bad)[0])
         raise GradientError(f"{name} has a non-finite value at flat index {idx} after error-feedback compensation")
-    raise GradientError(f"{name} is too large: its L2 norm overflows float32 (max |x| = {float(flat.abs().max()):.3e})")
+    norm = float(torch.linalg.vector_norm(flat, dtype=torch.float64))
+    raise GradientError(
+        f"{name} is too large: its L2 norm {norm:.3e} overflows float32 (largest {_FLOAT32_MAX:.3e}), in which "
+        f"the norms are exchanged; scale the gradient down (e.g. the loss) or clip it"
+    )
+
+
+def check_float32_scale(original: torch.Tensor, chunks, norms: torch.Tensor, name: str = "gradient") -> None:
+    """Refuse a float64 gradient whose chunk norms float32 cannot carry (it would decode as zeros or noise).
+
+    norms: the float32 conversion's chunk norms; they must be within 1e-3 of the float64 ones.
+    """
+    flat = original.detach().reshape(-1)
+    for chunk, got in zip(chunks, norms.tolist()):
+        part = flat[chunk.start : chunk.stop]
+        top = float(part.abs().amax())  # divided by its largest |x|, a float64 sum of squares cannot under/overflow
+        want = top * float(torch.linalg.vector_norm(part / top)) if 0 < top < math.inf else top
+        if abs(got - want) > 1e-3 * want or (want > 0 and not math.isfinite(want)):
+            raise GradientError(
+                f"{name} (float64) loses its scale in float32, which THC computes in: chunk {chunk.index} has "
+                f"L2 norm {want:.3e}, {got:.3e} after conversion (float32 holds about 1e-38 to 3e38 with full "
+                f"precision); scale the gradient (e.g. the loss) into that range"
+            )
