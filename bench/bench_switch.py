@@ -22,7 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from controller import contract  # noqa: E402
 from emulator.switch import SoftwareSwitch  # noqa: E402
+from host_agent import wire  # noqa: E402
+from host_agent.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker_port  # noqa: E402
 
 IPV4_JSON = ROOT / "tests/fixtures/p4/build/ipv4_forward.json"
 THC_JSON = ROOT / "p4/build/thc.json"
@@ -82,61 +85,35 @@ def bench_ipv4(packets, seconds):
 
 
 # ---------------------------------------------------------------------------- THC (p4/README.md)
-THC_UDP_PORT = 21576
-SERVICE_IP = 0x0A0000FE
-OP_THC, KIND_REQUEST = 2, 0
-
-
-def thc_request(worker: int, job_id: int, slot: int, rnd: int, indices: bytes) -> bytes:
-    """A THC data request as p4/README.md lays it out: 16-byte THC header + 32 index bytes."""
-    thc = struct.pack("!BBBBHBBII", 1, (OP_THC << 4) | KIND_REQUEST, job_id, worker, slot, 0, 0, rnd, 0)
-    src_ip = 0x0A000001 + worker
-    return ipv4_udp_frame(0x0200000000FE, 0x020000000001 + worker, src_ip, SERVICE_IP,
-                          40000 + worker, THC_UDP_PORT, thc + indices)
-
-
-def configure_thc(sw, n_workers: int, job_id: int = 1, epoch: int = 1) -> None:
-    """Program the switch as the controller would for one job (names from p4/README.md)."""
-    ing = "ThcIngress"
-    sw.table_add(f"{ing}.job_check.service_addr", [SERVICE_IP], f"{ing}.job_check.serve", [])
-    mask = (1 << n_workers) - 1
-    # set_job(n_workers, slot_base, n_slots, mcast_grp, worker_mask, lane_bits, epoch)
-    sw.table_add(f"{ing}.job_check.jobs", [job_id], f"{ing}.job_check.set_job",
-                 [n_workers, 0, 256, job_id, mask, 16, epoch])
-    values = [(v * 3) % 16 for v in range(16)]
-    pairs = sum(1 for name in sw.program.tables if name.startswith(f"{ing}.index_lookup.lut_"))
-    for i in range(pairs):
-        t = f"{ing}.index_lookup.lut_{i}"
-        for key in range(256):
-            hi, lo = key >> 4, key & 15
-            sw.table_add(t, [key], f"{ing}.index_lookup.set_w_{i}", [(values[hi] << 16) | values[lo]])
-    sw.mc_group_set(job_id, [(1 + w, w) for w in range(n_workers)])
-    for w in range(n_workers):
-        sw.table_add("ThcEgress.result_dst", [job_id, w], "ThcEgress.set_result_dst",
-                     [0x020000000001 + w, 0x0A000001 + w])
-        sw.table_add(f"{ing}.forwarding.ipv4_lpm", [(0x0A000001 + w, 32)],
-                     f"{ing}.forwarding.ipv4_forward", [0x020000000001 + w, 1 + w])
+THC_TABLE = [(v * 3) % 16 for v in range(16)]   # any 4-bit table with values <= 15: 16-bit lanes below
 
 
 def bench_thc(packets, seconds, json_path=THC_JSON):
-    """THC data packets: every worker of a 4-worker job sends its request for each (slot, round)."""
+    """THC data packets: every worker of a 4-worker job sends its request for each (slot, round).
+
+    The job is programmed as the controller programs it (host_agent.sim: the controller's writes applied
+    to the engine), and the requests are the host agent's own frames (host_agent.wire.FrameBuilder)."""
     sw = SoftwareSwitch.from_json(json_path)
-    n_workers = 4
-    configure_thc(sw, n_workers)
-    pairs = sum(1 for name in sw.program.tables if name.startswith("ThcIngress.index_lookup.lut_"))
+    pairs = sum(1 for name in sw.program.tables if name.startswith(contract.LUT_PREFIX))
+    job = SimJob(1, 4, THC_TABLE, n_slots=256, lane_bits=16)
+    program_engine(sw, job, pairs=pairs)
+    builders = [wire.FrameBuilder(worker_endpoint(w), SERVICE) for w in job.worker_ids]
     traffic = []
-    for q in range(-(-packets // n_workers)):  # q-th request of the job: slot q mod 256, round q div 256
-        slot, rnd = q % 256, q // 256
-        for w in range(n_workers):
+    for q in range(-(-packets // job.n_workers)):  # q-th request of the job: slot q mod 256, round q div 256
+        slot, rnd = q % job.n_slots, q // job.n_slots
+        for w in job.worker_ids:
             indices = bytes(((q + w + i) * 7) & 0xFF for i in range(pairs))
-            traffic.append((1 + w, thc_request(w, 1, slot, rnd, indices)))
+            frame = builders[w].frame(contract.OP_THC, contract.KIND_REQUEST, job.job_id, w, slot, rnd,
+                                      payload=indices)
+            traffic.append((worker_port(w), frame))
     # every request is new (no retransmissions): 3 of 4 are aggregated and dropped, the 4th
     # completes its slot and leaves as 4 multicast copies rewritten by egress
     result = measure(sw, traffic, packets, seconds)
     stats = sw.stats
     assert stats["exceptions"] == 0, stats
-    events = [sw.counter_read("ThcIngress.thc_events", i)[0] for i in range(16)]
-    result["events"] = {"consumed": events[0], "completed": events[1], "other": sum(events[2:])}
+    events = {name: sw.counter_read(contract.THC_EVENTS, i)[0] for i, name in enumerate(contract.EVENTS)}
+    result["events"] = {"consumed": events["CONSUMED"], "completed": events["COMPLETED"],
+                        "other": sum(events.values()) - events["CONSUMED"] - events["COMPLETED"]}
     result["coordinates_per_packet"] = 2 * pairs
     return result
 

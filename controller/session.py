@@ -21,7 +21,7 @@ from p4.v1 import p4runtime_pb2
 
 from controller import contract, entries, forwarding, jobs, lookup_tables, runtime_file, stats, wire, writes
 from controller.connection import SwitchConnection
-from controller.errors import BadInput, ControlError, JobRefused, SwitchUnreachable
+from controller.errors import BadInput, ControlError, JobRefused, SwitchUnreachable, TableMismatch
 from controller.p4info import P4Info, load_p4info
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,6 +29,21 @@ DEFAULT_P4INFO = REPO / "p4" / "build" / "thc.p4info.txtpb"
 DEFAULT_BMV2_JSON = REPO / "p4" / "build" / "thc.json"
 
 Update = p4runtime_pb2.Update
+
+
+def check_job_table(job_id: int, switch: str, workers_table: list[int],
+                    installed: lookup_tables.InstalledTable) -> None:
+    """Refuse a job whose workers would decode with another table than the one the switch sums with."""
+    if installed.consistent and installed.values == workers_table:
+        return
+    if installed.values is None:
+        held = "no table" if not installed.entries else f"lanes that disagree ({installed.entries} entries)"
+    else:
+        held = f"{installed.values} in {installed.lanes} lanes" if installed.consistent else \
+            f"{installed.values} in some lanes only"
+    raise TableMismatch(f"job {job_id}: its workers decode with table {workers_table} but {switch} holds "
+                        f"{held}; install the workers' table (thc-ctl table install --values "
+                        f"{','.join(map(str, workers_table))}) or start the workers with the switch's table")
 
 
 @dataclass
@@ -239,7 +254,7 @@ class SwitchSession:
 
     def add_job(self, job_id: int, hosts: list[str], topology, switch: str | None = None, *,
                 n_slots: int = jobs.DEFAULT_SLOTS, slot_base: int | None = None,
-                epoch: int | None = None) -> jobs.Job:
+                epoch: int | None = None, table: list[int] | None = None) -> jobs.Job:
         """Add (or renew, with a fresh epoch) job `job_id` for topology hosts on the aggregating switch."""
         switch = switch or self.name or topology.aggregation.switch
         if switch != topology.aggregation.switch:
@@ -248,15 +263,23 @@ class SwitchSession:
                              f"{topology.aggregation.service_ip} is routed")
         workers = jobs.workers_from_topology(topology, switch, list(hosts))
         return self.add_job_workers(job_id, workers, n_slots=n_slots, slot_base=slot_base, epoch=epoch,
-                                    service_ip=str(topology.aggregation.service_ip))
+                                    service_ip=str(topology.aggregation.service_ip), table=table)
 
     def add_job_workers(self, job_id: int, workers: list[jobs.JobWorker], *,
                         n_slots: int = jobs.DEFAULT_SLOTS, slot_base: int | None = None,
-                        epoch: int | None = None, service_ip: str | None = None) -> jobs.Job:
-        """Add a job from explicit workers (id, MAC, IP, port); `service_ip` is served if it is not."""
+                        epoch: int | None = None, service_ip: str | None = None,
+                        table: list[int] | None = None) -> jobs.Job:
+        """Add a job from explicit workers (id, MAC, IP, port); `service_ip` is served if it is not.
+
+        `table`: the values the job's workers decode with. Every lane of the switch is read back and
+        compared with it; a difference is TableMismatch naming both tables, before anything is written.
+        """
         p4, lanes = self.thc_pipeline()
         state = self._job_state()
-        table = self.installed_table(all_lanes=False)
+        installed = self.installed_table(all_lanes=table is not None)
+        if table is not None:
+            check_job_table(job_id, self.label, [int(v) for v in table], installed)
+        table = installed
         job = jobs.plan_job(job_id, workers, list(state.jobs.values()),
                             table.max_value if table.values else None,
                             n_slots=n_slots, slot_base=slot_base, epoch=epoch,

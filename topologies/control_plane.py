@@ -8,6 +8,7 @@ run of a job must not meet the register cells of the previous one).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from controller.topology import Topology
 
@@ -16,6 +17,7 @@ from controller.topology import Topology
 class ControlPlane:
     topo: Topology
     sessions: dict      # switch name -> controller.session.SwitchSession
+    say: Callable[[str], None] = print
 
     @classmethod
     def connect(cls, topo: Topology) -> "ControlPlane":
@@ -30,19 +32,23 @@ class ControlPlane:
     def aggregator(self):
         return self.sessions[self.topo.aggregation.switch]
 
-    def program(self, table_values, say=print) -> None:
-        """Pipeline and routes on every switch; the lookup table on the aggregating one."""
+    def program(self, say=print) -> None:
+        """Pipeline and routes on every switch (the lookup table comes with each job: start_job)."""
+        self.say = say
         for name, session in self.sessions.items():
             pushed = session.push()
             routes = session.install_forwarding(self.topo)
             say(f"{name}: program pushed ({pushed['bmv2_json_bytes'] // 1024} KiB BMv2 JSON), routes {routes}")
-        table = self.aggregator.install_table(list(int(v) for v in table_values))
-        say(f"{self.topo.aggregation.switch}: THC table {table['values']} in {table['lanes']} lanes "
-            f"({table['entries']} entries)")
 
-    def start_job(self, job_id: int, n_slots: int):
-        """(Re-)add the job for the topology's workers: a fresh epoch, so the new run starts clean."""
-        return self.aggregator.add_job(job_id, list(self.topo.workers), self.topo, n_slots=n_slots)
+    def start_job(self, job_id: int, n_slots: int, table: list[int]):
+        """(Re-)add the job for the topology's workers with the table they decode with: the table is
+        installed where it differs, then read back and compared when the job is added (a fresh epoch, so
+        the new run starts clean)."""
+        installed = self.aggregator.install_table(table)
+        if installed["inserted"] or installed["modified"] or installed["deleted"]:
+            self.say(f"{self.topo.aggregation.switch}: THC table {installed['values']} in {installed['lanes']} "
+                     f"lanes ({installed['entries']} entries)")
+        return self.aggregator.add_job(job_id, list(self.topo.workers), self.topo, n_slots=n_slots, table=table)
 
     def stats(self) -> dict:
         """Event counters of every switch: {switch: {event: packets}}."""

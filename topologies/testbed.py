@@ -18,8 +18,6 @@ from topologies.network import EmulatedNetwork
 from topologies.control_plane import ControlPlane, counter_delta
 from topologies.workers import Worker, WorkerOptions, follow, load_results, start_workers, stop_workers
 
-TABLE_BITS = 4
-TABLE_GRANULARITY = 30
 
 
 class Testbed:
@@ -49,11 +47,9 @@ class Testbed:
         self.stop()
 
     def start(self) -> None:
-        from thc.tables import make_table
-
         self.net.start(ready_timeout=self.start_timeout)
         self.control = ControlPlane.connect(self.topo)
-        self.control.program(make_table(TABLE_BITS, TABLE_GRANULARITY).values, say=self.say)
+        self.control.program(say=self.say)
 
     def stop(self) -> None:
         if self.control is not None:
@@ -64,8 +60,10 @@ class Testbed:
     # ---- runs -------------------------------------------------------------------------------------
 
     def start_job(self, options: WorkerOptions):
-        """Install the job with a fresh epoch (every switch mode run is a new run of the job)."""
-        return self.control.start_job(options.job_id, n_slots=options.window)
+        """Install the workers' lookup table (only what differs) and the job with a fresh epoch (every
+        switch mode run is a new run of the job); the job is refused if the switch's table, read back,
+        is not the workers' own."""
+        return self.control.start_job(options.job_id, n_slots=options.window, table=options.thc_table())
 
     def run_workers(self, options: WorkerOptions, on_event: Callable[[Worker, dict], None] = lambda w, e: None,
                     stall_timeout: float = 120.0, start_timeout: float = 180.0) -> list:

@@ -47,6 +47,12 @@ class WorkerOptions:
     probe_rounds: int = 0          # > 0: aggregate seeded random gradients instead of training
     probe_size: int = 5000
 
+    def thc_table(self) -> list[int]:
+        """The lookup table these workers decode with (thc-worker builds the same THCConfig)."""
+        from thc.config import THCConfig
+
+        return [int(v) for v in THCConfig(bits=self.bits, granularity=self.granularity).make_table().values]
+
 
 @dataclass
 class Worker:

@@ -121,6 +121,24 @@ def test_job_add_list_renew_remove(programmed):
         assert all(g["multicast_group_id"] != 0x1007 for g in s.multicast_groups())
 
 
+def test_a_job_whose_workers_decode_with_another_table_is_refused_naming_both(programmed, table_values):
+    from controller.errors import TableMismatch
+    from controller.topology import Topology
+    from thc import make_table
+
+    topo = Topology.load(programmed.topo)
+    other = [int(v) for v in make_table(4, 30, 1 / 16, "optimal").values]
+    assert other != table_values
+    with SwitchSession(programmed.addr, name="s1") as s:
+        with pytest.raises(TableMismatch) as refused:
+            s.add_job(9, ["h1", "h2"], topo, table=other)
+        assert str(other) in str(refused.value) and str(table_values) in str(refused.value)
+        assert all(j.job_id != 9 for j in s.list_jobs())          # refused before anything was written
+        job = s.add_job(9, ["h1", "h2"], topo, table=table_values)  # the switch's own table is accepted
+        assert job.job_id == 9
+        s.remove_job(9)
+
+
 def test_the_installed_job_aggregates_packets_and_stats_count_them(programmed, table_values):
     from host_agent.wire import OP_THC, KIND_REQUEST, KIND_RESULT, Endpoint, FrameBuilder, parse_frame
 
