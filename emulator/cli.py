@@ -77,7 +77,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thrift-port", type=int, metavar="N",
                    help="accepted and ignored: the software switch has no Thrift server (use P4Runtime)")
     p.add_argument("--nanolog", metavar="ADDR", help="accepted and ignored (no nanomsg event log)")
+    p.add_argument("--dump-generated", metavar="FILE",
+                   help="write the Python source the engine generates for PROGRAM.json to FILE ('-': stdout), "
+                        "with the P4 source line and field names in comments, then exit (not a "
+                        "simple_switch_grpc option)")
     return p
+
+
+def dump_generated(program: str, out: str) -> int:
+    """Compile PROGRAM.json as the switch would and write the generated source."""
+    from emulator.errors import LoadError
+    from emulator.switch import SoftwareSwitch
+
+    try:
+        source = SoftwareSwitch.from_json(program).generated_source
+    except OSError as exc:
+        return _fail(f"cannot read '{exc.filename}': {exc.strerror}")
+    except LoadError as exc:
+        return _fail(f"{program}: {exc}")
+    if out == "-":
+        sys.stdout.write(source)
+        return 0
+    try:
+        with open(out, "w") as f:
+            f.write(source)
+    except OSError as exc:
+        return _fail(f"cannot write '{out}': {exc.strerror}")
+    return 0
 
 
 def parse_args(argv):
@@ -96,6 +122,10 @@ def main(argv=None) -> int:
         return _fail("give either PROGRAM.json or --no-p4, not both")
     if not args.program and not args.no_p4:
         return _fail("no program: give the BMv2 JSON file, or --no-p4 to wait for SetForwardingPipelineConfig")
+    if args.dump_generated is not None:
+        if not args.program:
+            return _fail("--dump-generated needs PROGRAM.json")
+        return dump_generated(args.program, args.dump_generated)
     ports = {}
     for port, iface in args.interface:
         if port in ports:

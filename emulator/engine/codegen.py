@@ -5,6 +5,8 @@ name (tables, register lists, helper functions, constant tuples). Everything is 
 program with `compile()` and `exec()` into that namespace.
 """
 import itertools
+import linecache
+import re
 
 
 class Namespace:
@@ -15,11 +17,15 @@ class Namespace:
         self._ids = {}
         self._counter = itertools.count()
 
-    def add(self, prefix: str, obj) -> str:
+    def add(self, prefix: str, obj, label: str | None = None) -> str:
+        """Bind `obj`; `label` (a P4 name such as a table's) makes the binding readable in the source."""
         key = id(obj)
         if key in self._ids and self.globals.get(self._ids[key]) is obj:
             return self._ids[key]
         name = f"{prefix}_{next(self._counter)}"
+        if label:
+            readable = f"{prefix}_{re.sub(r'[^0-9A-Za-z_]', '_', label)}"
+            name = readable if readable not in self.globals else name
         self.globals[name] = obj
         self._ids[key] = name
         return name
@@ -67,8 +73,33 @@ class _Indent:
         self.src.depth -= 1
 
 
+_SLOT = re.compile(r"F\[(\d+)(?::(\d+))?\]")
+
+
+def annotate_fields(source: str, slot_names: dict[int, str]) -> str:
+    """Name the packet-state slots a line touches (`F[94]`, `F[177:241]`) in a comment, so the source
+    reads like its P4."""
+    out = []
+    for line in source.split("\n"):
+        refs = list(dict.fromkeys(_SLOT.findall(line)))
+        if refs and not line.lstrip().startswith("#"):
+            names = []
+            for start, stop in refs:
+                i = int(start)
+                if stop:
+                    last = int(stop) - 1
+                    names.append(f"F[{i}:{stop}] {slot_names.get(i, '?')} .. {slot_names.get(last, '?')}")
+                else:
+                    names.append(f"F[{i}] {slot_names.get(i, '?')}")
+            line = f"{line}  # {', '.join(names)}"
+        out.append(line)
+    return "\n".join(out)
+
+
 def compile_into(namespace: Namespace, source: str, filename: str) -> dict:
-    """Compile generated source once and execute it into the namespace's globals."""
+    """Compile generated source once and execute it into the namespace's globals. The source is put in
+    linecache under `filename`, so tracebacks through generated code show its lines."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     code = compile(source, filename, "exec")
     exec(code, namespace.globals)  # noqa: S102 - our own generated code
     return namespace.globals

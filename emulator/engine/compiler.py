@@ -4,11 +4,12 @@ Everything the JSON contains is either compiled or refused here, at load time: a
 engine does not execute raises UnsupportedConstruct naming it and its JSON path (and P4 source line
 when p4c recorded one), so a loaded program never silently behaves differently from BMv2.
 """
+import hashlib
 import logging
 from dataclasses import dataclass, field
 
 from emulator.engine import expressions, runtime
-from emulator.engine.codegen import Namespace, Source, compile_into
+from emulator.engine.codegen import Namespace, Source, annotate_fields, compile_into
 from emulator.engine.calculations import compile_calculation
 from emulator.engine.control_gen import ChecksumGen, PipelineGen, generate_deparser
 from emulator.engine.jsonutil import hexstr, malformed, unsupported, where
@@ -366,10 +367,11 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
             gen = PipelineGen(p, ppath, layout, ns, table_json, actions_by_id, trace)
             gen.generate(src, pipe_name + suffix)
 
-    source = src.text()
+    source = annotate_fields(src.text(), layout.slot_names())
     ns.globals["_trace"] = _make_trace()
     ns.globals["_hexkey"] = _hexkey
-    fns = compile_into(ns, source, "<bmv2 program>")
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    fns = compile_into(ns, source, f"<bmv2 program {cfg.get('program', 'p4')} {digest}>")
 
     # bind the generated action functions into tables, then load defaults and const entries
     for action in actions_by_id.values():

@@ -11,7 +11,7 @@ and action, conditions), so tracing costs nothing when it is off.
 """
 from emulator.engine.codegen import Source
 from emulator.engine.expressions import ExprCompiler
-from emulator.engine.jsonutil import malformed, unsupported
+from emulator.engine.jsonutil import malformed, source_of, unsupported
 
 MAX_INLINE_DEPTH = 40
 INLINE_ACTION_LINES = 12  # action bodies up to this many lines are inlined into table applies
@@ -247,6 +247,7 @@ class PipelineGen:
     def _conditional(self, src, j, path):
         cond = ExprCompiler(self.layout, self.ns, path).boolean(j.get("expression"))
         t, f = j.get("true_next"), j.get("false_next")
+        src.emit(f"# {j.get('name', 'condition')}: {source_of(j) or 'no source line'}")
         if self.trace:
             si = j.get("source_info") or {}
             label = j["name"] + (f" ({si['source_fragment']})" if si.get("source_fragment") else "")
@@ -291,7 +292,7 @@ class PipelineGen:
         if not keys:
             return None, None
         if table.kind == "exact":
-            dname = self.ns.add("_exact", table.exact)
+            dname = self.ns.add("_exact", table.exact, table.name)
             key = keys[0] if len(keys) == 1 else "(" + ", ".join(keys) + ")"
             return f"{dname}.get({key})", key
         if table.kind == "ternary":
@@ -303,10 +304,10 @@ class PipelineGen:
 
     def _table(self, src, j, path):
         table, _, _ = self.tables[j["name"]]
-        tname = self.ns.add("_table", table)
+        tname = self.ns.add("_table", table, table.name)
         branches = self._table_branches(j, path)
         may_exit = any(self.actions[a.id].uses_exit for a in table.actions.values())
-        src.emit(f"# table {table.name}")
+        src.emit(f"# table {table.name}: {source_of(j) or 'no source line'}")
         lookup, key = self._lookup(src, table, j, path, tname)
         inline = self._inline_default(table) if lookup is None else None
         if inline is not None:

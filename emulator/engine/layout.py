@@ -122,6 +122,19 @@ class Layout:
             return None
         return self.field(header, name)
 
+    def slot_names(self) -> dict[int, str]:
+        """slot -> 'header.field' (and 'header.$valid$', the engine's own registers), for generated code."""
+        names = {}
+        for h in self.headers.values():
+            for k, (fname, _, _) in enumerate(h.htype.fields):
+                names[h.base + k] = f"{h.name}.{fname}"
+            names[h.valid] = f"{h.name}.$valid$"
+        for s in self.stacks.values():
+            names[s.next_slot] = f"{s.name}.$next$"
+        for reg in ("EXIT", "PKTLEN", "ILEN", "RESUBMIT", "RECIRC"):
+            names[getattr(self, reg)] = f"<{reg.lower()}>"
+        return names
+
     def template(self) -> list:
         """The state of a packet before parsing: all zero, metadata valid, headers invalid."""
         state = [0] * self.nslots

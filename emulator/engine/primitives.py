@@ -6,7 +6,7 @@ p4c emits for `if`, `return`, `exit` and loops inside actions) is turned back in
 `else` when it has that shape, and into a small program-counter loop otherwise.
 """
 from emulator.engine.expressions import ExprCompiler, Value, store
-from emulator.engine.jsonutil import hexstr, malformed, unsupported, where
+from emulator.engine.jsonutil import hexstr, malformed, source_of, unsupported, where
 
 # simple_switch primitives that need target features the engine does not have
 UNSUPPORTED = {
@@ -180,6 +180,9 @@ class ActionBody:
         expected = _ARITY.get(op)
         if expected is not None and len(params) != expected:
             raise malformed(f"primitive '{op}' takes {expected} parameter(s), got {len(params)}", path, prim)
+        origin = source_of(prim)
+        if origin:
+            src.emit(f"# {origin}")
         return handler(src, ex, params, path, prim) is not False
 
     def _int_value(self, ex, j) -> Value:
@@ -346,7 +349,7 @@ class ActionBody:
     def _p_register_read(self, src, ex, params, path, prim):
         dst, width, signed = ex.lvalue(params[0])
         reg = self._named(params[1], "register_array", self.env.registers, path, prim)
-        cells = self.env.ns.add("_reg", reg.cells)
+        cells = self.env.ns.add("_reg", reg.cells, reg.name)
         idx, check_low = self._index(ex, params[2])
         i = src.tmp("i")
         src.emit(f"{i} = {idx}")
@@ -360,7 +363,7 @@ class ActionBody:
 
     def _p_register_write(self, src, ex, params, path, prim):
         reg = self._named(params[0], "register_array", self.env.registers, path, prim)
-        cells = self.env.ns.add("_reg", reg.cells)
+        cells = self.env.ns.add("_reg", reg.cells, reg.name)
         idx, check_low = self._index(ex, params[1])
         v = self._int_value(ex, params[2])
         i = src.tmp("i")
@@ -376,8 +379,8 @@ class ActionBody:
 
     def _p_count(self, src, ex, params, path, prim):
         ctr = self._named(params[0], "counter_array", self.env.counters, path, prim)
-        pk = self.env.ns.add("_ctrp", ctr.packets)
-        by = self.env.ns.add("_ctrb", ctr.bytes)
+        pk = self.env.ns.add("_ctrp", ctr.packets, ctr.name)
+        by = self.env.ns.add("_ctrb", ctr.bytes, ctr.name)
         idx, check_low = self._index(ex, params[1])
         i = src.tmp("i")
         src.emit(f"{i} = {idx}")
