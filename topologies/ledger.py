@@ -6,7 +6,8 @@ time (a recycled pid is never signalled), and root-namespace interfaces with the
 re-created by someone else under the same name is never deleted). Host namespaces need no entry:
 they are anonymous and vanish with the last process inside, which is always one of ours.
 
-``thc-run --stop`` loads the ledger of a crashed or killed run and tears down exactly what it lists.
+``thc-run --stop`` loads the ledger of a crashed or killed run and tears down exactly what it lists; the
+run's supervisor (``topologies.supervisor``, listed here too) does the same by itself when the runner dies.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+SUPERVISOR_ROLE = "supervisor"      # stopped last by a teardown: until then it could finish a cut-short one
 
 
 @dataclass
@@ -80,6 +83,19 @@ class Ledger:
     def live_processes(self) -> list[ProcessEntry]:
         return [p for p in self.processes if process_start_time(p.pid) == p.start_time]
 
+    def live_supervisors(self) -> list[ProcessEntry]:
+        """The run's supervisor if it is still up (other than the calling process)."""
+        return [p for p in self.live_processes() if p.role == SUPERVISOR_ROLE and p.pid != os.getpid()]
+
+    def wait_for_supervisor(self, timeout: float) -> bool:
+        """After the runner died, give its supervisor ``timeout`` s to finish; True if it did."""
+        deadline = time.monotonic() + timeout
+        while self.live_supervisors():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
     def live_interfaces(self) -> list[InterfaceEntry]:
         return [i for i in self.interfaces if interface_index(i.name) == i.ifindex]
 
@@ -119,20 +135,27 @@ class Ledger:
 
     def teardown(self, grace: float = 3.0, report=print) -> None:
         """Stop every recorded process (newest first: workers, then switches, then host shells),
-        delete every recorded interface that is still the same one, then retire the ledger file to
-        ``<name>.removed.json`` (a record of what was removed; nothing reads it to act on)."""
-        live = self.live_processes()
+        delete every recorded interface that is still the same one (their qdiscs and filters go with
+        them), stop the run's supervisor (never the calling process itself), then retire the ledger file
+        to ``<name>.removed.json`` (a record of what was removed; nothing reads it to act on)."""
+        me = os.getpid()
+        live = [p for p in self.live_processes() if p.role != SUPERVISOR_ROLE and p.pid != me]
         for entry in reversed(live):
             report(f"stopping {entry.role} (pid {entry.pid})")
         self.stop_processes(live[::-1], grace)
         for entry in self.live_interfaces():
             report(f"deleting interface {entry.name}")
             subprocess.run(["ip", "link", "del", "dev", entry.name], capture_output=True)
-        left = [p.role for p in self.live_processes()] + [i.name for i in self.live_interfaces()]
+        supervisors = self.live_supervisors()
+        if supervisors:
+            self.stop_processes(supervisors, grace)
+        left = [p.role for p in self.live_processes() if p.pid != me] + [i.name for i in self.live_interfaces()]
         if left:
             raise RuntimeError(f"could not remove: {', '.join(left)} (ledger kept in {self.path})")
-        if self.path.exists():
+        try:
             os.replace(self.path, self.removed_path)
+        except FileNotFoundError:       # retired meanwhile by the supervisor or `thc-run --stop`
+            pass
 
     @property
     def removed_path(self) -> Path:

@@ -8,7 +8,8 @@ Order of a run: hosts, links and switch processes (our software switch, or BMv2'
 wait until every switch answers on gRPC; push the program and install routes, the THC table and the job
 (controller.SwitchSession); start one `thc-worker` per worker host and follow their progress; print the
 summary table, write logs/summary.json and logs/training.png. Everything the run creates is written to
-logs/run-state.json first and removed on exit, on Ctrl-C, or by `thc-run --stop` after a crash.
+logs/run-state.json first and removed on exit, on Ctrl-C, by the run's supervisor when the runner is
+killed (topologies/supervisor.py), or by `thc-run --stop` if even that was lost.
 """
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ import sys
 import time
 from pathlib import Path
 
-from topologies import interrupts
+from topologies import interrupts, supervisor
 from controller.topology import Topology, TopologyError
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOPO = "topologies/star4.json"
 STATE_FILE = "run-state.json"
+SUPERVISOR_LOG = "supervisor.log"
+SUPERVISOR_WAIT = 30.0      # seconds a dead run's supervisor gets to finish before --stop does it
 MODES = ("thc", "fix32", "gloo")
 
 
@@ -116,6 +119,9 @@ def stop(log_dir: Path) -> int:
         if ledger is None:
             say("stopped")
             return 0
+    if not ledger.owner_alive() and _let_supervisor_finish(ledger, log_dir):
+        say("stopped: the run's supervisor removed everything")
+        return 0
     ledger.teardown(report=say)
     say("stopped; nothing of the run is left")
     return 0
@@ -131,11 +137,23 @@ def prepare_ledger(log_dir: Path):
         if old.owner_alive():
             raise RunError(f"another thc-run (pid {old.owner_pid}) is using {log_dir}/; "
                            "wait for it, or stop it with `thc-run --stop`")
-        say(f"removing what a previous run left ({path})")
-        old.teardown(report=say)
+        if not _let_supervisor_finish(old, log_dir):
+            say(f"removing what a previous run left ({path})")
+            old.teardown(report=say)
     ledger = Ledger(path)
     ledger.save()
     return ledger
+
+
+def _let_supervisor_finish(ledger, log_dir: Path) -> bool:
+    """A dead run's supervisor may be removing it right now: wait for it rather than race it.
+    True when it finished and retired the ledger."""
+    if not ledger.live_supervisors():
+        return False
+    say(f"the run's supervisor (pid {ledger.live_supervisors()[0].pid}) is removing it; waiting "
+        f"(its log: {log_dir / SUPERVISOR_LOG})")
+    ledger.wait_for_supervisor(SUPERVISOR_WAIT)
+    return not ledger.path.exists()
 
 
 # ---- the run ----------------------------------------------------------------------------------------
@@ -234,6 +252,7 @@ def run(args) -> int:
     pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
     ledger = prepare_ledger(log_dir)
+    supervisor.start(ledger, log_dir / SUPERVISOR_LOG)     # first: it removes the run if this process dies
     (log_dir / "topology.json").write_text(json.dumps(topo.to_dict(), indent=1))
     _quiet_mininet()
     bed = Testbed(topo, log_dir, args.target, pcap_dir, executable=args.switch_exe,

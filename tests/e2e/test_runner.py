@@ -3,6 +3,7 @@
 namespace or interface behind. Namespaces are anonymous and die with their last process, so "no recorded
 process alive and no recorded interface present" covers all three."""
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 
 from tests.support.e2e import REPO, mininet_marks, wait_until_free
-from topologies.ledger import Ledger
+from topologies.ledger import SUPERVISOR_ROLE, Ledger
 from controller.topology import Topology
 
 pytestmark = mininet_marks()
@@ -81,8 +82,12 @@ def test_ctrl_c_during_training_leaves_nothing(tmp_path):
 
 
 def test_killed_run_is_removed_by_stop(tmp_path):
+    """The fallback when even the run's supervisor was lost (tests/e2e/test_supervisor.py: when it is not)."""
     run = start_run(tmp_path, "--modes", "thc", "--steps", "1000")
-    wait_for_ledger(tmp_path, training_started(tmp_path))
+    ledger = wait_for_ledger(tmp_path, training_started(tmp_path))
+    for entry in ledger.live_processes():
+        if entry.role == SUPERVISOR_ROLE:
+            os.kill(entry.pid, signal.SIGKILL)   # first: it would remove the run as soon as the runner dies
     run.kill()                                   # no chance to clean up
     run.communicate(timeout=30)
     ledger = Ledger.load(tmp_path / "run-state.json")
