@@ -102,7 +102,7 @@ def test_push_refuses_a_p4info_that_is_not_the_thc_program(mock, tmp_path):
     p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES, drop={contract.JOBS})))
     json_file.write_text("{}")
     with SwitchSession(mock.addr, p4info=p4info_file, bmv2_json=json_file) as s:
-        with pytest.raises(PipelineMismatch, match="no table 'ThcIngress.job_check.jobs'"):
+        with pytest.raises(PipelineMismatch, match=f"no table '{contract.JOBS}'"):
             s.push()
     assert mock.pipelines == []
 
@@ -112,7 +112,7 @@ def test_a_switch_running_another_program_is_named_by_its_missing_table():
     other.start()
     try:
         with SwitchSession(other.addr, name="s1") as s:
-            with pytest.raises(PipelineMismatch, match="no table 'ThcEgress.result_dst'"):
+            with pytest.raises(PipelineMismatch, match=f"no table '{contract.RESULT_DST}'"):
                 s.read_stats()
     finally:
         other.stop()
@@ -439,7 +439,7 @@ def test_a_rejected_entry_shows_the_switch_error_for_that_entry(mock, topo, sess
         session.install_forwarding(topo)
     message = str(caught.value)
     assert "rejected 1 of 5 updates" in message
-    assert "INSERT ThcIngress.forwarding.ipv4_lpm dstAddr=10.0.0.3/32 -> ipv4_forward" in message
+    assert f"INSERT {contract.IPV4_LPM} dstAddr=10.0.0.3/32 -> ipv4_forward" in message
     assert "RESOURCE_EXHAUSTED: table full" in message
     assert caught.value.failures[0][0] == 2
 

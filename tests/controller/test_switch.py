@@ -195,7 +195,7 @@ def test_dry_run_leaves_the_switch_as_it_was(programmed):
     status, out, err = cli("job", "add", "--topology", programmed.topo, "--id", 9, "--workers", "h1,h2",
                            "--dry-run")
     assert status == 0, err
-    assert "ThcIngress.job_check" not in out and "table_entry" in out and "multicast_group_entry" in out
+    assert contract.JOBS not in out and "table_entry" in out and "multicast_group_entry" in out
     with SwitchSession(programmed.addr, name="s1") as s:
         assert all(j.job_id != 9 for j in s.list_jobs())
 
@@ -292,7 +292,7 @@ def test_apply_programs_a_tutorials_style_switch(tmp_path):
         status, out, _ = cli("show", "--grpc-addr", addr)
         assert status == 0 and "dstAddr=10.0.2.0/24 -> ipv4_forward(dstAddr=08:00:00:00:02:22, port=2)" in out
         status, _, err = cli("stats", "--grpc-addr", addr)
-        assert status == 1 and "no table 'ThcIngress.forwarding.ipv4_lpm'" in err
+        assert status == 1 and f"no table '{contract.IPV4_LPM}'" in err
         from host_agent.wire import Endpoint, FrameBuilder
         frame = FrameBuilder(Endpoint("08:00:00:00:03:33", "10.0.3.3"), Endpoint("00:00:00:00:00:01", "10.0.2.7")
                              ).frame(1, 0, 0, 0, 0, 0)

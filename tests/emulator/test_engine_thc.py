@@ -9,14 +9,14 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import raw
 
+from controller import contract
 from emulator.switch import SoftwareSwitch
 from tests.support import paths
 
 THC_JSON = paths.THC_JSON
-pytestmark = pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built yet")
 
-LPM = "ThcIngress.forwarding.ipv4_lpm"
-FWD = "ThcIngress.forwarding.ipv4_forward"
+LPM = contract.IPV4_LPM
+FWD = contract.IPV4_FORWARD
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,8 @@ def thc():
 
 def test_thc_program_loads_with_its_tables(thc):
     tables = thc.program.tables
-    assert LPM in tables and "ThcIngress.job_check.jobs" in tables
-    assert any(name.startswith("ThcIngress.index_lookup.lut_") for name in tables)
+    assert LPM in tables and contract.JOBS in tables
+    assert any(name.startswith(contract.LUT_PREFIX) for name in tables)
 
 
 def test_thc_program_forwards_plain_ipv4(thc):

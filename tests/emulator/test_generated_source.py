@@ -4,14 +4,16 @@ import linecache
 import subprocess
 import sys
 
+from controller import contract
 from emulator.switch import SoftwareSwitch
 from tests.support import paths
 
 
 def test_generated_source_names_fields_tables_and_p4_lines():
     source = SoftwareSwitch.from_json(paths.THC_JSON).generated_source
-    assert "_exact_ThcIngress_job_check_jobs.get(F[" in source          # tables bound by their P4 names
-    assert "# table ThcIngress.job_check.jobs: job_check.p4:" in source  # with the P4 line they come from
+    jobs = contract.JOBS
+    assert f"_exact_{jobs.replace('.', '_')}.get(F[" in source           # tables bound by their P4 names
+    assert f"# table {jobs}: job_check.p4:" in source                    # with the P4 line they come from
     assert "thc.job_id" in source and "ipv4.$valid$" in source          # every F[i] named where it is used
     unnamed = [line for line in source.splitlines()
                if "F[" in line and not line.lstrip().startswith("#") and "#" not in line]

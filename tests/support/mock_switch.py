@@ -61,21 +61,20 @@ def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2
     action(contract.IPV4_FORWARD, [("dstAddr", 48), ("port", 9)])
     action(contract.FORWARDING_DROP)
     action(contract.SERVE)
-    action(contract.SET_JOB, [("n_workers", 8), ("slot_base", 16), ("n_slots", 16), ("mcast_grp", 16),
-                              ("worker_mask", 32), ("lane_bits", 8), ("epoch", 16)])
-    action("ThcIngress.job_check.unknown_job")
-    action("ThcIngress.index_lookup.bad_index")
+    action(contract.SET_JOB, list(contract.SET_JOB_PARAMS))
+    action(contract.UNKNOWN_JOB)
+    action(contract.BAD_INDEX)
     for i in range(lanes):
         action(contract.lut_action(i), [("w", 32)])
     action(contract.SET_RESULT_DST, [("dmac", 48), ("dip", 32)])
     table(contract.IPV4_LPM, [("hdr.ipv4.dstAddr", 32, lpm)], [contract.IPV4_FORWARD, contract.FORWARDING_DROP],
           contract.FORWARDING_DROP, 1024)
     table(contract.SERVICE_ADDR, [("hdr.ipv4.dstAddr", 32, exact)], [contract.SERVE, "NoAction"], "NoAction", 16)
-    table(contract.JOBS, [("hdr.thc.job_id", 8, exact)], [contract.SET_JOB, "ThcIngress.job_check.unknown_job"],
-          "ThcIngress.job_check.unknown_job", 64)
+    table(contract.JOBS, [("hdr.thc.job_id", 8, exact)], [contract.SET_JOB, contract.UNKNOWN_JOB],
+          contract.UNKNOWN_JOB, 64)
     for i in range(lanes):
         table(contract.lut_table(i), [(contract.lut_field(i), 8, exact)],
-              [contract.lut_action(i), "ThcIngress.index_lookup.bad_index"], "ThcIngress.index_lookup.bad_index", 256)
+              [contract.lut_action(i), contract.BAD_INDEX], contract.BAD_INDEX, 256)
     table(contract.RESULT_DST, [("hdr.thc.job_id", 8, exact), ("standard_metadata.egress_rid", 16, exact)],
           [contract.SET_RESULT_DST, "NoAction"], "NoAction", 2048)
     if contract.THC_EVENTS not in drop:
@@ -83,7 +82,7 @@ def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2
         c.preamble.id = 0x12000001
         c.preamble.name = contract.THC_EVENTS
         c.spec.unit = p4info_pb2.CounterSpec.BOTH
-        c.size = 16
+        c.size = contract.EVENT_CELLS
     return p4info
 
 

@@ -1,0 +1,86 @@
+"""controller/contract.py says what the P4 program fixes; these tests read p4/config.p4, p4/headers.p4, the
+table declarations and the compiled P4Info, and fail when the contract module disagrees with any of them."""
+import ast
+import re
+
+import pytest
+
+from controller import contract
+from controller.p4info import load_p4info
+from tests.support import paths
+
+CONFIG = (paths.P4_DIR / "config.p4").read_text()
+
+
+def p4_const(name: str) -> int:
+    """`const bit<N> NAME = V;` or `#define NAME V` in config.p4."""
+    m = re.search(rf"const\s+bit<\d+>\s+{name}\s*=\s*(\w+)\s*;", CONFIG) or \
+        re.search(rf"#define\s+{name}\s+(\w+)", CONFIG)
+    assert m, f"{name} is not defined in p4/config.p4"
+    return int(m.group(1), 0)
+
+
+def test_wire_constants_and_limits_match_config_p4():
+    assert contract.THC_UDP_PORT == p4_const("THC_UDP_PORT")
+    assert contract.THC_VERSION == p4_const("THC_VERSION")
+    assert contract.MAX_WORKERS == p4_const("THC_MAX_WORKERS")
+    assert contract.SLOTS == p4_const("THC_SLOTS") and contract.CELLS == p4_const("THC_CELLS")
+    assert contract.EVENT_CELLS == p4_const("THC_EVENTS")
+    assert contract.THC_PAIRS == p4_const("THC_PAIRS")
+    for name, value in contract.OP_NAMES.items():
+        assert p4_const(f"OP_{value}") == name
+    for name, value in contract.KIND_NAMES.items():
+        assert p4_const(f"KIND_{value}") == name
+
+
+def test_events_are_config_p4s_ev_constants_in_index_order():
+    defined = {int(v): n for n, v in re.findall(r"const\s+bit<32>\s+EV_(\w+)\s*=\s*(\d+)\s*;", CONFIG)}
+    assert [defined[i] for i in sorted(defined)] == list(contract.EVENTS)
+    assert sorted(defined) == list(range(len(contract.EVENTS))) and len(contract.EVENTS) <= contract.EVENT_CELLS
+
+
+def test_thc_header_layout_matches_headers_p4():
+    headers = (paths.P4_DIR / "headers.p4").read_text()
+    body = re.search(r"header\s+thc_t\s*\{(.*?)\}", headers, re.S).group(1)
+    fields = tuple((name, int(bits)) for bits, name in re.findall(r"bit<(\d+)>\s+(\w+)\s*;", body))
+    assert fields == contract.THC_HEADER_FIELDS
+    assert sum(bits for _, bits in fields) == 8 * contract.THC_HEADER_BYTES
+
+
+@pytest.mark.parametrize("variant", [None, 16, 64])
+def test_every_table_and_action_of_the_contract_is_in_the_p4info(variant):
+    path = paths.THC_P4INFO if variant is None else paths.BUILD / "variants" / f"thc_pairs{variant}.p4info.txtpb"
+    p4info = load_p4info(path)
+    lanes = contract.check_p4info(p4info, str(path))        # names, keys, parameter orders and widths
+    assert lanes == (variant or contract.THC_PAIRS)
+    tables = {t.preamble.name: t for t in p4info.tables}
+    actions = {a.preamble.name: a for a in p4info.actions}
+    for spec in contract.table_specs(lanes):
+        assert tables[spec.name].size == spec.size, spec.name
+        assert [(p.name, p.bitwidth) for p in actions[spec.action].params] == list(spec.params), spec.action
+    registers = {r.preamble.name for r in p4info.registers}
+    expected = {contract.SLOT_TAG, contract.SLOT_BITMAP, contract.SLOT_REMAINING, contract.NORM_MAX}
+    expected |= {contract.acc_register(i) for i in range(lanes)}
+    assert expected <= registers
+
+
+def p4_names_spelled(path) -> list[int]:
+    """Lines of `path` whose string literals (not docstrings or comments) spell a P4 object's name."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return sorted({node.lineno for node in ast.walk(tree)
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                   and id(node) not in docstrings and re.search(r"\b(ThcIngress|ThcEgress)\.\w", node.value)})
+
+
+def test_a_p4_name_is_spelled_only_in_the_contract():
+    """Every package, bench and test names the program's tables, actions, registers and counters through
+    controller/contract.py."""
+    spelled = []
+    for folder in ("controller", "host_agent", "topologies", "bench", "tests", "thc", "emulator"):
+        for path in (paths.REPO / folder).rglob("*.py"):
+            if path.name == "contract.py" or "fixtures" in path.parts:
+                continue
+            spelled += [f"{path.relative_to(paths.REPO)}:{n}" for n in p4_names_spelled(path)]
+    assert spelled == []
