@@ -2,18 +2,21 @@
 
 The engine is anything with `process(port, frame) -> list[(port, frame)]` (emulator.switch.SoftwareSwitch,
 or a fake in a test). Each worker is attached on a port and gets a `LoopbackPort`, a transport like
-transport.RawSocketTransport. Loss can be injected each way with a seeded random generator, so a lossy run
-is reproducible.
+transport.RawSocketTransport. Loss, duplication, latency and reordering can be injected each way with a
+seeded random generator, so a lossy or reordering run is reproducible.
 
 Time: with a `VirtualClock`, waiting costs nothing. A port whose inbox is empty "waits" by moving the clock
-forward, and protocol.drive() moves it to the next retransmission deadline when no worker can make
-progress, so timeouts and retransmissions run deterministically and instantly. With the real clock
-(time.monotonic, the default) ports block on a condition variable, so workers may run in threads.
+forward, and protocol.drive() moves it to the next retransmission deadline or the next frame in flight
+when no worker can make progress, so timeouts and retransmissions run deterministically and instantly.
+With the real clock (time.monotonic, the default) ports block on a condition variable, so workers may run
+in threads.
 """
 
 from __future__ import annotations
 
 import collections
+import heapq
+import itertools
 import random
 import threading
 import time
@@ -36,27 +39,58 @@ class VirtualClock:
         self.now = max(self.now, when)
 
 
+_TO_SWITCH, _TO_WORKER = 0, 1
+
+
 class LoopbackWire:
     """Connects simulated workers to one switch engine, with optional loss on either direction.
 
     `loss_up`: probability that a frame from a worker never reaches the switch; `loss_down`: that a frame
     from the switch never reaches its worker. Frames to ports without a worker are counted in `unrouted`.
+
+    The link model below may also be set as attributes after construction (sim.attach_workers builds the
+    wire with loss and seed only):
+
+    - `duplicate_up` / `duplicate_down`: probability that a frame arrives twice;
+    - `delay_up` / `delay_down`: one-way latency (s);
+    - `jitter_up` / `jitter_down`: extra latency drawn uniformly from [0, jitter) per frame (and per copy),
+      so frames closer together than the jitter may overtake each other: reordering;
+    - `service_time`: seconds the switch takes per frame, one frame at a time in arrival order (a software
+      switch's queue), so results to one port are at least this far apart.
+
+    With any latency, jitter or service time the wire is timed: frames wait in a queue ordered by arrival
+    time and are handed over when the clock reaches it (`next_event()` says when). Random draws happen
+    only for the features that are on, so a seed gives the same run as before when they are off.
     """
 
     def __init__(self, engine, loss_up: float = 0.0, loss_down: float = 0.0, seed: int = 0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, *, duplicate_up: float = 0.0,
+                 duplicate_down: float = 0.0, delay_up: float = 0.0, delay_down: float = 0.0,
+                 jitter_up: float = 0.0, jitter_down: float = 0.0, service_time: float = 0.0):
         self.engine = engine
         self.loss_up, self.loss_down = loss_up, loss_down
+        self.duplicate_up, self.duplicate_down = duplicate_up, duplicate_down
+        self.delay_up, self.delay_down = delay_up, delay_down
+        self.jitter_up, self.jitter_down = jitter_up, jitter_down
+        self.service_time = service_time
         self.clock = clock
         self._rng = random.Random(seed)
         self._ports: dict[int, LoopbackPort] = {}
         self._lock = threading.Lock()
+        self._events: list[tuple[float, int, int, int, bytes]] = []  # (time, order, direction, port, frame)
+        self._order = itertools.count()
+        self._switch_free = float("-inf")  # when the switch has finished the frames given to it so far
         self.dropped_up = self.dropped_down = self.unrouted = 0
+        self.duplicated_up = self.duplicated_down = 0
         self.frames_to_switch = self.frames_from_switch = 0
 
     @property
     def virtual(self) -> bool:
         return isinstance(self.clock, VirtualClock)
+
+    @property
+    def timed(self) -> bool:
+        return bool(self.delay_up or self.delay_down or self.jitter_up or self.jitter_down or self.service_time)
 
     def attach(self, port: int) -> "LoopbackPort":
         if port in self._ports:
@@ -65,25 +99,91 @@ class LoopbackWire:
         return endpoint
 
     def inject(self, port: int, frame: bytes) -> None:
-        """A frame arriving at the switch on `port` (from a worker, or from a test)."""
+        """A frame sent towards the switch on `port` (from a worker, or from a test)."""
         deliveries = []
         with self._lock:
             self.frames_to_switch += 1
             if self.loss_up and self._rng.random() < self.loss_up:
                 self.dropped_up += 1
                 return
-            for out_port, out_frame in self.engine.process(port, frame):
-                self.frames_from_switch += 1
-                if self.loss_down and self._rng.random() < self.loss_down:
-                    self.dropped_down += 1
+            copies = 1
+            if self.duplicate_up and self._rng.random() < self.duplicate_up:
+                self.duplicated_up += 1
+                copies = 2
+            if self.timed:
+                now = self.clock()
+                for _ in range(copies):
+                    self._push(now + self.delay_up + self._jitter(self.jitter_up), _TO_SWITCH, port, frame)
+                deliveries = self._run_due(now)
+            else:
+                for _ in range(copies):
+                    deliveries += self._at_switch(0.0, port, frame)
+        for endpoint, out_frame in deliveries:
+            endpoint.deliver(out_frame)
+
+    def next_event(self) -> float | None:
+        """When the next frame in flight arrives (at the switch or a worker); None if none is."""
+        with self._lock:
+            return self._events[0][0] if self._events else None
+
+    def run_due(self) -> None:
+        """Hand over every frame whose arrival time has come."""
+        if not self._events:
+            return
+        with self._lock:
+            deliveries = self._run_due(self.clock())
+        for endpoint, out_frame in deliveries:
+            endpoint.deliver(out_frame)
+
+    # ---- under the lock ---------------------------------------------------------------------------
+
+    def _jitter(self, jitter: float) -> float:
+        return self._rng.random() * jitter if jitter else 0.0
+
+    def _push(self, when: float, direction: int, port: int, frame: bytes) -> None:
+        heapq.heappush(self._events, (when, next(self._order), direction, port, frame))
+
+    def _run_due(self, now: float) -> list:
+        deliveries, events = [], self._events
+        while events and events[0][0] <= now:
+            when, _, direction, port, frame = heapq.heappop(events)
+            if direction == _TO_SWITCH:
+                deliveries += self._at_switch(when, port, frame)
+            else:
+                endpoint = self._ports.get(port)
+                if endpoint is None:
+                    self.unrouted += 1
+                else:
+                    deliveries.append((endpoint, frame))
+        return deliveries
+
+    def _at_switch(self, arrival: float, port: int, frame: bytes) -> list:
+        """The switch takes a frame that arrived at `arrival`; its outputs leave when it is done."""
+        deliveries = []
+        timed = self.timed
+        if timed:
+            self._switch_free = max(arrival, self._switch_free) + self.service_time
+        for out_port, out_frame in self.engine.process(port, frame):
+            self.frames_from_switch += 1
+            if self.loss_down and self._rng.random() < self.loss_down:
+                self.dropped_down += 1
+                continue
+            copies = 1
+            if self.duplicate_down and self._rng.random() < self.duplicate_down:
+                self.duplicated_down += 1
+                copies = 2
+            out_frame = bytes(out_frame)
+            for _ in range(copies):
+                if timed:
+                    self._push(self._switch_free + self.delay_down + self._jitter(self.jitter_down), _TO_WORKER,
+                               out_port, out_frame)
                     continue
                 endpoint = self._ports.get(out_port)
                 if endpoint is None:
                     self.unrouted += 1
                     continue
-                deliveries.append((endpoint, bytes(out_frame)))
-        for endpoint, out_frame in deliveries:
-            endpoint.deliver(out_frame)
+                deliveries.append((endpoint, out_frame))
+        return deliveries
 
 
 class LoopbackPort:
@@ -102,13 +202,26 @@ class LoopbackPort:
             self._inbox.append(frame)
             self._ready.notify()
 
+    def next_event(self) -> float | None:
+        """When the wire next hands a frame over (to anyone): protocol.drive() moves a virtual clock there."""
+        return self.wire.next_event()
+
     def recv(self, timeout: float) -> list[bytes]:
+        wire = self.wire
+        wire.run_due()
+        if not self._inbox and timeout > 0:
+            if wire.virtual:
+                until = wire.clock() + timeout
+                due = wire.next_event()
+                wire.clock.advance_to(until if due is None else min(until, due))
+                wire.run_due()
+            else:
+                due = wire.next_event()
+                with self._ready:
+                    if not self._inbox:
+                        self._ready.wait(timeout if due is None else max(0.0, min(timeout, due - wire.clock())))
+                wire.run_due()
         with self._ready:
-            if not self._inbox and timeout > 0:
-                if self.wire.virtual:
-                    self.wire.clock.advance(timeout)
-                else:
-                    self._ready.wait(timeout)
             frames = list(self._inbox)
             self._inbox.clear()
         return frames
