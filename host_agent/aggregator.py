@@ -37,24 +37,30 @@ class SwitchAggregator:
             raise ValueError(f"n_workers {n_workers} is not 1..{wire.MAX_WORKERS}")
         self.protocol = protocol
         self.n_workers = n_workers
+        if protocol.n_workers is None:  # results with a count above the job's n are then refused
+            protocol.n_workers = n_workers
 
     @classmethod
     def open(cls, iface: str, job_id: int, worker_id: int, n_workers: int, service_ip: str, service_mac: str,
              src_ip: str, src_mac: str, window: int = 128, timeout: float = 0.05, max_timeout: float = 1.0,
-             deadline: float = 30.0, pairs: int = wire.INDEX_PAIRS) -> "SwitchAggregator":
+             deadline: float = 30.0, pairs: int = wire.INDEX_PAIRS, min_timeout: float = 0.002,
+             dupthresh: int = 3) -> "SwitchAggregator":
         """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
 
         `window` must be the same on every worker and at most the job's n_slots; `timeout` is the first
-        retransmission timeout (doubling up to `max_timeout`), `deadline` the time after which a missing
-        result raises AggregationTimeout. `pairs`: the program's THC_PAIRS (32 for p4/build/thc.json; 16 or
+        retransmission timeout, which then follows the measured round trip (never below `min_timeout`) and
+        doubles per expiry up to `max_timeout`; `dupthresh` results of later requests make a missing one be
+        sent again at once (0: timers only); `deadline` the time after which a missing result raises
+        AggregationTimeout. `pairs`: the program's THC_PAIRS (32 for p4/build/thc.json; 16 or
         64 for the variants in p4/build/variants/).
         """
         transport = RawSocketTransport(iface, src_ip=src_ip)
         builder = wire.FrameBuilder(wire.Endpoint(src_mac, src_ip), wire.Endpoint(service_mac, service_ip))
         try:
             protocol = WorkerProtocol(transport, builder, job_id, worker_id, window, timeout=timeout,
-                                      max_timeout=max_timeout, deadline=deadline, pairs=pairs)
+                                      min_timeout=min_timeout, max_timeout=max_timeout, deadline=deadline,
+                                      pairs=pairs, dupthresh=dupthresh, n_workers=n_workers)
         except Exception:
             transport.close()
             raise

@@ -52,7 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--job-id", type=int, default=1, help="THC job id installed on the switch (default 1)")
     s.add_argument("--window", type=int, default=64, help="requests in flight, <= the job's slots (default 64)")
     s.add_argument("--retransmit-timeout", type=float, default=0.05,
-                   help="first retransmission timeout in seconds (default 0.05; then adaptive, RFC 6298)")
+                   help="first retransmission timeout in seconds (default 0.05; then it follows the measured "
+                        "round trip, RFC 6298)")
+    s.add_argument("--min-retransmit-timeout", type=float, default=0.002,
+                   help="floor of the adaptive retransmission timeout in seconds (default 0.002: the emulated "
+                        "star's round trip is about a millisecond)")
+    s.add_argument("--dupthresh", type=int, default=3,
+                   help="results of later requests after which a missing request is sent again without "
+                        "waiting for its timer (default 3; 0: timers only)")
     s.add_argument("--max-retransmit-timeout", type=float, default=0.25,
                    help="longest retransmission timeout in seconds (default 0.25: on a LAN a lost packet "
                         "should cost a fraction of a second, not the 1 s of backoff a WAN needs)")
@@ -112,7 +119,8 @@ def probe(args) -> dict:
         aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
                                            args.service_mac, args.src_ip, args.src_mac, window=args.window,
                                            timeout=args.retransmit_timeout, max_timeout=args.max_retransmit_timeout,
-                                           deadline=args.switch_timeout)
+                                           deadline=args.switch_timeout, min_timeout=args.min_retransmit_timeout,
+                                           dupthresh=args.dupthresh)
         barrier = lambda: aggregator.all_max(torch.zeros(1))     # a NORM round waits for every worker
     one_round = {"thc": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}[args.mode]
     saved = {}
@@ -234,7 +242,8 @@ def make_hook(args, model):
     aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
                                        args.service_mac, args.src_ip, args.src_mac, window=args.window,
                                        timeout=args.retransmit_timeout, max_timeout=args.max_retransmit_timeout,
-                                           deadline=args.switch_timeout)
+                                       deadline=args.switch_timeout, min_timeout=args.min_retransmit_timeout,
+                                       dupthresh=args.dupthresh)
     from thc.config import THCConfig
     from thc import ddp
 

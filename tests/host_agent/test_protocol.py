@@ -324,7 +324,7 @@ class SlowEngine:
 
 def test_adaptive_timeout_follows_a_slow_switch(new_engine):
     """5 ms per packet with 4 × 16 requests in flight: round trips of ~0.3 s against a 50 ms first timeout.
-    A fixed timeout retransmits nearly everything; the measured round trip stops that after a few rounds."""
+    A fixed timeout keeps expiring; the measured round trip stops that after a few rounds."""
     rng = np.random.default_rng(7)
     data = random_indices(rng, 4, [64 * 16 * 12])
     retransmissions = {}
@@ -335,7 +335,7 @@ def test_adaptive_timeout_follows_a_slow_switch(new_engine):
                                       adaptive=adaptive)
         for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
             np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
-        retransmissions[adaptive] = sum(w.stats()["retransmissions"] for w in workers)
+        retransmissions[adaptive] = sum(w.stats()["timer_retransmissions"] for w in workers)
         if adaptive:
             assert all(w.stats()["rto"] > 0.2 for w in workers)  # measured, well above the 50 ms start
     assert retransmissions[True] * 5 < retransmissions[False]
@@ -389,3 +389,90 @@ def test_program_variants_with_other_packet_sizes(kind, pairs):
     for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_fix32(d) for d in fixed]):
         np.testing.assert_array_equal(sums[0], sum(f[0] for f in fixed))
     assert workers[0].stats()["requests"] == 6 + 4
+
+
+def _crafted_result(op, slot, rnd, count, lane_bits, payload_layer=None, value=0):
+    """A result frame from the switch to worker 0, built with Scapy's THC layers (not wire.py)."""
+    from host_agent.layers import THC
+
+    src, dst = SERVICE, worker_endpoint(0)
+    pkt = (Ether(src=src.mac, dst=dst.mac) / IP(src=src.ip, dst=dst.ip, flags="DF")
+           / UDP(sport=wire.THC_UDP_PORT, dport=wire.THC_UDP_PORT)
+           / THC(op=op, kind=wire.KIND_RESULT, job_id=JOB, worker_id=0, slot=slot, count=count,
+                 lane_bits=lane_bits, round=rnd, value=value))
+    return bytes(pkt / payload_layer if payload_layer is not None else pkt)
+
+
+def test_results_whose_op_count_or_lane_width_do_not_fit_are_rejected(new_engine):
+    """Op confusion: a result for one of our outstanding requests but with another op, a count outside
+    1..n, or a lane width the op does not imply, must be counted and ignored, never stored."""
+    from host_agent.layers import THCFix32, THCResult16
+
+    workers, _, _, _, _ = cluster(new_engine, n=2, window=4, lane_bits=8, n_workers=2)
+    a, b = workers
+    op_a = a.start_sum_indices([np.full(64 * 2, 3, np.uint8)])  # requests 0, 1 on slots 0, 1
+    a.pump()
+    bad = [
+        _crafted_result(wire.OP_FIX32, 0, 0, 2, 32, THCFix32(values=[7] * 32)),   # another op's result
+        _crafted_result(wire.OP_NORM, 0, 0, 2, 0, value=123),                     # another op's result
+        _crafted_result(wire.OP_THC, 0, 0, 0, 8, THCResult8(sums=[9] * 64)),      # count 0
+        _crafted_result(wire.OP_THC, 0, 0, 3, 8, THCResult8(sums=[9] * 64)),      # count > n = 2
+        _crafted_result(wire.OP_THC, 0, 0, 2, 32, THCResult16(sums=[9] * 64)),    # THC lanes are 8 or 16
+        _crafted_result(wire.OP_THC, 0, 0, 2, 16, THCResult8(sums=[9] * 64)),     # 16-bit lanes, 8-bit payload
+        _crafted_result(wire.OP_THC, 0, 0, 2, 8, THCResult16(sums=[9] * 64)),     # 8-bit lanes, 16-bit payload
+    ]
+    for frame in bad:
+        a.transport.deliver(frame)
+    a.pump()
+    stats = a.stats()
+    assert (stats["rejected_results"], stats["results"]) == (len(bad), 0)
+    assert a.busy and not op_a.complete
+    b.start_sum_indices([np.full(64 * 2, 5, np.uint8)])
+    drive(workers)
+    sums, count = op_a.result()
+    assert sums[0].tolist() == [TABLE[3] + TABLE[5]] * 128 and count == 2  # the real results, nothing else
+    assert a.stats()["rejected_results"] == len(bad)
+
+
+def test_results_must_agree_within_one_operation(new_engine):
+    """Count and lane width are fixed by the first accepted result of an operation; a later result for
+    another slot that disagrees (8-bit job, a 16-bit result; count 1 of 2) is rejected. NORM and FIX32
+    results must carry lane_bits 0 and 32."""
+    from host_agent.layers import THCFix32, THCResult16
+
+    workers, _, _, _, _ = cluster(new_engine, n=2, window=4, lane_bits=8, n_workers=2)
+    a, b = workers
+    op_a = a.start_sum_indices([np.full(64 * 3, 1, np.uint8)])
+    b.start_sum_indices([np.full(64 * 3, 2, np.uint8)])
+    drive(workers)
+    assert op_a.complete and a.stats()["results"] == 3
+    # a second operation, only worker a sends: its results can only be the crafted ones
+    op2 = a.start_sum_indices([np.full(64 * 2, 4, np.uint8)])  # requests 3, 4: slots 3, 0 of rounds 0, 1
+    a.pump()
+    a.transport.deliver(_crafted_result(wire.OP_THC, 3, 0, 2, 8, THCResult8(sums=[1] * 64)))  # fits: stored
+    a.transport.deliver(_crafted_result(wire.OP_THC, 0, 1, 2, 16, THCResult16(sums=[2] * 64)))  # lanes differ
+    a.transport.deliver(_crafted_result(wire.OP_THC, 0, 1, 1, 8, THCResult8(sums=[2] * 64)))  # count differs
+    a.pump()
+    stats = a.stats()
+    assert (stats["rejected_results"], stats["results"]) == (2, 3 + 1) and not op2.complete
+    a.transport.deliver(_crafted_result(wire.OP_THC, 0, 1, 2, 8, THCResult8(sums=[5] * 64)))
+    a.pump()
+    assert op2.complete and op2.result()[1] == 2
+    np.testing.assert_array_equal(op2.result()[0][0], [1] * 64 + [5] * 64)
+    # NORM and FIX32: the lane width the op implies
+    op3 = a.start_max([1.0])  # request 5: slot 1 round 1
+    a.pump()
+    a.transport.deliver(_crafted_result(wire.OP_NORM, 1, 1, 2, 8, value=wire.float_bits(9.0)))
+    a.pump()
+    assert a.stats()["rejected_results"] == 3 and not op3.complete
+    a.transport.deliver(_crafted_result(wire.OP_NORM, 1, 1, 2, 0, value=wire.float_bits(9.0)))
+    a.pump()
+    assert op3.result().tolist() == [9.0]
+    op4 = a.start_sum_fix32([np.arange(32, dtype=np.int32)])  # request 6: slot 2 round 1
+    a.pump()
+    a.transport.deliver(_crafted_result(wire.OP_FIX32, 2, 1, 2, 16, THCFix32(values=[3] * 32)))
+    a.pump()
+    assert a.stats()["rejected_results"] == 4 and not op4.complete
+    a.transport.deliver(_crafted_result(wire.OP_FIX32, 2, 1, 2, 32, THCFix32(values=[-3] * 32)))
+    a.pump()
+    assert op4.result()[0][0].tolist() == [-3] * 32 and op4.result()[1] == 2

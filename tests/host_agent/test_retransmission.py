@@ -1,0 +1,267 @@
+"""Loss recovery at the speed of the round trip, on a timed loopback wire and the virtual clock.
+
+The wire has latency each way, a switch that takes a fixed time per frame (so results to one port are at
+least that far apart), and optionally jitter (reordering) and duplication. Nothing here reads the wall
+clock: assertions are on counters and virtual-clock times."""
+
+import numpy as np
+import pytest
+
+from host_agent import wire
+from host_agent.loopback import VirtualClock
+from host_agent.protocol import drive
+from host_agent.sim import SimJob, attach_workers, worker_port
+from tests.host_agent.test_protocol import TABLE, event_counts, expected_sums, random_indices
+
+JOB = 7
+DELAY = 0.0005  # one way: a round trip of ~1 ms plus the switch's queue, like the emulated star
+SERVICE = 20e-6  # the switch's time per frame
+
+
+class TimedRecorder:
+    """Wraps an engine; records (time, worker, slot, round) of every request, and drops the requests and
+    results named in `drop_up` {(worker, slot, round): times} / `drop_down` {(port, slot, round): times}."""
+
+    def __init__(self, engine, clock, drop_up=None, drop_down=None):
+        self.engine, self.clock = engine, clock
+        self.drop_up, self.drop_down = dict(drop_up or {}), dict(drop_down or {})
+        self.arrivals = []
+
+    def process(self, port, frame):
+        p = wire.parse_frame(frame)
+        key = (p.worker_id, p.slot, p.round)
+        self.arrivals.append((self.clock(),) + key)
+        if self.drop_up.get(key):
+            self.drop_up[key] -= 1
+            return []
+        out = []
+        for out_port, out_frame in self.engine.process(port, frame):
+            r = wire.parse_frame(bytes(out_frame))
+            down = (out_port, r.slot, r.round)
+            if self.drop_down.get(down):
+                self.drop_down[down] -= 1
+                continue
+            out.append((out_port, out_frame))
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+class Tap:
+    """Wraps a worker's transport: the order in which requests were first sent and results first came."""
+
+    def __init__(self, transport):
+        self.transport = transport
+        self.first_sent, self.first_result = {}, []
+
+    def send(self, frame):
+        p = wire.parse_frame(frame)
+        self.first_sent.setdefault((p.slot, p.round), len(self.first_sent))
+        self.transport.send(frame)
+
+    def recv(self, timeout):
+        frames = self.transport.recv(timeout)
+        seen = set(self.first_result)
+        for frame in frames:
+            p = wire.parse_frame(frame)
+            if (p.slot, p.round) not in seen:
+                seen.add((p.slot, p.round))
+                self.first_result.append((p.slot, p.round))
+        return frames
+
+    def next_event(self):
+        return self.transport.next_event()
+
+    def describe(self):
+        return self.transport.describe()
+
+    def overtakers(self) -> list[int]:
+        """Per result: how many results of requests first sent after it came back before it."""
+        order = [self.first_sent[key] for key in self.first_result]
+        return [sum(later > mine for later in order[:k]) for k, mine in enumerate(order)]
+
+
+def timed_cluster(new_engine, n=4, window=8, *, drop_up=None, drop_down=None, loss_up=0.0, loss_down=0.0,
+                  jitter_up=0.0, jitter_down=0.0, duplicate_up=0.0, duplicate_down=0.0, seed=1,
+                  delay=DELAY, service_time=SERVICE, **options):
+    job = SimJob(JOB, n, TABLE, n_slots=window)
+    engine = new_engine(job)
+    clock = VirtualClock()
+    recorder = TimedRecorder(engine, clock, drop_up, drop_down)
+    lw, workers = attach_workers(recorder, job, window, loss_up=loss_up, loss_down=loss_down, seed=seed,
+                                 clock=clock, n_workers=n, **options)
+    lw.delay_up = lw.delay_down = delay
+    lw.service_time = service_time
+    lw.jitter_up, lw.jitter_down = jitter_up, jitter_down
+    lw.duplicate_up, lw.duplicate_down = duplicate_up, duplicate_down
+    for w in workers:
+        w.transport = Tap(w.transport)
+    return workers, engine, recorder, lw, clock
+
+
+def run_sum(workers, data):
+    ops = [w.start_sum_indices(d) for w, d in zip(workers, data)]
+    drive(workers)
+    return ops
+
+
+def counts(w, *keys):
+    s = w.stats()
+    return tuple(s[k] for k in keys)
+
+
+KINDS = ("timer_retransmissions", "fast_retransmissions", "probe_retransmissions")
+
+
+def test_a_lost_request_is_resent_after_one_round_trip_not_after_the_timer(new_engine):
+    rng = np.random.default_rng(0)
+    # request q = 10 (slot 2, round 1) of worker 1 is lost on its way to the switch, once
+    workers, engine, recorder, _, clock = timed_cluster(new_engine, drop_up={(1, 2, 1): 1})
+    warm = random_indices(rng, 4, [64 * 8])
+    run_sum(workers, warm)  # a clean operation: the round trip is measured
+    srtt, rto = workers[1].stats()["srtt"], workers[1].stats()["rto"]
+    assert 2 * DELAY < srtt < 4 * DELAY
+    data = random_indices(rng, 4, [64 * 8])
+    ops = run_sum(workers, data)
+    for op in ops:
+        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
+    sends = [t for t, w, slot, rnd in recorder.arrivals if (w, slot, rnd) == (1, 2, 1)]
+    assert len(sends) == 2
+    # the second transmission left worker 1 about one round trip after the first, long before its timer
+    assert sends[1] - sends[0] < 2 * srtt < rto
+    assert ops[1].finished - ops[1].started < rto
+    # every worker saw the hole and filled it once, by fast retransmission; the switch counted one
+    for w in workers:
+        assert counts(w, *KINDS) == (0, 1, 0)
+    events = event_counts(engine)  # the other three copies: dropped, or answered once the slot completed
+    assert events["COMPLETED"] == 16 and events["DROP_DUPLICATE"] + events["RETX_ANSWERED"] == 3
+
+
+def test_a_lost_result_is_recovered_by_its_worker_alone(new_engine):
+    rng = np.random.default_rng(1)
+    # the result of slot 4 round 0 never reaches worker 2, once
+    workers, engine, _, _, _ = timed_cluster(new_engine, drop_down={(worker_port(2), 4, 0): 1})
+    data = random_indices(rng, 4, [64 * 8])
+    for op in run_sum(workers, data):
+        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
+    assert [counts(w, *KINDS) for w in workers] == [(0, 0, 0), (0, 0, 0), (0, 1, 0), (0, 0, 0)]
+    assert event_counts(engine)["RETX_ANSWERED"] == 1  # answered from the stored result
+
+
+def test_a_lost_last_request_is_resent_by_the_gap_timer(new_engine):
+    """The last request of an operation has no later one to reveal its loss: the gap timer (no result for
+    the spacing of results) resends it, well before the round-trip timer would."""
+    rng = np.random.default_rng(2)
+    workers, engine, recorder, _, _ = timed_cluster(new_engine, drop_up={(0, 7, 1): 1})
+    run_sum(workers, random_indices(rng, 4, [64 * 8]))
+    rto = workers[0].stats()["rto"]
+    data = random_indices(rng, 4, [64 * 8])
+    ops = run_sum(workers, data)
+    for op in ops:
+        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
+    sends = [t for t, w, slot, rnd in recorder.arrivals if (w, slot, rnd) == (0, 7, 1)]
+    assert len(sends) == 2 and sends[1] - sends[0] < rto
+    for w in workers:
+        timer, fast, probe = counts(w, *KINDS)
+        assert timer == 0 and probe == 1
+        assert w.stats()["gap_timeout"] == w.min_timeout  # results 80 µs apart: the floor
+    assert event_counts(engine)["COMPLETED"] == 16
+
+
+def test_a_request_is_fast_retransmitted_at_most_once_per_transmission(new_engine):
+    """Worker 1's request for slot 2 is lost twice: every later result is evidence against the first
+    transmission, but only one fast retransmission follows; the lost fast retransmission is left to the
+    timers, since no request sent after it can reveal it."""
+    rng = np.random.default_rng(3)
+    workers, engine, recorder, _, _ = timed_cluster(new_engine, drop_up={(1, 2, 0): 2})
+    data = random_indices(rng, 4, [64 * 8])
+    for op in run_sum(workers, data):
+        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
+    for w in workers:
+        timer, fast, probe = counts(w, *KINDS)
+        assert fast == 1 and timer + probe >= 1
+    assert len([1 for t, w, slot, rnd in recorder.arrivals if (w, slot, rnd) == (1, 2, 0)]) == 3
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_reordering_within_dupthresh_costs_no_retransmission(new_engine, early):
+    """Results to one port are at least SERVICE apart; a jitter of 2.5 × SERVICE lets each be overtaken by
+    at most 2 < dupthresh later ones. Stated bound: no fast retransmission at all without early
+    retransmission, at most dupthresh − 1 per operation with it; no timer as long as results come within
+    the RTO (min_timeout 5 ms here, against round trips of ~1.7 ms)."""
+    rng = np.random.default_rng(4)
+    workers, _, _, _, _ = timed_cluster(new_engine, jitter_down=2.5 * SERVICE, early_retransmit=early,
+                                        min_timeout=0.005)
+    operations = 0
+    for lengths in ([64 * 8], [64 * 40 + 5], [64 * 3], [64 * 17, 64]):
+        data = random_indices(rng, 4, lengths)
+        for op in run_sum(workers, data):
+            for got, want in zip(op.result()[0], expected_sums(data)):
+                np.testing.assert_array_equal(got, want)
+        operations += 1
+    reordered = 0
+    for w in workers:
+        overtakers = w.transport.overtakers()
+        assert max(overtakers) <= 2  # within the bound
+        reordered += sum(o > 0 for o in overtakers)
+        timer, fast, probe = counts(w, *KINDS)
+        assert timer == 0 and probe == 0
+        assert fast <= (w.dupthresh - 1) * operations if early else fast == 0
+        assert w.stats()["duplicate_results"] <= fast  # the answers to spurious retransmissions, no more
+    assert reordered >= 10  # it did reorder
+
+
+def test_reordering_and_duplication_without_loss_stay_within_the_bound(new_engine):
+    """Jitter far above the spacing of results reorders them arbitrarily within a window, and both ways
+    frames arrive twice. With the window covering each operation, a request is fast-retransmitted only if a
+    result of a request sent after it overtook its own, and at most once: fast ≤ overtaken results."""
+    rng = np.random.default_rng(5)
+    workers, engine, _, lw, _ = timed_cluster(new_engine, window=16, jitter_up=0.001, jitter_down=0.001,
+                                              duplicate_up=0.1, duplicate_down=0.1, min_timeout=0.005)
+    for lengths in ([64 * 16], [64 * 9 + 1], [64 * 16]):
+        data = random_indices(rng, 4, lengths)
+        for op in run_sum(workers, data):
+            np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
+    assert lw.duplicated_up > 0 and lw.duplicated_down > 0
+    for w in workers:
+        overtaken = sum(o > 0 for o in w.transport.overtakers())
+        timer, fast, probe = counts(w, *KINDS)
+        assert overtaken >= 5 and fast <= overtaken
+        assert timer == 0 and probe == 0
+        assert w.stats()["duplicate_results"] > 0
+    assert event_counts(engine)["COMPLETED"] == 16 + 10 + 16  # each slot use completed once
+
+
+def test_exact_under_loss_duplication_and_reordering(new_engine):
+    """THC, FIX32 and NORM through a wire that loses 5 % each way, duplicates and reorders: the results are
+    bit-identical to the clean run's, and every kind of recovery took part."""
+    rng = np.random.default_rng(6)
+    thc = random_indices(rng, 4, [64 * 30 + 7, 100])
+    fix = [[rng.integers(-2**31, 2**31, size=32 * 20 + 3, dtype=np.int64).astype(np.int32)] for _ in range(4)]
+    norms = rng.uniform(0, 10, size=(4, 12)).astype(np.float32)
+
+    def run(**link):
+        workers, engine, _, _, _ = timed_cluster(new_engine, window=16, **link)
+        out = []
+        for start in (lambda w: w.start_sum_indices(thc[w.worker_id]), lambda w: w.start_max(norms[w.worker_id]),
+                      lambda w: w.start_sum_fix32(fix[w.worker_id])):
+            ops = [start(w) for w in workers]
+            drive(workers)
+            out.append([op.result() for op in ops])
+        return out, workers, engine
+
+    clean, _, _ = run()
+    lossy, workers, engine = run(loss_up=0.05, loss_down=0.05, duplicate_up=0.05, duplicate_down=0.05,
+                                 jitter_up=0.0005, jitter_down=0.0005, seed=11)
+    for (sums_c, sums_l) in zip(clean[0] + clean[2], lossy[0] + lossy[2]):
+        assert sums_c[1] == sums_l[1] == 4
+        for a, b in zip(sums_c[0], sums_l[0]):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    for a, b in zip(clean[1], lossy[1]):
+        assert a.tobytes() == b.tobytes()
+    totals = np.sum([counts(w, *KINDS) for w in workers], axis=0)
+    assert totals[1] > 0 and totals[0] + totals[2] > 0
+    events = event_counts(engine)
+    slot_uses = 31 + 2 + 12 + 21
+    assert events["COMPLETED"] == slot_uses and events["CONSUMED"] == 3 * slot_uses
