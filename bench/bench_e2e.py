@@ -2,13 +2,16 @@
 emulated topology with bandwidth-limited links.
 
     sudo .venv/bin/python bench/bench_e2e.py [--bw 50,10,5] [--workers 4] [--steps 150] [--target emulator]
+                                             [--loss 0,1,5]
 
 Two parts, on the same network (brought up once):
   1. aggregation, at every link rate of --bw: rounds of a seeded random gradient of --size coordinates
      (thc-worker --probe), timed after a barrier: seconds per aggregation step, goodput (coordinates
      aggregated per second) and bytes each worker's interface carried per round;
   2. training at the first rate: digits for --steps steps per mode: time to --target-acc test accuracy,
-     final accuracy, time per step, bytes each worker sent and received per step.
+     final accuracy, time per step, bytes each worker sent and received per step; with several --loss
+     values, once per loss rate (the aggregation part runs at the first), and a table of the step time
+     under loss next to the lossless one, with how the losses were recovered (timer, fast, probe).
 Prints the figures and writes bench/out/bench_e2e.json and bench/out/bench_e2e.png. Figures only: no
 assertion on them (they depend on the machine and on what else it runs).
 """
@@ -40,10 +43,13 @@ def parse_args(argv=None):
     p.add_argument("--workers", type=int, default=None, help="workers (a star grows/shrinks; default: the file's)")
     p.add_argument("--target", choices=("emulator", "bmv2"), default="emulator")
     p.add_argument("--bw", default="50,10,5", help="link rates in Mbit/s, comma-separated (default 50,10,5)")
-    p.add_argument("--loss", type=float, default=None, help="percent loss on every link (default none)")
+    p.add_argument("--loss", default="0",
+                   help="percent loss on every link, per direction; comma-separated for one training run per "
+                        "rate, e.g. 0,1,5 (default 0)")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--size", type=int, default=16384, help="coordinates per aggregation round (default 16384)")
-    p.add_argument("--rounds", type=int, default=5, help="timed aggregation rounds per mode (default 5)")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="timed aggregation rounds per mode (default 5; 0 skips the aggregation part)")
     p.add_argument("--steps", type=int, default=150, help="training steps per mode (default 150; 0 skips training)")
     p.add_argument("--target-acc", type=float, default=0.9)
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out")
@@ -56,7 +62,8 @@ def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id:
     # a round ends for everyone when the last worker has its result: the slowest worker's time counts
     per_round = [max(float(p[f"r{k}_seconds"]) for p in probes) for k in range(rounds)]
     seconds = statistics.median(per_round)
-    retx = sum(json.loads(str(p["stats"]))["retransmissions"] for p in probes) if "stats" in probes[0].files else 0
+    stats = [json.loads(str(p["stats"])) for p in probes] if "stats" in probes[0].files else []
+    retx = sum(s["retransmissions"] for s in stats)
     wire = [json.loads(str(p["wire"])) for p in probes]
     return {"mode": mode, "bw_mbit": bw, "coordinates": size, "rounds": rounds, "seconds_per_round": per_round,
             "median_s": seconds, "goodput_coords_s": size / seconds, "retransmissions": retx,
@@ -75,53 +82,70 @@ def main(argv=None) -> int:
     setLogLevel("critical")
     modes = [m for m in args.modes.split(",") if m]
     rates = [float(b) for b in args.bw.split(",") if b]
+    losses = [float(x) for x in args.loss.split(",") if x] or [0.0]
     topo = Topology.load(args.topo)
     if args.workers:
         topo = topo.with_workers(args.workers)
-    topo = topo.with_link_params(bw=rates[0], loss=args.loss)
+    topo = topo.with_link_params(bw=rates[0], loss=losses[0] or None)
     args.out.mkdir(parents=True, exist_ok=True)
     log_dir = args.out / "bench_e2e_logs"
     say = lambda message: print(f"bench_e2e: {message}", flush=True)
-    aggregation, training, curves = [], [], {}
+    aggregation, training, training_loss, curves = [], [], [], {}
     started = time.monotonic()
     with Testbed(topo, log_dir, target=args.target, say=say) as bed:
         say(f"{topo.name}: {len(topo.workers)} workers, target {args.target}")
         job = 1
-        for bw in rates:
+        for bw in rates if args.rounds else []:
             bed.net.set_bandwidth(bw)
             for mode in modes:
                 say(f"aggregation at {bw:g} Mbit/s: {mode}, {args.rounds} rounds of {args.size} coordinates")
                 aggregation.append(aggregation_figures(bed, mode, args.size, args.rounds, job, 29600 + job, bw))
                 job += 1
         bed.net.set_bandwidth(rates[0])
-        if args.steps:
+        for k, loss in enumerate(losses if args.steps else []):
+            if k:
+                bed.net.set_loss(loss)
             for i, mode in enumerate(modes):
-                say(f"training: {mode}, {args.steps} steps")
-                results = bed.run_workers(WorkerOptions(mode=mode, steps=args.steps, job_id=10 + i,
-                                                        master_port=29700 + i, switch_timeout=60))
+                say(f"training: {mode}, {args.steps} steps, {loss:g}% loss")
+                run = 10 + k * len(modes) + i
+                results = bed.run_workers(WorkerOptions(mode=mode, steps=args.steps, job_id=run,
+                                                        master_port=29600 + run, switch_timeout=60))
                 training.append(report.summarize(mode, results, args.target_acc,
                                                  bed.last_switch_events.get(topo.aggregation.switch, {})))
-                curves[mode] = min(results, key=lambda r: r["rank"])
+                training_loss.append(loss)
+                if k == 0:
+                    curves[mode] = min(results, key=lambda r: r["rank"])
     elapsed = time.monotonic() - started
 
-    print(f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers ({args.target}), "
-          f"median of {args.rounds} rounds; bytes per worker per round on its interface:")
-    print(f"{'Mbit/s':>6s}  {'mode':18s} {'ms/round':>9s} {'coords/s':>12s} {'sent B':>10s} {'recv B':>10s} "
-          f"{'retx':>5s} {'switch pkts':>11s}")
-    for a in aggregation:
-        events = a["switch_events"]
-        aggregated = events.get("CONSUMED", 0) + events.get("COMPLETED", 0)
-        print(f"{a['bw_mbit']:6g}  {report.MODE_LABELS[a['mode']]:18s} {a['median_s'] * 1e3:9.1f} "
-              f"{a['goodput_coords_s']:12,.0f} {a['sent_bytes_per_round']:10,.0f} {a['received_bytes_per_round']:10,.0f} "
-              f"{a['retransmissions']:5d} {aggregated if a['mode'] != 'gloo' else '-':>11}")
-    if training:
-        print(f"\nTraining on digits at {rates[0]:g} Mbit/s, {args.steps} steps per mode:")
-        print(report.table(training))
-    result = {"topology": topo.name, "workers": len(topo.workers), "bw_mbit": rates, "loss_pct": args.loss,
+    if aggregation:
+        print(f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers ({args.target}), "
+              f"median of {args.rounds} rounds; bytes per worker per round on its interface:")
+        print(f"{'Mbit/s':>6s}  {'mode':18s} {'ms/round':>9s} {'coords/s':>12s} {'sent B':>10s} {'recv B':>10s} "
+              f"{'retx':>5s} {'switch pkts':>11s}")
+        for a in aggregation:
+            events = a["switch_events"]
+            aggregated = events.get("CONSUMED", 0) + events.get("COMPLETED", 0)
+            print(f"{a['bw_mbit']:6g}  {report.MODE_LABELS[a['mode']]:18s} {a['median_s'] * 1e3:9.1f} "
+                  f"{a['goodput_coords_s']:12,.0f} {a['sent_bytes_per_round']:10,.0f} {a['received_bytes_per_round']:10,.0f} "
+                  f"{a['retransmissions']:5d} {aggregated if a['mode'] != 'gloo' else '-':>11}")
+    for loss in dict.fromkeys(training_loss):
+        rows = [t for t, l in zip(training, training_loss) if l == loss]
+        print(f"\nTraining on digits at {rates[0]:g} Mbit/s, {loss:g}% loss, {args.steps} steps per mode:")
+        print(report.table(rows))
+    if len(set(training_loss)) > 1 or any(training_loss):
+        lossless = {t.mode: t.step_ms for t, l in zip(training, training_loss) if l == 0}
+        print(f"\nStep time under loss ({len(topo.workers)} workers, {args.target}; retransmissions: timer "
+              f"expiries, fast = later results showed the loss, probe = the gap timer at an operation's tail):")
+        for loss in dict.fromkeys(training_loss):
+            if loss:
+                print(report.loss_lines([t for t, l in zip(training, training_loss) if l == loss], loss, lossless))
+    result = {"topology": topo.name, "workers": len(topo.workers), "bw_mbit": rates, "loss_pct": losses,
               "target": args.target, "aggregation": aggregation,
-              "training": [asdict(t) for t in training], "elapsed_s": elapsed}
+              "training": [dict(asdict(t), loss_pct=l) for t, l in zip(training, training_loss)],
+              "elapsed_s": elapsed}
     (args.out / "bench_e2e.json").write_text(json.dumps(result, indent=1))
-    plot(args.out / "bench_e2e.png", aggregation, curves, args, len(topo.workers))
+    if aggregation:
+        plot(args.out / "bench_e2e.png", aggregation, curves, args, len(topo.workers))
     print(f"\nwrote {args.out / 'bench_e2e.json'} and {args.out / 'bench_e2e.png'} ({elapsed:.0f} s)")
     return 0
 

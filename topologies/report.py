@@ -32,6 +32,11 @@ class ModeSummary:
     received_bytes_per_step: float
     retransmissions: int               # requests the workers sent again (switch modes)
     switch_events: dict                # aggregating switch: event -> packets during the mode
+    timer_retransmissions: int = 0     # of those: sent again because the request's timer expired
+    fast_retransmissions: int = 0      # sent again because results of later requests showed it lost
+    probe_retransmissions: int = 0     # sent again because no result came for the gap timeout
+    rejected_results: int = 0          # results that did not fit their request (op, count, lane width)
+    requests: int = 0                  # first transmissions, all workers
 
 
 def summarize(mode: str, results: list[dict], target_acc: float, switch_events: dict | None = None) -> ModeSummary:
@@ -41,7 +46,8 @@ def summarize(mode: str, results: list[dict], target_acc: float, switch_events: 
     step_times = [s["step_time"] for r in results for s in r["steps"]]
     aggregation = [sum(r["aggregation_s"]) / max(len(r["steps"]), 1) for r in results]
     aggregation_s = statistics.mean(aggregation)
-    retx = sum((r.get("aggregator") or {}).get("retransmissions", 0) for r in results)
+    stats = [r.get("aggregator") or {} for r in results]
+    retx = sum(s.get("retransmissions", 0) for s in stats)
     return ModeSummary(
         mode=mode, workers=len(results), steps=steps, parameters=rank0["parameters"],
         final_acc=rank0["final_test_acc"], target_acc=target_acc, time_to_target_s=reached,
@@ -50,7 +56,12 @@ def summarize(mode: str, results: list[dict], target_acc: float, switch_events: 
         goodput_coords_s=rank0["parameters"] / aggregation_s if aggregation_s > 0 else 0.0,
         sent_bytes_per_step=statistics.mean(r["wire_training"]["tx_bytes"] / steps for r in results),
         received_bytes_per_step=statistics.mean(r["wire_training"]["rx_bytes"] / steps for r in results),
-        retransmissions=retx, switch_events=switch_events or {})
+        retransmissions=retx, switch_events=switch_events or {},
+        timer_retransmissions=sum(s.get("timer_retransmissions", 0) for s in stats),
+        fast_retransmissions=sum(s.get("fast_retransmissions", 0) for s in stats),
+        probe_retransmissions=sum(s.get("probe_retransmissions", 0) for s in stats),
+        requests=sum(s.get("requests", 0) for s in stats),
+        rejected_results=sum(s.get("rejected_results", 0) for s in stats))
 
 
 def table(rows: list[ModeSummary]) -> str:
@@ -59,17 +70,40 @@ def table(rows: list[ModeSummary]) -> str:
         return "(no mode finished)"
     target = rows[0].target_acc
     header = ["mode", "final acc", f"time to {target:.0%}", "train s", "step ms", "aggr ms/step",
-              "coords/s", "sent B/step", "recv B/step", "retx"]
+              "coords/s", "sent B/step", "recv B/step", "retx timer/fast/probe"]
     lines = []
     for r in rows:
         lines.append([MODE_LABELS.get(r.mode, r.mode), f"{r.final_acc:.3f}",
                       "-" if r.time_to_target_s is None else f"{r.time_to_target_s:.1f} s", f"{r.train_s:.1f}",
                       f"{r.step_ms:.1f}", f"{r.aggregation_ms:.1f}", f"{r.goodput_coords_s:,.0f}",
-                      f"{r.sent_bytes_per_step:,.0f}", f"{r.received_bytes_per_step:,.0f}", str(r.retransmissions)])
+                      f"{r.sent_bytes_per_step:,.0f}", f"{r.received_bytes_per_step:,.0f}",
+                      retx_split(r) if r.mode != "gloo" else "-"])
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(header)]
     fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     rule = "-" * len(fmt(header))
     return "\n".join([fmt(header), rule] + [fmt(l) for l in lines])
+
+
+def retx_split(r: ModeSummary) -> str:
+    return f"{r.timer_retransmissions}/{r.fast_retransmissions}/{r.probe_retransmissions}"
+
+
+def loss_lines(rows: list[ModeSummary], loss_pct: float | None, lossless: dict[str, float] | None = None) -> str:
+    """One line per switch mode: step time at this loss (next to the lossless step time when known) and how
+    lost packets were recovered: timer expiries vs fast retransmissions (later results showed the loss) vs
+    gap-timer probes (the tail of an operation)."""
+    lines = []
+    for r in rows:
+        if r.mode == "gloo":
+            continue
+        base = (lossless or {}).get(r.mode)
+        versus = f" vs {base:.1f} ms lossless ({r.step_ms / base:.2f}x)" if base else ""
+        per = r.retransmissions / r.requests if r.requests else 0.0
+        lines.append(f"{MODE_LABELS.get(r.mode, r.mode)} at {loss_pct or 0:g}% loss: step {r.step_ms:.1f} ms{versus}; "
+                     f"retransmissions {r.retransmissions} ({per:.1%} of {r.requests} requests): "
+                     f"timer {r.timer_retransmissions}, fast {r.fast_retransmissions}, probe {r.probe_retransmissions}"
+                     + (f"; {r.rejected_results} results rejected" if r.rejected_results else ""))
+    return "\n".join(lines)
 
 
 def write_json(path: Path, rows: list[ModeSummary], run_info: dict) -> None:

@@ -280,6 +280,8 @@ def run(args) -> int:
             curves[mode] = min(results, key=lambda r: r["rank"])
         print()
         print(report.table(summaries))
+        if args.loss:
+            print(report.loss_lines(summaries, args.loss))
         run_info = {"topology": topo.name, "target": args.target, "workers": len(topo.workers),
                     "steps": args.steps, "bw_mbit": args.bw, "loss_pct": args.loss, "modes": modes}
         report.write_json(log_dir / "summary.json", summaries, run_info)
