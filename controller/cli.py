@@ -9,7 +9,8 @@
 
 Every command takes --grpc-addr/--device-id/--election-id (or --topology with --switch/--all),
 --dry-run (print the P4Runtime requests instead of sending them) and --json. Errors are one line on
-stderr and exit status 1 (2 for bad usage).
+stderr and exit status 1 (2 for bad usage). Everything that can be checked without the switch (options,
+the topology file, the table) is checked before connecting.
 """
 import argparse
 import json
@@ -21,10 +22,11 @@ import google.protobuf.text_format
 from google.protobuf import json_format
 from p4.v1 import p4runtime_pb2
 
-from controller import contract, jobs
+from controller import contract, jobs, lookup_tables
 from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
+from controller.usage import OneLineParser
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"     # simple_switch_grpc's default
 
@@ -41,16 +43,17 @@ class Target:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("switch")
-    g.add_argument("--grpc-addr", metavar="HOST:PORT",
+    g.add_argument("--grpc-addr", type=_grpc_addr, metavar="HOST:PORT",
                    help=f"P4Runtime server of the switch (default: the topology's, else {DEFAULT_GRPC_ADDR})")
-    g.add_argument("--device-id", type=int, metavar="N", help="P4Runtime device id (default: the topology's, else 0)")
+    g.add_argument("--device-id", type=_device_id, metavar="N",
+                   help="P4Runtime device id (default: the topology's, else 0)")
     g.add_argument("--election-id", default="0,1", metavar="[HIGH,]LOW",
                    help="election id for primary arbitration (default: 0,1)")
     g.add_argument("--topology", metavar="FILE", help="topology file (topologies/*.json): switch addresses, hosts")
     which = g.add_mutually_exclusive_group()
     which.add_argument("--switch", metavar="NAME", help="act on this switch of the topology")
     which.add_argument("--all", action="store_true", help="act on every switch of the topology, one after the other")
-    g.add_argument("--connect-timeout", type=float, default=3.0, metavar="SEC",
+    g.add_argument("--connect-timeout", type=_seconds, default=3.0, metavar="SEC",
                    help="how long to wait for the switch to answer (default: 3)")
     o = parser.add_argument_group("output")
     o.add_argument("--dry-run", action="store_true",
@@ -62,6 +65,45 @@ def _common(parser: argparse.ArgumentParser) -> None:
                    help="P4Info to push (and to encode with in a dry run without a switch) (default: %(default)s)")
     p.add_argument("--bmv2-json", default=str(DEFAULT_BMV2_JSON), metavar="FILE",
                    help="BMv2 JSON to push (default: %(default)s)")
+
+
+def _grpc_addr(text: str) -> str:
+    host, colon, port = text.strip().rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT, like {DEFAULT_GRPC_ADDR}")
+    if not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: port {port} is outside 1..65535")
+    return f"{host}:{int(port)}"
+
+
+def _integer(what: str):
+    """argparse type: an integer, with a message that says what the number is (ranges are checked later)."""
+    def parse(text: str) -> int:
+        try:
+            return int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer ({what})") from None
+    return parse
+
+
+def _device_id(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer (the switch's --device-id)") from None
+    if not 0 <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"{text!r}: a P4Runtime device id is 0..2**64-1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds, like 3") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive number of seconds")
+    return value
 
 
 def _int_list(text: str) -> list[int]:
@@ -82,7 +124,7 @@ def _probability(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="thc-ctl", description="Program THC aggregation switches over P4Runtime.",
         epilog="Run `thc-ctl COMMAND --help` for the options of a command.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -105,8 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     install = command(table, "install", "compute a THC table and install it in every lane",
                       "Compute the table with thc.make_table(bits, granularity, clip, kind) (or take --values) "
                       "and install it in every lane's lookup table, replacing what is there.")
-    install.add_argument("--bits", type=int, metavar="B", help=f"bits per index, 1..{contract.MAX_BITS}")
-    install.add_argument("--granularity", type=int, metavar="G", help="table values are integers 0..G")
+    install.add_argument("--bits", type=_integer(f"bits per index, 1..{contract.MAX_BITS}"), metavar="B",
+                         help=f"bits per index, 1..{contract.MAX_BITS}")
+    install.add_argument("--granularity", type=_integer("the largest table value g, like 30"), metavar="G",
+                         help="table values are integers 0..G, at least 2**B - 1")
     install.add_argument("--clip", type=_probability, metavar="P", help="clip probability, e.g. 1/32")
     install.add_argument("--kind", choices=("optimal", "uniform"), default="optimal", help="table kind (default: optimal)")
     install.add_argument("--values", type=_int_list, metavar="V0,V1,...",
@@ -130,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("--missing-ok", action="store_true", help="succeed if the job is not installed")
     command(job, "list", "the installed jobs and their workers")
 
-    command(sub, "stats", "the program's event counters (ThcIngress.thc_events)")
+    command(sub, "stats", f"the program's event counters ({contract.THC_EVENTS})")
     show = command(sub, "show", "the tables and their entries, and the multicast groups")
     show.add_argument("--table", metavar="NAME", help="only this table (full name or unique suffix)")
     show.add_argument("--full", action="store_true", help="list every lookup-table entry instead of a summary")
@@ -190,9 +234,7 @@ def resolve_targets(args, topology, jobs_switch: bool = False) -> list[Target]:
         else:
             raise BadInput(f"topology {topology.name} has switches {', '.join(topology.switches)}: "
                            "choose one with --switch NAME or --all")
-    addr = args.grpc_addr or (switch.grpc_addr if switch else DEFAULT_GRPC_ADDR)
-    if ":" not in addr:
-        raise BadInput(f"--grpc-addr {addr!r}: expected HOST:PORT")
+    addr = args.grpc_addr or (switch.grpc_addr if switch else DEFAULT_GRPC_ADDR)   # "" is refused by _grpc_addr
     device = args.device_id if args.device_id is not None else (switch.device_id if switch else 0)
     return [Target(switch.name if switch else None, addr, device)]
 
@@ -206,15 +248,17 @@ def _needs_topology(args, what: str, topology):
 # ---- commands -----------------------------------------------------------------------------------
 
 def _values_for_install(args) -> list[int]:
+    """The table to install, checked as thc checks the table its workers decode with (before connecting)."""
     computed = [args.bits, args.granularity, args.clip]
     if args.values is not None:
         if any(v is not None for v in (args.granularity, args.clip)):
             raise BadInput("give either --values or --granularity/--clip, not both")
-        return args.values
+        return _checked_values(args.values, args.bits)
     if any(v is None for v in computed):
         raise BadInput("table install needs --bits, --granularity and --clip (or --values V0,V1,...)")
     if not 1 <= args.bits <= contract.MAX_BITS:
         raise BadInput(f"--bits {args.bits}: the program handles 1..{contract.MAX_BITS} bits per index")
+    _check_levels(args.bits, args.granularity, f"--granularity {args.granularity}")
     try:
         from thc import make_table
     except ImportError:
@@ -230,6 +274,27 @@ def _values_for_install(args) -> list[int]:
     return [int(v) for v in table.values]
 
 
+def _check_levels(bits: int, g: int, what: str) -> None:
+    """g >= 2**b - 1: with fewer table units than steps between levels, indices would share values."""
+    if g < (1 << bits) - 1:
+        raise BadInput(f"{what}: a {bits}-bit table has {1 << bits} levels, so g must be at least {(1 << bits) - 1} "
+                       f"for each index to stand for its own value (got g={g}); raise g or lower --bits")
+
+
+def _checked_values(values: list[int], bits: int | None) -> list[int]:
+    """--values: what the program can hold (lookup_tables.check_values), rising as thc's tables must
+    (an index stands for a level, and levels are ordered), and enough units for every level."""
+    values, bits = lookup_tables.check_values(values, bits)
+    text = ",".join(map(str, values))
+    for j in range(1, len(values)):
+        if values[j] < values[j - 1]:
+            raise BadInput(f"--values {text}: the table is not increasing: V[{j}] = {values[j]} < V[{j - 1}] = "
+                           f"{values[j - 1]} (thc refuses such a table); give 2**b values rising from 0 to g, "
+                           "like 0,10,20,30")
+    _check_levels(bits, values[-1], f"--values {text}")
+    return values
+
+
 def run_on(session: SwitchSession, args, topology):
     """Run the command on one switch; return (result for --json, lines for people)."""
     cmd = args.command
@@ -243,7 +308,7 @@ def run_on(session: SwitchSession, args, topology):
         return summary.to_dict(), [f"forwarding: {summary}"]
     if cmd == "table":
         if args.table_command == "install":
-            r = session.install_table(_values_for_install(args))
+            r = session.install_table(args.table_values)
             return r, [f"table b={r['bits']} max value {r['max_value']} V={r['values']} in {r['lanes']} lanes: "
                        f"{r['inserted']} inserted, {r['modified']} modified, {r['deleted']} deleted"]
         t = session.installed_table()
@@ -376,6 +441,8 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
         if jobs_switch and args.all:
             raise BadInput("jobs live on the aggregating switch: drop --all")
         targets = resolve_targets(args, topology, jobs_switch)
+        if args.command == "table" and args.table_command == "install":
+            args.table_values = _values_for_install(args)
         for target in targets:
             with SwitchSession(target.grpc_addr, target.device_id, election_id, args.p4info, args.bmv2_json,
                                name=target.name, dry_run=args.dry_run,

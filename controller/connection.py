@@ -132,12 +132,26 @@ class SwitchConnection:
             raise self._rpc_error(answer, "arbitration")
         status = answer.arbitration.status
         if status.code != code_pb2.OK:
-            held = answer.arbitration.election_id
-            raise NotPrimary(
-                f"{self.label}: not primary: another controller holds election id "
-                f"{held.high},{held.low} and ours is {self.election_id[0]},{self.election_id[1]}; "
-                "pass a higher --election-id (or stop the other controller)")
+            raise NotPrimary(self._not_primary_message(answer.arbitration))
         self.primary = True
+
+    def _not_primary_message(self, arbitration) -> str:
+        """What the switch answered, in its terms: a primary exists (ALREADY_EXISTS), or none does
+        (NOT_FOUND: the primary has gone, but the switch keeps the highest election id it has seen)."""
+        held = arbitration.election_id
+        theirs, ours = f"{held.high},{held.low}", f"{self.election_id[0]},{self.election_id[1]}"
+        said = f"{code_pb2.Code.Name(arbitration.status.code)}"
+        if arbitration.status.message:
+            said += f" '{arbitration.status.message}'"
+        if arbitration.status.code == code_pb2.ALREADY_EXISTS:
+            return (f"{self.label}: not primary (switch answered {said}): another controller holds election id "
+                    f"{theirs} and ours is {ours}; pass a higher --election-id (or stop the other controller)")
+        if arbitration.status.code == code_pb2.NOT_FOUND and arbitration.HasField("election_id"):
+            return (f"{self.label}: not primary (switch answered {said}): no controller is primary now; the "
+                    f"highest election id the switch has seen is {theirs} (a controller that may have gone), "
+                    f"ours is {ours}; pass --election-id {theirs} or higher to become primary")
+        return (f"{self.label}: not primary (switch answered {said}), with election id {ours}; pass a higher "
+                "--election-id")
 
     def close(self) -> None:
         if self._requests is not None:

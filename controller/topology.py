@@ -185,7 +185,7 @@ class Topology:
         try:
             text = path.read_text()
         except OSError as exc:
-            raise TopologyError(str(path), [f"cannot read: {exc.strerror}"]) from None
+            raise TopologyError(str(path), [f"cannot read topology file {path}: {exc.strerror}"]) from None
         return cls.parse(text, source=str(path), default_name=path.stem)
 
     @classmethod
@@ -354,6 +354,7 @@ class _Parser:
         self.default_name = default_name
         self.problems: list[str] = []
         self.declared: set[str] = set()     # every node name in the file, valid or not: no cascading errors
+        self.declared_switches: set[str] = set()
 
     def problem(self, path: tuple, message: str) -> None:
         line = self._line(path)
@@ -442,6 +443,7 @@ class _Parser:
         seen_id: dict[int, str] = {}
         seen_port: dict[int, str] = {}
         self.declared.update(raw)
+        self.declared_switches.update(raw)
         for index, (name, spec) in enumerate(raw.items()):
             path = ("switches", name)
             if not self._name(name, path):
@@ -594,7 +596,7 @@ class _Parser:
             return None
         self._unknown_keys(raw, _AGG_KEYS, path)
         switch = raw.get("switch")
-        if switch not in switches:
+        if switch not in switches and switch not in self.declared_switches:   # else it has its own message
             self.problem(path + ("switch",), f"unknown switch {json.dumps(switch)}"
                          + (f" (switches: {', '.join(switches)})" if switches else ""))
         service_ip = self._ip(raw.get("service_ip"), path + ("service_ip",))

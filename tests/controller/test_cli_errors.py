@@ -1,0 +1,151 @@
+"""thc-ctl's errors: one line on stderr that says what is wrong and what to do, and a non-zero exit, for
+every problem it can see, before it connects to a switch when the switch is not needed to see it.
+
+Commands whose only fault is in their options point at a port where nothing listens: a check made after
+connecting would report "no P4Runtime server answers" instead of the real problem.
+"""
+import io
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.cli import run
+from controller.connection import SwitchConnection
+from controller.errors import NotPrimary
+from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    status = run([str(a) for a in argv], out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def assert_one_line(status, err, *words):
+    assert status != 0
+    assert err.count("\n") == 1 and err.startswith("thc-ctl: error: "), err
+    for word in words:
+        assert word in err, err
+    assert "no P4Runtime server answers" not in err and "usage:" not in err
+
+
+def nowhere() -> list[str]:
+    return ["--grpc-addr", f"127.0.0.1:{free_port()}", "--connect-timeout", "0.2"]
+
+
+def test_a_table_that_is_not_increasing_is_refused_before_connecting():
+    status, _, err = cli("table", "install", "--values", "0,20,10,30", *nowhere())
+    assert_one_line(status, err, "--values 0,20,10,30", "not increasing", "V[2] = 10 < V[1] = 20",
+                    "like 0,10,20,30")
+    assert status == 1
+
+
+@pytest.mark.parametrize("argv, g, levels", [
+    (["--values", "0,0,1,1"], 1, 4),
+    (["--bits", "4", "--granularity", "8", "--clip", "1/32"], 8, 16),
+])
+def test_a_table_with_g_below_its_levels_is_refused(argv, g, levels):
+    """With g < 2**b - 1 some indices must share a value: the table wastes bits, which thc-ctl refuses."""
+    status, _, err = cli("table", "install", *argv, *nowhere())
+    assert_one_line(status, err, f"{levels} levels", f"at least {levels - 1}", f"got g={g}", "raise g or lower --bits")
+
+
+def test_a_symmetric_increasing_table_still_passes_the_checks():
+    """The checks refuse only bad tables: a valid one gets as far as the (absent) switch."""
+    status, _, err = cli("table", "install", "--values", "0,10,20,30", *nowhere())
+    assert status == 1 and "no P4Runtime server answers" in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["table", "install", "--clip", "2"], ["argument --clip", "strictly between 0 and 1",
+                                            "see `thc-ctl table install --help`"]),
+    (["table", "install", "--bits", "four"], ["argument --bits", "'four'", "expected an integer (bits per index"]),
+    (["stats", "--grpc-addr", ""], ["argument --grpc-addr", "expected HOST:PORT, like 127.0.0.1:9559"]),
+    (["stats", "--grpc-addr", "127.0.0.1:99999"], ["port 99999 is outside 1..65535"]),
+    (["stats", "--grpc-addr", "127.0.0.1"], ["expected HOST:PORT"]),
+    (["stats", "--connect-timeout", "0"], ["argument --connect-timeout", "positive number of seconds"]),
+    (["stats", "--device-id", "-1"], ["argument --device-id", "0..2**64-1"]),
+    (["frobnicate"], ["invalid choice: 'frobnicate'", "see `thc-ctl --help`"]),
+])
+def test_usage_errors_are_one_line_not_a_usage_block(capsys, argv, words):
+    status = run(argv)
+    err = capsys.readouterr().err
+    assert status == 2
+    assert_one_line(status, err, *words)
+
+
+def test_a_missing_topology_file_is_named():
+    status, _, err = cli("stats", "--topology", "/nonexistent.json")
+    assert_one_line(status, err, "/nonexistent.json", "cannot read topology file")
+
+
+def test_a_bad_grpc_port_in_the_topology_is_one_problem_not_also_an_unknown_switch(tmp_path):
+    topo = json.loads((REPO / "topologies" / "star4.json").read_text())
+    topo["switches"]["s1"]["grpc_port"] = 99999
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(topo, indent=1))
+    status, _, err = cli("stats", "--topology", path)
+    assert_one_line(status, err, f"{path}:", "switches.s1.grpc_port: 99999", "1024..65535")
+    assert "unknown switch" not in err and "more)" not in err
+
+
+def test_the_same_runs_as_a_process():
+    """thc-ctl as a user runs it: the console script's exit status and stderr."""
+    out = subprocess.run([str(Path(sys.executable).with_name("thc-ctl")), "table", "install", "--clip", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and out.stderr.startswith("thc-ctl: error: ")
+
+
+# ---- arbitration: what lower election ids are told ------------------------------------------------
+
+@pytest.fixture
+def switch():
+    """The software switch's P4Runtime server, in-process, with no program (arbitration needs none)."""
+    from emulator.p4rt.device import Device
+    from emulator.p4runtime_server import P4RuntimeServer
+
+    server = P4RuntimeServer(Device(device_id=0))
+    port = server.start("127.0.0.1:0")
+    yield f"127.0.0.1:{port}"
+    server.stop()
+
+
+def test_a_lower_id_while_the_primary_is_up_is_told_it_holds_the_switch(switch):
+    holder = SwitchConnection(switch, 0, (0, 7))
+    holder.become_primary()
+    try:
+        with pytest.raises(NotPrimary, match=r"ALREADY_EXISTS.*holds election id 0,7 and ours is 0,3"):
+            SwitchConnection(switch, 0, (0, 3)).become_primary()
+    finally:
+        holder.close()
+
+
+@pytest.mark.skipif(not (DEFAULT_BMV2_JSON.exists() and DEFAULT_P4INFO.exists()), reason="p4/build/ is not built")
+def test_after_the_primary_has_gone_a_lower_id_is_told_the_truth_and_what_id_takes_over(switch):
+    """The switch keeps the highest election id it has seen: nobody holds the switch, but 0,3 cannot
+    become primary; the message says so, and the id it names does take over."""
+    holder = SwitchConnection(switch, 0, (0, 7))
+    holder.become_primary()
+    holder.close()
+    status, _, err = cli("push", "--grpc-addr", switch, "--election-id", "0,3")
+    assert_one_line(status, err, "NOT_FOUND", "no controller is primary now", "highest election id the switch "
+                    "has seen is 0,7", "ours is 0,3", "pass --election-id 0,7 or higher")
+    assert "holds" not in err
+    again = SwitchConnection(switch, 0, (0, 7))
+    try:
+        again.become_primary()
+        assert again.primary
+    finally:
+        again.close()
