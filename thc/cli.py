@@ -15,6 +15,15 @@ from .workloads import WORKLOADS, make_rounds
 
 __all__ = ["main", "build_parser"]
 
+PROG = "python -m thc"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line that names the option and where help is, not argparse's usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{PROG}: error: {message} (see `{self.prog} --help`)\n")
+
 
 def _probability(text: str) -> float:
     try:
@@ -31,8 +40,8 @@ def _power_of_two(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m thc",
+    parser = _Parser(
+        prog=PROG,
         description="THC (Tensor Homomorphic Compression) lookup tables and compressor error measurements.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{table,nmse}")
@@ -112,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _cmd_table(args) if args.command == "table" else _cmd_nmse(args)
     except THCError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
 
 
