@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 
 from topologies import interrupts, supervisor
-from controller.topology import Topology, TopologyError
+from controller import contract
+from controller.topology import MAX_WORKERS, Topology, TopologyError
+from controller.usage import OneLineParser
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOPO = "topologies/star4.json"
@@ -36,8 +38,43 @@ class RunError(RuntimeError):
     """A failure with a message that explains it; printed without a traceback."""
 
 
+def _int_range(lo: int, hi: int | None = None, why: str = ""):
+    """argparse type: an integer in lo..hi (hi None: no upper bound); the message says the range and why."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer") from None
+        if value < lo or (hi is not None and value > hi):
+            bound = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
+            raise argparse.ArgumentTypeError(f"{value}: must be {bound}{why}")
+        return value
+    return parse
+
+
+def _positive(text: str) -> float:
+    """argparse type: a finite number > 0 (seconds, a learning rate)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a positive number")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text}: an accuracy in (0, 1], like 0.9")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="thc-run", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run THC in-network aggregation on an emulated network: Mininet hosts, P4Runtime "
                     "switches (the software switch or BMv2), one training worker per host.",
@@ -56,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--target", choices=("emulator", "bmv2"), default="emulator",
                      help="switch: 'emulator' = our thc-switch (default), 'bmv2' = simple_switch_grpc "
                           "(from /opt/p4/bin or PATH)")
-    net.add_argument("--workers", type=int, metavar="N",
+    net.add_argument("--workers", type=_int_range(1, MAX_WORKERS, " (the switch's worker bitmap)"), metavar="N",
                      help="number of workers: a star topology grows/shrinks to N hosts, others use their first N")
     net.add_argument("--bw", type=float, metavar="MBITS", help="bandwidth of every link in Mbit/s (htb)")
     net.add_argument("--loss", type=float, metavar="PCT",
@@ -65,25 +102,29 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--switch-log-level", default="info", choices=("trace", "debug", "info", "warn", "error", "off"),
                      help="switch log level (-L); trace logs every table hit and is much slower (default info)")
     net.add_argument("--no-pcap", action="store_true", help="do not write pcaps (default: pcaps/ per interface)")
-    net.add_argument("--start-timeout", type=float, default=60.0, metavar="S",
+    net.add_argument("--start-timeout", type=_positive, default=60.0, metavar="S",
                      help="seconds a switch may take to answer on gRPC (default 60)")
     tr = p.add_argument_group("training")
     tr.add_argument("--modes", default=",".join(MODES), metavar="LIST",
                     help="comma-separated modes to run in turn: thc (THC through the switch), fix32 "
                          "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP) "
                          f"(default {','.join(MODES)})")
-    tr.add_argument("--steps", type=int, default=200, metavar="N", help="training steps per mode (default 200)")
-    tr.add_argument("--batch-size", type=int, default=32, metavar="N", help="samples per worker per step (default 32)")
-    tr.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
-    tr.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
-    tr.add_argument("--target-acc", type=float, default=0.9, metavar="A",
+    tr.add_argument("--steps", type=_int_range(1), default=200, metavar="N",
+                    help="training steps per mode (default 200)")
+    tr.add_argument("--batch-size", type=_int_range(1), default=32, metavar="N",
+                    help="samples per worker per step (default 32)")
+    tr.add_argument("--lr", type=_positive, default=0.1, help="SGD learning rate (default 0.1)")
+    tr.add_argument("--seed", type=_int_range(0, 2**32 - 1), default=0,
+                    help="model initialisation and batch order (default 0)")
+    tr.add_argument("--target-acc", type=_fraction, default=0.9, metavar="A",
                     help="accuracy for the time-to-accuracy column (default 0.9)")
-    tr.add_argument("--job-id", type=int, default=1, help="THC job id on the switch (default 1)")
-    tr.add_argument("--window", type=int, default=64, metavar="W",
+    tr.add_argument("--job-id", type=_int_range(0, contract.JOB_ID_MAX, " (the THC header's 8-bit job id)"),
+                    default=1, help="THC job id on the switch (default 1)")
+    tr.add_argument("--window", type=_int_range(1, contract.SLOTS, " (the switch's slots)"), default=64, metavar="W",
                     help="requests in flight per worker; the job gets this many slots (default 64)")
-    tr.add_argument("--switch-timeout", type=float, default=30.0, metavar="S",
+    tr.add_argument("--switch-timeout", type=_positive, default=30.0, metavar="S",
                     help="a worker gives up when the switch has not answered for S seconds (default 30)")
-    tr.add_argument("--stall-timeout", type=float, default=120.0, metavar="S",
+    tr.add_argument("--stall-timeout", type=_positive, default=120.0, metavar="S",
                     help="stop a mode when no worker progresses for S seconds (default 120)")
     out = p.add_argument_group("files and control")
     out.add_argument("--log-dir", default="logs", metavar="DIR", help="logs and results (default logs/)")
@@ -96,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def say(message: str) -> None:
     print(f"thc-run: {message}", flush=True)
+
+
+def error(message: str) -> None:
+    """The one line of a failed run, on stderr."""
+    print(f"thc-run: error: {message}", file=sys.stderr, flush=True)
 
 
 # ---- stop ---------------------------------------------------------------------------------------------
@@ -180,6 +226,12 @@ def parse_modes(text: str) -> list[str]:
     return modes
 
 
+def check_switch_exe(path: str | None) -> None:
+    if path is not None and not (Path(path).is_file() and os.access(path, os.X_OK)):
+        raise RunError(f"--switch-exe {path}: no executable file there; give the path of thc-switch or "
+                       "simple_switch_grpc, or drop the option")
+
+
 def check_prerequisites() -> None:
     if os.geteuid() != 0:
         raise RunError("needs root for Mininet's network namespaces: run `sudo make run` (or sudo thc-run ...)")
@@ -245,8 +297,9 @@ def run(args) -> int:
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 
-    modes = parse_modes(args.modes)
+    modes = parse_modes(args.modes)         # every option is checked before anything needs root
     topo = load_topology(args)
+    check_switch_exe(args.switch_exe)
     check_prerequisites()
     log_dir = Path(args.log_dir).resolve()
     pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
@@ -305,12 +358,15 @@ def _quiet_mininet() -> None:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:           # --help, or a usage error (already printed, one line)
+        return int(exc.code or 0)
     if args.stop:
         try:
             return stop(Path(args.log_dir).resolve())
         except (RunError, RuntimeError) as exc:
-            say(f"error: {exc}")
+            error(str(exc))
             return 1
     interrupts.install()
     from topologies.network import NetworkError
@@ -322,12 +378,15 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         say("interrupted")
         return 130
-    except (RunError, TopologyError, NetworkError, SwitchStartError, WorkerFailed) as exc:
-        say(f"error: {exc}")
+    except TopologyError as exc:        # one problem: one line; several: the list, each naming file and line
+        error(exc.problems[0] if len(exc.problems) == 1 else str(exc))
+        return 1
+    except (RunError, NetworkError, SwitchStartError, WorkerFailed) as exc:
+        error(str(exc))
         return 1
     except Exception as exc:
         if type(exc).__module__.startswith("controller"):      # the controller's errors explain themselves
-            say(f"controller error: {exc}")
+            error(f"controller: {exc}")
             return 1
         raise
 
