@@ -24,7 +24,7 @@ import sys
 import time
 import uuid
 
-from topologies.targets import find_executable
+from topologies.targets import find_executable, free_tcp_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "p4", "build")
@@ -92,10 +92,6 @@ class VethPairs:
             subprocess.run(["ip", "link", "del", iface], capture_output=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(address: str, proc, timeout: float = 60.0) -> None:
@@ -135,7 +131,7 @@ def bmv2_binary():
 
 
 def start_bmv2(pairs):
-    address = f"127.0.0.1:{free_port()}"
+    address = f"127.0.0.1:{free_tcp_port()}"
     proc = subprocess.Popen([bmv2_binary(), "--no-p4", "-i", f"1@{pairs.port1}", "-i", f"2@{pairs.port2}",
                              "--", "--grpc-server-addr", address],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

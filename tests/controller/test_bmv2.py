@@ -2,10 +2,6 @@
 software switch, read back after writing. Skipped where BMv2 is not installed (see /opt/p4/STATUS)."""
 import io
 import json
-import os
-import socket
-import subprocess
-import time
 
 import pytest
 
@@ -13,20 +9,13 @@ from controller import contract
 from controller.cli import run
 from controller.connection import SwitchConnection
 from controller.errors import NotPrimary, WriteRejected
-from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
-from topologies.targets import find_executable, stop_process
+from controller.session import SwitchSession
+from tests.support.bmv2 import Bmv2Process, bmv2_binary
 
 
-def _bmv2() -> str | None:
-    return find_executable("bmv2")
-
-
-BMV2 = _bmv2()
 pytestmark = [
     pytest.mark.bmv2,
-    pytest.mark.skipif(BMV2 is None, reason="simple_switch_grpc is neither on PATH nor in /opt/p4/bin"),
-    pytest.mark.skipif(not (DEFAULT_BMV2_JSON.exists() and DEFAULT_P4INFO.exists()),
-                       reason="p4/build/thc.json and thc.p4info.txtpb are not committed yet"),
+    pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc is not installed"),
 ]
 
 
@@ -36,47 +25,22 @@ def cli(*argv):
     return status, out.getvalue(), err.getvalue()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def bmv2(tmp_path_factory):
     """simple_switch_grpc without a program, on a loopback port; a star4 topology naming it."""
-    port = _free_port()
     logs = tmp_path_factory.mktemp("bmv2")
-    env = dict(os.environ)
-    if BMV2.startswith("/opt/p4/"):
-        env["LD_LIBRARY_PATH"] = "/opt/p4/lib:" + env.get("LD_LIBRARY_PATH", "")
-    # BMv2's defaults (Thrift on 9090, ipc:///tmp/bmv2-0-notifications.ipc) are machine-wide: use our own
-    argv = [BMV2, "--no-p4", "--device-id", "0", "--notifications-addr", f"ipc://{logs / 'notifications.ipc'}"]
-    usage = subprocess.run([BMV2, "--help"], capture_output=True, text=True, env=env, timeout=30)
-    if "--thrift-port" in usage.stdout + usage.stderr:
-        argv += ["--thrift-port", str(_free_port())]
-    with open(logs / "bmv2.log", "w") as log:
-        proc = subprocess.Popen(argv + ["--", "--grpc-server-addr", f"127.0.0.1:{port}"],
-                                stdout=log, stderr=subprocess.STDOUT, env=env)
+    switch = Bmv2Process(logs, ["--no-p4"])
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"simple_switch_grpc did not start: {(logs / 'bmv2.log').read_text()[-2000:]}")
-            time.sleep(0.1)
         topo = logs / "star4.json"
         topo.write_text(json.dumps({
             "name": "star4",
             "hosts": {f"h{i}": {"ip": f"10.0.0.{i}/24", "mac": f"08:00:00:00:00:0{i}"} for i in range(1, 5)},
-            "switches": {"s1": {"device_id": 0, "grpc_port": port}},
+            "switches": {"s1": {"device_id": 0, "grpc_port": switch.port}},
             "links": [[f"h{i}", f"s1-p{i}"] for i in range(1, 5)],
             "aggregation": {"switch": "s1", "service_ip": "10.0.0.254"}}))
-        yield {"addr": f"127.0.0.1:{port}", "topo": topo}
+        yield {"addr": switch.address, "topo": topo}
     finally:
-        stop_process(proc)
+        switch.stop()
 
 
 def test_every_command_on_bmv2(bmv2):

@@ -2,7 +2,6 @@
 reads back, and the errors users see. See test_controller_support.py for the mock and the P4Info."""
 import json
 import random
-import socket
 
 import google.protobuf.text_format
 import pytest
@@ -15,6 +14,7 @@ from controller.p4info import P4Info
 from controller.session import SwitchSession
 from tests.support.mock_switch import MockSwitch, contract_p4info
 from controller.topology import Topology
+from topologies.targets import free_tcp_port
 
 Update = p4runtime_pb2.Update
 LANES = 2          # the mock's program: 2 lookup lanes keep the tests fast (the real one has 32)
@@ -73,11 +73,6 @@ def write_request(updates_txt: str, device_id=0, election=(0, 1)) -> p4runtime_p
     return req
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---- pipeline -------------------------------------------------------------------------------------
@@ -154,7 +149,7 @@ def test_forwarding_installs_a_route_per_host_and_the_service_address(mock, topo
 
 
 def test_forwarding_on_two_tiers_routes_the_service_address_toward_the_aggregating_switch(mock):
-    topo = Topology.from_dict(two_tier(int(mock.addr.rsplit(":", 1)[1]), free_port()))
+    topo = Topology.from_dict(two_tier(int(mock.addr.rsplit(":", 1)[1]), free_tcp_port()))
     with SwitchSession(mock.addr, name="s1") as s:
         s.install_forwarding(topo)
         table = s.show()["tables"]
@@ -413,7 +408,7 @@ def test_apply_reads_tutorials_runtime_files_and_is_idempotent(mock, tmp_path):
 # ---- errors ---------------------------------------------------------------------------------------
 
 def test_an_unreachable_switch_names_the_address_and_what_to_check():
-    addr = f"127.0.0.1:{free_port()}"
+    addr = f"127.0.0.1:{free_tcp_port()}"
     with SwitchSession(addr, connect_timeout=0.3) as s:
         with pytest.raises(SwitchUnreachable, match=f"no P4Runtime server answers at {addr}.*switch is running"):
             s.read_stats()
@@ -521,7 +516,7 @@ def test_dry_run_prints_the_request_a_live_run_sends(mock, tmp_path, topo):
 def test_dry_run_without_a_switch_encodes_with_the_p4info_file(tmp_path):
     p4info_file = tmp_path / "thc.p4info.txtpb"
     p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
-    status, out, err = cli("table", "install", "--values", "0,1", "--grpc-addr", f"127.0.0.1:{free_port()}",
+    status, out, err = cli("table", "install", "--values", "0,1", "--grpc-addr", f"127.0.0.1:{free_tcp_port()}",
                            "--connect-timeout", "0.2", "--dry-run", "--p4info", str(p4info_file))
     assert status == 0, err
     assert "computed against an empty switch" in err
@@ -551,7 +546,7 @@ def test_bad_input_is_one_line_and_exit_status_1(mock, tmp_path, argv, message):
     bad["links"].append(["h9", "s1-p9"])
     bad_file = tmp_path / "bad.json"
     bad_file.write_text(json.dumps(bad))
-    values = {"free": free_port(), "addr": mock.addr, "topo": topo_file, "bad_topo": bad_file,
+    values = {"free": free_tcp_port(), "addr": mock.addr, "topo": topo_file, "bad_topo": bad_file,
               "missing": tmp_path / "missing.json"}
     status, out, err = cli(*[a.format(**values) for a in argv])
     assert status == 1
@@ -569,7 +564,7 @@ def test_dry_run_push_elides_the_bmv2_json(tmp_path):
     p4info_file, json_file = tmp_path / "thc.p4info.txtpb", tmp_path / "thc.json"
     p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
     json_file.write_text('{"program": "thc.p4"}')
-    argv = ["push", "--grpc-addr", f"127.0.0.1:{free_port()}", "--connect-timeout", "0.2", "--dry-run",
+    argv = ["push", "--grpc-addr", f"127.0.0.1:{free_tcp_port()}", "--connect-timeout", "0.2", "--dry-run",
             "--p4info", str(p4info_file), "--bmv2-json", str(json_file)]
     status, out, _ = cli(*argv)
     assert status == 0 and "# config.p4_device_config: 21 bytes of BMv2 JSON (elided)" in out

@@ -13,7 +13,7 @@ from controller import contract, jobs, lookup_tables
 from controller.jobs import Job
 from controller.writes import INSERT, MODIFY, EngineWriter, GroupWrite, TableWrite, to_updates
 from tests.support import paths
-from topologies.targets import find_executable, stop_process
+from tests.support.bmv2 import bmv2_binary  # noqa: F401  (re-exported for the pipeline tests)
 
 BUILD, THC_JSON, THC_P4INFO = paths.BUILD, paths.THC_JSON, paths.THC_P4INFO
 
@@ -78,11 +78,6 @@ class SoftwareTarget(_Target):
         assert self.sw.stats.get("exceptions", 0) == 0, "the engine raised while processing a packet"
 
 
-def bmv2_binary() -> str | None:
-    """simple_switch_grpc where the runner looks for it (topologies.targets), else None."""
-    return find_executable("bmv2")
-
-
 def program_summary() -> dict:
     """Names and sizes from the compiled JSON, for tests that must not hard-code K."""
     program = json.loads(THC_JSON.read_text())
@@ -103,10 +98,9 @@ class Bmv2Target(_Target):
 
     def __init__(self, binary: str, workdir: Path, ports=(1, 2, 3, 4), settle: float = 0.5):
         import os
-        import subprocess
 
         from controller.session import SwitchSession
-        from topologies.targets import free_tcp_port
+        from tests.support.bmv2 import Bmv2Process
         from topologies.veth import VethPorts
 
         self.settle = settle
@@ -115,12 +109,9 @@ class Bmv2Target(_Target):
         self.session = None
         try:
             self.veths = VethPorts(f"tb{os.getpid() % 10000}p", ports)
-            grpc_port = free_tcp_port()
-            args = [binary, "--device-id", "0", "--thrift-port", str(free_tcp_port()),
-                    "--log-file", str(workdir / "bmv2"), "--log-flush", "--no-p4",
-                    *self.veths.interface_args(), "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
-            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            self.session = SwitchSession(f"127.0.0.1:{grpc_port}", name="bmv2", connect_timeout=20.0)
+            self.proc = Bmv2Process(workdir, ["--log-file", str(workdir / "bmv2"), "--log-flush", "--no-p4",
+                                              *self.veths.interface_args()], binary=binary)
+            self.session = SwitchSession(self.proc.address, name="bmv2", connect_timeout=20.0)
             self.session.push()
             self.p4info = self.session._p4info
         except Exception:
@@ -159,6 +150,7 @@ class Bmv2Target(_Target):
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
-        stop_process(self.proc)
+        if self.proc is not None:
+            self.proc.stop()
         if self.veths is not None:
             self.veths.close()
