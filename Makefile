@@ -17,7 +17,7 @@ LOSS        ?=
 BW          ?=
 P4C         ?= p4c-bm2-ss
 
-.PHONY: all setup apt venv run stop test test-fast bench bench-e2e p4 clean
+.PHONY: all setup apt venv run stop test test-fast lint format bench bench-e2e p4 clean
 
 all: run
 
@@ -56,8 +56,18 @@ stop:
 test: setup
 	$(VPY) -m pytest -q
 
-test-fast: setup
+# Without root and without apt once .venv exists: the unit and packet tests only.
+test-fast: venv
 	$(VPY) -m pytest -q -m "not mininet and not slow"
+
+# ruff: lint rules and the formatter's style, both configured in pyproject.toml.
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 # Benchmarks print figures and write bench/out/ (JSON, PNG); the port benchmarks need root.
 bench: setup
