@@ -17,6 +17,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from controller import contract
 from emulator.switch import SoftwareSwitch
 from host_agent import wire
 from thc import aggregate, packing, tables
@@ -30,10 +31,6 @@ from tests.support import paths
 TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]
 JOB = 7
 P4_JSON = paths.THC_JSON
-EVENTS = ["CONSUMED", "COMPLETED", "RETX_ANSWERED", "DROP_UNKNOWN_JOB", "DROP_FOREIGN_WORKER", "DROP_SLOT_RANGE",
-          "DROP_STALE_ROUND", "DROP_DUPLICATE", "DROP_BAD_INDEX", "DROP_MALFORMED", "DROP_BAD_OP", "FORWARDED",
-          "DROP_NO_ROUTE", "DROP_NOT_IPV4"]
-
 
 class Recorder:
     """Wraps an engine and records (worker, slot, round, op) of every request it is given."""
@@ -52,8 +49,8 @@ def event_counts(engine) -> Counter:
     if isinstance(engine, FakeSwitch):
         return engine.event_counts()
     out = Counter()
-    for index, name in enumerate(EVENTS):
-        packets = engine.counter_read("ThcIngress.thc_events", index)
+    for index, name in enumerate(contract.EVENTS):
+        packets = engine.counter_read(contract.THC_EVENTS, index)
         packets = packets[0] if isinstance(packets, tuple) else packets
         if packets:
             out[name] = packets
