@@ -1,0 +1,60 @@
+"""The data flow is visible in the imports (DEVELOPERS.md): thc knows nothing of packets, the switch knows
+nothing of THC, and no two packages import each other, however indirectly."""
+import ast
+
+import pytest
+
+from tests.support import paths
+
+PACKAGES = ("thc", "emulator", "controller", "host_agent", "topologies")
+
+# What each package may import of the others. Anything else is a layering mistake.
+ALLOWED = {
+    "thc": set(),                                   # the maths: no packets, no switch
+    "emulator": set(),                              # the switch runs any P4 program: it knows nothing of THC
+    "controller": {"thc"},                          # programs the switch; thc for tables (thc-ctl table install)
+    "host_agent": {"thc", "controller"},            # workers: the contract, the planners for in-process engines
+    "topologies": {"thc", "controller", "host_agent", "emulator"},   # the runner brings everything up
+}
+
+
+def imports_of(package: str) -> dict[str, set[str]]:
+    """module path -> the project packages it imports (at any depth of the file, lazily or not)."""
+    out = {}
+    for path in (paths.REPO / package).rglob("*.py"):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            found |= {n.split(".")[0] for n in names if n.split(".")[0] in PACKAGES}
+        out[str(path.relative_to(paths.REPO))] = found - {package}
+    return out
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_package_imports_only_what_its_layer_allows(package):
+    wrong = {module: sorted(found - ALLOWED[package]) for module, found in imports_of(package).items()
+             if found - ALLOWED[package]}
+    assert wrong == {}
+
+
+def test_the_package_graph_has_no_circle():
+    graph = {p: set().union(*imports_of(p).values()) for p in PACKAGES}
+    seen, done = set(), set()
+
+    def visit(node, trail):
+        assert node not in trail, f"import circle: {' -> '.join([*trail, node])}"
+        if node in done:
+            return
+        for nxt in sorted(graph[node]):
+            visit(nxt, [*trail, node])
+        done.add(node)
+
+    for package in PACKAGES:
+        visit(package, [])
+    seen |= done
+    assert seen == set(PACKAGES)
