@@ -1,16 +1,15 @@
 """The controller against BMv2's simple_switch_grpc running p4/build/thc.json: the same commands as on the
 software switch, read back after writing. Skipped where BMv2 is not installed (see /opt/p4/STATUS)."""
-import io
 import json
 
 import pytest
 
 from controller import contract
-from controller.cli import run
 from controller.connection import SwitchConnection
 from controller.errors import NotPrimary, WriteRejected
 from controller.session import SwitchSession
 from tests.support.bmv2 import Bmv2Process, bmv2_binary
+from tests.support.thc_ctl import cli, star4
 
 
 pytestmark = [
@@ -19,10 +18,6 @@ pytestmark = [
 ]
 
 
-def cli(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    status = run([str(a) for a in argv], out, err)
-    return status, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +27,7 @@ def bmv2(tmp_path_factory):
     switch = Bmv2Process(logs, ["--no-p4"])
     try:
         topo = logs / "star4.json"
-        topo.write_text(json.dumps({
-            "name": "star4",
-            "hosts": {f"h{i}": {"ip": f"10.0.0.{i}/24", "mac": f"08:00:00:00:00:0{i}"} for i in range(1, 5)},
-            "switches": {"s1": {"device_id": 0, "grpc_port": switch.port}},
-            "links": [[f"h{i}", f"s1-p{i}"] for i in range(1, 5)],
-            "aggregation": {"switch": "s1", "service_ip": "10.0.0.254"}}))
+        topo.write_text(json.dumps(star4(switch.port)))
         yield {"addr": switch.address, "topo": topo}
     finally:
         switch.stop()

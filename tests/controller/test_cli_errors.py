@@ -4,7 +4,6 @@ every problem it can see, before it connects to a switch when the switch is not 
 Commands whose only fault is in their options point at a port where nothing listens: a check made after
 connecting would report "no P4Runtime server answers" instead of the real problem.
 """
-import io
 import json
 import socket
 import subprocess
@@ -17,6 +16,7 @@ from controller.cli import run
 from controller.connection import SwitchConnection
 from controller.errors import NotPrimary
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO
+from tests.support.thc_ctl import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,10 +27,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def cli(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    status = run([str(a) for a in argv], out, err)
-    return status, out.getvalue(), err.getvalue()
 
 
 def assert_one_line(status, err, *words):

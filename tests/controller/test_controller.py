@@ -15,20 +15,13 @@ from controller.session import SwitchSession
 from tests.support.mock_switch import MockSwitch, contract_p4info
 from controller.topology import Topology
 from topologies.targets import free_tcp_port
+from tests.support.thc_ctl import cli, star4
 
 Update = p4runtime_pb2.Update
 LANES = 2          # the mock's program: 2 lookup lanes keep the tests fast (the real one has 32)
 V4 = [0, 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 18, 20, 24, 27, 30]     # a 4-bit table, g = 30
 
 
-def star4(port: int) -> dict:
-    return {
-        "name": "star4",
-        "hosts": {f"h{i}": {"ip": f"10.0.0.{i}/24", "mac": f"08:00:00:00:00:0{i}"} for i in range(1, 5)},
-        "switches": {"s1": {"device_id": 0, "grpc_port": port}},
-        "links": [[f"h{i}", f"s1-p{i}"] for i in range(1, 5)],
-        "aggregation": {"switch": "s1", "service_ip": "10.0.0.254", "service_mac": "02:00:00:00:00:fe"},
-    }
 
 
 def two_tier(port1: int, port2: int) -> dict:
@@ -453,12 +446,6 @@ def test_every_command_documents_every_option(command, capsys):
         assert option in text
 
 
-def cli(*argv):
-    """Run thc-ctl in-process: (status, stdout, stderr)."""
-    import io
-    out, err = io.StringIO(), io.StringIO()
-    status = run(list(argv), out, err)
-    return status, out.getvalue(), err.getvalue()
 
 
 def test_cli_end_to_end_on_one_switch(mock, tmp_path):

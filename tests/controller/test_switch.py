@@ -4,7 +4,6 @@ every command, each read back after writing, and one job aggregating real packet
 The switch's P4Runtime server runs in-process on an ephemeral loopback port (one thc-switch process is
 also started, to drive it exactly as a user would). Skipped until p4/build/ holds the compiled program.
 """
-import io
 import json
 import os
 import re
@@ -17,9 +16,9 @@ import numpy as np
 import pytest
 
 from controller import contract
-from controller.cli import run
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
 from tests.support import paths
+from tests.support.thc_ctl import cli, star4
 
 REPO = paths.REPO
 VENV_BIN = Path(sys.executable).parent
@@ -29,20 +28,8 @@ pytestmark = pytest.mark.skipif(
     reason="p4/build/thc.json and thc.p4info.txtpb are not committed yet (p4c builds them)")
 
 
-def cli(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    status = run([str(a) for a in argv], out, err)
-    return status, out.getvalue(), err.getvalue()
 
 
-def star4(grpc_port: int) -> dict:
-    return {
-        "name": "star4",
-        "hosts": {f"h{i}": {"ip": f"10.0.0.{i}/24", "mac": f"08:00:00:00:00:0{i}"} for i in range(1, 5)},
-        "switches": {"s1": {"device_id": 0, "grpc_port": grpc_port}},
-        "links": [[f"h{i}", f"s1-p{i}"] for i in range(1, 5)],
-        "aggregation": {"switch": "s1", "service_ip": "10.0.0.254", "service_mac": "02:00:00:00:00:fe"},
-    }
 
 
 @pytest.fixture(scope="module")
