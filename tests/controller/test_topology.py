@@ -1,6 +1,5 @@
 """Topology files: the shipped ones load, bad ones are refused naming the wrong entry and its line."""
 import json
-from pathlib import Path
 
 import pytest
 
