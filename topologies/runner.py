@@ -21,10 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-from topologies import interrupts, supervisor
 from controller import contract
 from controller.topology import MAX_WORKERS, Topology, TopologyError
 from controller.usage import OneLineParser
+from topologies import interrupts, supervisor
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOPO = "topologies/star4.json"

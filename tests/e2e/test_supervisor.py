@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.e2e import REPO, mininet_marks, wait_until_free
 from controller.topology import Topology
+from tests.support.e2e import REPO, mininet_marks, wait_until_free
 from topologies.ledger import Ledger
 from topologies.p4switch import port_open
 

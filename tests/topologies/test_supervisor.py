@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from topologies.ledger import SUPERVISOR_ROLE, Ledger, process_start_time
 from topologies import supervisor
+from topologies.ledger import SUPERVISOR_ROLE, Ledger, process_start_time
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,7 +82,7 @@ def test_a_normal_teardown_stops_the_supervisor_last_and_it_removes_nothing_itse
     try:
         reports = []
         ledger.teardown(grace=2.0, report=reports.append)
-        assert reports == ["stopping switch s1 (pid %d)" % switch.pid]      # the supervisor is not reported
+        assert reports == [f"stopping switch s1 (pid {switch.pid})"]      # the supervisor is not reported
         assert ledger.live_processes() == [] and sup.process.poll() is not None
         assert (tmp_path / "run-state.removed.json").exists() and not (tmp_path / "run-state.json").exists()
         assert "removing" not in (tmp_path / "supervisor.log").read_text()
