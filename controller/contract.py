@@ -46,7 +46,7 @@ RESULT8_MAX = 0xFF            # 8-bit result lanes carry sums up to 255
 JOB_ID_MAX = 0xFF             # hdr.thc.job_id is 8 bits
 EPOCH_MAX = 0xFFFF            # epochs are 1..65535, never 0
 JOBS_CAPACITY = 64            # size of the jobs table
-EVENT_CELLS = 16              # THC_EVENTS: cells of the thc_events counter
+EVENT_CELLS = 32              # THC_EVENTS: cells of the thc_events counter (room for more events)
 
 # ---- P4Runtime names -----------------------------------------------------------------------------
 
@@ -96,7 +96,7 @@ def acc_register(lane: int) -> str:
 EVENTS = (
     "CONSUMED", "COMPLETED", "RETX_ANSWERED", "DROP_UNKNOWN_JOB", "DROP_FOREIGN_WORKER",
     "DROP_SLOT_RANGE", "DROP_STALE_ROUND", "DROP_DUPLICATE", "DROP_BAD_INDEX", "DROP_MALFORMED",
-    "DROP_BAD_OP", "FORWARDED", "DROP_NO_ROUTE", "DROP_NOT_IPV4",
+    "DROP_BAD_OP", "FORWARDED", "DROP_NO_ROUTE", "DROP_NOT_IPV4", "DROP_OP_MISMATCH", "DROP_FAR_ROUND",
 )
 EVENT_INDEX = {name: i for i, name in enumerate(EVENTS)}
 

@@ -9,7 +9,7 @@
 
 #define THC_SLOTS 1024          /* slots shared by all jobs */
 #define THC_CELLS 2048          /* two cells per slot: the shadow copy */
-#define THC_EVENTS 16           /* cells of the thc_events counter */
+#define THC_EVENTS 32           /* cells of the thc_events counter: 16 events, room for more */
 
 const bit<16> THC_UDP_PORT = 21576;   /* 0x5448, "TH" */
 const bit<8>  THC_VERSION  = 1;
@@ -38,6 +38,8 @@ const bit<32> EV_DROP_BAD_OP         = 10;
 const bit<32> EV_FORWARDED           = 11;
 const bit<32> EV_DROP_NO_ROUTE       = 12;
 const bit<32> EV_DROP_NOT_IPV4       = 13;
+const bit<32> EV_DROP_OP_MISMATCH    = 14;
+const bit<32> EV_DROP_FAR_ROUND      = 15;
 
 /* Bytes after the IPv4 header: UDP (8) + THC header (16) + payload. */
 #define THC_L4_BYTES 24

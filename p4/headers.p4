@@ -88,7 +88,7 @@ struct metadata_t {
     /* the slot cell */
     bit<32> my_bit;
     bit<32> cell;
-    bit<48> tag;
+    bit<52> tag;           /* the cell's slot_tag: epoch, op, round */
     bit<32> bitmap;
     bit<8>  remaining;
     bit<1>  first;

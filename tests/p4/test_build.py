@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
+
+from controller import contract
 from tests.support import paths
 
 P4_DIR = paths.P4_DIR
@@ -72,7 +74,7 @@ def test_p4info_has_the_contract_actions(p4info):
 
 def test_p4info_has_the_event_counter(p4info):
     counters = {c.preamble.name: c for c in p4info.counters}
-    assert counters["ThcIngress.thc_events"].size == 16
+    assert counters[contract.THC_EVENTS].size == contract.EVENT_CELLS >= len(contract.EVENTS)
 
 
 def test_bmv2_json_is_a_p4c_v1model_program():
@@ -80,4 +82,6 @@ def test_bmv2_json_is_a_p4c_v1model_program():
     assert program["__meta__"]["version"][0] == 2
     names = {r["name"] for r in program["register_arrays"]}
     assert "ThcIngress.slot_state.slot_tag" in names
+    widths = {r["name"]: r["bitwidth"] for r in program["register_arrays"]}
+    assert widths[contract.SLOT_TAG] == 52  # epoch << 36 | op << 32 | round
     assert {f"ThcIngress.aggregator.acc_{i}" for i in range(32)} <= names

@@ -189,6 +189,8 @@ def test_consecutive_rounds_reuse_a_slot_without_the_control_plane(target):
 
 def test_the_shadow_cell_answers_round_r_while_round_r_plus_1_accumulates(target):
     rng = np.random.default_rng(6)
+    for rnd in range(4):  # rounds follow the schedule: a cell's next use is two rounds on
+        one_round(target, random_indices(rng), slot=2, rnd=rnd)
     first, second = random_indices(rng), random_indices(rng)
     one_round(target, first, slot=2, rnd=4)
     assert target.send(1, thc_request(0, second[0], slot=2, rnd=5)) == []
@@ -201,6 +203,7 @@ def test_the_shadow_cell_answers_round_r_while_round_r_plus_1_accumulates(target
 
 def test_an_older_round_is_stale(target):
     rng = np.random.default_rng(7)
+    one_round(target, random_indices(rng), slot=0, rnd=0)
     one_round(target, random_indices(rng), slot=0, rnd=2)
     assert target.send(1, thc_request(0, random_indices(rng)[0], slot=0, rnd=0)) == []
     assert target.events()["DROP_STALE_ROUND"] == 1
@@ -208,7 +211,8 @@ def test_an_older_round_is_stale(target):
 
 def test_a_new_epoch_starts_on_fresh_cells(target):
     rng = np.random.default_rng(8)
-    one_round(target, random_indices(rng), slot=0, rnd=4)
+    for rnd in (0, 2, 4):
+        assert len(one_round(target, random_indices(rng), slot=0, rnd=rnd)) == N
     target.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111,
                    lane_bits=8, epoch=9, replace=True)
     idx = random_indices(rng)
@@ -299,3 +303,109 @@ def test_ordinary_ipv4_and_results_for_others_are_forwarded(target):
     out = target.send(2, result)
     assert len(out) == 1 and Ether(out[0][1])[THCResult8].sums == list(range(K))
     assert target.events()["FORWARDED"] == 2
+
+
+# ---- a cell's use is (epoch, op, round), and rounds advance only as the worker protocol can (README.md,
+# "Round window"): the first use in an epoch is round 0 or 1, the next use two rounds on once the current
+# one is complete.
+
+def norm_bits(value: float) -> int:
+    return struct.unpack("!I", struct.pack("!f", value))[0]
+
+
+def assert_exact(out, idx, table=TABLE) -> None:
+    assert sorted(port for port, _ in out) == [worker_port(w) for w in range(N)]
+    expected = list(reference_aggregate(idx, table))
+    for _, frame in out:
+        pkt = Ether(frame)
+        assert (pkt[THC].op, pkt[THC].kind, pkt[THC].count) == (2, 1, N)
+        assert sums_of(frame) == expected
+
+
+@pytest.mark.parametrize("intruder", ["NORM", "FIX32"])
+def test_another_op_on_a_thc_rounds_cell_is_dropped_and_the_round_stays_exact(target, intruder):
+    idx = random_indices(np.random.default_rng(20))
+    other = (request(2, "NORM", value=norm_bits(1.5)) if intruder == "NORM" else
+             request(2, "FIX32", payload=THCFix32(values=[1] * (K // 2))))
+    assert send_all(target, [(1, thc_request(0, idx[0])), (2, thc_request(1, idx[1]))]) == []
+    assert target.send(3, other) == []  # worker 2's bit is still free: it must not complete the round
+    assert_exact(target.send(3, thc_request(2, idx[2])), idx)
+    assert target.send(3, other) == []  # nor be answered from the completed THC round
+    retx = target.send(2, thc_request(1, idx[1]))
+    assert len(retx) == 1
+    pkt = Ether(retx[0][1])
+    assert (pkt[THC].op, pkt[THC].kind, pkt[THC].count, pkt[THC].lane_bits) == (2, 2, N, 8)
+    assert sums_of(retx[0][1]) == list(reference_aggregate(idx, TABLE))
+    events = target.events()
+    assert (events["DROP_OP_MISMATCH"], events["CONSUMED"], events["COMPLETED"], events["RETX_ANSWERED"]) == \
+        (2, 2, 1, 1)
+    assert sum(events.values()) == 6
+
+
+def test_a_thc_request_on_a_norm_rounds_cell_is_dropped(target):
+    idx = random_indices(np.random.default_rng(21), 1)[0]
+    norms = [norm_bits(v) for v in (2.0, 8.0, 4.0)]
+    assert send_all(target, [(worker_port(w), request(w, "NORM", slot=3, value=norms[w])) for w in (0, 1)]) == []
+    assert target.send(3, thc_request(2, idx, slot=3)) == []
+    out = target.send(3, request(2, "NORM", slot=3, value=norms[2]))
+    assert len(out) == N
+    for _, frame in out:
+        pkt = Ether(frame)
+        assert (pkt[THC].op, pkt[THC].count, pkt[THC].value) == (1, N, norm_bits(8.0))
+    assert target.events()["DROP_OP_MISMATCH"] == 1
+
+
+def test_a_far_round_is_dropped_and_does_not_poison_the_cell(target):
+    rng = np.random.default_rng(22)
+    idx = random_indices(rng)
+    far = thc_request(1, idx[1], rnd=0xFFFFFFF0)  # even: the cell of round 0
+    assert target.send(1, thc_request(0, idx[0])) == []
+    assert target.send(2, far) == []
+    assert_exact(send_all(target, [(2, thc_request(1, idx[1])), (3, thc_request(2, idx[2]))]), idx)
+    assert target.send(2, far) == []  # a completed cell moves on only to its next use
+    retx = target.send(1, thc_request(0, idx[0]))  # round 0 still answers from the cell
+    assert len(retx) == 1 and sums_of(retx[0][1]) == list(reference_aggregate(idx, TABLE))
+    for rnd in (1, 2, 3):
+        later = random_indices(rng)
+        assert_exact(one_round(target, later, rnd=rnd), later)
+    events = target.events()
+    assert (events["DROP_FAR_ROUND"], events["COMPLETED"], events["RETX_ANSWERED"]) == (2, 4, 1)
+    assert events["DROP_STALE_ROUND"] == 0
+
+
+@pytest.mark.parametrize("new_epoch", [False, True], ids=["fresh-cells", "new-epoch"])
+def test_the_first_use_of_a_cell_in_an_epoch_is_round_0_or_1(target, new_epoch):
+    rng = np.random.default_rng(23)
+    if new_epoch:  # the cells hold rounds 0..3 of epoch 5; epoch 9 starts over
+        for rnd in range(4):
+            one_round(target, random_indices(rng), slot=1, rnd=rnd)
+        target.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111,
+                       lane_bits=8, epoch=9, replace=True)
+    before = target.events()["DROP_FAR_ROUND"]
+    for rnd in (2, 3, 4, 0xFFFFFFF0, 0xFFFFFFF1):
+        assert target.send(1, thc_request(0, random_indices(rng, 1)[0], slot=1, rnd=rnd)) == []
+    assert target.events()["DROP_FAR_ROUND"] - before == 5
+    for rnd in range(4):
+        idx = random_indices(rng)
+        assert_exact(one_round(target, idx, slot=1, rnd=rnd), idx)
+
+
+@pytest.mark.parametrize("start", [0, 1], ids=["even-cell", "odd-cell"])
+def test_a_cell_advances_two_rounds_at_a_time_and_only_from_a_complete_use(target, start):
+    rng = np.random.default_rng(24 + start)
+    idx = random_indices(rng)
+    assert_exact(one_round(target, idx, slot=2, rnd=start), idx)
+    # stored + 4 would skip a use that no worker can skip
+    assert target.send(1, thc_request(0, idx[0], slot=2, rnd=start + 4)) == []
+    assert target.events()["DROP_FAR_ROUND"] == 1
+    nxt = random_indices(rng)
+    assert target.send(1, thc_request(0, nxt[0], slot=2, rnd=start + 2)) == []  # stored + 2: the next use
+    assert target.events()["CONSUMED"] == 3
+    # round start + 2 is incomplete: no worker can be at start + 4 yet
+    assert target.send(2, thc_request(1, nxt[1], slot=2, rnd=start + 4)) == []
+    assert target.events()["DROP_FAR_ROUND"] == 2
+    assert_exact(send_all(target, [(2, thc_request(1, nxt[1], slot=2, rnd=start + 2)),
+                                   (3, thc_request(2, nxt[2], slot=2, rnd=start + 2))]), nxt)
+    last = random_indices(rng)
+    assert_exact(one_round(target, last, slot=2, rnd=start + 4), last)
+    assert target.events()["DROP_STALE_ROUND"] == 0
