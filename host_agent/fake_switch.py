@@ -1,7 +1,7 @@
 """A tiny pure-Python aggregating switch that follows p4/README.md, for tests without the P4 engine.
 
 It has the engine's `process(port, frame)` interface, one service address and any number of jobs; per cell
-it keeps the (epoch, round) tag, the worker bitmap, the remaining count and the sums as the contract
+it keeps the (epoch, round, op) tag, the worker bitmap, the remaining count and the sums as the contract
 describes, and records every decision so tests can check what the switch saw. It is independent of
 emulator/ and p4/build/ on purpose: host-agent tests can check the protocol against the contract alone,
 and the same tests then run against the compiled program (tests/test_host_agent_engine.py).
@@ -53,11 +53,12 @@ class FakeSwitch:
             return []
         self.arrivals.append((p.worker_id, p.slot, p.round, p.op))
         cell = self.cells.setdefault((p.job_id, p.slot, p.round & 1), {"tag": None})
-        if cell["tag"] is None or cell["tag"][0] != job.epoch or p.round > cell["tag"][1]:
-            cell.update(tag=(job.epoch, p.round), bitmap=0, remaining=job.n_workers, sums=None, norm=0)
-        elif p.round < cell["tag"][1]:
-            self.events.append("DROP_STALE_ROUND")
+        refused = self._refusal(cell, job.epoch, p)
+        if refused:
+            self.events.append(refused)
             return []
+        if cell["tag"] is None or cell["tag"][:2] != (job.epoch, p.round):
+            cell.update(tag=(job.epoch, p.round, p.op), bitmap=0, remaining=job.n_workers, sums=None, norm=0)
         bit = 1 << p.worker_id
         if cell["bitmap"] & bit:
             if cell["remaining"]:
@@ -80,6 +81,21 @@ class FakeSwitch:
             return []
         self.events.append("COMPLETED")
         return [(worker_port(w), self._result(job, p, cell, w, wire.KIND_RESULT)) for w in job.worker_ids]
+
+    @staticmethod
+    def _refusal(cell: dict, epoch: int, p: wire.ThcFrame) -> str | None:
+        """The drop event for a request on `cell` if it is refused (p4/README.md, "Round window"): a first
+        use in the epoch only at round 0 or 1, the next use only two rounds on and once the current one is
+        complete, the same round only with the same op."""
+        tag = cell["tag"]
+        if tag is None or tag[0] != epoch:
+            return "DROP_FAR_ROUND" if p.round >= 2 else None
+        _, stored, op = tag
+        if p.round < stored:
+            return "DROP_STALE_ROUND"
+        if p.round == stored:
+            return "DROP_OP_MISMATCH" if p.op != op else None
+        return None if p.round == stored + 2 and cell["remaining"] == 0 else "DROP_FAR_ROUND"
 
     def _result(self, job: SimJob, p: wire.ThcFrame, cell: dict, worker_id: int, kind: int) -> bytes:
         builder = wire.FrameBuilder(self.service, worker_endpoint(worker_id))
