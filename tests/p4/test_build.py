@@ -50,12 +50,12 @@ def p4info() -> p4info_pb2.P4Info:
 def test_p4info_has_the_contract_tables(p4info):
     tables = {t.preamble.name: t for t in p4info.tables}
     expected = {
-        "ThcIngress.forwarding.ipv4_lpm": [("hdr.ipv4.dstAddr", 32)],
-        "ThcIngress.job_check.service_addr": [("hdr.ipv4.dstAddr", 32)],
-        "ThcIngress.job_check.jobs": [("hdr.thc.job_id", 8)],
-        "ThcEgress.result_dst": [("hdr.thc.job_id", 8), ("standard_metadata.egress_rid", 16)],
+        contract.IPV4_LPM: [("hdr.ipv4.dstAddr", 32)],
+        contract.SERVICE_ADDR: [("hdr.ipv4.dstAddr", 32)],
+        contract.JOBS: [("hdr.thc.job_id", 8)],
+        contract.RESULT_DST: [("hdr.thc.job_id", 8), ("standard_metadata.egress_rid", 16)],
     }
-    expected.update({f"ThcIngress.index_lookup.lut_{i}": [(f"hdr.thc_idx.p{i}", 8)] for i in range(32)})
+    expected.update({contract.lut_table(i): [(f"hdr.thc_idx.p{i}", 8)] for i in range(32)})
     for name, keys in expected.items():
         assert name in tables, f"{name} missing from the P4Info"
         assert [(m.name, m.bitwidth) for m in tables[name].match_fields] == keys
@@ -63,13 +63,13 @@ def test_p4info_has_the_contract_tables(p4info):
 
 def test_p4info_has_the_contract_actions(p4info):
     actions = {a.preamble.name: [(p.name, p.bitwidth) for p in a.params] for a in p4info.actions}
-    assert actions["ThcIngress.job_check.set_job"] == [
+    assert actions[contract.SET_JOB] == [
         ("n_workers", 8), ("slot_base", 16), ("n_slots", 16), ("mcast_grp", 16),
         ("worker_mask", 32), ("lane_bits", 8), ("epoch", 16)]
-    assert actions["ThcIngress.forwarding.ipv4_forward"] == [("dstAddr", 48), ("port", 9)]
-    assert actions["ThcEgress.set_result_dst"] == [("dmac", 48), ("dip", 32)]
+    assert actions[contract.IPV4_FORWARD] == [("dstAddr", 48), ("port", 9)]
+    assert actions[contract.SET_RESULT_DST] == [("dmac", 48), ("dip", 32)]
     for i in range(32):
-        assert actions[f"ThcIngress.index_lookup.set_w_{i}"] == [("w", 32)]
+        assert actions[contract.lut_action(i)] == [("w", 32)]
 
 
 def test_p4info_has_the_event_counter(p4info):
@@ -81,7 +81,7 @@ def test_bmv2_json_is_a_p4c_v1model_program():
     program = json.loads((BUILD / "thc.json").read_text())
     assert program["__meta__"]["version"][0] == 2
     names = {r["name"] for r in program["register_arrays"]}
-    assert "ThcIngress.slot_state.slot_tag" in names
+    assert contract.SLOT_TAG in names
     widths = {r["name"]: r["bitwidth"] for r in program["register_arrays"]}
     assert widths[contract.SLOT_TAG] == 52  # epoch << 36 | op << 32 | round
-    assert {f"ThcIngress.aggregator.acc_{i}" for i in range(32)} <= names
+    assert {contract.acc_register(i) for i in range(32)} <= names
