@@ -570,7 +570,8 @@ class WorkerProtocol:
             f"that the job is installed on it (thc-ctl) with this worker in its worker mask, n_slots >= "
             f"{self.window} and a fresh epoch (a job reused without re-adding drops every request as "
             f"STALE_ROUND); that all the job's workers are running; and the switch's thc_events counters "
-            f"(UNKNOWN_JOB, FOREIGN_WORKER, SLOT_RANGE, STALE_ROUND, BAD_INDEX, NO_ROUTE).")
+            f"(UNKNOWN_JOB, FOREIGN_WORKER, SLOT_RANGE, STALE_ROUND, FAR_ROUND: a worker that skipped rounds or "
+            f"another run's job on these slots, OP_MISMATCH, BAD_INDEX, NO_ROUTE).")
 
     # ---- blocking calls --------------------------------------------------------------------------
 
