@@ -15,6 +15,7 @@ Two parts, on the same network (brought up once):
 Prints the figures and writes bench/out/bench_e2e.json and bench/out/bench_e2e.png. Figures only: no
 assertion on them (they depend on the machine and on what else it runs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from topologies import report  # noqa: E402
 from controller.topology import Topology  # noqa: E402
+from topologies import report  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
@@ -43,13 +44,20 @@ def parse_args(argv=None):
     p.add_argument("--workers", type=int, default=None, help="workers (a star grows/shrinks; default: the file's)")
     p.add_argument("--target", choices=("emulator", "bmv2"), default="emulator")
     p.add_argument("--bw", default="50,10,5", help="link rates in Mbit/s, comma-separated (default 50,10,5)")
-    p.add_argument("--loss", default="0",
-                   help="percent loss on every link, per direction; comma-separated for one training run per "
-                        "rate, e.g. 0,1,5 (default 0)")
+    p.add_argument(
+        "--loss",
+        default="0",
+        help="percent loss on every link, per direction; comma-separated for one training run per "
+        "rate, e.g. 0,1,5 (default 0)",
+    )
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--size", type=int, default=16384, help="coordinates per aggregation round (default 16384)")
-    p.add_argument("--rounds", type=int, default=5,
-                   help="timed aggregation rounds per mode (default 5; 0 skips the aggregation part)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="timed aggregation rounds per mode (default 5; 0 skips the aggregation part)",
+    )
     p.add_argument("--steps", type=int, default=150, help="training steps per mode (default 150; 0 skips training)")
     p.add_argument("--target-acc", type=float, default=0.9)
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out")
@@ -57,19 +65,31 @@ def parse_args(argv=None):
 
 
 def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float) -> dict:
-    probes = bed.run_workers(WorkerOptions(mode=mode, steps=0, job_id=job_id, probe_rounds=rounds, probe_size=size,
-                                           master_port=port, switch_timeout=60), stall_timeout=300)
+    probes = bed.run_workers(
+        WorkerOptions(
+            mode=mode, steps=0, job_id=job_id, probe_rounds=rounds, probe_size=size, master_port=port, switch_timeout=60
+        ),
+        stall_timeout=300,
+    )
     # a round ends for everyone when the last worker has its result: the slowest worker's time counts
     per_round = [max(float(p[f"r{k}_seconds"]) for p in probes) for k in range(rounds)]
     seconds = statistics.median(per_round)
     stats = [json.loads(str(p["stats"])) for p in probes] if "stats" in probes[0].files else []
     retx = sum(s["retransmissions"] for s in stats)
     wire = [json.loads(str(p["wire"])) for p in probes]
-    return {"mode": mode, "bw_mbit": bw, "coordinates": size, "rounds": rounds, "seconds_per_round": per_round,
-            "median_s": seconds, "goodput_coords_s": size / seconds, "retransmissions": retx,
-            "sent_bytes_per_round": statistics.mean(w["tx_bytes"] for w in wire) / rounds,
-            "received_bytes_per_round": statistics.mean(w["rx_bytes"] for w in wire) / rounds,
-            "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {})}
+    return {
+        "mode": mode,
+        "bw_mbit": bw,
+        "coordinates": size,
+        "rounds": rounds,
+        "seconds_per_round": per_round,
+        "median_s": seconds,
+        "goodput_coords_s": size / seconds,
+        "retransmissions": retx,
+        "sent_bytes_per_round": statistics.mean(w["tx_bytes"] for w in wire) / rounds,
+        "received_bytes_per_round": statistics.mean(w["rx_bytes"] for w in wire) / rounds,
+        "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {}),
+    }
 
 
 def main(argv=None) -> int:
@@ -108,41 +128,60 @@ def main(argv=None) -> int:
             for i, mode in enumerate(modes):
                 say(f"training: {mode}, {args.steps} steps, {loss:g}% loss")
                 run = 10 + k * len(modes) + i
-                results = bed.run_workers(WorkerOptions(mode=mode, steps=args.steps, job_id=run,
-                                                        master_port=29600 + run, switch_timeout=60))
-                training.append(report.summarize(mode, results, args.target_acc,
-                                                 bed.last_switch_events.get(topo.aggregation.switch, {})))
+                results = bed.run_workers(
+                    WorkerOptions(mode=mode, steps=args.steps, job_id=run, master_port=29600 + run, switch_timeout=60)
+                )
+                training.append(
+                    report.summarize(
+                        mode, results, args.target_acc, bed.last_switch_events.get(topo.aggregation.switch, {})
+                    )
+                )
                 training_loss.append(loss)
                 if k == 0:
                     curves[mode] = min(results, key=lambda r: r["rank"])
     elapsed = time.monotonic() - started
 
     if aggregation:
-        print(f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers ({args.target}), "
-              f"median of {args.rounds} rounds; bytes per worker per round on its interface:")
-        print(f"{'Mbit/s':>6s}  {'mode':18s} {'ms/round':>9s} {'coords/s':>12s} {'sent B':>10s} {'recv B':>10s} "
-              f"{'retx':>5s} {'switch pkts':>11s}")
+        print(
+            f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers ({args.target}), "
+            f"median of {args.rounds} rounds; bytes per worker per round on its interface:"
+        )
+        print(
+            f"{'Mbit/s':>6s}  {'mode':18s} {'ms/round':>9s} {'coords/s':>12s} {'sent B':>10s} {'recv B':>10s} "
+            f"{'retx':>5s} {'switch pkts':>11s}"
+        )
         for a in aggregation:
             events = a["switch_events"]
             aggregated = events.get("CONSUMED", 0) + events.get("COMPLETED", 0)
-            print(f"{a['bw_mbit']:6g}  {report.MODE_LABELS[a['mode']]:18s} {a['median_s'] * 1e3:9.1f} "
-                  f"{a['goodput_coords_s']:12,.0f} {a['sent_bytes_per_round']:10,.0f} {a['received_bytes_per_round']:10,.0f} "
-                  f"{a['retransmissions']:5d} {aggregated if a['mode'] != 'gloo' else '-':>11}")
+            print(
+                f"{a['bw_mbit']:6g}  {report.MODE_LABELS[a['mode']]:18s} {a['median_s'] * 1e3:9.1f} "
+                f"{a['goodput_coords_s']:12,.0f} {a['sent_bytes_per_round']:10,.0f} "
+                f"{a['received_bytes_per_round']:10,.0f} "
+                f"{a['retransmissions']:5d} {aggregated if a['mode'] != 'gloo' else '-':>11}"
+            )
     for loss in dict.fromkeys(training_loss):
-        rows = [t for t, l in zip(training, training_loss) if l == loss]
+        rows = [t for t, pct in zip(training, training_loss) if pct == loss]
         print(f"\nTraining on digits at {rates[0]:g} Mbit/s, {loss:g}% loss, {args.steps} steps per mode:")
         print(report.table(rows))
     if len(set(training_loss)) > 1 or any(training_loss):
-        lossless = {t.mode: t.step_ms for t, l in zip(training, training_loss) if l == 0}
-        print(f"\nStep time under loss ({len(topo.workers)} workers, {args.target}; retransmissions: timer "
-              f"expiries, fast = later results showed the loss, probe = the gap timer at an operation's tail):")
+        lossless = {t.mode: t.step_ms for t, pct in zip(training, training_loss) if pct == 0}
+        print(
+            f"\nStep time under loss ({len(topo.workers)} workers, {args.target}; retransmissions: timer "
+            f"expiries, fast = later results showed the loss, probe = the gap timer at an operation's tail):"
+        )
         for loss in dict.fromkeys(training_loss):
             if loss:
-                print(report.loss_lines([t for t, l in zip(training, training_loss) if l == loss], loss, lossless))
-    result = {"topology": topo.name, "workers": len(topo.workers), "bw_mbit": rates, "loss_pct": losses,
-              "target": args.target, "aggregation": aggregation,
-              "training": [dict(asdict(t), loss_pct=l) for t, l in zip(training, training_loss)],
-              "elapsed_s": elapsed}
+                print(report.loss_lines([t for t, pct in zip(training, training_loss) if pct == loss], loss, lossless))
+    result = {
+        "topology": topo.name,
+        "workers": len(topo.workers),
+        "bw_mbit": rates,
+        "loss_pct": losses,
+        "target": args.target,
+        "aggregation": aggregation,
+        "training": [dict(asdict(t), loss_pct=pct) for t, pct in zip(training, training_loss)],
+        "elapsed_s": elapsed,
+    }
     (args.out / "bench_e2e.json").write_text(json.dumps(result, indent=1))
     if aggregation:
         plot(args.out / "bench_e2e.png", aggregation, curves, args, len(topo.workers))
@@ -161,8 +200,9 @@ def plot(path: Path, aggregation: list[dict], curves: dict, args, n_workers: int
     modes = list(dict.fromkeys(a["mode"] for a in aggregation))
     width = 0.8 / len(modes)
     for i, mode in enumerate(modes):
-        heights = [next(a["median_s"] * 1e3 for a in aggregation if a["mode"] == mode and a["bw_mbit"] == r)
-                   for r in rates]
+        heights = [
+            next(a["median_s"] * 1e3 for a in aggregation if a["mode"] == mode and a["bw_mbit"] == r) for r in rates
+        ]
         ax_time.bar([x + i * width for x in range(len(rates))], heights, width, label=report.MODE_LABELS[mode])
     ax_time.set_xticks([x + width * (len(modes) - 1) / 2 for x in range(len(rates))], [f"{r:g} Mbit/s" for r in rates])
     ax_time.set(ylabel=f"ms per aggregation of {args.size} coordinates", title="aggregation step")
@@ -173,8 +213,12 @@ def plot(path: Path, aggregation: list[dict], curves: dict, args, n_workers: int
         acc = [0.1] + [e["test_acc"] for e in record["epochs"]]
         ax_acc.plot(t, acc, marker=".", label=report.MODE_LABELS[mode])
     ax_acc.axhline(args.target_acc, color="grey", lw=0.8, ls="--")
-    ax_acc.set(xlabel="training wall time (s)", ylabel="test accuracy", ylim=(0, 1),
-               title=f"time to accuracy at {rates[0]:g} Mbit/s")
+    ax_acc.set(
+        xlabel="training wall time (s)",
+        ylabel="test accuracy",
+        ylim=(0, 1),
+        title=f"time to accuracy at {rates[0]:g} Mbit/s",
+    )
     if curves:
         ax_acc.legend()
     fig.suptitle(f"{n_workers} workers, {args.target}; training at {rates[0]:g} Mbit/s")

@@ -40,7 +40,7 @@ def bench_codec(n: int) -> None:
     packed = wire.pack_nibbles(np.random.default_rng(0).integers(0, 16, n * 64, dtype=np.uint8))
     t0 = time.perf_counter()
     for q in range(n):
-        builder.frame(wire.OP_THC, wire.KIND_REQUEST, 1, 0, q & 255, q >> 8, 0, packed[q * 32:(q + 1) * 32])
+        builder.frame(wire.OP_THC, wire.KIND_REQUEST, 1, 0, q & 255, q >> 8, 0, packed[q * 32 : (q + 1) * 32])
     t_build = time.perf_counter() - t0
 
     back = wire.FrameBuilder(dst, src)
@@ -49,7 +49,7 @@ def bench_codec(n: int) -> None:
     t0 = time.perf_counter()
     for q in range(n):
         r = wire.parse_frame(result)
-        out[q * 64:(q + 1) * 64] = np.frombuffer(r.payload, ">u2")
+        out[q * 64 : (q + 1) * 64] = np.frombuffer(r.payload, ">u2")
     t_parse = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -59,14 +59,21 @@ def bench_codec(n: int) -> None:
     wire.pack_nibbles(idx)
     t_pack = time.perf_counter() - t0 - 0 * t_gen
 
-    from host_agent.layers import THC, THCIndices
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
+
+    from host_agent.layers import THC, THCIndices
+
     m = min(n, 2000)
     t0 = time.perf_counter()
     for q in range(m):
-        bytes(Ether(src=src.mac, dst=dst.mac) / IP(src=src.ip, dst=dst.ip) / UDP()
-              / THC(op=2, job_id=1, slot=q & 255, round=q >> 8) / THCIndices(idx=[1] * 64))
+        bytes(
+            Ether(src=src.mac, dst=dst.mac)
+            / IP(src=src.ip, dst=dst.ip)
+            / UDP()
+            / THC(op=2, job_id=1, slot=q & 255, round=q >> 8)
+            / THCIndices(idx=[1] * 64)
+        )
     t_scapy = time.perf_counter() - t0
 
     print("codec (one core, Python):")
@@ -77,6 +84,7 @@ def bench_codec(n: int) -> None:
 
 
 # ---- raw sockets over a veth pair ------------------------------------------------------------------
+
 
 def _blast(iface: str, frame: bytes, n: int, ready, go) -> None:
     """Child process: send `n` copies of `frame` on `iface` as fast as possible."""
@@ -107,8 +115,9 @@ def bench_veth(n: int) -> None:
             subprocess.run(["ip", "link", "set", dev, "up"], check=True)
         src, dst = worker_endpoint(0), SERVICE
         request = wire.FrameBuilder(src, dst).frame(wire.OP_THC, wire.KIND_REQUEST, 1, 0, 0, 0, payload=bytes(32))
-        result = wire.FrameBuilder(dst, src).frame(wire.OP_THC, wire.KIND_RESULT, 1, 0, 0, 0, payload=bytes(128),
-                                                   count=4, lane_bits=16)
+        result = wire.FrameBuilder(dst, src).frame(
+            wire.OP_THC, wire.KIND_RESULT, 1, 0, 0, 0, payload=bytes(128), count=4, lane_bits=16
+        )
         with RawSocketTransport(a) as transport:
             t0 = time.perf_counter()
             for _ in range(n):
@@ -136,8 +145,10 @@ def bench_veth(n: int) -> None:
         print(f"  send 90-byte THC requests  {rate(n, t_send):>14}")
         if got and last > first:
             lost = f"; the other {n - got:,} overflowed the veth backlog or the socket buffer" if got < n else ""
-            print(f"  receive 186-byte results   {rate(got, last - first):>14}  (sent by another process; "
-                  f"{got:,} of {n:,} arrived{lost})")
+            print(
+                f"  receive 186-byte results   {rate(got, last - first):>14}  (sent by another process; "
+                f"{got:,} of {n:,} arrived{lost})"
+            )
         else:
             print(f"  receive: {got} frames arrived")
     finally:
@@ -146,9 +157,11 @@ def bench_veth(n: int) -> None:
 
 # ---- protocol goodput ------------------------------------------------------------------------------
 
+
 def make_engine(kind: str, job: SimJob):
     if kind == "p4":
         from emulator.switch import SoftwareSwitch
+
         sw = SoftwareSwitch.from_json(str(ROOT / "p4" / "build" / "thc.json"))
         program_engine(sw, job)
         return sw
@@ -175,9 +188,12 @@ def bench_protocol(kind: str, coords: int, window: int, loss: float) -> None:
     rto = max(w.stats()["rto"] for w in workers)
     label = "compiled thc.json on the software switch" if kind == "p4" else "the contract's fake switch (Python)"
     print(f"protocol, {n} workers in one process, {label}, window {window}, loss {loss:.0%} each way:")
-    print(f"  {coords:,} coordinates per worker in {elapsed:.2f} s: {coords / elapsed:,.0f} coordinates/s "
-          f"aggregated ({packets / elapsed:,.0f} requests/s into the switch, {retx} retransmissions, RTO {rto * 1e3:.0f} ms, "
-          f"{'exact' if exact else 'WRONG SUMS'})")
+    print(
+        f"  {coords:,} coordinates per worker in {elapsed:.2f} s: {coords / elapsed:,.0f} coordinates/s "
+        f"aggregated ({packets / elapsed:,.0f} requests/s into the switch, {retx} retransmissions, "
+        f"RTO {rto * 1e3:.0f} ms, "
+        f"{'exact' if exact else 'WRONG SUMS'})"
+    )
 
     norms = rng.uniform(0, 1, size=(n, 256)).astype(np.float32)
     t0 = time.perf_counter()
@@ -202,11 +218,12 @@ def main(argv=None) -> int:
     if engine == "auto":
         try:
             import emulator.switch  # noqa: F401
+
             engine = "p4" if (ROOT / "p4" / "build" / "thc.json").exists() else "fake"
         except ImportError:
             engine = "fake"
     coords = 64 * (500 if args.quick else 4000)
-    for kind in ([engine, "fake"] if engine == "p4" else ["fake"]):
+    for kind in [engine, "fake"] if engine == "p4" else ["fake"]:
         bench_protocol(kind, coords, 128, 0.0)
     bench_protocol(engine, coords // 4, 128, 0.01)
     return 0

@@ -16,6 +16,7 @@ thc_events counter says so (CONSUMED or COMPLETED), so losses are reported, not 
 
 Prints a table, writes bench/out/pipeline.json. Figures, never assertions.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,9 +67,15 @@ class VethSwitch:
             self.grpc = f"127.0.0.1:{free_tcp_port()}"
             argv = [executable, "--device-id", "0", "--no-p4", *self.veths.interface_args()]
             if target == "bmv2":
-                argv += ["--thrift-port", str(free_tcp_port()),
-                         "--notifications-addr", f"ipc://{workdir}/bmv2-{os.getpid()}.ipc",
-                         "--", "--grpc-server-addr", self.grpc]
+                argv += [
+                    "--thrift-port",
+                    str(free_tcp_port()),
+                    "--notifications-addr",
+                    f"ipc://{workdir}/bmv2-{os.getpid()}.ipc",
+                    "--",
+                    "--grpc-server-addr",
+                    self.grpc,
+                ]
             else:
                 argv += ["--grpc-server-addr", self.grpc]
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -122,17 +129,24 @@ def bench_veth(target: str, k: int, rounds: int, window: int) -> dict | None:
     program_json, p4info = PROGRAMS[k]
     switch = VethSwitch("bmv2" if target == "bmv2" else "emulator", executable, OUT.parent)
     try:
-        with SwitchSession(switch.grpc, p4info=p4info, bmv2_json=program_json, connect_timeout=60.0,
-                           name=target) as session:
+        with SwitchSession(
+            switch.grpc, p4info=p4info, bmv2_json=program_json, connect_timeout=60.0, name=target
+        ) as session:
             program(session, window)
             run = closed_loop(switch, k // 2, rounds, window)
             stats = session.read_stats()
     finally:
         switch.close()
     aggregated = stats.aggregated
-    return {"packets_per_s": aggregated / run["seconds"], "coordinates_per_s": aggregated * k / run["seconds"],
-            "aggregated": aggregated, "sent": run["sent"], "results": run["results"],
-            "incomplete_rounds": run["incomplete_rounds"], "dropped": stats.dropped}
+    return {
+        "packets_per_s": aggregated / run["seconds"],
+        "coordinates_per_s": aggregated * k / run["seconds"],
+        "aggregated": aggregated,
+        "sent": run["sent"],
+        "results": run["results"],
+        "incomplete_rounds": run["incomplete_rounds"],
+        "dropped": stats.dropped,
+    }
 
 
 def bench_engine(k: int, packets: int) -> dict:
@@ -146,8 +160,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=20, help="closed-loop rounds per veth target (default 20)")
     ap.add_argument("--window", type=int, default=32, help="slots per round on veth targets (default 32)")
     ap.add_argument("--packets", type=int, default=8000, help="requests through the engine per K (default 8000)")
-    ap.add_argument("--targets", default="engine,thc-switch,bmv2",
-                    help="comma-separated subset of engine, thc-switch, bmv2 (absent ones are skipped)")
+    ap.add_argument(
+        "--targets",
+        default="engine,thc-switch,bmv2",
+        help="comma-separated subset of engine, thc-switch, bmv2 (absent ones are skipped)",
+    )
     ap.add_argument("--k", default="32,64,128", help="coordinates per packet to measure (default 32,64,128)")
     args = ap.parse_args(argv)
     targets = args.targets.split(",")
@@ -167,20 +184,32 @@ def main(argv=None) -> int:
         cells = []
         for t in targets:
             r = results[t][k]
-            cells.append(f"{'absent':>26}" if r is None else
-                         f"{r['packets_per_s']:>10,.0f} | {r['coordinates_per_s']:>13,.0f}")
+            cells.append(
+                f"{'absent':>26}" if r is None else f"{r['packets_per_s']:>10,.0f} | {r['coordinates_per_s']:>13,.0f}"
+            )
         print(f"{k:>5} " + " ".join(cells))
     for t in targets:
         for k in ks:
             r = results[t][k]
             if r and r.get("incomplete_rounds"):
-                print(f"note: {t} K={k}: {r['incomplete_rounds']} rounds lost packets "
-                      f"({r['sent'] - r['aggregated']} of {r['sent']} requests not aggregated)")
+                print(
+                    f"note: {t} K={k}: {r['incomplete_rounds']} rounds lost packets "
+                    f"({r['sent'] - r['aggregated']} of {r['sent']} requests not aggregated)"
+                )
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"machine": platform.node(), "cpus": os.cpu_count(), "workers": WORKERS,
-                               "window": args.window, "rounds": args.rounds,
-                               "results": {t: {str(k): v for k, v in r.items()} for t, r in results.items()}},
-                              indent=2))
+    OUT.write_text(
+        json.dumps(
+            {
+                "machine": platform.node(),
+                "cpus": os.cpu_count(),
+                "workers": WORKERS,
+                "window": args.window,
+                "rounds": args.rounds,
+                "results": {t: {str(k): v for k, v in r.items()} for t, r in results.items()},
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {OUT.relative_to(ROOT)}")
     return 0
 

@@ -10,6 +10,7 @@ Workloads:
   packet completes a slot and is multicast to the 4 workers (egress rewrites each copy).
 Prints the figures and writes bench/out/switch.json. Figures, never assertions.
 """
+
 import argparse
 import json
 import os
@@ -63,8 +64,13 @@ def measure(sw, traffic, packets: int, seconds: float) -> dict:
         if time.perf_counter() > deadline:
             break
     elapsed = time.perf_counter() - start
-    return {"packets": done, "frames_out": out, "seconds": round(elapsed, 3),
-            "pps": round(done / elapsed, 1), "us_per_packet": round(elapsed / done * 1e6, 2)}
+    return {
+        "packets": done,
+        "frames_out": out,
+        "seconds": round(elapsed, 3),
+        "pps": round(done / elapsed, 1),
+        "us_per_packet": round(elapsed / done * 1e6, 2),
+    }
 
 
 def bench_ipv4(packets, seconds):
@@ -76,8 +82,9 @@ def bench_ipv4(packets, seconds):
     traffic = []
     for i in range(256):
         dst = (10 << 24) | ((i % 64) << 16) | (i + 1)
-        traffic.append((1 + i % 4, ipv4_udp_frame(0x0200000000AA, 0x0200000000BB, 0x0B000001, dst,
-                                                  1000 + i, 2000, bytes(18))))
+        traffic.append(
+            (1 + i % 4, ipv4_udp_frame(0x0200000000AA, 0x0200000000BB, 0x0B000001, dst, 1000 + i, 2000, bytes(18)))
+        )
     result = measure(sw, traffic, packets, seconds)
     stats = sw.stats
     assert stats["exceptions"] == 0, stats  # a benchmark of a broken run would be meaningless
@@ -85,7 +92,7 @@ def bench_ipv4(packets, seconds):
 
 
 # ---------------------------------------------------------------------------- THC (p4/README.md)
-THC_TABLE = [(v * 3) % 16 for v in range(16)]   # any 4-bit table with values <= 15: 16-bit lanes below
+THC_TABLE = [(v * 3) % 16 for v in range(16)]  # any 4-bit table with values <= 15: 16-bit lanes below
 
 
 def bench_thc(packets, seconds, json_path=THC_JSON):
@@ -103,8 +110,7 @@ def bench_thc(packets, seconds, json_path=THC_JSON):
         slot, rnd = q % job.n_slots, q // job.n_slots
         for w in job.worker_ids:
             indices = bytes(((q + w + i) * 7) & 0xFF for i in range(pairs))
-            frame = builders[w].frame(contract.OP_THC, contract.KIND_REQUEST, job.job_id, w, slot, rnd,
-                                      payload=indices)
+            frame = builders[w].frame(contract.OP_THC, contract.KIND_REQUEST, job.job_id, w, slot, rnd, payload=indices)
             traffic.append((worker_port(w), frame))
     # every request is new (no retransmissions): 3 of 4 are aggregated and dropped, the 4th
     # completes its slot and leaves as 4 multicast copies rewritten by egress
@@ -112,8 +118,11 @@ def bench_thc(packets, seconds, json_path=THC_JSON):
     stats = sw.stats
     assert stats["exceptions"] == 0, stats
     events = {name: sw.counter_read(contract.THC_EVENTS, i)[0] for i, name in enumerate(contract.EVENTS)}
-    result["events"] = {"consumed": events["CONSUMED"], "completed": events["COMPLETED"],
-                        "other": sum(events.values()) - events["CONSUMED"] - events["COMPLETED"]}
+    result["events"] = {
+        "consumed": events["CONSUMED"],
+        "completed": events["COMPLETED"],
+        "other": sum(events.values()) - events["CONSUMED"] - events["COMPLETED"],
+    }
     result["coordinates_per_packet"] = 2 * pairs
     return result
 
@@ -123,8 +132,12 @@ def main(argv=None):
     ap.add_argument("--packets", type=int, default=20000, help="packets per workload (default 20000)")
     ap.add_argument("--seconds", type=float, default=10.0, help="time cap per workload (default 10)")
     args = ap.parse_args(argv)
-    report = {"python": platform.python_version(), "machine": platform.machine(),
-              "cpus": os.cpu_count(), "workloads": {}}
+    report = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "workloads": {},
+    }
     report["workloads"]["ipv4_forward"] = bench_ipv4(args.packets, args.seconds)
     if THC_JSON.exists():
         report["workloads"]["thc_data"] = bench_thc(args.packets, args.seconds)
@@ -132,8 +145,10 @@ def main(argv=None):
         report["workloads"]["thc_data"] = {"skipped": f"{THC_JSON.relative_to(ROOT)} not built"}
     for name, r in report["workloads"].items():
         if "pps" in r:
-            print(f"{name:14s} {r['pps']:>10,.0f} packets/s  ({r['us_per_packet']} us/packet, "
-                  f"{r['packets']} packets, {r['frames_out']} frames out)")
+            print(
+                f"{name:14s} {r['pps']:>10,.0f} packets/s  ({r['us_per_packet']} us/packet, "
+                f"{r['packets']} packets, {r['frames_out']} frames out)"
+            )
         else:
             print(f"{name:14s} skipped: {r['skipped']}")
     OUT.parent.mkdir(parents=True, exist_ok=True)

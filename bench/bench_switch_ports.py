@@ -14,6 +14,7 @@ port loop with an engine that forwards without parsing: the ceiling the I/O allo
 (`simple_switch_grpc` where thc-run looks for it: /opt/p4/bin, /usr/local/bin or PATH) on the same
 program. Logging is off for all of them.
 """
+
 import argparse
 import os
 import re
@@ -57,9 +58,14 @@ def ipv4_udp_frame(size: int, dst_ip: str = "10.0.2.2") -> bytes:
     """An Ethernet/IPv4/UDP frame of `size` bytes (without FCS) with a valid IPv4 checksum."""
     payload_len = max(size - 14 - 20 - 8, 0)
     ip_total = 20 + 8 + payload_len
-    header = bytearray(b"\x45\x00" + ip_total.to_bytes(2, "big") + b"\x00\x01\x00\x00\x40\x11\x00\x00"
-                       + socket.inet_aton("10.0.1.1") + socket.inet_aton(dst_ip))
-    checksum = sum(int.from_bytes(header[i:i + 2], "big") for i in range(0, 20, 2))
+    header = bytearray(
+        b"\x45\x00"
+        + ip_total.to_bytes(2, "big")
+        + b"\x00\x01\x00\x00\x40\x11\x00\x00"
+        + socket.inet_aton("10.0.1.1")
+        + socket.inet_aton(dst_ip)
+    )
+    checksum = sum(int.from_bytes(header[i : i + 2], "big") for i in range(0, 20, 2))
     checksum = (checksum & 0xFFFF) + (checksum >> 16)
     header[10:12] = (~checksum & 0xFFFF).to_bytes(2, "big")
     udp = (4321).to_bytes(2, "big") + (1234).to_bytes(2, "big") + (8 + payload_len).to_bytes(2, "big") + b"\0\0"
@@ -79,8 +85,7 @@ class VethPairs:
             for a, b in ((self.sender, self.port1), (self.port2, self.receiver)):
                 subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
                 for iface in (a, b):
-                    subprocess.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{iface}.disable_ipv6=1"],
-                                   capture_output=True)
+                    subprocess.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{iface}.disable_ipv6=1"], capture_output=True)
                     subprocess.run(["ip", "link", "set", iface, "up"], check=True)
         except Exception:
             self.__exit__()
@@ -90,8 +95,6 @@ class VethPairs:
     def __exit__(self, *exc):
         for iface in (self.sender, self.port2):
             subprocess.run(["ip", "link", "del", iface], capture_output=True)
-
-
 
 
 def wait_for_port(address: str, proc, timeout: float = 60.0) -> None:
@@ -109,9 +112,23 @@ def wait_for_port(address: str, proc, timeout: float = 60.0) -> None:
 
 
 def start_thc_switch(pairs):
-    proc = subprocess.Popen([sys.executable, "-m", "emulator", "--no-p4", "-i", f"1@{pairs.port1}",
-                             "-i", f"2@{pairs.port2}", "--grpc-server-addr", "127.0.0.1:0"],
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "emulator",
+            "--no-p4",
+            "-i",
+            f"1@{pairs.port1}",
+            "-i",
+            f"2@{pairs.port2}",
+            "--grpc-server-addr",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     for line in proc.stdout:
         match = re.match(r"thc-switch ready: .* P4Runtime on (\S+),", line)
         if match:
@@ -120,8 +137,9 @@ def start_thc_switch(pairs):
 
 
 def start_passthrough(pairs):
-    proc = subprocess.Popen([sys.executable, "-c", PASSTHROUGH, pairs.port1, pairs.port2],
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PASSTHROUGH, pairs.port1, pairs.port2], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
     proc.stdout.readline()
     return proc, None
 
@@ -132,9 +150,21 @@ def bmv2_binary():
 
 def start_bmv2(pairs):
     address = f"127.0.0.1:{free_tcp_port()}"
-    proc = subprocess.Popen([bmv2_binary(), "--no-p4", "-i", f"1@{pairs.port1}", "-i", f"2@{pairs.port2}",
-                             "--", "--grpc-server-addr", address],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            bmv2_binary(),
+            "--no-p4",
+            "-i",
+            f"1@{pairs.port1}",
+            "-i",
+            f"2@{pairs.port2}",
+            "--",
+            "--grpc-server-addr",
+            address,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_for_port(address, proc)
     return proc, address
 
@@ -142,8 +172,10 @@ def start_bmv2(pairs):
 def install_route(address: str, p4info: str, program: str) -> None:
     """Push the pipeline and route 10.0.2.0/24 out of port 2 with p4runtime-shell."""
     import p4runtime_sh.shell as sh
-    sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1),
-             config=sh.FwdPipeConfig(p4info, program), verbose=False)
+
+    sh.setup(
+        device_id=0, grpc_addr=address, election_id=(0, 1), config=sh.FwdPipeConfig(p4info, program), verbose=False
+    )
     try:
         te = sh.TableEntry("MyIngress.ipv4_lpm")(action="MyIngress.ipv4_forward")
         te.match["hdr.ipv4.dstAddr"] = "10.0.2.0/24"
@@ -217,8 +249,11 @@ def run(name, starter, pairs, args, program, p4info):
         proc.terminate()
         proc.wait(timeout=30)
     rate = (received - 1) / seconds if seconds else 0.0
-    print(f"{name:12s} {args.frames:9d} {received:9d} {100.0 * (1 - received / args.frames):6.1f}% "
-          f"{rate:11.0f} {rate * args.size * 8 / 1e6:8.1f}", flush=True)
+    print(
+        f"{name:12s} {args.frames:9d} {received:9d} {100.0 * (1 - received / args.frames):6.1f}% "
+        f"{rate:11.0f} {rate * args.size * 8 / 1e6:8.1f}",
+        flush=True,
+    )
 
 
 def main(argv=None) -> int:

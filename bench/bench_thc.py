@@ -34,13 +34,19 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from thc import THCCompressor, THCConfig  # noqa: E402
-from thc.baselines import FP16, QSGD, FixedPoint32, TernGrad, TopK  # noqa: E402
+from thc.baselines import (  # noqa: E402
+    FP16,
+    QSGD,
+    FixedPoint32,
+    NoCompression,  # noqa: E402
+    TernGrad,
+    TopK,
+)
 from thc.hadamard import fwht  # noqa: E402
 from thc.simulate import mean_nmse  # noqa: E402
 from thc.tables import clipping_error, make_table  # noqa: E402
 from thc.workloads import digits_gradient_rounds, gaussian_rounds  # noqa: E402
 from thc.workspace import Workspace, empty_cpu  # noqa: E402
-from thc.baselines import NoCompression  # noqa: E402
 
 DEFAULT_CHUNK = 2**20
 
@@ -103,7 +109,7 @@ def throughput(sizes: list[int], reps: int, baseline_max: int) -> tuple[list[dic
             enc, dec = thc_phases(n, DEFAULT_CHUNK, x)
             ops["thc encode (2^20 chunks)"], ops["thc decode (2^20 chunks)"] = enc, dec
         times = {name: [] for name in ops}
-        for name, fn in ops.items():  # warm-up: allocations, caches, lazy imports
+        for fn in ops.values():  # warm-up: allocations, caches, lazy imports
             fn()
         for _ in range(reps):
             for name, fn in ops.items():
@@ -162,10 +168,17 @@ def compressor_grid(workers: int) -> list[tuple[str, str, dict, callable]]:
         p = best_clip(bits, g)
         for kind in ("optimal", "uniform"):
             cfg = THCConfig(bits=bits, granularity=g, clip=p, table=kind)
-            grid.append((f"THC-{kind}", f"b={bits}", {"bits": bits, "g": g, "p": p},
-                         lambda i, cfg=cfg: THCCompressor(cfg, i)))
-    grid.append(("THC-optimal default", "b=4 g=30 p=1/32", {"bits": 4, "g": 30, "p": 1 / 32},
-                 lambda i: THCCompressor(THCConfig(), i)))
+            grid.append(
+                (f"THC-{kind}", f"b={bits}", {"bits": bits, "g": g, "p": p}, lambda i, cfg=cfg: THCCompressor(cfg, i))
+            )
+    grid.append(
+        (
+            "THC-optimal default",
+            "b=4 g=30 p=1/32",
+            {"bits": 4, "g": 30, "p": 1 / 32},
+            lambda i: THCCompressor(THCConfig(), i),
+        )
+    )
     for bits in (2, 3, 4, 6, 8):
         grid.append(("QSGD", f"b={bits}", {"bits": bits, "bucket": 512}, lambda i, b=bits: QSGD(b, 512, worker_id=i)))
     for ratio in (0.001, 0.01, 0.1):
@@ -184,8 +197,16 @@ def nmse_sweep(workers: int, rounds: list[list[torch.Tensor]], data: str) -> lis
     for family, label, params, make in compressor_grid(workers):
         bits = make(0).bits_per_coordinate(workers)
         value = mean_nmse(make, rounds)
-        rows.append({"family": family, "label": label, "params": params, "up_bits": bits.up,
-                     "down_bits": bits.down, "nmse": value})
+        rows.append(
+            {
+                "family": family,
+                "label": label,
+                "params": params,
+                "up_bits": bits.up,
+                "down_bits": bits.down,
+                "nmse": value,
+            }
+        )
         print(f"  {family:<22} {label:<16} {bits.up:>8.3f} {bits.down:>9.3f} {value:>11.3e}")
     return rows
 
@@ -199,8 +220,17 @@ def plot(path: Path, rows: list[dict], nmse: dict[str, list[dict]], floor: dict)
 
     fig, axes = plt.subplots(1, 3, figsize=(17, 5))
     ax = axes[0]
-    ops = ["copy", "fwht", "thc encode (1 chunk)", "thc decode (1 chunk)", "thc encode (2^20 chunks)",
-           "thc decode (2^20 chunks)", "int32 fixed point encode", "QSGD b=4 encode", "TopK 0.01 +EF encode"]
+    ops = [
+        "copy",
+        "fwht",
+        "thc encode (1 chunk)",
+        "thc decode (1 chunk)",
+        "thc encode (2^20 chunks)",
+        "thc decode (2^20 chunks)",
+        "int32 fixed point encode",
+        "QSGD b=4 encode",
+        "TopK 0.01 +EF encode",
+    ]
     for op in ops:
         pts = sorted((r["size"], r["coords_per_s"]) for r in rows if r["op"] == op)
         if pts:
@@ -253,34 +283,54 @@ def main() -> int:
     sizes = [2**16, 2**20, 2**24] if args.quick else [2**16, 2**18, 2**20, 2**22, 2**24]
     reps = 5 if args.quick else 9
     rounds = 2 if args.quick else 5
-    machine = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-               "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
-               "load_average": os.getloadavg()}
-    print(f"# THC benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"{os.cpu_count()} CPUs, load average {machine['load_average'][0]:.2f}")
+    machine = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "load_average": os.getloadavg(),
+    }
+    print(
+        f"# THC benchmark: torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"{os.cpu_count()} CPUs, load average {machine['load_average'][0]:.2f}"
+    )
 
     t0 = time.perf_counter()
     rows, floor = throughput(sizes, reps, baseline_max=2**22 if args.quick else 2**24)
     if floor:
-        print(f"\nFloor at 2^24: encode + decode <= 3 x one FWHT of 2^24 points ({floor['fwht_s'] * 1e3:.0f} ms), "
-              f"same run, paired per repetition:")
+        print(
+            f"\nFloor at 2^24: encode + decode <= 3 x one FWHT of 2^24 points ({floor['fwht_s'] * 1e3:.0f} ms), "
+            f"same run, paired per repetition:"
+        )
         for label in ("2^20 chunks (default)", "one chunk"):
             if label in floor:
                 f = floor[label]
                 verdict = "PASS" if f["pass"] else "FAIL"
-                print(f"  {label:<22} encode {f['encode_s'] * 1e3:6.0f} ms + decode {f['decode_s'] * 1e3:6.0f} ms: "
-                      f"median ratio {f['median_paired_ratio']:.2f} {verdict} (ratio of medians "
-                      f"{f['ratio_of_medians']:.2f}; per repetition {' '.join(f'{r:.2f}' for r in f['paired_ratios'])})")
+                print(
+                    f"  {label:<22} encode {f['encode_s'] * 1e3:6.0f} ms + decode {f['decode_s'] * 1e3:6.0f} ms: "
+                    f"median ratio {f['median_paired_ratio']:.2f} {verdict} (ratio of medians "
+                    f"{f['ratio_of_medians']:.2f}; per repetition {' '.join(f'{r:.2f}' for r in f['paired_ratios'])})"
+                )
 
     nmse = {
-        "gaussian": nmse_sweep(args.workers, list(gaussian_rounds(args.workers, 2**16, rounds, seed=1)),
-                               "Gaussian N(0,1)"),
-        "digits MLP gradients": nmse_sweep(args.workers, list(digits_gradient_rounds(args.workers, None, rounds, seed=1)),
-                                           "digits MLP gradients"),
+        "gaussian": nmse_sweep(
+            args.workers, list(gaussian_rounds(args.workers, 2**16, rounds, seed=1)), "Gaussian N(0,1)"
+        ),
+        "digits MLP gradients": nmse_sweep(
+            args.workers, list(digits_gradient_rounds(args.workers, None, rounds, seed=1)), "digits MLP gradients"
+        ),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    result = {"machine": machine, "quick": args.quick, "throughput": rows, "floor": floor, "nmse": nmse,
-              "seconds": time.perf_counter() - t0}
+    result = {
+        "machine": machine,
+        "quick": args.quick,
+        "throughput": rows,
+        "floor": floor,
+        "nmse": nmse,
+        "seconds": time.perf_counter() - t0,
+    }
     (args.out / "thc.json").write_text(json.dumps(result, indent=1))
     plot(args.out / "thc.png", rows, nmse, floor)
     print(f"\nwrote {args.out / 'thc.json'} and {args.out / 'thc.png'} ({result['seconds']:.0f} s)")

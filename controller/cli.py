@@ -12,6 +12,7 @@ Every command takes --grpc-addr/--device-id/--election-id (or --topology with --
 stderr and exit status 1 (2 for bad usage). Everything that can be checked without the switch (options,
 the topology file, the table) is checked before connecting.
 """
+
 import argparse
 import json
 import sys
@@ -28,12 +29,13 @@ from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
 from controller.usage import OneLineParser
 
-DEFAULT_GRPC_ADDR = "127.0.0.1:9559"     # simple_switch_grpc's default
+DEFAULT_GRPC_ADDR = "127.0.0.1:9559"  # simple_switch_grpc's default
 
 
 @dataclass(frozen=True)
 class Target:
     """A switch to talk to: its topology name (if any), address and device id."""
+
     name: str | None
     grpc_addr: str
     device_id: int
@@ -41,30 +43,50 @@ class Target:
 
 # ---- arguments ----------------------------------------------------------------------------------
 
+
 def _common(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("switch")
-    g.add_argument("--grpc-addr", type=_grpc_addr, metavar="HOST:PORT",
-                   help=f"P4Runtime server of the switch (default: the topology's, else {DEFAULT_GRPC_ADDR})")
-    g.add_argument("--device-id", type=_device_id, metavar="N",
-                   help="P4Runtime device id (default: the topology's, else 0)")
-    g.add_argument("--election-id", default="0,1", metavar="[HIGH,]LOW",
-                   help="election id for primary arbitration (default: 0,1)")
+    g.add_argument(
+        "--grpc-addr",
+        type=_grpc_addr,
+        metavar="HOST:PORT",
+        help=f"P4Runtime server of the switch (default: the topology's, else {DEFAULT_GRPC_ADDR})",
+    )
+    g.add_argument(
+        "--device-id", type=_device_id, metavar="N", help="P4Runtime device id (default: the topology's, else 0)"
+    )
+    g.add_argument(
+        "--election-id", default="0,1", metavar="[HIGH,]LOW", help="election id for primary arbitration (default: 0,1)"
+    )
     g.add_argument("--topology", metavar="FILE", help="topology file (topologies/*.json): switch addresses, hosts")
     which = g.add_mutually_exclusive_group()
     which.add_argument("--switch", metavar="NAME", help="act on this switch of the topology")
     which.add_argument("--all", action="store_true", help="act on every switch of the topology, one after the other")
-    g.add_argument("--connect-timeout", type=_seconds, default=3.0, metavar="SEC",
-                   help="how long to wait for the switch to answer (default: 3)")
+    g.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=3.0,
+        metavar="SEC",
+        help="how long to wait for the switch to answer (default: 3)",
+    )
     o = parser.add_argument_group("output")
-    o.add_argument("--dry-run", action="store_true",
-                   help="print the P4Runtime requests (text protobuf) instead of sending them; the switch is "
-                        "only read, if it is reachable")
+    o.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the P4Runtime requests (text protobuf) instead of sending them; the switch is "
+        "only read, if it is reachable",
+    )
     o.add_argument("--json", action="store_true", help="machine-readable output")
     p = parser.add_argument_group("program")
-    p.add_argument("--p4info", default=str(DEFAULT_P4INFO), metavar="FILE",
-                   help="P4Info to push (and to encode with in a dry run without a switch) (default: %(default)s)")
-    p.add_argument("--bmv2-json", default=str(DEFAULT_BMV2_JSON), metavar="FILE",
-                   help="BMv2 JSON to push (default: %(default)s)")
+    p.add_argument(
+        "--p4info",
+        default=str(DEFAULT_P4INFO),
+        metavar="FILE",
+        help="P4Info to push (and to encode with in a dry run without a switch) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--bmv2-json", default=str(DEFAULT_BMV2_JSON), metavar="FILE", help="BMv2 JSON to push (default: %(default)s)"
+    )
 
 
 def _grpc_addr(text: str) -> str:
@@ -78,11 +100,13 @@ def _grpc_addr(text: str) -> str:
 
 def _integer(what: str):
     """argparse type: an integer, with a message that says what the number is (ranges are checked later)."""
+
     def parse(text: str) -> int:
         try:
             return int(text, 0)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r}: expected an integer ({what})") from None
+
     return parse
 
 
@@ -125,8 +149,10 @@ def _probability(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
-        prog="thc-ctl", description="Program THC aggregation switches over P4Runtime.",
-        epilog="Run `thc-ctl COMMAND --help` for the options of a command.")
+        prog="thc-ctl",
+        description="Program THC aggregation switches over P4Runtime.",
+        epilog="Run `thc-ctl COMMAND --help` for the options of a command.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(subparsers, name, help_text, description=None):
@@ -134,39 +160,73 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p)
         return p
 
-    command(sub, "push", "set the forwarding pipeline (P4Info + BMv2 JSON); every entry is lost",
-            "Set the switch's forwarding pipeline from --p4info and --bmv2-json, after checking that the "
-            "P4Info is the THC program's (every table the controller programs is there).")
+    command(
+        sub,
+        "push",
+        "set the forwarding pipeline (P4Info + BMv2 JSON); every entry is lost",
+        "Set the switch's forwarding pipeline from --p4info and --bmv2-json, after checking that the "
+        "P4Info is the THC program's (every table the controller programs is there).",
+    )
 
-    command(sub, "forwarding", "install IPv4 routes to every host of the topology",
-            "Install a /32 ipv4_lpm route to every host (toward the service address on non-aggregating "
-            "switches), and on the aggregating switch the service address it serves. Needs --topology.")
+    command(
+        sub,
+        "forwarding",
+        "install IPv4 routes to every host of the topology",
+        "Install a /32 ipv4_lpm route to every host (toward the service address on non-aggregating "
+        "switches), and on the aggregating switch the service address it serves. Needs --topology.",
+    )
 
     table = sub.add_parser("table", help="the THC lookup table (index -> value)").add_subparsers(
-        dest="table_command", metavar="ACTION", required=True)
-    install = command(table, "install", "compute a THC table and install it in every lane",
-                      "Compute the table with thc.make_table(bits, granularity, clip, kind) (or take --values) "
-                      "and install it in every lane's lookup table, replacing what is there.")
-    install.add_argument("--bits", type=_integer(f"bits per index, 1..{contract.MAX_BITS}"), metavar="B",
-                         help=f"bits per index, 1..{contract.MAX_BITS}")
-    install.add_argument("--granularity", type=_integer("the largest table value g, like 30"), metavar="G",
-                         help="table values are integers 0..G, at least 2**B - 1")
+        dest="table_command", metavar="ACTION", required=True
+    )
+    install = command(
+        table,
+        "install",
+        "compute a THC table and install it in every lane",
+        "Compute the table with thc.make_table(bits, granularity, clip, kind) (or take --values) "
+        "and install it in every lane's lookup table, replacing what is there.",
+    )
+    install.add_argument(
+        "--bits",
+        type=_integer(f"bits per index, 1..{contract.MAX_BITS}"),
+        metavar="B",
+        help=f"bits per index, 1..{contract.MAX_BITS}",
+    )
+    install.add_argument(
+        "--granularity",
+        type=_integer("the largest table value g, like 30"),
+        metavar="G",
+        help="table values are integers 0..G, at least 2**B - 1",
+    )
     install.add_argument("--clip", type=_probability, metavar="P", help="clip probability, e.g. 1/32")
-    install.add_argument("--kind", choices=("optimal", "uniform"), default="optimal", help="table kind (default: optimal)")
-    install.add_argument("--values", type=_int_list, metavar="V0,V1,...",
-                         help="install these 2**b values instead of computing a table")
+    install.add_argument(
+        "--kind", choices=("optimal", "uniform"), default="optimal", help="table kind (default: optimal)"
+    )
+    install.add_argument(
+        "--values", type=_int_list, metavar="V0,V1,...", help="install these 2**b values instead of computing a table"
+    )
     command(table, "show", "the table the switch holds")
 
-    job = sub.add_parser("job", help="aggregation jobs").add_subparsers(dest="job_command", metavar="ACTION",
-                                                                        required=True)
-    add = command(job, "add", "add a job (or start a new run of it, with a fresh epoch)",
-                  "Install a job on the aggregating switch: its jobs entry, multicast group (one replica per "
-                  "worker, on the port toward it) and result_dst entries. Re-adding an installed job gives it "
-                  "a fresh epoch: a new run. Needs --topology (worker addresses and ports).")
+    job = sub.add_parser("job", help="aggregation jobs").add_subparsers(
+        dest="job_command", metavar="ACTION", required=True
+    )
+    add = command(
+        job,
+        "add",
+        "add a job (or start a new run of it, with a fresh epoch)",
+        "Install a job on the aggregating switch: its jobs entry, multicast group (one replica per "
+        "worker, on the port toward it) and result_dst entries. Re-adding an installed job gives it "
+        "a fresh epoch: a new run. Needs --topology (worker addresses and ports).",
+    )
     add.add_argument("--id", type=int, required=True, metavar="J", help=f"job id, 0..{contract.JOB_ID_MAX}")
     add.add_argument("--workers", required=True, metavar="h1,h2,...", help="worker hosts of the topology")
-    add.add_argument("--slots", type=int, default=jobs.DEFAULT_SLOTS, metavar="N",
-                     help=f"slots of the job (default: {jobs.DEFAULT_SLOTS}; {contract.SLOTS} in all)")
+    add.add_argument(
+        "--slots",
+        type=int,
+        default=jobs.DEFAULT_SLOTS,
+        metavar="N",
+        help=f"slots of the job (default: {jobs.DEFAULT_SLOTS}; {contract.SLOTS} in all)",
+    )
     add.add_argument("--slot-base", type=int, metavar="S", help="first slot (default: the lowest free range)")
     add.add_argument("--epoch", type=int, metavar="E", help="epoch 1..65535 (default: random, never the previous one)")
     remove = command(job, "remove", "remove a job (jobs entry, multicast group, result_dst entries)")
@@ -178,25 +238,33 @@ def build_parser() -> argparse.ArgumentParser:
     show = command(sub, "show", "the tables and their entries, and the multicast groups")
     show.add_argument("--table", metavar="NAME", help="only this table (full name or unique suffix)")
     show.add_argument("--full", action="store_true", help="list every lookup-table entry instead of a summary")
-    apply = command(sub, "apply", "apply a runtime file (p4lang/tutorials' sN-runtime.json format)",
-                    "Apply a runtime file {target, p4info, bmv2_json, table_entries, multicast_group_entries}. "
-                    "Its pipeline is pushed when the switch runs another one (or none); entries that exist "
-                    "are modified, so applying twice changes nothing.")
+    apply = command(
+        sub,
+        "apply",
+        "apply a runtime file (p4lang/tutorials' sN-runtime.json format)",
+        "Apply a runtime file {target, p4info, bmv2_json, table_entries, multicast_group_entries}. "
+        "Its pipeline is pushed when the switch runs another one (or none); entries that exist "
+        "are modified, so applying twice changes nothing.",
+    )
     apply.add_argument("file", metavar="FILE", help="runtime JSON file")
     push_opt = apply.add_mutually_exclusive_group()
-    push_opt.add_argument("--push", dest="push", action="store_const", const=True,
-                          help="always push the file's pipeline first")
-    push_opt.add_argument("--no-push", dest="push", action="store_const", const=False,
-                          help="never push; only write the entries")
+    push_opt.add_argument(
+        "--push", dest="push", action="store_const", const=True, help="always push the file's pipeline first"
+    )
+    push_opt.add_argument(
+        "--no-push", dest="push", action="store_const", const=False, help="never push; only write the entries"
+    )
     return parser
 
 
 # ---- targets ------------------------------------------------------------------------------------
 
+
 def load_topology(path: str | None):
     if path is None:
         return None
     from controller.topology import Topology, TopologyError
+
     try:
         return Topology.load(path)
     except TopologyError as exc:
@@ -218,8 +286,9 @@ def resolve_targets(args, topology, jobs_switch: bool = False) -> list[Target]:
     if topology is not None:
         if args.switch:
             if args.switch not in topology.switches:
-                raise BadInput(f"no switch '{args.switch}' in topology {topology.name} "
-                               f"(switches: {', '.join(topology.switches)})")
+                raise BadInput(
+                    f"no switch '{args.switch}' in topology {topology.name} (switches: {', '.join(topology.switches)})"
+                )
             switch = topology.switches[args.switch]
         elif args.grpc_addr:
             port = args.grpc_addr.rsplit(":", 1)[-1]
@@ -232,9 +301,11 @@ def resolve_targets(args, topology, jobs_switch: bool = False) -> list[Target]:
         elif len(topology.switches) == 1:
             switch = next(iter(topology.switches.values()))
         else:
-            raise BadInput(f"topology {topology.name} has switches {', '.join(topology.switches)}: "
-                           "choose one with --switch NAME or --all")
-    addr = args.grpc_addr or (switch.grpc_addr if switch else DEFAULT_GRPC_ADDR)   # "" is refused by _grpc_addr
+            raise BadInput(
+                f"topology {topology.name} has switches {', '.join(topology.switches)}: "
+                "choose one with --switch NAME or --all"
+            )
+    addr = args.grpc_addr or (switch.grpc_addr if switch else DEFAULT_GRPC_ADDR)  # "" is refused by _grpc_addr
     device = args.device_id if args.device_id is not None else (switch.device_id if switch else 0)
     return [Target(switch.name if switch else None, addr, device)]
 
@@ -246,6 +317,7 @@ def _needs_topology(args, what: str, topology):
 
 
 # ---- commands -----------------------------------------------------------------------------------
+
 
 def _values_for_install(args) -> list[int]:
     """The table to install, checked as thc checks the table its workers decode with (before connecting)."""
@@ -265,8 +337,9 @@ def _values_for_install(args) -> list[int]:
         try:
             from thc.tables import make_table
         except ImportError as exc:
-            raise ControlError(f"cannot compute a table: thc.make_table is not available ({exc}); "
-                               "pass --values V0,V1,... instead") from None
+            raise ControlError(
+                f"cannot compute a table: thc.make_table is not available ({exc}); pass --values V0,V1,... instead"
+            ) from None
     try:
         table = make_table(args.bits, args.granularity, args.clip, args.kind)
     except ValueError as exc:
@@ -277,8 +350,10 @@ def _values_for_install(args) -> list[int]:
 def _check_levels(bits: int, g: int, what: str) -> None:
     """g >= 2**b - 1: with fewer table units than steps between levels, indices would share values."""
     if g < (1 << bits) - 1:
-        raise BadInput(f"{what}: a {bits}-bit table has {1 << bits} levels, so g must be at least {(1 << bits) - 1} "
-                       f"for each index to stand for its own value (got g={g}); raise g or lower --bits")
+        raise BadInput(
+            f"{what}: a {bits}-bit table has {1 << bits} levels, so g must be at least {(1 << bits) - 1} "
+            f"for each index to stand for its own value (got g={g}); raise g or lower --bits"
+        )
 
 
 def _checked_values(values: list[int], bits: int | None) -> list[int]:
@@ -288,9 +363,11 @@ def _checked_values(values: list[int], bits: int | None) -> list[int]:
     text = ",".join(map(str, values))
     for j in range(1, len(values)):
         if values[j] < values[j - 1]:
-            raise BadInput(f"--values {text}: the table is not increasing: V[{j}] = {values[j]} < V[{j - 1}] = "
-                           f"{values[j - 1]} (thc refuses such a table); give 2**b values rising from 0 to g, "
-                           "like 0,10,20,30")
+            raise BadInput(
+                f"--values {text}: the table is not increasing: V[{j}] = {values[j]} < V[{j - 1}] = "
+                f"{values[j - 1]} (thc refuses such a table); give 2**b values rising from 0 to g, "
+                "like 0,10,20,30"
+            )
     _check_levels(bits, values[-1], f"--values {text}")
     return values
 
@@ -300,8 +377,7 @@ def run_on(session: SwitchSession, args, topology):
     cmd = args.command
     if cmd == "push":
         r = session.push()
-        return r, [f"pipeline set: {r['p4info']} + {r['bmv2_json']} ({r['bmv2_json_bytes']} bytes, "
-                   f"{r['lanes']} lanes)"]
+        return r, [f"pipeline set: {r['p4info']} + {r['bmv2_json']} ({r['bmv2_json_bytes']} bytes, {r['lanes']} lanes)"]
     if cmd == "forwarding":
         topo = _needs_topology(args, "forwarding", topology)
         summary = session.install_forwarding(topo, session.name)
@@ -309,20 +385,26 @@ def run_on(session: SwitchSession, args, topology):
     if cmd == "table":
         if args.table_command == "install":
             r = session.install_table(args.table_values)
-            return r, [f"table b={r['bits']} max value {r['max_value']} V={r['values']} in {r['lanes']} lanes: "
-                       f"{r['inserted']} inserted, {r['modified']} modified, {r['deleted']} deleted"]
+            return r, [
+                f"table b={r['bits']} max value {r['max_value']} V={r['values']} in {r['lanes']} lanes: "
+                f"{r['inserted']} inserted, {r['modified']} modified, {r['deleted']} deleted"
+            ]
         t = session.installed_table()
         if t.values is None:
             return t.to_dict(), [f"no lookup table installed ({t.entries} entries in {t.lanes} lanes)"]
         note = "" if t.consistent else " (lanes differ: reinstall the table)"
-        return t.to_dict(), [f"table b={t.bits} max value {t.max_value} V={t.values}, "
-                             f"{t.entries} entries in {t.lanes} lanes{note}"]
+        return t.to_dict(), [
+            f"table b={t.bits} max value {t.max_value} V={t.values}, {t.entries} entries in {t.lanes} lanes{note}"
+        ]
     if cmd == "job":
         return _job_command(session, args, topology)
     if cmd == "stats":
         s = session.read_stats()
-        lines = [f"{name:<20} {p:>12} pkts {b:>14} bytes" for name, (p, b) in s.events.items()
-                 if p or name in contract.EVENTS]
+        lines = [
+            f"{name:<20} {p:>12} pkts {b:>14} bytes"
+            for name, (p, b) in s.events.items()
+            if p or name in contract.EVENTS
+        ]
         lines.append(f"{'aggregated':<20} {s.aggregated:>12} pkts (CONSUMED + COMPLETED)")
         return s.to_dict(), lines
     if cmd == "show":
@@ -339,12 +421,15 @@ def _job_command(session: SwitchSession, args, topology):
         topo = _needs_topology(args, "job add", topology)
         hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
         previous = {j.job_id: j for j in session.list_jobs()}.get(args.id)
-        job = session.add_job(args.id, hosts, topo, session.name, n_slots=args.slots,
-                              slot_base=args.slot_base, epoch=args.epoch)
+        job = session.add_job(
+            args.id, hosts, topo, session.name, n_slots=args.slots, slot_base=args.slot_base, epoch=args.epoch
+        )
         renewed = f" (new run: epoch {previous.epoch} -> {job.epoch})" if previous else ""
-        return job.to_dict(), [f"job {job.job_id}{renewed}: {job.n_workers} workers, slots "
-                               f"[{job.slot_base}, {job.slot_base + job.n_slots}), epoch {job.epoch}, "
-                               f"{job.lane_bits}-bit results, multicast group {job.mcast_grp}"]
+        return job.to_dict(), [
+            f"job {job.job_id}{renewed}: {job.n_workers} workers, slots "
+            f"[{job.slot_base}, {job.slot_base + job.n_slots}), epoch {job.epoch}, "
+            f"{job.lane_bits}-bit results, multicast group {job.mcast_grp}"
+        ]
     if args.job_command == "remove":
         job = session.remove_job(args.id, missing_ok=args.missing_ok)
         if job is None:
@@ -353,8 +438,10 @@ def _job_command(session: SwitchSession, args, topology):
     listed = session.list_jobs(topology)
     lines = []
     for j in listed:
-        lines.append(f"job {j.job_id}: {j.n_workers} workers, slots [{j.slot_base}, {j.slot_base + j.n_slots}), "
-                     f"epoch {j.epoch}, {j.lane_bits}-bit results, group {j.mcast_grp}, mask 0x{j.worker_mask:08x}")
+        lines.append(
+            f"job {j.job_id}: {j.n_workers} workers, slots [{j.slot_base}, {j.slot_base + j.n_slots}), "
+            f"epoch {j.epoch}, {j.lane_bits}-bit results, group {j.mcast_grp}, mask 0x{j.worker_mask:08x}"
+        )
         for w in j.workers:
             port = "?" if w.port is None else w.port
             lines.append(f"  worker {w.worker_id:>2} {w.host or '':<6} {w.ip:<15} {w.mac} port {port}")
@@ -371,15 +458,20 @@ def _show(session: SwitchSession, args):
     lines = []
     summary = data.get("lookup_table")
     if summary is not None and only is None:
-        table = (f"V={summary['values']} (b={summary['bits']}, max value {summary['max_value']})"
-                 if summary["values"] else "no table")
+        table = (
+            f"V={summary['values']} (b={summary['bits']}, max value {summary['max_value']})"
+            if summary["values"]
+            else "no table"
+        )
         note = "" if summary["consistent"] or not summary["values"] else ", lanes differ"
         lines.append(f"{contract.LUT_PREFIX}0..{summary['lanes'] - 1}: {summary['entries']} entries, {table}{note}")
     for name, found in data["tables"].items():
         lines.append(f"{name}: {len(found)} entries")
         for d in found:
-            key = " ".join(f"{k.rsplit('.', 1)[-1]}={'/'.join(map(str, v)) if isinstance(v, list) else v}"
-                           for k, v in d.get("match", {}).items())
+            key = " ".join(
+                f"{k.rsplit('.', 1)[-1]}={'/'.join(map(str, v)) if isinstance(v, list) else v}"
+                for k, v in d.get("match", {}).items()
+            )
             params = ", ".join(f"{k}={v}" for k, v in d.get("action_params", {}).items())
             lines.append(f"  {key} -> {d.get('action_name', '?').rsplit('.', 1)[-1]}({params})")
     groups = data["multicast_group_entries"]
@@ -393,6 +485,7 @@ def _show(session: SwitchSession, args):
 
 
 # ---- output -------------------------------------------------------------------------------------
+
 
 def _elided(request) -> tuple:
     """A copy of `request` without a pipeline's device config (the BMv2 JSON), and that config's size."""
@@ -417,11 +510,15 @@ def request_text(request, session: SwitchSession) -> str:
     """A request as text protobuf; a pipeline's device config is elided (it is the BMv2 JSON file)."""
     shown, size = _elided(request)
     if size is not None:
-        return (f"# SetForwardingPipelineConfigRequest to {session.label}\n"
-                f"# config.p4_device_config: {size} bytes of BMv2 JSON (elided)\n"
-                + google.protobuf.text_format.MessageToString(shown))
-    return (f"# WriteRequest to {session.label}: {len(request.updates)} updates\n"
-            + google.protobuf.text_format.MessageToString(request))
+        return (
+            f"# SetForwardingPipelineConfigRequest to {session.label}\n"
+            f"# config.p4_device_config: {size} bytes of BMv2 JSON (elided)\n"
+            + google.protobuf.text_format.MessageToString(shown)
+        )
+    return (
+        f"# WriteRequest to {session.label}: {len(request.updates)} updates\n"
+        + google.protobuf.text_format.MessageToString(request)
+    )
 
 
 def run(argv: list[str] | None = None, out=None, err=None) -> int:
@@ -444,15 +541,25 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
         if args.command == "table" and args.table_command == "install":
             args.table_values = _values_for_install(args)
         for target in targets:
-            with SwitchSession(target.grpc_addr, target.device_id, election_id, args.p4info, args.bmv2_json,
-                               name=target.name, dry_run=args.dry_run,
-                               connect_timeout=args.connect_timeout) as session:
+            with SwitchSession(
+                target.grpc_addr,
+                target.device_id,
+                election_id,
+                args.p4info,
+                args.bmv2_json,
+                name=target.name,
+                dry_run=args.dry_run,
+                connect_timeout=args.connect_timeout,
+            ) as session:
                 result, lines = run_on(session, args, topology)
                 key = target.name or target.grpc_addr
                 if args.json:
                     if args.dry_run:
-                        result = {"result": result, "dry_run": [request_dict(r) for r in session.dry_requests],
-                                  "notes": session.notes}
+                        result = {
+                            "result": result,
+                            "dry_run": [request_dict(r) for r in session.dry_requests],
+                            "notes": session.notes,
+                        }
                     results[key] = result
                     continue
                 prefix = f"{target.name}: " if len(targets) > 1 or target.name else ""
@@ -476,8 +583,10 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
         print("thc-ctl: interrupted", file=err)
         return 130
     if args.json:
-        print(json.dumps(next(iter(results.values())) if len(results) == 1 and not args.all else results,
-                         indent=2), file=out)
+        print(
+            json.dumps(next(iter(results.values())) if len(results) == 1 and not args.all else results, indent=2),
+            file=out,
+        )
     return 0
 
 

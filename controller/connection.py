@@ -10,6 +10,7 @@ Writes, exceptions instead of exits. P4Info handling stays p4runtime-shell's (co
 The connection is opened lazily: reads need no arbitration (any client may read), writes first become
 primary on the StreamChannel, which stays open until `close()` as P4Runtime requires.
 """
+
 import queue
 import threading
 
@@ -21,21 +22,21 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 from controller import wire
 from controller.errors import ControlError, NotPrimary, PipelineMismatch, SwitchUnreachable, WriteRejected
 
-MAX_MESSAGE_BYTES = 256 * 1024 * 1024     # a BMv2 JSON with its P4Info can be many MB
-UPDATES_PER_WRITE = 2048                  # ~100 kB per WriteRequest; a lookup table is a few of them
-RPC_TIMEOUT = 60.0                        # seconds: no call may hang forever on a wedged switch
-SHOWN_FAILURES = 5                        # rejected updates quoted in an error message
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # a BMv2 JSON with its P4Info can be many MB
+UPDATES_PER_WRITE = 2048  # ~100 kB per WriteRequest; a lookup table is a few of them
+RPC_TIMEOUT = 60.0  # seconds: no call may hang forever on a wedged switch
+SHOWN_FAILURES = 5  # rejected updates quoted in an error message
 
 
 def parse_election_id(text: str) -> tuple[int, int]:
-    """"HIGH,LOW" (p4runtime-shell's form) or one integer LOW."""
+    """ "HIGH,LOW" (p4runtime-shell's form) or one integer LOW."""
     try:
         parts = [int(p, 0) for p in str(text).split(",")]
     except ValueError:
         raise ControlError(f"election id {text!r}: expected LOW or HIGH,LOW (integers)") from None
     if len(parts) == 1:
         parts = [0] + parts
-    if len(parts) != 2 or not all(0 <= p < 2 ** 64 for p in parts):
+    if len(parts) != 2 or not all(0 <= p < 2**64 for p in parts):
         raise ControlError(f"election id {text!r}: expected LOW or HIGH,LOW (64-bit integers)")
     if parts == [0, 0]:
         raise ControlError("election id 0 is reserved: use 1 or more")
@@ -45,8 +46,14 @@ def parse_election_id(text: str) -> tuple[int, int]:
 class SwitchConnection:
     """A P4Runtime client for one device at `grpc_addr`; use as a context manager or call close()."""
 
-    def __init__(self, grpc_addr: str, device_id: int = 0, election_id: tuple[int, int] = (0, 1),
-                 connect_timeout: float = 5.0, label: str | None = None):
+    def __init__(
+        self,
+        grpc_addr: str,
+        device_id: int = 0,
+        election_id: tuple[int, int] = (0, 1),
+        connect_timeout: float = 5.0,
+        label: str | None = None,
+    ):
         self.grpc_addr = grpc_addr
         self.device_id = device_id
         self.election_id = election_id
@@ -73,24 +80,30 @@ class SwitchConnection:
         """Open the channel and wait until the server answers (raise SwitchUnreachable if it does not)."""
         if self._stub is not None:
             return
-        options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                   ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+        options = [
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ]
         channel = grpc.insecure_channel(self.grpc_addr, options=options)
         try:
             grpc.channel_ready_future(channel).result(timeout=self.connect_timeout)
         except grpc.FutureTimeoutError:
             channel.close()
             raise SwitchUnreachable(
-                f"{self.name + ': ' if self.name else ''}no P4Runtime server answers at {self.grpc_addr} (waited {self.connect_timeout:g} s): "
+                f"{self.name + ': ' if self.name else ''}no P4Runtime server answers at {self.grpc_addr} "
+                f"(waited {self.connect_timeout:g} s): "
                 "check that the switch is running and that its gRPC address is this one "
-                "(thc-switch --grpc-server-addr / simple_switch_grpc -- --grpc-server-addr)") from None
+                "(thc-switch --grpc-server-addr / simple_switch_grpc -- --grpc-server-addr)"
+            ) from None
         self._channel = channel
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
         # Raw-bytes twins of Write and Read, for requests encoded by controller/wire.py.
-        self._write_raw = channel.unary_unary("/p4.v1.P4Runtime/Write",
-                                              response_deserializer=p4runtime_pb2.WriteResponse.FromString)
-        self._read_raw = channel.unary_stream("/p4.v1.P4Runtime/Read",
-                                              request_serializer=p4runtime_pb2.ReadRequest.SerializeToString)
+        self._write_raw = channel.unary_unary(
+            "/p4.v1.P4Runtime/Write", response_deserializer=p4runtime_pb2.WriteResponse.FromString
+        )
+        self._read_raw = channel.unary_stream(
+            "/p4.v1.P4Runtime/Read", request_serializer=p4runtime_pb2.ReadRequest.SerializeToString
+        )
 
     def become_primary(self) -> None:
         """Arbitrate on the StreamChannel; raise NotPrimary if another controller outranks us."""
@@ -126,8 +139,9 @@ class SwitchConnection:
         try:
             answer = self._responses.get(timeout=self.connect_timeout)
         except queue.Empty:
-            raise ControlError(f"{self.label}: no answer to the P4Runtime arbitration "
-                               f"within {self.connect_timeout:g} s") from None
+            raise ControlError(
+                f"{self.label}: no answer to the P4Runtime arbitration within {self.connect_timeout:g} s"
+            ) from None
         if isinstance(answer, grpc.RpcError):
             raise self._rpc_error(answer, "arbitration")
         status = answer.arbitration.status
@@ -144,14 +158,19 @@ class SwitchConnection:
         if arbitration.status.message:
             said += f" '{arbitration.status.message}'"
         if arbitration.status.code == code_pb2.ALREADY_EXISTS:
-            return (f"{self.label}: not primary (switch answered {said}): another controller holds election id "
-                    f"{theirs} and ours is {ours}; pass a higher --election-id (or stop the other controller)")
+            return (
+                f"{self.label}: not primary (switch answered {said}): another controller holds election id "
+                f"{theirs} and ours is {ours}; pass a higher --election-id (or stop the other controller)"
+            )
         if arbitration.status.code == code_pb2.NOT_FOUND and arbitration.HasField("election_id"):
-            return (f"{self.label}: not primary (switch answered {said}): no controller is primary now; the "
-                    f"highest election id the switch has seen is {theirs} (a controller that may have gone), "
-                    f"ours is {ours}; pass --election-id {theirs} or higher to become primary")
-        return (f"{self.label}: not primary (switch answered {said}), with election id {ours}; pass a higher "
-                "--election-id")
+            return (
+                f"{self.label}: not primary (switch answered {said}): no controller is primary now; the "
+                f"highest election id the switch has seen is {theirs} (a controller that may have gone), "
+                f"ours is {ours}; pass --election-id {theirs} or higher to become primary"
+            )
+        return (
+            f"{self.label}: not primary (switch answered {said}), with election id {ours}; pass a higher --election-id"
+        )
 
     def close(self) -> None:
         if self._requests is not None:
@@ -171,8 +190,8 @@ class SwitchConnection:
         """The P4Info of the running pipeline, or None if the switch has none."""
         self.connect()
         request = p4runtime_pb2.GetForwardingPipelineConfigRequest(
-            device_id=self.device_id,
-            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE)
+            device_id=self.device_id, response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE
+        )
         try:
             reply = self._stub.GetForwardingPipelineConfig(request, timeout=RPC_TIMEOUT)
         except grpc.RpcError as exc:
@@ -188,14 +207,15 @@ class SwitchConnection:
         if p4info is None:
             raise PipelineMismatch(
                 f"{self.label} runs no P4 program: push one with `thc-ctl push` "
-                "(or check --device-id: the switch answers for another device)")
+                "(or check --device-id: the switch answers for another device)"
+            )
         return p4info
 
     def set_pipeline(self, p4info: p4info_pb2.P4Info, device_config: bytes) -> None:
         self.become_primary()
         request = p4runtime_pb2.SetForwardingPipelineConfigRequest(
-            device_id=self.device_id,
-            action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+            device_id=self.device_id, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+        )
         request.election_id.high, request.election_id.low = self.election_id
         request.config.p4info.CopyFrom(p4info)
         request.config.p4_device_config = device_config
@@ -212,7 +232,9 @@ class SwitchConnection:
         """
         self.become_primary()
         for start in range(0, len(updates), UPDATES_PER_WRITE):
-            chunk = [u if isinstance(u, bytes) else u.SerializeToString() for u in updates[start:start + UPDATES_PER_WRITE]]
+            chunk = [
+                u if isinstance(u, bytes) else u.SerializeToString() for u in updates[start : start + UPDATES_PER_WRITE]
+            ]
             request = wire.write_request(self.device_id, self.election_id, chunk)
             try:
                 self._write_raw(request, timeout=RPC_TIMEOUT)
@@ -256,16 +278,21 @@ class SwitchConnection:
         if code == grpc.StatusCode.UNAVAILABLE:
             return SwitchUnreachable(f"{self.label}: lost the P4Runtime server during {what}: {details}")
         if code == grpc.StatusCode.PERMISSION_DENIED:
-            return NotPrimary(f"{self.label}: {what} refused, not primary ({details}): another controller "
-                              "with a higher election id took over; pass a higher --election-id")
+            return NotPrimary(
+                f"{self.label}: {what} refused, not primary ({details}): another controller "
+                "with a higher election id took over; pass a higher --election-id"
+            )
         if what == "arbitration" and "election" in details.lower():
-            return NotPrimary(f"{self.label}: arbitration refused: {details}: another controller (a running "
-                              "thc-run?) uses election id "
-                              f"{self.election_id[0]},{self.election_id[1]}; pass another --election-id "
-                              "(a higher one takes over as primary while this command runs)")
+            return NotPrimary(
+                f"{self.label}: arbitration refused: {details}: another controller (a running "
+                "thc-run?) uses election id "
+                f"{self.election_id[0]},{self.election_id[1]}; pass another --election-id "
+                "(a higher one takes over as primary while this command runs)"
+            )
         if code == grpc.StatusCode.FAILED_PRECONDITION and "pipeline" in details.lower():
-            return PipelineMismatch(f"{self.label} runs no P4 program ({details}): push one with `thc-ctl push` "
-                                    "(or check --device-id)")
+            return PipelineMismatch(
+                f"{self.label} runs no P4 program ({details}): push one with `thc-ctl push` (or check --device-id)"
+            )
         if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION) and "device" in details.lower():
             return ControlError(f"{self.label}: {what} refused: {details}: check --device-id")
         if code == grpc.StatusCode.UNKNOWN:
@@ -282,14 +309,12 @@ class SwitchConnection:
             what = f"update {offset + index}"
             if describe and index < len(chunk):
                 what = describe(p4runtime_pb2.Update.FromString(chunk[index]))
-            failures.append((offset + index, what,
-                             f"{code_pb2.Code.Name(error.canonical_code)}: {error.message}"))
+            failures.append((offset + index, what, f"{code_pb2.Code.Name(error.canonical_code)}: {error.message}"))
         if not failures:
             return ControlError(f"{self.label}: write failed: {exc.details()}")
         quoted = "; ".join(f"{what}: {err}" for _, what, err in failures[:SHOWN_FAILURES])
         more = f" (and {len(failures) - SHOWN_FAILURES} more)" if len(failures) > SHOWN_FAILURES else ""
-        return WriteRejected(f"{self.label} rejected {len(failures)} of {total} updates: {quoted}{more}",
-                             failures)
+        return WriteRejected(f"{self.label} rejected {len(failures)} of {total} updates: {quoted}{more}", failures)
 
 
 def _detail_errors(exc: grpc.RpcError) -> list[tuple[int, p4runtime_pb2.Error]]:

@@ -4,6 +4,7 @@ Keys are compared in decoded form (p4info.describe), so an entry read back from 
 one we would build however the server spelled its byte strings. Entries that are already right are not
 sent again: installing twice is a no-op.
 """
+
 import json
 
 from p4.v1 import p4runtime_pb2
@@ -15,8 +16,9 @@ Update = p4runtime_pb2.Update
 
 def entry_key(p4info: P4Info, entry: p4runtime_pb2.TableEntry) -> str:
     d = p4info.describe(entry)
-    return json.dumps([d["table"], d.get("match", {}), d.get("priority", 0), bool(d.get("default_action"))],
-                      sort_keys=True)
+    return json.dumps(
+        [d["table"], d.get("match", {}), d.get("priority", 0), bool(d.get("default_action"))], sort_keys=True
+    )
 
 
 def entry_action(p4info: P4Info, entry: p4runtime_pb2.TableEntry) -> str:

@@ -5,6 +5,7 @@ destination) and, unless it aggregates, a /32 route to the service address towar
 switch; the topology model (controller/topology.py) computes them. Entries for other prefixes (added by
 `thc-ctl apply`, say) are left alone.
 """
+
 from controller import contract
 from controller.errors import BadInput
 from controller.p4info import P4Info
@@ -13,8 +14,13 @@ from controller.p4info import P4Info
 def route_entries(p4info: P4Info, topology, switch: str) -> list:
     """The ipv4_lpm entries of `switch` in `topology`."""
     if switch not in topology.switches:
-        raise BadInput(f"no switch '{switch}' in topology {topology.name} "
-                       f"(switches: {', '.join(topology.switches)})")
-    return [p4info.table_entry(contract.IPV4_LPM, {"hdr.ipv4.dstAddr": route.prefix}, contract.IPV4_FORWARD,
-                               {"dstAddr": route.dst_mac, "port": route.port})
-            for route in topology.routes(switch)]
+        raise BadInput(f"no switch '{switch}' in topology {topology.name} (switches: {', '.join(topology.switches)})")
+    return [
+        p4info.table_entry(
+            contract.IPV4_LPM,
+            {"hdr.ipv4.dstAddr": route.prefix},
+            contract.IPV4_FORWARD,
+            {"dstAddr": route.dst_mac, "port": route.port},
+        )
+        for route in topology.routes(switch)
+    ]

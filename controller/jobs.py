@@ -10,6 +10,7 @@ over P4Runtime); re-adding an installed job is how a new run starts.
 Write order keeps the data plane consistent: the multicast group and result_dst entries go first and the
 jobs entry last (requests are dropped as UNKNOWN_JOB until then); removal deletes the jobs entry first.
 """
+
 import ipaddress
 import random
 from dataclasses import asdict, dataclass, field
@@ -22,7 +23,7 @@ from controller.p4info import P4Info
 from controller.writes import DELETE, INSERT, MODIFY, GroupWrite, TableWrite, Write
 
 DEFAULT_SLOTS = 256
-MCAST_GROUP_BASE = 0x1000     # job j uses multicast group 0x1000 + j: clear of small ids runtime files use
+MCAST_GROUP_BASE = 0x1000  # job j uses multicast group 0x1000 + j: clear of small ids runtime files use
 
 
 def mcast_group(job_id: int) -> int:
@@ -32,11 +33,12 @@ def mcast_group(job_id: int) -> int:
 @dataclass(frozen=True)
 class JobWorker:
     """One worker of a job: its id (replica id and bit in the mask), where results go, and the port."""
+
     worker_id: int
     mac: str
     ip: str
-    port: int | None          # egress port of the multicast replica; None when unknown (no group)
-    host: str | None = None   # topology name, when known
+    port: int | None  # egress port of the multicast replica; None when unknown (no group)
+    host: str | None = None  # topology name, when known
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class Job:
 
 # ---- admission ----------------------------------------------------------------------------------
 
+
 def lane_bits_for(n_workers: int, max_value: int) -> int:
     """Result lane width: 8 bits when every sum fits a byte, else 16."""
     return 8 if n_workers * max_value <= contract.RESULT8_MAX else 16
@@ -80,9 +83,18 @@ def choose_epoch(avoid: set[int], rng: random.Random | None = None) -> int:
             return epoch
 
 
-def plan_job(job_id: int, workers: list[JobWorker], existing: list[Job], max_value: int | None, *,
-             n_slots: int = DEFAULT_SLOTS, slot_base: int | None = None, epoch: int | None = None,
-             jobs_capacity: int = contract.JOBS_CAPACITY, rng: random.Random | None = None) -> Job:
+def plan_job(
+    job_id: int,
+    workers: list[JobWorker],
+    existing: list[Job],
+    max_value: int | None,
+    *,
+    n_slots: int = DEFAULT_SLOTS,
+    slot_base: int | None = None,
+    epoch: int | None = None,
+    jobs_capacity: int = contract.JOBS_CAPACITY,
+    rng: random.Random | None = None,
+) -> Job:
     """The job entry for `workers`, or JobRefused naming the limit it breaks.
 
     `existing` are the jobs the switch holds (a job with the same id is being replaced: its slots are
@@ -94,8 +106,10 @@ def plan_job(job_id: int, workers: list[JobWorker], existing: list[Job], max_val
     if n == 0:
         raise JobRefused(f"job {job_id}: needs at least one worker")
     if n > contract.MAX_WORKERS:
-        raise JobRefused(f"job {job_id}: {n} workers, the program admits at most {contract.MAX_WORKERS} "
-                         "(THC_MAX_WORKERS: the worker bitmap is 32 bits)")
+        raise JobRefused(
+            f"job {job_id}: {n} workers, the program admits at most {contract.MAX_WORKERS} "
+            "(THC_MAX_WORKERS: the worker bitmap is 32 bits)"
+        )
     ids = [w.worker_id for w in workers]
     bad = [i for i in ids if not 0 <= i < contract.MAX_WORKERS]
     if bad:
@@ -104,13 +118,17 @@ def plan_job(job_id: int, workers: list[JobWorker], existing: list[Job], max_val
         dup = next(i for i in ids if ids.count(i) > 1)
         raise JobRefused(f"job {job_id}: worker id {dup} appears twice")
     if max_value is None:
-        raise JobRefused(f"job {job_id}: no lookup table is installed, so the sums' size is unknown: "
-                         "install one first (thc-ctl table install)")
+        raise JobRefused(
+            f"job {job_id}: no lookup table is installed, so the sums' size is unknown: "
+            "install one first (thc-ctl table install)"
+        )
     total = n * max_value
     if total > contract.SUM_LANE_MAX:
-        raise JobRefused(f"job {job_id}: sums need n*g = {n}*{max_value} = {total}, more than the 16-bit "
-                         f"sum lanes hold (n*g <= {contract.SUM_LANE_MAX}); use fewer workers or a table "
-                         "with a smaller granularity")
+        raise JobRefused(
+            f"job {job_id}: sums need n*g = {n}*{max_value} = {total}, more than the 16-bit "
+            f"sum lanes hold (n*g <= {contract.SUM_LANE_MAX}); use fewer workers or a table "
+            "with a smaller granularity"
+        )
     if not 1 <= n_slots <= contract.SLOTS:
         raise JobRefused(f"job {job_id}: {n_slots} slots; a job has 1..{contract.SLOTS} (THC_SLOTS)")
     others = [j for j in existing if j.job_id != job_id]
@@ -120,18 +138,26 @@ def plan_job(job_id: int, workers: list[JobWorker], existing: list[Job], max_val
     if slot_base is None:
         slot_base = _free_range(n_slots, others, prefer=previous.slot_base if previous else None)
         if slot_base is None:
-            used = ", ".join(f"job {j.job_id}: [{j.slot_base}, {j.slot_base + j.n_slots})"
-                             for j in sorted(others, key=lambda j: j.slot_base))
-            raise JobRefused(f"job {job_id}: no free range of {n_slots} slots among the {contract.SLOTS} "
-                             f"(THC_SLOTS; in use: {used}); ask for fewer with --slots or remove a job")
+            used = ", ".join(
+                f"job {j.job_id}: [{j.slot_base}, {j.slot_base + j.n_slots})"
+                for j in sorted(others, key=lambda j: j.slot_base)
+            )
+            raise JobRefused(
+                f"job {job_id}: no free range of {n_slots} slots among the {contract.SLOTS} "
+                f"(THC_SLOTS; in use: {used}); ask for fewer with --slots or remove a job"
+            )
     elif not 0 <= slot_base or slot_base + n_slots > contract.SLOTS:
-        raise JobRefused(f"job {job_id}: slots [{slot_base}, {slot_base + n_slots}) leave the "
-                         f"{contract.SLOTS} slots of the program (THC_SLOTS)")
+        raise JobRefused(
+            f"job {job_id}: slots [{slot_base}, {slot_base + n_slots}) leave the "
+            f"{contract.SLOTS} slots of the program (THC_SLOTS)"
+        )
     for other in others:
         if slot_base < other.slot_base + other.n_slots and other.slot_base < slot_base + n_slots:
-            raise JobRefused(f"job {job_id}: slots [{slot_base}, {slot_base + n_slots}) overlap job "
-                             f"{other.job_id}'s [{other.slot_base}, {other.slot_base + other.n_slots}); "
-                             "jobs share the 1024 slots without overlapping")
+            raise JobRefused(
+                f"job {job_id}: slots [{slot_base}, {slot_base + n_slots}) overlap job "
+                f"{other.job_id}'s [{other.slot_base}, {other.slot_base + other.n_slots}); "
+                "jobs share the 1024 slots without overlapping"
+            )
     avoid = {j.epoch for j in existing}
     if epoch is None:
         epoch = choose_epoch(avoid, rng)
@@ -143,15 +169,16 @@ def plan_job(job_id: int, workers: list[JobWorker], existing: list[Job], max_val
     for i in ids:
         mask |= 1 << i
     ordered = tuple(sorted(workers, key=lambda w: w.worker_id))
-    return Job(job_id, n, slot_base, n_slots, mcast_group(job_id), mask, lane_bits_for(n, max_value), epoch,
-               ordered)
+    return Job(job_id, n, slot_base, n_slots, mcast_group(job_id), mask, lane_bits_for(n, max_value), epoch, ordered)
 
 
 def _free_range(n_slots: int, others: list[Job], prefer: int | None) -> int | None:
     """The lowest slot_base (or `prefer`, if still free) whose range overlaps none of `others`."""
+
     def free(base: int) -> bool:
         return base + n_slots <= contract.SLOTS and all(
-            base >= j.slot_base + j.n_slots or j.slot_base >= base + n_slots for j in others)
+            base >= j.slot_base + j.n_slots or j.slot_base >= base + n_slots for j in others
+        )
 
     if prefer is not None and free(prefer):
         return prefer
@@ -167,16 +194,21 @@ def check_table_change(jobs: list[Job], max_value: int) -> None:
     for job in jobs:
         total = job.n_workers * max_value
         if total > contract.SUM_LANE_MAX:
-            raise JobRefused(f"a table with largest value {max_value} overflows job {job.job_id}'s 16-bit "
-                             f"sums (n*g = {job.n_workers}*{max_value} = {total} > {contract.SUM_LANE_MAX}); "
-                             "remove the job first")
+            raise JobRefused(
+                f"a table with largest value {max_value} overflows job {job.job_id}'s 16-bit "
+                f"sums (n*g = {job.n_workers}*{max_value} = {total} > {contract.SUM_LANE_MAX}); "
+                "remove the job first"
+            )
         if job.lane_bits == 8 and total > contract.RESULT8_MAX:
-            raise JobRefused(f"a table with largest value {max_value} overflows job {job.job_id}'s 8-bit "
-                             f"result lanes (n*g = {total} > {contract.RESULT8_MAX}); re-add the job "
-                             "after installing the table (thc-ctl job add) or remove it first")
+            raise JobRefused(
+                f"a table with largest value {max_value} overflows job {job.job_id}'s 8-bit "
+                f"result lanes (n*g = {total} > {contract.RESULT8_MAX}); re-add the job "
+                "after installing the table (thc-ctl job add) or remove it first"
+            )
 
 
 # ---- writes -------------------------------------------------------------------------------------
+
 
 def _int_mac(mac: str) -> int:
     return int(mac.replace(":", "").replace("-", ""), 16)
@@ -188,13 +220,20 @@ def _int_ip(ip: str) -> int:
 
 def job_write(kind: str, job: Job) -> TableWrite:
     """The jobs entry: set_job's parameters in the action's order (contract.SET_JOB_PARAMS)."""
-    values = {"n_workers": job.n_workers, "slot_base": job.slot_base, "n_slots": job.n_slots,
-              "mcast_grp": job.mcast_grp, "worker_mask": job.worker_mask, "lane_bits": job.lane_bits,
-              "epoch": job.epoch}
+    values = {
+        "n_workers": job.n_workers,
+        "slot_base": job.slot_base,
+        "n_slots": job.n_slots,
+        "mcast_grp": job.mcast_grp,
+        "worker_mask": job.worker_mask,
+        "lane_bits": job.lane_bits,
+        "epoch": job.epoch,
+    }
     if kind == DELETE:
         return TableWrite(DELETE, contract.JOBS, (job.job_id,))
-    return TableWrite(kind, contract.JOBS, (job.job_id,), contract.SET_JOB,
-                      tuple(values[name] for name, _ in contract.SET_JOB_PARAMS))
+    return TableWrite(
+        kind, contract.JOBS, (job.job_id,), contract.SET_JOB, tuple(values[name] for name, _ in contract.SET_JOB_PARAMS)
+    )
 
 
 def result_dst_write(kind: str, job_id: int, worker: JobWorker | int) -> TableWrite:
@@ -202,8 +241,13 @@ def result_dst_write(kind: str, job_id: int, worker: JobWorker | int) -> TableWr
     if kind == DELETE:
         rid = worker if isinstance(worker, int) else worker.worker_id
         return TableWrite(DELETE, contract.RESULT_DST, (job_id, rid))
-    return TableWrite(kind, contract.RESULT_DST, (job_id, worker.worker_id), contract.SET_RESULT_DST,
-                      (_int_mac(worker.mac), _int_ip(worker.ip)))
+    return TableWrite(
+        kind,
+        contract.RESULT_DST,
+        (job_id, worker.worker_id),
+        contract.SET_RESULT_DST,
+        (_int_mac(worker.mac), _int_ip(worker.ip)),
+    )
 
 
 def group_write(kind: str, job: Job | int) -> GroupWrite:
@@ -213,8 +257,9 @@ def group_write(kind: str, job: Job | int) -> GroupWrite:
     return GroupWrite(kind, job.mcast_grp, tuple((w.port, w.worker_id) for w in job.workers))
 
 
-def add_writes(job: Job, previous: Job | None, group_exists: bool,
-               result_rids: set[int]) -> tuple[list[Write], list[Write]]:
+def add_writes(
+    job: Job, previous: Job | None, group_exists: bool, result_rids: set[int]
+) -> tuple[list[Write], list[Write]]:
     """(first, then) batches installing `job` over what the switch holds.
 
     `previous` is the installed job with this id, `group_exists` whether its multicast group is
@@ -222,8 +267,7 @@ def add_writes(job: Job, previous: Job | None, group_exists: bool,
     """
     first: list[Write] = [group_write(MODIFY if group_exists else INSERT, job)]
     wanted = {w.worker_id for w in job.workers}
-    first += [result_dst_write(MODIFY if w.worker_id in result_rids else INSERT, job.job_id, w)
-              for w in job.workers]
+    first += [result_dst_write(MODIFY if w.worker_id in result_rids else INSERT, job.job_id, w) for w in job.workers]
     then: list[Write] = [job_write(MODIFY if previous else INSERT, job)]
     then += [result_dst_write(DELETE, job.job_id, rid) for rid in sorted(result_rids - wanted)]
     return first, then
@@ -251,10 +295,15 @@ def group_key(group_id: int) -> p4runtime_pb2.PacketReplicationEngineEntry:
 
 # ---- reading back -------------------------------------------------------------------------------
 
+
 def read_entities(p4info: P4Info) -> list[p4runtime_pb2.Entity]:
     """Wildcard reads of the job tables: jobs and result_dst (groups are read apart: see groups_entity)."""
-    return [p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(contract.JOBS).preamble.id)),
-            p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(contract.RESULT_DST).preamble.id))]
+    return [
+        p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(contract.JOBS).preamble.id)),
+        p4runtime_pb2.Entity(
+            table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(contract.RESULT_DST).preamble.id)
+        ),
+    ]
 
 
 def groups_entity() -> p4runtime_pb2.Entity:
@@ -265,9 +314,10 @@ def groups_entity() -> p4runtime_pb2.Entity:
 @dataclass
 class JobState:
     """What the switch holds about jobs, decoded."""
+
     jobs: dict[int, Job]
-    result_dst: dict[int, dict[int, tuple[str, str]]]     # job -> rid -> (mac, ip)
-    groups: dict[int, list[tuple[int, int]]] | None       # group -> [(port, rid)]; None: not readable
+    result_dst: dict[int, dict[int, tuple[str, str]]]  # job -> rid -> (mac, ip)
+    groups: dict[int, list[tuple[int, int]]] | None  # group -> [(port, rid)]; None: not readable
 
     def job(self, job_id: int, hosts_by_ip: dict[str, str] | None = None) -> Job | None:
         """The job with its workers (addresses from result_dst, ports from its multicast group)."""
@@ -276,9 +326,12 @@ class JobState:
             return None
         dsts = self.result_dst.get(job_id, {})
         ports = {rid: port for port, rid in (self.groups or {}).get(job.mcast_grp, [])}
-        workers = tuple(JobWorker(rid, *dsts.get(rid, ("?", "?")), ports.get(rid),
-                                  (hosts_by_ip or {}).get(dsts.get(rid, ("", ""))[1]))
-                        for rid in job.worker_ids())
+        workers = tuple(
+            JobWorker(
+                rid, *dsts.get(rid, ("?", "?")), ports.get(rid), (hosts_by_ip or {}).get(dsts.get(rid, ("", ""))[1])
+            )
+            for rid in job.worker_ids()
+        )
         return Job(**{**asdict(job), "workers": workers})
 
 
@@ -295,8 +348,16 @@ def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
         if entry.table_id == jobs_id and d.get("action_name") == contract.SET_JOB:
             p = d["action_params"]
             job_id = d["match"]["hdr.thc.job_id"]
-            jobs[job_id] = Job(job_id, p["n_workers"], p["slot_base"], p["n_slots"], p["mcast_grp"],
-                               p["worker_mask"], p["lane_bits"], p["epoch"])
+            jobs[job_id] = Job(
+                job_id,
+                p["n_workers"],
+                p["slot_base"],
+                p["n_slots"],
+                p["mcast_grp"],
+                p["worker_mask"],
+                p["lane_bits"],
+                p["epoch"],
+            )
         elif entry.table_id == dst_id and d.get("action_name") == contract.SET_RESULT_DST:
             p = d["action_params"]
             job_id, rid = d["match"]["hdr.thc.job_id"], d["match"]["standard_metadata.egress_rid"]
@@ -320,11 +381,11 @@ def workers_from_topology(topology, switch: str, hosts: list[str]) -> list[JobWo
     for name in hosts:
         host = topology.hosts.get(name)
         if host is None:
-            raise BadInput(f"unknown host '{name}' in topology {topology.name} "
-                           f"(hosts: {', '.join(topology.hosts)})")
+            raise BadInput(f"unknown host '{name}' in topology {topology.name} (hosts: {', '.join(topology.hosts)})")
         if name not in topology.workers:
-            raise BadInput(f"host '{name}' is not a worker of topology {topology.name} "
-                           f"(workers: {', '.join(topology.workers)})")
+            raise BadInput(
+                f"host '{name}' is not a worker of topology {topology.name} (workers: {', '.join(topology.workers)})"
+            )
         port, _ = topology.next_hop(switch, name)
         workers.append(JobWorker(topology.worker_id(name), host.mac, host.address, port, name))
     return workers

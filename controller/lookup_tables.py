@@ -9,6 +9,7 @@ Installing compares with what the switch holds and sends only the difference (IN
 changed words, DELETE keys the new table has no more), so reinstalling is idempotent and a table with
 fewer bits removes the entries it no longer uses.
 """
+
 from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
@@ -69,11 +70,12 @@ def values_from_words(table: dict[int, int]) -> tuple[list[int], int] | None:
 @dataclass(frozen=True)
 class InstalledTable:
     """What the switch's lookup tables hold."""
-    values: list[int] | None      # V, or None when the lanes hold no (consistent) table
+
+    values: list[int] | None  # V, or None when the lanes hold no (consistent) table
     bits: int
-    lanes: int                    # lanes read
-    entries: int                  # entries over all lanes read
-    consistent: bool              # every lane read holds the same well-formed table
+    lanes: int  # lanes read
+    entries: int  # entries over all lanes read
+    consistent: bool  # every lane read holds the same well-formed table
 
     @property
     def max_value(self) -> int:
@@ -81,14 +83,21 @@ class InstalledTable:
         return max(self.values) if self.values else 0
 
     def to_dict(self) -> dict:
-        return {"values": self.values, "bits": self.bits, "max_value": self.max_value,
-                "lanes": self.lanes, "entries": self.entries, "consistent": self.consistent}
+        return {
+            "values": self.values,
+            "bits": self.bits,
+            "max_value": self.max_value,
+            "lanes": self.lanes,
+            "entries": self.entries,
+            "consistent": self.consistent,
+        }
 
 
 def lane_entries(p4info: P4Info, lane: int) -> p4runtime_pb2.Entity:
     """A wildcard read of one lane's table."""
-    return p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(
-        table_id=p4info.table(contract.lut_table(lane)).preamble.id))
+    return p4runtime_pb2.Entity(
+        table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(contract.lut_table(lane)).preamble.id)
+    )
 
 
 @dataclass(frozen=True)

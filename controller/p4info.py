@@ -8,6 +8,7 @@ Readable values: integers; "10.0.0.1" for 32-bit fields; "08:00:00:00:00:01" for
 "0x1f" or "31" strings. LPM keys are "10.0.0.1/32" or [value, prefix_len] (p4lang/tutorials' form),
 ternary keys [value, mask], range keys [low, high].
 """
+
 import ipaddress
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def load_p4info(path: str | Path) -> p4info_pb2.P4Info:
             google.protobuf.text_format.Merge(data.decode(), msg, allow_unknown_field=True)
         else:
             msg.ParseFromString(data)
-    except Exception as exc:        # text_format.ParseError, DecodeError, UnicodeDecodeError
+    except Exception as exc:  # text_format.ParseError, DecodeError, UnicodeDecodeError
         raise BadInput(f"{path} is not a P4Info file: {str(exc).splitlines()[0]}") from None
     return msg
 
@@ -99,9 +100,15 @@ class P4Info:
 
     # ---- building entries -----------------------------------------------------------------------
 
-    def table_entry(self, table: str, match: dict | None = None, action: str | None = None,
-                    params: dict | None = None, priority: int = 0,
-                    is_default: bool = False) -> p4runtime_pb2.TableEntry:
+    def table_entry(
+        self,
+        table: str,
+        match: dict | None = None,
+        action: str | None = None,
+        params: dict | None = None,
+        priority: int = 0,
+        is_default: bool = False,
+    ) -> p4runtime_pb2.TableEntry:
         """A TableEntry from readable values; the action must be one the table allows."""
         t = self.table(table)
         entry = p4runtime_pb2.TableEntry(table_id=t.preamble.id)
@@ -124,9 +131,10 @@ class P4Info:
                     raise BadInput(f"action '{a.preamble.name}' needs parameter '{p.name}' ({p.bitwidth} bits)")
                 entry.action.action.params.add(
                     param_id=p.id,
-                    value=encode(given.pop(p.name), p.bitwidth, f"parameter '{p.name}' of '{a.preamble.name}'"))
+                    value=encode(given.pop(p.name), p.bitwidth, f"parameter '{p.name}' of '{a.preamble.name}'"),
+                )
             if given:
-                self._param(a, next(iter(given)))       # raises, naming the unknown parameter
+                self._param(a, next(iter(given)))  # raises, naming the unknown parameter
         return entry
 
     def _field_match(self, table, mf: p4info_pb2.MatchField, value) -> p4runtime_pb2.FieldMatch:
@@ -150,8 +158,9 @@ class P4Info:
                 raise BadInput(f"{what}: prefix length {plen} must be 1..{width}")
             number = to_int(value, width, what)
             if number & ((1 << (width - plen)) - 1):
-                raise BadInput(f"{what}: {format_value(number, width, mf.name)}/{plen} has bits set "
-                               "beyond the prefix length")
+                raise BadInput(
+                    f"{what}: {format_value(number, width, mf.name)}/{plen} has bits set beyond the prefix length"
+                )
             fm.lpm.value = to_canonical_bytes(number.to_bytes((width + 7) // 8, "big"))
             fm.lpm.prefix_len = plen
         elif mf.match_type == MatchField.TERNARY:
@@ -207,7 +216,9 @@ class P4Info:
             out["action_name"] = action.preamble.name
             out["action_params"] = {
                 widths[p.param_id][0]: format_value(_int(p.value), widths[p.param_id][1], widths[p.param_id][0])
-                for p in entry.action.action.params if p.param_id in widths}
+                for p in entry.action.action.params
+                if p.param_id in widths
+            }
         return out
 
     def describe_line(self, entry: p4runtime_pb2.TableEntry) -> str:

@@ -9,6 +9,7 @@
 Paths are relative to the file's folder (or the current one, where they exist). Unlike the tutorials'
 simple_controller, applying is idempotent: existing entries are modified instead of inserted again.
 """
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,7 @@ from p4.v1 import p4runtime_pb2
 from controller.errors import BadInput
 from controller.p4info import P4Info
 
-_TOP_KEYS = {"target", "p4info", "bmv2_json", "table_entries", "multicast_group_entries",
-             "clone_session_entries"}
+_TOP_KEYS = {"target", "p4info", "bmv2_json", "table_entries", "multicast_group_entries", "clone_session_entries"}
 _ENTRY_KEYS = {"table", "match", "action_name", "action_params", "default_action", "priority"}
 
 
@@ -74,8 +74,14 @@ def load(path: str | Path) -> RuntimeFile:
                 raise BadInput(f"{path}: table_entries[{i}]: '{key}' must be an object")
         if not e.get("default_action") and not e.get("match"):
             raise BadInput(f"{path}: table_entries[{i}]: needs 'match' (or \"default_action\": true)")
-    return RuntimeFile(path, resolve("p4info"), resolve("bmv2_json"), entries,
-                       listed("multicast_group_entries"), listed("clone_session_entries"))
+    return RuntimeFile(
+        path,
+        resolve("p4info"),
+        resolve("bmv2_json"),
+        entries,
+        listed("multicast_group_entries"),
+        listed("clone_session_entries"),
+    )
 
 
 def table_entries(p4info: P4Info, runtime: RuntimeFile) -> list[p4runtime_pb2.TableEntry]:
@@ -85,9 +91,16 @@ def table_entries(p4info: P4Info, runtime: RuntimeFile) -> list[p4runtime_pb2.Ta
             priority = e.get("priority") or 0
             if isinstance(priority, bool) or not isinstance(priority, int) or priority < 0:
                 raise BadInput(f"priority {priority!r} is not a non-negative integer")
-            built.append(p4info.table_entry(e["table"], e.get("match"), e["action_name"],
-                                            e.get("action_params") or {}, priority,
-                                            bool(e.get("default_action"))))
+            built.append(
+                p4info.table_entry(
+                    e["table"],
+                    e.get("match"),
+                    e["action_name"],
+                    e.get("action_params") or {},
+                    priority,
+                    bool(e.get("default_action")),
+                )
+            )
         except BadInput as exc:
             raise BadInput(f"{runtime.path}: table_entries[{i}]: {exc}") from None
     return built
@@ -99,9 +112,11 @@ def _replicas(path, where: str, raw) -> list[p4runtime_pb2.Replica]:
     replicas = []
     for r in raw:
         try:
-            replicas.append(p4runtime_pb2.Replica(egress_port=int(r["egress_port"]), instance=int(r.get("instance", 0))))
+            replicas.append(
+                p4runtime_pb2.Replica(egress_port=int(r["egress_port"]), instance=int(r.get("instance", 0)))
+            )
         except (KeyError, TypeError, ValueError):
-            raise BadInput(f"{path}: {where}: a replica is {{\"egress_port\": P, \"instance\": I}}, got {r!r}") from None
+            raise BadInput(f'{path}: {where}: a replica is {{"egress_port": P, "instance": I}}, got {r!r}') from None
     return replicas
 
 

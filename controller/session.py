@@ -12,6 +12,7 @@ class reads what the switch holds, asks them for the updates, and writes them. W
 nothing is written: the requests are kept in `dry_requests` (the CLI prints them), and the switch's
 state is read when it is reachable, else taken as empty (noted in `notes`).
 """
+
 import json
 import random
 from dataclasses import dataclass
@@ -31,24 +32,31 @@ DEFAULT_BMV2_JSON = REPO / "p4" / "build" / "thc.json"
 Update = p4runtime_pb2.Update
 
 
-def check_job_table(job_id: int, switch: str, workers_table: list[int],
-                    installed: lookup_tables.InstalledTable) -> None:
+def check_job_table(
+    job_id: int, switch: str, workers_table: list[int], installed: lookup_tables.InstalledTable
+) -> None:
     """Refuse a job whose workers would decode with another table than the one the switch sums with."""
     if installed.consistent and installed.values == workers_table:
         return
     if installed.values is None:
         held = "no table" if not installed.entries else f"lanes that disagree ({installed.entries} entries)"
     else:
-        held = f"{installed.values} in {installed.lanes} lanes" if installed.consistent else \
-            f"{installed.values} in some lanes only"
-    raise TableMismatch(f"job {job_id}: its workers decode with table {workers_table} but {switch} holds "
-                        f"{held}; install the workers' table (thc-ctl table install --values "
-                        f"{','.join(map(str, workers_table))}) or start the workers with the switch's table")
+        held = (
+            f"{installed.values} in {installed.lanes} lanes"
+            if installed.consistent
+            else f"{installed.values} in some lanes only"
+        )
+    raise TableMismatch(
+        f"job {job_id}: its workers decode with table {workers_table} but {switch} holds "
+        f"{held}; install the workers' table (thc-ctl table install --values "
+        f"{','.join(map(str, workers_table))}) or start the workers with the switch's table"
+    )
 
 
 @dataclass
 class WriteSummary:
     """What a command changed on the switch."""
+
     inserted: int = 0
     modified: int = 0
     deleted: int = 0
@@ -67,8 +75,9 @@ class WriteSummary:
         return s
 
     def __add__(self, other: "WriteSummary") -> "WriteSummary":
-        return WriteSummary(self.inserted + other.inserted, self.modified + other.modified,
-                            self.deleted + other.deleted)
+        return WriteSummary(
+            self.inserted + other.inserted, self.modified + other.modified, self.deleted + other.deleted
+        )
 
     def to_dict(self) -> dict:
         return {"inserted": self.inserted, "modified": self.modified, "deleted": self.deleted}
@@ -82,17 +91,26 @@ class WriteSummary:
 class SwitchSession:
     """A controller session with one switch (its own P4Runtime connection: several may coexist)."""
 
-    def __init__(self, grpc_addr: str = "127.0.0.1:9559", device_id: int = 0,
-                 election_id: tuple[int, int] = (0, 1), p4info: str | Path = DEFAULT_P4INFO,
-                 bmv2_json: str | Path = DEFAULT_BMV2_JSON, *, name: str | None = None,
-                 dry_run: bool = False, connect_timeout: float = 5.0, rng: random.Random | None = None):
+    def __init__(
+        self,
+        grpc_addr: str = "127.0.0.1:9559",
+        device_id: int = 0,
+        election_id: tuple[int, int] = (0, 1),
+        p4info: str | Path = DEFAULT_P4INFO,
+        bmv2_json: str | Path = DEFAULT_BMV2_JSON,
+        *,
+        name: str | None = None,
+        dry_run: bool = False,
+        connect_timeout: float = 5.0,
+        rng: random.Random | None = None,
+    ):
         self.name = name
         self.p4info_path = Path(p4info)
         self.bmv2_json_path = Path(bmv2_json)
         self.dry_run = dry_run
         self.conn = SwitchConnection(grpc_addr, device_id, election_id, connect_timeout, label=name)
-        self.dry_requests: list = []      # dry run: the requests that would have been sent, in order
-        self.notes: list[str] = []        # dry run: what was assumed
+        self.dry_requests: list = []  # dry run: the requests that would have been sent, in order
+        self.notes: list[str] = []  # dry run: what was assumed
         self._rng = rng
         self._p4info: P4Info | None = None
         self._lanes: int | None = None
@@ -133,7 +151,7 @@ class SwitchSession:
             msg = self.conn.get_p4info() if self._reachable() else None
             if msg is None:
                 if not self.dry_run:
-                    self.conn.require_p4info()          # raises with the explanation
+                    self.conn.require_p4info()  # raises with the explanation
                 msg = load_p4info(self.p4info_path)
                 self.notes.append(f"P4Info taken from {self.p4info_path}")
             self._p4info = P4Info(msg)
@@ -183,14 +201,19 @@ class SwitchSession:
         except ValueError as exc:
             raise BadInput(f"{self.bmv2_json_path} is not JSON ({exc}): expected p4c's BMv2 output") from None
         self._set_pipeline(p4info, config)
-        return {"p4info": str(self.p4info_path), "bmv2_json": str(self.bmv2_json_path),
-                "bmv2_json_bytes": len(config), "tables": len(p4info.tables), "lanes": lanes}
+        return {
+            "p4info": str(self.p4info_path),
+            "bmv2_json": str(self.bmv2_json_path),
+            "bmv2_json_bytes": len(config),
+            "tables": len(p4info.tables),
+            "lanes": lanes,
+        }
 
     def _set_pipeline(self, p4info, config: bytes) -> None:
         if self.dry_run:
             request = p4runtime_pb2.SetForwardingPipelineConfigRequest(
-                device_id=self.conn.device_id,
-                action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+                device_id=self.conn.device_id, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+            )
             request.election_id.high, request.election_id.low = self.conn.election_id
             request.config.p4info.CopyFrom(p4info)
             request.config.p4_device_config = config
@@ -198,7 +221,7 @@ class SwitchSession:
         else:
             self.conn.set_pipeline(p4info, config)
         self._p4info, self._lanes = P4Info(p4info), None
-        self._offline = self._offline or self.dry_run      # after a (dry) push the switch is empty
+        self._offline = self._offline or self.dry_run  # after a (dry) push the switch is empty
 
     # ---- forwarding -----------------------------------------------------------------------------
 
@@ -212,9 +235,14 @@ class SwitchSession:
         wanted = forwarding.route_entries(p4, topology, switch)
         reads = [entries.table_read(p4, contract.IPV4_LPM)]
         if switch == topology.aggregation.switch:
-            wanted.append(p4.table_entry(contract.SERVICE_ADDR,
-                                         {"hdr.ipv4.dstAddr": str(topology.aggregation.service_ip)},
-                                         contract.SERVE, {}))
+            wanted.append(
+                p4.table_entry(
+                    contract.SERVICE_ADDR,
+                    {"hdr.ipv4.dstAddr": str(topology.aggregation.service_ip)},
+                    contract.SERVE,
+                    {},
+                )
+            )
             reads.append(entries.table_read(p4, contract.SERVICE_ADDR))
         installed = [e.table_entry for e in self._read(reads)]
         return self._write(entries.sync_updates(p4, wanted, installed))
@@ -241,8 +269,14 @@ class SwitchSession:
         jobs.check_table_change(list(self._job_state().jobs.values()), max(values))
         installed = self._read_lanes(p4, lanes)
         summary = self._write(writes.to_updates(p4, lookup_tables.lut_writes(lanes, values, bits, installed), lanes))
-        return {"values": values, "bits": bits, "max_value": max(values), "lanes": lanes,
-                "entries": lanes * (1 << bits) ** 2, **summary.to_dict()}
+        return {
+            "values": values,
+            "bits": bits,
+            "max_value": max(values),
+            "lanes": lanes,
+            "entries": lanes * (1 << bits) ** 2,
+            **summary.to_dict(),
+        }
 
     # ---- jobs -----------------------------------------------------------------------------------
 
@@ -252,23 +286,48 @@ class SwitchSession:
         groups = self._read([jobs.groups_entity()], optional=True)
         return jobs.decode_state(p4, found, groups)
 
-    def add_job(self, job_id: int, hosts: list[str], topology, switch: str | None = None, *,
-                n_slots: int = jobs.DEFAULT_SLOTS, slot_base: int | None = None,
-                epoch: int | None = None, table: list[int] | None = None) -> jobs.Job:
+    def add_job(
+        self,
+        job_id: int,
+        hosts: list[str],
+        topology,
+        switch: str | None = None,
+        *,
+        n_slots: int = jobs.DEFAULT_SLOTS,
+        slot_base: int | None = None,
+        epoch: int | None = None,
+        table: list[int] | None = None,
+    ) -> jobs.Job:
         """Add (or renew, with a fresh epoch) job `job_id` for topology hosts on the aggregating switch."""
         switch = switch or self.name or topology.aggregation.switch
         if switch != topology.aggregation.switch:
-            raise JobRefused(f"{switch} does not aggregate in topology {topology.name}: jobs live on "
-                             f"{topology.aggregation.switch}, where the service address "
-                             f"{topology.aggregation.service_ip} is routed")
+            raise JobRefused(
+                f"{switch} does not aggregate in topology {topology.name}: jobs live on "
+                f"{topology.aggregation.switch}, where the service address "
+                f"{topology.aggregation.service_ip} is routed"
+            )
         workers = jobs.workers_from_topology(topology, switch, list(hosts))
-        return self.add_job_workers(job_id, workers, n_slots=n_slots, slot_base=slot_base, epoch=epoch,
-                                    service_ip=str(topology.aggregation.service_ip), table=table)
+        return self.add_job_workers(
+            job_id,
+            workers,
+            n_slots=n_slots,
+            slot_base=slot_base,
+            epoch=epoch,
+            service_ip=str(topology.aggregation.service_ip),
+            table=table,
+        )
 
-    def add_job_workers(self, job_id: int, workers: list[jobs.JobWorker], *,
-                        n_slots: int = jobs.DEFAULT_SLOTS, slot_base: int | None = None,
-                        epoch: int | None = None, service_ip: str | None = None,
-                        table: list[int] | None = None) -> jobs.Job:
+    def add_job_workers(
+        self,
+        job_id: int,
+        workers: list[jobs.JobWorker],
+        *,
+        n_slots: int = jobs.DEFAULT_SLOTS,
+        slot_base: int | None = None,
+        epoch: int | None = None,
+        service_ip: str | None = None,
+        table: list[int] | None = None,
+    ) -> jobs.Job:
         """Add a job from explicit workers (id, MAC, IP, port); `service_ip` is served if it is not.
 
         `table`: the values the job's workers decode with. Every lane of the switch is read back and
@@ -280,10 +339,17 @@ class SwitchSession:
         if table is not None:
             check_job_table(job_id, self.label, [int(v) for v in table], installed)
         table = installed
-        job = jobs.plan_job(job_id, workers, list(state.jobs.values()),
-                            table.max_value if table.values else None,
-                            n_slots=n_slots, slot_base=slot_base, epoch=epoch,
-                            jobs_capacity=p4.table(contract.JOBS).size or 64, rng=self._rng)
+        job = jobs.plan_job(
+            job_id,
+            workers,
+            list(state.jobs.values()),
+            table.max_value if table.values else None,
+            n_slots=n_slots,
+            slot_base=slot_base,
+            epoch=epoch,
+            jobs_capacity=p4.table(contract.JOBS).size or 64,
+            rng=self._rng,
+        )
         missing = [w.worker_id for w in job.workers if w.port is None]
         if missing:
             raise BadInput(f"job {job_id}: worker {missing[0]} has no egress port")
@@ -292,8 +358,9 @@ class SwitchSession:
         first, then = jobs.add_writes(job, previous, group_exists, set(state.result_dst.get(job_id, {})))
         if service_ip is not None:
             served = self._read([entries.table_read(p4, contract.SERVICE_ADDR)])
-            if not any(p4.describe(e.table_entry).get("match", {}).get("hdr.ipv4.dstAddr") == service_ip
-                       for e in served):
+            if not any(
+                p4.describe(e.table_entry).get("match", {}).get("hdr.ipv4.dstAddr") == service_ip for e in served
+            ):
                 first.insert(0, jobs.service_address_write(service_ip))
         self._write(writes.to_updates(p4, first, lanes))
         self._write(writes.to_updates(p4, then, lanes))
@@ -353,10 +420,16 @@ class SwitchSession:
         groups = self._read([jobs.groups_entity()], optional=True)
         if groups is None:
             return None
-        return [{"multicast_group_id": g.packet_replication_engine_entry.multicast_group_entry.multicast_group_id,
-                 "replicas": [{"egress_port": r.egress_port, "instance": r.instance}
-                              for r in g.packet_replication_engine_entry.multicast_group_entry.replicas]}
-                for g in groups]
+        return [
+            {
+                "multicast_group_id": g.packet_replication_engine_entry.multicast_group_entry.multicast_group_id,
+                "replicas": [
+                    {"egress_port": r.egress_port, "instance": r.instance}
+                    for r in g.packet_replication_engine_entry.multicast_group_entry.replicas
+                ],
+            }
+            for g in groups
+        ]
 
     # ---- runtime files --------------------------------------------------------------------------
 
@@ -368,8 +441,9 @@ class SwitchSession:
         if runtime.p4info is not None and push is not False:
             file_p4info = load_p4info(runtime.p4info)
             running = self.conn.get_p4info() if self._reachable() else None
-            same = running is not None and running.SerializeToString(deterministic=True) == \
-                file_p4info.SerializeToString(deterministic=True)
+            same = running is not None and running.SerializeToString(
+                deterministic=True
+            ) == file_p4info.SerializeToString(deterministic=True)
             if push or not same:
                 if runtime.bmv2_json is None:
                     raise BadInput(f"{runtime.path}: names a P4Info but no 'bmv2_json' to push with it")
@@ -391,10 +465,18 @@ class SwitchSession:
             existing = self._pre_ids()
             for entry in pre:
                 kind = entry.WhichOneof("type")
-                ident = (kind, entry.multicast_group_entry.multicast_group_id if kind == "multicast_group_entry"
-                         else entry.clone_session_entry.session_id)
-                updates.append(Update(type=Update.MODIFY if ident in existing else Update.INSERT,
-                                      entity=p4runtime_pb2.Entity(packet_replication_engine_entry=entry)))
+                ident = (
+                    kind,
+                    entry.multicast_group_entry.multicast_group_id
+                    if kind == "multicast_group_entry"
+                    else entry.clone_session_entry.session_id,
+                )
+                updates.append(
+                    Update(
+                        type=Update.MODIFY if ident in existing else Update.INSERT,
+                        entity=p4runtime_pb2.Entity(packet_replication_engine_entry=entry),
+                    )
+                )
         summary = self._write(updates)
         return {"file": str(runtime.path), "pushed": pushed, **summary.to_dict()}
 
@@ -403,11 +485,17 @@ class SwitchSession:
         ids = set()
         clone = p4runtime_pb2.PacketReplicationEngineEntry()
         clone.clone_session_entry.session_id = 0
-        for entity in (self._read([jobs.groups_entity()], optional=True) or []) + \
-                (self._read([p4runtime_pb2.Entity(packet_replication_engine_entry=clone)], optional=True) or []):
+        for entity in (self._read([jobs.groups_entity()], optional=True) or []) + (
+            self._read([p4runtime_pb2.Entity(packet_replication_engine_entry=clone)], optional=True) or []
+        ):
             pre = entity.packet_replication_engine_entry
             kind = pre.WhichOneof("type")
-            ids.add((kind, pre.multicast_group_entry.multicast_group_id if kind == "multicast_group_entry"
-                     else pre.clone_session_entry.session_id))
+            ids.add(
+                (
+                    kind,
+                    pre.multicast_group_entry.multicast_group_id
+                    if kind == "multicast_group_entry"
+                    else pre.clone_session_entry.session_id,
+                )
+            )
         return ids
-

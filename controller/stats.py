@@ -2,6 +2,7 @@
 
 Aggregated packets are CONSUMED + COMPLETED; COMPLETED is also the number of results multicast.
 """
+
 from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
@@ -12,7 +13,7 @@ from controller.p4info import P4Info
 
 @dataclass(frozen=True)
 class Stats:
-    events: dict[str, tuple[int, int]]      # event name -> (packets, bytes), every cell in index order
+    events: dict[str, tuple[int, int]]  # event name -> (packets, bytes), every cell in index order
 
     def packets(self, event: str) -> int:
         return self.events.get(event, (0, 0))[0]
@@ -30,8 +31,12 @@ class Stats:
         return sum(p for name, (p, _) in self.events.items() if name.startswith("DROP_"))
 
     def to_dict(self) -> dict:
-        return {"events": {k: {"packets": p, "bytes": b} for k, (p, b) in self.events.items()},
-                "aggregated": self.aggregated, "results_multicast": self.results, "dropped": self.dropped}
+        return {
+            "events": {k: {"packets": p, "bytes": b} for k, (p, b) in self.events.items()},
+            "aggregated": self.aggregated,
+            "results_multicast": self.results,
+            "dropped": self.dropped,
+        }
 
 
 def event_name(index: int) -> str:
@@ -40,8 +45,9 @@ def event_name(index: int) -> str:
 
 def counter_read(p4info: P4Info) -> p4runtime_pb2.Entity:
     """A wildcard read of every cell of thc_events (no index: all of them)."""
-    return p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry(
-        counter_id=p4info.counter(contract.THC_EVENTS).preamble.id))
+    return p4runtime_pb2.Entity(
+        counter_entry=p4runtime_pb2.CounterEntry(counter_id=p4info.counter(contract.THC_EVENTS).preamble.id)
+    )
 
 
 def decode(p4info: P4Info, entities) -> Stats:

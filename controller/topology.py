@@ -38,23 +38,26 @@ as Mininet's TCLink does. A worker's id in a THC job is its index in ``workers``
 Errors name the file, the line and the entry (``star4.json:12: links[3]: unknown node 'h9'``), and a file
 with several errors reports all of them at once.
 """
+
 from __future__ import annotations
 
 import ipaddress
 import json
 import re
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from controller.contract import MAX_WORKERS  # noqa: E402  (the program's worker bitmap)
-MAX_PORT = 510            # v1model ports are 9 bits; 511 is BMv2's drop port
-MAX_BW_MBITS = 1000       # Mininet's TCLink refuses more
-DEFAULT_SERVICE_MAC = "02:00:00:00:00:fe"
-FIRST_GRPC_PORT = 50051   # p4lang/tutorials' numbering
 
-_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")     # short: Mininet interface names are "<node>-eth<N>" <= 15
+MAX_PORT = 510  # v1model ports are 9 bits; 511 is BMv2's drop port
+MAX_BW_MBITS = 1000  # Mininet's TCLink refuses more
+DEFAULT_SERVICE_MAC = "02:00:00:00:00:fe"
+FIRST_GRPC_PORT = 50051  # p4lang/tutorials' numbering
+
+_NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")  # short: Mininet interface names are "<node>-eth<N>" <= 15
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 _DELAY = re.compile(r"^(\d+(\.\d+)?)(us|ms|s)$")
 _SWITCH_PORT = re.compile(r"^(?P<node>[^-]+)-p(?P<port>\d+)$")
@@ -78,7 +81,7 @@ class TopologyError(ValueError):
 @dataclass(frozen=True)
 class Host:
     name: str
-    ip: ipaddress.IPv4Interface     # address with prefix length, e.g. 10.0.0.1/24
+    ip: ipaddress.IPv4Interface  # address with prefix length, e.g. 10.0.0.1/24
     mac: str
 
     @property
@@ -106,10 +109,10 @@ class Switch:
 
 @dataclass(frozen=True)
 class LinkParams:
-    bw: float | None = None             # Mbit/s
+    bw: float | None = None  # Mbit/s
     delay_ms: float | None = None
-    loss: float | None = None           # percent
-    max_queue_size: int | None = None   # packets
+    loss: float | None = None  # percent
+    max_queue_size: int | None = None  # packets
 
     def mininet_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of Mininet's TCLink (only those that are set)."""
@@ -128,7 +131,7 @@ class LinkParams:
 @dataclass(frozen=True)
 class Endpoint:
     node: str
-    port: int | None        # None for a host (always eth0)
+    port: int | None  # None for a host (always eth0)
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,8 @@ class Aggregation:
 @dataclass(frozen=True)
 class Route:
     """One ``ipv4_lpm`` entry: packets to ``prefix`` leave on ``port`` with destination MAC ``dst_mac``."""
-    prefix: str            # "10.0.0.1/32"
+
+    prefix: str  # "10.0.0.1/32"
     dst_mac: str
     port: int
 
@@ -162,6 +166,7 @@ class Route:
 @dataclass(frozen=True)
 class Replica:
     """One multicast replica of a job's results: ``port`` toward the worker, ``rid`` = its worker id."""
+
     port: int
     rid: int
     host: str
@@ -180,7 +185,7 @@ class Topology:
     # ---- loading ----------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | Path) -> "Topology":
+    def load(cls, path: str | Path) -> Topology:
         path = Path(path)
         try:
             text = path.read_text()
@@ -189,19 +194,19 @@ class Topology:
         return cls.parse(text, source=str(path), default_name=path.stem)
 
     @classmethod
-    def parse(cls, text: str, source: str = "<string>", default_name: str = "topology") -> "Topology":
+    def parse(cls, text: str, source: str = "<string>", default_name: str = "topology") -> Topology:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise TopologyError(source, [f"{source}:{exc.lineno}: not valid JSON: {exc.msg}"]) from None
         lines, duplicates = _json_lines(text)
         parser = _Parser(data, source, lines, default_name)
-        for path, line in duplicates:       # json.loads keeps the last one silently
+        for path, line in duplicates:  # json.loads keeps the last one silently
             parser.problems.append(f"{source}:{line}: {_path_label(path)}: '{path[-1]}' appears twice")
         return parser.topology()
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "<dict>") -> "Topology":
+    def from_dict(cls, data: dict, source: str = "<dict>") -> Topology:
         return _Parser(data, source, {}, data.get("name", "topology") if isinstance(data, dict) else "").topology()
 
     # ---- graph ------------------------------------------------------------------------------------
@@ -280,12 +285,11 @@ class Topology:
         return {port: self.switches[switch].interface(port) for port, _ in self.neighbors(switch)}
 
     def is_star(self) -> bool:
-        return len(self.switches) == 1 and all(
-            {link.a.node, link.b.node} & set(self.hosts) for link in self.links)
+        return len(self.switches) == 1 and all({link.a.node, link.b.node} & set(self.hosts) for link in self.links)
 
     # ---- variants ---------------------------------------------------------------------------------
 
-    def with_workers(self, n: int) -> "Topology":
+    def with_workers(self, n: int) -> Topology:
         """The same topology with ``n`` workers.
 
         A star grows or shrinks: hosts h1..hn on consecutive addresses and switch ports, links like
@@ -295,9 +299,13 @@ class Topology:
             raise TopologyError(self.name, [f"--workers {n}: must be 1..{MAX_WORKERS}"])
         if not self.is_star():
             if n > len(self.workers):
-                raise TopologyError(self.name, [
-                    f"--workers {n}: this topology has {len(self.workers)} workers and is not a star, "
-                    "so it cannot grow; edit the file"])
+                raise TopologyError(
+                    self.name,
+                    [
+                        f"--workers {n}: this topology has {len(self.workers)} workers and is not a star, "
+                        "so it cannot grow; edit the file"
+                    ],
+                )
             return replace(self, workers=self.workers[:n])
         switch = next(iter(self.switches))
         first = self.hosts[self.workers[0]]
@@ -309,37 +317,47 @@ class Topology:
             ip = ipaddress.IPv4Interface(f"{ipaddress.IPv4Address(base_ip + i)}/{first.ip.network.prefixlen}")
             if ip.ip == self.aggregation.service_ip or ip.ip not in first.ip.network:
                 raise TopologyError(self.name, [f"--workers {n}: host address {ip.ip} is not free"])
-            mac = ":".join(f"{base_mac + i:012x}"[j:j + 2] for j in range(0, 12, 2))
+            mac = ":".join(f"{base_mac + i:012x}"[j : j + 2] for j in range(0, 12, 2))
             hosts[f"h{i}"] = Host(f"h{i}", ip, mac)
             links.append(Link(Endpoint(f"h{i}", None), Endpoint(switch, i), first_link.params))
         return replace(self, hosts=hosts, links=tuple(links), workers=tuple(hosts))
 
-    def with_link_params(self, **overrides: Any) -> "Topology":
+    def with_link_params(self, **overrides: Any) -> Topology:
         """Every link with the given LinkParams fields replaced (``None`` values are ignored)."""
         overrides = {k: v for k, v in overrides.items() if v is not None}
         if not overrides:
             return self
-        return replace(self, links=tuple(replace(l, params=replace(l.params, **overrides)) for l in self.links))
+        links = tuple(replace(link, params=replace(link.params, **overrides)) for link in self.links)
+        return replace(self, links=links)
 
     def to_dict(self) -> dict:
         """The JSON form (explicit ports and defaults), e.g. to record what a run used."""
+
         def end(e: Endpoint) -> str:
             return e.node if e.port is None else f"{e.node}-p{e.port}"
 
         def opts(p: LinkParams) -> dict:
-            d = {"bw": p.bw, "delay": None if p.delay_ms is None else f"{p.delay_ms:g}ms",
-                 "loss": p.loss, "max_queue_size": p.max_queue_size}
+            d = {
+                "bw": p.bw,
+                "delay": None if p.delay_ms is None else f"{p.delay_ms:g}ms",
+                "loss": p.loss,
+                "max_queue_size": p.max_queue_size,
+            }
             return {k: v for k, v in d.items() if v is not None}
 
         return {
             "name": self.name,
             "description": self.description,
             "hosts": {h.name: {"ip": str(h.ip), "mac": h.mac} for h in self.hosts.values()},
-            "switches": {s.name: {"device_id": s.device_id, "grpc_port": s.grpc_port}
-                         for s in self.switches.values()},
-            "links": [[end(l.a), end(l.b)] + ([opts(l.params)] if opts(l.params) else []) for l in self.links],
-            "aggregation": {"switch": self.aggregation.switch, "service_ip": str(self.aggregation.service_ip),
-                            "service_mac": self.aggregation.service_mac},
+            "switches": {s.name: {"device_id": s.device_id, "grpc_port": s.grpc_port} for s in self.switches.values()},
+            "links": [
+                [end(link.a), end(link.b)] + ([opts(link.params)] if opts(link.params) else []) for link in self.links
+            ],
+            "aggregation": {
+                "switch": self.aggregation.switch,
+                "service_ip": str(self.aggregation.service_ip),
+                "service_mac": self.aggregation.service_mac,
+            },
             "workers": list(self.workers),
         }
 
@@ -353,7 +371,7 @@ class _Parser:
         self.lines = lines
         self.default_name = default_name
         self.problems: list[str] = []
-        self.declared: set[str] = set()     # every node name in the file, valid or not: no cascading errors
+        self.declared: set[str] = set()  # every node name in the file, valid or not: no cascading errors
         self.declared_switches: set[str] = set()
 
     def problem(self, path: tuple, message: str) -> None:
@@ -389,8 +407,15 @@ class _Parser:
             self._check_graph(hosts, switches, links, workers)
         if self.problems:
             raise TopologyError(self.source, self.problems)
-        return Topology(name=name, hosts=hosts, switches=switches, links=tuple(links),
-                        aggregation=aggregation, workers=workers, description=str(data.get("description", "")))
+        return Topology(
+            name=name,
+            hosts=hosts,
+            switches=switches,
+            links=tuple(links),
+            aggregation=aggregation,
+            workers=workers,
+            description=str(data.get("description", "")),
+        )
 
     def _unknown_keys(self, obj: dict, allowed: set[str], path: tuple) -> None:
         for key in obj:
@@ -504,22 +529,27 @@ class _Parser:
             for end in (a, b):
                 if end.node in hosts:
                     if end.node in host_links:
-                        self.problem(path, f"host {end.node} already has a link (links[{host_links[end.node]}]); "
-                                           "a host has one interface")
+                        self.problem(
+                            path,
+                            f"host {end.node} already has a link (links[{host_links[end.node]}]); "
+                            "a host has one interface",
+                        )
                         bad = True
                     else:
                         host_links[end.node] = i
                 elif end.port is not None:
                     if end.port in used_ports[end.node]:
-                        self.problem(path, f"port {end.node}-p{end.port} is already used by "
-                                           f"links[{used_ports[end.node][end.port]}]")
+                        self.problem(
+                            path,
+                            f"port {end.node}-p{end.port} is already used by links[{used_ports[end.node][end.port]}]",
+                        )
                         bad = True
                     else:
                         used_ports[end.node][end.port] = i
             if not bad and params is not None:
                 parsed.append((i, a, b, params))
         links = []
-        for i, a, b, params in parsed:      # ports left out: the lowest free one, in file order
+        for i, a, b, params in parsed:  # ports left out: the lowest free one, in file order
             ends = []
             for end in (a, b):
                 if end.node in switches and end.port is None:
@@ -532,7 +562,8 @@ class _Parser:
             links.append(Link(ends[0], ends[1], params))
         for name in hosts:
             if name not in host_links and not any(
-                    isinstance(e, list) and name in e[:2] for e in raw):     # its link has its own error
+                isinstance(e, list) and name in e[:2] for e in raw
+            ):  # its link has its own error
                 self.problem(("hosts", name), f"host {name} has no link")
         return links
 
@@ -552,7 +583,7 @@ class _Parser:
                 self.problem(path, f"'{raw}': port must be 1..{MAX_PORT}")
                 return None
             return Endpoint(node, port)
-        if node not in self.declared:       # a declared node with errors has its own message
+        if node not in self.declared:  # a declared node with errors has its own message
             self.problem(path, f"unknown node '{node}'")
         return None
 
@@ -566,7 +597,7 @@ class _Parser:
             opts = rest[0]
             self._unknown_keys(opts, _LINK_KEYS, path + (2,))
             opt_path = path + (2,)
-        else:                                   # tutorials: [a, b, "delay", bw]
+        else:  # tutorials: [a, b, "delay", bw]
             opts = {"delay": rest[0]}
             if len(rest) > 1:
                 opts["bw"] = rest[1]
@@ -596,9 +627,11 @@ class _Parser:
             return None
         self._unknown_keys(raw, _AGG_KEYS, path)
         switch = raw.get("switch")
-        if switch not in switches and switch not in self.declared_switches:   # else it has its own message
-            self.problem(path + ("switch",), f"unknown switch {json.dumps(switch)}"
-                         + (f" (switches: {', '.join(switches)})" if switches else ""))
+        if switch not in switches and switch not in self.declared_switches:  # else it has its own message
+            self.problem(
+                path + ("switch",),
+                f"unknown switch {json.dumps(switch)}" + (f" (switches: {', '.join(switches)})" if switches else ""),
+            )
         service_ip = self._ip(raw.get("service_ip"), path + ("service_ip",))
         service_mac = self._mac(raw.get("service_mac", DEFAULT_SERVICE_MAC), path + ("service_mac",))
         for host in hosts.values():
@@ -648,8 +681,9 @@ class _Parser:
             return None
         return raw
 
-    def _number(self, raw: Any, path: tuple, what: str, low: float, high: float,
-                low_open: bool = False, high_open: bool = False) -> float | None:
+    def _number(
+        self, raw: Any, path: tuple, what: str, low: float, high: float, low_open: bool = False, high_open: bool = False
+    ) -> float | None:
         ok = isinstance(raw, (int, float)) and not isinstance(raw, bool)
         if ok:
             ok = (raw > low if low_open else raw >= low) and (raw < high if high_open else raw <= high)
@@ -667,7 +701,7 @@ class _Parser:
             value = float(match[1]) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[match[3]]
             if value <= 10_000:
                 return value
-        self.problem(path, f"{json.dumps(raw)}: delay must be like \"2ms\", \"500us\" or milliseconds 0..10000")
+        self.problem(path, f'{json.dumps(raw)}: delay must be like "2ms", "500us" or milliseconds 0..10000')
         return None
 
     def _ip_interface(self, raw: Any, path: tuple) -> ipaddress.IPv4Interface | None:
@@ -676,9 +710,12 @@ class _Parser:
                 raise ValueError
             iface = ipaddress.IPv4Interface(raw)
         except ValueError:
-            self.problem(path, f"{json.dumps(raw)}: expected an IPv4 address with prefix, like \"10.0.0.1/24\"")
+            self.problem(path, f'{json.dumps(raw)}: expected an IPv4 address with prefix, like "10.0.0.1/24"')
             return None
-        if iface.ip in (iface.network.network_address, iface.network.broadcast_address) and iface.network.prefixlen < 31:
+        if (
+            iface.ip in (iface.network.network_address, iface.network.broadcast_address)
+            and iface.network.prefixlen < 31
+        ):
             self.problem(path, f"{raw}: is the network or broadcast address of {iface.network}")
             return None
         if iface.ip.is_multicast or iface.ip.is_loopback or iface.ip.is_unspecified:
@@ -692,7 +729,7 @@ class _Parser:
                 raise ValueError
             ip = ipaddress.IPv4Address(raw)
         except ValueError:
-            self.problem(path, f"{json.dumps(raw)}: expected an IPv4 address like \"10.0.0.254\"")
+            self.problem(path, f'{json.dumps(raw)}: expected an IPv4 address like "10.0.0.254"')
             return None
         if ip.is_multicast or ip.is_loopback or ip.is_unspecified:
             self.problem(path, f"{raw}: not a unicast address")
@@ -701,7 +738,7 @@ class _Parser:
 
     def _mac(self, raw: Any, path: tuple) -> str | None:
         if not isinstance(raw, str) or not _MAC.match(raw.lower()):
-            self.problem(path, f"{json.dumps(raw)}: expected a MAC address like \"08:00:00:00:00:01\"")
+            self.problem(path, f'{json.dumps(raw)}: expected a MAC address like "08:00:00:00:00:01"')
             return None
         mac = raw.lower()
         if int(mac[:2], 16) & 1:
@@ -745,13 +782,13 @@ def _json_lines(text: str) -> tuple[dict[tuple, int], list[tuple[tuple, int]]]:
                 key_line = text.count("\n", 0, pos) + 1
                 if path + (key,) in lines:
                     duplicates.append((path + (key,), key_line))
-                pos = skip(pos) + 1                     # ':'
+                pos = skip(pos) + 1  # ':'
                 pos = value(pos, path + (key,))
                 lines.setdefault(path + (key,), key_line)
                 pos = skip(pos)
                 if text[pos] == "}":
                     return pos + 1
-                pos += 1                                # ','
+                pos += 1  # ','
         if char == "[":
             pos = skip(pos + 1)
             if text[pos] == "]":
@@ -768,6 +805,6 @@ def _json_lines(text: str) -> tuple[dict[tuple, int], list[tuple[tuple, int]]]:
 
     try:
         value(0, ())
-    except (IndexError, ValueError):        # not the valid JSON we were promised: no line numbers
+    except (IndexError, ValueError):  # not the valid JSON we were promised: no line numbers
         return {}, []
     return lines, duplicates

@@ -5,6 +5,7 @@ message alone says what is wrong, and ``--help`` is named for the rest:
 
     thc-ctl: error: argument --bits: invalid int value: 'four' (see `thc-ctl table install --help`)
 """
+
 from __future__ import annotations
 
 import argparse

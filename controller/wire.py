@@ -6,6 +6,7 @@ install. The entries are all alike (one exact key, one parameter), so they are e
 directly, byte-identical to what protobuf writes (fields in number order, zero scalars omitted; a test
 checks it). Field numbers come from the generated descriptors, not from memory.
 """
+
 from p4.v1 import p4runtime_pb2 as p4rt
 
 
@@ -48,15 +49,26 @@ def _bytes_field(number: int, data: bytes) -> bytes:
     return varint(number << 3 | _LENGTH) + varint(len(data)) + data
 
 
-def exact_update(kind: int, table_id: int, field_id: int, key: bytes,
-                 action_id: int = 0, param_id: int = 0, value: bytes | None = None) -> bytes:
+def exact_update(
+    kind: int,
+    table_id: int,
+    field_id: int,
+    key: bytes,
+    action_id: int = 0,
+    param_id: int = 0,
+    value: bytes | None = None,
+) -> bytes:
     """A serialized Update of a one-key exact entry (with a one-parameter action unless DELETE)."""
-    match = _bytes_field(_TE_MATCH, _int_field(_FM_FIELD_ID, field_id)
-                         + _bytes_field(_FM_EXACT, _bytes_field(_EXACT_VALUE, key)))
+    match = _bytes_field(
+        _TE_MATCH, _int_field(_FM_FIELD_ID, field_id) + _bytes_field(_FM_EXACT, _bytes_field(_EXACT_VALUE, key))
+    )
     entry = _int_field(_TE_TABLE_ID, table_id) + match
     if action_id:
-        params = b"" if value is None else _bytes_field(
-            _A_PARAMS, _int_field(_P_ID, param_id) + _bytes_field(_P_VALUE, value))
+        params = (
+            b""
+            if value is None
+            else _bytes_field(_A_PARAMS, _int_field(_P_ID, param_id) + _bytes_field(_P_VALUE, value))
+        )
         entry += _bytes_field(_TE_ACTION, _bytes_field(_TA_ACTION, _int_field(_A_ACTION_ID, action_id) + params))
     entity = _bytes_field(_ENTITY_TABLE_ENTRY, entry)
     return _int_field(_UPDATE_TYPE, kind) + _bytes_field(_UPDATE_ENTITY, entity)
@@ -85,11 +97,11 @@ def fields(data: bytes):
             value, pos = _read_varint(view, pos)
         elif kind == _LENGTH:
             size, pos = _read_varint(view, pos)
-            value, pos = bytes(view[pos:pos + size]), pos + size
+            value, pos = bytes(view[pos : pos + size]), pos + size
         elif kind == _FIXED32:
-            value, pos = int.from_bytes(view[pos:pos + 4], "little"), pos + 4
+            value, pos = int.from_bytes(view[pos : pos + 4], "little"), pos + 4
         elif kind == _FIXED64:
-            value, pos = int.from_bytes(view[pos:pos + 8], "little"), pos + 8
+            value, pos = int.from_bytes(view[pos : pos + 8], "little"), pos + 8
         else:
             raise ValueError(f"unsupported protobuf wire type {kind}")
         if pos > end:
@@ -133,8 +145,9 @@ def exact_entries(read_responses: list[bytes]) -> list[tuple[int, int, int | Non
                                 continue
                             for pnumber, pvalue in fields(action):
                                 if pnumber == _A_PARAMS and param is None:
-                                    param = next((int.from_bytes(v, "big") for n, v in fields(pvalue)
-                                                  if n == _P_VALUE), 0)
+                                    param = next(
+                                        (int.from_bytes(v, "big") for n, v in fields(pvalue) if n == _P_VALUE), 0
+                                    )
                 if len(keys) == 1:
                     found.append((table_id, keys[0], param))
     return found

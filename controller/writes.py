@@ -9,6 +9,7 @@ them out, so there is one way to program a job whoever runs the switch:
 - `EngineWriter` applies them to an `emulator.switch.SoftwareSwitch` in this process (the in-process
   cluster of host_agent/sim.py, the packet tests, the benchmarks), with no gRPC in between.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,14 +20,18 @@ from controller import contract, wire
 from controller.p4info import P4Info, canonical
 
 INSERT, MODIFY, DELETE = "insert", "modify", "delete"
-_P4RT_KIND = {INSERT: p4runtime_pb2.Update.INSERT, MODIFY: p4runtime_pb2.Update.MODIFY,
-              DELETE: p4runtime_pb2.Update.DELETE}
+_P4RT_KIND = {
+    INSERT: p4runtime_pb2.Update.INSERT,
+    MODIFY: p4runtime_pb2.Update.MODIFY,
+    DELETE: p4runtime_pb2.Update.DELETE,
+}
 
 
 @dataclass(frozen=True)
 class TableWrite:
     """One table entry to insert, modify or delete. `match`: one value per key field, in key order
     (an int; (value, prefix length) for lpm); `params`: one int per action parameter, in order."""
+
     kind: str
     table: str
     match: tuple
@@ -37,6 +42,7 @@ class TableWrite:
 @dataclass(frozen=True)
 class GroupWrite:
     """A multicast group of the packet replication engine: (egress port, replica id) per copy."""
+
     kind: str
     group_id: int
     replicas: tuple[tuple[int, int], ...] = ()
@@ -47,6 +53,7 @@ Write = TableWrite | GroupWrite
 
 # ---- P4Runtime ----------------------------------------------------------------------------------
 
+
 def to_update(p4info: P4Info, write: Write, lanes: int = contract.THC_PAIRS) -> p4runtime_pb2.Update:
     """The P4Runtime Update of one write, names resolved through the P4Info."""
     if isinstance(write, GroupWrite):
@@ -54,8 +61,9 @@ def to_update(p4info: P4Info, write: Write, lanes: int = contract.THC_PAIRS) -> 
         pre.multicast_group_entry.multicast_group_id = write.group_id
         for port, rid in write.replicas:
             pre.multicast_group_entry.replicas.add(egress_port=port, instance=rid)
-        return p4runtime_pb2.Update(type=_P4RT_KIND[write.kind],
-                                    entity=p4runtime_pb2.Entity(packet_replication_engine_entry=pre))
+        return p4runtime_pb2.Update(
+            type=_P4RT_KIND[write.kind], entity=p4runtime_pb2.Entity(packet_replication_engine_entry=pre)
+        )
     spec = contract.table_spec(write.table, lanes)
     match = {name: value for (name, _, _), value in zip(spec.keys, write.match)}
     params = {name: value for (name, _), value in zip(spec.params, write.params)} if write.action else None
@@ -72,8 +80,12 @@ class LaneEncoder:
         for i in range(lanes):
             table = p4info.table(contract.lut_table(i))
             action = p4info.action(contract.lut_action(i))
-            self._ids[table.preamble.name] = (table.preamble.id, table.match_fields[0].id, action.preamble.id,
-                                              action.params[0].id)
+            self._ids[table.preamble.name] = (
+                table.preamble.id,
+                table.match_fields[0].id,
+                action.preamble.id,
+                action.params[0].id,
+            )
 
     def encode(self, write: TableWrite) -> bytes:
         table_id, field_id, action_id, param_id = self._ids[write.table]
@@ -81,8 +93,9 @@ class LaneEncoder:
         if write.kind == DELETE:
             return wire.exact_update(_P4RT_KIND[DELETE], table_id, field_id, canonical(key))
         (w,) = write.params
-        return wire.exact_update(_P4RT_KIND[write.kind], table_id, field_id, canonical(key), action_id, param_id,
-                                 canonical(w))
+        return wire.exact_update(
+            _P4RT_KIND[write.kind], table_id, field_id, canonical(key), action_id, param_id, canonical(w)
+        )
 
 
 def to_updates(p4info: P4Info, writes: list[Write], lanes: int = contract.THC_PAIRS) -> list:
@@ -99,6 +112,7 @@ def to_updates(p4info: P4Info, writes: list[Write], lanes: int = contract.THC_PA
 
 
 # ---- in-process engine --------------------------------------------------------------------------
+
 
 class EngineWriter:
     """Applies writes to an in-process SoftwareSwitch through its control API (what its P4Runtime server

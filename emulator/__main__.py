@@ -1,4 +1,5 @@
 """`python -m emulator ...` is `thc-switch ...`."""
+
 import sys
 
 from emulator.cli import main

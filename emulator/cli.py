@@ -8,6 +8,7 @@ check the interfaces, load the program, open the ports, bind gRPC, print the "re
 serve until SIGTERM/SIGINT. Exit status 0 after a signal, 2 for a bad command line, a missing
 interface, an unloadable program or an address that cannot be bound.
 """
+
 import argparse
 import logging
 import os
@@ -37,50 +38,101 @@ def _interface(text: str):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="thc-switch", allow_abbrev=False,
+        prog="thc-switch",
+        allow_abbrev=False,
         description="Software P4 switch (BMv2 v1model JSON from p4c) with a P4Runtime server; "
-                    "options follow simple_switch_grpc.",
+        "options follow simple_switch_grpc.",
         epilog="simple_switch_grpc's target options may also come after a lone '--', as in "
-               "'thc-switch --no-p4 -i 1@veth0 -- --grpc-server-addr 0.0.0.0:50051 --cpu-port 255'. "
-               "Exit status: 0 after SIGTERM/SIGINT, 2 on a start-up error (message on stderr).")
-    p.add_argument("program", nargs="?", metavar="PROGRAM.json",
-                   help="BMv2 JSON written by p4c (p4c-bm2-ss); omit with --no-p4")
-    p.add_argument("--no-p4", action="store_true",
-                   help="start without a program and wait for P4Runtime SetForwardingPipelineConfig")
-    p.add_argument("-i", "--interface", action="append", type=_interface, default=[], metavar="PORT@IFACE",
-                   help="attach Linux interface IFACE as switch port PORT (repeatable)")
-    p.add_argument("--device-id", type=int, default=0, metavar="N",
-                   help="P4Runtime device id (default 0)")
-    p.add_argument("--grpc-server-addr", default=DEFAULT_GRPC_ADDR, metavar="ADDR:PORT",
-                   help=f"address the P4Runtime gRPC server binds (default {DEFAULT_GRPC_ADDR}; port 0 picks "
-                        "a free port, printed on the ready line)")
-    p.add_argument("--cpu-port", type=int, default=None, metavar="N",
-                   help="port number that carries packet-in/packet-out to the P4Runtime controller")
-    p.add_argument("--p4info", metavar="PATH",
-                   help="P4Info (text or binary) matching PROGRAM.json, so P4Runtime can read and write "
-                        "at once without SetForwardingPipelineConfig (not a simple_switch_grpc option)")
-    p.add_argument("--pcap", nargs="?", const=".", default=None, metavar="DIR",
-                   help="write <iface>_in.pcap and <iface>_out.pcap per interface into DIR "
-                        "(default: the current directory; created if missing)")
+        "'thc-switch --no-p4 -i 1@veth0 -- --grpc-server-addr 0.0.0.0:50051 --cpu-port 255'. "
+        "Exit status: 0 after SIGTERM/SIGINT, 2 on a start-up error (message on stderr).",
+    )
+    p.add_argument(
+        "program", nargs="?", metavar="PROGRAM.json", help="BMv2 JSON written by p4c (p4c-bm2-ss); omit with --no-p4"
+    )
+    p.add_argument(
+        "--no-p4",
+        action="store_true",
+        help="start without a program and wait for P4Runtime SetForwardingPipelineConfig",
+    )
+    p.add_argument(
+        "-i",
+        "--interface",
+        action="append",
+        type=_interface,
+        default=[],
+        metavar="PORT@IFACE",
+        help="attach Linux interface IFACE as switch port PORT (repeatable)",
+    )
+    p.add_argument("--device-id", type=int, default=0, metavar="N", help="P4Runtime device id (default 0)")
+    p.add_argument(
+        "--grpc-server-addr",
+        default=DEFAULT_GRPC_ADDR,
+        metavar="ADDR:PORT",
+        help=f"address the P4Runtime gRPC server binds (default {DEFAULT_GRPC_ADDR}; port 0 picks "
+        "a free port, printed on the ready line)",
+    )
+    p.add_argument(
+        "--cpu-port",
+        type=int,
+        default=None,
+        metavar="N",
+        help="port number that carries packet-in/packet-out to the P4Runtime controller",
+    )
+    p.add_argument(
+        "--p4info",
+        metavar="PATH",
+        help="P4Info (text or binary) matching PROGRAM.json, so P4Runtime can read and write "
+        "at once without SetForwardingPipelineConfig (not a simple_switch_grpc option)",
+    )
+    p.add_argument(
+        "--pcap",
+        nargs="?",
+        const=".",
+        default=None,
+        metavar="DIR",
+        help="write <iface>_in.pcap and <iface>_out.pcap per interface into DIR "
+        "(default: the current directory; created if missing)",
+    )
     p.add_argument("--log-file", metavar="PATH", help="write the log to PATH")
     p.add_argument("--log-console", action="store_true", help="write the log to stdout")
-    p.add_argument("-L", "--log-level", choices=list(logging_setup.LEVELS), default="trace",
-                   help="log level, as BMv2's -L (default trace, like BMv2; 'info' keeps one line per "
-                        "P4Runtime request and drops per-packet lines, which is much faster)")
-    p.add_argument("--log-flush", action="store_true",
-                   help="accepted for BMv2 compatibility (log lines are always flushed)")
-    p.add_argument("--p4runtime-log", metavar="PATH",
-                   help="also dump every P4Runtime request in text format to PATH "
-                        "(like p4lang/tutorials' logs/sN-p4runtime-requests.txt)")
-    p.add_argument("--dump-packet-data", type=int, default=0, metavar="N",
-                   help="log the first N bytes of every received and sent frame at info")
-    p.add_argument("--thrift-port", type=int, metavar="N",
-                   help="accepted and ignored: the software switch has no Thrift server (use P4Runtime)")
+    p.add_argument(
+        "-L",
+        "--log-level",
+        choices=list(logging_setup.LEVELS),
+        default="trace",
+        help="log level, as BMv2's -L (default trace, like BMv2; 'info' keeps one line per "
+        "P4Runtime request and drops per-packet lines, which is much faster)",
+    )
+    p.add_argument(
+        "--log-flush", action="store_true", help="accepted for BMv2 compatibility (log lines are always flushed)"
+    )
+    p.add_argument(
+        "--p4runtime-log",
+        metavar="PATH",
+        help="also dump every P4Runtime request in text format to PATH "
+        "(like p4lang/tutorials' logs/sN-p4runtime-requests.txt)",
+    )
+    p.add_argument(
+        "--dump-packet-data",
+        type=int,
+        default=0,
+        metavar="N",
+        help="log the first N bytes of every received and sent frame at info",
+    )
+    p.add_argument(
+        "--thrift-port",
+        type=int,
+        metavar="N",
+        help="accepted and ignored: the software switch has no Thrift server (use P4Runtime)",
+    )
     p.add_argument("--nanolog", metavar="ADDR", help="accepted and ignored (no nanomsg event log)")
-    p.add_argument("--dump-generated", metavar="FILE",
-                   help="write the Python source the engine generates for PROGRAM.json to FILE ('-': stdout), "
-                        "with the P4 source line and field names in comments, then exit (not a "
-                        "simple_switch_grpc option)")
+    p.add_argument(
+        "--dump-generated",
+        metavar="FILE",
+        help="write the Python source the engine generates for PROGRAM.json to FILE ('-': stdout), "
+        "with the P4 source line and field names in comments, then exit (not a "
+        "simple_switch_grpc option)",
+    )
     return p
 
 
@@ -149,8 +201,9 @@ def main(argv=None) -> int:
 
 def _serve(args, ports) -> int:
     if args.thrift_port is not None:
-        log.warning("--thrift-port %d ignored: the software switch has no Thrift server; use P4Runtime",
-                    args.thrift_port)
+        log.warning(
+            "--thrift-port %d ignored: the software switch has no Thrift server; use P4Runtime", args.thrift_port
+        )
     device = Device(device_id=args.device_id, cpu_port=args.cpu_port)
     if args.program:
         try:
@@ -184,8 +237,10 @@ def _serve(args, ports) -> int:
     signal.signal(signal.SIGINT, stop)
     host = args.grpc_server_addr.rsplit(":", 1)[0]
     port_list = " ".join(f"{p}@{i}" for p, i in sorted(ports.items())) or "none"
-    ready = (f"thc-switch ready: device {args.device_id}, P4Runtime on {host}:{grpc_port}, "
-             f"ports {port_list}, program {args.program or '(none: waiting for SetForwardingPipelineConfig)'}")
+    ready = (
+        f"thc-switch ready: device {args.device_id}, P4Runtime on {host}:{grpc_port}, "
+        f"ports {port_list}, program {args.program or '(none: waiting for SetForwardingPipelineConfig)'}"
+    )
     log.info("%s", ready)
     print(ready, flush=True)
     try:
@@ -193,8 +248,9 @@ def _serve(args, ports) -> int:
     finally:
         server.stop(grace=0.5)
         loop.close()
-        log.info("stopped; port statistics: %s",
-                 ", ".join(f"{k}={v}" for k, v in sorted(loop.stats.items())) or "no traffic")
+        log.info(
+            "stopped; port statistics: %s", ", ".join(f"{k}={v}" for k, v in sorted(loop.stats.items())) or "no traffic"
+        )
         engine = device.engine
         if engine is not None and hasattr(engine, "stats"):
             log.info("engine statistics: %s", engine.stats)

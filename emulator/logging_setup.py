@@ -8,6 +8,7 @@ module routes them to the console and/or a file in the same shape. With no sink 
 "emulator" logger is switched off entirely, so `isEnabledFor()` guards on the packet path cost
 nothing.
 """
+
 import logging
 import threading
 import time
@@ -15,10 +16,22 @@ import time
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
 
-LEVELS = {"trace": TRACE, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-          "error": logging.ERROR, "off": logging.CRITICAL + 10}
-_LETTER = {TRACE: "T", logging.DEBUG: "D", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
-           logging.CRITICAL: "C"}
+LEVELS = {
+    "trace": TRACE,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "off": logging.CRITICAL + 10,
+}
+_LETTER = {
+    TRACE: "T",
+    logging.DEBUG: "D",
+    logging.INFO: "I",
+    logging.WARNING: "W",
+    logging.ERROR: "E",
+    logging.CRITICAL: "C",
+}
 ROOT = "emulator"
 REQUESTS = "emulator.p4runtime.requests"
 
@@ -32,15 +45,22 @@ class BMv2Formatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         clock = time.strftime("%H:%M:%S", time.localtime(record.created))
-        line = (f"[{clock}.{int(record.msecs):03d}] [{self.name}] [{_LETTER.get(record.levelno, 'I')}] "
-                f"[thread {threading.get_native_id()}] {record.getMessage()}")
+        line = (
+            f"[{clock}.{int(record.msecs):03d}] [{self.name}] [{_LETTER.get(record.levelno, 'I')}] "
+            f"[thread {threading.get_native_id()}] {record.getMessage()}"
+        )
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
 
 
-def configure(level: str = "trace", console: bool = False, log_file: str | None = None,
-              requests_file: str | None = None, console_stream=None) -> list:
+def configure(
+    level: str = "trace",
+    console: bool = False,
+    log_file: str | None = None,
+    requests_file: str | None = None,
+    console_stream=None,
+) -> list:
     """Route the emulator's loggers; returns the handlers made (closed by `shutdown`)."""
     root = logging.getLogger(ROOT)
     root.propagate = False

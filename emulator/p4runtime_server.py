@@ -9,6 +9,7 @@ Usage:
 
 The servicer and its pieces live in emulator/p4rt/.
 """
+
 from concurrent import futures
 
 import grpc
@@ -32,9 +33,12 @@ class P4RuntimeServer:
         self.servicer = P4RuntimeServicer(device, packet_out_sink)
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
-            options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                     ("grpc.so_reuseport", 0)])
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, self._server)
         self.port = None
 

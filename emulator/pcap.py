@@ -5,6 +5,7 @@ Classic libpcap format (microsecond timestamps, Ethernet link type), written thr
 port loop flushes whenever it goes idle and on shutdown, so a capture costs one small write per frame
 on the hot path and no system call.
 """
+
 import os
 import struct
 import time

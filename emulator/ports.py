@@ -9,6 +9,7 @@ that all data-plane work stays on this one thread. Nothing on the per-frame path
 beyond the frame itself unless debug logging or capture is on; the engine logs each packet's way
 through the pipeline itself (logger "emulator.trace").
 """
+
 import collections
 import fcntl
 import logging
@@ -16,7 +17,6 @@ import os
 import selectors
 import socket
 import struct
-import time
 
 from emulator.pcap import PortCapture
 
@@ -49,8 +49,10 @@ def open_port_socket(iface: str):
     # Protocol 0 until bound, so no frame of another interface slips in before bind().
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     try:
-        for option, fallback in ((getattr(socket, "SO_RCVBUFFORCE", 33), socket.SO_RCVBUF),
-                                 (getattr(socket, "SO_SNDBUFFORCE", 32), socket.SO_SNDBUF)):
+        for option, fallback in (
+            (getattr(socket, "SO_RCVBUFFORCE", 33), socket.SO_RCVBUF),
+            (getattr(socket, "SO_SNDBUFFORCE", 32), socket.SO_SNDBUF),
+        ):
             try:
                 sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER_BYTES)
             except OSError:  # not root: the capped variant
@@ -74,8 +76,7 @@ def open_port_socket(iface: str):
 class PortLoop:
     """The data plane: sockets for the ports, the engine in between."""
 
-    def __init__(self, device, ports: dict, pcap_dir: str | None = None, packet_in=None,
-                 dump_packet_bytes: int = 0):
+    def __init__(self, device, ports: dict, pcap_dir: str | None = None, packet_in=None, dump_packet_bytes: int = 0):
         """`ports` maps port number -> interface name; `packet_in(frame)` receives CPU-port frames."""
         self.device = device
         self.ports = dict(ports)
@@ -298,7 +299,7 @@ class PortLoop:
             if capture is not None:
                 capture.sent.write(out_frame)
             if self.dump_packet_bytes:
-                trace.info("Packet data sent on port %d: %s", out_port, out_frame[:self.dump_packet_bytes].hex())
+                trace.info("Packet data sent on port %d: %s", out_port, out_frame[: self.dump_packet_bytes].hex())
 
     def _flush_captures(self) -> None:
         for capture in self._captures.values():

@@ -4,6 +4,7 @@ These are the engine's public descriptions (names are the fully qualified names 
 BMv2 JSON, which equal the P4Info names). They are plain immutable tuples so that a P4Runtime
 binding can compare them with P4Info without knowing the engine.
 """
+
 from typing import NamedTuple
 
 

@@ -16,6 +16,7 @@ All state lives behind one lock: control-plane calls from other threads and proc
 A Python exception while processing a packet drops that packet (or that copy), is counted in
 stats['exceptions'] and logged at error level; it never leaves process().
 """
+
 import json
 import logging
 import os
@@ -37,10 +38,24 @@ PKT_INSTANCE_TYPE_RESUBMIT = 6
 MAX_PASSES = 16  # resubmit/recirculate passes per received frame (BMv2 has no limit: it would loop)
 MAX_LOGGED_TRACEBACKS = 20
 
-STAT_KEYS = ("packets_in", "packets_out", "dropped", "dropped_ingress", "dropped_egress",
-             "dropped_no_group", "dropped_priority", "dropped_exception", "dropped_pass_limit",
-             "parser_errors", "checksum_errors", "exceptions", "multicast_replicas", "resubmits",
-             "recirculations", "out_of_bounds")
+STAT_KEYS = (
+    "packets_in",
+    "packets_out",
+    "dropped",
+    "dropped_ingress",
+    "dropped_egress",
+    "dropped_no_group",
+    "dropped_priority",
+    "dropped_exception",
+    "dropped_pass_limit",
+    "parser_errors",
+    "checksum_errors",
+    "exceptions",
+    "multicast_replicas",
+    "resubmits",
+    "recirculations",
+    "out_of_bounds",
+)
 
 
 def _load_config(path_or_dict) -> dict:
@@ -75,16 +90,17 @@ class SoftwareSwitch:
         self._start = time.monotonic()
         fns = program.fns
         self._plain = (fns["parse"], fns["verify_checksums"], fns["ingress"], fns["egress"], fns["deparse"])
-        self._traced = (fns["parse"], fns["verify_checksums"], fns["ingress_t"], fns["egress_t"],
-                        fns["deparse"])
+        self._traced = (fns["parse"], fns["verify_checksums"], fns["ingress_t"], fns["egress_t"], fns["deparse"])
         fns["_trace"].level = trace_level
         self._has_checksums = program.has_verify
         self._L = program.layout
         std = program.std
         self._std = std
         # (slot, mask) of the intrinsic fields the target writes; None when the program lacks one
-        sm = {name: (None if getattr(std, name) is None else (getattr(std, name).slot, getattr(std, name).mask))
-              for name in vars(std)}
+        sm = {
+            name: (None if getattr(std, name) is None else (getattr(std, name).slot, getattr(std, name).mask))
+            for name in vars(std)
+        }
         self._f = sm
         self._too_short = program.errors["PacketTooShort"]
         self._no_error = program.errors["NoError"]  # p4c uses 0; older JSON (p4c-bm) may not
@@ -228,8 +244,7 @@ class SoftwareSwitch:
                 self._set(R, "egress_rid", rid)
                 R[L.RESUBMIT] = R[L.RECIRC] = 0  # BMv2 clears the copy's registers
                 if tracing:
-                    trace_log.log(self.trace_level, "multicast group %d: copy to port %d rid %d",
-                                  mgid, eg_port, rid)
+                    trace_log.log(self.trace_level, "multicast group %d: copy to port %d rid %d", mgid, eg_port, rid)
                 self._egress_pass(R, eg_port, payload, out, fns, tracing, passes)
             return
 
@@ -246,8 +261,7 @@ class SoftwareSwitch:
         f, L = self._f, self._L
         if f["priority"] is not None and F[f["priority"][0]] >= 1:
             # simple_switch has one queue per port by default: a higher priority is out of range
-            log.error("packet priority %d out of range (1 queue per port): packet dropped",
-                      F[f["priority"][0]])
+            log.error("packet priority %d out of range (1 queue per port): packet dropped", F[f["priority"][0]])
             self._drop("dropped_priority", tracing, "priority out of range")
             return
         try:
@@ -265,8 +279,9 @@ class SoftwareSwitch:
             F[L.EXIT] = 0
             egress(F)
             if F[self._spec_slot] == self._spec_drop:
-                self._drop("dropped_egress", tracing, f"egress_spec is the drop port at the end of egress "
-                                                      f"(port {port})")
+                self._drop(
+                    "dropped_egress", tracing, f"egress_spec is the drop port at the end of egress (port {port})"
+                )
                 return
             frame = deparse(F, payload)
         except Exception:  # noqa: BLE001
@@ -384,8 +399,10 @@ class SoftwareSwitch:
         ctr = self._prog.counters.get(name)
         if ctr is None:
             if name in self._prog.direct_counters:
-                raise EntryError(f"counter '{name}' is a direct counter of table "
-                                 f"'{self._prog.direct_counters[name]}': use direct_counter_read")
+                raise EntryError(
+                    f"counter '{name}' is a direct counter of table "
+                    f"'{self._prog.direct_counters[name]}': use direct_counter_read"
+                )
             raise EntryError(f"unknown counter '{name}'", "NOT_FOUND")
         return ctr
 

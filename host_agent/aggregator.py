@@ -13,7 +13,7 @@ table: `all_sum_int32`.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -41,10 +41,24 @@ class SwitchAggregator:
             protocol.n_workers = n_workers
 
     @classmethod
-    def open(cls, iface: str, job_id: int, worker_id: int, n_workers: int, service_ip: str, service_mac: str,
-             src_ip: str, src_mac: str, window: int = 128, timeout: float = 0.05, max_timeout: float = 1.0,
-             deadline: float = 30.0, pairs: int = wire.INDEX_PAIRS, min_timeout: float = 0.002,
-             dupthresh: int = 3) -> "SwitchAggregator":
+    def open(
+        cls,
+        iface: str,
+        job_id: int,
+        worker_id: int,
+        n_workers: int,
+        service_ip: str,
+        service_mac: str,
+        src_ip: str,
+        src_mac: str,
+        window: int = 128,
+        timeout: float = 0.05,
+        max_timeout: float = 1.0,
+        deadline: float = 30.0,
+        pairs: int = wire.INDEX_PAIRS,
+        min_timeout: float = 0.002,
+        dupthresh: int = 3,
+    ) -> SwitchAggregator:
         """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
 
@@ -58,9 +72,20 @@ class SwitchAggregator:
         transport = RawSocketTransport(iface, src_ip=src_ip)
         builder = wire.FrameBuilder(wire.Endpoint(src_mac, src_ip), wire.Endpoint(service_mac, service_ip))
         try:
-            protocol = WorkerProtocol(transport, builder, job_id, worker_id, window, timeout=timeout,
-                                      min_timeout=min_timeout, max_timeout=max_timeout, deadline=deadline,
-                                      pairs=pairs, dupthresh=dupthresh, n_workers=n_workers)
+            protocol = WorkerProtocol(
+                transport,
+                builder,
+                job_id,
+                worker_id,
+                window,
+                timeout=timeout,
+                min_timeout=min_timeout,
+                max_timeout=max_timeout,
+                deadline=deadline,
+                pairs=pairs,
+                dupthresh=dupthresh,
+                n_workers=n_workers,
+            )
         except Exception:
             transport.close()
             raise
@@ -84,12 +109,16 @@ class SwitchAggregator:
         if not 2 <= values.size <= 16:
             raise ValueError(f"the switch takes tables of 2..16 entries (b = 1..4 bits), got {values.size}")
         if values.min() < 0 or self.n_workers * int(values.max()) > SUM_LANE_MAX:
-            raise ValueError(f"sums of {self.n_workers} × table values up to {int(values.max())} do not fit the "
-                             f"switch's 16-bit lanes (n·g must be ≤ {SUM_LANE_MAX})")
+            raise ValueError(
+                f"sums of {self.n_workers} × table values up to {int(values.max())} do not fit the "
+                f"switch's 16-bit lanes (n·g must be ≤ {SUM_LANE_MAX})"
+            )
         for chunk in indices:
             if chunk.size and int(np.max(chunk)) >= values.size:
-                raise ValueError(f"index {int(np.max(chunk))} is outside the table of {values.size} entries: "
-                                 f"the switch would drop the packet (BAD_INDEX)")
+                raise ValueError(
+                    f"index {int(np.max(chunk))} is outside the table of {values.size} entries: "
+                    f"the switch would drop the packet (BAD_INDEX)"
+                )
         return self.protocol.all_sum_indices(indices)
 
     def all_sum_int32(self, values: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:

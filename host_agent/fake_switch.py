@@ -100,13 +100,21 @@ class FakeSwitch:
     def _result(self, job: SimJob, p: wire.ThcFrame, cell: dict, worker_id: int, kind: int) -> bytes:
         builder = wire.FrameBuilder(self.service, worker_endpoint(worker_id))
         if p.op == wire.OP_NORM:
-            return builder.frame(p.op, kind, job.job_id, worker_id, p.slot, p.round, cell["norm"],
-                                 count=job.n_workers)
+            return builder.frame(p.op, kind, job.job_id, worker_id, p.slot, p.round, cell["norm"], count=job.n_workers)
         if p.op == wire.OP_THC:
             payload = cell["sums"].astype(np.uint8 if job.lane_bits == 8 else ">u2").tobytes()
             lane_bits = job.lane_bits
         else:
             payload = (cell["sums"] & 0xFFFFFFFF).astype(">u4").tobytes()
             lane_bits = 32
-        return builder.frame(p.op, kind, job.job_id, worker_id, p.slot, p.round, payload=payload,
-                             count=job.n_workers, lane_bits=lane_bits)
+        return builder.frame(
+            p.op,
+            kind,
+            job.job_id,
+            worker_id,
+            p.slot,
+            p.round,
+            payload=payload,
+            count=job.n_workers,
+            lane_bits=lane_bits,
+        )

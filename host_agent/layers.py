@@ -7,8 +7,17 @@ and lane_bits. Scapy is slow (milliseconds per packet): the hot path uses wire.p
 
 from __future__ import annotations
 
-from scapy.fields import (BitEnumField, ByteEnumField, ByteField, Field, FieldListField, IntField,
-                          ShortField, SignedIntField, XIntField)
+from scapy.fields import (
+    BitEnumField,
+    ByteEnumField,
+    ByteField,
+    Field,
+    FieldListField,
+    IntField,
+    ShortField,
+    SignedIntField,
+    XIntField,
+)
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_bottom_up, bind_top_down
 
@@ -53,6 +62,7 @@ class NibbleListField(Field):
 
     def randval(self):
         from scapy.volatile import RandNum
+
         return [RandNum(0, 15) for _ in range(self.count)]
 
 

@@ -20,7 +20,7 @@ import itertools
 import random
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 class VirtualClock:
@@ -63,10 +63,22 @@ class LoopbackWire:
     only for the features that are on, so a seed gives the same run as before when they are off.
     """
 
-    def __init__(self, engine, loss_up: float = 0.0, loss_down: float = 0.0, seed: int = 0,
-                 clock: Callable[[], float] = time.monotonic, *, duplicate_up: float = 0.0,
-                 duplicate_down: float = 0.0, delay_up: float = 0.0, delay_down: float = 0.0,
-                 jitter_up: float = 0.0, jitter_down: float = 0.0, service_time: float = 0.0):
+    def __init__(
+        self,
+        engine,
+        loss_up: float = 0.0,
+        loss_down: float = 0.0,
+        seed: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        duplicate_up: float = 0.0,
+        duplicate_down: float = 0.0,
+        delay_up: float = 0.0,
+        delay_down: float = 0.0,
+        jitter_up: float = 0.0,
+        jitter_down: float = 0.0,
+        service_time: float = 0.0,
+    ):
         self.engine = engine
         self.loss_up, self.loss_down = loss_up, loss_down
         self.duplicate_up, self.duplicate_down = duplicate_up, duplicate_down
@@ -92,7 +104,7 @@ class LoopbackWire:
     def timed(self) -> bool:
         return bool(self.delay_up or self.delay_down or self.jitter_up or self.jitter_down or self.service_time)
 
-    def attach(self, port: int) -> "LoopbackPort":
+    def attach(self, port: int) -> LoopbackPort:
         if port in self._ports:
             raise ValueError(f"port {port} already has a worker")
         endpoint = self._ports[port] = LoopbackPort(self, port)
@@ -175,8 +187,12 @@ class LoopbackWire:
             out_frame = bytes(out_frame)
             for _ in range(copies):
                 if timed:
-                    self._push(self._switch_free + self.delay_down + self._jitter(self.jitter_down), _TO_WORKER,
-                               out_port, out_frame)
+                    self._push(
+                        self._switch_free + self.delay_down + self._jitter(self.jitter_down),
+                        _TO_WORKER,
+                        out_port,
+                        out_frame,
+                    )
                     continue
                 endpoint = self._ports.get(out_port)
                 if endpoint is None:

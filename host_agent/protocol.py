@@ -31,8 +31,8 @@ import dataclasses
 import heapq
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -81,8 +81,18 @@ class WorkerStats:
 class Operation:
     """One aggregation call in flight: requests q0 .. q0 + n − 1 of a single op."""
 
-    def __init__(self, op: int, q0: int, n_requests: int, payloads: bytes, payload_size: int,
-                 values: np.ndarray | None, chunk_lengths: list[int], per_packet: int, started: float):
+    def __init__(
+        self,
+        op: int,
+        q0: int,
+        n_requests: int,
+        payloads: bytes,
+        payload_size: int,
+        values: np.ndarray | None,
+        chunk_lengths: list[int],
+        per_packet: int,
+        started: float,
+    ):
         self.op, self.q0, self.n = op, q0, n_requests
         self._payloads, self._payload_size = payloads, payload_size
         self._values = values
@@ -125,7 +135,7 @@ class Operation:
 
     def payload(self, i: int) -> bytes:
         size = self._payload_size
-        return self._payloads[i * size:(i + 1) * size] if size else b""
+        return self._payloads[i * size : (i + 1) * size] if size else b""
 
     def value(self, i: int) -> int:
         return int(self._values[i]) if self._values is not None else 0
@@ -145,8 +155,11 @@ class Operation:
         elif self.op == wire.OP_FIX32:
             ok = lane_bits == 32 and size == 4 * self.per_packet
         else:
-            ok = (lane_bits in (8, 16) and (self.lane_bits is None or lane_bits == self.lane_bits)
-                  and size == self.per_packet * lane_bits // 8)
+            ok = (
+                lane_bits in (8, 16)
+                and (self.lane_bits is None or lane_bits == self.lane_bits)
+                and size == self.per_packet * lane_bits // 8
+            )
         if ok:
             self.count, self.lane_bits = result.count, lane_bits
         return ok
@@ -158,7 +171,7 @@ class Operation:
         else:
             dtype = (np.uint8 if result.lane_bits == 8 else ">u2") if self.op == wire.OP_THC else ">i4"
             k = self.per_packet
-            self.sums[i * k:(i + 1) * k] = np.frombuffer(result.payload, dtype=dtype)
+            self.sums[i * k : (i + 1) * k] = np.frombuffer(result.payload, dtype=dtype)
         self.counts[i] = result.count
 
     def contributors(self) -> int:
@@ -178,7 +191,7 @@ class Operation:
             return self.sums.view(np.float32).copy()
         chunks, offset = [], 0
         for length in self.chunk_lengths:
-            chunks.append(self.sums[offset:offset + length].copy())
+            chunks.append(self.sums[offset : offset + length].copy())
             offset += -(-length // self.per_packet) * self.per_packet
         return chunks, self.contributors()
 
@@ -230,12 +243,27 @@ class WorkerProtocol:
     the measured spacing of results allows.
     """
 
-    def __init__(self, transport: Transport, builder: wire.FrameBuilder, job_id: int, worker_id: int,
-                 window: int, *, timeout: float = 0.05, min_timeout: float = 0.002, backoff: float = 2.0,
-                 max_timeout: float = 1.0, deadline: float = 30.0, adaptive: bool = True, dupthresh: int = 3,
-                 early_retransmit: bool = True, n_workers: int | None = None,
-                 clock: Callable[[], float] = time.monotonic, first_request: int = 0,
-                 pairs: int = wire.INDEX_PAIRS):
+    def __init__(
+        self,
+        transport: Transport,
+        builder: wire.FrameBuilder,
+        job_id: int,
+        worker_id: int,
+        window: int,
+        *,
+        timeout: float = 0.05,
+        min_timeout: float = 0.002,
+        backoff: float = 2.0,
+        max_timeout: float = 1.0,
+        deadline: float = 30.0,
+        adaptive: bool = True,
+        dupthresh: int = 3,
+        early_retransmit: bool = True,
+        n_workers: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        first_request: int = 0,
+        pairs: int = wire.INDEX_PAIRS,
+    ):
         if not 0 <= job_id <= 255:
             raise ValueError(f"job_id {job_id} is not 0..255")
         if not 0 <= worker_id < wire.MAX_WORKERS:
@@ -244,10 +272,10 @@ class WorkerProtocol:
             raise ValueError(f"window {window} is not 1..1024 (and must be at most the job's n_slots)")
         if pairs not in (16, 32, 64):
             raise ValueError(f"pairs {pairs}: the program is compiled with THC_PAIRS = 16, 32 (default) or 64")
-        if (timeout <= 0 or min_timeout <= 0 or backoff < 1 or max_timeout < max(timeout, min_timeout)
-                or deadline <= 0):
-            raise ValueError("need timeout > 0, min_timeout > 0, backoff >= 1, max_timeout >= timeout and "
-                             "min_timeout, deadline > 0")
+        if timeout <= 0 or min_timeout <= 0 or backoff < 1 or max_timeout < max(timeout, min_timeout) or deadline <= 0:
+            raise ValueError(
+                "need timeout > 0, min_timeout > 0, backoff >= 1, max_timeout >= timeout and min_timeout, deadline > 0"
+            )
         if dupthresh < 0:
             raise ValueError(f"dupthresh {dupthresh} must be >= 0 (0: no fast retransmission)")
         if n_workers is not None and not 1 <= n_workers <= wire.MAX_WORKERS:
@@ -281,8 +309,9 @@ class WorkerProtocol:
         """Element-wise max over workers of non-negative float32 values: one NORM request per value."""
         v = np.asarray(values, dtype=np.float32).reshape(-1)
         if np.any(v < 0):
-            raise ValueError("NORM values must be non-negative: the switch compares float32 bit patterns "
-                             "as unsigned integers")
+            raise ValueError(
+                "NORM values must be non-negative: the switch compares float32 bit patterns as unsigned integers"
+            )
         bits = (v + np.float32(0)).view(np.uint32)  # -0.0 + 0.0 = +0.0: its bits would sort above everything
         return self._start(wire.OP_NORM, len(v), b"", 0, bits, [len(v)], 1)
 
@@ -300,7 +329,7 @@ class WorkerProtocol:
                 raise ValueError("THC indices must be 0..15 (4 bits)")
             lengths.append(idx.size)
             padded = np.zeros(-(-idx.size // k) * k, np.uint8)
-            padded[:idx.size] = idx
+            padded[: idx.size] = idx
             parts.append(padded)
         packed = wire.pack_nibbles(np.concatenate(parts)) if parts else b""
         return self._start(wire.OP_THC, len(packed) // self.pairs, packed, self.pairs, None, lengths, k)
@@ -314,11 +343,11 @@ class WorkerProtocol:
             if values.dtype != np.int32:
                 if values.size and not np.issubdtype(values.dtype, np.integer):
                     raise ValueError(f"FIX32 values must be integers, got {values.dtype}")
-                if values.size and (values.min() < -2**31 or values.max() >= 2**31):
+                if values.size and (values.min() < -(2**31) or values.max() >= 2**31):
                     raise ValueError("FIX32 values must fit in int32")
             lengths.append(values.size)
             padded = np.zeros(-(-values.size // k) * k, np.int32)
-            padded[:values.size] = values
+            padded[: values.size] = values
             parts.append(padded)
         payloads = np.concatenate(parts).astype(">i4").tobytes() if parts else b""
         return self._start(wire.OP_FIX32, len(payloads) // (4 * k), payloads, 4 * k, None, lengths, k)
@@ -326,8 +355,9 @@ class WorkerProtocol:
     def _start(self, op, n_requests, payloads, payload_size, values, lengths, per_packet) -> Operation:
         if self._op is not None:
             raise RuntimeError("this worker already has an operation in flight")
-        operation = Operation(op, self.next_request, n_requests, payloads, payload_size, values, lengths,
-                              per_packet, self.clock())
+        operation = Operation(
+            op, self.next_request, n_requests, payloads, payload_size, values, lengths, per_packet, self.clock()
+        )
         self.next_request += n_requests
         self._op = operation
         self._sendable = deque(range(min(self.window, n_requests)))
@@ -392,8 +422,16 @@ class WorkerProtocol:
 
     def _transmit(self, op: Operation, i: int, now: float) -> None:
         q = op.q0 + i
-        frame = self.builder.frame(op.op, wire.KIND_REQUEST, self.job_id, self.worker_id, q % self.window,
-                                   q // self.window, op.value(i), op.payload(i))
+        frame = self.builder.frame(
+            op.op,
+            wire.KIND_REQUEST,
+            self.job_id,
+            self.worker_id,
+            q % self.window,
+            q // self.window,
+            op.value(i),
+            op.payload(i),
+        )
         self.transport.send(frame)
         seq = self._tx
         self._tx = seq + 1
@@ -433,8 +471,7 @@ class WorkerProtocol:
             oldest = min(expired, key=op.seq.__getitem__)
             for i in expired:
                 if i != oldest:
-                    heapq.heappush(timers, (min(now + op.rto[i], op.first_sent[i] + self.deadline), i,
-                                            op.attempts[i]))
+                    heapq.heappush(timers, (min(now + op.rto[i], op.first_sent[i] + self.deadline), i, op.attempts[i]))
             self._transmit(op, oldest, now)
             self.counters.retransmissions += 1
             self.counters.timer_retransmissions += 1
@@ -481,8 +518,11 @@ class WorkerProtocol:
         result = wire.parse_frame(frame)
         # Matched by (job_id, slot, round) only, as the contract says: every worker's copy carries the same
         # sums, so a copy whose worker_id was not rewritten (no result_dst entry) is still good.
-        if (result is None or result.kind not in (wire.KIND_RESULT, wire.KIND_RESULT_RETX)
-                or result.job_id != self.job_id):
+        if (
+            result is None
+            or result.kind not in (wire.KIND_RESULT, wire.KIND_RESULT_RETX)
+            or result.job_id != self.job_id
+        ):
             c.ignored_frames += 1
             return
         op = self._op
@@ -571,7 +611,8 @@ class WorkerProtocol:
             f"{self.window} and a fresh epoch (a job reused without re-adding drops every request as "
             f"STALE_ROUND); that all the job's workers are running; and the switch's thc_events counters "
             f"(UNKNOWN_JOB, FOREIGN_WORKER, SLOT_RANGE, STALE_ROUND, FAR_ROUND: a worker that skipped rounds or "
-            f"another run's job on these slots, OP_MISMATCH, BAD_INDEX, NO_ROUTE).")
+            f"another run's job on these slots, OP_MISMATCH, BAD_INDEX, NO_ROUTE)."
+        )
 
     # ---- blocking calls --------------------------------------------------------------------------
 
@@ -586,15 +627,25 @@ class WorkerProtocol:
 
     def stats(self) -> dict:
         out = self.counters.as_dict()
-        out.update(job_id=self.job_id, worker_id=self.worker_id, window=self.window,
-                   next_request=self.next_request, rto=self.rto, srtt=self._srtt, rttvar=self._rttvar,
-                   min_rto=self.min_timeout, dupthresh=self.dupthresh, gap=self._gap,
-                   gap_timeout=self.gap_timeout)
+        out.update(
+            job_id=self.job_id,
+            worker_id=self.worker_id,
+            window=self.window,
+            next_request=self.next_request,
+            rto=self.rto,
+            srtt=self._srtt,
+            rttvar=self._rttvar,
+            min_rto=self.min_timeout,
+            dupthresh=self.dupthresh,
+            gap=self._gap,
+            gap_timeout=self.gap_timeout,
+        )
         return out
 
 
-def drive(protocols: Sequence[WorkerProtocol], clock: Callable[[], float] | None = None,
-          max_idle_steps: int = 1_000_000) -> None:
+def drive(
+    protocols: Sequence[WorkerProtocol], clock: Callable[[], float] | None = None, max_idle_steps: int = 1_000_000
+) -> None:
     """Run several in-process workers until none has an operation in flight.
 
     Each pass pumps every busy worker without waiting. When a pass moves nothing, time moves on to the
@@ -617,8 +668,7 @@ def drive(protocols: Sequence[WorkerProtocol], clock: Callable[[], float] | None
         if idle > max_idle_steps:
             raise RuntimeError("drive: workers made no progress")
         deadlines = [d for p in busy if (d := p.next_deadline()) is not None]
-        deadlines += [d for p in protocols
-                      if (d := getattr(p.transport, "next_event", lambda: None)()) is not None]
+        deadlines += [d for p in protocols if (d := getattr(p.transport, "next_event", lambda: None)()) is not None]
         if not deadlines:
             raise RuntimeError("drive: busy workers wait on nothing (no request in flight)")
         when = min(deadlines)

@@ -10,8 +10,8 @@ by multicast or back on the ingress port.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from controller import jobs
 from controller import lookup_tables as luts
@@ -60,14 +60,25 @@ class SimJob:
 
     def to_job(self) -> Job:
         """The controller's Job for these parameters (workers on ports worker_port(w), worker_endpoint(w))."""
-        workers = tuple(JobWorker(w, worker_endpoint(w).mac, worker_endpoint(w).ip, worker_port(w))
-                        for w in sorted(self.worker_ids))
-        return Job(self.job_id, self.n_workers, self.slot_base, self.n_slots, self.mcast_grp, self.worker_mask,
-                   self.lane_bits, self.epoch, workers)
+        workers = tuple(
+            JobWorker(w, worker_endpoint(w).mac, worker_endpoint(w).ip, worker_port(w)) for w in sorted(self.worker_ids)
+        )
+        return Job(
+            self.job_id,
+            self.n_workers,
+            self.slot_base,
+            self.n_slots,
+            self.mcast_grp,
+            self.worker_mask,
+            self.lane_bits,
+            self.epoch,
+            workers,
+        )
 
 
-def program_engine(sw, job: SimJob, service: wire.Endpoint = SERVICE, lookup_tables: bool = True,
-                   pairs: int = wire.INDEX_PAIRS) -> None:
+def program_engine(
+    sw, job: SimJob, service: wire.Endpoint = SERVICE, lookup_tables: bool = True, pairs: int = wire.INDEX_PAIRS
+) -> None:
     """Install `job` on the engine `sw` with the controller's own writes (controller/writes.py)."""
     first, then = jobs.add_writes(job.to_job(), None, False, set())
     writer = EngineWriter(sw)
@@ -82,13 +93,31 @@ def install_table(sw, table: Sequence[int], pairs: int = wire.INDEX_PAIRS) -> No
     EngineWriter(sw).apply(luts.lut_writes(pairs, values, bits, []))
 
 
-def attach_workers(engine, job: SimJob, window: int | None = None, *, loss_up: float = 0.0,
-                   loss_down: float = 0.0, seed: int = 0, clock: Callable[[], float] = time.monotonic,
-                   service: wire.Endpoint = SERVICE, **options) -> tuple[LoopbackWire, list[WorkerProtocol]]:
+def attach_workers(
+    engine,
+    job: SimJob,
+    window: int | None = None,
+    *,
+    loss_up: float = 0.0,
+    loss_down: float = 0.0,
+    seed: int = 0,
+    clock: Callable[[], float] = time.monotonic,
+    service: wire.Endpoint = SERVICE,
+    **options,
+) -> tuple[LoopbackWire, list[WorkerProtocol]]:
     """A loopback wire to `engine` and one WorkerProtocol per worker of `job` (window: the job's n_slots;
     `options`: WorkerProtocol's keyword arguments, e.g. timeout, deadline, pairs)."""
     lw = LoopbackWire(engine, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock)
-    protocols = [WorkerProtocol(lw.attach(worker_port(w)), wire.FrameBuilder(worker_endpoint(w), service),
-                                job.job_id, w, window or job.n_slots, clock=clock, **options)
-                 for w in job.worker_ids]
+    protocols = [
+        WorkerProtocol(
+            lw.attach(worker_port(w)),
+            wire.FrameBuilder(worker_endpoint(w), service),
+            job.job_id,
+            w,
+            window or job.n_slots,
+            clock=clock,
+            **options,
+        )
+        for w in job.worker_ids
+    ]
     return lw, protocols

@@ -8,28 +8,29 @@ callback, so the same code runs with THC through the switch, FIX32 through the s
 Every worker sees the same permutation of the training set each epoch and takes its own slice of each
 global batch, so the n workers together see the same samples as one worker with an n-times larger batch.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
 import torch
 from torch import nn
 
-DATA_SEED = 1234        # the train/test split: the same for every run and mode
+DATA_SEED = 1234  # the train/test split: the same for every run and mode
 TEST_FRACTION = 0.2
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 200             # optimizer steps (every worker)
-    batch_size: int = 32         # per worker
+    steps: int = 200  # optimizer steps (every worker)
+    batch_size: int = 32  # per worker
     lr: float = 0.1
     momentum: float = 0.9
     hidden: int = 32
-    seed: int = 0                # model initialisation and batch order
+    seed: int = 0  # model initialisation and batch order
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,8 +53,9 @@ def load_digits_split() -> Digits:
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)
     x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=TEST_FRACTION, random_state=DATA_SEED, stratify=y)
-    return Digits(torch.from_numpy(x_tr), torch.from_numpy(y_tr).long(),
-                  torch.from_numpy(x_te), torch.from_numpy(y_te).long())
+    return Digits(
+        torch.from_numpy(x_tr), torch.from_numpy(y_tr).long(), torch.from_numpy(x_te), torch.from_numpy(y_te).long()
+    )
 
 
 def make_model(hidden: int = 32, seed: int = 0) -> nn.Module:
@@ -80,7 +82,7 @@ def batches(n_train: int, batch_size: int, rank: int, world: int, seed: int, ste
             if step == steps:
                 return
             start = b * global_batch + rank * batch_size
-            yield epoch, step, order[start:start + batch_size]
+            yield epoch, step, order[start : start + batch_size]
             step += 1
         epoch += 1
 
@@ -92,8 +94,15 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float,
     return float(nn.functional.cross_entropy(logits, y)), float((logits.argmax(1) == y).float().mean())
 
 
-def train(model: nn.Module, data: Digits, config: TrainConfig, rank: int, world: int,
-          report: Callable[[dict], None], evaluate_model: nn.Module | None = None) -> dict:
+def train(
+    model: nn.Module,
+    data: Digits,
+    config: TrainConfig,
+    rank: int,
+    world: int,
+    report: Callable[[dict], None],
+    evaluate_model: nn.Module | None = None,
+) -> dict:
     """Train ``model`` (DDP-wrapped, or plain for world = 1) for ``config.steps`` steps.
 
     ``report`` receives {"event": "step", ...} after every step and {"event": "epoch", ...} after every
@@ -107,8 +116,14 @@ def train(model: nn.Module, data: Digits, config: TrainConfig, rank: int, world:
 
     def end_epoch(epoch: int) -> None:
         test_loss, test_acc = evaluate(evaluate_model, data.x_test, data.y_test)
-        record = {"event": "epoch", "epoch": epoch, "step": len(history["steps"]),
-                  "t": time.perf_counter() - start, "test_loss": test_loss, "test_acc": test_acc}
+        record = {
+            "event": "epoch",
+            "epoch": epoch,
+            "step": len(history["steps"]),
+            "t": time.perf_counter() - start,
+            "test_loss": test_loss,
+            "test_acc": test_acc,
+        }
         history["epochs"].append(record)
         report(record)
 
@@ -119,10 +134,16 @@ def train(model: nn.Module, data: Digits, config: TrainConfig, rank: int, world:
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
-        loss.backward()                        # DDP aggregates the gradients here (comm hook or gloo)
+        loss.backward()  # DDP aggregates the gradients here (comm hook or gloo)
         optimizer.step()
-        record = {"event": "step", "step": step + 1, "epoch": epoch, "loss": float(loss.detach()),
-                  "step_time": time.perf_counter() - t0, "t": time.perf_counter() - start}
+        record = {
+            "event": "step",
+            "step": step + 1,
+            "epoch": epoch,
+            "loss": float(loss.detach()),
+            "step_time": time.perf_counter() - t0,
+            "t": time.perf_counter() - start,
+        }
         history["steps"].append(record)
         report(record)
     end_epoch(last_epoch)

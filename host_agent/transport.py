@@ -66,17 +66,27 @@ def thc_result_filter(port: int = wire.THC_UDP_PORT) -> list[tuple[int, int, int
     other than REQUEST (a result). The same checks as wire.parse_frame makes, done in the kernel."""
     ld_h, ld_b, ld_w = BPF_LD | BPF_H | BPF_ABS, BPF_LD | BPF_B | BPF_ABS, BPF_LD | BPF_W | BPF_ABS
     jeq, jset = BPF_JMP | BPF_JEQ | BPF_K, BPF_JMP | BPF_JSET | BPF_K
-    return _assemble([
-        (ld_h, 12, None, None), (jeq, wire.ETHERTYPE_IPV4, None, "drop"),
-        (ld_b, 14, None, None), (jeq, 0x45, None, "drop"),
-        (ld_b, 23, None, None), (jeq, wire.IPPROTO_UDP, None, "drop"),
-        (ld_h, 20, None, None), (jset, wire.IPV4_MF_OFFSET_MASK, "drop", None),
-        (ld_h, 36, None, None), (jeq, port, None, "drop"),
-        (ld_w, SKF_AD_OFF + SKF_AD_PKTTYPE, None, None), (jeq, PACKET_OUTGOING, "drop", None),
-        (ld_b, wire.THC_OFFSET + 1, None, None), (jset, 0x0F, None, "drop"),
-        (BPF_RET | BPF_K, ACCEPT_BYTES, None, None),
-        ("label", "drop"), (BPF_RET | BPF_K, 0, None, None),
-    ])
+    return _assemble(
+        [
+            (ld_h, 12, None, None),
+            (jeq, wire.ETHERTYPE_IPV4, None, "drop"),
+            (ld_b, 14, None, None),
+            (jeq, 0x45, None, "drop"),
+            (ld_b, 23, None, None),
+            (jeq, wire.IPPROTO_UDP, None, "drop"),
+            (ld_h, 20, None, None),
+            (jset, wire.IPV4_MF_OFFSET_MASK, "drop", None),
+            (ld_h, 36, None, None),
+            (jeq, port, None, "drop"),
+            (ld_w, SKF_AD_OFF + SKF_AD_PKTTYPE, None, None),
+            (jeq, PACKET_OUTGOING, "drop", None),
+            (ld_b, wire.THC_OFFSET + 1, None, None),
+            (jset, 0x0F, None, "drop"),
+            (BPF_RET | BPF_K, ACCEPT_BYTES, None, None),
+            ("label", "drop"),
+            (BPF_RET | BPF_K, 0, None, None),
+        ]
+    )
 
 
 def drop_all_filter() -> list[tuple[int, int, int, int]]:
@@ -100,8 +110,15 @@ class RawSocketTransport:
     configured on this host).
     """
 
-    def __init__(self, iface: str, src_ip: str | None = None, rcvbuf: int = 8 << 20, sndbuf: int = 4 << 20,
-                 batch: int = 512, absorb_udp: bool = True):
+    def __init__(
+        self,
+        iface: str,
+        src_ip: str | None = None,
+        rcvbuf: int = 8 << 20,
+        sndbuf: int = 4 << 20,
+        batch: int = 512,
+        absorb_udp: bool = True,
+    ):
         self.iface = iface
         self.batch = batch
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))

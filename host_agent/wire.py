@@ -16,8 +16,21 @@ from typing import NamedTuple
 import numpy as np
 
 from controller.contract import (  # noqa: F401  (re-exported: the host agent's view of the contract)
-    KIND_NAMES, KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX, MAX_WORKERS, OP_FIX32, OP_NAMES, OP_NORM, OP_THC,
-    THC_HEADER, THC_HEADER_BYTES, THC_PAIRS, THC_UDP_PORT, THC_VERSION)
+    KIND_NAMES,
+    KIND_REQUEST,
+    KIND_RESULT,
+    KIND_RESULT_RETX,
+    MAX_WORKERS,
+    OP_FIX32,
+    OP_NAMES,
+    OP_NORM,
+    OP_THC,
+    THC_HEADER,
+    THC_HEADER_BYTES,
+    THC_PAIRS,
+    THC_UDP_PORT,
+    THC_VERSION,
+)
 
 INDEX_PAIRS = THC_PAIRS  # index bytes per THC request in the default build
 COORDS_PER_PACKET = 2 * INDEX_PAIRS  # K = 64 coordinates per THC request
@@ -95,8 +108,9 @@ class FrameBuilder:
     checksum 0 (none), so no checksum offload is involved anywhere.
     """
 
-    def __init__(self, src: Endpoint, dst: Endpoint, sport: int = THC_UDP_PORT, dport: int = THC_UDP_PORT,
-                 ttl: int = 64):
+    def __init__(
+        self, src: Endpoint, dst: Endpoint, sport: int = THC_UDP_PORT, dport: int = THC_UDP_PORT, ttl: int = 64
+    ):
         self.src, self.dst = src, dst
         self._eth = mac_bytes(dst.mac) + mac_bytes(src.mac) + struct.pack("!H", ETHERTYPE_IPV4)
         self._sip, self._dip = ip_bytes(src.ip), ip_bytes(dst.ip)
@@ -109,19 +123,34 @@ class FrameBuilder:
         prefix = self._prefixes.get(payload_len)
         if prefix is None:
             udp_len = UDP_LEN + THC_LEN + payload_len
-            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, IPV4_LEN + udp_len, 0, 0x4000, self._ttl,
-                             IPPROTO_UDP, 0, self._sip, self._dip)
+            ip = struct.pack(
+                "!BBHHHBBH4s4s", 0x45, 0, IPV4_LEN + udp_len, 0, 0x4000, self._ttl, IPPROTO_UDP, 0, self._sip, self._dip
+            )
             ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
             udp = struct.pack("!HHHH", self._ports[0], self._ports[1], udp_len, 0)
             prefix = self._prefixes[payload_len] = self._eth + ip + udp
         return prefix
 
-    def frame(self, op: int, kind: int, job_id: int, worker_id: int, slot: int, round_: int, value: int = 0,
-              payload: bytes = b"", count: int = 0, lane_bits: int = 0) -> bytes:
-        return (self.prefix(len(payload))
-                + THC_HEADER.pack(THC_VERSION, (op << 4) | kind, job_id, worker_id, slot, count, lane_bits,
-                                  round_ & 0xFFFFFFFF, value)
-                + payload)
+    def frame(
+        self,
+        op: int,
+        kind: int,
+        job_id: int,
+        worker_id: int,
+        slot: int,
+        round_: int,
+        value: int = 0,
+        payload: bytes = b"",
+        count: int = 0,
+        lane_bits: int = 0,
+    ) -> bytes:
+        return (
+            self.prefix(len(payload))
+            + THC_HEADER.pack(
+                THC_VERSION, (op << 4) | kind, job_id, worker_id, slot, count, lane_bits, round_ & 0xFFFFFFFF, value
+            )
+            + payload
+        )
 
 
 class ThcFrame(NamedTuple):
@@ -144,16 +173,47 @@ def parse_frame(frame: bytes) -> ThcFrame | None:
     truncated)."""
     if len(frame) < PAYLOAD_OFFSET:
         return None
-    (ethertype, ver_ihl, total_len, frag, proto, dport,
-     version, op_kind, job_id, worker_id, slot, count, lane_bits, round_, value) = _RX.unpack_from(frame)
-    if (ethertype != ETHERTYPE_IPV4 or ver_ihl != 0x45 or proto != IPPROTO_UDP or dport != THC_UDP_PORT
-            or version != THC_VERSION or frag & IPV4_MF_OFFSET_MASK):
+    (
+        ethertype,
+        ver_ihl,
+        total_len,
+        frag,
+        proto,
+        dport,
+        version,
+        op_kind,
+        job_id,
+        worker_id,
+        slot,
+        count,
+        lane_bits,
+        round_,
+        value,
+    ) = _RX.unpack_from(frame)
+    if (
+        ethertype != ETHERTYPE_IPV4
+        or ver_ihl != 0x45
+        or proto != IPPROTO_UDP
+        or dport != THC_UDP_PORT
+        or version != THC_VERSION
+        or frag & IPV4_MF_OFFSET_MASK
+    ):
         return None
     end = ETH_LEN + total_len
     if end > len(frame) or end < PAYLOAD_OFFSET:
         return None
-    return ThcFrame(op_kind >> 4, op_kind & 0x0F, job_id, worker_id, slot, count, lane_bits, round_, value,
-                    frame[PAYLOAD_OFFSET:end])
+    return ThcFrame(
+        op_kind >> 4,
+        op_kind & 0x0F,
+        job_id,
+        worker_id,
+        slot,
+        count,
+        lane_bits,
+        round_,
+        value,
+        frame[PAYLOAD_OFFSET:end],
+    )
 
 
 def pack_nibbles(indices: np.ndarray) -> bytes:

@@ -16,6 +16,7 @@ Progress goes to stdout as lines ``@thc {json}`` (the runner turns them into pro
 else on stdout/stderr is ordinary log text. The final record is also written to ``--result``.
 Exit status: 0 done, 3 the switch never answered (timeout), 1 any other failure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,6 +27,10 @@ import time
 import traceback
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MODES = ("thc", "fix32", "gloo")
 PROGRESS_PREFIX = "@thc "
@@ -33,8 +38,9 @@ EXIT_SWITCH_TIMEOUT = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="thc-worker", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="thc-worker", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     g = p.add_argument_group("job")
     g.add_argument("--mode", choices=MODES, default="thc", help="how gradients are aggregated (default thc)")
     g.add_argument("--rank", type=int, required=True, help="this worker's rank = its worker id in the THC job")
@@ -42,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--master-addr", required=True, help="IPv4 address of rank 0 (TCP rendezvous)")
     g.add_argument("--master-port", type=int, default=29500, help="TCP rendezvous port (default 29500)")
     g.add_argument("--iface", required=True, help="this host's interface (gloo and the switch transport use it)")
-    g.add_argument("--rendezvous-timeout", type=float, default=120.0,
-                   help="seconds to wait for all workers to join (default 120)")
+    g.add_argument(
+        "--rendezvous-timeout", type=float, default=120.0, help="seconds to wait for all workers to join (default 120)"
+    )
     s = p.add_argument_group("switch (thc and fix32)")
     s.add_argument("--service-ip", help="the aggregating switch's THC service address")
     s.add_argument("--service-mac", help="MAC the service address resolves to")
@@ -51,29 +58,57 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--src-mac", help="this host's MAC address")
     s.add_argument("--job-id", type=int, default=1, help="THC job id installed on the switch (default 1)")
     s.add_argument("--window", type=int, default=64, help="requests in flight, <= the job's slots (default 64)")
-    s.add_argument("--retransmit-timeout", type=float, default=0.05,
-                   help="first retransmission timeout in seconds (default 0.05; then it follows the measured "
-                        "round trip, RFC 6298)")
-    s.add_argument("--min-retransmit-timeout", type=float, default=0.002,
-                   help="floor of the adaptive retransmission timeout in seconds (default 0.002: the emulated "
-                        "star's round trip is about a millisecond)")
-    s.add_argument("--dupthresh", type=int, default=3,
-                   help="results of later requests after which a missing request is sent again without "
-                        "waiting for its timer (default 3; 0: timers only)")
-    s.add_argument("--max-retransmit-timeout", type=float, default=0.25,
-                   help="longest retransmission timeout in seconds (default 0.25: on a LAN a lost packet "
-                        "should cost a fraction of a second, not the 1 s of backoff a WAN needs)")
-    s.add_argument("--switch-timeout", type=float, default=30.0,
-                   help="give up when a result is missing for this many seconds (default 30)")
+    s.add_argument(
+        "--retransmit-timeout",
+        type=float,
+        default=0.05,
+        help="first retransmission timeout in seconds (default 0.05; then it follows the measured "
+        "round trip, RFC 6298)",
+    )
+    s.add_argument(
+        "--min-retransmit-timeout",
+        type=float,
+        default=0.002,
+        help="floor of the adaptive retransmission timeout in seconds (default 0.002: the emulated "
+        "star's round trip is about a millisecond)",
+    )
+    s.add_argument(
+        "--dupthresh",
+        type=int,
+        default=3,
+        help="results of later requests after which a missing request is sent again without "
+        "waiting for its timer (default 3; 0: timers only)",
+    )
+    s.add_argument(
+        "--max-retransmit-timeout",
+        type=float,
+        default=0.25,
+        help="longest retransmission timeout in seconds (default 0.25: on a LAN a lost packet "
+        "should cost a fraction of a second, not the 1 s of backoff a WAN needs)",
+    )
+    s.add_argument(
+        "--switch-timeout",
+        type=float,
+        default=30.0,
+        help="give up when a result is missing for this many seconds (default 30)",
+    )
     t = p.add_argument_group("THC")
     t.add_argument("--bits", type=int, default=4, help="bits per coordinate (default 4)")
     t.add_argument("--granularity", type=int, default=30, help="table values 0..g (default 30)")
     t.add_argument("--thc-seed", type=int, default=0, help="shared seed of the Hadamard signs (default 0)")
-    t.add_argument("--chunk", type=int, default=2048,
-                   help="largest Hadamard chunk, a power of two (default 2048: the 2,410 parameters become "
-                        "2048 + 512 coordinates, 40 THC packets, instead of 4096 and 64 in one chunk)")
-    t.add_argument("--error-feedback", action=argparse.BooleanOptionalAction, default=True,
-                   help="carry each worker's compression error into its next gradient (default on)")
+    t.add_argument(
+        "--chunk",
+        type=int,
+        default=2048,
+        help="largest Hadamard chunk, a power of two (default 2048: the 2,410 parameters become "
+        "2048 + 512 coordinates, 40 THC packets, instead of 4096 and 64 in one chunk)",
+    )
+    t.add_argument(
+        "--error-feedback",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="carry each worker's compression error into its next gradient (default on)",
+    )
     r = p.add_argument_group("training")
     r.add_argument("--steps", type=int, default=200, help="optimizer steps (default 200)")
     r.add_argument("--batch-size", type=int, default=32, help="samples per worker per step (default 32)")
@@ -81,8 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
     r.add_argument("--result", type=Path, help="write the final record (JSON) here")
     q = p.add_argument_group("probe (instead of training)")
-    q.add_argument("--probe", type=Path, metavar="FILE.npz",
-                   help="aggregate seeded random gradients through the switch, save inputs and results, exit")
+    q.add_argument(
+        "--probe",
+        type=Path,
+        metavar="FILE.npz",
+        help="aggregate seeded random gradients through the switch, save inputs and results, exit",
+    )
     q.add_argument("--probe-size", type=int, default=5000, help="coordinates per probe gradient (default 5000)")
     q.add_argument("--probe-rounds", type=int, default=1, help="probe rounds (default 1)")
     q.add_argument("--probe-seed", type=int, default=7, help="seed of the probe gradients (default 7)")
@@ -110,18 +149,34 @@ def probe(args) -> dict:
         import torch.distributed as dist
 
         os.environ["GLOO_SOCKET_IFNAME"] = args.iface
-        dist.init_process_group("gloo", init_method=f"tcp://{args.master_addr}:{args.master_port}", rank=args.rank,
-                                world_size=args.world_size, timeout=timedelta(seconds=args.rendezvous_timeout))
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://{args.master_addr}:{args.master_port}",
+            rank=args.rank,
+            world_size=args.world_size,
+            timeout=timedelta(seconds=args.rendezvous_timeout),
+        )
         barrier = dist.barrier
     else:
         from host_agent.aggregator import SwitchAggregator
 
-        aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
-                                           args.service_mac, args.src_ip, args.src_mac, window=args.window,
-                                           timeout=args.retransmit_timeout, max_timeout=args.max_retransmit_timeout,
-                                           deadline=args.switch_timeout, min_timeout=args.min_retransmit_timeout,
-                                           dupthresh=args.dupthresh)
-        barrier = lambda: aggregator.all_max(torch.zeros(1))     # a NORM round waits for every worker
+        aggregator = SwitchAggregator.open(
+            args.iface,
+            args.job_id,
+            args.rank,
+            args.world_size,
+            args.service_ip,
+            args.service_mac,
+            args.src_ip,
+            args.src_mac,
+            window=args.window,
+            timeout=args.retransmit_timeout,
+            max_timeout=args.max_retransmit_timeout,
+            deadline=args.switch_timeout,
+            min_timeout=args.min_retransmit_timeout,
+            dupthresh=args.dupthresh,
+        )
+        barrier = lambda: aggregator.all_max(torch.zeros(1))  # a NORM round waits for every worker
     one_round = {"thc": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}[args.mode]
     saved = {}
     try:
@@ -134,8 +189,16 @@ def probe(args) -> dict:
             arrays = one_round(args, aggregator, grad, k)
             arrays["seconds"] = np.float64(time.perf_counter() - start)
             saved.update({f"r{k}_{name}": value for name, value in arrays.items()})
-            emit({"event": "step", "rank": args.rank, "step": k + 1, "loss": 0.0,
-                  "step_time": float(arrays["seconds"]), "t": 0.0})
+            emit(
+                {
+                    "event": "step",
+                    "rank": args.rank,
+                    "step": k + 1,
+                    "loss": 0.0,
+                    "step_time": float(arrays["seconds"]),
+                    "t": 0.0,
+                }
+            )
         after = interface_counters(args.iface)
         saved["wire"] = np.array(json.dumps({k: after[k] - before[k] for k in after}))
         if aggregator is not None:
@@ -152,7 +215,7 @@ def probe(args) -> dict:
     return {"rounds": args.probe_rounds}
 
 
-def _sums_int64(sums) -> "np.ndarray":
+def _sums_int64(sums) -> np.ndarray:
     import numpy as np
 
     return np.concatenate([np.asarray(s, dtype=np.int64) for s in sums])
@@ -164,16 +227,22 @@ def _thc_round(args, aggregator, grad, k: int) -> dict:
     from thc.compressor import THCCompressor
     from thc.config import THCConfig
 
-    config = THCConfig(bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False,
-                       chunk=args.chunk)
+    config = THCConfig(
+        bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False, chunk=args.chunk
+    )
     compressor = THCCompressor(config, worker_id=args.rank)
     prep = compressor.prepare(grad, step=k)
     max_norms = aggregator.all_max(prep.norms)
     indices = compressor.encode(prep, max_norms)
     sums, contributors = aggregator.all_sum_table_values(indices, compressor.table)
     decoded = compressor.decode(prep, sums, contributors, max_norms)
-    return {"max_norms": max_norms.numpy(), "indices": np.concatenate(indices), "sums": _sums_int64(sums),
-            "decoded": decoded.numpy(), "contributors": np.int64(contributors)}
+    return {
+        "max_norms": max_norms.numpy(),
+        "indices": np.concatenate(indices),
+        "sums": _sums_int64(sums),
+        "decoded": decoded.numpy(),
+        "contributors": np.int64(contributors),
+    }
 
 
 def _fix32_round(args, aggregator, grad, k: int) -> dict:
@@ -187,8 +256,13 @@ def _fix32_round(args, aggregator, grad, k: int) -> dict:
     words = codec.encode(prep, stats)
     sums, contributors = aggregator.all_sum_int32(words)
     decoded = codec.decode(prep, sums, contributors, stats)
-    return {"stats": stats.numpy(), "words": np.concatenate(words), "sums": _sums_int64(sums),
-            "decoded": decoded.numpy(), "contributors": np.int64(contributors)}
+    return {
+        "stats": stats.numpy(),
+        "words": np.concatenate(words),
+        "sums": _sums_int64(sums),
+        "decoded": decoded.numpy(),
+        "contributors": np.int64(contributors),
+    }
 
 
 def _gloo_round(args, _aggregator, grad, _k: int) -> dict:
@@ -197,8 +271,11 @@ def _gloo_round(args, _aggregator, grad, _k: int) -> dict:
 
     total = grad.clone()
     dist.all_reduce(total)
-    return {"sums": total.numpy(), "decoded": (total / args.world_size).numpy(),
-            "contributors": np.int64(args.world_size)}
+    return {
+        "sums": total.numpy(),
+        "decoded": (total / args.world_size).numpy(),
+        "contributors": np.int64(args.world_size),
+    }
 
 
 def emit(record: dict) -> None:
@@ -218,6 +295,7 @@ def interface_counters(iface: str) -> dict:
 def timed(hook, seconds: list[float]):
     """``hook`` (a DDP communication hook) that also appends each bucket's aggregation time to
     ``seconds``: from the call to the moment its future completes."""
+
     def timed_hook(state, bucket):
         start = time.perf_counter()
 
@@ -239,17 +317,33 @@ def make_hook(args, model):
         return None, default_hooks.allreduce_hook, None
     from host_agent.aggregator import SwitchAggregator
 
-    aggregator = SwitchAggregator.open(args.iface, args.job_id, args.rank, args.world_size, args.service_ip,
-                                       args.service_mac, args.src_ip, args.src_mac, window=args.window,
-                                       timeout=args.retransmit_timeout, max_timeout=args.max_retransmit_timeout,
-                                       deadline=args.switch_timeout, min_timeout=args.min_retransmit_timeout,
-                                       dupthresh=args.dupthresh)
-    from thc.config import THCConfig
+    aggregator = SwitchAggregator.open(
+        args.iface,
+        args.job_id,
+        args.rank,
+        args.world_size,
+        args.service_ip,
+        args.service_mac,
+        args.src_ip,
+        args.src_mac,
+        window=args.window,
+        timeout=args.retransmit_timeout,
+        max_timeout=args.max_retransmit_timeout,
+        deadline=args.switch_timeout,
+        min_timeout=args.min_retransmit_timeout,
+        dupthresh=args.dupthresh,
+    )
     from thc import ddp
+    from thc.config import THCConfig
 
     if args.mode == "thc":
-        config = THCConfig(bits=args.bits, granularity=args.granularity, seed=args.thc_seed,
-                           error_feedback=args.error_feedback, chunk=args.chunk)
+        config = THCConfig(
+            bits=args.bits,
+            granularity=args.granularity,
+            seed=args.thc_seed,
+            error_feedback=args.error_feedback,
+            chunk=args.chunk,
+        )
         return ddp.THCHookState(config, aggregator), ddp.thc_hook, aggregator
     return ddp.FixedPointHookState(aggregator), ddp.fix32_hook, aggregator
 
@@ -269,18 +363,30 @@ def run(args) -> dict:
     os.environ["GLOO_SOCKET_IFNAME"] = args.iface
     before = interface_counters(args.iface)
     started = time.perf_counter()
-    dist.init_process_group("gloo", init_method=f"tcp://{args.master_addr}:{args.master_port}", rank=args.rank,
-                            world_size=args.world_size, timeout=timedelta(seconds=args.rendezvous_timeout))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{args.master_addr}:{args.master_port}",
+        rank=args.rank,
+        world_size=args.world_size,
+        timeout=timedelta(seconds=args.rendezvous_timeout),
+    )
     config = train.TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
     data = train.load_digits_split()
-    model = DDP(train.make_model(config.hidden, config.seed))      # broadcasts rank 0's parameters
+    model = DDP(train.make_model(config.hidden, config.seed))  # broadcasts rank 0's parameters
     state, hook, aggregator = make_hook(args, model)
     aggregation_seconds: list[float] = []
     model.register_comm_hook(state, timed(hook, aggregation_seconds))
     dist.barrier()
     setup_seconds = time.perf_counter() - started
-    emit({"event": "start", "rank": args.rank, "mode": args.mode, "setup_s": setup_seconds,
-          "parameters": train.count_parameters(model.module)})
+    emit(
+        {
+            "event": "start",
+            "rank": args.rank,
+            "mode": args.mode,
+            "setup_s": setup_seconds,
+            "parameters": train.count_parameters(model.module),
+        }
+    )
     at_start = interface_counters(args.iface)
 
     def report(record):
@@ -292,10 +398,16 @@ def run(args) -> dict:
     finally:
         at_end = interface_counters(args.iface)
     result = {
-        "event": "done", "rank": args.rank, "mode": args.mode, "world_size": args.world_size,
-        "config": config.to_dict(), "parameters": train.count_parameters(model.module),
-        "setup_s": setup_seconds, "train_s": history["train_time"],
-        "final_test_acc": history["epochs"][-1]["test_acc"], "final_test_loss": history["epochs"][-1]["test_loss"],
+        "event": "done",
+        "rank": args.rank,
+        "mode": args.mode,
+        "world_size": args.world_size,
+        "config": config.to_dict(),
+        "parameters": train.count_parameters(model.module),
+        "setup_s": setup_seconds,
+        "train_s": history["train_time"],
+        "final_test_acc": history["epochs"][-1]["test_acc"],
+        "final_test_loss": history["epochs"][-1]["test_loss"],
         "epochs": history["epochs"],
         "steps": [{k: s[k] for k in ("step", "t", "loss", "step_time")} for s in history["steps"]],
         "aggregation_s": aggregation_seconds,
@@ -316,18 +428,24 @@ def main(argv=None) -> int:
         return 2
     missing = [o for o in ("service_ip", "service_mac", "src_ip", "src_mac") if getattr(args, o) is None]
     if args.mode != "gloo" and missing:
-        print(f"thc-worker: --mode {args.mode} needs " + ", ".join("--" + m.replace("_", "-") for m in missing),
-              file=sys.stderr)
+        print(
+            f"thc-worker: --mode {args.mode} needs " + ", ".join("--" + m.replace("_", "-") for m in missing),
+            file=sys.stderr,
+        )
         return 2
     try:
         result = probe(args) if args.probe else run(args)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:            # one clear line for the runner, the traceback for the log
+    except Exception as exc:  # one clear line for the runner, the traceback for the log
         traceback.print_exc()
         timeout = is_switch_timeout(exc)
-        message = (f"no answer from the switch at {args.service_ip} for {args.switch_timeout:g} s: is it up and "
-                   f"is job {args.job_id} installed? ({exc})" if timeout else f"{type(exc).__name__}: {exc}")
+        message = (
+            f"no answer from the switch at {args.service_ip} for {args.switch_timeout:g} s: is it up and "
+            f"is job {args.job_id} installed? ({exc})"
+            if timeout
+            else f"{type(exc).__name__}: {exc}"
+        )
         emit({"event": "error", "rank": args.rank, "mode": args.mode, "message": message})
         return EXIT_SWITCH_TIMEOUT if timeout else 1
     if args.result:

@@ -1,5 +1,6 @@
 """The data flow is visible in the imports (DEVELOPERS.md): thc knows nothing of packets, the switch knows
 nothing of THC, and no two packages import each other, however indirectly."""
+
 import ast
 
 import pytest
@@ -10,11 +11,11 @@ PACKAGES = ("thc", "emulator", "controller", "host_agent", "topologies")
 
 # What each package may import of the others. Anything else is a layering mistake.
 ALLOWED = {
-    "thc": set(),                                   # the maths: no packets, no switch
-    "emulator": set(),                              # the switch runs any P4 program: it knows nothing of THC
-    "controller": {"thc"},                          # programs the switch; thc for tables (thc-ctl table install)
-    "host_agent": {"thc", "controller"},            # workers: the contract, the planners for in-process engines
-    "topologies": {"thc", "controller", "host_agent", "emulator"},   # the runner brings everything up
+    "thc": set(),  # the maths: no packets, no switch
+    "emulator": set(),  # the switch runs any P4 program: it knows nothing of THC
+    "controller": {"thc"},  # programs the switch; thc for tables (thc-ctl table install)
+    "host_agent": {"thc", "controller"},  # workers: the contract, the planners for in-process engines
+    "topologies": {"thc", "controller", "host_agent", "emulator"},  # the runner brings everything up
 }
 
 
@@ -37,8 +38,11 @@ def imports_of(package: str) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_a_package_imports_only_what_its_layer_allows(package):
-    wrong = {module: sorted(found - ALLOWED[package]) for module, found in imports_of(package).items()
-             if found - ALLOWED[package]}
+    wrong = {
+        module: sorted(found - ALLOWED[package])
+        for module, found in imports_of(package).items()
+        if found - ALLOWED[package]
+    }
     assert wrong == {}
 
 

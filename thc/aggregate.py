@@ -8,7 +8,7 @@ instead of silently wrapping (the reference code's 8-bit lanes overflow for n*g 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

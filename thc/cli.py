@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .config import parse_probability
 from .errors import THCError
 from .registry import COMPRESSORS, make_compressor
-from .tables import clipping_error, make_table
 from .simulate import mean_nmse
+from .tables import clipping_error, make_table
 from .workloads import WORKLOADS, make_rounds
 
 __all__ = ["main", "build_parser"]
@@ -53,12 +53,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     table.add_argument("--bits", "-b", type=int, default=4, help="bits per coordinate b, 1..8 (default 4)")
     table.add_argument("--granularity", "-g", type=int, default=30, help="largest table value g (default 30)")
-    table.add_argument("--clip", "-p", type=_probability, default=1 / 32,
-                       help="two-sided clip probability p of N(0,1), in (0,1); a fraction like 1/32 is fine (default 1/32)")
-    table.add_argument("--kind", choices=("optimal", "uniform"), default="optimal",
-                       help="optimal: least rounding variance (exact); uniform: evenly spaced (default optimal)")
-    table.add_argument("--stats", action="store_true",
-                       help="also print T, inc, the expected rounding variance and clipping error per coordinate")
+    table.add_argument(
+        "--clip",
+        "-p",
+        type=_probability,
+        default=1 / 32,
+        help="two-sided clip probability p of N(0,1), in (0,1); a fraction like 1/32 is fine (default 1/32)",
+    )
+    table.add_argument(
+        "--kind",
+        choices=("optimal", "uniform"),
+        default="optimal",
+        help="optimal: least rounding variance (exact); uniform: evenly spaced (default optimal)",
+    )
+    table.add_argument(
+        "--stats",
+        action="store_true",
+        help="also print T, inc, the expected rounding variance and clipping error per coordinate",
+    )
 
     nmse = sub.add_parser(
         "nmse",
@@ -67,19 +79,30 @@ def build_parser() -> argparse.ArgumentParser:
         "normalised by the mean squared norm of the workers' gradients) and its bits per coordinate.",
     )
     nmse.add_argument("--workers", "-n", type=int, default=4, help="number of simulated workers n (default 4)")
-    nmse.add_argument("--dim", "-d", type=int, default=2**16, help="coordinates per gradient for synthetic data (default 65536)")
+    nmse.add_argument(
+        "--dim", "-d", type=int, default=2**16, help="coordinates per gradient for synthetic data (default 65536)"
+    )
     nmse.add_argument("--trials", type=int, default=5, help="rounds averaged per compressor (default 5)")
-    nmse.add_argument("--data", choices=sorted(WORKLOADS), default="gaussian",
-                      help="gaussian: N(0,1); lognormal: heavy-tailed; digits: real MLP gradients (default gaussian)")
+    nmse.add_argument(
+        "--data",
+        choices=sorted(WORKLOADS),
+        default="gaussian",
+        help="gaussian: N(0,1); lognormal: heavy-tailed; digits: real MLP gradients (default gaussian)",
+    )
     nmse.add_argument("--seed", type=int, default=0, help="seed of the data and of every compressor (default 0)")
-    nmse.add_argument("--compressors", default=",".join(COMPRESSORS),
-                      help=f"comma-separated subset of: {', '.join(COMPRESSORS)} (default all)")
+    nmse.add_argument(
+        "--compressors",
+        default=",".join(COMPRESSORS),
+        help=f"comma-separated subset of: {', '.join(COMPRESSORS)} (default all)",
+    )
     nmse.add_argument("--bits", "-b", type=int, default=4, help="THC bits per coordinate b (default 4)")
     nmse.add_argument("--granularity", "-g", type=int, default=30, help="THC granularity g (default 30)")
     nmse.add_argument("--clip", "-p", type=_probability, default=1 / 32, help="THC clip probability p (default 1/32)")
     nmse.add_argument("--chunk", type=_power_of_two, default=2**20, help="chunk size, a power of two (default 2**20)")
     nmse.add_argument("--error-feedback", action="store_true", help="THC with error feedback (single-round NMSE)")
-    nmse.add_argument("--topk-ratio", type=float, default=0.01, help="fraction of coordinates TopK keeps (default 0.01)")
+    nmse.add_argument(
+        "--topk-ratio", type=float, default=0.01, help="fraction of coordinates TopK keeps (default 0.01)"
+    )
     nmse.add_argument("--qsgd-bits", type=int, default=4, help="QSGD bits per coordinate incl. sign, 2..8 (default 4)")
     nmse.add_argument("--qsgd-bucket", type=int, default=512, help="coordinates per QSGD norm (default 512)")
     return parser
@@ -89,8 +112,10 @@ def _cmd_table(args: argparse.Namespace) -> int:
     table = make_table(args.bits, args.granularity, args.clip, kind=args.kind)
     print(" ".join(str(int(v)) for v in table.values))
     if args.stats:
-        print(f"T={table.threshold:.6f} inc={table.inc:.6f} rounding_variance={table.rounding_variance():.6f} "
-              f"clipping_error={clipping_error(table.clip):.6f}")
+        print(
+            f"T={table.threshold:.6f} inc={table.inc:.6f} rounding_variance={table.rounding_variance():.6f} "
+            f"clipping_error={clipping_error(table.clip):.6f}"
+        )
     return 0
 
 
@@ -101,9 +126,17 @@ def _cmd_nmse(args: argparse.Namespace) -> int:
             raise THCError(f"unknown compressor {name!r}: choose from {', '.join(COMPRESSORS)}")
     if args.workers < 1 or args.dim < 1 or args.trials < 1:
         raise THCError("--workers, --dim and --trials must be positive")
-    params = dict(bits=args.bits, granularity=args.granularity, clip=args.clip, chunk=args.chunk, seed=args.seed,
-                  error_feedback=args.error_feedback, ratio=args.topk_ratio, qsgd_bits=args.qsgd_bits,
-                  bucket=args.qsgd_bucket)
+    params = dict(
+        bits=args.bits,
+        granularity=args.granularity,
+        clip=args.clip,
+        chunk=args.chunk,
+        seed=args.seed,
+        error_feedback=args.error_feedback,
+        ratio=args.topk_ratio,
+        qsgd_bits=args.qsgd_bits,
+        bucket=args.qsgd_bucket,
+    )
     rounds = make_rounds(args.data, args.workers, args.dim, args.trials, args.seed)
     dim = rounds[0][0].numel()
     print(f"# n={args.workers} workers, d={dim} coordinates, {args.trials} trials, data={args.data}")

@@ -20,8 +20,8 @@ back by 2^e. Powers of two are exact, so a gradient scaled by 2^k decodes to exa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -139,8 +139,15 @@ class THCCompressor(Compressor):
         if grad.dtype == torch.float64:
             check_float32_scale(grad, chunks, norms if v is flat else self._chunk_norms(flat, chunks))
         return THCPrepared(
-            shape=grad.shape, dtype=grad.dtype, device=grad.device, numel=v.numel(), step=step,
-            chunks=chunks, stats=norms, data=v, key=key,
+            shape=grad.shape,
+            dtype=grad.dtype,
+            device=grad.device,
+            numel=v.numel(),
+            step=step,
+            chunks=chunks,
+            stats=norms,
+            data=v,
+            key=key,
         )
 
     def encode(self, prep: THCPrepared, max_norms: torch.Tensor | Sequence[float]) -> list[np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 
@@ -18,7 +18,7 @@ TABLE_KINDS = ("optimal", "uniform")
 MAX_BITS = 8
 
 
-def parse_probability(value: Union[str, float, Fraction]) -> float:
+def parse_probability(value: str | float | Fraction) -> float:
     """Read a probability written as a float or a fraction ("1/32"); it must lie strictly in (0, 1)."""
     try:
         p = float(Fraction(value.strip())) if isinstance(value, str) else float(value)
@@ -57,7 +57,7 @@ class THCConfig:
     bits: int = 4
     granularity: int = 30
     clip: float = 1 / 32
-    table: Union[str, "Table"] = "optimal"
+    table: str | Table = "optimal"
     chunk: int = 2**20
     seed: int = 0
     error_feedback: bool = False
@@ -89,7 +89,7 @@ class THCConfig:
         if not isinstance(self.error_feedback, bool):
             raise ConfigError(f"error_feedback={self.error_feedback!r} must be True or False")
 
-    def make_table(self) -> "Table":
+    def make_table(self) -> Table:
         """The lookup table this config names (computed once per process, then cached)."""
         from .tables import Table, make_table
 

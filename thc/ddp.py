@@ -18,7 +18,8 @@ Example::
 
 # No "from __future__ import annotations": DDP compares the hook's annotations with real types.
 
-from typing import Optional, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -47,7 +48,7 @@ class GlooAggregator:
 
     LANE_BITS = 31  # int32 sums, non-negative
 
-    def __init__(self, process_group: Optional[dist.ProcessGroup] = None) -> None:
+    def __init__(self, process_group: dist.ProcessGroup | None = None) -> None:
         self.process_group = process_group
 
     def _size(self) -> int:
@@ -88,7 +89,7 @@ class THCHookState:
 
     __slots__ = ["config", "aggregator", "worker_id", "iteration", "compressors", "buckets_seen", "workspace"]
 
-    def __init__(self, config: THCConfig, aggregator: Aggregator, worker_id: Optional[int] = None) -> None:
+    def __init__(self, config: THCConfig, aggregator: Aggregator, worker_id: int | None = None) -> None:
         if not isinstance(config, THCConfig):
             raise ConfigError(f"config must be a THCConfig, not {type(config).__name__}")
         for method in ("all_max", "all_sum_table_values"):
@@ -146,7 +147,7 @@ class FixedPointHookState:
 
     __slots__ = ["aggregator", "compressor", "iteration"]
 
-    def __init__(self, aggregator, workers: Optional[int] = None, chunk: int = 2**20) -> None:
+    def __init__(self, aggregator, workers: int | None = None, chunk: int = 2**20) -> None:
         for method in ("all_max", "all_sum_int32"):
             if not callable(getattr(aggregator, method, None)):
                 raise ConfigError(f"aggregator {type(aggregator).__name__} has no {method}() method")

@@ -7,7 +7,7 @@ For unbiased compressors with independent randomness, NMSE = vNMSE / n.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -10,8 +10,8 @@ of threads: every block's work, including its random draws, is fixed by its posi
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 import torch
 

@@ -13,7 +13,7 @@ offset, so the indices depend only on the seed, never on the block size or the t
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

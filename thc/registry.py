@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .baselines import FP16, QSGD, FixedPoint32, NoCompression, TernGrad, TopK
 from .compressor import THCCompressor
@@ -14,10 +15,27 @@ __all__ = ["COMPRESSORS", "make_compressor"]
 
 
 def _thc(kind: str) -> Callable[..., Compressor]:
-    def build(workers: int, worker_id: int, *, bits: int = 4, granularity: int = 30, clip: float = 1 / 32,
-              chunk: int = 2**20, seed: int = 0, error_feedback: bool = False, **_: Any) -> Compressor:
-        cfg = THCConfig(bits=bits, granularity=granularity, clip=clip, table=kind, chunk=chunk, seed=seed,
-                        error_feedback=error_feedback)
+    def build(
+        workers: int,
+        worker_id: int,
+        *,
+        bits: int = 4,
+        granularity: int = 30,
+        clip: float = 1 / 32,
+        chunk: int = 2**20,
+        seed: int = 0,
+        error_feedback: bool = False,
+        **_: Any,
+    ) -> Compressor:
+        cfg = THCConfig(
+            bits=bits,
+            granularity=granularity,
+            clip=clip,
+            table=kind,
+            chunk=chunk,
+            seed=seed,
+            error_feedback=error_feedback,
+        )
         return THCCompressor(cfg, worker_id)
 
     return build
@@ -29,7 +47,9 @@ COMPRESSORS: dict[str, Callable[..., Compressor]] = {
     "fp32": lambda workers, worker_id, *, chunk=2**20, seed=0, **_: NoCompression(chunk, seed, worker_id),
     "fp16": lambda workers, worker_id, *, chunk=2**20, seed=0, **_: FP16(workers, chunk, seed, worker_id),
     "fixed32": lambda workers, worker_id, *, chunk=2**20, seed=0, **_: FixedPoint32(workers, chunk, seed, worker_id),
-    "topk": lambda workers, worker_id, *, ratio=0.01, chunk=2**20, seed=0, **_: TopK(ratio, True, chunk, seed, worker_id),
+    "topk": lambda workers, worker_id, *, ratio=0.01, chunk=2**20, seed=0, **_: TopK(
+        ratio, True, chunk, seed, worker_id
+    ),
     "qsgd": lambda workers, worker_id, *, qsgd_bits=4, bucket=512, chunk=2**20, seed=0, **_: QSGD(
         qsgd_bits, bucket, chunk, seed, worker_id
     ),

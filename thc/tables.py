@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence, Union
 
 import numpy as np
 from scipy.stats import norm
@@ -120,9 +120,7 @@ def _validate_values(values: np.ndarray, bits: int, granularity: int) -> None:
     if values.ndim != 1 or values.size != size:
         raise TableError(f"a {bits}-bit table needs {size} entries, got shape {values.shape}")
     if values[0] != 0 or values[-1] != granularity:
-        raise TableError(
-            f"a table must run from 0 to g={granularity}, got first {values[0]} and last {values[-1]}"
-        )
+        raise TableError(f"a table must run from 0 to g={granularity}, got first {values[0]} and last {values[-1]}")
     steps = np.diff(values)
     if np.any(steps < 0):
         j = int(np.argmax(steps < 0))
@@ -210,7 +208,7 @@ def _cached_table(bits: int, granularity: int, clip: float, kind: str) -> Table:
 def make_table(
     bits: int = 4,
     granularity: int = 30,
-    clip: Union[float, str] = 1 / 32,
+    clip: float | str = 1 / 32,
     kind: str = "optimal",
 ) -> Table:
     """The ``kind`` ("optimal" or "uniform") table for b bits, granularity g and clip probability p.
@@ -225,7 +223,7 @@ def make_table(
     return _cached_table(bits, granularity, p, kind)
 
 
-def table_from_values(values: Sequence[int], clip: Union[float, str], granularity: int | None = None) -> Table:
+def table_from_values(values: Sequence[int], clip: float | str, granularity: int | None = None) -> Table:
     """A custom table from explicit values (validated); b and g are read from the values unless g is given."""
     arr = np.asarray(values)
     size = arr.size

@@ -30,8 +30,9 @@ def flatten_gradient(grad: object, name: str = "gradient") -> torch.Tensor:
     return flat.contiguous()
 
 
-def raise_if_not_finite(original: torch.Tensor, flat: torch.Tensor, converted: torch.Tensor | None = None,
-                        name: str = "gradient") -> None:
+def raise_if_not_finite(
+    original: torch.Tensor, flat: torch.Tensor, converted: torch.Tensor | None = None, name: str = "gradient"
+) -> None:
     """Raise a GradientError naming the problem (called when a chunk norm came out non-finite).
 
     original: the gradient as given; converted: it as float32 (before error feedback); flat: what was

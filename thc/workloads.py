@@ -5,7 +5,7 @@ Each function yields rounds; a round is a list of one flat float32 gradient per 
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -34,7 +34,10 @@ def lognormal_rounds(workers: int, dim: int, rounds: int, seed: int = 0) -> Iter
 def digits_mlp(hidden: int = 256) -> torch.nn.Module:
     """The small model of the tests and benchmark: 64 -> hidden -> hidden -> 10 with ReLUs."""
     return torch.nn.Sequential(
-        torch.nn.Linear(64, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+        torch.nn.Linear(64, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.ReLU(),
         torch.nn.Linear(hidden, 10),
     )
 

@@ -25,7 +25,9 @@ class Workspace:
     def __init__(self) -> None:
         self._buffers: dict[tuple[str, torch.dtype, str], torch.Tensor] = {}
 
-    def get(self, name: str, n: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> torch.Tensor:
+    def get(
+        self, name: str, n: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
+    ) -> torch.Tensor:
         device = torch.device(device)
         key = (name, dtype, str(device))
         buf = self._buffers.get(key)

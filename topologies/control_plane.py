@@ -5,10 +5,11 @@ a real controller would be): push the compiled program, install the routes the t
 lookup table on the aggregating switch, and, before each training mode, the job with a fresh epoch (a new
 run of a job must not meet the register cells of the previous one).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from controller.topology import Topology
 
@@ -16,11 +17,11 @@ from controller.topology import Topology
 @dataclass
 class ControlPlane:
     topo: Topology
-    sessions: dict      # switch name -> controller.session.SwitchSession
+    sessions: dict  # switch name -> controller.session.SwitchSession
     say: Callable[[str], None] = print
 
     @classmethod
-    def connect(cls, topo: Topology) -> "ControlPlane":
+    def connect(cls, topo: Topology) -> ControlPlane:
         from controller.session import SwitchSession
 
         sessions = {}
@@ -46,8 +47,10 @@ class ControlPlane:
         the new run starts clean)."""
         installed = self.aggregator.install_table(table)
         if installed["inserted"] or installed["modified"] or installed["deleted"]:
-            self.say(f"{self.topo.aggregation.switch}: THC table {installed['values']} in {installed['lanes']} "
-                     f"lanes ({installed['entries']} entries)")
+            self.say(
+                f"{self.topo.aggregation.switch}: THC table {installed['values']} in {installed['lanes']} "
+                f"lanes ({installed['entries']} entries)"
+            )
         return self.aggregator.add_job(job_id, list(self.topo.workers), self.topo, n_slots=n_slots, table=table)
 
     def stats(self) -> dict:

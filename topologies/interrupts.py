@@ -6,6 +6,7 @@ started but before its pid was recorded would leak that process. Blocking the si
 runner's handlers raise KeyboardInterrupt at once outside ``critical()`` blocks and hold it until the
 end of the block inside one. Without ``install()`` (library use, tests) ``critical()`` changes nothing.
 """
+
 from __future__ import annotations
 
 import signal

@@ -9,6 +9,7 @@ they are anonymous and vanish with the last process inside, which is always one 
 ``thc-run --stop`` loads the ledger of a crashed or killed run and tears down exactly what it lists; the
 run's supervisor (``topologies.supervisor``, listed here too) does the same by itself when the runner dies.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,15 +20,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-SUPERVISOR_ROLE = "supervisor"      # stopped last by a teardown: until then it could finish a cut-short one
+SUPERVISOR_ROLE = "supervisor"  # stopped last by a teardown: until then it could finish a cut-short one
 
 
 @dataclass
 class ProcessEntry:
     pid: int
-    start_time: int      # /proc/<pid>/stat field 22 (clock ticks after boot): the pid's identity
-    role: str            # e.g. "switch s1", "worker h2", "host shell h1"
-    stop_signal: str = "SIGTERM"    # Mininet's shells are interactive bash: they ignore SIGTERM, take SIGHUP
+    start_time: int  # /proc/<pid>/stat field 22 (clock ticks after boot): the pid's identity
+    role: str  # e.g. "switch s1", "worker h2", "host shell h1"
+    stop_signal: str = "SIGTERM"  # Mininet's shells are interactive bash: they ignore SIGTERM, take SIGHUP
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Ledger:
 
     def add_process(self, pid: int, role: str, stop_signal: str = "SIGTERM") -> None:
         start = process_start_time(pid)
-        if start is None:           # already gone: nothing to clean up later
+        if start is None:  # already gone: nothing to clean up later
             return
         self.processes.append(ProcessEntry(pid, start, role, stop_signal))
         self.save()
@@ -62,21 +63,28 @@ class Ledger:
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        data = {"owner_pid": self.owner_pid, "owner_start_time": self.owner_start_time,
-                "processes": [asdict(p) for p in self.processes],
-                "interfaces": [asdict(i) for i in self.interfaces]}
+        data = {
+            "owner_pid": self.owner_pid,
+            "owner_start_time": self.owner_start_time,
+            "processes": [asdict(p) for p in self.processes],
+            "interfaces": [asdict(i) for i in self.interfaces],
+        }
         tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, self.path)
 
     @classmethod
-    def load(cls, path: Path) -> "Ledger | None":
+    def load(cls, path: Path) -> Ledger | None:
         try:
             data = json.loads(Path(path).read_text())
         except FileNotFoundError:
             return None
-        return cls(Path(path), [ProcessEntry(**p) for p in data.get("processes", [])],
-                   [InterfaceEntry(**i) for i in data.get("interfaces", [])], data.get("owner_pid", 0),
-                   data.get("owner_start_time"))
+        return cls(
+            Path(path),
+            [ProcessEntry(**p) for p in data.get("processes", [])],
+            [InterfaceEntry(**i) for i in data.get("interfaces", [])],
+            data.get("owner_pid", 0),
+            data.get("owner_start_time"),
+        )
 
     # ---- state ------------------------------------------------------------------------------------
 
@@ -154,7 +162,7 @@ class Ledger:
             raise RuntimeError(f"could not remove: {', '.join(left)} (ledger kept in {self.path})")
         try:
             os.replace(self.path, self.removed_path)
-        except FileNotFoundError:       # retired meanwhile by the supervisor or `thc-run --stop`
+        except FileNotFoundError:  # retired meanwhile by the supervisor or `thc-run --stop`
             pass
 
     @property
@@ -168,7 +176,7 @@ def process_start_time(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()    # after "pid (comm) "
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
     if fields[0] == "Z":
         return None
     return int(fields[19])

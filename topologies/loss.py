@@ -10,14 +10,15 @@ each direction loses ``loss`` percent independently.
 
 The filter lives on the interface and disappears with it; nothing host-wide is touched.
 """
+
 from __future__ import annotations
 
 import subprocess
-from functools import lru_cache
+from functools import cache
 
 # classic BPF (linux/filter.h): code, jt, jf, k
-_LD_RAND = (0x20, 0, 0, 0xFFFFF000 + 56)     # ld  [SKF_AD_OFF + SKF_AD_RANDOM]
-_JGE = 0x35                                   # jge #k, jt, jf
+_LD_RAND = (0x20, 0, 0, 0xFFFFF000 + 56)  # ld  [SKF_AD_OFF + SKF_AD_RANDOM]
+_JGE = 0x35  # jge #k, jt, jf
 _RET = 0x06
 TC_ACT_OK = 0
 TC_ACT_STOLEN = 4
@@ -41,12 +42,15 @@ def loss_commands(interface: str, loss_percent: float) -> list[str]:
     return commands
 
 
-@lru_cache(maxsize=None)
+@cache
 def netem_available() -> bool:
     """Can this kernel emulate delay (sch_netem)? Tried in a throwaway private namespace."""
     try:
-        result = subprocess.run(["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
-                                capture_output=True, timeout=10)
+        result = subprocess.run(
+            ["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+            capture_output=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return result.returncode == 0

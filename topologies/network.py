@@ -10,6 +10,7 @@ sees exactly the bytes on the wire, so they must be complete), IPv6 off (no neig
 the pcaps), and static ARP entries for every other host and for the THC service address, because the
 P4 program forwards IPv4 only and answers no ARP.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,10 +19,10 @@ from mininet.link import TCULink
 from mininet.net import Mininet
 from mininet.node import Host
 
+from controller.topology import Topology
 from topologies import interrupts
 from topologies.ledger import Ledger, interface_index
 from topologies.loss import loss_commands, netem_available
-from controller.topology import Topology
 from topologies.p4switch import P4RuntimeSwitchNode
 from topologies.targets import find_executable, missing_message, switch_command
 
@@ -33,9 +34,17 @@ class NetworkError(RuntimeError):
 
 
 class EmulatedNetwork:
-    def __init__(self, topo: Topology, target: str, ledger: Ledger, log_dir: Path,
-                 pcap_dir: Path | None = None, executable: str | None = None, say=print,
-                 switch_log_level: str = "info"):
+    def __init__(
+        self,
+        topo: Topology,
+        target: str,
+        ledger: Ledger,
+        log_dir: Path,
+        pcap_dir: Path | None = None,
+        executable: str | None = None,
+        say=print,
+        switch_log_level: str = "info",
+    ):
         self.topo = topo
         self.target = target
         self.ledger = ledger
@@ -53,11 +62,21 @@ class EmulatedNetwork:
     def start(self, ready_timeout: float = 60.0) -> None:
         self._refuse_existing_interfaces()
         if any(link.params.delay_ms for link in self.topo.links) and not netem_available():
-            raise NetworkError("a link has a delay, but this kernel has no sch_netem to emulate it; "
-                               "remove the delay (bandwidth and loss work without netem)")
-        Mininet.inited = True            # no host-wide sysctls, no root check of its own
-        self.net = Mininet(topo=None, build=False, controller=None, host=Host, switch=P4RuntimeSwitchNode,
-                           link=TCULink, autoSetMacs=False, autoStaticArp=False)
+            raise NetworkError(
+                "a link has a delay, but this kernel has no sch_netem to emulate it; "
+                "remove the delay (bandwidth and loss work without netem)"
+            )
+        Mininet.inited = True  # no host-wide sysctls, no root check of its own
+        self.net = Mininet(
+            topo=None,
+            build=False,
+            controller=None,
+            host=Host,
+            switch=P4RuntimeSwitchNode,
+            link=TCULink,
+            autoSetMacs=False,
+            autoStaticArp=False,
+        )
         # each creation and its ledger entry form one step that Ctrl-C cannot split
         for host in self.topo.hosts.values():
             with interrupts.critical():
@@ -65,15 +84,20 @@ class EmulatedNetwork:
                 self.ledger.add_process(node.pid, f"host {host.name} (namespace shell)", "SIGHUP")
         for switch in self.topo.switches.values():
             with interrupts.critical():
-                node = self.net.addSwitch(switch.name, launch_factory=self._launch, on_start=self.ledger.add_process,
-                                          grpc_port=switch.grpc_port)
+                node = self.net.addSwitch(
+                    switch.name,
+                    launch_factory=self._launch,
+                    on_start=self.ledger.add_process,
+                    grpc_port=switch.grpc_port,
+                )
                 self.ledger.add_process(node.pid, f"switch {switch.name} (shell)", "SIGHUP")
         for link in self.topo.links:
             tc_params = link.params.mininet_kwargs()
-            tc_params.pop("loss", None)             # netem may be missing: topologies.loss does it
+            tc_params.pop("loss", None)  # netem may be missing: topologies.loss does it
             with interrupts.critical():
-                self.net.addLink(link.a.node, link.b.node, port1=self._port(link.a), port2=self._port(link.b),
-                                 **tc_params)
+                self.net.addLink(
+                    link.a.node, link.b.node, port1=self._port(link.a), port2=self._port(link.b), **tc_params
+                )
                 for end in (link.a, link.b):
                     if end.node in self.topo.switches:
                         self.ledger.add_interface(self.topo.switches[end.node].interface(end.port))
@@ -92,7 +116,9 @@ class EmulatedNetwork:
             with interrupts.critical():
                 node.start([])
         for switch in self.topo.switches.values():
-            self.say(f"waiting for {switch.name} (gRPC {switch.grpc_addr}, log {self.log_dir / (switch.name + '.log')})")
+            self.say(
+                f"waiting for {switch.name} (gRPC {switch.grpc_addr}, log {self.log_dir / (switch.name + '.log')})"
+            )
             self.net[switch.name].wait_ready(ready_timeout)
 
     def _check_shaped(self, end) -> None:
@@ -110,20 +136,34 @@ class EmulatedNetwork:
                 raise NetworkError(f"cannot emulate {loss}% loss on {iface}: `{command}` said: {output.strip()}")
 
     def _port(self, end) -> int:
-        return 0 if end.port is None else end.port      # a host's only interface is eth0
+        return 0 if end.port is None else end.port  # a host's only interface is eth0
 
     def _launch(self, node: P4RuntimeSwitchNode):
         switch = self.topo.switches[node.name]
-        return switch_command(self.target, self.executable, switch.name, switch.device_id, switch.grpc_port,
-                              self.topo.interfaces(switch.name), self.log_dir, self.pcap_dir,
-                              self.switch_log_level)
+        return switch_command(
+            self.target,
+            self.executable,
+            switch.name,
+            switch.device_id,
+            switch.grpc_port,
+            self.topo.interfaces(switch.name),
+            self.log_dir,
+            self.pcap_dir,
+            self.switch_log_level,
+        )
 
     def _refuse_existing_interfaces(self) -> None:
-        taken = [iface for s in self.topo.switches for iface in self.topo.interfaces(s).values()
-                 if interface_index(iface) is not None]
+        taken = [
+            iface
+            for s in self.topo.switches
+            for iface in self.topo.interfaces(s).values()
+            if interface_index(iface) is not None
+        ]
         if taken:
-            raise NetworkError(f"interfaces {', '.join(taken)} already exist: another run is up "
-                               "(stop it with `thc-run --stop`, or whoever made them); nothing was changed")
+            raise NetworkError(
+                f"interfaces {', '.join(taken)} already exist: another run is up "
+                "(stop it with `thc-run --stop`, or whoever made them); nothing was changed"
+            )
 
     def _configure_hosts(self) -> None:
         agg = self.topo.aggregation
@@ -132,8 +172,10 @@ class EmulatedNetwork:
             iface = host.interface
             neighbours = [(h.address, h.mac) for h in self.topo.hosts.values() if h.name != host.name]
             neighbours.append((str(agg.service_ip), agg.service_mac))
-            commands = [f"ethtool -K {iface} {OFFLOADS_OFF}",
-                        "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"]
+            commands = [
+                f"ethtool -K {iface} {OFFLOADS_OFF}",
+                "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1",
+            ]
             commands += [f"ip neigh replace {ip} lladdr {mac} dev {iface} nud permanent" for ip, mac in neighbours]
             node.cmd(" ; ".join(commands) + " >/dev/null 2>&1")
 
@@ -142,8 +184,10 @@ class EmulatedNetwork:
             node = self.net[switch]
             for iface in self.topo.interfaces(switch).values():
                 # per-interface settings of our own interfaces only; nothing host-wide
-                node.cmd(f"ethtool -K {iface} {OFFLOADS_OFF} >/dev/null 2>&1 ; "
-                         f"sysctl -qw net.ipv6.conf.{iface}.disable_ipv6=1 >/dev/null 2>&1")
+                node.cmd(
+                    f"ethtool -K {iface} {OFFLOADS_OFF} >/dev/null 2>&1 ; "
+                    f"sysctl -qw net.ipv6.conf.{iface}.disable_ipv6=1 >/dev/null 2>&1"
+                )
 
     # ---- use --------------------------------------------------------------------------------------
 
@@ -161,7 +205,9 @@ class EmulatedNetwork:
             for end in (link.a, link.b):
                 node = self.net[end.node]
                 iface = node.intfs[self._port(end)].name
-                out = node.cmd(f"tc class change dev {iface} parent 5:0 classid 5:1 htb rate {mbit:g}Mbit burst 15k 2>&1")
+                out = node.cmd(
+                    f"tc class change dev {iface} parent 5:0 classid 5:1 htb rate {mbit:g}Mbit burst 15k 2>&1"
+                )
                 if out.strip() and "quantum" not in out:
                     raise NetworkError(f"cannot set {mbit:g} Mbit/s on {iface}: {out.strip()}")
 

@@ -6,6 +6,7 @@ Ctrl-C on the runner's terminal reaches the runner (which then stops everything 
 switch first. ``wait_ready`` is p4lang/tutorials' start check: the process is alive and its gRPC port
 accepts connections.
 """
+
 from __future__ import annotations
 
 import socket
@@ -35,12 +36,13 @@ class P4RuntimeSwitchNode(Switch):
         self.process: subprocess.Popen | None = None
         self.launch: SwitchLaunch | None = None
 
-    def start(self, controllers):       # Mininet's signature; we have no OpenFlow controllers
+    def start(self, controllers):  # Mininet's signature; we have no OpenFlow controllers
         self.launch = self.launch_factory(self)
         self.launch.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.launch.log_file, "wb") as log:
-            self.process = subprocess.Popen(self.launch.argv, stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.launch.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         if self.on_start:
             self.on_start(self.process.pid, f"switch {self.name}")
 
@@ -50,14 +52,17 @@ class P4RuntimeSwitchNode(Switch):
         while True:
             code = self.process.poll()
             if code is not None:
-                raise SwitchStartError(f"switch {self.name} exited with code {code} during start-up; "
-                                       f"see {self.launch.log_file}:\n{tail(self.launch.log_file)}")
+                raise SwitchStartError(
+                    f"switch {self.name} exited with code {code} during start-up; "
+                    f"see {self.launch.log_file}:\n{tail(self.launch.log_file)}"
+                )
             if port_open("127.0.0.1", self.grpc_port):
                 return
             if time.monotonic() > deadline:
                 raise SwitchStartError(
                     f"switch {self.name} did not answer on gRPC 127.0.0.1:{self.grpc_port} within {timeout:.0f} s; "
-                    f"see {self.launch.log_file}:\n{tail(self.launch.log_file)}")
+                    f"see {self.launch.log_file}:\n{tail(self.launch.log_file)}"
+                )
             time.sleep(0.1)
 
     def stop(self, deleteIntfs=True):

@@ -5,6 +5,7 @@ time per step, the time each DDP bucket's aggregation took, and the bytes the wo
 sent and received during training (/proc/net/dev inside its namespace, so headers, retransmissions and
 gloo's TCP are all counted). Switch figures are counter deltas over the mode.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,20 +24,20 @@ class ModeSummary:
     parameters: int
     final_acc: float
     target_acc: float
-    time_to_target_s: float | None     # training seconds until the first epoch at >= target_acc
+    time_to_target_s: float | None  # training seconds until the first epoch at >= target_acc
     train_s: float
-    step_ms: float                     # mean wall time of one optimizer step (all workers)
-    aggregation_ms: float              # mean time to aggregate one step's gradients
-    goodput_coords_s: float            # parameters aggregated per second of aggregation
-    sent_bytes_per_step: float         # per worker, on its interface, during training
+    step_ms: float  # mean wall time of one optimizer step (all workers)
+    aggregation_ms: float  # mean time to aggregate one step's gradients
+    goodput_coords_s: float  # parameters aggregated per second of aggregation
+    sent_bytes_per_step: float  # per worker, on its interface, during training
     received_bytes_per_step: float
-    retransmissions: int               # requests the workers sent again (switch modes)
-    switch_events: dict                # aggregating switch: event -> packets during the mode
-    timer_retransmissions: int = 0     # of those: sent again because the request's timer expired
-    fast_retransmissions: int = 0      # sent again because results of later requests showed it lost
-    probe_retransmissions: int = 0     # sent again because no result came for the gap timeout
-    rejected_results: int = 0          # results that did not fit their request (op, count, lane width)
-    requests: int = 0                  # first transmissions, all workers
+    retransmissions: int  # requests the workers sent again (switch modes)
+    switch_events: dict  # aggregating switch: event -> packets during the mode
+    timer_retransmissions: int = 0  # of those: sent again because the request's timer expired
+    fast_retransmissions: int = 0  # sent again because results of later requests showed it lost
+    probe_retransmissions: int = 0  # sent again because no result came for the gap timeout
+    rejected_results: int = 0  # results that did not fit their request (op, count, lane width)
+    requests: int = 0  # first transmissions, all workers
 
 
 def summarize(mode: str, results: list[dict], target_acc: float, switch_events: dict | None = None) -> ModeSummary:
@@ -49,19 +50,27 @@ def summarize(mode: str, results: list[dict], target_acc: float, switch_events: 
     stats = [r.get("aggregator") or {} for r in results]
     retx = sum(s.get("retransmissions", 0) for s in stats)
     return ModeSummary(
-        mode=mode, workers=len(results), steps=steps, parameters=rank0["parameters"],
-        final_acc=rank0["final_test_acc"], target_acc=target_acc, time_to_target_s=reached,
-        train_s=max(r["train_s"] for r in results), step_ms=1e3 * statistics.mean(step_times),
+        mode=mode,
+        workers=len(results),
+        steps=steps,
+        parameters=rank0["parameters"],
+        final_acc=rank0["final_test_acc"],
+        target_acc=target_acc,
+        time_to_target_s=reached,
+        train_s=max(r["train_s"] for r in results),
+        step_ms=1e3 * statistics.mean(step_times),
         aggregation_ms=1e3 * aggregation_s,
         goodput_coords_s=rank0["parameters"] / aggregation_s if aggregation_s > 0 else 0.0,
         sent_bytes_per_step=statistics.mean(r["wire_training"]["tx_bytes"] / steps for r in results),
         received_bytes_per_step=statistics.mean(r["wire_training"]["rx_bytes"] / steps for r in results),
-        retransmissions=retx, switch_events=switch_events or {},
+        retransmissions=retx,
+        switch_events=switch_events or {},
         timer_retransmissions=sum(s.get("timer_retransmissions", 0) for s in stats),
         fast_retransmissions=sum(s.get("fast_retransmissions", 0) for s in stats),
         probe_retransmissions=sum(s.get("probe_retransmissions", 0) for s in stats),
         requests=sum(s.get("requests", 0) for s in stats),
-        rejected_results=sum(s.get("rejected_results", 0) for s in stats))
+        rejected_results=sum(s.get("rejected_results", 0) for s in stats),
+    )
 
 
 def table(rows: list[ModeSummary]) -> str:
@@ -69,19 +78,38 @@ def table(rows: list[ModeSummary]) -> str:
     if not rows:
         return "(no mode finished)"
     target = rows[0].target_acc
-    header = ["mode", "final acc", f"time to {target:.0%}", "train s", "step ms", "aggr ms/step",
-              "coords/s", "sent B/step", "recv B/step", "retx timer/fast/probe"]
+    header = [
+        "mode",
+        "final acc",
+        f"time to {target:.0%}",
+        "train s",
+        "step ms",
+        "aggr ms/step",
+        "coords/s",
+        "sent B/step",
+        "recv B/step",
+        "retx timer/fast/probe",
+    ]
     lines = []
     for r in rows:
-        lines.append([MODE_LABELS.get(r.mode, r.mode), f"{r.final_acc:.3f}",
-                      "-" if r.time_to_target_s is None else f"{r.time_to_target_s:.1f} s", f"{r.train_s:.1f}",
-                      f"{r.step_ms:.1f}", f"{r.aggregation_ms:.1f}", f"{r.goodput_coords_s:,.0f}",
-                      f"{r.sent_bytes_per_step:,.0f}", f"{r.received_bytes_per_step:,.0f}",
-                      retx_split(r) if r.mode != "gloo" else "-"])
-    widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(header)]
+        lines.append(
+            [
+                MODE_LABELS.get(r.mode, r.mode),
+                f"{r.final_acc:.3f}",
+                "-" if r.time_to_target_s is None else f"{r.time_to_target_s:.1f} s",
+                f"{r.train_s:.1f}",
+                f"{r.step_ms:.1f}",
+                f"{r.aggregation_ms:.1f}",
+                f"{r.goodput_coords_s:,.0f}",
+                f"{r.sent_bytes_per_step:,.0f}",
+                f"{r.received_bytes_per_step:,.0f}",
+                retx_split(r) if r.mode != "gloo" else "-",
+            ]
+        )
+    widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(header)]
     fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     rule = "-" * len(fmt(header))
-    return "\n".join([fmt(header), rule] + [fmt(l) for l in lines])
+    return "\n".join([fmt(header), rule] + [fmt(row) for row in lines])
 
 
 def retx_split(r: ModeSummary) -> str:
@@ -99,10 +127,12 @@ def loss_lines(rows: list[ModeSummary], loss_pct: float | None, lossless: dict[s
         base = (lossless or {}).get(r.mode)
         versus = f" vs {base:.1f} ms lossless ({r.step_ms / base:.2f}x)" if base else ""
         per = r.retransmissions / r.requests if r.requests else 0.0
-        lines.append(f"{MODE_LABELS.get(r.mode, r.mode)} at {loss_pct or 0:g}% loss: step {r.step_ms:.1f} ms{versus}; "
-                     f"retransmissions {r.retransmissions} ({per:.1%} of {r.requests} requests): "
-                     f"timer {r.timer_retransmissions}, fast {r.fast_retransmissions}, probe {r.probe_retransmissions}"
-                     + (f"; {r.rejected_results} results rejected" if r.rejected_results else ""))
+        lines.append(
+            f"{MODE_LABELS.get(r.mode, r.mode)} at {loss_pct or 0:g}% loss: step {r.step_ms:.1f} ms{versus}; "
+            f"retransmissions {r.retransmissions} ({per:.1%} of {r.requests} requests): "
+            f"timer {r.timer_retransmissions}, fast {r.fast_retransmissions}, probe {r.probe_retransmissions}"
+            + (f"; {r.rejected_results} results rejected" if r.rejected_results else "")
+        )
     return "\n".join(lines)
 
 
@@ -124,7 +154,7 @@ def plot(path: Path, curves: dict[str, dict], title: str) -> None:
         t = [0.0] + [e["t"] for e in record["epochs"]]
         first = record["steps"][0]["loss"] if record["steps"] else None
         loss = [first] + [e["test_loss"] for e in record["epochs"]]
-        acc = [0.1] + [e["test_acc"] for e in record["epochs"]]     # untrained: chance on 10 classes
+        acc = [0.1] + [e["test_acc"] for e in record["epochs"]]  # untrained: chance on 10 classes
         label = MODE_LABELS.get(mode, mode)
         ax_loss.plot(t, loss, marker=".", label=label)
         ax_acc.plot(t, acc, marker=".", label=label)

@@ -11,6 +11,7 @@ summary table, write logs/summary.json and logs/training.png. Everything the run
 logs/run-state.json first and removed on exit, on Ctrl-C, by the run's supervisor when the runner is
 killed (topologies/supervisor.py), or by `thc-run --stop` if even that was lost.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOPO = "topologies/star4.json"
 STATE_FILE = "run-state.json"
 SUPERVISOR_LOG = "supervisor.log"
-SUPERVISOR_WAIT = 30.0      # seconds a dead run's supervisor gets to finish before --stop does it
+SUPERVISOR_WAIT = 30.0  # seconds a dead run's supervisor gets to finish before --stop does it
 MODES = ("thc", "fix32", "gloo")
 
 
@@ -40,6 +41,7 @@ class RunError(RuntimeError):
 
 def _int_range(lo: int, hi: int | None = None, why: str = ""):
     """argparse type: an integer in lo..hi (hi None: no upper bound); the message says the range and why."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -49,6 +51,7 @@ def _int_range(lo: int, hi: int | None = None, why: str = ""):
             bound = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
             raise argparse.ArgumentTypeError(f"{value}: must be {bound}{why}")
         return value
+
     return parse
 
 
@@ -75,63 +78,120 @@ def _fraction(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
-        prog="thc-run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="thc-run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run THC in-network aggregation on an emulated network: Mininet hosts, P4Runtime "
-                    "switches (the software switch or BMv2), one training worker per host.",
+        "switches (the software switch or BMv2), one training worker per host.",
         epilog="Examples:\n"
-               "  thc-run                                   star of 4 workers, software switch, all modes\n"
-               "  thc-run --workers 8 --modes thc --steps 100\n"
-               "  thc-run --topo topologies/two_tier.json --loss 1\n"
-               "  thc-run --target bmv2                     the same on simple_switch_grpc\n"
-               "  thc-run --stop                            remove what a crashed or killed run left\n"
-               "Files: logs/<switch>.log (switch console), logs/<mode>/<host>.log and .json (workers),\n"
-               "logs/summary.json, logs/training.png, pcaps/<iface>_{in,out}.pcap, logs/run-state.json.\n"
-               "Needs root (network namespaces). Never runs `mn -c`: cleanup removes only what the run made.")
+        "  thc-run                                   star of 4 workers, software switch, all modes\n"
+        "  thc-run --workers 8 --modes thc --steps 100\n"
+        "  thc-run --topo topologies/two_tier.json --loss 1\n"
+        "  thc-run --target bmv2                     the same on simple_switch_grpc\n"
+        "  thc-run --stop                            remove what a crashed or killed run left\n"
+        "Files: logs/<switch>.log (switch console), logs/<mode>/<host>.log and .json (workers),\n"
+        "logs/summary.json, logs/training.png, pcaps/<iface>_{in,out}.pcap, logs/run-state.json.\n"
+        "Needs root (network namespaces). Never runs `mn -c`: cleanup removes only what the run made.",
+    )
     net = p.add_argument_group("network")
-    net.add_argument("--topo", default=DEFAULT_TOPO, metavar="FILE",
-                     help=f"topology JSON (default {DEFAULT_TOPO}; format: controller/topology.py)")
-    net.add_argument("--target", choices=("emulator", "bmv2"), default="emulator",
-                     help="switch: 'emulator' = our thc-switch (default), 'bmv2' = simple_switch_grpc "
-                          "(from /opt/p4/bin or PATH)")
-    net.add_argument("--workers", type=_int_range(1, MAX_WORKERS, " (the switch's worker bitmap)"), metavar="N",
-                     help="number of workers: a star topology grows/shrinks to N hosts, others use their first N")
+    net.add_argument(
+        "--topo",
+        default=DEFAULT_TOPO,
+        metavar="FILE",
+        help=f"topology JSON (default {DEFAULT_TOPO}; format: controller/topology.py)",
+    )
+    net.add_argument(
+        "--target",
+        choices=("emulator", "bmv2"),
+        default="emulator",
+        help="switch: 'emulator' = our thc-switch (default), 'bmv2' = simple_switch_grpc (from /opt/p4/bin or PATH)",
+    )
+    net.add_argument(
+        "--workers",
+        type=_int_range(1, MAX_WORKERS, " (the switch's worker bitmap)"),
+        metavar="N",
+        help="number of workers: a star topology grows/shrinks to N hosts, others use their first N",
+    )
     net.add_argument("--bw", type=float, metavar="MBITS", help="bandwidth of every link in Mbit/s (htb)")
-    net.add_argument("--loss", type=float, metavar="PCT",
-                     help="random loss of every link, percent per direction (e.g. 1)")
+    net.add_argument(
+        "--loss", type=float, metavar="PCT", help="random loss of every link, percent per direction (e.g. 1)"
+    )
     net.add_argument("--switch-exe", metavar="PATH", help="switch executable to use instead of the target's")
-    net.add_argument("--switch-log-level", default="info", choices=("trace", "debug", "info", "warn", "error", "off"),
-                     help="switch log level (-L); trace logs every table hit and is much slower (default info)")
+    net.add_argument(
+        "--switch-log-level",
+        default="info",
+        choices=("trace", "debug", "info", "warn", "error", "off"),
+        help="switch log level (-L); trace logs every table hit and is much slower (default info)",
+    )
     net.add_argument("--no-pcap", action="store_true", help="do not write pcaps (default: pcaps/ per interface)")
-    net.add_argument("--start-timeout", type=_positive, default=60.0, metavar="S",
-                     help="seconds a switch may take to answer on gRPC (default 60)")
+    net.add_argument(
+        "--start-timeout",
+        type=_positive,
+        default=60.0,
+        metavar="S",
+        help="seconds a switch may take to answer on gRPC (default 60)",
+    )
     tr = p.add_argument_group("training")
-    tr.add_argument("--modes", default=",".join(MODES), metavar="LIST",
-                    help="comma-separated modes to run in turn: thc (THC through the switch), fix32 "
-                         "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP) "
-                         f"(default {','.join(MODES)})")
-    tr.add_argument("--steps", type=_int_range(1), default=200, metavar="N",
-                    help="training steps per mode (default 200)")
-    tr.add_argument("--batch-size", type=_int_range(1), default=32, metavar="N",
-                    help="samples per worker per step (default 32)")
+    tr.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        metavar="LIST",
+        help="comma-separated modes to run in turn: thc (THC through the switch), fix32 "
+        "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP) "
+        f"(default {','.join(MODES)})",
+    )
+    tr.add_argument(
+        "--steps", type=_int_range(1), default=200, metavar="N", help="training steps per mode (default 200)"
+    )
+    tr.add_argument(
+        "--batch-size", type=_int_range(1), default=32, metavar="N", help="samples per worker per step (default 32)"
+    )
     tr.add_argument("--lr", type=_positive, default=0.1, help="SGD learning rate (default 0.1)")
-    tr.add_argument("--seed", type=_int_range(0, 2**32 - 1), default=0,
-                    help="model initialisation and batch order (default 0)")
-    tr.add_argument("--target-acc", type=_fraction, default=0.9, metavar="A",
-                    help="accuracy for the time-to-accuracy column (default 0.9)")
-    tr.add_argument("--job-id", type=_int_range(0, contract.JOB_ID_MAX, " (the THC header's 8-bit job id)"),
-                    default=1, help="THC job id on the switch (default 1)")
-    tr.add_argument("--window", type=_int_range(1, contract.SLOTS, " (the switch's slots)"), default=64, metavar="W",
-                    help="requests in flight per worker; the job gets this many slots (default 64)")
-    tr.add_argument("--switch-timeout", type=_positive, default=30.0, metavar="S",
-                    help="a worker gives up when the switch has not answered for S seconds (default 30)")
-    tr.add_argument("--stall-timeout", type=_positive, default=120.0, metavar="S",
-                    help="stop a mode when no worker progresses for S seconds (default 120)")
+    tr.add_argument(
+        "--seed", type=_int_range(0, 2**32 - 1), default=0, help="model initialisation and batch order (default 0)"
+    )
+    tr.add_argument(
+        "--target-acc",
+        type=_fraction,
+        default=0.9,
+        metavar="A",
+        help="accuracy for the time-to-accuracy column (default 0.9)",
+    )
+    tr.add_argument(
+        "--job-id",
+        type=_int_range(0, contract.JOB_ID_MAX, " (the THC header's 8-bit job id)"),
+        default=1,
+        help="THC job id on the switch (default 1)",
+    )
+    tr.add_argument(
+        "--window",
+        type=_int_range(1, contract.SLOTS, " (the switch's slots)"),
+        default=64,
+        metavar="W",
+        help="requests in flight per worker; the job gets this many slots (default 64)",
+    )
+    tr.add_argument(
+        "--switch-timeout",
+        type=_positive,
+        default=30.0,
+        metavar="S",
+        help="a worker gives up when the switch has not answered for S seconds (default 30)",
+    )
+    tr.add_argument(
+        "--stall-timeout",
+        type=_positive,
+        default=120.0,
+        metavar="S",
+        help="stop a mode when no worker progresses for S seconds (default 120)",
+    )
     out = p.add_argument_group("files and control")
     out.add_argument("--log-dir", default="logs", metavar="DIR", help="logs and results (default logs/)")
     out.add_argument("--pcap-dir", default="pcaps", metavar="DIR", help="pcap files (default pcaps/)")
-    out.add_argument("--stop", action="store_true",
-                     help="stop a run (or remove what a crashed one left): exactly the processes and "
-                          "interfaces listed in <log-dir>/run-state.json, nothing else")
+    out.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop a run (or remove what a crashed one left): exactly the processes and "
+        "interfaces listed in <log-dir>/run-state.json, nothing else",
+    )
     return p
 
 
@@ -145,6 +205,7 @@ def error(message: str) -> None:
 
 
 # ---- stop ---------------------------------------------------------------------------------------------
+
 
 def stop(log_dir: Path) -> int:
     from topologies.ledger import Ledger
@@ -181,8 +242,10 @@ def prepare_ledger(log_dir: Path):
     old = Ledger.load(path)
     if old is not None:
         if old.owner_alive():
-            raise RunError(f"another thc-run (pid {old.owner_pid}) is using {log_dir}/; "
-                           "wait for it, or stop it with `thc-run --stop`")
+            raise RunError(
+                f"another thc-run (pid {old.owner_pid}) is using {log_dir}/; "
+                "wait for it, or stop it with `thc-run --stop`"
+            )
         if not _let_supervisor_finish(old, log_dir):
             say(f"removing what a previous run left ({path})")
             old.teardown(report=say)
@@ -196,18 +259,21 @@ def _let_supervisor_finish(ledger, log_dir: Path) -> bool:
     True when it finished and retired the ledger."""
     if not ledger.live_supervisors():
         return False
-    say(f"the run's supervisor (pid {ledger.live_supervisors()[0].pid}) is removing it; waiting "
-        f"(its log: {log_dir / SUPERVISOR_LOG})")
+    say(
+        f"the run's supervisor (pid {ledger.live_supervisors()[0].pid}) is removing it; waiting "
+        f"(its log: {log_dir / SUPERVISOR_LOG})"
+    )
     ledger.wait_for_supervisor(SUPERVISOR_WAIT)
     return not ledger.path.exists()
 
 
 # ---- the run ----------------------------------------------------------------------------------------
 
+
 def load_topology(args) -> Topology:
     path = Path(args.topo)
     if not path.exists() and not path.is_absolute() and (REPO / path).exists():
-        path = REPO / path              # the shipped topologies also work from another directory
+        path = REPO / path  # the shipped topologies also work from another directory
     topo = Topology.load(path)
     if args.workers is not None:
         topo = topo.with_workers(args.workers)
@@ -228,8 +294,10 @@ def parse_modes(text: str) -> list[str]:
 
 def check_switch_exe(path: str | None) -> None:
     if path is not None and not (Path(path).is_file() and os.access(path, os.X_OK)):
-        raise RunError(f"--switch-exe {path}: no executable file there; give the path of thc-switch or "
-                       "simple_switch_grpc, or drop the option")
+        raise RunError(
+            f"--switch-exe {path}: no executable file there; give the path of thc-switch or "
+            "simple_switch_grpc, or drop the option"
+        )
 
 
 def check_prerequisites() -> None:
@@ -239,8 +307,10 @@ def check_prerequisites() -> None:
 
     for path in (DEFAULT_BMV2_JSON, DEFAULT_P4INFO):
         if not Path(path).exists():
-            raise RunError(f"{path} is missing: the compiled P4 program (run `make p4` with p4c, "
-                           "or use a checkout that has p4/build/)")
+            raise RunError(
+                f"{path} is missing: the compiled P4 program (run `make p4` with p4c, "
+                "or use a checkout that has p4/build/)"
+            )
 
 
 class Progress:
@@ -250,9 +320,14 @@ class Progress:
         from tqdm import tqdm
 
         interactive = sys.stderr.isatty()
-        self.bar = tqdm(total=steps, desc=f"{mode:5s} starting", unit="step", dynamic_ncols=True,
-                        mininterval=0.2 if interactive else 10.0,
-                        bar_format="{desc} |{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}] {postfix}")
+        self.bar = tqdm(
+            total=steps,
+            desc=f"{mode:5s} starting",
+            unit="step",
+            dynamic_ncols=True,
+            mininterval=0.2 if interactive else 10.0,
+            bar_format="{desc} |{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}] {postfix}",
+        )
         self.mode = mode
         self.n_workers = n_workers
         self.steps: dict[int, int] = {}
@@ -277,8 +352,10 @@ class Progress:
         elif kind == "epoch":
             self.acc = event["test_acc"]
             self._postfix()
-            self.bar.write(f"  {self.mode} epoch {event['epoch'] + 1:2d}: test accuracy {event['test_acc']:.3f}, "
-                           f"test loss {event['test_loss']:.3f}  ({event['t']:.1f} s)")
+            self.bar.write(
+                f"  {self.mode} epoch {event['epoch'] + 1:2d}: test accuracy {event['test_acc']:.3f}, "
+                f"test loss {event['test_loss']:.3f}  ({event['t']:.1f} s)"
+            )
 
     def _postfix(self):
         parts = []
@@ -297,7 +374,7 @@ def run(args) -> int:
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 
-    modes = parse_modes(args.modes)         # every option is checked before anything needs root
+    modes = parse_modes(args.modes)  # every option is checked before anything needs root
     topo = load_topology(args)
     check_switch_exe(args.switch_exe)
     check_prerequisites()
@@ -305,27 +382,48 @@ def run(args) -> int:
     pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
     ledger = prepare_ledger(log_dir)
-    supervisor.start(ledger, log_dir / SUPERVISOR_LOG)     # first: it removes the run if this process dies
+    supervisor.start(ledger, log_dir / SUPERVISOR_LOG)  # first: it removes the run if this process dies
     (log_dir / "topology.json").write_text(json.dumps(topo.to_dict(), indent=1))
     _quiet_mininet()
-    bed = Testbed(topo, log_dir, args.target, pcap_dir, executable=args.switch_exe,
-                  switch_log_level=args.switch_log_level, say=say, ledger=ledger, start_timeout=args.start_timeout)
+    bed = Testbed(
+        topo,
+        log_dir,
+        args.target,
+        pcap_dir,
+        executable=args.switch_exe,
+        switch_log_level=args.switch_log_level,
+        say=say,
+        ledger=ledger,
+        start_timeout=args.start_timeout,
+    )
     summaries, curves = [], {}
     try:
-        say(f"topology {topo.name}: {len(topo.workers)} workers, switches {', '.join(topo.switches)} "
+        say(
+            f"topology {topo.name}: {len(topo.workers)} workers, switches {', '.join(topo.switches)} "
             f"({args.target}), {topo.aggregation.switch} aggregates at {topo.aggregation.service_ip}"
-            + (f"; links {args.bw:g} Mbit/s" if args.bw else "") + (f"; {args.loss:g}% loss" if args.loss else ""))
+            + (f"; links {args.bw:g} Mbit/s" if args.bw else "")
+            + (f"; {args.loss:g}% loss" if args.loss else "")
+        )
         bed.start()
         for index, mode in enumerate(modes):
-            options = WorkerOptions(mode=mode, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                                    seed=args.seed, job_id=args.job_id, window=args.window,
-                                    switch_timeout=args.switch_timeout, master_port=29500 + index)
+            options = WorkerOptions(
+                mode=mode,
+                steps=args.steps,
+                batch_size=args.batch_size,
+                lr=args.lr,
+                seed=args.seed,
+                job_id=args.job_id,
+                window=args.window,
+                switch_timeout=args.switch_timeout,
+                master_port=29500 + index,
+            )
             if mode != "gloo":
                 say(f"{mode}: job {args.job_id} on {topo.aggregation.switch} (fresh epoch, {args.window} slots)")
             progress = Progress(mode, args.steps, len(topo.workers))
             try:
-                results = bed.run_workers(options, progress, stall_timeout=args.stall_timeout,
-                                          start_timeout=args.stall_timeout + 60)
+                results = bed.run_workers(
+                    options, progress, stall_timeout=args.stall_timeout, start_timeout=args.stall_timeout + 60
+                )
             finally:
                 progress.close()
             events = bed.last_switch_events.get(topo.aggregation.switch, {})
@@ -335,16 +433,27 @@ def run(args) -> int:
         print(report.table(summaries))
         if args.loss:
             print(report.loss_lines(summaries, args.loss))
-        run_info = {"topology": topo.name, "target": args.target, "workers": len(topo.workers),
-                    "steps": args.steps, "bw_mbit": args.bw, "loss_pct": args.loss, "modes": modes}
+        run_info = {
+            "topology": topo.name,
+            "target": args.target,
+            "workers": len(topo.workers),
+            "steps": args.steps,
+            "bw_mbit": args.bw,
+            "loss_pct": args.loss,
+            "modes": modes,
+        }
         report.write_json(log_dir / "summary.json", summaries, run_info)
-        report.plot(log_dir / "training.png", curves,
-                    f"{topo.name}, {len(topo.workers)} workers, {args.target}"
-                    + (f", {args.bw:g} Mbit/s" if args.bw else "") + (f", {args.loss:g}% loss" if args.loss else ""))
+        report.plot(
+            log_dir / "training.png",
+            curves,
+            f"{topo.name}, {len(topo.workers)} workers, {args.target}"
+            + (f", {args.bw:g} Mbit/s" if args.bw else "")
+            + (f", {args.loss:g}% loss" if args.loss else ""),
+        )
         say(f"summary: {log_dir / 'summary.json'}, plot: {log_dir / 'training.png'}")
         return 0
     finally:
-        interrupts.ignore()             # a second Ctrl-C must not cut the cleanup short
+        interrupts.ignore()  # a second Ctrl-C must not cut the cleanup short
         say("stopping the network")
         bed.stop()
         say("network stopped; nothing of the run is left")
@@ -360,7 +469,7 @@ def _quiet_mininet() -> None:
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
-    except SystemExit as exc:           # --help, or a usage error (already printed, one line)
+    except SystemExit as exc:  # --help, or a usage error (already printed, one line)
         return int(exc.code or 0)
     if args.stop:
         try:
@@ -378,14 +487,14 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         say("interrupted")
         return 130
-    except TopologyError as exc:        # one problem: one line; several: the list, each naming file and line
+    except TopologyError as exc:  # one problem: one line; several: the list, each naming file and line
         error(exc.problems[0] if len(exc.problems) == 1 else str(exc))
         return 1
     except (RunError, NetworkError, SwitchStartError, WorkerFailed) as exc:
         error(str(exc))
         return 1
     except Exception as exc:
-        if type(exc).__module__.startswith("controller"):      # the controller's errors explain themselves
+        if type(exc).__module__.startswith("controller"):  # the controller's errors explain themselves
             error(f"controller: {exc}")
             return 1
         raise

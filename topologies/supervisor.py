@@ -10,6 +10,7 @@ with them) and exits. A runner that stops normally tears down itself and ends th
 
     python -m topologies.supervisor --ledger logs/run-state.json --fd 3 --owner PID:START
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,21 +24,35 @@ from pathlib import Path
 from topologies.ledger import SUPERVISOR_ROLE, Ledger, process_start_time
 
 REPO = Path(__file__).resolve().parents[1]
-OWNER_EXIT_WAIT = 10.0      # after end-of-file the runner is exiting; it is a zombie or gone within this
+OWNER_EXIT_WAIT = 10.0  # after end-of-file the runner is exiting; it is a zombie or gone within this
 
 
 class Supervisor:
     """The runner's end: the pipe's write end, kept open for the runner's whole life."""
 
     def __init__(self, ledger: Ledger, log_file: Path):
-        read_end, self._write_end = os.pipe()       # both non-inheritable: no other child holds the pipe
+        read_end, self._write_end = os.pipe()  # both non-inheritable: no other child holds the pipe
         owner = f"{ledger.owner_pid}:{ledger.owner_start_time}"
         with open(log_file, "wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "topologies.supervisor", "--ledger", str(ledger.path),
-                 "--fd", str(read_end), "--owner", owner],
-                pass_fds=(read_end,), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, cwd=REPO)
+                [
+                    sys.executable,
+                    "-m",
+                    "topologies.supervisor",
+                    "--ledger",
+                    str(ledger.path),
+                    "--fd",
+                    str(read_end),
+                    "--owner",
+                    owner,
+                ],
+                pass_fds=(read_end,),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=REPO,
+            )
         os.close(read_end)
         ledger.add_process(self.process.pid, SUPERVISOR_ROLE)
 
@@ -52,7 +67,7 @@ def say(message: str) -> None:
 
 
 def supervise(ledger_path: Path, fd: int, owner_pid: int, owner_start: int | None) -> int:
-    while os.read(fd, 4096):        # nothing is ever written: this returns b"" once the runner is gone
+    while os.read(fd, 4096):  # nothing is ever written: this returns b"" once the runner is gone
         pass
     deadline = time.monotonic() + OWNER_EXIT_WAIT
     while process_start_time(owner_pid) == owner_start and time.monotonic() < deadline:
@@ -83,7 +98,7 @@ def main(argv=None) -> int:
     p.add_argument("--fd", required=True, type=int, help="read end of the runner's pipe")
     p.add_argument("--owner", required=True, help="PID:START_TIME of the runner")
     args = p.parse_args(argv)
-    for sig in (signal.SIGINT, signal.SIGHUP):      # a closing terminal or a Ctrl-C is the runner's to handle
+    for sig in (signal.SIGINT, signal.SIGHUP):  # a closing terminal or a Ctrl-C is the runner's to handle
         signal.signal(sig, signal.SIG_IGN)
     pid, _, start_time = args.owner.partition(":")
     return supervise(args.ledger, args.fd, int(pid), None if start_time == "None" else int(start_time))

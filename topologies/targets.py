@@ -4,6 +4,7 @@ Both take simple_switch_grpc's arguments (``-i PORT@IFACE``, ``--device-id``, ``
 address after ``--``), so the runner starts either the same way and the controller programs either over
 P4Runtime. gRPC listens on 127.0.0.1 only: the switch process runs in the root namespace.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ import socket
 import subprocess
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 TARGETS = ("emulator", "bmv2")
@@ -22,6 +23,7 @@ BMV2_DIRS = ("/opt/p4/bin", "/usr/local/bin")
 @dataclass(frozen=True)
 class SwitchLaunch:
     """What to run for one switch, and where its console output goes."""
+
     argv: list[str]
     log_file: Path
 
@@ -29,7 +31,7 @@ class SwitchLaunch:
 def find_executable(target: str) -> str | None:
     """The switch executable of ``target``, or None when it is not installed."""
     if target == "emulator":
-        local = Path(sys.executable).with_name("thc-switch")        # the venv's console script
+        local = Path(sys.executable).with_name("thc-switch")  # the venv's console script
         return str(local) if local.exists() else shutil.which("thc-switch")
     if target == "bmv2":
         for directory in BMV2_DIRS:
@@ -42,14 +44,24 @@ def find_executable(target: str) -> str | None:
 
 def missing_message(target: str) -> str:
     if target == "bmv2":
-        return ("simple_switch_grpc not found in " + ", ".join(BMV2_DIRS) + " or on PATH; install BMv2 with "
-                "P4Runtime (p4lang/behavioral-model --with-pi) or use --target emulator")
+        return (
+            "simple_switch_grpc not found in " + ", ".join(BMV2_DIRS) + " or on PATH; install BMv2 with "
+            "P4Runtime (p4lang/behavioral-model --with-pi) or use --target emulator"
+        )
     return "thc-switch not found next to this Python or on PATH; run `make setup` (pip install -e .)"
 
 
-def switch_command(target: str, executable: str, name: str, device_id: int, grpc_port: int,
-                   interfaces: dict[int, str], log_dir: Path, pcap_dir: Path | None,
-                   log_level: str = "info") -> SwitchLaunch:
+def switch_command(
+    target: str,
+    executable: str,
+    name: str,
+    device_id: int,
+    grpc_port: int,
+    interfaces: dict[int, str],
+    log_dir: Path,
+    pcap_dir: Path | None,
+    log_level: str = "info",
+) -> SwitchLaunch:
     """The command line that starts switch ``name`` with ``interfaces`` (port -> interface name).
 
     The switch starts without a program (``--no-p4``): the controller pushes it over P4Runtime, as on
@@ -77,7 +89,7 @@ def switch_command(target: str, executable: str, name: str, device_id: int, grpc
 
 def _notifications_path(log_dir: Path, name: str) -> Path:
     path = Path(log_dir).resolve() / f"{name}-notifications.ipc"
-    if len(str(path)) > 100:            # a unix socket path has at most 107 bytes
+    if len(str(path)) > 100:  # a unix socket path has at most 107 bytes
         path = Path("/tmp") / f"thc-run-{os.getpid()}-{name}-notifications.ipc"
     return path
 
@@ -101,7 +113,7 @@ def free_tcp_port() -> int:
         return s.getsockname()[1]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _bmv2_has_thrift(executable: str) -> bool:
     try:
         out = subprocess.run([executable, "--help"], capture_output=True, text=True, timeout=10)

@@ -7,35 +7,52 @@ The runner, the end-to-end tests and the benchmark all go through this class, so
 up, program it and clean it up the same way. Leaving the ``with`` block (normally, by an exception or a
 KeyboardInterrupt) stops exactly what the ledger lists.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from topologies.ledger import Ledger
 from controller.topology import Topology
-from topologies.network import EmulatedNetwork
 from topologies.control_plane import ControlPlane, counter_delta
+from topologies.ledger import Ledger
+from topologies.network import EmulatedNetwork
 from topologies.workers import Worker, WorkerOptions, follow, load_results, start_workers, stop_workers
 
 
-
 class Testbed:
-    def __init__(self, topo: Topology, log_dir: Path, target: str = "emulator", pcap_dir: Path | None = None,
-                 executable: str | None = None, switch_log_level: str = "info", say: Callable[[str], None] = print,
-                 ledger: Ledger | None = None, start_timeout: float = 60.0):
+    def __init__(
+        self,
+        topo: Topology,
+        log_dir: Path,
+        target: str = "emulator",
+        pcap_dir: Path | None = None,
+        executable: str | None = None,
+        switch_log_level: str = "info",
+        say: Callable[[str], None] = print,
+        ledger: Ledger | None = None,
+        start_timeout: float = 60.0,
+    ):
         self.topo = topo
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.say = say
         self.start_timeout = start_timeout
         self.ledger = ledger or Ledger(self.log_dir / "run-state.json")
-        self.net = EmulatedNetwork(topo, target, self.ledger, self.log_dir, pcap_dir, executable=executable,
-                                   say=say, switch_log_level=switch_log_level)
+        self.net = EmulatedNetwork(
+            topo,
+            target,
+            self.ledger,
+            self.log_dir,
+            pcap_dir,
+            executable=executable,
+            say=say,
+            switch_log_level=switch_log_level,
+        )
         self.control: ControlPlane | None = None
         self.last_switch_events: dict = {}
 
-    def __enter__(self) -> "Testbed":
+    def __enter__(self) -> Testbed:
         try:
             self.start()
         except BaseException:
@@ -65,8 +82,13 @@ class Testbed:
         is not the workers' own."""
         return self.control.start_job(options.job_id, n_slots=options.window, table=options.thc_table())
 
-    def run_workers(self, options: WorkerOptions, on_event: Callable[[Worker, dict], None] = lambda w, e: None,
-                    stall_timeout: float = 120.0, start_timeout: float = 180.0) -> list:
+    def run_workers(
+        self,
+        options: WorkerOptions,
+        on_event: Callable[[Worker, dict], None] = lambda w, e: None,
+        stall_timeout: float = 120.0,
+        start_timeout: float = 180.0,
+    ) -> list:
         """Run one worker per worker host to the end: the training records (JSON) or, for probes, the
         saved arrays (numpy NpzFile per worker, in rank order). Switch counter deltas of the run are
         left in ``last_switch_events``."""
@@ -75,10 +97,15 @@ class Testbed:
         before = self.control.stats()
         workers = start_workers(self.net, self.topo, options, self.ledger, self.log_dir)
         try:
-            follow(workers, on_event, stall_timeout=stall_timeout, start_timeout=start_timeout,
-                   check=self.net.check_switches)
+            follow(
+                workers,
+                on_event,
+                stall_timeout=stall_timeout,
+                start_timeout=start_timeout,
+                check=self.net.check_switches,
+            )
         except Exception:
-            stop_workers(workers, self.ledger)      # the others would only wait for the failed one
+            stop_workers(workers, self.ledger)  # the others would only wait for the failed one
             raise
         self.last_switch_events = counter_delta(self.control.stats(), before)
         if options.probe_rounds:

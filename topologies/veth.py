@@ -5,6 +5,7 @@ frame: port p of the switch is `<prefix><p>s`, and the test sends into and reads
 `<prefix><p>h`. IPv6 is off on both ends so the kernel's own traffic (router solicitations) never
 reaches the switch. Needs root; removes exactly the links it made.
 """
+
 from __future__ import annotations
 
 import socket
@@ -24,8 +25,7 @@ class VethPorts:
         try:
             for p in self.ports:
                 sw_end, host_end = self.switch_end(p), f"{prefix}{p}h"
-                subprocess.run(["ip", "link", "add", sw_end, "type", "veth", "peer", "name", host_end],
-                               check=True)
+                subprocess.run(["ip", "link", "add", sw_end, "type", "veth", "peer", "name", host_end], check=True)
                 self.links.append(sw_end)
                 for end in (sw_end, host_end):
                     subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1"], check=True)

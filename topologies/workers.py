@@ -6,6 +6,7 @@ error line, else the log's tail) are raised, and the other workers are stopped b
 A mode in which no worker makes progress for ``stall_timeout`` seconds is stopped the same way, so a run
 never hangs.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,13 @@ import selectors
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
+from controller.topology import Topology
 from topologies import interrupts
 from topologies.ledger import Ledger
-from controller.topology import Topology
 
 PROGRESS_PREFIX = "@thc "
 MASTER_PORT = 29500
@@ -33,6 +34,7 @@ class WorkerFailed(RuntimeError):
 @dataclass
 class WorkerOptions:
     """Everything a mode's workers are started with (beyond their own addresses)."""
+
     mode: str
     steps: int
     batch_size: int = 32
@@ -44,7 +46,7 @@ class WorkerOptions:
     granularity: int = 30
     switch_timeout: float = 30.0
     master_port: int = MASTER_PORT
-    probe_rounds: int = 0          # > 0: aggregate seeded random gradients instead of training
+    probe_rounds: int = 0  # > 0: aggregate seeded random gradients instead of training
     probe_size: int = 5000
 
     def thc_table(self) -> list[int]:
@@ -77,20 +79,60 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
     agg = topo.aggregation
     exe = Path(sys.executable).with_name("thc-worker")
     argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "host_agent.worker"]
-    argv += ["--mode", options.mode, "--rank", str(rank), "--world-size", str(len(topo.workers)),
-             "--master-addr", master.address, "--master-port", str(options.master_port), "--iface", h.interface,
-             "--steps", str(options.steps), "--batch-size", str(options.batch_size), "--lr", str(options.lr),
-             "--seed", str(options.seed)]
+    argv += [
+        "--mode",
+        options.mode,
+        "--rank",
+        str(rank),
+        "--world-size",
+        str(len(topo.workers)),
+        "--master-addr",
+        master.address,
+        "--master-port",
+        str(options.master_port),
+        "--iface",
+        h.interface,
+        "--steps",
+        str(options.steps),
+        "--batch-size",
+        str(options.batch_size),
+        "--lr",
+        str(options.lr),
+        "--seed",
+        str(options.seed),
+    ]
     if options.probe_rounds:
-        argv += ["--probe", str(result_path), "--probe-rounds", str(options.probe_rounds),
-                 "--probe-size", str(options.probe_size)]
+        argv += [
+            "--probe",
+            str(result_path),
+            "--probe-rounds",
+            str(options.probe_rounds),
+            "--probe-size",
+            str(options.probe_size),
+        ]
     else:
         argv += ["--result", str(result_path)]
     if options.mode != "gloo":
-        argv += ["--service-ip", str(agg.service_ip), "--service-mac", agg.service_mac, "--src-ip", h.address,
-                 "--src-mac", h.mac, "--job-id", str(options.job_id), "--window", str(options.window),
-                 "--bits", str(options.bits), "--granularity", str(options.granularity),
-                 "--switch-timeout", str(options.switch_timeout)]
+        argv += [
+            "--service-ip",
+            str(agg.service_ip),
+            "--service-mac",
+            agg.service_mac,
+            "--src-ip",
+            h.address,
+            "--src-mac",
+            h.mac,
+            "--job-id",
+            str(options.job_id),
+            "--window",
+            str(options.window),
+            "--bits",
+            str(options.bits),
+            "--granularity",
+            str(options.granularity),
+            "--switch-timeout",
+            str(options.switch_timeout),
+        ]
     return argv
 
 
@@ -105,8 +147,14 @@ def start_workers(net, topo: Topology, options: WorkerOptions, ledger: Ledger, r
         result_path.unlink(missing_ok=True)
         argv = worker_command(topo, host, options, result_path)
         with interrupts.critical():
-            process = net.host(host).popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, env=env, cwd=os.getcwd())
+            process = net.host(host).popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=os.getcwd(),
+            )
             ledger.add_process(process.pid, f"worker {host} ({options.mode})")
         log_path = mode_dir / f"{host}.log"
         log = open(log_path, "wb")
@@ -115,8 +163,13 @@ def start_workers(net, topo: Topology, options: WorkerOptions, ledger: Ledger, r
     return workers
 
 
-def follow(workers: list[Worker], on_event: Callable[[Worker, dict], None], stall_timeout: float,
-           start_timeout: float, check: Callable[[], None] = lambda: None) -> None:
+def follow(
+    workers: list[Worker],
+    on_event: Callable[[Worker, dict], None],
+    stall_timeout: float,
+    start_timeout: float,
+    check: Callable[[], None] = lambda: None,
+) -> None:
     """Read every worker's output until all have exited; ``on_event`` gets each progress record.
 
     Raises WorkerFailed when a worker exits with an error, or when nothing moves for ``stall_timeout``
@@ -137,7 +190,7 @@ def follow(workers: list[Worker], on_event: Callable[[Worker, dict], None], stal
                     chunk = os.read(key.fd, 65536)
                 except BlockingIOError:
                     continue
-                if not chunk:           # EOF: the worker is exiting
+                if not chunk:  # EOF: the worker is exiting
                     selector.unregister(key.fileobj)
                     open_streams -= 1
                     continue
@@ -148,7 +201,7 @@ def follow(workers: list[Worker], on_event: Callable[[Worker, dict], None], stal
                 for line in lines:
                     text = line.decode(errors="replace").rstrip("\r")
                     if text.startswith(PROGRESS_PREFIX):
-                        event = json.loads(text[len(PROGRESS_PREFIX):])
+                        event = json.loads(text[len(PROGRESS_PREFIX) :])
                         last_progress = time.monotonic()
                         _note(w, event)
                         on_event(w, event)
@@ -159,8 +212,10 @@ def follow(workers: list[Worker], on_event: Callable[[Worker, dict], None], stal
             limit = stall_timeout if any(w.step for w in workers) else start_timeout
             if time.monotonic() - last_progress > limit:
                 slowest = min(workers, key=lambda w: w.step)
-                raise WorkerFailed(f"no progress for {limit:.0f} s (worker {slowest.host} at step {slowest.step}); "
-                                   f"see {slowest.log_path}")
+                raise WorkerFailed(
+                    f"no progress for {limit:.0f} s (worker {slowest.host} at step {slowest.step}); "
+                    f"see {slowest.log_path}"
+                )
         for w in workers:
             code = w.process.wait()
             if code != 0:
@@ -197,8 +252,9 @@ def _failure_message(w: Worker) -> str:
 def load_results(workers: list[Worker]) -> list[dict]:
     missing = [w for w in workers if not w.result_path.exists()]
     if missing:
-        raise WorkerFailed(f"worker {missing[0].host} exited without writing {missing[0].result_path}; "
-                           f"see {missing[0].log_path}")
+        raise WorkerFailed(
+            f"worker {missing[0].host} exited without writing {missing[0].result_path}; see {missing[0].log_path}"
+        )
     return [json.loads(w.result_path.read_text()) for w in workers]
 
 

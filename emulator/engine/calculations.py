@@ -4,6 +4,7 @@ BMv2 (BufBuilder in calculations.cpp) concatenates the listed fields bit by bit,
 invalid headers and invalid whole headers, pads the last byte with zeros, and appends the payload
 (the bytes after the parsed headers) when asked. The buffer is built here as one integer.
 """
+
 from emulator.engine.codegen import Source
 from emulator.engine.hashes import ALGORITHMS
 from emulator.engine.jsonutil import hexstr, malformed, unsupported

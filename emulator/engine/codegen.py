@@ -4,6 +4,7 @@
 name (tables, register lists, helper functions, constant tuples). Everything is compiled once per
 program with `compile()` and `exec()` into that namespace.
 """
+
 import itertools
 import linecache
 import re

@@ -4,13 +4,14 @@ Everything the JSON contains is either compiled or refused here, at load time: a
 engine does not execute raises UnsupportedConstruct naming it and its JSON path (and P4 source line
 when p4c recorded one), so a loaded program never silently behaves differently from BMv2.
 """
+
 import hashlib
 import logging
 from dataclasses import dataclass, field
 
 from emulator.engine import expressions, runtime
-from emulator.engine.codegen import Namespace, Source, annotate_fields, compile_into
 from emulator.engine.calculations import compile_calculation
+from emulator.engine.codegen import Namespace, Source, annotate_fields, compile_into
 from emulator.engine.control_gen import ChecksumGen, PipelineGen, generate_deparser
 from emulator.engine.jsonutil import hexstr, malformed, unsupported, where
 from emulator.engine.layout import build_layout
@@ -27,8 +28,15 @@ trace_log = logging.getLogger("emulator.trace")
 
 SUPPORTED_MAJOR = 2
 MAX_MINOR = 24  # the JSON format version documented by behavioral-model (docs/JSON_format.md)
-CORE_ERRORS = ("NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
-               "ParserTimeout", "ParserInvalidArgument")
+CORE_ERRORS = (
+    "NoError",
+    "PacketTooShort",
+    "NoMatch",
+    "StackOutOfBounds",
+    "HeaderTooShort",
+    "ParserTimeout",
+    "ParserInvalidArgument",
+)
 
 
 class CompiledAction:
@@ -79,8 +87,7 @@ class CompiledAction:
 
     def emit_inline_data(self, src, data_var: str) -> None:
         """The body reading its action data from the tuple in `data_var` (a table entry's params)."""
-        body = ActionBody(self.env, self.path, params=self.widths,
-                          param_src=lambda i: f"{data_var}[{i}]")
+        body = ActionBody(self.env, self.path, params=self.widths, param_src=lambda i: f"{data_var}[{i}]")
         body.emit(src, self.json.get("primitives", []))
 
     def inline_size(self) -> int:
@@ -95,6 +102,7 @@ class CompiledAction:
 @dataclass
 class StdFields:
     """simple_switch's intrinsic fields (resolved through field_aliases); None when absent."""
+
     ingress_port: object = None
     packet_length: object = None
     instance_type: object = None
@@ -139,20 +147,26 @@ def _check_version(cfg):
         log.warning("BMv2 JSON has no __meta__.version: assuming a compatible format")
         return
     version = meta["version"]
-    if (not isinstance(version, list) or len(version) != 2
-            or not all(isinstance(v, int) for v in version)):
+    if not isinstance(version, list) or len(version) != 2 or not all(isinstance(v, int) for v in version):
         raise malformed(f"__meta__.version {version!r}", "__meta__")
     major, minor = version
     if major != SUPPORTED_MAJOR or minor > MAX_MINOR:
-        raise LoadError(f"BMv2 JSON format version {major}.{minor} is not supported "
-                        f"(supported: {SUPPORTED_MAJOR}.0 to {SUPPORTED_MAJOR}.{MAX_MINOR})")
+        raise LoadError(
+            f"BMv2 JSON format version {major}.{minor} is not supported "
+            f"(supported: {SUPPORTED_MAJOR}.0 to {SUPPORTED_MAJOR}.{MAX_MINOR})"
+        )
 
 
 def _refuse_unsupported_sections(cfg):
-    for key, what in (("header_union_types", "header unions"), ("header_unions", "header unions"),
-                      ("header_union_stacks", "header union stacks"),
-                      ("parse_vsets", "parse value sets"), ("meter_arrays", "meters"),
-                      ("learn_lists", "digests (learn lists)"), ("extern_instances", "extern instances")):
+    for key, what in (
+        ("header_union_types", "header unions"),
+        ("header_unions", "header unions"),
+        ("header_union_stacks", "header union stacks"),
+        ("parse_vsets", "parse value sets"),
+        ("meter_arrays", "meters"),
+        ("learn_lists", "digests (learn lists)"),
+        ("extern_instances", "extern instances"),
+    ):
         items = cfg.get(key) or []
         if items:
             first = items[0]
@@ -164,8 +178,10 @@ def _named(items, name, section):
     for i, item in enumerate(items):
         if item.get("name") == name:
             return i, item
-    raise LoadError(f"malformed BMv2 JSON: no {section[:-1]} named '{name}' "
-                    f"(simple_switch needs {section} 'parser', 'ingress', 'egress', 'deparser')")
+    raise LoadError(
+        f"malformed BMv2 JSON: no {section[:-1]} named '{name}' "
+        f"(simple_switch needs {section} 'parser', 'ingress', 'egress', 'deparser')"
+    )
 
 
 def _errors(cfg):
@@ -184,8 +200,9 @@ def _errors(cfg):
 
 def _build_table(t, path, actions_by_id, actions_by_name, layout, counters_json):
     if t.get("type", "simple") != "simple":
-        raise unsupported(f"table implementation '{t.get('type')}' (action profiles/selectors) of "
-                          f"table '{t.get('name')}'", path, t)
+        raise unsupported(
+            f"table implementation '{t.get('type')}' (action profiles/selectors) of table '{t.get('name')}'", path, t
+        )
     if t.get("direct_meters") is not None:
         raise unsupported(f"direct meters on table '{t.get('name')}'", path, t)
     name = t.get("name")
@@ -206,15 +223,21 @@ def _build_table(t, path, actions_by_id, actions_by_name, layout, counters_json)
             raise malformed("key target must be [header, field]", kpath, kj)
         ref = layout.field(target[0], target[1], kpath)
         mask = kj.get("mask")
-        keys.append(KeyField(kj.get("name", f"{target[0]}.{target[1]}"), mt, ref.width,
-                             None if mask is None else hexstr(mask, kpath) & ref.mask))
+        keys.append(
+            KeyField(
+                kj.get("name", f"{target[0]}.{target[1]}"),
+                mt,
+                ref.width,
+                None if mask is None else hexstr(mask, kpath) & ref.mask,
+            )
+        )
     if sum(1 for k in keys if k.match_type == "lpm") > 1:
         raise malformed(f"table '{name}' has more than one lpm key", path, t)
-    derived = ("range" if "range" in kinds else "ternary" if "ternary" in kinds
-               else "lpm" if "lpm" in kinds else "exact")
+    derived = "range" if "range" in kinds else "ternary" if "ternary" in kinds else "lpm" if "lpm" in kinds else "exact"
     kind = t.get("match_type", derived)
-    if kind not in ("exact", "lpm", "ternary", "range") or (keys and kind != derived and
-                                                           not (kind == "ternary" and derived == "lpm")):
+    if kind not in ("exact", "lpm", "ternary", "range") or (
+        keys and kind != derived and not (kind == "ternary" and derived == "lpm")
+    ):
         raise malformed(f"table match_type '{kind}' does not fit its keys ({derived})", path, t)
     if kind == "ternary" and any(k.match_type == "range" for k in keys):
         raise malformed("ternary table with a range key", path, t)
@@ -239,8 +262,9 @@ def _build_table(t, path, actions_by_id, actions_by_name, layout, counters_json)
         raise malformed(f"table '{name}' has with_counters but no direct counter is bound to it", path, t)
     if t.get("support_timeout"):
         log.info("table '%s': idle timeout is ignored by the software switch", name)
-    table = MatchTable(name, keys, kind, refs, size, with_counters,
-                       immutable="entries" in t, hidden=not keys and "." not in name)
+    table = MatchTable(
+        name, keys, kind, refs, size, with_counters, immutable="entries" in t, hidden=not keys and "." not in name
+    )
     return table
 
 
@@ -306,11 +330,11 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
     src = Source()
 
     registers = {}
-    for i, r in enumerate(cfg.get("register_arrays", [])):
+    for r in cfg.get("register_arrays", []):
         registers[r["name"]] = RegisterArray(r["name"], r.get("size", 0), r.get("bitwidth", 0))
     counters, direct = {}, {}
     counters_json = cfg.get("counter_arrays", [])
-    for i, c in enumerate(counters_json):
+    for c in counters_json:
         if c.get("is_direct"):
             direct[c["name"]] = c.get("binding")
         else:
@@ -358,7 +382,7 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
     generate_deparser(src, deparser, f"deparsers[{d_index}]", layout, ns, codecs, checksums)
 
     # actions must be known to tables before the pipelines are generated (inlining, exit analysis)
-    for name, (table, t, tpath) in table_json.items():
+    for table, t, tpath in table_json.values():
         _set_defaults_and_entries_early(table, t, tpath, actions_by_id)
     for pipe_name in ("ingress", "egress"):
         i, p = _named(pipelines, pipe_name, "pipelines")
@@ -379,7 +403,7 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
     for table in tables.values():
         for ref in table.actions.values():
             ref.fn = actions_by_id[ref.id].fn
-    for name, (table, t, tpath) in table_json.items():
+    for table, t, tpath in table_json.values():
         _set_defaults_and_entries(table, t, tpath, actions_by_id)
 
     std = _std_fields(layout)
@@ -393,15 +417,28 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
         field_lists[fl.get("id", i)] = slots
 
     info = _program_info(cfg, tables, actions_by_id, registers, counters, direct, table_json)
-    queueing = all(getattr(std, f) is not None for f in ("enq_timestamp", "enq_qdepth",
-                                                         "deq_timedelta", "deq_qdepth"))
-    pre = ReplicationEngine(port_bits=std.egress_port.width,
-                            rid_bits=std.egress_rid.width if std.egress_rid is not None else 16)
-    return CompiledProgram(info=info, layout=layout, std=std, tables=tables, registers=registers,
-                           counters=counters, direct_counters=direct, field_lists=field_lists,
-                           errors=errors, fns=fns, payload_box=payload_box,
-                           runtime_counters=rt_counters, source=source, pre=pre, queueing=queueing,
-                           has_verify=checksums.has_verify)
+    queueing = all(getattr(std, f) is not None for f in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth"))
+    pre = ReplicationEngine(
+        port_bits=std.egress_port.width, rid_bits=std.egress_rid.width if std.egress_rid is not None else 16
+    )
+    return CompiledProgram(
+        info=info,
+        layout=layout,
+        std=std,
+        tables=tables,
+        registers=registers,
+        counters=counters,
+        direct_counters=direct,
+        field_lists=field_lists,
+        errors=errors,
+        fns=fns,
+        payload_box=payload_box,
+        runtime_counters=rt_counters,
+        source=source,
+        pre=pre,
+        queueing=queueing,
+        has_verify=checksums.has_verify,
+    )
 
 
 def _set_defaults_and_entries_early(table, t, path, actions_by_id):
@@ -447,8 +484,7 @@ def _std_fields(layout) -> StdFields:
         setattr(std, attr, layout.resolve(dotted))
     for attr in ("ingress_port", "packet_length", "instance_type", "egress_spec", "egress_port"):
         if getattr(std, attr) is None:
-            raise LoadError(f"malformed BMv2 JSON: simple_switch requires the field "
-                            f"standard_metadata.{attr}")
+            raise LoadError(f"malformed BMv2 JSON: simple_switch requires the field standard_metadata.{attr}")
     return std
 
 
@@ -460,8 +496,9 @@ def _program_info(cfg, tables, actions_by_id, registers, counters, direct, table
     for name, table in tables.items():
         ref, params = table.initial_default or (None, ())
         default = (ref.name if ref else None, list(params))
-        tinfo[name] = TableInfo(name, table.info_keys(), list(table.actions), table.size, default,
-                                table.immutable, table.hidden)
+        tinfo[name] = TableInfo(
+            name, table.info_keys(), list(table.actions), table.size, default, table.immutable, table.hidden
+        )
     rinfo = {n: RegisterInfo(n, r.size, r.bitwidth) for n, r in registers.items()}
     cinfo = {n: CounterInfo(n, c.size, False, None) for n, c in counters.items()}
     for c in cfg.get("counter_arrays", []):
@@ -474,6 +511,7 @@ def _program_info(cfg, tables, actions_by_id, registers, counters, direct, table
 def _make_trace():
     def _trace(msg, *args):
         trace_log.log(_trace.level, msg, *args)
+
     _trace.level = logging.DEBUG
     return _trace
 

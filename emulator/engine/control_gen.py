@@ -9,6 +9,7 @@ and the pipeline stops before the next node.
 With `trace=True` the same code is generated with log calls (table hits and misses with their key
 and action, conditions), so tracing costs nothing when it is off.
 """
+
 from emulator.engine.codegen import Source
 from emulator.engine.expressions import ExprCompiler
 from emulator.engine.jsonutil import malformed, source_of, unsupported
@@ -45,7 +46,7 @@ class PipelineGen:
         self.sites = {name: 0 for name in self.nodes}
         init = pipeline.get("init_table")
         self._site(init, path)
-        for name, (kind, j, npath) in self.nodes.items():
+        for _name, (kind, j, npath) in self.nodes.items():
             for target in self._successor_sites(kind, j, npath):
                 self._site(target, npath)
         self.functions = {}
@@ -77,8 +78,7 @@ class PipelineGen:
         branches = {}
         for ref in table.actions.values():
             if ref.name not in nxt:
-                raise malformed(f"table '{j['name']}' has no next_tables entry for action '{ref.name}'",
-                                path, j)
+                raise malformed(f"table '{j['name']}' has no next_tables entry for action '{ref.name}'", path, j)
             branches.setdefault(nxt[ref.name], []).append(ref.id)
         if table.initial_default is None or table.initial_default[0] is None:
             # no default entry in the JSON: a miss runs no action and goes to base_default_next
@@ -338,8 +338,10 @@ class PipelineGen:
                 if hit:
                     src.emit(f"{hit} = False")
                 if self.trace:
-                    src.emit(f"_trace('table %s: miss key=%s -> %s%s', {table.name!r}, _hexkey({key}), "
-                             f"{e}.action, {e}.params)")
+                    src.emit(
+                        f"_trace('table %s: miss key=%s -> %s%s', {table.name!r}, _hexkey({key}), "
+                        f"{e}.action, {e}.params)"
+                    )
             if table.with_counters or hit or self.trace:
                 src.emit("else:")
                 with src.indent():
@@ -349,8 +351,10 @@ class PipelineGen:
                         src.emit(f"{e}.packets += 1")
                         src.emit(f"{e}.bytes += F[{self.layout.ILEN}]")
                     if self.trace:
-                        src.emit(f"_trace('table %s: hit key=%s -> %s%s', {table.name!r}, _hexkey({key}), "
-                                 f"{e}.action, {e}.params)")
+                        src.emit(
+                            f"_trace('table %s: hit key=%s -> %s%s', {table.name!r}, _hexkey({key}), "
+                            f"{e}.action, {e}.params)"
+                        )
         self._run_entry(src, table, e)
         if may_exit:
             src.emit(f"if F[{self.layout.EXIT}]: return None")
@@ -369,8 +373,11 @@ class PipelineGen:
     def _run_entry(self, src, table, e):
         """`e.fn(F, e.params)`, with the bodies of small actions inlined behind an action-id test
         (saves a Python call per table; the table's entries can still change at run time)."""
-        small = [self.actions[a.id] for a in table.actions.values()
-                 if self.actions[a.id].inlinable and self.actions[a.id].inline_size() <= INLINE_ACTION_LINES]
+        small = [
+            self.actions[a.id]
+            for a in table.actions.values()
+            if self.actions[a.id].inlinable and self.actions[a.id].inline_size() <= INLINE_ACTION_LINES
+        ]
         small = small[:INLINE_ACTIONS_PER_TABLE]
         if not small:
             src.emit(f"{e}.fn(F, {e}.params)")
@@ -422,8 +429,7 @@ class ChecksumGen:
             if c.get("if_cond") is not None:
                 cond = ExprCompiler(layout, ns, path + ".if_cond").boolean(c["if_cond"]).src
                 cond = None if cond == "True" else cond
-            self.items.append((c.get("name"), calc, ref, valid, cond,
-                               c.get("verify", True), c.get("update", True)))
+            self.items.append((c.get("name"), calc, ref, valid, cond, c.get("verify", True), c.get("update", True)))
 
     @property
     def has_verify(self) -> bool:

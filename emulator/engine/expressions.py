@@ -6,6 +6,7 @@ Python expression over `F[slot]` reads. p4c inserts the masks (`& 0xff`, `two_co
 wants wrap-around. To skip redundant masks on stores, each compiled value carries `bits`: when known,
 0 <= value < 2**bits.
 """
+
 from dataclasses import dataclass
 
 from emulator.engine.jsonutil import hexstr, malformed, unsupported
@@ -279,14 +280,17 @@ class ExprCompiler:
     def _masked_shift(self, left, right):
         """`(a << b) & mask` with a run-time shift amount: computed without building a huge int."""
         for shift_j, mask_j in ((left, right), (right, left)):
-            if (isinstance(shift_j, dict) and shift_j.get("type") == "expression"
-                    and isinstance(shift_j.get("value"), dict) and shift_j["value"].get("op") == "<<"):
+            if (
+                isinstance(shift_j, dict)
+                and shift_j.get("type") == "expression"
+                and isinstance(shift_j.get("value"), dict)
+                and shift_j["value"].get("op") == "<<"
+            ):
                 amount = self.data(shift_j["value"].get("right"))
                 mask = self.data(mask_j)
                 if amount.const is None and mask.const is not None and mask.const >= 0:
                     a = self.data(shift_j["value"].get("left"))
-                    return _data(f"_shl_masked({a.src}, {amount.src}, {mask.const})",
-                                 bits=mask.const.bit_length())
+                    return _data(f"_shl_masked({a.src}, {amount.src}, {mask.const})", bits=mask.const.bit_length())
         return None
 
     def _arith(self, op, a: Value, b: Value) -> Value:
@@ -451,11 +455,19 @@ def _stack_at(bases, idx):
 
 
 def _header_eq(F, a, b, nfields):
-    return bool(F[a + nfields] and F[b + nfields] and F[a:a + nfields] == F[b:b + nfields])
+    return bool(F[a + nfields] and F[b + nfields] and F[a : a + nfields] == F[b : b + nfields])
 
 
 HELPERS = {
-    "_shl": _shl, "_shl_masked": _shl_masked, "_shr": _shr, "_div": _div, "_mod": _mod,
-    "_two_comp_mod": _two_comp_mod, "_usat_cast": _usat_cast, "_sat_cast": _sat_cast,
-    "_last_index": _last_index, "_stack_at": _stack_at, "_header_eq": _header_eq,
+    "_shl": _shl,
+    "_shl_masked": _shl_masked,
+    "_shr": _shr,
+    "_div": _div,
+    "_mod": _mod,
+    "_two_comp_mod": _two_comp_mod,
+    "_usat_cast": _usat_cast,
+    "_sat_cast": _sat_cast,
+    "_last_index": _last_index,
+    "_stack_at": _stack_at,
+    "_header_eq": _header_eq,
 }

@@ -3,6 +3,7 @@
 A calculation's input (fields bit-concatenated, BMv2's BufBuilder) is handed over as one integer
 `buf` holding `nbytes` bytes big-endian, which avoids building bytes for the common csum16 case.
 """
+
 import zlib
 
 

@@ -4,6 +4,7 @@ Fields are grouped into chunks that end on byte boundaries; a chunk is read as b
 byte pieces and its fields are cut out with shifts and masks. struct does the byte work in C, which
 is about twice as fast as slicing the header into one big integer.
 """
+
 import struct
 
 _PIECES = ((8, "Q"), (4, "I"), (2, "H"), (1, "B"))
@@ -52,6 +53,7 @@ class HeaderCodec:
     def extract_lines(self, struct_name: str, slot, pos: str = "pos") -> list:
         """Statements setting the fields of the instance whose first slot is `slot` (an int, or
         the name of a variable) from D at `pos`; the caller checks the length first."""
+
         def at(k):
             return slot + k if isinstance(slot, int) else f"{slot} + {k}"
 
@@ -67,7 +69,7 @@ class HeaderCodec:
                 chunk = names[i]
             else:
                 total, parts = nbytes * 8, []
-                for (size, _), name in zip(pieces, names[i:i + len(pieces)]):
+                for (size, _), name in zip(pieces, names[i : i + len(pieces)]):
                     total -= size * 8
                     parts.append(f"({name} << {total})" if total else name)
                 chunk = "(" + " | ".join(parts) + ")"

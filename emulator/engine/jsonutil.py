@@ -1,4 +1,5 @@
 """Small helpers to read BMv2 JSON and to say where in it a problem is."""
+
 from emulator.errors import LoadError, UnsupportedConstruct
 
 

@@ -6,6 +6,7 @@ its `next` index, and a few slots hold per-packet target registers (exit flag, l
 resubmit/recirculate field lists). Copying a packet for a multicast replica is then one `F[:]`, and
 generated code reaches a field by a constant index (`F[17]`).
 """
+
 from dataclasses import dataclass, field
 
 from emulator.engine.jsonutil import malformed, unsupported
@@ -154,8 +155,9 @@ def build_layout(cfg: dict) -> Layout:
                 raise malformed("field must be [name, width(, signed)]", f"{path}.fields[{j}]")
             name, width = f[0], f[1]
             if width == "*":
-                raise unsupported(f"variable-length field '{ht.get('name')}.{name}' (varbit)",
-                                  f"{path}.fields[{j}]", ht)
+                raise unsupported(
+                    f"variable-length field '{ht.get('name')}.{name}' (varbit)", f"{path}.fields[{j}]", ht
+                )
             if not isinstance(width, int) or width < 0:
                 raise malformed(f"bad width {width!r}", f"{path}.fields[{j}]")
             signed = bool(f[2]) if len(f) > 2 else False

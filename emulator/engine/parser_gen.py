@@ -11,6 +11,7 @@ matches, and no default means accept. A null next state means accept (p4c also m
 Generated code: states entered from exactly one place are inlined into their predecessor; the
 others become functions `st_<n>(F, D, L, pos)` that return the final position.
 """
+
 from emulator.engine.expressions import ExprCompiler, store
 from emulator.engine.headercodec import HeaderCodec
 from emulator.engine.jsonutil import hexstr, hexstr_bytes, malformed, unsupported
@@ -36,14 +37,13 @@ class ParserGen:
         if init not in self.states:
             raise malformed(f"init_state {init!r} is not a state", path, parser)
         self.indegree[init] += 1
-        for name, (i, st) in self.states.items():
+        for _name, (i, st) in self.states.items():
             for t in st.get("transitions", []):
                 nxt = t.get("next_state")
                 if nxt is None:
                     continue
                 if nxt not in self.states:
-                    raise malformed(f"transition to unknown state {nxt!r}",
-                                    f"{path}.parse_states[{i}]", st)
+                    raise malformed(f"transition to unknown state {nxt!r}", f"{path}.parse_states[{i}]", st)
                 self.indegree[nxt] += 1
         self.functions = {}  # state name -> function name (states compiled as functions)
 
@@ -117,8 +117,7 @@ class ParserGen:
             dst, width, signed = ex.lvalue(params[0])
             v = ex.value(params[1])
             if v.kind == "bool":
-                v = ex.value({"type": "expression", "value": {"op": "b2d", "left": None,
-                                                             "right": params[1]}})
+                v = ex.value({"type": "expression", "value": {"op": "b2d", "left": None, "right": params[1]}})
             elif v.kind != "data":
                 raise malformed(f"set source must be an integer, got {v.kind}", path, op)
             src.emit(store(dst, width, signed, v))

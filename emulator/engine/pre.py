@@ -4,6 +4,7 @@ BMv2 (simple_pre) stores a group as nodes (one per rid) with port bitmaps; throu
 creates those nodes from the group's replica list. The order in which replicas leave differs between
 BMv2's egress threads anyway, so the engine keeps the control plane's order.
 """
+
 from emulator.errors import EntryError
 
 MAX_GROUP = 0xFFFF
@@ -24,8 +25,7 @@ class ReplicationEngine:
             try:
                 port, rid = replica
             except (TypeError, ValueError):
-                raise EntryError(f"multicast group {group_id}: replica {replica!r} is not "
-                                 "(egress port, rid)") from None
+                raise EntryError(f"multicast group {group_id}: replica {replica!r} is not (egress port, rid)") from None
             for what, v, top in (("port", port, self.port_max), ("rid", rid, self.rid_max)):
                 if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= top:
                     raise EntryError(f"multicast group {group_id}: {what} {v!r} outside 0..{top}")

@@ -5,6 +5,7 @@ statements over the packet state `F`. Control flow inside actions (`_jump`, `_ju
 p4c emits for `if`, `return`, `exit` and loops inside actions) is turned back into Python `if`/
 `else` when it has that shape, and into a small program-counter loop otherwise.
 """
+
 from emulator.engine.expressions import ExprCompiler, Value, store
 from emulator.engine.jsonutil import hexstr, malformed, source_of, unsupported, where
 
@@ -232,8 +233,9 @@ class ActionBody:
     def _p_shift_left(self, src, ex, params, path, prim):
         dst, width, signed = ex.lvalue(params[0])
         a, b = self._int_value(ex, params[1]), self._int_value(ex, params[2])
-        src.emit(store(dst, width, signed, Value(f"_shl_masked({a.src}, {b.src}, {(1 << width) - 1})",
-                                                 "data", bits=width)))
+        src.emit(
+            store(dst, width, signed, Value(f"_shl_masked({a.src}, {b.src}, {(1 << width) - 1})", "data", bits=width))
+        )
 
     def _p_shift_right(self, src, ex, params, path, prim):
         self._binary(src, ex, params, ">>")
@@ -316,8 +318,7 @@ class ActionBody:
             if "egress_spec" not in h.htype.offsets:
                 raise malformed(f"mark_to_drop on header '{header_name}' without egress_spec", self.path)
             spec = self.env.layout.field(header_name, "egress_spec")
-            grp = (self.env.layout.field(header_name, "mcast_grp")
-                   if "mcast_grp" in h.htype.offsets else None)
+            grp = self.env.layout.field(header_name, "mcast_grp") if "mcast_grp" in h.htype.offsets else None
         if spec is None:
             raise malformed("drop needs standard_metadata.egress_spec", self.path)
         src.emit(f"F[{spec.slot}] = {port & spec.mask}")
@@ -451,11 +452,37 @@ class ActionBody:
 
 
 _ARITY = {
-    "assign": 2, "modify_field": 2, "add_to_field": 2, "subtract_from_field": 2, "add": 3,
-    "subtract": 3, "bit_and": 3, "bit_or": 3, "bit_xor": 3, "shift_left": 3, "shift_right": 3,
-    "no_op": 0, "exit": 0, "add_header": 1, "add_header_fast": 1, "remove_header": 1,
-    "assign_header": 2, "copy_header": 2, "assign_header_stack": 2, "push": 2, "pop": 2,
-    "mark_to_drop": 1, "drop": 0, "register_read": 3, "register_write": 3, "count": 2,
-    "modify_field_with_hash_based_offset": 4, "modify_field_rng_uniform": 3, "log_msg": 2,
-    "assert": 1, "assume": 1, "resubmit": 1, "recirculate": 1,
+    "assign": 2,
+    "modify_field": 2,
+    "add_to_field": 2,
+    "subtract_from_field": 2,
+    "add": 3,
+    "subtract": 3,
+    "bit_and": 3,
+    "bit_or": 3,
+    "bit_xor": 3,
+    "shift_left": 3,
+    "shift_right": 3,
+    "no_op": 0,
+    "exit": 0,
+    "add_header": 1,
+    "add_header_fast": 1,
+    "remove_header": 1,
+    "assign_header": 2,
+    "copy_header": 2,
+    "assign_header_stack": 2,
+    "push": 2,
+    "pop": 2,
+    "mark_to_drop": 1,
+    "drop": 0,
+    "register_read": 3,
+    "register_write": 3,
+    "count": 2,
+    "modify_field_with_hash_based_offset": 4,
+    "modify_field_rng_uniform": 3,
+    "log_msg": 2,
+    "assert": 1,
+    "assume": 1,
+    "resubmit": 1,
+    "recirculate": 1,
 }

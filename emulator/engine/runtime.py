@@ -3,6 +3,7 @@
 Hot paths (field reads and writes, table lookups, register accesses) are inlined by the code
 generators; what is here is either rare (header stacks, random, log_msg) or an error path.
 """
+
 import logging
 import random
 
@@ -30,20 +31,20 @@ def _lookahead(D, pos, off, width):
     nbytes = (bit + width + 7) >> 3
     if start + nbytes > len(D):
         raise ParserError(None, pos)
-    v = int.from_bytes(D[start:start + nbytes], "big")
+    v = int.from_bytes(D[start : start + nbytes], "big")
     return (v >> ((nbytes << 3) - bit - width)) & ((1 << width) - 1)
 
 
 def _assign_header(F, dst, src, nfields):
     """BMv2 assign_header: an invalid source invalidates the destination, else copies it."""
     if F[src + nfields]:
-        F[dst:dst + nfields + 1] = F[src:src + nfields + 1]
+        F[dst : dst + nfields + 1] = F[src : src + nfields + 1]
     else:
         F[dst + nfields] = 0
 
 
 def _swap(F, a, b, size):
-    F[a:a + size], F[b:b + size] = F[b:b + size], F[a:a + size]
+    F[a : a + size], F[b : b + size] = F[b : b + size], F[a : a + size]
 
 
 def _stack_push(F, bases, size, next_slot, num):
@@ -88,8 +89,7 @@ def make_helpers(counters: RuntimeCounters) -> dict:
     def _out_of_bounds(kind, name, size, index):
         # BMv2 (debug builds) logs an error and skips the access; so do we
         counters.out_of_bounds += 1
-        log.error("%s '%s' of size %d accessed at out-of-bounds index %d: access skipped",
-                  kind, name, size, index)
+        log.error("%s '%s' of size %d accessed at out-of-bounds index %d: access skipped", kind, name, size, index)
 
     def _hash_offset(h, base, size):
         if size == 0:
@@ -117,8 +117,14 @@ def make_helpers(counters: RuntimeCounters) -> dict:
         raise PacketError(f"{kind} failed at {where}")
 
     return {
-        "_lookahead": _lookahead, "_assign_header": _assign_header, "_stack_push": _stack_push,
-        "_stack_pop": _stack_pop, "_out_of_bounds": _out_of_bounds, "_hash_offset": _hash_offset,
-        "_random": _random, "_log_msg": _log_msg, "_assert_failed": _assert_failed,
+        "_lookahead": _lookahead,
+        "_assign_header": _assign_header,
+        "_stack_push": _stack_push,
+        "_stack_pop": _stack_pop,
+        "_out_of_bounds": _out_of_bounds,
+        "_hash_offset": _hash_offset,
+        "_random": _random,
+        "_log_msg": _log_msg,
+        "_assert_failed": _assert_failed,
         "ParserError": ParserError,
     }

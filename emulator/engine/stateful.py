@@ -1,4 +1,5 @@
 """Register and counter arrays: plain Python lists the generated code indexes directly."""
+
 from emulator.errors import EntryError
 
 

@@ -11,6 +11,7 @@ mask), so duplicates are detected exactly when BMv2 detects them.
 Priorities follow the P4Runtime convention (larger wins). BMv2's JSON `priority` of const entries
 (smaller wins) is converted as PI does: p4runtime = 2**31 - 1 - bmv2.
 """
+
 import bisect
 import heapq
 
@@ -23,8 +24,19 @@ BMV2_MAX_PRIORITY = (1 << 31) - 1
 class Entry:
     """One table entry (or a default entry): the action to run and its data."""
 
-    __slots__ = ("fn", "params", "action", "action_id", "keys", "priority", "handle", "packets",
-                 "bytes", "match", "sort_key")
+    __slots__ = (
+        "fn",
+        "params",
+        "action",
+        "action_id",
+        "keys",
+        "priority",
+        "handle",
+        "packets",
+        "bytes",
+        "match",
+        "sort_key",
+    )
 
     def __init__(self, fn, params, action, action_id, keys=None, priority=None):
         self.fn = fn
@@ -119,7 +131,7 @@ class MatchTable:
                     return e
             return None
         for _, mask, bucket in self._lpm:
-            e = bucket.get(key[:i] + (key[i] & mask,) + key[i + 1:])
+            e = bucket.get(key[:i] + (key[i] & mask,) + key[i + 1 :])
             if e is not None:
                 return e
         return None
@@ -160,8 +172,9 @@ class MatchTable:
     def _action(self, action):
         ref = self.actions.get(action)
         if ref is None:
-            raise self._err(f"action '{action}' is not an action of this table "
-                            f"(actions: {', '.join(sorted(self.actions))})")
+            raise self._err(
+                f"action '{action}' is not an action of this table (actions: {', '.join(sorted(self.actions))})"
+            )
         return ref
 
     def _params(self, ref, params):
@@ -172,12 +185,13 @@ class MatchTable:
         except (TypeError, ValueError):
             raise self._err(f"action '{ref.name}' parameters must be integers, got {params!r}") from None
         if len(params) != len(ref.widths):
-            raise self._err(f"action '{ref.name}' takes {len(ref.widths)} parameter(s) "
-                            f"({', '.join(ref.param_names) or 'none'}), got {len(params)}")
+            raise self._err(
+                f"action '{ref.name}' takes {len(ref.widths)} parameter(s) "
+                f"({', '.join(ref.param_names) or 'none'}), got {len(params)}"
+            )
         for name, width, value in zip(ref.param_names, ref.widths, params):
             if not 0 <= value < (1 << width):
-                raise self._err(f"action '{ref.name}' parameter '{name}' = {value} does not fit "
-                                f"in {width} bits")
+                raise self._err(f"action '{ref.name}' parameter '{name}' = {value} does not fit in {width} bits")
         return tuple(params)
 
     def _check_value(self, k, value, what="value"):
@@ -196,8 +210,9 @@ class MatchTable:
         if not isinstance(keys, (list, tuple)):
             raise self._err(f"keys must be a list with one item per key field, got {keys!r}")
         if len(keys) != len(self.keys):
-            raise self._err(f"expected {len(self.keys)} key field(s) "
-                            f"({', '.join(k.name for k in self.keys)}), got {len(keys)}")
+            raise self._err(
+                f"expected {len(self.keys)} key field(s) ({', '.join(k.name for k in self.keys)}), got {len(keys)}"
+            )
         out = []
         for k, given in zip(self.keys, keys):
             smask = k.full if k.static_mask is None else k.static_mask
@@ -212,8 +227,7 @@ class MatchTable:
                 out.append(self._check_value(k, given) & smask)
             else:
                 if not isinstance(given, (tuple, list)) or len(given) != 2:
-                    form = {"lpm": "(value, prefix_len)", "ternary": "(value, mask)",
-                            "range": "(low, high)"}[mt]
+                    form = {"lpm": "(value, prefix_len)", "ternary": "(value, mask)", "range": "(low, high)"}[mt]
                     raise self._err(f"key field '{k.name}' is {mt}: give {form}, got {given!r}")
                 a, b = given
                 if mt == "lpm":
@@ -250,8 +264,10 @@ class MatchTable:
         ident = self._identity(keys, priority)
         entry = self.entries.get(ident)
         if entry is None:
-            raise self._err(f"no entry with key {list(ident[0])}"
-                            + (f" priority {ident[1]}" if ident[1] is not None else ""), "NOT_FOUND")
+            raise self._err(
+                f"no entry with key {list(ident[0])}" + (f" priority {ident[1]}" if ident[1] is not None else ""),
+                "NOT_FOUND",
+            )
         return ident, entry
 
     def add(self, keys, action, params, priority=None, force=False):
@@ -261,9 +277,12 @@ class MatchTable:
         ref = self._action(action)
         params = self._params(ref, params)
         if ident in self.entries:
-            raise self._err(f"an entry with key {list(ident[0])}"
-                            + (f" priority {ident[1]}" if ident[1] is not None else "")
-                            + " already exists", "ALREADY_EXISTS")
+            raise self._err(
+                f"an entry with key {list(ident[0])}"
+                + (f" priority {ident[1]}" if ident[1] is not None else "")
+                + " already exists",
+                "ALREADY_EXISTS",
+            )
         if len(self.entries) >= self.size:
             raise self._err(f"table is full ({self.size} entries)", "RESOURCE_EXHAUSTED")
         entry = Entry(ref.fn, params, ref.name, ref.id, list(ident[0]), ident[1])
@@ -303,8 +322,7 @@ class MatchTable:
         return self._find(keys, priority)[1]
 
     def list_entries(self) -> list:
-        return [TableEntry(list(e.keys), e.action, list(e.params), e.priority)
-                for e in self.entries.values()]
+        return [TableEntry(list(e.keys), e.action, list(e.params), e.priority) for e in self.entries.values()]
 
     # ------------------------------------------------------------------ indexes
     def _index(self, entry):
@@ -385,8 +403,7 @@ class MatchTable:
             if self.default_entry_const:
                 raise self._err("the default entry is const", "PERMISSION_DENIED")
             if self.default_action_const and self.default.action != ref.name:
-                raise self._err(f"the default action is const ({self.default.action})",
-                                "PERMISSION_DENIED")
+                raise self._err(f"the default action is const ({self.default.action})", "PERMISSION_DENIED")
         self.default = Entry(ref.fn, params, ref.name, ref.id)
 
     def get_default(self) -> tuple:

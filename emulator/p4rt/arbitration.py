@@ -6,13 +6,14 @@ disconnects), every stream of the pair is told with a MasterArbitrationUpdate: O
 ALREADY_EXISTS for backups while a primary exists, NOT_FOUND when there is none. A stream without an
 election id ranks below every id and never becomes primary.
 """
+
 import queue
 import threading
 
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
-from emulator.p4rt.errors import (P4RTError, INVALID_ARGUMENT, FAILED_PRECONDITION, NOT_FOUND)
+from emulator.p4rt.errors import FAILED_PRECONDITION, INVALID_ARGUMENT, NOT_FOUND, P4RTError
 
 _UNSET = -1  # ranks below (0, 0)
 

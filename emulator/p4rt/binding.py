@@ -7,11 +7,12 @@ decode bytestrings. `bind()` checks every P4Info object against the loaded progr
 pipeline (VERIFY fails) naming the first object that does not agree, so a stale P4Info never reaches
 the data plane.
 """
+
 from dataclasses import dataclass, field
 
 from p4.config.v1 import p4info_pb2
 
-from emulator.p4rt.errors import P4RTError, INVALID_ARGUMENT
+from emulator.p4rt.errors import INVALID_ARGUMENT, P4RTError
 
 MATCH_KIND = {
     p4info_pb2.MatchField.EXACT: "exact",
@@ -155,12 +156,15 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
         params = tuple(ParamBinding(p.id, p.name, p.bitwidth) for p in act.params)
         engine_params = list(engine_action.params)
         if len(params) != len(engine_params):
-            _refuse(f"action '{name}' has {len(params)} parameters in P4Info, "
-                    f"{len(engine_params)} in the device config")
+            _refuse(
+                f"action '{name}' has {len(params)} parameters in P4Info, {len(engine_params)} in the device config"
+            )
         for param, (engine_name, engine_width) in zip(params, engine_params):
             if param.name != engine_name or param.bitwidth != engine_width:
-                _refuse(f"action '{name}' parameter '{param.name}' (bit<{param.bitwidth}>) does not "
-                        f"match '{engine_name}' (bit<{engine_width}>) in the device config")
+                _refuse(
+                    f"action '{name}' parameter '{param.name}' (bit<{param.bitwidth}>) does not "
+                    f"match '{engine_name}' (bit<{engine_width}>) in the device config"
+                )
         binding.actions[act.preamble.id] = ActionBinding(act.preamble.id, name, params)
         binding.action_by_name[name] = binding.actions[act.preamble.id]
 
@@ -177,32 +181,37 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
             fields.append(MatchFieldBinding(mf.id, mf.name, mf.bitwidth, kind))
         engine_keys = list(engine_table.keys)
         if len(fields) != len(engine_keys):
-            _refuse(f"table '{name}' has {len(fields)} match fields in P4Info, "
-                    f"{len(engine_keys)} in the device config")
+            _refuse(f"table '{name}' has {len(fields)} match fields in P4Info, {len(engine_keys)} in the device config")
         for mf, key in zip(fields, engine_keys):
             # BMv2 JSON has no `optional` match kind: p4c writes such keys as ternary.
             engine_kind = "optional" if (mf.kind, key.match_type) == ("optional", "ternary") else key.match_type
             if mf.name != key.name or mf.bitwidth != key.bitwidth or mf.kind != engine_kind:
-                _refuse(f"table '{name}' match field '{mf.name}' ({mf.kind}, {mf.bitwidth} bits) does "
-                        f"not match '{key.name}' ({key.match_type}, {key.bitwidth} bits) "
-                        f"in the device config")
+                _refuse(
+                    f"table '{name}' match field '{mf.name}' ({mf.kind}, {mf.bitwidth} bits) does "
+                    f"not match '{key.name}' ({key.match_type}, {key.bitwidth} bits) "
+                    f"in the device config"
+                )
         scopes = {}
         for ref in tbl.action_refs:
             act = binding.actions.get(ref.id)
             if act is None:
                 _refuse(f"table '{name}' refers to action id {ref.id} that P4Info does not declare")
             if act.name not in engine_table.actions:
-                _refuse(f"table '{name}' action '{act.name}' is not an action of that table "
-                        f"in the device config")
+                _refuse(f"table '{name}' action '{act.name}' is not an action of that table in the device config")
             scopes[ref.id] = ref.scope
         if tbl.implementation_id:
             _refuse(f"table '{name}' uses an action profile, which the software switch does not support")
         table = TableBinding(
-            id=tbl.preamble.id, name=name, match_fields=tuple(fields), action_scopes=scopes,
+            id=tbl.preamble.id,
+            name=name,
+            match_fields=tuple(fields),
+            action_scopes=scopes,
             const_default_action_id=tbl.const_default_action_id,
             is_const=bool(tbl.is_const_table or getattr(engine_table, "const_entries", False)),
-            size=tbl.size, needs_priority=any(f.kind in PRIORITY_KINDS for f in fields),
-            field_by_id={f.id: f for f in fields})
+            size=tbl.size,
+            needs_priority=any(f.kind in PRIORITY_KINDS for f in fields),
+            field_by_id={f.id: f for f in fields},
+        )
         binding.tables[table.id] = table
         binding.table_by_name[name] = table
 
@@ -214,8 +223,7 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
         if engine_counter.is_direct:
             _refuse(f"counter '{name}' is indirect in P4Info but direct in the device config")
         if ctr.size != engine_counter.size:
-            _refuse(f"counter '{name}' has size {ctr.size} in P4Info, "
-                    f"{engine_counter.size} in the device config")
+            _refuse(f"counter '{name}' has size {ctr.size} in P4Info, {engine_counter.size} in the device config")
         binding.counters[ctr.preamble.id] = CounterBinding(ctr.preamble.id, name, ctr.size)
 
     for ctr in p4info.direct_counters:
@@ -225,14 +233,13 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
             _refuse(f"direct counter '{name}' is not in the device config")
         table = binding.tables.get(ctr.direct_table_id)
         if table is None:
-            _refuse(f"direct counter '{name}' is attached to table id {ctr.direct_table_id} "
-                    f"that P4Info does not declare")
+            _refuse(
+                f"direct counter '{name}' is attached to table id {ctr.direct_table_id} that P4Info does not declare"
+            )
         if not engine_counter.is_direct or engine_counter.table != table.name:
-            _refuse(f"direct counter '{name}' is not attached to table '{table.name}' "
-                    f"in the device config")
+            _refuse(f"direct counter '{name}' is not attached to table '{table.name}' in the device config")
         table.direct_counter = name
-        binding.direct_counters[ctr.preamble.id] = DirectCounterBinding(
-            ctr.preamble.id, name, table.id)
+        binding.direct_counters[ctr.preamble.id] = DirectCounterBinding(ctr.preamble.id, name, table.id)
 
     for reg in p4info.registers:
         name = reg.preamble.name
@@ -241,8 +248,10 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
             _refuse(f"register '{name}' is not in the device config")
         width = _register_bitwidth(reg)
         if reg.size != engine_register.size or width != engine_register.bitwidth:
-            _refuse(f"register '{name}' is bit<{width}>[{reg.size}] in P4Info, "
-                    f"bit<{engine_register.bitwidth}>[{engine_register.size}] in the device config")
+            _refuse(
+                f"register '{name}' is bit<{width}>[{reg.size}] in P4Info, "
+                f"bit<{engine_register.bitwidth}>[{engine_register.size}] in the device config"
+            )
         binding.registers[reg.preamble.id] = RegisterBinding(reg.preamble.id, name, reg.size, width)
 
     for header in p4info.controller_packet_metadata:

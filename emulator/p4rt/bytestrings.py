@@ -4,7 +4,8 @@ Clients may send any width as long as the value fits the P4Info bitwidth (p4runt
 shortest form, other clients the full width); the server always answers with the shortest form so that
 reads are symmetric with what a canonical client wrote.
 """
-from emulator.p4rt.errors import P4RTError, INVALID_ARGUMENT
+
+from emulator.p4rt.errors import INVALID_ARGUMENT, P4RTError
 
 
 def encode(value: int) -> bytes:
@@ -24,6 +25,5 @@ def decode(data: bytes, bitwidth: int, what: str) -> int:
         raise P4RTError(INVALID_ARGUMENT, f"{what}: empty bytestring")
     value = int.from_bytes(data, "big")
     if value.bit_length() > bitwidth:
-        raise P4RTError(INVALID_ARGUMENT,
-                        f"{what}: value 0x{value:x} does not fit in {bitwidth} bits")
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: value 0x{value:x} does not fit in {bitwidth} bits")
     return value

@@ -5,6 +5,7 @@ committed (fresh tables, registers and counters, as VERIFY_AND_COMMIT requires),
 just reads the attribute for each batch. P4Runtime requests hold `Device.lock` so that a Write and a
 pipeline change never interleave.
 """
+
 import json
 import threading
 from dataclasses import dataclass, field
@@ -13,19 +14,21 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from emulator.p4rt.binding import PipelineBinding, bind
-from emulator.p4rt.errors import P4RTError, INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, FAILED_PRECONDITION
+from emulator.p4rt.errors import FAILED_PRECONDITION, INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, P4RTError
 
 SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
 
 
 def _default_engine_factory(config):
     from emulator.switch import SoftwareSwitch
+
     return SoftwareSwitch.from_json(config)
 
 
 def _engine_load_errors():
     try:
         from emulator.errors import LoadError
+
         return (LoadError,)
     except ImportError:  # pragma: no cover - only before the engine lands
         return ()
@@ -34,6 +37,7 @@ def _engine_load_errors():
 @dataclass
 class Pipeline:
     """A verified pipeline: the engine built from the JSON, plus what P4Runtime needs about it."""
+
     engine: object
     binding: PipelineBinding | None  # None when started from a JSON file without P4Info
     p4info: p4info_pb2.P4Info | None
@@ -64,8 +68,9 @@ class Device:
     def require_pipeline(self) -> Pipeline:
         pipe = self.pipeline
         if pipe is None or pipe.binding is None:
-            raise P4RTError(FAILED_PRECONDITION, "no forwarding pipeline config set "
-                                                 "(SetForwardingPipelineConfig with P4Info first)")
+            raise P4RTError(
+                FAILED_PRECONDITION, "no forwarding pipeline config set (SetForwardingPipelineConfig with P4Info first)"
+            )
         return pipe
 
     # ------------------------------------------------------------ building pipelines
@@ -83,8 +88,7 @@ class Device:
         except _engine_load_errors() as exc:
             raise P4RTError(INVALID_ARGUMENT, f"device config cannot be loaded: {exc}") from None
         except Exception as exc:  # malformed JSON the engine trips over: still the client's input
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"device config cannot be loaded: {type(exc).__name__}: {exc}") from None
+            raise P4RTError(INVALID_ARGUMENT, f"device config cannot be loaded: {type(exc).__name__}: {exc}") from None
         binding = bind(p4info, engine.program) if p4info is not None else None
         return Pipeline(engine, binding, p4info, bytes(device_config), cookie)
 
@@ -95,6 +99,7 @@ class Device:
         p4info = None
         if p4info_path:
             from google.protobuf import text_format
+
             p4info = p4info_pb2.P4Info()
             with open(p4info_path, "rb") as f:
                 data = f.read()

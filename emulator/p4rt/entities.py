@@ -2,18 +2,27 @@
 
 Each `write_*` applies one Update to the engine or raises P4RTError; each `read_*` fills one fresh
 message per matching entity (wildcards expanded), taken from `new()`, which the servicer points into
-its ReadResponse so that nothing is copied (pure-Python protobuf copies cost more than the reads). Values going out are canonical bytestrings; values coming in
-may have any width that fits (see bytestrings). "Don't care" match fields are omitted on read, as the
+its ReadResponse so that nothing is copied (pure-Python protobuf copies cost more than the reads).
+Values going out are canonical bytestrings; values coming in may have any width that fits (see
+bytestrings). "Don't care" match fields are omitted on read, as the
 spec's read-write symmetry asks.
 """
+
 from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from emulator.p4rt import bytestrings
-from emulator.p4rt.errors import (P4RTError, INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
-                                  PERMISSION_DENIED, RESOURCE_EXHAUSTED, OUT_OF_RANGE,
-                                  UNIMPLEMENTED)
+from emulator.p4rt.errors import (
+    ALREADY_EXISTS,
+    INVALID_ARGUMENT,
+    NOT_FOUND,
+    OUT_OF_RANGE,
+    PERMISSION_DENIED,
+    RESOURCE_EXHAUSTED,
+    UNIMPLEMENTED,
+    P4RTError,
+)
 
 INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
 _TABLE_ONLY = p4info_pb2.ActionRef.TABLE_ONLY
@@ -22,6 +31,7 @@ _DEFAULT_ONLY = p4info_pb2.ActionRef.DEFAULT_ONLY
 try:  # the engine's refusal of an entry (duplicate, missing, table full, bad action)
     from emulator.errors import EntryError as EngineEntryError
 except ImportError:  # pragma: no cover - only before the engine lands
+
     class EngineEntryError(Exception):
         pass
 
@@ -53,17 +63,16 @@ def engine_error(exc: Exception, what: str) -> P4RTError:
 
 # ---------------------------------------------------------------- match keys
 
+
 def _decode_key(table, te) -> list:
     """Engine keys (one per match field, in P4Info order) of a TableEntry's `match`."""
     given = {}
     for fm in te.match:
         mf = table.field_by_id.get(fm.field_id)
         if mf is None:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"table '{table.name}': unknown match field id {fm.field_id}")
+            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': unknown match field id {fm.field_id}")
         if fm.field_id in given:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"table '{table.name}': match field '{mf.name}' given twice")
+            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': match field '{mf.name}' given twice")
         given[fm.field_id] = fm
     keys = []
     for mf in table.match_fields:
@@ -73,8 +82,7 @@ def _decode_key(table, te) -> list:
         if fm is None:
             if mf.kind == "exact":
                 raise P4RTError(INVALID_ARGUMENT, f"{what}: missing (exact fields are mandatory)")
-            keys.append({"lpm": (0, 0), "ternary": (0, 0), "range": (0, full),
-                         "optional": (0, 0)}[mf.kind])
+            keys.append({"lpm": (0, 0), "ternary": (0, 0), "range": (0, full), "optional": (0, 0)}[mf.kind])
             continue
         kind = fm.WhichOneof("field_match_type")
         if kind != mf.kind:
@@ -85,8 +93,10 @@ def _decode_key(table, te) -> list:
             value = bytestrings.decode(fm.lpm.value, mf.bitwidth, what)
             plen = fm.lpm.prefix_len
             if not 0 < plen <= mf.bitwidth:
-                raise P4RTError(INVALID_ARGUMENT, f"{what}: prefix length {plen} outside 1..{mf.bitwidth}"
-                                " (omit the field for a don't-care match)")
+                raise P4RTError(
+                    INVALID_ARGUMENT,
+                    f"{what}: prefix length {plen} outside 1..{mf.bitwidth} (omit the field for a don't-care match)",
+                )
             if value & ((1 << (mf.bitwidth - plen)) - 1):
                 raise P4RTError(INVALID_ARGUMENT, f"{what}: value has bits set beyond the /{plen} prefix")
             keys.append((value, plen))
@@ -146,14 +156,17 @@ def _key_id(keys, priority) -> tuple:
 
 # ---------------------------------------------------------------- actions
 
+
 def _decode_action(pipe, table, te, default: bool):
     """(action name, params) of a TableEntry's action, checked against the table's P4Info."""
     kind = te.action.WhichOneof("type")
     if kind != "action":
         if kind is None:
             raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': no action given")
-        raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': {kind} needs an action profile, "
-                                       "which the software switch does not support")
+        raise P4RTError(
+            UNIMPLEMENTED,
+            f"table '{table.name}': {kind} needs an action profile, which the software switch does not support",
+        )
     action_msg = te.action.action
     scope = table.action_scopes.get(action_msg.action_id)
     if scope is None:
@@ -162,26 +175,28 @@ def _decode_action(pipe, table, te, default: bool):
         raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': action {label} is not an action of this table")
     action = pipe.binding.actions[action_msg.action_id]
     if default and scope == _TABLE_ONLY:
-        raise P4RTError(PERMISSION_DENIED,
-                        f"table '{table.name}': action '{action.name}' is @tableonly, not a default action")
+        raise P4RTError(
+            PERMISSION_DENIED, f"table '{table.name}': action '{action.name}' is @tableonly, not a default action"
+        )
     if not default and scope == _DEFAULT_ONLY:
-        raise P4RTError(PERMISSION_DENIED,
-                        f"table '{table.name}': action '{action.name}' is @defaultonly, not an entry action")
+        raise P4RTError(
+            PERMISSION_DENIED, f"table '{table.name}': action '{action.name}' is @defaultonly, not an entry action"
+        )
     given = {}
     by_id = {p.id: p for p in action.params}
     for param in action_msg.params:
         if param.param_id not in by_id:
             raise P4RTError(INVALID_ARGUMENT, f"action '{action.name}': unknown parameter id {param.param_id}")
         if param.param_id in given:
-            raise P4RTError(INVALID_ARGUMENT,
-                            f"action '{action.name}': parameter '{by_id[param.param_id].name}' given twice")
+            raise P4RTError(
+                INVALID_ARGUMENT, f"action '{action.name}': parameter '{by_id[param.param_id].name}' given twice"
+            )
         given[param.param_id] = param.value
     values = []
     for p in action.params:
         if p.id not in given:
             raise P4RTError(INVALID_ARGUMENT, f"action '{action.name}': parameter '{p.name}' missing")
-        values.append(bytestrings.decode(given[p.id], p.bitwidth,
-                                         f"action '{action.name}' parameter '{p.name}'"))
+        values.append(bytestrings.decode(given[p.id], p.bitwidth, f"action '{action.name}' parameter '{p.name}'"))
     return action.name, values
 
 
@@ -196,6 +211,7 @@ def _encode_action(pipe, action_name, params, te) -> None:
 
 
 # ---------------------------------------------------------------- table entries
+
 
 def _check_unsupported_fields(table, te, update_type):
     if te.is_const:
@@ -234,13 +250,16 @@ def write_table_entry(pipe, update_type, te) -> None:
     keys = _decode_key(table, te)
     if table.needs_priority:
         if te.priority <= 0:
-            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': a priority > 0 is required "
-                                              "(the table has ternary, range or optional fields)")
+            raise P4RTError(
+                INVALID_ARGUMENT,
+                f"table '{table.name}': a priority > 0 is required (the table has ternary, range or optional fields)",
+            )
         priority = te.priority
     else:
         if te.priority:
-            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': priority must be 0 "
-                                              "(the table has only exact and lpm fields)")
+            raise P4RTError(
+                INVALID_ARGUMENT, f"table '{table.name}': priority must be 0 (the table has only exact and lpm fields)"
+            )
         priority = None
     identity = _key_id(keys, priority)
     engine = pipe.engine
@@ -277,8 +296,7 @@ def _write_default_entry(pipe, table, update_type, te):
     if update_type != MODIFY:
         raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': the default entry can only be modified")
     if len(te.match) or te.priority:
-        raise P4RTError(INVALID_ARGUMENT,
-                        f"table '{table.name}': a default entry has no match and priority 0")
+        raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': a default entry has no match and priority 0")
     if table.const_default_action_id:
         raise P4RTError(PERMISSION_DENIED, f"table '{table.name}': the default action is const")
     _check_unsupported_fields(table, te, update_type)
@@ -304,8 +322,7 @@ def _entry_proto(pipe, table, entry, with_counter: bool, te):
     if stored:
         te.metadata, te.controller_metadata = stored
     if with_counter and table.direct_counter is not None:
-        packets, nbytes = pipe.engine.direct_counter_read(
-            table.name, entry.keys, priority=entry.priority or None)
+        packets, nbytes = pipe.engine.direct_counter_read(table.name, entry.keys, priority=entry.priority or None)
         te.counter_data.packet_count = packets
         te.counter_data.byte_count = nbytes
     return te
@@ -352,6 +369,7 @@ def read_table_entries(pipe, request, new=p4runtime_pb2.TableEntry) -> list:
 
 # ---------------------------------------------------------------- counters
 
+
 def _indices(size: int, index_msg, has_index: bool, what: str):
     if not has_index:
         return range(size)
@@ -364,8 +382,7 @@ def _indices(size: int, index_msg, has_index: bool, what: str):
 
 
 def read_counter_entries(pipe, request, new=p4runtime_pb2.CounterEntry) -> list:
-    counters = (pipe.binding.counters.values() if request.counter_id == 0
-                else [pipe.binding.counter(request.counter_id)])
+    counters = pipe.binding.counters.values() if request.counter_id == 0 else [pipe.binding.counter(request.counter_id)]
     found = []
     for counter in counters:
         what = f"counter '{counter.name}'"
@@ -439,9 +456,11 @@ def write_direct_counter_entry(pipe, update_type, entry) -> None:
 
 # ---------------------------------------------------------------- registers
 
+
 def read_register_entries(pipe, request, new=p4runtime_pb2.RegisterEntry) -> list:
-    registers = (pipe.binding.registers.values() if request.register_id == 0
-                 else [pipe.binding.register(request.register_id)])
+    registers = (
+        pipe.binding.registers.values() if request.register_id == 0 else [pipe.binding.register(request.register_id)]
+    )
     found = []
     for reg in registers:
         has_index = request.register_id != 0 and request.HasField("index")
@@ -467,6 +486,7 @@ def write_register_entry(pipe, update_type, entry) -> None:
 
 
 # ---------------------------------------------------------------- multicast
+
 
 def write_pre_entry(pipe, update_type, pre) -> None:
     kind = pre.WhichOneof("type")

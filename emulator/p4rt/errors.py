@@ -5,6 +5,7 @@ batched Read) with failing updates answers gRPC UNKNOWN with a `google.rpc.Statu
 `grpc-status-details-bin` trailer carrying one `p4.v1.Error` per update, OK for the ones that
 succeeded, as the P4Runtime spec requires and p4runtime-shell parses.
 """
+
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2

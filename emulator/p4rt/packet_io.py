@@ -6,10 +6,11 @@ whose fields are bit-packed in P4Info order and padded to whole bytes; the serve
 followed by the payload and injected on the CPU port. Without a controller header in the P4Info the
 frame passes unchanged.
 """
+
 from p4.v1 import p4runtime_pb2
 
 from emulator.p4rt import bytestrings
-from emulator.p4rt.errors import P4RTError, INVALID_ARGUMENT
+from emulator.p4rt.errors import INVALID_ARGUMENT, P4RTError
 
 
 def _header_bytes(fields) -> int:

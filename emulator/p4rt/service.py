@@ -4,6 +4,7 @@ Entity work lives in `entities`, primary election in `arbitration`, the pipeline
 request is logged in one line at info on logger "emulator.p4runtime" (the full request at debug), the
 server-side counterpart of p4lang/tutorials' `sN-p4runtime-requests.txt`.
 """
+
 import importlib.metadata
 import logging
 import threading
@@ -14,8 +15,16 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from emulator.p4rt import entities, packet_io
 from emulator.p4rt.arbitration import Arbitrator, Session, election_id_of
-from emulator.p4rt.errors import (P4RTError, abort, abort_with_details, INTERNAL,
-                                  INVALID_ARGUMENT, PERMISSION_DENIED, UNIMPLEMENTED, FAILED_PRECONDITION)
+from emulator.p4rt.errors import (
+    FAILED_PRECONDITION,
+    INTERNAL,
+    INVALID_ARGUMENT,
+    PERMISSION_DENIED,
+    UNIMPLEMENTED,
+    P4RTError,
+    abort,
+    abort_with_details,
+)
 
 log = logging.getLogger("emulator.p4runtime")
 request_log = logging.getLogger("emulator.p4runtime.requests")
@@ -45,8 +54,11 @@ _READERS = {
     "register_entry": entities.read_register_entries,
     "packet_replication_engine_entry": entities.read_pre_entries,
 }
-_UPDATE_NAMES = {p4runtime_pb2.Update.INSERT: "INSERT", p4runtime_pb2.Update.MODIFY: "MODIFY",
-                 p4runtime_pb2.Update.DELETE: "DELETE"}
+_UPDATE_NAMES = {
+    p4runtime_pb2.Update.INSERT: "INSERT",
+    p4runtime_pb2.Update.MODIFY: "MODIFY",
+    p4runtime_pb2.Update.DELETE: "DELETE",
+}
 _CLOSE = object()
 
 
@@ -90,15 +102,22 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     # ------------------------------------------------------------ Write
 
     def Write(self, request, context):
-        self._log_request("Write", request, lambda: ", ".join(
-            f"{_UPDATE_NAMES.get(u.type, u.type)} {_describe(self.device.pipeline, u.entity)}"
-            for u in request.updates))
+        self._log_request(
+            "Write",
+            request,
+            lambda: ", ".join(
+                f"{_UPDATE_NAMES.get(u.type, u.type)} {_describe(self.device.pipeline, u.entity)}"
+                for u in request.updates
+            ),
+        )
         try:
             self.device.check_device_id(request.device_id)
             eid = election_id_of(request.election_id, request.HasField("election_id"))
             if not self.arbitrator.is_primary(request.device_id, request.role, eid):
-                raise P4RTError(PERMISSION_DENIED, "Write refused: this client is not the primary "
-                                                   "(open a StreamChannel with the highest election id)")
+                raise P4RTError(
+                    PERMISSION_DENIED,
+                    "Write refused: this client is not the primary (open a StreamChannel with the highest election id)",
+                )
             if request.atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
                 raise P4RTError(UNIMPLEMENTED, "only CONTINUE_ON_ERROR atomicity is supported")
         except P4RTError as err:
@@ -138,8 +157,9 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     # ------------------------------------------------------------ Read
 
     def Read(self, request, context):
-        self._log_request("Read", request, lambda: ", ".join(
-            _describe(self.device.pipeline, e) for e in request.entities))
+        self._log_request(
+            "Read", request, lambda: ", ".join(_describe(self.device.pipeline, e) for e in request.entities)
+        )
         responses, errors = [p4runtime_pb2.ReadResponse()], []
 
         def new_entity(kind):
@@ -147,6 +167,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 if len(responses[-1].entities) >= READ_CHUNK:
                     responses.append(p4runtime_pb2.ReadResponse())
                 return getattr(responses[-1].entities.add(), kind)
+
             return new
 
         with self.device.lock:
@@ -184,9 +205,15 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     def SetForwardingPipelineConfig(self, request, context):
         action = p4runtime_pb2.SetForwardingPipelineConfigRequest.Action.Name(request.action)
-        self._log_request("SetForwardingPipelineConfig", request, lambda: (
-            f"{action}, P4Info with {len(request.config.p4info.tables)} tables, "
-            f"{len(request.config.p4_device_config)} bytes of device config"), dump=False)
+        self._log_request(
+            "SetForwardingPipelineConfig",
+            request,
+            lambda: (
+                f"{action}, P4Info with {len(request.config.p4info.tables)} tables, "
+                f"{len(request.config.p4_device_config)} bytes of device config"
+            ),
+            dump=False,
+        )
         try:
             self.device.check_device_id(request.device_id)
             eid = election_id_of(request.election_id, request.HasField("election_id"))
@@ -217,8 +244,9 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def StreamChannel(self, request_iterator, context):
         session = Session(context.peer())
         context.add_callback(lambda: session.outbox.put(_CLOSE))
-        reader = threading.Thread(target=self._read_stream, args=(request_iterator, session),
-                                  name="p4rt-stream", daemon=True)
+        reader = threading.Thread(
+            target=self._read_stream, args=(request_iterator, session), name="p4rt-stream", daemon=True
+        )
         reader.start()
         try:
             while True:
@@ -237,10 +265,13 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             for message in request_iterator:
                 kind = message.WhichOneof("update")
                 if kind == "arbitration":
-                    log.info("StreamChannel arbitration from %s: device %d, role '%s', election id %d",
-                             session.peer, message.arbitration.device_id, message.arbitration.role.name,
-                             election_id_of(message.arbitration.election_id,
-                                            message.arbitration.HasField("election_id")))
+                    log.info(
+                        "StreamChannel arbitration from %s: device %d, role '%s', election id %d",
+                        session.peer,
+                        message.arbitration.device_id,
+                        message.arbitration.role.name,
+                        election_id_of(message.arbitration.election_id, message.arbitration.HasField("election_id")),
+                    )
                     try:
                         self.arbitrator.update(session, message.arbitration)
                     except P4RTError as err:
@@ -271,8 +302,9 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             self._stream_error(session, PERMISSION_DENIED, "PacketOut refused: not the primary client", packet)
             return
         if device.cpu_port is None or self.packet_out_sink is None:
-            self._stream_error(session, FAILED_PRECONDITION,
-                               "PacketOut needs a CPU port (start thc-switch with --cpu-port)", packet)
+            self._stream_error(
+                session, FAILED_PRECONDITION, "PacketOut needs a CPU port (start thc-switch with --cpu-port)", packet
+            )
             return
         pipe = device.pipeline
         fields = pipe.binding.packet_out if pipe is not None and pipe.binding is not None else ()
@@ -302,4 +334,3 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             log.info("P4Runtime %s: %s", rpc, summary())
         if dump and request_log.isEnabledFor(logging.DEBUG):
             request_log.debug("[%s]\n%s", rpc, text_format.MessageToString(request))
-

@@ -1,5 +1,6 @@
 """The controller against BMv2's simple_switch_grpc running p4/build/thc.json: the same commands as on the
 software switch, read back after writing. Skipped where BMv2 is not installed (see /opt/p4/STATUS)."""
+
 import json
 
 import pytest
@@ -11,13 +12,10 @@ from controller.session import SwitchSession
 from tests.support.bmv2 import Bmv2Process, bmv2_binary
 from tests.support.thc_ctl import cli, star4
 
-
 pytestmark = [
     pytest.mark.bmv2,
     pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc is not installed"),
 ]
-
-
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +37,7 @@ def test_every_command_on_bmv2(bmv2):
         status, _, err = cli(*argv, "--topology", topo)
         assert status == 0, err
     from thc import make_table
+
     values = [int(v) for v in make_table(4, 30, 1 / 32, "optimal").values]
     with SwitchSession(bmv2["addr"], name="s1") as s:
         table = s.installed_table()
@@ -51,7 +50,7 @@ def test_every_command_on_bmv2(bmv2):
     with SwitchSession(bmv2["addr"], name="s1") as s:
         [listed] = s.list_jobs()
         assert (listed.epoch, listed.worker_mask, listed.lane_bits) == (job["epoch"], 0xF, 8)
-        assert [w.port for w in listed.workers] == [1, 2, 3, 4]           # BMv2 reads multicast groups back
+        assert [w.port for w in listed.workers] == [1, 2, 3, 4]  # BMv2 reads multicast groups back
     status, out, _ = cli("stats", "--topology", topo, "--json")
     assert status == 0 and json.loads(out)["aggregated"] == 0
     assert cli("job", "remove", "--topology", topo, "--id", 1)[0] == 0
@@ -77,6 +76,7 @@ def test_bmv2_errors_are_reported(bmv2):
     with SwitchSession(bmv2["addr"], name="s1") as s:
         s.install_forwarding(s_topology(bmv2["topo"]))
         from p4.v1 import p4runtime_pb2
+
         entry = s.pipeline().table_entry(contract.SERVICE_ADDR, {"hdr.ipv4.dstAddr": "10.0.0.254"}, contract.SERVE, {})
         update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT, entity=p4runtime_pb2.Entity(table_entry=entry))
         with pytest.raises(WriteRejected, match="ALREADY_EXISTS"):
@@ -85,4 +85,5 @@ def test_bmv2_errors_are_reported(bmv2):
 
 def s_topology(path):
     from controller.topology import Topology
+
     return Topology.load(path)

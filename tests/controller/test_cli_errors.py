@@ -4,6 +4,7 @@ every problem it can see, before it connects to a switch when the switch is not 
 Commands whose only fault is in their options point at a port where nothing listens: a check made after
 connecting would report "no P4Runtime server answers" instead of the real problem.
 """
+
 import json
 import socket
 import subprocess
@@ -27,8 +28,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-
-
 def assert_one_line(status, err, *words):
     assert status != 0
     assert err.count("\n") == 1 and err.startswith("thc-ctl: error: "), err
@@ -43,15 +42,17 @@ def nowhere() -> list[str]:
 
 def test_a_table_that_is_not_increasing_is_refused_before_connecting():
     status, _, err = cli("table", "install", "--values", "0,20,10,30", *nowhere())
-    assert_one_line(status, err, "--values 0,20,10,30", "not increasing", "V[2] = 10 < V[1] = 20",
-                    "like 0,10,20,30")
+    assert_one_line(status, err, "--values 0,20,10,30", "not increasing", "V[2] = 10 < V[1] = 20", "like 0,10,20,30")
     assert status == 1
 
 
-@pytest.mark.parametrize("argv, g, levels", [
-    (["--values", "0,0,1,1"], 1, 4),
-    (["--bits", "4", "--granularity", "8", "--clip", "1/32"], 8, 16),
-])
+@pytest.mark.parametrize(
+    "argv, g, levels",
+    [
+        (["--values", "0,0,1,1"], 1, 4),
+        (["--bits", "4", "--granularity", "8", "--clip", "1/32"], 8, 16),
+    ],
+)
 def test_a_table_with_g_below_its_levels_is_refused(argv, g, levels):
     """With g < 2**b - 1 some indices must share a value: the table wastes bits, which thc-ctl refuses."""
     status, _, err = cli("table", "install", *argv, *nowhere())
@@ -64,17 +65,22 @@ def test_a_symmetric_increasing_table_still_passes_the_checks():
     assert status == 1 and "no P4Runtime server answers" in err
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["table", "install", "--clip", "2"], ["argument --clip", "strictly between 0 and 1",
-                                            "see `thc-ctl table install --help`"]),
-    (["table", "install", "--bits", "four"], ["argument --bits", "'four'", "expected an integer (bits per index"]),
-    (["stats", "--grpc-addr", ""], ["argument --grpc-addr", "expected HOST:PORT, like 127.0.0.1:9559"]),
-    (["stats", "--grpc-addr", "127.0.0.1:99999"], ["port 99999 is outside 1..65535"]),
-    (["stats", "--grpc-addr", "127.0.0.1"], ["expected HOST:PORT"]),
-    (["stats", "--connect-timeout", "0"], ["argument --connect-timeout", "positive number of seconds"]),
-    (["stats", "--device-id", "-1"], ["argument --device-id", "0..2**64-1"]),
-    (["frobnicate"], ["invalid choice: 'frobnicate'", "see `thc-ctl --help`"]),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (
+            ["table", "install", "--clip", "2"],
+            ["argument --clip", "strictly between 0 and 1", "see `thc-ctl table install --help`"],
+        ),
+        (["table", "install", "--bits", "four"], ["argument --bits", "'four'", "expected an integer (bits per index"]),
+        (["stats", "--grpc-addr", ""], ["argument --grpc-addr", "expected HOST:PORT, like 127.0.0.1:9559"]),
+        (["stats", "--grpc-addr", "127.0.0.1:99999"], ["port 99999 is outside 1..65535"]),
+        (["stats", "--grpc-addr", "127.0.0.1"], ["expected HOST:PORT"]),
+        (["stats", "--connect-timeout", "0"], ["argument --connect-timeout", "positive number of seconds"]),
+        (["stats", "--device-id", "-1"], ["argument --device-id", "0..2**64-1"]),
+        (["frobnicate"], ["invalid choice: 'frobnicate'", "see `thc-ctl --help`"]),
+    ],
+)
 def test_usage_errors_are_one_line_not_a_usage_block(capsys, argv, words):
     status = run(argv)
     err = capsys.readouterr().err
@@ -99,12 +105,17 @@ def test_a_bad_grpc_port_in_the_topology_is_one_problem_not_also_an_unknown_swit
 
 def test_the_same_runs_as_a_process():
     """thc-ctl as a user runs it: the console script's exit status and stderr."""
-    out = subprocess.run([str(Path(sys.executable).with_name("thc-ctl")), "table", "install", "--clip", "2"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [str(Path(sys.executable).with_name("thc-ctl")), "table", "install", "--clip", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and out.stderr.startswith("thc-ctl: error: ")
 
 
 # ---- arbitration: what lower election ids are told ------------------------------------------------
+
 
 @pytest.fixture
 def switch():
@@ -136,8 +147,15 @@ def test_after_the_primary_has_gone_a_lower_id_is_told_the_truth_and_what_id_tak
     holder.become_primary()
     holder.close()
     status, _, err = cli("push", "--grpc-addr", switch, "--election-id", "0,3")
-    assert_one_line(status, err, "NOT_FOUND", "no controller is primary now", "highest election id the switch "
-                    "has seen is 0,7", "ours is 0,3", "pass --election-id 0,7 or higher")
+    assert_one_line(
+        status,
+        err,
+        "NOT_FOUND",
+        "no controller is primary now",
+        "highest election id the switch has seen is 0,7",
+        "ours is 0,3",
+        "pass --election-id 0,7 or higher",
+    )
     assert "holds" not in err
     again = SwitchConnection(switch, 0, (0, 7))
     try:

@@ -1,5 +1,6 @@
 """Controller unit tests against an in-process mock P4Runtime server: the exact protobufs sent, what
 reads back, and the errors users see. See test_controller_support.py for the mock and the P4Info."""
+
 import json
 import random
 
@@ -12,16 +13,14 @@ from controller.cli import run
 from controller.errors import BadInput, JobRefused, NotPrimary, PipelineMismatch, SwitchUnreachable, WriteRejected
 from controller.p4info import P4Info
 from controller.session import SwitchSession
-from tests.support.mock_switch import MockSwitch, contract_p4info
 from controller.topology import Topology
-from topologies.targets import free_tcp_port
+from tests.support.mock_switch import MockSwitch, contract_p4info
 from tests.support.thc_ctl import cli, star4
+from topologies.targets import free_tcp_port
 
 Update = p4runtime_pb2.Update
-LANES = 2          # the mock's program: 2 lookup lanes keep the tests fast (the real one has 32)
-V4 = [0, 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 18, 20, 24, 27, 30]     # a 4-bit table, g = 30
-
-
+LANES = 2  # the mock's program: 2 lookup lanes keep the tests fast (the real one has 32)
+V4 = [0, 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 18, 20, 24, 27, 30]  # a 4-bit table, g = 30
 
 
 def two_tier(port1: int, port2: int) -> dict:
@@ -55,8 +54,11 @@ def session(mock):
 
 def ids(mock):
     p4 = P4Info(mock.p4info)
-    return p4, {t.preamble.name: t.preamble.id for t in p4.msg.tables}, {a.preamble.name: a.preamble.id
-                                                                           for a in p4.msg.actions}
+    return (
+        p4,
+        {t.preamble.name: t.preamble.id for t in p4.msg.tables},
+        {a.preamble.name: a.preamble.id for a in p4.msg.actions},
+    )
 
 
 def write_request(updates_txt: str, device_id=0, election=(0, 1)) -> p4runtime_pb2.WriteRequest:
@@ -66,9 +68,8 @@ def write_request(updates_txt: str, device_id=0, election=(0, 1)) -> p4runtime_p
     return req
 
 
-
-
 # ---- pipeline -------------------------------------------------------------------------------------
+
 
 def test_push_sends_the_p4info_and_the_bmv2_json(mock, tmp_path):
     p4info_file, json_file = tmp_path / "thc.p4info.txtpb", tmp_path / "thc.json"
@@ -77,7 +78,8 @@ def test_push_sends_the_p4info_and_the_bmv2_json(mock, tmp_path):
     with SwitchSession(mock.addr, 0, (0, 1), p4info_file, json_file) as s:
         result = s.push()
     expected = p4runtime_pb2.SetForwardingPipelineConfigRequest(
-        device_id=0, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+        device_id=0, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+    )
     expected.election_id.low = 1
     expected.config.p4info.CopyFrom(contract_p4info(LANES))
     expected.config.p4_device_config = b'{"program": "thc.p4"}'
@@ -119,16 +121,20 @@ def test_a_switch_without_a_pipeline_says_to_push_one():
 
 # ---- forwarding -----------------------------------------------------------------------------------
 
+
 def test_forwarding_installs_a_route_per_host_and_the_service_address(mock, topo, session):
     summary = session.install_forwarding(topo)
     _, t, a = ids(mock)
-    routes = "".join(f"""
+    routes = "".join(
+        f"""
         updates {{ type: INSERT entity {{ table_entry {{
             table_id: {t[contract.IPV4_LPM]}
             match {{ field_id: 1 lpm {{ value: "\\x0a\\x00\\x00\\x0{i}" prefix_len: 32 }} }}
             action {{ action {{ action_id: {a[contract.IPV4_FORWARD]}
                 params {{ param_id: 1 value: "\\x08\\x00\\x00\\x00\\x00\\x0{i}" }}
-                params {{ param_id: 2 value: "\\x0{i}" }} }} }} }} }} }}""" for i in range(1, 5))
+                params {{ param_id: 2 value: "\\x0{i}" }} }} }} }} }} }}"""
+        for i in range(1, 5)
+    )
     service = f"""
         updates {{ type: INSERT entity {{ table_entry {{
             table_id: {t[contract.SERVICE_ADDR]}
@@ -154,10 +160,11 @@ def test_forwarding_on_two_tiers_routes_the_service_address_toward_the_aggregati
         "10.0.0.4": {"dstAddr": "08:00:00:00:00:04", "port": 3},
         "10.0.0.254": {"dstAddr": "02:00:00:00:00:fe", "port": 3},
     }
-    assert table[contract.SERVICE_ADDR] == []        # s1 does not aggregate
+    assert table[contract.SERVICE_ADDR] == []  # s1 does not aggregate
 
 
 # ---- lookup tables --------------------------------------------------------------------------------
+
 
 def test_lookup_entries_pack_two_indices_per_key_and_two_values_per_word(mock, session):
     session.install_table([0, 5, 9, 30])
@@ -186,8 +193,8 @@ def _octal(number: int) -> str:
 def test_reinstalling_replaces_the_table_with_the_fewest_updates(mock, session):
     session.install_table(V4)
     mock.clear_log()
-    assert session.install_table(V4)["inserted"] == 0 and mock.writes == []      # same table: nothing sent
-    result = session.install_table([0, 7])              # 1 bit: 4 keys stay (key 0 is unchanged), 252 go
+    assert session.install_table(V4)["inserted"] == 0 and mock.writes == []  # same table: nothing sent
+    result = session.install_table([0, 7])  # 1 bit: 4 keys stay (key 0 is unchanged), 252 go
     assert (result["inserted"], result["modified"], result["deleted"]) == (0, 3 * LANES, 252 * LANES)
     kinds = [u.type for u in mock.writes[0].updates]
     assert kinds.count(Update.DELETE) == 252 * LANES
@@ -197,12 +204,15 @@ def test_reinstalling_replaces_the_table_with_the_fewest_updates(mock, session):
     assert sorted(int.from_bytes(e.match[0].exact.value, "big") for e in lut0) == [0x00, 0x01, 0x10, 0x11]
 
 
-@pytest.mark.parametrize("values, message", [
-    ([0, 1, 2], "2\\*\\*b values"),
-    (list(range(32)), "b = 1..4"),
-    ([0, 70000], "outside 0..65535"),
-    ([0, 1.5], "integers"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ([0, 1, 2], "2\\*\\*b values"),
+        (list(range(32)), "b = 1..4"),
+        ([0, 70000], "outside 0..65535"),
+        ([0, 1.5], "integers"),
+    ],
+)
 def test_tables_the_program_cannot_hold_are_refused(session, values, message):
     with pytest.raises(BadInput, match=message):
         session.install_table(values)
@@ -215,7 +225,7 @@ def test_the_wire_encoding_is_byte_identical_to_protobuf(mock):
     for raw, write in zip(updates, lane_writes, strict=True):
         message = Update.FromString(raw)
         assert message.SerializeToString() == raw
-        assert message == writes.to_update(p4, write, LANES)   # the fast path says what the P4Info path says
+        assert message == writes.to_update(p4, write, LANES)  # the fast path says what the P4Info path says
     kinds = [wire.update_type(u) for u in updates]
     assert (kinds.count(Update.INSERT), kinds.count(Update.MODIFY), kinds.count(Update.DELETE)) == (15 + 16, 1, 1)
     # a read response decodes to the same (table, key, w) as protobuf sees it
@@ -223,13 +233,20 @@ def test_the_wire_encoding_is_byte_identical_to_protobuf(mock):
     for raw in updates[:40]:
         response.entities.add().CopyFrom(Update.FromString(raw).entity)
     decoded = wire.exact_entries([response.SerializeToString()])
-    assert decoded == [(e.table_entry.table_id, int.from_bytes(e.table_entry.match[0].exact.value, "big"),
-                        int.from_bytes(e.table_entry.action.action.params[0].value, "big")
-                        if e.table_entry.action.action.params else None)
-                       for e in response.entities]
+    assert decoded == [
+        (
+            e.table_entry.table_id,
+            int.from_bytes(e.table_entry.match[0].exact.value, "big"),
+            int.from_bytes(e.table_entry.action.action.params[0].value, "big")
+            if e.table_entry.action.action.params
+            else None,
+        )
+        for e in response.entities
+    ]
 
 
 # ---- jobs -----------------------------------------------------------------------------------------
+
 
 def test_job_add_writes_outputs_first_and_the_job_entry_last(mock, topo, session):
     session.install_table(V4)
@@ -238,14 +255,16 @@ def test_job_add_writes_outputs_first_and_the_job_entry_last(mock, topo, session
     _, t, a = ids(mock)
     group = 0x1000 + 3
     replicas = "".join(f"replicas {{ egress_port: {port} instance: {rid} }}" for port, rid in ((1, 0), (2, 1), (4, 3)))
-    dst = "".join(f"""updates {{ type: INSERT entity {{ table_entry {{
+    dst = "".join(
+        f"""updates {{ type: INSERT entity {{ table_entry {{
             table_id: {t[contract.RESULT_DST]}
             match {{ field_id: 1 exact {{ value: "\\003" }} }}
             match {{ field_id: 2 exact {{ value: "{_octal(rid)}" }} }}
             action {{ action {{ action_id: {a[contract.SET_RESULT_DST]}
                 params {{ param_id: 1 value: "\\x08\\x00\\x00\\x00\\x00\\x0{host}" }}
                 params {{ param_id: 2 value: "\\x0a\\x00\\x00\\x0{host}" }} }} }} }} }} }}"""
-                  for rid, host in ((0, 1), (1, 2), (3, 4)))
+        for rid, host in ((0, 1), (1, 2), (3, 4))
+    )
     first = f"""
         updates {{ type: INSERT entity {{ table_entry {{
             table_id: {t[contract.SERVICE_ADDR]}
@@ -275,10 +294,15 @@ def test_adding_a_job_again_starts_a_new_run_with_a_fresh_epoch(mock, topo, sess
     mock.clear_log()
     second = session.add_job(1, ["h1", "h2", "h3"], topo)
     assert second.epoch != first.epoch and 1 <= second.epoch <= 0xFFFF
-    assert second.slot_base == first.slot_base                       # keeps its slots
+    assert second.slot_base == first.slot_base  # keeps its slots
     kinds = [(u.type, u.entity.WhichOneof("entity")) for r in mock.writes for u in r.updates]
-    assert kinds == [(Update.MODIFY, "packet_replication_engine_entry"), (Update.MODIFY, "table_entry"),
-                     (Update.MODIFY, "table_entry"), (Update.INSERT, "table_entry"), (Update.MODIFY, "table_entry")]
+    assert kinds == [
+        (Update.MODIFY, "packet_replication_engine_entry"),
+        (Update.MODIFY, "table_entry"),
+        (Update.MODIFY, "table_entry"),
+        (Update.INSERT, "table_entry"),
+        (Update.MODIFY, "table_entry"),
+    ]
     jobs_by_id = {j.job_id: j for j in session.list_jobs()}
     assert jobs_by_id[1].epoch == second.epoch and jobs_by_id[1].n_workers == 3
     with pytest.raises(JobRefused, match="current one"):
@@ -287,8 +311,8 @@ def test_adding_a_job_again_starts_a_new_run_with_a_fresh_epoch(mock, topo, sess
 
 def test_lane_width_follows_n_times_g(mock, topo, session):
     session.install_table([0, 100])
-    assert session.add_job(1, ["h1", "h2"], topo).lane_bits == 8           # 2 * 100 <= 255
-    assert session.add_job(2, ["h1", "h2", "h3"], topo).lane_bits == 16    # 3 * 100 > 255
+    assert session.add_job(1, ["h1", "h2"], topo).lane_bits == 8  # 2 * 100 <= 255
+    assert session.add_job(2, ["h1", "h2", "h3"], topo).lane_bits == 16  # 3 * 100 > 255
 
 
 def test_jobs_whose_sums_overflow_the_lanes_are_refused(mock, topo, session):
@@ -323,7 +347,7 @@ def test_overlapping_slots_are_refused_and_free_ranges_are_found(mock, topo, ses
 
 def test_a_table_that_would_overflow_an_installed_job_is_refused(mock, topo, session):
     session.install_table([0, 60])
-    session.add_job(1, ["h1", "h2", "h3", "h4"], topo)                     # 240: 8-bit results
+    session.add_job(1, ["h1", "h2", "h3", "h4"], topo)  # 240: 8-bit results
     with pytest.raises(JobRefused, match="8-bit result lanes"):
         session.install_table([0, 100])
     assert session.installed_table().values == [0, 60]
@@ -336,8 +360,9 @@ def test_job_remove_deletes_the_job_entry_first(mock, topo, session):
     removed = session.remove_job(5)
     assert removed.job_id == 5
     first, then = mock.writes
-    assert [(u.type, u.entity.table_entry.table_id) for u in first.updates] == \
-        [(Update.DELETE, P4Info(mock.p4info).table(contract.JOBS).preamble.id)]
+    assert [(u.type, u.entity.table_entry.table_id) for u in first.updates] == [
+        (Update.DELETE, P4Info(mock.p4info).table(contract.JOBS).preamble.id)
+    ]
     assert [u.type for u in then.updates] == [Update.DELETE] * 3
     assert then.updates[-1].entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id == 0x1005
     assert session.list_jobs() == [] and mock.groups == {}
@@ -355,13 +380,14 @@ def test_epochs_avoid_the_values_the_switch_shows():
 
 # ---- counters, show, runtime files ------------------------------------------------------------------
 
+
 def test_stats_names_every_cell_and_sums_aggregated_packets(mock, session):
     counter_id = P4Info(mock.p4info).counter(contract.THC_EVENTS).preamble.id
     mock.counters = {(counter_id, 0): (10, 900), (counter_id, 1): (3, 270), (counter_id, 8): (2, 180)}
     s = session.read_stats()
     assert s.events["CONSUMED"] == (10, 900) and s.events["DROP_BAD_INDEX"] == (2, 180)
     assert (s.aggregated, s.results, s.dropped) == (13, 3, 2)
-    assert list(s.events)[:len(contract.EVENTS)] == list(contract.EVENTS)
+    assert list(s.events)[: len(contract.EVENTS)] == list(contract.EVENTS)
 
 
 def test_apply_reads_tutorials_runtime_files_and_is_idempotent(mock, tmp_path):
@@ -370,35 +396,58 @@ def test_apply_reads_tutorials_runtime_files_and_is_idempotent(mock, tmp_path):
     p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
     (tmp_path / "build" / "prog.json").write_text("{}")
     runtime = tmp_path / "s1-runtime.json"
-    runtime.write_text(json.dumps({
-        "target": "bmv2", "p4info": "build/prog.p4info.txtpb", "bmv2_json": "build/prog.json",
-        "table_entries": [
-            {"table": contract.IPV4_LPM, "default_action": True, "action_name": contract.FORWARDING_DROP,
-             "action_params": {}},
-            {"table": contract.IPV4_LPM, "match": {"hdr.ipv4.dstAddr": ["10.0.1.1", 32]},
-             "action_name": contract.IPV4_FORWARD, "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1}},
-        ],
-        "multicast_group_entries": [{"multicast_group_id": 1, "replicas": [{"egress_port": 1, "instance": 1},
-                                                                           {"egress_port": 2, "instance": 1}]}],
-    }))
+    runtime.write_text(
+        json.dumps(
+            {
+                "target": "bmv2",
+                "p4info": "build/prog.p4info.txtpb",
+                "bmv2_json": "build/prog.json",
+                "table_entries": [
+                    {
+                        "table": contract.IPV4_LPM,
+                        "default_action": True,
+                        "action_name": contract.FORWARDING_DROP,
+                        "action_params": {},
+                    },
+                    {
+                        "table": contract.IPV4_LPM,
+                        "match": {"hdr.ipv4.dstAddr": ["10.0.1.1", 32]},
+                        "action_name": contract.IPV4_FORWARD,
+                        "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1},
+                    },
+                ],
+                "multicast_group_entries": [
+                    {
+                        "multicast_group_id": 1,
+                        "replicas": [{"egress_port": 1, "instance": 1}, {"egress_port": 2, "instance": 1}],
+                    }
+                ],
+            }
+        )
+    )
     with SwitchSession(mock.addr) as s:
         first = s.apply(runtime)
-    assert first["pushed"] is False                                # the switch already runs this P4Info
-    assert (first["inserted"], first["modified"]) == (2, 1)        # the default entry is a MODIFY
+    assert first["pushed"] is False  # the switch already runs this P4Info
+    assert (first["inserted"], first["modified"]) == (2, 1)  # the default entry is a MODIFY
     kinds = [u.type for u in mock.writes[0].updates]
     assert kinds == [Update.MODIFY, Update.INSERT, Update.INSERT]
     with SwitchSession(mock.addr) as s:
         again = s.apply(runtime)
         assert (again["inserted"], again["pushed"]) == (0, False)
         shown = s.show()
-    assert shown["multicast_group_entries"] == [{"multicast_group_id": 1, "replicas": [
-        {"egress_port": 1, "instance": 1}, {"egress_port": 2, "instance": 1}]}]
-    assert {"table": contract.IPV4_LPM, "match": {"hdr.ipv4.dstAddr": ["10.0.1.1", 32]},
-            "action_name": contract.IPV4_FORWARD,
-            "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1}} in shown["tables"][contract.IPV4_LPM]
+    assert shown["multicast_group_entries"] == [
+        {"multicast_group_id": 1, "replicas": [{"egress_port": 1, "instance": 1}, {"egress_port": 2, "instance": 1}]}
+    ]
+    assert {
+        "table": contract.IPV4_LPM,
+        "match": {"hdr.ipv4.dstAddr": ["10.0.1.1", 32]},
+        "action_name": contract.IPV4_FORWARD,
+        "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1},
+    } in shown["tables"][contract.IPV4_LPM]
 
 
 # ---- errors ---------------------------------------------------------------------------------------
+
 
 def test_an_unreachable_switch_names_the_address_and_what_to_check():
     addr = f"127.0.0.1:{free_tcp_port()}"
@@ -420,8 +469,9 @@ def test_a_rejected_entry_shows_the_switch_error_for_that_entry(mock, topo, sess
     def refuse_h3(update):
         entry = update.entity.table_entry
         if entry.table_id == lpm and entry.match[0].lpm.value == bytes([10, 0, 0, 3]):
-            return 8, "table full"             # RESOURCE_EXHAUSTED
+            return 8, "table full"  # RESOURCE_EXHAUSTED
         return None
+
     mock.reject = refuse_h3
     with pytest.raises(WriteRejected) as caught:
         session.install_forwarding(topo)
@@ -434,8 +484,18 @@ def test_a_rejected_entry_shows_the_switch_error_for_that_entry(mock, topo, sess
 
 # ---- CLI ------------------------------------------------------------------------------------------
 
-COMMANDS = [["push"], ["forwarding"], ["table", "install"], ["table", "show"], ["job", "add"], ["job", "remove"],
-            ["job", "list"], ["stats"], ["show"], ["apply"]]
+COMMANDS = [
+    ["push"],
+    ["forwarding"],
+    ["table", "install"],
+    ["table", "show"],
+    ["job", "add"],
+    ["job", "remove"],
+    ["job", "list"],
+    ["stats"],
+    ["show"],
+    ["apply"],
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
@@ -446,8 +506,6 @@ def test_every_command_documents_every_option(command, capsys):
         assert option in text
 
 
-
-
 def test_cli_end_to_end_on_one_switch(mock, tmp_path):
     port = int(mock.addr.rsplit(":", 1)[1])
     topo_file = tmp_path / "star4.json"
@@ -455,8 +513,9 @@ def test_cli_end_to_end_on_one_switch(mock, tmp_path):
     assert cli("forwarding", "--topology", str(topo_file))[0] == 0
     status, out, err = cli("table", "install", "--values", ",".join(map(str, V4)), "--topology", str(topo_file))
     assert status == 0 and "s1: table b=4 max value 30" in out, err
-    status, out, _ = cli("job", "add", "--topology", str(topo_file), "--id", "1", "--workers", "h1,h2,h3,h4",
-                         "--slots", "64", "--json")
+    status, out, _ = cli(
+        "job", "add", "--topology", str(topo_file), "--id", "1", "--workers", "h1,h2,h3,h4", "--slots", "64", "--json"
+    )
     added = json.loads(out)
     assert status == 0 and added["worker_mask"] == 0xF and added["n_slots"] == 64 and added["lane_bits"] == 8
     status, out, _ = cli("job", "list", "--grpc-addr", mock.addr, "--json")
@@ -478,8 +537,10 @@ def test_cli_all_programs_every_switch_of_the_topology(tmp_path):
         topo_file.write_text(json.dumps(two_tier(*ports)))
         status, out, err = cli("forwarding", "--topology", str(topo_file), "--all")
         assert status == 0, err
-        assert out.splitlines() == ["s1: forwarding: 5 inserted, 0 modified, 0 deleted",
-                                    "s2: forwarding: 5 inserted, 0 modified, 0 deleted"]
+        assert out.splitlines() == [
+            "s1: forwarding: 5 inserted, 0 modified, 0 deleted",
+            "s2: forwarding: 5 inserted, 0 modified, 0 deleted",
+        ]
         assert s2.writes[0].device_id == 1
         status, out, _ = cli("forwarding", "--topology", str(topo_file))
         assert status == 1
@@ -495,7 +556,7 @@ def test_dry_run_prints_the_request_a_live_run_sends(mock, tmp_path, topo):
     status, out, _ = cli("forwarding", "--topology", str(topo_file), "--dry-run")
     assert status == 0 and mock.writes == []
     printed = p4runtime_pb2.WriteRequest()
-    google.protobuf.text_format.Merge(out, printed)          # '#' lines are comments
+    google.protobuf.text_format.Merge(out, printed)  # '#' lines are comments
     assert cli("forwarding", "--topology", str(topo_file))[0] == 0
     assert mock.writes == [printed]
 
@@ -503,8 +564,19 @@ def test_dry_run_prints_the_request_a_live_run_sends(mock, tmp_path, topo):
 def test_dry_run_without_a_switch_encodes_with_the_p4info_file(tmp_path):
     p4info_file = tmp_path / "thc.p4info.txtpb"
     p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
-    status, out, err = cli("table", "install", "--values", "0,1", "--grpc-addr", f"127.0.0.1:{free_tcp_port()}",
-                           "--connect-timeout", "0.2", "--dry-run", "--p4info", str(p4info_file))
+    status, out, err = cli(
+        "table",
+        "install",
+        "--values",
+        "0,1",
+        "--grpc-addr",
+        f"127.0.0.1:{free_tcp_port()}",
+        "--connect-timeout",
+        "0.2",
+        "--dry-run",
+        "--p4info",
+        str(p4info_file),
+    )
     assert status == 0, err
     assert "computed against an empty switch" in err
     printed = p4runtime_pb2.WriteRequest()
@@ -512,19 +584,24 @@ def test_dry_run_without_a_switch_encodes_with_the_p4info_file(tmp_path):
     assert len(printed.updates) == 4 * LANES and all(u.type == Update.INSERT for u in printed.updates)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["stats", "--grpc-addr", "127.0.0.1:{free}", "--connect-timeout", "0.2"], "no P4Runtime server answers at"),
-    (["job", "add", "--id", "1", "--workers", "h1", "--grpc-addr", "{addr}"], "needs --topology"),
-    (["job", "add", "--id", "1", "--workers", "h9", "--topology", "{topo}"], "unknown host 'h9'"),
-    (["job", "add", "--id", "300", "--workers", "h1", "--topology", "{topo}"], "must be 0..255"),
-    (["table", "install", "--bits", "4", "--grpc-addr", "{addr}"], "needs --bits, --granularity and --clip"),
-    (["table", "install", "--bits", "6", "--granularity", "30", "--clip", "1/32", "--grpc-addr", "{addr}"],
-     "1..4 bits"),
-    (["stats", "--switch", "s1"], "--switch needs --topology"),
-    (["stats", "--election-id", "x", "--grpc-addr", "{addr}"], "election id"),
-    (["apply", "{missing}", "--grpc-addr", "{addr}"], "cannot read runtime file"),
-    (["forwarding", "--topology", "{bad_topo}"], "unknown node 'h9'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["stats", "--grpc-addr", "127.0.0.1:{free}", "--connect-timeout", "0.2"], "no P4Runtime server answers at"),
+        (["job", "add", "--id", "1", "--workers", "h1", "--grpc-addr", "{addr}"], "needs --topology"),
+        (["job", "add", "--id", "1", "--workers", "h9", "--topology", "{topo}"], "unknown host 'h9'"),
+        (["job", "add", "--id", "300", "--workers", "h1", "--topology", "{topo}"], "must be 0..255"),
+        (["table", "install", "--bits", "4", "--grpc-addr", "{addr}"], "needs --bits, --granularity and --clip"),
+        (
+            ["table", "install", "--bits", "6", "--granularity", "30", "--clip", "1/32", "--grpc-addr", "{addr}"],
+            "1..4 bits",
+        ),
+        (["stats", "--switch", "s1"], "--switch needs --topology"),
+        (["stats", "--election-id", "x", "--grpc-addr", "{addr}"], "election id"),
+        (["apply", "{missing}", "--grpc-addr", "{addr}"], "cannot read runtime file"),
+        (["forwarding", "--topology", "{bad_topo}"], "unknown node 'h9'"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_status_1(mock, tmp_path, argv, message):
     port = int(mock.addr.rsplit(":", 1)[1])
     topo_file = tmp_path / "star4.json"
@@ -533,8 +610,13 @@ def test_bad_input_is_one_line_and_exit_status_1(mock, tmp_path, argv, message):
     bad["links"].append(["h9", "s1-p9"])
     bad_file = tmp_path / "bad.json"
     bad_file.write_text(json.dumps(bad))
-    values = {"free": free_tcp_port(), "addr": mock.addr, "topo": topo_file, "bad_topo": bad_file,
-              "missing": tmp_path / "missing.json"}
+    values = {
+        "free": free_tcp_port(),
+        "addr": mock.addr,
+        "topo": topo_file,
+        "bad_topo": bad_file,
+        "missing": tmp_path / "missing.json",
+    }
     status, out, err = cli(*[a.format(**values) for a in argv])
     assert status == 1
     assert err.startswith("thc-ctl: error: ") and message in err and err.count("\n") == 1, err
@@ -542,7 +624,7 @@ def test_bad_input_is_one_line_and_exit_status_1(mock, tmp_path, argv, message):
 
 
 def test_usage_errors_exit_2(capsys):
-    assert run(["job", "add", "--workers", "h1"]) == 2              # --id missing
+    assert run(["job", "add", "--workers", "h1"]) == 2  # --id missing
     assert "--id" in capsys.readouterr().err
     assert run(["frobnicate"]) == 2
 
@@ -551,8 +633,18 @@ def test_dry_run_push_elides_the_bmv2_json(tmp_path):
     p4info_file, json_file = tmp_path / "thc.p4info.txtpb", tmp_path / "thc.json"
     p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
     json_file.write_text('{"program": "thc.p4"}')
-    argv = ["push", "--grpc-addr", f"127.0.0.1:{free_tcp_port()}", "--connect-timeout", "0.2", "--dry-run",
-            "--p4info", str(p4info_file), "--bmv2-json", str(json_file)]
+    argv = [
+        "push",
+        "--grpc-addr",
+        f"127.0.0.1:{free_tcp_port()}",
+        "--connect-timeout",
+        "0.2",
+        "--dry-run",
+        "--p4info",
+        str(p4info_file),
+        "--bmv2-json",
+        str(json_file),
+    ]
     status, out, _ = cli(*argv)
     assert status == 0 and "# config.p4_device_config: 21 bytes of BMv2 JSON (elided)" in out
     printed = p4runtime_pb2.SetForwardingPipelineConfigRequest()
@@ -566,14 +658,30 @@ def test_dry_run_push_elides_the_bmv2_json(tmp_path):
 
 def test_table_install_computes_the_table_with_thc(mock, monkeypatch):
     import thc
-    if not hasattr(thc, "make_table"):          # thc/ is written concurrently: a stand-in, in tests only
+
+    if not hasattr(thc, "make_table"):  # thc/ is written concurrently: a stand-in, in tests only
+
         class _Table:
             def __init__(self, bits, g):
-                self.values = [round(i * g / (2 ** bits - 1)) for i in range(2 ** bits)]
+                self.values = [round(i * g / (2**bits - 1)) for i in range(2**bits)]
+
         monkeypatch.setattr(thc, "make_table", lambda bits, g, clip, kind: _Table(bits, g), raising=False)
     expected = [int(v) for v in thc.make_table(3, 30, 1 / 32, "uniform").values]
-    status, out, err = cli("table", "install", "--bits", "3", "--granularity", "30", "--clip", "1/32",
-                           "--kind", "uniform", "--grpc-addr", mock.addr, "--json")
+    status, out, err = cli(
+        "table",
+        "install",
+        "--bits",
+        "3",
+        "--granularity",
+        "30",
+        "--clip",
+        "1/32",
+        "--kind",
+        "uniform",
+        "--grpc-addr",
+        mock.addr,
+        "--json",
+    )
     assert status == 0, err
     assert json.loads(out)["values"] == expected
     with SwitchSession(mock.addr) as s:

@@ -4,6 +4,7 @@ every command, each read back after writing, and one job aggregating real packet
 The switch's P4Runtime server runs in-process on an ephemeral loopback port (one thc-switch process is
 also started, to drive it exactly as a user would). Skipped until p4/build/ holds the compiled program.
 """
+
 import json
 import os
 import re
@@ -25,11 +26,8 @@ VENV_BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.skipif(
     not (DEFAULT_BMV2_JSON.exists() and DEFAULT_P4INFO.exists()),
-    reason="p4/build/thc.json and thc.p4info.txtpb are not committed yet (p4c builds them)")
-
-
-
-
+    reason="p4/build/thc.json and thc.p4info.txtpb are not committed yet (p4c builds them)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +48,14 @@ def switch(tmp_path_factory):
 @pytest.fixture(scope="module")
 def table_values():
     from thc import make_table
+
     return [int(v) for v in make_table(4, 30, 1 / 32, "optimal").values]
 
 
 @pytest.fixture(scope="module")
 def programmed(switch, table_values):
     """push, forwarding and table install through the CLI, as a user runs them."""
-    for argv in (["push"], ["forwarding"],
-                 ["table", "install", "--bits", 4, "--granularity", 30, "--clip", "1/32"]):
+    for argv in (["push"], ["forwarding"], ["table", "install", "--bits", 4, "--granularity", 30, "--clip", "1/32"]):
         status, out, err = cli(*argv, "--topology", switch.topo)
         assert status == 0, err
     return switch
@@ -81,23 +79,27 @@ def test_a_smaller_table_replaces_the_installed_one(programmed, table_values):
         small = s.install_table([0, 10, 20, 30])
         assert (small["deleted"], s.installed_table().entries) == (32 * 240, 32 * 16)
         again = s.install_table(table_values)
-        assert (again["inserted"], again["modified"]) == (32 * 240, 32 * 15)     # key 0 (V[0] = 0) unchanged
+        assert (again["inserted"], again["modified"]) == (32 * 240, 32 * 15)  # key 0 (V[0] = 0) unchanged
         assert s.installed_table(all_lanes=False).values == table_values
 
 
 def test_job_add_list_renew_remove(programmed):
-    status, out, err = cli("job", "add", "--topology", programmed.topo, "--id", 7, "--workers", "h1,h3",
-                           "--slots", 16, "--json")
+    status, out, err = cli(
+        "job", "add", "--topology", programmed.topo, "--id", 7, "--workers", "h1,h3", "--slots", 16, "--json"
+    )
     assert status == 0, err
     added = json.loads(out)
     with SwitchSession(programmed.addr, name="s1") as s:
         [listed] = s.list_jobs()
         groups = s.multicast_groups()
     assert listed.to_dict() == {**added, "workers": [{**w, "host": None} for w in added["workers"]]}
-    assert {"multicast_group_id": 0x1007, "replicas": [{"egress_port": 1, "instance": 0},
-                                                       {"egress_port": 3, "instance": 2}]} in groups
-    status, out, _ = cli("job", "add", "--topology", programmed.topo, "--id", 7, "--workers", "h1,h3",
-                         "--slots", 16, "--json")
+    assert {
+        "multicast_group_id": 0x1007,
+        "replicas": [{"egress_port": 1, "instance": 0}, {"egress_port": 3, "instance": 2}],
+    } in groups
+    status, out, _ = cli(
+        "job", "add", "--topology", programmed.topo, "--id", 7, "--workers", "h1,h3", "--slots", 16, "--json"
+    )
     renewed = json.loads(out)
     assert status == 0 and renewed["epoch"] != added["epoch"] and renewed["slot_base"] == added["slot_base"]
     status, out, _ = cli("job", "list", "--topology", programmed.topo)
@@ -120,18 +122,19 @@ def test_a_job_whose_workers_decode_with_another_table_is_refused_naming_both(pr
         with pytest.raises(TableMismatch) as refused:
             s.add_job(9, ["h1", "h2"], topo, table=other)
         assert str(other) in str(refused.value) and str(table_values) in str(refused.value)
-        assert all(j.job_id != 9 for j in s.list_jobs())          # refused before anything was written
+        assert all(j.job_id != 9 for j in s.list_jobs())  # refused before anything was written
         job = s.add_job(9, ["h1", "h2"], topo, table=table_values)  # the switch's own table is accepted
         assert job.job_id == 9
         s.remove_job(9)
 
 
 def test_the_installed_job_aggregates_packets_and_stats_count_them(programmed, table_values):
-    from host_agent.wire import OP_THC, KIND_REQUEST, KIND_RESULT, Endpoint, FrameBuilder, parse_frame
+    from host_agent.wire import KIND_REQUEST, KIND_RESULT, OP_THC, Endpoint, FrameBuilder, parse_frame
 
     service = Endpoint("02:00:00:00:00:fe", "10.0.0.254")
     with SwitchSession(programmed.addr, name="s1") as s:
         from controller.topology import Topology
+
         topo = Topology.load(programmed.topo)
         job = s.add_job(2, ["h2", "h4"], topo, n_slots=8)
         before = s.read_stats()
@@ -142,14 +145,20 @@ def test_the_installed_job_aggregates_packets_and_stats_count_them(programmed, t
         for worker_id, host in ((1, "h2"), (3, "h4")):
             h = topo.hosts[host]
             frame = FrameBuilder(Endpoint(h.mac, h.address), service).frame(
-                OP_THC, KIND_REQUEST, job.job_id, worker_id, slot=3, round_=0,
-                payload=bytes(((indices[worker_id][0::2] << 4) | indices[worker_id][1::2]).astype(np.uint8)))
+                OP_THC,
+                KIND_REQUEST,
+                job.job_id,
+                worker_id,
+                slot=3,
+                round_=0,
+                payload=bytes(((indices[worker_id][0::2] << 4) | indices[worker_id][1::2]).astype(np.uint8)),
+            )
             outputs.append(engine.process(worker_id + 1, frame))
         after = s.read_stats()
         s.remove_job(2)
-    assert outputs[0] == []                                   # the first contribution waits
+    assert outputs[0] == []  # the first contribution waits
     results = {port: parse_frame(frame) for port, frame in outputs[1]}
-    assert sorted(results) == [2, 4]                          # one copy toward each worker
+    assert sorted(results) == [2, 4]  # one copy toward each worker
     expected = np.array(table_values)[indices[1]] + np.array(table_values)[indices[3]]
     for port, result in results.items():
         assert (result.kind, result.job_id, result.worker_id, result.count) == (KIND_RESULT, 2, port - 1, 2)
@@ -162,14 +171,26 @@ def test_the_installed_job_aggregates_packets_and_stats_count_them(programmed, t
 def test_stats_show_and_apply_through_the_cli(programmed, tmp_path):
     status, out, _ = cli("stats", "--topology", programmed.topo, "--json")
     events = json.loads(out)["events"]
-    assert status == 0 and list(events)[:len(contract.EVENTS)] == list(contract.EVENTS)
+    assert status == 0 and list(events)[: len(contract.EVENTS)] == list(contract.EVENTS)
     runtime = tmp_path / "s1-runtime.json"
-    runtime.write_text(json.dumps({
-        "target": "bmv2", "p4info": str(DEFAULT_P4INFO), "bmv2_json": str(DEFAULT_BMV2_JSON),
-        "table_entries": [{"table": contract.IPV4_LPM, "match": {"hdr.ipv4.dstAddr": ["10.0.9.0", 24]},
-                           "action_name": contract.IPV4_FORWARD,
-                           "action_params": {"dstAddr": "08:00:00:00:09:00", "port": 4}}],
-        "multicast_group_entries": [{"multicast_group_id": 9, "replicas": [{"egress_port": 1, "instance": 0}]}]}))
+    runtime.write_text(
+        json.dumps(
+            {
+                "target": "bmv2",
+                "p4info": str(DEFAULT_P4INFO),
+                "bmv2_json": str(DEFAULT_BMV2_JSON),
+                "table_entries": [
+                    {
+                        "table": contract.IPV4_LPM,
+                        "match": {"hdr.ipv4.dstAddr": ["10.0.9.0", 24]},
+                        "action_name": contract.IPV4_FORWARD,
+                        "action_params": {"dstAddr": "08:00:00:00:09:00", "port": 4},
+                    }
+                ],
+                "multicast_group_entries": [{"multicast_group_id": 9, "replicas": [{"egress_port": 1, "instance": 0}]}],
+            }
+        )
+    )
     status, out, err = cli("apply", runtime, "--topology", programmed.topo)
     assert status == 0 and "2 inserted" in out and "pipeline pushed" not in out, err
     status, out, _ = cli("apply", runtime, "--topology", programmed.topo, "--json")
@@ -179,8 +200,7 @@ def test_stats_show_and_apply_through_the_cli(programmed, tmp_path):
 
 
 def test_dry_run_leaves_the_switch_as_it_was(programmed):
-    status, out, err = cli("job", "add", "--topology", programmed.topo, "--id", 9, "--workers", "h1,h2",
-                           "--dry-run")
+    status, out, err = cli("job", "add", "--topology", programmed.topo, "--id", 9, "--workers", "h1,h2", "--dry-run")
     assert status == 0, err
     assert contract.JOBS not in out and "table_entry" in out and "multicast_group_entry" in out
     with SwitchSession(programmed.addr, name="s1") as s:
@@ -197,6 +217,7 @@ def test_a_rejected_entry_quotes_the_switch(programmed):
 def test_a_second_controller_is_told_about_the_election_id(programmed):
     from controller.connection import SwitchConnection
     from controller.errors import NotPrimary
+
     holder = SwitchConnection(programmed.addr, 0, (0, 7))
     try:
         holder.become_primary()
@@ -212,16 +233,22 @@ def test_a_second_controller_is_told_about_the_election_id(programmed):
 
 def _duplicate_service_entry(session):
     from p4.v1 import p4runtime_pb2
-    entry = session.pipeline().table_entry(contract.SERVICE_ADDR, {"hdr.ipv4.dstAddr": "10.0.0.254"},
-                                           contract.SERVE, {})
+
+    entry = session.pipeline().table_entry(
+        contract.SERVICE_ADDR, {"hdr.ipv4.dstAddr": "10.0.0.254"}, contract.SERVE, {}
+    )
     return p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT, entity=p4runtime_pb2.Entity(table_entry=entry))
 
 
 def test_thc_ctl_drives_a_thc_switch_process(tmp_path):
     """Both as processes, as a user starts them: thc-switch --no-p4 on port 0, then thc-ctl."""
-    switch = subprocess.Popen([sys.executable, "-m", "emulator", "--no-p4", "-L", "off",
-                               "--grpc-server-addr", "127.0.0.1:0"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    switch = subprocess.Popen(
+        [sys.executable, "-m", "emulator", "--no-p4", "-L", "off", "--grpc-server-addr", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         ready = switch.stdout.readline()
         match = re.search(r"P4Runtime on ([\d.]+:\d+)", ready)
@@ -229,14 +256,21 @@ def test_thc_ctl_drives_a_thc_switch_process(tmp_path):
         addr = match.group(1)
         thc_ctl = VENV_BIN / "thc-ctl"
         command = [str(thc_ctl)] if thc_ctl.exists() else [sys.executable, "-m", "controller.cli"]
-        pushed = subprocess.run(command + ["push", "--grpc-addr", addr], capture_output=True, text=True,
-                                cwd=REPO, timeout=300)
+        pushed = subprocess.run(
+            command + ["push", "--grpc-addr", addr], capture_output=True, text=True, cwd=REPO, timeout=300
+        )
         assert pushed.returncode == 0, pushed.stderr
-        stats = subprocess.run(command + ["stats", "--grpc-addr", addr, "--json"], capture_output=True,
-                               text=True, cwd=REPO, timeout=120)
+        stats = subprocess.run(
+            command + ["stats", "--grpc-addr", addr, "--json"], capture_output=True, text=True, cwd=REPO, timeout=120
+        )
         assert stats.returncode == 0 and json.loads(stats.stdout)["aggregated"] == 0, stats.stderr
-        wrong = subprocess.run(command + ["stats", "--grpc-addr", addr, "--device-id", "3"], capture_output=True,
-                               text=True, cwd=REPO, timeout=120)
+        wrong = subprocess.run(
+            command + ["stats", "--grpc-addr", addr, "--device-id", "3"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
         assert wrong.returncode == 1 and "device" in wrong.stderr and "Traceback" not in wrong.stderr
     finally:
         switch.terminate()
@@ -263,17 +297,35 @@ def test_apply_programs_a_tutorials_style_switch(tmp_path):
     addr = f"127.0.0.1:{server.start('127.0.0.1:0')}"
     try:
         runtime = tmp_path / "s1-runtime.json"
-        runtime.write_text(json.dumps({
-            "target": "bmv2", "p4info": str(FIXTURE / "ipv4_forward.p4info.txtpb"),
-            "bmv2_json": str(FIXTURE / "ipv4_forward.json"),
-            "table_entries": [
-                {"table": "MyIngress.ipv4_lpm", "default_action": True, "action_name": "MyIngress.drop",
-                 "action_params": {}},
-                {"table": "MyIngress.ipv4_lpm", "match": {"hdr.ipv4.dstAddr": ["10.0.1.1", 32]},
-                 "action_name": "MyIngress.ipv4_forward", "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1}},
-                {"table": "MyIngress.ipv4_lpm", "match": {"hdr.ipv4.dstAddr": ["10.0.2.0", 24]},
-                 "action_name": "MyIngress.ipv4_forward", "action_params": {"dstAddr": "08:00:00:00:02:22", "port": 2}},
-            ]}))
+        runtime.write_text(
+            json.dumps(
+                {
+                    "target": "bmv2",
+                    "p4info": str(FIXTURE / "ipv4_forward.p4info.txtpb"),
+                    "bmv2_json": str(FIXTURE / "ipv4_forward.json"),
+                    "table_entries": [
+                        {
+                            "table": "MyIngress.ipv4_lpm",
+                            "default_action": True,
+                            "action_name": "MyIngress.drop",
+                            "action_params": {},
+                        },
+                        {
+                            "table": "MyIngress.ipv4_lpm",
+                            "match": {"hdr.ipv4.dstAddr": ["10.0.1.1", 32]},
+                            "action_name": "MyIngress.ipv4_forward",
+                            "action_params": {"dstAddr": "08:00:00:00:01:11", "port": 1},
+                        },
+                        {
+                            "table": "MyIngress.ipv4_lpm",
+                            "match": {"hdr.ipv4.dstAddr": ["10.0.2.0", 24]},
+                            "action_name": "MyIngress.ipv4_forward",
+                            "action_params": {"dstAddr": "08:00:00:00:02:22", "port": 2},
+                        },
+                    ],
+                }
+            )
+        )
         status, out, err = cli("apply", runtime, "--grpc-addr", addr)
         assert status == 0 and "pipeline pushed; 2 inserted, 1 modified" in out, err
         status, out, _ = cli("show", "--grpc-addr", addr)
@@ -281,8 +333,10 @@ def test_apply_programs_a_tutorials_style_switch(tmp_path):
         status, _, err = cli("stats", "--grpc-addr", addr)
         assert status == 1 and f"no table '{contract.IPV4_LPM}'" in err
         from host_agent.wire import Endpoint, FrameBuilder
-        frame = FrameBuilder(Endpoint("08:00:00:00:03:33", "10.0.3.3"), Endpoint("00:00:00:00:00:01", "10.0.2.7")
-                             ).frame(1, 0, 0, 0, 0, 0)
+
+        frame = FrameBuilder(
+            Endpoint("08:00:00:00:03:33", "10.0.3.3"), Endpoint("00:00:00:00:00:01", "10.0.2.7")
+        ).frame(1, 0, 0, 0, 0, 0)
         [(port, out_frame)] = device.engine.process(3, frame)
         assert port == 2 and out_frame[:6] == bytes.fromhex("080000000222")
     finally:

@@ -1,4 +1,5 @@
 """Topology files: the shipped ones load, bad ones are refused naming the wrong entry and its line."""
+
 import json
 
 import pytest
@@ -9,8 +10,10 @@ from tests.support import paths
 TOPO_DIR = paths.TOPOLOGIES
 
 STAR = {
-    "hosts": {"h1": {"ip": "10.0.0.1/24", "mac": "08:00:00:00:00:01"},
-              "h2": {"ip": "10.0.0.2/24", "mac": "08:00:00:00:00:02"}},
+    "hosts": {
+        "h1": {"ip": "10.0.0.1/24", "mac": "08:00:00:00:00:01"},
+        "h2": {"ip": "10.0.0.2/24", "mac": "08:00:00:00:00:02"},
+    },
     "switches": {"s1": {"device_id": 0, "grpc_port": 50051}},
     "links": [["h1", "s1-p1"], ["h2", "s1-p2"]],
     "aggregation": {"switch": "s1", "service_ip": "10.0.0.254"},
@@ -42,7 +45,9 @@ def test_shipped_topologies_load():
 def test_star_routes_and_replicas():
     star = Topology.from_dict(STAR)
     assert [(r.prefix, r.port, r.dst_mac) for r in star.routes("s1")] == [
-        ("10.0.0.1/32", 1, "08:00:00:00:00:01"), ("10.0.0.2/32", 2, "08:00:00:00:00:02")]
+        ("10.0.0.1/32", 1, "08:00:00:00:00:01"),
+        ("10.0.0.2/32", 2, "08:00:00:00:00:02"),
+    ]
     assert [(r.port, r.rid) for r in star.replicas()] == [(1, 0), (2, 1)]
 
 
@@ -76,8 +81,9 @@ def test_two_tier_cannot_grow_but_can_use_fewer_workers():
 
 
 def test_link_options_both_forms():
-    topo = Topology.from_dict(changed(links=[["h1", "s1-p1", {"bw": 50, "delay": "2ms", "loss": 1}],
-                                             ["h2", "s1-p2", "500us", 10]]))
+    topo = Topology.from_dict(
+        changed(links=[["h1", "s1-p1", {"bw": 50, "delay": "2ms", "loss": 1}], ["h2", "s1-p2", "500us", 10]])
+    )
     first, second = topo.links
     assert first.params.mininet_kwargs() == {"bw": 50.0, "delay": "2ms", "loss": 1.0}
     assert second.params.mininet_kwargs() == {"bw": 10.0, "delay": "0.5ms"}
@@ -112,21 +118,26 @@ def test_duplicate_names_and_addresses():
 
 
 def test_duplicate_keys_in_the_file_are_refused():
-    text = '{"hosts": {"h1": {"ip": "10.0.0.1/24", "mac": "08:00:00:00:00:01"},\n' \
-           '           "h1": {"ip": "10.0.0.2/24", "mac": "08:00:00:00:00:02"}},\n' \
-           ' "switches": {"s1": {}}, "links": [["h1", "s1"]],\n' \
-           ' "aggregation": {"switch": "s1", "service_ip": "10.0.0.254"}}'
+    text = (
+        '{"hosts": {"h1": {"ip": "10.0.0.1/24", "mac": "08:00:00:00:00:01"},\n'
+        '           "h1": {"ip": "10.0.0.2/24", "mac": "08:00:00:00:00:02"}},\n'
+        ' "switches": {"s1": {}}, "links": [["h1", "s1"]],\n'
+        ' "aggregation": {"switch": "s1", "service_ip": "10.0.0.254"}}'
+    )
     with pytest.raises(TopologyError, match=r"t.json:2: hosts.h1: 'h1' appears twice"):
         Topology.parse(text, source="t.json")
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("ip", "10.0.0.300/24", "IPv4 address with prefix"),
-    ("ip", "10.0.0.1", "IPv4 address with prefix"),
-    ("ip", "10.0.0.255/24", "broadcast"),
-    ("mac", "08:00:00:00:01", "MAC address"),
-    ("mac", "01:00:5e:00:00:01", "multicast MAC"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("ip", "10.0.0.300/24", "IPv4 address with prefix"),
+        ("ip", "10.0.0.1", "IPv4 address with prefix"),
+        ("ip", "10.0.0.255/24", "broadcast"),
+        ("mac", "08:00:00:00:01", "MAC address"),
+        ("mac", "01:00:5e:00:00:01", "multicast MAC"),
+    ],
+)
 def test_bad_host_fields(field, value, words):
     data = changed()
     data["hosts"]["h2"][field] = value
@@ -134,51 +145,61 @@ def test_bad_host_fields(field, value, words):
     assert f"hosts.h2.{field}" in problem and words in problem
 
 
-@pytest.mark.parametrize("options, words", [
-    ({"bw": 0}, "bw (Mbit/s)"),
-    ({"bw": 5000}, "bw (Mbit/s)"),
-    ({"loss": 100}, "loss (percent)"),
-    ({"loss": -1}, "loss (percent)"),
-    ({"delay": "fast"}, "delay must be"),
-    ({"max_queue_size": 0}, "integer"),
-    ({"jitter": "1ms"}, "unknown key 'jitter'"),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"bw": 0}, "bw (Mbit/s)"),
+        ({"bw": 5000}, "bw (Mbit/s)"),
+        ({"loss": 100}, "loss (percent)"),
+        ({"loss": -1}, "loss (percent)"),
+        ({"delay": "fast"}, "delay must be"),
+        ({"max_queue_size": 0}, "integer"),
+        ({"jitter": "1ms"}, "unknown key 'jitter'"),
+    ],
+)
 def test_bad_link_numbers(options, words):
     (problem,) = problems_of(changed(links=[["h1", "s1-p1"], ["h2", "s1-p2", options]]))
     assert "links[1][2]" in problem and words in problem
 
 
-@pytest.mark.parametrize("links, words", [
-    ([["h1", "s1-p1"], ["h2", "s1-p1"]], "already used by links[0]"),
-    ([["h1", "s1-p1"], ["h2", "h1"]], "links two hosts"),
-    ([["h1", "s1-p1"], ["h2", "s1-p0"]], "port must be"),
-    ([["h1", "s1-p1"], ["h2-p1", "s1-p2"]], "a host has one interface"),
-    ([["h1", "s1-p1"]], "host h2 has no link"),
-    ([["h1", "s1-p1"], ["h2", "s1-p2"], ["h1", "s1-p3"]], "duplicate link between h1 and s1"),
-    ([["h1", "s1-p1"], "h2 s1"], "must be [node, node]"),
-])
+@pytest.mark.parametrize(
+    "links, words",
+    [
+        ([["h1", "s1-p1"], ["h2", "s1-p1"]], "already used by links[0]"),
+        ([["h1", "s1-p1"], ["h2", "h1"]], "links two hosts"),
+        ([["h1", "s1-p1"], ["h2", "s1-p0"]], "port must be"),
+        ([["h1", "s1-p1"], ["h2-p1", "s1-p2"]], "a host has one interface"),
+        ([["h1", "s1-p1"]], "host h2 has no link"),
+        ([["h1", "s1-p1"], ["h2", "s1-p2"], ["h1", "s1-p3"]], "duplicate link between h1 and s1"),
+        ([["h1", "s1-p1"], "h2 s1"], "must be [node, node]"),
+    ],
+)
 def test_bad_links(links, words):
     assert any(words in p for p in problems_of(changed(links=links)))
 
 
 def test_host_with_two_links_is_refused():
-    data = changed(switches={"s1": {}, "s2": {}},
-                   links=[["h1", "s1-p1"], ["h2", "s1-p2"], ["s1-p3", "s2-p1"], ["h1", "s2-p2"]])
+    data = changed(
+        switches={"s1": {}, "s2": {}}, links=[["h1", "s1-p1"], ["h2", "s1-p2"], ["s1-p3", "s2-p1"], ["h1", "s2-p2"]]
+    )
     (problem,) = problems_of(data)
     assert "links[3]" in problem and "host h1 already has a link (links[0])" in problem
 
 
 def test_unconnected_switch_is_refused():
-    data = changed(switches={"s1": {}, "s2": {}},
-                   links=[["h1", "s1-p1"], ["h2", "s2-p1"]])
+    data = changed(switches={"s1": {}, "s2": {}}, links=[["h1", "s1-p1"], ["h2", "s2-p1"]])
     assert any("h2 is not connected to the aggregating switch s1" in p for p in problems_of(data))
 
 
 def test_bad_aggregation():
-    assert any("unknown switch \"s7\"" in p
-               for p in problems_of(changed(aggregation={"switch": "s7", "service_ip": "10.0.0.254"})))
-    assert any("is host h1's address" in p
-               for p in problems_of(changed(aggregation={"switch": "s1", "service_ip": "10.0.0.1"})))
+    assert any(
+        'unknown switch "s7"' in p
+        for p in problems_of(changed(aggregation={"switch": "s7", "service_ip": "10.0.0.254"}))
+    )
+    assert any(
+        "is host h1's address" in p
+        for p in problems_of(changed(aggregation={"switch": "s1", "service_ip": "10.0.0.1"}))
+    )
     assert any("missing 'aggregation'" in p for p in problems_of({k: v for k, v in STAR.items() if k != "aggregation"}))
 
 

@@ -7,14 +7,20 @@ the job again, which gives it a fresh epoch, as a new training run would.
 
 import pytest
 
-from tests.support.e2e import (REPO, assert_fix32_probes_exact, assert_nothing_left, assert_thc_probes_exact,
-                              mininet_marks, open_testbed)
 from controller.topology import Topology
+from tests.support.e2e import (
+    REPO,
+    assert_fix32_probes_exact,
+    assert_nothing_left,
+    assert_thc_probes_exact,
+    mininet_marks,
+    open_testbed,
+)
 from topologies.workers import WorkerFailed, WorkerOptions, follow, start_workers, stop_workers
 
 pytestmark = mininet_marks()
 
-PROBE_SIZE = 3000          # chunks of 2048 and 952 -> 1024 coordinates: 32 + 16 THC requests, 2 norms
+PROBE_SIZE = 3000  # chunks of 2048 and 952 -> 1024 coordinates: 32 + 16 THC requests, 2 norms
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +33,10 @@ def star(tmp_path_factory):
 
 
 def probe(bed, rounds: int, job_id: int, mode: str = "thc"):
-    return bed.run_workers(WorkerOptions(mode=mode, steps=0, job_id=job_id, probe_rounds=rounds,
-                                         probe_size=PROBE_SIZE, switch_timeout=20), stall_timeout=60)
+    return bed.run_workers(
+        WorkerOptions(mode=mode, steps=0, job_id=job_id, probe_rounds=rounds, probe_size=PROBE_SIZE, switch_timeout=20),
+        stall_timeout=60,
+    )
 
 
 def test_one_round_is_exact(star):

@@ -4,6 +4,7 @@ link and qdisc of the run within seconds, with no `thc-run --stop`.
 The two-switch topology with bandwidth and loss: its s1-s2 link lives in the root namespace (it does not
 vanish with a host namespace), and every link end carries htb and clsact qdiscs.
 """
+
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ pytestmark = mininet_marks()
 
 THC_RUN = [sys.executable, "-m", "topologies.runner"]
 TOPO = REPO / "topologies" / "two_tier.json"
-DEADLINE = 30.0          # seconds after the kill; the supervisor needs the ledger's grace (3 s) at most
+DEADLINE = 30.0  # seconds after the kill; the supervisor needs the ledger's grace (3 s) at most
 
 
 def net_namespace(pid: int) -> str | None:
@@ -46,8 +47,11 @@ def wait_for_training(log_dir: Path, run: subprocess.Popen, timeout: float = 300
         assert run.poll() is None, run.stdout.read()
         ledger = Ledger.load(log_dir / "run-state.json")
         logs = list((log_dir / "thc").glob("h*.log"))
-        if ledger and any(p.role.startswith("worker") for p in ledger.processes) and any(
-                '"event": "step"' in p.read_text(errors="replace") for p in logs):
+        if (
+            ledger
+            and any(p.role.startswith("worker") for p in ledger.processes)
+            and any('"event": "step"' in p.read_text(errors="replace") for p in logs)
+        ):
             return ledger
         time.sleep(0.2)
     raise AssertionError("training never started")
@@ -56,9 +60,28 @@ def wait_for_training(log_dir: Path, run: subprocess.Popen, timeout: float = 300
 def test_sigkill_of_thc_run_leaves_nothing_within_seconds(tmp_path):
     topo = Topology.load(TOPO)
     wait_until_free(topo)
-    run = subprocess.Popen(THC_RUN + ["--topo", str(TOPO), "--log-dir", str(tmp_path), "--no-pcap", "--modes", "thc",
-                                      "--steps", "1000", "--bw", "100", "--loss", "1"],
-                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = subprocess.Popen(
+        THC_RUN
+        + [
+            "--topo",
+            str(TOPO),
+            "--log-dir",
+            str(tmp_path),
+            "--no-pcap",
+            "--modes",
+            "thc",
+            "--steps",
+            "1000",
+            "--bw",
+            "100",
+            "--loss",
+            "1",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         ledger = wait_for_training(tmp_path, run)
         hosts = [p for p in ledger.live_processes() if p.role.startswith("host ")]
@@ -86,12 +109,13 @@ def test_sigkill_of_thc_run_leaves_nothing_within_seconds(tmp_path):
         print(f"nothing of the run left {time.monotonic() - killed:.1f} s after SIGKILL of thc-run")
         assert not (tmp_path / "run-state.json").exists() and (tmp_path / "run-state.removed.json").exists()
         assert "nothing of the run is left" in (tmp_path / "supervisor.log").read_text()
-        stop = subprocess.run(THC_RUN + ["--stop", "--log-dir", str(tmp_path)], cwd=REPO, capture_output=True,
-                              text=True, timeout=60)
+        stop = subprocess.run(
+            THC_RUN + ["--stop", "--log-dir", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60
+        )
         assert stop.returncode == 0 and "nothing to stop" in stop.stdout, stop.stdout + stop.stderr
     finally:
         if run.poll() is None:
             run.kill()
             run.communicate()
-        if (tmp_path / "run-state.json").exists():     # the test failed: the fallback removes the run
+        if (tmp_path / "run-state.json").exists():  # the test failed: the fallback removes the run
             subprocess.run(THC_RUN + ["--stop", "--log-dir", str(tmp_path)], cwd=REPO, timeout=120)

@@ -2,8 +2,8 @@
 results cross s1 as ordinary IPv4 (forwarded, never aggregated there), and every worker still gets the
 exact THC aggregate."""
 
-from tests.support.e2e import REPO, assert_nothing_left, assert_thc_probes_exact, mininet_marks, open_testbed
 from controller.topology import Topology
+from tests.support.e2e import REPO, assert_nothing_left, assert_thc_probes_exact, mininet_marks, open_testbed
 from topologies.workers import WorkerOptions
 
 pytestmark = mininet_marks()
@@ -16,12 +16,14 @@ def test_two_tier_aggregates_exactly(tmp_path):
     assert topo.aggregation.switch == "s2"
     bed = open_testbed(topo, tmp_path)
     with bed:
-        probes = bed.run_workers(WorkerOptions(mode="thc", steps=0, probe_rounds=2, probe_size=PROBE_SIZE,
-                                               switch_timeout=20), stall_timeout=60)
+        probes = bed.run_workers(
+            WorkerOptions(mode="thc", steps=0, probe_rounds=2, probe_size=PROBE_SIZE, switch_timeout=20),
+            stall_timeout=60,
+        )
         events = bed.last_switch_events
     assert_nothing_left(bed.ledger)
     assert_thc_probes_exact(probes, 2, PROBE_SIZE)
-    requests = 4 * (1 + 2 * (1 + 32))          # workers x (barrier + rounds x (norm + 2048/64 THC requests))
+    requests = 4 * (1 + 2 * (1 + 32))  # workers x (barrier + rounds x (norm + 2048/64 THC requests))
     assert events["s2"]["CONSUMED"] + events["s2"]["COMPLETED"] == requests
     assert events["s1"]["CONSUMED"] + events["s1"]["COMPLETED"] == 0
     # s1 forwards h1's and h2's requests up and the results for them down

@@ -6,6 +6,7 @@ files (`--use-files`), so no interfaces or privileges are needed; the program an
 over P4Runtime before BMv2 starts reading. Frames leaving on different ports are compared as sorted
 lists: BMv2's egress threads do not keep an order between ports.
 """
+
 import os
 import queue
 import signal
@@ -14,9 +15,9 @@ import subprocess
 import time
 
 import pytest
-from topologies.targets import find_executable
+
 from tests.support.paths import FIXTURE_BUILD
-from topologies.targets import free_tcp_port
+from topologies.targets import find_executable, free_tcp_port
 
 BUILD = FIXTURE_BUILD
 
@@ -26,8 +27,11 @@ def _binary():
 
 
 BINARY = _binary()
-pytestmark = [pytest.mark.bmv2, pytest.mark.slow,
-              pytest.mark.skipif(BINARY is None, reason="simple_switch_grpc is not installed")]
+pytestmark = [
+    pytest.mark.bmv2,
+    pytest.mark.slow,
+    pytest.mark.skipif(BINARY is None, reason="simple_switch_grpc is not installed"),
+]
 
 WAIT_S = 8  # BMv2 starts reading the input pcaps this long after it starts
 
@@ -55,7 +59,8 @@ class P4RTClient:
         next(self.stream)  # the arbitration answer
         self.p4info = text_format.Parse((BUILD / f"{program}.p4info.txtpb").read_text(), p4info_pb2.P4Info())
         config = p4runtime_pb2.SetForwardingPipelineConfigRequest(
-            device_id=0, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+            device_id=0, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+        )
         config.election_id.low = 1
         config.config.p4info.CopyFrom(self.p4info)
         config.config.p4_device_config = (BUILD / f"{program}.json").read_bytes()
@@ -141,7 +146,7 @@ def _read_pcap(path):
         _, _, caplen, _ = struct.unpack_from("<IIII", data, pos)
         if pos + 16 + caplen > len(data):
             break  # a record still being written
-        frames.append(data[pos + 16:pos + 16 + caplen])
+        frames.append(data[pos + 16 : pos + 16 + caplen])
         pos += 16 + caplen
     return frames
 
@@ -238,8 +243,15 @@ def test_ipv4_forward_matches_bmv2(tmp_path):
     good = raw(Ether(dst="00:00:00:00:01:01") / IP(dst="10.1.2.3", ttl=0) / UDP() / b"data")
     bad = bytearray(good)
     bad[24] ^= 0xFF
-    frames = [(1, good), (1, raw(Ether() / IP(dst="10.9.9.9") / UDP())), (1, raw(Ether() / IP(dst="11.0.0.1"))),
-              (1, bytes(bad)), (2, raw(Ether() / ARP())), (3, good[:20]), (3, good[:10])]
+    frames = [
+        (1, good),
+        (1, raw(Ether() / IP(dst="10.9.9.9") / UDP())),
+        (1, raw(Ether() / IP(dst="11.0.0.1"))),
+        (1, bytes(bad)),
+        (2, raw(Ether() / ARP())),
+        (3, good[:20]),
+        (3, good[:10]),
+    ]
     compare(tmp_path, "ipv4_forward", setup, frames)
 
 
@@ -249,8 +261,7 @@ def test_counters_registers_tables_multicast_match_bmv2(tmp_path):
     def setup(sw):
         sw.table_add(f"{ing}.classify", [(0x40, 0xF0), (0, 0)], f"{ing}.set_mcast", [7, 0xBEEF], priority=5)
         sw.table_add(f"{ing}.classify", [(0x10, 0xF0), (0, 0)], f"{ing}.set_port", [1], priority=5)
-        sw.table_add(f"{ing}.classify", [(0x11, 0xFF), (0xA1, 0xFFFFFFFFFFFF)], f"{ing}.set_port", [4],
-                     priority=9)
+        sw.table_add(f"{ing}.classify", [(0x11, 0xFF), (0xA1, 0xFFFFFFFFFFFF)], f"{ing}.set_port", [4], priority=9)
         sw.table_add(f"{ing}.by_value", [(100, 199)], f"{ing}.set_port", [2], priority=1)
         sw.table_add(f"{ing}.by_value", [(150, 150)], f"{ing}.set_port", [3], priority=5)
         sw.mc_group_set(7, [(1, 100), (2, 200), (3, 300)])
@@ -260,9 +271,15 @@ def test_counters_registers_tables_multicast_match_bmv2(tmp_path):
         body += struct.pack("!I", ext) if ext is not None else b""
         return bytes(5) + b"\xff" + src.to_bytes(6, "big") + b"\x88\xb5" + body
 
-    frames = [(2, tag(0x41, 1, 5)), (2, tag(0x41, 1, 6)), (2, tag(0x11, 2, 150, ext=1)),
-              (2, tag(0x11, 2, 120, src=0xB2, ext=2)), (2, tag(0x12, 3, 99, ext=3)), (2, tag(0x31, 0, 0)),
-              (2, tag(0x41, 200, 1))]
+    frames = [
+        (2, tag(0x41, 1, 5)),
+        (2, tag(0x41, 1, 6)),
+        (2, tag(0x11, 2, 150, ext=1)),
+        (2, tag(0x11, 2, 120, src=0xB2, ext=2)),
+        (2, tag(0x12, 3, 99, ext=3)),
+        (2, tag(0x31, 0, 0)),
+        (2, tag(0x41, 200, 1)),
+    ]
     compare(tmp_path, "counter_register_multicast", setup, frames)
 
 
@@ -271,11 +288,13 @@ def test_expressions_match_bmv2(tmp_path):
         body = struct.pack("!BBbbHBB", a, b, s, t, w, sh, flags) + b"".join(bytes(x) for x in labels)
         return bytes(11) + b"\x01\x88\xb6" + body
 
-    frames = [(3, frame(1, 2, 3, 4, 0x1234, 4, 0, [(1, 1)])),
-              (3, frame(250, 10, 100, 100, 0xFFFF, 0, 1, [(1, 0), (2, 1)])),
-              (3, frame(5, 250, -128, -1, 0x8001, 15, 0b110, [(1, 0), (2, 0), (3, 1)])),
-              (3, frame(201, 201, 127, 127, 0x00FF, 16, 0x81, [(9, 1)])),
-              (3, frame(0, 0, -5, 3, 0xABCD, 200, 0, [(1, 0), (2, 0), (3, 0), (4, 1)]))]
+    frames = [
+        (3, frame(1, 2, 3, 4, 0x1234, 4, 0, [(1, 1)])),
+        (3, frame(250, 10, 100, 100, 0xFFFF, 0, 1, [(1, 0), (2, 1)])),
+        (3, frame(5, 250, -128, -1, 0x8001, 15, 0b110, [(1, 0), (2, 0), (3, 1)])),
+        (3, frame(201, 201, 127, 127, 0x00FF, 16, 0x81, [(9, 1)])),
+        (3, frame(0, 0, -5, 3, 0xABCD, 200, 0, [(1, 0), (2, 0), (3, 0), (4, 1)])),
+    ]
     compare(tmp_path, "expressions", lambda sw: None, frames)
 
 
@@ -290,43 +309,55 @@ def test_tables_and_parser_match_bmv2(tmp_path):
     def q(key16, flags=0, version=1, after=b"\x00"):
         return bytes(11) + b"\x02\x88\xb8" + struct.pack("!BBHBBBB", version, flags, key16, 0, 0, 0, 0) + after
 
-    frames = [(1, q(k)) for k in (0x0001, 0x0002, 0x1234, 0x12FF, 0x1300, 0x2100, 0x2200, 0x4000, 0x3003,
-                                  0x300F, 0x3019)]
+    frames = [
+        (1, q(k)) for k in (0x0001, 0x0002, 0x1234, 0x12FF, 0x1300, 0x2100, 0x2200, 0x4000, 0x3003, 0x300F, 0x3019)
+    ]
     frames += [(1, q(0x0001, after=b"\xa5\x00\x00\x00"))]
     frames += [(1, q(0x0002, flags=f)) for f in (0x10, 0x20, 0x40)]
-    frames += [(1, q(0x0002, flags=0x80)), (1, q(0x0001, version=2, after=b"\xa5\x01\x02\x03")),
-               (1, q(0x0001, after=b"\xa5\x01")), (1, q(0x0001, after=b"")),
-               (1, q(0x0002, flags=0x02, after=b"\xee\xee\x01\x02")), (1, bytes(14))]
+    frames += [
+        (1, q(0x0002, flags=0x80)),
+        (1, q(0x0001, version=2, after=b"\xa5\x01\x02\x03")),
+        (1, q(0x0001, after=b"\xa5\x01")),
+        (1, q(0x0001, after=b"")),
+        (1, q(0x0002, flags=0x02, after=b"\xee\xee\x01\x02")),
+        (1, bytes(14)),
+    ]
     compare(tmp_path, "tables_parser", setup, frames)
 
 
 def test_resubmit_recirculate_and_hashes_match_bmv2(tmp_path):
     def p(kind):
-        return bytes(5) + b"\xff\x0a\x0b\x0c\x0d\x0e\x0f\x88\xb7" + struct.pack("!BBBBHHIHH", kind, 0, 0, 0, 0, 0,
-                                                                                0, 0, 0)
+        return (
+            bytes(5) + b"\xff\x0a\x0b\x0c\x0d\x0e\x0f\x88\xb7" + struct.pack("!BBBBHHIHH", kind, 0, 0, 0, 0, 0, 0, 0, 0)
+        )
 
     def without_random(out):  # the random() field differs by nature; everything else must not
         port, frame = out
         return port, frame[:28] + frame[30:]
 
-    compare(tmp_path, "passes_externs", lambda sw: None, [(1, p(0)), (1, p(1)), (1, p(2))],
-            mask=without_random)
+    compare(tmp_path, "passes_externs", lambda sw: None, [(1, p(0)), (1, p(1)), (1, p(2))], mask=without_random)
 
 
-@pytest.mark.parametrize("program, ether_type", [
-    ("ipv4_forward", b"\x08\x00"), ("counter_register_multicast", b"\x88\xb5"),
-    ("expressions", b"\x88\xb6"), ("tables_parser", b"\x88\xb8")])
+@pytest.mark.parametrize(
+    "program, ether_type",
+    [
+        ("ipv4_forward", b"\x08\x00"),
+        ("counter_register_multicast", b"\x88\xb5"),
+        ("expressions", b"\x88\xb6"),
+        ("tables_parser", b"\x88\xb8"),
+    ],
+)
 def test_random_frames_match_bmv2(tmp_path, program, ether_type):
     """Random headers, random lengths (most frames end early somewhere in the parser)."""
     import random
 
     setups = {
-        "ipv4_forward": lambda sw: sw.table_add("MyIngress.ipv4_lpm", [(0, 1)], "MyIngress.ipv4_forward",
-                                                [0xAA, 2]),
+        "ipv4_forward": lambda sw: sw.table_add("MyIngress.ipv4_lpm", [(0, 1)], "MyIngress.ipv4_forward", [0xAA, 2]),
         "counter_register_multicast": lambda sw: (
             sw.table_add("TagIngress.classify", [(0, 0x80), (0, 0)], "TagIngress.set_mcast", [7, 1], priority=1),
             sw.table_add("TagIngress.classify", [(0x80, 0x80), (0, 0)], "TagIngress.set_port", [3], priority=1),
-            sw.mc_group_set(7, [(1, 1), (2, 2)])),
+            sw.mc_group_set(7, [(1, 1), (2, 2)]),
+        ),
         "expressions": lambda sw: None,
         "tables_parser": lambda sw: sw.table_add("TIngress.chooser", [0x10], "TIngress.set_how", [5]),
     }

@@ -1,7 +1,7 @@
 """The engine's control-plane API: table entries, defaults, registers, counters, multicast groups,
 and their refusals (EntryError naming the object and the reason, with a P4Runtime-like code)."""
+
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -28,8 +28,10 @@ def tagsw():
 def test_add_modify_delete_and_list_entries(router):
     router.table_add(LPM, [(0x0A000000, 8)], FWD, [1, 2])
     router.table_add(LPM, [(0x0B000000, 8)], "MyIngress.drop", [])
-    assert router.table_entries(LPM) == [TableEntry([(0x0A000000, 8)], FWD, [1, 2], None),
-                                         TableEntry([(0x0B000000, 8)], "MyIngress.drop", [], None)]
+    assert router.table_entries(LPM) == [
+        TableEntry([(0x0A000000, 8)], FWD, [1, 2], None),
+        TableEntry([(0x0B000000, 8)], "MyIngress.drop", [], None),
+    ]
     router.table_modify(LPM, [(0x0A000000, 8)], FWD, [3, 4])
     assert router.table_entries(LPM)[0].params == [3, 4]
     router.table_delete(LPM, [(0x0A000000, 8)])
@@ -38,16 +40,19 @@ def test_add_modify_delete_and_list_entries(router):
     assert router.table_entries(LPM) == []
 
 
-@pytest.mark.parametrize("keys, action, params, priority, match, code", [
-    ([(0x0A000000, 8)], "MyIngress.nope", [], None, "not an action of this table", "INVALID_ARGUMENT"),
-    ([(0x0A000000, 8)], FWD, [1], None, "takes 2 parameter", "INVALID_ARGUMENT"),
-    ([(0x0A000000, 8)], FWD, [1, 512], None, "'port' = 512 does not fit in 9 bits", "INVALID_ARGUMENT"),
-    ([(1 << 32, 8)], FWD, [1, 2], None, "does not fit in 32 bits", "INVALID_ARGUMENT"),
-    ([(0x0A000000, 33)], FWD, [1, 2], None, "prefix length 33", "INVALID_ARGUMENT"),
-    ([0x0A000000], FWD, [1, 2], None, "is lpm: give \\(value, prefix_len\\)", "INVALID_ARGUMENT"),
-    ([], FWD, [1, 2], None, "expected 1 key field", "INVALID_ARGUMENT"),
-    ([(0x0A000000, 8)], FWD, [1, 2], 5, "priority must be None", "INVALID_ARGUMENT"),
-])
+@pytest.mark.parametrize(
+    "keys, action, params, priority, match, code",
+    [
+        ([(0x0A000000, 8)], "MyIngress.nope", [], None, "not an action of this table", "INVALID_ARGUMENT"),
+        ([(0x0A000000, 8)], FWD, [1], None, "takes 2 parameter", "INVALID_ARGUMENT"),
+        ([(0x0A000000, 8)], FWD, [1, 512], None, "'port' = 512 does not fit in 9 bits", "INVALID_ARGUMENT"),
+        ([(1 << 32, 8)], FWD, [1, 2], None, "does not fit in 32 bits", "INVALID_ARGUMENT"),
+        ([(0x0A000000, 33)], FWD, [1, 2], None, "prefix length 33", "INVALID_ARGUMENT"),
+        ([0x0A000000], FWD, [1, 2], None, "is lpm: give \\(value, prefix_len\\)", "INVALID_ARGUMENT"),
+        ([], FWD, [1, 2], None, "expected 1 key field", "INVALID_ARGUMENT"),
+        ([(0x0A000000, 8)], FWD, [1, 2], 5, "priority must be None", "INVALID_ARGUMENT"),
+    ],
+)
 def test_bad_entries_are_refused_with_the_reason(router, keys, action, params, priority, match, code):
     with pytest.raises(EntryError, match=match) as exc:
         router.table_add(LPM, keys, action, params, priority=priority)
@@ -132,8 +137,12 @@ def test_multicast_groups(tagsw):
     tagsw.mc_group_set(1, [(1, 0), (2, 0)])
     tagsw.mc_group_set(1, [(3, 7)])  # set replaces
     assert tagsw.mc_groups() == {1: [(3, 7)]}
-    for gid, replicas, match in ((0, [], "outside 1..65535"), (1, [(512, 0)], "port 512 outside 0..511"),
-                                 (1, [(1, 0), (1, 0)], "duplicate replica"), (2, [(1,)], "not \\(egress port")):
+    for gid, replicas, match in (
+        (0, [], "outside 1..65535"),
+        (1, [(512, 0)], "port 512 outside 0..511"),
+        (1, [(1, 0), (1, 0)], "duplicate replica"),
+        (2, [(1,)], "not \\(egress port"),
+    ):
         with pytest.raises(EntryError, match=match):
             tagsw.mc_group_set(gid, replicas)
     with pytest.raises(EntryError, match="does not exist") as exc:

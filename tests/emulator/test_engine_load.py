@@ -1,8 +1,8 @@
 """Loading: the fixtures load; every construct the engine does not execute is a load-time error that
 names the construct and where it is (JSON path, P4 source line); malformed input is a LoadError."""
+
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
@@ -53,8 +53,13 @@ def test_program_info_uses_p4info_names():
 def test_unknown_primitive_is_named_with_its_location():
     c = cfg()
     i, a = action(c, "MyIngress.ipv4_forward")
-    a["primitives"].append({"op": "frobnicate", "parameters": [],
-                            "source_info": {"filename": "x.p4", "line": 42, "source_fragment": "frob()"}})
+    a["primitives"].append(
+        {
+            "op": "frobnicate",
+            "parameters": [],
+            "source_info": {"filename": "x.p4", "line": 42, "source_fragment": "frob()"},
+        }
+    )
     with pytest.raises(UnsupportedConstruct) as exc:
         SoftwareSwitch.from_json(c)
     msg = str(exc.value)
@@ -88,9 +93,15 @@ def test_unknown_expression_operator_is_named():
         SoftwareSwitch.from_json(c)
 
 
-@pytest.mark.parametrize("primitive, words", [
-    ("clone_ingress_pkt_to_egress", "clone"), ("execute_meter", "meter"),
-    ("generate_digest", "digest"), ("truncate", "truncate")])
+@pytest.mark.parametrize(
+    "primitive, words",
+    [
+        ("clone_ingress_pkt_to_egress", "clone"),
+        ("execute_meter", "meter"),
+        ("generate_digest", "digest"),
+        ("truncate", "truncate"),
+    ],
+)
 def test_target_primitives_without_support_are_refused(primitive, words):
     c = cfg()
     _, a = action(c, "MyIngress.drop")
@@ -99,14 +110,20 @@ def test_target_primitives_without_support_are_refused(primitive, words):
         SoftwareSwitch.from_json(c)
 
 
-@pytest.mark.parametrize("section, item, words", [
-    ("meter_arrays", {"name": "m", "id": 0, "is_direct": False, "size": 4, "rate_count": 2,
-                      "type": "packets"}, r"meters \('m'\) at meter_arrays\[0\]"),
-    ("learn_lists", {"name": "digest_t", "id": 1, "elements": []}, r"digests"),
-    ("header_unions", {"name": "u", "id": 0, "union_type": "u_t", "header_ids": []}, r"header unions"),
-    ("parse_vsets", {"name": "vs", "id": 0, "compressed_bitwidth": 16}, r"parse value sets"),
-    ("extern_instances", {"name": "e", "id": 0, "type": "x", "attribute_values": []}, r"extern instances"),
-])
+@pytest.mark.parametrize(
+    "section, item, words",
+    [
+        (
+            "meter_arrays",
+            {"name": "m", "id": 0, "is_direct": False, "size": 4, "rate_count": 2, "type": "packets"},
+            r"meters \('m'\) at meter_arrays\[0\]",
+        ),
+        ("learn_lists", {"name": "digest_t", "id": 1, "elements": []}, r"digests"),
+        ("header_unions", {"name": "u", "id": 0, "union_type": "u_t", "header_ids": []}, r"header unions"),
+        ("parse_vsets", {"name": "vs", "id": 0, "compressed_bitwidth": 16}, r"parse value sets"),
+        ("extern_instances", {"name": "e", "id": 0, "type": "x", "attribute_values": []}, r"extern instances"),
+    ],
+)
 def test_unsupported_sections_are_refused(section, item, words):
     c = cfg()
     c[section] = [item]

@@ -3,9 +3,9 @@
 Each test crafts frames with Scapy, runs them through SoftwareSwitch.process() and compares the exact
 output bytes and ports with what simple_switch does for the same program.
 """
+
 import logging
 import struct
-from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -31,8 +31,12 @@ def router():
 
 
 def _udp(dst="10.9.8.7", ttl=64, payload=b"payload!", **ip):
-    return Ether(dst=SW_MAC, src=HOST_MAC) / IP(src="192.168.0.1", dst=dst, ttl=ttl, **ip) / \
-        UDP(sport=1234, dport=5678) / payload
+    return (
+        Ether(dst=SW_MAC, src=HOST_MAC)
+        / IP(src="192.168.0.1", dst=dst, ttl=ttl, **ip)
+        / UDP(sport=1234, dport=5678)
+        / payload
+    )
 
 
 def _forwarded(pkt, new_dmac, ttl):
@@ -194,8 +198,10 @@ def test_ternary_priorities_and_direct_counter(tagsw):
     assert tagsw.direct_counter_read(t, [(0x21, 0xFF), (0xA1, 0xFFFFFFFFFFFF)], priority=20) == (1, len(f))
     assert tagsw.direct_counter_read(t, [(0x20, 0xF0), (0, 0)], priority=10) == (2, 2 * len(f))
     entries = tagsw.table_entries(t)
-    assert [(e.action, e.params, e.priority) for e in entries] == \
-        [(f"{ING}.set_port", [5], 10), (f"{ING}.set_port", [6], 20)]
+    assert [(e.action, e.params, e.priority) for e in entries] == [
+        (f"{ING}.set_port", [5], 10),
+        (f"{ING}.set_port", [6], 20),
+    ]
 
 
 def test_masked_select_parses_ext_and_range_table_decides(tagsw):
@@ -259,31 +265,70 @@ def expected_out(a, b, s, t, w, sh, flags):
     inner = 1 if a > 100 else 2 if b > 100 else 3
     tern = 0xEE if flags & 0x80 else max(a, b)
     return {
-        "sum": (a + b) & 0xFF, "diff": (a - b) & 0xFF, "satsum": min(a + b, 255), "satdiff": max(a - b, 0),
-        "ssum": _wrap8s(s + t), "ssat": max(-128, min(127, s + t)), "mul": (w * a) & 0xFFFF,
-        "shl": (w << sh) & 0xFFFF, "shr": w >> sh, "hi": w >> 8, "cmp": (s < t) | ((a < b) << 1),
-        "cat": (a << 8) | b, "neg": ~a & 0xFF, "tern": tern, "branch": branch, "inner": inner,
-        "sext": s, "big": 1 if a > 200 else 0,
+        "sum": (a + b) & 0xFF,
+        "diff": (a - b) & 0xFF,
+        "satsum": min(a + b, 255),
+        "satdiff": max(a - b, 0),
+        "ssum": _wrap8s(s + t),
+        "ssat": max(-128, min(127, s + t)),
+        "mul": (w * a) & 0xFFFF,
+        "shl": (w << sh) & 0xFFFF,
+        "shr": w >> sh,
+        "hi": w >> 8,
+        "cmp": (s < t) | ((a < b) << 1),
+        "cat": (a << 8) | b,
+        "neg": ~a & 0xFF,
+        "tern": tern,
+        "branch": branch,
+        "inner": inner,
+        "sext": s,
+        "big": 1 if a > 200 else 0,
     }
 
 
-OUT_NAMES = ["sum", "diff", "satsum", "satdiff", "ssum", "ssat", "mul", "shl", "shr", "hi", "cmp", "cat",
-             "neg", "tern", "branch", "inner", "sext", "big", "depth"]
+OUT_NAMES = [
+    "sum",
+    "diff",
+    "satsum",
+    "satdiff",
+    "ssum",
+    "ssat",
+    "mul",
+    "shl",
+    "shr",
+    "hi",
+    "cmp",
+    "cat",
+    "neg",
+    "tern",
+    "branch",
+    "inner",
+    "sext",
+    "big",
+    "depth",
+]
 
 
 def run_ops(sw, *args, labels=((1, 1),)):
     out = sw.process(3, ops_frame(*args, labels=labels))
     assert len(out) == 1 and out[0][0] == 1
     frame = out[0][1]
-    values = dict(zip(OUT_NAMES, struct.unpack(OUT_FMT, frame[22:22 + struct.calcsize(OUT_FMT)])))
-    rest = frame[22 + struct.calcsize(OUT_FMT):]
+    values = dict(zip(OUT_NAMES, struct.unpack(OUT_FMT, frame[22 : 22 + struct.calcsize(OUT_FMT)])))
+    rest = frame[22 + struct.calcsize(OUT_FMT) :]
     return values, rest
 
 
-@pytest.mark.parametrize("args", [
-    (1, 2, 3, 4, 0x1234, 4, 0), (250, 10, 100, 100, 0xFFFF, 0, 1), (5, 250, -128, -1, 0x8001, 15, 0),
-    (201, 201, 127, 127, 0x00FF, 16, 1), (0, 0, -5, 3, 0xABCD, 200, 0), (150, 50, -100, -100, 3, 255, 1),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (1, 2, 3, 4, 0x1234, 4, 0),
+        (250, 10, 100, 100, 0xFFFF, 0, 1),
+        (5, 250, -128, -1, 0x8001, 15, 0),
+        (201, 201, 127, 127, 0x00FF, 16, 1),
+        (0, 0, -5, 3, 0xABCD, 200, 0),
+        (150, 50, -100, -100, 3, 255, 1),
+    ],
+)
 def test_arithmetic_matches_p4_semantics(opsw, args):
     values, _ = run_ops(opsw, *args)
     exp = expected_out(*args)
@@ -313,10 +358,10 @@ def test_stack_overflow_is_a_parser_error_and_ingress_still_runs(opsw):
     out = opsw.process(3, ops_frame(1, 2, 0, 0, 0, 0, 0, labels=labels))
     assert opsw.stats["parser_errors"] == before + 1
     frame = out[0][1]
-    values = dict(zip(OUT_NAMES, struct.unpack(OUT_FMT, frame[22:22 + struct.calcsize(OUT_FMT)])))
+    values = dict(zip(OUT_NAMES, struct.unpack(OUT_FMT, frame[22 : 22 + struct.calcsize(OUT_FMT)])))
     assert values["sum"] == 3 and values["depth"] == 3
     # the 3 labels, then the unparsed 4th as payload
-    assert frame[22 + struct.calcsize(OUT_FMT):] == b"\x01\x00\x02\x00\x03\x00\x04\x01"
+    assert frame[22 + struct.calcsize(OUT_FMT) :] == b"\x01\x00\x02\x00\x03\x00\x04\x01"
 
 
 # ---------------------------------------------------------------------------------- passes_externs
@@ -331,8 +376,12 @@ def passw():
 
 
 def p_frame(kind):
-    return (0x0000000000FF).to_bytes(6, "big") + SRC_MAC.to_bytes(6, "big") + struct.pack("!H", P_TYPE) + \
-        struct.pack(P_FMT, kind, 0, 0, 0, 0, 0, 0, 0, 0)
+    return (
+        (0x0000000000FF).to_bytes(6, "big")
+        + SRC_MAC.to_bytes(6, "big")
+        + struct.pack("!H", P_TYPE)
+        + struct.pack(P_FMT, kind, 0, 0, 0, 0, 0, 0, 0, 0)
+    )
 
 
 def p_fields(frame):
@@ -352,7 +401,7 @@ def _crc16_arc_bitwise(data: bytes) -> int:
 def test_hash_extern_uses_bmv2_algorithms(passw):
     import zlib
 
-    (port, frame), = passw.process(1, p_frame(0))
+    ((port, frame),) = passw.process(1, p_frame(0))
     v = p_fields(frame)
     data = SRC_MAC.to_bytes(6, "big") + b"\x00"  # the hashed field list: srcAddr, kind
     assert port == 2
@@ -367,7 +416,7 @@ def test_hash_extern_uses_bmv2_algorithms(passw):
 
 
 def test_resubmit_reparses_the_original_with_the_field_list(passw):
-    (port, frame), = passw.process(1, p_frame(1))
+    ((port, frame),) = passw.process(1, p_frame(1))
     v = p_fields(frame)
     # the first pass's header changes are gone; meta.n survived; instance_type RESUBMIT (6)
     assert (port, v["passes"], v["itype"], v["n_seen"]) == (2, 1, 6, 7)
@@ -375,7 +424,7 @@ def test_resubmit_reparses_the_original_with_the_field_list(passw):
 
 
 def test_recirculate_reparses_the_deparsed_packet_with_the_field_list(passw):
-    (port, frame), = passw.process(1, p_frame(2))
+    ((port, frame),) = passw.process(1, p_frame(2))
     v = p_fields(frame)
     # the first pass's changes were deparsed and parsed again; instance_type RECIRC (4)
     assert (port, v["passes"], v["itype"], v["n_seen"]) == (2, 2, 4, 9)
@@ -417,22 +466,39 @@ def tparse():
 
 
 def q_frame(key16, flags=0, version=1, after=b""):
-    return bytes(6) + bytes(5) + b"\x02" + struct.pack("!H", Q_TYPE) + \
-        struct.pack("!BBHBBBB", version, flags, key16, 0, 0, 0, 0) + after
+    return (
+        bytes(6)
+        + bytes(5)
+        + b"\x02"
+        + struct.pack("!H", Q_TYPE)
+        + struct.pack("!BBHBBBB", version, flags, key16, 0, 0, 0, 0)
+        + after
+    )
 
 
 def q_out(out):
-    (port, frame), = out
+    ((port, frame),) = out
     version, flags, key16, cls, how, err, port_out = struct.unpack("!BBHBBBB", frame[14:22])
     return port, {"cls": cls, "how": how, "err": err, "port_out": port_out}, frame[22:]
 
 
-@pytest.mark.parametrize("key16, after, cls", [
-    (0x0001, b"", 1), (0x0001, b"\xa5\x00\x00\x00", 2), (0x0002, b"", 0),   # exact, isValid() key
-    (0x1234, b"", 4), (0x12FF, b"", 3), (0x1300, b"", 0),                   # lpm, default set_cls(0)
-    (0x2100, b"", 6), (0x2200, b"", 5), (0x4000, b"", 7),                   # ternary: order, then _
-    (0x3003, b"", 8), (0x300F, b"", 9), (0x3019, b"", 10),                  # range on a slice
-])
+@pytest.mark.parametrize(
+    "key16, after, cls",
+    [
+        (0x0001, b"", 1),
+        (0x0001, b"\xa5\x00\x00\x00", 2),
+        (0x0002, b"", 0),  # exact, isValid() key
+        (0x1234, b"", 4),
+        (0x12FF, b"", 3),
+        (0x1300, b"", 0),  # lpm, default set_cls(0)
+        (0x2100, b"", 6),
+        (0x2200, b"", 5),
+        (0x4000, b"", 7),  # ternary: order, then _
+        (0x3003, b"", 8),
+        (0x300F, b"", 9),
+        (0x3019, b"", 10),  # range on a slice
+    ],
+)
 def test_const_entries_of_every_match_kind(tparse, key16, after, cls):
     after = after or b"\x00"  # the parser looks one byte ahead after q
     port, q, rest = q_out(tparse.process(1, q_frame(key16, after=after)))
@@ -479,8 +545,9 @@ def test_exit_after_mark_to_drop(tparse):
 
 
 # ------------------------------------------------------------------------------------ robustness
-@pytest.mark.parametrize("program", ["ipv4_forward", "counter_register_multicast", "expressions",
-                                     "passes_externs", "tables_parser"])
+@pytest.mark.parametrize(
+    "program", ["ipv4_forward", "counter_register_multicast", "expressions", "passes_externs", "tables_parser"]
+)
 def test_random_and_truncated_frames_never_raise(program):
     """Frames of random bytes, and valid-looking frames cut at every length, only ever take the
     parser-error path: no exception is counted and the switch keeps answering."""
@@ -495,9 +562,8 @@ def test_random_and_truncated_frames_never_raise(program):
         if n % 5 == 0 and body:
             body = b"\x03" + body[1:]
         frame = bytes(12) + rng.choice(ether_types) + body
-        frame = frame[:rng.randrange(0, len(frame) + 1)] if n % 2 else frame
-        if program == "passes_externs" and frame[12:14] == b"\x88\xb7" and len(frame) >= 30 \
-                and frame[14] == 3:
+        frame = frame[: rng.randrange(0, len(frame) + 1)] if n % 2 else frame
+        if program == "passes_externs" and frame[12:14] == b"\x88\xb7" and len(frame) >= 30 and frame[14] == 3:
             failing_asserts += 1  # assert(kind != 3) fails: BMv2 aborts, the engine drops
         out = sw.process(rng.randrange(8), frame)
         assert all(isinstance(p, int) and isinstance(f, bytes) for p, f in out)

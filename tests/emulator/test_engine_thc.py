@@ -2,7 +2,6 @@
 
 Deeper THC behaviour (aggregation, loss recovery) is tested with the program's own tests.
 """
-from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -32,8 +31,12 @@ def test_thc_program_loads_with_its_tables(thc):
 
 def test_thc_program_forwards_plain_ipv4(thc):
     thc.table_add(LPM, [(0x0A000200, 24)], FWD, [0x0000000002AA, 4])
-    pkt = Ether(dst="00:00:00:00:01:01", src="00:00:00:00:00:01") / \
-        IP(src="10.0.1.1", dst="10.0.2.2", ttl=17) / UDP(sport=1, dport=2) / b"plain"
+    pkt = (
+        Ether(dst="00:00:00:00:01:01", src="00:00:00:00:00:01")
+        / IP(src="10.0.1.1", dst="10.0.2.2", ttl=17)
+        / UDP(sport=1, dport=2)
+        / b"plain"
+    )
     out = thc.process(1, raw(pkt))
     expected = pkt.copy()
     expected[Ether].src, expected[Ether].dst = "00:00:00:00:01:01", "00:00:00:00:02:aa"

@@ -1,4 +1,5 @@
 """Engine building blocks on their own: hash algorithms, header codecs, match tables, expressions."""
+
 import random
 import struct
 
@@ -56,8 +57,9 @@ def _codec_roundtrip(widths, signed=()):
     return codec, ns["ext"], ns["pack"]
 
 
-@pytest.mark.parametrize("widths", [[48, 48, 16], [4, 4, 8, 16, 16, 3, 13, 8, 8, 16, 32, 32],
-                                    [1, 7, 24, 72, 9, 7], [128], [3, 5, 56, 12, 4]])
+@pytest.mark.parametrize(
+    "widths", [[48, 48, 16], [4, 4, 8, 16, 16, 3, 13, 8, 8, 16, 32, 32], [1, 7, 24, 72, 9, 7], [128], [3, 5, 56, 12, 4]]
+)
 def test_header_codec_roundtrip_and_field_values(widths):
     rng = random.Random(len(widths))
     codec, ext, pack = _codec_roundtrip(widths)
@@ -155,9 +157,10 @@ def test_table_entry_errors_name_the_table_and_the_reason():
 
 
 def _layout():
-    cfg = {"header_types": [{"name": "h_t", "id": 0, "fields": [["u8", 8, False], ["s8", 8, True],
-                                                               ["u16", 16, False]]}],
-           "headers": [{"name": "h", "id": 0, "header_type": "h_t", "metadata": True}]}
+    cfg = {
+        "header_types": [{"name": "h_t", "id": 0, "fields": [["u8", 8, False], ["s8", 8, True], ["u16", 16, False]]}],
+        "headers": [{"name": "h", "id": 0, "header_type": "h_t", "metadata": True}],
+    }
     return build_layout(cfg)
 
 
@@ -218,8 +221,12 @@ def test_lpm_with_exact_fields_needs_them_equal():
 
 
 def test_range_table_with_exact_ternary_and_lpm_fields():
-    keys = [KeyField("e", "exact", 8, None), KeyField("r", "range", 16, None),
-            KeyField("t", "ternary", 8, None), KeyField("l", "lpm", 16, None)]
+    keys = [
+        KeyField("e", "exact", 8, None),
+        KeyField("r", "range", 16, None),
+        KeyField("t", "ternary", 8, None),
+        KeyField("l", "lpm", 16, None),
+    ]
     t = _table("range", keys)
     t.add([7, (10, 20), (0x0A, 0x0F), (0xAB00, 8)], "a", [1], priority=5)
     t.add([7, (0, 0xFFFF), (0, 0), (0, 0)], "a", [2], priority=1)

@@ -4,19 +4,27 @@ Covers what p4runtime-shell cannot express (registers, config variants, full-wid
 batch errors, arbitration notifications, packet I/O); test_emulator_p4runtime_shell.py drives the
 same server with p4runtime-shell.
 """
-import queue
+
 import threading
 
 import grpc
 import pytest
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from emulator.p4runtime_server import Device, P4RuntimeServer
-from tests.support.p4runtime import Controller as _RawController, entity, update, write_errors
-from tests.support.fake_program import (ACTION_IDS, COUNTER_ID, CPU_PORT, DIRECT_COUNTER_ID, FAKE_JSON,
-                                           REGISTER_ID, TABLE_IDS, FakeSwitch, fake_p4info)
-
+from tests.support.fake_program import (
+    ACTION_IDS,
+    COUNTER_ID,
+    CPU_PORT,
+    FAKE_JSON,
+    REGISTER_ID,
+    TABLE_IDS,
+    FakeSwitch,
+    fake_p4info,
+)
+from tests.support.p4runtime import Controller as _RawController
+from tests.support.p4runtime import entity, update, write_errors
 
 
 class Controller(_RawController):
@@ -27,10 +35,12 @@ class Controller(_RawController):
         return super().set_pipeline(action, p4info, device_config, cookie)
 
 
-LPM, ACL, DMAC, FIXED = (TABLE_IDS[n] for n in ("MyIngress.ipv4_lpm", "MyIngress.acl", "MyIngress.dmac",
-                                                 "MyIngress.fixed"))
-FORWARD, DROP, NOACTION, SET_DMAC = (ACTION_IDS[n] for n in ("MyIngress.forward", "MyIngress.drop", "NoAction",
-                                                             "MyIngress.set_dmac"))
+LPM, ACL, DMAC, FIXED = (
+    TABLE_IDS[n] for n in ("MyIngress.ipv4_lpm", "MyIngress.acl", "MyIngress.dmac", "MyIngress.fixed")
+)
+FORWARD, DROP, NOACTION, SET_DMAC = (
+    ACTION_IDS[n] for n in ("MyIngress.forward", "MyIngress.drop", "NoAction", "MyIngress.set_dmac")
+)
 SetReq = p4runtime_pb2.SetForwardingPipelineConfigRequest
 GetReq = p4runtime_pb2.GetForwardingPipelineConfigRequest
 
@@ -267,17 +277,19 @@ def test_full_width_and_canonical_bytestrings_are_one_entry_read_back_canonical(
 
 
 def test_insert_modify_delete_and_match_filter(ctl, device):
-    ctl.write(update("table_entry", msg=lpm_entry(b"\x0a\x00\x00\x00", 8, port=b"\x02")),
-              update("table_entry", msg=lpm_entry(b"\x0b\x00\x00\x00", 8, port=b"\x03")))
-    ctl.write(update("table_entry", p4runtime_pb2.Update.MODIFY,
-                     msg=lpm_entry(b"\x0a\x00\x00\x00", 8, port=b"\x04")))
+    ctl.write(
+        update("table_entry", msg=lpm_entry(b"\x0a\x00\x00\x00", 8, port=b"\x02")),
+        update("table_entry", msg=lpm_entry(b"\x0b\x00\x00\x00", 8, port=b"\x03")),
+    )
+    ctl.write(update("table_entry", p4runtime_pb2.Update.MODIFY, msg=lpm_entry(b"\x0a\x00\x00\x00", 8, port=b"\x04")))
     one = lpm_entry(b"\x0a\x00\x00\x00", 8)
     one.ClearField("action")
     [e] = ctl.read(entity("table_entry", one))
     assert e.table_entry.action.action.params[0].value == b"\x04"
     ctl.write(update("table_entry", p4runtime_pb2.Update.DELETE, msg=one))
-    assert [(k, a, p) for k, a, p, _ in device.engine.table_entries("MyIngress.ipv4_lpm")] == \
-        [([(0x0B000000, 8)], "MyIngress.forward", [3])]
+    assert [(k, a, p) for k, a, p, _ in device.engine.table_entries("MyIngress.ipv4_lpm")] == [
+        ([(0x0B000000, 8)], "MyIngress.forward", [3])
+    ]
     with pytest.raises(grpc.RpcError) as err:
         ctl.write(update("table_entry", p4runtime_pb2.Update.DELETE, msg=one))
     [error] = write_errors(err.value)
@@ -294,12 +306,14 @@ def test_batch_reports_one_error_per_update_and_applies_the_good_ones(ctl, devic
     unknown_table = p4runtime_pb2.TableEntry(table_id=12345)
     wrong_action = lpm_entry(b"\x0d\x00\x00\x00", 8, action=SET_DMAC)
     with pytest.raises(grpc.RpcError) as err:
-        ctl.write(update("table_entry", msg=lpm_entry(b"\x0a\x00\x00\x00", 8)),
-                  update("table_entry", msg=bad_width),
-                  update("table_entry", msg=no_match),
-                  update("table_entry", msg=bad_param),
-                  update("table_entry", msg=unknown_table),
-                  update("table_entry", msg=wrong_action))
+        ctl.write(
+            update("table_entry", msg=lpm_entry(b"\x0a\x00\x00\x00", 8)),
+            update("table_entry", msg=bad_width),
+            update("table_entry", msg=no_match),
+            update("table_entry", msg=bad_param),
+            update("table_entry", msg=unknown_table),
+            update("table_entry", msg=wrong_action),
+        )
     errors = write_errors(err.value)
     assert [e.canonical_code for e in errors] == [code_pb2.OK] + [code_pb2.INVALID_ARGUMENT] * 5
     assert "does not fit in 32 bits" in errors[1].message and "hdr.ipv4.dstAddr" in errors[1].message
@@ -331,8 +345,10 @@ def test_ternary_range_optional_with_priority_and_dont_care_omitted_on_read(ctl,
     te2.match.add(field_id=3).optional.value = b"\x01"
     te2.action.action.action_id = DROP
     ctl.write(update("table_entry", msg=te2))
-    read = {e.table_entry.priority: e.table_entry for e in
-            ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=ACL)))}
+    read = {
+        e.table_entry.priority: e.table_entry
+        for e in ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=ACL)))
+    }
     te.match[1].range.high = b"\x20"  # read back canonical
     assert read[10] == te
     assert read[5] == te2  # don't-care ternary and range omitted, optional present
@@ -370,8 +386,10 @@ def test_default_entry_modify_read_reset_and_refusals(ctl, device):
     table_only = p4runtime_pb2.TableEntry(table_id=ACL, is_default_action=True)
     table_only.action.action.action_id = DROP
     with pytest.raises(grpc.RpcError) as err:
-        ctl.write(update("table_entry", p4runtime_pb2.Update.INSERT, msg=default),
-                  update("table_entry", p4runtime_pb2.Update.MODIFY, msg=const_default))
+        ctl.write(
+            update("table_entry", p4runtime_pb2.Update.INSERT, msg=default),
+            update("table_entry", p4runtime_pb2.Update.MODIFY, msg=const_default),
+        )
     codes = [e.canonical_code for e in write_errors(err.value)]
     assert codes == [code_pb2.INVALID_ARGUMENT, code_pb2.PERMISSION_DENIED]
     default_only = lpm_entry(b"\x0a\x00\x00\x00", 8, action=NOACTION)
@@ -515,8 +533,10 @@ def test_unsupported_entities_and_atomicity_are_refused_clearly(ctl):
         ctl.read(entity("meter_entry", p4runtime_pb2.MeterEntry()))
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
     with pytest.raises(grpc.RpcError) as err:
-        ctl.write(update("table_entry", msg=lpm_entry(b"\x0a\x00\x00\x00", 8)),
-                  atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR)
+        ctl.write(
+            update("table_entry", msg=lpm_entry(b"\x0a\x00\x00\x00", 8)),
+            atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR,
+        )
     assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 

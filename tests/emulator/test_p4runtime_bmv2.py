@@ -10,9 +10,8 @@ import pytest
 from p4.v1 import p4runtime_pb2
 
 from emulator.p4runtime_server import Device, P4RuntimeServer
-from tests.support.p4runtime import Controller, entity, update, write_errors
-from tests.support.p4runtime import compiled
 from tests.support.bmv2 import Bmv2Process
+from tests.support.p4runtime import Controller, compiled, entity, update, write_errors
 
 pytestmark = pytest.mark.bmv2
 
@@ -34,6 +33,7 @@ def ours():
 def _pipeline(controller, name):
     from google.protobuf import text_format
     from p4.config.v1 import p4info_pb2
+
     p4info_path, program = compiled(name)
     p4info = p4info_pb2.P4Info()
     with open(p4info_path) as f:
@@ -80,16 +80,28 @@ def _scenario(address):
         results = {
             "insert": _outcome(lambda: ctl.write(update("table_entry", msg=wide))),
             "duplicate": _outcome(lambda: ctl.write(update("table_entry", msg=_route(ids)))),
-            "delete missing": _outcome(lambda: ctl.write(update("table_entry", p4runtime_pb2.Update.DELETE,
-                                                                msg=_route(ids, prefix=b"\x0b\x00\x00\x00")))),
-            "missing params": _outcome(lambda: ctl.write(update("table_entry", msg=_route(
-                ids, prefix=b"\x0c\x00\x00\x00", plen=8, params=False)))),
-            "too wide": _outcome(lambda: ctl.write(update("table_entry", msg=_route(
-                ids, prefix=b"\x0d\x00\x00\x00", plen=8, port=b"\x02\x00")))),
+            "delete missing": _outcome(
+                lambda: ctl.write(
+                    update("table_entry", p4runtime_pb2.Update.DELETE, msg=_route(ids, prefix=b"\x0b\x00\x00\x00"))
+                )
+            ),
+            "missing params": _outcome(
+                lambda: ctl.write(
+                    update("table_entry", msg=_route(ids, prefix=b"\x0c\x00\x00\x00", plen=8, params=False))
+                )
+            ),
+            "too wide": _outcome(
+                lambda: ctl.write(
+                    update("table_entry", msg=_route(ids, prefix=b"\x0d\x00\x00\x00", plen=8, port=b"\x02\x00"))
+                )
+            ),
             "read": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=table)))),
             "read all tables": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry()))),
-            "read default": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(
-                table_id=table, is_default_action=True)))),
+            "read default": _outcome(
+                lambda: ctl.read(
+                    entity("table_entry", p4runtime_pb2.TableEntry(table_id=table, is_default_action=True))
+                )
+            ),
         }
         group = p4runtime_pb2.PacketReplicationEngineEntry()
         group.multicast_group_entry.multicast_group_id = 5
@@ -99,8 +111,9 @@ def _scenario(address):
         results["group read"] = _outcome(lambda: ctl.read(entity("packet_replication_engine_entry", group)))
         backup = Controller(address, election_id=(0, 0))
         try:
-            results["backup write"] = _outcome(lambda: backup.write(update("table_entry", msg=_route(
-                ids, prefix=b"\x0e\x00\x00\x00", plen=8))))
+            results["backup write"] = _outcome(
+                lambda: backup.write(update("table_entry", msg=_route(ids, prefix=b"\x0e\x00\x00\x00", plen=8)))
+            )
         finally:
             backup.close()
         return results
@@ -113,7 +126,9 @@ def _ternary_scenario(address):
     GetReq = p4runtime_pb2.GetForwardingPipelineConfigRequest
     ctl = Controller(address)
     try:
-        results = {"read before pipeline": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry())))}
+        results = {
+            "read before pipeline": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry())))
+        }
         p4info = _pipeline(ctl, "counter_register_multicast")
         ids = _ids(p4info)
         classify, by_value = ids["TagIngress.classify"], ids["TagIngress.by_value"]
@@ -134,24 +149,49 @@ def _ternary_scenario(address):
         default = p4runtime_pb2.TableEntry(table_id=classify, is_default_action=True)
         default.action.action.action_id = ids["TagIngress.set_port"]
         default.action.action.params.add(param_id=1, value=b"\x04")
-        results.update({
-            "ternary insert": _outcome(lambda: ctl.write(update("table_entry", msg=rule(10)))),
-            "same key other priority": _outcome(lambda: ctl.write(update("table_entry", msg=rule(11)))),
-            "no priority": _outcome(lambda: ctl.write(update("table_entry", msg=rule(0, op=b"\x02")))),
-            "value outside mask": _outcome(lambda: ctl.write(update("table_entry", msg=rule(5, op=b"\x03", mask=b"\x01")))),
-            "range insert": _outcome(lambda: ctl.write(update("table_entry", msg=span))),
-            "default modify": _outcome(lambda: ctl.write(update("table_entry", p4runtime_pb2.Update.MODIFY, msg=default))),
-            "default insert": _outcome(lambda: ctl.write(update("table_entry", msg=default))),
-            "read classify": _outcome(lambda: sorted(
-                (e.SerializeToString(deterministic=True) for e in ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=classify)))))),
-            "read by_value": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=by_value)))),
-            "read default": _outcome(lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(
-                table_id=classify, is_default_action=True)))),
-            "counter wildcard": _outcome(lambda: ctl.read(entity("counter_entry", p4runtime_pb2.CounterEntry(
-                counter_id=[c.preamble.id for c in p4info.counters][0])))),
-            "unknown table": _outcome(lambda: ctl.write(update("table_entry", msg=p4runtime_pb2.TableEntry(table_id=1234)))),
-            "cookie only": _outcome(lambda: ctl.stub.GetForwardingPipelineConfig(GetReq(device_id=0, response_type=GetReq.COOKIE_ONLY))),
-        })
+        results.update(
+            {
+                "ternary insert": _outcome(lambda: ctl.write(update("table_entry", msg=rule(10)))),
+                "same key other priority": _outcome(lambda: ctl.write(update("table_entry", msg=rule(11)))),
+                "no priority": _outcome(lambda: ctl.write(update("table_entry", msg=rule(0, op=b"\x02")))),
+                "value outside mask": _outcome(
+                    lambda: ctl.write(update("table_entry", msg=rule(5, op=b"\x03", mask=b"\x01")))
+                ),
+                "range insert": _outcome(lambda: ctl.write(update("table_entry", msg=span))),
+                "default modify": _outcome(
+                    lambda: ctl.write(update("table_entry", p4runtime_pb2.Update.MODIFY, msg=default))
+                ),
+                "default insert": _outcome(lambda: ctl.write(update("table_entry", msg=default))),
+                "read classify": _outcome(
+                    lambda: sorted(
+                        e.SerializeToString(deterministic=True)
+                        for e in ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=classify)))
+                    )
+                ),
+                "read by_value": _outcome(
+                    lambda: ctl.read(entity("table_entry", p4runtime_pb2.TableEntry(table_id=by_value)))
+                ),
+                "read default": _outcome(
+                    lambda: ctl.read(
+                        entity("table_entry", p4runtime_pb2.TableEntry(table_id=classify, is_default_action=True))
+                    )
+                ),
+                "counter wildcard": _outcome(
+                    lambda: ctl.read(
+                        entity(
+                            "counter_entry",
+                            p4runtime_pb2.CounterEntry(counter_id=[c.preamble.id for c in p4info.counters][0]),
+                        )
+                    )
+                ),
+                "unknown table": _outcome(
+                    lambda: ctl.write(update("table_entry", msg=p4runtime_pb2.TableEntry(table_id=1234)))
+                ),
+                "cookie only": _outcome(
+                    lambda: ctl.stub.GetForwardingPipelineConfig(GetReq(device_id=0, response_type=GetReq.COOKIE_ONLY))
+                ),
+            }
+        )
         direct = p4runtime_pb2.DirectCounterEntry()
         direct.table_entry.table_id = classify
         results["direct counters"] = _outcome(lambda: len(ctl.read(entity("direct_counter_entry", direct))))

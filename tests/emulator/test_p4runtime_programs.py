@@ -3,15 +3,12 @@
 Checks what only real p4c output can: that P4Info and BMv2 JSON bind (names, widths, match kinds),
 and that entries written through P4Runtime change what the engine does to packets.
 """
-import glob
-import os
 
+import p4runtime_sh.shell as sh
 import pytest
 from p4.v1 import p4runtime_pb2
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
-
-import p4runtime_sh.shell as sh
 
 from emulator.p4runtime_server import Device, P4RuntimeServer
 from tests.support.p4runtime import compiled
@@ -32,8 +29,13 @@ def switch():
 
 def _shell_on(device, name):
     p4info, program = compiled(name)
-    sh.setup(device_id=0, grpc_addr=device.address, election_id=(0, 1),
-             config=sh.FwdPipeConfig(p4info, program), verbose=False)
+    sh.setup(
+        device_id=0,
+        grpc_addr=device.address,
+        election_id=(0, 1),
+        config=sh.FwdPipeConfig(p4info, program),
+        verbose=False,
+    )
 
 
 @pytest.fixture
@@ -56,8 +58,12 @@ def test_ipv4_route_installed_by_the_shell_forwards_and_rewrites(ipv4):
     te.action["dstAddr"] = "08:00:00:00:02:02"
     te.action["port"] = "2"
     te.insert()
-    frame = bytes(Ether(dst="08:00:00:00:01:00", src="08:00:00:00:01:01") /
-                  IP(src="10.0.1.1", dst="10.0.2.2", ttl=64) / UDP(sport=1, dport=2) / (b"x" * 18))
+    frame = bytes(
+        Ether(dst="08:00:00:00:01:00", src="08:00:00:00:01:01")
+        / IP(src="10.0.1.1", dst="10.0.2.2", ttl=64)
+        / UDP(sport=1, dport=2)
+        / (b"x" * 18)
+    )
     [(port, out)] = ipv4.engine.process(1, frame)
     assert port == 2
     packet = Ether(out)
@@ -93,10 +99,10 @@ def test_counters_registers_and_multicast_of_a_compiled_program(tagged):
     sh.client.write(write)
 
     tag = bytes([0x01, 3]) + (5).to_bytes(2, "big") + bytes(10)  # op idx value | acc rid eport mark
-    frame = bytes.fromhex("ffffffffffff" "080000000101" "88b5") + tag
+    frame = bytes.fromhex("ffffffffffff08000000010188b5") + tag
     outputs = tagged.engine.process(1, frame)
     assert sorted(port for port, _ in outputs) == [2, 3]  # the copy back to port 1 is pruned
-    for port, out in outputs:
+    for _port, out in outputs:
         acc = int.from_bytes(out[18:22], "big")
         rid = int.from_bytes(out[22:24], "big")
         mark = int.from_bytes(out[26:28], "big")
@@ -118,15 +124,17 @@ def test_counters_registers_and_multicast_of_a_compiled_program(tagged):
 
 def test_packet_out_and_packet_in_with_the_header_layout_p4c_writes():
     import queue
+
     injected = queue.Queue()
     device = Device(device_id=0, cpu_port=CPU_PORT)
     server = P4RuntimeServer(device, packet_out_sink=lambda port, frame: injected.put((port, frame)))
     address = f"127.0.0.1:{server.start('127.0.0.1:0')}"
     p4info, program = compiled("packet_io", PACKET_IO)
-    sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1),
-             config=sh.FwdPipeConfig(p4info, program), verbose=False)
+    sh.setup(
+        device_id=0, grpc_addr=address, election_id=(0, 1), config=sh.FwdPipeConfig(p4info, program), verbose=False
+    )
     try:
-        ethernet = bytes.fromhex("020000000002" "020000000001" "88b5") + b"payload"
+        ethernet = bytes.fromhex("02000000000202000000000188b5") + b"payload"
         sh.PacketOut(ethernet, egress_port="2", flags="3").send()
         port, frame = injected.get(timeout=10)
         assert port == CPU_PORT and device.engine.process(port, frame) == [(2, ethernet)]

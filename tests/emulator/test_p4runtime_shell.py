@@ -5,13 +5,13 @@ process-wide global, so every test sets it up and tears it down through the `she
 stand-in engine (test_emulator_p4runtime_fakes) keeps these tests independent of the engine; the
 fixture programs compiled by p4c are exercised in test_emulator_p4runtime_programs.py.
 """
+
 import queue
 
 import grpc
+import p4runtime_sh.shell as sh
 import pytest
 from google.protobuf import text_format
-
-import p4runtime_sh.shell as sh
 from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeWriteException
 
 from emulator.p4runtime_server import Device, P4RuntimeServer
@@ -35,8 +35,13 @@ def shell(switch, tmp_path):
     p4info.write_text(text_format.MessageToString(fake_p4info()))
     program = tmp_path / "fake.json"
     program.write_bytes(FAKE_JSON)
-    sh.setup(device_id=0, grpc_addr=switch.address, election_id=(0, 1),
-             config=sh.FwdPipeConfig(str(p4info), str(program)), verbose=False)
+    sh.setup(
+        device_id=0,
+        grpc_addr=switch.address,
+        election_id=(0, 1),
+        config=sh.FwdPipeConfig(str(p4info), str(program)),
+        verbose=False,
+    )
     yield switch.device
     sh.teardown()
 
@@ -46,8 +51,7 @@ def test_table_entry_insert_read_modify_delete(shell):
     te.match["hdr.ipv4.dstAddr"] = "10.0.1.0/24"
     te.action["port"] = "2"
     te.insert()
-    assert shell.engine.table_entries("MyIngress.ipv4_lpm")[0][:3] == \
-        ([(0x0A000100, 24)], "MyIngress.forward", [2])
+    assert shell.engine.table_entries("MyIngress.ipv4_lpm")[0][:3] == ([(0x0A000100, 24)], "MyIngress.forward", [2])
 
     [read] = list(sh.TableEntry("MyIngress.ipv4_lpm").read())
     assert read.match["hdr.ipv4.dstAddr"].lpm.value == bytes([10, 0, 1, 0])
@@ -140,6 +144,7 @@ def test_second_client_with_lower_election_id_cannot_write(shell, switch, capsys
         te.match["hdr.ipv4.dstAddr"] = "10.0.0.0/8"
         te.action["port"] = "1"
         from p4.v1 import p4runtime_pb2
+
         update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.INSERT)
         update.entity.table_entry.CopyFrom(te.msg())
         with pytest.raises(grpc.RpcError) as err:

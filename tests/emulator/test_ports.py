@@ -4,6 +4,7 @@ The veth tests (`mininet` marker: root and `ip` needed) make their own namespace
 a unique prefix and remove them afterwards. Host ends live in namespaces; the switch ports stay in the
 root namespace, where the switch (or its loop) runs.
 """
+
 import ctypes
 import os
 import shutil
@@ -111,8 +112,12 @@ def socket_in_netns(namespace: str, iface: str, ethertype: int = ETHERTYPE_TEST)
 
 
 def make_frame(marker: bytes) -> bytes:
-    return b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + ETHERTYPE_TEST.to_bytes(2, "big") + \
-        marker.ljust(46, b".")
+    return (
+        b"\x02\x00\x00\x00\x00\x02"
+        + b"\x02\x00\x00\x00\x00\x01"
+        + ETHERTYPE_TEST.to_bytes(2, "big")
+        + marker.ljust(46, b".")
+    )
 
 
 def receive_marked(sock: socket.socket, marker: bytes, timeout: float = 5.0) -> bytes:
@@ -125,6 +130,7 @@ def receive_marked(sock: socket.socket, marker: bytes, timeout: float = 5.0) -> 
 
 def read_pcap(path):
     from scapy.utils import rdpcap
+
     return [bytes(p) for p in rdpcap(path)]
 
 
@@ -142,9 +148,28 @@ def test_pcap_writer_output_reads_back_with_scapy(tmp_path):
 
 
 def test_command_line_accepts_simple_switch_grpc_target_options_after_double_dash():
-    args = cli.parse_args(["--no-p4", "-i", "1@veth0", "--interface", "2@veth2", "--device-id", "3",
-                           "--pcap", "--log-console", "-L", "info", "--thrift-port", "9090", "--",
-                           "--grpc-server-addr", "127.0.0.1:50051", "--cpu-port", "255"])
+    args = cli.parse_args(
+        [
+            "--no-p4",
+            "-i",
+            "1@veth0",
+            "--interface",
+            "2@veth2",
+            "--device-id",
+            "3",
+            "--pcap",
+            "--log-console",
+            "-L",
+            "info",
+            "--thrift-port",
+            "9090",
+            "--",
+            "--grpc-server-addr",
+            "127.0.0.1:50051",
+            "--cpu-port",
+            "255",
+        ]
+    )
     assert args.no_p4 and args.program is None
     assert args.interface == [(1, "veth0"), (2, "veth2")]
     assert (args.device_id, args.grpc_server_addr, args.cpu_port) == (3, "127.0.0.1:50051", 255)
@@ -209,8 +234,9 @@ def test_port_loop_forwards_between_veths_survives_engine_errors_and_writes_pcap
         sent = read_pcap(str(tmp_path / f"{lab.switch_ifaces[1]}_out.pcap"))
         assert make_frame(b"BOOM") in received
         assert [f for f in sent if b"hello" in f] == [make_frame(b"hello%d" % i) for i in range(3)]
-        assert read_pcap(str(tmp_path / f"{lab.switch_ifaces[1]}_in.pcap")) == [] or \
-            all(b"hello" not in f for f in read_pcap(str(tmp_path / f"{lab.switch_ifaces[1]}_in.pcap")))
+        assert read_pcap(str(tmp_path / f"{lab.switch_ifaces[1]}_in.pcap")) == [] or all(
+            b"hello" not in f for f in read_pcap(str(tmp_path / f"{lab.switch_ifaces[1]}_in.pcap"))
+        )
 
 
 @needs_netns()
@@ -252,8 +278,10 @@ def start_switch(*args, cwd=None):
     """Start thc-switch as a subprocess; returns (process, gRPC address) once it printed "ready"."""
     import re
     import sys
-    proc = subprocess.Popen([sys.executable, "-m", "emulator", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "emulator", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd
+    )
     for line in proc.stdout:
         match = re.match(r"thc-switch ready: .* P4Runtime on (\S+),", line)
         if match:
@@ -265,13 +293,27 @@ def start_switch(*args, cwd=None):
 @pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
 def test_switch_process_serves_p4runtime_logs_requests_and_exits_0_on_signal(tmp_path, signum):
     import signal
-    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
     import grpc
+    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
     log_file = tmp_path / "s1.log"
     requests_file = tmp_path / "s1-p4runtime-requests.txt"
-    proc, address = start_switch("--no-p4", "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(log_file),
-                                 "-L", "info", "--thrift-port", "9090", "--p4runtime-log", str(requests_file))
+    proc, address = start_switch(
+        "--no-p4",
+        "--grpc-server-addr",
+        "127.0.0.1:0",
+        "--log-file",
+        str(log_file),
+        "-L",
+        "info",
+        "--thrift-port",
+        "9090",
+        "--p4runtime-log",
+        str(requests_file),
+    )
     from tests.support.p4runtime import Controller
+
     controller = None
     try:
         with grpc.insecure_channel(address) as channel:
@@ -303,8 +345,13 @@ def test_switch_process_refuses_a_busy_grpc_address_with_exit_2():
     holder.listen()
     try:
         import sys
-        done = subprocess.run([sys.executable, "-m", "emulator", "--no-p4", "--grpc-server-addr",
-                               f"127.0.0.1:{holder.getsockname()[1]}"], capture_output=True, text=True, timeout=60)
+
+        done = subprocess.run(
+            [sys.executable, "-m", "emulator", "--no-p4", "--grpc-server-addr", f"127.0.0.1:{holder.getsockname()[1]}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         holder.close()
     assert done.returncode == 2
@@ -314,21 +361,41 @@ def test_switch_process_refuses_a_busy_grpc_address_with_exit_2():
 @needs_netns()
 def test_thc_switch_on_veths_forwards_with_a_route_from_p4runtime_and_writes_pcaps(tmp_path):
     import signal
+
     import p4runtime_sh.shell as sh
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
+
     from tests.support.p4runtime import compiled
+
     p4info, program = compiled("ipv4_forward")
     pcaps = tmp_path / "pcaps"
     with VethLab(2) as lab:
         s1, s2 = lab.switch_ifaces
-        proc, address = start_switch(program, "-i", f"1@{s1}", "-i", f"2@{s2}", "--grpc-server-addr",
-                                     "127.0.0.1:0", "--pcap", str(pcaps), "--log-file", str(tmp_path / "s1.log"),
-                                     "-L", "info")
+        proc, address = start_switch(
+            program,
+            "-i",
+            f"1@{s1}",
+            "-i",
+            f"2@{s2}",
+            "--grpc-server-addr",
+            "127.0.0.1:0",
+            "--pcap",
+            str(pcaps),
+            "--log-file",
+            str(tmp_path / "s1.log"),
+            "-L",
+            "info",
+        )
         h1 = h2 = None
         try:
-            sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1),
-                     config=sh.FwdPipeConfig(p4info, program), verbose=False)
+            sh.setup(
+                device_id=0,
+                grpc_addr=address,
+                election_id=(0, 1),
+                config=sh.FwdPipeConfig(p4info, program),
+                verbose=False,
+            )
             try:
                 route = sh.TableEntry("MyIngress.ipv4_lpm")(action="MyIngress.ipv4_forward")
                 route.match["hdr.ipv4.dstAddr"] = "10.0.2.0/24"
@@ -338,8 +405,12 @@ def test_thc_switch_on_veths_forwards_with_a_route_from_p4runtime_and_writes_pca
             finally:
                 sh.teardown()
             h1, h2 = lab.host_socket(0, 0x0800), lab.host_socket(1, 0x0800)
-            frame = bytes(Ether(dst="08:00:00:00:01:00", src="08:00:00:00:01:01") /
-                          IP(src="10.0.1.1", dst="10.0.2.2", ttl=64) / UDP(sport=7, dport=7) / b"veth-test-payload")
+            frame = bytes(
+                Ether(dst="08:00:00:00:01:00", src="08:00:00:00:01:01")
+                / IP(src="10.0.1.1", dst="10.0.2.2", ttl=64)
+                / UDP(sport=7, dport=7)
+                / b"veth-test-payload"
+            )
             h1.send(frame)
             out = Ether(receive_marked(h2, b"veth-test-payload"))
             assert (out.dst, out.src, out[IP].ttl) == ("08:00:00:00:02:02", "08:00:00:00:01:00", 63)
@@ -358,18 +429,27 @@ def test_thc_switch_on_veths_forwards_with_a_route_from_p4runtime_and_writes_pca
 @needs_netns()
 def test_thc_switch_cpu_port_packet_io_with_target_options_after_double_dash():
     import signal
+
     import p4runtime_sh.shell as sh
+
     from tests.support.p4runtime import compiled
     from tests.support.paths import PACKET_IO
+
     p4info, program = compiled("packet_io", PACKET_IO)
     with VethLab(2) as lab:
         s1, s2 = lab.switch_ifaces
-        proc, address = start_switch("--no-p4", "-i", f"1@{s1}", "-i", f"2@{s2}",
-                                     "--", "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "255")
+        proc, address = start_switch(
+            "--no-p4", "-i", f"1@{s1}", "-i", f"2@{s2}", "--", "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "255"
+        )
         h1 = h2 = None
         try:
-            sh.setup(device_id=0, grpc_addr=address, election_id=(0, 1),
-                     config=sh.FwdPipeConfig(p4info, program), verbose=False)
+            sh.setup(
+                device_id=0,
+                grpc_addr=address,
+                election_id=(0, 1),
+                config=sh.FwdPipeConfig(p4info, program),
+                verbose=False,
+            )
             try:
                 h1, h2 = lab.host_socket(0), lab.host_socket(1)
                 sh.PacketOut(make_frame(b"from-controller"), egress_port="2").send()

@@ -1,4 +1,5 @@
 """Fixtures of the host agent's tests."""
+
 import pytest
 
 from emulator.switch import SoftwareSwitch
@@ -11,13 +12,17 @@ from tests.support import paths
 def new_engine(request):
     """new_engine(job) -> an engine serving `job`."""
     if request.param == "fake":
+
         def make(job):
             sw = FakeSwitch()
             sw.add_job(job)
             return sw
+
         return make
+
     def make(job):
         sw = SoftwareSwitch.from_json(str(paths.THC_JSON))
         program_engine(sw, job)
         return sw
+
     return make

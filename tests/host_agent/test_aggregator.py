@@ -9,7 +9,7 @@ import torch
 
 from host_agent.aggregator import SwitchAggregator
 from host_agent.fake_switch import FakeSwitch
-from host_agent.sim import SERVICE, SimJob, attach_workers
+from host_agent.sim import SimJob, attach_workers
 
 TABLE = np.array([0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30])
 
@@ -18,8 +18,17 @@ def aggregators(n, window=16, loss=0.0):
     job = SimJob(1, n, list(TABLE), n_slots=window)
     switch = FakeSwitch()
     switch.add_job(job)
-    _, protocols = attach_workers(switch, job, loss_up=loss, loss_down=loss, seed=11, clock=time.monotonic,
-                                  timeout=0.005, max_timeout=0.05, deadline=20.0)
+    _, protocols = attach_workers(
+        switch,
+        job,
+        loss_up=loss,
+        loss_down=loss,
+        seed=11,
+        clock=time.monotonic,
+        timeout=0.005,
+        max_timeout=0.05,
+        deadline=20.0,
+    )
     return [SwitchAggregator(p, n) for p in protocols]
 
 

@@ -1,5 +1,6 @@
 """The fake switch keeps a cell's use as the compiled program does (p4/README.md, "Round window"): one
 script of requests, its events and answers, against host_agent.fake_switch and the compiled program."""
+
 from collections import Counter
 
 import pytest
@@ -18,22 +19,22 @@ FAR = 0xFFFFFFF0
 # (worker, op, slot, round) -> event; the answers follow from the event (COMPLETED: both workers, RETX: one)
 SCRIPT = [
     ((0, THC, 0, 0), "CONSUMED"),
-    ((1, NORM, 0, 0), "DROP_OP_MISMATCH"),   # worker 1's bit is free, but the round is THC's
+    ((1, NORM, 0, 0), "DROP_OP_MISMATCH"),  # worker 1's bit is free, but the round is THC's
     ((0, THC, 0, FAR), "DROP_FAR_ROUND"),
-    ((1, THC, 0, 2), "DROP_FAR_ROUND"),      # round 0 is incomplete: nobody can be at round 2
+    ((1, THC, 0, 2), "DROP_FAR_ROUND"),  # round 0 is incomplete: nobody can be at round 2
     ((1, THC, 0, 0), "COMPLETED"),
-    ((1, NORM, 0, 0), "DROP_OP_MISMATCH"),   # no answer from another op's round
+    ((1, NORM, 0, 0), "DROP_OP_MISMATCH"),  # no answer from another op's round
     ((0, THC, 0, 0), "RETX_ANSWERED"),
-    ((0, THC, 0, 4), "DROP_FAR_ROUND"),      # stored + 4
-    ((0, NORM, 0, 2), "CONSUMED"),           # stored + 2: the next use, of any op
+    ((0, THC, 0, 4), "DROP_FAR_ROUND"),  # stored + 4
+    ((0, NORM, 0, 2), "CONSUMED"),  # stored + 2: the next use, of any op
     ((1, THC, 0, 2), "DROP_OP_MISMATCH"),
     ((1, NORM, 0, 2), "COMPLETED"),
     ((0, THC, 0, 0), "DROP_STALE_ROUND"),
-    ((0, FIX32, 1, 3), "DROP_FAR_ROUND"),    # a cell's first use is round 0 or 1
+    ((0, FIX32, 1, 3), "DROP_FAR_ROUND"),  # a cell's first use is round 0 or 1
     ((1, FIX32, 1, 1), "CONSUMED"),
 ]
 AFTER_NEW_EPOCH = [
-    ((0, THC, 0, 4), "DROP_FAR_ROUND"),      # the cell holds round 2 of the old epoch
+    ((0, THC, 0, 4), "DROP_FAR_ROUND"),  # the cell holds round 2 of the old epoch
     ((0, THC, 0, 2), "DROP_FAR_ROUND"),
     ((0, THC, 0, 0), "CONSUMED"),
 ]
@@ -48,8 +49,9 @@ def events(engine) -> Counter:
 
 def frame(worker, op, slot, rnd) -> bytes:
     payload = {THC: bytes(wire.INDEX_PAIRS), FIX32: bytes(4 * wire.INDEX_PAIRS), NORM: b""}[op]
-    return wire.FrameBuilder(worker_endpoint(worker), SERVICE).frame(op, wire.KIND_REQUEST, JOB, worker, slot, rnd,
-                                                                     value=1 if op == NORM else 0, payload=payload)
+    return wire.FrameBuilder(worker_endpoint(worker), SERVICE).frame(
+        op, wire.KIND_REQUEST, JOB, worker, slot, rnd, value=1 if op == NORM else 0, payload=payload
+    )
 
 
 def run(engine, script) -> list[tuple[str, int]]:

@@ -7,12 +7,10 @@ import threading
 import time
 
 import numpy as np
-import pytest
 import torch
 
 from host_agent.aggregator import SwitchAggregator
 from host_agent.sim import SimJob, attach_workers
-
 from thc import ddp
 from thc.aggregate import reference_aggregate
 from thc.config import THCConfig
@@ -59,8 +57,17 @@ class Recording:
 def switch_aggregators(new_engine, table, loss=0.0):  # noqa: F811
     job = SimJob(3, N, table, n_slots=32)
     engine = new_engine(job)
-    _, protocols = attach_workers(engine, job, loss_up=loss, loss_down=loss, seed=5, clock=time.monotonic,
-                                  timeout=0.005, max_timeout=0.05, deadline=30.0)
+    _, protocols = attach_workers(
+        engine,
+        job,
+        loss_up=loss,
+        loss_down=loss,
+        seed=5,
+        clock=time.monotonic,
+        timeout=0.005,
+        max_timeout=0.05,
+        deadline=30.0,
+    )
     return [SwitchAggregator(p, N) for p in protocols]
 
 
@@ -102,7 +109,7 @@ def test_thc_hook_averages_through_the_switch(new_engine):  # noqa: F811
         for w in range(1, N):
             assert torch.equal(results[w][it], results[0][it])
         truth = torch.stack(grads).mean(0) * (it + 1)
-        nmse = float(((results[0][it] - truth) ** 2).sum() / (truth ** 2).sum())
+        nmse = float(((results[0][it] - truth) ** 2).sum() / (truth**2).sum())
         assert nmse < 0.05, nmse
         for chunk in range(len(aggs[0].indices[it])):
             want = reference_aggregate([aggs[w].indices[it][chunk] for w in range(N)], table)

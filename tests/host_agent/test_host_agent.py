@@ -23,20 +23,33 @@ DST = wire.Endpoint("02:00:00:00:00:fe", "10.0.0.254")
 
 
 def scapy_frame(thc, payload=None):
-    pkt = (Ether(src=SRC.mac, dst=DST.mac) / IP(src=SRC.ip, dst=DST.ip, id=0, flags="DF", ttl=64)
-           / UDP(sport=wire.THC_UDP_PORT, dport=wire.THC_UDP_PORT, chksum=0) / thc)
+    pkt = (
+        Ether(src=SRC.mac, dst=DST.mac)
+        / IP(src=SRC.ip, dst=DST.ip, id=0, flags="DF", ttl=64)
+        / UDP(sport=wire.THC_UDP_PORT, dport=wire.THC_UDP_PORT, chksum=0)
+        / thc
+    )
     return bytes(pkt / payload if payload is not None else pkt)
 
 
 CASES = {
     "norm request": (dict(op=wire.OP_NORM, kind=wire.KIND_REQUEST, value=wire.float_bits(2.5)), None, 58),
     "thc request": (dict(op=wire.OP_THC, kind=wire.KIND_REQUEST), THCIndices(idx=[i % 16 for i in range(64)]), 90),
-    "thc result 8": (dict(op=wire.OP_THC, kind=wire.KIND_RESULT, count=4, lane_bits=8),
-                     THCResult8(sums=list(range(64))), 122),
-    "thc result 16": (dict(op=wire.OP_THC, kind=wire.KIND_RESULT_RETX, count=9, lane_bits=16),
-                      THCResult16(sums=[1000 * i for i in range(64)]), 186),
-    "fix32": (dict(op=wire.OP_FIX32, kind=wire.KIND_RESULT, count=2, lane_bits=32),
-              THCFix32(values=[-(2**31), 2**31 - 1] + list(range(-15, 15))), 186),
+    "thc result 8": (
+        dict(op=wire.OP_THC, kind=wire.KIND_RESULT, count=4, lane_bits=8),
+        THCResult8(sums=list(range(64))),
+        122,
+    ),
+    "thc result 16": (
+        dict(op=wire.OP_THC, kind=wire.KIND_RESULT_RETX, count=9, lane_bits=16),
+        THCResult16(sums=[1000 * i for i in range(64)]),
+        186,
+    ),
+    "fix32": (
+        dict(op=wire.OP_FIX32, kind=wire.KIND_RESULT, count=2, lane_bits=32),
+        THCFix32(values=[-(2**31), 2**31 - 1] + list(range(-15, 15))),
+        186,
+    ),
 }
 
 
@@ -46,13 +59,23 @@ def test_fast_builder_matches_scapy_byte_for_byte(case):
     header = dict(job_id=5, worker_id=2, slot=513, round=0xDEADBEEF, **fields)
     want = scapy_frame(THC(**header), payload)
     builder = wire.FrameBuilder(SRC, DST)
-    got = builder.frame(header["op"], header["kind"], 5, 2, 513, 0xDEADBEEF, header.get("value", 0),
-                        bytes(payload) if payload is not None else b"", header.get("count", 0),
-                        header.get("lane_bits", 0))
+    got = builder.frame(
+        header["op"],
+        header["kind"],
+        5,
+        2,
+        513,
+        0xDEADBEEF,
+        header.get("value", 0),
+        bytes(payload) if payload is not None else b"",
+        header.get("count", 0),
+        header.get("lane_bits", 0),
+    )
     assert got == want
     assert len(got) == size
-    assert len(got) - wire.PAYLOAD_OFFSET == wire.payload_length(fields["op"], fields["kind"],
-                                                                   fields.get("lane_bits", 0))
+    assert len(got) - wire.PAYLOAD_OFFSET == wire.payload_length(
+        fields["op"], fields["kind"], fields.get("lane_bits", 0)
+    )
 
 
 def test_ipv4_checksum_is_what_scapy_computes():
@@ -77,16 +100,31 @@ def test_capture_dissects_thc_fields_and_payload_by_op_kind_lanes(tmp_path):
         builder.frame(wire.OP_NORM, wire.KIND_REQUEST, 3, 1, 7, 12, wire.float_bits(1.5)) + bytes(2),  # padded
         builder.frame(wire.OP_THC, wire.KIND_REQUEST, 3, 1, 7, 12, payload=wire.pack_nibbles(np.arange(64) % 16)),
         back.frame(wire.OP_THC, wire.KIND_RESULT, 3, 1, 7, 12, payload=bytes(range(64)), count=4, lane_bits=8),
-        back.frame(wire.OP_THC, wire.KIND_RESULT, 3, 1, 7, 12, payload=np.arange(64, dtype=">u2").tobytes(),
-                   count=4, lane_bits=16),
+        back.frame(
+            wire.OP_THC,
+            wire.KIND_RESULT,
+            3,
+            1,
+            7,
+            12,
+            payload=np.arange(64, dtype=">u2").tobytes(),
+            count=4,
+            lane_bits=16,
+        ),
         builder.frame(wire.OP_FIX32, wire.KIND_REQUEST, 3, 1, 7, 12, payload=np.arange(-16, 16, dtype=">i4").tobytes()),
     ]
     path = tmp_path / "thc.pcap"
     wrpcap(str(path), [Ether(f) for f in frames])
     pkts = rdpcap(str(path))
     norm, idx, res8, res16, fix = pkts
-    assert (norm[THC].op, norm[THC].kind, norm[THC].job_id, norm[THC].worker_id, norm[THC].slot,
-            norm[THC].round) == (wire.OP_NORM, wire.KIND_REQUEST, 3, 1, 7, 12)
+    assert (norm[THC].op, norm[THC].kind, norm[THC].job_id, norm[THC].worker_id, norm[THC].slot, norm[THC].round) == (
+        wire.OP_NORM,
+        wire.KIND_REQUEST,
+        3,
+        1,
+        7,
+        12,
+    )
     assert wire.bits_float(norm[THC].value) == 1.5
     assert idx[THCIndices].idx == [i % 16 for i in range(64)]
     assert res8[THCResult8].sums == list(range(64))
@@ -94,8 +132,19 @@ def test_capture_dissects_thc_fields_and_payload_by_op_kind_lanes(tmp_path):
     assert fix[THCFix32].values == list(range(-16, 16))
     assert THCResult16 not in res8 and THCResult8 not in res16
     shown = res16.show(dump=True)
-    for name in ("op", "kind", "job_id", "worker_id", "slot", "count", "lane_bits", "round", "value", "RESULT",
-                 "16-bit"):
+    for name in (
+        "op",
+        "kind",
+        "job_id",
+        "worker_id",
+        "slot",
+        "count",
+        "lane_bits",
+        "round",
+        "value",
+        "RESULT",
+        "16-bit",
+    ):
         assert name in shown
 
 
@@ -114,6 +163,7 @@ def test_parse_frame_rejects_what_is_not_a_thc_frame():
 
 
 # ---- the raw socket over a veth pair -------------------------------------------------------------
+
 
 def _root_with_ip() -> bool:
     return os.geteuid() == 0 and shutil.which("ip") is not None
@@ -134,7 +184,8 @@ def veth():
             subprocess.run(["ip", "link", "set", dev, "up"], check=True)
         deadline = time.monotonic() + 5  # frames sent before the carrier is up are dropped
         while time.monotonic() < deadline and not all(
-                Path(f"/sys/class/net/{dev}/operstate").read_text().strip() == "up" for dev in (a, b)):
+            Path(f"/sys/class/net/{dev}/operstate").read_text().strip() == "up" for dev in (a, b)
+        ):
             time.sleep(0.01)
         yield a, b
     finally:
@@ -149,14 +200,15 @@ def test_raw_socket_sends_frames_and_receives_only_thc_results(veth):
     peer.bind((b, 0))
     peer.settimeout(0.5)
     with RawSocketTransport(a) as transport:
-        request = wire.FrameBuilder(SRC, DST).frame(wire.OP_THC, wire.KIND_REQUEST, 1, 2, 3, 4,
-                                                    payload=bytes(range(32)))
+        request = wire.FrameBuilder(SRC, DST).frame(
+            wire.OP_THC, wire.KIND_REQUEST, 1, 2, 3, 4, payload=bytes(range(32))
+        )
         seen, deadline = None, time.monotonic() + 10
         while seen is None and time.monotonic() < deadline:
             transport.send(request)
             try:
                 frame = peer.recv(2048)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             if wire.parse_frame(frame) is not None:  # skip unrelated frames the kernel may send
                 seen = frame
@@ -205,7 +257,7 @@ def test_switch_aggregator_open_over_a_real_interface(veth):
         while not stop.is_set():
             try:
                 frame = side.recv(2048)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             for _, out in switch.process(1, frame):
                 side.send(out)
@@ -214,8 +266,9 @@ def test_switch_aggregator_open_over_a_real_interface(veth):
     server.start()
     me = worker_endpoint(0)
     try:
-        with SwitchAggregator.open(a, 9, 0, 1, SERVICE.ip, SERVICE.mac, me.ip, me.mac, window=8,
-                                   timeout=0.05, deadline=10.0) as agg:
+        with SwitchAggregator.open(
+            a, 9, 0, 1, SERVICE.ip, SERVICE.mac, me.ip, me.mac, window=8, timeout=0.05, deadline=10.0
+        ) as agg:
             rng = np.random.default_rng(0)
             idx = [rng.integers(0, 8, 1000, dtype=np.uint8), rng.integers(0, 8, 10, dtype=np.uint8)]
             sums, count = agg.all_sum_table_values(idx, table)

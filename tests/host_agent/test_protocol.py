@@ -9,28 +9,27 @@ A virtual clock makes timeouts and retransmissions deterministic and instant."""
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
-
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller import contract
 from emulator.switch import SoftwareSwitch
 from host_agent import wire
-from thc import aggregate, packing, tables
-from host_agent.layers import THCResult8
 from host_agent.fake_switch import FakeSwitch
+from host_agent.layers import THCResult8
 from host_agent.loopback import VirtualClock
 from host_agent.protocol import AggregationTimeout, drive
 from host_agent.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint, worker_port
 from tests.support import paths
+from thc import aggregate, packing, tables
 
 TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]
 JOB = 7
 P4_JSON = paths.THC_JSON
+
 
 class Recorder:
     """Wraps an engine and records (worker, slot, round, op) of every request it is given."""
@@ -57,14 +56,27 @@ def event_counts(engine) -> Counter:
     return out
 
 
-def cluster(new_engine, n=4, window=8, n_slots=None, loss_up=0.0, loss_down=0.0, seed=1, table=TABLE,
-            lane_bits=None, epoch=1, clock=None, **timers):
+def cluster(
+    new_engine,
+    n=4,
+    window=8,
+    n_slots=None,
+    loss_up=0.0,
+    loss_down=0.0,
+    seed=1,
+    table=TABLE,
+    lane_bits=None,
+    epoch=1,
+    clock=None,
+    **timers,
+):
     job = SimJob(JOB, n, table, n_slots=n_slots or window, lane_bits=lane_bits, epoch=epoch)
     engine = new_engine(job)
     recorder = Recorder(engine)
     clock = VirtualClock() if clock is None else clock
-    lw, workers = attach_workers(recorder, job, window, loss_up=loss_up, loss_down=loss_down, seed=seed,
-                                 clock=clock, **timers)
+    lw, workers = attach_workers(
+        recorder, job, window, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock, **timers
+    )
     return workers, engine, recorder, lw, clock
 
 
@@ -116,8 +128,9 @@ def test_consecutive_operations_reuse_slots_on_the_q_schedule(new_engine):
     for sums, _ in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
         assert sums[0].tolist() == [TABLE[2] + TABLE[15]] * 320
     mine = [(slot, rnd, op) for worker, slot, rnd, op in recorder.arrivals if worker == 0]
-    assert mine == ([(q % 4, q // 4, wire.OP_NORM) for q in range(12)]
-                    + [(q % 4, q // 4, wire.OP_THC) for q in range(12, 17)])
+    assert mine == (
+        [(q % 4, q // 4, wire.OP_NORM) for q in range(12)] + [(q % 4, q // 4, wire.OP_THC) for q in range(12, 17)]
+    )
     assert workers[0].next_request == 17
     assert event_counts(engine) == Counter(CONSUMED=17, COMPLETED=17)
 
@@ -138,7 +151,7 @@ def test_norm_max_over_workers(new_engine):
 
 def test_fix32_sums_wrap_like_int32(new_engine):
     rng = np.random.default_rng(3)
-    data = [[rng.integers(-2**31, 2**31, size=100, dtype=np.int64).astype(np.int32)] for _ in range(4)]
+    data = [[rng.integers(-(2**31), 2**31, size=100, dtype=np.int64).astype(np.int32)] for _ in range(4)]
     data[0][0][0], data[1][0][0], data[2][0][0], data[3][0][0] = 2**31 - 1, 1, 0, 0
     workers, _, _, _, _ = cluster(new_engine)
     want = sum(d[0].astype(np.int64) for d in data)
@@ -146,7 +159,7 @@ def test_fix32_sums_wrap_like_int32(new_engine):
     for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_fix32(d) for d in data]):
         assert count == 4 and sums[0].dtype == np.int32
         np.testing.assert_array_equal(sums[0], want)
-        assert sums[0][0] == -2**31
+        assert sums[0][0] == -(2**31)
 
 
 def test_exact_under_loss_both_ways_and_no_contribution_counted_twice(new_engine):
@@ -176,6 +189,7 @@ def test_same_seed_same_run(new_engine):
         data = random_indices(rng, 4, [640])
         run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data])
         return recorder.arrivals, clock(), [w.stats()["retransmissions"] for w in workers]
+
     assert one_run() == one_run()
 
 
@@ -184,12 +198,18 @@ def test_retransmission_after_completion_is_answered_with_the_stored_result(new_
     a, b = workers
     run_all(workers, [lambda w: w.start_sum_indices([np.full(64, 3 + w.worker_id, np.uint8)])] * 2)
     request = wire.FrameBuilder(worker_endpoint(0), SERVICE).frame(
-        wire.OP_THC, wire.KIND_REQUEST, JOB, 0, 0, 0, payload=wire.pack_nibbles(np.full(64, 9, np.uint8)))
+        wire.OP_THC, wire.KIND_REQUEST, JOB, 0, 0, 0, payload=wire.pack_nibbles(np.full(64, 9, np.uint8))
+    )
     lw.inject(worker_port(0), request)  # worker 0 sends (slot 0, round 0) again, with other indices
     (frame,) = a.transport.recv(0)
     answer = wire.parse_frame(frame)
-    assert (answer.kind, answer.slot, answer.round, answer.count, answer.worker_id) == \
-        (wire.KIND_RESULT_RETX, 0, 0, 2, 0)
+    assert (answer.kind, answer.slot, answer.round, answer.count, answer.worker_id) == (
+        wire.KIND_RESULT_RETX,
+        0,
+        0,
+        2,
+        0,
+    )
     assert answer.lane_bits == 8  # n·g = 60 fits a byte
     assert list(answer.payload) == [TABLE[3] + TABLE[4]] * 64  # the stored sums, the retransmission not added
     assert frame[30:34] == wire.ip_bytes(worker_endpoint(0).ip)
@@ -213,8 +233,10 @@ def test_duplicate_and_stale_results_are_ignored(new_engine):
     garbage = np.full(64, 999, ">u2").tobytes()
 
     def result(job, worker, slot, rnd):
-        return builder.frame(wire.OP_THC, wire.KIND_RESULT, job, worker, slot, rnd, payload=garbage, count=2,
-                             lane_bits=16)
+        return builder.frame(
+            wire.OP_THC, wire.KIND_RESULT, job, worker, slot, rnd, payload=garbage, count=2, lane_bits=16
+        )
+
     # the same (slot, round) again, a round never requested, another job, another worker's copy of a result
     # already in (the same sums: a duplicate, not an error)
     for frame in (result(JOB, 0, 0, 0), result(JOB, 0, 1, 77), result(JOB + 1, 0, 0, 1), result(JOB, 1, 0, 0)):
@@ -231,12 +253,13 @@ def test_duplicate_and_stale_results_are_ignored(new_engine):
 def test_a_rerun_of_the_job_needs_a_new_epoch(new_engine):
     """Workers restarting from request 0 on cells that hold later rounds are dropped as STALE_ROUND:
     the AggregationTimeout must say what to check."""
-    workers, engine, _, lw, clock = cluster(new_engine, n=1, window=2, timeout=0.1, max_timeout=0.2,
-                                            deadline=1.0)
+    workers, engine, _, lw, clock = cluster(new_engine, n=1, window=2, timeout=0.1, max_timeout=0.2, deadline=1.0)
     workers[0].all_max([1.0] * 6)  # rounds 0..2 on both slots
     from host_agent.protocol import WorkerProtocol
-    rerun = WorkerProtocol(workers[0].transport, workers[0].builder, JOB, 0, 2, clock=clock, timeout=0.1,
-                           max_timeout=0.2, deadline=1.0)
+
+    rerun = WorkerProtocol(
+        workers[0].transport, workers[0].builder, JOB, 0, 2, clock=clock, timeout=0.1, max_timeout=0.2, deadline=1.0
+    )
     with pytest.raises(AggregationTimeout, match="fresh epoch"):
         rerun.all_max([1.0])
     assert event_counts(engine)["DROP_STALE_ROUND"] >= 1
@@ -244,14 +267,22 @@ def test_a_rerun_of_the_job_needs_a_new_epoch(new_engine):
 
 def test_retransmission_backoff_then_clear_timeout(new_engine):
     # worker 1 of the job never sends: worker 0's request can never complete
-    workers, engine, recorder, _, clock = cluster(new_engine, n=2, window=4, timeout=0.1, backoff=2.0,
-                                                  max_timeout=0.5, deadline=3.0)
+    workers, engine, recorder, _, clock = cluster(
+        new_engine, n=2, window=4, timeout=0.1, backoff=2.0, max_timeout=0.5, deadline=3.0
+    )
     w0 = workers[0]
     with pytest.raises(AggregationTimeout) as info:
         w0.all_max([1.0])
     message = str(info.value)
-    for fragment in (f"job {JOB}", "worker 0", "slot 0 round 0", SERVICE.ip, "thc-ctl", "STALE_ROUND",
-                     "loopback wire port 1"):
+    for fragment in (
+        f"job {JOB}",
+        "worker 0",
+        "slot 0 round 0",
+        SERVICE.ip,
+        "thc-ctl",
+        "STALE_ROUND",
+        "loopback wire port 1",
+    ):
         assert fragment in message
     stats = w0.stats()
     # sent at 0, again at 0.1, 0.3, 0.7 (waits 0.1, 0.2, 0.4), then every 0.5 s (the cap): 1.2 … 2.7
@@ -270,18 +301,35 @@ def test_window_limits_requests_in_flight(new_engine):
     b.start_max([2.0] * 10)
     b.pump()
     a.pump()
-    assert [(slot, r) for w, slot, r, op in recorder.arrivals if w == 0] == \
-        [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
+    assert [(slot, r) for w, slot, r, op in recorder.arrivals if w == 0] == [
+        (0, 0),
+        (1, 0),
+        (2, 0),
+        (0, 1),
+        (1, 1),
+        (2, 1),
+    ]
 
 
 def test_blocking_workers_in_threads_with_the_real_clock(new_engine):
     rng = np.random.default_rng(6)
-    workers, _, _, _, _ = cluster(new_engine, n=3, window=4, clock=time.monotonic, loss_up=0.05, seed=3,
-                                  timeout=0.005, max_timeout=0.02, deadline=20.0)
+    workers, _, _, _, _ = cluster(
+        new_engine,
+        n=3,
+        window=4,
+        clock=time.monotonic,
+        loss_up=0.05,
+        seed=3,
+        timeout=0.005,
+        max_timeout=0.02,
+        deadline=20.0,
+    )
     data = random_indices(rng, 3, [64 * 12])
     results = [None] * 3
-    threads = [threading.Thread(target=lambda w=w: results.__setitem__(w, workers[w].all_sum_indices(data[w])))
-               for w in range(3)]
+    threads = [
+        threading.Thread(target=lambda w=w: results.__setitem__(w, workers[w].all_sum_indices(data[w])))
+        for w in range(3)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -328,9 +376,8 @@ def test_adaptive_timeout_follows_a_slow_switch(new_engine):
     for adaptive in (False, True):
         clock = VirtualClock()
         slow = lambda job: SlowEngine(new_engine(job), clock, 0.005)  # noqa: E731
-        workers, _, _, _, _ = cluster(slow, window=16, clock=clock, timeout=0.05, max_timeout=2.0,
-                                      adaptive=adaptive)
-        for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+        workers, _, _, _, _ = cluster(slow, window=16, clock=clock, timeout=0.05, max_timeout=2.0, adaptive=adaptive)
+        for sums, _count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
             np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
         retransmissions[adaptive] = sum(w.stats()["timer_retransmissions"] for w in workers)
         if adaptive:
@@ -380,10 +427,10 @@ def test_program_variants_with_other_packet_sizes(kind, pairs):
     _, workers = attach_workers(engine, job, clock=VirtualClock(), pairs=pairs)
     rng = np.random.default_rng(9)
     data = random_indices(rng, 3, [2 * pairs * 5 + 3])
-    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
+    for sums, _count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
         np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
     fixed = [[rng.integers(-1000, 1000, size=pairs * 3 + 1).astype(np.int32)] for _ in range(3)]
-    for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_fix32(d) for d in fixed]):
+    for sums, _count in run_all(workers, [lambda w, d=d: w.start_sum_fix32(d) for d in fixed]):
         np.testing.assert_array_equal(sums[0], sum(f[0] for f in fixed))
     assert workers[0].stats()["requests"] == 6 + 4
 
@@ -393,10 +440,22 @@ def _crafted_result(op, slot, rnd, count, lane_bits, payload_layer=None, value=0
     from host_agent.layers import THC
 
     src, dst = SERVICE, worker_endpoint(0)
-    pkt = (Ether(src=src.mac, dst=dst.mac) / IP(src=src.ip, dst=dst.ip, flags="DF")
-           / UDP(sport=wire.THC_UDP_PORT, dport=wire.THC_UDP_PORT)
-           / THC(op=op, kind=wire.KIND_RESULT, job_id=JOB, worker_id=0, slot=slot, count=count,
-                 lane_bits=lane_bits, round=rnd, value=value))
+    pkt = (
+        Ether(src=src.mac, dst=dst.mac)
+        / IP(src=src.ip, dst=dst.ip, flags="DF")
+        / UDP(sport=wire.THC_UDP_PORT, dport=wire.THC_UDP_PORT)
+        / THC(
+            op=op,
+            kind=wire.KIND_RESULT,
+            job_id=JOB,
+            worker_id=0,
+            slot=slot,
+            count=count,
+            lane_bits=lane_bits,
+            round=rnd,
+            value=value,
+        )
+    )
     return bytes(pkt / payload_layer if payload_layer is not None else pkt)
 
 
@@ -410,13 +469,13 @@ def test_results_whose_op_count_or_lane_width_do_not_fit_are_rejected(new_engine
     op_a = a.start_sum_indices([np.full(64 * 2, 3, np.uint8)])  # requests 0, 1 on slots 0, 1
     a.pump()
     bad = [
-        _crafted_result(wire.OP_FIX32, 0, 0, 2, 32, THCFix32(values=[7] * 32)),   # another op's result
-        _crafted_result(wire.OP_NORM, 0, 0, 2, 0, value=123),                     # another op's result
-        _crafted_result(wire.OP_THC, 0, 0, 0, 8, THCResult8(sums=[9] * 64)),      # count 0
-        _crafted_result(wire.OP_THC, 0, 0, 3, 8, THCResult8(sums=[9] * 64)),      # count > n = 2
-        _crafted_result(wire.OP_THC, 0, 0, 2, 32, THCResult16(sums=[9] * 64)),    # THC lanes are 8 or 16
-        _crafted_result(wire.OP_THC, 0, 0, 2, 16, THCResult8(sums=[9] * 64)),     # 16-bit lanes, 8-bit payload
-        _crafted_result(wire.OP_THC, 0, 0, 2, 8, THCResult16(sums=[9] * 64)),     # 8-bit lanes, 16-bit payload
+        _crafted_result(wire.OP_FIX32, 0, 0, 2, 32, THCFix32(values=[7] * 32)),  # another op's result
+        _crafted_result(wire.OP_NORM, 0, 0, 2, 0, value=123),  # another op's result
+        _crafted_result(wire.OP_THC, 0, 0, 0, 8, THCResult8(sums=[9] * 64)),  # count 0
+        _crafted_result(wire.OP_THC, 0, 0, 3, 8, THCResult8(sums=[9] * 64)),  # count > n = 2
+        _crafted_result(wire.OP_THC, 0, 0, 2, 32, THCResult16(sums=[9] * 64)),  # THC lanes are 8 or 16
+        _crafted_result(wire.OP_THC, 0, 0, 2, 16, THCResult8(sums=[9] * 64)),  # 16-bit lanes, 8-bit payload
+        _crafted_result(wire.OP_THC, 0, 0, 2, 8, THCResult16(sums=[9] * 64)),  # 8-bit lanes, 16-bit payload
     ]
     for frame in bad:
         a.transport.deliver(frame)

@@ -82,15 +82,31 @@ class Tap:
         return [sum(later > mine for later in order[:k]) for k, mine in enumerate(order)]
 
 
-def timed_cluster(new_engine, n=4, window=8, *, drop_up=None, drop_down=None, loss_up=0.0, loss_down=0.0,
-                  jitter_up=0.0, jitter_down=0.0, duplicate_up=0.0, duplicate_down=0.0, seed=1,
-                  delay=DELAY, service_time=SERVICE, **options):
+def timed_cluster(
+    new_engine,
+    n=4,
+    window=8,
+    *,
+    drop_up=None,
+    drop_down=None,
+    loss_up=0.0,
+    loss_down=0.0,
+    jitter_up=0.0,
+    jitter_down=0.0,
+    duplicate_up=0.0,
+    duplicate_down=0.0,
+    seed=1,
+    delay=DELAY,
+    service_time=SERVICE,
+    **options,
+):
     job = SimJob(JOB, n, TABLE, n_slots=window)
     engine = new_engine(job)
     clock = VirtualClock()
     recorder = TimedRecorder(engine, clock, drop_up, drop_down)
-    lw, workers = attach_workers(recorder, job, window, loss_up=loss_up, loss_down=loss_down, seed=seed,
-                                 clock=clock, n_workers=n, **options)
+    lw, workers = attach_workers(
+        recorder, job, window, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock, n_workers=n, **options
+    )
     lw.delay_up = lw.delay_down = delay
     lw.service_time = service_time
     lw.jitter_up, lw.jitter_down = jitter_up, jitter_down
@@ -191,8 +207,9 @@ def test_reordering_within_dupthresh_costs_no_retransmission(new_engine, early):
     retransmission, at most dupthresh − 1 per operation with it; no timer as long as results come within
     the RTO (min_timeout 5 ms here, against round trips of ~1.7 ms)."""
     rng = np.random.default_rng(4)
-    workers, _, _, _, _ = timed_cluster(new_engine, jitter_down=2.5 * SERVICE, early_retransmit=early,
-                                        min_timeout=0.005)
+    workers, _, _, _, _ = timed_cluster(
+        new_engine, jitter_down=2.5 * SERVICE, early_retransmit=early, min_timeout=0.005
+    )
     operations = 0
     for lengths in ([64 * 8], [64 * 40 + 5], [64 * 3], [64 * 17, 64]):
         data = random_indices(rng, 4, lengths)
@@ -217,8 +234,15 @@ def test_reordering_and_duplication_without_loss_stay_within_the_bound(new_engin
     frames arrive twice. With the window covering each operation, a request is fast-retransmitted only if a
     result of a request sent after it overtook its own, and at most once: fast ≤ overtaken results."""
     rng = np.random.default_rng(5)
-    workers, engine, _, lw, _ = timed_cluster(new_engine, window=16, jitter_up=0.001, jitter_down=0.001,
-                                              duplicate_up=0.1, duplicate_down=0.1, min_timeout=0.005)
+    workers, engine, _, lw, _ = timed_cluster(
+        new_engine,
+        window=16,
+        jitter_up=0.001,
+        jitter_down=0.001,
+        duplicate_up=0.1,
+        duplicate_down=0.1,
+        min_timeout=0.005,
+    )
     for lengths in ([64 * 16], [64 * 9 + 1], [64 * 16]):
         data = random_indices(rng, 4, lengths)
         for op in run_sum(workers, data):
@@ -238,23 +262,33 @@ def test_exact_under_loss_duplication_and_reordering(new_engine):
     bit-identical to the clean run's, and every kind of recovery took part."""
     rng = np.random.default_rng(6)
     thc = random_indices(rng, 4, [64 * 30 + 7, 100])
-    fix = [[rng.integers(-2**31, 2**31, size=32 * 20 + 3, dtype=np.int64).astype(np.int32)] for _ in range(4)]
+    fix = [[rng.integers(-(2**31), 2**31, size=32 * 20 + 3, dtype=np.int64).astype(np.int32)] for _ in range(4)]
     norms = rng.uniform(0, 10, size=(4, 12)).astype(np.float32)
 
     def run(**link):
         workers, engine, _, _, _ = timed_cluster(new_engine, window=16, **link)
         out = []
-        for start in (lambda w: w.start_sum_indices(thc[w.worker_id]), lambda w: w.start_max(norms[w.worker_id]),
-                      lambda w: w.start_sum_fix32(fix[w.worker_id])):
+        for start in (
+            lambda w: w.start_sum_indices(thc[w.worker_id]),
+            lambda w: w.start_max(norms[w.worker_id]),
+            lambda w: w.start_sum_fix32(fix[w.worker_id]),
+        ):
             ops = [start(w) for w in workers]
             drive(workers)
             out.append([op.result() for op in ops])
         return out, workers, engine
 
     clean, _, _ = run()
-    lossy, workers, engine = run(loss_up=0.05, loss_down=0.05, duplicate_up=0.05, duplicate_down=0.05,
-                                 jitter_up=0.0005, jitter_down=0.0005, seed=11)
-    for (sums_c, sums_l) in zip(clean[0] + clean[2], lossy[0] + lossy[2]):
+    lossy, workers, engine = run(
+        loss_up=0.05,
+        loss_down=0.05,
+        duplicate_up=0.05,
+        duplicate_down=0.05,
+        jitter_up=0.0005,
+        jitter_down=0.0005,
+        seed=11,
+    )
+    for sums_c, sums_l in zip(clean[0] + clean[2], lossy[0] + lossy[2]):
         assert sums_c[1] == sums_l[1] == 4
         for a, b in zip(sums_c[0], sums_l[0]):
             assert a.dtype == b.dtype and a.tobytes() == b.tobytes()

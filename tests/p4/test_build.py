@@ -1,9 +1,9 @@
 """The committed p4c outputs belong to the committed P4 sources, and carry the names of p4/README.md."""
+
 from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
@@ -64,8 +64,14 @@ def test_p4info_has_the_contract_tables(p4info):
 def test_p4info_has_the_contract_actions(p4info):
     actions = {a.preamble.name: [(p.name, p.bitwidth) for p in a.params] for a in p4info.actions}
     assert actions[contract.SET_JOB] == [
-        ("n_workers", 8), ("slot_base", 16), ("n_slots", 16), ("mcast_grp", 16),
-        ("worker_mask", 32), ("lane_bits", 8), ("epoch", 16)]
+        ("n_workers", 8),
+        ("slot_base", 16),
+        ("n_slots", 16),
+        ("mcast_grp", 16),
+        ("worker_mask", 32),
+        ("lane_bits", 8),
+        ("epoch", 16),
+    ]
     assert actions[contract.IPV4_FORWARD] == [("dstAddr", 48), ("port", 9)]
     assert actions[contract.SET_RESULT_DST] == [("dmac", 48), ("dip", 32)]
     for i in range(32):

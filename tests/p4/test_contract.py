@@ -1,5 +1,6 @@
 """controller/contract.py says what the P4 program fixes; these tests read p4/config.p4, p4/headers.p4, the
 table declarations and the compiled P4Info, and fail when the contract module disagrees with any of them."""
+
 import ast
 import re
 
@@ -14,8 +15,9 @@ CONFIG = (paths.P4_DIR / "config.p4").read_text()
 
 def p4_const(name: str) -> int:
     """`const bit<N> NAME = V;` or `#define NAME V` in config.p4."""
-    m = re.search(rf"const\s+bit<\d+>\s+{name}\s*=\s*(\w+)\s*;", CONFIG) or \
-        re.search(rf"#define\s+{name}\s+(\w+)", CONFIG)
+    m = re.search(rf"const\s+bit<\d+>\s+{name}\s*=\s*(\w+)\s*;", CONFIG) or re.search(
+        rf"#define\s+{name}\s+(\w+)", CONFIG
+    )
     assert m, f"{name} is not defined in p4/config.p4"
     return int(m.group(1), 0)
 
@@ -51,7 +53,7 @@ def test_thc_header_layout_matches_headers_p4():
 def test_every_table_and_action_of_the_contract_is_in_the_p4info(variant):
     path = paths.THC_P4INFO if variant is None else paths.BUILD / "variants" / f"thc_pairs{variant}.p4info.txtpb"
     p4info = load_p4info(path)
-    lanes = contract.check_p4info(p4info, str(path))        # names, keys, parameter orders and widths
+    lanes = contract.check_p4info(p4info, str(path))  # names, keys, parameter orders and widths
     assert lanes == (variant or contract.THC_PAIRS)
     tables = {t.preamble.name: t for t in p4info.tables}
     actions = {a.preamble.name: a for a in p4info.actions}
@@ -67,11 +69,19 @@ def test_every_table_and_action_of_the_contract_is_in_the_p4info(variant):
 def p4_names_spelled(path) -> list[int]:
     """Lines of `path` whose string literals (not docstrings or comments) spell a P4 object's name."""
     tree = ast.parse(path.read_text())
-    docstrings = {id(node.value) for node in ast.walk(tree)
-                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
-    return sorted({node.lineno for node in ast.walk(tree)
-                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                   and id(node) not in docstrings and re.search(r"\b(ThcIngress|ThcEgress)\.\w", node.value)})
+    docstrings = {
+        id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and re.search(r"\b(ThcIngress|ThcEgress)\.\w", node.value)
+        }
+    )
 
 
 def test_a_p4_name_is_spelled_only_in_the_contract():

@@ -3,6 +3,7 @@
 Frames are crafted and dissected with the Scapy layers of host_agent.layers; expected sums come from
 thc's reference aggregator, never from the switch itself.
 """
+
 from __future__ import annotations
 
 import struct
@@ -48,14 +49,20 @@ def worker_port(w: int) -> int:
     return w + 1
 
 
-TARGETS = ["emulator", pytest.param("bmv2", marks=[
-    pytest.mark.bmv2, pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc not installed")])]
+TARGETS = [
+    "emulator",
+    pytest.param(
+        "bmv2",
+        marks=[pytest.mark.bmv2, pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc not installed")],
+    ),
+]
 
 
 @pytest.fixture(params=TARGETS)
 def target(request, tmp_path):
     if request.param == "bmv2":
         import os
+
         if os.geteuid() != 0:
             pytest.skip("BMv2 on veth pairs needs root")
         t = Bmv2Target(bmv2_binary(), tmp_path)
@@ -65,8 +72,7 @@ def target(request, tmp_path):
         t.add_service(ip_int(SERVICE_IP))
         for w in range(4):
             t.add_route(ip_int(worker_ip(w)), 32, mac_int(worker_mac(w)), worker_port(w))
-        t.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111, lane_bits=8,
-                  epoch=5)
+        t.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111, lane_bits=8, epoch=5)
         t.set_group(GROUP, [(worker_port(w), w) for w in range(N)])
         for w in range(N):
             t.add_result_dst(JOB, w, mac_int(worker_mac(w)), ip_int(worker_ip(w)))
@@ -76,13 +82,24 @@ def target(request, tmp_path):
         t.close()
 
 
-def request(w: int, op: str = "THC", *, slot: int = 0, rnd: int = 0, job: int = JOB, payload=None,
-            value: int = 0, version: int = 1) -> bytes:
+def request(
+    w: int,
+    op: str = "THC",
+    *,
+    slot: int = 0,
+    rnd: int = 0,
+    job: int = JOB,
+    payload=None,
+    value: int = 0,
+    version: int = 1,
+) -> bytes:
     ops = {"NORM": 1, "THC": 2, "FIX32": 3}
-    pkt = (Ether(src=worker_mac(w), dst=SERVICE_MAC) / IP(src=worker_ip(w), dst=SERVICE_IP) /
-           UDP(sport=40000 + w, dport=PORT) /
-           THC(version=version, op=ops[op], kind=0, job_id=job, worker_id=w, slot=slot, round=rnd,
-               value=value))
+    pkt = (
+        Ether(src=worker_mac(w), dst=SERVICE_MAC)
+        / IP(src=worker_ip(w), dst=SERVICE_IP)
+        / UDP(sport=40000 + w, dport=PORT)
+        / THC(version=version, op=ops[op], kind=0, job_id=job, worker_id=w, slot=slot, round=rnd, value=value)
+    )
     if payload is not None:
         pkt = pkt / payload
     return raw(pkt)
@@ -143,8 +160,17 @@ def test_sums_reach_every_worker_after_the_last_arrival(target):
 
 
 def test_sixteen_bit_lanes_when_the_job_asks(target):
-    target.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111,
-                   lane_bits=16, epoch=6, replace=True)
+    target.set_job(
+        JOB,
+        n_workers=N,
+        slot_base=8,
+        n_slots=4,
+        mcast_grp=GROUP,
+        worker_mask=0b111,
+        lane_bits=16,
+        epoch=6,
+        replace=True,
+    )
     idx = random_indices(np.random.default_rng(2))
     out = one_round(target, idx)
     assert len(out) == N
@@ -196,8 +222,9 @@ def test_the_shadow_cell_answers_round_r_while_round_r_plus_1_accumulates(target
     assert target.send(1, thc_request(0, second[0], slot=2, rnd=5)) == []
     late = target.send(3, thc_request(2, first[2], slot=2, rnd=4))  # worker 2 lost round 4's result
     assert len(late) == 1 and sums_of(late[0][1]) == list(reference_aggregate(first, TABLE))
-    out = send_all(target, [(2, thc_request(1, second[1], slot=2, rnd=5)),
-                            (3, thc_request(2, second[2], slot=2, rnd=5))])
+    out = send_all(
+        target, [(2, thc_request(1, second[1], slot=2, rnd=5)), (3, thc_request(2, second[2], slot=2, rnd=5))]
+    )
     assert len(out) == N and sums_of(out[0][1]) == list(reference_aggregate(second, TABLE))
 
 
@@ -213,20 +240,24 @@ def test_a_new_epoch_starts_on_fresh_cells(target):
     rng = np.random.default_rng(8)
     for rnd in (0, 2, 4):
         assert len(one_round(target, random_indices(rng), slot=0, rnd=rnd)) == N
-    target.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111,
-                   lane_bits=8, epoch=9, replace=True)
+    target.set_job(
+        JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111, lane_bits=8, epoch=9, replace=True
+    )
     idx = random_indices(rng)
     out = one_round(target, idx, slot=0, rnd=0)  # a new run counts rounds from 0 again
     assert len(out) == N and sums_of(out[0][1]) == list(reference_aggregate(idx, TABLE))
 
 
-@pytest.mark.parametrize("frame_of, event", [
-    (lambda idx: thc_request(0, idx, job=99), "DROP_UNKNOWN_JOB"),
-    (lambda idx: thc_request(3, idx), "DROP_FOREIGN_WORKER"),
-    (lambda idx: thc_request(0, idx, slot=4), "DROP_SLOT_RANGE"),
-    (lambda idx: request(0, "NORM", version=2), "DROP_BAD_OP"),
-    (lambda idx: request(0, "NORM")[:-6], "DROP_MALFORMED"),  # THC header cut short
-])
+@pytest.mark.parametrize(
+    "frame_of, event",
+    [
+        (lambda idx: thc_request(0, idx, job=99), "DROP_UNKNOWN_JOB"),
+        (lambda idx: thc_request(3, idx), "DROP_FOREIGN_WORKER"),
+        (lambda idx: thc_request(0, idx, slot=4), "DROP_SLOT_RANGE"),
+        (lambda idx: request(0, "NORM", version=2), "DROP_BAD_OP"),
+        (lambda idx: request(0, "NORM")[:-6], "DROP_MALFORMED"),  # THC header cut short
+    ],
+)
 def test_bad_requests_are_dropped_and_counted(target, frame_of, event):
     idx = random_indices(np.random.default_rng(9), 1)[0]
     assert target.send(1, frame_of(idx)) == []
@@ -265,8 +296,7 @@ def test_an_index_outside_a_smaller_table_is_dropped(target):
 def test_the_norm_round_returns_the_maximum(target):
     norms = [3.25, 117.5, 0.001]
     bits = [struct.unpack("!I", struct.pack("!f", v))[0] for v in norms]
-    out = send_all(target, [(worker_port(w), request(w, "NORM", slot=3, rnd=0, value=bits[w]))
-                            for w in range(N)])
+    out = send_all(target, [(worker_port(w), request(w, "NORM", slot=3, rnd=0, value=bits[w])) for w in range(N)])
     assert len(out) == N
     for _, frame in out:
         pkt = Ether(frame)
@@ -277,9 +307,11 @@ def test_the_norm_round_returns_the_maximum(target):
 
 def test_fix32_sums_wrap_like_int32(target):
     rng = np.random.default_rng(12)
-    values = [rng.integers(-2**30, 2**30, size=K // 2) for _ in range(N)]
-    frames = [(worker_port(w), request(w, "FIX32", slot=1, payload=THCFix32(values=[int(v) for v in values[w]])))
-              for w in range(N)]
+    values = [rng.integers(-(2**30), 2**30, size=K // 2) for _ in range(N)]
+    frames = [
+        (worker_port(w), request(w, "FIX32", slot=1, payload=THCFix32(values=[int(v) for v in values[w]])))
+        for w in range(N)
+    ]
     out = send_all(target, frames)
     assert len(out) == N
     expected = [((int(s) + 2**31) % 2**32) - 2**31 for s in np.sum(values, axis=0)]
@@ -290,16 +322,25 @@ def test_fix32_sums_wrap_like_int32(target):
 
 
 def test_ordinary_ipv4_and_results_for_others_are_forwarded(target):
-    plain = raw(Ether(src=worker_mac(0), dst=SERVICE_MAC) / IP(src=worker_ip(0), dst=worker_ip(3), ttl=9) /
-                UDP(sport=5, dport=6) / b"hello")
+    plain = raw(
+        Ether(src=worker_mac(0), dst=SERVICE_MAC)
+        / IP(src=worker_ip(0), dst=worker_ip(3), ttl=9)
+        / UDP(sport=5, dport=6)
+        / b"hello"
+    )
     out = target.send(1, plain)
     assert len(out) == 1 and out[0][0] == worker_port(3)
     pkt = Ether(out[0][1])
     assert (pkt[Ether].dst, pkt[IP].ttl, bytes(pkt[UDP].payload)) == (worker_mac(3), 8, b"hello")
     assert_valid_ipv4(out[0][1])
     # A result crossing this switch towards a worker is not a request: it is forwarded untouched.
-    result = raw(Ether(dst=SERVICE_MAC) / IP(src="10.0.9.254", dst=worker_ip(3)) / UDP(sport=PORT, dport=PORT) /
-                 THC(op=2, kind=1, job_id=JOB, lane_bits=8, count=2) / THCResult8(sums=list(range(K))))
+    result = raw(
+        Ether(dst=SERVICE_MAC)
+        / IP(src="10.0.9.254", dst=worker_ip(3))
+        / UDP(sport=PORT, dport=PORT)
+        / THC(op=2, kind=1, job_id=JOB, lane_bits=8, count=2)
+        / THCResult8(sums=list(range(K)))
+    )
     out = target.send(2, result)
     assert len(out) == 1 and Ether(out[0][1])[THCResult8].sums == list(range(K))
     assert target.events()["FORWARDED"] == 2
@@ -308,6 +349,7 @@ def test_ordinary_ipv4_and_results_for_others_are_forwarded(target):
 # ---- a cell's use is (epoch, op, round), and rounds advance only as the worker protocol can (README.md,
 # "Round window"): the first use in an epoch is round 0 or 1, the next use two rounds on once the current
 # one is complete.
+
 
 def norm_bits(value: float) -> int:
     return struct.unpack("!I", struct.pack("!f", value))[0]
@@ -325,8 +367,11 @@ def assert_exact(out, idx, table=TABLE) -> None:
 @pytest.mark.parametrize("intruder", ["NORM", "FIX32"])
 def test_another_op_on_a_thc_rounds_cell_is_dropped_and_the_round_stays_exact(target, intruder):
     idx = random_indices(np.random.default_rng(20))
-    other = (request(2, "NORM", value=norm_bits(1.5)) if intruder == "NORM" else
-             request(2, "FIX32", payload=THCFix32(values=[1] * (K // 2))))
+    other = (
+        request(2, "NORM", value=norm_bits(1.5))
+        if intruder == "NORM"
+        else request(2, "FIX32", payload=THCFix32(values=[1] * (K // 2)))
+    )
     assert send_all(target, [(1, thc_request(0, idx[0])), (2, thc_request(1, idx[1]))]) == []
     assert target.send(3, other) == []  # worker 2's bit is still free: it must not complete the round
     assert_exact(target.send(3, thc_request(2, idx[2])), idx)
@@ -337,8 +382,12 @@ def test_another_op_on_a_thc_rounds_cell_is_dropped_and_the_round_stays_exact(ta
     assert (pkt[THC].op, pkt[THC].kind, pkt[THC].count, pkt[THC].lane_bits) == (2, 2, N, 8)
     assert sums_of(retx[0][1]) == list(reference_aggregate(idx, TABLE))
     events = target.events()
-    assert (events["DROP_OP_MISMATCH"], events["CONSUMED"], events["COMPLETED"], events["RETX_ANSWERED"]) == \
-        (2, 2, 1, 1)
+    assert (events["DROP_OP_MISMATCH"], events["CONSUMED"], events["COMPLETED"], events["RETX_ANSWERED"]) == (
+        2,
+        2,
+        1,
+        1,
+    )
     assert sum(events.values()) == 6
 
 
@@ -379,8 +428,17 @@ def test_the_first_use_of_a_cell_in_an_epoch_is_round_0_or_1(target, new_epoch):
     if new_epoch:  # the cells hold rounds 0..3 of epoch 5; epoch 9 starts over
         for rnd in range(4):
             one_round(target, random_indices(rng), slot=1, rnd=rnd)
-        target.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111,
-                       lane_bits=8, epoch=9, replace=True)
+        target.set_job(
+            JOB,
+            n_workers=N,
+            slot_base=8,
+            n_slots=4,
+            mcast_grp=GROUP,
+            worker_mask=0b111,
+            lane_bits=8,
+            epoch=9,
+            replace=True,
+        )
     before = target.events()["DROP_FAR_ROUND"]
     for rnd in (2, 3, 4, 0xFFFFFFF0, 0xFFFFFFF1):
         assert target.send(1, thc_request(0, random_indices(rng, 1)[0], slot=1, rnd=rnd)) == []
@@ -404,8 +462,13 @@ def test_a_cell_advances_two_rounds_at_a_time_and_only_from_a_complete_use(targe
     # round start + 2 is incomplete: no worker can be at start + 4 yet
     assert target.send(2, thc_request(1, nxt[1], slot=2, rnd=start + 4)) == []
     assert target.events()["DROP_FAR_ROUND"] == 2
-    assert_exact(send_all(target, [(2, thc_request(1, nxt[1], slot=2, rnd=start + 2)),
-                                   (3, thc_request(2, nxt[2], slot=2, rnd=start + 2))]), nxt)
+    assert_exact(
+        send_all(
+            target,
+            [(2, thc_request(1, nxt[1], slot=2, rnd=start + 2)), (3, thc_request(2, nxt[2], slot=2, rnd=start + 2))],
+        ),
+        nxt,
+    )
     last = random_indices(rng)
     assert_exact(one_round(target, last, slot=2, rnd=start + 4), last)
     assert target.events()["DROP_STALE_ROUND"] == 0

@@ -4,6 +4,7 @@ BMv2's defaults (Thrift on 9090, ipc:///tmp/bmv2-<id>-notifications.ipc) are mac
 takes a free Thrift port and a notifications socket in its own folder; gRPC listens on a free loopback
 port. Readiness is p4lang/tutorials' check: the process is alive and its gRPC port accepts connections.
 """
+
 import os
 import socket
 import subprocess
@@ -23,8 +24,7 @@ def bmv2_binary() -> str | None:
 class Bmv2Process:
     """A running simple_switch_grpc; `address` is its gRPC endpoint, `log` its combined output."""
 
-    def __init__(self, workdir: Path, args: list[str] = (), start_timeout: float = 60.0,
-                 binary: str | None = None):
+    def __init__(self, workdir: Path, args: list[str] = (), start_timeout: float = 60.0, binary: str | None = None):
         binary = binary or bmv2_binary()
         if binary is None:
             pytest.skip("simple_switch_grpc is not installed")
@@ -32,10 +32,21 @@ class Bmv2Process:
         self.port = free_tcp_port()
         self.address = f"127.0.0.1:{self.port}"
         self.log = workdir / "bmv2.log"
-        argv = [binary, "--device-id", "0", "--notifications-addr", f"ipc://{workdir / 'notifications.ipc'}",
-                "--thrift-port", str(free_tcp_port()), *args, "--", "--grpc-server-addr", self.address]
+        argv = [
+            binary,
+            "--device-id",
+            "0",
+            "--notifications-addr",
+            f"ipc://{workdir / 'notifications.ipc'}",
+            "--thrift-port",
+            str(free_tcp_port()),
+            *args,
+            "--",
+            "--grpc-server-addr",
+            self.address,
+        ]
         env = dict(os.environ)
-        lib = Path(binary).resolve().parent.parent / "lib"      # a hand-built BMv2 under its own prefix
+        lib = Path(binary).resolve().parent.parent / "lib"  # a hand-built BMv2 under its own prefix
         if lib.is_dir():
             env["LD_LIBRARY_PATH"] = f"{lib}:{env.get('LD_LIBRARY_PATH', '')}"
         with open(self.log, "w") as log:

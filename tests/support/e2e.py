@@ -1,5 +1,6 @@
 """Test support for the Mininet end-to-end tests (no tests here): skip conditions, a testbed factory,
 and the reference recomputation of a probe round with thc's own aggregation."""
+
 from __future__ import annotations
 
 import os
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from tests.support import paths
 
 REPO = paths.REPO
@@ -34,8 +36,7 @@ def skip_reasons() -> list[str]:
 
 def mininet_marks() -> list:
     reasons = skip_reasons()
-    return [pytest.mark.mininet, pytest.mark.slow,
-            pytest.mark.skipif(bool(reasons), reason="; ".join(reasons) or "ok")]
+    return [pytest.mark.mininet, pytest.mark.slow, pytest.mark.skipif(bool(reasons), reason="; ".join(reasons) or "ok")]
 
 
 def wait_until_free(topo, timeout: float = 600.0) -> None:
@@ -71,7 +72,7 @@ def assert_nothing_left(ledger) -> None:
     assert ledger.live_interfaces() == []
 
 
-PROBE_CHUNK = 2048      # thc-worker's default --chunk
+PROBE_CHUNK = 2048  # thc-worker's default --chunk
 
 
 def reference_thc_round(n: int, round_: int, size: int, probe_seed: int = 7):

@@ -4,6 +4,7 @@ FakeSwitch has the engine's API (emulator.switch.SoftwareSwitch) over plain dict
 one table of each match kind, a direct and an indirect counter, a register, and controller headers.
 `fake_p4info()` is the P4Info p4c would write for it. This module holds no tests.
 """
+
 from collections import namedtuple
 
 from p4.config.v1 import p4info_pb2
@@ -38,17 +39,42 @@ def fake_program() -> Program:
         "MyIngress.drop": ActionInfo("MyIngress.drop", []),
     }
     tables = {
-        "MyIngress.ipv4_lpm": TableInfo("MyIngress.ipv4_lpm", [KeyInfo("hdr.ipv4.dstAddr", "lpm", 32)],
-                                        ["MyIngress.forward", "MyIngress.drop", "NoAction"], 1024,
-                                        ("MyIngress.drop", []), False),
-        "MyIngress.acl": TableInfo("MyIngress.acl", [KeyInfo("hdr.ipv4.srcAddr", "ternary", 32),
-                                                     KeyInfo("hdr.udp.dstPort", "range", 16),
-                                                     KeyInfo("standard_metadata.ingress_port", "optional", 9)],
-                                   ["MyIngress.drop", "NoAction"], 64, ("NoAction", []), False),
-        "MyIngress.dmac": TableInfo("MyIngress.dmac", [KeyInfo("standard_metadata.egress_spec", "exact", 9)],
-                                    ["MyIngress.set_dmac", "NoAction"], 64, ("NoAction", []), False),
-        "MyIngress.fixed": TableInfo("MyIngress.fixed", [KeyInfo("hdr.ethernet.etherType", "exact", 16)],
-                                     ["MyIngress.drop", "NoAction"], 4, ("NoAction", []), True),
+        "MyIngress.ipv4_lpm": TableInfo(
+            "MyIngress.ipv4_lpm",
+            [KeyInfo("hdr.ipv4.dstAddr", "lpm", 32)],
+            ["MyIngress.forward", "MyIngress.drop", "NoAction"],
+            1024,
+            ("MyIngress.drop", []),
+            False,
+        ),
+        "MyIngress.acl": TableInfo(
+            "MyIngress.acl",
+            [
+                KeyInfo("hdr.ipv4.srcAddr", "ternary", 32),
+                KeyInfo("hdr.udp.dstPort", "range", 16),
+                KeyInfo("standard_metadata.ingress_port", "optional", 9),
+            ],
+            ["MyIngress.drop", "NoAction"],
+            64,
+            ("NoAction", []),
+            False,
+        ),
+        "MyIngress.dmac": TableInfo(
+            "MyIngress.dmac",
+            [KeyInfo("standard_metadata.egress_spec", "exact", 9)],
+            ["MyIngress.set_dmac", "NoAction"],
+            64,
+            ("NoAction", []),
+            False,
+        ),
+        "MyIngress.fixed": TableInfo(
+            "MyIngress.fixed",
+            [KeyInfo("hdr.ethernet.etherType", "exact", 16)],
+            ["MyIngress.drop", "NoAction"],
+            4,
+            ("NoAction", []),
+            True,
+        ),
     }
     counters = {
         "MyIngress.port_pkts": CounterInfo("MyIngress.port_pkts", 8, False, None),
@@ -187,10 +213,18 @@ def _preamble(obj, id_, name):
     obj.preamble.alias = name.split(".")[-1]
 
 
-TABLE_IDS = {"MyIngress.ipv4_lpm": 33554433, "MyIngress.acl": 33554434, "MyIngress.dmac": 33554435,
-             "MyIngress.fixed": 33554436}
-ACTION_IDS = {"NoAction": 16777217, "MyIngress.forward": 16777218, "MyIngress.set_dmac": 16777219,
-              "MyIngress.drop": 16777220}
+TABLE_IDS = {
+    "MyIngress.ipv4_lpm": 33554433,
+    "MyIngress.acl": 33554434,
+    "MyIngress.dmac": 33554435,
+    "MyIngress.fixed": 33554436,
+}
+ACTION_IDS = {
+    "NoAction": 16777217,
+    "MyIngress.forward": 16777218,
+    "MyIngress.set_dmac": 16777219,
+    "MyIngress.drop": 16777220,
+}
 COUNTER_ID = 302011111
 DIRECT_COUNTER_ID = 318767105
 REGISTER_ID = 369098753
@@ -204,9 +238,13 @@ def fake_p4info() -> p4info_pb2.P4Info:
         _preamble(a, ACTION_IDS[name], name)
         for i, (pname, width) in enumerate(action.params, 1):
             a.params.add(id=i, name=pname, bitwidth=width)
-    kinds = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchField.LPM,
-             "ternary": p4info_pb2.MatchField.TERNARY, "range": p4info_pb2.MatchField.RANGE,
-             "optional": p4info_pb2.MatchField.OPTIONAL}
+    kinds = {
+        "exact": p4info_pb2.MatchField.EXACT,
+        "lpm": p4info_pb2.MatchField.LPM,
+        "ternary": p4info_pb2.MatchField.TERNARY,
+        "range": p4info_pb2.MatchField.RANGE,
+        "optional": p4info_pb2.MatchField.OPTIONAL,
+    }
     for name, table in program.tables.items():
         t = info.tables.add()
         _preamble(t, TABLE_IDS[name], name)

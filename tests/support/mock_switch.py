@@ -9,6 +9,7 @@ keeps table entries and multicast groups so that what is written can be read bac
 BMv2's PI server: INSERT of an existing key is ALREADY_EXISTS, MODIFY/DELETE of a missing one NOT_FOUND,
 with one p4.v1.Error per update in grpc-status-details-bin.
 """
+
 import threading
 from concurrent import futures
 
@@ -67,16 +68,36 @@ def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2
     for i in range(lanes):
         action(contract.lut_action(i), [("w", 32)])
     action(contract.SET_RESULT_DST, [("dmac", 48), ("dip", 32)])
-    table(contract.IPV4_LPM, [("hdr.ipv4.dstAddr", 32, lpm)], [contract.IPV4_FORWARD, contract.FORWARDING_DROP],
-          contract.FORWARDING_DROP, 1024)
+    table(
+        contract.IPV4_LPM,
+        [("hdr.ipv4.dstAddr", 32, lpm)],
+        [contract.IPV4_FORWARD, contract.FORWARDING_DROP],
+        contract.FORWARDING_DROP,
+        1024,
+    )
     table(contract.SERVICE_ADDR, [("hdr.ipv4.dstAddr", 32, exact)], [contract.SERVE, "NoAction"], "NoAction", 16)
-    table(contract.JOBS, [("hdr.thc.job_id", 8, exact)], [contract.SET_JOB, contract.UNKNOWN_JOB],
-          contract.UNKNOWN_JOB, 64)
+    table(
+        contract.JOBS,
+        [("hdr.thc.job_id", 8, exact)],
+        [contract.SET_JOB, contract.UNKNOWN_JOB],
+        contract.UNKNOWN_JOB,
+        64,
+    )
     for i in range(lanes):
-        table(contract.lut_table(i), [(contract.lut_field(i), 8, exact)],
-              [contract.lut_action(i), contract.BAD_INDEX], contract.BAD_INDEX, 256)
-    table(contract.RESULT_DST, [("hdr.thc.job_id", 8, exact), ("standard_metadata.egress_rid", 16, exact)],
-          [contract.SET_RESULT_DST, "NoAction"], "NoAction", 2048)
+        table(
+            contract.lut_table(i),
+            [(contract.lut_field(i), 8, exact)],
+            [contract.lut_action(i), contract.BAD_INDEX],
+            contract.BAD_INDEX,
+            256,
+        )
+    table(
+        contract.RESULT_DST,
+        [("hdr.thc.job_id", 8, exact), ("standard_metadata.egress_rid", 16, exact)],
+        [contract.SET_RESULT_DST, "NoAction"],
+        "NoAction",
+        2048,
+    )
     if contract.THC_EVENTS not in drop:
         c = p4info.counters.add()
         c.preamble.id = 0x12000001
@@ -88,8 +109,12 @@ def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2
 
 def _key(entry: p4runtime_pb2.TableEntry):
     """Identity of a table entry: table, match (canonical bytes as sent), priority, default flag."""
-    return (entry.table_id, tuple(sorted(fm.SerializeToString(deterministic=True) for fm in entry.match)),
-            entry.priority, entry.is_default_action)
+    return (
+        entry.table_id,
+        tuple(sorted(fm.SerializeToString(deterministic=True) for fm in entry.match)),
+        entry.priority,
+        entry.is_default_action,
+    )
 
 
 class MockSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
@@ -103,11 +128,11 @@ class MockSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.writes: list[p4runtime_pb2.WriteRequest] = []
         self.reads: list[p4runtime_pb2.ReadRequest] = []
         self.pipelines: list[p4runtime_pb2.SetForwardingPipelineConfigRequest] = []
-        self.entries: dict = {}                      # _key -> TableEntry
+        self.entries: dict = {}  # _key -> TableEntry
         self.groups: dict[int, p4runtime_pb2.MulticastGroupEntry] = {}
         self.counters: dict[tuple[int, int], tuple[int, int]] = {}
-        self.primary_election_id = None              # (high, low) of the primary; None: no controller yet
-        self.reject = None                           # callable(update) -> (code, message) | None
+        self.primary_election_id = None  # (high, low) of the primary; None: no controller yet
+        self.reject = None  # callable(update) -> (code, message) | None
         self.server = None
         self.addr = None
 

@@ -1,4 +1,5 @@
 """A raw P4Runtime client and protobuf helpers, for tests that speak P4Runtime without p4runtime-shell."""
+
 import glob
 import os
 import queue
@@ -55,7 +56,7 @@ class Controller:
         req.election_id.high, req.election_id.low = self.election_id
         return req
 
-    def set_pipeline(self, action=SetReq.VERIFY_AND_COMMIT, p4info=None, device_config=b'', cookie=None):
+    def set_pipeline(self, action=SetReq.VERIFY_AND_COMMIT, p4info=None, device_config=b"", cookie=None):
         req = self._stamp(SetReq(action=action))
         if p4info is not None:
             req.config.p4info.CopyFrom(p4info)

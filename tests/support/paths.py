@@ -1,12 +1,13 @@
 """Where the repository's compiled programs and fixtures are, for every test package."""
+
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 P4_DIR = REPO / "p4"
-BUILD = P4_DIR / "build"                       # p4c's outputs for p4/thc.p4
+BUILD = P4_DIR / "build"  # p4c's outputs for p4/thc.p4
 THC_JSON = BUILD / "thc.json"
 THC_P4INFO = BUILD / "thc.p4info.txtpb"
 FIXTURES = REPO / "tests" / "fixtures"
-FIXTURE_BUILD = FIXTURES / "p4" / "build"      # p4c's outputs for the engine's fixture programs
-PACKET_IO = FIXTURES / "p4rt"                  # packet_io.p4 and its p4c outputs
+FIXTURE_BUILD = FIXTURES / "p4" / "build"  # p4c's outputs for the engine's fixture programs
+PACKET_IO = FIXTURES / "p4rt"  # packet_io.p4 and its p4c outputs
 TOPOLOGIES = REPO / "topologies"

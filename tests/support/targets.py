@@ -1,9 +1,10 @@
 """Switch targets for the pipeline's packet tests: the same tests run on every target that is present.
 
 A target takes the program's control-plane state in contract terms (p4/README.md), programs it with the
-controller's own writes, and answers `send(port, frame) -> [(port, frame), ...]`. The software switch runs in-process; `simple_switch_grpc`
-is driven over P4Runtime and veth pairs when it is installed.
+controller's own writes, and answers `send(port, frame) -> [(port, frame), ...]`. The software switch
+runs in-process; `simple_switch_grpc` is driven over P4Runtime and veth pairs when it is installed.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,19 @@ class _Target:
     def add_service(self, ip: int) -> None:
         self.apply([TableWrite(INSERT, contract.SERVICE_ADDR, (ip,), contract.SERVE, ())])
 
-    def set_job(self, job_id: int, *, n_workers, slot_base, n_slots, mcast_grp, worker_mask, lane_bits,
-                epoch, replace: bool = False) -> None:
+    def set_job(
+        self,
+        job_id: int,
+        *,
+        n_workers,
+        slot_base,
+        n_slots,
+        mcast_grp,
+        worker_mask,
+        lane_bits,
+        epoch,
+        replace: bool = False,
+    ) -> None:
         job = Job(job_id, n_workers, slot_base, n_slots, mcast_grp, worker_mask, lane_bits, epoch)
         self.apply([jobs.job_write(MODIFY if replace else INSERT, job)])
 
@@ -57,6 +69,7 @@ class SoftwareTarget(_Target):
 
     def __init__(self):
         from emulator.switch import SoftwareSwitch
+
         self.sw = SoftwareSwitch.from_json(THC_JSON)
         self.pairs = sum(1 for t in self.sw.program.tables if t.startswith(contract.LUT_PREFIX))
         self.writer = EngineWriter(self.sw)
@@ -65,8 +78,9 @@ class SoftwareTarget(_Target):
         self.writer.apply(writes)
 
     def installed_lanes(self) -> list[dict[int, int]]:
-        return [{e.keys[0]: e.params[0] for e in self.sw.table_entries(contract.lut_table(i))}
-                for i in range(self.pairs)]
+        return [
+            {e.keys[0]: e.params[0] for e in self.sw.table_entries(contract.lut_table(i))} for i in range(self.pairs)
+        ]
 
     def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         return self.sw.process(port, frame)
@@ -109,8 +123,11 @@ class Bmv2Target(_Target):
         self.session = None
         try:
             self.veths = VethPorts(f"tb{os.getpid() % 10000}p", ports)
-            self.proc = Bmv2Process(workdir, ["--log-file", str(workdir / "bmv2"), "--log-flush", "--no-p4",
-                                              *self.veths.interface_args()], binary=binary)
+            self.proc = Bmv2Process(
+                workdir,
+                ["--log-file", str(workdir / "bmv2"), "--log-flush", "--no-p4", *self.veths.interface_args()],
+                binary=binary,
+            )
             self.session = SwitchSession(self.proc.address, name="bmv2", connect_timeout=20.0)
             self.session.push()
             self.p4info = self.session._p4info

@@ -1,4 +1,5 @@
 """thc-ctl run in-process, and the one-switch topology the controller tests program."""
+
 import io
 
 from controller.cli import run

@@ -72,7 +72,7 @@ def test_topk_keeps_the_largest_and_error_feedback_telescopes():
     x = torch.tensor([0.1, -5.0, 0.2, 3.0, -0.3, 0.05, 0.0, 1.0, -0.01, 0.02])
     comp = TopK(ratio=0.2, chunk=16)
     prep = comp.prepare(x, 0)
-    (idx, vals), = comp.encode(prep, prep.stats)
+    ((idx, vals),) = comp.encode(prep, prep.stats)
     assert sorted(idx.tolist()) == [1, 3]
     gen = torch.Generator().manual_seed(2)
     comp = TopK(ratio=0.05, chunk=256)
@@ -80,8 +80,9 @@ def test_topk_keeps_the_largest_and_error_feedback_telescopes():
     total = torch.zeros(1000, dtype=torch.float64)
     for s, g in enumerate(grads):
         total += simulate_round([comp], [g], s).double()
-    torch.testing.assert_close(total + comp.feedback.memory.double(), torch.stack(grads).double().sum(0),
-                               rtol=0, atol=1e-4)
+    torch.testing.assert_close(
+        total + comp.feedback.memory.double(), torch.stack(grads).double().sum(0), rtol=0, atol=1e-4
+    )
 
 
 def unbiased_check(make, grads, trials):

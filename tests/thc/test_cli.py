@@ -27,11 +27,31 @@ def test_bad_values_exit_with_a_message(capsys):
     assert "strictly between 0 and 1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command,options", [
-    ("table", ["--bits", "--granularity", "--clip", "--kind", "--stats"]),
-    ("nmse", ["--workers", "--dim", "--trials", "--data", "--seed", "--compressors", "--bits", "--granularity",
-              "--clip", "--chunk", "--error-feedback", "--topk-ratio", "--qsgd-bits", "--qsgd-bucket"]),
-])
+@pytest.mark.parametrize(
+    "command,options",
+    [
+        ("table", ["--bits", "--granularity", "--clip", "--kind", "--stats"]),
+        (
+            "nmse",
+            [
+                "--workers",
+                "--dim",
+                "--trials",
+                "--data",
+                "--seed",
+                "--compressors",
+                "--bits",
+                "--granularity",
+                "--clip",
+                "--chunk",
+                "--error-feedback",
+                "--topk-ratio",
+                "--qsgd-bits",
+                "--qsgd-bucket",
+            ],
+        ),
+    ],
+)
 def test_help_explains_every_option(command, options, capsys):
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
@@ -61,6 +81,10 @@ def test_unknown_compressor(capsys):
 
 
 def test_python_dash_m_entry_point():
-    out = subprocess.run([sys.executable, "-m", "thc", "table", "--bits", "2", "--granularity", "6"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "thc", "table", "--bits", "2", "--granularity", "6"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0 and out.stdout.strip() == "0 2 4 6"

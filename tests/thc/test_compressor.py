@@ -11,8 +11,8 @@ import torch
 
 import thc.parallel
 from thc import THCCompressor, THCConfig, make_table
-from thc.errors import AggregationError, ConfigError, GradientError, THCError
 from thc.chunking import group_chunks, plan_chunks
+from thc.errors import AggregationError, ConfigError, GradientError, THCError
 from thc.hadamard import randomized_hadamard
 from thc.metrics import nmse, vnmse
 from thc.quantize import TableQuantizer
@@ -106,7 +106,9 @@ def test_batched_chunks_encode_like_each_chunk_by_hand(monkeypatch, max_group):
     for c in prep.chunks:
         v = torch.zeros(c.padded)
         v[: c.length] = x[c.start : c.stop]
-        signs = 1.0 - 2.0 * torch.from_numpy((sign_mask(sign_bits(4, 3, 5, c.index, c.padded), c.padded) >> 31).astype(np.float32))
+        signs = 1.0 - 2.0 * torch.from_numpy(
+            (sign_mask(sign_bits(4, 3, 5, c.index, c.padded), c.padded) >> 31).astype(np.float32)
+        )
         u = (fwht(v * signs) / (float(max_norms[c.index]) * table.inc) + table.granularity / 2).numpy()
         seed = np.random.SeedSequence(entropy=4, spawn_key=(_ROUND_DOMAIN, 2, 5, 3, c.index))
         expected = TableQuantizer(table).quantize_(u.astype(np.float32), seed)
@@ -195,8 +197,17 @@ def test_single_worker_vnmse_on_gaussian_data_is_rounding_plus_clipping():
     assert abs(mean - expected) <= SIGMAS * se + 1e-4, (mean, expected, se)
 
 
-@pytest.mark.parametrize("bits,g,kind", [(1, 1, "optimal"), (2, 6, "optimal"), (3, 9, "uniform"), (5, 62, "optimal"),
-                                         (8, 300, "optimal"), (8, 255, "uniform")])
+@pytest.mark.parametrize(
+    "bits,g,kind",
+    [
+        (1, 1, "optimal"),
+        (2, 6, "optimal"),
+        (3, 9, "uniform"),
+        (5, 62, "optimal"),
+        (8, 300, "optimal"),
+        (8, 255, "uniform"),
+    ],
+)
 def test_every_bit_width_decodes_with_the_error_its_table_predicts(bits, g, kind):
     cfg = THCConfig(bits=bits, granularity=g, clip=1 / 32, table=kind, chunk=2**13)
     expected = make_table(bits, g, 1 / 32, kind).rounding_variance() + clipping_error(1 / 32)
@@ -310,9 +321,16 @@ def test_norm_overflow_is_reported():
 
 @pytest.mark.parametrize(
     "kwargs,word",
-    [(dict(bits=0), "bits"), (dict(bits=9), "bits"), (dict(clip=0.0), "clip"), (dict(clip=1.0), "clip"),
-     (dict(granularity=0), "granularity"), (dict(chunk=1000), "chunk"), (dict(table="best"), "table"),
-     (dict(seed=-1), "seed")],
+    [
+        (dict(bits=0), "bits"),
+        (dict(bits=9), "bits"),
+        (dict(clip=0.0), "clip"),
+        (dict(clip=1.0), "clip"),
+        (dict(granularity=0), "granularity"),
+        (dict(chunk=1000), "chunk"),
+        (dict(table="best"), "table"),
+        (dict(seed=-1), "seed"),
+    ],
 )
 def test_config_checks(kwargs, word):
     with pytest.raises(ConfigError, match=word):

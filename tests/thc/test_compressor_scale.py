@@ -124,5 +124,6 @@ def test_float64_gradients_that_float32_cannot_carry_are_refused():
     with pytest.raises(GradientError, match="NaN at flat index 3"):
         comp.prepare(nan, 0)
     ok = unit_gradient(5, 1000) * 1e-30
-    torch.testing.assert_close(comp.prepare(ok, 0).norms.double(), torch.linalg.vector_norm(ok).reshape(1),
-                               rtol=1e-6, atol=0)
+    torch.testing.assert_close(
+        comp.prepare(ok, 0).norms.double(), torch.linalg.vector_norm(ok).reshape(1), rtol=1e-6, atol=0
+    )

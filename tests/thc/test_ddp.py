@@ -86,6 +86,7 @@ def test_hook_state_checks_its_aggregator():
         THCHookState(THCConfig(), object())
     with pytest.raises(ConfigError, match="THCConfig"):
         THCHookState({"bits": 4}, GlooAggregator())
+
     class MaxOnly:
         def all_max(self, t):
             return t

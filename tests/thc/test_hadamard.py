@@ -17,7 +17,6 @@ from thc.hadamard import (
 )
 from thc.workspace import Workspace
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
@@ -76,8 +75,12 @@ def test_signs_are_shared_per_round_and_refreshed_between_rounds():
     a = sign_bits(seed=1, step=5, key=0, chunk=2, n=4096)
     assert np.array_equal(a, sign_bits(seed=1, step=5, key=0, chunk=2, n=4096))
     ones_a = np.unpackbits(a)
-    for other in (sign_bits(1, 6, 0, 2, 4096), sign_bits(1, 5, 1, 2, 4096), sign_bits(1, 5, 0, 3, 4096),
-                  sign_bits(2, 5, 0, 2, 4096)):
+    for other in (
+        sign_bits(1, 6, 0, 2, 4096),
+        sign_bits(1, 5, 1, 2, 4096),
+        sign_bits(1, 5, 0, 3, 4096),
+        sign_bits(2, 5, 0, 2, 4096),
+    ):
         agree = float(np.mean(ones_a == np.unpackbits(other)))
         assert 0.45 < agree < 0.55  # independent: half the signs agree (4096 bits: 6 sigma is 0.047)
     assert 0.45 < float(ones_a.mean()) < 0.55

@@ -28,7 +28,7 @@ def test_round_trip_for_every_width_and_length(bits, count):
     assert np.array_equal(unpack_indices(packed, bits, count), idx)
     assert np.array_equal(unpack_indices(packed.tobytes(), bits, count), idx)
     # the packed stream is the big-endian bit string of the indices
-    bitstring = np.unpackbits(idx[:, None], axis=1)[:, 8 - bits:].reshape(-1)
+    bitstring = np.unpackbits(idx[:, None], axis=1)[:, 8 - bits :].reshape(-1)
     assert np.array_equal(packed, np.packbits(bitstring))
 
 

@@ -65,8 +65,17 @@ def brute_force_best(bits, g, p):
 
 @pytest.mark.parametrize(
     "bits,g,p",
-    [(1, 7, 0.1), (2, 2, 0.5), (2, 5, 1 / 32), (2, 9, 0.2), (3, 6, 1 / 32), (3, 7, 0.05), (3, 14, 1 / 32),
-     (3, 20, 0.3), (4, 30, 1 / 32)],
+    [
+        (1, 7, 0.1),
+        (2, 2, 0.5),
+        (2, 5, 1 / 32),
+        (2, 9, 0.2),
+        (3, 6, 1 / 32),
+        (3, 7, 0.05),
+        (3, 14, 1 / 32),
+        (3, 20, 0.3),
+        (4, 30, 1 / 32),
+    ],
 )
 def test_optimal_table_is_the_exact_minimiser(bits, g, p):
     table = make_table(bits, g, p, "optimal")

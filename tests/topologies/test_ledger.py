@@ -1,5 +1,6 @@
 """The run ledger removes exactly what it recorded: processes it started (never a recycled pid),
 interfaces it created (never one re-created under the same name), and survives a crash on disk."""
+
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ def test_teardown_stops_recorded_processes_and_retires_the_file(tmp_path):
     polite, stubborn = sleeper(), sleeper(ignore_term=True)
     ledger.add_process(polite.pid, "polite")
     ledger.add_process(stubborn.pid, "stubborn")
-    reloaded = Ledger.load(tmp_path / "run-state.json")          # what `thc-run --stop` would read
+    reloaded = Ledger.load(tmp_path / "run-state.json")  # what `thc-run --stop` would read
     assert [p.role for p in reloaded.live_processes()] == ["polite", "stubborn"]
     reloaded.teardown(grace=0.5, report=lambda message: None)
     # gone, including the one that ignores SIGTERM (escalated to SIGKILL); the ledger reaped them
@@ -63,7 +64,7 @@ def test_an_interface_recreated_under_the_same_name_is_not_ours():
 def test_owner_alive_tells_a_running_run_from_a_crashed_one(tmp_path):
     ledger = Ledger(tmp_path / "run-state.json")
     ledger.save()
-    assert Ledger.load(tmp_path / "run-state.json").owner_alive()       # we wrote it and we are running
+    assert Ledger.load(tmp_path / "run-state.json").owner_alive()  # we wrote it and we are running
     crashed = subprocess.Popen([sys.executable, "-c", "pass"])
     crashed.wait()
     ledger.owner_pid, ledger.owner_start_time = crashed.pid, 12345

@@ -1,6 +1,7 @@
 """Link loss without netem: the classic BPF program's threshold, and (as root, in a private network
 namespace with its own veth pair) that the filter drops about the requested share, silently for a raw
 AF_PACKET sender, and can be changed and removed."""
+
 import os
 import subprocess
 import sys
@@ -8,17 +9,17 @@ import textwrap
 
 import pytest
 
-from topologies.loss import drop_program, loss_commands
 from tests.support import paths
+from topologies.loss import drop_program, loss_commands
 
 
 def test_program_threshold():
     count, *instructions = drop_program(25).split(",")
     assert count == "4" and len(instructions) == 4
     load, jump, drop, accept = (tuple(int(x) for x in i.split()) for i in instructions)
-    assert load == (32, 0, 0, 0xFFFFF000 + 56)          # ld rand
-    assert jump == (0x35, 0, 1, 3 * 2**30)               # jge 0.75 * 2^32: the top quarter is dropped
-    assert drop == (6, 0, 0, 4) and accept == (6, 0, 0, 0)   # TC_ACT_STOLEN, TC_ACT_OK
+    assert load == (32, 0, 0, 0xFFFFF000 + 56)  # ld rand
+    assert jump == (0x35, 0, 1, 3 * 2**30)  # jge 0.75 * 2^32: the top quarter is dropped
+    assert drop == (6, 0, 0, 4) and accept == (6, 0, 0, 0)  # TC_ACT_STOLEN, TC_ACT_OK
 
 
 def test_zero_loss_removes_the_filter_and_bad_values_are_refused():
@@ -61,8 +62,9 @@ MEASURE = textwrap.dedent("""
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a private network namespace")
 def test_filter_drops_about_the_requested_share():
     repo = str(paths.REPO)
-    out = subprocess.run(["unshare", "-n", sys.executable, "-c", MEASURE, repo], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", MEASURE, repo], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     received = {float(loss): int(n) for loss, n in (line.split() for line in out.stdout.split("\n") if line)}
     # 4000 frames at 25 % loss: 3000 expected, standard deviation 27; the bounds are 7 deviations wide

@@ -4,6 +4,7 @@ Each case runs ``main()`` as a non-root user would (os.geteuid patched): had the
 root check, or after the network was built, the error would be "needs root" instead. A valid command
 line gets exactly that far, so the checks refuse only what is wrong.
 """
+
 import json
 import os
 import subprocess
@@ -33,25 +34,31 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("argv, status, words", [
-    (["--window", "5000"], 2, ["argument --window", "5000: must be 1..1024"]),
-    (["--window", "0"], 2, ["argument --window", "must be 1..1024"]),
-    (["--job-id", "300"], 2, ["argument --job-id", "300: must be 0..255"]),
-    (["--steps", "-5"], 2, ["argument --steps", "-5: must be at least 1"]),
-    (["--steps", "five"], 2, ["argument --steps", "'five': expected an integer"]),
-    (["--batch-size", "0"], 2, ["argument --batch-size", "must be at least 1"]),
-    (["--lr", "0"], 2, ["argument --lr", "must be a positive number"]),
-    (["--switch-timeout", "-1"], 2, ["argument --switch-timeout", "positive"]),
-    (["--target-acc", "90"], 2, ["argument --target-acc", "(0, 1]"]),
-    (["--workers", "40"], 2, ["argument --workers", "must be 1..32"]),
-    (["--target", "tofino"], 2, ["argument --target", "invalid choice"]),
-    (["--modes", "thc,zip"], 1, ["--modes 'thc,zip'", "choose from thc, fix32, gloo"]),
-    (["--bw", "0"], 1, ["--bw 0.0", "(0, 1000]"]),
-    (["--topo", "/nonexistent.json"], 1, ["cannot read topology file /nonexistent.json"]),
-    (["--topo", "{bad}"], 1, ["bad.json:", "switches.s1.grpc_port: 99999", "1024..65535"]),
-    (["--switch-exe", "/nonexistent/simple_switch_grpc"], 1, ["--switch-exe /nonexistent/simple_switch_grpc",
-                                                             "no executable file"]),
-])
+@pytest.mark.parametrize(
+    "argv, status, words",
+    [
+        (["--window", "5000"], 2, ["argument --window", "5000: must be 1..1024"]),
+        (["--window", "0"], 2, ["argument --window", "must be 1..1024"]),
+        (["--job-id", "300"], 2, ["argument --job-id", "300: must be 0..255"]),
+        (["--steps", "-5"], 2, ["argument --steps", "-5: must be at least 1"]),
+        (["--steps", "five"], 2, ["argument --steps", "'five': expected an integer"]),
+        (["--batch-size", "0"], 2, ["argument --batch-size", "must be at least 1"]),
+        (["--lr", "0"], 2, ["argument --lr", "must be a positive number"]),
+        (["--switch-timeout", "-1"], 2, ["argument --switch-timeout", "positive"]),
+        (["--target-acc", "90"], 2, ["argument --target-acc", "(0, 1]"]),
+        (["--workers", "40"], 2, ["argument --workers", "must be 1..32"]),
+        (["--target", "tofino"], 2, ["argument --target", "invalid choice"]),
+        (["--modes", "thc,zip"], 1, ["--modes 'thc,zip'", "choose from thc, fix32, gloo"]),
+        (["--bw", "0"], 1, ["--bw 0.0", "(0, 1000]"]),
+        (["--topo", "/nonexistent.json"], 1, ["cannot read topology file /nonexistent.json"]),
+        (["--topo", "{bad}"], 1, ["bad.json:", "switches.s1.grpc_port: 99999", "1024..65535"]),
+        (
+            ["--switch-exe", "/nonexistent/simple_switch_grpc"],
+            1,
+            ["--switch-exe /nonexistent/simple_switch_grpc", "no executable file"],
+        ),
+    ],
+)
 def test_bad_options_are_one_line_before_the_root_check(as_user, capsys, argv, status, words):
     argv = [a.replace("{bad}", str(bad_grpc_port_topology(as_user))) for a in argv]
     assert runner.main(argv + ["--log-dir", str(as_user / "logs")]) == status
@@ -61,12 +68,27 @@ def test_bad_options_are_one_line_before_the_root_check(as_user, capsys, argv, s
     for word in words:
         assert word in err, err
     assert "needs root" not in err and "unknown switch" not in err and "usage:" not in err
-    assert captured.out == "" and not (as_user / "logs").exists()     # nothing was started or written
+    assert captured.out == "" and not (as_user / "logs").exists()  # nothing was started or written
 
 
 def test_a_valid_command_line_gets_as_far_as_the_root_check(as_user, capsys):
-    assert runner.main(["--window", "1024", "--job-id", "255", "--steps", "1", "--workers", "2",
-                        "--log-dir", str(as_user / "logs")]) == 1
+    assert (
+        runner.main(
+            [
+                "--window",
+                "1024",
+                "--job-id",
+                "255",
+                "--steps",
+                "1",
+                "--workers",
+                "2",
+                "--log-dir",
+                str(as_user / "logs"),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs root" in err and "sudo make run" in err
 

@@ -4,6 +4,7 @@ A stand-in runner (a Python process that keeps a ledger, starts the supervisor a
 session, as thc-run does) is killed with SIGKILL. No root needed: only processes are involved here; the
 Mininet test in tests/e2e/test_supervisor.py covers namespaces, links and qdiscs.
 """
+
 import os
 import signal
 import subprocess
@@ -32,8 +33,12 @@ time.sleep(600)
 
 
 def start_fake_runner(tmp_path: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", FAKE_RUNNER, str(tmp_path / "run-state.json"),
-                             str(tmp_path / "supervisor.log")], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FAKE_RUNNER, str(tmp_path / "run-state.json"), str(tmp_path / "supervisor.log")],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -82,7 +87,7 @@ def test_a_normal_teardown_stops_the_supervisor_last_and_it_removes_nothing_itse
     try:
         reports = []
         ledger.teardown(grace=2.0, report=reports.append)
-        assert reports == [f"stopping switch s1 (pid {switch.pid})"]      # the supervisor is not reported
+        assert reports == [f"stopping switch s1 (pid {switch.pid})"]  # the supervisor is not reported
         assert ledger.live_processes() == [] and sup.process.poll() is not None
         assert (tmp_path / "run-state.removed.json").exists() and not (tmp_path / "run-state.json").exists()
         assert "removing" not in (tmp_path / "supervisor.log").read_text()
@@ -96,7 +101,7 @@ def test_the_supervisor_leaves_a_ledger_of_another_run_alone(tmp_path):
     first = Ledger.load(tmp_path / "run-state.json")
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
     try:
-        newer = Ledger(tmp_path / "run-state.json")            # owned by this test process, which lives on
+        newer = Ledger(tmp_path / "run-state.json")  # owned by this test process, which lives on
         newer.add_process(other.pid, "switch of the newer run")
         runner.kill()
         runner.wait()

@@ -8,7 +8,7 @@ floor((2**31-1)/n), so the sum of n workers can never overflow int32 (SwitchML: 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

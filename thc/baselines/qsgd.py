@@ -6,7 +6,7 @@ coordinate (sign plus level), s = 2**(b-1) - 1 levels; one float32 norm per buck
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

@@ -8,7 +8,7 @@ t + 1 in {0, 1, 2}. The network sums those integers; decode is (S - n) s / n. Un
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

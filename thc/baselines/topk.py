@@ -6,7 +6,7 @@ Workers pick different coordinates, so payloads cannot be summed element-wise: t
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -24,7 +24,9 @@ class TopK(ChunkedCompressor):
 
     summable = False
 
-    def __init__(self, ratio: float = 0.01, error_feedback: bool = True, chunk: int = 2**20, seed: int = 0, worker_id: int = 0) -> None:
+    def __init__(
+        self, ratio: float = 0.01, error_feedback: bool = True, chunk: int = 2**20, seed: int = 0, worker_id: int = 0
+    ) -> None:
         super().__init__(chunk, seed, worker_id)
         if not 0 < ratio <= 1:
             raise ConfigError(f"TopK ratio={ratio!r} must lie in (0, 1]")
