@@ -40,9 +40,16 @@ MODES = ("thc", "fix32", "gloo")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--topo", default=str(REPO / "topologies" / "star4.json"))
+    p.add_argument(
+        "--topo", default=str(REPO / "topologies" / "star4.json"), help="topology file (default topologies/star4.json)"
+    )
     p.add_argument("--workers", type=int, default=None, help="workers (a star grows/shrinks; default: the file's)")
-    p.add_argument("--target", choices=("emulator", "bmv2"), default="emulator")
+    p.add_argument(
+        "--target",
+        choices=("emulator", "bmv2"),
+        default="emulator",
+        help="switch target: our software switch or BMv2's simple_switch_grpc (default emulator)",
+    )
     p.add_argument("--bw", default="50,10,5", help="link rates in Mbit/s, comma-separated (default 50,10,5)")
     p.add_argument(
         "--loss",
@@ -50,7 +57,13 @@ def parse_args(argv=None):
         help="percent loss on every link, per direction; comma-separated for one training run per "
         "rate, e.g. 0,1,5 (default 0)",
     )
-    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--modes", default=",".join(MODES), help=f"modes, comma-separated (default {','.join(MODES)})")
+    p.add_argument(
+        "--window",
+        type=int,
+        default=WorkerOptions.window,
+        help=f"requests in flight per worker, = the job's slots (default {WorkerOptions.window})",
+    )
     p.add_argument("--size", type=int, default=16384, help="coordinates per aggregation round (default 16384)")
     p.add_argument(
         "--rounds",
@@ -59,8 +72,12 @@ def parse_args(argv=None):
         help="timed aggregation rounds per mode (default 5; 0 skips the aggregation part)",
     )
     p.add_argument("--steps", type=int, default=150, help="training steps per mode (default 150; 0 skips training)")
-    p.add_argument("--target-acc", type=float, default=0.9)
-    p.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    p.add_argument(
+        "--target-acc", type=float, default=0.9, help="test accuracy for the time-to-accuracy column (default 0.9)"
+    )
+    p.add_argument(
+        "--out", type=Path, default=REPO / "bench" / "out", help="where JSON and plots go (default bench/out)"
+    )
     return p.parse_args(argv)
 
 
@@ -129,7 +146,14 @@ def main(argv=None) -> int:
                 say(f"training: {mode}, {args.steps} steps, {loss:g}% loss")
                 run = 10 + k * len(modes) + i
                 results = bed.run_workers(
-                    WorkerOptions(mode=mode, steps=args.steps, job_id=run, master_port=29600 + run, switch_timeout=60)
+                    WorkerOptions(
+                        mode=mode,
+                        steps=args.steps,
+                        job_id=run,
+                        master_port=29600 + run,
+                        switch_timeout=60,
+                        window=args.window,
+                    )
                 )
                 training.append(
                     report.summarize(
