@@ -1,0 +1,303 @@
+"""A timeline model of one data-parallel training step: buckets, cost models per path, and a simulator.
+
+Espresso-style (EuroSys'23, §4.3): every DDP bucket becomes ready at some point of the backward pass; its
+encoding, communication and decoding are laid out on a timeline with the overlap DDP allows, and the
+iteration time of any per-bucket strategy follows. The communication costs cover the paths this testbed
+has: in-network aggregation through the P4 switch (THC table values or FIX32 fixed point), ring all-reduce
+(α-β, 2(n−1)/n of the bytes per direction) and all-gather for compressors whose payloads cannot be summed.
+
+thc/ knows nothing of packets, so the packet facts the in-network cost needs are parameters here; the
+defaults are the P4 program's (p4/README.md; controller/contract.py outside thc/).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Bucket", "StepProfile", "LinearCost", "INACost", "RingCost", "AllGatherCost", "Mode", "Segment", "Timeline",
+    "simulate", "ETH_IP_UDP_BYTES", "THC_HEADER_BYTES", "COORDS_PER_PACKET", "FIX32_COORDS_PER_PACKET",
+]
+
+# The P4 program's defaults (p4/README.md): 14 + 20 + 8 bytes of Ethernet/IPv4/UDP and a 16-byte THC header.
+ETH_IP_UDP_BYTES = 42
+THC_HEADER_BYTES = 16
+COORDS_PER_PACKET = 64          # K: 2 × THC_PAIRS (32) 4-bit indices per THC request
+FIX32_COORDS_PER_PACKET = 32    # THC_PAIRS int32 words per FIX32 request
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One DDP bucket: ``index`` as DDP numbers them (0 is ready first, next to the output layer), its
+    gradient coordinates, and when its last gradient is ready, in seconds after the backward pass starts."""
+
+    index: int
+    numel: int
+    ready_s: float
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """What one step computes, without communication: forward, backward (buckets' ready times inside it),
+    optimizer. ``name`` says where the figures come from (a model on this machine, a profile file)."""
+
+    buckets: tuple[Bucket, ...]
+    forward_s: float
+    backward_s: float
+    optimizer_s: float = 0.0
+    name: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "buckets", tuple(sorted(self.buckets, key=lambda b: (b.ready_s, b.index))))
+
+    @property
+    def compute_s(self) -> float:
+        return self.forward_s + self.backward_s + self.optimizer_s
+
+    @property
+    def parameters(self) -> int:
+        return sum(b.numel for b in self.buckets)
+
+
+@dataclass(frozen=True)
+class LinearCost:
+    """A time that grows with the number of coordinates: ``base_s + numel · per_coord_s`` (a profiled
+    compression or decompression time; Espresso's are of this shape, deterministic given the size)."""
+
+    base_s: float = 0.0
+    per_coord_s: float = 0.0
+
+    def seconds(self, numel: int) -> float:
+        return self.base_s + numel * self.per_coord_s if numel else 0.0
+
+
+def _padded_chunks(numel: int, chunk: int, pad_to_power_of_two: bool) -> list[int]:
+    """Lengths on the wire of ``numel`` coordinates cut into chunks (THC pads the last to a power of two)."""
+    full, rest = divmod(numel, chunk)
+    out = [chunk] * full
+    if rest:
+        out.append(1 << (rest - 1).bit_length() if pad_to_power_of_two else rest)
+    return out
+
+
+@dataclass(frozen=True)
+class INACost:
+    """One bucket through the aggregating switch (THC or FIX32), per operation as the host agent runs it.
+
+    A norm round (one request per chunk), then the data requests: each worker sends P packets with a
+    window of ``window`` in flight; the switch answers each slot once all n have arrived. The transfer is
+    bounded by the slowest of: the worker's link up (requests) or down (results), the switch's packet
+    rate over n·P requests, and one round trip per window; one round trip of latency is added per
+    operation. ``switch_pps`` is requests (of all workers) the switch turns into results per second.
+    """
+
+    link_bps: float
+    workers: int
+    switch_pps: float
+    rtt_s: float
+    window: int = 64
+    op: str = "thc"                            # "thc" (4-bit indices in, lane_bits out) or "fix32"
+    coords_per_packet: int = COORDS_PER_PACKET
+    fix32_coords_per_packet: int = FIX32_COORDS_PER_PACKET
+    header_bytes: int = ETH_IP_UDP_BYTES + THC_HEADER_BYTES
+    index_bits: int = 4
+    lane_bits: int | None = None               # None: 8 if n·g ≤ 255, else 16, as the controller chooses
+    granularity: int = 30
+    chunk: int = 2048                          # THC's Hadamard chunk (thc-worker --chunk)
+    fix32_chunk: int = 2**20
+
+    def __post_init__(self):
+        if self.op not in ("thc", "fix32"):
+            raise ValueError(f"INACost op must be 'thc' or 'fix32', not {self.op!r}")
+
+    def lanes(self) -> int:
+        if self.lane_bits is not None:
+            return self.lane_bits
+        return 8 if self.workers * self.granularity <= 255 else 16
+
+    def packets(self, numel: int) -> tuple[int, int]:
+        """(norm requests, data requests) one worker sends for ``numel`` coordinates."""
+        if self.op == "thc":
+            chunks = _padded_chunks(numel, self.chunk, True)
+            return len(chunks), sum(math.ceil(c / self.coords_per_packet) for c in chunks)
+        chunks = _padded_chunks(numel, self.fix32_chunk, False)
+        return len(chunks), sum(math.ceil(c / self.fix32_coords_per_packet) for c in chunks)
+
+    def frame_bytes(self) -> tuple[int, int]:
+        """(request, result) bytes on the wire of one data packet."""
+        if self.op == "thc":
+            return (self.header_bytes + self.coords_per_packet * self.index_bits // 8,
+                    self.header_bytes + self.coords_per_packet * self.lanes() // 8)
+        size = self.header_bytes + 4 * self.fix32_coords_per_packet
+        return size, size
+
+    def _operation(self, packets: int, up: int, down: int) -> float:
+        if packets == 0:
+            return 0.0
+        link = packets * max(up, down) * 8 / self.link_bps
+        switch = self.workers * packets / self.switch_pps
+        windows = (math.ceil(packets / self.window) - 1) * self.rtt_s
+        return self.rtt_s + max(link, switch, windows)
+
+    def seconds(self, numel: int) -> float:
+        norms, data = self.packets(numel)
+        up, down = self.frame_bytes()
+        return self._operation(norms, self.header_bytes, self.header_bytes) + self._operation(data, up, down)
+
+    def bytes_per_worker(self, numel: int) -> tuple[int, int]:
+        """(sent, received) bytes of one worker for ``numel`` coordinates."""
+        norms, data = self.packets(numel)
+        up, down = self.frame_bytes()
+        return norms * self.header_bytes + data * up, norms * self.header_bytes + data * down
+
+
+@dataclass(frozen=True)
+class RingCost:
+    """Ring all-reduce of ``bytes_per_coord``-byte values among n workers (Thakur et al.; NCCL-tests):
+    2(n−1) steps of latency α and 2(n−1)/n of the bytes through each worker's link per direction.
+    ``efficiency``: payload share of the link (TCP/IP headers, ACKs); ``max_Bps``: a host-side ceiling on
+    the bytes per second one worker moves, whatever the link (None: none)."""
+
+    link_bps: float
+    workers: int
+    alpha_s: float
+    bytes_per_coord: float = 4.0
+    efficiency: float = 1.0
+    max_Bps: float | None = None
+
+    def bandwidth_Bps(self) -> float:
+        rate = self.link_bps / 8 * self.efficiency
+        return min(rate, self.max_Bps) if self.max_Bps else rate
+
+    def seconds(self, numel: int) -> float:
+        n = self.workers
+        if n <= 1 or numel == 0:
+            return 0.0
+        volume = 2 * (n - 1) / n * numel * self.bytes_per_coord
+        return 2 * (n - 1) * self.alpha_s + volume / self.bandwidth_Bps()
+
+
+@dataclass(frozen=True)
+class AllGatherCost:
+    """Ring all-gather of a compressed payload (``bytes_per_coord`` of the bucket's coordinates per worker,
+    e.g. TopK values + indices): n−1 steps, each worker receives the other n−1 payloads. For compressors
+    whose payloads cannot be summed, so every worker decodes n of them."""
+
+    link_bps: float
+    workers: int
+    alpha_s: float
+    bytes_per_coord: float
+    efficiency: float = 1.0
+
+    def seconds(self, numel: int) -> float:
+        n = self.workers
+        if n <= 1 or numel == 0:
+            return 0.0
+        return (n - 1) * self.alpha_s + (n - 1) * numel * self.bytes_per_coord / (self.link_bps / 8 * self.efficiency)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way to aggregate a bucket: encode on the compute thread, communicate on the network, decode.
+
+    ``blocking``: the hook runs synchronously on the thread that runs the backward pass (this testbed's
+    THC and FIX32 hooks wait for the switch's results before returning), so the backward pass stops until
+    the bucket is decoded; otherwise only the encoding delays it (DDP's asynchronous all-reduce)."""
+
+    name: str
+    comm: object                         # anything with seconds(numel)
+    encode: LinearCost = LinearCost()
+    decode: LinearCost = LinearCost()
+    blocking: bool = False
+    label: str = ""
+
+    def comm_s(self, numel: int) -> float:
+        return self.comm.seconds(numel)
+
+
+@dataclass(frozen=True)
+class Segment:
+    lane: str          # "compute", "encode", "network", "decode"
+    what: str          # "forward", "backward", "optimizer", or the bucket's "b<index> <mode>"
+    start_s: float
+    end_s: float
+
+
+@dataclass
+class Timeline:
+    """The simulated step: its segments, when each bucket was done, and the iteration time."""
+
+    iteration_s: float
+    backward_end_s: float
+    bucket_done_s: dict[int, float]
+    segments: list[Segment] = field(default_factory=list)
+    plan: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def exposed_comm_s(self) -> float:
+        """Time the step waits for aggregation after its own computation."""
+        compute = sum(s.end_s - s.start_s for s in self.segments if s.lane == "compute")
+        return self.iteration_s - compute
+
+
+def simulate(profile: StepProfile, plan: Mapping[int, Mode] | Sequence[Mode] | Mode) -> Timeline:
+    """The step's timeline when bucket i goes through ``plan[i]`` (a Mode for all buckets, a sequence in
+    bucket order, or a mapping from bucket index).
+
+    Rules (DDP's): a bucket's hook is called when its gradient is ready; its encoding runs on the compute
+    thread and delays the rest of the backward pass; communications use the network one at a time in the
+    order the hooks were called; decoding follows its communication; a blocking mode holds the compute
+    thread until it has decoded. The optimizer runs once the backward pass and every bucket are done.
+    """
+    modes = _modes_by_bucket(profile, plan)
+    segments = [Segment("compute", "forward", 0.0, profile.forward_s)]
+    t0 = profile.forward_s
+    delay = 0.0                    # how much blocking work and encodings have pushed the backward pass back
+    cursor = t0                    # where the compute thread is
+    net_free = t0
+    done: dict[int, float] = {}
+    for b in profile.buckets:
+        mode = modes[b.index]
+        called = t0 + b.ready_s + delay
+        if called > cursor:
+            segments.append(Segment("compute", "backward", cursor, called))
+        tag = f"b{b.index} {mode.name}"
+        enc_end = called + mode.encode.seconds(b.numel)
+        if enc_end > called:
+            segments.append(Segment("encode", tag, called, enc_end))
+        comm_start = max(enc_end, net_free)
+        comm_end = comm_start + mode.comm_s(b.numel)
+        segments.append(Segment("network", tag, comm_start, comm_end))
+        net_free = comm_end
+        dec_end = comm_end + mode.decode.seconds(b.numel)
+        if dec_end > comm_end:
+            segments.append(Segment("decode", tag, comm_end, dec_end))
+        done[b.index] = dec_end
+        held = dec_end if mode.blocking else enc_end
+        delay += held - called
+        cursor = held
+    backward_end = t0 + profile.backward_s + delay
+    if backward_end > cursor:
+        segments.append(Segment("compute", "backward", cursor, backward_end))
+    synced = max([backward_end, *done.values()])
+    end = synced + profile.optimizer_s
+    if profile.optimizer_s:
+        segments.append(Segment("compute", "optimizer", synced, end))
+    return Timeline(end, backward_end, done, segments, {i: m.name for i, m in modes.items()})
+
+
+def _modes_by_bucket(profile: StepProfile, plan) -> dict[int, Mode]:
+    indices = sorted(b.index for b in profile.buckets)
+    if isinstance(plan, Mode):
+        return {i: plan for i in indices}
+    if isinstance(plan, Mapping):
+        missing = [i for i in indices if i not in plan]
+        if missing:
+            raise ValueError(f"the plan has no mode for bucket(s) {missing}")
+        return {i: plan[i] for i in indices}
+    plan = list(plan)
+    if len(plan) != len(indices):
+        raise ValueError(f"the plan has {len(plan)} modes for {len(indices)} buckets")
+    return dict(zip(indices, plan))
