@@ -4,7 +4,8 @@ Espresso's greedy order: the largest buckets first (their fixed costs are amorti
 most), ties broken by closeness to the output layer (DDP's bucket 0 is ready first and overlaps least).
 Each bucket takes the mode that gives the shortest simulated step with every other choice fixed. One
 greedy pass can be undone by a later choice (a bucket made blocking delays those after it), so passes
-repeat until none changes anything: a coordinate descent that ends in a plan no single change improves.
+repeat until none changes anything: a coordinate descent that ends in a plan no single change improves,
+and then no change of two buckets at once either.
 ``brute_force`` tries every plan, for tests and small models.
 """
 
@@ -51,9 +52,10 @@ def uniform(profile: StepProfile, modes: Mapping[str, Mode], name: str) -> Plan:
 
 
 def greedy_plan(profile: StepProfile, modes: Mapping[str, Mode], start: str | None = None,
-                max_passes: int = 10) -> Plan:
+                max_passes: int = 10, pairs: bool = True) -> Plan:
     """Espresso's greedy search over ``modes`` (name -> Mode), from every bucket in ``start`` (default the
-    first mode: uncompressed, as Espresso starts), then repeated passes until no bucket changes."""
+    first mode: uncompressed, as Espresso starts), then repeated passes until no bucket changes; with
+    ``pairs``, also until no change of two buckets at once helps (O(buckets² · modes²) simulations a pass)."""
     if not modes:
         raise ValueError("the planner needs at least one mode")
     began = time.perf_counter()
@@ -75,6 +77,18 @@ def greedy_plan(profile: StepProfile, modes: Mapping[str, Mode], start: str | No
                 evaluations += 1
                 if t < best * (1 - 1e-12):
                     best, choice, changed = t, trial, True
+        if not changed and pairs and len(order) > 1:
+            # no single change helps: try changing two buckets at once (a bucket made blocking can pay off
+            # only once another one stops queueing behind it), then go back to single changes
+            for a, b in itertools.combinations(order, 2):
+                for na, nb in itertools.product(modes, repeat=2):
+                    if na == choice[a.index] or nb == choice[b.index]:
+                        continue
+                    trial = {**choice, a.index: na, b.index: nb}
+                    t = simulate(profile, _resolve(trial, modes)).iteration_s
+                    evaluations += 1
+                    if t < best * (1 - 1e-12):
+                        best, choice, changed = t, trial, True
         if not changed:
             break
     timeline = simulate(profile, _resolve(choice, modes))
