@@ -30,6 +30,7 @@ class TrainConfig:
     lr: float = 0.1
     momentum: float = 0.9
     hidden: int = 32
+    layers: int = 1  # hidden layers (MODELS)
     seed: int = 0  # model initialisation and batch order
 
     def to_dict(self) -> dict:
@@ -58,9 +59,16 @@ def load_digits_split() -> Digits:
     )
 
 
-def make_model(hidden: int = 32, seed: int = 0) -> nn.Module:
+# thc-worker --model: (hidden width, hidden layers). mlp2-digits (26,122 parameters) has buckets worth
+# planning per bucket (thc-plan) and a step the links, not only the switch's packet rate, can bound.
+MODELS = {"mlp-digits": (32, 1), "mlp2-digits": (128, 2)}
+
+
+def make_model(hidden: int = 32, seed: int = 0, layers: int = 1) -> nn.Module:
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+    dims = [64] + [hidden] * layers
+    mods = [m for a, b in zip(dims, dims[1:]) for m in (nn.Linear(a, b), nn.ReLU())]
+    return nn.Sequential(*mods, nn.Linear(dims[-1], 10))
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -7,6 +7,7 @@ rendezvous and DDP's initial parameter broadcast. Gradients are then aggregated 
          their own DDP model on a cluster with a P4 switch)
   fix32  uncompressed: fp32 gradients as SwitchML-style fixed point, summed by the same P4 program
   gloo   no switch program: DDP's own all-reduce over TCP (through the switch as plain IPv4)
+  plan   each DDP bucket through the mode a plan file gives it (thc-plan plan --save; thc.mixed)
 
 With ``--probe FILE`` the worker does not train: it aggregates ``--probe-rounds`` rounds of seeded random
 gradients (``probe_gradient``) through the switch and saves what it sent and got, so a test can recompute
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-MODES = ("thc", "fix32", "gloo")
+MODES = ("thc", "fix32", "gloo", "plan")
 PROGRESS_PREFIX = "@thc "
 EXIT_SWITCH_TIMEOUT = 3
 
@@ -115,6 +116,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
     r.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
     r.add_argument("--result", type=Path, help="write the final record (JSON) here")
+    r.add_argument(
+        "--model",
+        default="mlp-digits",
+        choices=("mlp-digits", "mlp2-digits"),
+        help="mlp-digits: 64-32-10, 2,410 parameters (default); mlp2-digits: 64-128-128-10, 26,122",
+    )
+    r.add_argument(
+        "--bucket-cap-kb",
+        type=float,
+        default=None,
+        help="DDP bucket size limit in KiB, also for the first bucket (default: DDP's 1 MiB, then 25 MiB)",
+    )
+    r.add_argument(
+        "--plan",
+        type=Path,
+        metavar="FILE.json",
+        help="--mode plan: bucket index -> mode (thc, fix32, gloo, gloo-fp16), as thc-plan plan --save writes it",
+    )
     q = p.add_argument_group("probe (instead of training)")
     q.add_argument(
         "--probe",
@@ -315,6 +334,13 @@ def make_hook(args, model):
 
     if args.mode == "gloo":
         return None, default_hooks.allreduce_hook, None
+    plan = None
+    if args.mode == "plan":
+        from thc import mixed
+
+        plan = mixed.load_plan(json.loads(args.plan.read_text()))
+        if not set(plan.values()) & {"thc", "fix32"}:
+            return mixed.MixedHookState(plan), mixed.mixed_hook, None
     from host_agent.aggregator import SwitchAggregator
 
     aggregator = SwitchAggregator.open(
@@ -336,6 +362,15 @@ def make_hook(args, model):
     from thc import ddp
     from thc.config import THCConfig
 
+    if args.mode == "plan":
+        config = THCConfig(
+            bits=args.bits,
+            granularity=args.granularity,
+            seed=args.thc_seed,
+            error_feedback=args.error_feedback,
+            chunk=args.chunk,
+        )
+        return mixed.MixedHookState(plan, aggregator, config, workers=args.world_size), mixed.mixed_hook, aggregator
     if args.mode == "thc":
         config = THCConfig(
             bits=args.bits,
@@ -370,9 +405,13 @@ def run(args) -> dict:
         world_size=args.world_size,
         timeout=timedelta(seconds=args.rendezvous_timeout),
     )
-    config = train.TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    hidden, layers = train.MODELS[args.model]
+    config = train.TrainConfig(
+        steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed, hidden=hidden, layers=layers
+    )
     data = train.load_digits_split()
-    model = DDP(train.make_model(config.hidden, config.seed))  # broadcasts rank 0's parameters
+    cap = {} if args.bucket_cap_kb is None else {"bucket_cap_mb": args.bucket_cap_kb / 1024}
+    model = DDP(train.make_model(config.hidden, config.seed, config.layers), **cap)  # broadcasts rank 0's parameters
     state, hook, aggregator = make_hook(args, model)
     aggregation_seconds: list[float] = []
     model.register_comm_hook(state, timed(hook, aggregation_seconds))
@@ -414,7 +453,12 @@ def run(args) -> dict:
         "wire_training": {k: at_end[k] - at_start[k] for k in at_end},
         "wire_total": {k: at_end[k] - before[k] for k in at_end},
         "aggregator": aggregator.stats() if aggregator is not None else None,
+        "model": args.model,
+        "bucket_cap_kb": args.bucket_cap_kb,
     }
+    if args.mode == "plan":
+        result["plan_counts"] = state.counts
+        result["bucket_modes"] = {str(k): v for k, v in sorted(state.bucket_modes.items())}
     if aggregator is not None:
         aggregator.close()
     dist.destroy_process_group()
@@ -425,6 +469,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if not 0 <= args.rank < args.world_size:
         print(f"thc-worker: --rank {args.rank} is not in 0..{args.world_size - 1}", file=sys.stderr)
+        return 2
+    if (args.mode == "plan") != (args.plan is not None):
+        print("thc-worker: --mode plan and --plan FILE go together", file=sys.stderr)
         return 2
     missing = [o for o in ("service_ip", "service_mac", "src_ip", "src_mac") if getattr(args, o) is None]
     if args.mode != "gloo" and missing:

@@ -1,0 +1,112 @@
+"""A DDP communication hook that runs a per-bucket plan (thc.planner): each bucket through its own mode.
+
+    thc        THC table values summed by the aggregator (thc.ddp.thc_hook; the switch's SwitchAggregator)
+    fix32      int32 fixed point summed by the aggregator (thc.ddp.fix32_hook)
+    gloo       fp32 all-reduce over the process group (DDP's own allreduce_hook, asynchronous)
+    gloo-fp16  fp16 all-reduce over the process group (fp16_compress_hook, asynchronous)
+
+The state counts calls, coordinates and bucket bytes per mode, so a run (or a test) can check that every
+bucket went where the plan says. The THC and FIX32 states' round counters advance at the end of every
+backward pass, whichever mode the last bucket took, so the Hadamard signs still change every round.
+"""
+
+# No "from __future__ import annotations": DDP compares the hook's annotations with real types.
+
+from collections.abc import Mapping
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+from . import ddp
+from .config import THCConfig
+from .errors import ConfigError
+
+__all__ = ["MIXED_MODES", "MixedHookState", "mixed_hook", "load_plan"]
+
+MIXED_MODES = ("thc", "fix32", "gloo", "gloo-fp16")
+
+
+class _NotLast:
+    """The bucket, except that is_last() is False: the mixed state ends the round itself."""
+
+    def __init__(self, bucket):
+        self._bucket = bucket
+
+    def buffer(self):
+        return self._bucket.buffer()
+
+    def index(self):
+        return self._bucket.index()
+
+    def is_last(self):
+        return False
+
+
+class MixedHookState:
+    """plan: bucket index -> mode (buckets it does not name take ``default``). aggregator: the switch
+    side (thc.ddp's Aggregator protocol plus all_sum_int32), needed only if the plan uses thc or fix32.
+    process_group: for gloo modes (None: the default group)."""
+
+    def __init__(self, plan: Mapping[int, str], aggregator=None, config: THCConfig | None = None,
+                 process_group=None, default: str = "gloo", worker_id: int | None = None,
+                 workers: int | None = None) -> None:
+        plan = {int(k): v for k, v in plan.items()}
+        for index, mode in [*plan.items(), ("default", default)]:
+            if mode not in MIXED_MODES:
+                raise ConfigError(f"plan: bucket {index} has mode {mode!r}; choose from {', '.join(MIXED_MODES)}")
+        used = set(plan.values()) | {default}
+        self.plan, self.default, self.process_group = plan, default, process_group
+        self.thc = self.fix32 = None
+        if used & {"thc", "fix32"} and aggregator is None:
+            raise ConfigError("the plan sends buckets through the switch (thc/fix32) but no aggregator was given")
+        if "thc" in used:
+            self.thc = ddp.THCHookState(config or THCConfig(), aggregator, worker_id=worker_id)
+        if "fix32" in used:
+            self.fix32 = ddp.FixedPointHookState(aggregator, workers=workers)
+        self.counts = {m: {"calls": 0, "coordinates": 0, "bytes": 0} for m in MIXED_MODES}
+        self.bucket_modes: dict[int, str] = {}
+        self.iteration = 0
+
+    def mode_for(self, index: int) -> str:
+        return self.plan.get(index, self.default)
+
+    def end_round(self) -> None:
+        self.iteration += 1
+        for sub in (self.thc, self.fix32):
+            if sub is not None:
+                sub.iteration += 1
+
+
+def mixed_hook(state: MixedHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Average one bucket through the mode the plan gives its index; returns the average, as DDP expects."""
+    mode = state.mode_for(bucket.index())
+    buffer = bucket.buffer()
+    count = state.counts[mode]
+    count["calls"] += 1
+    count["coordinates"] += buffer.numel()
+    count["bytes"] += buffer.numel() * buffer.element_size()
+    state.bucket_modes[bucket.index()] = mode
+    inner = _NotLast(bucket)
+    if mode == "thc":
+        fut = ddp.thc_hook(state.thc, inner)
+    elif mode == "fix32":
+        fut = ddp.fix32_hook(state.fix32, inner)
+    elif mode == "gloo":
+        fut = default_hooks.allreduce_hook(state.process_group, bucket)
+    else:
+        fut = default_hooks.fp16_compress_hook(state.process_group, bucket)
+    if bucket.is_last():
+        state.end_round()
+    return fut
+
+
+def load_plan(data) -> dict[int, str]:
+    """A plan from its JSON form (thc-plan plan --save): {"buckets": {"0": "thc", ...}} or {"0": "thc", ...}."""
+    body = data.get("buckets", data) if isinstance(data, dict) else None
+    if not isinstance(body, dict):
+        raise ConfigError("a plan file is a JSON object {\"buckets\": {\"<bucket index>\": \"<mode>\"}}")
+    try:
+        return {int(k): str(v) for k, v in body.items()}
+    except ValueError:
+        raise ConfigError(f"plan: bucket keys must be integers, got {sorted(body)[:3]}") from None
