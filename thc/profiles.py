@@ -5,7 +5,8 @@ A profile file (JSON; every field optional except ``workers`` and one of ``link_
 
     {"name": "8 x V100, 100 Gbit/s, Tofino",
      "workers": 8, "link_gbps": 100,
-     "switch": {"packets_per_s": 4.8e9, "rtt_us": 5, "window": 1024, "coords_per_packet": 64,
+     "switch": {"packets_per_s": 4.8e9, "fix32_packets_per_s": 4.8e9, "rtt_us": 5, "window": 1024,
+                "coords_per_packet": 64,
                 "header_bytes": 58, "lane_bits": null, "blocking": false},
      "ring": {"alpha_us": 20, "efficiency": 0.9, "max_MBps": null},
      "compute": {"gpu_tflops": 15.7, "efficiency": 0.45, "batch_size": 32, "optimizer_ms": 2,
@@ -62,7 +63,7 @@ class HardwareProfile:
 _POSITIVE = (lambda v: v > 0, "a number > 0")
 _NONNEG = (lambda v: v >= 0, "a number >= 0")
 _SECTIONS = {
-    "switch": {"packets_per_s": _POSITIVE, "rtt_us": _NONNEG,
+    "switch": {"packets_per_s": _POSITIVE, "fix32_packets_per_s": _POSITIVE, "rtt_us": _NONNEG,
                "window": (lambda v: v >= 1 and v == int(v), "an integer >= 1"),
                "coords_per_packet": (lambda v: v >= 1 and v == int(v), "an integer >= 1"),
                "header_bytes": _NONNEG, "lane_bits": (lambda v: v is None or v in (8, 16), "8, 16 or null"),
@@ -201,7 +202,8 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
     builders = {
         "gloo": lambda: RingCost(bytes_per_coord=4, max_Bps=max_Bps and max_Bps * 1e6, **ring),
         "gloo-fp16": lambda: RingCost(bytes_per_coord=2, max_Bps=max_Bps and max_Bps * 1e6, **ring),
-        "fix32": lambda: INACost(op="fix32", **ina),
+        "fix32": lambda: INACost(op="fix32", **{**ina, "switch_pps": float(s.get("fix32_packets_per_s",
+                                                                               ina["switch_pps"]))}),
         "thc": lambda: INACost(op="thc", **ina),
         "topk-allgather": lambda: AllGatherCost(bytes_per_coord=0.01 * 8, **ring),
     }

@@ -48,6 +48,9 @@ class WorkerOptions:
     master_port: int = MASTER_PORT
     probe_rounds: int = 0  # > 0: aggregate seeded random gradients instead of training
     probe_size: int = 5000
+    model: str = "mlp-digits"  # thc-worker --model
+    bucket_cap_kb: float | None = None  # DDP bucket limit (None: DDP's default)
+    plan: str | None = None  # mode "plan": the plan file (thc-plan plan --save)
 
     def thc_table(self) -> list[int]:
         """The lookup table these workers decode with (thc-worker builds the same THCConfig)."""
@@ -111,7 +114,11 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
             str(options.probe_size),
         ]
     else:
-        argv += ["--result", str(result_path)]
+        argv += ["--result", str(result_path), "--model", options.model]
+        if options.bucket_cap_kb is not None:
+            argv += ["--bucket-cap-kb", str(options.bucket_cap_kb)]
+        if options.plan is not None:
+            argv += ["--plan", str(options.plan)]
     if options.mode != "gloo":
         argv += [
             "--service-ip",
