@@ -48,9 +48,16 @@ class MixedHookState:
     side (thc.ddp's Aggregator protocol plus all_sum_int32), needed only if the plan uses thc or fix32.
     process_group: for gloo modes (None: the default group)."""
 
-    def __init__(self, plan: Mapping[int, str], aggregator=None, config: THCConfig | None = None,
-                 process_group=None, default: str = "gloo", worker_id: int | None = None,
-                 workers: int | None = None) -> None:
+    def __init__(
+        self,
+        plan: Mapping[int, str],
+        aggregator=None,
+        config: THCConfig | None = None,
+        process_group=None,
+        default: str = "gloo",
+        worker_id: int | None = None,
+        workers: int | None = None,
+    ) -> None:
         plan = {int(k): v for k, v in plan.items()}
         for index, mode in [*plan.items(), ("default", default)]:
             if mode not in MIXED_MODES:
@@ -105,7 +112,7 @@ def load_plan(data) -> dict[int, str]:
     """A plan from its JSON form (thc-plan plan --save): {"buckets": {"0": "thc", ...}} or {"0": "thc", ...}."""
     body = data.get("buckets", data) if isinstance(data, dict) else None
     if not isinstance(body, dict):
-        raise ConfigError("a plan file is a JSON object {\"buckets\": {\"<bucket index>\": \"<mode>\"}}")
+        raise ConfigError('a plan file is a JSON object {"buckets": {"<bucket index>": "<mode>"}}')
     try:
         return {int(k): str(v) for k, v in body.items()}
     except ValueError:

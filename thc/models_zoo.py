@@ -16,14 +16,23 @@ from torch import nn
 
 from .timeline import Bucket, StepProfile
 
-__all__ = ["MODELS", "build", "LayerCost", "layer_costs", "ddp_buckets", "flop_profile",
-           "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES"]
+__all__ = [
+    "MODELS",
+    "build",
+    "LayerCost",
+    "layer_costs",
+    "ddp_buckets",
+    "flop_profile",
+    "DDP_BUCKET_BYTES",
+    "DDP_FIRST_BUCKET_BYTES",
+]
 
-DDP_BUCKET_BYTES = 25 * 2**20        # torch's bucket_cap_mb = 25
-DDP_FIRST_BUCKET_BYTES = 2**20       # dist._DEFAULT_FIRST_BUCKET_BYTES
+DDP_BUCKET_BYTES = 25 * 2**20  # torch's bucket_cap_mb = 25
+DDP_FIRST_BUCKET_BYTES = 2**20  # dist._DEFAULT_FIRST_BUCKET_BYTES
 
 
 # ---- ResNet-50 (He et al. 2016, torchvision's layout: stride on the 3x3 conv) ------------------------
+
 
 class Bottleneck(nn.Module):
     expansion = 4
@@ -68,6 +77,7 @@ class ResNet50(nn.Module):
 
 # ---- VGG-16 (configuration D, no batch norm) -------------------------------------------------------
 
+
 class VGG16(nn.Module):
     input_shape = (3, 224, 224)
     CONFIG = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
@@ -82,14 +92,16 @@ class VGG16(nn.Module):
                 layers += [nn.Conv2d(cin, v, 3, padding=1), nn.ReLU()]
                 cin = v
         self.features = nn.Sequential(*layers)
-        self.classifier = nn.Sequential(nn.Linear(512 * 7 * 7, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
-                                        nn.Linear(4096, classes))
+        self.classifier = nn.Sequential(
+            nn.Linear(512 * 7 * 7, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, classes)
+        )
 
     def forward(self, x):
         return self.classifier(torch.flatten(self.features(x), 1))
 
 
 # ---- BERT-base (12 layers, hidden 768, 12 heads, FFN 3072, vocabulary 30522, 512 positions) ---------
+
 
 class SelfAttention(nn.Module):
     def __init__(self, hidden: int, heads: int):
@@ -126,11 +138,21 @@ class EncoderLayer(nn.Module):
 class BertBase(nn.Module):
     seq_len = 128
 
-    def __init__(self, vocab: int = 30522, hidden: int = 768, layers: int = 12, heads: int = 12, ffn: int = 3072,
-                 positions: int = 512):
+    def __init__(
+        self,
+        vocab: int = 30522,
+        hidden: int = 768,
+        layers: int = 12,
+        heads: int = 12,
+        ffn: int = 3072,
+        positions: int = 512,
+    ):
         super().__init__()
-        self.word, self.position, self.token_type = (nn.Embedding(vocab, hidden), nn.Embedding(positions, hidden),
-                                                     nn.Embedding(2, hidden))
+        self.word, self.position, self.token_type = (
+            nn.Embedding(vocab, hidden),
+            nn.Embedding(positions, hidden),
+            nn.Embedding(2, hidden),
+        )
         self.norm = nn.LayerNorm(hidden)
         self.encoder = nn.Sequential(*[EncoderLayer(hidden, heads, ffn) for _ in range(layers)])
         self.pooler = nn.Linear(hidden, hidden)
@@ -220,8 +242,9 @@ def layer_costs(model: nn.Module, batch: int) -> list[LayerCost]:
     return order
 
 
-def ddp_buckets(model: nn.Module, bucket_bytes: int = DDP_BUCKET_BYTES,
-                first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES) -> list[list[str]]:
+def ddp_buckets(
+    model: nn.Module, bucket_bytes: int = DDP_BUCKET_BYTES, first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES
+) -> list[list[str]]:
     """Parameter names per bucket as DDP assigns them at construction: in reverse order of
     ``model.parameters()``, a bucket closes once it holds at least its limit (the first bucket's, then
     ``bucket_bytes``). Bucket 0 holds the last layers, whose gradients are ready first."""
@@ -238,9 +261,16 @@ def ddp_buckets(model: nn.Module, bucket_bytes: int = DDP_BUCKET_BYTES,
     return buckets
 
 
-def flop_profile(model: nn.Module, batch: int, flops_per_s: float, optimizer_s: float = 0.0,
-                 layer_backward_s: dict[str, float] | None = None, bucket_bytes: int = DDP_BUCKET_BYTES,
-                 first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES, name: str = "") -> StepProfile:
+def flop_profile(
+    model: nn.Module,
+    batch: int,
+    flops_per_s: float,
+    optimizer_s: float = 0.0,
+    layer_backward_s: dict[str, float] | None = None,
+    bucket_bytes: int = DDP_BUCKET_BYTES,
+    first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES,
+    name: str = "",
+) -> StepProfile:
     """The step of ``model`` on a device of ``flops_per_s`` (achieved, not peak): forward = its FLOPs,
     backward = twice those, layer by layer in reverse order; a bucket is ready when its last parameter's
     layer is done. ``layer_backward_s`` (module name -> seconds) replaces the FLOP estimate of the layers
@@ -257,6 +287,8 @@ def flop_profile(model: nn.Module, batch: int, flops_per_s: float, optimizer_s: 
         for p in layer.params:
             ready[p] = t
     sizes = dict((n, p.numel()) for n, p in model.named_parameters())
-    buckets = tuple(Bucket(i, sum(sizes[p] for p in names), max(ready[p] for p in names))
-                    for i, names in enumerate(ddp_buckets(model, bucket_bytes, first_bucket_bytes)))
+    buckets = tuple(
+        Bucket(i, sum(sizes[p] for p in names), max(ready[p] for p in names))
+        for i, names in enumerate(ddp_buckets(model, bucket_bytes, first_bucket_bytes))
+    )
     return StepProfile(buckets, forward, t, optimizer_s, name=name)

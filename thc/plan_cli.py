@@ -33,19 +33,31 @@ def step_profile_for(model: str, hw: profiles.HardwareProfile) -> StepProfile:
     rate = float(c.get("gpu_tflops", 15.7)) * 1e12 * float(c.get("efficiency", 0.45))
     layer_s = {k: v * 1e-3 for k, v in c.get("layer_backward_ms", {}).items()}
     try:
-        return models_zoo.flop_profile(models_zoo.build(model), int(c.get("batch_size", 32)), rate,
-                                       optimizer_s=float(c.get("optimizer_ms", 0)) * 1e-3, layer_backward_s=layer_s,
-                                       name=model)
+        return models_zoo.flop_profile(
+            models_zoo.build(model),
+            int(c.get("batch_size", 32)),
+            rate,
+            optimizer_s=float(c.get("optimizer_ms", 0)) * 1e-3,
+            layer_backward_s=layer_s,
+            name=model,
+        )
     except ValueError as exc:
         raise profiles.ProfileError(f"{hw.name}: field 'compute.layer_backward_ms': {exc}") from None
 
 
 def save_step_profile(profile: StepProfile, path: Path) -> None:
-    path.write_text(json.dumps({
-        "name": profile.name, "forward_ms": profile.forward_s * 1e3, "backward_ms": profile.backward_s * 1e3,
-        "optimizer_ms": profile.optimizer_s * 1e3,
-        "buckets": [{"index": b.index, "numel": b.numel, "ready_ms": b.ready_s * 1e3} for b in profile.buckets]},
-        indent=1))
+    path.write_text(
+        json.dumps(
+            {
+                "name": profile.name,
+                "forward_ms": profile.forward_s * 1e3,
+                "backward_ms": profile.backward_s * 1e3,
+                "optimizer_ms": profile.optimizer_s * 1e3,
+                "buckets": [{"index": b.index, "numel": b.numel, "ready_ms": b.ready_s * 1e3} for b in profile.buckets],
+            },
+            indent=1,
+        )
+    )
 
 
 def load_step_profile(path: Path) -> StepProfile:
@@ -64,18 +76,32 @@ def load_step_profile(path: Path) -> StepProfile:
         for key in ("index", "numel", "ready_ms"):
             v = b.get(key) if isinstance(b, dict) else None
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
-                raise profiles.ProfileError(f"{path}: field 'buckets[{i}].{key}' must be a number >= 0, got "
-                                            f"{json.dumps(v)}")
+                raise profiles.ProfileError(
+                    f"{path}: field 'buckets[{i}].{key}' must be a number >= 0, got {json.dumps(v)}"
+                )
         buckets.append(Bucket(int(b["index"]), int(b["numel"]), b["ready_ms"] * 1e-3))
-    return StepProfile(tuple(buckets), data["forward_ms"] * 1e-3, data["backward_ms"] * 1e-3,
-                       data.get("optimizer_ms", 0.0) * 1e-3, name=data.get("name", str(path)))
+    return StepProfile(
+        tuple(buckets),
+        data["forward_ms"] * 1e-3,
+        data["backward_ms"] * 1e-3,
+        data.get("optimizer_ms", 0.0) * 1e-3,
+        name=data.get("name", str(path)),
+    )
 
 
 # ---- the Gantt chart -----------------------------------------------------------------------------------
 
 LANES = ("compute", "encode", "network", "decode")
-COLOURS = {"thc": "tab:green", "fix32": "tab:orange", "gloo": "tab:blue", "gloo-fp16": "tab:cyan",
-           "topk-allgather": "tab:purple", "forward": "0.55", "backward": "0.75", "optimizer": "0.4"}
+COLOURS = {
+    "thc": "tab:green",
+    "fix32": "tab:orange",
+    "gloo": "tab:blue",
+    "gloo-fp16": "tab:cyan",
+    "topk-allgather": "tab:purple",
+    "forward": "0.55",
+    "backward": "0.75",
+    "optimizer": "0.4",
+}
 
 
 def draw_gantt(path: Path, timelines: dict[str, Timeline], title: str) -> None:
@@ -92,8 +118,15 @@ def draw_gantt(path: Path, timelines: dict[str, Timeline], title: str) -> None:
         for seg in tl.segments:
             key = seg.what.split(" ")[-1]
             y = LANES.index(seg.lane)
-            ax.barh(y, (seg.end_s - seg.start_s) * 1e3, left=seg.start_s * 1e3, height=0.7,
-                    color=COLOURS.get(key, "0.5"), edgecolor="black", linewidth=0.3)
+            ax.barh(
+                y,
+                (seg.end_s - seg.start_s) * 1e3,
+                left=seg.start_s * 1e3,
+                height=0.7,
+                color=COLOURS.get(key, "0.5"),
+                edgecolor="black",
+                linewidth=0.3,
+            )
         ax.set_yticks(range(len(LANES)), LANES)
         ax.invert_yaxis()
         ax.axvline(tl.iteration_s * 1e3, color="red", lw=1)
@@ -111,6 +144,7 @@ def draw_gantt(path: Path, timelines: dict[str, Timeline], title: str) -> None:
 
 
 # ---- subcommands ----------------------------------------------------------------------------------------
+
 
 def _hardware(args) -> profiles.HardwareProfile:
     hw = profiles.load_profile(args.profile) if args.profile else profiles.preset(args.preset)
@@ -144,8 +178,10 @@ def cmd_project(args) -> int:
     models = [m for m in args.models.split(",") if m]
     rows = []
     print(f"{base.name}: {base.workers} workers; iteration ms (speedup over ring all-reduce fp32)")
-    print(f"{'model':10s} {'Gbit/s':>6s} {'compute':>8s} {'ring fp32':>10s} {'FIX32-INA':>15s} {'THC-INA':>15s} "
-          f"{'plan':>15s}  plan's modes")
+    print(
+        f"{'model':10s} {'Gbit/s':>6s} {'compute':>8s} {'ring fp32':>10s} {'FIX32-INA':>15s} {'THC-INA':>15s} "
+        f"{'plan':>15s}  plan's modes"
+    )
     for model in models:
         for gbps in rates:
             hw = base.with_link(gbps * 1e9)
@@ -155,14 +191,28 @@ def cmd_project(args) -> int:
             fix = planner.uniform(step, modes, "fix32").iteration_s
             thc = planner.uniform(step, modes, "thc").iteration_s
             plan = planner.greedy_plan(step, modes, start="gloo")
-            rows.append({"model": model, "gbps": gbps, "workers": hw.workers, "compute_ms": step.compute_s * 1e3,
-                         "ring_fp32_ms": ring * 1e3, "fix32_ina_ms": fix * 1e3, "thc_ina_ms": thc * 1e3,
-                         "plan_ms": plan.iteration_s * 1e3, "plan_modes": plan.counts(),
-                         "thc_vs_ring": ring / thc, "thc_vs_fix32": fix / thc, "plan_search_ms": plan.search_s * 1e3})
+            rows.append(
+                {
+                    "model": model,
+                    "gbps": gbps,
+                    "workers": hw.workers,
+                    "compute_ms": step.compute_s * 1e3,
+                    "ring_fp32_ms": ring * 1e3,
+                    "fix32_ina_ms": fix * 1e3,
+                    "thc_ina_ms": thc * 1e3,
+                    "plan_ms": plan.iteration_s * 1e3,
+                    "plan_modes": plan.counts(),
+                    "thc_vs_ring": ring / thc,
+                    "thc_vs_fix32": fix / thc,
+                    "plan_search_ms": plan.search_s * 1e3,
+                }
+            )
             cell = lambda t: f"{t * 1e3:7.1f} ({ring / t:4.2f}x)"
-            print(f"{model:10s} {gbps:6g} {step.compute_s * 1e3:8.1f} {ring * 1e3:10.1f} {cell(fix):>15s} "
-                  f"{cell(thc):>15s} {cell(plan.iteration_s):>15s}  "
-                  + ", ".join(f"{k} {v}" for k, v in sorted(plan.counts().items())))
+            print(
+                f"{model:10s} {gbps:6g} {step.compute_s * 1e3:8.1f} {ring * 1e3:10.1f} {cell(fix):>15s} "
+                f"{cell(thc):>15s} {cell(plan.iteration_s):>15s}  "
+                + ", ".join(f"{k} {v}" for k, v in sorted(plan.counts().items()))
+            )
     if args.json:
         Path(args.json).write_text(json.dumps({"profile": base.to_dict(), "rows": rows}, indent=1))
         print(f"wrote {args.json}")
@@ -189,8 +239,10 @@ def cmd_plan(args) -> int:
     if "thc" in modes:
         strategies["all THC"] = planner.uniform(step, modes, "thc").timeline
     strategies[f"all {baseline}"] = planner.uniform(step, modes, baseline).timeline
-    print(f"{step.name or 'step'} on {hw.name}: {hw.workers} workers, {hw.link_bps / 1e9:g} Gbit/s; "
-          f"{len(step.buckets)} buckets, {step.parameters:,} parameters; compute {step.compute_s * 1e3:.2f} ms")
+    print(
+        f"{step.name or 'step'} on {hw.name}: {hw.workers} workers, {hw.link_bps / 1e9:g} Gbit/s; "
+        f"{len(step.buckets)} buckets, {step.parameters:,} parameters; compute {step.compute_s * 1e3:.2f} ms"
+    )
     print(f"{'bucket':>6s} {'coords':>11s} {'ready ms':>9s}  mode")
     for b in sorted(step.buckets, key=lambda b: b.index):
         print(f"{b.index:6d} {b.numel:11,d} {b.ready_s * 1e3:9.2f}  {plan.modes[b.index]}")
@@ -198,8 +250,16 @@ def cmd_plan(args) -> int:
         print(f"predicted step, {label:14s}: {tl.iteration_s * 1e3:9.2f} ms")
     print(f"search: {plan.evaluations} simulations in {plan.search_s * 1e3:.1f} ms")
     if args.save:
-        Path(args.save).write_text(json.dumps({"buckets": {str(k): v for k, v in sorted(plan.modes.items())},
-                                               "predicted_ms": plan.iteration_s * 1e3, "profile": hw.name}, indent=1))
+        Path(args.save).write_text(
+            json.dumps(
+                {
+                    "buckets": {str(k): v for k, v in sorted(plan.modes.items())},
+                    "predicted_ms": plan.iteration_s * 1e3,
+                    "profile": hw.name,
+                },
+                indent=1,
+            )
+        )
         print(f"wrote {args.save} (thc-worker --mode plan --plan {args.save})")
     if args.png:
         draw_gantt(Path(args.png), strategies, f"{step.name or 'step'}: {hw.name}, {hw.link_bps / 1e9:g} Gbit/s")
@@ -227,52 +287,78 @@ def validation_table(cases: list[dict]) -> str:
     for c in cases:
         err = (c["predicted_ms"] - c["measured_ms"]) / c["measured_ms"] * 100
         errors.append(abs(err))
-        lines.append(f"{c['model']:12s} {c['mode']:10s} {c['mbps']:7g} {c['measured_ms']:12.2f} "
-                     f"{c['predicted_ms']:13.2f} {err:+7.1f}%")
+        lines.append(
+            f"{c['model']:12s} {c['mode']:10s} {c['mbps']:7g} {c['measured_ms']:12.2f} "
+            f"{c['predicted_ms']:13.2f} {err:+7.1f}%"
+        )
     lines.append(f"median |error|: {statistics.median(errors):.1f} %")
     return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="thc-plan", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Modes: " + ", ".join(f"{k} = {v}" for k, v in profiles.MODE_LABELS.items()))
+    p = argparse.ArgumentParser(
+        prog="thc-plan",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Modes: " + ", ".join(f"{k} = {v}" for k, v in profiles.MODE_LABELS.items()),
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def hardware(sp):
         g = sp.add_mutually_exclusive_group()
         g.add_argument("--profile", metavar="FILE.json", help="hardware profile file (format: thc/profiles.py)")
-        g.add_argument("--preset", default="tofino", choices=sorted(profiles.PRESETS),
-                       help="built-in hardware profile when no --profile (default tofino: 8 x V100, 100 Gbit/s)")
+        g.add_argument(
+            "--preset",
+            default="tofino",
+            choices=sorted(profiles.PRESETS),
+            help="built-in hardware profile when no --profile (default tofino: 8 x V100, 100 Gbit/s)",
+        )
         sp.add_argument("--workers", type=int, help="override the profile's number of workers")
 
     pr = sub.add_parser("project", help="iteration time and speedup of THC-INA, FIX32-INA and ring fp32 per model")
     hardware(pr)
-    pr.add_argument("--models", default="resnet50,vgg16,bert-base",
-                    help=f"comma-separated shape-only models (default resnet50,vgg16,bert-base; "
-                         f"known: {', '.join(models_zoo.MODELS)})")
+    pr.add_argument(
+        "--models",
+        default="resnet50,vgg16,bert-base",
+        help=f"comma-separated shape-only models (default resnet50,vgg16,bert-base; "
+        f"known: {', '.join(models_zoo.MODELS)})",
+    )
     pr.add_argument("--gbps", help="link rates in Gbit/s, comma-separated (default: the profile's)")
     pr.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     pr.set_defaults(func=cmd_project)
 
-    pl = sub.add_parser("plan", help="per-bucket plan, its predicted time against all-THC and all-uncompressed, "
-                                     "and a Gantt chart")
+    pl = sub.add_parser(
+        "plan", help="per-bucket plan, its predicted time against all-THC and all-uncompressed, and a Gantt chart"
+    )
     hardware(pl)
     pl.add_argument("--model", help=f"shape-only model ({', '.join(models_zoo.MODELS)})")
-    pl.add_argument("--step-profile", type=Path, metavar="FILE.json",
-                    help="a measured step instead (bucket sizes, ready times; bench/bench_timeline.py writes them)")
+    pl.add_argument(
+        "--step-profile",
+        type=Path,
+        metavar="FILE.json",
+        help="a measured step instead (bucket sizes, ready times; bench/bench_timeline.py writes them)",
+    )
     pl.add_argument("--gbps", help="link rate in Gbit/s (default: the profile's)")
-    pl.add_argument("--modes", default=",".join(profiles.EXECUTABLE_MODES),
-                    help=f"modes to choose from (default {','.join(profiles.EXECUTABLE_MODES)})")
-    pl.add_argument("--baseline", default="gloo",
-                    help="the uncompressed mode the search starts from and compares with (default gloo)")
+    pl.add_argument(
+        "--modes",
+        default=",".join(profiles.EXECUTABLE_MODES),
+        help=f"modes to choose from (default {','.join(profiles.EXECUTABLE_MODES)})",
+    )
+    pl.add_argument(
+        "--baseline",
+        default="gloo",
+        help="the uncompressed mode the search starts from and compares with (default gloo)",
+    )
     pl.add_argument("--png", metavar="FILE.png", help="draw the step's timeline for the plan, all-THC, all-baseline")
     pl.add_argument("--save", metavar="FILE.json", help="write the plan for thc-worker --mode plan --plan FILE")
     pl.set_defaults(func=cmd_plan)
 
     va = sub.add_parser("validate", help="predicted vs measured step times of testbed runs (bench/bench_timeline.py)")
-    va.add_argument("--results", default="bench/out/bench_timeline.json",
-                    help="the benchmark's results (default bench/out/bench_timeline.json)")
+    va.add_argument(
+        "--results",
+        default="bench/out/bench_timeline.json",
+        help="the benchmark's results (default bench/out/bench_timeline.json)",
+    )
     va.set_defaults(func=cmd_validate)
     return p
 

@@ -51,8 +51,9 @@ def uniform(profile: StepProfile, modes: Mapping[str, Mode], name: str) -> Plan:
     return Plan(choice, simulate(profile, _resolve(choice, modes)))
 
 
-def greedy_plan(profile: StepProfile, modes: Mapping[str, Mode], start: str | None = None,
-                max_passes: int = 10, pairs: bool = True) -> Plan:
+def greedy_plan(
+    profile: StepProfile, modes: Mapping[str, Mode], start: str | None = None, max_passes: int = 10, pairs: bool = True
+) -> Plan:
     """Espresso's greedy search over ``modes`` (name -> Mode), from every bucket in ``start`` (default the
     first mode: uncompressed, as Espresso starts), then repeated passes until no bucket changes; with
     ``pairs``, also until no change of two buckets at once helps (O(buckets² · modes²) simulations a pass)."""

@@ -28,12 +28,25 @@ from pathlib import Path
 
 from .timeline import ETH_IP_UDP_BYTES, THC_HEADER_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
 
-__all__ = ["ProfileError", "HardwareProfile", "PRESETS", "load_profile", "preset", "modes_for", "EXECUTABLE_MODES",
-           "MODE_LABELS"]
+__all__ = [
+    "ProfileError",
+    "HardwareProfile",
+    "PRESETS",
+    "load_profile",
+    "preset",
+    "modes_for",
+    "EXECUTABLE_MODES",
+    "MODE_LABELS",
+]
 
-EXECUTABLE_MODES = ("gloo", "gloo-fp16", "fix32", "thc")      # what thc.mixed's hook can run, uncompressed first
-MODE_LABELS = {"thc": "THC via switch", "fix32": "FIX32 via switch", "gloo": "ring all-reduce fp32 (gloo)",
-               "gloo-fp16": "ring all-reduce fp16 (gloo)", "topk-allgather": "TopK 1% + all-gather"}
+EXECUTABLE_MODES = ("gloo", "gloo-fp16", "fix32", "thc")  # what thc.mixed's hook can run, uncompressed first
+MODE_LABELS = {
+    "thc": "THC via switch",
+    "fix32": "FIX32 via switch",
+    "gloo": "ring all-reduce fp32 (gloo)",
+    "gloo-fp16": "ring all-reduce fp16 (gloo)",
+    "topk-allgather": "TopK 1% + all-gather",
+}
 
 
 class ProfileError(ValueError):
@@ -51,31 +64,56 @@ class HardwareProfile:
     compression: dict = field(default_factory=dict)
 
     def with_link(self, link_bps: float, workers: int | None = None) -> HardwareProfile:
-        return HardwareProfile(self.name, workers or self.workers, link_bps, self.switch, self.ring, self.compute,
-                               self.compression)
+        return HardwareProfile(
+            self.name, workers or self.workers, link_bps, self.switch, self.ring, self.compute, self.compression
+        )
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "workers": self.workers, "link_gbps": self.link_bps / 1e9, "switch": self.switch,
-                "ring": self.ring, "compute": self.compute, "compression": self.compression}
+        return {
+            "name": self.name,
+            "workers": self.workers,
+            "link_gbps": self.link_bps / 1e9,
+            "switch": self.switch,
+            "ring": self.ring,
+            "compute": self.compute,
+            "compression": self.compression,
+        }
 
 
 # field -> (type, default, check, what the check means)
 _POSITIVE = (lambda v: v > 0, "a number > 0")
 _NONNEG = (lambda v: v >= 0, "a number >= 0")
 _SECTIONS = {
-    "switch": {"packets_per_s": _POSITIVE, "fix32_packets_per_s": _POSITIVE, "rtt_us": _NONNEG,
-               "window": (lambda v: v >= 1 and v == int(v), "an integer >= 1"),
-               "coords_per_packet": (lambda v: v >= 1 and v == int(v), "an integer >= 1"),
-               "header_bytes": _NONNEG, "lane_bits": (lambda v: v is None or v in (8, 16), "8, 16 or null"),
-               "granularity": _POSITIVE, "chunk": (lambda v: v >= 1 and int(v) & (int(v) - 1) == 0, "a power of two"),
-               "blocking": (lambda v: isinstance(v, bool), "true or false")},
-    "ring": {"alpha_us": _NONNEG, "efficiency": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
-             "max_MBps": (lambda v: v is None or v > 0, "a number > 0 or null")},
-    "compute": {"gpu_tflops": _POSITIVE, "efficiency": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
-                "batch_size": (lambda v: v >= 1 and v == int(v), "an integer >= 1"), "optimizer_ms": _NONNEG,
-                "layer_backward_ms": (lambda v: isinstance(v, dict) and all(
-                    isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in v.values()),
-                    "an object of module name -> milliseconds >= 0")},
+    "switch": {
+        "packets_per_s": _POSITIVE,
+        "fix32_packets_per_s": _POSITIVE,
+        "rtt_us": _NONNEG,
+        "window": (lambda v: v >= 1 and v == int(v), "an integer >= 1"),
+        "coords_per_packet": (lambda v: v >= 1 and v == int(v), "an integer >= 1"),
+        "header_bytes": _NONNEG,
+        "lane_bits": (lambda v: v is None or v in (8, 16), "8, 16 or null"),
+        "granularity": _POSITIVE,
+        "chunk": (lambda v: v >= 1 and int(v) & (int(v) - 1) == 0, "a power of two"),
+        "blocking": (lambda v: isinstance(v, bool), "true or false"),
+    },
+    "ring": {
+        "alpha_us": _NONNEG,
+        "efficiency": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
+        "max_MBps": (lambda v: v is None or v > 0, "a number > 0 or null"),
+    },
+    "compute": {
+        "gpu_tflops": _POSITIVE,
+        "efficiency": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
+        "batch_size": (lambda v: v >= 1 and v == int(v), "an integer >= 1"),
+        "optimizer_ms": _NONNEG,
+        "layer_backward_ms": (
+            lambda v: (
+                isinstance(v, dict)
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in v.values())
+            ),
+            "an object of module name -> milliseconds >= 0",
+        ),
+    },
 }
 _COMPRESSION_FIELDS = ("encode_us", "encode_ns_per_coord", "decode_us", "decode_ns_per_coord")
 
@@ -125,14 +163,22 @@ def parse_profile(data: dict, where: str = "profile") -> HardwareProfile:
             raise ProfileError(f"{where}: field 'compression.{mode}' must be an object, got {json.dumps(costs)}")
         for k, v in costs.items():
             if k not in _COMPRESSION_FIELDS:
-                raise ProfileError(f"{where}: unknown field 'compression.{mode}.{k}' "
-                                   f"(known: {', '.join(_COMPRESSION_FIELDS)})")
+                raise ProfileError(
+                    f"{where}: unknown field 'compression.{mode}.{k}' (known: {', '.join(_COMPRESSION_FIELDS)})"
+                )
             _check(where, f"compression.{mode}.{k}", v, _NONNEG)
     name = data.get("name", where)
     if not isinstance(name, str):
         raise ProfileError(f"{where}: field 'name' must be a string, got {json.dumps(name)}")
-    return HardwareProfile(name, int(data["workers"]), float(link_bps), sections["switch"], sections["ring"],
-                           sections["compute"], dict(compression))
+    return HardwareProfile(
+        name,
+        int(data["workers"]),
+        float(link_bps),
+        sections["switch"],
+        sections["ring"],
+        sections["compute"],
+        dict(compression),
+    )
 
 
 def load_profile(path: str | Path) -> HardwareProfile:
@@ -140,8 +186,9 @@ def load_profile(path: str | Path) -> HardwareProfile:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ProfileError(f"{path}: cannot read the profile ({exc.strerror}); give a JSON file or a --preset") \
-            from None
+        raise ProfileError(
+            f"{path}: cannot read the profile ({exc.strerror}); give a JSON file or a --preset"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -160,17 +207,25 @@ _GPU_COMPRESSION = {
 
 PRESETS = {
     # A Tofino at line rate: each port forwards its link's packets; rtt of a rack; a large window (1024 slots).
-    "tofino": {"name": "8 x V100 (fp32), Tofino switch", "workers": 8, "link_gbps": 100,
-               "switch": {"packets_per_s": 4.8e9, "rtt_us": 5, "window": 1024, "blocking": False},
-               "ring": {"alpha_us": 20, "efficiency": 0.9},
-               "compute": {"gpu_tflops": 15.7, "efficiency": 0.45, "batch_size": 32, "optimizer_ms": 2},
-               "compression": _GPU_COMPRESSION},
+    "tofino": {
+        "name": "8 x V100 (fp32), Tofino switch",
+        "workers": 8,
+        "link_gbps": 100,
+        "switch": {"packets_per_s": 4.8e9, "rtt_us": 5, "window": 1024, "blocking": False},
+        "ring": {"alpha_us": 20, "efficiency": 0.9},
+        "compute": {"gpu_tflops": 15.7, "efficiency": 0.45, "batch_size": 32, "optimizer_ms": 2},
+        "compression": _GPU_COMPRESSION,
+    },
     # BMv2 (simple_switch_grpc) forwards some tens of thousands of packets per second.
-    "bmv2": {"name": "8 x V100 (fp32), BMv2 switch", "workers": 8, "link_gbps": 100,
-             "switch": {"packets_per_s": 5e4, "rtt_us": 200, "window": 1024, "blocking": False},
-             "ring": {"alpha_us": 20, "efficiency": 0.9},
-             "compute": {"gpu_tflops": 15.7, "efficiency": 0.45, "batch_size": 32, "optimizer_ms": 2},
-             "compression": _GPU_COMPRESSION},
+    "bmv2": {
+        "name": "8 x V100 (fp32), BMv2 switch",
+        "workers": 8,
+        "link_gbps": 100,
+        "switch": {"packets_per_s": 5e4, "rtt_us": 200, "window": 1024, "blocking": False},
+        "ring": {"alpha_us": 20, "efficiency": 0.9},
+        "compute": {"gpu_tflops": 15.7, "efficiency": 0.45, "batch_size": 32, "optimizer_ms": 2},
+        "compression": _GPU_COMPRESSION,
+    },
 }
 
 
@@ -182,8 +237,10 @@ def preset(name: str) -> HardwareProfile:
 
 def _cost(hw: HardwareProfile, mode: str, scale: float) -> tuple[LinearCost, LinearCost]:
     c = hw.compression.get(mode, {})
-    return (LinearCost(scale * c.get("encode_us", 0) * 1e-6, scale * c.get("encode_ns_per_coord", 0) * 1e-9),
-            LinearCost(scale * c.get("decode_us", 0) * 1e-6, scale * c.get("decode_ns_per_coord", 0) * 1e-9))
+    return (
+        LinearCost(scale * c.get("encode_us", 0) * 1e-6, scale * c.get("encode_ns_per_coord", 0) * 1e-9),
+        LinearCost(scale * c.get("decode_us", 0) * 1e-6, scale * c.get("decode_ns_per_coord", 0) * 1e-9),
+    )
 
 
 def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: float = 1.0) -> dict[str, Mode]:
@@ -191,19 +248,31 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
     compression times: CPU contention when several workers share the cores)."""
     s, r = hw.switch, hw.ring
     blocking = bool(s.get("blocking", False))
-    ina = dict(link_bps=hw.link_bps, workers=hw.workers, switch_pps=float(s.get("packets_per_s", 4.8e9)),
-               rtt_s=float(s.get("rtt_us", 5)) * 1e-6, window=int(s.get("window", 1024)),
-               coords_per_packet=int(s.get("coords_per_packet", 64)),
-               header_bytes=int(s.get("header_bytes", ETH_IP_UDP_BYTES + THC_HEADER_BYTES)),
-               lane_bits=s.get("lane_bits"), granularity=int(s.get("granularity", 30)), chunk=int(s.get("chunk", 2048)))
-    ring = dict(link_bps=hw.link_bps, workers=hw.workers, alpha_s=float(r.get("alpha_us", 20)) * 1e-6,
-                efficiency=float(r.get("efficiency", 0.9)))
+    ina = dict(
+        link_bps=hw.link_bps,
+        workers=hw.workers,
+        switch_pps=float(s.get("packets_per_s", 4.8e9)),
+        rtt_s=float(s.get("rtt_us", 5)) * 1e-6,
+        window=int(s.get("window", 1024)),
+        coords_per_packet=int(s.get("coords_per_packet", 64)),
+        header_bytes=int(s.get("header_bytes", ETH_IP_UDP_BYTES + THC_HEADER_BYTES)),
+        lane_bits=s.get("lane_bits"),
+        granularity=int(s.get("granularity", 30)),
+        chunk=int(s.get("chunk", 2048)),
+    )
+    ring = dict(
+        link_bps=hw.link_bps,
+        workers=hw.workers,
+        alpha_s=float(r.get("alpha_us", 20)) * 1e-6,
+        efficiency=float(r.get("efficiency", 0.9)),
+    )
     max_Bps = r.get("max_MBps")
     builders = {
         "gloo": lambda: RingCost(bytes_per_coord=4, max_Bps=max_Bps and max_Bps * 1e6, **ring),
         "gloo-fp16": lambda: RingCost(bytes_per_coord=2, max_Bps=max_Bps and max_Bps * 1e6, **ring),
-        "fix32": lambda: INACost(op="fix32", **{**ina, "switch_pps": float(s.get("fix32_packets_per_s",
-                                                                               ina["switch_pps"]))}),
+        "fix32": lambda: INACost(
+            op="fix32", **{**ina, "switch_pps": float(s.get("fix32_packets_per_s", ina["switch_pps"]))}
+        ),
         "thc": lambda: INACost(op="thc", **ina),
         "topk-allgather": lambda: AllGatherCost(bytes_per_coord=0.01 * 8, **ring),
     }
@@ -212,6 +281,7 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
         if name not in builders:
             raise ProfileError(f"unknown mode {name!r}: choose from {', '.join(builders)}")
         enc, dec = _cost(hw, name, compression_scale)
-        out[name] = Mode(name, builders[name](), enc, dec, blocking=blocking and name in ("thc", "fix32"),
-                         label=MODE_LABELS[name])
+        out[name] = Mode(
+            name, builders[name](), enc, dec, blocking=blocking and name in ("thc", "fix32"), label=MODE_LABELS[name]
+        )
     return out

@@ -23,9 +23,18 @@ __all__ = ["measure_step", "measure_compression", "fit_linear", "PROFILED_MODES"
 PROFILED_MODES = ("thc", "fix32", "gloo-fp16")
 
 
-def measure_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Callable = nn.functional.cross_entropy,
-                 bucket_bytes: int = DDP_BUCKET_BYTES, first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES,
-                 repeats: int = 30, lr: float = 0.1, momentum: float = 0.9, name: str = "") -> StepProfile:
+def measure_step(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: Callable = nn.functional.cross_entropy,
+    bucket_bytes: int = DDP_BUCKET_BYTES,
+    first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES,
+    repeats: int = 30,
+    lr: float = 0.1,
+    momentum: float = 0.9,
+    name: str = "",
+) -> StepProfile:
     """Time ``model``'s training step on (x, y) with SGD: forward, backward with each bucket's ready time,
     optimizer. The model's parameters are trained (work on a copy if that matters)."""
     assignment = ddp_buckets(model, bucket_bytes, first_bucket_bytes)
@@ -36,7 +45,8 @@ def measure_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Ca
 
     def hook_for(name):
         def hook(_p):
-            stamps[owner[name]] = time.perf_counter()     # the last parameter of a bucket sets its ready time
+            stamps[owner[name]] = time.perf_counter()  # the last parameter of a bucket sets its ready time
+
         return hook
 
     handles = [p.register_post_accumulate_grad_hook(hook_for(n)) for n, p in params.items()]
@@ -63,8 +73,10 @@ def measure_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: Ca
         for h in handles:
             h.remove()
     backward = statistics.median(bwd)
-    buckets = tuple(Bucket(i, sum(params[n].numel() for n in names), min(statistics.median(ready[i]), backward))
-                    for i, names in enumerate(assignment))
+    buckets = tuple(
+        Bucket(i, sum(params[n].numel() for n in names), min(statistics.median(ready[i]), backward))
+        for i, names in enumerate(assignment)
+    )
     return StepProfile(buckets, statistics.median(fwd), backward, statistics.median(step), name=name)
 
 
@@ -84,8 +96,9 @@ def _median_time(fn, repeats: int) -> float:
     return statistics.median(out)
 
 
-def measure_compression(mode: str, sizes=(2048, 16384, 65536), workers: int = 4, repeats: int = 15,
-                        chunk: int = 2048) -> tuple[LinearCost, LinearCost]:
+def measure_compression(
+    mode: str, sizes=(2048, 16384, 65536), workers: int = 4, repeats: int = 15, chunk: int = 2048
+) -> tuple[LinearCost, LinearCost]:
     """(encode, decode) cost of ``mode`` as the hooks run it: THC's prepare (norms, RHT) + encode and its
     decode; FIX32's prepare + encode and decode; fp16's cast and cast back. The aggregation in between is
     not timed (the sums are computed once, outside)."""

@@ -17,15 +17,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
-    "Bucket", "StepProfile", "LinearCost", "INACost", "RingCost", "AllGatherCost", "Mode", "Segment", "Timeline",
-    "simulate", "ETH_IP_UDP_BYTES", "THC_HEADER_BYTES", "COORDS_PER_PACKET", "FIX32_COORDS_PER_PACKET",
+    "Bucket",
+    "StepProfile",
+    "LinearCost",
+    "INACost",
+    "RingCost",
+    "AllGatherCost",
+    "Mode",
+    "Segment",
+    "Timeline",
+    "simulate",
+    "ETH_IP_UDP_BYTES",
+    "THC_HEADER_BYTES",
+    "COORDS_PER_PACKET",
+    "FIX32_COORDS_PER_PACKET",
 ]
 
 # The P4 program's defaults (p4/README.md): 14 + 20 + 8 bytes of Ethernet/IPv4/UDP and a 16-byte THC header.
 ETH_IP_UDP_BYTES = 42
 THC_HEADER_BYTES = 16
-COORDS_PER_PACKET = 64          # K: 2 × THC_PAIRS (32) 4-bit indices per THC request
-FIX32_COORDS_PER_PACKET = 32    # THC_PAIRS int32 words per FIX32 request
+COORDS_PER_PACKET = 64  # K: 2 × THC_PAIRS (32) 4-bit indices per THC request
+FIX32_COORDS_PER_PACKET = 32  # THC_PAIRS int32 words per FIX32 request
 
 
 @dataclass(frozen=True)
@@ -98,14 +110,14 @@ class INACost:
     switch_pps: float
     rtt_s: float
     window: int = 64
-    op: str = "thc"                            # "thc" (4-bit indices in, lane_bits out) or "fix32"
+    op: str = "thc"  # "thc" (4-bit indices in, lane_bits out) or "fix32"
     coords_per_packet: int = COORDS_PER_PACKET
     fix32_coords_per_packet: int = FIX32_COORDS_PER_PACKET
     header_bytes: int = ETH_IP_UDP_BYTES + THC_HEADER_BYTES
     index_bits: int = 4
-    lane_bits: int | None = None               # None: 8 if n·g ≤ 255, else 16, as the controller chooses
+    lane_bits: int | None = None  # None: 8 if n·g ≤ 255, else 16, as the controller chooses
     granularity: int = 30
-    chunk: int = 2048                          # THC's Hadamard chunk (thc-worker --chunk)
+    chunk: int = 2048  # THC's Hadamard chunk (thc-worker --chunk)
     fix32_chunk: int = 2**20
 
     def __post_init__(self):
@@ -128,8 +140,10 @@ class INACost:
     def frame_bytes(self) -> tuple[int, int]:
         """(request, result) bytes on the wire of one data packet."""
         if self.op == "thc":
-            return (self.header_bytes + self.coords_per_packet * self.index_bits // 8,
-                    self.header_bytes + self.coords_per_packet * self.lanes() // 8)
+            return (
+                self.header_bytes + self.coords_per_packet * self.index_bits // 8,
+                self.header_bytes + self.coords_per_packet * self.lanes() // 8,
+            )
         size = self.header_bytes + 4 * self.fix32_coords_per_packet
         return size, size
 
@@ -207,7 +221,7 @@ class Mode:
     the bucket is decoded; otherwise only the encoding delays it (DDP's asynchronous all-reduce)."""
 
     name: str
-    comm: object                         # anything with seconds(numel)
+    comm: object  # anything with seconds(numel)
     encode: LinearCost = LinearCost()
     decode: LinearCost = LinearCost()
     blocking: bool = False
@@ -219,8 +233,8 @@ class Mode:
 
 @dataclass(frozen=True)
 class Segment:
-    lane: str          # "compute", "encode", "network", "decode"
-    what: str          # "forward", "backward", "optimizer", or the bucket's "b<index> <mode>"
+    lane: str  # "compute", "encode", "network", "decode"
+    what: str  # "forward", "backward", "optimizer", or the bucket's "b<index> <mode>"
     start_s: float
     end_s: float
 
@@ -254,8 +268,8 @@ def simulate(profile: StepProfile, plan: Mapping[int, Mode] | Sequence[Mode] | M
     modes = _modes_by_bucket(profile, plan)
     segments = [Segment("compute", "forward", 0.0, profile.forward_s)]
     t0 = profile.forward_s
-    delay = 0.0                    # how much blocking work and encodings have pushed the backward pass back
-    cursor = t0                    # where the compute thread is
+    delay = 0.0  # how much blocking work and encodings have pushed the backward pass back
+    cursor = t0  # where the compute thread is
     net_free = t0
     done: dict[int, float] = {}
     for b in profile.buckets:

@@ -22,7 +22,7 @@ from thc.timeline import INACost
 
 N = 4
 STEPS = 20
-PLAN = {0: "gloo", 1: "fix32", 2: "thc"}   # bucket 0: output layer (330), 1: 1,056, 2: input layer (2,080)
+PLAN = {0: "gloo", 1: "fix32", 2: "thc"}  # bucket 0: output layer (330), 1: 1,056, 2: input layer (2,080)
 BUCKET_BYTES = 1024
 
 
@@ -70,8 +70,9 @@ def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torc
     def work(w):
         try:
             pg = dist.ProcessGroupGloo(dist.PrefixStore("mixed", store), w, N)
-            state = mixed.MixedHookState(PLAN, SwitchAggregator(protocols[w], N), config, process_group=pg,
-                                         worker_id=w, workers=N)
+            state = mixed.MixedHookState(
+                PLAN, SwitchAggregator(protocols[w], N), config, process_group=pg, worker_id=w, workers=N
+            )
             states[w] = state
             model = models[w]
             params = dict(model.named_parameters())
@@ -89,7 +90,7 @@ def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torc
                     avg, start = fut.wait(), 0
                     for n in names:
                         g = params[n].grad
-                        g.copy_(avg[start:start + g.numel()].view_as(g))
+                        g.copy_(avg[start : start + g.numel()].view_as(g))
                         start += g.numel()
                 opt.step()
         except Exception as exc:
@@ -102,7 +103,7 @@ def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torc
         t.join(300)
     assert not errors, errors
 
-    for w in range(1, N):                       # every path gave every worker the same average
+    for w in range(1, N):  # every path gave every worker the same average
         for a, b in zip(models[0].parameters(), models[w].parameters()):
             assert torch.equal(a, b)
     after = train.evaluate(models[0], data.x_test, data.y_test)[0]

@@ -41,7 +41,7 @@ def test_no_overlap_when_every_mode_blocks():
 
 
 def test_full_overlap_hides_communication_behind_the_backward_pass():
-    buckets = tuple(Bucket(i, 10, 0.001 * i) for i in range(4))          # ready at 0, 1, 2, 3 ms of 10
+    buckets = tuple(Bucket(i, 10, 0.001 * i) for i in range(4))  # ready at 0, 1, 2, 3 ms of 10
     step = StepProfile(buckets, forward_s=0.002, backward_s=0.010, optimizer_s=0.001)
     tl = simulate(step, mode("m", 0.0009))
     assert tl.iteration_s == pytest.approx(0.002 + 0.010 + 0.001)
@@ -70,9 +70,9 @@ def test_a_plan_must_name_every_bucket():
 
 def test_ina_packets_and_bytes_follow_the_p4_program():
     cost = INACost(link_bps=1e9, workers=4, switch_pps=1e9, rtt_s=0.0)
-    assert cost.packets(2410) == (2, 32 + 8)                 # 2048 + 512 padded: the README's 40 packets
-    assert cost.frame_bytes() == (90, 122)                   # p4/README.md: 90-byte request, 8-bit result frames
-    assert INACost(1e9, 16, 1e9, 0.0).frame_bytes() == (90, 186)   # n·g = 480 > 255: 16-bit lanes
+    assert cost.packets(2410) == (2, 32 + 8)  # 2048 + 512 padded: the README's 40 packets
+    assert cost.frame_bytes() == (90, 122)  # p4/README.md: 90-byte request, 8-bit result frames
+    assert INACost(1e9, 16, 1e9, 0.0).frame_bytes() == (90, 186)  # n·g = 480 > 255: 16-bit lanes
     fix = INACost(1e9, 4, 1e9, 0.0, op="fix32")
     assert fix.packets(2410) == (1, 76) and fix.frame_bytes() == (186, 186)
 
@@ -84,7 +84,7 @@ def test_ina_time_is_bounded_by_the_slowest_resource():
     switch = INACost(link_bps=1e12, workers=4, switch_pps=1000, rtt_s=0.0, window=1024)
     assert switch.seconds(6400) == pytest.approx(4 * (norms + data) / 1000)
     window = INACost(link_bps=1e12, workers=4, switch_pps=1e12, rtt_s=0.001, window=10)
-    assert window.seconds(6400) == pytest.approx(0.001 + 0.001 * 10)          # 100 packets: 10 windows
+    assert window.seconds(6400) == pytest.approx(0.001 + 0.001 * 10)  # 100 packets: 10 windows
 
 
 def test_ring_and_allgather_costs():
@@ -95,12 +95,20 @@ def test_ring_and_allgather_costs():
 
 
 def random_case(rng, buckets):
-    step = StepProfile(tuple(Bucket(i, rng.randint(1, 10) * 1000, rng.uniform(0, 0.01)) for i in range(buckets)),
-                       forward_s=rng.uniform(0, 0.005), backward_s=0.01, optimizer_s=0.001)
+    step = StepProfile(
+        tuple(Bucket(i, rng.randint(1, 10) * 1000, rng.uniform(0, 0.01)) for i in range(buckets)),
+        forward_s=rng.uniform(0, 0.005),
+        backward_s=0.01,
+        optimizer_s=0.001,
+    )
     modes = {
         "ring": Mode("ring", RingCost(rng.uniform(1e8, 1e10), 4, rng.uniform(0, 1e-3))),
-        "fast": Mode("fast", RingCost(rng.uniform(1e9, 1e11), 4, 1e-4), LinearCost(rng.uniform(0, 1e-3), 1e-8),
-                     LinearCost(rng.uniform(0, 1e-3))),
+        "fast": Mode(
+            "fast",
+            RingCost(rng.uniform(1e9, 1e11), 4, 1e-4),
+            LinearCost(rng.uniform(0, 1e-3), 1e-8),
+            LinearCost(rng.uniform(0, 1e-3)),
+        ),
         "block": Mode("block", RingCost(1e11, 4, 1e-5), LinearCost(rng.uniform(0, 5e-4)), blocking=True),
     }
     return step, modes
@@ -122,8 +130,10 @@ def test_the_planner_is_within_3_percent_of_the_optimum_on_random_cases():
     for seed in range(100, 160):
         rng = random.Random(seed)
         step, modes = random_case(rng, rng.randint(2, 5))
-        gaps.append(planner.greedy_plan(step, modes, start="ring").iteration_s /
-                    planner.brute_force(step, modes).iteration_s - 1)
+        gaps.append(
+            planner.greedy_plan(step, modes, start="ring").iteration_s / planner.brute_force(step, modes).iteration_s
+            - 1
+        )
     assert min(gaps) > -1e-9 and max(gaps) < 0.03, max(gaps)
 
 
@@ -145,17 +155,21 @@ def test_the_planner_visits_larger_buckets_first():
 
 # ---- profiles -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("change, field", [
-    ({"workers": 1}, "'workers'"),
-    ({"workers": "eight"}, "'workers'"),
-    ({"link_gbps": -1}, "'link_gbps'"),
-    ({"switch": {"packets_per_s": "fast"}}, "'switch.packets_per_s'"),
-    ({"switch": {"lane_bits": 12}}, "'switch.lane_bits'"),
-    ({"ring": {"efficiency": 1.5}}, "'ring.efficiency'"),
-    ({"compute": {"gpu_flops": 10}}, "'compute.gpu_flops'"),
-    ({"compression": {"thc": {"encode_us": -3}}}, "'compression.thc.encode_us'"),
-    ({"colour": "red"}, "'colour'"),
-])
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"workers": 1}, "'workers'"),
+        ({"workers": "eight"}, "'workers'"),
+        ({"link_gbps": -1}, "'link_gbps'"),
+        ({"switch": {"packets_per_s": "fast"}}, "'switch.packets_per_s'"),
+        ({"switch": {"lane_bits": 12}}, "'switch.lane_bits'"),
+        ({"ring": {"efficiency": 1.5}}, "'ring.efficiency'"),
+        ({"compute": {"gpu_flops": 10}}, "'compute.gpu_flops'"),
+        ({"compression": {"thc": {"encode_us": -3}}}, "'compression.thc.encode_us'"),
+        ({"colour": "red"}, "'colour'"),
+    ],
+)
 def test_a_bad_profile_field_is_one_line_naming_it(tmp_path, capsys, change, field):
     data = {"workers": 8, "link_gbps": 100, **change}
     path = tmp_path / "hw.json"
@@ -174,9 +188,14 @@ def test_a_profile_file_that_is_not_json_is_one_line(tmp_path, capsys):
 
 
 def test_profile_fields_reach_the_cost_model():
-    hw = profiles.parse_profile({"workers": 4, "link_mbps": 10, "switch": {"packets_per_s": 5000, "rtt_us": 700,
-                                                                            "window": 64, "blocking": True},
-                                 "compression": {"thc": {"encode_us": 400, "encode_ns_per_coord": 60}}})
+    hw = profiles.parse_profile(
+        {
+            "workers": 4,
+            "link_mbps": 10,
+            "switch": {"packets_per_s": 5000, "rtt_us": 700, "window": 64, "blocking": True},
+            "compression": {"thc": {"encode_us": 400, "encode_ns_per_coord": 60}},
+        }
+    )
     modes = profiles.modes_for(hw)
     thc = modes["thc"]
     assert thc.blocking and not modes["gloo"].blocking
@@ -186,8 +205,11 @@ def test_profile_fields_reach_the_cost_model():
 
 # ---- shape-only models --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, params", [("resnet50", 25_557_032), ("vgg16", 138_357_544),
-                                          ("bert-base", 109_482_240), ("mlp-digits", 2_410)])
+
+@pytest.mark.parametrize(
+    "name, params",
+    [("resnet50", 25_557_032), ("vgg16", 138_357_544), ("bert-base", 109_482_240), ("mlp-digits", 2_410)],
+)
 def test_zoo_models_have_the_published_parameter_counts(name, params):
     model = models_zoo.build(name)
     assert all(p.device.type == "meta" for p in model.parameters())
@@ -195,10 +217,12 @@ def test_zoo_models_have_the_published_parameter_counts(name, params):
 
 
 def test_ddp_buckets_follow_ddps_assignment_by_size():
-    model = models_zoo.build("mlp2-digits")         # 64-128-128-10: weights 8192, 16384, 1280 coordinates
-    assert models_zoo.ddp_buckets(model, 4096, 4096) == [["net.4.bias", "net.4.weight"],
-                                                         ["net.2.bias", "net.2.weight"],
-                                                         ["net.0.bias", "net.0.weight"]]
+    model = models_zoo.build("mlp2-digits")  # 64-128-128-10: weights 8192, 16384, 1280 coordinates
+    assert models_zoo.ddp_buckets(model, 4096, 4096) == [
+        ["net.4.bias", "net.4.weight"],
+        ["net.2.bias", "net.2.weight"],
+        ["net.0.bias", "net.0.weight"],
+    ]
     assert len(models_zoo.ddp_buckets(model)) == 1  # all 104 KB fit DDP's first 1 MiB bucket
 
 
