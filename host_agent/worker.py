@@ -38,6 +38,28 @@ PROGRESS_PREFIX = "@thc "
 EXIT_SWITCH_TIMEOUT = 3
 
 
+def switch_aggregator(args):
+    """The worker's SwitchAggregator on its interface, with the protocol options of the command line."""
+    from host_agent.aggregator import SwitchAggregator
+
+    return SwitchAggregator.open(
+        args.iface,
+        args.job_id,
+        args.rank,
+        args.world_size,
+        args.service_ip,
+        args.service_mac,
+        args.src_ip,
+        args.src_mac,
+        window=args.window,
+        timeout=args.retransmit_timeout,
+        max_timeout=args.max_retransmit_timeout,
+        deadline=args.switch_timeout,
+        min_timeout=args.min_retransmit_timeout,
+        dupthresh=args.dupthresh,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="thc-worker", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -177,24 +199,7 @@ def probe(args) -> dict:
         )
         barrier = dist.barrier
     else:
-        from host_agent.aggregator import SwitchAggregator
-
-        aggregator = SwitchAggregator.open(
-            args.iface,
-            args.job_id,
-            args.rank,
-            args.world_size,
-            args.service_ip,
-            args.service_mac,
-            args.src_ip,
-            args.src_mac,
-            window=args.window,
-            timeout=args.retransmit_timeout,
-            max_timeout=args.max_retransmit_timeout,
-            deadline=args.switch_timeout,
-            min_timeout=args.min_retransmit_timeout,
-            dupthresh=args.dupthresh,
-        )
+        aggregator = switch_aggregator(args)
         barrier = lambda: aggregator.all_max(torch.zeros(1))  # a NORM round waits for every worker
     one_round = {"thc": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}[args.mode]
     saved = {}
@@ -341,24 +346,7 @@ def make_hook(args, model):
         plan = mixed.load_plan(json.loads(args.plan.read_text()))
         if not set(plan.values()) & {"thc", "fix32"}:
             return mixed.MixedHookState(plan), mixed.mixed_hook, None
-    from host_agent.aggregator import SwitchAggregator
-
-    aggregator = SwitchAggregator.open(
-        args.iface,
-        args.job_id,
-        args.rank,
-        args.world_size,
-        args.service_ip,
-        args.service_mac,
-        args.src_ip,
-        args.src_mac,
-        window=args.window,
-        timeout=args.retransmit_timeout,
-        max_timeout=args.max_retransmit_timeout,
-        deadline=args.switch_timeout,
-        min_timeout=args.min_retransmit_timeout,
-        dupthresh=args.dupthresh,
-    )
+    aggregator = switch_aggregator(args)
     from thc import ddp
     from thc.config import THCConfig
 

@@ -6,7 +6,6 @@ connecting would report "no P4Runtime server answers" instead of the real proble
 """
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,14 +17,9 @@ from controller.connection import SwitchConnection
 from controller.errors import NotPrimary
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO
 from tests.support.thc_ctl import cli
+from topologies.targets import free_tcp_port
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def assert_one_line(status, err, *words):
@@ -37,7 +31,7 @@ def assert_one_line(status, err, *words):
 
 
 def nowhere() -> list[str]:
-    return ["--grpc-addr", f"127.0.0.1:{free_port()}", "--connect-timeout", "0.2"]
+    return ["--grpc-addr", f"127.0.0.1:{free_tcp_port()}", "--connect-timeout", "0.2"]
 
 
 def test_a_table_that_is_not_increasing_is_refused_before_connecting():
