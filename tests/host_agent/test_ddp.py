@@ -11,27 +11,12 @@ import torch
 
 from host_agent.aggregator import SwitchAggregator
 from host_agent.sim import SimJob, attach_workers
+from tests.support.grad_bucket import GradBucket as Bucket
 from thc import ddp
 from thc.aggregate import reference_aggregate
 from thc.config import THCConfig
 
 N = 4
-
-
-class Bucket:
-    """What the hook uses of torch.distributed.GradBucket."""
-
-    def __init__(self, tensor, index=0, last=True):
-        self._buffer, self._index, self._last = tensor, index, last
-
-    def buffer(self):
-        return self._buffer
-
-    def index(self):
-        return self._index
-
-    def is_last(self):
-        return self._last
 
 
 class Recording:

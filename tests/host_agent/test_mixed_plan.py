@@ -16,6 +16,7 @@ from host_agent import train
 from host_agent.aggregator import SwitchAggregator
 from host_agent.fake_switch import FakeSwitch
 from host_agent.sim import SimJob, attach_workers
+from tests.support.grad_bucket import GradBucket as Bucket
 from thc import mixed, models_zoo
 from thc.config import THCConfig
 from thc.timeline import INACost
@@ -24,22 +25,6 @@ N = 4
 STEPS = 20
 PLAN = {0: "gloo", 1: "fix32", 2: "thc"}  # bucket 0: output layer (330), 1: 1,056, 2: input layer (2,080)
 BUCKET_BYTES = 1024
-
-
-class Bucket:
-    """What the hooks use of torch.distributed.GradBucket."""
-
-    def __init__(self, tensor, index, last):
-        self._buffer, self._index, self._last = tensor, index, last
-
-    def buffer(self):
-        return self._buffer
-
-    def index(self):
-        return self._index
-
-    def is_last(self):
-        return self._last
 
 
 def make_model():
