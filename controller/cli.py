@@ -27,7 +27,7 @@ from controller import contract, jobs, lookup_tables
 from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
-from controller.usage import OneLineParser
+from controller.usage import OneLineParser, positive_number
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"  # simple_switch_grpc's default
 
@@ -64,7 +64,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--all", action="store_true", help="act on every switch of the topology, one after the other")
     g.add_argument(
         "--connect-timeout",
-        type=_seconds,
+        type=positive_number("seconds"),
         default=3.0,
         metavar="SEC",
         help="how long to wait for the switch to answer (default: 3)",
@@ -117,16 +117,6 @@ def _device_id(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r}: expected an integer (the switch's --device-id)") from None
     if not 0 <= value < 2**64:
         raise argparse.ArgumentTypeError(f"{text!r}: a P4Runtime device id is 0..2**64-1")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds, like 3") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive number of seconds")
     return value
 
 

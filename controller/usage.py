@@ -12,6 +12,22 @@ import argparse
 import functools
 
 
+def positive_number(unit: str = ""):
+    """argparse type: a finite number > 0; `unit` ("seconds") names what it counts in the error."""
+    what = f"a positive number of {unit}" if unit else "a positive number"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {what}")
+        return value
+
+    return parse
+
+
 class OneLineParser(argparse.ArgumentParser):
     """ArgumentParser with one-line errors ``<tool>: error: <message> (see `<prog> --help`)``, exit 2.
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from controller import contract
 from controller.topology import MAX_WORKERS, Topology, TopologyError
-from controller.usage import OneLineParser
+from controller.usage import OneLineParser, positive_number
 from topologies import interrupts, supervisor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,17 +53,6 @@ def _int_range(lo: int, hi: int | None = None, why: str = ""):
         return value
 
     return parse
-
-
-def _positive(text: str) -> float:
-    """argparse type: a finite number > 0 (seconds, a learning rate)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text}: must be a positive number")
-    return value
 
 
 def _fraction(text: str) -> float:
@@ -125,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--no-pcap", action="store_true", help="do not write pcaps (default: pcaps/ per interface)")
     net.add_argument(
         "--start-timeout",
-        type=_positive,
+        type=positive_number(),
         default=60.0,
         metavar="S",
         help="seconds a switch may take to answer on gRPC (default 60)",
@@ -145,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--batch-size", type=_int_range(1), default=32, metavar="N", help="samples per worker per step (default 32)"
     )
-    tr.add_argument("--lr", type=_positive, default=0.1, help="SGD learning rate (default 0.1)")
+    tr.add_argument("--lr", type=positive_number(), default=0.1, help="SGD learning rate (default 0.1)")
     tr.add_argument(
         "--seed", type=_int_range(0, 2**32 - 1), default=0, help="model initialisation and batch order (default 0)"
     )
@@ -171,14 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument(
         "--switch-timeout",
-        type=_positive,
+        type=positive_number(),
         default=30.0,
         metavar="S",
         help="a worker gives up when the switch has not answered for S seconds (default 30)",
     )
     tr.add_argument(
         "--stall-timeout",
-        type=_positive,
+        type=positive_number(),
         default=120.0,
         metavar="S",
         help="stop a mode when no worker progresses for S seconds (default 120)",
