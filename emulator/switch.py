@@ -35,6 +35,7 @@ PKT_INSTANCE_TYPE_RECIRC = 4
 PKT_INSTANCE_TYPE_REPLICATION = 5
 PKT_INSTANCE_TYPE_RESUBMIT = 6
 
+BACKENDS = ("auto", "native", "python")
 MAX_PASSES = 16  # resubmit/recirculate passes per received frame (BMv2 has no limit: it would loop)
 MAX_LOGGED_TRACEBACKS = 20
 
@@ -109,13 +110,34 @@ class SoftwareSwitch:
         self._spec_reset = (drop_port + 1) & std.egress_spec.mask  # BMv2 sets drop_port + 1 in egress
 
     @classmethod
-    def from_json(cls, path_or_dict, *, drop_port: int = 511, trace_level: int = logging.DEBUG):
+    def from_json(
+        cls,
+        path_or_dict,
+        *,
+        drop_port: int = 511,
+        trace_level: int = logging.DEBUG,
+        backend: str = "python",
+        sanitize: bool = False,
+    ):
         """Load a p4c-bm2-ss (v1model) BMv2 JSON: a path, JSON bytes or an already parsed dict.
 
         Raises LoadError (UnsupportedConstruct for constructs the engine does not execute).
         `trace_level` is the level of the per-packet trace on logger "emulator.trace".
+        `backend`: "python" (this class, the reference), "native" (the program compiled to C:
+        emulator.native) or "auto" (native, else Python with a one-line notice saying why).
+        `sanitize` builds the native code with AddressSanitizer and UBSan (tests).
         """
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         cfg = _load_config(path_or_dict)
+        program = compile_program(cfg, drop_port=drop_port)
+        if backend == "python":
+            return cls(program, drop_port=drop_port, trace_level=trace_level)
+        from emulator.native import load_native
+
+        native = load_native(cfg, program, drop_port, trace_level, sanitize=sanitize, required=backend == "native")
+        if native is not None:
+            return native
         return cls(compile_program(cfg, drop_port=drop_port), drop_port=drop_port, trace_level=trace_level)
 
     @property

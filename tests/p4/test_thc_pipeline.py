@@ -51,6 +51,7 @@ def worker_port(w: int) -> int:
 
 TARGETS = [
     "emulator",
+    "native",
     pytest.param(
         "bmv2",
         marks=[pytest.mark.bmv2, pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc not installed")],
@@ -67,7 +68,7 @@ def target(request, tmp_path):
             pytest.skip("BMv2 on veth pairs needs root")
         t = Bmv2Target(bmv2_binary(), tmp_path)
     else:
-        t = SoftwareTarget()
+        t = SoftwareTarget(backend="native" if request.param == "native" else "python")
     try:
         t.add_service(ip_int(SERVICE_IP))
         for w in range(4):

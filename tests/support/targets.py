@@ -67,10 +67,11 @@ class SoftwareTarget(_Target):
 
     name = "emulator"
 
-    def __init__(self):
+    def __init__(self, backend: str = "python"):
         from emulator.switch import SoftwareSwitch
 
-        self.sw = SoftwareSwitch.from_json(THC_JSON)
+        self.sw = SoftwareSwitch.from_json(THC_JSON, backend=backend)
+        self.name = "emulator" if backend == "python" else f"emulator-{backend}"
         self.pairs = sum(1 for t in self.sw.program.tables if t.startswith(contract.LUT_PREFIX))
         self.writer = EngineWriter(self.sw)
 

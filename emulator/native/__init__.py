@@ -1,0 +1,30 @@
+"""The native backend: the BMv2 JSON compiled to C, built with the system compiler, loaded with ctypes.
+
+`load_native` is what `SoftwareSwitch.from_json(..., backend="native"|"auto")` calls; the Python
+engine (emulator/engine/) stays the reference implementation and the fallback.
+"""
+
+import logging
+
+from emulator.errors import UnsupportedConstruct
+
+log = logging.getLogger("emulator.switch")
+
+
+def load_native(cfg, program, drop_port, trace_level, sanitize=False, required=False):
+    """A NativeSwitch for `program`, or None (after a one-line notice) when `required` is false and
+    the native backend cannot run it: a construct it does not support, or no C compiler."""
+    from emulator.native.build import NativeBuildError
+    from emulator.native.switch import NativeSwitch
+
+    try:
+        return NativeSwitch(program, cfg, drop_port=drop_port, trace_level=trace_level, sanitize=sanitize)
+    except UnsupportedConstruct as exc:
+        if required:
+            raise UnsupportedConstruct(f"native backend: {exc}") from None
+        log.warning("native backend: %s; running the Python backend instead", exc)
+    except NativeBuildError as exc:
+        if required:
+            raise
+        log.warning("native backend unavailable (%s); running the Python backend instead", str(exc).splitlines()[0])
+    return None

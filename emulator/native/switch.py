@@ -1,0 +1,280 @@
+"""NativeSwitch: the SoftwareSwitch API over the program compiled to C.
+
+The Python engine still loads and validates the program and keeps the control plane's view of every
+table (so checks, error messages, handles and reads are the reference implementation's); each change
+is mirrored into the C tables, which the packets use. Registers, counters, direct counters,
+multicast groups and statistics live in C only: the Python copies are never touched by packets here.
+"""
+
+import ctypes
+import logging
+
+from emulator.errors import EntryError
+from emulator.native.cgen import generate_c
+from emulator.native.library import SwOut, load_program_library
+from emulator.switch import STAT_KEYS, SoftwareSwitch
+
+log = logging.getLogger("emulator.switch")
+trace_log = logging.getLogger("emulator.trace")
+
+NATIVE_STAT_KEYS = (*STAT_KEYS, "dropped_output_full")  # the order of runtime.h's ST_* enum
+U64 = ctypes.c_uint64
+
+
+def _u64s(values):
+    values = list(values) or [0]
+    return (U64 * len(values))(*values)
+
+
+def _prefix_mask(plen, width):
+    return ((1 << plen) - 1) << (width - plen) if plen else 0
+
+
+class NativeSwitch(SoftwareSwitch):
+    backend = "native"
+
+    def __init__(self, program, cfg, drop_port=511, trace_level=logging.DEBUG, sanitize=False):
+        super().__init__(program, drop_port=drop_port, trace_level=trace_level)
+        self.c_source = generate_c(cfg, program, drop_port)
+        self.lib = load_program_library(self.c_source, str(cfg.get("program", "p4")), sanitize=sanitize)
+        self.handle = self.lib.sw_create()
+        if not self.handle:
+            raise MemoryError("sw_create failed")
+        self._out = SwOut()
+        self._table_index = {name: i for i, name in enumerate(program.tables)}
+        self._reg_index = {name: i for i, name in enumerate(program.registers)}
+        self._ctr_index = {name: i for i, name in enumerate(program.counters)}
+        for table in program.tables.values():
+            for entry in table.entries.values():
+                self._push_entry(table, entry)
+            self._push_default(table)
+
+    def close(self):
+        if getattr(self, "handle", None):
+            self.lib.sw_destroy(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    @property
+    def generated_c(self) -> str:
+        return self.c_source
+
+    # ------------------------------------------------------------------ data plane
+    def process(self, port: int, frame: bytes) -> list:
+        if type(frame) is not bytes:
+            frame = bytes(frame)
+        tracing = trace_log.isEnabledFor(self.trace_level)
+        with self._lock:
+            out = self._out
+            out.count = out.used = 0
+            self.lib.sw_process_locked(self.handle, port & 0xFFFFFFFF, frame, len(frame), ctypes.byref(out))
+            base = ctypes.addressof(out.buf)
+            result = [(out.port[i], ctypes.string_at(base + out.off[i], out.len[i])) for i in range(out.count)]
+        if tracing:
+            trace_log.log(self.trace_level, "packet in: port %d, %d bytes (native backend)", port, len(frame))
+            for p, fr in result:
+                trace_log.log(self.trace_level, "packet out: port %d, %d bytes", p, len(fr))
+        return result
+
+    def process_batch(self, frames, keep: bool = True) -> int:
+        """Run [(port, frame)] in one C call; with keep=False the output is only counted (benchmarks).
+        Returns the number of frames that left (with keep=True, at most SW_MAX_OUT are kept)."""
+        ports = (ctypes.c_uint32 * len(frames))(*(p for p, _ in frames))
+        blob = b"".join(f for _, f in frames)
+        offs, lens, pos = [], [], 0
+        for _, f in frames:
+            offs.append(pos)
+            lens.append(len(f))
+            pos += len(f)
+        off = (ctypes.c_uint32 * len(frames))(*offs)
+        ln = (ctypes.c_uint32 * len(frames))(*lens)
+        buf = ctypes.create_string_buffer(blob, len(blob) or 1)
+        with self._lock:
+            self._out.count = self._out.used = 0
+            return self.lib.sw_process_batch(
+                self.handle, len(frames), ports, buf, off, ln, ctypes.byref(self._out), 1 if keep else 0
+            )
+
+    @property
+    def stats(self) -> dict:
+        values = (U64 * self.lib.sw_nstats())()
+        self.lib.sw_stats(self.handle, values)
+        return dict(zip(NATIVE_STAT_KEYS, values))
+
+    def seed(self, seed: int) -> None:
+        """Seed the generator behind `random` and `modify_field_rng_uniform` (reproducible tests)."""
+        self.lib.sw_seed(self.handle, seed & (2**64 - 1))
+
+    # ------------------------------------------------------------------ tables: Python checks, C data
+    def _push_entry(self, table, entry):
+        km = []
+        for k, key in zip(table.keys, entry.keys):
+            full = k.full
+            if k.match_type in ("exact", "valid"):
+                v = int(key)
+                km += [v, v, full]
+            elif k.match_type == "lpm":
+                km += [key[0], key[0], _prefix_mask(key[1], k.width)]
+            elif k.match_type == "ternary":
+                km += [key[0], key[0], key[1]]
+            else:  # range
+                km += [key[0], key[1], 0]
+        if table.kind == "lpm":
+            plen = entry.keys[table._lpm_index][1]
+            sort_key = (-plen, entry.handle)
+        elif table.kind in ("ternary", "range"):
+            sort_key = (-entry.priority, entry.handle)
+        else:
+            sort_key = (0, entry.handle)
+        rc = self.lib.sw_tbl_add(
+            self.handle,
+            self._table_index[table.name],
+            entry.handle,
+            entry.action_id,
+            _u64s(km),
+            sort_key[0],
+            sort_key[1],
+            _u64s(entry.params),
+        )
+        if rc != 0:
+            raise MemoryError(f"table '{table.name}': the native backend could not add an entry")
+
+    def _push_default(self, table):
+        d = table.default
+        action = -1 if d.action_id is None else d.action_id
+        self.lib.sw_tbl_set_default(self.handle, self._table_index[table.name], action, _u64s(d.params))
+
+    def table_add(self, table, keys, action, params, priority=None) -> None:
+        with self._lock:
+            t = self._table(table)
+            t.add(keys, action, params, priority)
+            self._push_entry(t, t.entry(keys, priority))
+
+    def table_modify(self, table, keys, action, params, priority=None) -> None:
+        with self._lock:
+            t = self._table(table)
+            t.modify(keys, action, params, priority)
+            e = t.entry(keys, priority)
+            self.lib.sw_tbl_modify(self.handle, self._table_index[t.name], e.handle, e.action_id, _u64s(e.params))
+
+    def table_delete(self, table, keys, priority=None) -> None:
+        with self._lock:
+            t = self._table(table)
+            handle = t.entry(keys, priority).handle
+            t.delete(keys, priority)
+            self.lib.sw_tbl_delete(self.handle, self._table_index[t.name], handle)
+
+    def table_clear(self, table) -> None:
+        with self._lock:
+            t = self._table(table)
+            t.clear()
+            self.lib.sw_tbl_clear(self.handle, self._table_index[t.name])
+
+    def table_set_default(self, table, action, params) -> None:
+        with self._lock:
+            t = self._table(table)
+            t.set_default(action, params)
+            self._push_default(t)
+
+    def table_reset_default(self, table) -> None:
+        with self._lock:
+            t = self._table(table)
+            t.reset_default()
+            self._push_default(t)
+
+    def _direct_entry(self, table, keys, priority):
+        t = self._table(table)
+        if not t.with_counters:
+            raise EntryError(f"table '{table}' has no direct counter")
+        return t, t.entry(keys, priority)
+
+    def direct_counter_read(self, table, keys, priority=None) -> tuple:
+        with self._lock:
+            t, e = self._direct_entry(table, keys, priority)
+            v = (U64 * 2)()
+            self.lib.sw_tbl_counter(self.handle, self._table_index[t.name], e.handle, v, 0)
+            return int(v[0]), int(v[1])
+
+    def direct_counter_write(self, table, keys, packets, nbytes, priority=None) -> None:
+        with self._lock:
+            t, e = self._direct_entry(table, keys, priority)
+            for what, v in (("packets", packets), ("bytes", nbytes)):
+                if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**64:
+                    raise EntryError(f"table '{table}' direct counter: {what} must be a non-negative integer")
+            self.lib.sw_tbl_counter(self.handle, self._table_index[t.name], e.handle, _u64s([packets, nbytes]), 1)
+
+    # ------------------------------------------------------------------ registers and counters
+    def register_read(self, name, index) -> int:
+        with self._lock:
+            reg = self._register(name)
+            reg._index(index)
+            v = U64()
+            self.lib.sw_reg(self.handle, self._reg_index[name], index, ctypes.byref(v), 0)
+            return int(v.value)
+
+    def register_write(self, name, index, value) -> None:
+        with self._lock:
+            reg = self._register(name)
+            reg._index(index)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= reg.mask:
+                raise EntryError(f"register '{name}': value {value!r} does not fit in {reg.bitwidth} bits")
+            self.lib.sw_reg(self.handle, self._reg_index[name], index, ctypes.byref(U64(value)), 1)
+
+    def register_reset(self, name) -> None:
+        with self._lock:
+            reg = self._register(name)
+            self.lib.sw_reg_all(self.handle, self._reg_index[name], (U64 * max(reg.size, 1))(), 1)
+
+    def register_cells(self, name) -> list:
+        """Every cell of a register in one call (tests and tools)."""
+        with self._lock:
+            reg = self._register(name)
+            cells = (U64 * max(reg.size, 1))()
+            self.lib.sw_reg_all(self.handle, self._reg_index[name], cells, 0)
+            return [int(c) for c in cells[: reg.size]]
+
+    def counter_read(self, name, index) -> tuple:
+        with self._lock:
+            self._counter(name)._index(index)
+            v = (U64 * 2)()
+            self.lib.sw_ctr(self.handle, self._ctr_index[name], index, v, 0)
+            return int(v[0]), int(v[1])
+
+    def counter_write(self, name, index, packets, bytes) -> None:  # noqa: A002 - the API's name
+        with self._lock:
+            ctr = self._counter(name)
+            ctr._index(index)
+            for what, v in (("packets", packets), ("bytes", bytes)):
+                if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**64:
+                    raise EntryError(f"counter '{name}': {what} must be a non-negative integer, got {v!r}")
+            self.lib.sw_ctr(self.handle, self._ctr_index[name], index, _u64s([packets, bytes]), 1)
+
+    def counter_reset(self, name) -> None:
+        with self._lock:
+            if name in self._prog.direct_counters:
+                table = self._prog.direct_counters[name]
+                self.lib.sw_tbl_counter_reset(self.handle, self._table_index[table])
+                return
+            self._counter(name)
+            self.lib.sw_ctr_reset(self.handle, self._ctr_index[name])
+
+    # ------------------------------------------------------------------ multicast
+    def mc_group_set(self, group_id, replicas) -> None:
+        with self._lock:
+            self._prog.pre.set_group(group_id, replicas)
+            group = self._prog.pre.groups[group_id]
+            n = len(group)
+            ports = (ctypes.c_uint32 * max(n, 1))(*(p for p, _ in group))
+            rids = (ctypes.c_uint32 * max(n, 1))(*(r for _, r in group))
+            if self.lib.sw_mc_set(self.handle, group_id, n, ports, rids) != 0:
+                raise MemoryError(f"multicast group {group_id}: the native backend could not store it")
+
+    def mc_group_delete(self, group_id) -> None:
+        with self._lock:
+            self._prog.pre.delete_group(group_id)
+            self.lib.sw_mc_delete(self.handle, group_id)
