@@ -24,7 +24,7 @@ import threading
 import time
 
 from emulator.engine.compiler import compile_program
-from emulator.engine.runtime import ParserError
+from emulator.engine.runtime import RNG_DEFAULT_SEED, ParserError
 from emulator.errors import EntryError, LoadError
 
 log = logging.getLogger("emulator.switch")
@@ -333,6 +333,11 @@ class SoftwareSwitch:
         self._set(G, "packet_length", length)
         G[self._L.PKTLEN] = length
         return G
+
+    def seed(self, seed: int) -> None:
+        """Seed the generator behind P4's `random` (xorshift64*, the same in both backends)."""
+        with self._lock:
+            self._prog.runtime_counters.rng = (seed & (2**64 - 1)) or RNG_DEFAULT_SEED
 
     @property
     def stats(self) -> dict:

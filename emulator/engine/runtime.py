@@ -5,7 +5,7 @@ generators; what is here is either rare (header stacks, random, log_msg) or an e
 """
 
 import logging
-import random
+import os
 
 from emulator.errors import PacketError
 
@@ -78,11 +78,26 @@ def _stack_pop(F, bases, size, next_slot, num):
         F[bases[k] + size - 1] = 0
 
 
+RNG_DEFAULT_SEED = 0x853C49E6748FEA9B
+MASK64 = (1 << 64) - 1
+
+
 class RuntimeCounters:
-    """Non-fatal run-time events the generated code reports (shared with the switch's stats)."""
+    """Non-fatal run-time events the generated code reports (shared with the switch's stats), and
+    the state of the generator behind P4's `random` (xorshift64*, the native backend's too, so both
+    backends draw the same numbers from the same seed)."""
 
     def __init__(self):
         self.out_of_bounds = 0
+        self.rng = int.from_bytes(os.urandom(8), "big") or RNG_DEFAULT_SEED
+
+    def next_random(self) -> int:
+        x = self.rng
+        x ^= x >> 12
+        x ^= (x << 25) & MASK64
+        x ^= x >> 27
+        self.rng = x
+        return (x * 0x2545F4914F6CDD1D) & MASK64
 
 
 def make_helpers(counters: RuntimeCounters) -> dict:
@@ -99,7 +114,9 @@ def make_helpers(counters: RuntimeCounters) -> dict:
     def _random(lo, hi):
         if lo > hi:
             return None  # BMv2 leaves the destination unchanged
-        return random.randint(lo, hi)
+        span = hi - lo + 1
+        x = counters.next_random()
+        return lo + (x if span > MASK64 else x % span)
 
     def _log_msg(fmt, args):
         out, k, i = [], 0, 0

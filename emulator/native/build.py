@@ -55,6 +55,6 @@ def build_shared(files: dict[str, str], name: str, extra_flags: list[str] | None
         out = Path(tmp, "lib.so")
         proc = subprocess.run([cc, *flags, "-o", str(out), *sources], capture_output=True, text=True)
         if proc.returncode != 0:
-            raise NativeBuildError(f"{cc} failed building {name} (sources kept in the message):\n{proc.stderr[-4000:]}")
+            raise NativeBuildError(f"{cc} failed building {name}:\n{proc.stderr[-4000:]}")
         os.replace(out, target)
     return target

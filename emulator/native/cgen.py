@@ -106,8 +106,8 @@ class CGen:
     def generate(self) -> str:
         body = CSource()
         self.src = body
-        self._actions()
         self._calculations()
+        self._actions()
         self._parser()
         self._checksums()
         self._deparser()
@@ -152,11 +152,6 @@ class CGen:
         h.emit(
             "static const uint32_t reg_size[] = {"
             + (", ".join(str(self.prog.registers[n].size) for n in self.registers) or "0")
-            + "};"
-        )
-        h.emit(
-            "static const uint32_t reg_width[] = {"
-            + (", ".join(str(self.prog.registers[n].bitwidth) for n in self.registers) or "0")
             + "};"
         )
         h.emit(
@@ -334,7 +329,7 @@ class CGen:
             src.emit(f"{{ V {a} = {lo.src}, {b} = {hi.src};")
             src.emit(
                 f"  if ({a} <= {b}) "
-                + store(dst, width, signed, CVal(f"{a} + (V)(rng_next(&sw->rng) % (uint64_t)({b} - {a} + 1))", "data"))
+                + store(dst, width, signed, CVal(f"{a} + rng_in_span(&sw->rng, {b} - {a} + 1)", "data"))
                 + " }"
             )
         elif op == "log_msg":

@@ -8,6 +8,7 @@
  * an exception (RAISE) drops the packet or the copy and is counted.
  */
 #define MAX_PASSES 16
+#define RNG_DEFAULT_SEED 0x853C49E6748FEA9Bull /* runtime.py */
 #define PKT_INSTANCE_TYPE_NORMAL 0
 #define PKT_INSTANCE_TYPE_RECIRC 4
 #define PKT_INSTANCE_TYPE_REPLICATION 5
@@ -176,7 +177,7 @@ sw_t *sw_create(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     sw->start_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    sw->rng = 0x853C49E6748FEA9Bull ^ sw->start_ns;
+    sw->rng = (RNG_DEFAULT_SEED ^ sw->start_ns) ? (RNG_DEFAULT_SEED ^ sw->start_ns) : RNG_DEFAULT_SEED;
     tables_init(sw);
     return sw;
 }
@@ -247,7 +248,7 @@ void sw_stats(sw_t *sw, uint64_t *dst) {
 
 void sw_seed(sw_t *sw, uint64_t seed) {
     sw_lock(sw);
-    sw->rng = seed ? seed : 0x853C49E6748FEA9Bull;
+    sw->rng = seed ? seed : RNG_DEFAULT_SEED;
     sw_unlock(sw);
 }
 
@@ -256,8 +257,11 @@ static int tbl_reserve(table_t *t) {
     if (t->n < t->cap) return 0;
     uint32_t cap = t->cap ? t->cap * 2 : 16;
     size_t nk = t->nkeys ? t->nkeys : 1, np = t->nparams ? t->nparams : 1;
-#define GROW(field, count) do { void *p = realloc(t->field, (size_t)cap * (count) * sizeof(*t->field)); \
-        if (!p) return -1; t->field = p; } while (0)
+#define GROW(field, count) do { \
+        void *p = realloc(t->field, (size_t)cap * (count) * sizeof(*t->field)); \
+        if (!p) return -1; \
+        t->field = p; \
+    } while (0)
     GROW(ids, 1); GROW(actions, 1); GROW(sk, 2); GROW(pk, 1); GROW(by, 1);
     GROW(km, nk * 3); GROW(params, np); GROW(order, 1);
 #undef GROW

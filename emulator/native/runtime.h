@@ -10,6 +10,10 @@
 #ifndef SW_RUNTIME_H
 #define SW_RUNTIME_H
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* qsort_r */
+#endif
+
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -325,6 +329,11 @@ static inline uint64_t rng_next(uint64_t *s) {  /* xorshift64*: random() and rng
     x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
     *s = x;
     return x * 0x2545F4914F6CDD1Dull;
+}
+
+static inline V rng_in_span(uint64_t *s, V span) {  /* runtime.py _random: x % span */
+    uint64_t x = rng_next(s);
+    return span > (V)UINT64_MAX ? (V)x : (V)(x % (uint64_t)span);
 }
 
 #endif

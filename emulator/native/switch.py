@@ -107,7 +107,7 @@ class NativeSwitch(SoftwareSwitch):
         return dict(zip(NATIVE_STAT_KEYS, values))
 
     def seed(self, seed: int) -> None:
-        """Seed the generator behind `random` and `modify_field_rng_uniform` (reproducible tests)."""
+        """Seed the generator behind P4's `random` (xorshift64*, the same in both backends)."""
         self.lib.sw_seed(self.handle, seed & (2**64 - 1))
 
     # ------------------------------------------------------------------ tables: Python checks, C data

@@ -1,0 +1,173 @@
+"""Frames and table contents for differential tests of the two engine backends.
+
+`guided_frames` walks a program's parser in its BMv2 JSON and builds frames that take its select
+branches (random header bytes, the select key's field patched to a case's value), so random frames
+reach deep parser states and the controls behind them; `mutate` then flips, truncates and extends
+them. `random_entries` fills a program's tables with valid random entries (with wildcard and /0
+entries so lookups hit).
+"""
+
+import random
+
+from emulator.engine.jsonutil import hexstr
+
+
+def _put_bits(buf: bytearray, bit: int, width: int, value: int) -> None:
+    for i in range(width):
+        b = bit + i
+        v = (value >> (width - 1 - i)) & 1
+        if v:
+            buf[b >> 3] |= 0x80 >> (b & 7)
+        else:
+            buf[b >> 3] &= ~(0x80 >> (b & 7)) & 0xFF
+
+
+def _field_bits(cfg, header_type):
+    ht = next(h for h in cfg["header_types"] if h["name"] == header_type)
+    out, bit = {}, 0
+    for f in ht["fields"]:
+        out[f[0]] = (bit, f[1])
+        bit += f[1]
+    return out, bit // 8
+
+
+def guided_frames(cfg: dict, count: int, rng: random.Random, max_states: int = 24) -> list[bytes]:
+    parser = next(p for p in cfg["parsers"] if p["name"] == "parser")
+    states = {s["name"]: s for s in parser["parse_states"]}
+    headers = {h["name"]: h for h in cfg["headers"]}
+    stacks = {s["name"]: s for s in cfg.get("header_stacks", [])}
+    frames = []
+    for _ in range(count):
+        buf = bytearray()
+        where = {}  # header instance -> byte offset in buf
+        stack_next = {}
+        state = parser["init_state"]
+        for _ in range(max_states):
+            if state is None:
+                break
+            st = states[state]
+            for op in st.get("parser_ops", []):
+                if op["op"] != "extract":
+                    continue
+                p = op["parameters"][0]
+                if p["type"] == "regular":
+                    name = p["value"]
+                elif p["type"] == "stack":
+                    s = stacks[p["value"]]
+                    k = stack_next.get(s["name"], 0)
+                    if k >= len(s["header_ids"]):
+                        break
+                    stack_next[s["name"]] = k + 1
+                    name = next(h["name"] for h in cfg["headers"] if h["id"] == s["header_ids"][k])
+                    where[s["name"] + ".last"] = len(buf)
+                else:
+                    continue
+                _, nbytes = _field_bits(cfg, headers[name]["header_type"])
+                where[name] = len(buf)
+                buf += bytes(rng.getrandbits(8) for _ in range(nbytes))
+            cases = [
+                t for t in st.get("transitions", []) if t.get("type", "hexstr") == "hexstr" and t["value"] != "default"
+            ]
+            default = next((t for t in st.get("transitions", []) if t not in cases), None)
+            pick = rng.choice(cases) if cases and rng.random() < 0.85 else default
+            if pick is None:
+                break
+            if pick in cases:
+                _patch_key(cfg, st, pick, buf, where, headers, stacks, rng)
+            state = pick.get("next_state")
+        buf += bytes(rng.getrandbits(8) for _ in range(rng.choice([0, 0, 1, 8, 20, 64])))
+        frames.append(bytes(buf))
+    return frames
+
+
+def _patch_key(cfg, st, case, buf, where, headers, stacks, rng):
+    """Write the case's value (under its mask) into the frame bytes the select key reads."""
+    keys = st.get("transition_key", [])
+    widths = []
+    for k in keys:
+        if k["type"] in ("field", "stack_field"):
+            hname, fname = k["value"]
+            if k["type"] == "stack_field":
+                htype = stacks[hname]["header_type"]
+                hname = hname + ".last"
+            else:
+                htype = headers.get(hname, {}).get("header_type")
+            if htype is None or hname not in where:
+                return
+            bits, _ = _field_bits(cfg, htype)
+            widths.append(("f", where[hname], bits[fname]))
+        elif k["type"] == "lookahead":
+            widths.append(("l", len(buf), tuple(k["value"])))
+        else:
+            return
+    total = sum(((w[2][1] + 7) // 8) for w in widths)
+    value = hexstr(case["value"])
+    mask = hexstr(case["mask"]) if case.get("mask") else (1 << (8 * total)) - 1
+    shift = total * 8
+    for kind, off, (bit, width) in widths:
+        nbytes = (width + 7) // 8
+        shift -= nbytes * 8
+        part_v = (value >> shift) & ((1 << (nbytes * 8)) - 1)
+        part_m = (mask >> shift) & ((1 << (nbytes * 8)) - 1)
+        field_value = (part_v & part_m) | (rng.getrandbits(nbytes * 8) & ~part_m)
+        field_value &= (1 << width) - 1
+        if kind == "l":
+            need = off + (bit + width + 7) // 8
+            if len(buf) < need:
+                buf += bytes(need - len(buf))
+            _put_bits(buf, off * 8 + bit, width, field_value)
+        else:
+            _put_bits(buf, off * 8 + bit, width, field_value)
+
+
+def mutate(frame: bytes, rng: random.Random) -> bytes:
+    b = bytearray(frame)
+    for _ in range(rng.randint(1, 3)):
+        choice = rng.random()
+        if choice < 0.5 and b:
+            i = rng.randrange(len(b))
+            b[i] ^= 1 << rng.randrange(8)
+        elif choice < 0.75:
+            b = b[: rng.randint(0, len(b))]
+        else:
+            b += bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 16)))
+    return bytes(b)
+
+
+def random_entries(program, rng: random.Random, per_table: int = 6) -> list[tuple]:
+    """[(table, keys, action, params, priority)] of valid random entries for every table that
+    accepts entries, including catch-all ones (ternary mask 0, lpm /0, full ranges)."""
+    out = []
+    for name, t in program.tables.items():
+        if t.const_entries or not t.keys or t.hidden:
+            continue
+        actions = [a for a in t.actions if a is not None]
+        if not actions:
+            continue
+        priority_needed = any(k.match_type in ("ternary", "range") for k in t.keys)
+        for n in range(per_table):
+            catch_all = n == 0
+            keys = []
+            for k in t.keys:
+                width = k.bitwidth
+                full = (1 << width) - 1
+                v = rng.getrandbits(width) if width else 0
+                if k.match_type == "valid":
+                    keys.append(rng.random() < 0.8)
+                elif k.match_type == "exact":
+                    keys.append(v if rng.random() < 0.7 else rng.randint(0, min(full, 3)))
+                elif k.match_type == "lpm":
+                    plen = 0 if catch_all else rng.randint(0, width)
+                    keys.append((v & (((1 << plen) - 1) << (width - plen)) if plen else 0, plen))
+                elif k.match_type == "ternary":
+                    m = 0 if catch_all else rng.getrandbits(width)
+                    keys.append((v & m, m))
+                else:
+                    lo, hi = sorted((v, rng.getrandbits(width) if width else 0))
+                    keys.append((0, full) if catch_all else (lo, hi))
+            action = rng.choice(actions)
+            widths = program.actions[action].params
+            params = [rng.getrandbits(w) if w else 0 for _, w in widths]
+            priority = rng.randint(1, 1000) if priority_needed else None
+            out.append((name, keys, action, params, priority))
+    return out
