@@ -1,6 +1,11 @@
 """Packets per second through SoftwareSwitch.process() (the engine alone: no sockets, no gRPC).
 
-    .venv/bin/python bench/bench_switch.py [--packets N] [--seconds S]
+    .venv/bin/python bench/bench_switch.py [--packets N] [--seconds S] [--backends python,native]
+
+Each workload runs on every backend asked for, in the same run: the Python engine through
+process(), and the native backend both through process() (one ctypes call per frame) and batched
+(process_batch: the frames of a run in one C call, what the native port loop does). The last line
+compares the THC workload: `thc_data native/python: <N>x` (batched native over Python process()).
 
 Workloads:
 - ipv4: tests/fixtures/p4/build/ipv4_forward.json, 64 LPM routes, UDP frames to varying hosts
@@ -73,8 +78,36 @@ def measure(sw, traffic, packets: int, seconds: float) -> dict:
     }
 
 
-def bench_ipv4(packets, seconds):
-    sw = SoftwareSwitch.from_json(IPV4_JSON)
+def measure_batched(sw, traffic, packets: int) -> dict:
+    """The native backend's batched entry point: all frames in one C call, output counted only."""
+    batch = sw.prepare_batch([traffic[i % len(traffic)] for i in range(packets)])
+    start = time.perf_counter()
+    out = sw.process_batch(batch, keep=False)
+    elapsed = time.perf_counter() - start
+    return {
+        "packets": packets,
+        "frames_out": out,
+        "seconds": round(elapsed, 4),
+        "pps": round(packets / elapsed, 1),
+        "us_per_packet": round(elapsed / packets * 1e6, 3),
+    }
+
+
+def run_modes(backend, make_switch, traffic, packets, seconds, check) -> dict:
+    """{mode: figures} for one backend: 'process' always, 'batched' on the native backend."""
+    results = {}
+    sw = make_switch(backend)
+    results["process"] = measure(sw, traffic, packets, seconds)
+    check(sw, results["process"])
+    if backend == "native":
+        sw = make_switch(backend)  # fresh state: the same requests again
+        results["batched"] = measure_batched(sw, traffic, packets)
+        check(sw, results["batched"])
+    return results
+
+
+def bench_ipv4(packets, seconds, backend="python"):
+    sw = SoftwareSwitch.from_json(IPV4_JSON, backend=backend)
     table, action = "MyIngress.ipv4_lpm", "MyIngress.ipv4_forward"
     for i in range(64):
         sw.table_add(table, [((10 << 24) | (i << 16), 16)], action, [0x020000000000 + i, 1 + i % 8])
@@ -85,22 +118,25 @@ def bench_ipv4(packets, seconds):
         traffic.append(
             (1 + i % 4, ipv4_udp_frame(0x0200000000AA, 0x0200000000BB, 0x0B000001, dst, 1000 + i, 2000, bytes(18)))
         )
-    result = measure(sw, traffic, packets, seconds)
+    return sw, traffic
+
+
+def _ipv4_check(sw, result):
     stats = sw.stats
     assert stats["exceptions"] == 0, stats  # a benchmark of a broken run would be meaningless
-    return result
+    assert result["frames_out"] == result["packets"], result  # every frame is forwarded
 
 
 # ---------------------------------------------------------------------------- THC (p4/README.md)
 THC_TABLE = [(v * 3) % 16 for v in range(16)]  # any 4-bit table with values <= 15: 16-bit lanes below
 
 
-def bench_thc(packets, seconds, json_path=THC_JSON):
+def bench_thc(packets, seconds, json_path=THC_JSON, backend="python"):
     """THC data packets: every worker of a 4-worker job sends its request for each (slot, round).
 
     The job is programmed as the controller programs it (host_agent.sim: the controller's writes applied
     to the engine), and the requests are the host agent's own frames (host_agent.wire.FrameBuilder)."""
-    sw = SoftwareSwitch.from_json(json_path)
+    sw = SoftwareSwitch.from_json(json_path, backend=backend)
     pairs = sum(1 for name in sw.program.tables if name.startswith(contract.LUT_PREFIX))
     job = SimJob(1, 4, THC_TABLE, n_slots=256, lane_bits=16)
     program_engine(sw, job, pairs=pairs)
@@ -114,7 +150,10 @@ def bench_thc(packets, seconds, json_path=THC_JSON):
             traffic.append((worker_port(w), frame))
     # every request is new (no retransmissions): 3 of 4 are aggregated and dropped, the 4th
     # completes its slot and leaves as 4 multicast copies rewritten by egress
-    result = measure(sw, traffic, packets, seconds)
+    return sw, traffic
+
+
+def _thc_check(sw, result):
     stats = sw.stats
     assert stats["exceptions"] == 0, stats
     events = {name: sw.counter_read(contract.THC_EVENTS, i)[0] for i, name in enumerate(contract.EVENTS)}
@@ -123,37 +162,55 @@ def bench_thc(packets, seconds, json_path=THC_JSON):
         "completed": events["COMPLETED"],
         "other": sum(events.values()) - events["CONSUMED"] - events["COMPLETED"],
     }
-    result["coordinates_per_packet"] = 2 * pairs
-    return result
+    assert result["events"]["other"] == 0, result  # every request aggregated or completed
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--packets", type=int, default=20000, help="packets per workload (default 20000)")
-    ap.add_argument("--seconds", type=float, default=10.0, help="time cap per workload (default 10)")
+    ap.add_argument("--packets", type=int, default=20000, help="packets per workload and backend (default 20000)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="time cap of a process() run (default 10)")
+    ap.add_argument(
+        "--backends",
+        default="python,native",
+        help="comma-separated engine backends to measure: python, native (default python,native)",
+    )
     args = ap.parse_args(argv)
+    backends = [b for b in args.backends.split(",") if b]
+    for b in backends:
+        if b not in ("python", "native"):
+            ap.error(f"--backends: unknown backend {b!r} (python, native)")
     report = {
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "workloads": {},
     }
-    report["workloads"]["ipv4_forward"] = bench_ipv4(args.packets, args.seconds)
+    workloads = {"ipv4_forward": (lambda b: bench_ipv4(args.packets, args.seconds, b), _ipv4_check)}
     if THC_JSON.exists():
-        report["workloads"]["thc_data"] = bench_thc(args.packets, args.seconds)
+        workloads["thc_data"] = (lambda b: bench_thc(args.packets, args.seconds, backend=b), _thc_check)
     else:
         report["workloads"]["thc_data"] = {"skipped": f"{THC_JSON.relative_to(ROOT)} not built"}
-    for name, r in report["workloads"].items():
-        if "pps" in r:
-            print(
-                f"{name:14s} {r['pps']:>10,.0f} packets/s  ({r['us_per_packet']} us/packet, "
-                f"{r['packets']} packets, {r['frames_out']} frames out)"
-            )
-        else:
-            print(f"{name:14s} skipped: {r['skipped']}")
+        print(f"thc_data       skipped: {THC_JSON.relative_to(ROOT)} not built")
+    for name, (setup, check) in workloads.items():
+        report["workloads"][name] = {}
+        for backend in backends:
+            _, traffic = setup(backend)
+            modes = run_modes(backend, lambda b: setup(b)[0], traffic, args.packets, args.seconds, check)
+            report["workloads"][name][backend] = modes
+            for mode, r in modes.items():
+                print(
+                    f"{name:14s} {backend:7s} {mode:8s} {r['pps']:>12,.0f} packets/s  "
+                    f"({r['us_per_packet']} us/packet, {r['packets']} packets, {r['frames_out']} frames out)"
+                )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}")
+    thc = report["workloads"].get("thc_data", {})
+    if "python" in thc and "native" in thc:
+        ratio = thc["native"]["batched"]["pps"] / thc["python"]["process"]["pps"]
+        per_call = thc["native"]["process"]["pps"] / thc["python"]["process"]["pps"]
+        print(f"thc_data native/python (process() per frame): {per_call:.1f}x")
+        print(f"thc_data native/python: {ratio:.1f}x")
 
 
 if __name__ == "__main__":

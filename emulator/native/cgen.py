@@ -808,10 +808,13 @@ class CGen:
                 table = self.prog.tables[name]
                 nparams = max((len(r.widths) for r in table.actions.values()), default=0)
                 rng = ", ".join("1" if k.match_type == "range" else "0" for k in table.keys) or "0"
+                direct = table.keys[0].width if table.kind == "exact" and len(table.keys) == 1 else 0
+                direct = direct if 0 < direct <= 16 else 0
                 t.emit(f"{{ static const uint8_t r[] = {{{rng}}}; table_t *t = &sw->tables[{i}];")
                 t.emit(
                     f'  t->name = "{name}"; t->exact = {1 if table.kind == "exact" else 0}; '
-                    f"t->nkeys = {len(table.keys)}; t->nparams = {nparams}; t->is_range = r; t->def_action = -1; }}"
+                    f"t->nkeys = {len(table.keys)}; t->nparams = {nparams}; t->is_range = r; t->def_action = -1; "
+                    f"t->direct_bits = {direct}; }}"
                 )
             for i, name in enumerate(self.registers):
                 t.emit(f"sw->regs[{i}] = calloc({self.prog.registers[name].size} + 1, sizeof(uint64_t));")

@@ -184,7 +184,7 @@ sw_t *sw_create(void) {
 
 static void tbl_free(table_t *t) {
     free(t->ids); free(t->actions); free(t->sk); free(t->pk); free(t->by);
-    free(t->km); free(t->params); free(t->order); free(t->hslots);
+    free(t->km); free(t->params); free(t->order); free(t->hslots); free(t->direct);
 }
 
 void sw_destroy(sw_t *sw) {
@@ -270,6 +270,12 @@ static int tbl_reserve(table_t *t) {
 }
 
 static int tbl_hash_rebuild(table_t *t) {
+    if (t->direct_bits) {
+        if (!t->direct && !(t->direct = calloc((size_t)1 << t->direct_bits, sizeof(int32_t)))) return -1;
+        memset(t->direct, 0, sizeof(int32_t) << t->direct_bits);
+        for (uint32_t e = 0; e < t->n; e++) t->direct[t->km[(size_t)e * 3]] = (int32_t)e + 1;
+        return 0;
+    }
     uint32_t hcap = 16;
     while (hcap < t->n * 2 + 2) hcap <<= 1;
     int32_t *slots = calloc(hcap, sizeof(int32_t));

@@ -270,6 +270,8 @@ typedef struct table {
     int32_t *order;              /* scan order */
     int32_t *hslots;             /* exact: entry index + 1, 0 = empty */
     uint32_t hcap;
+    uint32_t direct_bits;        /* exact, one key of at most 16 bits: index `direct` by the key */
+    int32_t *direct;             /* entry index + 1 per key value, 0 = none */
     int32_t def_action;          /* -1: no action (no default entry in the JSON) */
     uint64_t def_params[SW_MAX_PARAMS > 0 ? SW_MAX_PARAMS : 1];
 } table_t;
@@ -284,6 +286,7 @@ static inline uint64_t tbl_hash(const uint64_t *key, uint32_t nkeys) {
 }
 
 static inline int32_t tbl_lookup(const table_t *t, const uint64_t *key) {
+    if (t->direct) return key[0] >> t->direct_bits ? -1 : t->direct[key[0]] - 1;
     if (t->exact) {
         if (!t->hcap) return -1;
         uint32_t m = t->hcap - 1, i = (uint32_t)tbl_hash(key, t->nkeys) & m;

@@ -81,24 +81,29 @@ class NativeSwitch(SoftwareSwitch):
                 trace_log.log(self.trace_level, "packet out: port %d, %d bytes", p, len(fr))
         return result
 
-    def process_batch(self, frames, keep: bool = True) -> int:
-        """Run [(port, frame)] in one C call; with keep=False the output is only counted (benchmarks).
-        Returns the number of frames that left (with keep=True, at most SW_MAX_OUT are kept)."""
-        ports = (ctypes.c_uint32 * len(frames))(*(p for p, _ in frames))
-        blob = b"".join(f for _, f in frames)
+    @staticmethod
+    def prepare_batch(frames) -> tuple:
+        """[(port, frame)] as the C arrays process_batch() takes (built once, run many times)."""
+        n = len(frames)
+        ports = (ctypes.c_uint32 * max(n, 1))(*(p for p, _ in frames))
         offs, lens, pos = [], [], 0
         for _, f in frames:
             offs.append(pos)
             lens.append(len(f))
             pos += len(f)
-        off = (ctypes.c_uint32 * len(frames))(*offs)
-        ln = (ctypes.c_uint32 * len(frames))(*lens)
+        blob = b"".join(f for _, f in frames)
         buf = ctypes.create_string_buffer(blob, len(blob) or 1)
+        return n, ports, buf, (ctypes.c_uint32 * max(n, 1))(*offs), (ctypes.c_uint32 * max(n, 1))(*lens)
+
+    def process_batch(self, frames, keep: bool = True) -> int:
+        """Run [(port, frame)] (or a prepare_batch() result) in one C call; with keep=False the output
+        is only counted (benchmarks). Returns the number of frames that left (keep=True keeps at most
+        SW_MAX_OUT of them in the output buffer)."""
+        batch = frames if isinstance(frames, tuple) else self.prepare_batch(frames)
+        n, ports, buf, off, ln = batch
         with self._lock:
             self._out.count = self._out.used = 0
-            return self.lib.sw_process_batch(
-                self.handle, len(frames), ports, buf, off, ln, ctypes.byref(self._out), 1 if keep else 0
-            )
+            return self.lib.sw_process_batch(self.handle, n, ports, buf, off, ln, ctypes.byref(self._out), int(keep))
 
     @property
     def stats(self) -> dict:
