@@ -20,6 +20,7 @@ from emulator.p4rt.device import Device
 from emulator.p4rt.errors import P4RTError
 from emulator.p4runtime_server import BindError, P4RuntimeServer
 from emulator.ports import InterfaceError, PortLoop, interface_exists
+from emulator.switch import SoftwareSwitch
 
 log = logging.getLogger("emulator.switch_cli")
 DEFAULT_GRPC_ADDR = "0.0.0.0:9559"  # simple_switch_grpc's default
@@ -92,6 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write <iface>_in.pcap and <iface>_out.pcap per interface into DIR "
         "(default: the current directory; created if missing)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("auto", "native", "python"),
+        default="auto",
+        help="engine backend: 'native' compiles the program to C with the system compiler (gcc) and runs it "
+        "without Python per packet; 'python' is the reference engine, which also logs every table hit at "
+        "trace level; 'auto' (default) is native, or python with a one-line notice naming what native "
+        "cannot run (a construct, or no compiler)",
     )
     p.add_argument("--log-file", metavar="PATH", help="write the log to PATH")
     p.add_argument("--log-console", action="store_true", help="write the log to stdout")
@@ -204,7 +214,11 @@ def _serve(args, ports) -> int:
         log.warning(
             "--thrift-port %d ignored: the software switch has no Thrift server; use P4Runtime", args.thrift_port
         )
-    device = Device(device_id=args.device_id, cpu_port=args.cpu_port)
+
+    def engine_factory(config):
+        return SoftwareSwitch.from_json(config, backend=args.backend)
+
+    device = Device(device_id=args.device_id, cpu_port=args.cpu_port, engine_factory=engine_factory)
     if args.program:
         try:
             device.load_file(args.program, args.p4info)

@@ -44,6 +44,7 @@ class EmulatedNetwork:
         executable: str | None = None,
         say=print,
         switch_log_level: str = "info",
+        switch_backend: str = "auto",
     ):
         self.topo = topo
         self.target = target
@@ -52,6 +53,7 @@ class EmulatedNetwork:
         self.pcap_dir = Path(pcap_dir) if pcap_dir else None
         self.say = say
         self.switch_log_level = switch_log_level
+        self.switch_backend = switch_backend
         self.net: Mininet | None = None
         self.executable = executable or find_executable(target)
         if self.executable is None:
@@ -150,6 +152,7 @@ class EmulatedNetwork:
             self.log_dir,
             self.pcap_dir,
             self.switch_log_level,
+            backend=self.switch_backend,
         )
 
     def _refuse_existing_interfaces(self) -> None:

@@ -111,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("trace", "debug", "info", "warn", "error", "off"),
         help="switch log level (-L); trace logs every table hit and is much slower (default info)",
     )
+    net.add_argument(
+        "--backend",
+        choices=("auto", "native", "python"),
+        default="auto",
+        help="engine of the software switch (target emulator): 'native' = the program compiled to C, "
+        "'python' = the reference engine, 'auto' = native unless it cannot run the program (default auto)",
+    )
     net.add_argument("--no-pcap", action="store_true", help="do not write pcaps (default: pcaps/ per interface)")
     net.add_argument(
         "--start-timeout",
@@ -381,6 +388,7 @@ def run(args) -> int:
         pcap_dir,
         executable=args.switch_exe,
         switch_log_level=args.switch_log_level,
+        switch_backend=args.backend,
         say=say,
         ledger=ledger,
         start_timeout=args.start_timeout,

@@ -61,6 +61,7 @@ def switch_command(
     log_dir: Path,
     pcap_dir: Path | None,
     log_level: str = "info",
+    backend: str = "auto",
 ) -> SwitchLaunch:
     """The command line that starts switch ``name`` with ``interfaces`` (port -> interface name).
 
@@ -83,7 +84,7 @@ def switch_command(
             argv += ["--thrift-port", str(free_tcp_port())]
         argv += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
     else:
-        argv += ["--no-p4", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+        argv += ["--backend", backend, "--no-p4", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
     return SwitchLaunch(argv, log_file)
 
 

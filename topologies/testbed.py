@@ -29,6 +29,7 @@ class Testbed:
         pcap_dir: Path | None = None,
         executable: str | None = None,
         switch_log_level: str = "info",
+        switch_backend: str = "auto",
         say: Callable[[str], None] = print,
         ledger: Ledger | None = None,
         start_timeout: float = 60.0,
@@ -48,6 +49,7 @@ class Testbed:
             executable=executable,
             say=say,
             switch_log_level=switch_log_level,
+            switch_backend=switch_backend,
         )
         self.control: ControlPlane | None = None
         self.last_switch_events: dict = {}
