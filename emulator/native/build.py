@@ -26,6 +26,8 @@ def cache_dir() -> Path:
 
 def compiler() -> str:
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if cc and not shutil.which(cc):
+        cc = None
     if not cc:
         raise NativeBuildError(
             "no C compiler found: the native backend compiles its C at load time "

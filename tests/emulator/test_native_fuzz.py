@@ -1,0 +1,115 @@
+"""Bad input against the native backend: any length, any content, never a crash.
+
+The quick test sends every frame length from 0 to 9,000 bytes through every program. The slow one
+builds the generated C with AddressSanitizer and UBSan and runs 100,000 fuzzed frames in a child
+Python (the sanitizer runtime must be preloaded), which must end cleanly with no report.
+"""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from emulator.native.build import NativeBuildError
+from emulator.switch import SoftwareSwitch
+from tests.emulator.test_native_parity import PROGRAMS
+from tests.support.frames import random_entries
+from tests.support.paths import REPO as ROOT
+
+MAX_LEN = 9000
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+def test_every_length_from_0_to_9000_bytes_is_processed(path):
+    sw = SoftwareSwitch.from_json(path, backend="native")
+    rng = random.Random(path.stem)
+    for table, keys, action, params, priority in random_entries(sw.program, rng):
+        try:
+            sw.table_add(table, keys, action, params, priority=priority)
+        except Exception:  # noqa: BLE001 - duplicates of random keys are refused, as they should be
+            pass
+    sw.mc_group_set(1, [(1, 0), (2, 1)])
+    blob = bytes(rng.getrandbits(8) for _ in range(MAX_LEN))
+    for n in range(MAX_LEN + 1):
+        out = sw.process(rng.randrange(8), blob[:n])
+        assert isinstance(out, list)
+    assert sw.stats["packets_in"] == MAX_LEN + 1
+
+
+def test_no_compiler_is_a_clear_error_and_auto_falls_back(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("THC_NATIVE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(NativeBuildError, match="gcc"):
+        SoftwareSwitch.from_json(PROGRAMS[0], backend="native")
+    with caplog.at_level("WARNING", logger="emulator.switch"):
+        sw = SoftwareSwitch.from_json(PROGRAMS[0], backend="auto")
+    assert type(sw) is SoftwareSwitch
+    assert any("Python backend" in r.getMessage() for r in caplog.records)
+
+
+FUZZ_CHILD = r"""
+import json, random, sys
+from emulator.switch import SoftwareSwitch
+from tests.support.frames import guided_frames, mutate, random_entries
+paths, per_program = json.loads(sys.argv[1]), int(sys.argv[2])
+total = 0
+for path in paths:
+    cfg = json.load(open(path))
+    sw = SoftwareSwitch.from_json(cfg, backend="native", sanitize=True)
+    rng = random.Random(path)
+    for t, k, a, p, pr in random_entries(sw.program, rng):
+        try:
+            sw.table_add(t, k, a, p, priority=pr)
+        except Exception:
+            pass
+    sw.mc_group_set(1, [(1, 0), (2, 1), (3, 2)])
+    seeds = guided_frames(cfg, 200, rng)
+    for i in range(per_program):
+        r = rng.random()
+        if r < 0.6:
+            frame = mutate(rng.choice(seeds), rng)
+        elif r < 0.95:
+            frame = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 120)))
+        else:
+            frame = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 9000)))
+        sw.process(rng.randrange(8), frame)
+        total += 1
+    sw.close()
+print("fuzzed", total)
+"""
+
+
+def _libasan():
+    out = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    return out if out and os.path.isabs(out) and os.path.exists(out) else None
+
+
+@pytest.mark.slow
+def test_100000_fuzzed_frames_under_address_and_undefined_behaviour_sanitizers(tmp_path):
+    asan = _libasan()
+    if asan is None:
+        pytest.skip("gcc's libasan is not installed")
+    paths = [str(p) for p in PROGRAMS]
+    per_program = -(-100_000 // len(paths))
+    env = dict(os.environ)
+    env.update(
+        LD_PRELOAD=asan,
+        ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:exitcode=99",
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98",
+        THC_NATIVE_CACHE=str(tmp_path / "cache"),
+        PYTHONPATH=str(ROOT),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", FUZZ_CHILD, json.dumps(paths), str(per_program)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
+    reports = [line for line in proc.stderr.splitlines() if "Sanitizer" in line or "runtime error" in line]
+    assert proc.returncode == 0 and not reports, (proc.returncode, "\n".join(reports[:20]), proc.stderr[-3000:])
+    assert f"fuzzed {per_program * len(paths)}" in proc.stdout
