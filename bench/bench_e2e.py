@@ -7,7 +7,8 @@ emulated topology with bandwidth-limited links.
 Two parts, on the same network (brought up once):
   1. aggregation, at every link rate of --bw: rounds of a seeded random gradient of --size coordinates
      (thc-worker --probe), timed after a barrier: seconds per aggregation step, goodput (coordinates
-     aggregated per second) and bytes each worker's interface carried per round;
+     aggregated per second), bytes each worker's interface carried per round, and beside each time
+     the link-bytes bound (the busiest worker link's busiest direction at the link rate) and the ratio;
   2. training at the first rate: digits for --steps steps per mode: time to --target-acc test accuracy,
      final accuracy, time per step, bytes each worker sent and received per step; with several --loss
      values, once per loss rate (the aggregation part runs at the first), and a table of the step time
@@ -44,6 +45,12 @@ def parse_args(argv=None):
         "--topo", default=str(REPO / "topologies" / "star4.json"), help="topology file (default topologies/star4.json)"
     )
     p.add_argument("--workers", type=int, default=None, help="workers (a star grows/shrinks; default: the file's)")
+    p.add_argument(
+        "--backend",
+        choices=("auto", "native", "python"),
+        default="auto",
+        help="software switch engine (target emulator; default auto = native when it can run the program)",
+    )
     p.add_argument(
         "--target",
         choices=("emulator", "bmv2"),
@@ -106,7 +113,15 @@ def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id:
         "sent_bytes_per_round": statistics.mean(w["tx_bytes"] for w in wire) / rounds,
         "received_bytes_per_round": statistics.mean(w["rx_bytes"] for w in wire) / rounds,
         "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {}),
-    }
+    } | link_bound(wire, rounds, bw, seconds)
+
+
+def link_bound(wire: list[dict], rounds: int, bw_mbit: float, seconds: float) -> dict:
+    """The link-bytes bound of a round: the busiest direction of the busiest worker link, at the link
+    rate (links are full duplex; the switch's side of each link carries the same bytes)."""
+    busiest = max(max(w["tx_bytes"], w["rx_bytes"]) for w in wire) / rounds
+    bound = busiest * 8 / (bw_mbit * 1e6)
+    return {"bound_s": bound, "x_bound": seconds / bound if bound else float("inf")}
 
 
 def main(argv=None) -> int:
@@ -129,7 +144,7 @@ def main(argv=None) -> int:
     say = lambda message: print(f"bench_e2e: {message}", flush=True)
     aggregation, training, training_loss, curves = [], [], [], {}
     started = time.monotonic()
-    with Testbed(topo, log_dir, target=args.target, say=say) as bed:
+    with Testbed(topo, log_dir, target=args.target, say=say, switch_backend=args.backend) as bed:
         say(f"{topo.name}: {len(topo.workers)} workers, target {args.target}")
         job = 1
         for bw in rates if args.rounds else []:
@@ -171,14 +186,15 @@ def main(argv=None) -> int:
             f"median of {args.rounds} rounds; bytes per worker per round on its interface:"
         )
         print(
-            f"{'Mbit/s':>6s}  {'mode':18s} {'ms/round':>9s} {'coords/s':>12s} {'sent B':>10s} {'recv B':>10s} "
-            f"{'retx':>5s} {'switch pkts':>11s}"
+            f"{'Mbit/s':>6s}  {'mode':18s} {'ms/round':>9s} {'bound ms':>9s} {'x bound':>8s} {'coords/s':>12s} "
+            f"{'sent B':>10s} {'recv B':>10s} {'retx':>5s} {'switch pkts':>11s}"
         )
         for a in aggregation:
             events = a["switch_events"]
             aggregated = events.get("CONSUMED", 0) + events.get("COMPLETED", 0)
             print(
                 f"{a['bw_mbit']:6g}  {report.MODE_LABELS[a['mode']]:18s} {a['median_s'] * 1e3:9.1f} "
+                f"{a['bound_s'] * 1e3:9.1f} {a['x_bound']:8.2f} "
                 f"{a['goodput_coords_s']:12,.0f} {a['sent_bytes_per_round']:10,.0f} "
                 f"{a['received_bytes_per_round']:10,.0f} "
                 f"{a['retransmissions']:5d} {aggregated if a['mode'] != 'gloo' else '-':>11}"

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_switch import bench_thc  # noqa: E402
+from bench.bench_switch import bench_thc, measure, measure_batched  # noqa: E402
 from controller.jobs import JobWorker  # noqa: E402
 from controller.session import SwitchSession  # noqa: E402
 from host_agent import wire  # noqa: E402
@@ -149,8 +149,13 @@ def bench_veth(target: str, k: int, rounds: int, window: int) -> dict | None:
     }
 
 
-def bench_engine(k: int, packets: int) -> dict:
-    result = bench_thc(packets, seconds=30.0, json_path=PROGRAMS[k][0])
+def bench_engine(k: int, packets: int, backend: str = "python") -> dict:
+    """The engine in this process: Python process() per frame, or the native backend batched."""
+    sw, traffic = bench_thc(packets, seconds=30.0, json_path=PROGRAMS[k][0], backend=backend)
+    if backend == "native":
+        result = measure_batched(sw, traffic, packets)
+    else:
+        result = measure(sw, traffic, packets, 30.0)
     pps = result["pps"]
     return {"packets_per_s": pps, "coordinates_per_s": pps * k}
 
