@@ -1,6 +1,6 @@
 """Frames per second through real interfaces: thc-switch (and BMv2 when installed) on veth pairs.
 
-    sudo .venv/bin/python bench/bench_switch_ports.py [--frames 200000] [--size 64]
+    sudo .venv/bin/python bench/bench_switch_ports.py [--frames 200000] [--size 64] [--sender c]
 
 Makes two veth pairs (unique `bp…` names, removed at the end), starts the switch as a subprocess on
 one end of each, installs an IPv4 route over P4Runtime with p4runtime-shell, then blasts a prebuilt
@@ -12,7 +12,9 @@ loss column shows how much the sender overran it. Prints figures, asserts nothin
 Targets: `thc-switch` on the fixture IPv4 program (tests/fixtures/p4/build), `passthrough` (the same
 port loop with an engine that forwards without parsing: the ceiling the I/O allows), and `bmv2`
 (`simple_switch_grpc` where thc-run looks for it: /opt/p4/bin, /usr/local/bin or PATH) on the same
-program. Logging is off for all of them.
+program, and `native` (the C port loop, emulator/native/portloop.c, with the stub switch of
+tests/support/native_stub.c doing the same MAC rewrite: the ceiling of the native backend's I/O; needs
+gcc). Logging is off for all of them.
 """
 
 import argparse
@@ -51,6 +53,25 @@ signal.signal(signal.SIGTERM, lambda *a: loop.stop())
 print("thc-switch ready: passthrough, P4Runtime on none,", flush=True)
 loop.run()
 loop.close()
+"""
+
+NATIVE = """
+import os, signal, sys
+from emulator.native.portloop import NativePortLoop
+from tests.support.native_stub import StubSwitch, load_stub_library
+
+lib = load_stub_library()
+switch = StubSwitch(lib)
+switch.route(1, 2, bytes.fromhex("080000000202"))
+switch.route(2, 1, bytes.fromhex("080000000202"))
+loop = NativePortLoop(lib, switch.handle, {1: sys.argv[1], 2: sys.argv[2]})
+loop.open()
+signal.signal(signal.SIGTERM, lambda *a: loop.stop())
+print("thc-switch ready: native, P4Runtime on none,", flush=True)
+loop.run()
+loop.close()
+cpu = os.times()  # the loop's own CPU cost per frame: sys is the kernel's socket and veth work
+print(f"native: {dict(loop.stats)}, cpu user {cpu.user:.2f}s sys {cpu.system:.2f}s", file=sys.stderr, flush=True)
 """
 
 
@@ -141,6 +162,16 @@ def start_passthrough(pairs):
         [sys.executable, "-c", PASSTHROUGH, pairs.port1, pairs.port2], stdout=subprocess.PIPE, text=True, cwd=ROOT
     )
     proc.stdout.readline()
+    return proc, None
+
+
+def start_native(pairs):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", NATIVE, pairs.port1, pairs.port2], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    if not proc.stdout.readline():
+        proc.wait()
+        raise RuntimeError(f"native port loop did not start (exit {proc.returncode})")
     return proc, None
 
 
@@ -238,13 +269,67 @@ def blast(pairs, frame: bytes, count: int, idle: float = 1.0):
     return received, (last - first) if received > 1 else 0.0
 
 
+def c_blaster():
+    """native_blast.c compiled and loaded (ctypes releases the GIL, so sender and receiver run in parallel)."""
+    import ctypes
+    from pathlib import Path
+
+    from emulator.native.build import build_shared
+
+    lib = ctypes.CDLL(str(build_shared([Path(ROOT, "bench", "native_blast.c")], "native_blast")))
+    lib.blast_send.restype = ctypes.c_uint64
+    lib.blast_send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64]
+    lib.blast_receive.restype = ctypes.c_uint64
+    pointer = ctypes.POINTER
+    lib.blast_receive.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        pointer(ctypes.c_int),
+        ctypes.c_int,
+        pointer(ctypes.c_uint64),
+        pointer(ctypes.c_uint64),
+    ]
+    return lib
+
+
+def blast_c(pairs, frame: bytes, count: int, idle: float = 1.0):
+    """blast() with the C sender and receiver (sendmmsg/recvmmsg batches); same result."""
+    import ctypes
+    import threading
+
+    lib = c_blaster()
+    tx = raw_socket(pairs.sender, True)
+    rx = raw_socket(pairs.receiver, True)
+    done = ctypes.c_int(0)
+    first, last = ctypes.c_uint64(0), ctypes.c_uint64(0)
+    result = {}
+
+    def receive():
+        result["received"] = lib.blast_receive(
+            rx.fileno(), DST_MAC, ctypes.byref(done), int(idle * 1000), ctypes.byref(first), ctypes.byref(last)
+        )
+
+    receiver = threading.Thread(target=receive)
+    receiver.start()
+    try:
+        lib.blast_send(tx.fileno(), frame, len(frame), count)
+    finally:
+        done.value = 1
+        receiver.join()
+        tx.close()
+        rx.close()
+    received = result.get("received", 0)
+    return received, (last.value - first.value) / 1e9 if received > 1 else 0.0
+
+
 def run(name, starter, pairs, args, program, p4info):
+    send = blast_c if args.sender == "c" else blast
     proc, address = starter(pairs)
     try:
         if address is not None:
             install_route(address, p4info, program)
-        blast(pairs, ipv4_udp_frame(args.size), 2000, idle=0.3)  # warm up
-        received, seconds = blast(pairs, ipv4_udp_frame(args.size), args.frames)
+        send(pairs, ipv4_udp_frame(args.size), 2000, idle=0.3)  # warm up
+        received, seconds = send(pairs, ipv4_udp_frame(args.size), args.frames)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -262,14 +347,29 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=64, help="frame size in bytes (without FCS)")
     parser.add_argument("--program", default=os.path.join(FIXTURES, "ipv4_forward.json"))
     parser.add_argument("--p4info", default=os.path.join(FIXTURES, "ipv4_forward.p4info.txtpb"))
-    parser.add_argument("--targets", default="thc-switch,passthrough,bmv2")
+    parser.add_argument("--targets", default="thc-switch,passthrough,native,bmv2")
+    parser.add_argument(
+        "--sender",
+        choices=("python", "c"),
+        default="python",
+        help="traffic source and sink: a Python socket loop, or bench/native_blast.c (sendmmsg/recvmmsg; "
+        "needed to load the native loop, which outruns the Python sender)",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0 or shutil.which("ip") is None:
         print("bench_switch_ports: needs root and iproute2 (veth pairs)", file=sys.stderr)
         return 2
-    starters = {"thc-switch": start_thc_switch, "passthrough": start_passthrough, "bmv2": start_bmv2}
+    starters = {
+        "thc-switch": start_thc_switch,
+        "passthrough": start_passthrough,
+        "native": start_native,
+        "bmv2": start_bmv2,
+    }
     targets = [t for t in args.targets.split(",") if t]
-    print(f"IPv4 forwarding through veths, {args.size}-byte frames, program {os.path.relpath(args.program, ROOT)}")
+    print(
+        f"IPv4 forwarding through veths, {args.size}-byte frames, program {os.path.relpath(args.program, ROOT)}, "
+        f"{args.sender} sender"
+    )
     print(f"{'target':12s} {'sent':>9s} {'received':>9s} {'loss':>7s} {'frames/s':>11s} {'Mbit/s':>8s}")
     with VethPairs() as pairs:
         for name in targets:

@@ -30,6 +30,11 @@ class PcapWriter:
     def flush(self) -> None:
         self._file.flush()
 
+    def fileno(self) -> int:
+        """The file's descriptor, everything buffered written out: the native port loop appends records there."""
+        self._file.flush()
+        return self._file.fileno()
+
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()

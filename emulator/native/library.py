@@ -7,15 +7,12 @@ dependency), and it releases the GIL during every call, which the port loop's th
 """
 
 import ctypes
-import hashlib
-from importlib import resources
 
 from emulator.native.build import build_shared
+from emulator.native.portloop import PORTLOOP_C  # compiled into every program's library: it calls sw_process
 
 SW_MAX_OUT = 256
 SW_OUT_BUF = 1 << 20
-
-RUNTIME_FILES = ("sw_api.h", "runtime.h", "driver.h")
 
 
 class SwOut(ctypes.Structure):
@@ -29,12 +26,6 @@ class SwOut(ctypes.Structure):
         ("len", ctypes.c_uint32 * SW_MAX_OUT),
         ("buf", ctypes.c_uint8 * SW_OUT_BUF),
     ]
-
-
-def runtime_sources() -> dict[str, str]:
-    """The hand-written headers every generated program includes, by file name."""
-    pkg = resources.files("emulator.native")
-    return {name: (pkg / name).read_text() for name in RUNTIME_FILES}
 
 
 def _bind(lib):
@@ -73,12 +64,7 @@ def _bind(lib):
 
 def load_program_library(c_source: str, program_name: str, sanitize: bool = False):
     """Compile (or take from the cache) the generated C of one program; returns the bound library."""
-    headers = runtime_sources()
-    digest = hashlib.sha256(c_source.encode()).hexdigest()[:16]
     flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1"] if sanitize else []
-    path = build_shared(
-        {f"program_{digest}.c": c_source, **headers},
-        name=f"sw_{''.join(c if c.isalnum() else '_' for c in program_name)[:40]}",
-        extra_flags=flags,
-    )
+    name = "sw_" + "".join(c if c.isalnum() else "_" for c in program_name)[:40]
+    path = build_shared([c_source, PORTLOOP_C], name, extra_flags=flags)
     return _bind(ctypes.CDLL(str(path)))

@@ -1,0 +1,348 @@
+"""The native port loop (emulator/native/portloop.c) driven through NativePortLoop with the stub switch.
+
+The C loop works on any datagram socket, so most tests run without root on AF_UNIX socketpairs: that
+is where zero-length and over-64-KiB frames can be sent at all. The veth tests (`mininet` marker, as
+in test_ports) check the real AF_PACKET path with the shared VethLab. Every test needs a C compiler
+(skipped without one); the sanitizer build is `slow`.
+"""
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from emulator.native.build import NativeBuildError, build_shared
+from emulator.native.portloop import NativePortLoop
+from tests.support.native_stub import StubSwitch, load_stub_library, stub_library_path
+from tests.support.veths import VethLab, make_frame, needs_netns, read_pcap, receive_marked
+
+CPU_PORT = 64
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def lib():
+    """The stub library; THC_NATIVE_SANITIZE (set by the sanitizer test for its child) adds flags."""
+    try:
+        return load_stub_library(os.environ.get("THC_NATIVE_SANITIZE", "").split())
+    except NativeBuildError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def switch(lib):
+    sw = StubSwitch(lib)
+    yield sw
+    sw.close()
+
+
+class SocketPorts:
+    """Switch ports on AF_UNIX datagram socketpairs: `outside[port]` is the host's end."""
+
+    def __init__(self, loop: NativePortLoop, ports, capture_names=None):
+        self.outside = {}
+        for port in ports:
+            host, switch_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            for sock in (host, switch_end):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            host.settimeout(10)
+            self.outside[port] = host
+            loop.attach(port, switch_end, (capture_names or {}).get(port))
+
+    def close(self):
+        for sock in self.outside.values():
+            sock.close()
+
+
+@contextlib.contextmanager
+def serving(loop: NativePortLoop):
+    """run() on a thread for the block; stopped, joined and closed after it."""
+    runner = threading.Thread(target=loop.run)
+    runner.start()
+    try:
+        yield loop
+    finally:
+        loop.stop()
+        runner.join(60)  # a guard against hanging the suite, not a timing assertion
+        assert not runner.is_alive(), "run() did not return after stop()"
+        loop.close()
+
+
+# ------------------------------------------------------------------ build helper
+
+
+def test_build_shared_caches_by_content_and_names_the_compiler_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("THC_NATIVE_CACHE", str(tmp_path / "cache"))
+    first = build_shared(["int answer(void) { return 42; }\n"], "answer")
+    assert build_shared(["int answer(void) { return 42; }\n"], "answer") == first
+    other = build_shared(["int answer(void) { return 43; }\n"], "answer")
+    assert other != first and first.exists() and other.exists()
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]  # no scratch dirs left behind
+    with pytest.raises(NativeBuildError, match="(?s)compiling broken failed.*error: expected expression"):
+        build_shared(["int broken(void) { return }\n"], "broken")
+
+
+def test_build_shared_without_a_compiler_names_the_debian_package(tmp_path, monkeypatch):
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(NativeBuildError, match="Debian package gcc"):
+        build_shared(["int x;\n"], "nothing")
+
+
+# ------------------------------------------------------------------ socketpairs (no root)
+
+
+def test_frames_are_forwarded_and_zero_length_and_oversize_frames_do_not_stop_the_loop(lib, switch):
+    switch.route(1, 2)
+    loop = NativePortLoop(lib, switch.handle, {})
+    ports = SocketPorts(loop, (1, 2))
+    h1, h2 = ports.outside[1], ports.outside[2]
+    try:
+        with serving(loop):
+            h1.send(b"")
+            assert h2.recv(1 << 20) == b""
+            h1.send(b"A" * 100_000)  # more than any AF_PACKET frame: processed truncated to 64 KiB
+            assert h2.recv(1 << 20) == b"A" * 65536
+            for i in range(200):
+                h1.send(make_frame(b"frame%d" % i))
+            assert [h2.recv(1 << 20) for _ in range(200)] == [make_frame(b"frame%d" % i) for i in range(200)]
+        stats = loop.stats
+    finally:
+        ports.close()
+    assert (stats["rx"], stats["tx"], stats["rx_truncated"]) == (202, 202, 1)
+    assert stats["batches"] >= 1 and switch.processed == 202
+
+
+def test_injected_frames_of_every_size_are_processed_as_received_on_their_port(lib, switch):
+    switch.route(CPU_PORT, 2, dst_mac=b"\x02\x00\x00\x00\x00\x09")
+    loop = NativePortLoop(lib, switch.handle, {}, cpu_port=CPU_PORT)
+    ports = SocketPorts(loop, (1, 2))
+    h2 = ports.outside[2]
+    try:
+        loop.inject(CPU_PORT, make_frame(b"before-run"))  # queued until the loop starts
+        with serving(loop):
+            assert h2.recv(1 << 20) == b"\x02\x00\x00\x00\x00\x09" + make_frame(b"before-run")[6:]
+            loop.inject(CPU_PORT, b"")
+            assert h2.recv(1 << 20) == b""
+            loop.inject(CPU_PORT, b"\x01\x02\x03")  # shorter than a MAC: forwarded untouched
+            assert h2.recv(1 << 20) == b"\x01\x02\x03"
+            loop.inject(CPU_PORT, b"B" * 65537)  # longer than any frame: refused, counted
+            big = b"\x02\x00\x00\x00\x00\x09" + b"C" * 65530
+            for _ in range(20):  # 1.3 MB: more than one output batch holds
+                loop.inject(CPU_PORT, b"C" * 65536)
+            assert [h2.recv(1 << 20) for _ in range(20)] == [big] * 20
+        stats = loop.stats
+    finally:
+        ports.close()
+    assert (stats["injected"], stats["tx"], stats["inject_dropped"]) == (23, 23, 1)
+    assert stats["rx"] == 0
+
+
+def test_cpu_port_frames_reach_packet_in_and_unknown_ports_are_counted(lib, switch):
+    switch.route(1, CPU_PORT)
+    switch.route(2, 7)  # port 7 has no socket
+    received = []
+    rejected_once = []
+    all_delivered = threading.Event()
+
+    def packet_in(frame):
+        if b"reject" in frame and not rejected_once:
+            rejected_once.append(frame)
+            return False
+        received.append(frame)
+        if len(received) == 3:
+            all_delivered.set()
+        return True
+
+    loop = NativePortLoop(lib, switch.handle, {}, cpu_port=CPU_PORT, packet_in=packet_in)
+    ports = SocketPorts(loop, (1, 2))
+    try:
+        with serving(loop):
+            ports.outside[2].send(make_frame(b"nowhere"))
+            for marker in (b"to-cpu-1", b"reject", b"to-cpu-2"):
+                ports.outside[1].send(make_frame(marker))
+            ports.outside[1].send(b"D" * 70_000)  # a PacketIn longer than the 64 KiB take buffer
+            assert all_delivered.wait(60)  # a guard against hanging, not a timing assertion
+        stats = loop.stats
+    finally:
+        ports.close()
+    assert received == [make_frame(b"to-cpu-1"), make_frame(b"to-cpu-2"), b"D" * 65536]
+    assert stats["packet_in"] == 4 and stats["packet_in_dropped"] == 1 and stats["dropped_no_port"] == 1
+    assert stats["tx"] == 0
+
+
+def test_cpu_port_frames_without_a_packet_in_callback_are_never_sent_on_a_socket(lib, switch):
+    switch.route(1, 2)
+    switch.route(2, 1)
+    loop = NativePortLoop(lib, switch.handle, {}, cpu_port=2)  # port 2 is also the CPU port
+    ports = SocketPorts(loop, (1, 2))
+    try:
+        with serving(loop):
+            ports.outside[2].send(make_frame(b"to-port-1"))
+            assert ports.outside[1].recv(1 << 20) == make_frame(b"to-port-1")
+            ports.outside[1].send(make_frame(b"to-cpu"))
+            ports.outside[2].send(make_frame(b"fence"))  # processed after "to-cpu": a marker we can wait for
+            assert ports.outside[1].recv(1 << 20) == make_frame(b"fence")
+        stats = loop.stats
+    finally:
+        ports.close()
+    assert stats["dropped_no_port"] == 1 and stats["tx"] == 2 and stats["packet_in"] == 0
+
+
+def test_pcap_files_match_what_the_python_loop_writes(lib, switch, tmp_path):
+    switch.route(1, 2)
+    loop = NativePortLoop(lib, switch.handle, {}, pcap_dir=str(tmp_path))
+    ports = SocketPorts(loop, (1, 2), capture_names={1: "s1", 2: "s2"})
+    frames = [make_frame(b"pcap%d" % i) for i in range(50)] + [b"E" * 70_000]
+    try:
+        with serving(loop):
+            for frame in frames:
+                ports.outside[1].send(frame)
+            for _ in frames:
+                ports.outside[2].recv(1 << 20)
+    finally:
+        ports.close()
+    expected = frames[:-1] + [b"E" * 65535]  # the 64 KiB frame, cut at the files' snap length
+    assert read_pcap(str(tmp_path / "s1_in.pcap")) == expected
+    assert read_pcap(str(tmp_path / "s2_out.pcap")) == expected
+    assert read_pcap(str(tmp_path / "s2_in.pcap")) == [] and read_pcap(str(tmp_path / "s1_out.pcap")) == []
+    with open(tmp_path / "s1_in.pcap", "rb") as f:
+        from emulator.pcap import _GLOBAL_HEADER
+
+        assert f.read(24) == _GLOBAL_HEADER
+
+
+def test_stop_before_run_and_stop_while_idle_both_end_run(lib, switch):
+    loop = NativePortLoop(lib, switch.handle, {})
+    loop.stop()
+    loop.run()  # returns at once: the stop was remembered
+    loop.close()
+    with serving(NativePortLoop(lib, switch.handle, {})) as idle:
+        assert idle.stats == {}
+
+
+def test_stop_from_a_signal_handler_ends_run_on_the_main_thread(lib, switch):
+    script = textwrap.dedent(
+        """
+        import os, signal, threading
+        from emulator.native.portloop import NativePortLoop
+        from tests.support.native_stub import StubSwitch, load_stub_library
+        lib = load_stub_library()
+        loop = NativePortLoop(lib, StubSwitch(lib).handle, {})
+        signal.signal(signal.SIGTERM, lambda *a: loop.stop())
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        loop.run()
+        loop.close()
+        print("returned")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "returned"
+
+
+# ------------------------------------------------------------------ veths (root)
+
+
+@needs_netns()
+def test_native_loop_forwards_between_veths_with_pcaps_packet_in_and_packet_out(lib, switch, tmp_path):
+    switch.route(1, 2)
+    switch.route(2, CPU_PORT)
+    switch.route(CPU_PORT, 1)
+    to_controller = []
+    got_packet_in = threading.Event()
+
+    def packet_in(frame):
+        to_controller.append(frame)
+        got_packet_in.set()
+        return True
+
+    with VethLab(2) as lab:
+        s1, s2 = lab.switch_ifaces
+        loop = NativePortLoop(lib, switch.handle, {1: s1, 2: s2}, cpu_port=CPU_PORT, pcap_dir=str(tmp_path))
+        loop.packet_in = packet_in
+        loop.open()
+        h1, h2 = lab.host_socket(0), lab.host_socket(1)
+        try:
+            with serving(loop):
+                for i in range(3):
+                    h1.send(make_frame(b"hello%d" % i))
+                    assert receive_marked(h2, b"hello%d" % i) == make_frame(b"hello%d" % i)
+                h2.send(make_frame(b"TO_CPU"))
+                assert got_packet_in.wait(10)
+                loop.inject(CPU_PORT, make_frame(b"from-controller"))
+                assert receive_marked(h1, b"from-controller") == make_frame(b"from-controller")
+            stats = loop.stats
+        finally:
+            h1.close()
+            h2.close()
+    assert make_frame(b"TO_CPU") in to_controller
+    assert stats["tx"] >= 4 and stats["injected"] == 1 and stats["tx_errors"] == 0
+    assert [f for f in read_pcap(str(tmp_path / f"{s1}_in.pcap")) if b"hello" in f] == [
+        make_frame(b"hello%d" % i) for i in range(3)
+    ]
+    assert [f for f in read_pcap(str(tmp_path / f"{s2}_out.pcap")) if b"hello" in f] == [
+        make_frame(b"hello%d" % i) for i in range(3)
+    ]
+    # our own sends on port 2 are not read back: its capture holds only what host 2 sent
+    assert all(b"hello" not in f for f in read_pcap(str(tmp_path / f"{s2}_in.pcap")))
+    assert make_frame(b"from-controller") in read_pcap(str(tmp_path / f"{s1}_out.pcap"))
+
+
+@needs_netns()
+def test_frames_above_the_mtu_are_counted_as_tx_errors_on_veths(lib, switch):
+    switch.route(CPU_PORT, 2)
+    with VethLab(2) as lab:
+        loop = NativePortLoop(lib, switch.handle, dict(enumerate(lab.switch_ifaces, 1)), cpu_port=CPU_PORT)
+        loop.open()
+        h2 = lab.host_socket(1)
+        try:
+            with serving(loop):
+                loop.inject(CPU_PORT, make_frame(b"X") + b"\0" * 9000)  # veth MTU 1500: the kernel refuses
+                loop.inject(CPU_PORT, b"")  # shorter than an Ethernet header
+                loop.inject(CPU_PORT, make_frame(b"after-the-bad-ones"))
+                assert receive_marked(h2, b"after-the-bad-ones") == make_frame(b"after-the-bad-ones")
+            stats = loop.stats
+        finally:
+            h2.close()
+    assert stats["injected"] == 3 and stats["tx"] + stats["tx_errors"] == 3 and stats["tx_errors"] >= 1
+
+
+# ------------------------------------------------------------------ sanitizers
+
+
+@pytest.mark.slow
+def test_the_loop_under_address_and_undefined_behaviour_sanitizers(lib):
+    """The other tests of this file again (veths too when root), in a child whose library has ASan+UBSan."""
+    flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+    try:
+        stub_library_path(flags)
+    except NativeBuildError as exc:
+        pytest.skip(f"no sanitizer build: {exc}")
+    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(libasan):
+        pytest.skip("libasan.so not found")
+    env = dict(
+        os.environ,
+        LD_PRELOAD=libasan,
+        ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
+        THC_NATIVE_SANITIZE=" ".join(flags),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", __file__],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = done.stdout + done.stderr
+    assert "AddressSanitizer" not in output and "runtime error" not in output, output[-4000:]
+    assert done.returncode == 0, output[-4000:]
