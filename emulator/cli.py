@@ -16,10 +16,11 @@ import signal
 import sys
 
 from emulator import logging_setup
+from emulator.dataplane import DataPlane
 from emulator.p4rt.device import Device
 from emulator.p4rt.errors import P4RTError
 from emulator.p4runtime_server import BindError, P4RuntimeServer
-from emulator.ports import InterfaceError, PortLoop, interface_exists
+from emulator.ports import InterfaceError, interface_exists
 from emulator.switch import SoftwareSwitch
 
 log = logging.getLogger("emulator.switch_cli")
@@ -229,7 +230,7 @@ def _serve(args, ports) -> int:
     elif args.p4info:
         return _fail("--p4info needs PROGRAM.json")
 
-    loop = PortLoop(device, ports, pcap_dir=args.pcap, dump_packet_bytes=args.dump_packet_data)
+    loop = DataPlane(device, ports, pcap_dir=args.pcap, dump_packet_bytes=args.dump_packet_data)
     server = P4RuntimeServer(device, packet_out_sink=loop.inject)
     loop.packet_in = server.packet_in
     try:

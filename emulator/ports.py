@@ -123,6 +123,10 @@ class PortLoop:
                 pass
         self._wake_r = self._wake_w = -1
 
+    def open_ports(self) -> tuple[dict, dict]:
+        """The open sockets and pcap captures by port (another loop may serve them in turn)."""
+        return self._sockets, self._captures
+
     # ------------------------------------------------------------ control from other threads
 
     def inject(self, port: int, frame: bytes) -> None:

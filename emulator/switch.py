@@ -79,6 +79,8 @@ def _load_config(path_or_dict) -> dict:
 
 
 class SoftwareSwitch:
+    backend = "python"  # the reference engine; emulator.native.switch.NativeSwitch says "native"
+
     def __init__(self, program, drop_port: int = 511, trace_level: int = logging.DEBUG):
         self._prog = program
         self.program = program.info

@@ -138,6 +138,16 @@ class NativePortLoop:
         if self.pcap_dir is not None and capture_name is not None:
             self._captures[port] = PortCapture(self.pcap_dir, capture_name)
 
+    def adopt(self, sockets: dict, captures: dict) -> None:
+        """Serve sockets and captures another loop opened (they stay that loop's to close)."""
+        self._sockets.update(sockets)
+        self._captures.update(captures)
+
+    def release(self) -> None:
+        """Forget adopted sockets and captures, so close() leaves them open."""
+        self._sockets.clear()
+        self._captures.clear()
+
     def close(self) -> None:
         if self._running:
             raise RuntimeError("close() while run() is serving; stop() and let run() return first")

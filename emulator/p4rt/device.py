@@ -55,6 +55,7 @@ class Device:
         self.lock = threading.RLock()
         self.pipeline: Pipeline | None = None
         self.saved: Pipeline | None = None  # VERIFY_AND_SAVE'd, waiting for COMMIT
+        self._commit_listeners = []
 
     @property
     def engine(self):
@@ -109,10 +110,16 @@ class Device:
                 text_format.Parse(data.decode(), p4info, allow_unknown_field=True)
         self.commit(self.build(p4info, device_config))
 
+    def add_commit_listener(self, callback) -> None:
+        """`callback()` runs after every commit (the data plane switches loops when the engine changes)."""
+        self._commit_listeners.append(callback)
+
     def commit(self, pipeline: Pipeline) -> None:
         with self.lock:
             self.pipeline = pipeline
             self.saved = None
+        for callback in self._commit_listeners:
+            callback()
 
     def set_pipeline(self, action: int, config) -> None:
         """SetForwardingPipelineConfig's actions (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT)."""
