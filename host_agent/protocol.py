@@ -659,9 +659,11 @@ class WorkerProtocol:
         self.counters.results += k
         clean = np.flatnonzero(op.attempts[i] == 1)  # Karn: a retransmitted request's round trip is ambiguous
         if clean.size:
-            first = int(clean[0])
-            if self._batch and op.answered + first > 0:
-                self._gap_sample(now - op.last_result if first == 0 else 0.0)
+            # the first clean result after some result of the operation samples the gap (one per batch);
+            # within the batch the previous result came at `now`
+            sampler = clean if op.answered else clean[clean > 0]
+            if self._batch and sampler.size:
+                self._gap_sample(now - op.last_result if sampler[0] == 0 else 0.0)
                 self._batch = False
             rtts = now - op.first_sent[i[clean]]
             pos = 0
