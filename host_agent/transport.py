@@ -22,7 +22,6 @@ import errno
 import select
 import socket
 import struct
-from collections import deque
 from typing import Protocol
 
 import numpy as np

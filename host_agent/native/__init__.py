@@ -53,7 +53,9 @@ def build() -> Path:
     try:
         version = subprocess.run([*compiler, "--version"], capture_output=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NativeUnavailable(f"C compiler {compiler[0]} does not run ({exc}): install the Debian package gcc") from None
+        raise NativeUnavailable(
+            f"C compiler {compiler[0]} does not run ({exc}): install the Debian package gcc"
+        ) from None
     text = SOURCE.read_bytes()
     digest = hashlib.sha256(b"\0".join([version, " ".join([*compiler, *FLAGS]).encode(), text])).hexdigest()[:20]
     target = cache_dir() / f"host_fastio-{digest}.so"
