@@ -1,7 +1,9 @@
 """Host-agent figures: how fast Python builds and parses THC frames, how fast a raw AF_PACKET socket moves
-them over a veth pair, and the protocol's goodput through an in-process switch for 4 workers.
+them over a veth pair, the worker side alone against a switch that costs next to nothing (per-packet
+transport interface against the batched one), and the protocol's goodput through an in-process switch
+for 4 workers.
 
-    .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth]
+    .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth] [--worker-only]
 
 Prints figures only; nothing here asserts a speed. The veth part needs root; it creates a veth pair named
 thcB<pid>a/b and deletes it at the end.
@@ -155,6 +157,121 @@ def bench_veth(n: int) -> None:
         subprocess.run(["ip", "link", "del", a], capture_output=True)
 
 
+# ---- the worker side alone ------------------------------------------------------------------------
+
+
+class EchoSwitch:
+    """A switch stand-in that costs next to nothing, so the worker's own cost shows: every request is
+    answered at once with the result that all `n` workers sending the same request would get (count n,
+    sums n·table[index], the max of one norm), computed with numpy for everything sent since the last
+    recv. This class has only the per-packet interface (send one bytes, recv a list of bytes);
+    BatchedEchoSwitch adds send_many / recv_into (rows of a numpy buffer)."""
+
+    def __init__(self, job: SimJob, worker_id: int = 0, lane_bits: int = 16):
+        self.n, self.lane_bits = job.n_workers, lane_bits
+        self.table = np.asarray(job.table, np.int64)
+        builder = wire.FrameBuilder(SERVICE, worker_endpoint(worker_id))
+        self._templates = {}
+        for op, size, lanes in (
+            (wire.OP_NORM, 0, 0),
+            (wire.OP_THC, wire.COORDS_PER_PACKET * lane_bits // 8, lane_bits),
+            (wire.OP_FIX32, 4 * wire.FIX32_PER_PACKET, 32),
+        ):
+            frame = builder.frame(
+                op, wire.KIND_RESULT, job.job_id, worker_id, 0, 0, 0, bytes(size), job.n_workers, lanes
+            )
+            self._templates[op] = np.frombuffer(frame, np.uint8)
+        self._pending: list[np.ndarray] = []
+
+    def _answer(self) -> np.ndarray | None:
+        if not self._pending:
+            return None
+        reqs = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
+        self._pending = []
+        op = int(reqs[0, wire.THC_OFFSET + 1]) >> 4
+        out = np.empty((len(reqs), len(self._templates[op])), np.uint8)
+        out[:] = self._templates[op]
+        out[:, 46:48] = reqs[:, 46:48]  # slot
+        out[:, 50:54] = reqs[:, 50:54]  # round
+        body = reqs[:, wire.PAYLOAD_OFFSET :]
+        if op == wire.OP_NORM:
+            out[:, 54:58] = reqs[:, 54:58]
+        elif op == wire.OP_THC:
+            idx = np.empty((len(reqs), 2 * body.shape[1]), np.uint8)
+            idx[:, 0::2], idx[:, 1::2] = body >> 4, body & 0x0F
+            sums = self.table[idx] * self.n
+            out[:, wire.PAYLOAD_OFFSET :] = sums.astype(">u2" if self.lane_bits == 16 else np.uint8).view(np.uint8)
+        else:
+            sums = np.ascontiguousarray(body).view(">i4").astype(np.int64) * self.n
+            out[:, wire.PAYLOAD_OFFSET :] = (sums & 0xFFFFFFFF).astype(">u4").view(np.uint8)
+        return out
+
+    def send(self, frame: bytes) -> None:
+        self._pending.append(np.frombuffer(frame, np.uint8).reshape(1, -1))
+
+    def recv(self, timeout: float) -> list[bytes]:
+        out = self._answer()
+        return [] if out is None else [row.tobytes() for row in out]
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return "echo switch"
+
+
+class BatchedEchoSwitch(EchoSwitch):
+    def send_many(self, rows: np.ndarray) -> None:
+        self._pending.append(rows)
+
+    def recv_into(self, buf: np.ndarray, lengths: np.ndarray, timeout: float) -> int:
+        out = self._answer()
+        if out is None:
+            return 0
+        if len(out) > len(buf):  # keep the rest for the next call
+            self._pending = [out[len(buf) :]]
+            out = out[: len(buf)]
+        buf[: len(out), : out.shape[1]] = out
+        lengths[: len(out)] = out.shape[1]
+        return len(out)
+
+
+def bench_worker(coords: int, window: int, repeats: int, batched: bool) -> tuple[float, float]:
+    """One worker against the echo switch: seconds per all_sum of `coords` coordinates, and coordinates/s."""
+    from host_agent.protocol import WorkerProtocol
+
+    job = SimJob(1, 4, TABLE, n_slots=window)
+    echo = (BatchedEchoSwitch if batched else EchoSwitch)(job)
+    worker = WorkerProtocol(echo, wire.FrameBuilder(worker_endpoint(0), SERVICE), 1, 0, window, n_workers=4)
+    rng = np.random.default_rng(0)
+    data = [rng.integers(0, 16, coords, dtype=np.uint8)]
+    want = 4 * np.asarray(TABLE, np.int32)[data[0]]
+    worker.all_sum_indices(data)  # warm up (and build the native helper if needed)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        sums, _ = worker.all_sum_indices(data)
+    elapsed = (time.perf_counter() - t0) / repeats
+    if not np.array_equal(sums[0], want):
+        raise SystemExit("bench_worker: WRONG SUMS")
+    return elapsed, coords / elapsed
+
+
+def report_worker(quick: bool) -> None:
+    batched_api = hasattr(__import__("host_agent.transport", fromlist=["BatchIO"]), "BatchIO")
+    print("the worker side alone, one worker against an echo switch (numpy, next to no cost), 16-bit results:")
+    for coords, window in ((2_410, 128), (64 * 4_000, 128), (64 * 16_000, 1024)):
+        if quick:
+            coords = min(coords, 64 * 2_000)
+        repeats = max(3, 2_000_000 // coords) if not quick else 3
+        modes = [("per-packet send/recv", False)] + ([("batched send_many/recv_into", True)] if batched_api else [])
+        for label, batched in modes:
+            seconds, cps = bench_worker(coords, window, repeats, batched)
+            print(
+                f"  {coords:>9,} coordinates, window {window:>4}, {label:<28} {seconds * 1e3:8.2f} ms/round "
+                f"{cps:>14,.0f} coordinates/s {cps / wire.COORDS_PER_PACKET:>10,.0f} requests/s"
+            )
+
+
 # ---- protocol goodput ------------------------------------------------------------------------------
 
 
@@ -209,8 +326,12 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller runs")
     parser.add_argument("--engine", choices=["p4", "fake", "auto"], default="auto")
     parser.add_argument("--no-veth", action="store_true")
+    parser.add_argument("--worker-only", action="store_true", help="only the worker side against the echo switch")
     args = parser.parse_args(argv)
     n = 20_000 if args.quick else 100_000
+    if args.worker_only:
+        report_worker(args.quick)
+        return 0
     bench_codec(n)
     if not args.no_veth:
         bench_veth(n)
