@@ -467,16 +467,24 @@ class WorkerProtocol:
         k = len(idx)
         seqs = np.arange(self._tx, self._tx + k, dtype=np.int64)
         self._tx += k
-        first = op.attempts[idx] == 0
-        if first.any():
-            op.first_seq[idx[first]] = seqs[first]
-        op.firsts_before[idx] = op.first_transmissions + np.cumsum(first)
-        op.first_transmissions += int(np.count_nonzero(first))
-        op.attempts[idx] += 1
+        attempts = op.attempts[idx]
+        if not attempts.any():  # first transmissions (from _send_ready): all sent at `now` with the same RTO
+            op.first_seq[idx] = seqs
+            op.firsts_before[idx] = np.arange(op.first_transmissions + 1, op.first_transmissions + k + 1)
+            op.first_transmissions += k
+            when = np.minimum(now + op.rto[idx[:1]], op.first_sent[idx[:1]] + self.deadline)
+        else:
+            first = attempts == 0
+            if first.any():
+                op.first_seq[idx[first]] = seqs[first]
+            op.firsts_before[idx] = op.first_transmissions + np.cumsum(first)
+            op.first_transmissions += int(np.count_nonzero(first))
+            when = np.minimum(now + op.rto[idx], op.first_sent[idx] + self.deadline)
+        op.attempts[idx] = attempts + 1
         op.seq[idx] = seqs
         op.evidence[idx] = 0
         op.sent_hi = max(op.sent_hi, int(idx.max()) + 1)
-        self._arm(op, idx, np.minimum(now + op.rto[idx], op.first_sent[idx] + self.deadline))
+        self._arm(op, idx, when)
         self._outq.append(op.frames[idx])
         self.counters.packets_sent += k
         self.counters.bytes_sent += k * op.frames.shape[1]
@@ -484,7 +492,7 @@ class WorkerProtocol:
     def _arm(self, op: Operation, idx: np.ndarray, when: np.ndarray) -> None:
         """Retransmission timers for requests `idx` at times `when`: one heap entry per distinct time."""
         attempts = op.attempts[idx]
-        if (when == when[0]).all():
+        if len(when) == 1 or (when == when[0]).all():
             heapq.heappush(self._timers, (float(when[0]), next(self._timer_order), idx, attempts))
             return
         for t in np.unique(when):
