@@ -27,6 +27,7 @@ driven two ways:
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import heapq
 import itertools
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from host_agent import wire
+from host_agent import native, wire
 from host_agent.loopback import VirtualClock
 from host_agent.transport import BatchIO, Transport
 
@@ -334,6 +335,9 @@ class WorkerProtocol:
         """The worker's transport; replacing it (e.g. with a wrapper) takes effect at the next send."""
         self._transport = transport
         self._io = BatchIO(transport)
+        self._native = native.load()  # the C take of a batch of results, or None: the numpy one
+        self._no_op_take = None
+        self._acc_row = self._acc_req = np.zeros(0, np.int64)
 
     # ---- starting operations -------------------------------------------------------------------
 
@@ -419,7 +423,7 @@ class WorkerProtocol:
         n = self._io.recv(wait if self._op is not None else 0.0)
         self._batch = True  # results that come together are one arrival for the gap timer
         if n:
-            self._on_results(wire.parse_rows(self._io.buf[:n], self._io.lengths), self._io.lengths[:n])
+            self._on_results(n)
             self._flush()
             moved = True
             moved |= self._send_ready()
@@ -581,12 +585,31 @@ class WorkerProtocol:
             self.counters.retransmissions += len(lost)
             self.counters.fast_retransmissions += len(lost)
 
-    def _on_results(self, results: wire.ResultBatch, lengths: np.ndarray) -> None:
-        """Take in a batch of received frames (their parsed headers), in arrival order."""
-        c = self.counters
-        n = len(results.valid)
+    def _on_results(self, n: int) -> None:
+        """Take in the batch of n received frames in the transport's buffer, in arrival order."""
+        io, c, op = self._io, self.counters, self._op
+        lengths = io.lengths[:n]
         c.packets_received += n
         c.bytes_received += int(lengths.sum())
+        if self._native is not None:
+            rows, i = self._take_native(op, io.buf, lengths)
+        else:
+            rows, i = self._take(op, wire.parse_rows(io.buf[:n], lengths))
+        if not len(i):
+            return
+        now = self.clock()
+        if self._quiet(op, i):
+            self._accept_many(op, i, now)
+        else:
+            for j in i.tolist():
+                self._accept(op, j, now)
+
+    def _take(self, op: Operation | None, results: wire.ResultBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Sort a batch of frames as the per-frame rules do (ignored, stale, duplicate, rejected, accepted:
+        counted), store the accepted results; their rows and request numbers within `op`, in order."""
+        c = self.counters
+        n = len(results.valid)
+        none = np.zeros(0, np.int64)
         # Matched by (job_id, slot, round) only, as the contract says: every worker's copy carries the same
         # sums, so a copy whose worker_id was not rewritten (no result_dst entry) is still good.
         ours = (
@@ -599,12 +622,11 @@ class WorkerProtocol:
         unsent = ours & ((results.slot >= self.window) | (q >= self.next_request))
         c.stale_results += int(np.count_nonzero(unsent))
         rows = np.flatnonzero(ours & ~unsent)  # results of requests this worker has numbered
-        op = self._op
         if not rows.size:
-            return
+            return none, none
         if op is None:
             c.duplicate_results += len(rows)
-            return
+            return none, none
         i = q[rows] - op.q0
         mine = i >= 0
         mine[mine] = ~op.done[i[mine]]
@@ -614,7 +636,7 @@ class WorkerProtocol:
         c.stale_results += len(rows) - int(np.count_nonzero(sent))  # never sent: an old run's
         rows, i = rows[sent], i[sent]
         if not rows.size:
-            return
+            return none, none
         fits = op.fit_rows(results.op[rows], results.count[rows], results.lane_bits[rows], results.payload_len[rows],
                            self.n_workers)  # fmt: skip
         # the first fitting result of a request is its answer; a later copy (fitting or not) is a duplicate
@@ -632,15 +654,47 @@ class WorkerProtocol:
         c.duplicate_results += int(np.count_nonzero(duplicate))
         c.rejected_results += int(np.count_nonzero(~accepted & ~duplicate))
         rows, i = rows[accepted], i[accepted]
-        if not rows.size:
-            return
-        op.store_rows(i, results, rows)
-        now = self.clock()
-        if self._quiet(op, i):
-            self._accept_many(op, i, now)
-        else:
-            for j in i.tolist():
-                self._accept(op, j, now)
+        if rows.size:
+            op.store_rows(i, results, rows)
+        return rows, i
+
+    def _take_native(self, op: Operation | None, buf: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """_take in C (fastio.c thc_take_results): the same rules, one pass over the frames."""
+        st = self._take_state(op)
+        st.next_request, st.outstanding = self.next_request, op.outstanding if op is not None else 0
+        n = len(lengths)
+        if len(self._acc_row) < n:
+            self._acc_row, self._acc_req = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        taken = self._native.thc_take_results(
+            buf.ctypes.data, buf.shape[1], n, lengths.ctypes.data, ctypes.byref(st),
+            self._acc_row.ctypes.data, self._acc_req.ctypes.data,
+        )  # fmt: skip
+        c = self.counters
+        c.ignored_frames += st.ignored
+        c.stale_results += st.stale
+        c.duplicate_results += st.duplicate
+        c.rejected_results += st.rejected
+        if op is not None and st.ref_count >= 0:
+            op.count, op.lane_bits = st.ref_count, st.ref_lane
+        return self._acc_row[:taken], self._acc_req[:taken].copy()
+
+    def _take_state(self, op: Operation | None):
+        """The native take's view of `op` (kept on the operation: its arrays never move)."""
+        st = getattr(op, "_native_take", None) if op is not None else self._no_op_take
+        if st is None:
+            st = native.Take(job_id=self.job_id, window=self.window, n=-1, ref_count=-1, ref_lane=-1)
+            if op is None:
+                self._no_op_take = st
+            else:
+                st.q0, st.n, st.op, st.per_packet = op.q0, op.n, op.op, op.per_packet
+                st.done, st.attempts = op.done.ctypes.data, op.attempts.ctypes.data
+                st.sums, st.counts = op.sums.ctypes.data, op.counts.ctypes.data
+                op._native_take = st
+        if op is not None:
+            st.n_workers = self.n_workers or 0
+            st.ref_count = -1 if op.count is None else op.count
+            st.ref_lane = -1 if op.lane_bits is None else op.lane_bits
+        return st
 
     def _quiet(self, op: Operation, i: np.ndarray) -> bool:
         """Whether accepting results for requests i (in this order) one by one would find no evidence of

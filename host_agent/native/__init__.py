@@ -71,6 +71,26 @@ def build() -> Path:
     return target
 
 
+class Take(ctypes.Structure):
+    """struct thc_take of fastio.c: an operation as thc_take_results sees it, and the batch's counts."""
+
+    _fields_ = (
+        [
+            (name, ctypes.c_int64)
+            for name in ("job_id", "window", "next_request", "q0", "n", "op", "per_packet", "n_workers", "outstanding")
+        ]
+        + [
+            ("ref_count", ctypes.c_int64),
+            ("ref_lane", ctypes.c_int64),
+            ("done", ctypes.c_void_p),
+            ("attempts", ctypes.c_void_p),
+            ("sums", ctypes.c_void_p),
+            ("counts", ctypes.c_void_p),
+        ]
+        + [(name, ctypes.c_int64) for name in ("ignored", "stale", "duplicate", "rejected", "accepted")]
+    )
+
+
 _lib: ctypes.CDLL | None = None
 _tried = False
 
@@ -97,5 +117,7 @@ def load() -> ctypes.CDLL | None:
     lib.thc_send_rows.restype = c_long
     lib.thc_recv_rows.argtypes = [ctypes.c_int, c_ptr, c_long, c_long, c_long, c_ptr]
     lib.thc_recv_rows.restype = c_long
+    lib.thc_take_results.argtypes = [c_ptr, c_long, c_long, c_ptr, ctypes.POINTER(Take), c_ptr, c_ptr]
+    lib.thc_take_results.restype = c_long
     _lib, _tried = lib, True
     return lib

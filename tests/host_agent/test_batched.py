@@ -180,7 +180,7 @@ def test_batch_io_emulates_batches_over_a_per_frame_transport():
 # ---- the protocol: the per-packet path against the batched one --------------------------------------
 
 
-def _run(new_engine, per_frame, *, loss, duplicate, jitter, window, seed, **options):
+def _run(new_engine, per_frame, numpy_take, *, loss, duplicate, jitter, window, seed, **options):
     job = SimJob(JOB, 4, TABLE, n_slots=window)
     tap = Wiretap(new_engine(job))
     clock = VirtualClock()
@@ -192,9 +192,11 @@ def _run(new_engine, per_frame, *, loss, duplicate, jitter, window, seed, **opti
         lw.delay_up = lw.delay_down = 0.0005
         lw.service_time = 0.0001
         lw.jitter_up = lw.jitter_down = jitter
-    if per_frame:
-        for w in workers:
+    for w in workers:
+        if per_frame:
             w.transport = PerFrame(w.transport)
+        if numpy_take:
+            w._native = None
     rng = np.random.default_rng(seed)
     results, expected = [], []
     for lengths in ([64 * 30 + 7], [5, 64 * 3], [640]):
@@ -231,24 +233,27 @@ SCENARIOS = {
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_per_packet_and_batched_paths_run_identically(new_engine, scenario):
     """Same seed: the same frames reach the switch in the same order, the runs end at the same virtual
-    time with the same counters, and every result is bit-identical (and exact)."""
-    per_packet = _run(new_engine, True, **SCENARIOS[scenario])
-    batched = _run(new_engine, False, **SCENARIOS[scenario])
-    frames, stats, end, results, expected = batched
-    assert frames == per_packet[0]
-    assert stats == per_packet[1]
-    assert end == per_packet[2]
-    for got, old, want in zip(results, per_packet[3], expected):
-        for mine, theirs in zip(got, old):
-            if isinstance(mine, np.ndarray):  # NORM: float32 maxima
-                assert mine.tobytes() == theirs.tobytes() == np.asarray(want, np.float32).tobytes()
-                continue
-            assert mine[1] == theirs[1] == 4
-            for a, b, w in zip(mine[0], theirs[0], want):
-                assert a.dtype == b.dtype == np.int32
-                assert a.tobytes() == b.tobytes() == np.asarray(w, np.int32).tobytes()
-    if SCENARIOS[scenario]["loss"]:
-        assert sum(s["retransmissions"] for s in stats) > 0  # there was loss to recover from
+    time with the same counters, and every result is bit-identical (and exact) — frames sent and received
+    one by one with results sorted by numpy, in batches sorted by numpy, and in batches sorted in C."""
+    per_packet = _run(new_engine, True, True, **SCENARIOS[scenario])
+    runs = [_run(new_engine, False, True, **SCENARIOS[scenario])]
+    if native.load() is not None:
+        runs.append(_run(new_engine, False, False, **SCENARIOS[scenario]))
+    for frames, stats, end, results, expected in runs:
+        assert frames == per_packet[0]
+        assert stats == per_packet[1]
+        assert end == per_packet[2]
+        for got, old, want in zip(results, per_packet[3], expected):
+            for mine, theirs in zip(got, old):
+                if isinstance(mine, np.ndarray):  # NORM: float32 maxima
+                    assert mine.tobytes() == theirs.tobytes() == np.asarray(want, np.float32).tobytes()
+                    continue
+                assert mine[1] == theirs[1] == 4
+                for a, b, w in zip(mine[0], theirs[0], want):
+                    assert a.dtype == b.dtype == np.int32
+                    assert a.tobytes() == b.tobytes() == np.asarray(w, np.int32).tobytes()
+        if SCENARIOS[scenario]["loss"]:
+            assert sum(s["retransmissions"] for s in stats) > 0  # there was loss to recover from
 
 
 def _crafted(op, slot, rnd, count, lane_bits, payload=b"", value=0, job=JOB, kind=wire.KIND_RESULT):
@@ -257,8 +262,9 @@ def _crafted(op, slot, rnd, count, lane_bits, payload=b"", value=0, job=JOB, kin
     )
 
 
+@pytest.mark.parametrize("take", ["native", "numpy"])
 @pytest.mark.parametrize("per_frame", [False, True], ids=["batched", "per-packet"])
-def test_malformed_and_unfitting_results_in_one_batch_are_counted_not_stored(per_frame):
+def test_malformed_and_unfitting_results_in_one_batch_are_counted_not_stored(per_frame, take):
     """One receive batch holding garbage, short and truncated frames, results of another op, count or
     lane width, another job's, a stale round, and good results with copies before and after them: each is
     counted as the per-packet code counted it, only the good ones are stored, and the operation then
@@ -269,6 +275,10 @@ def test_malformed_and_unfitting_results_in_one_batch_are_counted_not_stored(per
     _, (a, b) = attach_workers(engine, job, 4, clock=VirtualClock(), n_workers=2)
     if per_frame:
         a.transport = PerFrame(a.transport)
+    if take == "numpy":
+        a._native = None
+    elif a._native is None:
+        pytest.skip("the native helper could not be built here (no C compiler)")
     op_a = a.start_sum_indices([np.full(64 * 3, 3, np.uint8)])  # requests 0..2: slots 0..2, round 0
     a.pump()
     good0 = _crafted(wire.OP_THC, 0, 0, 2, 8, bytes([TABLE[3] + TABLE[5]]) * 64)
@@ -302,6 +312,78 @@ def test_malformed_and_unfitting_results_in_one_batch_are_counted_not_stored(per
     drive([a, b])
     sums, count = op_a.result()
     assert count == 2 and sums[0].tolist() == [TABLE[3] + TABLE[5]] * 192
+
+
+def _twin_workers(op_kind, lane_bits):
+    """Two identical workers (one job, window 8) with an operation of `op_kind` in flight: 24 requests,
+    the first 8 sent, the first 3 answered."""
+    job = SimJob(JOB, 4, TABLE, n_slots=8, lane_bits=lane_bits)
+    twins = []
+    for _ in range(2):
+        engine = FakeSwitch()
+        engine.add_job(job)
+        _, (w, *_) = attach_workers(engine, job, 8, clock=VirtualClock(), n_workers=4)
+        if op_kind == wire.OP_NORM:
+            op = w.start_max(np.ones(24, np.float32))
+        elif op_kind == wire.OP_THC:
+            op = w.start_sum_indices([np.zeros(64 * 24, np.uint8)])
+        else:
+            op = w.start_sum_fix32([np.zeros(32 * 24, np.int32)])
+        w.pump()  # the first window goes out (the other workers never send: nothing completes)
+        w.transport.recv(0.0)
+        op.done[:3] = True
+        op.outstanding -= 3
+        twins.append((w, op))
+    return twins
+
+
+@pytest.mark.parametrize("op_kind", [wire.OP_NORM, wire.OP_THC, wire.OP_FIX32])
+def test_native_and_numpy_take_sort_random_batches_alike(op_kind):
+    """Batches of results of every kind of fit and misfit, duplicates, other jobs, stale rounds and
+    corrupted frames: the C take and the numpy take accept the same rows, count the same, store the same."""
+    if native.load() is None:
+        pytest.skip("the native helper could not be built here (no C compiler)")
+    rng = np.random.default_rng(op_kind)
+    back = wire.FrameBuilder(SERVICE, worker_endpoint(0))
+    seen = dict.fromkeys(("accepted", "ignored_frames", "stale_results", "duplicate_results", "rejected_results"), 0)
+    for trial in range(40):
+        lane_bits = int(rng.choice([8, 16]))
+        (a, op_a), (b, op_b) = _twin_workers(op_kind, lane_bits)
+        b._native = None
+        frames = []
+        for _ in range(int(rng.integers(1, 60))):
+            q = int(rng.integers(0, 30))
+            op = int(rng.choice([op_kind, op_kind, op_kind, wire.OP_NORM, wire.OP_THC, wire.OP_FIX32]))
+            lanes = {wire.OP_NORM: 0, wire.OP_FIX32: 32, wire.OP_THC: lane_bits}[op]
+            if rng.random() < 0.1:
+                lanes = int(rng.choice([0, 8, 16, 32, 12]))
+            size = {0: 0, 8: 64, 16: 128, 32: 128}.get(lanes, 64) if op != wire.OP_NORM else 0
+            if rng.random() < 0.1:
+                size = int(rng.integers(0, 200))
+            frame = back.frame(
+                op, int(rng.choice([1, 1, 1, 2, 0])), JOB if rng.random() < 0.9 else JOB + 1, 0, q % 8, q // 8,
+                int(rng.integers(0, 2**32)), rng.integers(0, 256, size, dtype=np.uint8).tobytes(),
+                count=int(rng.choice([4, 4, 4, 0, 3, 5])), lane_bits=lanes,
+            )  # fmt: skip
+            if rng.random() < 0.05:
+                frame = frame[: int(rng.integers(0, len(frame)))]
+            frames.append(frame)
+        buf = np.zeros((len(frames), 2048), np.uint8)
+        lengths = np.zeros(len(frames), np.int32)
+        from host_agent.transport import copy_into
+
+        copy_into(frames, buf, lengths)
+        rows_a, i_a = a._take_native(op_a, buf, lengths)
+        rows_b, i_b = b._take(op_b, wire.parse_rows(buf, lengths))
+        assert rows_a.tolist() == rows_b.tolist() and i_a.tolist() == i_b.tolist(), trial
+        assert a.stats() == b.stats(), trial
+        assert (op_a.count, op_a.lane_bits) == (op_b.count, op_b.lane_bits), trial
+        assert op_a.sums.tobytes() == op_b.sums.tobytes() and op_a.counts.tobytes() == op_b.counts.tobytes()
+        assert op_a.done.tolist() == op_b.done.tolist()  # the take stores; the bookkeeping comes after
+        seen["accepted"] += len(i_a)
+        for key in list(seen)[1:]:
+            seen[key] += a.stats()[key]
+    assert all(seen.values()), seen  # every way of sorting a result happened
 
 
 # ---- the raw socket: native batches over a veth pair -------------------------------------------------
