@@ -592,17 +592,20 @@ class WorkerProtocol:
         c.packets_received += n
         c.bytes_received += int(lengths.sum())
         if self._native is not None:
-            rows, i = self._take_native(op, io.buf, lengths)
+            rows, i = self._take_native(op, io, n)
         else:
             rows, i = self._take(op, wire.parse_rows(io.buf[:n], lengths))
         if not len(i):
             return
         now = self.clock()
-        if self._quiet(op, i):
-            self._accept_many(op, i, now)
-        else:
+        if not self._quiet(op, i):
             for j in i.tolist():
                 self._accept(op, j, now)
+        elif len(i) <= 8:  # a few results: Python per result costs less than numpy per batch
+            for j in i.tolist():
+                self._accept(op, j, now, detect=False)
+        else:
+            self._accept_many(op, i, now)
 
     def _take(self, op: Operation | None, results: wire.ResultBatch) -> tuple[np.ndarray, np.ndarray]:
         """Sort a batch of frames as the per-frame rules do (ignored, stale, duplicate, rejected, accepted:
@@ -658,17 +661,16 @@ class WorkerProtocol:
             op.store_rows(i, results, rows)
         return rows, i
 
-    def _take_native(self, op: Operation | None, buf: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """_take in C (fastio.c thc_take_results): the same rules, one pass over the frames."""
+    def _take_native(self, op: Operation | None, io: BatchIO, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """_take in C (fastio.c thc_take_results): the same rules, one pass over the frames in io.buf[:n]."""
         st = self._take_state(op)
         st.next_request, st.outstanding = self.next_request, op.outstanding if op is not None else 0
-        n = len(lengths)
         if len(self._acc_row) < n:
-            self._acc_row, self._acc_req = np.zeros(n, np.int64), np.zeros(n, np.int64)
+            self._acc_row, self._acc_req = np.zeros(len(io.buf), np.int64), np.zeros(len(io.buf), np.int64)
+            self._acc_addresses = self._acc_row.ctypes.data, self._acc_req.ctypes.data
         taken = self._native.thc_take_results(
-            buf.ctypes.data, buf.shape[1], n, lengths.ctypes.data, ctypes.byref(st),
-            self._acc_row.ctypes.data, self._acc_req.ctypes.data,
-        )  # fmt: skip
+            io.buf_address, io.stride, n, io.lengths_address, ctypes.byref(st), *self._acc_addresses
+        )
         c = self.counters
         c.ignored_frames += st.ignored
         c.stale_results += st.stale
@@ -753,8 +755,9 @@ class WorkerProtocol:
         if following.size:
             self._sendable.append(following)
 
-    def _accept(self, op: Operation, i: int, now: float) -> None:
-        """The result of request i is in (it fits and is stored): bookkeeping, loss detection."""
+    def _accept(self, op: Operation, i: int, now: float, detect: bool = True) -> None:
+        """The result of request i is in (it fits and is stored): bookkeeping, loss detection (`detect`
+        False: _quiet() found that there is none to do)."""
         op.done[i] = True
         op.outstanding -= 1
         self.counters.results += 1
@@ -776,7 +779,7 @@ class WorkerProtocol:
             return
         op.probe_backoff = 1.0
         op.probe_at = now + self.gap_timeout
-        if self.dupthresh:
+        if detect and self.dupthresh:
             self._detect_loss(op, i, now)
         if i + self.window < op.n:
             self._sendable.append(np.array([i + self.window], np.int64))

@@ -80,8 +80,12 @@ class BatchIO:
             getattr(transport, "recv_into", None)
         )
         self.stride = stride
-        self.buf = np.zeros((capacity, stride), np.uint8)
+        self._allocate(capacity)
+
+    def _allocate(self, capacity: int) -> None:
+        self.buf = np.zeros((capacity, self.stride), np.uint8)
         self.lengths = np.zeros(capacity, np.int32)
+        self.buf_address, self.lengths_address = self.buf.ctypes.data, self.lengths.ctypes.data
 
     def send(self, rows: np.ndarray) -> None:
         if not len(rows):
@@ -98,8 +102,7 @@ class BatchIO:
             return self.transport.recv_into(self.buf, self.lengths, timeout)
         frames = self.transport.recv(timeout)
         if len(frames) > len(self.buf):
-            self.buf = np.zeros((len(frames), self.stride), np.uint8)
-            self.lengths = np.zeros(len(frames), np.int32)
+            self._allocate(len(frames))
         return copy_into(frames, self.buf, self.lengths)
 
 

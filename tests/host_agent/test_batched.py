@@ -18,7 +18,7 @@ from host_agent.layers import THC
 from host_agent.loopback import VirtualClock
 from host_agent.protocol import WorkerProtocol, drive
 from host_agent.sim import SERVICE, SimJob, attach_workers, worker_endpoint
-from host_agent.transport import BatchIO, RawSocketTransport
+from host_agent.transport import BatchIO, RawSocketTransport, copy_into
 
 TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]
 JOB = 7
@@ -368,13 +368,10 @@ def test_native_and_numpy_take_sort_random_batches_alike(op_kind):
             if rng.random() < 0.05:
                 frame = frame[: int(rng.integers(0, len(frame)))]
             frames.append(frame)
-        buf = np.zeros((len(frames), 2048), np.uint8)
-        lengths = np.zeros(len(frames), np.int32)
-        from host_agent.transport import copy_into
-
-        copy_into(frames, buf, lengths)
-        rows_a, i_a = a._take_native(op_a, buf, lengths)
-        rows_b, i_b = b._take(op_b, wire.parse_rows(buf, lengths))
+        io = BatchIO(None, capacity=len(frames))
+        copy_into(frames, io.buf, io.lengths)
+        rows_a, i_a = a._take_native(op_a, io, len(frames))
+        rows_b, i_b = b._take(op_b, wire.parse_rows(io.buf, io.lengths))
         assert rows_a.tolist() == rows_b.tolist() and i_a.tolist() == i_b.tolist(), trial
         assert a.stats() == b.stats(), trial
         assert (op_a.count, op_a.lane_bits) == (op_b.count, op_b.lane_bits), trial
