@@ -1,7 +1,9 @@
 """Host-agent figures: how fast Python builds and parses THC frames, how fast a raw AF_PACKET socket moves
-them over a veth pair, and the protocol's goodput through an in-process switch for 4 workers.
+them over a veth pair, the worker side alone against a switch that costs next to nothing (per-packet
+transport interface against the batched one), and the protocol's goodput through an in-process switch
+for 4 workers.
 
-    .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth]
+    .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth] [--worker-only]
 
 Prints figures only; nothing here asserts a speed. The veth part needs root; it creates a veth pair named
 thcB<pid>a/b and deletes it at the end.
@@ -155,6 +157,237 @@ def bench_veth(n: int) -> None:
         subprocess.run(["ip", "link", "del", a], capture_output=True)
 
 
+# ---- the worker side alone ------------------------------------------------------------------------
+
+
+class EchoSwitch:
+    """A switch stand-in that costs next to nothing, so the worker's own cost shows: every request is
+    answered at once with the result that all `n` workers sending the same request would get (count n,
+    sums n·table[index], the max of one norm), computed with numpy for everything sent since the last
+    recv. This class has only the per-packet interface (send one bytes, recv a list of bytes);
+    BatchedEchoSwitch adds send_many / recv_into (rows of a numpy buffer)."""
+
+    def __init__(self, job: SimJob, worker_id: int = 0, lane_bits: int = 16):
+        self.n, self.lane_bits = job.n_workers, lane_bits
+        self.table = np.asarray(job.table, np.int64)
+        builder = wire.FrameBuilder(SERVICE, worker_endpoint(worker_id))
+        self._templates = {}
+        for op, size, lanes in (
+            (wire.OP_NORM, 0, 0),
+            (wire.OP_THC, wire.COORDS_PER_PACKET * lane_bits // 8, lane_bits),
+            (wire.OP_FIX32, 4 * wire.FIX32_PER_PACKET, 32),
+        ):
+            frame = builder.frame(
+                op, wire.KIND_RESULT, job.job_id, worker_id, 0, 0, 0, bytes(size), job.n_workers, lanes
+            )
+            self._templates[op] = np.frombuffer(frame, np.uint8)
+        self._pending: list[np.ndarray] = []
+
+    def _answer(self) -> np.ndarray | None:
+        if not self._pending:
+            return None
+        reqs = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
+        self._pending = []
+        op = int(reqs[0, wire.THC_OFFSET + 1]) >> 4
+        out = np.empty((len(reqs), len(self._templates[op])), np.uint8)
+        out[:] = self._templates[op]
+        out[:, 46:48] = reqs[:, 46:48]  # slot
+        out[:, 50:54] = reqs[:, 50:54]  # round
+        body = reqs[:, wire.PAYLOAD_OFFSET :]
+        if op == wire.OP_NORM:
+            out[:, 54:58] = reqs[:, 54:58]
+        elif op == wire.OP_THC:
+            idx = np.empty((len(reqs), 2 * body.shape[1]), np.uint8)
+            idx[:, 0::2], idx[:, 1::2] = body >> 4, body & 0x0F
+            sums = self.table[idx] * self.n
+            out[:, wire.PAYLOAD_OFFSET :] = sums.astype(">u2" if self.lane_bits == 16 else np.uint8).view(np.uint8)
+        else:
+            sums = np.ascontiguousarray(body).view(">i4").astype(np.int64) * self.n
+            out[:, wire.PAYLOAD_OFFSET :] = (sums & 0xFFFFFFFF).astype(">u4").view(np.uint8)
+        return out
+
+    def send(self, frame: bytes) -> None:
+        self._pending.append(np.frombuffer(frame, np.uint8).reshape(1, -1))
+
+    def recv(self, timeout: float) -> list[bytes]:
+        out = self._answer()
+        return [] if out is None else [row.tobytes() for row in out]
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return "echo switch"
+
+
+class BatchedEchoSwitch(EchoSwitch):
+    def send_many(self, rows: np.ndarray) -> None:
+        self._pending.append(rows)
+
+    def recv_into(self, buf: np.ndarray, lengths: np.ndarray, timeout: float) -> int:
+        out = self._answer()
+        if out is None:
+            return 0
+        if len(out) > len(buf):  # keep the rest for the next call
+            self._pending = [out[len(buf) :]]
+            out = out[: len(buf)]
+        buf[: len(out), : out.shape[1]] = out
+        lengths[: len(out)] = out.shape[1]
+        return len(out)
+
+
+def bench_worker(coords: int, window: int, repeats: int, batched: bool) -> tuple[float, float]:
+    """One worker against the echo switch: seconds per all_sum of `coords` coordinates, and coordinates/s."""
+    from host_agent.protocol import WorkerProtocol
+
+    job = SimJob(1, 4, TABLE, n_slots=window)
+    echo = (BatchedEchoSwitch if batched else EchoSwitch)(job)
+    worker = WorkerProtocol(echo, wire.FrameBuilder(worker_endpoint(0), SERVICE), 1, 0, window, n_workers=4)
+    rng = np.random.default_rng(0)
+    data = [rng.integers(0, 16, coords, dtype=np.uint8)]
+    want = 4 * np.asarray(TABLE, np.int32)[data[0]]
+    worker.all_sum_indices(data)  # warm up (and build the native helper if needed)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        sums, _ = worker.all_sum_indices(data)
+    elapsed = (time.perf_counter() - t0) / repeats
+    if not np.array_equal(sums[0], want):
+        raise SystemExit("bench_worker: WRONG SUMS")
+    return elapsed, coords / elapsed
+
+
+def report_worker(quick: bool) -> None:
+    batched_api = hasattr(__import__("host_agent.transport", fromlist=["BatchIO"]), "BatchIO")
+    print("the worker side alone, one worker against an echo switch (numpy, next to no cost), 16-bit results:")
+    for coords, window in ((2_410, 128), (64 * 4_000, 128), (64 * 16_000, 1024)):
+        if quick:
+            coords = min(coords, 64 * 2_000)
+        repeats = max(3, 2_000_000 // coords) if not quick else 3
+        modes = [("per-packet send/recv", False)] + ([("batched send_many/recv_into", True)] if batched_api else [])
+        for label, batched in modes:
+            seconds, cps = bench_worker(coords, window, repeats, batched)
+            print(
+                f"  {coords:>9,} coordinates, window {window:>4}, {label:<28} {seconds * 1e3:8.2f} ms/round "
+                f"{cps:>14,.0f} coordinates/s {cps / wire.COORDS_PER_PACKET:>10,.0f} requests/s"
+            )
+
+
+# ---- the worker side over a real raw socket ----------------------------------------------------------
+
+
+def echo_serve(iface: str) -> None:
+    """Answer THC requests arriving on `iface` like EchoSwitch, a batch per system call (the native
+    helper), until killed: the far end of the veth pair for veth_worker."""
+    from host_agent import native
+    from host_agent.transport import PACKET_IGNORE_OUTGOING, SOL_PACKET
+
+    lib = native.load()
+    if lib is None:
+        raise SystemExit("echo_serve needs the native helper (a C compiler)")
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+    sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    sock.bind((iface, 0x0800))
+    echo = EchoSwitch(SimJob(1, 4, TABLE))
+    buf, lengths = np.zeros((1024, 2048), np.uint8), np.zeros(1024, np.int32)
+    print("ready", flush=True)
+    while True:
+        n = lib.thc_recv_rows(sock.fileno(), buf.ctypes.data, 2048, 1024, 100_000_000, lengths.ctypes.data)
+        if n <= 0:
+            continue
+        parsed = wire.parse_rows(buf[:n], lengths)
+        for length in np.unique(lengths[:n][parsed.valid & (parsed.kind == wire.KIND_REQUEST)]):
+            pick = parsed.valid & (parsed.kind == wire.KIND_REQUEST) & (lengths[:n] == length)
+            echo._pending = [buf[:n][pick][:, :length]]
+            out = echo._answer()
+            lib.thc_send_rows(sock.fileno(), out.ctypes.data, out.shape[1], out.shape[1], len(out))
+
+
+class _PerPacket:
+    """Hides a transport's batch methods: the protocol then sends and receives frame by frame."""
+
+    def __init__(self, transport):
+        self.send, self.recv, self.describe, self.close = (
+            transport.send, transport.recv, transport.describe, transport.close
+        )  # fmt: skip
+
+
+def veth_worker(iface: str, mode: str, quick: bool) -> None:
+    """One worker on `iface` (echo_serve on the other end): ms per round and coordinates/s; `mode`
+    native (sendmmsg/recvmmsg), python-loop (batches, one send()/recv() per frame), per-packet (the
+    transport's per-frame interface only)."""
+    from host_agent.protocol import WorkerProtocol
+    from host_agent.transport import RawSocketTransport
+
+    transport = RawSocketTransport(iface)
+    if mode == "python-loop":
+        transport._native = None
+    chosen = _PerPacket(transport) if mode == "per-packet" else transport
+    for coords, window in ((2_410, 128), (64 * 4_000, 128), (64 * 16_000, 1024)):
+        if quick:
+            coords = min(coords, 64 * 2_000)
+        worker = WorkerProtocol(
+            chosen, wire.FrameBuilder(worker_endpoint(0), SERVICE), 1, 0, window, n_workers=4, deadline=60.0,
+            first_request=0 if coords == 2_410 else 10**6 * window,
+        )  # fmt: skip
+        rng = np.random.default_rng(0)
+        data = [rng.integers(0, 16, coords, dtype=np.uint8)]
+        want = 4 * np.asarray(TABLE, np.int32)[data[0]]
+        worker.all_sum_indices(data)  # warm up: the RTO adapts
+        repeats = 3 if quick else max(3, 2_000_000 // coords)
+        before = worker.stats()["retransmissions"]
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            sums, _ = worker.all_sum_indices(data)
+        seconds = (time.perf_counter() - t0) / repeats
+        if not np.array_equal(sums[0], want):
+            raise SystemExit("veth_worker: WRONG SUMS")
+        retx = worker.stats()["retransmissions"] - before
+        print(
+            f"  {coords:>9,} coordinates, window {window:>4}, {mode:<12} {seconds * 1e3:8.2f} ms/round "
+            f"{coords / seconds:>12,.0f} coordinates/s {coords / seconds / wire.COORDS_PER_PACKET:>9,.0f} "
+            f"requests/s, {retx / repeats:.1f} retransmissions/round",
+            flush=True,
+        )
+    transport.close()
+
+
+def bench_veth_worker(quick: bool, before: str | None) -> None:
+    """veth_worker in a child process per mode, echo_serve in another, over a fresh veth pair; `before`:
+    also the worker of another source tree (the code before this change), per packet as it was."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        print("worker over a veth pair: skipped (needs root and iproute2)")
+        return
+    a, b = f"thcW{os.getpid() % 100000}a", f"thcW{os.getpid() % 100000}b"
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    echo = None
+    try:
+        for dev in (a, b):
+            subprocess.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{dev}.disable_ipv6=1"], capture_output=True)
+            subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+        time.sleep(0.5)  # carrier up
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        me = [sys.executable, str(Path(__file__).resolve())]
+        echo = subprocess.Popen([*me, "--echo", b], env=env, stdout=subprocess.PIPE, text=True)
+        echo.stdout.readline()
+        print(
+            f"the worker over a raw socket on a veth pair ({a}/{b}), an echo switch (batched, native) on the other end:"
+        )
+        runs = [(mode, str(ROOT)) for mode in ("per-packet", "python-loop", "native")]
+        if before:
+            runs.insert(0, ("before", before))
+        for mode, tree in runs:
+            args = [*me, "--veth-worker", a, "--mode", "per-packet" if mode == "before" else mode]
+            if mode == "before":
+                print(f"  (before: the worker of {tree}, per packet)", flush=True)
+            subprocess.run([*args, *(["--quick"] if quick else [])], env=dict(env, PYTHONPATH=tree), check=False)
+    finally:
+        if echo is not None:
+            echo.terminate()
+            echo.wait(10)
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+
+
 # ---- protocol goodput ------------------------------------------------------------------------------
 
 
@@ -209,8 +442,24 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller runs")
     parser.add_argument("--engine", choices=["p4", "fake", "auto"], default="auto")
     parser.add_argument("--no-veth", action="store_true")
+    parser.add_argument("--worker-only", action="store_true", help="only the worker side (echo switch, veth)")
+    parser.add_argument("--before", metavar="TREE", help="also time the worker of this source tree over the veth")
+    parser.add_argument("--echo", metavar="IFACE", help=argparse.SUPPRESS)
+    parser.add_argument("--veth-worker", metavar="IFACE", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="native", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     n = 20_000 if args.quick else 100_000
+    if args.echo:
+        echo_serve(args.echo)
+        return 0
+    if args.veth_worker:
+        veth_worker(args.veth_worker, args.mode, args.quick)
+        return 0
+    if args.worker_only:
+        report_worker(args.quick)
+        if not args.no_veth:
+            bench_veth_worker(args.quick, args.before)
+        return 0
     bench_codec(n)
     if not args.no_veth:
         bench_veth(n)

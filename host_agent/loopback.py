@@ -222,7 +222,13 @@ class LoopbackPort:
         """When the wire next hands a frame over (to anyone): protocol.drive() moves a virtual clock there."""
         return self.wire.next_event()
 
-    def recv(self, timeout: float) -> list[bytes]:
+    def send_many(self, rows) -> None:
+        """Every row of a (n, length) uint8 array as one frame, in order (transport.BatchTransport)."""
+        inject, port = self.wire.inject, self.port
+        for row in rows:
+            inject(port, row.tobytes())
+
+    def _wait(self, timeout: float) -> None:
         wire = self.wire
         wire.run_due()
         if not self._inbox and timeout > 0:
@@ -237,10 +243,28 @@ class LoopbackPort:
                     if not self._inbox:
                         self._ready.wait(timeout if due is None else max(0.0, min(timeout, due - wire.clock())))
                 wire.run_due()
+
+    def recv(self, timeout: float) -> list[bytes]:
+        self._wait(timeout)
         with self._ready:
             frames = list(self._inbox)
             self._inbox.clear()
         return frames
+
+    def recv_into(self, buf, lengths, timeout: float) -> int:
+        """Up to len(buf) waiting frames into rows of `buf` (cut to its stride), their lengths into
+        `lengths`; the rest stay for the next call (transport.BatchTransport)."""
+        self._wait(timeout)
+        stride, n = buf.shape[1], 0
+        with self._ready:
+            inbox = self._inbox
+            while inbox and n < len(buf):
+                frame = inbox.popleft()
+                size = min(len(frame), stride)
+                buf[n, :size] = memoryview(frame)[:size]
+                lengths[n] = size
+                n += 1
+        return n
 
     def close(self) -> None:
         pass

@@ -27,18 +27,21 @@ driven two ways:
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import heapq
+import itertools
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from host_agent import wire
+from host_agent import native, wire
 from host_agent.loopback import VirtualClock
-from host_agent.transport import Transport
+from host_agent.transport import BatchIO, Transport
+
+_NEVER = np.iinfo(np.int64).max
 
 
 class AggregationTimeout(TimeoutError):
@@ -79,42 +82,46 @@ class WorkerStats:
 
 
 class Operation:
-    """One aggregation call in flight: requests q0 .. q0 + n − 1 of a single op."""
+    """One aggregation call in flight: requests q0 .. q0 + n − 1 of a single op.
+
+    Its request frames are built once, as the rows of one array (`frames`), and every per-request field
+    is a numpy array, so a batch of requests is sent and a batch of results taken in with a few
+    vectorised operations."""
 
     def __init__(
         self,
         op: int,
         q0: int,
         n_requests: int,
-        payloads: bytes,
-        payload_size: int,
-        values: np.ndarray | None,
+        frames: np.ndarray,
         chunk_lengths: list[int],
         per_packet: int,
         started: float,
     ):
         self.op, self.q0, self.n = op, q0, n_requests
-        self._payloads, self._payload_size = payloads, payload_size
-        self._values = values
+        self.frames = frames  # (n_requests, frame length) uint8: request i is row i
         self.chunk_lengths = chunk_lengths
         self.per_packet = per_packet
         self.started = started
         self.finished: float | None = None
-        self.first_sent = [0.0] * n_requests
-        self.attempts = [0] * n_requests
-        self.rto = [0.0] * n_requests
-        self.done = bytearray(n_requests)
+        self.first_sent = np.zeros(n_requests, np.float64)
+        self.attempts = np.zeros(n_requests, np.int64)
+        self.rto = np.zeros(n_requests, np.float64)
+        self.done = np.zeros(n_requests, np.bool_)
         self.outstanding = n_requests
-        self.counts = bytearray(n_requests)
+        self.counts = np.zeros(n_requests, np.uint8)
         # loss detection: per request the number of its latest transmission and of its first, the first
         # transmissions of this operation made before its latest one, and the results of requests first
         # sent after its latest transmission that came back since
-        self.seq = [0] * n_requests
-        self.first_seq = [0] * n_requests
-        self.firsts_before = [0] * n_requests
-        self.evidence = [0] * n_requests
+        self.seq = np.zeros(n_requests, np.int64)
+        self.first_seq = np.zeros(n_requests, np.int64)
+        self.firsts_before = np.zeros(n_requests, np.int64)
+        self.evidence = np.zeros(n_requests, np.int64)
         self.first_transmissions = 0
-        self.inflight: dict[int, None] = {}  # unanswered requests, oldest latest transmission first
+        # requests in flight (sent, unanswered) all lie in [low, sent_hi): low is the oldest unanswered
+        # request (advanced lazily), sent_hi one past the newest sent
+        self.low = 0
+        self.sent_hi = 0
         self.answered = 0
         self.last_result = 0.0  # when the latest result came
         self.newest_answered = -1  # the latest first transmission among answered requests
@@ -133,55 +140,68 @@ class Operation:
     def complete(self) -> bool:
         return self.outstanding == 0
 
-    def payload(self, i: int) -> bytes:
-        size = self._payload_size
-        return self._payloads[i * size : (i + 1) * size] if size else b""
+    def span(self) -> tuple[int, int]:
+        """[lo, hi): a range of request numbers that holds every request in flight."""
+        lo, hi = self.low, self.sent_hi
+        if lo < hi and self.done[lo]:
+            rest = self.done[lo:hi]
+            lo = hi if rest.all() else lo + int(np.argmin(rest))
+            self.low = lo
+        return lo, hi
 
-    def value(self, i: int) -> int:
-        return int(self._values[i]) if self._values is not None else 0
+    def in_flight(self) -> tuple[np.ndarray, int]:
+        """The requests sent and unanswered (a bool mask over span()) and the span's start."""
+        lo, hi = self.span()
+        return (self.attempts[lo:hi] > 0) & ~self.done[lo:hi], lo
 
-    def fits(self, result: wire.ThcFrame, n_workers: int | None) -> bool:
-        """Whether `result` can be the answer to a request of this operation: the same op; a count in
-        1..n_workers and the same in every result; the lane width the op implies (NORM 0, FIX32 32, THC 8 or
-        16, the same in every result) and a payload of exactly that size. A result that does not fit is
-        another op's or a misprogrammed job's, and storing it would corrupt the sums."""
-        if result.op != self.op or result.count < 1 or (n_workers is not None and result.count > n_workers):
-            return False
-        if self.count is not None and result.count != self.count:
-            return False
-        lane_bits, size = result.lane_bits, len(result.payload)
+    def fit_rows(self, op: np.ndarray, count: np.ndarray, lane_bits: np.ndarray, size: np.ndarray, n_workers):
+        """Which results (arrays of their header fields, in arrival order) can be answers to requests of
+        this operation: the same op; a count in 1..n_workers and the same in every result; the lane width
+        the op implies (NORM 0, FIX32 32, THC 8 or 16, the same in every result) and a payload of exactly
+        that size. The first that fits fixes the operation's count and lane width. A result that does not
+        fit is another op's or a misprogrammed job's, and storing it would corrupt the sums."""
+        count, lane_bits, size = (np.asarray(a, np.int64) for a in (count, lane_bits, size))
+        ok = (op == self.op) & (count >= 1)
+        if n_workers is not None:
+            ok &= count <= n_workers
         if self.op == wire.OP_NORM:
-            ok = lane_bits == 0 and size == 0
+            ok &= (lane_bits == 0) & (size == 0)
         elif self.op == wire.OP_FIX32:
-            ok = lane_bits == 32 and size == 4 * self.per_packet
+            ok &= (lane_bits == 32) & (size == 4 * self.per_packet)
         else:
-            ok = (
-                lane_bits in (8, 16)
-                and (self.lane_bits is None or lane_bits == self.lane_bits)
-                and size == self.per_packet * lane_bits // 8
-            )
-        if ok:
-            self.count, self.lane_bits = result.count, lane_bits
+            ok &= ((lane_bits == 8) | (lane_bits == 16)) & (size == self.per_packet * lane_bits // 8)
+        if self.count is None:
+            first = np.flatnonzero(ok)
+            if not first.size:
+                return ok
+            self.count, self.lane_bits = int(count[first[0]]), int(lane_bits[first[0]])
+        ok &= count == self.count
+        if self.op == wire.OP_THC:
+            ok &= lane_bits == self.lane_bits
         return ok
 
-    def store(self, i: int, result: wire.ThcFrame) -> None:
-        """Keep the result of request i (one that fits())."""
+    def store_rows(self, requests: np.ndarray, results: wire.ResultBatch, rows: np.ndarray) -> None:
+        """Keep the results in rows `rows` of the batch as the answers to `requests` (results that fit)."""
         if self.op == wire.OP_NORM:
-            self.sums[i] = result.value
+            self.sums[requests] = results.value[rows]
         else:
-            dtype = (np.uint8 if result.lane_bits == 8 else ">u2") if self.op == wire.OP_THC else ">i4"
             k = self.per_packet
-            self.sums[i * k : (i + 1) * k] = np.frombuffer(result.payload, dtype=dtype)
-        self.counts[i] = result.count
+            width = (self.lane_bits // 8) if self.op == wire.OP_THC else 4
+            dtype = {1: np.uint8, 2: ">u2", 4: ">i4"}[width]
+            raw = results.rows[rows, wire.PAYLOAD_OFFSET : wire.PAYLOAD_OFFSET + k * width]
+            self.sums.reshape(-1, k)[requests] = np.ascontiguousarray(raw).view(dtype)
+        self.counts[requests] = results.count[rows]
 
     def contributors(self) -> int:
         """The results' count field (the same in every result of a job); 0 for an empty operation."""
         if self.n == 0:
             return 0
-        counts = set(self.counts)
+        counts = np.unique(self.counts)
         if len(counts) != 1:
-            raise ProtocolError(f"results of one operation report different contributor counts {sorted(counts)}")
-        return counts.pop()
+            raise ProtocolError(
+                f"results of one operation report different contributor counts {sorted(counts.tolist())}"
+            )
+        return int(counts[0])
 
     def result(self):
         """NORM: float32 maxima. THC / FIX32: (list of per-chunk sums, number of contributors)."""
@@ -300,8 +320,24 @@ class WorkerProtocol:
         self.next_request = first_request
         self.counters = WorkerStats()
         self._op: Operation | None = None
-        self._sendable: deque[int] = deque()
-        self._timers: list[tuple[float, int, int]] = []
+        self._sendable: list[np.ndarray] = []  # requests the window lets go, in the order they became free
+        self._outq: list[np.ndarray] = []  # frames booked as sent, for _flush()
+        # retransmission timers: (time, order, requests, their attempt numbers when armed)
+        self._timers: list[tuple[float, int, np.ndarray, np.ndarray]] = []
+        self._timer_order = itertools.count()
+
+    @property
+    def transport(self) -> Transport:
+        return self._transport
+
+    @transport.setter
+    def transport(self, transport: Transport) -> None:
+        """The worker's transport; replacing it (e.g. with a wrapper) takes effect at the next send."""
+        self._transport = transport
+        self._io = BatchIO(transport)
+        self._native = native.load()  # the C take of a batch of results, or None: the numpy one
+        self._no_op_take = None
+        self._acc_row = self._acc_req = np.zeros(0, np.int64)
 
     # ---- starting operations -------------------------------------------------------------------
 
@@ -355,12 +391,16 @@ class WorkerProtocol:
     def _start(self, op, n_requests, payloads, payload_size, values, lengths, per_packet) -> Operation:
         if self._op is not None:
             raise RuntimeError("this worker already has an operation in flight")
-        operation = Operation(
-            op, self.next_request, n_requests, payloads, payload_size, values, lengths, per_packet, self.clock()
-        )
+        q = self.next_request + np.arange(n_requests, dtype=np.int64)
+        rows = np.frombuffer(payloads, np.uint8).reshape(n_requests, payload_size) if payload_size else None
+        frames = wire.build_rows(
+            self.builder, op, wire.KIND_REQUEST, self.job_id, self.worker_id, q % self.window, q // self.window,
+            values, rows,
+        )  # fmt: skip
+        operation = Operation(op, self.next_request, n_requests, frames, lengths, per_packet, self.clock())
         self.next_request += n_requests
         self._op = operation
-        self._sendable = deque(range(min(self.window, n_requests)))
+        self._sendable = [np.arange(min(self.window, n_requests), dtype=np.int64)]
         self._timers = []
         if n_requests == 0:
             self._finish(operation)
@@ -380,11 +420,11 @@ class WorkerProtocol:
             due = self.next_deadline()
             if due is not None:
                 wait = min(wait, max(0.0, due - self.clock()))
-        frames = self.transport.recv(wait if self._op is not None else 0.0)
+        n = self._io.recv(wait if self._op is not None else 0.0)
         self._batch = True  # results that come together are one arrival for the gap timer
-        for frame in frames:
-            self._on_frame(frame)
-        if frames:
+        if n:
+            self._on_results(n)
+            self._flush()
             moved = True
             moved |= self._send_ready()
         moved |= self._fire_timers()
@@ -400,7 +440,10 @@ class WorkerProtocol:
     def next_deadline(self) -> float | None:
         """When the earliest retransmission (or the deadline) is due; None if no request is waiting."""
         timers, op = self._timers, self._op
-        while timers and (op is None or op.done[timers[0][1]] or op.attempts[timers[0][1]] != timers[0][2]):
+        while timers:
+            _, _, idx, attempts = timers[0]
+            if op is not None and ((op.attempts[idx] == attempts) & ~op.done[idx]).any():
+                break
             heapq.heappop(timers)
         due = timers[0][0] if timers else None
         if op is not None and op.probe_at is not None and (due is None or op.probe_at < due):
@@ -411,42 +454,68 @@ class WorkerProtocol:
         op = self._op
         if op is None or not self._sendable:
             return False
-        now, sendable, send = self.clock(), self._sendable, self._transmit
-        while sendable:
-            i = sendable.popleft()
-            op.first_sent[i] = now
-            op.rto[i] = self.rto
-            send(op, i, now)
-            self.counters.requests += 1
+        idx = self._sendable[0] if len(self._sendable) == 1 else np.concatenate(self._sendable)
+        self._sendable = []
+        if idx.size:
+            now = self.clock()
+            op.first_sent[idx] = now
+            op.rto[idx] = self.rto
+            self._transmit(op, idx, now)
+            self.counters.requests += len(idx)
+        self._flush()
         return True
 
-    def _transmit(self, op: Operation, i: int, now: float) -> None:
-        q = op.q0 + i
-        frame = self.builder.frame(
-            op.op,
-            wire.KIND_REQUEST,
-            self.job_id,
-            self.worker_id,
-            q % self.window,
-            q // self.window,
-            op.value(i),
-            op.payload(i),
-        )
-        self.transport.send(frame)
-        seq = self._tx
-        self._tx = seq + 1
-        if op.attempts[i] == 0:
-            op.first_seq[i] = seq
-            op.first_transmissions += 1
-        op.attempts[i] += 1
-        op.seq[i] = seq
-        op.firsts_before[i] = op.first_transmissions
-        op.evidence[i] = 0
-        op.inflight.pop(i, None)
-        op.inflight[i] = None  # the newest transmission goes last
-        heapq.heappush(self._timers, (min(now + op.rto[i], op.first_sent[i] + self.deadline), i, op.attempts[i]))
-        self.counters.packets_sent += 1
-        self.counters.bytes_sent += len(frame)
+    def _transmit(self, op: Operation, idx: np.ndarray, now: float) -> None:
+        """Book transmissions of requests `idx` (distinct, in this order) and queue their frames; _flush()
+        sends them."""
+        k = len(idx)
+        seqs = np.arange(self._tx, self._tx + k, dtype=np.int64)
+        self._tx += k
+        attempts = op.attempts[idx]
+        if not attempts.any():  # first transmissions (from _send_ready): all sent at `now` with the same RTO
+            op.first_seq[idx] = seqs
+            op.firsts_before[idx] = np.arange(op.first_transmissions + 1, op.first_transmissions + k + 1)
+            op.first_transmissions += k
+            when = np.minimum(now + op.rto[idx[:1]], op.first_sent[idx[:1]] + self.deadline)
+        else:
+            first = attempts == 0
+            if first.any():
+                op.first_seq[idx[first]] = seqs[first]
+            op.firsts_before[idx] = op.first_transmissions + np.cumsum(first)
+            op.first_transmissions += int(np.count_nonzero(first))
+            when = np.minimum(now + op.rto[idx], op.first_sent[idx] + self.deadline)
+        op.attempts[idx] = attempts + 1
+        op.seq[idx] = seqs
+        op.evidence[idx] = 0
+        op.sent_hi = max(op.sent_hi, int(idx.max()) + 1)
+        self._arm(op, idx, when)
+        self._outq.append(op.frames[idx])
+        self.counters.packets_sent += k
+        self.counters.bytes_sent += k * op.frames.shape[1]
+
+    def _arm(self, op: Operation, idx: np.ndarray, when: np.ndarray) -> None:
+        """Retransmission timers for requests `idx` at times `when`: one heap entry per distinct time."""
+        attempts = op.attempts[idx]
+        if len(when) == 1 or (when == when[0]).all():
+            heapq.heappush(self._timers, (float(when[0]), next(self._timer_order), idx, attempts))
+            return
+        for t in np.unique(when):
+            sel = when == t
+            heapq.heappush(self._timers, (float(t), next(self._timer_order), idx[sel], attempts[sel]))
+
+    def _flush(self) -> None:
+        """Send the queued frames, in the order they were queued."""
+        queue = self._outq
+        if not queue:
+            return
+        if len(queue) == 1:
+            self._io.send(queue[0])
+        elif all(rows.shape[1] == queue[0].shape[1] for rows in queue):
+            self._io.send(np.concatenate(queue))
+        else:
+            for rows in queue:
+                self._io.send(rows)
+        queue.clear()
 
     def _fire_timers(self) -> bool:
         op, timers = self._op, self._timers
@@ -454,103 +523,249 @@ class WorkerProtocol:
             return False
         now, expired = self.clock(), []
         while timers and timers[0][0] <= now:
-            _, i, attempt = heapq.heappop(timers)
-            if op.done[i] or op.attempts[i] != attempt:
+            _, _, idx, attempts = heapq.heappop(timers)
+            idx = idx[(op.attempts[idx] == attempts) & ~op.done[idx]]
+            if not idx.size:
                 continue
-            if now - op.first_sent[i] >= self.deadline:
-                raise self._timeout_error(op, i, now)
-            op.rto[i] = min(op.rto[i] * self.backoff, self.max_timeout)
+            late = now - op.first_sent[idx] >= self.deadline
+            if late.any():
+                raise self._timeout_error(op, int(idx[late][0]), now)
+            op.rto[idx] = np.minimum(op.rto[idx] * self.backoff, self.max_timeout)
             if self.adaptive:  # keep the backed-off timeout for new requests until a clean sample comes
-                self.rto = max(self.rto, op.rto[i])
-            expired.append(i)
+                self.rto = max(self.rto, float(op.rto[idx].max()))
+            expired.append(idx)
         fired = bool(expired)
         if expired:
             # Timers of one burst expire together, mostly because a worker is late, not because all were
             # lost: send the oldest again (as TCP does on RTO) and let its result, fast retransmission and
             # the gap timer find the rest; the others wait their backed-off timeout.
-            oldest = min(expired, key=op.seq.__getitem__)
-            for i in expired:
-                if i != oldest:
-                    heapq.heappush(timers, (min(now + op.rto[i], op.first_sent[i] + self.deadline), i, op.attempts[i]))
-            self._transmit(op, oldest, now)
+            expired = np.concatenate(expired)
+            oldest = int(np.argmin(op.seq[expired]))
+            others = np.delete(expired, oldest)
+            if others.size:
+                self._arm(op, others, np.minimum(now + op.rto[others], op.first_sent[others] + self.deadline))
+            self._transmit(op, expired[oldest : oldest + 1], now)
             self.counters.retransmissions += 1
             self.counters.timer_retransmissions += 1
-        if op.probe_at is not None and op.probe_at <= now and op.inflight:
-            self._probe(op, now)
-            fired = True
+        if op.probe_at is not None and op.probe_at <= now:
+            flying, lo = op.in_flight()
+            if flying.any():
+                self._probe(op, lo + int(np.argmin(np.where(flying, op.seq[lo : lo + len(flying)], _NEVER))), now)
+                fired = True
+        self._flush()
         return fired
 
-    def _probe(self, op: Operation, now: float) -> None:
+    def _probe(self, op: Operation, i: int, now: float) -> None:
         """No result for the gap timeout since the operation's latest: send the oldest unanswered request
-        again (one probe: a late worker or a slow switch then costs one packet); its result, or the next
+        (i) again (one probe: a late worker or a slow switch then costs one packet); its result, or the next
         probe after a doubled gap timeout, finds the next."""
-        i = next(iter(op.inflight))
-        self._transmit(op, i, now)
+        self._transmit(op, np.array([i], np.int64), now)
         self.counters.retransmissions += 1
         self.counters.probe_retransmissions += 1
         op.probe_backoff = min(op.probe_backoff * self.backoff, 1e6)
         op.probe_at = now + min(self.gap_timeout * op.probe_backoff, self.max_timeout)
 
-    def _detect_loss(self, op: Operation, j: int) -> None:
+    def _detect_loss(self, op: Operation, j: int, now: float) -> None:
         """The result of request j is in: it is evidence against every unanswered request whose latest
         transmission came before j's first; send those that have enough evidence again."""
-        bound, lost = op.first_seq[j], []
-        early = self.early_retransmit and op.first_transmissions == op.n  # nothing left to send
-        seq, evidence, thresh = op.seq, op.evidence, self.dupthresh
-        for i in op.inflight:  # oldest transmission first: stop at the first one sent after j
-            if seq[i] >= bound:
-                break
-            e = evidence[i] = evidence[i] + 1
+        flying, lo = op.in_flight()
+        bound = op.first_seq[j]
+        hit = np.flatnonzero(flying & (op.seq[lo : lo + len(flying)] < bound)) + lo
+        if not hit.size:
+            return
+        hit = hit[np.argsort(op.seq[hit], kind="stable")]  # oldest transmission first
+        e = op.evidence[hit] = op.evidence[hit] + 1
+        lost = e >= self.dupthresh
+        if self.early_retransmit and op.first_transmissions == op.n:  # nothing left to send
             # early: every request first sent after i's transmission is answered (e counts each once)
-            if e >= thresh or (early and e >= op.first_transmissions - op.firsts_before[i]):
-                lost.append(i)
-        if lost:
-            now = self.clock()
-            for i in lost:
-                self._transmit(op, i, now)
-                self.counters.retransmissions += 1
-                self.counters.fast_retransmissions += 1
+            lost |= e >= op.first_transmissions - op.firsts_before[hit]
+        lost = hit[lost]
+        if lost.size:
+            self._transmit(op, lost, now)
+            self.counters.retransmissions += len(lost)
+            self.counters.fast_retransmissions += len(lost)
 
-    def _on_frame(self, frame: bytes) -> None:
+    def _on_results(self, n: int) -> None:
+        """Take in the batch of n received frames in the transport's buffer, in arrival order."""
+        io, c, op = self._io, self.counters, self._op
+        lengths = io.lengths[:n]
+        c.packets_received += n
+        c.bytes_received += int(lengths.sum())
+        if self._native is not None:
+            rows, i = self._take_native(op, io, n)
+        else:
+            rows, i = self._take(op, wire.parse_rows(io.buf[:n], lengths))
+        if not len(i):
+            return
+        now = self.clock()
+        if not self._quiet(op, i):
+            for j in i.tolist():
+                self._accept(op, j, now)
+        elif len(i) <= 8:  # a few results: Python per result costs less than numpy per batch
+            for j in i.tolist():
+                self._accept(op, j, now, detect=False)
+        else:
+            self._accept_many(op, i, now)
+
+    def _take(self, op: Operation | None, results: wire.ResultBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Sort a batch of frames as the per-frame rules do (ignored, stale, duplicate, rejected, accepted:
+        counted), store the accepted results; their rows and request numbers within `op`, in order."""
         c = self.counters
-        c.packets_received += 1
-        c.bytes_received += len(frame)
-        result = wire.parse_frame(frame)
+        n = len(results.valid)
+        none = np.zeros(0, np.int64)
         # Matched by (job_id, slot, round) only, as the contract says: every worker's copy carries the same
         # sums, so a copy whose worker_id was not rewritten (no result_dst entry) is still good.
-        if (
-            result is None
-            or result.kind not in (wire.KIND_RESULT, wire.KIND_RESULT_RETX)
-            or result.job_id != self.job_id
-        ):
-            c.ignored_frames += 1
+        ours = (
+            results.valid
+            & ((results.kind == wire.KIND_RESULT) | (results.kind == wire.KIND_RESULT_RETX))
+            & (results.job_id == self.job_id)
+        )
+        c.ignored_frames += n - int(np.count_nonzero(ours))
+        q = results.round * self.window + results.slot
+        unsent = ours & ((results.slot >= self.window) | (q >= self.next_request))
+        c.stale_results += int(np.count_nonzero(unsent))
+        rows = np.flatnonzero(ours & ~unsent)  # results of requests this worker has numbered
+        if not rows.size:
+            return none, none
+        if op is None:
+            c.duplicate_results += len(rows)
+            return none, none
+        i = q[rows] - op.q0
+        mine = i >= 0
+        mine[mine] = ~op.done[i[mine]]
+        c.duplicate_results += len(rows) - int(np.count_nonzero(mine))  # answered before, or an older op's
+        rows, i = rows[mine], i[mine]
+        sent = op.attempts[i] > 0
+        c.stale_results += len(rows) - int(np.count_nonzero(sent))  # never sent: an old run's
+        rows, i = rows[sent], i[sent]
+        if not rows.size:
+            return none, none
+        fits = op.fit_rows(results.op[rows], results.count[rows], results.lane_bits[rows], results.payload_len[rows],
+                           self.n_workers)  # fmt: skip
+        # the first fitting result of a request is its answer; a later copy (fitting or not) is a duplicate
+        base = int(i.min())
+        first_at = np.full(int(i.max()) - base + 1, len(rows), np.int64)
+        fitting = np.flatnonzero(fits)
+        np.minimum.at(first_at, i[fitting] - base, fitting)
+        position = np.arange(len(rows))
+        accepted = first_at[i - base] == position
+        duplicate = first_at[i - base] < position
+        if op.outstanding <= np.count_nonzero(accepted):  # the operation completes within this batch:
+            done_at = np.flatnonzero(accepted)[op.outstanding - 1]  # anything after that finds no operation
+            duplicate[done_at + 1 :] = True
+            accepted[done_at + 1 :] = False
+        c.duplicate_results += int(np.count_nonzero(duplicate))
+        c.rejected_results += int(np.count_nonzero(~accepted & ~duplicate))
+        rows, i = rows[accepted], i[accepted]
+        if rows.size:
+            op.store_rows(i, results, rows)
+        return rows, i
+
+    def _take_native(self, op: Operation | None, io: BatchIO, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """_take in C (fastio.c thc_take_results): the same rules, one pass over the frames in io.buf[:n]."""
+        st = self._take_state(op)
+        st.next_request, st.outstanding = self.next_request, op.outstanding if op is not None else 0
+        if len(self._acc_row) < n:
+            self._acc_row, self._acc_req = np.zeros(len(io.buf), np.int64), np.zeros(len(io.buf), np.int64)
+            self._acc_addresses = self._acc_row.ctypes.data, self._acc_req.ctypes.data
+        taken = self._native.thc_take_results(
+            io.buf_address, io.stride, n, io.lengths_address, ctypes.byref(st), *self._acc_addresses
+        )
+        c = self.counters
+        c.ignored_frames += st.ignored
+        c.stale_results += st.stale
+        c.duplicate_results += st.duplicate
+        c.rejected_results += st.rejected
+        if op is not None and st.ref_count >= 0:
+            op.count, op.lane_bits = st.ref_count, st.ref_lane
+        return self._acc_row[:taken], self._acc_req[:taken].copy()
+
+    def _take_state(self, op: Operation | None):
+        """The native take's view of `op` (kept on the operation: its arrays never move)."""
+        st = getattr(op, "_native_take", None) if op is not None else self._no_op_take
+        if st is None:
+            st = native.Take(job_id=self.job_id, window=self.window, n=-1, ref_count=-1, ref_lane=-1)
+            if op is None:
+                self._no_op_take = st
+            else:
+                st.q0, st.n, st.op, st.per_packet = op.q0, op.n, op.op, op.per_packet
+                st.done, st.attempts = op.done.ctypes.data, op.attempts.ctypes.data
+                st.sums, st.counts = op.sums.ctypes.data, op.counts.ctypes.data
+                op._native_take = st
+        if op is not None:
+            st.n_workers = self.n_workers or 0
+            st.ref_count = -1 if op.count is None else op.count
+            st.ref_lane = -1 if op.lane_bits is None else op.lane_bits
+        return st
+
+    def _quiet(self, op: Operation, i: np.ndarray) -> bool:
+        """Whether accepting results for requests i (in this order) one by one would find no evidence of
+        loss: every request still in flight after each of them was last sent after its first send."""
+        if not self.dupthresh:
+            return True
+        bounds = op.first_seq[i]
+        seqs = op.seq[i]
+        # later results of the batch are still in flight when an earlier one is taken in
+        if len(i) > 1 and (np.minimum.accumulate(seqs[::-1])[::-1][1:] < bounds[:-1]).any():
+            return False
+        flying, lo = op.in_flight()
+        flying = flying.copy()
+        flying[i - lo] = False
+        seq = op.seq[lo : lo + len(flying)][flying]
+        return not seq.size or int(seq.min()) >= int(bounds.max())
+
+    def _accept_many(self, op: Operation, i: np.ndarray, now: float) -> None:
+        """_accept for every request of i, in order, when no result among them is evidence of loss: the
+        same bookkeeping, vectorised."""
+        k = len(i)
+        op.done[i] = True
+        op.outstanding -= k
+        self.counters.results += k
+        clean = np.flatnonzero(op.attempts[i] == 1)  # Karn: a retransmitted request's round trip is ambiguous
+        if clean.size:
+            # the first clean result after some result of the operation samples the gap (one per batch);
+            # within the batch the previous result came at `now`
+            sampler = clean if op.answered else clean[clean > 0]
+            if self._batch and sampler.size:
+                self._gap_sample(now - op.last_result if sampler[0] == 0 else 0.0)
+                self._batch = False
+            rtts = now - op.first_sent[i[clean]]
+            pos = 0
+            while pos < len(rtts):
+                take = len(rtts) - pos
+                if self.adaptive:
+                    take = min(take, max(1, self.window - op.rtt_results))
+                chunk_max = float(rtts[pos : pos + take].max())
+                op.rtt_max = chunk_max if op.rtt_max is None else max(op.rtt_max, chunk_max)
+                op.rtt_results += take
+                pos += take
+                if self.adaptive and op.rtt_results >= self.window:
+                    self._rtt_sample(op.rtt_max)
+                    op.rtt_max, op.rtt_results = None, 0
+        op.answered += k
+        op.last_result = now
+        op.newest_answered = max(op.newest_answered, int(op.first_seq[i].max()))
+        if op.outstanding == 0:
+            self._finish(op)
             return
-        op = self._op
-        q = result.round * self.window + result.slot
-        if result.slot >= self.window or q >= self.next_request:
-            c.stale_results += 1
-            return
-        if op is None or q < op.q0 or op.done[q - op.q0]:
-            c.duplicate_results += 1
-            return
-        i = q - op.q0
-        if op.attempts[i] == 0:
-            c.stale_results += 1
-            return
-        if not op.fits(result, self.n_workers):
-            c.rejected_results += 1
-            return
-        op.store(i, result)
-        op.done[i] = 1
+        op.probe_backoff = 1.0
+        op.probe_at = now + self.gap_timeout
+        following = i + self.window
+        following = following[following < op.n]
+        if following.size:
+            self._sendable.append(following)
+
+    def _accept(self, op: Operation, i: int, now: float, detect: bool = True) -> None:
+        """The result of request i is in (it fits and is stored): bookkeeping, loss detection (`detect`
+        False: _quiet() found that there is none to do)."""
+        op.done[i] = True
         op.outstanding -= 1
-        op.inflight.pop(i, None)
-        c.results += 1
-        now = self.clock()
+        self.counters.results += 1
         if op.attempts[i] == 1:  # Karn: a retransmitted request's round trip is ambiguous
             if op.answered and self._batch:
                 self._gap_sample(now - op.last_result)
                 self._batch = False
-            rtt = now - op.first_sent[i]
+            rtt = now - float(op.first_sent[i])
             op.rtt_max = rtt if op.rtt_max is None else max(op.rtt_max, rtt)
             op.rtt_results += 1
             if self.adaptive and op.rtt_results >= self.window:
@@ -558,16 +773,16 @@ class WorkerProtocol:
                 op.rtt_max, op.rtt_results = None, 0
         op.answered += 1
         op.last_result = now
-        op.newest_answered = max(op.newest_answered, op.first_seq[i])
+        op.newest_answered = max(op.newest_answered, int(op.first_seq[i]))
         if op.outstanding == 0:
             self._finish(op)
             return
         op.probe_backoff = 1.0
         op.probe_at = now + self.gap_timeout
-        if self.dupthresh and op.inflight:
-            self._detect_loss(op, i)
+        if detect and self.dupthresh:
+            self._detect_loss(op, i, now)
         if i + self.window < op.n:
-            self._sendable.append(i + self.window)
+            self._sendable.append(np.array([i + self.window], np.int64))
 
     def _gap_sample(self, gap: float) -> None:
         if self._gap is None:

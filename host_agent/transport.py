@@ -4,6 +4,13 @@ A transport has three methods the protocol needs: `send(frame)`, `recv(timeout) 
 frame that is there, waiting up to `timeout` seconds for the first one; [] on timeout) and `close()`,
 plus `describe()` for error messages. loopback.py has the in-process one for tests.
 
+A transport may also move many frames per call (`BatchTransport`): `send_many(rows)` sends every row of a
+(n, length) uint8 array as one frame, `recv_into(buf, lengths, timeout) -> n` fills rows of a preallocated
+(capacity, stride) buffer and their lengths. The protocol talks to every transport through `BatchIO`,
+which uses those methods when the transport has them and emulates them with send/recv otherwise, so there
+is one code path above it. RawSocketTransport implements them with one sendmmsg / recvmmsg per batch
+(host_agent/native/fastio.c), or with a Python loop over the rows when the helper cannot be built.
+
 The raw socket receives only THC results: a classic BPF program (SO_ATTACH_FILTER) drops everything else
 in the kernel, so Python never sees ARP, IPv6, other UDP or our own outgoing requests.
 """
@@ -17,7 +24,9 @@ import socket
 import struct
 from typing import Protocol
 
-from host_agent import wire
+import numpy as np
+
+from host_agent import native, wire
 
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
@@ -44,6 +53,67 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
     def describe(self) -> str: ...
+
+
+class BatchTransport(Transport, Protocol):
+    def send_many(self, rows: np.ndarray) -> None: ...
+
+    def recv_into(self, buf: np.ndarray, lengths: np.ndarray, timeout: float) -> int: ...
+
+
+RECV_STRIDE = 2048  # bytes per receive row: a longer frame is cut there (as recv(2048) did); results are <= 314
+
+
+class BatchIO:
+    """Batched sending and receiving over any Transport, for the protocol.
+
+    `send(rows)`: every row of a C-contiguous (n, length) uint8 array is one frame. `recv(timeout) -> n`:
+    the frames that are there (waiting up to `timeout` s for the first) are in `buf[:n]`, their lengths in
+    `lengths[:n]`; valid until the next recv. A transport with send_many / recv_into is called directly;
+    for one with only send / recv, frames are sent one by one and received frames copied into the buffer
+    (all that recv returned: the buffer grows rather than holding frames back to a later call).
+    """
+
+    def __init__(self, transport: Transport, capacity: int = 1024, stride: int = RECV_STRIDE):
+        self.transport = transport
+        self.batched = callable(getattr(transport, "send_many", None)) and callable(
+            getattr(transport, "recv_into", None)
+        )
+        self.stride = stride
+        self._allocate(capacity)
+
+    def _allocate(self, capacity: int) -> None:
+        self.buf = np.zeros((capacity, self.stride), np.uint8)
+        self.lengths = np.zeros(capacity, np.int32)
+        self.buf_address, self.lengths_address = self.buf.ctypes.data, self.lengths.ctypes.data
+
+    def send(self, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        if self.batched:
+            self.transport.send_many(rows)
+            return
+        send = self.transport.send
+        for row in rows:
+            send(row.tobytes())
+
+    def recv(self, timeout: float) -> int:
+        if self.batched:
+            return self.transport.recv_into(self.buf, self.lengths, timeout)
+        frames = self.transport.recv(timeout)
+        if len(frames) > len(self.buf):
+            self._allocate(len(frames))
+        return copy_into(frames, self.buf, self.lengths)
+
+
+def copy_into(frames, buf: np.ndarray, lengths: np.ndarray) -> int:
+    """Copy frames (bytes) into rows of `buf`, cut to its stride, and their lengths into `lengths`."""
+    stride = buf.shape[1]
+    for i, frame in enumerate(frames):
+        n = min(len(frame), stride)
+        buf[i, :n] = np.frombuffer(frame, np.uint8, n)
+        lengths[i] = n
+    return len(frames)
 
 
 def _assemble(program: list[tuple]) -> list[tuple[int, int, int, int]]:
@@ -140,6 +210,7 @@ class RawSocketTransport:
         self._sock = sock
         self._fileno = sock.fileno()
         self._absorber = self._open_absorber(src_ip) if absorb_udp and src_ip else None
+        self._native = native.load()
 
     @staticmethod
     def _open_absorber(src_ip: str) -> socket.socket | None:
@@ -176,6 +247,42 @@ class RawSocketTransport:
             except BlockingIOError:
                 break
         return frames
+
+    def send_many(self, rows: np.ndarray) -> None:
+        """Every row of a (n, length) uint8 array as one frame: one sendmmsg per 64 frames."""
+        rows = np.ascontiguousarray(rows, dtype=np.uint8)
+        if rows.ndim != 2:
+            raise ValueError(f"send_many takes a (frames, length) array, got shape {rows.shape}")
+        if self._native is None:
+            for row in rows:
+                self.send(row.tobytes())
+            return
+        n, length = rows.shape
+        if n:
+            err = self._native.thc_send_rows(self._fileno, rows.ctypes.data, length, length, n)
+            if err < 0:
+                raise OSError(-err, f"sendmmsg on {self.iface}: {errno.errorcode.get(-err, -err)}")
+
+    def recv_into(self, buf: np.ndarray, lengths: np.ndarray, timeout: float) -> int:
+        """Up to len(buf) frames into the rows of `buf` (C-contiguous (capacity, stride) uint8; longer frames
+        are cut to the stride) and their lengths into `lengths` (int32), waiting up to `timeout` s for the
+        first; the number received (0 on timeout)."""
+        if buf.dtype != np.uint8 or buf.ndim != 2 or not buf.flags.c_contiguous:
+            raise ValueError("recv_into needs a C-contiguous (capacity, stride) uint8 buffer")
+        if lengths.dtype != np.int32 or len(lengths) < len(buf) or not lengths.flags.c_contiguous:
+            raise ValueError("recv_into needs a contiguous int32 lengths array as long as the buffer")
+        if self._native is None:
+            saved, self.batch = self.batch, len(buf)
+            try:
+                return copy_into(self.recv(timeout), buf, lengths)
+            finally:
+                self.batch = saved
+        got = self._native.thc_recv_rows(
+            self._fileno, buf.ctypes.data, buf.shape[1], len(buf), max(0, int(timeout * 1e9)), lengths.ctypes.data
+        )
+        if got < 0:
+            raise OSError(-got, f"recvmmsg on {self.iface}: {errno.errorcode.get(-got, -got)}")
+        return got
 
     def fileno(self) -> int:
         return self._fileno

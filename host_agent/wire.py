@@ -240,3 +240,144 @@ def float_bits(value: float) -> int:
 
 def bits_float(bits: int) -> float:
     return struct.unpack("!f", struct.pack("!I", bits))[0]
+
+
+# ---- many frames at once: rows of a numpy buffer -------------------------------------------------------
+
+# The fields a receiver checks and reads, at their offsets in a frame (all big-endian): a numpy structured
+# view over rows of a receive buffer reads one field of every frame with one vectorised operation.
+_FIELDS = (
+    ("ethertype", ">u2", 12),
+    ("ver_ihl", "u1", ETH_LEN),
+    ("total_len", ">u2", ETH_LEN + 2),
+    ("frag", ">u2", ETH_LEN + 6),
+    ("proto", "u1", ETH_LEN + 9),
+    ("dport", ">u2", ETH_LEN + IPV4_LEN + 2),
+    ("version", "u1", THC_OFFSET),
+    ("op_kind", "u1", THC_OFFSET + 1),
+    ("job_id", "u1", THC_OFFSET + 2),
+    ("worker_id", "u1", THC_OFFSET + 3),
+    ("slot", ">u2", THC_OFFSET + 4),
+    ("count", "u1", THC_OFFSET + 6),
+    ("lane_bits", "u1", THC_OFFSET + 7),
+    ("round", ">u4", THC_OFFSET + 8),
+    ("value", ">u4", THC_OFFSET + 12),
+)
+_ROW_DTYPES: dict[int, np.dtype] = {}
+
+
+def row_dtype(stride: int) -> np.dtype:
+    """A structured dtype of `stride` bytes with the header fields of a THC frame at their offsets."""
+    dtype = _ROW_DTYPES.get(stride)
+    if dtype is None:
+        if stride < PAYLOAD_OFFSET:
+            raise ValueError(f"rows of {stride} bytes cannot hold a THC header ({PAYLOAD_OFFSET} bytes)")
+        names, formats, offsets = zip(*_FIELDS)
+        dtype = _ROW_DTYPES[stride] = np.dtype(
+            {"names": names, "formats": formats, "offsets": offsets, "itemsize": stride}
+        )
+    return dtype
+
+
+def header_view(rows: np.ndarray) -> np.ndarray:
+    """The header fields of every row of a C-contiguous (n, stride) uint8 array, as a 1-d structured view."""
+    return rows.view(row_dtype(rows.shape[1])).reshape(rows.shape[0])
+
+
+class ResultBatch(NamedTuple):
+    """The THC headers of n received frames, one array per field (what parse_frame returns, per frame).
+
+    `valid` is parse_frame's `is not None`; the other fields are meaningful only where `valid`. The payload
+    of frame i is rows[i, PAYLOAD_OFFSET : PAYLOAD_OFFSET + payload_len[i]]."""
+
+    valid: np.ndarray
+    op: np.ndarray
+    kind: np.ndarray
+    job_id: np.ndarray
+    worker_id: np.ndarray
+    slot: np.ndarray
+    count: np.ndarray
+    lane_bits: np.ndarray
+    round: np.ndarray
+    value: np.ndarray
+    payload_len: np.ndarray
+    rows: np.ndarray
+
+
+# Bytes every THC frame parse_frame accepts has at fixed offsets: ethertype IPv4, version 4 / IHL 5,
+# protocol UDP, destination port 21576, THC version 1.
+_FIXED = (
+    (12, ETHERTYPE_IPV4 >> 8),
+    (13, ETHERTYPE_IPV4 & 0xFF),
+    (ETH_LEN, 0x45),
+    (ETH_LEN + 9, IPPROTO_UDP),
+    (ETH_LEN + IPV4_LEN + 2, THC_UDP_PORT >> 8),
+    (ETH_LEN + IPV4_LEN + 3, THC_UDP_PORT & 0xFF),
+    (THC_OFFSET, THC_VERSION),
+)
+_FIXED_AT = np.array([offset for offset, _ in _FIXED], np.intp)
+_FIXED_IS = np.array([value for _, value in _FIXED], np.uint8)
+
+
+def parse_rows(rows: np.ndarray, lengths: np.ndarray) -> ResultBatch:
+    """parse_frame for every row at once: `rows` (n, stride) uint8 holds frame i in its first lengths[i]
+    bytes (bytes beyond are whatever the buffer held). No Python object per frame."""
+    n = rows.shape[0]
+    lengths = lengths[:n]
+    hdr = np.ascontiguousarray(rows[:, :PAYLOAD_OFFSET])  # one pass over the rows; the rest stays in cache
+    end = ETH_LEN + ((hdr[:, ETH_LEN + 2].astype(np.int64) << 8) | hdr[:, ETH_LEN + 3])
+    valid = (
+        (hdr[:, _FIXED_AT] == _FIXED_IS).all(axis=1)
+        & (((hdr[:, ETH_LEN + 6] & (IPV4_MF_OFFSET_MASK >> 8)) | hdr[:, ETH_LEN + 7]) == 0)
+        & (lengths >= PAYLOAD_OFFSET)
+        & (end <= lengths)
+        & (end >= PAYLOAD_OFFSET)
+    )
+    h = header_view(hdr)
+    op_kind = h["op_kind"]
+    return ResultBatch(
+        valid,
+        op_kind >> 4,
+        op_kind & 0x0F,
+        h["job_id"],
+        h["worker_id"],
+        h["slot"].astype(np.int64),
+        h["count"],
+        h["lane_bits"],
+        h["round"].astype(np.int64),
+        h["value"],
+        end - PAYLOAD_OFFSET,
+        rows,
+    )
+
+
+def build_rows(
+    builder: FrameBuilder,
+    op: int,
+    kind: int,
+    job_id: int,
+    worker_id: int,
+    slots: np.ndarray,
+    rounds: np.ndarray,
+    values: np.ndarray | None = None,
+    payloads: np.ndarray | None = None,
+    count: int = 0,
+    lane_bits: int = 0,
+) -> np.ndarray:
+    """FrameBuilder.frame for n frames at once, as the rows of one (n, length) uint8 array: the prefix and
+    the constant header fields copied from one frame, slot, round and value written per row by numpy,
+    `payloads` ((n, payload bytes) uint8) after the header. Row i equals builder.frame(op, kind, job_id,
+    worker_id, slots[i], rounds[i], values[i], payloads[i], count, lane_bits) byte for byte."""
+    n = len(slots)
+    size = 0 if payloads is None else payloads.shape[1]
+    template = builder.frame(op, kind, job_id, worker_id, 0, 0, 0, bytes(size), count, lane_bits)
+    out = np.empty((n, len(template)), np.uint8)
+    out[:] = np.frombuffer(template, np.uint8)
+    h = header_view(out)
+    h["slot"] = slots
+    h["round"] = np.asarray(rounds, dtype=np.int64) & 0xFFFFFFFF
+    if values is not None:
+        h["value"] = values
+    if size:
+        out[:, PAYLOAD_OFFSET:] = payloads
+    return out
