@@ -14,7 +14,7 @@ port loop with an engine that forwards without parsing: the ceiling the I/O allo
 (`simple_switch_grpc` where thc-run looks for it: /opt/p4/bin, /usr/local/bin or PATH) on the same
 program, and `native` (the C port loop, emulator/native/portloop.c, with the stub switch of
 tests/support/native_stub.c doing the same MAC rewrite: the ceiling of the native backend's I/O; needs
-gcc). Logging is off for all of them.
+gcc; `native-recvmmsg` is the same without the TPACKET_V2 receive ring). Logging is off for all of them.
 """
 
 import argparse
@@ -64,7 +64,7 @@ lib = load_stub_library()
 switch = StubSwitch(lib)
 switch.route(1, 2, bytes.fromhex("080000000202"))
 switch.route(2, 1, bytes.fromhex("080000000202"))
-loop = NativePortLoop(lib, switch.handle, {1: sys.argv[1], 2: sys.argv[2]})
+loop = NativePortLoop(lib, switch.handle, {1: sys.argv[1], 2: sys.argv[2]}, rx_ring=sys.argv[3] == "ring")
 loop.open()
 signal.signal(signal.SIGTERM, lambda *a: loop.stop())
 print("thc-switch ready: native, P4Runtime on none,", flush=True)
@@ -165,9 +165,9 @@ def start_passthrough(pairs):
     return proc, None
 
 
-def start_native(pairs):
+def start_native(pairs, receive="ring"):
     proc = subprocess.Popen(
-        [sys.executable, "-c", NATIVE, pairs.port1, pairs.port2], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        [sys.executable, "-c", NATIVE, pairs.port1, pairs.port2, receive], stdout=subprocess.PIPE, text=True, cwd=ROOT
     )
     if not proc.stdout.readline():
         proc.wait()
@@ -363,6 +363,7 @@ def main(argv=None) -> int:
         "thc-switch": start_thc_switch,
         "passthrough": start_passthrough,
         "native": start_native,
+        "native-recvmmsg": lambda pairs: start_native(pairs, "recvmmsg"),
         "bmv2": start_bmv2,
     }
     targets = [t for t in args.targets.split(",") if t]

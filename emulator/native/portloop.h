@@ -18,6 +18,8 @@ struct portloop_port {
     int32_t fd;                     /* non-blocking datagram socket (AF_PACKET in production) */
     int32_t pcap_in_fd;             /* -1, or a pcap file (global header written) for received frames */
     int32_t pcap_out_fd;            /* -1, or a pcap file for sent frames */
+    uint32_t rx_ring_max_frame;     /* >0: receive through a TPACKET_V2 ring with slots for frames of
+                                       this many bytes (the link's MTU + 18); 0 or not AF_PACKET: recvmmsg */
 };
 
 struct portloop_cfg {
@@ -44,6 +46,8 @@ struct portloop_stats {
     uint64_t inject_dropped;        /* inject calls refused (queue full, frame too long, no memory) */
     uint64_t batches;               /* batches processed (received or injected) */
     uint64_t pcap_errors;           /* pcap writes that failed */
+    uint64_t rx_too_long;           /* frames longer than their ring slot (above the MTU): dropped */
+    uint64_t rx_rings;              /* ports that receive through a ring (the rest use recvmmsg) */
 };
 
 typedef struct portloop portloop_t;
@@ -51,8 +55,14 @@ typedef struct portloop portloop_t;
 portloop_t *sw_portloop_create(void);
 void sw_portloop_destroy(portloop_t *pl);
 
+/* Take over the ports in cfg (copied; the fds stay the caller's and must outlive pl): buffers, and a
+ * receive ring on each port that asks for one. From here on frames wait in the rings for run();
+ * frames queued on a socket before are processed now, as setting a ring up would discard them.
+ * Returns 0, or -1 with errno set. Once per handle. */
+int sw_portloop_open(portloop_t *pl, sw_t *sw, const struct portloop_cfg *cfg);
 /* Serve until sw_portloop_stop(); returns 0, or -1 with errno set if it could not start. */
-int sw_portloop_run(sw_t *sw, portloop_t *pl, const struct portloop_cfg *cfg);
+int sw_portloop_run(portloop_t *pl);
+/* sw_portloop_destroy() unmaps and removes the rings: call it before closing the sockets. */
 /* Make sw_portloop_run() return soon; callable from any thread. A stop before run() counts. */
 void sw_portloop_stop(portloop_t *pl);
 

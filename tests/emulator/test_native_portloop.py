@@ -251,7 +251,8 @@ def test_stop_from_a_signal_handler_ends_run_on_the_main_thread(lib, switch):
 
 
 @needs_netns()
-def test_native_loop_forwards_between_veths_with_pcaps_packet_in_and_packet_out(lib, switch, tmp_path):
+@pytest.mark.parametrize("rx_ring", [True, False], ids=["tpacket-ring", "recvmmsg"])
+def test_native_loop_forwards_between_veths_with_pcaps_packet_in_and_packet_out(lib, switch, tmp_path, rx_ring):
     switch.route(1, 2)
     switch.route(2, CPU_PORT)
     switch.route(CPU_PORT, 1)
@@ -265,14 +266,18 @@ def test_native_loop_forwards_between_veths_with_pcaps_packet_in_and_packet_out(
 
     with VethLab(2) as lab:
         s1, s2 = lab.switch_ifaces
-        loop = NativePortLoop(lib, switch.handle, {1: s1, 2: s2}, cpu_port=CPU_PORT, pcap_dir=str(tmp_path))
+        h1, h2 = lab.host_socket(0), lab.host_socket(1)
+        loop = NativePortLoop(
+            lib, switch.handle, {1: s1, 2: s2}, cpu_port=CPU_PORT, pcap_dir=str(tmp_path), rx_ring=rx_ring
+        )
         loop.packet_in = packet_in
         loop.open()
-        h1, h2 = lab.host_socket(0), lab.host_socket(1)
+        h1.send(make_frame(b"hello0"))  # between open() and run(): waits for the loop
         try:
             with serving(loop):
                 for i in range(3):
-                    h1.send(make_frame(b"hello%d" % i))
+                    if i:
+                        h1.send(make_frame(b"hello%d" % i))
                     assert receive_marked(h2, b"hello%d" % i) == make_frame(b"hello%d" % i)
                 h2.send(make_frame(b"TO_CPU"))
                 assert got_packet_in.wait(10)
@@ -284,6 +289,7 @@ def test_native_loop_forwards_between_veths_with_pcaps_packet_in_and_packet_out(
             h2.close()
     assert make_frame(b"TO_CPU") in to_controller
     assert stats["tx"] >= 4 and stats["injected"] == 1 and stats["tx_errors"] == 0
+    assert stats["rx_rings"] == (2 if rx_ring else 0)
     assert [f for f in read_pcap(str(tmp_path / f"{s1}_in.pcap")) if b"hello" in f] == [
         make_frame(b"hello%d" % i) for i in range(3)
     ]
@@ -312,6 +318,29 @@ def test_frames_above_the_mtu_are_counted_as_tx_errors_on_veths(lib, switch):
         finally:
             h2.close()
     assert stats["injected"] == 3 and stats["tx"] + stats["tx_errors"] == 3 and stats["tx_errors"] >= 1
+
+
+@needs_netns()
+def test_a_frame_longer_than_its_ring_slot_is_counted_and_dropped(lib, switch):
+    """Ring slots are sized at open() from the MTU; a frame that outgrew them must not be half-read."""
+    switch.route(1, 2)
+    with VethLab(2) as lab:
+        s1 = lab.switch_ifaces[0]
+        loop = NativePortLoop(lib, switch.handle, dict(enumerate(lab.switch_ifaces, 1)))
+        loop.open()  # slots for 1500-byte links (2 KiB)
+        h1, h2 = lab.host_socket(0), lab.host_socket(1)
+        subprocess.run(["ip", "link", "set", s1, "mtu", "4000"], check=True)
+        subprocess.run(["ip", "-n", lab.namespaces[0], "link", "set", "eth0", "mtu", "4000"], check=True)
+        try:
+            with serving(loop):
+                h1.send(make_frame(b"too-long") + b"\0" * 3000)
+                h1.send(make_frame(b"fits"))
+                assert receive_marked(h2, b"fits") == make_frame(b"fits")
+            stats = loop.stats
+        finally:
+            h1.close()
+            h2.close()
+    assert stats["rx_rings"] == 2 and stats["rx_too_long"] == 1 and stats["tx"] == 1
 
 
 # ------------------------------------------------------------------ sanitizers
