@@ -187,6 +187,8 @@ portloop_t *sw_portloop_create(void)
     portloop_t *pl = calloc(1, sizeof *pl);
     if (!pl)
         return NULL;
+    queue_init(&pl->injected);
+    queue_init(&pl->packet_in);
     pl->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pl->inject_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pl->packet_in_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -196,8 +198,6 @@ portloop_t *sw_portloop_create(void)
         errno = saved;
         return NULL;
     }
-    queue_init(&pl->injected);
-    queue_init(&pl->packet_in);
     return pl;
 }
 

@@ -1,7 +1,8 @@
 /* The native port loop: one thread per switch moves frames between AF_PACKET sockets and
  * sw_process() with no Python per packet. Python (emulator/native/portloop.py) opens the sockets and
- * the pcap files, then calls sw_portloop_run() on a thread of its own; PacketIn frames come back
- * through a queue it drains, PacketOut frames go in through sw_portloop_inject().
+ * the pcap files, hands them over with sw_portloop_open(), then calls sw_portloop_run() on a thread
+ * of its own; PacketIn frames come back through a queue it drains, PacketOut frames go in through
+ * sw_portloop_inject(). Lifecycle: create, open, run (until stop), destroy, then close the fds.
  */
 #ifndef SW_PORTLOOP_H
 #define SW_PORTLOOP_H
