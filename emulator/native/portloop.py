@@ -144,6 +144,7 @@ class NativePortLoop:
         self._captures = {}  # port -> PortCapture
         self._ring_frames = {}  # port -> largest frame its receive ring holds
         self._callback_rejected = 0
+        self._handle_lock = threading.Lock()  # inject()/stop() from other threads never race destroy()
         self._handle = self.lib.sw_portloop_create()
         if not self._handle:
             raise OSError(ctypes.get_errno(), "sw_portloop_create failed")
@@ -177,10 +178,11 @@ class NativePortLoop:
     def close(self) -> None:
         if self._running:
             raise RuntimeError("close() while run() is serving; stop() and let run() return first")
-        if self._handle:  # first: it flushes the captures and takes the rings off the sockets
-            self._final_stats = self._read_stats()
-            self.lib.sw_portloop_destroy(self._handle)
-            self._handle = None
+        with self._handle_lock:  # first: it flushes the captures and takes the rings off the sockets
+            if self._handle:
+                self._final_stats = self._read_stats()
+                self.lib.sw_portloop_destroy(self._handle)
+                self._handle = None
         for sock in self._sockets.values():
             sock.close()
         self._sockets.clear()
@@ -195,11 +197,13 @@ class NativePortLoop:
 
         A frame the loop cannot take (queue of 4096 full, longer than 64 KiB) counts as inject_dropped.
         """
-        if self._handle:
-            self.lib.sw_portloop_inject(self._handle, port, frame, len(frame))
+        with self._handle_lock:
+            if self._handle:
+                self.lib.sw_portloop_inject(self._handle, port, frame, len(frame))
 
     def stop(self) -> None:
         """Make run() return; safe from a signal handler or another thread, also before run()."""
+        # no _handle_lock: a signal handler interrupting close() on the same thread would deadlock
         if self._handle:
             self.lib.sw_portloop_stop(self._handle)
 
