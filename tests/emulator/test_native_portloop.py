@@ -18,6 +18,7 @@ import pytest
 
 from emulator.native.build import NativeBuildError, build_shared
 from emulator.native.portloop import NativePortLoop
+from emulator.ports import InterfaceError
 from tests.support.native_stub import StubSwitch, load_stub_library, stub_library_path
 from tests.support.veths import VethLab, make_frame, needs_netns, read_pcap, receive_marked
 
@@ -218,6 +219,15 @@ def test_pcap_files_match_what_the_python_loop_writes(lib, switch, tmp_path):
         assert f.read(24) == _GLOBAL_HEADER
 
 
+def test_a_missing_interface_is_an_interface_error_as_with_the_python_loop(lib, switch):
+    loop = NativePortLoop(lib, switch.handle, {1: "thc-no-such0"})
+    with pytest.raises(InterfaceError, match="interface 'thc-no-such0' does not exist"):
+        loop.open()
+    loop.close()  # again, harmless
+    loop.inject(1, b"after close")  # ignored, as PortLoop's would be
+    assert loop.stats == {}
+
+
 def test_stop_before_run_and_stop_while_idle_both_end_run(lib, switch):
     loop = NativePortLoop(lib, switch.handle, {})
     loop.stop()
@@ -232,6 +242,7 @@ def test_stop_from_a_signal_handler_ends_run_on_the_main_thread(lib, switch):
         """
         import os, signal, threading
         from emulator.native.portloop import NativePortLoop
+from emulator.ports import InterfaceError
         from tests.support.native_stub import StubSwitch, load_stub_library
         lib = load_stub_library()
         loop = NativePortLoop(lib, StubSwitch(lib).handle, {})
