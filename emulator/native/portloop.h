@@ -1,7 +1,8 @@
 /* The native port loop: one thread per switch moves frames between AF_PACKET sockets and
  * sw_process() with no Python per packet. Python (emulator/native/portloop.py) opens the sockets and
- * the pcap files, then calls sw_portloop_run() on a thread of its own; PacketIn frames come back
- * through a queue it drains, PacketOut frames go in through sw_portloop_inject().
+ * the pcap files, hands them over with sw_portloop_open(), then calls sw_portloop_run() on a thread
+ * of its own; PacketIn frames come back through a queue it drains, PacketOut frames go in through
+ * sw_portloop_inject(). Lifecycle: create, open, run (until stop), destroy, then close the fds.
  */
 #ifndef SW_PORTLOOP_H
 #define SW_PORTLOOP_H
@@ -18,6 +19,8 @@ struct portloop_port {
     int32_t fd;                     /* non-blocking datagram socket (AF_PACKET in production) */
     int32_t pcap_in_fd;             /* -1, or a pcap file (global header written) for received frames */
     int32_t pcap_out_fd;            /* -1, or a pcap file for sent frames */
+    uint32_t rx_ring_max_frame;     /* >0: receive through a TPACKET_V2 ring with slots for frames of
+                                       this many bytes (the link's MTU + 18); 0 or not AF_PACKET: recvmmsg */
 };
 
 struct portloop_cfg {
@@ -44,6 +47,8 @@ struct portloop_stats {
     uint64_t inject_dropped;        /* inject calls refused (queue full, frame too long, no memory) */
     uint64_t batches;               /* batches processed (received or injected) */
     uint64_t pcap_errors;           /* pcap writes that failed */
+    uint64_t rx_too_long;           /* frames longer than their ring slot (above the MTU): dropped */
+    uint64_t rx_rings;              /* ports that receive through a ring (the rest use recvmmsg) */
 };
 
 typedef struct portloop portloop_t;
@@ -51,8 +56,14 @@ typedef struct portloop portloop_t;
 portloop_t *sw_portloop_create(void);
 void sw_portloop_destroy(portloop_t *pl);
 
+/* Take over the ports in cfg (copied; the fds stay the caller's and must outlive pl): buffers, and a
+ * receive ring on each port that asks for one. From here on frames wait in the rings for run();
+ * frames queued on a socket before are processed now, as setting a ring up would discard them.
+ * Returns 0, or -1 with errno set. Once per handle. */
+int sw_portloop_open(portloop_t *pl, sw_t *sw, const struct portloop_cfg *cfg);
 /* Serve until sw_portloop_stop(); returns 0, or -1 with errno set if it could not start. */
-int sw_portloop_run(sw_t *sw, portloop_t *pl, const struct portloop_cfg *cfg);
+int sw_portloop_run(portloop_t *pl);
+/* sw_portloop_destroy() unmaps and removes the rings: call it before closing the sockets. */
 /* Make sw_portloop_run() return soon; callable from any thread. A stop before run() counts. */
 void sw_portloop_stop(portloop_t *pl);
 

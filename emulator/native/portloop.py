@@ -10,10 +10,12 @@ sw_process() directly. This class keeps PortLoop's surface (open/close/run/stop/
     loop.open(); loop.run()  # until loop.stop() from a signal handler or another thread
     loop.close()
 
-Sockets are opened by the same `open_port_socket` as PortLoop's, and pcap files by the same
-PortCapture (Python writes each file's global header, C appends the records), so captures are
-identical in name and format. run() starts the C loop on a thread of its own (ctypes releases the GIL)
-and, on the calling thread, hands PacketIn frames to `packet_in(frame)`.
+Set `packet_in` before open(): that is when the ports, captures and receive rings go to the C loop,
+and frames arriving after open() wait there for run(). Sockets are opened by the same
+`open_port_socket` as PortLoop's, and pcap files by the same PortCapture (Python writes each file's
+global header, C appends the records), so captures are identical in name and format. run() starts
+the C loop on a thread of its own (ctypes releases the GIL) and, on the calling thread, hands
+PacketIn frames to `packet_in(frame)`.
 
 No per-packet log: when per-packet tracing or --dump-packet-data is wanted the CLI runs the Python
 PortLoop instead, whose engine logs every packet's way (BMv2's log); this loop only keeps counters.
@@ -44,6 +46,7 @@ class PortSpec(ctypes.Structure):
         ("fd", ctypes.c_int32),
         ("pcap_in_fd", ctypes.c_int32),
         ("pcap_out_fd", ctypes.c_int32),
+        ("rx_ring_max_frame", ctypes.c_uint32),
     ]
 
 
@@ -72,6 +75,8 @@ STAT_NAMES = (
     "inject_dropped",
     "batches",
     "pcap_errors",
+    "rx_too_long",
+    "rx_rings",
 )
 
 
@@ -85,7 +90,8 @@ def declare_portloop_api(lib: ctypes.CDLL) -> ctypes.CDLL:
     for name, restype, argtypes in (
         ("sw_portloop_create", handle, []),
         ("sw_portloop_destroy", None, [handle]),
-        ("sw_portloop_run", ctypes.c_int, [sw, handle, ctypes.POINTER(LoopConfig)]),
+        ("sw_portloop_open", ctypes.c_int, [handle, sw, ctypes.POINTER(LoopConfig)]),
+        ("sw_portloop_run", ctypes.c_int, [handle]),
         ("sw_portloop_stop", None, [handle]),
         ("sw_portloop_inject", ctypes.c_int, [handle, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32]),
         ("sw_portloop_packet_in_fd", ctypes.c_int, [handle]),
@@ -100,25 +106,50 @@ def declare_portloop_api(lib: ctypes.CDLL) -> ctypes.CDLL:
     return lib
 
 
+def link_frame_bytes(iface: str) -> int:
+    """The longest frame `iface` receives: MTU plus Ethernet header and one VLAN tag."""
+    try:
+        with open(f"/sys/class/net/{iface}/mtu") as f:
+            return int(f.read()) + 18
+    except (OSError, ValueError):
+        return 1518
+
+
 class NativePortLoop:
     """PortLoop's surface over the C loop; `switch` is the sw_t* (an int) the loop drives."""
 
-    def __init__(self, library, switch, ports: dict, cpu_port: int | None = None, pcap_dir=None, packet_in=None):
-        """`ports` maps port number -> interface name; `packet_in(frame)` receives CPU-port frames."""
+    def __init__(
+        self,
+        library,
+        switch,
+        ports: dict,
+        cpu_port: int | None = None,
+        pcap_dir=None,
+        packet_in=None,
+        rx_ring: bool = True,
+    ):
+        """`ports` maps port number -> interface name; `packet_in(frame)` receives CPU-port frames.
+
+        `rx_ring=False` receives with recvmmsg instead of a TPACKET_V2 ring (see portloop.c).
+        """
         self.lib = declare_portloop_api(library)
         self.switch = switch
         self.ports = dict(ports)
         self.cpu_port = cpu_port
         self.pcap_dir = pcap_dir
         self.packet_in = packet_in
+        self.rx_ring = rx_ring
         self.batch = BATCH
         self._sockets = {}  # port -> socket
         self._captures = {}  # port -> PortCapture
+        self._ring_frames = {}  # port -> largest frame its receive ring holds
         self._callback_rejected = 0
+        self._handle_lock = threading.Lock()  # inject()/stop() from other threads never race destroy()
         self._handle = self.lib.sw_portloop_create()
         if not self._handle:
             raise OSError(ctypes.get_errno(), "sw_portloop_create failed")
         self._final_stats = None
+        self._handed_over = False  # sw_portloop_open() has the ports
         self._running = False
 
     # ------------------------------------------------------------ setup / teardown
@@ -127,14 +158,20 @@ class NativePortLoop:
         """Open every port's socket (InterfaceError names the first interface that fails)."""
         try:
             for port, iface in sorted(self.ports.items()):
-                self.attach(port, open_port_socket(iface)[0], iface)
+                ring_frame = link_frame_bytes(iface) if self.rx_ring else 0
+                self.attach(port, open_port_socket(iface)[0], iface, ring_frame)
+            self._hand_over()
         except Exception:
             self.close()
             raise
 
-    def attach(self, port: int, sock, capture_name: str | None = None) -> None:
-        """Serve `port` on an already open non-blocking datagram socket (open() uses AF_PACKET ones)."""
+    def attach(self, port: int, sock, capture_name: str | None = None, ring_frame: int = 0) -> None:
+        """Serve `port` on an already open datagram socket (open() uses AF_PACKET ones); `ring_frame` > 0
+        asks for a receive ring with slots for frames that long. Only before open() or run()."""
+        if self._handed_over:
+            raise RuntimeError("attach() after the ports went to the C loop")
         self._sockets[port] = sock
+        self._ring_frames[port] = ring_frame
         if self.pcap_dir is not None and capture_name is not None:
             self._captures[port] = PortCapture(self.pcap_dir, capture_name)
 
@@ -151,16 +188,17 @@ class NativePortLoop:
     def close(self) -> None:
         if self._running:
             raise RuntimeError("close() while run() is serving; stop() and let run() return first")
+        with self._handle_lock:  # first: it flushes the captures and takes the rings off the sockets
+            if self._handle:
+                self._final_stats = self._read_stats()
+                self.lib.sw_portloop_destroy(self._handle)
+                self._handle = None
         for sock in self._sockets.values():
             sock.close()
         self._sockets.clear()
         for capture in self._captures.values():
             capture.close()
         self._captures.clear()
-        if self._handle:
-            self._final_stats = self._read_stats()
-            self.lib.sw_portloop_destroy(self._handle)
-            self._handle = None
 
     # ------------------------------------------------------------ control from other threads
 
@@ -169,11 +207,13 @@ class NativePortLoop:
 
         A frame the loop cannot take (queue of 4096 full, longer than 64 KiB) counts as inject_dropped.
         """
-        if self._handle:
-            self.lib.sw_portloop_inject(self._handle, port, frame, len(frame))
+        with self._handle_lock:
+            if self._handle:
+                self.lib.sw_portloop_inject(self._handle, port, frame, len(frame))
 
     def stop(self) -> None:
         """Make run() return; safe from a signal handler or another thread, also before run()."""
+        # no _handle_lock: a signal handler interrupting close() on the same thread would deadlock
         if self._handle:
             self.lib.sw_portloop_stop(self._handle)
 
@@ -194,8 +234,9 @@ class NativePortLoop:
 
     # ------------------------------------------------------------ the loop
 
-    def run(self) -> None:
-        """Serve until stop(): the C loop on its own thread, PacketIn delivery on this one."""
+    def _hand_over(self) -> None:
+        """Give the ports to the C loop (sw_portloop_open): rings are set up now, so frames that arrive
+        between open() and run() wait in them as they would in a socket's queue."""
         specs = (PortSpec * max(len(self._sockets), 1))()
         for spec, (port, sock) in zip(specs, sorted(self._sockets.items())):
             capture = self._captures.get(port)
@@ -203,6 +244,7 @@ class NativePortLoop:
             spec.fd = sock.fileno()
             spec.pcap_in_fd = capture.received.fileno() if capture else -1
             spec.pcap_out_fd = capture.sent.fileno() if capture else -1
+            spec.rx_ring_max_frame = self._ring_frames.get(port, 0)
         config = LoopConfig(
             n_ports=len(self._sockets),
             ports=specs,
@@ -212,10 +254,18 @@ class NativePortLoop:
             batch=self.batch,
             idle_flush_ms=100,
         )
+        if self.lib.sw_portloop_open(self._handle, self.switch, ctypes.byref(config)) != 0:
+            raise OSError(ctypes.get_errno(), "sw_portloop_open failed")
+        self._handed_over = True
+
+    def run(self) -> None:
+        """Serve until stop(): the C loop on its own thread, PacketIn delivery on this one."""
+        if not self._handed_over:
+            self._hand_over()
         outcome = {}
 
         def serve():
-            outcome["result"] = self.lib.sw_portloop_run(self.switch, self._handle, ctypes.byref(config))
+            outcome["result"] = self.lib.sw_portloop_run(self._handle)
             outcome["errno"] = ctypes.get_errno()
 
         wake_fd = self.lib.sw_portloop_packet_in_fd(self._handle)
@@ -233,6 +283,9 @@ class NativePortLoop:
                 except BlockingIOError:
                     pass
                 buffer = self._deliver_packet_ins(buffer)
+        except BaseException:  # e.g. KeyboardInterrupt: the C loop must not outlive run()
+            self.stop()
+            raise
         finally:
             loop_thread.join()
             self._running = False
