@@ -92,8 +92,17 @@ class DataPlane:
             del engine
 
     def _native_loop(self, engine):
+        """A C loop for `engine` on the ports' sockets. They receive with recvmmsg, not a receive ring:
+        a ring is torn down with its loop and the frames in it with it, whereas a socket's queue keeps
+        what arrives while one loop hands over to the next (a pipeline pushed, a route inserted and a
+        frame sent right after must not lose the frame)."""
         from emulator.native.portloop import NativePortLoop
 
-        loop = NativePortLoop(engine.lib, engine.handle, {}, cpu_port=self.device.cpu_port, packet_in=self.packet_in)
-        loop.adopt(*self.python.open_ports())
+        loop = NativePortLoop(
+            engine.lib, engine.handle, {}, cpu_port=self.device.cpu_port, packet_in=self.packet_in, rx_ring=False
+        )
+        sockets, captures = self.python.open_ports()
+        for port, sock in sorted(sockets.items()):
+            loop.attach(port, sock, None, 0)
+        loop.adopt_captures(captures)
         return loop

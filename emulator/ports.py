@@ -99,20 +99,28 @@ class PortLoop:
     def open(self) -> None:
         """Open every port's socket (InterfaceError names the first interface that fails)."""
         try:
-            for port, iface in sorted(self.ports.items()):
-                sock, filters = open_port_socket(iface)
-                self._sockets[port] = sock
-                self._filters_outgoing[port] = filters
-                if self.pcap_dir is not None:
+            self.open_sockets()
+            if self.pcap_dir is not None:
+                for port, iface in sorted(self.ports.items()):
                     self._captures[port] = PortCapture(self.pcap_dir, iface)
         except Exception:
             self.close()
             raise
 
-    def close(self) -> None:
+    def open_sockets(self) -> None:
+        for port, iface in sorted(self.ports.items()):
+            sock, filters = open_port_socket(iface)
+            self._sockets[port] = sock
+            self._filters_outgoing[port] = filters
+
+    def close_sockets(self) -> None:
+        """Close the ports' sockets, keeping the captures (another loop serves the ports meanwhile)."""
         for sock in self._sockets.values():
             sock.close()
         self._sockets.clear()
+
+    def close(self) -> None:
+        self.close_sockets()
         for capture in self._captures.values():
             capture.close()
         self._captures.clear()

@@ -175,13 +175,14 @@ class NativePortLoop:
         if self.pcap_dir is not None and capture_name is not None:
             self._captures[port] = PortCapture(self.pcap_dir, capture_name)
 
-    def adopt(self, sockets: dict, captures: dict) -> None:
-        """Serve sockets and captures another loop opened (they stay that loop's to close)."""
-        self._sockets.update(sockets)
+    def adopt_captures(self, captures: dict) -> None:
+        """Write pcap files another loop opened (they stay that loop's to close). Before run()."""
+        if self._handed_over:
+            raise RuntimeError("adopt_captures() after the ports went to the C loop")
         self._captures.update(captures)
 
     def release(self) -> None:
-        """Forget adopted sockets and captures, so close() leaves them open."""
+        """Forget the sockets and captures, so close() leaves them open for another loop."""
         self._sockets.clear()
         self._captures.clear()
 
@@ -264,13 +265,19 @@ class NativePortLoop:
             self._hand_over()
         outcome = {}
 
+        ended_r, ended_w = os.pipe()
+
         def serve():
-            outcome["result"] = self.lib.sw_portloop_run(self._handle)
-            outcome["errno"] = ctypes.get_errno()
+            try:
+                outcome["result"] = self.lib.sw_portloop_run(self._handle)
+                outcome["errno"] = ctypes.get_errno()
+            finally:
+                os.write(ended_w, b"\0")  # wakes the poll below at once: the caller may start the next loop
 
         wake_fd = self.lib.sw_portloop_packet_in_fd(self._handle)
         poller = select.poll()
         poller.register(wake_fd, select.POLLIN)
+        poller.register(ended_r, select.POLLIN)
         buffer = ctypes.create_string_buffer(MAX_FRAME)
         self._running = True
         loop_thread = threading.Thread(target=serve, name="native-portloop", daemon=True)
@@ -289,6 +296,8 @@ class NativePortLoop:
         finally:
             loop_thread.join()
             self._running = False
+            os.close(ended_r)
+            os.close(ended_w)
         self._deliver_packet_ins(buffer)
         if outcome.get("result", 0) != 0:
             raise OSError(outcome.get("errno", 0), "native port loop failed to start")
