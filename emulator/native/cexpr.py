@@ -10,6 +10,7 @@ drops the packet the same way.
 
 from dataclasses import dataclass
 
+from emulator.engine.expressions import ExprCompiler
 from emulator.engine.jsonutil import hexstr, malformed, unsupported
 from emulator.engine.layout import StackSlots
 
@@ -53,8 +54,12 @@ class Consts:
         return name
 
 
-class CExpr:
+class CExpr(ExprCompiler):
     """Compiles the type-value objects of one context (action, parser state, condition) to C.
+
+    The JSON walking it shares with the Python engine's ExprCompiler (field references, header stack
+    fields, field offsets, the kind checks of header() and stack()) is inherited; every emitted string
+    is its own.
 
     `params`: runtime data widths of an action (None elsewhere), read from `P[i]`.
     `parser`: lookahead reads the packet at `pos`.
@@ -79,18 +84,6 @@ class CExpr:
         v = self.value(j)
         if v.kind != "bool":
             raise malformed(f"expected a boolean expression, got {v.kind}", self.path, j)
-        return v
-
-    def header(self, j) -> CVal:
-        v = self.value(j)
-        if v.kind != "header":
-            raise malformed(f"expected a header, got {v.kind}", self.path, j)
-        return v
-
-    def stack(self, j) -> CVal:
-        v = self.value(j)
-        if v.kind != "stack":
-            raise malformed(f"expected a header stack, got {v.kind}", self.path, j)
         return v
 
     def lvalue(self, j):
@@ -157,33 +150,8 @@ class CExpr:
             raise malformed("expression without an op", self.path, j)
         raise unsupported(f"expression operand type '{t}'", self.path, j)
 
-    def _field_ref(self, j):
-        v = j.get("value")
-        if not isinstance(v, list) or len(v) != 2:
-            raise malformed("field reference must be [header, field]", self.path, j)
-        return self.layout.field(v[0], v[1], self.path)
-
-    def _stack_field(self, j):
-        v = j.get("value")
-        st = self.layout.stack(v[0], self.path)
-        off = st.htype.offsets.get(v[1])
-        if off is None:
-            raise malformed(f"stack {v[0]!r} has no field {v[1]!r}", self.path, j)
-        if off == st.htype.nfields:
-            return st, off, 1, False
-        _, width, signed = st.htype.fields[off]
-        return st, off, width, signed
-
     def _last_base(self, st) -> str:
         return f"{self.consts.stack_bases(st)}[stack_last(cx, F[{st.next_slot}])]"
-
-    def _field_offset(self, htype, right, j):
-        if not isinstance(right, int) or not 0 <= right <= htype.nfields:
-            raise malformed(f"field offset {right!r} out of range", self.path, j)
-        if right == htype.nfields:
-            return right, 1, False
-        _, width, signed = htype.fields[right]
-        return right, width, signed
 
     def _slot(self, hdr: CVal, offset: int) -> str:
         if hdr.static_base is not None:
