@@ -521,15 +521,17 @@ class WorkerProtocol:
         op, timers = self._op, self._timers
         if op is None:
             return False
-        now, expired = self.clock(), []
+        now, due = self.clock(), []
         while timers and timers[0][0] <= now:
-            _, _, idx, attempts = heapq.heappop(timers)
+            when, _, idx, attempts = heapq.heappop(timers)
             idx = idx[(op.attempts[idx] == attempts) & ~op.done[idx]]
-            if not idx.size:
-                continue
-            late = now - op.first_sent[idx] >= self.deadline
-            if late.any():
-                raise self._timeout_error(op, int(idx[late][0]), now)
+            if idx.size:
+                due.append((when, idx))
+        late = [(when, int(i)) for when, idx in due for i in idx[now - op.first_sent[idx] >= self.deadline]]
+        if late:  # the first in timer order, as one timer per request would have it
+            raise self._timeout_error(op, min(late)[1], now)
+        expired = []
+        for _, idx in due:
             op.rto[idx] = np.minimum(op.rto[idx] * self.backoff, self.max_timeout)
             if self.adaptive:  # keep the backed-off timeout for new requests until a clean sample comes
                 self.rto = max(self.rto, float(op.rto[idx].max()))
