@@ -4,9 +4,14 @@ transport interface against the batched one), and the protocol's goodput through
 for 4 workers.
 
     .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth] [--worker-only]
+        [--before TREE]
 
-Prints figures only; nothing here asserts a speed. The veth part needs root; it creates a veth pair named
-thcB<pid>a/b and deletes it at the end.
+Run it with the tree's root on PYTHONPATH (PYTHONPATH=. from the root) so this tree's host_agent is the one
+imported. `--before TREE` also times, over the veth pair, the worker of another source tree (e.g. an older
+commit unpacked with `git archive`). The veth parts need root and a C compiler (bench/echo_switch.c).
+
+Prints figures only; nothing here asserts a speed. The veth parts create veth pairs named thcB<pid>a/b
+and thcW<pid>a/b and delete them at the end; they stop only the processes they started.
 """
 
 from __future__ import annotations
@@ -447,6 +452,9 @@ def main(argv=None) -> int:
     bench_codec(n)
     if not args.no_veth:
         bench_veth(n)
+    report_worker(args.quick)
+    if not args.no_veth:
+        bench_veth_worker(args.quick, args.before)
     engine = args.engine
     if engine == "auto":
         try:
