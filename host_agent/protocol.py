@@ -23,6 +23,13 @@ driven two ways:
 - step by step, several workers in one process (tests, benchmarks): `start_*` returns an `Operation`,
   `pump()` makes whatever progress is possible without waiting, and `drive()` pumps a set of workers,
   moving a virtual clock to the next retransmission deadline when none can progress.
+
+Frames move in batches (host_agent/README.md, "Batches, and the native helper"): an operation's requests
+are prebuilt as rows of one array and what the window lets go is sent with one `send_many`; a pump takes
+in every result that is there with one `recv_into`, sorts them by the per-frame rules below in arrival
+order (in C, fastio.c's thc_take_results, or with numpy) and books them with array operations when they
+show no loss, result by result when they do. The order of events, and so every counter, timer and
+retransmission, is the same as taking the frames one at a time.
 """
 
 from __future__ import annotations
