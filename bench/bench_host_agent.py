@@ -4,14 +4,20 @@ transport interface against the batched one), and the protocol's goodput through
 for 4 workers.
 
     .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth] [--worker-only]
+        [--before TREE]
 
-Prints figures only; nothing here asserts a speed. The veth part needs root; it creates a veth pair named
-thcB<pid>a/b and deletes it at the end.
+Run it with the tree's root on PYTHONPATH (PYTHONPATH=. from the root) so this tree's host_agent is the one
+imported. `--before TREE` also times, over the veth pair, the worker of another source tree (e.g. an older
+commit unpacked with `git archive`). The veth parts need root and a C compiler (bench/echo_switch.c).
+
+Prints figures only; nothing here asserts a speed. The veth parts create veth pairs named thcB<pid>a/b
+and thcW<pid>a/b and delete them at the end; they stop only the processes they started.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import multiprocessing
 import os
 import shutil
@@ -275,32 +281,20 @@ def report_worker(quick: bool) -> None:
 # ---- the worker side over a real raw socket ----------------------------------------------------------
 
 
-def echo_serve(iface: str) -> None:
-    """Answer THC requests arriving on `iface` like EchoSwitch, a batch per system call (the native
-    helper), until killed: the far end of the veth pair for veth_worker."""
+def build_echo_switch() -> Path:
+    """bench/echo_switch.c compiled (once per source) into the native cache: a THC echo in C, far faster
+    than the worker, so the figures over the veth pair are the worker's."""
     from host_agent import native
-    from host_agent.transport import PACKET_IGNORE_OUTGOING, SOL_PACKET
 
-    lib = native.load()
-    if lib is None:
-        raise SystemExit("echo_serve needs the native helper (a C compiler)")
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
-    sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-    sock.bind((iface, 0x0800))
-    echo = EchoSwitch(SimJob(1, 4, TABLE))
-    buf, lengths = np.zeros((1024, 2048), np.uint8), np.zeros(1024, np.int32)
-    print("ready", flush=True)
-    while True:
-        n = lib.thc_recv_rows(sock.fileno(), buf.ctypes.data, 2048, 1024, 100_000_000, lengths.ctypes.data)
-        if n <= 0:
-            continue
-        parsed = wire.parse_rows(buf[:n], lengths)
-        for length in np.unique(lengths[:n][parsed.valid & (parsed.kind == wire.KIND_REQUEST)]):
-            pick = parsed.valid & (parsed.kind == wire.KIND_REQUEST) & (lengths[:n] == length)
-            echo._pending = [buf[:n][pick][:, :length]]
-            out = echo._answer()
-            lib.thc_send_rows(sock.fileno(), out.ctypes.data, out.shape[1], out.shape[1], len(out))
+    source = Path(__file__).resolve().parent / "echo_switch.c"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    target = native.cache_dir() / f"echo_switch-{digest}"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(".partial")
+        subprocess.run([shutil.which("cc") or "gcc", "-O2", "-Wall", "-o", str(partial), str(source)], check=True)
+        os.replace(partial, target)
+    return target
 
 
 class _PerPacket:
@@ -313,7 +307,7 @@ class _PerPacket:
 
 
 def veth_worker(iface: str, mode: str, quick: bool) -> None:
-    """One worker on `iface` (echo_serve on the other end): ms per round and coordinates/s; `mode`
+    """One worker on `iface` (echo_switch.c on the other end): ms per round and coordinates/s; `mode`
     native (sendmmsg/recvmmsg), python-loop (batches, one send()/recv() per frame), per-packet (the
     transport's per-frame interface only)."""
     from host_agent.protocol import WorkerProtocol
@@ -327,7 +321,7 @@ def veth_worker(iface: str, mode: str, quick: bool) -> None:
         if quick:
             coords = min(coords, 64 * 2_000)
         worker = WorkerProtocol(
-            chosen, wire.FrameBuilder(worker_endpoint(0), SERVICE), 1, 0, window, n_workers=4, deadline=60.0,
+            chosen, wire.FrameBuilder(worker_endpoint(0), SERVICE), 1, 0, window, n_workers=4, deadline=20.0,
             first_request=0 if coords == 2_410 else 10**6 * window,
         )  # fmt: skip
         rng = np.random.default_rng(0)
@@ -353,7 +347,7 @@ def veth_worker(iface: str, mode: str, quick: bool) -> None:
 
 
 def bench_veth_worker(quick: bool, before: str | None) -> None:
-    """veth_worker in a child process per mode, echo_serve in another, over a fresh veth pair; `before`:
+    """veth_worker in a child process per mode, echo_switch.c in another, over a fresh veth pair; `before`:
     also the worker of another source tree (the code before this change), per packet as it was."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         print("worker over a veth pair: skipped (needs root and iproute2)")
@@ -368,11 +362,10 @@ def bench_veth_worker(quick: bool, before: str | None) -> None:
         time.sleep(0.5)  # carrier up
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         me = [sys.executable, str(Path(__file__).resolve())]
-        echo = subprocess.Popen([*me, "--echo", b], env=env, stdout=subprocess.PIPE, text=True)
+        argv = [str(build_echo_switch()), b, "4", "16", *map(str, TABLE)]
+        echo = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         echo.stdout.readline()
-        print(
-            f"the worker over a raw socket on a veth pair ({a}/{b}), an echo switch (batched, native) on the other end:"
-        )
+        print(f"the worker over a raw socket on a veth pair ({a}/{b}), bench/echo_switch.c (C) on the other end:")
         runs = [(mode, str(ROOT)) for mode in ("per-packet", "python-loop", "native")]
         if before:
             runs.insert(0, ("before", before))
@@ -444,14 +437,10 @@ def main(argv=None) -> int:
     parser.add_argument("--no-veth", action="store_true")
     parser.add_argument("--worker-only", action="store_true", help="only the worker side (echo switch, veth)")
     parser.add_argument("--before", metavar="TREE", help="also time the worker of this source tree over the veth")
-    parser.add_argument("--echo", metavar="IFACE", help=argparse.SUPPRESS)
     parser.add_argument("--veth-worker", metavar="IFACE", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="native", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     n = 20_000 if args.quick else 100_000
-    if args.echo:
-        echo_serve(args.echo)
-        return 0
     if args.veth_worker:
         veth_worker(args.veth_worker, args.mode, args.quick)
         return 0
@@ -463,6 +452,9 @@ def main(argv=None) -> int:
     bench_codec(n)
     if not args.no_veth:
         bench_veth(n)
+    report_worker(args.quick)
+    if not args.no_veth:
+        bench_veth_worker(args.quick, args.before)
     engine = args.engine
     if engine == "auto":
         try:

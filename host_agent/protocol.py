@@ -23,6 +23,13 @@ driven two ways:
 - step by step, several workers in one process (tests, benchmarks): `start_*` returns an `Operation`,
   `pump()` makes whatever progress is possible without waiting, and `drive()` pumps a set of workers,
   moving a virtual clock to the next retransmission deadline when none can progress.
+
+Frames move in batches (host_agent/README.md, "Batches, and the native helper"): an operation's requests
+are prebuilt as rows of one array and what the window lets go is sent with one `send_many`; a pump takes
+in every result that is there with one `recv_into`, sorts them by the per-frame rules below in arrival
+order (in C, fastio.c's thc_take_results, or with numpy) and books them with array operations when they
+show no loss, result by result when they do. The order of events, and so every counter, timer and
+retransmission, is the same as taking the frames one at a time.
 """
 
 from __future__ import annotations
@@ -521,15 +528,17 @@ class WorkerProtocol:
         op, timers = self._op, self._timers
         if op is None:
             return False
-        now, expired = self.clock(), []
+        now, due = self.clock(), []
         while timers and timers[0][0] <= now:
-            _, _, idx, attempts = heapq.heappop(timers)
+            when, _, idx, attempts = heapq.heappop(timers)
             idx = idx[(op.attempts[idx] == attempts) & ~op.done[idx]]
-            if not idx.size:
-                continue
-            late = now - op.first_sent[idx] >= self.deadline
-            if late.any():
-                raise self._timeout_error(op, int(idx[late][0]), now)
+            if idx.size:
+                due.append((when, idx))
+        late = [(when, int(i)) for when, idx in due for i in idx[now - op.first_sent[idx] >= self.deadline]]
+        if late:  # the first in timer order, as one timer per request would have it
+            raise self._timeout_error(op, min(late)[1], now)
+        expired = []
+        for _, idx in due:
             op.rto[idx] = np.minimum(op.rto[idx] * self.backoff, self.max_timeout)
             if self.adaptive:  # keep the backed-off timeout for new requests until a clean sample comes
                 self.rto = max(self.rto, float(op.rto[idx].max()))
