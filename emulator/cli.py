@@ -141,19 +141,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--dump-generated",
         metavar="FILE",
         help="write the Python source the engine generates for PROGRAM.json to FILE ('-': stdout), "
-        "with the P4 source line and field names in comments, then exit (not a "
-        "simple_switch_grpc option)",
+        "with the P4 source line and field names in comments, then exit; with --backend native, the C "
+        "source of the native backend instead (not a simple_switch_grpc option)",
     )
     return p
 
 
-def dump_generated(program: str, out: str) -> int:
-    """Compile PROGRAM.json as the switch would and write the generated source."""
+def dump_generated(program: str, out: str, backend: str = "python") -> int:
+    """Compile PROGRAM.json as the switch would and write the generated source (C for `native`)."""
     from emulator.errors import LoadError
-    from emulator.switch import SoftwareSwitch
+    from emulator.native.build import NativeBuildError
 
     try:
-        source = SoftwareSwitch.from_json(program).generated_source
+        if backend == "native":
+            source = SoftwareSwitch.from_json(program, backend="native").generated_c
+        else:
+            source = SoftwareSwitch.from_json(program).generated_source
+    except NativeBuildError as exc:
+        return _fail(str(exc).splitlines()[0])
     except OSError as exc:
         return _fail(f"cannot read '{exc.filename}': {exc.strerror}")
     except LoadError as exc:
@@ -188,7 +193,7 @@ def main(argv=None) -> int:
     if args.dump_generated is not None:
         if not args.program:
             return _fail("--dump-generated needs PROGRAM.json")
-        return dump_generated(args.program, args.dump_generated)
+        return dump_generated(args.program, args.dump_generated, args.backend)
     ports = {}
     for port, iface in args.interface:
         if port in ports:
