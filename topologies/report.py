@@ -13,7 +13,18 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-MODE_LABELS = {"thc": "THC via switch", "fix32": "FIX32 via switch", "gloo": "gloo all-reduce"}
+from host_agent.worker import SWITCH_MODES  # the modes with retransmission figures
+
+MODE_LABELS = {
+    "thc": "THC via switch",
+    "fix32": "FIX32 via switch",
+    "gloo": "gloo all-reduce",
+    "fp16": "fp16 hook (gloo)",
+    "powersgd": "PowerSGD hook (gloo)",
+    "topk": "TopK+EF hook (gloo)",
+    "qsgd": "QSGD hook (gloo)",
+    "terngrad": "TernGrad hook (gloo)",
+}
 
 
 @dataclass
@@ -103,7 +114,7 @@ def table(rows: list[ModeSummary]) -> str:
                 f"{r.goodput_coords_s:,.0f}",
                 f"{r.sent_bytes_per_step:,.0f}",
                 f"{r.received_bytes_per_step:,.0f}",
-                retx_split(r) if r.mode != "gloo" else "-",
+                retx_split(r) if r.mode in SWITCH_MODES else "-",
             ]
         )
     widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(header)]
@@ -122,7 +133,7 @@ def loss_lines(rows: list[ModeSummary], loss_pct: float | None, lossless: dict[s
     gap-timer probes (the tail of an operation)."""
     lines = []
     for r in rows:
-        if r.mode == "gloo":
+        if r.mode not in SWITCH_MODES:
             continue
         base = (lossless or {}).get(r.mode)
         versus = f" vs {base:.1f} ms lossless ({r.step_ms / base:.2f}x)" if base else ""

@@ -25,6 +25,8 @@ from pathlib import Path
 from controller import contract
 from controller.topology import MAX_WORKERS, Topology, TopologyError
 from controller.usage import OneLineParser, positive_number
+from host_agent import workloads
+from host_agent.worker import SWITCH_MODES
 from topologies import interrupts, supervisor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +34,8 @@ DEFAULT_TOPO = "topologies/star4.json"
 STATE_FILE = "run-state.json"
 SUPERVISOR_LOG = "supervisor.log"
 SUPERVISOR_WAIT = 30.0  # seconds a dead run's supervisor gets to finish before --stop does it
-MODES = ("thc", "fix32", "gloo")
+MODES = ("thc", "fix32", "gloo")  # the default --modes
+ALL_MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")  # thc-worker's, less plan
 
 
 class RunError(RuntimeError):
@@ -132,16 +135,29 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(MODES),
         metavar="LIST",
         help="comma-separated modes to run in turn: thc (THC through the switch), fix32 "
-        "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP) "
-        f"(default {','.join(MODES)})",
+        "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP), and over gloo "
+        "through DDP communication hooks: fp16, powersgd (torch's hooks), topk, qsgd, terngrad (thc's "
+        f"baselines) (default {','.join(MODES)})",
+    )
+    tr.add_argument(
+        "--model",
+        default="mlp-digits",
+        metavar="NAME",
+        help="the workload: " + ", ".join(workloads.names()) + " (default mlp-digits; host_agent/workloads.py)",
     )
     tr.add_argument(
         "--steps", type=_int_range(1), default=200, metavar="N", help="training steps per mode (default 200)"
     )
     tr.add_argument(
-        "--batch-size", type=_int_range(1), default=32, metavar="N", help="samples per worker per step (default 32)"
+        "--batch-size",
+        type=_int_range(1),
+        default=None,
+        metavar="N",
+        help="samples per worker per step (default: the model's, 32 or 16)",
     )
-    tr.add_argument("--lr", type=positive_number(), default=0.1, help="SGD learning rate (default 0.1)")
+    tr.add_argument(
+        "--lr", type=positive_number(), default=None, help="learning rate (default: the model's, 0.1 for mlp-digits)"
+    )
     tr.add_argument(
         "--seed", type=_int_range(0, 2**32 - 1), default=0, help="model initialisation and batch order (default 0)"
     )
@@ -282,10 +298,17 @@ def load_topology(args) -> Topology:
 
 def parse_modes(text: str) -> list[str]:
     modes = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
+    unknown = [m for m in modes if m not in ALL_MODES]
     if unknown or not modes:
-        raise RunError(f"--modes {text!r}: choose from {', '.join(MODES)}")
+        raise RunError(f"--modes {text!r}: choose from {', '.join(ALL_MODES)}")
     return modes
+
+
+def check_model(name: str) -> str:
+    try:
+        return workloads.get(name).name
+    except workloads.UnknownModel as exc:
+        raise RunError(str(exc)) from None
 
 
 def check_switch_exe(path: str | None) -> None:
@@ -371,6 +394,7 @@ def run(args) -> int:
     from topologies.workers import WorkerOptions
 
     modes = parse_modes(args.modes)  # every option is checked before anything needs root
+    check_model(args.model)
     topo = load_topology(args)
     check_switch_exe(args.switch_exe)
     check_prerequisites()
@@ -409,12 +433,13 @@ def run(args) -> int:
                 batch_size=args.batch_size,
                 lr=args.lr,
                 seed=args.seed,
+                model=args.model,
                 job_id=args.job_id,
                 window=args.window,
                 switch_timeout=args.switch_timeout,
                 master_port=29500 + index,
             )
-            if mode != "gloo":
+            if mode in SWITCH_MODES:
                 say(f"{mode}: job {args.job_id} on {topo.aggregation.switch} (fresh epoch, {args.window} slots)")
             progress = Progress(mode, args.steps, len(topo.workers))
             try:
@@ -438,6 +463,7 @@ def run(args) -> int:
             "bw_mbit": args.bw,
             "loss_pct": args.loss,
             "modes": modes,
+            "model": args.model,
         }
         report.write_json(log_dir / "summary.json", summaries, run_info)
         report.plot(
