@@ -463,6 +463,8 @@ def run(args) -> dict:
     if args.mode == "plan":
         result["plan_counts"] = state.counts
         result["bucket_modes"] = {str(k): v for k, v in sorted(state.bucket_modes.items())}
+    if hasattr(state, "close"):
+        state.close()  # thc_hook's aggregation thread
     if aggregator is not None:
         aggregator.close()
     dist.destroy_process_group()

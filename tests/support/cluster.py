@@ -110,6 +110,8 @@ def train_ddp(
         params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
         del wrapped  # the reducer goes before its process group
         gc.collect()
+        if hasattr(state, "close"):
+            state.close()  # thc_hook's aggregation thread
         return {"before": before, "after": after, "params": params, "state": state}
 
     return in_threads(n, work)

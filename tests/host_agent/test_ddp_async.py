@@ -1,0 +1,83 @@
+"""thc_hook does not block the backward pass: it returns a future that its aggregation thread completes when
+the switch's results are in, and training with it gives bit-identical parameters to the blocking hook
+(thc_blocking_hook) after N steps with the same seed: 2 DDP workers in threads with several buckets each,
+through the fake switch on the loopback wire (tests/support/cluster.py)."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from tests.support import cluster
+from tests.support.grad_bucket import GradBucket as Bucket
+from thc import ddp
+from thc.config import THCConfig
+from thc.errors import AggregationError
+
+
+class LocalAggregator:
+    """One worker alone: the max is the value, the sums are its own table values. all_max waits for ``gate``."""
+
+    def __init__(self, gate: threading.Event | None = None, fail: bool = False):
+        self.gate, self.fail, self.threads = gate, fail, set()
+
+    def all_max(self, t):
+        self.threads.add(threading.current_thread().name)
+        if self.gate is not None:
+            assert self.gate.wait(30)
+        if self.fail:
+            raise AggregationError("the switch said no")
+        return t.clone()
+
+    def all_sum_table_values(self, indices, table):
+        return [np.take(table.values.astype(np.int32), np.asarray(i)) for i in indices], 1
+
+
+def grad(k: int) -> torch.Tensor:
+    return torch.randn(5000, generator=torch.Generator().manual_seed(k))
+
+
+def test_the_hook_returns_before_the_switch_answers_and_the_future_completes_after():
+    gate = threading.Event()
+    agg = LocalAggregator(gate)
+    state = ddp.THCHookState(THCConfig(chunk=2048, error_feedback=True), agg, worker_id=0)
+    futures = [ddp.thc_hook(state, Bucket(grad(k), index=k, last=k == 2)) for k in range(3)]
+    assert not any(f.done() for f in futures)  # all three handed over while the "switch" holds the first
+    assert state.iteration == 1  # the round ends when its last bucket is handed over
+    gate.set()
+    got = [f.wait() for f in futures]
+    assert agg.threads == {"thc-aggregation"}
+    reference = ddp.THCHookState(THCConfig(chunk=2048, error_feedback=True), LocalAggregator(), worker_id=0)
+    for k in range(3):
+        want = ddp.thc_blocking_hook(reference, Bucket(grad(k), index=k, last=k == 2)).wait()
+        assert torch.equal(got[k], want)
+    state.close()
+
+
+def test_an_aggregation_error_reaches_whoever_waits_on_the_future():
+    state = ddp.THCHookState(THCConfig(chunk=2048), LocalAggregator(fail=True), worker_id=0)
+    fut = ddp.thc_hook(state, Bucket(grad(0)))
+    with pytest.raises(Exception, match="the switch said no"):
+        fut.wait()
+    ok = ddp.THCHookState(THCConfig(chunk=2048), LocalAggregator(), worker_id=0)
+    assert ddp.thc_hook(ok, Bucket(grad(1))).wait().shape == (5000,)  # the thread survives a failed bucket
+    state.close()
+    ok.close()
+
+
+@pytest.mark.parametrize("name", ["mlp2-digits", "cnn1d-signals"])
+def test_non_blocking_training_is_bit_identical_to_blocking(name, one_torch_thread):
+    config = THCConfig(chunk=2048, error_feedback=True, seed=3)
+    runs = {}
+    for hook in (ddp.thc_hook, ddp.thc_blocking_hook):
+        # ~25 KiB buckets: several per backward pass, so buckets overlap the backward of the next
+        runs[hook.__name__] = cluster.train_ddp(
+            name, "thc", steps=6, batch_size=8, config=config, thc_hook=hook, bucket_cap_mb=0.025
+        )
+    for rank in range(2):
+        a, b = runs["thc_hook"][rank], runs["thc_blocking_hook"][rank]
+        assert torch.equal(a["params"], b["params"]), rank
+        assert a["state"].buckets_seen == b["state"].buckets_seen > 6  # more than one bucket per step
+        assert a["state"].iteration == b["state"].iteration == 6
+        assert a["after"] < a["before"]
