@@ -57,13 +57,15 @@ __all__ = [
 
 class SerialRunner:
     """One daemon thread that runs submitted functions in order, each completing its own torch Future with
-    the function's result (or its exception). Started on the first submit; ``close()`` ends it."""
+    the function's result, or with a RuntimeError "<type>: <message>" of what it raised (the exception
+    itself is kept in ``errors``). Started on the first submit; ``close()`` ends it."""
 
     def __init__(self, name: str = "thc-aggregation") -> None:
         self.name = name
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self.errors: list[BaseException] = []  # what the submitted functions raised, in order
 
     def submit(self, fn: Callable[[], torch.Tensor]) -> torch.futures.Future[torch.Tensor]:
         fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
@@ -83,7 +85,10 @@ class SerialRunner:
             try:
                 result = fn()
             except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
-                fut.set_exception(exc)
+                # DDP re-raises a hook future's error as a RuntimeError carrying only its message: keep the
+                # type's name in it (thc-worker tells a switch timeout from other failures by that name)
+                self.errors.append(exc)
+                fut.set_exception(RuntimeError(f"{type(exc).__name__}: {exc}"))
             else:
                 fut.set_result(result)
 

@@ -58,8 +58,9 @@ def test_the_hook_returns_before_the_switch_answers_and_the_future_completes_aft
 def test_an_aggregation_error_reaches_whoever_waits_on_the_future():
     state = ddp.THCHookState(THCConfig(chunk=2048), LocalAggregator(fail=True), worker_id=0)
     fut = ddp.thc_hook(state, Bucket(grad(0)))
-    with pytest.raises(Exception, match="the switch said no"):
+    with pytest.raises(RuntimeError, match="AggregationError: the switch said no"):
         fut.wait()
+    assert isinstance(state.runner.errors[0], AggregationError)
     ok = ddp.THCHookState(THCConfig(chunk=2048), LocalAggregator(), worker_id=0)
     assert ddp.thc_hook(ok, Bucket(grad(1))).wait().shape == (5000,)  # the thread survives a failed bucket
     state.close()
@@ -81,3 +82,33 @@ def test_non_blocking_training_is_bit_identical_to_blocking(name, one_torch_thre
         assert a["state"].buckets_seen == b["state"].buckets_seen > 6  # more than one bucket per step
         assert a["state"].iteration == b["state"].iteration == 6
         assert a["after"] < a["before"]
+
+
+def test_a_switch_timeout_in_the_thread_is_still_one_thc_worker_recognises(one_torch_thread):
+    """DDP re-raises a hook future's error as a RuntimeError with its message only: the type's name must
+    survive in it, or thc-worker would report a switch timeout as an unknown failure (exit 1, not 3)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from host_agent import worker
+    from host_agent.protocol import AggregationTimeout
+
+    class Silent(LocalAggregator):
+        def all_max(self, t):
+            raise AggregationTimeout("no result for request 3 after 30 s")
+
+    store = torch.distributed.HashStore()
+
+    def work(rank):
+        pg = cluster.gloo_group(torch.distributed.PrefixStore("t", store), rank, 2)
+        model = DDP(torch.nn.Linear(4, 2), process_group=pg)
+        state = ddp.THCHookState(THCConfig(), Silent(), worker_id=rank)
+        model.register_comm_hook(state, ddp.thc_hook)
+        try:
+            model(torch.randn(3, 4)).sum().backward()
+        except RuntimeError as exc:
+            return worker.is_switch_timeout(exc)
+        finally:
+            state.close()
+        return None
+
+    assert cluster.in_threads(2, work) == [True, True]
