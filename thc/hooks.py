@@ -40,12 +40,13 @@ POWERSGD_START = 2  # the earliest PowerSGD allows with error feedback / warm st
 
 
 class CompressorHookState:
-    """State of :func:`compressor_hook`: one compressor per bucket index (TopK's error-feedback memory is
-    per bucket), the round counter (advanced after the last bucket of a backward pass), the group."""
+    """State of :func:`compressor_hook`: one compressor per bucket index, ``factory(bucket_index)`` (TopK's
+    error-feedback memory is per bucket, and each bucket draws its own random stream), the round counter
+    (advanced after the last bucket of a backward pass), the process group."""
 
     __slots__ = ["factory", "process_group", "iteration", "compressors"]
 
-    def __init__(self, factory: Callable[[], Compressor], process_group: dist.ProcessGroup | None = None) -> None:
+    def __init__(self, factory: Callable[[int], Compressor], process_group: dist.ProcessGroup | None = None) -> None:
         self.factory = factory
         self.process_group = process_group
         self.iteration = 0
@@ -55,7 +56,7 @@ class CompressorHookState:
         comp = self.compressors.get(bucket_index)
         feedback = getattr(comp, "feedback", None)
         if comp is None or (feedback is not None and feedback.memory is not None and feedback.memory.numel() != numel):
-            comp = self.compressors[bucket_index] = self.factory()  # a rebuilt bucket of a new size starts afresh
+            comp = self.compressors[bucket_index] = self.factory(bucket_index)  # a rebuilt bucket starts afresh
         return comp
 
 
@@ -128,8 +129,13 @@ def compressor_hook(state: CompressorHookState, bucket: dist.GradBucket) -> torc
     return dist.all_gather(gathered, mine, group=group, async_op=True).get_future().then(decoded)
 
 
-def _baseline(name: str, worker_id: int, seed: int, **params) -> Callable[[], Compressor]:
-    return lambda: make_compressor(name, 1, worker_id, seed=seed, **params)
+BUCKET_SEEDS = 1 << 16  # bucket b of seed s draws from seed s * BUCKET_SEEDS + b
+
+
+def _baseline(name: str, worker_id: int, seed: int, **params) -> Callable[[int], Compressor]:
+    """The compressor of one bucket: its own random stream (the streams are keyed by worker, round and
+    chunk, so two buckets with one seed would round alike)."""
+    return lambda index: make_compressor(name, 1, worker_id, seed=seed * BUCKET_SEEDS + index, **params)
 
 
 def make_gloo_hook(

@@ -83,7 +83,7 @@ def test_a_thc_baseline_mode_averages_what_the_library_computes(mode, one_torch_
         return [hook(state, Bucket(grads(rank, rnd), shapes=SHAPES)).wait().clone() for rnd in range(ROUNDS)]
 
     results = in_threads(N, work)
-    comps = [make_compressor(mode, 1, w) for w in range(N)]  # the library's own, as the hook builds them
+    comps = [make_compressor(mode, 1, w) for w in range(N)]  # the library's own, as the hook builds bucket 0
     for rnd in range(ROUNDS):
         preps = [comps[w].prepare(grads(w, rnd), rnd) for w in range(N)]
         stats = torch.stack([p.stats for p in preps]).amax(0) if comps[0].summable else torch.zeros_like(preps[0].stats)
@@ -109,3 +109,19 @@ def test_pack_round_trips_every_payload_shape():
 def test_an_unknown_gloo_mode_names_the_modes():
     with pytest.raises(ConfigError, match="choose from gloo, fp16, powersgd, topk, qsgd, terngrad"):
         hooks.make_gloo_hook("nope")
+
+
+def test_each_bucket_draws_its_own_random_stream(one_torch_thread):
+    """Two buckets holding the same gradient in one round are rounded independently (QSGD's streams are
+    keyed by worker, round and chunk; the hook gives each bucket its own seed)."""
+    store = dist.HashStore()
+
+    def work(rank):
+        pg = gloo_group(dist.PrefixStore("streams", store), rank, N)
+        state, hook = hooks.make_gloo_hook("qsgd", process_group=pg, worker_id=rank)
+        a = hook(state, Bucket(grads(rank, 0), index=0, last=False)).wait().clone()
+        b = hook(state, Bucket(grads(rank, 0), index=1, last=True)).wait().clone()
+        return a, b
+
+    (a, b), _ = in_threads(N, work)
+    assert not torch.equal(a, b)
