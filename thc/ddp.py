@@ -51,6 +51,7 @@ __all__ = [
     "thc_blocking_hook",
     "FixedPointHookState",
     "fix32_hook",
+    "fix32_blocking_hook",
     "SerialRunner",
 ]
 
@@ -244,7 +245,7 @@ class FixedPointHookState:
     n, which sets the int32 headroom; by default the aggregator's ``n_workers``, else the process group's size.
     """
 
-    __slots__ = ["aggregator", "compressor", "iteration"]
+    __slots__ = ["aggregator", "compressor", "iteration", "runner"]
 
     def __init__(self, aggregator, workers: int | None = None, chunk: int = 2**20) -> None:
         for method in ("all_max", "all_sum_int32"):
@@ -257,21 +258,36 @@ class FixedPointHookState:
         self.aggregator = aggregator
         self.compressor = FixedPoint32(workers, chunk=chunk) if workers is not None else FixedPoint32(chunk=chunk)
         self.iteration = 0
+        self.runner = SerialRunner("fix32-aggregation")  # fix32_hook's aggregation thread
+
+    def close(self) -> None:
+        """End the aggregation thread (after the buckets it holds)."""
+        self.runner.close()
 
 
-def fix32_hook(state: FixedPointHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """Average one bucket with int32 fixed point: max |x| round, int32 sums, decode. Returns the average."""
-    buffer = bucket.buffer()
+def _fix32_reduce(state: FixedPointHookState, buffer: torch.Tensor, iteration: int) -> torch.Tensor:
+    """One bucket's FIX32 round: max |x| round, int32 sums, decode into ``buffer``."""
     comp = state.compressor
-    prep = comp.prepare(buffer, state.iteration)
+    prep = comp.prepare(buffer, iteration)
     stats = state.aggregator.all_max(prep.stats)
     words = comp.encode(prep, stats)
     sums, contributors = state.aggregator.all_sum_int32(words)
     if contributors < 1:
         raise AggregationError(f"the aggregator reported {contributors} contributors")
     buffer.copy_(comp.decode(prep, sums, contributors, stats))
-    if bucket.is_last():
-        state.iteration += 1
+    return buffer
+
+
+def fix32_hook(state: FixedPointHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Average one bucket with int32 fixed point; returns at once, like :func:`thc_hook` (the state's
+    thread completes the future with the average), so THC and FIX32 overlap the backward pass alike."""
+    buffer = bucket.buffer()
+    iteration = _round_of(state, bucket)
+    return state.runner.submit(lambda: _fix32_reduce(state, buffer, iteration))
+
+
+def fix32_blocking_hook(state: FixedPointHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """:func:`fix32_hook` in the caller: returns a completed future."""
     fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-    fut.set_result(buffer)
+    fut.set_result(_fix32_reduce(state, bucket.buffer(), _round_of(state, bucket)))
     return fut

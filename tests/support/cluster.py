@@ -44,12 +44,21 @@ def gloo_group(store, rank: int, n: int) -> dist.ProcessGroup:
     return pg
 
 
-def hook_for(mode: str, rank: int, n: int, pg, aggregator=None, config: THCConfig | None = None, thc_hook=None):
+def hook_for(
+    mode: str,
+    rank: int,
+    n: int,
+    pg,
+    aggregator=None,
+    config: THCConfig | None = None,
+    thc_hook=None,
+    fix32_hook=None,
+):
     """(state, hook) of ``mode`` for worker ``rank``."""
     if mode == "thc":
         return ddp.THCHookState(config or THCConfig(chunk=2048), aggregator, worker_id=rank), thc_hook or ddp.thc_hook
     if mode == "fix32":
-        return ddp.FixedPointHookState(aggregator, workers=n), ddp.fix32_hook
+        return ddp.FixedPointHookState(aggregator, workers=n), fix32_hook or ddp.fix32_hook
     return hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
 
 
@@ -81,6 +90,7 @@ def train_ddp(
     config: THCConfig | None = None,
     thc_hook=None,
     bucket_cap_mb: float | None = None,
+    fix32_hook=None,
 ) -> list[dict]:
     """Train ``model_name`` for ``steps`` steps on n workers in ``mode``; per rank: the training loss on a
     fixed batch before and after, and the final parameters (flat)."""
@@ -102,7 +112,7 @@ def train_ddp(
             before = float(train.loss_of(model, data.x_train[probe], data.y_train[probe]))
         cap = {} if bucket_cap_mb is None else {"bucket_cap_mb": bucket_cap_mb}
         wrapped = DDP(model, process_group=pg, **cap)
-        state, hook = hook_for(mode, rank, n, pg, aggs[rank], config, thc_hook)
+        state, hook = hook_for(mode, rank, n, pg, aggs[rank], config, thc_hook, fix32_hook)
         wrapped.register_comm_hook(state, hook)
         train.train(wrapped, data, cfg, rank, n, lambda record: None)
         with torch.no_grad():
