@@ -44,6 +44,19 @@ def gloo_group(store, rank: int, n: int) -> dist.ProcessGroup:
     return pg
 
 
+def serialized(hook):
+    """``hook`` called under the process-wide seeding lock. torch's powerSGD_hook seeds torch's global RNG
+    and draws its first Q matrices in the call (before its asynchronous all-reduces): worker threads of one
+    process would interleave those draws, which worker processes never do."""
+
+    def locked(state, bucket):
+        with _seeding:
+            return hook(state, bucket)
+
+    locked.__name__ = f"serialized_{getattr(hook, '__name__', 'hook')}"
+    return locked
+
+
 def hook_for(
     mode: str,
     rank: int,
@@ -59,7 +72,8 @@ def hook_for(
         return ddp.THCHookState(config or THCConfig(chunk=2048), aggregator, worker_id=rank), thc_hook or ddp.thc_hook
     if mode == "fix32":
         return ddp.FixedPointHookState(aggregator, workers=n), fix32_hook or ddp.fix32_hook
-    return hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
+    state, hook = hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
+    return state, serialized(hook) if mode == "powersgd" else hook
 
 
 def in_threads(n: int, fn, timeout: float = 300.0) -> list:

@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
-from tests.support.cluster import gloo_group, in_threads
+from tests.support.cluster import gloo_group, in_threads, serialized
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import hooks
 from thc.errors import ConfigError
@@ -35,6 +35,7 @@ def run_pairs(mode, reference):
         theirs = gloo_group(dist.PrefixStore("theirs", store), rank, N)
         state, hook = hooks.make_gloo_hook(mode, process_group=ours, worker_id=rank)
         ref_state, ref_hook = reference(theirs)
+        hook, ref_hook = serialized(hook), serialized(ref_hook)  # PowerSGD seeds torch's global RNG
         out = []
         for rnd in range(ROUNDS):
             a = hook(state, Bucket(grads(rank, rnd), shapes=SHAPES)).wait().clone()
