@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -330,15 +331,23 @@ def interface_counters(iface: str) -> dict:
     raise ValueError(f"no interface {iface} in this namespace")
 
 
-def timed(hook, seconds: list[float]):
+def timed(hook, seconds: list[float], clock=time.perf_counter):
     """``hook`` (a DDP communication hook) that also appends each bucket's aggregation time to
-    ``seconds``: from the call to the moment its future completes."""
+    ``seconds``: from the call to the moment its future completes, less what an earlier bucket's time
+    already covers. Non-blocking hooks overlap: bucket 2 is handed over while bucket 1 is still at the
+    switch, and its wait for bucket 1 must not count twice, so the sum over buckets is the wall time during
+    which some aggregation was in progress."""
+    lock = threading.Lock()
+    covered = [0.0]  # the latest completion so far
 
     def timed_hook(state, bucket):
-        start = time.perf_counter()
+        start = clock()
 
         def finished(fut):
-            seconds.append(time.perf_counter() - start)
+            end = clock()
+            with lock:
+                seconds.append(max(0.0, end - max(start, covered[0])))
+                covered[0] = max(covered[0], end)
             return fut.value()
 
         return hook(state, bucket).then(finished)

@@ -115,3 +115,24 @@ def test_a_switch_timeout_in_the_thread_is_still_one_thc_worker_recognises(one_t
         return None
 
     assert cluster.in_threads(2, work) == [True, True]
+
+
+def test_overlapping_buckets_count_their_aggregation_time_once():
+    """thc-worker's timed(): with a non-blocking hook, bucket 1 is handed over while bucket 0 is still at the
+    switch; the recorded times must add up to the time aggregation was in progress, not count the overlap
+    twice. A hand-driven clock and hand-completed futures: no real time is measured."""
+    from host_agent import worker
+
+    now = [0.0]
+    futures = [torch.futures.Future() for _ in range(2)]
+    seconds = []
+    hook = worker.timed(lambda state, bucket: futures[bucket.index()], seconds, clock=lambda: now[0])
+    done = [hook(None, Bucket(grad(0), index=0, last=False))]  # handed over at 0.0
+    now[0] = 0.1
+    done.append(hook(None, Bucket(grad(1), index=1, last=True)))  # at 0.1, while bucket 0 is out
+    now[0] = 1.0
+    futures[0].set_result(torch.zeros(1))  # bucket 0 back at 1.0
+    now[0] = 1.5
+    futures[1].set_result(torch.ones(1))  # bucket 1 at 1.5
+    assert [f.wait().item() for f in done] == [0.0, 1.0]
+    assert seconds == [1.0, 0.5]  # 1.0 + 0.5 = the 1.5 s in progress, not 1.0 + 1.4
