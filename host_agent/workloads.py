@@ -351,7 +351,7 @@ WORKLOADS: dict[str, Workload] = {
             load_signals,
             "accuracy",
             0.85,
-            lr=0.1,
+            lr=0.2,  # 0.05-0.1 sit at chance for ~100 steps first
         ),
         Workload(
             "charlm-stdlib",
