@@ -13,6 +13,7 @@ TARGET      ?= emulator
 WORKERS     ?=
 STEPS       ?=
 MODES       ?=
+MODEL       ?=
 LOSS        ?=
 BW          ?=
 P4C         ?= p4c-bm2-ss
@@ -48,7 +49,7 @@ $(STAMP): requirements.lock pyproject.toml
 run: setup
 	$(VENV)/bin/thc-run --topo $(TOPO) --target $(TARGET) $(if $(WORKERS),--workers $(WORKERS)) \
 	    $(if $(STEPS),--steps $(STEPS)) $(if $(MODES),--modes $(MODES)) $(if $(LOSS),--loss $(LOSS)) \
-	    $(if $(BW),--bw $(BW))
+	    $(if $(BW),--bw $(BW)) $(if $(MODEL),--model $(MODEL))
 
 stop:
 	-$(VENV)/bin/thc-run --stop

@@ -1,9 +1,11 @@
-"""Data-parallel training on scikit-learn's digits: the data, the model, and the loop.
+"""Data-parallel training: the loop, and the digits MLP it started with (the workloads: host_agent/workloads.py).
 
-Small on purpose: the software switch moves a few thousand packets per second, so the model is an MLP
-64 -> 32 -> 10 (2,410 parameters, about 40 THC packets per worker per step). The loop knows nothing about
-how gradients are aggregated: it trains whatever (DDP-wrapped) model it is given, and reports through a
-callback, so the same code runs with THC through the switch, FIX32 through the switch, or gloo.
+The default model is small on purpose: the software switch moves a few thousand packets per second, so
+mlp-digits is an MLP 64 -> 32 -> 10 (2,410 parameters, about 40 THC packets per worker per step). The loop
+knows nothing about how gradients are aggregated: it trains whatever (DDP-wrapped) model it is given, and
+reports through a callback, so the same code runs with THC through the switch, FIX32 through the switch,
+gloo, or any other communication hook. Classifiers and the character language model share it: the loss
+is the cross-entropy of the logits flattened to (samples, classes) against the flattened targets.
 
 Every worker sees the same permutation of the training set each epoch and takes its own slice of each
 global batch, so the n workers together see the same samples as one worker with an n-times larger batch.
@@ -15,12 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
-DATA_SEED = 1234  # the train/test split: the same for every run and mode
-TEST_FRACTION = 0.2
+from host_agent import workloads
+
+DATA_SEED = workloads.DATA_SEED
+TEST_FRACTION = workloads.TEST_FRACTION
 
 
 @dataclass(frozen=True)
@@ -32,31 +35,15 @@ class TrainConfig:
     hidden: int = 32
     layers: int = 1  # hidden layers (MODELS)
     seed: int = 0  # model initialisation and batch order
+    optimizer: str = "sgd"  # "sgd" (with momentum) or "adam"
+    eval_every: int = 0  # evaluate every this many steps; 0: at the end of every epoch
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-@dataclass
-class Digits:
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
-
-
-def load_digits_split() -> Digits:
-    """Digits (1,797 8x8 images, ships with scikit-learn), pixels scaled to [0, 1], a fixed stratified
-    80/20 split."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    x, y = load_digits(return_X_y=True)
-    x = (x / 16.0).astype(np.float32)
-    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=TEST_FRACTION, random_state=DATA_SEED, stratify=y)
-    return Digits(
-        torch.from_numpy(x_tr), torch.from_numpy(y_tr).long(), torch.from_numpy(x_te), torch.from_numpy(y_te).long()
-    )
+Digits = workloads.Split  # the digits split, as the mixed-plan test and bench_timeline know it
+load_digits_split = workloads.load_digits_split
 
 
 # thc-worker --model: (hidden width, hidden layers). mlp2-digits (26,122 parameters) has buckets worth
@@ -65,10 +52,26 @@ MODELS = {"mlp-digits": (32, 1), "mlp2-digits": (128, 2)}
 
 
 def make_model(hidden: int = 32, seed: int = 0, layers: int = 1) -> nn.Module:
-    torch.manual_seed(seed)
-    dims = [64] + [hidden] * layers
-    mods = [m for a, b in zip(dims, dims[1:]) for m in (nn.Linear(a, b), nn.ReLU())]
-    return nn.Sequential(*mods, nn.Linear(dims[-1], 10))
+    return workloads.make_mlp(hidden, seed, layers)
+
+
+def config_for(
+    workload: workloads.Workload,
+    steps: int = 200,
+    batch_size: int | None = None,
+    lr: float | None = None,
+    seed: int = 0,
+) -> TrainConfig:
+    """The TrainConfig of ``workload``: its optimiser, learning rate, batch size and evaluation interval,
+    unless given."""
+    return TrainConfig(
+        steps=steps,
+        batch_size=batch_size or workload.batch_size,
+        lr=lr or workload.lr,
+        seed=seed,
+        optimizer=workload.optimizer,
+        eval_every=workload.eval_every,
+    )
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -97,9 +100,23 @@ def batches(n_train: int, batch_size: int, rank: int, world: int, seed: int, ste
 
 @torch.no_grad()
 def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """(mean cross-entropy, accuracy) of ``model`` on (x, y)."""
-    logits = model(x)
+    """(mean cross-entropy in nats, accuracy) of ``model`` on (x, y): per sample for a classifier, per
+    position for a language model."""
+    logits = model(x).flatten(0, -2)
+    y = y.flatten()
     return float(nn.functional.cross_entropy(logits, y)), float((logits.argmax(1) == y).float().mean())
+
+
+def loss_of(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return nn.functional.cross_entropy(model(x).flatten(0, -2), y.flatten())
+
+
+def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "adam":
+        return torch.optim.Adam(params, lr=config.lr)
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum)
+    raise ValueError(f"optimizer {config.optimizer!r}: choose sgd or adam")
 
 
 def train(
@@ -110,14 +127,17 @@ def train(
     world: int,
     report: Callable[[dict], None],
     evaluate_model: nn.Module | None = None,
+    metric: Callable[[float, float], float] | None = None,
 ) -> dict:
     """Train ``model`` (DDP-wrapped, or plain for world = 1) for ``config.steps`` steps.
 
     ``report`` receives {"event": "step", ...} after every step and {"event": "epoch", ...} after every
-    epoch (test loss and accuracy), both with ``t``, seconds since training started. Returns the history.
+    evaluation (test loss and accuracy; at the end of every epoch, or every ``config.eval_every`` steps),
+    both with ``t``, seconds since training started. ``metric`` (test loss, accuracy -> value) adds the
+    workload's metric to each evaluation record. Returns the history.
     """
     evaluate_model = evaluate_model or getattr(model, "module", model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum)
+    optimizer = make_optimizer(model.parameters(), config)
     history = {"steps": [], "epochs": []}
     start = time.perf_counter()
     last_epoch = 0
@@ -132,16 +152,20 @@ def train(
             "test_loss": test_loss,
             "test_acc": test_acc,
         }
+        if metric is not None:
+            record["metric"] = metric(test_loss, test_acc)
         history["epochs"].append(record)
         report(record)
 
     for epoch, step, idx in batches(len(data.x_train), config.batch_size, rank, world, config.seed, config.steps):
-        if epoch != last_epoch:
+        if config.eval_every and step and step % config.eval_every == 0:
             end_epoch(last_epoch)
-            last_epoch = epoch
+        elif not config.eval_every and epoch != last_epoch:
+            end_epoch(last_epoch)
+        last_epoch = epoch
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
+        loss = loss_of(model, data.x_train[idx], data.y_train[idx])
         loss.backward()  # DDP aggregates the gradients here (comm hook or gloo)
         optimizer.step()
         record = {

@@ -9,6 +9,12 @@ rendezvous and DDP's initial parameter broadcast. Gradients are then aggregated 
   gloo   no switch program: DDP's own all-reduce over TCP (through the switch as plain IPv4)
   plan   each DDP bucket through the mode a plan file gives it (thc-plan plan --save; thc.mixed)
 
+and, over gloo through DDP communication hooks (thc.hooks), no switch program either:
+
+  fp16      torch's fp16_compress_hook          powersgd  torch's powerSGD_hook (rank 2)
+  topk      thc's TopK 1 % + error feedback     qsgd      thc's QSGD, 4 bits
+  terngrad  thc's TernGrad (shared scale)
+
 With ``--probe FILE`` the worker does not train: it aggregates ``--probe-rounds`` rounds of seeded random
 gradients (``probe_gradient``) through the switch and saves what it sent and got, so a test can recompute
 every round with thc's reference aggregation and compare exactly.
@@ -24,16 +30,21 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from host_agent import workloads
+
 if TYPE_CHECKING:
     import numpy as np
 
-MODES = ("thc", "fix32", "gloo", "plan")
+SWITCH_MODES = ("thc", "fix32", "plan")  # the modes that need the switch's THC service
+GLOO_MODES = ("gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")  # thc.hooks.GLOO_MODES
+MODES = ("thc", "fix32", *GLOO_MODES, "plan")
 PROGRESS_PREFIX = "@thc "
 EXIT_SWITCH_TIMEOUT = 3
 
@@ -134,15 +145,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r = p.add_argument_group("training")
     r.add_argument("--steps", type=int, default=200, help="optimizer steps (default 200)")
-    r.add_argument("--batch-size", type=int, default=32, help="samples per worker per step (default 32)")
-    r.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (default 0.1)")
+    r.add_argument(
+        "--batch-size", type=int, default=None, help="samples per worker per step (default: the model's, 32 or 16)"
+    )
+    r.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's, e.g. 0.1 for SGD)")
     r.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
     r.add_argument("--result", type=Path, help="write the final record (JSON) here")
     r.add_argument(
         "--model",
         default="mlp-digits",
-        choices=("mlp-digits", "mlp2-digits"),
-        help="mlp-digits: 64-32-10, 2,410 parameters (default); mlp2-digits: 64-128-128-10, 26,122",
+        metavar="NAME",
+        help="the workload (host_agent/workloads.py): " + ", ".join(workloads.names()) + " (default mlp-digits)",
     )
     r.add_argument(
         "--bucket-cap-kb",
@@ -201,6 +214,8 @@ def probe(args) -> dict:
     else:
         aggregator = switch_aggregator(args)
         barrier = lambda: aggregator.all_max(torch.zeros(1))  # a NORM round waits for every worker
+    if args.mode not in ("thc", "fix32", "gloo"):
+        raise ValueError(f"--probe aggregates with thc, fix32 or gloo, not {args.mode}")
     one_round = {"thc": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}[args.mode]
     saved = {}
     try:
@@ -316,15 +331,23 @@ def interface_counters(iface: str) -> dict:
     raise ValueError(f"no interface {iface} in this namespace")
 
 
-def timed(hook, seconds: list[float]):
+def timed(hook, seconds: list[float], clock=time.perf_counter):
     """``hook`` (a DDP communication hook) that also appends each bucket's aggregation time to
-    ``seconds``: from the call to the moment its future completes."""
+    ``seconds``: from the call to the moment its future completes, less what an earlier bucket's time
+    already covers. Non-blocking hooks overlap: bucket 2 is handed over while bucket 1 is still at the
+    switch, and its wait for bucket 1 must not count twice, so the sum over buckets is the wall time during
+    which some aggregation was in progress."""
+    lock = threading.Lock()
+    covered = [0.0]  # the latest completion so far
 
     def timed_hook(state, bucket):
-        start = time.perf_counter()
+        start = clock()
 
         def finished(fut):
-            seconds.append(time.perf_counter() - start)
+            end = clock()
+            with lock:
+                seconds.append(max(0.0, end - max(start, covered[0])))
+                covered[0] = max(covered[0], end)
             return fut.value()
 
         return hook(state, bucket).then(finished)
@@ -335,10 +358,11 @@ def timed(hook, seconds: list[float]):
 
 def make_hook(args, model):
     """(hook state, hook, aggregator or None) for ``args.mode``."""
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    if args.mode in GLOO_MODES:
+        from thc import hooks
 
-    if args.mode == "gloo":
-        return None, default_hooks.allreduce_hook, None
+        state, hook = hooks.make_gloo_hook(args.mode, worker_id=args.rank, seed=args.thc_seed)
+        return state, hook, None
     plan = None
     if args.mode == "plan":
         from thc import mixed
@@ -393,13 +417,11 @@ def run(args) -> dict:
         world_size=args.world_size,
         timeout=timedelta(seconds=args.rendezvous_timeout),
     )
-    hidden, layers = train.MODELS[args.model]
-    config = train.TrainConfig(
-        steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed, hidden=hidden, layers=layers
-    )
-    data = train.load_digits_split()
+    workload = workloads.get(args.model)
+    config = train.config_for(workload, steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    data = workload.load()
     cap = {} if args.bucket_cap_kb is None else {"bucket_cap_mb": args.bucket_cap_kb / 1024}
-    model = DDP(train.make_model(config.hidden, config.seed, config.layers), **cap)  # broadcasts rank 0's parameters
+    model = DDP(workload.build(config.seed), **cap)  # broadcasts rank 0's parameters
     state, hook, aggregator = make_hook(args, model)
     aggregation_seconds: list[float] = []
     model.register_comm_hook(state, timed(hook, aggregation_seconds))
@@ -421,7 +443,7 @@ def run(args) -> dict:
             emit(dict(record, rank=args.rank))
 
     try:
-        history = train.train(model, data, config, args.rank, args.world_size, report)
+        history = train.train(model, data, config, args.rank, args.world_size, report, metric=workload.metric_of)
     finally:
         at_end = interface_counters(args.iface)
     result = {
@@ -442,11 +464,16 @@ def run(args) -> dict:
         "wire_total": {k: at_end[k] - before[k] for k in at_end},
         "aggregator": aggregator.stats() if aggregator is not None else None,
         "model": args.model,
+        "metric": workload.metric,
+        "target": workload.target,
+        "final_metric": history["epochs"][-1]["metric"],
         "bucket_cap_kb": args.bucket_cap_kb,
     }
     if args.mode == "plan":
         result["plan_counts"] = state.counts
         result["bucket_modes"] = {str(k): v for k, v in sorted(state.bucket_modes.items())}
+    if hasattr(state, "close"):
+        state.close()  # thc_hook's aggregation thread
     if aggregator is not None:
         aggregator.close()
     dist.destroy_process_group()
@@ -455,6 +482,11 @@ def run(args) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        workloads.get(args.model)
+    except workloads.UnknownModel as exc:
+        print(f"thc-worker: {exc}", file=sys.stderr)
+        return 2
     if not 0 <= args.rank < args.world_size:
         print(f"thc-worker: --rank {args.rank} is not in 0..{args.world_size - 1}", file=sys.stderr)
         return 2
@@ -462,7 +494,7 @@ def main(argv=None) -> int:
         print("thc-worker: --mode plan and --plan FILE go together", file=sys.stderr)
         return 2
     missing = [o for o in ("service_ip", "service_mac", "src_ip", "src_mac") if getattr(args, o) is None]
-    if args.mode != "gloo" and missing:
+    if args.mode in SWITCH_MODES and missing:
         print(
             f"thc-worker: --mode {args.mode} needs " + ", ".join("--" + m.replace("_", "-") for m in missing),
             file=sys.stderr,

@@ -14,11 +14,21 @@ Example::
 
     >>> state = THCHookState(THCConfig(), GlooAggregator())
     >>> ddp_model.register_comm_hook(state, thc_hook)
+
+``thc_hook`` does not block the backward pass: it hands the bucket to the state's aggregation thread and
+returns a future that the thread completes when the bucket's sums are in and decoded, as torch's own
+hooks return the future of an asynchronous all-reduce. DDP's backward therefore computes the next
+bucket's gradients while this one is on the wire. The thread takes buckets in the order DDP hands them
+over, one at a time (the switch protocol, the shared workspace and the per-bucket error feedback see
+exactly the calls the blocking hook makes), so ``thc_blocking_hook``, which does the same work in the
+caller, gives bit-identical results.
 """
 
 # No "from __future__ import annotations": DDP compares the hook's annotations with real types.
 
-from collections.abc import Sequence
+import queue
+import threading
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -33,7 +43,63 @@ from .errors import AggregationError, ConfigError
 from .tables import Table
 from .workspace import Workspace
 
-__all__ = ["Aggregator", "GlooAggregator", "THCHookState", "thc_hook", "FixedPointHookState", "fix32_hook"]
+__all__ = [
+    "Aggregator",
+    "GlooAggregator",
+    "THCHookState",
+    "thc_hook",
+    "thc_blocking_hook",
+    "FixedPointHookState",
+    "fix32_hook",
+    "fix32_blocking_hook",
+    "SerialRunner",
+]
+
+
+class SerialRunner:
+    """One daemon thread that runs submitted functions in order, each completing its own torch Future with
+    the function's result, or with a RuntimeError "<type>: <message>" of what it raised (the exception
+    itself is kept in ``errors``). Started on the first submit; ``close()`` ends it."""
+
+    def __init__(self, name: str = "thc-aggregation") -> None:
+        self.name = name
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.errors: list[BaseException] = []  # what the submitted functions raised, in order
+
+    def submit(self, fn: Callable[[], torch.Tensor]) -> torch.futures.Future[torch.Tensor]:
+        fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+        self._queue.put((fn, fut))
+        return fut
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, fut = item
+            try:
+                result = fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+                # DDP re-raises a hook future's error as a RuntimeError carrying only its message: keep the
+                # type's name in it (thc-worker tells a switch timeout from other failures by that name)
+                self.errors.append(exc)
+                fut.set_exception(RuntimeError(f"{type(exc).__name__}: {exc}"))
+            else:
+                fut.set_result(result)
+
+    def close(self) -> None:
+        """Let the thread finish what was submitted, then end it."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
 
 
 class Aggregator(Protocol):
@@ -87,7 +153,16 @@ class THCHookState:
     memory; if DDP rebuilds its buckets (after the first iteration) a bucket of a new size starts afresh.
     """
 
-    __slots__ = ["config", "aggregator", "worker_id", "iteration", "compressors", "buckets_seen", "workspace"]
+    __slots__ = [
+        "config",
+        "aggregator",
+        "worker_id",
+        "iteration",
+        "compressors",
+        "buckets_seen",
+        "workspace",
+        "runner",
+    ]
 
     def __init__(self, config: THCConfig, aggregator: Aggregator, worker_id: int | None = None) -> None:
         if not isinstance(config, THCConfig):
@@ -104,6 +179,11 @@ class THCHookState:
         self.compressors: dict[int, THCCompressor] = {}
         self.buckets_seen = 0
         self.workspace = Workspace()  # the buckets are reduced one at a time: one set of scratch buffers
+        self.runner = SerialRunner()  # thc_hook's aggregation thread
+
+    def close(self) -> None:
+        """End the aggregation thread (after the buckets it holds)."""
+        self.runner.close()
 
     def compressor_for(self, bucket_index: int, numel: int) -> THCCompressor:
         comp = self.compressors.get(bucket_index)
@@ -115,26 +195,46 @@ class THCHookState:
         return comp
 
 
-def thc_hook(state: THCHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """Average one gradient bucket across workers with THC; the result replaces the bucket's contents.
-
-    Steps: norm round (all_max), encode to table indices, integer sums (all_sum_table_values), decode.
-    Returns a completed future holding the AVERAGE gradient, like DDP's default all-reduce hook.
-    """
-    buffer = bucket.buffer()
-    comp = state.compressor_for(bucket.index(), buffer.numel())
-    prep = comp.prepare(buffer, state.iteration, key=bucket.index())
+def _thc_reduce(state: THCHookState, buffer: torch.Tensor, index: int, iteration: int) -> torch.Tensor:
+    """One bucket's THC round: norm round (all_max), encode to table indices, integer sums
+    (all_sum_table_values), decode into ``buffer`` in place (the bucket takes the average)."""
+    comp = state.compressor_for(index, buffer.numel())
+    prep = comp.prepare(buffer, iteration, key=index)
     max_norms = state.aggregator.all_max(prep.norms)
     indices = comp.encode(prep, max_norms)
     sums, contributors = state.aggregator.all_sum_table_values(indices, comp.table)
     if contributors < 1:
         raise AggregationError(f"the aggregator reported {contributors} contributors")
-    comp.decode(prep, sums, contributors, max_norms, out=buffer)  # in place: the bucket takes the average
+    comp.decode(prep, sums, contributors, max_norms, out=buffer)
     state.buckets_seen += 1
+    return buffer
+
+
+def _round_of(state, bucket) -> int:
+    """The round this bucket belongs to; the last bucket of a backward pass ends it (when handed over, so
+    the next pass's buckets take the next round whether or not this one is done)."""
+    iteration = state.iteration
     if bucket.is_last():
         state.iteration += 1
+    return iteration
+
+
+def thc_hook(state: THCHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Average one gradient bucket across workers with THC; the result replaces the bucket's contents.
+
+    Returns at once: the state's aggregation thread runs the round (see the module docstring) and then
+    completes the future with the AVERAGE gradient, like DDP's default all-reduce hook.
+    """
+    buffer, index = bucket.buffer(), bucket.index()
+    iteration = _round_of(state, bucket)
+    return state.runner.submit(lambda: _thc_reduce(state, buffer, index, iteration))
+
+
+def thc_blocking_hook(state: THCHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """:func:`thc_hook` in the caller: returns a completed future (the backward pass waits for the switch)."""
+    buffer, index = bucket.buffer(), bucket.index()
     fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-    fut.set_result(buffer)
+    fut.set_result(_thc_reduce(state, buffer, index, _round_of(state, bucket)))
     return fut
 
 
@@ -145,7 +245,7 @@ class FixedPointHookState:
     n, which sets the int32 headroom; by default the aggregator's ``n_workers``, else the process group's size.
     """
 
-    __slots__ = ["aggregator", "compressor", "iteration"]
+    __slots__ = ["aggregator", "compressor", "iteration", "runner"]
 
     def __init__(self, aggregator, workers: int | None = None, chunk: int = 2**20) -> None:
         for method in ("all_max", "all_sum_int32"):
@@ -158,21 +258,36 @@ class FixedPointHookState:
         self.aggregator = aggregator
         self.compressor = FixedPoint32(workers, chunk=chunk) if workers is not None else FixedPoint32(chunk=chunk)
         self.iteration = 0
+        self.runner = SerialRunner("fix32-aggregation")  # fix32_hook's aggregation thread
+
+    def close(self) -> None:
+        """End the aggregation thread (after the buckets it holds)."""
+        self.runner.close()
 
 
-def fix32_hook(state: FixedPointHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """Average one bucket with int32 fixed point: max |x| round, int32 sums, decode. Returns the average."""
-    buffer = bucket.buffer()
+def _fix32_reduce(state: FixedPointHookState, buffer: torch.Tensor, iteration: int) -> torch.Tensor:
+    """One bucket's FIX32 round: max |x| round, int32 sums, decode into ``buffer``."""
     comp = state.compressor
-    prep = comp.prepare(buffer, state.iteration)
+    prep = comp.prepare(buffer, iteration)
     stats = state.aggregator.all_max(prep.stats)
     words = comp.encode(prep, stats)
     sums, contributors = state.aggregator.all_sum_int32(words)
     if contributors < 1:
         raise AggregationError(f"the aggregator reported {contributors} contributors")
     buffer.copy_(comp.decode(prep, sums, contributors, stats))
-    if bucket.is_last():
-        state.iteration += 1
+    return buffer
+
+
+def fix32_hook(state: FixedPointHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Average one bucket with int32 fixed point; returns at once, like :func:`thc_hook` (the state's
+    thread completes the future with the average), so THC and FIX32 overlap the backward pass alike."""
+    buffer = bucket.buffer()
+    iteration = _round_of(state, bucket)
+    return state.runner.submit(lambda: _fix32_reduce(state, buffer, iteration))
+
+
+def fix32_blocking_hook(state: FixedPointHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """:func:`fix32_hook` in the caller: returns a completed future."""
     fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-    fut.set_result(buffer)
+    fut.set_result(_fix32_reduce(state, bucket.buffer(), _round_of(state, bucket)))
     return fut

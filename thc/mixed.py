@@ -96,9 +96,11 @@ def mixed_hook(state: MixedHookState, bucket: dist.GradBucket) -> torch.futures.
     state.bucket_modes[bucket.index()] = mode
     inner = _NotLast(bucket)
     if mode == "thc":
-        fut = ddp.thc_hook(state.thc, inner)
+        # blocking, both: thc and fix32 buckets share one aggregator, which serves one operation at a time; the
+        # non-blocking thc_hook's thread would run a THC bucket while the caller runs a FIX32 one
+        fut = ddp.thc_blocking_hook(state.thc, inner)
     elif mode == "fix32":
-        fut = ddp.fix32_hook(state.fix32, inner)
+        fut = ddp.fix32_blocking_hook(state.fix32, inner)
     elif mode == "gloo":
         fut = default_hooks.allreduce_hook(state.process_group, bucket)
     else:

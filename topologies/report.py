@@ -13,7 +13,18 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-MODE_LABELS = {"thc": "THC via switch", "fix32": "FIX32 via switch", "gloo": "gloo all-reduce"}
+from host_agent.worker import SWITCH_MODES  # the modes with retransmission figures
+
+MODE_LABELS = {
+    "thc": "THC via switch",
+    "fix32": "FIX32 via switch",
+    "gloo": "gloo all-reduce",
+    "fp16": "fp16 hook (gloo)",
+    "powersgd": "PowerSGD hook (gloo)",
+    "topk": "TopK+EF hook (gloo)",
+    "qsgd": "QSGD hook (gloo)",
+    "terngrad": "TernGrad hook (gloo)",
+}
 
 
 @dataclass
@@ -38,12 +49,21 @@ class ModeSummary:
     probe_retransmissions: int = 0  # sent again because no result came for the gap timeout
     rejected_results: int = 0  # results that did not fit their request (op, count, lane width)
     requests: int = 0  # first transmissions, all workers
+    metric: str = "accuracy"  # the model's target metric: "accuracy" or "bpc" (validation bits per character)
+    final_metric: float | None = None  # its last evaluation
+    target: float | None = None  # the time to target's threshold on that metric
 
 
 def summarize(mode: str, results: list[dict], target_acc: float, switch_events: dict | None = None) -> ModeSummary:
     rank0 = min(results, key=lambda r: r["rank"])
     steps = rank0["config"]["steps"]
-    reached = next((e["t"] for e in rank0["epochs"] if e["test_acc"] >= target_acc), None)
+    metric = rank0.get("metric", "accuracy")
+    if metric == "accuracy":  # --target-acc applies
+        target = target_acc
+        reached = next((e["t"] for e in rank0["epochs"] if e["test_acc"] >= target), None)
+    else:  # lower is better: the model's own target (thc-worker records it)
+        target = rank0["target"]
+        reached = next((e["t"] for e in rank0["epochs"] if e["metric"] <= target), None)
     step_times = [s["step_time"] for r in results for s in r["steps"]]
     aggregation = [sum(r["aggregation_s"]) / max(len(r["steps"]), 1) for r in results]
     aggregation_s = statistics.mean(aggregation)
@@ -70,6 +90,9 @@ def summarize(mode: str, results: list[dict], target_acc: float, switch_events: 
         probe_retransmissions=sum(s.get("probe_retransmissions", 0) for s in stats),
         requests=sum(s.get("requests", 0) for s in stats),
         rejected_results=sum(s.get("rejected_results", 0) for s in stats),
+        metric=metric,
+        final_metric=rank0.get("final_metric", rank0["final_test_acc"]),
+        target=target,
     )
 
 
@@ -77,11 +100,12 @@ def table(rows: list[ModeSummary]) -> str:
     """The console summary, one line per mode."""
     if not rows:
         return "(no mode finished)"
-    target = rows[0].target_acc
+    bpc = rows[0].metric == "bpc"
+    target = rows[0].target if rows[0].target is not None else rows[0].target_acc
     header = [
         "mode",
-        "final acc",
-        f"time to {target:.0%}",
+        "final bpc" if bpc else "final acc",
+        f"time to {target:g} bpc" if bpc else f"time to {target:.0%}",
         "train s",
         "step ms",
         "aggr ms/step",
@@ -95,7 +119,7 @@ def table(rows: list[ModeSummary]) -> str:
         lines.append(
             [
                 MODE_LABELS.get(r.mode, r.mode),
-                f"{r.final_acc:.3f}",
+                f"{r.final_metric:.3f}" if bpc else f"{r.final_acc:.3f}",
                 "-" if r.time_to_target_s is None else f"{r.time_to_target_s:.1f} s",
                 f"{r.train_s:.1f}",
                 f"{r.step_ms:.1f}",
@@ -103,7 +127,7 @@ def table(rows: list[ModeSummary]) -> str:
                 f"{r.goodput_coords_s:,.0f}",
                 f"{r.sent_bytes_per_step:,.0f}",
                 f"{r.received_bytes_per_step:,.0f}",
-                retx_split(r) if r.mode != "gloo" else "-",
+                retx_split(r) if r.mode in SWITCH_MODES else "-",
             ]
         )
     widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(header)]
@@ -122,7 +146,7 @@ def loss_lines(rows: list[ModeSummary], loss_pct: float | None, lossless: dict[s
     gap-timer probes (the tail of an operation)."""
     lines = []
     for r in rows:
-        if r.mode == "gloo":
+        if r.mode not in SWITCH_MODES:
             continue
         base = (lossless or {}).get(r.mode)
         versus = f" vs {base:.1f} ms lossless ({r.step_ms / base:.2f}x)" if base else ""

@@ -25,6 +25,8 @@ from pathlib import Path
 from controller import contract
 from controller.topology import MAX_WORKERS, Topology, TopologyError
 from controller.usage import OneLineParser, positive_number
+from host_agent import workloads
+from host_agent.worker import SWITCH_MODES
 from topologies import interrupts, supervisor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,7 +34,8 @@ DEFAULT_TOPO = "topologies/star4.json"
 STATE_FILE = "run-state.json"
 SUPERVISOR_LOG = "supervisor.log"
 SUPERVISOR_WAIT = 30.0  # seconds a dead run's supervisor gets to finish before --stop does it
-MODES = ("thc", "fix32", "gloo")
+MODES = ("thc", "fix32", "gloo")  # the default --modes
+ALL_MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")  # thc-worker's, less plan
 
 
 class RunError(RuntimeError):
@@ -132,25 +135,39 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(MODES),
         metavar="LIST",
         help="comma-separated modes to run in turn: thc (THC through the switch), fix32 "
-        "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP) "
-        f"(default {','.join(MODES)})",
+        "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP), and over gloo "
+        "through DDP communication hooks: fp16, powersgd (torch's hooks), topk, qsgd, terngrad (thc's "
+        f"baselines) (default {','.join(MODES)})",
+    )
+    tr.add_argument(
+        "--model",
+        default="mlp-digits",
+        metavar="NAME",
+        help="the workload: " + ", ".join(workloads.names()) + " (default mlp-digits; host_agent/workloads.py)",
     )
     tr.add_argument(
         "--steps", type=_int_range(1), default=200, metavar="N", help="training steps per mode (default 200)"
     )
     tr.add_argument(
-        "--batch-size", type=_int_range(1), default=32, metavar="N", help="samples per worker per step (default 32)"
+        "--batch-size",
+        type=_int_range(1),
+        default=None,
+        metavar="N",
+        help="samples per worker per step (default: the model's, 32 or 16)",
     )
-    tr.add_argument("--lr", type=positive_number(), default=0.1, help="SGD learning rate (default 0.1)")
+    tr.add_argument(
+        "--lr", type=positive_number(), default=None, help="learning rate (default: the model's, 0.1 for mlp-digits)"
+    )
     tr.add_argument(
         "--seed", type=_int_range(0, 2**32 - 1), default=0, help="model initialisation and batch order (default 0)"
     )
     tr.add_argument(
         "--target-acc",
         type=_fraction,
-        default=0.9,
+        default=None,
         metavar="A",
-        help="accuracy for the time-to-accuracy column (default 0.9)",
+        help="accuracy for the time-to-accuracy column (default: the model's target, 0.9 for mlp-digits; "
+        "charlm-stdlib is timed to its bits-per-character target instead)",
     )
     tr.add_argument(
         "--job-id",
@@ -282,10 +299,17 @@ def load_topology(args) -> Topology:
 
 def parse_modes(text: str) -> list[str]:
     modes = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
+    unknown = [m for m in modes if m not in ALL_MODES]
     if unknown or not modes:
-        raise RunError(f"--modes {text!r}: choose from {', '.join(MODES)}")
+        raise RunError(f"--modes {text!r}: choose from {', '.join(ALL_MODES)}")
     return modes
+
+
+def check_model(name: str) -> str:
+    try:
+        return workloads.get(name).name
+    except workloads.UnknownModel as exc:
+        raise RunError(str(exc)) from None
 
 
 def check_switch_exe(path: str | None) -> None:
@@ -348,9 +372,12 @@ class Progress:
         elif kind == "epoch":
             self.acc = event["test_acc"]
             self._postfix()
+            bpc = event.get("metric", event["test_acc"]) != event["test_acc"]  # the LM: bits per character
             self.bar.write(
                 f"  {self.mode} epoch {event['epoch'] + 1:2d}: test accuracy {event['test_acc']:.3f}, "
-                f"test loss {event['test_loss']:.3f}  ({event['t']:.1f} s)"
+                f"test loss {event['test_loss']:.3f}"
+                + (f", {event['metric']:.3f} bits/char" if bpc else "")
+                + f"  ({event['t']:.1f} s)"
             )
 
     def _postfix(self):
@@ -371,6 +398,7 @@ def run(args) -> int:
     from topologies.workers import WorkerOptions
 
     modes = parse_modes(args.modes)  # every option is checked before anything needs root
+    check_model(args.model)
     topo = load_topology(args)
     check_switch_exe(args.switch_exe)
     check_prerequisites()
@@ -409,12 +437,13 @@ def run(args) -> int:
                 batch_size=args.batch_size,
                 lr=args.lr,
                 seed=args.seed,
+                model=args.model,
                 job_id=args.job_id,
                 window=args.window,
                 switch_timeout=args.switch_timeout,
                 master_port=29500 + index,
             )
-            if mode != "gloo":
+            if mode in SWITCH_MODES:
                 say(f"{mode}: job {args.job_id} on {topo.aggregation.switch} (fresh epoch, {args.window} slots)")
             progress = Progress(mode, args.steps, len(topo.workers))
             try:
@@ -424,7 +453,8 @@ def run(args) -> int:
             finally:
                 progress.close()
             events = bed.last_switch_events.get(topo.aggregation.switch, {})
-            summaries.append(report.summarize(mode, results, args.target_acc, events))
+            target_acc = args.target_acc if args.target_acc is not None else workloads.get(args.model).target
+            summaries.append(report.summarize(mode, results, target_acc, events))
             curves[mode] = min(results, key=lambda r: r["rank"])
         print()
         print(report.table(summaries))
@@ -438,6 +468,7 @@ def run(args) -> int:
             "bw_mbit": args.bw,
             "loss_pct": args.loss,
             "modes": modes,
+            "model": args.model,
         }
         report.write_json(log_dir / "summary.json", summaries, run_info)
         report.plot(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from controller.topology import Topology
+from host_agent.worker import SWITCH_MODES
 from topologies.control_plane import ControlPlane, counter_delta
 from topologies.ledger import Ledger
 from topologies.network import EmulatedNetwork
@@ -94,7 +95,7 @@ class Testbed:
         """Run one worker per worker host to the end: the training records (JSON) or, for probes, the
         saved arrays (numpy NpzFile per worker, in rank order). Switch counter deltas of the run are
         left in ``last_switch_events``."""
-        if options.mode != "gloo":
+        if options.mode in SWITCH_MODES:
             self.start_job(options)
         before = self.control.stats()
         workers = start_workers(self.net, self.topo, options, self.ledger, self.log_dir)

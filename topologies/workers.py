@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.topology import Topology
+from host_agent.worker import SWITCH_MODES
 from topologies import interrupts
 from topologies.ledger import Ledger
 
@@ -37,8 +38,8 @@ class WorkerOptions:
 
     mode: str
     steps: int
-    batch_size: int = 32
-    lr: float = 0.1
+    batch_size: int | None = None  # None: the model's (host_agent/workloads.py)
+    lr: float | None = None  # None: the model's
     seed: int = 0
     job_id: int = 1
     window: int = 64
@@ -97,13 +98,13 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
         h.interface,
         "--steps",
         str(options.steps),
-        "--batch-size",
-        str(options.batch_size),
-        "--lr",
-        str(options.lr),
         "--seed",
         str(options.seed),
     ]
+    if options.batch_size is not None:
+        argv += ["--batch-size", str(options.batch_size)]
+    if options.lr is not None:
+        argv += ["--lr", str(options.lr)]
     if options.probe_rounds:
         argv += [
             "--probe",
@@ -119,7 +120,7 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
             argv += ["--bucket-cap-kb", str(options.bucket_cap_kb)]
         if options.plan is not None:
             argv += ["--plan", str(options.plan)]
-    if options.mode != "gloo":
+    if options.mode in SWITCH_MODES:
         argv += [
             "--service-ip",
             str(agg.service_ip),

@@ -1,0 +1,138 @@
+"""thc_hook (and fix32_hook) do not block the backward pass: each returns a future that its aggregation
+thread completes when the switch's results are in, and training with it gives bit-identical parameters to
+the blocking hook (thc_blocking_hook, fix32_blocking_hook) after N steps with the same seed: 2 DDP workers
+in threads with several buckets each, through the fake switch on the loopback wire
+(tests/support/cluster.py)."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from tests.support import cluster
+from tests.support.grad_bucket import GradBucket as Bucket
+from thc import ddp
+from thc.config import THCConfig
+from thc.errors import AggregationError
+
+
+class LocalAggregator:
+    """One worker alone: the max is the value, the sums are its own table values. all_max waits for ``gate``."""
+
+    def __init__(self, gate: threading.Event | None = None, fail: bool = False):
+        self.gate, self.fail, self.threads = gate, fail, set()
+
+    def all_max(self, t):
+        self.threads.add(threading.current_thread().name)
+        if self.gate is not None:
+            assert self.gate.wait(30)
+        if self.fail:
+            raise AggregationError("the switch said no")
+        return t.clone()
+
+    def all_sum_table_values(self, indices, table):
+        return [np.take(table.values.astype(np.int32), np.asarray(i)) for i in indices], 1
+
+
+def grad(k: int) -> torch.Tensor:
+    return torch.randn(5000, generator=torch.Generator().manual_seed(k))
+
+
+def test_the_hook_returns_before_the_switch_answers_and_the_future_completes_after():
+    gate = threading.Event()
+    agg = LocalAggregator(gate)
+    state = ddp.THCHookState(THCConfig(chunk=2048, error_feedback=True), agg, worker_id=0)
+    futures = [ddp.thc_hook(state, Bucket(grad(k), index=k, last=k == 2)) for k in range(3)]
+    assert not any(f.done() for f in futures)  # all three handed over while the "switch" holds the first
+    assert state.iteration == 1  # the round ends when its last bucket is handed over
+    gate.set()
+    got = [f.wait() for f in futures]
+    assert agg.threads == {"thc-aggregation"}
+    reference = ddp.THCHookState(THCConfig(chunk=2048, error_feedback=True), LocalAggregator(), worker_id=0)
+    for k in range(3):
+        want = ddp.thc_blocking_hook(reference, Bucket(grad(k), index=k, last=k == 2)).wait()
+        assert torch.equal(got[k], want)
+    state.close()
+
+
+def test_an_aggregation_error_reaches_whoever_waits_on_the_future():
+    state = ddp.THCHookState(THCConfig(chunk=2048), LocalAggregator(fail=True), worker_id=0)
+    fut = ddp.thc_hook(state, Bucket(grad(0)))
+    with pytest.raises(RuntimeError, match="AggregationError: the switch said no"):
+        fut.wait()
+    assert isinstance(state.runner.errors[0], AggregationError)
+    ok = ddp.THCHookState(THCConfig(chunk=2048), LocalAggregator(), worker_id=0)
+    assert ddp.thc_hook(ok, Bucket(grad(1))).wait().shape == (5000,)  # the thread survives a failed bucket
+    state.close()
+    ok.close()
+
+
+@pytest.mark.parametrize("name, mode", [("mlp2-digits", "thc"), ("cnn1d-signals", "thc"), ("cnn1d-signals", "fix32")])
+def test_non_blocking_training_is_bit_identical_to_blocking(name, mode, one_torch_thread):
+    config = THCConfig(chunk=2048, error_feedback=True, seed=3)
+    runs = {}
+    for blocking in (False, True):
+        hooks = {"thc_hook": ddp.thc_blocking_hook, "fix32_hook": ddp.fix32_blocking_hook} if blocking else {}
+        # ~25 KiB buckets: several per backward pass, so buckets overlap the backward of the next
+        runs[blocking] = cluster.train_ddp(
+            name, mode, steps=6, batch_size=8, config=config, bucket_cap_mb=0.025, **hooks
+        )
+    for rank in range(2):
+        a, b = runs[False][rank], runs[True][rank]
+        assert torch.equal(a["params"], b["params"]), rank
+        assert a["state"].iteration == b["state"].iteration == 6
+        if mode == "thc":
+            assert a["state"].buckets_seen == b["state"].buckets_seen > 6  # more than one bucket per step
+        assert a["after"] < a["before"]
+
+
+def test_a_switch_timeout_in_the_thread_is_still_one_thc_worker_recognises(one_torch_thread):
+    """DDP re-raises a hook future's error as a RuntimeError with its message only: the type's name must
+    survive in it, or thc-worker would report a switch timeout as an unknown failure (exit 1, not 3)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from host_agent import worker
+    from host_agent.protocol import AggregationTimeout
+
+    class Silent(LocalAggregator):
+        def all_max(self, t):
+            raise AggregationTimeout("no result for request 3 after 30 s")
+
+    store = torch.distributed.HashStore()
+
+    def work(rank):
+        pg = cluster.gloo_group(torch.distributed.PrefixStore("t", store), rank, 2)
+        model = DDP(torch.nn.Linear(4, 2), process_group=pg)
+        state = ddp.THCHookState(THCConfig(), Silent(), worker_id=rank)
+        model.register_comm_hook(state, ddp.thc_hook)
+        try:
+            model(torch.randn(3, 4)).sum().backward()
+        except RuntimeError as exc:
+            return worker.is_switch_timeout(exc)
+        finally:
+            state.close()
+        return None
+
+    assert cluster.in_threads(2, work) == [True, True]
+
+
+def test_overlapping_buckets_count_their_aggregation_time_once():
+    """thc-worker's timed(): with a non-blocking hook, bucket 1 is handed over while bucket 0 is still at the
+    switch; the recorded times must add up to the time aggregation was in progress, not count the overlap
+    twice. A hand-driven clock and hand-completed futures: no real time is measured."""
+    from host_agent import worker
+
+    now = [0.0]
+    futures = [torch.futures.Future() for _ in range(2)]
+    seconds = []
+    hook = worker.timed(lambda state, bucket: futures[bucket.index()], seconds, clock=lambda: now[0])
+    done = [hook(None, Bucket(grad(0), index=0, last=False))]  # handed over at 0.0
+    now[0] = 0.1
+    done.append(hook(None, Bucket(grad(1), index=1, last=True)))  # at 0.1, while bucket 0 is out
+    now[0] = 1.0
+    futures[0].set_result(torch.zeros(1))  # bucket 0 back at 1.0
+    now[0] = 1.5
+    futures[1].set_result(torch.ones(1))  # bucket 1 at 1.5
+    assert [f.wait().item() for f in done] == [0.0, 1.0]
+    assert seconds == [1.0, 0.5]  # 1.0 + 0.5 = the 1.5 s in progress, not 1.0 + 1.4

@@ -1,0 +1,141 @@
+"""An in-process data-parallel cluster: n worker threads, each a real DDP model on its own gloo process group
+(one shared in-process HashStore), aggregating in any mode: thc and fix32 through the fake switch or the
+compiled program on the loopback wire (host_agent.sim, each worker a SwitchAggregator, as thc-worker has on
+a Mininet host), the gloo modes through thc.hooks. No Mininet, no interfaces, no subprocesses."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from host_agent import train, workloads
+from host_agent.aggregator import SwitchAggregator
+from host_agent.fake_switch import FakeSwitch
+from host_agent.sim import SimJob, attach_workers
+from thc import ddp, hooks
+from thc.config import THCConfig
+
+_prefixes = itertools.count()
+_seeding = threading.Lock()  # torch.manual_seed is process-wide: one model initialisation at a time
+
+
+def switch_aggregators(n: int, config: THCConfig, engine=None) -> list[SwitchAggregator]:
+    """n SwitchAggregators on a loopback wire to ``engine`` (default: a FakeSwitch) serving one job."""
+    job = SimJob(3, n, config.make_table().values.tolist(), n_slots=64)
+    if engine is None:
+        engine = FakeSwitch()
+        engine.add_job(job)
+    _, protocols = attach_workers(engine, job, clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=60.0)
+    return [SwitchAggregator(p, n) for p in protocols]
+
+
+def gloo_group(store, rank: int, n: int) -> dist.ProcessGroup:
+    """A gloo process group on ``store`` without a default group (one per worker thread). DDP needs a
+    ProcessGroup; ProcessGroupGloo is only its backend."""
+    pg = dist.ProcessGroup(store, rank, n)
+    backend = dist.ProcessGroupGloo(store, rank, n)
+    pg._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
+    pg._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, backend)
+    return pg
+
+
+def serialized(hook):
+    """``hook`` called under the process-wide seeding lock. torch's powerSGD_hook seeds torch's global RNG
+    and draws its first Q matrices in the call (before its asynchronous all-reduces): worker threads of one
+    process would interleave those draws, which worker processes never do."""
+
+    def locked(state, bucket):
+        with _seeding:
+            return hook(state, bucket)
+
+    locked.__name__ = f"serialized_{getattr(hook, '__name__', 'hook')}"
+    return locked
+
+
+def hook_for(
+    mode: str,
+    rank: int,
+    n: int,
+    pg,
+    aggregator=None,
+    config: THCConfig | None = None,
+    thc_hook=None,
+    fix32_hook=None,
+):
+    """(state, hook) of ``mode`` for worker ``rank``."""
+    if mode == "thc":
+        return ddp.THCHookState(config or THCConfig(chunk=2048), aggregator, worker_id=rank), thc_hook or ddp.thc_hook
+    if mode == "fix32":
+        return ddp.FixedPointHookState(aggregator, workers=n), fix32_hook or ddp.fix32_hook
+    state, hook = hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
+    return state, serialized(hook) if mode == "powersgd" else hook
+
+
+def in_threads(n: int, fn, timeout: float = 300.0) -> list:
+    out, errors = [None] * n, []
+
+    def run(w):
+        try:
+            out[w] = fn(w)
+        except BaseException as exc:  # noqa: BLE001 - reported below with the rank
+            errors.append((w, repr(exc)[:800]))
+
+    threads = [threading.Thread(target=run, args=(w,), daemon=True) for w in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads), "a worker thread hung"
+    return out
+
+
+def train_ddp(
+    model_name: str,
+    mode: str,
+    steps: int,
+    n: int = 2,
+    batch_size: int | None = None,
+    config: THCConfig | None = None,
+    thc_hook=None,
+    bucket_cap_mb: float | None = None,
+    fix32_hook=None,
+) -> list[dict]:
+    """Train ``model_name`` for ``steps`` steps on n workers in ``mode``; per rank: the training loss on a
+    fixed batch before and after, and the final parameters (flat)."""
+    workload = workloads.get(model_name)
+    data = workload.load()
+    cfg = train.config_for(workload, steps=steps, batch_size=batch_size)
+    probe = slice(0, 64)
+    aggs = switch_aggregators(n, config or THCConfig(chunk=2048)) if mode in ("thc", "fix32") else [None] * n
+    store = dist.HashStore()
+    prefix = f"c{next(_prefixes)}"
+
+    def work(rank):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        pg = gloo_group(dist.PrefixStore(prefix, store), rank, n)
+        with _seeding:
+            model = workload.build(cfg.seed)
+        with torch.no_grad():
+            before = float(train.loss_of(model, data.x_train[probe], data.y_train[probe]))
+        cap = {} if bucket_cap_mb is None else {"bucket_cap_mb": bucket_cap_mb}
+        wrapped = DDP(model, process_group=pg, **cap)
+        state, hook = hook_for(mode, rank, n, pg, aggs[rank], config, thc_hook, fix32_hook)
+        wrapped.register_comm_hook(state, hook)
+        train.train(wrapped, data, cfg, rank, n, lambda record: None)
+        with torch.no_grad():
+            after = float(train.loss_of(model, data.x_train[probe], data.y_train[probe]))
+        params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
+        del wrapped  # the reducer goes before its process group
+        gc.collect()
+        if hasattr(state, "close"):
+            state.close()  # thc_hook's aggregation thread
+        return {"before": before, "after": after, "params": params, "state": state}
+
+    return in_threads(n, work)

@@ -1,0 +1,38 @@
+"""The summary's time to target follows the model's metric: test accuracy against --target-acc for the
+classifiers, validation bits per character against the model's own target for the language model."""
+
+from topologies import report
+
+
+def record(metric, target, evaluations):
+    epochs = [
+        {"t": float(t), "test_acc": acc, "test_loss": 1.0, "metric": value, "epoch": 0, "step": 1}
+        for t, acc, value in evaluations
+    ]
+    return {
+        "rank": 0,
+        "config": {"steps": 10},
+        "parameters": 100,
+        "final_test_acc": epochs[-1]["test_acc"],
+        "final_metric": epochs[-1]["metric"],
+        "metric": metric,
+        "target": target,
+        "epochs": epochs,
+        "steps": [{"step_time": 0.01}] * 10,
+        "aggregation_s": [0.001] * 10,
+        "wire_training": {"tx_bytes": 1000, "rx_bytes": 1000},
+        "train_s": 3.0,
+    }
+
+
+def test_a_classifier_is_timed_to_its_accuracy():
+    r = report.summarize("thc", [record("accuracy", 0.95, [(1, 0.5, 0.5), (2, 0.91, 0.91), (3, 0.96, 0.96)])], 0.9)
+    assert (r.time_to_target_s, r.target, r.final_metric) == (2.0, 0.9, 0.96)
+    assert "time to 90%" in report.table([r])
+
+
+def test_the_language_model_is_timed_to_its_bits_per_character():
+    r = report.summarize("fp16", [record("bpc", 3.0, [(1, 0.2, 4.1), (2, 0.3, 3.2), (3, 0.4, 2.9)])], 0.9)
+    assert (r.time_to_target_s, r.target, r.final_metric, r.metric) == (3.0, 3.0, 2.9, "bpc")
+    table = report.table([r])
+    assert "time to 3 bpc" in table and "final bpc" in table and "2.900" in table

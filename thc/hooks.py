@@ -1,0 +1,166 @@
+"""The modes that aggregate over a torch.distributed process group (gloo), as DDP communication hooks.
+
+    gloo      fp32 all-reduce: DDP's own (default_hooks.allreduce_hook)
+    fp16      torch's default_hooks.fp16_compress_hook: the bucket cast to fp16, all-reduced, cast back
+    powersgd  torch's powerSGD_hook (Vogels et al. 2019): rank-2 approximations of the bucket's matrices,
+              with error feedback and warm start; plain all-reduce for the first two steps, as it requires
+    topk      thc's TopK with error feedback (1 % of each chunk): the (index, value) pairs all-gathered
+    qsgd      thc's QSGD (4 bits, one norm per 512 coordinates): the levels and norms all-gathered
+    terngrad  thc's TernGrad (shared scale): a MAX round for the scale, then the ternary values summed
+
+The thc baselines run behind the same hook interface as torch's own: ``compressor_hook`` takes a state
+and a bucket and returns a future that completes with the bucket's average. Everything up to the payload
+runs in the hook (prepare, and for a summable compressor its MAX round); the payload's collective is
+asynchronous and decoding runs when it completes, so DDP's backward pass goes on meanwhile. Payloads of
+non-summable compressors (TopK, QSGD) are packed into one byte tensor per worker and all-gathered; every
+worker's payload has the same layout because the chunk lengths fix it.
+
+    >>> state, hook = make_gloo_hook("topk", workers=4, worker_id=rank)
+    >>> ddp_model.register_comm_hook(state, hook)
+"""
+
+# No "from __future__ import annotations": DDP compares the hook's annotations with real types.
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+from .errors import ConfigError
+from .interface import Compressor
+from .registry import make_compressor
+
+__all__ = ["GLOO_MODES", "CompressorHookState", "compressor_hook", "make_gloo_hook", "pack", "unpack"]
+
+GLOO_MODES = ("gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")
+POWERSGD_RANK = 2
+POWERSGD_START = 2  # the earliest PowerSGD allows with error feedback / warm start
+
+
+class CompressorHookState:
+    """State of :func:`compressor_hook`: one compressor per bucket index, ``factory(bucket_index)`` (TopK's
+    error-feedback memory is per bucket, and each bucket draws its own random stream), the round counter
+    (advanced after the last bucket of a backward pass), the process group."""
+
+    __slots__ = ["factory", "process_group", "iteration", "compressors"]
+
+    def __init__(self, factory: Callable[[int], Compressor], process_group: dist.ProcessGroup | None = None) -> None:
+        self.factory = factory
+        self.process_group = process_group
+        self.iteration = 0
+        self.compressors: dict[int, Compressor] = {}
+
+    def compressor_for(self, bucket_index: int, numel: int) -> Compressor:
+        comp = self.compressors.get(bucket_index)
+        feedback = getattr(comp, "feedback", None)
+        if comp is None or (feedback is not None and feedback.memory is not None and feedback.memory.numel() != numel):
+            comp = self.compressors[bucket_index] = self.factory(bucket_index)  # a rebuilt bucket starts afresh
+        return comp
+
+
+def _arrays(payload) -> list[np.ndarray]:
+    """The arrays of one worker's payload in order: per chunk an array or a tuple of arrays."""
+    out = []
+    for part in payload:
+        out.extend(part if isinstance(part, tuple) else (part,))
+    return [np.ascontiguousarray(a) for a in out]
+
+
+def pack(payload) -> tuple[torch.Tensor, list]:
+    """(one uint8 tensor holding every array of ``payload``, the layout to unpack it with)."""
+    arrays = _arrays(payload)
+    layout = [(isinstance(part, tuple), len(part) if isinstance(part, tuple) else 1) for part in payload]
+    shapes = [(a.dtype, a.shape) for a in arrays]
+    flat = np.concatenate([a.reshape(-1).view(np.uint8) for a in arrays]) if arrays else np.zeros(0, np.uint8)
+    return torch.from_numpy(flat), [layout, shapes]
+
+
+def unpack(data: torch.Tensor, layout) -> list:
+    """The payload :func:`pack` packed, from its bytes and layout."""
+    chunks, shapes = layout
+    raw = data.numpy()
+    arrays, offset = [], 0
+    for dtype, shape in shapes:
+        size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        arrays.append(raw[offset : offset + size].view(dtype).reshape(shape).copy())
+        offset += size
+    out, k = [], 0
+    for is_tuple, count in chunks:
+        out.append(tuple(arrays[k : k + count]) if is_tuple else arrays[k])
+        k += count
+    return out
+
+
+def compressor_hook(state: CompressorHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Average one bucket with the state's compressor over its process group; a future of the average."""
+    buffer = bucket.buffer()
+    comp = state.compressor_for(bucket.index(), buffer.numel())
+    group = state.process_group
+    prep = comp.prepare(buffer, state.iteration)
+    if bucket.is_last():
+        state.iteration += 1
+    if comp.summable:
+        stats = prep.stats.clone()
+        dist.all_reduce(stats, op=dist.ReduceOp.MAX, group=group)  # the shared scale (TernGrad)
+        payload = comp.encode(prep, stats)
+        sizes = np.cumsum([len(p) for p in payload])[:-1]
+        total = torch.from_numpy(np.concatenate([np.asarray(p, dtype=np.int32) for p in payload]))
+        n = dist.get_world_size(group)
+
+        def summed(fut):
+            sums = np.split(fut.value()[0].numpy(), sizes)
+            buffer.copy_(comp.decode(prep, sums, n, stats))
+            return buffer
+
+        return dist.all_reduce(total, group=group, async_op=True).get_future().then(summed)
+    zeros = torch.zeros_like(prep.stats)
+    payload = comp.encode(prep, zeros)
+    mine, layout = pack(payload)
+    n = dist.get_world_size(group)
+    gathered = [torch.empty_like(mine) for _ in range(n)]
+
+    def decoded(fut):
+        payloads = [unpack(t, layout) for t in gathered]
+        buffer.copy_(comp.decode(prep, comp.aggregate(payloads), n, zeros))
+        return buffer
+
+    return dist.all_gather(gathered, mine, group=group, async_op=True).get_future().then(decoded)
+
+
+BUCKET_SEEDS = 1 << 16  # bucket b of seed s draws from seed s * BUCKET_SEEDS + b
+
+
+def _baseline(name: str, worker_id: int, seed: int, **params) -> Callable[[int], Compressor]:
+    """The compressor of one bucket: its own random stream (the streams are keyed by worker, round and
+    chunk, so two buckets with one seed would round alike)."""
+    return lambda index: make_compressor(name, 1, worker_id, seed=seed * BUCKET_SEEDS + index, **params)
+
+
+def make_gloo_hook(
+    mode: str,
+    process_group: dist.ProcessGroup | None = None,
+    worker_id: int | None = None,
+    seed: int = 0,
+    **params,
+):
+    """(state, hook) of gloo mode ``mode`` (GLOO_MODES); ``params`` go to the thc compressor (e.g.
+    ratio=0.01 for topk, qsgd_bits=4, chunk=...). worker_id: this rank's random stream (default: its rank)."""
+    if mode not in GLOO_MODES:
+        raise ConfigError(f"unknown gloo mode {mode!r}: choose from {', '.join(GLOO_MODES)}")
+    if mode == "gloo":
+        return process_group, default_hooks.allreduce_hook
+    if mode == "fp16":
+        return process_group, default_hooks.fp16_compress_hook
+    if mode == "powersgd":
+        state = powerSGD_hook.PowerSGDState(
+            process_group,
+            matrix_approximation_rank=POWERSGD_RANK,
+            start_powerSGD_iter=POWERSGD_START,
+            random_seed=seed,
+        )
+        return state, powerSGD_hook.powerSGD_hook
+    if worker_id is None:
+        worker_id = dist.get_rank(process_group) if dist.is_available() and dist.is_initialized() else 0
+    return CompressorHookState(_baseline(mode, worker_id, seed, **params), process_group), compressor_hook
