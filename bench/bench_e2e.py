@@ -99,6 +99,8 @@ def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id:
     per_round = [max(float(p[f"r{k}_seconds"]) for p in probes) for k in range(rounds)]
     seconds = statistics.median(per_round)
     stats = [json.loads(str(p["stats"])) for p in probes] if "stats" in probes[0].files else []
+    timed = [k for k in range(rounds) if f"r{k}_phases" in probes[0].files]
+    phases = [[json.loads(str(p[f"r{k}_phases"])) for p in probes] for k in timed]
     retx = sum(s["retransmissions"] for s in stats)
     wire = [json.loads(str(p["wire"])) for p in probes]
     return {
@@ -113,7 +115,47 @@ def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id:
         "sent_bytes_per_round": statistics.mean(w["tx_bytes"] for w in wire) / rounds,
         "received_bytes_per_round": statistics.mean(w["rx_bytes"] for w in wire) / rounds,
         "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {}),
+        "phases": phase_medians(phases),
     } | link_bound(wire, rounds, bw, seconds)
+
+
+def phase_medians(phases: list[list[dict]]) -> dict:
+    """Per phase figure (thc-worker's PhaseClock), the median over rounds of the mean and of the max over
+    workers."""
+    if not phases:
+        return {}
+    out = {}
+    for key in phases[0][0]:
+        per_round = [[w[key] for w in workers if key in w] for workers in phases]
+        out[key] = {
+            "mean": statistics.median(statistics.mean(r) for r in per_round if r),
+            "max": statistics.median(max(r) for r in per_round if r),
+        }
+    return out
+
+
+PHASES = ("prepare", "norm", "encode", "sum", "decode")
+
+
+def breakdown_lines(aggregation: list[dict]) -> list[str]:
+    """Where a round's time goes, per worker (mean over workers, median over rounds): wall ms (CPU ms of the
+    worker's thread) per phase; for the two aggregation calls also when the first result came."""
+    lines = [
+        f"{'Mbit/s':>6s}  {'mode':6s} "
+        + " ".join(f"{p + ' wall(cpu)':>17s}" for p in PHASES)
+        + f" {'norm 1st':>8s} {'sum 1st':>8s} {'sum tx/req':>10s}"
+    ]
+    for a in aggregation:
+        ph = a.get("phases") or {}
+        if not ph:
+            continue
+        get = lambda key: ph.get(key, {}).get("mean", float("nan"))
+        cells = " ".join(f"{get(p + '_ms'):8.1f} ({get(p + '_cpu_ms'):5.1f})" for p in PHASES)
+        lines.append(
+            f"{a['bw_mbit']:6g}  {a['mode']:6s} {cells} {get('norm_first_result_ms'):8.1f} "
+            f"{get('sum_first_result_ms'):8.1f} {get('sum_transmissions'):5.0f}/{get('sum_requests'):<4.0f}"
+        )
+    return lines
 
 
 def link_bound(wire: list[dict], rounds: int, bw_mbit: float, seconds: float) -> dict:
@@ -199,6 +241,9 @@ def main(argv=None) -> int:
                 f"{a['received_bytes_per_round']:10,.0f} "
                 f"{a['retransmissions']:5d} {aggregated if a['mode'] != 'gloo' else '-':>11}"
             )
+    if any(a.get("phases") for a in aggregation):
+        print("\nWhere a round goes per worker (ms wall, thread CPU in brackets; mean over workers, median of rounds):")
+        print("\n".join(breakdown_lines(aggregation)))
     for loss in dict.fromkeys(training_loss):
         rows = [t for t, pct in zip(training, training_loss) if pct == loss]
         print(f"\nTraining on digits at {rates[0]:g} Mbit/s, {loss:g}% loss, {args.steps} steps per mode:")

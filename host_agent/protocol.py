@@ -104,6 +104,7 @@ class Operation:
         self.per_packet = per_packet
         self.started = started
         self.finished: float | None = None
+        self.first_result: float | None = None  # when the first result came (the slowest worker had joined)
         self.first_sent = np.zeros(n_requests, np.float64)
         self.attempts = np.zeros(n_requests, np.int64)
         self.rto = np.zeros(n_requests, np.float64)
@@ -320,6 +321,7 @@ class WorkerProtocol:
         self.next_request = first_request
         self.counters = WorkerStats()
         self._op: Operation | None = None
+        self.last_operation: Operation | None = None  # the latest completed operation (its timings)
         self._sendable: list[np.ndarray] = []  # requests the window lets go, in the order they became free
         self._outq: list[np.ndarray] = []  # frames booked as sent, for _flush()
         # retransmission timers: (time, order, requests, their attempt numbers when armed)
@@ -742,6 +744,8 @@ class WorkerProtocol:
                 if self.adaptive and op.rtt_results >= self.window:
                     self._rtt_sample(op.rtt_max)
                     op.rtt_max, op.rtt_results = None, 0
+        if not op.answered:
+            op.first_result = now
         op.answered += k
         op.last_result = now
         op.newest_answered = max(op.newest_answered, int(op.first_seq[i].max()))
@@ -771,6 +775,8 @@ class WorkerProtocol:
             if self.adaptive and op.rtt_results >= self.window:
                 self._rtt_sample(op.rtt_max)
                 op.rtt_max, op.rtt_results = None, 0
+        if not op.answered:
+            op.first_result = now
         op.answered += 1
         op.last_result = now
         op.newest_answered = max(op.newest_answered, int(op.first_seq[i]))
@@ -812,6 +818,7 @@ class WorkerProtocol:
         c.last_operation_seconds = elapsed
         c.max_operation_seconds = max(c.max_operation_seconds, elapsed)
         self._op = None
+        self.last_operation = op
         self._sendable.clear()
         self._timers = []
 

@@ -245,27 +245,68 @@ def _sums_int64(sums) -> np.ndarray:
     return np.concatenate([np.asarray(s, dtype=np.int64) for s in sums])
 
 
+class PhaseClock:
+    """Where a probe round's time goes: per phase its wall time and this thread's CPU time (ms), and for
+    each aggregation call when its first result came (the wait for the slowest worker) and its
+    retransmissions. Saved with the round as ``r{k}_phases`` (JSON)."""
+
+    def __init__(self, aggregator=None):
+        self.aggregator = aggregator
+        self.records: dict[str, float] = {}
+        self._seen = self._last_operation()
+        self._wall, self._cpu = time.perf_counter(), time.thread_time()
+
+    def _last_operation(self):
+        return getattr(getattr(self.aggregator, "protocol", None), "last_operation", None)
+
+    def lap(self, name: str) -> None:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        self.records[f"{name}_ms"] = (wall - self._wall) * 1e3
+        self.records[f"{name}_cpu_ms"] = (cpu - self._cpu) * 1e3
+        op = self._last_operation()
+        if op is not None and op is not self._seen:  # the phase ran an aggregation call
+            self._seen = op
+            if op.first_result is not None:
+                self.records[f"{name}_first_result_ms"] = (op.first_result - op.started) * 1e3
+            self.records[f"{name}_op_ms"] = (op.finished - op.started) * 1e3
+            self.records[f"{name}_requests"] = op.n
+            self.records[f"{name}_transmissions"] = int(op.attempts.sum())
+        self._wall, self._cpu = time.perf_counter(), time.thread_time()
+
+    def saved(self):
+        import numpy as np
+
+        return np.array(json.dumps(self.records))
+
+
 def _thc_round(args, aggregator, grad, k: int) -> dict:
     import numpy as np
 
     from thc.compressor import THCCompressor
     from thc.config import THCConfig
 
+    clock = PhaseClock(aggregator)
     config = THCConfig(
         bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False, chunk=args.chunk
     )
     compressor = THCCompressor(config, worker_id=args.rank)
     prep = compressor.prepare(grad, step=k)
+    clock.lap("prepare")
     max_norms = aggregator.all_max(prep.norms)
+    clock.lap("norm")
     indices = compressor.encode(prep, max_norms)
+    clock.lap("encode")
     sums, contributors = aggregator.all_sum_table_values(indices, compressor.table)
+    clock.lap("sum")
     decoded = compressor.decode(prep, sums, contributors, max_norms)
+    clock.lap("decode")
     return {
         "max_norms": max_norms.numpy(),
         "indices": np.concatenate(indices),
         "sums": _sums_int64(sums),
         "decoded": decoded.numpy(),
         "contributors": np.int64(contributors),
+        "phases": clock.saved(),
     }
 
 
@@ -274,18 +315,25 @@ def _fix32_round(args, aggregator, grad, k: int) -> dict:
 
     from thc.baselines import FixedPoint32
 
+    clock = PhaseClock(aggregator)
     codec = FixedPoint32(args.world_size, worker_id=args.rank)
     prep = codec.prepare(grad, step=k)
+    clock.lap("prepare")
     stats = aggregator.all_max(prep.stats)
+    clock.lap("norm")
     words = codec.encode(prep, stats)
+    clock.lap("encode")
     sums, contributors = aggregator.all_sum_int32(words)
+    clock.lap("sum")
     decoded = codec.decode(prep, sums, contributors, stats)
+    clock.lap("decode")
     return {
         "stats": stats.numpy(),
         "words": np.concatenate(words),
         "sums": _sums_int64(sums),
         "decoded": decoded.numpy(),
         "contributors": np.int64(contributors),
+        "phases": clock.saved(),
     }
 
 
@@ -468,6 +516,7 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
+    print(f"thc-worker: {Path(__file__).resolve()}", flush=True)  # which checkout runs (logs)
     try:
         result = probe(args) if args.probe else run(args)
     except KeyboardInterrupt:
