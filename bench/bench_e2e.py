@@ -88,10 +88,19 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float) -> dict:
+def aggregation_figures(
+    bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float, window: int
+) -> dict:
     probes = bed.run_workers(
         WorkerOptions(
-            mode=mode, steps=0, job_id=job_id, probe_rounds=rounds, probe_size=size, master_port=port, switch_timeout=60
+            mode=mode,
+            steps=0,
+            job_id=job_id,
+            probe_rounds=rounds,
+            probe_size=size,
+            master_port=port,
+            switch_timeout=60,
+            window=window,
         ),
         stall_timeout=300,
     )
@@ -193,7 +202,9 @@ def main(argv=None) -> int:
             bed.net.set_bandwidth(bw)
             for mode in modes:
                 say(f"aggregation at {bw:g} Mbit/s: {mode}, {args.rounds} rounds of {args.size} coordinates")
-                aggregation.append(aggregation_figures(bed, mode, args.size, args.rounds, job, 29600 + job, bw))
+                aggregation.append(
+                    aggregation_figures(bed, mode, args.size, args.rounds, job, 29600 + job, bw, args.window)
+                )
                 job += 1
         bed.net.set_bandwidth(rates[0])
         for k, loss in enumerate(losses if args.steps else []):

@@ -105,6 +105,7 @@ class Operation:
         self.started = started
         self.finished: float | None = None
         self.first_result: float | None = None  # when the first result came (the slowest worker had joined)
+        self.answered_at = np.zeros(n_requests, np.float64)  # when each request's result came (diagnostics)
         self.first_sent = np.zeros(n_requests, np.float64)
         self.attempts = np.zeros(n_requests, np.int64)
         self.rto = np.zeros(n_requests, np.float64)
@@ -721,6 +722,7 @@ class WorkerProtocol:
         same bookkeeping, vectorised."""
         k = len(i)
         op.done[i] = True
+        op.answered_at[i] = now
         op.outstanding -= k
         self.counters.results += k
         clean = np.flatnonzero(op.attempts[i] == 1)  # Karn: a retransmitted request's round trip is ambiguous
@@ -763,6 +765,7 @@ class WorkerProtocol:
         """The result of request i is in (it fits and is stored): bookkeeping, loss detection (`detect`
         False: _quiet() found that there is none to do)."""
         op.done[i] = True
+        op.answered_at[i] = now
         op.outstanding -= 1
         self.counters.results += 1
         if op.attempts[i] == 1:  # Karn: a retransmitted request's round trip is ambiguous

@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--src-ip", help="this host's IPv4 address")
     s.add_argument("--src-mac", help="this host's MAC address")
     s.add_argument("--job-id", type=int, default=1, help="THC job id installed on the switch (default 1)")
-    s.add_argument("--window", type=int, default=64, help="requests in flight, <= the job's slots (default 64)")
+    s.add_argument("--window", type=int, default=256, help="requests in flight, <= the job's slots (default 256)")
     s.add_argument(
         "--retransmit-timeout",
         type=float,
@@ -202,6 +202,7 @@ def probe(args) -> dict:
         aggregator = switch_aggregator(args)
         barrier = lambda: aggregator.all_max(torch.zeros(1))  # a NORM round waits for every worker
     one_round = {"thc": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}[args.mode]
+    codec = probe_codec(args)
     saved = {}
     try:
         emit({"event": "start", "rank": args.rank, "mode": args.mode, "setup_s": 0.0, "parameters": args.probe_size})
@@ -210,7 +211,7 @@ def probe(args) -> dict:
         for k in range(args.probe_rounds):
             grad = probe_gradient(args.probe_seed, args.rank, k, args.probe_size)
             start = time.perf_counter()
-            arrays = one_round(args, aggregator, grad, k)
+            arrays = one_round(args, aggregator, grad, k, codec)
             arrays["seconds"] = np.float64(time.perf_counter() - start)
             saved.update({f"r{k}_{name}": value for name, value in arrays.items()})
             emit(
@@ -239,6 +240,39 @@ def probe(args) -> dict:
     return {"rounds": args.probe_rounds}
 
 
+def probe_codec(args):
+    """The mode's codec, built once per process as a training worker builds it once per run (THC's table
+    comes from a dynamic programme: seconds the first time), and run once on a zero gradient so that the
+    first timed round pays no lazy initialisation either. None for gloo."""
+    import numpy as np
+    import torch
+
+    if args.mode == "thc":
+        from thc.compressor import THCCompressor
+        from thc.config import THCConfig
+
+        config = THCConfig(
+            bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False, chunk=args.chunk
+        )
+        codec = THCCompressor(config, worker_id=args.rank)
+    elif args.mode == "fix32":
+        from thc.baselines import FixedPoint32
+
+        codec = FixedPoint32(args.world_size, worker_id=args.rank)
+    else:
+        return None
+    warm = torch.ones(args.probe_size)
+    prep = codec.prepare(warm, step=0)
+    stats = prep.stats
+    encoded = codec.encode(prep, stats)
+    if args.mode == "thc":
+        sums = [codec.table.values[i].astype(np.int64) for i in encoded]
+    else:
+        sums = [np.asarray(e, np.int64) for e in encoded]
+    codec.decode(prep, sums, 1, stats)
+    return codec
+
+
 def _sums_int64(sums) -> np.ndarray:
     import numpy as np
 
@@ -260,6 +294,8 @@ class PhaseClock:
         return getattr(getattr(self.aggregator, "protocol", None), "last_operation", None)
 
     def lap(self, name: str) -> None:
+        import numpy as np
+
         wall, cpu = time.perf_counter(), time.thread_time()
         self.records[f"{name}_ms"] = (wall - self._wall) * 1e3
         self.records[f"{name}_cpu_ms"] = (cpu - self._cpu) * 1e3
@@ -269,6 +305,12 @@ class PhaseClock:
             if op.first_result is not None:
                 self.records[f"{name}_first_result_ms"] = (op.first_result - op.started) * 1e3
             self.records[f"{name}_op_ms"] = (op.finished - op.started) * 1e3
+            if op.n:
+                sent = op.first_sent.max() - op.started
+                self.records[f"{name}_all_sent_ms"] = sent * 1e3  # the window let the last request go
+                at = np.sort(op.answered_at) - op.started
+                for q in (50, 90):
+                    self.records[f"{name}_results{q}_ms"] = float(at[min(op.n - 1, op.n * q // 100)]) * 1e3
             self.records[f"{name}_requests"] = op.n
             self.records[f"{name}_transmissions"] = int(op.attempts.sum())
         self._wall, self._cpu = time.perf_counter(), time.thread_time()
@@ -279,17 +321,11 @@ class PhaseClock:
         return np.array(json.dumps(self.records))
 
 
-def _thc_round(args, aggregator, grad, k: int) -> dict:
+def _thc_round(args, aggregator, grad, k: int, compressor=None) -> dict:
     import numpy as np
 
-    from thc.compressor import THCCompressor
-    from thc.config import THCConfig
-
+    compressor = compressor if compressor is not None else probe_codec(args)
     clock = PhaseClock(aggregator)
-    config = THCConfig(
-        bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False, chunk=args.chunk
-    )
-    compressor = THCCompressor(config, worker_id=args.rank)
     prep = compressor.prepare(grad, step=k)
     clock.lap("prepare")
     max_norms = aggregator.all_max(prep.norms)
@@ -310,13 +346,11 @@ def _thc_round(args, aggregator, grad, k: int) -> dict:
     }
 
 
-def _fix32_round(args, aggregator, grad, k: int) -> dict:
+def _fix32_round(args, aggregator, grad, k: int, codec=None) -> dict:
     import numpy as np
 
-    from thc.baselines import FixedPoint32
-
+    codec = codec if codec is not None else probe_codec(args)
     clock = PhaseClock(aggregator)
-    codec = FixedPoint32(args.world_size, worker_id=args.rank)
     prep = codec.prepare(grad, step=k)
     clock.lap("prepare")
     stats = aggregator.all_max(prep.stats)
@@ -337,7 +371,7 @@ def _fix32_round(args, aggregator, grad, k: int) -> dict:
     }
 
 
-def _gloo_round(args, _aggregator, grad, _k: int) -> dict:
+def _gloo_round(args, _aggregator, grad, _k: int, _codec=None) -> dict:
     import numpy as np
     import torch.distributed as dist
 

@@ -41,7 +41,7 @@ class WorkerOptions:
     lr: float = 0.1
     seed: int = 0
     job_id: int = 1
-    window: int = 64
+    window: int = 256  # = the job's n_slots; one round of 16,384 coordinates (256 requests) in one window
     bits: int = 4
     granularity: int = 30
     switch_timeout: float = 30.0

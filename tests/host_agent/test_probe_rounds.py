@@ -1,0 +1,96 @@
+"""Probe rounds (thc-worker --probe) and what they record of their time; the protocol's per-operation
+timings they read (WorkerProtocol.last_operation, Operation.first_result / answered_at). No timed
+assertions: only that the records are there, ordered and consistent."""
+
+import json
+
+import numpy as np
+import pytest
+
+from host_agent import worker
+from host_agent.fake_switch import FakeSwitch
+from host_agent.loopback import VirtualClock
+from host_agent.protocol import drive
+from host_agent.sim import SimJob, attach_workers
+
+TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]
+
+
+def test_operation_records_when_its_results_came():
+    job = SimJob(3, 4, TABLE, n_slots=16)
+    sw = FakeSwitch()
+    sw.add_job(job)
+    clock = VirtualClock()
+    _, workers = attach_workers(sw, job, 16, loss_up=0.1, loss_down=0.1, seed=5, clock=clock)
+    rng = np.random.default_rng(0)
+    ops = [w.start_sum_indices([rng.integers(0, 16, 700, dtype=np.uint8)]) for w in workers]
+    drive(workers)
+    for w, op in zip(workers, ops):
+        assert w.last_operation is op
+        assert op.first_result is not None and op.started <= op.first_result <= op.last_result <= op.finished
+        assert (op.answered_at >= op.started).all() and (op.answered_at <= op.finished).all()
+        assert op.answered_at.min() == op.first_result and op.answered_at.max() == op.last_result
+
+
+class EchoAggregator:
+    """One worker alone: the max of its norms is its norms, the sums are its own table values."""
+
+    def all_max(self, t):
+        return t.clone()
+
+    def all_sum_table_values(self, indices, table):
+        return [np.asarray(table.values)[i].astype(np.int32) for i in indices], 1
+
+    def all_sum_int32(self, words):
+        return [np.asarray(w, np.int32) for w in words], 1
+
+
+def probe_args(mode: str):
+    return worker.build_parser().parse_args(
+        ["--mode", mode, "--rank", "1", "--world-size", "2", "--master-addr", "10.0.0.1", "--iface", "lo"]
+        + ["--probe", "unused.npz", "--probe-size", "5000"]
+    )
+
+
+@pytest.mark.parametrize("mode", ["thc", "fix32"])
+def test_rounds_with_one_codec_equal_rounds_with_a_fresh_codec_each(mode):
+    """The probe builds (and warms up) its codec once, outside the timed rounds: every round must still
+    be the one a freshly built codec computes (THC's signs and rounding depend on the round only)."""
+    args = probe_args(mode)
+    one_round = {"thc": worker._thc_round, "fix32": worker._fix32_round}[mode]
+    codec = worker.probe_codec(args)
+    agg = EchoAggregator()
+    for k in range(3):
+        grad = worker.probe_gradient(args.probe_seed, args.rank, k, args.probe_size)
+        shared = one_round(args, agg, grad, k, codec)
+        fresh = one_round(args, agg, grad, k)
+        assert set(shared) == set(fresh)
+        for name in shared:
+            if name != "phases":
+                np.testing.assert_array_equal(shared[name], fresh[name], err_msg=name)
+        phases = json.loads(str(shared["phases"]))
+        for phase in ("prepare", "norm", "encode", "sum", "decode"):
+            assert phases[f"{phase}_ms"] >= 0 and phases[f"{phase}_cpu_ms"] >= 0
+
+
+def test_phase_clock_reads_the_aggregation_call_of_each_phase():
+    job = SimJob(4, 2, TABLE, n_slots=8)
+    sw = FakeSwitch()
+    sw.add_job(job)
+    _, workers = attach_workers(sw, job, 8, clock=VirtualClock())
+
+    class Agg:
+        def __init__(self, protocol):
+            self.protocol = protocol
+
+    clock = worker.PhaseClock(Agg(workers[0]))
+    clock.lap("compute")  # no aggregation call: wall and CPU only
+    ops = [w.start_sum_indices([np.full(300, 2, np.uint8)]) for w in workers]
+    drive(workers)
+    clock.lap("sum")
+    records = json.loads(str(clock.saved()))
+    assert "compute_op_ms" not in records and "compute_ms" in records
+    assert records["sum_requests"] == ops[0].n == 5
+    assert records["sum_transmissions"] == 5
+    assert records["sum_first_result_ms"] <= records["sum_results50_ms"] <= records["sum_results90_ms"]
+    assert records["sum_results90_ms"] <= records["sum_op_ms"]
