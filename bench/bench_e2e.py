@@ -71,6 +71,12 @@ def parse_args(argv=None):
         default=WorkerOptions.window,
         help=f"requests in flight per worker, = the job's slots (default {WorkerOptions.window})",
     )
+    p.add_argument(
+        "--coalesce",
+        type=float,
+        default=WorkerOptions.coalesce,
+        help=f"thc-worker --coalesce (default {WorkerOptions.coalesce}; 0: take every batch of results at once)",
+    )
     p.add_argument("--size", type=int, default=16384, help="coordinates per aggregation round (default 16384)")
     p.add_argument(
         "--rounds",
@@ -89,7 +95,7 @@ def parse_args(argv=None):
 
 
 def aggregation_figures(
-    bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float, window: int
+    bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float, window: int, coalesce: float
 ) -> dict:
     probes = bed.run_workers(
         WorkerOptions(
@@ -101,6 +107,7 @@ def aggregation_figures(
             master_port=port,
             switch_timeout=60,
             window=window,
+            coalesce=coalesce,
         ),
         stall_timeout=300,
     )
@@ -111,6 +118,16 @@ def aggregation_figures(
     timed = [k for k in range(rounds) if f"r{k}_phases" in probes[0].files]
     phases = [[json.loads(str(p[f"r{k}_phases"])) for p in probes] for k in timed]
     retx = sum(s["retransmissions"] for s in stats)
+    cpu = [json.loads(str(p["cpu"])) for p in probes] if "cpu" in probes[0].files else []
+    if cpu:  # per round: the machine's busy CPU (all cores, from rank 0's view) and the workers' own
+        per_round_cpu = {
+            "machine_busy_ms": cpu[0]["machine_busy_s"] / rounds * 1e3,
+            "machine_total_ms": cpu[0]["machine_total_s"] / rounds * 1e3,
+            "workers_ms": sum(c["process_s"] for c in cpu) / rounds * 1e3,
+            "wall_ms": cpu[0]["wall_s"] / rounds * 1e3,
+        }
+    else:
+        per_round_cpu = {}
     wire = [json.loads(str(p["wire"])) for p in probes]
     return {
         "mode": mode,
@@ -125,6 +142,7 @@ def aggregation_figures(
         "received_bytes_per_round": statistics.mean(w["rx_bytes"] for w in wire) / rounds,
         "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {}),
         "phases": phase_medians(phases),
+        "cpu": per_round_cpu,
     } | link_bound(wire, rounds, bw, seconds)
 
 
@@ -203,7 +221,9 @@ def main(argv=None) -> int:
             for mode in modes:
                 say(f"aggregation at {bw:g} Mbit/s: {mode}, {args.rounds} rounds of {args.size} coordinates")
                 aggregation.append(
-                    aggregation_figures(bed, mode, args.size, args.rounds, job, 29600 + job, bw, args.window)
+                    aggregation_figures(
+                        bed, mode, args.size, args.rounds, job, 29600 + job, bw, args.window, args.coalesce
+                    )
                 )
                 job += 1
         bed.net.set_bandwidth(rates[0])
@@ -252,6 +272,23 @@ def main(argv=None) -> int:
                 f"{a['received_bytes_per_round']:10,.0f} "
                 f"{a['retransmissions']:5d} {aggregated if a['mode'] != 'gloo' else '-':>11}"
             )
+    if any(a.get("cpu") for a in aggregation):
+        print(
+            "\nCPU per round (mean over the timed rounds; machine = all cores, everything running, incl. the "
+            "switch and the kernel; workers = the worker processes' own CPU):"
+        )
+        print(
+            f"{'Mbit/s':>6s}  {'mode':6s} {'wall ms':>8s} {'machine busy ms':>16s} {'busy share':>11s} "
+            f"{'workers ms':>11s}"
+        )
+        for a in aggregation:
+            c = a.get("cpu")
+            if c:
+                share = c["machine_busy_ms"] / c["machine_total_ms"] if c["machine_total_ms"] else float("nan")
+                print(
+                    f"{a['bw_mbit']:6g}  {a['mode']:6s} {c['wall_ms']:8.1f} {c['machine_busy_ms']:16.1f} "
+                    f"{share:11.0%} {c['workers_ms']:11.1f}"
+                )
     if any(a.get("phases") for a in aggregation):
         print("\nWhere a round goes per worker (ms wall, thread CPU in brackets; mean over workers, median of rounds):")
         print("\n".join(breakdown_lines(aggregation)))

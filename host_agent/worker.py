@@ -57,6 +57,7 @@ def switch_aggregator(args):
         deadline=args.switch_timeout,
         min_timeout=args.min_retransmit_timeout,
         dupthresh=args.dupthresh,
+        coalesce=args.coalesce,
     )
 
 
@@ -101,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=3,
         help="results of later requests after which a missing request is sent again without "
         "waiting for its timer (default 3; 0: timers only)",
+    )
+    s.add_argument(
+        "--coalesce",
+        type=float,
+        default=0.5,
+        help="once all of an operation's requests are sent, let results accumulate for this share of the "
+        "time the outstanding ones should take (fewer wake-ups on slow links; default 0.5, 0: off)",
     )
     s.add_argument(
         "--max-retransmit-timeout",
@@ -208,6 +216,7 @@ def probe(args) -> dict:
         emit({"event": "start", "rank": args.rank, "mode": args.mode, "setup_s": 0.0, "parameters": args.probe_size})
         barrier()
         before = interface_counters(args.iface)
+        cpu_before = cpu_counters()
         for k in range(args.probe_rounds):
             grad = probe_gradient(args.probe_seed, args.rank, k, args.probe_size)
             start = time.perf_counter()
@@ -224,7 +233,9 @@ def probe(args) -> dict:
                     "t": 0.0,
                 }
             )
+        cpu_after = cpu_counters()
         after = interface_counters(args.iface)
+        saved["cpu"] = np.array(json.dumps({k: cpu_after[k] - cpu_before[k] for k in cpu_after}))
         saved["wire"] = np.array(json.dumps({k: after[k] - before[k] for k in after}))
         if aggregator is not None:
             saved["stats"] = np.array(json.dumps(aggregator.stats()))
@@ -386,6 +397,21 @@ def _gloo_round(args, _aggregator, grad, _k: int, _codec=None) -> dict:
 
 def emit(record: dict) -> None:
     print(PROGRESS_PREFIX + json.dumps(record), flush=True)
+
+
+def cpu_counters() -> dict:
+    """Seconds so far: wall, this process's CPU, and the whole machine's busy and total CPU time
+    (/proc/stat, all cores: not namespaced, so any worker sees the switch's and the other workers' load)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    total = sum(fields[:8])
+    return {
+        "wall_s": time.perf_counter(),
+        "process_s": time.process_time(),
+        "machine_busy_s": (total - idle) / hz,
+        "machine_total_s": total / hz,
+    }
 
 
 def interface_counters(iface: str) -> dict:

@@ -45,6 +45,7 @@ class WorkerOptions:
     bits: int = 4
     granularity: int = 30
     switch_timeout: float = 30.0
+    coalesce: float = 0.5  # thc-worker --coalesce
     master_port: int = MASTER_PORT
     probe_rounds: int = 0  # > 0: aggregate seeded random gradients instead of training
     probe_size: int = 5000
@@ -139,6 +140,8 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
             str(options.granularity),
             "--switch-timeout",
             str(options.switch_timeout),
+            "--coalesce",
+            str(options.coalesce),
         ]
     return argv
 

@@ -94,3 +94,73 @@ def test_phase_clock_reads_the_aggregation_call_of_each_phase():
     assert records["sum_transmissions"] == 5
     assert records["sum_first_result_ms"] <= records["sum_results50_ms"] <= records["sum_results90_ms"]
     assert records["sum_results90_ms"] <= records["sum_op_ms"]
+
+
+class ManualClock:
+    """A real-style clock (not a VirtualClock, so holds apply) that a test sets."""
+
+    def __init__(self, t=10.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def held_protocol(**options):
+    """One worker of two whose requests are all sent and whose results the test books by hand."""
+    job = SimJob(6, 2, TABLE, n_slots=8)
+    sw = FakeSwitch()
+    sw.add_job(job)
+    clock = ManualClock()
+    _, workers = attach_workers(sw, job, 8, loss_down=1.0, clock=clock, timeout=0.5, max_timeout=1.0, **options)
+    w = workers[0]
+    op = w.start_sum_indices([np.full(300, 1, np.uint8)])  # 5 requests, all inside the window
+    assert w.hold(op) == 0.0  # nothing sent yet
+    w.pump(0.0)
+    assert op.first_transmissions == op.n == 5
+    return w, op, clock
+
+
+def book(op, answered, first, last):
+    op.answered, op.outstanding = answered, op.n - answered
+    op.first_result, op.last_result = first, last
+
+
+def test_hold_is_half_the_expected_time_of_the_outstanding_results():
+    w, op, clock = held_protocol()
+    assert w.hold(op) == 0.0  # no result yet: no pace to go by
+    book(op, 1, 10.0, 10.0)
+    assert w.hold(op) == 0.0  # one result: still no pace
+    book(op, 3, 10.0, 10.004)  # 2 ms per result, 2 outstanding: 4 ms expected, half of it held
+    clock.t = 10.004
+    assert w.hold(op) == pytest.approx(0.002)
+    book(op, 4, 10.0, 10.006)
+    assert w.hold(op) == 0.0  # one outstanding: take it as soon as it comes
+
+
+def test_hold_is_capped_and_never_passes_a_timer():
+    w, op, clock = held_protocol(max_hold=0.001)
+    book(op, 2, 10.0, 10.01)
+    clock.t = 10.01
+    assert w.hold(op) == pytest.approx(0.001)
+    w, op, clock = held_protocol()
+    book(op, 2, 10.0, 10.1)  # 3 outstanding at 100 ms each: the cap (20 ms), but the timer is due first
+    clock.t = w._timers[0][0] - 0.003
+    assert w.hold(op) == pytest.approx(0.003)
+    clock.t = w._timers[0][0] - 0.0001
+    assert w.hold(op) == 0.0  # less than MIN_HOLD left
+
+
+def test_no_hold_when_turned_off_or_on_a_virtual_clock():
+    w, op, clock = held_protocol(coalesce=0.0)
+    book(op, 3, 10.0, 10.004)
+    clock.t = 10.004
+    assert w.hold(op) == 0.0
+    job = SimJob(6, 2, TABLE, n_slots=8)
+    sw = FakeSwitch()
+    sw.add_job(job)
+    _, workers = attach_workers(sw, job, 8, loss_down=1.0, clock=VirtualClock())
+    op = workers[0].start_sum_indices([np.full(300, 1, np.uint8)])
+    workers[0].pump(0.0)
+    book(op, 3, 0.0, 0.004)
+    assert workers[0].hold(op) == 0.0
