@@ -94,9 +94,32 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def switch_cpu_s(bed: Testbed) -> float:
+    """CPU seconds (user + system, all threads) the switch processes have used so far."""
+    total = 0.0
+    for node in bed.net.net.switches:
+        process = getattr(node, "process", None)
+        if process is None or process.poll() is not None:
+            continue
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def aggregation_figures(
     bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float, window: int, coalesce: float
 ) -> dict:
+    marks = {}  # the switch's CPU when every worker has started (before the barrier) and at the last round
+
+    def on_event(worker, event):
+        kind = event.get("event")
+        if kind == "start":
+            marks["started"] = marks.get("started", 0) + 1
+            if marks["started"] == len(bed.topo.workers):
+                marks["first"] = switch_cpu_s(bed)
+        elif kind == "step" and event.get("step") == rounds:
+            marks["last"] = switch_cpu_s(bed)
+
     probes = bed.run_workers(
         WorkerOptions(
             mode=mode,
@@ -109,8 +132,10 @@ def aggregation_figures(
             window=window,
             coalesce=coalesce,
         ),
+        on_event=on_event,
         stall_timeout=300,
     )
+    switch_cpu = marks.get("last", float("nan")) - marks.get("first", float("nan"))  # barrier + the rounds
     # a round ends for everyone when the last worker has its result: the slowest worker's time counts
     per_round = [max(float(p[f"r{k}_seconds"]) for p in probes) for k in range(rounds)]
     seconds = statistics.median(per_round)
@@ -125,6 +150,7 @@ def aggregation_figures(
             "machine_total_ms": cpu[0]["machine_total_s"] / rounds * 1e3,
             "workers_ms": sum(c["process_s"] for c in cpu) / rounds * 1e3,
             "wall_ms": cpu[0]["wall_s"] / rounds * 1e3,
+            "switch_ms": switch_cpu / rounds * 1e3,  # from the last worker's start to the last round's end
         }
     else:
         per_round_cpu = {}
@@ -279,7 +305,7 @@ def main(argv=None) -> int:
         )
         print(
             f"{'Mbit/s':>6s}  {'mode':6s} {'wall ms':>8s} {'machine busy ms':>16s} {'busy share':>11s} "
-            f"{'workers ms':>11s}"
+            f"{'workers ms':>11s} {'switch ms':>10s} {'(w+s)/2 ms':>11s}"
         )
         for a in aggregation:
             c = a.get("cpu")
@@ -287,7 +313,8 @@ def main(argv=None) -> int:
                 share = c["machine_busy_ms"] / c["machine_total_ms"] if c["machine_total_ms"] else float("nan")
                 print(
                     f"{a['bw_mbit']:6g}  {a['mode']:6s} {c['wall_ms']:8.1f} {c['machine_busy_ms']:16.1f} "
-                    f"{share:11.0%} {c['workers_ms']:11.1f}"
+                    f"{share:11.0%} {c['workers_ms']:11.1f} {c.get('switch_ms', float('nan')):10.1f} "
+                    f"{(c['workers_ms'] + c.get('switch_ms', float('nan'))) / 2:11.1f}"
                 )
     if any(a.get("phases") for a in aggregation):
         print("\nWhere a round goes per worker (ms wall, thread CPU in brackets; mean over workers, median of rounds):")
