@@ -324,6 +324,7 @@ class WorkerProtocol:
         self._gapvar: float | None = None
         self.gap_timeout = min_timeout
         self._batch = True
+        self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
         self.next_request = first_request
         self.counters = WorkerStats()
         self._op: Operation | None = None
@@ -429,7 +430,9 @@ class WorkerProtocol:
             if due is not None:
                 wait = min(wait, max(0.0, due - self.clock()))
         n = self._io.recv(wait if self._op is not None else 0.0)
-        self._batch = True  # results that come together are one arrival for the gap timer
+        # results that come together are one arrival for the gap timer; after a hold (receive coalescing)
+        # their spacing is the hold's, not the switch's, and must not stretch the gap timeout
+        self._batch, self._held = not self._held, False
         if n:
             self._on_results(n)
             self._flush()
@@ -444,6 +447,7 @@ class WorkerProtocol:
             hold = self.hold(operation)
             if hold > 0:
                 time.sleep(hold)
+                self._held = True
             due = self.next_deadline()
             self.pump(self.max_timeout if due is None else max(0.0, due - self.clock()))
         return operation.result()

@@ -164,3 +164,21 @@ def test_no_hold_when_turned_off_or_on_a_virtual_clock():
     workers[0].pump(0.0)
     book(op, 3, 0.0, 0.004)
     assert workers[0].hold(op) == 0.0
+
+
+@pytest.mark.parametrize("held", [False, True])
+def test_a_batch_taken_in_after_a_hold_does_not_sample_the_gap(held):
+    """The gap timer follows the spacing of the switch's results; after a hold, the spacing of batches is
+    the hold's own, so that batch gives no gap sample."""
+    job = SimJob(8, 2, TABLE, n_slots=8)
+    sw = FakeSwitch()
+    sw.add_job(job)
+    _, workers = attach_workers(sw, job, 8, clock=ManualClock())
+    ops = [w.start_sum_indices([np.full(300, 1, np.uint8)]) for w in workers]
+    for w in workers:
+        w.pump(0.0)  # sends; the second worker's requests complete the slots
+    w = workers[0]
+    w._held = held
+    while not ops[0].complete:
+        w.pump(0.0)
+    assert (w._gap is None) == held
