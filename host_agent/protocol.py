@@ -282,7 +282,7 @@ class WorkerProtocol:
         dupthresh: int = 3,
         early_retransmit: bool = True,
         coalesce: float = 0.5,
-        max_hold: float = 0.02,
+        max_hold: float = 0.01,
         n_workers: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         first_request: int = 0,
@@ -453,6 +453,7 @@ class WorkerProtocol:
         return operation.result()
 
     MIN_HOLD = 0.0005  # a shorter hold saves less than the sleep costs
+    HOLD_AFTER = 4  # results of the operation that must be in before its pace is trusted
 
     def hold(self, op: Operation) -> float:
         """How long a blocking wait lets results accumulate before taking them in (receive coalescing).
@@ -462,17 +463,18 @@ class WorkerProtocol:
         which on a small machine the switch and the other workers need. Once every request of the
         operation has been sent, a result only frees a slot nobody is waiting for, so the worker sleeps
         for `coalesce` (1/2) of the time the outstanding results should take at the pace they have come
-        so far (at most `max_hold`, never past a retransmission timer): log(n) wake-ups instead of n, and
-        never past the expected end. Results are then taken in (and the gap timer restarted) before any
-        timer is looked at, so a hold makes no probe fire that the results would have prevented. 0 when
-        requests are still to be sent, before two results have come, with a virtual clock, or when
+        so far (at most `max_hold`, at most as long as results have been coming, never past a
+        retransmission timer): log(n) wake-ups instead of n, and never past the expected end. Results are
+        then taken in (the gap timer restarted, no gap sample taken) before any timer is looked at, so a
+        hold makes no probe fire that the results would have prevented. 0 when
+        requests are still to be sent, before HOLD_AFTER results have come, with a virtual clock, or when
         `coalesce` is 0."""
         if (
             not self.coalesce
             or op is not self._op
             or self._sendable
             or op.first_transmissions < op.n
-            or op.answered < 2
+            or op.answered < self.HOLD_AFTER
             or op.outstanding < 2
             or isinstance(self.clock, VirtualClock)
         ):
@@ -480,7 +482,9 @@ class WorkerProtocol:
         span = op.last_result - (op.first_result if op.first_result is not None else op.last_result)
         if span <= 0:
             return 0.0
-        hold = min(self.coalesce * op.outstanding * span / (op.answered - 1), self.max_hold)
+        # at most as long as results have been coming: a pause early on (a late worker) makes the pace look
+        # slow, and the hold must not outlast what it has seen
+        hold = min(self.coalesce * op.outstanding * span / (op.answered - 1), span, self.max_hold)
         self.next_deadline()  # drops stale timers
         if self._timers:
             hold = min(hold, self._timers[0][0] - self.clock())

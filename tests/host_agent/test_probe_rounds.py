@@ -122,29 +122,39 @@ def held_protocol(**options):
 
 
 def book(op, answered, first, last):
+    """Results booked by hand; op.n may have been raised by the test (a longer operation, all sent)."""
+    op.first_transmissions = op.n
     op.answered, op.outstanding = answered, op.n - answered
     op.first_result, op.last_result = first, last
 
 
 def test_hold_is_half_the_expected_time_of_the_outstanding_results():
     w, op, clock = held_protocol()
+    n = op.n
     assert w.hold(op) == 0.0  # no result yet: no pace to go by
-    book(op, 1, 10.0, 10.0)
-    assert w.hold(op) == 0.0  # one result: still no pace
-    book(op, 3, 10.0, 10.004)  # 2 ms per result, 2 outstanding: 4 ms expected, half of it held
-    clock.t = 10.004
-    assert w.hold(op) == pytest.approx(0.002)
-    book(op, 4, 10.0, 10.006)
+    book(op, w.HOLD_AFTER - 1, 10.0, 10.01)
+    assert w.hold(op) == 0.0  # too few results to trust their pace
+    op.n = 100  # (the hold only reads the counts: a longer operation without sending it)
+    book(op, 4, 10.0, 10.003)  # 1 ms per result, 96 outstanding: 96 ms expected, half of it held...
+    clock.t = 10.003
+    assert w.hold(op) == pytest.approx(0.003)  # ...but never longer than results have been coming
+    book(op, 90, 10.0, 10.089)  # 10 outstanding at 1 ms: 5 ms
+    clock.t = 10.089
+    assert w.hold(op) == pytest.approx(0.005)
+    book(op, 99, 10.0, 10.098)
     assert w.hold(op) == 0.0  # one outstanding: take it as soon as it comes
+    op.n = n
 
 
 def test_hold_is_capped_and_never_passes_a_timer():
     w, op, clock = held_protocol(max_hold=0.001)
-    book(op, 2, 10.0, 10.01)
-    clock.t = 10.01
+    op.n = 100
+    book(op, 50, 10.0, 10.05)
+    clock.t = 10.05
     assert w.hold(op) == pytest.approx(0.001)
     w, op, clock = held_protocol()
-    book(op, 2, 10.0, 10.1)  # 3 outstanding at 100 ms each: the cap (20 ms), but the timer is due first
+    op.n = 100
+    book(op, 50, 10.0, 10.05)  # 50 outstanding at 1 ms: the cap (10 ms), but the timer is due first
     clock.t = w._timers[0][0] - 0.003
     assert w.hold(op) == pytest.approx(0.003)
     clock.t = w._timers[0][0] - 0.0001
@@ -153,7 +163,8 @@ def test_hold_is_capped_and_never_passes_a_timer():
 
 def test_no_hold_when_turned_off_or_on_a_virtual_clock():
     w, op, clock = held_protocol(coalesce=0.0)
-    book(op, 3, 10.0, 10.004)
+    op.n = 100
+    book(op, 50, 10.0, 10.05)
     clock.t = 10.004
     assert w.hold(op) == 0.0
     job = SimJob(6, 2, TABLE, n_slots=8)
@@ -162,7 +173,8 @@ def test_no_hold_when_turned_off_or_on_a_virtual_clock():
     _, workers = attach_workers(sw, job, 8, loss_down=1.0, clock=VirtualClock())
     op = workers[0].start_sum_indices([np.full(300, 1, np.uint8)])
     workers[0].pump(0.0)
-    book(op, 3, 0.0, 0.004)
+    op.n = 100
+    book(op, 50, 0.0, 0.05)
     assert workers[0].hold(op) == 0.0
 
 
