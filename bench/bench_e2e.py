@@ -71,6 +71,12 @@ def parse_args(argv=None):
         default=WorkerOptions.window,
         help=f"requests in flight per worker, = the job's slots (default {WorkerOptions.window})",
     )
+    p.add_argument(
+        "--coalesce",
+        type=float,
+        default=WorkerOptions.coalesce,
+        help=f"thc-worker --coalesce (default {WorkerOptions.coalesce}; 0: take every batch of results at once)",
+    )
     p.add_argument("--size", type=int, default=16384, help="coordinates per aggregation round (default 16384)")
     p.add_argument(
         "--rounds",
@@ -88,18 +94,66 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float) -> dict:
+def switch_cpu_s(bed: Testbed) -> float:
+    """CPU seconds (user + system, all threads) the switch processes have used so far."""
+    total = 0.0
+    for node in bed.net.net.switches:
+        process = getattr(node, "process", None)
+        if process is None or process.poll() is not None:
+            continue
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def aggregation_figures(
+    bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float, window: int, coalesce: float
+) -> dict:
+    marks = {}  # the switch's CPU when every worker has started (before the barrier) and at the last round
+
+    def on_event(worker, event):
+        kind = event.get("event")
+        if kind == "start":
+            marks["started"] = marks.get("started", 0) + 1
+            if marks["started"] == len(bed.topo.workers):
+                marks["first"] = switch_cpu_s(bed)
+        elif kind == "step" and event.get("step") == rounds:
+            marks["last"] = switch_cpu_s(bed)
+
     probes = bed.run_workers(
         WorkerOptions(
-            mode=mode, steps=0, job_id=job_id, probe_rounds=rounds, probe_size=size, master_port=port, switch_timeout=60
+            mode=mode,
+            steps=0,
+            job_id=job_id,
+            probe_rounds=rounds,
+            probe_size=size,
+            master_port=port,
+            switch_timeout=60,
+            window=window,
+            coalesce=coalesce,
         ),
+        on_event=on_event,
         stall_timeout=300,
     )
+    switch_cpu = marks.get("last", float("nan")) - marks.get("first", float("nan"))  # barrier + the rounds
     # a round ends for everyone when the last worker has its result: the slowest worker's time counts
     per_round = [max(float(p[f"r{k}_seconds"]) for p in probes) for k in range(rounds)]
     seconds = statistics.median(per_round)
     stats = [json.loads(str(p["stats"])) for p in probes] if "stats" in probes[0].files else []
+    timed = [k for k in range(rounds) if f"r{k}_phases" in probes[0].files]
+    phases = [[json.loads(str(p[f"r{k}_phases"])) for p in probes] for k in timed]
     retx = sum(s["retransmissions"] for s in stats)
+    cpu = [json.loads(str(p["cpu"])) for p in probes] if "cpu" in probes[0].files else []
+    if cpu:  # per round: the machine's busy CPU (all cores, from rank 0's view) and the workers' own
+        per_round_cpu = {
+            "machine_busy_ms": cpu[0]["machine_busy_s"] / rounds * 1e3,
+            "machine_total_ms": cpu[0]["machine_total_s"] / rounds * 1e3,
+            "workers_ms": sum(c["process_s"] for c in cpu) / rounds * 1e3,
+            "wall_ms": cpu[0]["wall_s"] / rounds * 1e3,
+            "switch_ms": switch_cpu / rounds * 1e3,  # from the last worker's start to the last round's end
+        }
+    else:
+        per_round_cpu = {}
     wire = [json.loads(str(p["wire"])) for p in probes]
     return {
         "mode": mode,
@@ -113,7 +167,48 @@ def aggregation_figures(bed: Testbed, mode: str, size: int, rounds: int, job_id:
         "sent_bytes_per_round": statistics.mean(w["tx_bytes"] for w in wire) / rounds,
         "received_bytes_per_round": statistics.mean(w["rx_bytes"] for w in wire) / rounds,
         "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {}),
+        "phases": phase_medians(phases),
+        "cpu": per_round_cpu,
     } | link_bound(wire, rounds, bw, seconds)
+
+
+def phase_medians(phases: list[list[dict]]) -> dict:
+    """Per phase figure (thc-worker's PhaseClock), the median over rounds of the mean and of the max over
+    workers."""
+    if not phases:
+        return {}
+    out = {}
+    for key in phases[0][0]:
+        per_round = [[w[key] for w in workers if key in w] for workers in phases]
+        out[key] = {
+            "mean": statistics.median(statistics.mean(r) for r in per_round if r),
+            "max": statistics.median(max(r) for r in per_round if r),
+        }
+    return out
+
+
+PHASES = ("prepare", "norm", "encode", "sum", "decode")
+
+
+def breakdown_lines(aggregation: list[dict]) -> list[str]:
+    """Where a round's time goes, per worker (mean over workers, median over rounds): wall ms (CPU ms of the
+    worker's thread) per phase; for the two aggregation calls also when the first result came."""
+    lines = [
+        f"{'Mbit/s':>6s}  {'mode':6s} "
+        + " ".join(f"{p + ' wall(cpu)':>17s}" for p in PHASES)
+        + f" {'norm 1st':>8s} {'sum 1st':>8s} {'sum tx/req':>10s}"
+    ]
+    for a in aggregation:
+        ph = a.get("phases") or {}
+        if not ph:
+            continue
+        get = lambda key: ph.get(key, {}).get("mean", float("nan"))
+        cells = " ".join(f"{get(p + '_ms'):8.1f} ({get(p + '_cpu_ms'):5.1f})" for p in PHASES)
+        lines.append(
+            f"{a['bw_mbit']:6g}  {a['mode']:6s} {cells} {get('norm_first_result_ms'):8.1f} "
+            f"{get('sum_first_result_ms'):8.1f} {get('sum_transmissions'):5.0f}/{get('sum_requests'):<4.0f}"
+        )
+    return lines
 
 
 def link_bound(wire: list[dict], rounds: int, bw_mbit: float, seconds: float) -> dict:
@@ -151,7 +246,11 @@ def main(argv=None) -> int:
             bed.net.set_bandwidth(bw)
             for mode in modes:
                 say(f"aggregation at {bw:g} Mbit/s: {mode}, {args.rounds} rounds of {args.size} coordinates")
-                aggregation.append(aggregation_figures(bed, mode, args.size, args.rounds, job, 29600 + job, bw))
+                aggregation.append(
+                    aggregation_figures(
+                        bed, mode, args.size, args.rounds, job, 29600 + job, bw, args.window, args.coalesce
+                    )
+                )
                 job += 1
         bed.net.set_bandwidth(rates[0])
         for k, loss in enumerate(losses if args.steps else []):
@@ -199,6 +298,27 @@ def main(argv=None) -> int:
                 f"{a['received_bytes_per_round']:10,.0f} "
                 f"{a['retransmissions']:5d} {aggregated if a['mode'] != 'gloo' else '-':>11}"
             )
+    if any(a.get("cpu") for a in aggregation):
+        print(
+            "\nCPU per round (mean over the timed rounds; machine = all cores, everything running, incl. the "
+            "switch and the kernel; workers = the worker processes' own CPU):"
+        )
+        print(
+            f"{'Mbit/s':>6s}  {'mode':6s} {'wall ms':>8s} {'machine busy ms':>16s} {'busy share':>11s} "
+            f"{'workers ms':>11s} {'switch ms':>10s} {'(w+s)/2 ms':>11s}"
+        )
+        for a in aggregation:
+            c = a.get("cpu")
+            if c:
+                share = c["machine_busy_ms"] / c["machine_total_ms"] if c["machine_total_ms"] else float("nan")
+                print(
+                    f"{a['bw_mbit']:6g}  {a['mode']:6s} {c['wall_ms']:8.1f} {c['machine_busy_ms']:16.1f} "
+                    f"{share:11.0%} {c['workers_ms']:11.1f} {c.get('switch_ms', float('nan')):10.1f} "
+                    f"{(c['workers_ms'] + c.get('switch_ms', float('nan'))) / 2:11.1f}"
+                )
+    if any(a.get("phases") for a in aggregation):
+        print("\nWhere a round goes per worker (ms wall, thread CPU in brackets; mean over workers, median of rounds):")
+        print("\n".join(breakdown_lines(aggregation)))
     for loss in dict.fromkeys(training_loss):
         rows = [t for t, pct in zip(training, training_loss) if pct == loss]
         print(f"\nTraining on digits at {rates[0]:g} Mbit/s, {loss:g}% loss, {args.steps} steps per mode:")

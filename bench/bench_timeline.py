@@ -166,7 +166,7 @@ def calibrate(bed: Testbed, sizes: list[int], rounds: int, compression: dict, n:
             "packets_per_s": n / thc_slope,
             "fix32_packets_per_s": n / fix_slope,
             "rtt_us": (thc_icpt + fix_icpt) / 4 * 1e6,  # two operations (norms, data) per bucket
-            "window": 64,
+            "window": WorkerOptions.window,  # the window the calibration probes ran with
             "blocking": True,
             "coords_per_packet": K,
             "header_bytes": HEADER_BYTES,

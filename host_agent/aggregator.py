@@ -58,6 +58,7 @@ class SwitchAggregator:
         pairs: int = wire.INDEX_PAIRS,
         min_timeout: float = 0.002,
         dupthresh: int = 3,
+        coalesce: float = 0.5,
     ) -> SwitchAggregator:
         """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
@@ -66,7 +67,9 @@ class SwitchAggregator:
         retransmission timeout, which then follows the measured round trip (never below `min_timeout`) and
         doubles per expiry up to `max_timeout`; `dupthresh` results of later requests make a missing one be
         sent again at once (0: timers only); `deadline` the time after which a missing result raises
-        AggregationTimeout. `pairs`: the program's THC_PAIRS (32 for p4/build/thc.json; 16 or
+        AggregationTimeout; `coalesce` the share of the outstanding results' expected time a blocking call
+        lets them accumulate once everything is sent (WorkerProtocol.hold; 0: take each batch at once).
+        `pairs`: the program's THC_PAIRS (32 for p4/build/thc.json; 16 or
         64 for the variants in p4/build/variants/).
         """
         transport = RawSocketTransport(iface, src_ip=src_ip)
@@ -85,6 +88,7 @@ class SwitchAggregator:
                 pairs=pairs,
                 dupthresh=dupthresh,
                 n_workers=n_workers,
+                coalesce=coalesce,
             )
         except Exception:
             transport.close()

@@ -111,6 +111,8 @@ class Operation:
         self.per_packet = per_packet
         self.started = started
         self.finished: float | None = None
+        self.first_result: float | None = None  # when the first result came (the slowest worker had joined)
+        self.answered_at = np.zeros(n_requests, np.float64)  # when each request's result came (diagnostics)
         self.first_sent = np.zeros(n_requests, np.float64)
         self.attempts = np.zeros(n_requests, np.int64)
         self.rto = np.zeros(n_requests, np.float64)
@@ -286,6 +288,8 @@ class WorkerProtocol:
         adaptive: bool = True,
         dupthresh: int = 3,
         early_retransmit: bool = True,
+        coalesce: float = 0.5,
+        max_hold: float = 0.01,
         n_workers: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         first_request: int = 0,
@@ -315,6 +319,9 @@ class WorkerProtocol:
         self.pairs = pairs
         self.adaptive = adaptive
         self.dupthresh, self.early_retransmit = dupthresh, early_retransmit
+        if coalesce < 0 or max_hold < 0:
+            raise ValueError("need coalesce >= 0 and max_hold >= 0")
+        self.coalesce, self.max_hold = coalesce, max_hold
         self.n_workers = n_workers
         self.rto = timeout
         self._srtt: float | None = None
@@ -324,9 +331,11 @@ class WorkerProtocol:
         self._gapvar: float | None = None
         self.gap_timeout = min_timeout
         self._batch = True
+        self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
         self.next_request = first_request
         self.counters = WorkerStats()
         self._op: Operation | None = None
+        self.last_operation: Operation | None = None  # the latest completed operation (its timings)
         self._sendable: list[np.ndarray] = []  # requests the window lets go, in the order they became free
         self._outq: list[np.ndarray] = []  # frames booked as sent, for _flush()
         # retransmission timers: (time, order, requests, their attempt numbers when armed)
@@ -428,7 +437,9 @@ class WorkerProtocol:
             if due is not None:
                 wait = min(wait, max(0.0, due - self.clock()))
         n = self._io.recv(wait if self._op is not None else 0.0)
-        self._batch = True  # results that come together are one arrival for the gap timer
+        # results that come together are one arrival for the gap timer; after a hold (receive coalescing)
+        # their spacing is the hold's, not the switch's, and must not stretch the gap timeout
+        self._batch, self._held = not self._held, False
         if n:
             self._on_results(n)
             self._flush()
@@ -440,9 +451,51 @@ class WorkerProtocol:
     def wait(self, operation: Operation):
         """Block until `operation` completes; its result (see Operation.result)."""
         while not operation.complete:
+            hold = self.hold(operation)
+            if hold > 0:
+                time.sleep(hold)
+                self._held = True
             due = self.next_deadline()
             self.pump(self.max_timeout if due is None else max(0.0, due - self.clock()))
         return operation.result()
+
+    MIN_HOLD = 0.0005  # a shorter hold saves less than the sleep costs
+    HOLD_AFTER = 4  # results of the operation that must be in before its pace is trusted
+
+    def hold(self, op: Operation) -> float:
+        """How long a blocking wait lets results accumulate before taking them in (receive coalescing).
+
+        Taking results in costs a wake-up and a fixed amount of Python per batch, so results that trickle
+        in one by one at a slow link's pace (5 Mbit/s: one every ~0.2 ms) cost a worker most of its CPU,
+        which on a small machine the switch and the other workers need. Once every request of the
+        operation has been sent, a result only frees a slot nobody is waiting for, so the worker sleeps
+        for `coalesce` (1/2) of the time the outstanding results should take at the pace they have come
+        so far (at most `max_hold`, at most as long as results have been coming, never past a
+        retransmission timer): log(n) wake-ups instead of n, and never past the expected end. Results are
+        then taken in (the gap timer restarted, no gap sample taken) before any timer is looked at, so a
+        hold makes no probe fire that the results would have prevented. 0 when
+        requests are still to be sent, before HOLD_AFTER results have come, with a virtual clock, or when
+        `coalesce` is 0."""
+        if (
+            not self.coalesce
+            or op is not self._op
+            or self._sendable
+            or op.first_transmissions < op.n
+            or op.answered < self.HOLD_AFTER
+            or op.outstanding < 2
+            or isinstance(self.clock, VirtualClock)
+        ):
+            return 0.0
+        span = op.last_result - (op.first_result if op.first_result is not None else op.last_result)
+        if span <= 0:
+            return 0.0
+        # at most as long as results have been coming: a pause early on (a late worker) makes the pace look
+        # slow, and the hold must not outlast what it has seen
+        hold = min(self.coalesce * op.outstanding * span / (op.answered - 1), span, self.max_hold)
+        self.next_deadline()  # drops stale timers
+        if self._timers:
+            hold = min(hold, self._timers[0][0] - self.clock())
+        return hold if hold >= self.MIN_HOLD else 0.0
 
     def next_deadline(self) -> float | None:
         """When the earliest retransmission (or the deadline) is due; None if no request is waiting."""
@@ -728,6 +781,7 @@ class WorkerProtocol:
         same bookkeeping, vectorised."""
         k = len(i)
         op.done[i] = True
+        op.answered_at[i] = now
         op.outstanding -= k
         self.counters.results += k
         clean = np.flatnonzero(op.attempts[i] == 1)  # Karn: a retransmitted request's round trip is ambiguous
@@ -751,6 +805,8 @@ class WorkerProtocol:
                 if self.adaptive and op.rtt_results >= self.window:
                     self._rtt_sample(op.rtt_max)
                     op.rtt_max, op.rtt_results = None, 0
+        if not op.answered:
+            op.first_result = now
         op.answered += k
         op.last_result = now
         op.newest_answered = max(op.newest_answered, int(op.first_seq[i].max()))
@@ -768,6 +824,7 @@ class WorkerProtocol:
         """The result of request i is in (it fits and is stored): bookkeeping, loss detection (`detect`
         False: _quiet() found that there is none to do)."""
         op.done[i] = True
+        op.answered_at[i] = now
         op.outstanding -= 1
         self.counters.results += 1
         if op.attempts[i] == 1:  # Karn: a retransmitted request's round trip is ambiguous
@@ -780,6 +837,8 @@ class WorkerProtocol:
             if self.adaptive and op.rtt_results >= self.window:
                 self._rtt_sample(op.rtt_max)
                 op.rtt_max, op.rtt_results = None, 0
+        if not op.answered:
+            op.first_result = now
         op.answered += 1
         op.last_result = now
         op.newest_answered = max(op.newest_answered, int(op.first_seq[i]))
@@ -821,6 +880,7 @@ class WorkerProtocol:
         c.last_operation_seconds = elapsed
         c.max_operation_seconds = max(c.max_operation_seconds, elapsed)
         self._op = None
+        self.last_operation = op
         self._sendable.clear()
         self._timers = []
 

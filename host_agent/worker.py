@@ -68,6 +68,7 @@ def switch_aggregator(args):
         deadline=args.switch_timeout,
         min_timeout=args.min_retransmit_timeout,
         dupthresh=args.dupthresh,
+        coalesce=args.coalesce,
     )
 
 
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--src-ip", help="this host's IPv4 address")
     s.add_argument("--src-mac", help="this host's MAC address")
     s.add_argument("--job-id", type=int, default=1, help="THC job id installed on the switch (default 1)")
-    s.add_argument("--window", type=int, default=64, help="requests in flight, <= the job's slots (default 64)")
+    s.add_argument("--window", type=int, default=256, help="requests in flight, <= the job's slots (default 256)")
     s.add_argument(
         "--retransmit-timeout",
         type=float,
@@ -112,6 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=3,
         help="results of later requests after which a missing request is sent again without "
         "waiting for its timer (default 3; 0: timers only)",
+    )
+    s.add_argument(
+        "--coalesce",
+        type=float,
+        default=0.5,
+        help="once all of an operation's requests are sent, let results accumulate for this share of the "
+        "time the outstanding ones should take (fewer wake-ups on slow links; default 0.5, 0: off)",
     )
     s.add_argument(
         "--max-retransmit-timeout",
@@ -217,15 +225,17 @@ def probe(args) -> dict:
     if args.mode not in ("thc", "fix32", "gloo"):
         raise ValueError(f"--probe aggregates with thc, fix32 or gloo, not {args.mode}")
     one_round = {"thc": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}[args.mode]
+    codec = probe_codec(args)
     saved = {}
     try:
         emit({"event": "start", "rank": args.rank, "mode": args.mode, "setup_s": 0.0, "parameters": args.probe_size})
         barrier()
         before = interface_counters(args.iface)
+        cpu_before = cpu_counters()
         for k in range(args.probe_rounds):
             grad = probe_gradient(args.probe_seed, args.rank, k, args.probe_size)
             start = time.perf_counter()
-            arrays = one_round(args, aggregator, grad, k)
+            arrays = one_round(args, aggregator, grad, k, codec)
             arrays["seconds"] = np.float64(time.perf_counter() - start)
             saved.update({f"r{k}_{name}": value for name, value in arrays.items()})
             emit(
@@ -238,7 +248,9 @@ def probe(args) -> dict:
                     "t": 0.0,
                 }
             )
+        cpu_after = cpu_counters()
         after = interface_counters(args.iface)
+        saved["cpu"] = np.array(json.dumps({k: cpu_after[k] - cpu_before[k] for k in cpu_after}))
         saved["wire"] = np.array(json.dumps({k: after[k] - before[k] for k in after}))
         if aggregator is not None:
             saved["stats"] = np.array(json.dumps(aggregator.stats()))
@@ -254,57 +266,138 @@ def probe(args) -> dict:
     return {"rounds": args.probe_rounds}
 
 
+def probe_codec(args):
+    """The mode's codec, built once per process as a training worker builds it once per run (THC's table
+    comes from a dynamic programme: seconds the first time), and run once on a zero gradient so that the
+    first timed round pays no lazy initialisation either. None for gloo."""
+    import numpy as np
+    import torch
+
+    if args.mode == "thc":
+        from thc.compressor import THCCompressor
+        from thc.config import THCConfig
+
+        config = THCConfig(
+            bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False, chunk=args.chunk
+        )
+        codec = THCCompressor(config, worker_id=args.rank)
+    elif args.mode == "fix32":
+        from thc.baselines import FixedPoint32
+
+        codec = FixedPoint32(args.world_size, worker_id=args.rank)
+    else:
+        return None
+    warm = torch.ones(args.probe_size)
+    prep = codec.prepare(warm, step=0)
+    stats = prep.stats
+    encoded = codec.encode(prep, stats)
+    if args.mode == "thc":
+        sums = [codec.table.values[i].astype(np.int64) for i in encoded]
+    else:
+        sums = [np.asarray(e, np.int64) for e in encoded]
+    codec.decode(prep, sums, 1, stats)
+    return codec
+
+
 def _sums_int64(sums) -> np.ndarray:
     import numpy as np
 
     return np.concatenate([np.asarray(s, dtype=np.int64) for s in sums])
 
 
-def _thc_round(args, aggregator, grad, k: int) -> dict:
+class PhaseClock:
+    """Where a probe round's time goes: per phase its wall time and this thread's CPU time (ms), and for
+    each aggregation call when its first result came (the wait for the slowest worker) and its
+    retransmissions. Saved with the round as ``r{k}_phases`` (JSON)."""
+
+    def __init__(self, aggregator=None):
+        self.aggregator = aggregator
+        self.records: dict[str, float] = {}
+        self._seen = self._last_operation()
+        self._wall, self._cpu = time.perf_counter(), time.thread_time()
+
+    def _last_operation(self):
+        return getattr(getattr(self.aggregator, "protocol", None), "last_operation", None)
+
+    def lap(self, name: str) -> None:
+        import numpy as np
+
+        wall, cpu = time.perf_counter(), time.thread_time()
+        self.records[f"{name}_ms"] = (wall - self._wall) * 1e3
+        self.records[f"{name}_cpu_ms"] = (cpu - self._cpu) * 1e3
+        op = self._last_operation()
+        if op is not None and op is not self._seen:  # the phase ran an aggregation call
+            self._seen = op
+            if op.first_result is not None:
+                self.records[f"{name}_first_result_ms"] = (op.first_result - op.started) * 1e3
+            self.records[f"{name}_op_ms"] = (op.finished - op.started) * 1e3
+            if op.n:
+                sent = op.first_sent.max() - op.started
+                self.records[f"{name}_all_sent_ms"] = sent * 1e3  # the window let the last request go
+                at = np.sort(op.answered_at) - op.started
+                for q in (50, 90):
+                    self.records[f"{name}_results{q}_ms"] = float(at[min(op.n - 1, op.n * q // 100)]) * 1e3
+            self.records[f"{name}_requests"] = op.n
+            self.records[f"{name}_transmissions"] = int(op.attempts.sum())
+        self._wall, self._cpu = time.perf_counter(), time.thread_time()
+
+    def saved(self):
+        import numpy as np
+
+        return np.array(json.dumps(self.records))
+
+
+def _thc_round(args, aggregator, grad, k: int, compressor=None) -> dict:
     import numpy as np
 
-    from thc.compressor import THCCompressor
-    from thc.config import THCConfig
-
-    config = THCConfig(
-        bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False, chunk=args.chunk
-    )
-    compressor = THCCompressor(config, worker_id=args.rank)
+    compressor = compressor if compressor is not None else probe_codec(args)
+    clock = PhaseClock(aggregator)
     prep = compressor.prepare(grad, step=k)
+    clock.lap("prepare")
     max_norms = aggregator.all_max(prep.norms)
+    clock.lap("norm")
     indices = compressor.encode(prep, max_norms)
+    clock.lap("encode")
     sums, contributors = aggregator.all_sum_table_values(indices, compressor.table)
+    clock.lap("sum")
     decoded = compressor.decode(prep, sums, contributors, max_norms)
+    clock.lap("decode")
     return {
         "max_norms": max_norms.numpy(),
         "indices": np.concatenate(indices),
         "sums": _sums_int64(sums),
         "decoded": decoded.numpy(),
         "contributors": np.int64(contributors),
+        "phases": clock.saved(),
     }
 
 
-def _fix32_round(args, aggregator, grad, k: int) -> dict:
+def _fix32_round(args, aggregator, grad, k: int, codec=None) -> dict:
     import numpy as np
 
-    from thc.baselines import FixedPoint32
-
-    codec = FixedPoint32(args.world_size, worker_id=args.rank)
+    codec = codec if codec is not None else probe_codec(args)
+    clock = PhaseClock(aggregator)
     prep = codec.prepare(grad, step=k)
+    clock.lap("prepare")
     stats = aggregator.all_max(prep.stats)
+    clock.lap("norm")
     words = codec.encode(prep, stats)
+    clock.lap("encode")
     sums, contributors = aggregator.all_sum_int32(words)
+    clock.lap("sum")
     decoded = codec.decode(prep, sums, contributors, stats)
+    clock.lap("decode")
     return {
         "stats": stats.numpy(),
         "words": np.concatenate(words),
         "sums": _sums_int64(sums),
         "decoded": decoded.numpy(),
         "contributors": np.int64(contributors),
+        "phases": clock.saved(),
     }
 
 
-def _gloo_round(args, _aggregator, grad, _k: int) -> dict:
+def _gloo_round(args, _aggregator, grad, _k: int, _codec=None) -> dict:
     import numpy as np
     import torch.distributed as dist
 
@@ -319,6 +412,21 @@ def _gloo_round(args, _aggregator, grad, _k: int) -> dict:
 
 def emit(record: dict) -> None:
     print(PROGRESS_PREFIX + json.dumps(record), flush=True)
+
+
+def cpu_counters() -> dict:
+    """Seconds so far: wall, this process's CPU, and the whole machine's busy and total CPU time
+    (/proc/stat, all cores: not namespaced, so any worker sees the switch's and the other workers' load)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    total = sum(fields[:8])
+    return {
+        "wall_s": time.perf_counter(),
+        "process_s": time.process_time(),
+        "machine_busy_s": (total - idle) / hz,
+        "machine_total_s": total / hz,
+    }
 
 
 def interface_counters(iface: str) -> dict:
@@ -500,6 +608,7 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
+    print(f"thc-worker: {Path(__file__).resolve()}", flush=True)  # which checkout runs (logs)
     try:
         result = probe(args) if args.probe else run(args)
     except KeyboardInterrupt:

@@ -53,6 +53,10 @@ class ControlPlane:
             )
         return self.aggregator.add_job(job_id, list(self.topo.workers), self.topo, n_slots=n_slots, table=table)
 
+    def end_job(self, job_id: int) -> None:
+        """Remove the job (its jobs entry, result_dst entries and multicast group) if it is there."""
+        self.aggregator.remove_job(job_id, missing_ok=True)
+
     def stats(self) -> dict:
         """Event counters of every switch: {switch: {event: packets}}."""
         out = {}

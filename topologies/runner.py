@@ -178,9 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--window",
         type=_int_range(1, contract.SLOTS, " (the switch's slots)"),
-        default=64,
+        default=256,
         metavar="W",
-        help="requests in flight per worker; the job gets this many slots (default 64)",
+        help="requests in flight per worker; the job gets this many slots (default 256)",
     )
     tr.add_argument(
         "--switch-timeout",

@@ -85,6 +85,17 @@ class Testbed:
         is not the workers' own."""
         return self.control.start_job(options.job_id, n_slots=options.window, table=options.thc_table())
 
+    def end_job(self, options: WorkerOptions) -> None:
+        """Remove the job once its run is over, so its slots are free for the next run: with windows of
+        256 slots, four runs' jobs would fill the switch's 1024 slots (best effort: a switch that died
+        has no job to remove, and the run's own error says why)."""
+        if self.control is None:
+            return
+        try:
+            self.control.end_job(options.job_id)
+        except Exception as exc:  # noqa: BLE001 - never hide the run's own outcome
+            self.say(f"{self.topo.aggregation.switch}: could not remove job {options.job_id}: {exc}")
+
     def run_workers(
         self,
         options: WorkerOptions,
@@ -97,20 +108,24 @@ class Testbed:
         left in ``last_switch_events``."""
         if options.mode in SWITCH_MODES:
             self.start_job(options)
-        before = self.control.stats()
-        workers = start_workers(self.net, self.topo, options, self.ledger, self.log_dir)
         try:
-            follow(
-                workers,
-                on_event,
-                stall_timeout=stall_timeout,
-                start_timeout=start_timeout,
-                check=self.net.check_switches,
-            )
-        except Exception:
-            stop_workers(workers, self.ledger)  # the others would only wait for the failed one
-            raise
-        self.last_switch_events = counter_delta(self.control.stats(), before)
+            before = self.control.stats()
+            workers = start_workers(self.net, self.topo, options, self.ledger, self.log_dir)
+            try:
+                follow(
+                    workers,
+                    on_event,
+                    stall_timeout=stall_timeout,
+                    start_timeout=start_timeout,
+                    check=self.net.check_switches,
+                )
+            except Exception:
+                stop_workers(workers, self.ledger)  # the others would only wait for the failed one
+                raise
+            self.last_switch_events = counter_delta(self.control.stats(), before)
+        finally:
+            if options.mode != "gloo":
+                self.end_job(options)
         if options.probe_rounds:
             import numpy as np
 

@@ -42,10 +42,11 @@ class WorkerOptions:
     lr: float | None = None  # None: the model's
     seed: int = 0
     job_id: int = 1
-    window: int = 64
+    window: int = 256  # = the job's n_slots; one round of 16,384 coordinates (256 requests) in one window
     bits: int = 4
     granularity: int = 30
     switch_timeout: float = 30.0
+    coalesce: float = 0.5  # thc-worker --coalesce
     master_port: int = MASTER_PORT
     probe_rounds: int = 0  # > 0: aggregate seeded random gradients instead of training
     probe_size: int = 5000
@@ -140,6 +141,8 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
             str(options.granularity),
             "--switch-timeout",
             str(options.switch_timeout),
+            "--coalesce",
+            str(options.coalesce),
         ]
     return argv
 
