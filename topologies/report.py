@@ -160,8 +160,32 @@ def loss_lines(rows: list[ModeSummary], loss_pct: float | None, lossless: dict[s
     return "\n".join(lines)
 
 
+def speedups(rows: list[ModeSummary]) -> dict[str, dict]:
+    """mode -> {"speedup_vs_gloo", "speedup_vs_fix32"}: the other mode's time to target over this one's
+    (None when either mode did not run or did not reach the target)."""
+    tta = {r.mode: r.time_to_target_s for r in rows}
+    out = {}
+    for r in rows:
+        out[r.mode] = {}
+        for base in ("gloo", "fix32"):
+            other = tta.get(base)
+            ok = other is not None and r.time_to_target_s
+            out[r.mode][f"speedup_vs_{base}"] = other / r.time_to_target_s if ok else None
+    return out
+
+
 def write_json(path: Path, rows: list[ModeSummary], run_info: dict) -> None:
-    path.write_text(json.dumps({"run": run_info, "modes": [asdict(r) for r in rows]}, indent=1))
+    """logs/summary.json: at top level the model, link rate and target metric; per mode its figures,
+    with time_to_target_s, final_metric and the speed-ups over gloo and FIX32."""
+    faster = speedups(rows)
+    document = {
+        "model": run_info.get("model"),
+        "bw_mbit": run_info.get("bw_mbit"),
+        "target": rows[0].target if rows else None,
+        "run": run_info,
+        "modes": [asdict(r) | faster[r.mode] for r in rows],
+    }
+    path.write_text(json.dumps(document, indent=1))
 
 
 def plot(path: Path, curves: dict[str, dict], title: str) -> None:

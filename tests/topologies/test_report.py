@@ -36,3 +36,23 @@ def test_the_language_model_is_timed_to_its_bits_per_character():
     assert (r.time_to_target_s, r.target, r.final_metric, r.metric) == (3.0, 3.0, 2.9, "bpc")
     table = report.table([r])
     assert "time to 3 bpc" in table and "final bpc" in table and "2.900" in table
+
+
+def test_summary_json_has_the_time_to_target_speedups(tmp_path):
+    rows = [
+        report.summarize("thc", [record("accuracy", 0.9, [(1, 0.5, 0.5), (2, 0.95, 0.95)])], 0.9),
+        report.summarize("fix32", [record("accuracy", 0.9, [(3, 0.95, 0.95)])], 0.9),
+        report.summarize("gloo", [record("accuracy", 0.9, [(1, 0.95, 0.95)])], 0.9),
+        report.summarize("topk", [record("accuracy", 0.9, [(1, 0.5, 0.5)])], 0.9),  # never reached it
+    ]
+    path = tmp_path / "summary.json"
+    report.write_json(path, rows, {"model": "mlp-digits", "bw_mbit": 10.0})
+    import json
+
+    doc = json.loads(path.read_text())
+    assert (doc["model"], doc["bw_mbit"], doc["target"]) == ("mlp-digits", 10.0, 0.9)
+    modes = {m["mode"]: m for m in doc["modes"]}
+    assert modes["thc"]["time_to_target_s"] == 2.0 and modes["thc"]["final_metric"] == 0.95
+    assert (modes["thc"]["speedup_vs_gloo"], modes["thc"]["speedup_vs_fix32"]) == (0.5, 1.5)
+    assert modes["gloo"]["speedup_vs_gloo"] == 1.0
+    assert modes["topk"]["speedup_vs_gloo"] is None and modes["topk"]["speedup_vs_fix32"] is None
