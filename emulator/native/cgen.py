@@ -13,6 +13,8 @@ wider than 128 bits) raise UnsupportedConstruct naming them and their P4 line, s
 falls back to the Python backend with a notice.
 """
 
+import functools
+
 from emulator.engine.jsonutil import hexstr, hexstr_bytes, malformed, source_of, unsupported
 from emulator.native.cexpr import CExpr, Consts, CVal, c_int, store
 
@@ -66,9 +68,10 @@ def _cname(name: str) -> str:
 class CGen:
     """Generates the C program for one BMv2 JSON already compiled by the Python engine."""
 
-    def __init__(self, cfg: dict, prog):
+    def __init__(self, cfg: dict, prog, drop_port: int = 511):
         self.cfg = cfg
         self.prog = prog
+        self.drop_port = drop_port
         self.layout = prog.layout
         self.consts = Consts()
         self.src = CSource()
@@ -214,28 +217,25 @@ class CGen:
             src.emit(f"{label}_{len(prims)}:;")
         return exits
 
-    def _int(self, ex, j) -> CVal:
-        return ex.data(j)
-
     def _primitive(self, src, ex, op, params, path, prim) -> bool:
         L = self.layout
         if op in ("assign", "modify_field"):
             dst, width, signed = ex.lvalue(params[0])
-            src.emit(store(dst, width, signed, self._int(ex, params[1])) + " " + self.annotate(_as_int(dst)))
+            src.emit(store(dst, width, signed, ex.data(params[1])) + " " + self.annotate(_as_int(dst)))
         elif op in ("add_to_field", "subtract_from_field"):
             dst, width, signed = ex.lvalue(params[0])
-            v = self._int(ex, params[1])
+            v = ex.data(params[1])
             sign = "+" if op == "add_to_field" else "-"
             src.emit(store(dst, width, signed, CVal(f"F[{dst}] {sign} ({v.src})", "data")))
         elif op in ("add", "subtract", "bit_and", "bit_or", "bit_xor", "shift_right"):
             dst, width, signed = ex.lvalue(params[0])
-            a, b = self._int(ex, params[1]), self._int(ex, params[2])
+            a, b = ex.data(params[1]), ex.data(params[2])
             c_op = {"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|", "bit_xor": "^"}.get(op)
             value = f"({a.src}) {c_op} ({b.src})" if c_op else f"v_shr(cx, {a.src}, {b.src})"
             src.emit(store(dst, width, signed, CVal(value, "data")))
         elif op == "shift_left":
             dst, width, signed = ex.lvalue(params[0])
-            a, b = self._int(ex, params[1]), self._int(ex, params[2])
+            a, b = ex.data(params[1]), ex.data(params[2])
             value = f"v_shl_masked(cx, {a.src}, {b.src}, {c_int((1 << width) - 1)}, {width})"
             src.emit(store(dst, width, signed, CVal(value, "data")))
         elif op == "no_op":
@@ -276,7 +276,7 @@ class CGen:
             src.emit(f"F[{dst.next_slot}] = F[{other.next_slot}];")
         elif op in ("push", "pop"):
             st = ex.stack(params[0]).stack
-            count = self._int(ex, params[1])
+            count = ex.data(params[1])
             size = st.headers[0].size if st.headers else 0
             bases = self.consts.stack_bases(st)
             fn = "stack_push" if op == "push" else "stack_pop"
@@ -287,7 +287,7 @@ class CGen:
             dst, width, signed = ex.lvalue(params[0])
             r = self._register_index(params[1], path, prim)
             i = src.tmp("i")
-            src.emit(f"{{ V {i} = {self._int(ex, params[2]).src};")
+            src.emit(f"{{ V {i} = {ex.data(params[2]).src};")
             src.emit(
                 f"  if ({i} >= 0 && {i} < {self.prog.registers[self.registers[r]].size}) "
                 + store(dst, width, signed, CVal(f"(V)REG_{r}[(size_t){i}]", "data"))
@@ -296,8 +296,8 @@ class CGen:
         elif op == "register_write":
             r = self._register_index(params[0], path, prim)
             reg = self.prog.registers[self.registers[r]]
-            i, v = src.tmp("i"), self._int(ex, params[2])
-            src.emit(f"{{ V {i} = {self._int(ex, params[1]).src};")
+            i, v = src.tmp("i"), ex.data(params[2])
+            src.emit(f"{{ V {i} = {ex.data(params[1]).src};")
             src.emit(
                 f"  if ({i} >= 0 && {i} < {reg.size}) REG_{r}[(size_t){i}] = (uint64_t)(({v.src}) & {c_int(reg.mask)});"
             )
@@ -309,7 +309,7 @@ class CGen:
                 raise malformed(f"unknown counter {name!r}", path, prim)
             c = self.counters.index(name)
             i = src.tmp("i")
-            src.emit(f"{{ V {i} = {self._int(ex, params[1]).src};")
+            src.emit(f"{{ V {i} = {ex.data(params[1]).src};")
             src.emit(
                 f"  if ({i} >= 0 && {i} < {self.prog.counters[name].size}) {{ sw->ctr_pk[{c}][(size_t){i}]++; "
                 f"sw->ctr_by[{c}][(size_t){i}] += (uint64_t)F[{L.ILEN}]; }}"
@@ -317,14 +317,14 @@ class CGen:
             src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* counter {name} */")
         elif op == "modify_field_with_hash_based_offset":
             dst, width, signed = ex.lvalue(params[0])
-            base = self._int(ex, params[1])
+            base = ex.data(params[1])
             calc = self._calc_name(params[2], path, prim)
-            size = self._int(ex, params[3])
+            size = ex.data(params[3])
             value = CVal(f"hash_offset((V){calc}(pk, cx), {base.src}, {size.src})", "data")
             src.emit(store(dst, width, signed, value))
         elif op == "modify_field_rng_uniform":
             dst, width, signed = ex.lvalue(params[0])
-            lo, hi = self._int(ex, params[1]), self._int(ex, params[2])
+            lo, hi = ex.data(params[1]), ex.data(params[2])
             a, b = src.tmp("lo"), src.tmp("hi")
             src.emit(f"{{ V {a} = {lo.src}, {b} = {hi.src};")
             src.emit(
@@ -339,7 +339,7 @@ class CGen:
             cond = v.src if v.kind == "bool" else f"({v.src}) != 0"
             src.emit(f"if (!({cond})) RAISE(cx); /* {op} */")
         elif op in ("resubmit", "recirculate"):
-            fl = self._int(ex, params[0])
+            fl = ex.data(params[0])
             reg = L.RESUBMIT if op == "resubmit" else L.RECIRC
             src.emit(f"F[{reg}] = ({fl.src}) & 0xFFFF;")
         else:
@@ -347,7 +347,7 @@ class CGen:
         return False
 
     def _drop(self, src, header_name, path):
-        port = self.prog_drop_port
+        port = self.drop_port
         if header_name is None:
             spec = self.layout.resolve("standard_metadata.egress_spec")
             grp = self.layout.resolve("intrinsic_metadata.mcast_grp")
@@ -358,8 +358,6 @@ class CGen:
         src.emit(f"F[{spec.slot}] = {port & spec.mask}; /* mark_to_drop: egress_spec */")
         if grp is not None:
             src.emit(f"F[{grp.slot}] = 0; /* mcast_grp */")
-
-    prog_drop_port = 511
 
     def _register_index(self, j, path, prim) -> int:
         name = j.get("value") if isinstance(j, dict) else None
@@ -602,7 +600,9 @@ class CGen:
         src.emit("}")
 
     # ------------------------------------------------------------------ checksums and deparser
-    def _checksum_items(self):
+    @functools.cached_property
+    def checksum_items(self):
+        """(name, calculation function, target field, its header's valid slot, condition, JSON) per unit."""
         items = []
         calc_index = {c.get("name"): i for i, c in enumerate(self.cfg.get("calculations", []))}
         for i, c in enumerate(self.cfg.get("checksums", [])):
@@ -622,7 +622,7 @@ class CGen:
         src.emit("static int verify_checksums(pkt_t *pk, pass_ctx_t *cx) {")
         with src.indent():
             src.emit("V *F = pk->F; (void)F; (void)cx; int bad = 0;")
-            for name, calc, ref, valid, cond, c in self._checksum_items():
+            for name, calc, ref, valid, cond, c in self.checksum_items:
                 if not c.get("verify", True):
                     continue
                 test = f"F[{valid}]" + (f" && ({cond})" if cond else "")
@@ -630,7 +630,6 @@ class CGen:
             src.emit("return bad;")
         src.emit("}")
         src.emit()
-        self.has_verify = any(c.get("verify", True) for *_, c in self._checksum_items())
 
     def _deparser(self):
         src = self.src
@@ -640,7 +639,7 @@ class CGen:
         src.emit("static int64_t deparse(pkt_t *pk, pass_ctx_t *cx, uint8_t *out, uint32_t cap) {")
         with src.indent():
             src.emit("V *F = pk->F; (void)F; uint32_t n = 0;")
-            for name, calc, ref, _, cond, c in self._checksum_items():
+            for name, calc, ref, _, cond, c in self.checksum_items:
                 if not c.get("update", True):
                     continue
                 stmt = f"F[{ref.slot}] = (V)({calc}(pk, cx) & {c_int(ref.mask)}); /* update checksum {name} */"
@@ -784,9 +783,9 @@ class CGen:
             t.emit(f"#define MASK_{name.upper()} {m}")
         for reg in ("EXIT", "PKTLEN", "ILEN", "RESUBMIT", "RECIRC"):
             t.emit(f"#define L_{reg} {getattr(L, reg)}")
-        t.emit(f"#define HAS_VERIFY {1 if self.has_verify else 0}")
+        t.emit(f"#define HAS_VERIFY {1 if self.prog.has_verify else 0}")
         t.emit(f"#define QUEUEING {1 if self.prog.queueing else 0}")
-        t.emit(f"#define DROP_PORT {self.prog_drop_port}")
+        t.emit(f"#define DROP_PORT {self.drop_port}")
         t.emit(f"#define PORT_MAX {std.egress_port.mask}")
         template = [k for k, h in ((h.valid, h) for h in L.headers.values()) if h.metadata]
         t.emit("static void pkt_template(pkt_t *pk) {")
@@ -835,6 +834,4 @@ def _as_int(s):
 
 def generate_c(cfg: dict, prog, drop_port: int = 511) -> str:
     """The C source of the program `cfg`, already compiled (and so validated) by the Python engine."""
-    gen = CGen(cfg, prog)
-    gen.prog_drop_port = drop_port
-    return gen.generate()
+    return CGen(cfg, prog, drop_port).generate()
