@@ -277,8 +277,9 @@ class ExprCompiler:
             return str(hdr.static_base + offset)
         return f"{hdr.src} + {offset}"
 
-    def _masked_shift(self, left, right):
-        """`(a << b) & mask` with a run-time shift amount: computed without building a huge int."""
+    def masked_shift_operands(self, left, right):
+        """(a, amount, mask) compiled, when `left & right` is `(a << amount) & mask` with a run-time
+        amount and a constant mask (so a target can compute it without the unmasked shift); else None."""
         for shift_j, mask_j in ((left, right), (right, left)):
             if (
                 isinstance(shift_j, dict)
@@ -289,13 +290,20 @@ class ExprCompiler:
                 amount = self.data(shift_j["value"].get("right"))
                 mask = self.data(mask_j)
                 if amount.const is None and mask.const is not None and mask.const >= 0:
-                    a = self.data(shift_j["value"].get("left"))
-                    return _data(f"_shl_masked({a.src}, {amount.src}, {mask.const})", bits=mask.const.bit_length())
+                    return self.data(shift_j["value"].get("left")), amount, mask
         return None
+
+    def _masked_shift(self, left, right):
+        """`(a << b) & mask` with a run-time shift amount: computed without building a huge int."""
+        operands = self.masked_shift_operands(left, right)
+        if operands is None:
+            return None
+        a, amount, mask = operands
+        return _data(f"_shl_masked({a.src}, {amount.src}, {mask.const})", bits=mask.const.bit_length())
 
     def _arith(self, op, a: Value, b: Value) -> Value:
         if a.const is not None and b.const is not None:
-            folded = _fold(op, a.const, b.const)
+            folded = fold(op, a.const, b.const)
             if folded is not None:
                 return _const(folded)
         bits = None
@@ -350,7 +358,8 @@ class ExprCompiler:
         return _data(f"_sat_cast({src.src}, {w})")
 
 
-def _fold(op, a, b):
+def fold(op, a, b):
+    """`a op b` of two constants, or None when BMv2 would raise or the result would be unreasonably wide."""
     if op == "+":
         return a + b
     if op == "-":

@@ -10,7 +10,7 @@ drops the packet the same way.
 
 from dataclasses import dataclass
 
-from emulator.engine.expressions import ExprCompiler
+from emulator.engine.expressions import ExprCompiler, fold
 from emulator.engine.jsonutil import hexstr, malformed, unsupported
 from emulator.engine.layout import StackSlots
 
@@ -229,25 +229,15 @@ class CExpr(ExprCompiler):
         raise unsupported(f"expression operator '{op}'", self.path, e)
 
     def _masked_shift(self, left, right):
-        for shift_j, mask_j in ((left, right), (right, left)):
-            if (
-                isinstance(shift_j, dict)
-                and shift_j.get("type") == "expression"
-                and isinstance(shift_j.get("value"), dict)
-                and shift_j["value"].get("op") == "<<"
-            ):
-                amount = self.data(shift_j["value"].get("right"))
-                mask = self.data(mask_j)
-                if amount.const is None and mask.const is not None and mask.const >= 0:
-                    a = self.data(shift_j["value"].get("left"))
-                    return CVal(
-                        f"v_shl_masked(cx, {a.src}, {amount.src}, {mask.src}, {mask.const.bit_length()})", "data"
-                    )
-        return None
+        operands = self.masked_shift_operands(left, right)
+        if operands is None:
+            return None
+        a, amount, mask = operands
+        return CVal(f"v_shl_masked(cx, {a.src}, {amount.src}, {mask.src}, {mask.const.bit_length()})", "data")
 
     def _arith(self, op, a: CVal, b: CVal) -> CVal:
         if a.const is not None and b.const is not None:
-            folded = _fold(op, a.const, b.const)
+            folded = fold(op, a.const, b.const)
             if folded is not None and -(1 << 126) <= folded < (1 << 126):
                 return _const(folded)
         if op in ("&", "|", "^", "+", "-", "*"):
@@ -271,22 +261,6 @@ class CExpr(ExprCompiler):
         if op == "%":
             return CVal(f"v_mod(cx, {a.src}, {b.src})", "data")
         raise AssertionError(op)
-
-
-def _fold(op, a, b):
-    ops = {
-        "+": lambda: a + b,
-        "-": lambda: a - b,
-        "*": lambda: a * b,
-        "&": lambda: a & b,
-        "|": lambda: a | b,
-        "^": lambda: a ^ b,
-        "<<": lambda: a << b if 0 <= b <= 126 else None,
-        ">>": lambda: a >> b if b >= 0 else None,
-        "/": lambda: a // b if a >= 0 and b > 0 else None,
-        "%": lambda: a % b if a >= 0 and b > 0 else None,
-    }
-    return ops[op]()
 
 
 def store(dst: str, width: int, signed: bool, value: CVal) -> str:
