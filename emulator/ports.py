@@ -99,28 +99,20 @@ class PortLoop:
     def open(self) -> None:
         """Open every port's socket (InterfaceError names the first interface that fails)."""
         try:
-            self.open_sockets()
-            if self.pcap_dir is not None:
-                for port, iface in sorted(self.ports.items()):
+            for port, iface in sorted(self.ports.items()):
+                sock, filters = open_port_socket(iface)
+                self._sockets[port] = sock
+                self._filters_outgoing[port] = filters
+                if self.pcap_dir is not None:
                     self._captures[port] = PortCapture(self.pcap_dir, iface)
         except Exception:
             self.close()
             raise
 
-    def open_sockets(self) -> None:
-        for port, iface in sorted(self.ports.items()):
-            sock, filters = open_port_socket(iface)
-            self._sockets[port] = sock
-            self._filters_outgoing[port] = filters
-
-    def close_sockets(self) -> None:
-        """Close the ports' sockets, keeping the captures (another loop serves the ports meanwhile)."""
+    def close(self) -> None:
         for sock in self._sockets.values():
             sock.close()
         self._sockets.clear()
-
-    def close(self) -> None:
-        self.close_sockets()
         for capture in self._captures.values():
             capture.close()
         self._captures.clear()
