@@ -68,14 +68,7 @@ def measure(sw, traffic, packets: int, seconds: float) -> dict:
         done += batch
         if time.perf_counter() > deadline:
             break
-    elapsed = time.perf_counter() - start
-    return {
-        "packets": done,
-        "frames_out": out,
-        "seconds": round(elapsed, 3),
-        "pps": round(done / elapsed, 1),
-        "us_per_packet": round(elapsed / done * 1e6, 2),
-    }
+    return figures(done, out, time.perf_counter() - start)
 
 
 def measure_batched(sw, traffic, packets: int) -> dict:
@@ -83,10 +76,13 @@ def measure_batched(sw, traffic, packets: int) -> dict:
     batch = sw.prepare_batch([traffic[i % len(traffic)] for i in range(packets)])
     start = time.perf_counter()
     out = sw.process_batch(batch, keep=False)
-    elapsed = time.perf_counter() - start
+    return figures(packets, out, time.perf_counter() - start)
+
+
+def figures(packets: int, frames_out: int, elapsed: float) -> dict:
     return {
         "packets": packets,
-        "frames_out": out,
+        "frames_out": frames_out,
         "seconds": round(elapsed, 4),
         "pps": round(packets / elapsed, 1),
         "us_per_packet": round(elapsed / packets * 1e6, 3),
