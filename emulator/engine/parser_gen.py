@@ -20,6 +20,27 @@ from emulator.engine.primitives import ActionBody
 MAX_INLINE_DEPTH = 24
 
 
+def split_transitions(st: dict, path: str) -> tuple:
+    """(next state of the first `default` case, [(case, its JSON path)]) of a parse state's select."""
+    default, cases = None, []
+    has_default = False
+    for j, t in enumerate(st.get("transitions", [])):
+        tpath = f"{path}.transitions[{j}]"
+        kind = t.get("type", "hexstr")
+        if kind == "hexstr" and t.get("value") == "default":
+            kind = "default"  # old JSON format
+        if kind == "default":
+            if not has_default:
+                default, has_default = t.get("next_state"), True
+        elif kind == "hexstr":
+            cases.append((t, tpath))
+        elif kind == "parse_vset":
+            raise unsupported("parse value sets (parse_vset transitions)", tpath, t)
+        else:
+            raise malformed(f"transition type {kind!r}", tpath, t)
+    return default, cases
+
+
 class ParserGen:
     def __init__(self, parser: dict, path: str, layout, ns, env, errors: dict, codecs: dict):
         self.parser = parser
@@ -226,23 +247,7 @@ class ParserGen:
         return " | ".join(parts), total
 
     def _transitions(self, src, st, path, pending, depth):
-        transitions = st.get("transitions", [])
-        default, cases = None, []
-        has_default = False
-        for j, t in enumerate(transitions):
-            tpath = f"{path}.transitions[{j}]"
-            kind = t.get("type", "hexstr")
-            if kind == "hexstr" and t.get("value") == "default":
-                kind = "default"  # old JSON format
-            if kind == "default":
-                if not has_default:
-                    default, has_default = t.get("next_state"), True
-            elif kind == "hexstr":
-                cases.append((t, tpath))
-            elif kind == "parse_vset":
-                raise unsupported("parse value sets (parse_vset transitions)", tpath, t)
-            else:
-                raise malformed(f"transition type {kind!r}", tpath, t)
+        default, cases = split_transitions(st, path)
         if not cases:
             self._goto(src, default, pending, depth)
             return

@@ -16,6 +16,7 @@ falls back to the Python backend with a notice.
 import functools
 
 from emulator.engine.jsonutil import hexstr, hexstr_bytes, malformed, source_of, unsupported
+from emulator.engine.parser_gen import split_transitions
 from emulator.native.cexpr import CExpr, Consts, CVal, c_int, store
 
 GENERATOR_VERSION = 1
@@ -536,16 +537,8 @@ class CGen:
             raise unsupported(f"parser operation '{kind}'", path, op)
 
     def _transitions(self, src, st, path):
-        default, cases, has_default = None, [], False
-        for t in st.get("transitions", []):
-            kind = t.get("type", "hexstr")
-            if kind == "hexstr" and t.get("value") == "default":
-                kind = "default"
-            if kind == "default":
-                if not has_default:
-                    default, has_default = t.get("next_state"), True
-            else:
-                cases.append(t)
+        default, cases = split_transitions(st, path)
+        cases = [t for t, _ in cases]
 
         def goto(name):
             return "goto accept;" if name is None else f"goto S_{_cname(name)};"
