@@ -95,6 +95,30 @@ def in_threads(n: int, fn, timeout: float = 300.0) -> list:
     return out
 
 
+def _train_rank(rank, n, pg, workload, data, cfg, mode, aggregator, config, thc_hook, fix32_hook, bucket_cap_mb):
+    """One worker's part of ``train_ddp``: the loss on a fixed batch before and after, final parameters."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    probe = slice(0, 64)
+    with _seeding:
+        model = workload.build(cfg.seed)
+    with torch.no_grad():
+        before = float(train.loss_of(model, data.x_train[probe], data.y_train[probe]))
+    cap = {} if bucket_cap_mb is None else {"bucket_cap_mb": bucket_cap_mb}
+    wrapped = DDP(model, process_group=pg, **cap)
+    state, hook = hook_for(mode, rank, n, pg, aggregator, config, thc_hook, fix32_hook)
+    wrapped.register_comm_hook(state, hook)
+    train.train(wrapped, data, cfg, rank, n, lambda record: None)
+    with torch.no_grad():
+        after = float(train.loss_of(model, data.x_train[probe], data.y_train[probe]))
+    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
+    del wrapped  # the reducer goes before its process group
+    gc.collect()
+    if hasattr(state, "close"):
+        state.close()  # thc_hook's aggregation thread
+    return {"before": before, "after": after, "params": params, "state": state}
+
+
 def train_ddp(
     model_name: str,
     mode: str,
@@ -111,31 +135,56 @@ def train_ddp(
     workload = workloads.get(model_name)
     data = workload.load()
     cfg = train.config_for(workload, steps=steps, batch_size=batch_size)
-    probe = slice(0, 64)
     aggs = switch_aggregators(n, config or THCConfig(chunk=2048)) if mode in ("thc", "fix32") else [None] * n
     store = dist.HashStore()
     prefix = f"c{next(_prefixes)}"
 
     def work(rank):
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
         pg = gloo_group(dist.PrefixStore(prefix, store), rank, n)
-        with _seeding:
-            model = workload.build(cfg.seed)
-        with torch.no_grad():
-            before = float(train.loss_of(model, data.x_train[probe], data.y_train[probe]))
-        cap = {} if bucket_cap_mb is None else {"bucket_cap_mb": bucket_cap_mb}
-        wrapped = DDP(model, process_group=pg, **cap)
-        state, hook = hook_for(mode, rank, n, pg, aggs[rank], config, thc_hook, fix32_hook)
-        wrapped.register_comm_hook(state, hook)
-        train.train(wrapped, data, cfg, rank, n, lambda record: None)
-        with torch.no_grad():
-            after = float(train.loss_of(model, data.x_train[probe], data.y_train[probe]))
-        params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
-        del wrapped  # the reducer goes before its process group
-        gc.collect()
-        if hasattr(state, "close"):
-            state.close()  # thc_hook's aggregation thread
-        return {"before": before, "after": after, "params": params, "state": state}
+        return _train_rank(
+            rank, n, pg, workload, data, cfg, mode, aggs[rank], config, thc_hook, fix32_hook, bucket_cap_mb
+        )
 
     return in_threads(n, work)
+
+
+def _process_rank(rank, n, store_path, model_name, mode, steps, batch_size, results):
+    torch.set_num_threads(1)
+    workload = workloads.get(model_name)
+    cfg = train.config_for(workload, steps=steps, batch_size=batch_size)
+    pg = gloo_group(dist.FileStore(store_path, n), rank, n)
+    out = _train_rank(rank, n, pg, workload, workload.load(), cfg, mode, None, None, None, None, None)
+    # numpy, not a tensor: a tensor would travel as a shared-memory handle that dies with this process
+    results.put((rank, {"before": out["before"], "after": out["after"], "params": out["params"].numpy()}))
+
+
+def train_ddp_in_processes(
+    model_name: str, mode: str, steps: int, tmp_path, n: int = 2, batch_size: int | None = None, timeout: float = 300.0
+) -> list[dict]:
+    """``train_ddp`` for the gloo modes with every rank a process of its own, as thc-worker runs them: for
+    hooks that must not share a process (torch's powerSGD_hook, whose future callbacks wait on nested
+    all-reduces, aborts the interpreter now and then with ranks as threads)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    store_path = str(tmp_path / f"store-{next(_prefixes)}")
+    procs = [
+        ctx.Process(target=_process_rank, args=(r, n, store_path, model_name, mode, steps, batch_size, results))
+        for r in range(n)
+    ]
+    for p in procs:
+        p.start()
+    out: dict[int, dict] = {}
+    try:
+        for _ in range(n):
+            rank, record = results.get(timeout=timeout)
+            out[rank] = dict(record, params=torch.from_numpy(record["params"]))
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    return [out[r] for r in range(n)]
