@@ -37,7 +37,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from host_agent import workloads
+from host_agent import identity, workloads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,19 +78,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g = p.add_argument_group("job")
     g.add_argument("--mode", choices=MODES, default="thc", help="how gradients are aggregated (default thc)")
-    g.add_argument("--rank", type=int, required=True, help="this worker's rank = its worker id in the THC job")
-    g.add_argument("--world-size", type=int, required=True, help="number of workers")
-    g.add_argument("--master-addr", required=True, help="IPv4 address of rank 0 (TCP rendezvous)")
-    g.add_argument("--master-port", type=int, default=29500, help="TCP rendezvous port (default 29500)")
-    g.add_argument("--iface", required=True, help="this host's interface (gloo and the switch transport use it)")
+    g.add_argument(
+        "--rank",
+        type=int,
+        help="this worker's rank = its worker id in the THC job (default: $RANK, which torchrun sets)",
+    )
+    g.add_argument("--world-size", type=int, help="number of workers (default: $WORLD_SIZE, which torchrun sets)")
+    g.add_argument(
+        "--master-addr",
+        help="IPv4 address of rank 0 for a TCP rendezvous (default: torch's env:// rendezvous from "
+        "$MASTER_ADDR and $MASTER_PORT, which torchrun sets)",
+    )
+    g.add_argument(
+        "--master-port", type=int, default=29500, help="TCP rendezvous port with --master-addr (default 29500)"
+    )
+    g.add_argument(
+        "--iface",
+        help="this host's interface: gloo and the switch transport use it, and --src-ip/--src-mac default to "
+        "its addresses (required for the switch modes; without it gloo picks an interface itself)",
+    )
     g.add_argument(
         "--rendezvous-timeout", type=float, default=120.0, help="seconds to wait for all workers to join (default 120)"
     )
     s = p.add_argument_group("switch (thc and fix32)")
     s.add_argument("--service-ip", help="the aggregating switch's THC service address")
-    s.add_argument("--service-mac", help="MAC the service address resolves to")
-    s.add_argument("--src-ip", help="this host's IPv4 address")
-    s.add_argument("--src-mac", help="this host's MAC address")
+    s.add_argument(
+        "--service-mac",
+        help="MAC the service address resolves to: the switch's, or the next hop's (default: the kernel's "
+        "neighbour entry for --service-ip on --iface, e.g. after a ping)",
+    )
+    s.add_argument("--src-ip", help="this host's IPv4 address (default: --iface's)")
+    s.add_argument("--src-mac", help="this host's MAC address (default: --iface's)")
     s.add_argument("--job-id", type=int, default=1, help="THC job id installed on the switch (default 1)")
     s.add_argument("--window", type=int, default=256, help="requests in flight, <= the job's slots (default 256)")
     s.add_argument(
@@ -158,7 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's, e.g. 0.1 for SGD)")
     r.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
-    r.add_argument("--result", type=Path, help="write the final record (JSON) here")
+    r.add_argument(
+        "--result",
+        type=Path,
+        help="write the final record (JSON) here; '{rank}' in the path becomes the rank (for torchrun, "
+        "whose workers share one command line)",
+    )
     r.add_argument(
         "--model",
         default="mlp-digits",
@@ -210,10 +233,10 @@ def probe(args) -> dict:
     if args.mode == "gloo":
         import torch.distributed as dist
 
-        os.environ["GLOO_SOCKET_IFNAME"] = args.iface
+        use_interface(args.iface)
         dist.init_process_group(
             "gloo",
-            init_method=f"tcp://{args.master_addr}:{args.master_port}",
+            init_method=args.init_method,
             rank=args.rank,
             world_size=args.world_size,
             timeout=timedelta(seconds=args.rendezvous_timeout),
@@ -429,8 +452,17 @@ def cpu_counters() -> dict:
     }
 
 
-def interface_counters(iface: str) -> dict:
-    """Bytes and packets on ``iface`` as this network namespace sees it (/proc/self/net/dev)."""
+def use_interface(iface: str | None) -> None:
+    """gloo's traffic on ``iface`` (without it gloo picks the interface its hostname resolves to)."""
+    if iface is not None:
+        os.environ["GLOO_SOCKET_IFNAME"] = iface
+
+
+def interface_counters(iface: str | None) -> dict:
+    """Bytes and packets on ``iface`` as this network namespace sees it (/proc/self/net/dev); empty
+    without an interface (a worker under torchrun that was not told one)."""
+    if iface is None:
+        return {}
     for line in Path("/proc/self/net/dev").read_text().splitlines()[2:]:
         name, _, rest = line.partition(":")
         if name.strip() == iface:
@@ -515,12 +547,12 @@ def run(args) -> dict:
     from host_agent import train
 
     torch.set_num_threads(1)
-    os.environ["GLOO_SOCKET_IFNAME"] = args.iface
+    use_interface(args.iface)
     before = interface_counters(args.iface)
     started = time.perf_counter()
     dist.init_process_group(
         "gloo",
-        init_method=f"tcp://{args.master_addr}:{args.master_port}",
+        init_method=args.init_method,
         rank=args.rank,
         world_size=args.world_size,
         timeout=timedelta(seconds=args.rendezvous_timeout),
@@ -588,6 +620,25 @@ def run(args) -> dict:
     return result
 
 
+def resolve_identity(args) -> None:
+    """Fill in rank, world size and rendezvous (``args.init_method``) from the options or torchrun's
+    environment, and, for the switch modes, the addresses the options left out from ``--iface``."""
+    who = identity.resolve(args.rank, args.world_size, args.master_addr, args.master_port)
+    args.rank, args.world_size, args.init_method = who.rank, who.world_size, who.init_method
+    if args.result is not None:
+        args.result = Path(str(args.result).replace("{rank}", str(args.rank)))
+    if args.mode not in SWITCH_MODES:
+        return
+    if args.iface is None:
+        raise identity.IdentityError(f"--mode {args.mode} needs --iface: the interface on the way to the switch")
+    if args.src_mac is None:
+        args.src_mac = identity.interface_mac(args.iface)
+    if args.src_ip is None:
+        args.src_ip = identity.interface_ipv4(args.iface)
+    if args.service_mac is None and args.service_ip is not None:
+        args.service_mac = identity.neighbour_mac(args.service_ip, args.iface)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -595,11 +646,13 @@ def main(argv=None) -> int:
     except workloads.UnknownModel as exc:
         print(f"thc-worker: {exc}", file=sys.stderr)
         return 2
-    if not 0 <= args.rank < args.world_size:
-        print(f"thc-worker: --rank {args.rank} is not in 0..{args.world_size - 1}", file=sys.stderr)
-        return 2
     if (args.mode == "plan") != (args.plan is not None):
         print("thc-worker: --mode plan and --plan FILE go together", file=sys.stderr)
+        return 2
+    try:
+        resolve_identity(args)
+    except identity.IdentityError as exc:
+        print(f"thc-worker: {exc}", file=sys.stderr)
         return 2
     missing = [o for o in ("service_ip", "service_mac", "src_ip", "src_mac") if getattr(args, o) is None]
     if args.mode in SWITCH_MODES and missing:
