@@ -112,3 +112,11 @@ def test_the_training_loop_evaluates_every_eval_every_steps(one_torch_thread):
     history = train.train(w.build(0), w.load(), cfg, 0, 1, lambda r: None, metric=w.metric_of)
     assert [e["step"] for e in history["epochs"]] == [4, 8, 10]
     assert all(e["metric"] == e["test_acc"] for e in history["epochs"])
+
+
+def test_accuracy_is_counted_exactly_so_a_target_on_the_boundary_is_reached():
+    logits = torch.zeros(360, 2)
+    logits[:342, 0] = 1  # 342 of 360 right: exactly 95 %, which a float32 mean makes 0.94999999
+    logits[342:, 1] = 1
+    _, acc = train.evaluate(torch.nn.Identity(), logits, torch.zeros(360, dtype=torch.long))
+    assert acc == 0.95 and acc >= workloads.get("cnn-digits").target
