@@ -13,9 +13,9 @@ TARGET      ?= emulator
 WORKERS     ?=
 STEPS       ?=
 MODES       ?=
-MODEL       ?=
+MODEL       ?= cnn-digits
 LOSS        ?=
-BW          ?=
+BW          ?= auto
 P4C         ?= p4c-bm2-ss
 
 .PHONY: all setup apt venv run stop test test-fast lint format bench bench-e2e p4 clean

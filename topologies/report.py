@@ -174,6 +174,54 @@ def speedups(rows: list[ModeSummary]) -> dict[str, dict]:
     return out
 
 
+def verdict_lines(rows: list[ModeSummary]) -> list[str]:
+    """Under the table: how bandwidth-bound gloo was, and THC's time to target against FIX32's and gloo's
+    with the final metrics side by side."""
+    by_mode = {r.mode: r for r in rows}
+    lines = []
+    gloo = by_mode.get("gloo")
+    if gloo is not None and gloo.step_ms > 0:
+        share = gloo.aggregation_ms / gloo.step_ms
+        bound = "bandwidth-bound" if share >= 0.6 else "not bandwidth-bound (below 60 %)"
+        lines.append(
+            f"gloo's communication: {share:.0%} of its step "
+            f"({gloo.aggregation_ms:.1f} of {gloo.step_ms:.1f} ms): {bound}"
+        )
+    thc = by_mode.get("thc")
+    if thc is None:
+        return lines
+    target = _target_text(thc)
+    if thc.time_to_target_s is None:
+        lines.append(f"THC via switch did not reach {target} in {thc.steps} steps")
+        return lines
+    faster = speedups(rows)["thc"]
+    parts = []
+    for base in ("fix32", "gloo"):
+        other = by_mode.get(base)
+        if other is None:
+            continue
+        if faster[f"speedup_vs_{base}"] is None:
+            parts.append(f"{MODE_LABELS[base]} did not reach it")
+        else:
+            parts.append(
+                f"{faster[f'speedup_vs_{base}']:.2f}x {MODE_LABELS[base]} ({other.time_to_target_s:.1f} s, "
+                f"final {_metric_text(other)})"
+            )
+    lines.append(
+        f"THC via switch reached {target} in {thc.time_to_target_s:.1f} s (final {_metric_text(thc)})"
+        + (": speed-up " + "; ".join(parts) if parts else "")
+    )
+    return lines
+
+
+def _target_text(r: ModeSummary) -> str:
+    return f"{r.target:g} bits/char" if r.metric == "bpc" else f"{r.target_acc:.0%} accuracy"
+
+
+def _metric_text(r: ModeSummary) -> str:
+    return f"{r.final_metric:.3f} bits/char" if r.metric == "bpc" else f"{r.final_acc:.3f}"
+
+
 def write_json(path: Path, rows: list[ModeSummary], run_info: dict) -> None:
     """logs/summary.json: at top level the model, link rate and target metric; per mode its figures,
     with time_to_target_s, final_metric and the speed-ups over gloo and FIX32."""
@@ -188,8 +236,9 @@ def write_json(path: Path, rows: list[ModeSummary], run_info: dict) -> None:
     path.write_text(json.dumps(document, indent=1))
 
 
-def plot(path: Path, curves: dict[str, dict], title: str) -> None:
-    """Test loss and accuracy against training wall time, one line per mode.
+def plot(path: Path, curves: dict[str, dict], title: str, rows: list[ModeSummary] | None = None) -> None:
+    """Test loss and accuracy against training wall time, one line per mode; with ``rows`` the accuracy
+    target as a dashed line and each mode's time to target marked on its curve and in the legend.
 
     ``curves``: mode -> rank 0's result record (its ``epochs``)."""
     import matplotlib
@@ -204,8 +253,20 @@ def plot(path: Path, curves: dict[str, dict], title: str) -> None:
         loss = [first] + [e["test_loss"] for e in record["epochs"]]
         acc = [0.1] + [e["test_acc"] for e in record["epochs"]]  # untrained: chance on 10 classes
         label = MODE_LABELS.get(mode, mode)
+        row = next((r for r in rows or () if r.mode == mode), None)
+        if row is not None and row.metric == "accuracy":
+            reached = "not reached" if row.time_to_target_s is None else f"{row.time_to_target_s:.1f} s"
+            label += f" ({reached} to {row.target_acc:.0%})"
         ax_loss.plot(t, loss, marker=".", label=label)
-        ax_acc.plot(t, acc, marker=".", label=label)
+        (line,) = ax_acc.plot(t, acc, marker=".", label=label)
+        if row is not None and row.metric == "accuracy" and row.time_to_target_s is not None:
+            at = next(e["test_acc"] for e in record["epochs"] if e["t"] == row.time_to_target_s)
+            ax_acc.plot(
+                [row.time_to_target_s], [at], marker="o", markersize=10, fillstyle="none", color=line.get_color()
+            )
+    accuracy_rows = [r for r in rows or () if r.metric == "accuracy"]
+    if accuracy_rows:
+        ax_acc.axhline(accuracy_rows[0].target_acc, color="grey", linestyle="--", linewidth=1)
     ax_loss.set(xlabel="training wall time (s)", ylabel="test loss (cross-entropy)", yscale="log")
     ax_acc.set(xlabel="training wall time (s)", ylabel="test accuracy", ylim=(0, 1))
     for ax in (ax_loss, ax_acc):

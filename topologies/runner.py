@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from controller import contract
@@ -27,7 +28,7 @@ from controller.topology import MAX_WORKERS, Topology, TopologyError
 from controller.usage import OneLineParser, positive_number
 from host_agent import workloads
 from host_agent.worker import SWITCH_MODES
-from topologies import interrupts, supervisor
+from topologies import interrupts, link_rate, supervisor
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOPO = "topologies/star4.json"
@@ -68,6 +69,28 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _bandwidth(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: Mbit/s as a number, or 'auto'") from None
+    if not 0 < value <= 1000:
+        raise argparse.ArgumentTypeError(f"{text}: must be in (0, 1000] Mbit/s")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: a share in (0, 1), like 0.9")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="thc-run",
@@ -103,7 +126,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="number of workers: a star topology grows/shrinks to N hosts, others use their first N",
     )
-    net.add_argument("--bw", type=float, metavar="MBITS", help="bandwidth of every link in Mbit/s (htb)")
+    net.add_argument(
+        "--bw",
+        type=_bandwidth,
+        metavar="MBITS|auto",
+        help="bandwidth of every link in Mbit/s (htb), or 'auto': slow enough that gloo's all-reduce spends "
+        "--comm-share of its step communicating, from this machine's measured compute per step "
+        "(topologies/link_rate.py; make run's default). Default: unconstrained",
+    )
+    net.add_argument(
+        "--comm-share",
+        type=_share,
+        default=link_rate.DEFAULT_SHARE,
+        metavar="S",
+        help=f"with --bw auto: gloo's communication share of its step to aim at (default {link_rate.DEFAULT_SHARE})",
+    )
     net.add_argument(
         "--loss", type=float, metavar="PCT", help="random loss of every link, percent per direction (e.g. 1)"
     )
@@ -290,11 +327,22 @@ def load_topology(args) -> Topology:
     topo = Topology.load(path)
     if args.workers is not None:
         topo = topo.with_workers(args.workers)
-    if args.bw is not None and not 0 < args.bw <= 1000:
-        raise RunError(f"--bw {args.bw}: must be in (0, 1000] Mbit/s")
     if args.loss is not None and not 0 <= args.loss < 100:
         raise RunError(f"--loss {args.loss}: must be in [0, 100) percent")
-    return topo.with_link_params(bw=args.bw, loss=args.loss)
+    return topo.with_link_params(bw=None if args.bw == "auto" else args.bw, loss=args.loss)
+
+
+def choose_link_rate(args, topo: Topology):
+    """--bw auto: measure a step's compute here and pick the rate (link_rate); the topology with it."""
+    from host_agent import train
+
+    workload = workloads.get(args.model)
+    compute_ms = link_rate.measure_compute_ms(args.model, args.batch_size)
+    parameters = train.count_parameters(workload.build(args.seed))
+    cores = link_rate.usable_cores()
+    choice = link_rate.choose(parameters, len(topo.workers), compute_ms, cores, args.comm_share)
+    say(choice.describe(len(topo.workers), cores))
+    return choice, topo.with_link_params(bw=choice.mbit, loss=args.loss)
 
 
 def parse_modes(text: str) -> list[str]:
@@ -359,16 +407,16 @@ class Progress:
         kind = event.get("event")
         if kind == "start":
             self.ready += 1
-            self.bar.set_description_str(f"{self.mode:5s} {self.ready}/{self.n_workers} ready")
+            self.bar.set_description_str(f"{self.mode:5s} {self.ready}/{self.n_workers} ready", refresh=False)
         elif kind == "step":
             self.steps[worker.rank] = event["step"]
             if worker.rank == 0:
                 self.loss = event["loss"]
             slowest = min(self.steps.get(r, 0) for r in range(self.n_workers))
             if slowest > self.bar.n:
-                self.bar.update(slowest - self.bar.n)
-                self.bar.set_description_str(f"{self.mode:5s} training")
+                self.bar.set_description_str(f"{self.mode:5s} training", refresh=False)
                 self._postfix()
+                self.bar.update(slowest - self.bar.n)  # redraws at most every mininterval
         elif kind == "epoch":
             self.acc = event["test_acc"]
             self._postfix()
@@ -386,7 +434,7 @@ class Progress:
             parts.append(f"loss {self.loss:.3f}")
         if self.acc is not None:
             parts.append(f"acc {self.acc:.3f}")
-        self.bar.set_postfix_str(", ".join(parts))
+        self.bar.set_postfix_str(", ".join(parts), refresh=False)
 
     def close(self):
         self.bar.close()
@@ -402,6 +450,10 @@ def run(args) -> int:
     topo = load_topology(args)
     check_switch_exe(args.switch_exe)
     check_prerequisites()
+    auto = None
+    if args.bw == "auto":
+        auto, topo = choose_link_rate(args, topo)
+        args.bw = auto.mbit
     log_dir = Path(args.log_dir).resolve()
     pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -458,6 +510,8 @@ def run(args) -> int:
             curves[mode] = min(results, key=lambda r: r["rank"])
         print()
         print(report.table(summaries))
+        for line in report.verdict_lines(summaries):
+            print(line)
         if args.loss:
             print(report.loss_lines(summaries, args.loss))
         run_info = {
@@ -469,6 +523,7 @@ def run(args) -> int:
             "loss_pct": args.loss,
             "modes": modes,
             "model": args.model,
+            "bw_auto": None if auto is None else asdict(auto),
         }
         report.write_json(log_dir / "summary.json", summaries, run_info)
         report.plot(
@@ -476,7 +531,9 @@ def run(args) -> int:
             curves,
             f"{topo.name}, {len(topo.workers)} workers, {args.target}"
             + (f", {args.bw:g} Mbit/s" if args.bw else "")
-            + (f", {args.loss:g}% loss" if args.loss else ""),
+            + (f", {args.loss:g}% loss" if args.loss else "")
+            + f", {args.model}",
+            summaries,
         )
         say(f"summary: {log_dir / 'summary.json'}, plot: {log_dir / 'training.png'}")
         return 0

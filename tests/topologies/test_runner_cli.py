@@ -49,7 +49,9 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
         (["--workers", "40"], 2, ["argument --workers", "must be 1..32"]),
         (["--target", "tofino"], 2, ["argument --target", "invalid choice"]),
         (["--modes", "thc,zip"], 1, ["--modes 'thc,zip'", "choose from thc, fix32, gloo"]),
-        (["--bw", "0"], 1, ["--bw 0.0", "(0, 1000]"]),
+        (["--bw", "0"], 2, ["argument --bw", "0: must be in (0, 1000]"]),
+        (["--bw", "fast"], 2, ["argument --bw", "'fast': Mbit/s as a number, or 'auto'"]),
+        (["--bw", "auto", "--comm-share", "1"], 2, ["argument --comm-share", "a share in (0, 1)"]),
         (["--topo", "/nonexistent.json"], 1, ["cannot read topology file /nonexistent.json"]),
         (["--topo", "{bad}"], 1, ["bad.json:", "switches.s1.grpc_port: 99999", "1024..65535"]),
         (
