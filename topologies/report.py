@@ -52,6 +52,7 @@ class ModeSummary:
     metric: str = "accuracy"  # the model's target metric: "accuracy" or "bpc" (validation bits per character)
     final_metric: float | None = None  # its last evaluation
     target: float | None = None  # the time to target's threshold on that metric
+    steps_to_target: int | None = None  # the optimizer steps done by the evaluation that reached it
 
 
 def summarize(mode: str, results: list[dict], target_acc: float, switch_events: dict | None = None) -> ModeSummary:
@@ -60,10 +61,11 @@ def summarize(mode: str, results: list[dict], target_acc: float, switch_events: 
     metric = rank0.get("metric", "accuracy")
     if metric == "accuracy":  # --target-acc applies
         target = target_acc
-        reached = next((e["t"] for e in rank0["epochs"] if e["test_acc"] >= target), None)
+        hit = next((e for e in rank0["epochs"] if e["test_acc"] >= target), None)
     else:  # lower is better: the model's own target (thc-worker records it)
         target = rank0["target"]
-        reached = next((e["t"] for e in rank0["epochs"] if e["metric"] <= target), None)
+        hit = next((e for e in rank0["epochs"] if e["metric"] <= target), None)
+    reached = None if hit is None else hit["t"]
     step_times = [s["step_time"] for r in results for s in r["steps"]]
     aggregation = [sum(r["aggregation_s"]) / max(len(r["steps"]), 1) for r in results]
     aggregation_s = statistics.mean(aggregation)
@@ -93,6 +95,7 @@ def summarize(mode: str, results: list[dict], target_acc: float, switch_events: 
         metric=metric,
         final_metric=rank0.get("final_metric", rank0["final_test_acc"]),
         target=target,
+        steps_to_target=None if hit is None else hit["step"],
     )
 
 

@@ -409,6 +409,8 @@ class Progress:
             self.ready += 1
             self.bar.set_description_str(f"{self.mode:5s} {self.ready}/{self.n_workers} ready", refresh=False)
         elif kind == "step":
+            if not self.steps:
+                self.bar.reset()  # the rate and ETA count from the first step, not from the workers' start
             self.steps[worker.rank] = event["step"]
             if worker.rank == 0:
                 self.loss = event["loss"]

@@ -124,7 +124,7 @@ class Testbed:
                 raise
             self.last_switch_events = counter_delta(self.control.stats(), before)
         finally:
-            if options.mode != "gloo":
+            if options.mode in SWITCH_MODES:
                 self.end_job(options)
         if options.probe_rounds:
             import numpy as np

@@ -1,0 +1,222 @@
+"""Time to target per model and mode at several link rates: where THC's compression starts to pay.
+
+    sudo .venv/bin/python bench/bench_tta.py [--models cnn-digits,mlp2-digits] [--modes thc,fix32,gloo]
+                                             [--bw 50,20,10] [--steps 200] [--workers 4]
+
+For every model the star topology is brought up once; at every link rate of --bw (set on the running
+links) each mode trains the model from the same initialisation for --steps steps (thc-worker on every
+host, as `thc-run` runs them), and the time to the model's target is taken from rank 0's evaluations.
+
+Printed per model: for every rate and mode the time to target, the steps it took, the final metric, the
+time per step and beside it the link-bytes bound of a step (the busiest worker link's busiest direction
+at the link rate), and THC's speed-ups over gloo and FIX32. Written: bench/out/bench_tta.json and
+bench/out/bench_tta.png (THC's time-to-target speed-up over gloo and over FIX32 against link rate, one
+panel per model: the crossover). Figures only, no assertion: they depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from controller.topology import Topology  # noqa: E402
+from host_agent import workloads  # noqa: E402
+from topologies import report  # noqa: E402
+
+MODES = ("thc", "fix32", "gloo")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--models",
+        default="cnn-digits,mlp2-digits",
+        help="comma-separated workloads (" + ", ".join(workloads.names()) + "; default cnn-digits,mlp2-digits)",
+    )
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default thc,fix32,gloo)")
+    p.add_argument("--bw", default="50,20,10", help="link rates in Mbit/s, comma-separated (default 50,20,10)")
+    p.add_argument("--steps", type=int, default=200, help="training steps per mode (default 200)")
+    p.add_argument("--workers", type=int, default=4, help="workers in the star (default 4)")
+    p.add_argument(
+        "--backend",
+        choices=("auto", "native", "python"),
+        default="auto",
+        help="software switch engine (default auto = native when it can run the program)",
+    )
+    p.add_argument("--window", type=int, default=256, help="requests in flight per worker (default 256)")
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="output directory (default bench/out)")
+    args = p.parse_args(argv)
+    try:
+        args.models = [workloads.get(m).name for m in args.models.split(",") if m]
+    except workloads.UnknownModel as exc:
+        p.error(str(exc))
+    args.modes = [m for m in args.modes.split(",") if m]
+    if unknown := [m for m in args.modes if m not in report.MODE_LABELS]:
+        p.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(report.MODE_LABELS)}")
+    try:
+        args.rates = sorted({float(b) for b in args.bw.split(",") if b}, reverse=True)
+    except ValueError:
+        p.error(f"--bw {args.bw!r}: Mbit/s numbers, comma-separated")
+    if not args.rates or not all(0 < r <= 1000 for r in args.rates):
+        p.error("--bw: rates in (0, 1000] Mbit/s")
+    return args
+
+
+def step_bound_ms(row: report.ModeSummary, bw_mbit: float) -> float:
+    """The link-bytes bound of one step: the busier direction of a worker's link at the link rate (the
+    mean worker; links are full duplex)."""
+    return max(row.sent_bytes_per_step, row.received_bytes_per_step) * 8 / (bw_mbit * 1e3)
+
+
+def record(model: str, bw: float, row: report.ModeSummary) -> dict:
+    return {
+        "model": model,
+        "bw_mbit": bw,
+        "mode": row.mode,
+        "time_to_target_s": row.time_to_target_s,
+        "steps_to_target": row.steps_to_target,
+        "target": row.target,
+        "metric": row.metric,
+        "final_metric": row.final_metric,
+        "step_ms": row.step_ms,
+        "step_bound_ms": step_bound_ms(row, bw),
+        "summary": asdict(row),
+    }
+
+
+def speedups(records: list[dict]) -> dict[tuple[str, float], dict]:
+    """(model, rate) -> THC's time-to-target speed-up over gloo and over FIX32 (None where one of the two
+    did not reach the target)."""
+    out = {}
+    for model, bw in dict.fromkeys((r["model"], r["bw_mbit"]) for r in records):
+        tta = {r["mode"]: r["time_to_target_s"] for r in records if (r["model"], r["bw_mbit"]) == (model, bw)}
+        thc = tta.get("thc")
+        out[(model, bw)] = {
+            f"thc_vs_{base}": (tta[base] / thc if thc and tta.get(base) else None) for base in ("gloo", "fix32")
+        }
+    return out
+
+
+def print_model(model: str, records: list[dict], faster: dict) -> None:
+    rows = [r for r in records if r["model"] == model]
+    if not rows:
+        return
+    first = rows[0]
+    target = f"{first['target']:g} bits/char" if first["metric"] == "bpc" else f"{first['target']:.0%}"
+    print(f"\n{model}: time to {target} (rank 0's evaluations); step ms beside its link-bytes bound")
+    print(f"{'Mbit/s':>6s}  {'mode':22s} {'to target':>10s} {'steps':>6s} {'final':>7s} {'step ms':>8s} {'bound':>7s}")
+    for r in rows:
+        tta = "-" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.1f} s"
+        steps = "-" if r["steps_to_target"] is None else str(r["steps_to_target"])
+        print(
+            f"{r['bw_mbit']:6g}  {report.MODE_LABELS[r['mode']]:22s} {tta:>10s} {steps:>6s} "
+            f"{r['final_metric']:7.3f} {r['step_ms']:8.1f} {r['step_bound_ms']:7.1f}"
+        )
+    for (m, bw), s in faster.items():
+        if m == model:
+            parts = [f"{v:.2f}x over {k[7:]}" for k, v in s.items() if v is not None]
+            print(f"  THC at {bw:g} Mbit/s: " + (", ".join(parts) if parts else "no speed-up to report"))
+
+
+def plot(path: Path, models: list[str], faster: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        rates = sorted(bw for m, bw in faster if m == model)
+        for key, label in (("thc_vs_gloo", "THC over gloo all-reduce"), ("thc_vs_fix32", "THC over FIX32 via switch")):
+            points = [(bw, faster[(model, bw)][key]) for bw in rates if faster[(model, bw)][key] is not None]
+            if points:
+                ax.plot(*zip(*points), marker="o", label=label)
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+        ax.set(xscale="log", xlabel="link rate (Mbit/s)", ylabel="time-to-target speed-up (x)", title=model)
+        ax.grid(alpha=0.3, which="both")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+        else:
+            ax.text(0.5, 0.5, "no mode pair reached the target", ha="center", transform=ax.transAxes)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench_tta needs root (Mininet network namespaces): sudo .venv/bin/python bench/bench_tta.py")
+        return 2
+    from mininet.log import setLogLevel
+
+    from topologies.runner import Progress
+    from topologies.testbed import Testbed
+    from topologies.workers import WorkerOptions
+
+    setLogLevel("critical")
+    topo = Topology.load(REPO / "topologies" / "star4.json").with_workers(args.workers)
+    topo = topo.with_link_params(bw=args.rates[0])
+    args.out.mkdir(parents=True, exist_ok=True)
+    say = lambda message: print(f"bench_tta: {message}", flush=True)
+    records: list[dict] = []
+    started = time.monotonic()
+    run = 0
+    for model in args.models:
+        with Testbed(topo, args.out / "bench_tta_logs" / model, switch_backend=args.backend, say=say) as bed:
+            for bw in args.rates:
+                bed.net.set_bandwidth(bw)
+                for mode in args.modes:
+                    run += 1
+                    say(f"{model} at {bw:g} Mbit/s: {mode}, {args.steps} steps")
+                    progress = Progress(mode, args.steps, len(topo.workers))
+                    try:
+                        results = bed.run_workers(
+                            WorkerOptions(
+                                mode=mode,
+                                steps=args.steps,
+                                model=model,
+                                job_id=run % 250 + 1,
+                                master_port=29600 + run % 1000,
+                                switch_timeout=60,
+                                window=args.window,
+                            ),
+                            progress,
+                        )
+                    finally:
+                        progress.close()
+                    row = report.summarize(mode, results, workloads.get(model).target)
+                    records.append(record(model, bw, row))
+                    tta = "not reached" if row.time_to_target_s is None else f"{row.time_to_target_s:.1f} s"
+                    say(f"  {mode}: time to target {tta}, step {row.step_ms:.1f} ms")
+    elapsed = time.monotonic() - started
+    faster = speedups(records)
+    for model in args.models:
+        print_model(model, records, faster)
+    document = {
+        "workers": args.workers,
+        "steps": args.steps,
+        "rates_mbit": args.rates,
+        "modes": args.modes,
+        "runs": records,
+        "speedups": [{"model": m, "bw_mbit": bw, **s} for (m, bw), s in faster.items()],
+        "elapsed_s": elapsed,
+    }
+    (args.out / "bench_tta.json").write_text(json.dumps(document, indent=1))
+    plot(args.out / "bench_tta.png", args.models, faster)
+    print(f"\nwrote {args.out / 'bench_tta.json'} and {args.out / 'bench_tta.png'} ({elapsed:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
