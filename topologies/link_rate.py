@@ -11,17 +11,21 @@ compression can show. The runner therefore slows the links until plain DDP's rin
     gloo bytes per step    = 2 (n - 1) / n x 4 bytes x parameters x TCP/IP framing, per worker and direction
     rate                   = gloo bytes x 8 / (compute wall x share / (1 - share)), rounded down
 
-Rounding down only raises the share. The runner reports the share gloo actually had after the run.
+Rounding down only raises the share. A busy machine measures a slow step and so picks slow links, which
+would stretch the run: the rate is raised, if need be, until gloo's communication for the whole run fits
+``budget_s`` (the share is then lower, and says so). The runner reports the share gloo actually had.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
 from dataclasses import dataclass
 
 DEFAULT_SHARE = 0.9  # gloo's communication / its step time that --bw auto aims at (the issue's floor: 0.6)
+DEFAULT_BUDGET_S = 45.0  # at most this much of gloo's training time communicating (make run: <= 3 minutes)
 TCP_FRAMING = 1514 / 1448  # an Ethernet frame per 1448-byte TCP segment (timestamps on): 14 + 20 + 32 bytes
 MIN_MBIT, MAX_MBIT = 1, 1000  # the rates the runner accepts (htb on a veth)
 
@@ -34,14 +38,18 @@ class LinkChoice:
     gloo_bytes: float  # per worker and direction per step
     gloo_comm_ms: float  # at mbit
     share: float  # gloo's expected communication share at mbit
+    raised_for_budget: bool = False  # the share's rate would have exceeded the time budget
 
     def describe(self, workers: int, cores: int) -> str:
-        return (
+        text = (
             f"links {self.mbit:g} Mbit/s (--bw auto): gloo's all-reduce moves {self.gloo_bytes / 1e3:,.0f} KB per "
             f"worker per step, {self.gloo_comm_ms:.0f} ms at that rate, against {self.compute_wall_ms:.1f} ms of "
             f"compute per step here ({self.compute_ms:.1f} ms per worker, {workers} workers on {cores} cores): "
             f"communication ~{self.share:.0%} of gloo's step"
         )
+        if self.raised_for_budget:
+            text += " (raised from a slower rate so that the run keeps to its time budget)"
+        return text
 
 
 def gloo_bytes_per_step(parameters: int, workers: int) -> float:
@@ -51,19 +59,33 @@ def gloo_bytes_per_step(parameters: int, workers: int) -> float:
     return 2 * (workers - 1) / workers * 4 * parameters * TCP_FRAMING
 
 
-def choose(parameters: int, workers: int, compute_ms: float, cores: int, share: float = DEFAULT_SHARE) -> LinkChoice:
-    """The rate (whole Mbit/s, rounded down) at which gloo's communication is ``share`` of its step."""
+def choose(
+    parameters: int,
+    workers: int,
+    compute_ms: float,
+    cores: int,
+    share: float = DEFAULT_SHARE,
+    steps: int | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+) -> LinkChoice:
+    """The rate (whole Mbit/s, rounded down) at which gloo's communication is ``share`` of its step; with
+    ``steps``, at least the rate (rounded up) at which that communication takes ``budget_s`` in all."""
     if not 0 < share < 1:
         raise ValueError(f"share {share}: must be in (0, 1)")
     wall = compute_ms * max(1.0, workers / cores)
     data = gloo_bytes_per_step(parameters, workers)
+    raised = False
     if data == 0:
         mbit = float(MAX_MBIT)
     else:
         comm_ms = wall * share / (1 - share)
         mbit = float(min(MAX_MBIT, max(MIN_MBIT, int(data * 8 / (comm_ms * 1e3)))))
+        if steps:
+            fits = float(min(MAX_MBIT, math.ceil(data * 8 * steps / (budget_s * 1e6))))
+            raised = fits > mbit
+            mbit = max(mbit, fits)
     comm = data * 8 / (mbit * 1e3)
-    return LinkChoice(mbit, compute_ms, wall, data, comm, comm / (comm + wall) if comm + wall else 0.0)
+    return LinkChoice(mbit, compute_ms, wall, data, comm, comm / (comm + wall) if comm + wall else 0.0, raised)
 
 
 def measure_compute_ms(model_name: str, batch_size: int | None = None, steps: int = 12, warmup: int = 3) -> float:

@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MBITS|auto",
         help="bandwidth of every link in Mbit/s (htb), or 'auto': slow enough that gloo's all-reduce spends "
         "--comm-share of its step communicating, from this machine's measured compute per step "
-        "(topologies/link_rate.py; make run's default). Default: unconstrained",
+        "(topologies/link_rate.py; make run's default), raised if need be so that gloo's communication "
+        f"over --steps fits {link_rate.DEFAULT_BUDGET_S:g} s. Default: unconstrained",
     )
     net.add_argument(
         "--comm-share",
@@ -340,7 +341,7 @@ def choose_link_rate(args, topo: Topology):
     compute_ms = link_rate.measure_compute_ms(args.model, args.batch_size)
     parameters = train.count_parameters(workload.build(args.seed))
     cores = link_rate.usable_cores()
-    choice = link_rate.choose(parameters, len(topo.workers), compute_ms, cores, args.comm_share)
+    choice = link_rate.choose(parameters, len(topo.workers), compute_ms, cores, args.comm_share, steps=args.steps)
     say(choice.describe(len(topo.workers), cores))
     return choice, topo.with_link_params(bw=choice.mbit, loss=args.loss)
 

@@ -63,3 +63,12 @@ def test_the_verdict_gives_gloos_share_and_thcs_speedups():
     rows = [_row("thc", None), _row("gloo", 12.0, aggregation_ms=30.0)]
     gloo_line, thc_line = report.verdict_lines(rows)
     assert "not bandwidth-bound" in gloo_line and thc_line == "THC via switch did not reach 95% accuracy in 200 steps"
+
+
+def test_a_busy_machine_does_not_stretch_the_run_past_its_budget():
+    unhurried = link_rate.choose(38_282, 4, 18.0, 2)  # a loaded machine measures a slow step
+    budgeted = link_rate.choose(38_282, 4, 18.0, 2, steps=200, budget_s=45.0)
+    assert budgeted.mbit > unhurried.mbit and budgeted.raised_for_budget
+    assert budgeted.gloo_comm_ms * 200 <= 45_000 and "time budget" in budgeted.describe(4, 2)
+    quiet = link_rate.choose(38_282, 4, 2.0, 2, steps=200, budget_s=45.0)
+    assert not quiet.raised_for_budget and quiet.mbit == link_rate.choose(38_282, 4, 2.0, 2).mbit
