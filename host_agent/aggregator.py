@@ -13,14 +13,17 @@ table: `all_sum_int32`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from host_agent import wire
-from host_agent.protocol import WorkerProtocol
+from host_agent.membership import Membership
+from host_agent.protocol import Interrupted, Operation, WorkerProtocol
 from host_agent.transport import RawSocketTransport
+from thc.errors import MembershipChanged
 
 SUM_LANE_MAX = 0xFFFF  # the switch sums in 16-bit lanes
 
@@ -32,13 +35,27 @@ class SwitchAggregator:
     WorkerProtocol (e.g. one on the in-process loopback wire).
     """
 
-    def __init__(self, protocol: WorkerProtocol, n_workers: int):
+    def __init__(
+        self,
+        protocol: WorkerProtocol,
+        n_workers: int,
+        membership: Callable[[], Membership | None] | None = None,
+        on_rejoin: Callable[[dict], None] = lambda record: None,
+    ):
         if not 1 <= n_workers <= wire.MAX_WORKERS:
             raise ValueError(f"n_workers {n_workers} is not 1..{wire.MAX_WORKERS}")
         self.protocol = protocol
         self.n_workers = n_workers
         if protocol.n_workers is None:  # results with a count above the job's n are then refused
             protocol.n_workers = n_workers
+        # worker failure (see "Worker failure" in host_agent/README.md): `membership` polls for notices
+        self.membership = membership
+        self.on_rejoin = on_rejoin
+        self.generation = 0
+        self.calls = 0  # aggregation calls completed, over all generations
+        self.rejoins: list[dict] = []
+        self._pending: tuple[Membership, WorkerProtocol, int, float] | None = None  # notice, its protocol, X
+        self._retired: list[WorkerProtocol] = []
 
     @classmethod
     def open(
@@ -59,6 +76,8 @@ class SwitchAggregator:
         min_timeout: float = 0.002,
         dupthresh: int = 3,
         coalesce: float = 0.5,
+        membership: Callable[[], Membership | None] | None = None,
+        on_rejoin: Callable[[dict], None] = lambda record: None,
     ) -> SwitchAggregator:
         """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
@@ -70,7 +89,8 @@ class SwitchAggregator:
         AggregationTimeout; `coalesce` the share of the outstanding results' expected time a blocking call
         lets them accumulate once everything is sent (WorkerProtocol.hold; 0: take each batch at once).
         `pairs`: the program's THC_PAIRS (32 for p4/build/thc.json; 16 or
-        64 for the variants in p4/build/variants/).
+        64 for the variants in p4/build/variants/). `membership` polls for notices of a new membership
+        (e.g. MembershipFile(path).poll); `on_rejoin` gets a record each time this worker moves to one.
         """
         transport = RawSocketTransport(iface, src_ip=src_ip)
         builder = wire.FrameBuilder(wire.Endpoint(src_mac, src_ip), wire.Endpoint(service_mac, service_ip))
@@ -93,14 +113,14 @@ class SwitchAggregator:
         except Exception:
             transport.close()
             raise
-        return cls(protocol, n_workers)
+        return cls(protocol, n_workers, membership, on_rejoin)
 
     # ---- the hook's interface ----------------------------------------------------------------------
 
     def all_max(self, t: torch.Tensor) -> torch.Tensor:
         """Element-wise max over workers of non-negative float32 values (the chunk norms)."""
         values = t.detach().to("cpu", torch.float32).reshape(-1).numpy()
-        maxima = self.protocol.all_max(values)
+        maxima = self._call(lambda p: p.start_max(values))
         return torch.from_numpy(maxima).reshape(t.shape).to(device=t.device, dtype=t.dtype)
 
     def all_sum_table_values(self, indices: Sequence[np.ndarray], table) -> tuple[list[np.ndarray], int]:
@@ -123,17 +143,101 @@ class SwitchAggregator:
                     f"index {int(np.max(chunk))} is outside the table of {values.size} entries: "
                     f"the switch would drop the packet (BAD_INDEX)"
                 )
-        return self.protocol.all_sum_indices(indices)
+        return self._call(lambda p: p.start_sum_indices(indices))
 
     def all_sum_int32(self, values: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
         """FIX32 baseline: per chunk and coordinate the int32 sum over workers (wrapping), and the number
         of workers summed."""
-        return self.protocol.all_sum_fix32(values)
+        return self._call(lambda p: p.start_sum_fix32(values))
+
+    # ---- worker failure ---------------------------------------------------------------------------
+    #
+    # A notice names the survivors' new job. Each survivor first agrees with the others on where the old
+    # job ends: a NORM round in the new job (request 0) of the number of calls it has completed gives the
+    # maximum X over the survivors. No survivor can have completed a call that the dead worker did not
+    # contribute to, and a survivor that completed call X − 1 proves every worker sent all of X − 1's
+    # requests, so one that is behind can still finish its calls below X in the old job (the switch answers
+    # their retransmissions from the stored results). Call X then raises MembershipChanged on every
+    # survivor, before or while it runs, and it and everything after go to the new job: the survivors
+    # redo the same round from its norm phase, with the same request numbers, and no round mixes the two
+    # memberships.
+
+    def _call(self, start: Callable[[WorkerProtocol], Operation]):
+        """One aggregation call in the current job (or MembershipChanged, see above)."""
+        self._follow_membership(waiting=False)
+        op = start(self.protocol)
+        while True:
+            try:
+                result = self.protocol.wait(op, interrupt=self._notice if self.membership else None)
+            except Interrupted:
+                self._follow_membership(waiting=True)  # raises unless this worker is behind the others
+                continue
+            self.calls += 1
+            return result
+
+    def _notice(self) -> bool:
+        """A notice of a new generation is there (and not yet agreed on)."""
+        if self._pending is not None or self.membership is None:
+            return False
+        notice = self.membership()
+        if notice is None or notice.generation <= self.generation:
+            return False
+        self._agree(notice)
+        return True
+
+    def _follow_membership(self, waiting: bool) -> None:
+        if self._pending is None:
+            self._notice()
+        if self._pending is None:
+            return
+        notice, protocol, switch_at, noticed = self._pending
+        if self.calls < switch_at:
+            return  # finish this call in the old job first
+        if waiting:
+            self.protocol.abandon()
+        self._retired.append(self.protocol)
+        self.protocol, self.n_workers, self.generation = protocol, notice.n_workers, notice.generation
+        self._pending = None
+        record = {
+            "generation": notice.generation,
+            "job_id": notice.job_id,
+            "epoch": notice.epoch,
+            "n_workers": notice.n_workers,
+            "failed": list(notice.failed),
+            "at_call": switch_at,
+            "rejoin_s": time.monotonic() - noticed,
+        }
+        self.rejoins.append(record)
+        self.on_rejoin(record)
+        raise MembershipChanged(
+            f"job {notice.job_id} (generation {notice.generation}): {notice.n_workers} workers from call {switch_at}"
+        )
+
+    def _agree(self, notice: Membership) -> None:
+        me = self.protocol.worker_id
+        if me not in notice.workers:
+            raise RuntimeError(f"worker {me} is not among job {notice.job_id}'s workers {list(notice.workers)}")
+        noticed = time.monotonic()
+        protocol = self.protocol.for_job(notice.job_id, notice.n_workers)
+        agreed = protocol.all_max(np.array([self.calls], np.float32))  # exact: calls < 2**24
+        self._pending = (notice, protocol, int(agreed[0]), noticed)
 
     # ---- bookkeeping ------------------------------------------------------------------------------
 
     def stats(self) -> dict:
-        return self.protocol.stats()
+        """The protocol's counters, summed over every job this worker was in; the rejoins."""
+        out = self.protocol.stats()
+        for old in self._retired:
+            for key, value in old.counters.as_dict().items():
+                if key.endswith("_seconds") and key.startswith(("max_", "last_")):
+                    continue
+                if isinstance(value, (int, float)) and key != "mean_operation_seconds":
+                    out[key] += value
+        if out["operations"]:
+            out["mean_operation_seconds"] = out["operation_seconds"] / out["operations"]
+        out["generation"] = self.generation
+        out["rejoins"] = self.rejoins
+        return out
 
     def close(self) -> None:
         self.protocol.transport.close()

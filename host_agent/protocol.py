@@ -55,6 +55,11 @@ class AggregationTimeout(TimeoutError):
     """A request got no result before the deadline: the switch, the job or another worker is missing."""
 
 
+class Interrupted(Exception):
+    """`wait`'s interrupt asked to stop waiting. The operation stays in flight: `wait` on it again resumes
+    it, and it still completes (or times out) by the same rules."""
+
+
 class ProtocolError(RuntimeError):
     """Results that cannot be combined (e.g. different contributor counts within one operation)."""
 
@@ -311,6 +316,11 @@ class WorkerProtocol:
             raise ValueError(f"dupthresh {dupthresh} must be >= 0 (0: no fast retransmission)")
         if n_workers is not None and not 1 <= n_workers <= wire.MAX_WORKERS:
             raise ValueError(f"n_workers {n_workers} is not 1..{wire.MAX_WORKERS}")
+        self._settings = dict(  # what for_job carries over to the same worker in another job
+            timeout=timeout, min_timeout=min_timeout, backoff=backoff, max_timeout=max_timeout,
+            deadline=deadline, adaptive=adaptive, dupthresh=dupthresh, early_retransmit=early_retransmit,
+            coalesce=coalesce, max_hold=max_hold, clock=clock, pairs=pairs,
+        )  # fmt: skip
         self.transport, self.builder = transport, builder
         self.job_id, self.worker_id, self.window = job_id, worker_id, window
         self.timeout, self.min_timeout, self.backoff = timeout, min_timeout, backoff
@@ -448,16 +458,46 @@ class WorkerProtocol:
         moved |= self._fire_timers()
         return moved
 
-    def wait(self, operation: Operation):
-        """Block until `operation` completes; its result (see Operation.result)."""
+    def wait(self, operation: Operation, interrupt: Callable[[], bool] | None = None, poll: float = 0.05):
+        """Block until `operation` completes; its result (see Operation.result).
+
+        `interrupt`, when given, is asked at least every `poll` s while the operation waits; when it says
+        True, `Interrupted` is raised and the operation stays in flight (a worker learning of a change of
+        the job's membership, see host_agent.aggregator)."""
         while not operation.complete:
+            if interrupt is not None and interrupt():
+                raise Interrupted(f"job {self.job_id} worker {self.worker_id}: interrupted in request {operation.q0}+")
             hold = self.hold(operation)
             if hold > 0:
                 time.sleep(hold)
                 self._held = True
             due = self.next_deadline()
-            self.pump(self.max_timeout if due is None else max(0.0, due - self.clock()))
+            wait = self.max_timeout if due is None else max(0.0, due - self.clock())
+            self.pump(wait if interrupt is None else min(wait, poll))
         return operation.result()
+
+    def abandon(self) -> Operation | None:
+        """Drop the operation in flight (nothing of it is sent again) and return it."""
+        op, self._op = self._op, None
+        self._sendable.clear()
+        self._timers = []
+        return op
+
+    def for_job(self, job_id: int, n_workers: int) -> WorkerProtocol:
+        """A protocol for this worker in another job (the survivors' job after a failure): the same
+        transport, addresses, window and timer settings, requests numbered from 0, fresh counters. The
+        round-trip estimates carry over: the path to the switch is the same."""
+        new = WorkerProtocol(
+            self.transport,
+            self.builder,
+            job_id,
+            self.worker_id,
+            self.window,
+            n_workers=n_workers,
+            **self._settings,
+        )
+        new.rto, new._srtt, new._rttvar = self.rto, self._srtt, self._rttvar
+        return new
 
     MIN_HOLD = 0.0005  # a shorter hold saves less than the sleep costs
     HOLD_AFTER = 4  # results of the operation that must be in before its pace is trusted

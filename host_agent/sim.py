@@ -87,6 +87,25 @@ def program_engine(
         install_table(sw, job.table, pairs)
 
 
+def admit(engine, job: SimJob) -> None:
+    """Add one more job to a running engine (the controller's `job add`): on the software switch with the
+    controller's writes, on the FakeSwitch with its add_job."""
+    if hasattr(engine, "add_job"):
+        engine.add_job(job)
+        return
+    first, then = jobs.add_writes(job.to_job(), None, False, set())
+    EngineWriter(engine).apply([*first, *then])
+
+
+def retire(engine, job: SimJob) -> None:
+    """Remove `job` from a running engine (the controller's `job remove`: the jobs entry first)."""
+    if hasattr(engine, "add_job"):
+        del engine.jobs[job.job_id]
+        return
+    first, then = jobs.remove_writes(job.job_id, job.mcast_grp, set(job.worker_ids))
+    EngineWriter(engine).apply([*first, *then])
+
+
 def install_table(sw, table: Sequence[int], pairs: int = wire.INDEX_PAIRS) -> None:
     """The lookup table `table` in every lane, as `thc-ctl table install` writes it."""
     values, bits = luts.check_values(list(table))

@@ -39,7 +39,7 @@ from .aggregate import check_lanes
 from .baselines.fixed_point import FixedPoint32
 from .compressor import THCCompressor
 from .config import THCConfig
-from .errors import AggregationError, ConfigError
+from .errors import AggregationError, ConfigError, MembershipChanged
 from .tables import Table
 from .workspace import Workspace
 
@@ -53,6 +53,7 @@ __all__ = [
     "fix32_hook",
     "fix32_blocking_hook",
     "SerialRunner",
+    "redo_on_membership_change",
 ]
 
 
@@ -200,14 +201,34 @@ def _thc_reduce(state: THCHookState, buffer: torch.Tensor, index: int, iteration
     (all_sum_table_values), decode into ``buffer`` in place (the bucket takes the average)."""
     comp = state.compressor_for(index, buffer.numel())
     prep = comp.prepare(buffer, iteration, key=index)
-    max_norms = state.aggregator.all_max(prep.norms)
-    indices = comp.encode(prep, max_norms)
-    sums, contributors = state.aggregator.all_sum_table_values(indices, comp.table)
+
+    def norm_encode_sum():
+        max_norms = state.aggregator.all_max(prep.norms)
+        indices = comp.encode(prep, max_norms)  # sets the EF memory anew: a redone round overwrites it
+        return max_norms, *state.aggregator.all_sum_table_values(indices, comp.table)
+
+    max_norms, sums, contributors = redo_on_membership_change(norm_encode_sum)
     if contributors < 1:
         raise AggregationError(f"the aggregator reported {contributors} contributors")
     comp.decode(prep, sums, contributors, max_norms, out=buffer)
     state.buckets_seen += 1
     return buffer
+
+
+MAX_REDOS = 32  # a round is redone once per membership change, and a job has at most 32 workers
+
+
+def redo_on_membership_change(round_fn: Callable[[], tuple]) -> tuple:
+    """``round_fn()`` (a round's norm, encode and sum phases), run again whenever the aggregator reports
+    that the job's workers changed (MembershipChanged: a worker failed and the survivors were admitted as
+    a new job). The round's prepared input is reused: ``prepare`` added the error-feedback memory once,
+    and ``encode`` sets the memory from scratch, so a redone round is the survivors' round exactly."""
+    for _ in range(MAX_REDOS):
+        try:
+            return round_fn()
+        except MembershipChanged:
+            continue
+    raise AggregationError(f"the job's membership changed {MAX_REDOS} times within one round")
 
 
 def _round_of(state, bucket) -> int:
@@ -269,9 +290,12 @@ def _fix32_reduce(state: FixedPointHookState, buffer: torch.Tensor, iteration: i
     """One bucket's FIX32 round: max |x| round, int32 sums, decode into ``buffer``."""
     comp = state.compressor
     prep = comp.prepare(buffer, iteration)
-    stats = state.aggregator.all_max(prep.stats)
-    words = comp.encode(prep, stats)
-    sums, contributors = state.aggregator.all_sum_int32(words)
+
+    def norm_encode_sum():
+        stats = state.aggregator.all_max(prep.stats)
+        return stats, *state.aggregator.all_sum_int32(comp.encode(prep, stats))
+
+    stats, sums, contributors = redo_on_membership_change(norm_encode_sum)
     if contributors < 1:
         raise AggregationError(f"the aggregator reported {contributors} contributors")
     buffer.copy_(comp.decode(prep, sums, contributors, stats))

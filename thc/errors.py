@@ -12,6 +12,7 @@ __all__ = [
     "GradientError",
     "LaneOverflowError",
     "AggregationError",
+    "MembershipChanged",
 ]
 
 
@@ -37,3 +38,9 @@ class LaneOverflowError(THCError):
 
 class AggregationError(THCError):
     """Aggregated data does not match the compressed tensor: wrong chunk count, length or range."""
+
+
+class MembershipChanged(RuntimeError):
+    """The aggregator's set of contributors changed during a round (a worker failed and the job was
+    admitted again without it): nothing of the round was aggregated, and the caller redoes the round
+    from its norm phase with the inputs it still holds. Not bad input, so not a THCError."""

@@ -1,0 +1,118 @@
+"""Worker failure, in process: four workers aggregate THC rounds through the switch (the compiled program
+on the software switch, and the contract's fake switch), one stops in the middle of a round, the
+controller-equivalent admits the three survivors as a new job and posts the notice, and the survivors
+finish. Every round before the failure is the four workers' reference aggregation; the interrupted round
+and every round after it are the survivors' alone, bit for bit, with the survivors' own norm maximum."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from host_agent.aggregator import SwitchAggregator
+from host_agent.membership import Membership, MembershipBoard
+from host_agent.sim import SimJob, admit, attach_workers, retire
+from host_agent.worker import probe_gradient
+from thc.compressor import THCCompressor
+from thc.config import THCConfig
+from thc.ddp import redo_on_membership_change
+
+N, DEAD, ROUNDS, DIES_IN = 4, 2, 6, 3  # worker 2 dies in round 3, after its norm, while sending its sums
+SIZE = 700  # one chunk of 700 coordinates (1024 after padding): 1 NORM and 16 THC requests, window 8
+CONFIG = THCConfig(bits=4, granularity=30, seed=0, error_feedback=False, chunk=1024)
+SURVIVORS = [w for w in range(N) if w != DEAD]
+
+
+def thc_round(agg, comp, rank, k):
+    """One probe round through ``agg``, redone from its norm phase when the membership changes."""
+    prep = comp.prepare(probe_gradient(7, rank, k, SIZE), step=k)
+
+    def norm_encode_sum():
+        max_norms = agg.all_max(prep.norms)
+        indices = comp.encode(prep, max_norms)
+        return max_norms, indices, *agg.all_sum_table_values(indices, comp.table)
+
+    max_norms, indices, sums, count = redo_on_membership_change(norm_encode_sum)
+    return {
+        "max_norms": max_norms.numpy(),
+        "indices": np.concatenate(indices),
+        "sums": np.concatenate(sums),
+        "n": count,
+    }
+
+
+def reference(ranks, k):
+    """thc's own aggregation of round k over the workers ``ranks`` (their norm max, their indices)."""
+    comps = {r: THCCompressor(CONFIG, worker_id=r) for r in ranks}
+    preps = {r: comps[r].prepare(probe_gradient(7, r, k, SIZE), step=k) for r in ranks}
+    max_norms = torch.stack([p.norms for p in preps.values()]).amax(0)
+    indices = {r: comps[r].encode(preps[r], max_norms) for r in ranks}
+    sums = comps[ranks[0]].aggregate(list(indices.values()))
+    return max_norms.numpy(), {r: np.concatenate(i) for r, i in indices.items()}, np.concatenate(sums)
+
+
+@pytest.mark.parametrize("loss", [0.0, 0.03])
+def test_survivors_readmitted_as_a_new_job_aggregate_only_their_own_rounds(new_engine, loss):
+    table = CONFIG.make_table().values.tolist()
+    old = SimJob(1, N, table, n_slots=8, epoch=1)
+    engine = new_engine(old)
+    _, protocols = attach_workers(
+        engine, old, loss_up=loss, loss_down=loss, seed=5, clock=time.monotonic, timeout=0.005, max_timeout=0.05,
+        deadline=30.0,
+    )  # fmt: skip
+    board = MembershipBoard()
+    aggs = [SwitchAggregator(p, N, membership=board.reader()) for p in protocols]
+    records = {r: [] for r in range(N)}
+    errors = []
+
+    def work(rank):
+        comp = THCCompressor(CONFIG, worker_id=rank)
+        try:
+            for k in range(ROUNDS):
+                if rank == DEAD and k == DIES_IN:
+                    prep = comp.prepare(probe_gradient(7, rank, k, SIZE), step=k)
+                    indices = comp.encode(prep, aggs[rank].all_max(prep.norms))
+                    aggs[rank].protocol.start_sum_indices(indices)
+                    aggs[rank].protocol.pump()  # the first requests go out, then the worker is gone
+                    return
+                records[rank].append(thc_round(aggs[rank], comp, rank, k))
+        except Exception as exc:  # surfaced below with the worker's id
+            errors.append((rank, exc))
+
+    threads = {r: threading.Thread(target=work, args=(r,), daemon=True) for r in range(N)}
+    for t in threads.values():
+        t.start()
+    threads[DEAD].join(60)
+    assert not threads[DEAD].is_alive()
+
+    # the controller-equivalent: the survivors as a fresh job on free slots with a fresh epoch, then the notice
+    new = SimJob(2, N - 1, table, n_slots=8, slot_base=8, epoch=2, worker_ids=SURVIVORS)
+    admit(engine, new)
+    board.post(Membership(1, new.job_id, tuple(SURVIVORS), new.epoch, failed=(DEAD,)))
+    deadline = time.monotonic() + 60
+    while any(aggs[r].generation < 1 for r in SURVIVORS) and not errors and time.monotonic() < deadline:
+        time.sleep(0.01)
+    retire(engine, old)  # every survivor is in the new job: the old one's cells are of no use now
+    for r in SURVIVORS:
+        threads[r].join(60)
+        assert not threads[r].is_alive(), f"worker {r} hangs"
+    assert not errors, errors
+
+    for k in range(ROUNDS):
+        ranks = list(range(N)) if k < DIES_IN else SURVIVORS
+        max_norms, indices, sums = reference(ranks, k)
+        for r in SURVIVORS:
+            got, where = records[r][k], f"round {k}, worker {r}"
+            assert got["n"] == len(ranks), where
+            assert np.array_equal(got["max_norms"], max_norms), where
+            assert np.array_equal(got["indices"], indices[r]), where
+            assert np.array_equal(got["sums"], sums), where
+    # every survivor moved at the same call: the sum of round 3 (calls 0..5 are rounds 0..2, 6 its norm)
+    assert {aggs[r].rejoins[0]["at_call"] for r in SURVIVORS} == {2 * DIES_IN + 1}
+    stats = aggs[SURVIVORS[0]].stats()
+    assert stats["job_id"] == new.job_id and stats["generation"] == 1
+    # old job: 2 calls per round before the failure and round 3's norm (its sum never completed); new
+    # job: the agreement, then 2 calls per round from the redone round 3 on
+    assert stats["operations"] == (2 * DIES_IN + 1) + (1 + 2 * (ROUNDS - DIES_IN))
