@@ -43,15 +43,18 @@ if TYPE_CHECKING:
     import numpy as np
 
 SWITCH_MODES = ("thc", "fix32", "plan")  # the modes that need the switch's THC service
+FAILOVER_MODES = ("thc", "fix32")  # the modes that go on without a failed worker (--membership)
 GLOO_MODES = ("gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")  # thc.hooks.GLOO_MODES
 MODES = ("thc", "fix32", *GLOO_MODES, "plan")
 PROGRESS_PREFIX = "@thc "
 EXIT_SWITCH_TIMEOUT = 3
 
 
-def switch_aggregator(args):
-    """The worker's SwitchAggregator on its interface, with the protocol options of the command line."""
+def switch_aggregator(args, on_rejoin=lambda record: None):
+    """The worker's SwitchAggregator on its interface, with the protocol options of the command line;
+    with ``--membership FILE`` it follows the runner's notices of a new membership after a failure."""
     from host_agent.aggregator import SwitchAggregator
+    from host_agent.membership import MembershipFile
 
     return SwitchAggregator.open(
         args.iface,
@@ -69,6 +72,8 @@ def switch_aggregator(args):
         min_timeout=args.min_retransmit_timeout,
         dupthresh=args.dupthresh,
         coalesce=args.coalesce,
+        membership=MembershipFile(args.membership).poll if args.membership else None,
+        on_rejoin=on_rejoin,
     )
 
 
@@ -151,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=30.0,
         help="give up when a result is missing for this many seconds (default 30)",
+    )
+    s.add_argument(
+        "--membership",
+        type=Path,
+        metavar="FILE",
+        help="the runner's membership notices (JSON, host_agent/membership.py): when a worker fails the "
+        "survivors continue as the job this file names (default: no failure handling)",
     )
     t = p.add_argument_group("THC")
     t.add_argument("--bits", type=int, default=4, help="bits per coordinate (default 4)")
@@ -496,8 +508,9 @@ def timed(hook, seconds: list[float], clock=time.perf_counter):
     return timed_hook
 
 
-def make_hook(args, model):
-    """(hook state, hook, aggregator or None) for ``args.mode``."""
+def make_hook(args, model, on_rejoin=lambda record: None):
+    """(hook state, hook, aggregator or None) for ``args.mode``; ``on_rejoin`` gets the aggregator's
+    records of moving to a new membership (``--membership``)."""
     if args.mode in GLOO_MODES:
         from thc import hooks
 
@@ -510,7 +523,7 @@ def make_hook(args, model):
         plan = mixed.load_plan(json.loads(args.plan.read_text()))
         if not set(plan.values()) & {"thc", "fix32"}:
             return mixed.MixedHookState(plan), mixed.mixed_hook, None
-    aggregator = switch_aggregator(args)
+    aggregator = switch_aggregator(args, on_rejoin)
     from thc import ddp
     from thc.config import THCConfig
 
@@ -561,8 +574,16 @@ def run(args) -> dict:
     config = train.config_for(workload, steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
     data = workload.load()
     cap = {} if args.bucket_cap_kb is None else {"bucket_cap_mb": args.bucket_cap_kb / 1024}
-    model = DDP(workload.build(config.seed), **cap)  # broadcasts rank 0's parameters
-    state, hook, aggregator = make_hook(args, model)
+    # with failure handling nothing may use gloo after the start: DDP would broadcast the buffers (e.g.
+    # charlm's constant attention mask) from rank 0 before every forward pass, and rank 0 may be the dead one
+    tolerant = {"broadcast_buffers": False} if args.membership else {}
+    model = DDP(workload.build(config.seed), **cap, **tolerant)  # broadcasts rank 0's parameters
+    last_step = [0]
+
+    def rejoined(record):
+        emit(dict(record, event="rejoined", rank=args.rank, step=last_step[0]))
+
+    state, hook, aggregator = make_hook(args, model, rejoined)
     aggregation_seconds: list[float] = []
     model.register_comm_hook(state, timed(hook, aggregation_seconds))
     dist.barrier()
@@ -579,6 +600,8 @@ def run(args) -> dict:
     at_start = interface_counters(args.iface)
 
     def report(record):
+        if record["event"] == "step":
+            last_step[0] = record["step"]
         if record["event"] == "step" or args.rank == 0:
             emit(dict(record, rank=args.rank))
 
@@ -591,6 +614,7 @@ def run(args) -> dict:
         "rank": args.rank,
         "mode": args.mode,
         "world_size": args.world_size,
+        "workers_at_end": aggregator.n_workers if aggregator is not None else args.world_size,
         "config": config.to_dict(),
         "parameters": train.count_parameters(model.module),
         "setup_s": setup_seconds,
@@ -616,7 +640,10 @@ def run(args) -> dict:
         state.close()  # thc_hook's aggregation thread
     if aggregator is not None:
         aggregator.close()
-    dist.destroy_process_group()
+    if aggregator is None or not aggregator.generation:
+        # after a failure the group has a dead rank: tearing it down could wait for it, and the process
+        # ends here anyway
+        dist.destroy_process_group()
     return result
 
 
@@ -653,6 +680,16 @@ def main(argv=None) -> int:
         resolve_identity(args)
     except identity.IdentityError as exc:
         print(f"thc-worker: {exc}", file=sys.stderr)
+        return 2
+    if args.membership and args.probe:
+        print("thc-worker: --membership is for training; --probe rounds stop at a worker failure", file=sys.stderr)
+        return 2
+    if args.membership and args.mode not in FAILOVER_MODES:
+        print(
+            f"thc-worker: --membership works with --mode {' or '.join(FAILOVER_MODES)} (a worker failure in "
+            f"--mode {args.mode} stops the run: {args.mode} needs every rank)",
+            file=sys.stderr,
+        )
         return 2
     missing = [o for o in ("service_ip", "service_mac", "src_ip", "src_mac") if getattr(args, o) is None]
     if args.mode in SWITCH_MODES and missing:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from host_agent.worker import SWITCH_MODES  # the modes with retransmission figures
@@ -53,9 +53,13 @@ class ModeSummary:
     final_metric: float | None = None  # its last evaluation
     target: float | None = None  # the time to target's threshold on that metric
     steps_to_target: int | None = None  # the optimizer steps done by the evaluation that reached it
+    failures: list = field(default_factory=list)  # workers that died and the recovery (topologies/failover.py)
 
 
-def summarize(mode: str, results: list[dict], target_acc: float, switch_events: dict | None = None) -> ModeSummary:
+def summarize(
+    mode: str, results: list[dict], target_acc: float, switch_events: dict | None = None, failures: list | None = None
+) -> ModeSummary:
+    """The mode's row from the workers' records (after a failure: the survivors')."""
     rank0 = min(results, key=lambda r: r["rank"])
     steps = rank0["config"]["steps"]
     metric = rank0.get("metric", "accuracy")
@@ -96,6 +100,7 @@ def summarize(mode: str, results: list[dict], target_acc: float, switch_events: 
         final_metric=rank0.get("final_metric", rank0["final_test_acc"]),
         target=target,
         steps_to_target=None if hit is None else hit["step"],
+        failures=list(failures or []),
     )
 
 
@@ -121,7 +126,7 @@ def table(rows: list[ModeSummary]) -> str:
     for r in rows:
         lines.append(
             [
-                MODE_LABELS.get(r.mode, r.mode),
+                MODE_LABELS.get(r.mode, r.mode) + (f" [{r.workers} left]" if r.failures else ""),
                 f"{r.final_metric:.3f}" if bpc else f"{r.final_acc:.3f}",
                 "-" if r.time_to_target_s is None else f"{r.time_to_target_s:.1f} s",
                 f"{r.train_s:.1f}",
@@ -137,6 +142,25 @@ def table(rows: list[ModeSummary]) -> str:
     fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     rule = "-" * len(fmt(header))
     return "\n".join([fmt(header), rule] + [fmt(row) for row in lines])
+
+
+def failure_lines(rows: list[ModeSummary]) -> list[str]:
+    """One line per worker failure: who, after which step, and how the survivors recovered."""
+    lines = []
+    for r in rows:
+        for f in r.failures:
+            how = "killed by the runner" if f["injected"] else "died"
+            recovered = (
+                f"all moved in step {f['survivors_step']}, {f['recovered_s']:.2f} s after the failure"
+                if f["recovered_s"] is not None
+                else "not all survivors moved"
+            )
+            lines.append(
+                f"{MODE_LABELS.get(r.mode, r.mode)}: worker {f['host']} (rank {f['rank']}) {how} ({f['signal']}) "
+                f"after step {f['step']}; survivors re-admitted as job {f['job_id']} (epoch {f['epoch']}, "
+                f"{f['workers']} workers) {f['readmitted_s']:.2f} s after it, {recovered}"
+            )
+    return lines
 
 
 def retx_split(r: ModeSummary) -> str:

@@ -59,6 +59,13 @@ def _int_range(lo: int, hi: int | None = None, why: str = ""):
     return parse
 
 
+def _host_step(text: str) -> tuple[str, int]:
+    host, sep, step = text.rpartition(":")
+    if not sep or not host or not step.isdigit() or int(step) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:STEP, like h3:50")
+    return host, int(step)
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -234,6 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="stop a mode when no worker progresses for S seconds (default 120)",
     )
+    tr.add_argument(
+        "--kill",
+        action="append",
+        default=[],
+        type=_host_step,
+        metavar="HOST:STEP",
+        help="inject a worker failure: SIGKILL to worker HOST once it reports step STEP (thc and fix32 go on "
+        "with the survivors as a new job; other modes stop with an error); may be repeated",
+    )
     out = p.add_argument_group("files and control")
     out.add_argument("--log-dir", default="logs", metavar="DIR", help="logs and results (default logs/)")
     out.add_argument("--pcap-dir", default="pcaps", metavar="DIR", help="pcap files (default pcaps/)")
@@ -400,6 +416,7 @@ class Progress:
         self.mode = mode
         self.n_workers = n_workers
         self.steps: dict[int, int] = {}
+        self.lost: set[int] = set()  # ranks that died (the others go on without them)
         self.ready = 0
         self.loss = None
         self.acc = None
@@ -415,11 +432,20 @@ class Progress:
             self.steps[worker.rank] = event["step"]
             if worker.rank == 0:
                 self.loss = event["loss"]
-            slowest = min(self.steps.get(r, 0) for r in range(self.n_workers))
+            slowest = min(self.steps.get(r, 0) for r in range(self.n_workers) if r not in self.lost)
             if slowest > self.bar.n:
                 self.bar.set_description_str(f"{self.mode:5s} training", refresh=False)
                 self._postfix()
                 self.bar.update(slowest - self.bar.n)  # redraws at most every mininterval
+        elif kind == "lost":
+            self.lost.add(worker.rank)
+            self.bar.write(f"  {self.mode}: worker {worker.host} (rank {worker.rank}) died after step {event['step']}")
+        elif kind == "rejoined":
+            if worker.rank == min(r for r in range(self.n_workers) if r not in self.lost):
+                self.bar.write(
+                    f"  {self.mode}: {event['n_workers']} workers go on as job {event['job_id']} "
+                    f"(epoch {event['epoch']}) from step {event['step'] + 1}"
+                )
         elif kind == "epoch":
             self.acc = event["test_acc"]
             self._postfix()
@@ -451,6 +477,11 @@ def run(args) -> int:
     modes = parse_modes(args.modes)  # every option is checked before anything needs root
     check_model(args.model)
     topo = load_topology(args)
+    for host, step in args.kill:
+        if host not in topo.workers:
+            raise RunError(f"--kill {host}:{step}: {host} is not a worker of {topo.name} ({', '.join(topo.workers)})")
+        if step >= args.steps:
+            raise RunError(f"--kill {host}:{step}: the run has {args.steps} steps, so the kill would never happen")
     check_switch_exe(args.switch_exe)
     check_prerequisites()
     auto = None
@@ -503,17 +534,21 @@ def run(args) -> int:
             progress = Progress(mode, args.steps, len(topo.workers))
             try:
                 results = bed.run_workers(
-                    options, progress, stall_timeout=args.stall_timeout, start_timeout=args.stall_timeout + 60
+                    options,
+                    progress,
+                    stall_timeout=args.stall_timeout,
+                    start_timeout=args.stall_timeout + 60,
+                    kill=args.kill,
                 )
             finally:
                 progress.close()
             events = bed.last_switch_events.get(topo.aggregation.switch, {})
             target_acc = args.target_acc if args.target_acc is not None else workloads.get(args.model).target
-            summaries.append(report.summarize(mode, results, target_acc, events))
+            summaries.append(report.summarize(mode, results, target_acc, events, bed.last_failures))
             curves[mode] = min(results, key=lambda r: r["rank"])
         print()
         print(report.table(summaries))
-        for line in report.verdict_lines(summaries):
+        for line in report.failure_lines(summaries) + report.verdict_lines(summaries):
             print(line)
         if args.loss:
             print(report.loss_lines(summaries, args.loss))

@@ -10,12 +10,14 @@ KeyboardInterrupt) stops exactly what the ledger lists.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 from controller.topology import Topology
-from host_agent.worker import SWITCH_MODES
+from host_agent.worker import FAILOVER_MODES, SWITCH_MODES
 from topologies.control_plane import ControlPlane, counter_delta
+from topologies.failover import Failover, KillSwitch
 from topologies.ledger import Ledger
 from topologies.network import EmulatedNetwork
 from topologies.workers import Worker, WorkerOptions, follow, load_results, start_workers, stop_workers
@@ -54,6 +56,7 @@ class Testbed:
         )
         self.control: ControlPlane | None = None
         self.last_switch_events: dict = {}
+        self.last_failures: list[dict] = []  # the last run's worker failures (topologies/failover.py)
 
     def __enter__(self) -> Testbed:
         try:
@@ -85,16 +88,17 @@ class Testbed:
         is not the workers' own."""
         return self.control.start_job(options.job_id, n_slots=options.window, table=options.thc_table())
 
-    def end_job(self, options: WorkerOptions) -> None:
-        """Remove the job once its run is over, so its slots are free for the next run: with windows of
-        256 slots, four runs' jobs would fill the switch's 1024 slots (best effort: a switch that died
-        has no job to remove, and the run's own error says why)."""
+    def end_job(self, options: WorkerOptions, job_ids: list[int] | None = None) -> None:
+        """Remove the job (and the survivors' jobs after a failure) once its run is over, so its slots are
+        free for the next run: with windows of 256 slots, four runs' jobs would fill the switch's 1024
+        slots (best effort: a switch that died has no job to remove, and the run's own error says why)."""
         if self.control is None:
             return
-        try:
-            self.control.end_job(options.job_id)
-        except Exception as exc:  # noqa: BLE001 - never hide the run's own outcome
-            self.say(f"{self.topo.aggregation.switch}: could not remove job {options.job_id}: {exc}")
+        for job_id in job_ids or [options.job_id]:
+            try:
+                self.control.end_job(job_id)
+            except Exception as exc:  # noqa: BLE001 - never hide the run's own outcome
+                self.say(f"{self.topo.aggregation.switch}: could not remove job {job_id}: {exc}")
 
     def run_workers(
         self,
@@ -102,30 +106,56 @@ class Testbed:
         on_event: Callable[[Worker, dict], None] = lambda w, e: None,
         stall_timeout: float = 120.0,
         start_timeout: float = 180.0,
+        kill: list[tuple[str, int]] = (),
     ) -> list:
         """Run one worker per worker host to the end: the training records (JSON) or, for probes, the
         saved arrays (numpy NpzFile per worker, in rank order). Switch counter deltas of the run are
-        left in ``last_switch_events``."""
+        left in ``last_switch_events``. In the modes that survive a worker failure (thc, fix32 training)
+        a worker that dies is left behind and the others go on as a new job (topologies/failover.py);
+        its record is in ``last_failures``. ``kill``: (host, step) pairs, SIGKILL to that worker once it
+        reports that step (an injected failure)."""
+        failover = None
+        self.last_failures = []
+        killer = KillSwitch(kill)
+        if options.mode in FAILOVER_MODES and not options.probe_rounds:
+            options = dataclasses.replace(options, membership=self.log_dir / options.mode / "membership.json")
+            failover = Failover(
+                self.control, self.topo, options.job_id, options.window, options.thc_table(), options.membership,
+                say=self.say,
+            )  # fmt: skip
+            failover.killed = killer.killed
         if options.mode in SWITCH_MODES:
             self.start_job(options)
         try:
             before = self.control.stats()
             workers = start_workers(self.net, self.topo, options, self.ledger, self.log_dir)
+            if failover is not None:
+                failover.workers = workers
+
+            def events(w, e):
+                killer.on_event(w, e)
+                if failover is not None:
+                    failover.on_event(w, e)
+                on_event(w, e)
+
             try:
                 follow(
                     workers,
-                    on_event,
+                    events,
                     stall_timeout=stall_timeout,
                     start_timeout=start_timeout,
                     check=self.net.check_switches,
+                    on_death=failover.on_death if failover is not None else None,
                 )
             except Exception:
                 stop_workers(workers, self.ledger)  # the others would only wait for the failed one
                 raise
             self.last_switch_events = counter_delta(self.control.stats(), before)
+            if failover is not None:
+                self.last_failures = [f.record() for f in failover.failures]
         finally:
             if options.mode in SWITCH_MODES:
-                self.end_job(options)
+                self.end_job(options, failover.jobs if failover is not None else None)
         if options.probe_rounds:
             import numpy as np
 

@@ -53,6 +53,7 @@ class WorkerOptions:
     model: str = "mlp-digits"  # thc-worker --model
     bucket_cap_kb: float | None = None  # DDP bucket limit (None: DDP's default)
     plan: str | None = None  # mode "plan": the plan file (thc-plan plan --save)
+    membership: Path | None = None  # thc-worker --membership: notices after a worker failure (failover.py)
 
     def thc_table(self) -> list[int]:
         """The lookup table these workers decode with (thc-worker builds the same THCConfig)."""
@@ -74,6 +75,7 @@ class Worker:
     started: bool = False
     error: str | None = None
     events: list[dict] = field(default_factory=list)
+    lost: bool = False  # died and left behind by the others (on_death)
 
 
 def worker_command(topo: Topology, host: str, options: WorkerOptions, result_path: Path) -> list[str]:
@@ -144,6 +146,8 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
             "--coalesce",
             str(options.coalesce),
         ]
+    if options.membership is not None:
+        argv += ["--membership", str(options.membership)]
     return argv
 
 
@@ -180,12 +184,15 @@ def follow(
     stall_timeout: float,
     start_timeout: float,
     check: Callable[[], None] = lambda: None,
+    on_death: Callable[[Worker], None] | None = None,
 ) -> None:
     """Read every worker's output until all have exited; ``on_event`` gets each progress record.
 
     Raises WorkerFailed when a worker exits with an error, or when nothing moves for ``stall_timeout``
     seconds (``start_timeout`` before the first step: imports and rendezvous are slow on 2 cores).
     ``check()`` runs about once a second and may raise to stop early (e.g. a switch process died).
+    ``on_death``, when given, is called once for a worker killed by a signal (instead of failing the run)
+    and marks it lost: the others go on without it (topologies/failover.py); it raises if they cannot.
     """
     selector = selectors.DefaultSelector()
     for w in workers:
@@ -217,19 +224,24 @@ def follow(
                         _note(w, event)
                         on_event(w, event)
             check()
-            failed = [w for w in workers if w.error or (w.process.poll() not in (None, 0))]
-            if failed:
-                raise WorkerFailed(_failure_message(failed[0]))
+            failed = [w for w in workers if not w.lost and (w.error or (w.process.poll() not in (None, 0)))]
+            for w in failed:
+                if on_death is None or w.error or w.process.poll() > 0:
+                    raise WorkerFailed(_failure_message(w, recoverable=on_death is not None))
+                w.lost = True
+                on_event(w, {"event": "lost", "rank": w.rank, "step": w.step})
+                on_death(w)
+                last_progress = time.monotonic()
             limit = stall_timeout if any(w.step for w in workers) else start_timeout
             if time.monotonic() - last_progress > limit:
-                slowest = min(workers, key=lambda w: w.step)
+                slowest = min((w for w in workers if not w.lost), key=lambda w: w.step)
                 raise WorkerFailed(
                     f"no progress for {limit:.0f} s (worker {slowest.host} at step {slowest.step}); "
                     f"see {slowest.log_path}"
                 )
         for w in workers:
             code = w.process.wait()
-            if code != 0:
+            if code != 0 and not w.lost:
                 raise WorkerFailed(_failure_message(w))
     finally:
         selector.close()
@@ -248,9 +260,11 @@ def _note(w: Worker, event: dict) -> None:
     w.events.append(event)
 
 
-def _failure_message(w: Worker) -> str:
+def _failure_message(w: Worker, recoverable: bool = False) -> str:
     code = w.process.poll()
-    reason = w.error or f"exited with code {code}"
+    reason = w.error or (f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}")
+    if code is not None and code < 0 and not recoverable:
+        reason += " (a worker failure stops this mode: only thc and fix32 go on with the survivors)"
     if not w.error:
         try:
             tail = w.log_path.read_text(errors="replace").splitlines()[-8:]
@@ -261,6 +275,8 @@ def _failure_message(w: Worker) -> str:
 
 
 def load_results(workers: list[Worker]) -> list[dict]:
+    """The final records of the workers that finished (not of those lost on the way)."""
+    workers = [w for w in workers if not w.lost]
     missing = [w for w in workers if not w.result_path.exists()]
     if missing:
         raise WorkerFailed(

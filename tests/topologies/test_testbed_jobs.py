@@ -21,16 +21,16 @@ class Control:
         return {}
 
 
-def bed_with(control) -> testbed_module.Testbed:
+def bed_with(control, log_dir=None) -> testbed_module.Testbed:
     bed = object.__new__(testbed_module.Testbed)
-    bed.control, bed.ledger, bed.log_dir = control, None, None
+    bed.control, bed.ledger, bed.log_dir = control, None, log_dir
     bed.net = type("Net", (), {"check_switches": lambda self: None})()
     bed.topo, bed.say, bed.last_switch_events = None, lambda message: None, {}
     return bed
 
 
 @pytest.mark.parametrize("fails", [False, True])
-def test_the_job_is_removed_after_its_run(monkeypatch, fails):
+def test_the_job_is_removed_after_its_run(monkeypatch, tmp_path, fails):
     def follow(*args, **kwargs):
         if fails:
             raise RuntimeError("worker failed")
@@ -40,7 +40,7 @@ def test_the_job_is_removed_after_its_run(monkeypatch, fails):
     monkeypatch.setattr(testbed_module, "stop_workers", lambda *args: None)
     monkeypatch.setattr(testbed_module, "load_results", lambda workers: [])
     control = Control()
-    bed = bed_with(control)
+    bed = bed_with(control, tmp_path)
     options = WorkerOptions(mode="thc", steps=1, job_id=5)
     if fails:
         with pytest.raises(RuntimeError):

@@ -1,0 +1,111 @@
+"""The runner's side of a worker failure without Mininet: worker processes that print progress lines,
+one killed with SIGKILL at a step (KillSwitch), follow() noticing its death, Failover admitting the
+survivors as a new job on a stand-in control plane and writing the notice, the survivors reporting that
+they moved, the old job removed, and the failure's record. In a mode without failover the same kill ends
+the run with a clear error."""
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from topologies.failover import Failover, KillSwitch
+from topologies.workers import Worker, WorkerFailed, follow, load_results
+
+# a stand-in worker: steps every 20 ms; once the notice names a new job it reports that it moved to it
+WORKER = r"""
+import json, os, sys, time
+rank, steps, notice = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+moved = False
+for step in range(1, steps + 1):
+    time.sleep(0.02)
+    if not moved and os.path.exists(notice):
+        n = json.load(open(notice))
+        print("@thc " + json.dumps({"event": "rejoined", "generation": n["generation"], "job_id": n["job_id"],
+              "step": step - 1, "at_call": 2 * step}), flush=True)
+        moved = True
+    print("@thc " + json.dumps({"event": "step", "step": step, "loss": 0.0}), flush=True)
+json.dump({"rank": rank, "moved": moved}, open(sys.argv[4], "w"))
+"""
+
+
+class Switch:
+    """The aggregating switch's session, as Failover uses it."""
+
+    def __init__(self):
+        self.jobs = {1: None}
+        self.calls = []
+
+    def add_job(self, job_id, hosts, topo, n_slots, table):
+        self.calls.append(("add", job_id, tuple(hosts)))
+        self.jobs[job_id] = SimpleNamespace(job_id=job_id, epoch=77, slot_base=256, n_slots=n_slots)
+        return self.jobs[job_id]
+
+    def list_jobs(self):
+        return [SimpleNamespace(job_id=j) for j in self.jobs]
+
+    def remove_job(self, job_id, missing_ok=False):
+        self.calls.append(("remove", job_id))
+        self.jobs.pop(job_id, None)
+
+
+def start(tmp_path, n, steps, notice):
+    workers = []
+    for rank in range(n):
+        host = f"h{rank + 1}"
+        result = tmp_path / f"{host}.json"
+        argv = [sys.executable, "-c", WORKER, str(rank), str(steps), str(notice), str(result)]
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        log_path = tmp_path / f"{host}.log"
+        workers.append(Worker(host, rank, process, log_path, result, open(log_path, "wb")))
+    return workers
+
+
+def test_a_killed_worker_is_left_behind_and_the_survivors_go_on_as_a_new_job(tmp_path):
+    notice = tmp_path / "membership.json"
+    switch = Switch()
+    failover = Failover(SimpleNamespace(aggregator=switch), None, 1, 256, [0, 1], notice, say=lambda m: None)
+    killer = KillSwitch([("h3", 5)])
+    failover.killed = killer.killed
+    workers = failover.workers = start(tmp_path, 4, 40, notice)
+    seen = []
+
+    def on_event(w, e):
+        killer.on_event(w, e)
+        failover.on_event(w, e)
+        seen.append((w.host, e["event"]))
+
+    follow(workers, on_event, stall_timeout=30, start_timeout=30, on_death=failover.on_death)
+
+    assert [w.host for w in workers if w.lost] == ["h3"]
+    assert ("h3", "lost") in seen
+    assert json.loads(notice.read_text()) == {
+        "generation": 1,
+        "job_id": 2,
+        "workers": [0, 1, 3],
+        "epoch": 77,
+        "failed": [2],
+    }
+    assert switch.calls == [("add", 2, ("h1", "h2", "h4")), ("remove", 1)]
+    assert failover.jobs == [1, 2]
+    (record,) = [f.record() for f in failover.failures]
+    assert record["host"] == "h3" and record["rank"] == 2 and record["signal"] == "SIGKILL" and record["injected"]
+    assert 5 <= record["step"] < 40  # it had reported step 5 (it may have printed one more before the signal)
+    assert record["job_id"] == 2 and record["workers"] == 3 and record["old_job_id"] == 1
+    assert 0 <= record["detected_s"] <= record["readmitted_s"] <= record["recovered_s"]
+    results = load_results(workers)
+    assert [r["rank"] for r in results] == [0, 1, 3] and all(r["moved"] for r in results)
+
+
+def test_without_failover_a_killed_worker_stops_the_run_with_a_clear_error(tmp_path):
+    killer = KillSwitch([("h2", 3)])
+    workers = start(tmp_path, 2, 400, tmp_path / "none.json")
+    try:
+        with pytest.raises(WorkerFailed, match=r"worker h2 \(rank 1\): killed by signal 9 \(a worker failure stops "):
+            follow(workers, killer.on_event, stall_timeout=30, start_timeout=30)
+    finally:
+        for w in workers:
+            w.process.kill()
+            w.process.wait()

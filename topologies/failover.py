@@ -1,0 +1,197 @@
+"""Worker failure during a run: the runner's half of host_agent/membership.py.
+
+A switch-mode worker that dies (killed by a signal: ``kill -9``, the kernel's OOM killer) is noticed by
+``follow`` at once (its output closes and its exit status is a signal). ``Failover.on_death`` then admits
+the survivors as a new job on the aggregating switch: a fresh job id, so a request of the old membership
+still on its way can only meet the old job's cells or be dropped as UNKNOWN_JOB, never be counted into
+the new one; a fresh epoch and slots of its own; the dead worker's multicast replica and mask bit gone.
+Then it writes the notice the workers poll. The old job stays until every survivor reports that it moved
+(a survivor that is behind may still need the old job's stored results, see host_agent/aggregator.py),
+and is removed then. Each failure becomes a record for the summary: who, at which step, how long the
+recovery took.
+
+``KillSwitch`` injects failures: SIGKILL to a worker once it reports a given step (``thc-run --kill``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller import contract
+from controller.errors import ControlError
+from host_agent.membership import Membership, MembershipFile
+from topologies.workers import Worker, WorkerFailed
+
+
+@dataclass
+class Failure:
+    """One worker's death and the recovery from it (times in seconds, monotonic clock)."""
+
+    host: str
+    rank: int
+    step: int  # the last step the worker reported
+    signal: int
+    detected: float
+    killed: float | None = None  # when the runner sent the signal (an injected failure)
+    admitted: float | None = None  # the survivors' job is installed and the notice written
+    rejoined: float | None = None  # every survivor reported that it moved
+    generation: int = 0
+    old_job_id: int = 0
+    job_id: int = 0
+    epoch: int = 0
+    workers: int = 0  # survivors
+    survivors_step: int = 0  # the step the survivors were in when they moved
+    at_call: int | None = None  # the aggregation call at which they moved
+    waiting: set = field(default_factory=set)  # survivors' ranks that have not moved yet
+
+    def record(self) -> dict:
+        start = self.killed if self.killed is not None else self.detected
+
+        def since(t):
+            return None if t is None else round(t - start, 4)
+
+        return {
+            "host": self.host,
+            "rank": self.rank,
+            "step": self.step,
+            "signal": _signal_name(self.signal),
+            "injected": self.killed is not None,
+            "detected_s": since(self.detected),
+            "readmitted_s": since(self.admitted),
+            "recovered_s": since(self.rejoined),
+            "old_job_id": self.old_job_id,
+            "job_id": self.job_id,
+            "epoch": self.epoch,
+            "workers": self.workers,
+            "survivors_step": self.survivors_step,
+            "at_call": self.at_call,
+        }
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class KillSwitch:
+    """Injected failures: SIGKILL to a worker once it reports a step (``thc-run --kill HOST:STEP``)."""
+
+    def __init__(self, kills: list[tuple[str, int]], clock: Callable[[], float] = time.monotonic):
+        self.kills = dict(kills)  # host -> step
+        self.killed: dict[str, float] = {}  # host -> when it was killed
+        self.clock = clock
+
+    def on_event(self, worker: Worker, event: dict) -> None:
+        step = self.kills.get(worker.host)
+        if event.get("event") == "step" and step is not None and event["step"] >= step:
+            del self.kills[worker.host]
+            self.killed[worker.host] = self.clock()
+            os.kill(worker.process.pid, signal.SIGKILL)
+
+
+class Failover:
+    """Re-admission of a switch mode's survivors (one Failover per mode run)."""
+
+    def __init__(
+        self,
+        control,
+        topo,
+        job_id: int,
+        window: int,
+        table: list[int],
+        notice_path: Path,
+        say: Callable[[str], None] = print,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.control, self.topo, self.window, self.table = control, topo, window, table
+        self.job_id = job_id  # the job the workers are in now
+        self.used_ids = {job_id}  # never reused within the run: an old request can never match a new job
+        self.notices = MembershipFile(notice_path)
+        self.notices.clear()
+        self.say, self.clock = say, clock
+        self.generation = 0
+        self.failures: list[Failure] = []
+        self.workers: list[Worker] = []
+        self.killed: dict[str, float] = {}  # host -> when an injected failure killed it (KillSwitch.killed)
+
+    @property
+    def jobs(self) -> list[int]:
+        """Every job id this run installed (to remove at the end)."""
+        return sorted(self.used_ids)
+
+    # ---- follow's callbacks ----------------------------------------------------------------------
+
+    def on_event(self, worker: Worker, event: dict) -> None:
+        if event.get("event") == "rejoined":
+            self._rejoined(worker, event)
+
+    def on_death(self, dead: Worker) -> None:
+        """Admit the survivors without ``dead`` and tell them; WorkerFailed if that cannot be done."""
+        detected = self.clock()
+        code = dead.process.poll()
+        alive = [w for w in self.workers if w.process.poll() is None]
+        if not alive:
+            raise WorkerFailed(f"worker {dead.host} died (signal {-code}) and no worker is left")
+        failure = Failure(dead.host, dead.rank, dead.step, -code, detected, self.killed.get(dead.host))
+        failure.old_job_id = self.job_id
+        new_id = self._fresh_job_id()
+        hosts = [w.host for w in alive]
+        try:
+            job = self.control.aggregator.add_job(new_id, hosts, self.topo, n_slots=self.window, table=self.table)
+        except ControlError as exc:
+            raise WorkerFailed(
+                f"worker {dead.host} died at step {dead.step} and the survivors could not be admitted as job "
+                f"{new_id}: {exc} (the new job needs {self.window} free slots next to the old job's)"
+            ) from exc
+        self.used_ids.add(new_id)
+        self.generation += 1
+        ranks = tuple(sorted(w.rank for w in alive))
+        self.notices.write(Membership(self.generation, new_id, ranks, job.epoch, failed=(dead.rank,)))
+        failure.admitted = self.clock()
+        failure.generation, failure.job_id, failure.epoch = self.generation, new_id, job.epoch
+        failure.workers = len(alive)
+        failure.waiting = set(ranks)
+        self.failures.append(failure)
+        self.job_id = new_id
+        self.say(
+            f"worker {dead.host} (rank {dead.rank}) died at step {dead.step} (signal {-code}): the {len(alive)} "
+            f"survivors are job {new_id} now (epoch {job.epoch}, slots {job.slot_base}.."
+            f"{job.slot_base + job.n_slots - 1})"
+        )
+
+    # ---- internals -------------------------------------------------------------------------------
+
+    def _fresh_job_id(self) -> int:
+        installed = {j.job_id for j in self.control.aggregator.list_jobs()}
+        for step in range(1, contract.JOB_ID_MAX + 1):  # the ids after the current one, wrapping
+            candidate = (self.job_id + step) % (contract.JOB_ID_MAX + 1)
+            if candidate not in self.used_ids and candidate not in installed:
+                return candidate
+        raise WorkerFailed("no free job id on the switch for the survivors")
+
+    def _rejoined(self, worker: Worker, event: dict) -> None:
+        failure = next((f for f in self.failures if f.generation == event.get("generation")), None)
+        if failure is None or worker.rank not in failure.waiting:
+            return
+        failure.waiting.discard(worker.rank)
+        failure.survivors_step = max(failure.survivors_step, int(event.get("step", 0)) + 1)
+        failure.at_call = event.get("at_call")
+        if failure.waiting:
+            return
+        failure.rejoined = self.clock()
+        try:  # every survivor is in the new job: nothing needs the old one's stored results any more
+            self.control.aggregator.remove_job(failure.old_job_id, missing_ok=True)
+        except ControlError as exc:
+            self.say(f"could not remove job {failure.old_job_id}: {exc}")
+        r = failure.record()
+        self.say(
+            f"survivors of {failure.host} rejoined as job {failure.job_id} in step {failure.survivors_step}, "
+            f"{r['recovered_s']:.2f} s after the failure"
+        )
