@@ -445,8 +445,12 @@ def _gloo_round(args, _aggregator, grad, _k: int, _codec=None) -> dict:
     }
 
 
+_emitting = threading.Lock()  # the aggregation thread reports too (a rejoin): one whole line at a time
+
+
 def emit(record: dict) -> None:
-    print(PROGRESS_PREFIX + json.dumps(record), flush=True)
+    with _emitting:
+        print(PROGRESS_PREFIX + json.dumps(record), flush=True)
 
 
 def cpu_counters() -> dict:
