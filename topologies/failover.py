@@ -105,12 +105,11 @@ class Failover:
         topo,
         job_id: int,
         window: int,
-        table: list[int],
         notice_path: Path,
         say: Callable[[str], None] = print,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.control, self.topo, self.window, self.table = control, topo, window, table
+        self.control, self.topo, self.window = control, topo, window
         self.job_id = job_id  # the job the workers are in now
         self.used_ids = {job_id}  # never reused within the run: an old request can never match a new job
         self.notices = MembershipFile(notice_path)
@@ -144,7 +143,9 @@ class Failover:
         new_id = self._fresh_job_id()
         hosts = [w.host for w in alive]
         try:
-            job = self.control.aggregator.add_job(new_id, hosts, self.topo, n_slots=self.window, table=self.table)
+            # no table read-back (seconds of pure-Python protobuf for 32 lanes): the old job was admitted
+            # with the workers' table, and nothing has installed another since
+            job = self.control.aggregator.add_job(new_id, hosts, self.topo, n_slots=self.window)
         except ControlError as exc:
             raise WorkerFailed(
                 f"worker {dead.host} died at step {dead.step} and the survivors could not be admitted as job "

@@ -120,9 +120,8 @@ class Testbed:
         if options.mode in FAILOVER_MODES and not options.probe_rounds:
             options = dataclasses.replace(options, membership=self.log_dir / options.mode / "membership.json")
             failover = Failover(
-                self.control, self.topo, options.job_id, options.window, options.thc_table(), options.membership,
-                say=self.say,
-            )  # fmt: skip
+                self.control, self.topo, options.job_id, options.window, options.membership, say=self.say
+            )
             failover.killed = killer.killed
         if options.mode in SWITCH_MODES:
             self.start_job(options)

@@ -199,9 +199,11 @@ def follow(
         selector.register(w.process.stdout, selectors.EVENT_READ, w)
     open_streams = len(workers)
     last_progress = time.monotonic()
+    closed: list[Worker] = []  # output closed: the process is ending (a killed one is noticed sooner)
     try:
         while open_streams:
-            ready = selector.select(timeout=1.0)
+            exiting = any(w.process.poll() is None for w in closed)
+            ready = selector.select(timeout=0.02 if exiting else 1.0)
             for key, _ in ready:
                 w: Worker = key.data
                 try:
@@ -211,6 +213,7 @@ def follow(
                 if not chunk:  # EOF: the worker is exiting
                     selector.unregister(key.fileobj)
                     open_streams -= 1
+                    closed.append(w)
                     continue
                 w.log.write(chunk)
                 w.log.flush()

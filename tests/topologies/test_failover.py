@@ -38,7 +38,7 @@ class Switch:
         self.jobs = {1: None}
         self.calls = []
 
-    def add_job(self, job_id, hosts, topo, n_slots, table):
+    def add_job(self, job_id, hosts, topo, n_slots):
         self.calls.append(("add", job_id, tuple(hosts)))
         self.jobs[job_id] = SimpleNamespace(job_id=job_id, epoch=77, slot_base=256, n_slots=n_slots)
         return self.jobs[job_id]
@@ -66,7 +66,7 @@ def start(tmp_path, n, steps, notice):
 def test_a_killed_worker_is_left_behind_and_the_survivors_go_on_as_a_new_job(tmp_path):
     notice = tmp_path / "membership.json"
     switch = Switch()
-    failover = Failover(SimpleNamespace(aggregator=switch), None, 1, 256, [0, 1], notice, say=lambda m: None)
+    failover = Failover(SimpleNamespace(aggregator=switch), None, 1, 256, notice, say=lambda m: None)
     killer = KillSwitch([("h3", 5)])
     failover.killed = killer.killed
     workers = failover.workers = start(tmp_path, 4, 40, notice)

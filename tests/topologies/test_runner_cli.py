@@ -52,6 +52,10 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
         (["--bw", "0"], 2, ["argument --bw", "0: must be in (0, 1000]"]),
         (["--bw", "fast"], 2, ["argument --bw", "'fast': Mbit/s as a number, or 'auto'"]),
         (["--bw", "auto", "--comm-share", "1"], 2, ["argument --comm-share", "a share in (0, 1)"]),
+        (["--kill", "h3"], 2, ["argument --kill", "'h3': expected HOST:STEP"]),
+        (["--kill", "h3:0"], 2, ["argument --kill", "expected HOST:STEP"]),
+        (["--kill", "h9:5"], 1, ["--kill h9:5: h9 is not a worker of"]),
+        (["--kill", "h3:200", "--steps", "150"], 1, ["--kill h3:200: the run has 150 steps"]),
         (["--topo", "/nonexistent.json"], 1, ["cannot read topology file /nonexistent.json"]),
         (["--topo", "{bad}"], 1, ["bad.json:", "switches.s1.grpc_port: 99999", "1024..65535"]),
         (
