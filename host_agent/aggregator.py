@@ -54,7 +54,7 @@ class SwitchAggregator:
         self.generation = 0
         self.calls = 0  # aggregation calls completed, over all generations
         self.rejoins: list[dict] = []
-        self._pending: tuple[Membership, WorkerProtocol, int, float] | None = None  # notice, its protocol, X
+        self._pending: tuple | None = None  # (notice, its protocol, X, when noticed, calls then)
         self._retired: list[WorkerProtocol] = []
 
     @classmethod
@@ -190,7 +190,7 @@ class SwitchAggregator:
             self._notice()
         if self._pending is None:
             return
-        notice, protocol, switch_at, noticed = self._pending
+        notice, protocol, switch_at, noticed, calls_then = self._pending
         if self.calls < switch_at:
             return  # finish this call in the old job first
         if waiting:
@@ -205,6 +205,7 @@ class SwitchAggregator:
             "n_workers": notice.n_workers,
             "failed": list(notice.failed),
             "at_call": switch_at,
+            "calls_at_notice": calls_then,  # below at_call: this worker finished calls in the old job first
             "rejoin_s": time.monotonic() - noticed,
         }
         self.rejoins.append(record)
@@ -220,7 +221,7 @@ class SwitchAggregator:
         noticed = time.monotonic()
         protocol = self.protocol.for_job(notice.job_id, notice.n_workers)
         agreed = protocol.all_max(np.array([self.calls], np.float32))  # exact: calls < 2**24
-        self._pending = (notice, protocol, int(agreed[0]), noticed)
+        self._pending = (notice, protocol, int(agreed[0]), noticed, self.calls)
 
     # ---- bookkeeping ------------------------------------------------------------------------------
 

@@ -116,3 +116,89 @@ def test_survivors_readmitted_as_a_new_job_aggregate_only_their_own_rounds(new_e
     # old job: 2 calls per round before the failure and round 3's norm (its sum never completed); new
     # job: the agreement, then 2 calls per round from the redone round 3 on
     assert stats["operations"] == (2 * DIES_IN + 1) + (1 + 2 * (ROUNDS - DIES_IN))
+
+
+class Gate:
+    """A worker's port that can stall: while held, receiving blocks until released, and what arrived
+    meanwhile is lost (the worker falls behind the others, as one that is descheduled and loses results)."""
+
+    def __init__(self, port):
+        self.port = port
+        self.held = False
+        self.released = threading.Event()
+
+    def send(self, frame):
+        self.port.send(frame)
+
+    def recv(self, timeout):
+        if self.held:
+            self.released.wait(60)
+            self.port.recv(0.0)  # lost
+            self.held = False
+            return []
+        return self.port.recv(timeout)
+
+    def close(self):
+        self.port.close()
+
+    def describe(self):
+        return self.port.describe()
+
+
+def test_a_survivor_behind_the_others_finishes_its_call_in_the_old_job_first(new_engine):
+    table = CONFIG.make_table().values.tolist()
+    old = SimJob(1, N, table, n_slots=8, epoch=1)
+    engine = new_engine(old)
+    _, protocols = attach_workers(
+        engine, old, seed=5, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=30.0
+    )
+    behind = 1
+    gate = Gate(protocols[behind].transport)
+    protocols[behind].transport = gate
+    board = MembershipBoard()
+    aggs = [SwitchAggregator(p, N, membership=board.reader()) for p in protocols]
+    records = {r: [] for r in range(N)}
+    errors = []
+
+    def work(rank):
+        comp = THCCompressor(CONFIG, worker_id=rank)
+        try:
+            for k in range(ROUNDS):
+                if rank == DEAD and k == DIES_IN:
+                    aggs[rank].all_max(comp.prepare(probe_gradient(7, rank, k, SIZE), step=k).norms)
+                    return  # gone after round 3's norm (call 6): nobody completes call 7, its sums
+                if rank == behind and k == DIES_IN:
+                    gate.held = True  # round 3's norm is sent, and its result lost while the worker stalls
+                records[rank].append(thc_round(aggs[rank], comp, rank, k))
+        except Exception as exc:  # surfaced below with the worker's id
+            errors.append((rank, exc))
+
+    threads = {r: threading.Thread(target=work, args=(r,), daemon=True) for r in range(N)}
+    for t in threads.values():
+        t.start()
+    ahead = [r for r in SURVIVORS if r != behind]
+    deadline = time.monotonic() + 60
+    while any(aggs[r].calls < 2 * DIES_IN + 1 for r in ahead) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(aggs[r].calls == 2 * DIES_IN + 1 for r in ahead)  # stuck in call 7, round 3's sums
+    new = SimJob(2, N - 1, table, n_slots=8, slot_base=8, epoch=2, worker_ids=SURVIVORS)
+    admit(engine, new)
+    board.post(Membership(1, new.job_id, tuple(SURVIVORS), new.epoch, failed=(DEAD,)))
+    gate.released.set()
+    for r in SURVIVORS:
+        threads[r].join(60)
+        assert not threads[r].is_alive(), f"worker {r} hangs"
+    assert not errors, errors
+
+    for r in SURVIVORS:
+        (rejoin,) = aggs[r].rejoins
+        assert rejoin["at_call"] == 2 * DIES_IN + 1
+        assert rejoin["calls_at_notice"] == (2 * DIES_IN if r == behind else 2 * DIES_IN + 1)
+    for k in range(ROUNDS):
+        ranks = list(range(N)) if k < DIES_IN else SURVIVORS
+        max_norms, indices, sums = reference(ranks, k)
+        for r in SURVIVORS:
+            got, where = records[r][k], f"round {k}, worker {r}"
+            assert got["n"] == len(ranks), where
+            assert np.array_equal(got["max_norms"], max_norms), where
+            assert np.array_equal(got["sums"], sums), where
