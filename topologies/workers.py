@@ -227,7 +227,11 @@ def follow(
                         _note(w, event)
                         on_event(w, event)
             check()
-            failed = [w for w in workers if not w.lost and (w.error or (w.process.poll() not in (None, 0)))]
+            failed = _failed(workers)
+            if failed and not any(_killed(w) for w in failed):
+                time.sleep(0.2)  # an error can be the echo of another worker's death (gloo: connection reset)
+                failed = _failed(workers)
+            failed.sort(key=lambda w: not _killed(w))  # the cause first
             for w in failed:
                 if on_death is None or w.error or w.process.poll() > 0:
                     raise WorkerFailed(_failure_message(w, recoverable=on_death is not None))
@@ -250,6 +254,15 @@ def follow(
         selector.close()
         for w in workers:
             w.log.close()
+
+
+def _failed(workers: list[Worker]) -> list[Worker]:
+    return [w for w in workers if not w.lost and (w.error or (w.process.poll() not in (None, 0)))]
+
+
+def _killed(w: Worker) -> bool:
+    code = w.process.poll()
+    return code is not None and code < 0
 
 
 def _note(w: Worker, event: dict) -> None:

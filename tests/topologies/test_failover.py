@@ -17,10 +17,13 @@ from topologies.workers import Worker, WorkerFailed, follow, load_results
 # a stand-in worker: steps every 20 ms; once the notice names a new job it reports that it moved to it
 WORKER = r"""
 import json, os, sys, time
-rank, steps, notice = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rank, steps, notice, echo = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[5]
 moved = False
 for step in range(1, steps + 1):
     time.sleep(0.02)
+    if os.path.exists(echo):  # gloo's echo of a peer's death: "connection reset by peer"
+        print("@thc " + json.dumps({"event": "error", "message": "Connection reset by peer"}), flush=True)
+        sys.exit(1)
     if not moved and os.path.exists(notice):
         n = json.load(open(notice))
         print("@thc " + json.dumps({"event": "rejoined", "generation": n["generation"], "job_id": n["job_id"],
@@ -51,12 +54,13 @@ class Switch:
         self.jobs.pop(job_id, None)
 
 
-def start(tmp_path, n, steps, notice):
+def start(tmp_path, n, steps, notice, echo=None):
     workers = []
     for rank in range(n):
         host = f"h{rank + 1}"
         result = tmp_path / f"{host}.json"
-        argv = [sys.executable, "-c", WORKER, str(rank), str(steps), str(notice), str(result)]
+        echo_path = echo if echo is not None and rank == 0 else tmp_path / "never"
+        argv = [sys.executable, "-c", WORKER, str(rank), str(steps), str(notice), str(result), str(echo_path)]
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         log_path = tmp_path / f"{host}.log"
         workers.append(Worker(host, rank, process, log_path, result, open(log_path, "wb")))
@@ -100,11 +104,19 @@ def test_a_killed_worker_is_left_behind_and_the_survivors_go_on_as_a_new_job(tmp
 
 
 def test_without_failover_a_killed_worker_stops_the_run_with_a_clear_error(tmp_path):
+    """h1 fails as gloo's echo of h2's death, possibly before h2's death is seen: h2 is named as the cause."""
     killer = KillSwitch([("h2", 3)])
-    workers = start(tmp_path, 2, 400, tmp_path / "none.json")
+    echo = tmp_path / "echo"
+    workers = start(tmp_path, 3, 400, tmp_path / "none.json", echo)
+
+    def on_event(w, e):
+        killer.on_event(w, e)
+        if killer.killed:
+            echo.touch()
+
     try:
         with pytest.raises(WorkerFailed, match=r"worker h2 \(rank 1\): killed by signal 9 \(a worker failure stops "):
-            follow(workers, killer.on_event, stall_timeout=30, start_timeout=30)
+            follow(workers, on_event, stall_timeout=30, start_timeout=30)
     finally:
         for w in workers:
             w.process.kill()
