@@ -84,6 +84,7 @@ class CGen:
         self.actions = {}  # action id -> json
         self.action_exits = {}  # action id -> may set the exit flag
         self._check_widths()
+        self._check_constructs()
 
     # ------------------------------------------------------------------ checks
     def _check_widths(self):
@@ -101,6 +102,26 @@ class CGen:
             for ref in t.actions.values():
                 if any(w > MAX_WIDTH for w in ref.widths):
                     raise unsupported(f"action data wider than 64 bits in '{ref.name}' (native backend)", t.name)
+
+    def _check_constructs(self):
+        """Constructs only the Python backend runs: `--backend auto` falls back to it with a notice."""
+        for h in self.layout.headers.values():
+            if h.htype.varbit is not None:
+                name = h.htype.fields[h.htype.varbit][0]
+                raise unsupported(
+                    f"the varbit field '{h.name}.{name}' (native backend: varbit fields run on the Python backend)",
+                    f"header '{h.name}'",
+                )
+        for key, what in (
+            ("header_unions", "header union"),
+            ("header_union_stacks", "header union stack"),
+            ("parse_vsets", "parse value set"),
+        ):
+            items = self.cfg.get(key) or []
+            if items:
+                raise unsupported(
+                    f"the {what} '{items[0].get('name')}' (native backend: runs on the Python backend)", f"{key}[0]"
+                )
 
     def annotate(self, slot) -> str:
         name = self.slot_names.get(slot) if isinstance(slot, int) else None
@@ -381,7 +402,11 @@ class CGen:
             path = f"calculations[{i}]"
             algo = calc.get("algo")
             if algo not in algos:
-                raise unsupported(f"hash algorithm '{algo}'", path, calc)
+                raise unsupported(
+                    f"hash algorithm '{algo}' (native backend: custom CRCs and the random hash run on Python)",
+                    path,
+                    calc,
+                )
             pieces, with_payload = [], False
             for item in calc.get("input", []):
                 t = item.get("type")
