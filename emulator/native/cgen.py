@@ -83,8 +83,8 @@ class CGen:
         self.counters = list(prog.counters)
         self.actions = {}  # action id -> json
         self.action_exits = {}  # action id -> may set the exit flag
-        self._check_widths()
         self._check_constructs()
+        self._check_widths()
 
     # ------------------------------------------------------------------ checks
     def _check_widths(self):
@@ -111,6 +111,14 @@ class CGen:
                 raise unsupported(
                     f"the varbit field '{h.name}.{name}' (native backend: varbit fields run on the Python backend)",
                     f"header '{h.name}'",
+                )
+        for i, calc in enumerate(self.cfg.get("calculations", [])):
+            if calc.get("algo") in ("crc16_custom", "crc32_custom", "random"):
+                raise unsupported(
+                    f"hash algorithm '{calc.get('algo')}' of calculation '{calc.get('name')}' "
+                    "(native backend: custom CRCs and the random hash run on the Python backend)",
+                    f"calculations[{i}]",
+                    calc,
                 )
         for key, what in (
             ("header_unions", "header union"),

@@ -569,3 +569,41 @@ def test_random_and_truncated_frames_never_raise(build):
     for _ in range(300):
         sw.process(1, bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 80))))
     assert sw.stats["exceptions"] == 0
+
+
+# ------------------------------------------------------------------------------------------ thc-switch options
+def test_seed_and_crc_parameters_options():
+    from emulator.cli import configure_engine, parse_args
+
+    args = parse_args(["--seed", "0x2a", "--crc-parameters", "calc_0=0x1021,0xffff,0,false,false", "x.json"])
+    assert args.seed == 42 and args.crc_parameters == [("calc_0", (0x1021, 0xFFFF, 0, False, False))]
+    sw = configure_engine(SoftwareSwitch.from_json(hash_program("crc16_custom", 16)), args.seed, args.crc_parameters)
+    assert run_hash(sw) == 0x29B1
+    with pytest.raises(SystemExit):
+        parse_args(["--crc-parameters", "calc_0=0x1021,0xffff", "x.json"])
+    with pytest.raises(EntryError, match="calc_7"):
+        configure_engine(sw, None, [("calc_7", (1, 0, 0, True, True))])
+
+
+# ------------------------------------------------------------------------------------------ native backend
+@pytest.mark.parametrize(
+    "build, words",
+    [
+        (varbit_program, r"varbit field 'opts.options'"),
+        (union_program, r"header union 'u'"),
+        (vset_program, r"parse value set 'ether_types'"),
+        (lambda: hash_program("crc16_custom", 16), r"hash algorithm 'crc16_custom'"),
+        (lambda: hash_program("random", 8), r"hash algorithm 'random'"),
+    ],
+)
+def test_native_refuses_python_only_constructs_by_name_and_auto_falls_back(build, words, caplog):
+    from emulator.errors import UnsupportedConstruct
+
+    with pytest.raises(UnsupportedConstruct, match=rf"native backend: .*{words}"):
+        SoftwareSwitch.from_json(build(), backend="native")
+    with caplog.at_level("WARNING", logger="emulator.switch"):
+        sw = SoftwareSwitch.from_json(build(), backend="auto")
+    assert type(sw) is SoftwareSwitch
+    assert any(
+        "Python backend instead" in r.getMessage() and "native backend" in r.getMessage() for r in caplog.records
+    )
