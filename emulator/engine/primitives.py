@@ -313,12 +313,13 @@ class ActionBody:
         becomes valid (a union's other members invalid) with the source's fields (and varbit width)."""
         n = dst.htype.nfields
         extra = "" if dst.htype.varbit is None else ", 1"
-        src.emit(f"if _assign_header(F, {dst.src}, {hsrc.src}, {n}{extra}):")
+        call = f"_assign_header(F, {dst.src}, {hsrc.src}, {n}{extra})"
+        if not self.env.layout.siblings:
+            src.emit(call)
+            return
+        src.emit(f"if {call}:")
         with src.indent():
-            if self.env.layout.siblings:
-                self._mark_valid(src, ex, dst)
-            else:
-                src.emit("pass")
+            self._mark_valid(src, ex, dst)
 
     def _p_assign_VL(self, src, ex, params, path, prim):
         """varbit = varbit: the value and its width (BMv2's Field::assign_VL)."""

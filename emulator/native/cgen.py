@@ -83,6 +83,7 @@ class CGen:
         self.counters = list(prog.counters)
         self.actions = {}  # action id -> json
         self.action_exits = {}  # action id -> may set the exit flag
+        self.vset_views = []  # (value set name, key field widths, mask or None) per select case on a set
         self._check_constructs()
         self._check_widths()
 
@@ -123,7 +124,6 @@ class CGen:
         for key, what in (
             ("header_unions", "header union"),
             ("header_union_stacks", "header union stack"),
-            ("parse_vsets", "parse value set"),
         ):
             items = self.cfg.get(key) or []
             if items:
@@ -168,6 +168,7 @@ class CGen:
         h.emit(f"#define NTABLES {len(self.tables)}")
         h.emit(f"#define NREGS {len(self.registers)}")
         h.emit(f"#define NCTRS {len(self.counters)}")
+        h.emit(f"#define NVSETS {len(self.vset_views)}")
         h.emit("struct sw {")
         with h.indent():
             h.emit("pthread_mutex_t mu;")
@@ -177,6 +178,7 @@ class CGen:
             h.emit("uint64_t *regs[NREGS > 0 ? NREGS : 1];")
             h.emit("uint64_t *ctr_pk[NCTRS > 0 ? NCTRS : 1], *ctr_by[NCTRS > 0 ? NCTRS : 1];")
             h.emit("mc_group_t *mc[MC_GROUPS];")
+            h.emit("vset_t vsets[NVSETS > 0 ? NVSETS : 1]; /* one per select case on a value set */")
         h.emit("};")
         h.emit()
         for i, name in enumerate(self.registers):
@@ -580,7 +582,7 @@ class CGen:
             src.emit(goto(default))
             return
         ex = CExpr(self.layout, self.consts, path, parser=True)
-        comps = []
+        comps, key_widths = [], []
         for k in st.get("transition_key", []):
             t = k.get("type")
             if t == "field":
@@ -601,6 +603,7 @@ class CGen:
             else:
                 raise unsupported(f"select key type '{t}'", path, k)
             comps.append((v, (width + 7) // 8))
+            key_widths.append(width)
         total = sum(n for _, n in comps)
         if total > MAX_SELECT_BYTES:
             raise unsupported(f"a select key of {total} bytes (native backend: at most {MAX_SELECT_BYTES})", path, st)
@@ -612,6 +615,9 @@ class CGen:
         src.emit(f"{{ UV {key} = {' | '.join(parts)};")
         with src.indent():
             for t in cases:
+                if t.get("type") == "parse_vset":
+                    self._vset_case(src, t, path, key, key_widths, goto)
+                    continue
                 value = t.get("value")
                 if hexstr_bytes(value, path) != total:
                     raise malformed(f"transition value {value!r} is not {total} bytes wide", path, t)
@@ -624,6 +630,20 @@ class CGen:
                     src.emit(f"if (({key} & (UV){c_int(m)}) == (UV){c_int(v & m)}) {goto(t.get('next_state'))}")
             src.emit(goto(default))
         src.emit("}")
+
+    def _vset_case(self, src, t, path, key, key_widths, goto):
+        """A select case on a parse value set: the (masked) key is one of the view's members, which
+        NativeSwitch keeps equal to the Python engine's view of the same set (valuesets.py)."""
+        vset = self.prog.value_sets.get(t.get("value"))
+        if vset is None:
+            raise malformed(f"unknown parse value set {t.get('value')!r}", path, t)
+        widths = tuple(key_widths)
+        mask = t.get("mask")
+        m = None if mask is None else hexstr(mask, path)
+        vid = len(self.vset_views)
+        self.vset_views.append((vset.name, widths, m))
+        probe = key if m is None else f"({key} & (UV){c_int(m)})"
+        src.emit(f"if (vset_has(&sw->vsets[{vid}], {probe})) {goto(t.get('next_state'))} /* value set {vset.name} */")
 
     # ------------------------------------------------------------------ checksums and deparser
     @functools.cached_property

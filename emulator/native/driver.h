@@ -195,8 +195,27 @@ void sw_destroy(sw_t *sw) {
     for (int g = 0; g < MC_GROUPS; g++) {
         if (sw->mc[g]) { free(sw->mc[g]->ports); free(sw->mc[g]->rids); free(sw->mc[g]); }
     }
+    for (int v = 0; v < NVSETS; v++) free(sw->vsets[v].v);
     pthread_mutex_destroy(&sw->mu);
     free(sw);
+}
+
+/* The members of value set view `view`: n values given as (low, high) 64-bit halves. */
+int sw_vset_set(sw_t *sw, uint32_t view, uint32_t n, const uint64_t *lohi) {
+    if (view >= NVSETS) return -1;
+    UV *v = NULL;
+    if (n) {
+        v = malloc(n * sizeof(UV));
+        if (!v) return -1;
+        for (uint32_t i = 0; i < n; i++) v[i] = ((UV)lohi[2 * i + 1] << 64) | lohi[2 * i];
+    }
+    sw_lock(sw);
+    UV *old = sw->vsets[view].v;
+    sw->vsets[view].v = v;
+    sw->vsets[view].n = n;
+    sw_unlock(sw);
+    free(old);
+    return 0;
 }
 
 void sw_lock(sw_t *sw) { pthread_mutex_lock(&sw->mu); }

@@ -314,6 +314,18 @@ static inline int32_t tbl_lookup(const table_t *t, const uint64_t *key) {
 }
 
 /* ------------------------------------------------------------------ multicast (pre.py) */
+/* ------------------------------------------------------------------ parse value sets */
+typedef struct vset {            /* the members one select case tests, padded and masked (valuesets.py) */
+    uint32_t n;
+    UV *v;
+} vset_t;
+
+static inline int vset_has(const vset_t *s, UV key) {
+    for (uint32_t i = 0; i < s->n; i++)
+        if (s->v[i] == key) return 1;
+    return 0;
+}
+
 typedef struct mc_group {
     uint32_t n;
     uint32_t *ports, *rids;

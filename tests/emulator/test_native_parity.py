@@ -15,9 +15,9 @@ from tests.support.frames import guided_frames, mutate, random_entries
 from tests.support.paths import FIXTURE_BUILD
 from tests.support.targets import THC_JSON
 
-# fixtures whose constructs only the Python backend runs (varbit, header unions, value sets, custom
+# fixtures whose constructs only the Python backend runs (varbit, header unions, custom
 # CRCs, the random hash): test_python_only_constructs_are_refused_by_name covers them instead
-PYTHON_ONLY = {"varbit_options", "header_unions", "value_sets", "custom_hashes", "random_hash"}
+PYTHON_ONLY = {"varbit_options", "header_unions", "custom_hashes", "random_hash"}
 PROGRAMS = (
     sorted(p for p in FIXTURE_BUILD.glob("*.json") if p.stem not in PYTHON_ONLY)
     + [THC_JSON]
