@@ -84,6 +84,7 @@ class CGen:
         self.actions = {}  # action id -> json
         self.action_exits = {}  # action id -> may set the exit flag
         self.vset_views = []  # (value set name, key field widths, mask or None) per select case on a set
+        self.custom_crcs = [n for n, fn in prog.hashes.items() if getattr(fn, "params", None) is not None]
         self._check_constructs()
         self._check_widths()
 
@@ -112,14 +113,6 @@ class CGen:
                 raise unsupported(
                     f"the varbit field '{h.name}.{name}' (native backend: varbit fields run on the Python backend)",
                     f"header '{h.name}'",
-                )
-        for i, calc in enumerate(self.cfg.get("calculations", [])):
-            if calc.get("algo") in ("crc16_custom", "crc32_custom", "random"):
-                raise unsupported(
-                    f"hash algorithm '{calc.get('algo')}' of calculation '{calc.get('name')}' "
-                    "(native backend: custom CRCs and the random hash run on the Python backend)",
-                    f"calculations[{i}]",
-                    calc,
                 )
         for key, what in (
             ("header_unions", "header union"),
@@ -169,6 +162,7 @@ class CGen:
         h.emit(f"#define NREGS {len(self.registers)}")
         h.emit(f"#define NCTRS {len(self.counters)}")
         h.emit(f"#define NVSETS {len(self.vset_views)}")
+        h.emit(f"#define NCRCS {len(self.custom_crcs)}")
         h.emit("struct sw {")
         with h.indent():
             h.emit("pthread_mutex_t mu;")
@@ -179,6 +173,7 @@ class CGen:
             h.emit("uint64_t *ctr_pk[NCTRS > 0 ? NCTRS : 1], *ctr_by[NCTRS > 0 ? NCTRS : 1];")
             h.emit("mc_group_t *mc[MC_GROUPS];")
             h.emit("vset_t vsets[NVSETS > 0 ? NVSETS : 1]; /* one per select case on a value set */")
+            h.emit("crc_custom_t crcs[NCRCS > 0 ? NCRCS : 1]; /* " + (", ".join(self.custom_crcs) or "none") + " */")
         h.emit("};")
         h.emit()
         for i, name in enumerate(self.registers):
@@ -407,7 +402,7 @@ class CGen:
     # ------------------------------------------------------------------ calculations
     def _calculations(self):
         src = self.src
-        algos = {"csum16", "crc32", "crc16", "identity", "xor16"}
+        algos = {"csum16", "crc32", "crc16", "identity", "xor16", "crc16_custom", "crc32_custom", "random"}
         for i, calc in enumerate(self.cfg.get("calculations", [])):
             path = f"calculations[{i}]"
             algo = calc.get("algo")
@@ -454,7 +449,15 @@ class CGen:
                     src.emit("    memcpy(buf + n, cx->payload, cx->payload_len);")
                     src.emit("    n += cx->payload_len;")
                     src.emit("}")
-                src.emit(f"return h_{algo}(buf, n);")
+                if algo == "random":
+                    src.emit(
+                        "(void)n; return rng_next(&cx->sw->rng); /* the random hash: a draw, whatever the input */"
+                    )
+                elif algo in ("crc16_custom", "crc32_custom"):
+                    k = self.custom_crcs.index(calc.get("name"))
+                    src.emit(f"return h_crc_custom(&cx->sw->crcs[{k}], buf, n);")
+                else:
+                    src.emit(f"return h_{algo}(buf, n);")
             src.emit("}")
             src.emit()
 

@@ -38,6 +38,7 @@ class NativeSwitch(SoftwareSwitch):
         gen = CGen(cfg, program, drop_port)
         self.c_source = gen.generate()
         self._vset_views = gen.vset_views  # C view index -> (value set, key widths, mask)
+        self._crc_index = {name: k for k, name in enumerate(gen.custom_crcs)}
         self.lib = load_program_library(self.c_source, str(cfg.get("program", "p4")), sanitize=sanitize)
         self.handle = self.lib.sw_create()
         if not self.handle:
@@ -50,6 +51,8 @@ class NativeSwitch(SoftwareSwitch):
             for entry in table.entries.values():
                 self._push_entry(table, entry)
             self._push_default(table)
+        for name in self._crc_index:
+            self._push_crc(name)
 
     def close(self):
         if getattr(self, "handle", None):
@@ -280,6 +283,21 @@ class NativeSwitch(SoftwareSwitch):
             rids = (ctypes.c_uint32 * max(n, 1))(*(r for _, r in group))
             if self.lib.sw_mc_set(self.handle, group_id, n, ports, rids) != 0:
                 raise MemoryError(f"multicast group {group_id}: the native backend could not store it")
+
+    # ------------------------------------------------------------------ custom CRCs: Python checks, C tables
+    def _push_crc(self, name):
+        crc = self._prog.hashes[name]
+        poly, init, xor_out, reflect_data, reflect_remainder = crc.params
+        rc = self.lib.sw_crc_set(
+            self.handle, self._crc_index[name], crc.width, poly, init, xor_out, reflect_data, reflect_remainder
+        )
+        if rc != 0:
+            raise ValueError(f"calculation '{name}': the native backend refused its CRC parameters")
+
+    def set_crc_parameters(self, calculation, *params, **kw) -> None:
+        super().set_crc_parameters(calculation, *params, **kw)
+        with self._lock:
+            self._push_crc(calculation)
 
     # ------------------------------------------------------------------ parse value sets: Python checks, C views
     def _push_value_set(self, name):
