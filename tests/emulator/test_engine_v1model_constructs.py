@@ -663,3 +663,74 @@ def test_native_custom_crcs_and_random_hash_agree_with_python(algo, width, param
         for frame in frames:
             assert py.process(1, frame) == nat.process(1, frame)
     assert run_hash(py, b"12345678") == run_hash(nat, b"12345678")
+
+
+SANITIZED_CHILD = r"""
+import json, random, sys
+from emulator.switch import SoftwareSwitch
+from tests.support.frames import mutate
+total = 0
+for path in json.loads(sys.argv[1]):
+    sw = SoftwareSwitch.from_json(json.load(open(path)), backend="native", sanitize=True)
+    rng = random.Random(path)
+    if "ether_types" in sw.program.value_sets:
+        sw.value_set_replace("ether_types", [0x9000, 0x9001])
+        sw.value_set_replace("kinds", [0x073, 0x0F0])
+    for name in sw.program.custom_crcs:
+        sw.set_crc_parameters(name, 0x1021, 0xFFFF, 0, False, True)
+    eth = bytes.fromhex("0000000000020000000000aa")
+    seeds = [eth + bytes([0x90, 0, 7, 0x30, 0]), eth + bytes([0x88, 0xB8]) + bytes(12)]
+    for i in range(20000):
+        if i % 500 == 0 and sw.program.value_sets:
+            sw.value_set_replace("ether_types", [0x9000, rng.getrandbits(16) | 1])
+            sw.value_set_replace("kinds", [rng.getrandbits(12)])
+        frame = mutate(rng.choice(seeds), rng) if rng.random() < 0.7 else rng.randbytes(rng.randint(0, 200))
+        sw.process(rng.randrange(4), frame)
+        total += 1
+    sw.close()
+print("fuzzed", total)
+"""
+
+
+@pytest.mark.slow
+def test_native_value_sets_and_crcs_under_sanitizers(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.emulator.test_native_fuzz import ROOT, _libasan
+
+    asan = _libasan()
+    if asan is None:
+        pytest.skip("gcc's libasan is not installed")
+    paths = []
+    for name, cfg in (
+        ("vsets", vset_program()),
+        ("vsets_masked", vset_program("0xff00")),
+        ("crc16", hash_program("crc16_custom", 16, 64)),
+        ("crc32", hash_program("crc32_custom", 32, 64)),
+        ("random", hash_program("random", 12, 64)),
+    ):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(cfg))
+        paths.append(str(path))
+    env = dict(os.environ)
+    env.update(
+        LD_PRELOAD=asan,
+        ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:exitcode=99",
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98",
+        THC_NATIVE_CACHE=str(tmp_path / "cache"),
+        PYTHONPATH=str(ROOT),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SANITIZED_CHILD, json.dumps(paths)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    reports = [line for line in proc.stderr.splitlines() if "Sanitizer" in line or "runtime error" in line]
+    assert proc.returncode == 0 and not reports, (proc.returncode, "\n".join(reports[:20]), proc.stderr[-3000:])
+    assert f"fuzzed {20000 * len(paths)}" in proc.stdout
