@@ -103,6 +103,9 @@ class ExprCompiler:
         if t == "stack_field":
             st, off, width, signed = self._stack_field(j)
             return f"{self._last_base(st)} + {off}", width, signed
+        if t == "union_stack_field":
+            base, off, width, signed = self._union_stack_field(j)
+            return f"{base} + {off}", width, signed
         if t == "expression":
             inner = j.get("value")
             if isinstance(inner, dict) and "op" not in inner and "type" in inner:

@@ -114,15 +114,6 @@ class CGen:
                     f"the varbit field '{h.name}.{name}' (native backend: varbit fields run on the Python backend)",
                     f"header '{h.name}'",
                 )
-        for key, what in (
-            ("header_unions", "header union"),
-            ("header_union_stacks", "header union stack"),
-        ):
-            items = self.cfg.get(key) or []
-            if items:
-                raise unsupported(
-                    f"the {what} '{items[0].get('name')}' (native backend: runs on the Python backend)", f"{key}[0]"
-                )
 
     def annotate(self, slot) -> str:
         name = self.slot_names.get(slot) if isinstance(slot, int) else None
@@ -279,11 +270,13 @@ class CGen:
                 if n:
                     src.emit(f"memset(&F[{base}], 0, sizeof(V) * {n});")
                 src.emit(f"F[{ex._slot(h, n)}] = 1;")
+                self._clear_siblings(src, h)
                 src.emit(f"F[{L.PKTLEN}] += {h.htype.nbits // 8};")
             src.emit("}")
         elif op == "add_header_fast":
             h = ex.header(params[0])
             src.emit(f"F[{ex._slot(h, h.htype.nfields)}] = 1;")
+            self._clear_siblings(src, h)
         elif op == "remove_header":
             h = ex.header(params[0])
             valid = ex._slot(h, h.htype.nfields)
@@ -293,6 +286,21 @@ class CGen:
             if dst.htype is not hsrc.htype:
                 raise malformed("assign_header between different header types", path, prim)
             src.emit(f"assign_header(F, {dst.src}, {hsrc.src}, {dst.htype.nfields});")
+            if dst.static_base is not None and self.layout.siblings.get(dst.static_base + dst.htype.nfields):
+                src.emit(f"if (F[{dst.static_base + dst.htype.nfields}]) {{")
+                with src.indent():
+                    self._clear_siblings(src, dst)
+                src.emit("}")
+        elif op in ("assign_union", "assign_union_stack"):
+            dst, other = ex.value(params[0]), ex.value(params[1])
+            if op == "assign_union":
+                pairs = [(dst.union, other.union)]
+            else:
+                pairs = list(zip(dst.union_stack.unions, other.union_stack.unions))
+                src.emit(f"F[{dst.union_stack.next_slot}] = F[{other.union_stack.next_slot}];")
+            for du, su in pairs:  # BMv2: assign_header member by member
+                for d, h in zip(du.members, su.members):
+                    src.emit(f"assign_header(F, {d.base}, {h.base}, {d.htype.nfields}); /* {d.name} = {h.name} */")
         elif op == "assign_header_stack":
             dst, other = ex.stack(params[0]).stack, ex.stack(params[1]).stack
             if len(dst.headers) != len(other.headers):
@@ -302,6 +310,8 @@ class CGen:
                 src.emit(f"memmove(&F[{d.base}], &F[{s.base}], sizeof(V) * {size});")
             src.emit(f"F[{dst.next_slot}] = F[{other.next_slot}];")
         elif op in ("push", "pop"):
+            if ex.value(params[0]).kind == "union_stack":
+                raise unsupported(f"{op} on a header union stack (native backend)", path, prim)
             st = ex.stack(params[0]).stack
             count = ex.data(params[1])
             size = st.headers[0].size if st.headers else 0
@@ -372,6 +382,13 @@ class CGen:
         else:
             raise unsupported(f"primitive '{op}' (native backend)", path, prim)
         return False
+
+    def _clear_siblings(self, src, h) -> None:
+        """A union member known at compile time became valid: the union's other members become invalid."""
+        if h.static_base is None:
+            return  # a header stack element: never a union member
+        for other in self.layout.siblings.get(h.static_base + h.htype.nfields, ()):
+            src.emit(f"F[{other}] = 0; {self.annotate(other)}")
 
     def _drop(self, src, header_name, path):
         port = self.drop_port
@@ -529,6 +546,8 @@ class CGen:
                 src.emit(f"/* extract {h.name} ({nbytes} bytes) */")
                 src.emit(self._need(nbytes, too_short))
                 self._extract_fields(src, h.htype, str(h.base))
+                for other in self.layout.siblings.get(h.valid, ()):
+                    src.emit(f"F[{other}] = 0; {self.annotate(other)} /* the union's other member */")
                 src.emit(f"pos += {nbytes};")
             elif t == "stack":
                 st = self.layout.stack(p.get("value"), path)
@@ -544,6 +563,29 @@ class CGen:
                     src.emit(f"int {b} = {bases}[{k}];")
                     self._extract_fields(src, st.htype, b)
                     src.emit(f"F[{st.next_slot}] = {k} + 1;")
+                    src.emit(f"pos += {nbytes};")
+                src.emit("}")
+            elif t == "union_stack":
+                us = self.layout.union_stack(p.get("value")[0], path)
+                if not us.unions:
+                    raise malformed("extract into an empty union stack", path, op)
+                member = ex._member_index(us.unions[0], p.get("value")[1], op)
+                htype = us.unions[0].members[member].htype
+                nbytes = htype.nbits // 8
+                bases = self.consts.union_stack_bases(us)
+                k = src.tmp("k")
+                src.emit(f"{{ /* extract {us.name}.next.{p.get('value')[1]} */ int {k} = (int)F[{us.next_slot}];")
+                with src.indent():
+                    stack_oob = self.prog.errors["StackOutOfBounds"]
+                    src.emit(f"if ({k} >= {len(us.unions)}) {{ err = {stack_oob}; goto fail; }}")
+                    src.emit(self._need(nbytes, too_short))
+                    b = src.tmp("b")
+                    src.emit(f"int {b} = {bases}[{k}][{member}];")
+                    self._extract_fields(src, htype, b)
+                    for other, h in enumerate(us.unions[0].members):
+                        if other != member:
+                            src.emit(f"F[{bases}[{k}][{other}] + {h.htype.nfields}] = 0; /* {h.name}: invalid */")
+                    src.emit(f"F[{us.next_slot}] = {k} + 1;")
                     src.emit(f"pos += {nbytes};")
                 src.emit("}")
             else:
@@ -596,6 +638,11 @@ class CGen:
             elif t == "stack_field":
                 stck, off, width, signed = ex._stack_field(k)
                 v = f"F[{ex._last_base(stck)} + {off}]"
+                if signed:
+                    v = f"({v} & {c_int((1 << width) - 1)})"
+            elif t == "union_stack_field":
+                base, off, width, signed = ex._union_stack_field(k)
+                v = f"F[{base} + {off}]"
                 if signed:
                     v = f"({v} & {c_int((1 << width) - 1)})"
             elif t == "lookahead":

@@ -390,20 +390,40 @@ def test_union_stack_overflow_is_stack_out_of_bounds():
     assert out[14:] == bytes([1, 0, 0, 5]) + body  # three elements emitted, the fourth is payload
 
 
+RUNTIME_INDEX = [
+    prim(
+        "assign",
+        {
+            "type": "expression",
+            "value": {
+                "op": "access_field",
+                "left": expr(
+                    "access_union_header",
+                    expr(
+                        "dereference_union_stack", {"type": "header_union_stack", "value": "es"}, field("tag", "flags")
+                    ),
+                    1,
+                ),
+                "right": 1,
+            },
+        },
+        hexv(0x0A0B0C),
+    )
+]
+PUSH = [prim("push", {"type": "header_union_stack", "value": "es"}, hexv(1))]
+UNION_EQ = expr("==", {"type": "header_union", "value": "copy"}, {"type": "header_union", "value": "u"})
+COPY = [prim("assign_union", {"type": "header_union", "value": "copy"}, {"type": "header_union", "value": "u"})]
+GROW = [
+    prim("add_header", {"type": "header", "value": "u.long"}),
+    prim("assign", field("u.long", "value"), hexv(0xABCDEF01)),
+]
+
+
 def test_union_stack_element_by_runtime_index_and_push():
     """es[tag.flags].big.value = 0x0A0B0C through dereference_union_stack/access_union_header, then
     push_front(1): BMv2 rotates whole unions and invalidates nothing (HeaderUnion::mark_invalid is a
     no-op), so the last element comes round to the front."""
-    at = expr(
-        "access_union_header",
-        expr("dereference_union_stack", {"type": "header_union_stack", "value": "es"}, field("tag", "flags")),
-        1,
-    )
-    set_value = [
-        prim("assign", {"type": "expression", "value": {"op": "access_field", "left": at, "right": 1}}, hexv(0x0A0B0C))
-    ]
-    push = [prim("push", {"type": "header_union_stack", "value": "es"}, hexv(1))]
-    sw = SoftwareSwitch.from_json(union_program(set_value + push))
+    sw = SoftwareSwitch.from_json(union_program(RUNTIME_INDEX + PUSH))
     elements = b"\x10\x01" + b"\x20\x00\x00\x02" + b"\x10\x03"
     frame = eth(0x88B6) + bytes([1, 1, 0, 5]) + elements
     out = sw.process(1, frame)
@@ -590,7 +610,9 @@ def test_seed_and_crc_parameters_options():
     "build, words",
     [
         (varbit_program, r"varbit field 'opts.options'"),
-        (union_program, r"header union 'u'"),
+        (lambda: union_program(RUNTIME_INDEX), r"header union stack indexed at run time"),
+        (lambda: union_program(PUSH), r"push on a header union stack"),
+        (lambda: union_program(flags_of(UNION_EQ)), r"'==' on union values"),
     ],
 )
 def test_native_refuses_python_only_constructs_by_name_and_auto_falls_back(build, words, caplog):
@@ -734,3 +756,29 @@ def test_native_value_sets_and_crcs_under_sanitizers(tmp_path):
     reports = [line for line in proc.stderr.splitlines() if "Sanitizer" in line or "runtime error" in line]
     assert proc.returncode == 0 and not reports, (proc.returncode, "\n".join(reports[:20]), proc.stderr[-3000:])
     assert f"fuzzed {20000 * len(paths)}" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "ingress",
+    [STATUS, GROW + STATUS, COPY + STATUS, GROW + COPY + STATUS],
+    ids=["status", "grow", "copy", "grow-copy"],
+)
+def test_native_header_unions_agree_with_python(ingress):
+    extra = [prim("assign", field("ethernet", "srcAddr"), field("standard_metadata", "parser_error"))]
+    cfg = union_program(extra + ingress)
+    py = SoftwareSwitch.from_json(cfg, backend="python")
+    nat = SoftwareSwitch.from_json(cfg, backend="native")
+    assert type(nat).__name__ == "NativeSwitch"
+    rng = random.Random(str(ingress))
+    seeds = [
+        eth(0x88B6) + bytes([1, 0]) + b"\x12\x34" + b"\x10\x55" + b"\x20\x01\x02\x03" + b"\x10\x07" + b"\x99",
+        eth(0x88B6) + bytes([2, 0]) + b"\x00\x00\x00\x07" + b"\x20\x01\x02\x03",
+        eth(0x88B6) + bytes([1, 0, 0, 5]) + b"\x10\x01" * 4,
+    ]
+    for seed in seeds:
+        for n in range(len(seed) + 1):
+            assert py.process(1, seed[:n]) == nat.process(1, seed[:n])
+        for _ in range(300):
+            frame = mutate(seed, rng)
+            assert py.process(1, frame) == nat.process(1, frame), frame.hex()
+    assert py.stats == {k: v for k, v in nat.stats.items() if k in py.stats}
