@@ -702,6 +702,7 @@ for path in json.loads(sys.argv[1]):
         sw.set_crc_parameters(name, 0x1021, 0xFFFF, 0, False, True)
     eth = bytes.fromhex("0000000000020000000000aa")
     seeds = [eth + bytes([0x90, 0, 7, 0x30, 0]), eth + bytes([0x88, 0xB8]) + bytes(12)]
+    seeds.append(eth + bytes([0x88, 0xB6, 1, 0, 0x12, 0x34, 0x10, 0x55, 0x20, 1, 2, 3, 0x10, 7]))
     for i in range(20000):
         if i % 500 == 0 and sw.program.value_sets:
             sw.value_set_replace("ether_types", [0x9000, rng.getrandbits(16) | 1])
@@ -715,7 +716,7 @@ print("fuzzed", total)
 
 
 @pytest.mark.slow
-def test_native_value_sets_and_crcs_under_sanitizers(tmp_path):
+def test_native_unions_value_sets_and_crcs_under_sanitizers(tmp_path):
     import json
     import os
     import subprocess
@@ -733,6 +734,7 @@ def test_native_value_sets_and_crcs_under_sanitizers(tmp_path):
         ("crc16", hash_program("crc16_custom", 16, 64)),
         ("crc32", hash_program("crc32_custom", 32, 64)),
         ("random", hash_program("random", 12, 64)),
+        ("unions", union_program(GROW + COPY + STATUS)),
     ):
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(cfg))

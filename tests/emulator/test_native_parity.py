@@ -15,9 +15,9 @@ from tests.support.frames import guided_frames, mutate, random_entries
 from tests.support.paths import FIXTURE_BUILD
 from tests.support.targets import THC_JSON
 
-# fixtures whose constructs only the Python backend runs (varbit, header unions, custom
-# CRCs, the random hash): test_python_only_constructs_are_refused_by_name covers them instead
-PYTHON_ONLY = {"varbit_options", "header_unions", "custom_hashes", "random_hash"}
+# fixtures whose constructs only the Python backend runs (varbit fields): the native refusal is
+# tested in test_engine_v1model_constructs instead
+PYTHON_ONLY = {"varbit_options"}
 PROGRAMS = (
     sorted(p for p in FIXTURE_BUILD.glob("*.json") if p.stem not in PYTHON_ONLY)
     + [THC_JSON]
