@@ -784,3 +784,19 @@ def test_native_header_unions_agree_with_python(ingress):
             frame = mutate(seed, rng)
             assert py.process(1, frame) == nat.process(1, frame), frame.hex()
     assert py.stats == {k: v for k, v in nat.stats.items() if k in py.stats}
+
+
+@pytest.mark.parametrize("backend", ["python", "native"])
+def test_a_select_on_the_last_union_stack_element(backend):
+    """transition select(es.last.small.value) { 0xff: accept; default: elements; }"""
+    cfg = union_program(STATUS)
+    st = next(s for s in cfg["parsers"][0]["parse_states"] if s["name"] == "parse_small")
+    st["transition_key"] = [{"type": "union_stack_field", "value": ["es", "small", "value"]}]
+    st["transitions"] = [case("0xff", None), default("elements")]
+    sw = SoftwareSwitch.from_json(cfg, backend=backend)
+    assert sw.backend == backend
+    frame = eth(0x88B6) + bytes([1, 0]) + b"\x12\x34" + b"\x10\x01" + b"\x10\xff" + b"\x10\x02"
+    out = eth(0x88B6) + bytes([1, 0b10011]) + b"\x12\x34" + b"\x10\x01" + b"\x10\xff" + b"\x10\x02"
+    assert sw.process(1, frame) == [(2, out)]  # the third element is payload, es[2] invalid
+    frame = eth(0x88B6) + bytes([1, 0]) + b"\x12\x34" + b"\x10\xff" + b"\x10\x02"
+    assert sw.process(1, frame) == [(2, eth(0x88B6) + bytes([1, 0b00011]) + b"\x12\x34" + b"\x10\xff" + b"\x10\x02")]
