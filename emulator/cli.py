@@ -17,6 +17,7 @@ import sys
 
 from emulator import logging_setup
 from emulator.dataplane import DataPlane
+from emulator.errors import EntryError, LoadError
 from emulator.p4rt.device import Device
 from emulator.p4rt.errors import P4RTError
 from emulator.p4runtime_server import BindError, P4RuntimeServer
@@ -104,6 +105,24 @@ def build_parser() -> argparse.ArgumentParser:
         "trace level; 'auto' (default) is native, or python with a one-line notice naming what native "
         "cannot run (a construct, or no compiler)",
     )
+    p.add_argument(
+        "--seed",
+        type=lambda v: int(v, 0),
+        default=None,
+        metavar="N",
+        help="seed the generator behind P4's random() and the `random` hash algorithm, so runs are "
+        "reproducible (default: a random seed; not a simple_switch_grpc option)",
+    )
+    p.add_argument(
+        "--crc-parameters",
+        action="append",
+        type=_crc_parameters,
+        default=[],
+        metavar="CALC=POLY,INIT,XOR,REFLECT_DATA,REFLECT_REMAINDER",
+        help="parameters of a crc16_custom/crc32_custom calculation (p4c's name, e.g. calc_0), as BMv2's "
+        "runtime CLI set_crc16_parameters/set_crc32_parameters sets them, e.g. calc_0=0x1021,0xffff,0,false,false; "
+        "repeatable, applied to every pipeline loaded (not a simple_switch_grpc option)",
+    )
     p.add_argument("--log-file", metavar="PATH", help="write the log to PATH")
     p.add_argument("--log-console", action="store_true", help="write the log to stdout")
     p.add_argument(
@@ -147,9 +166,35 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _crc_parameters(text: str):
+    """CALC=POLY,INIT,XOR,REFLECT_DATA,REFLECT_REMAINDER -> (CALC, (poly, init, xor, bool, bool))."""
+    name, sep, rest = text.partition("=")
+    parts = rest.split(",")
+    if not sep or not name or len(parts) != 5:
+        raise argparse.ArgumentTypeError(f"expected CALC=POLY,INIT,XOR,REFLECT_DATA,REFLECT_REMAINDER, got {text!r}")
+    flags = []
+    for p in parts[3:]:
+        if p.lower() not in ("true", "false", "1", "0"):
+            raise argparse.ArgumentTypeError(f"reflect flags are true or false, got {p!r}")
+        flags.append(p.lower() in ("true", "1"))
+    try:
+        numbers = [int(p, 0) for p in parts[:3]]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"polynomial, initial and xor values must be integers in {text!r}") from None
+    return name, (*numbers, *flags)
+
+
+def configure_engine(engine, seed=None, crc_parameters=()):
+    """Apply --seed and --crc-parameters to a freshly loaded engine (EntryError if a CRC is unknown)."""
+    if seed is not None:
+        engine.seed(seed)
+    for name, params in crc_parameters:
+        engine.set_crc_parameters(name, *params)
+    return engine
+
+
 def dump_generated(program: str, out: str, backend: str = "python") -> int:
     """Compile PROGRAM.json as the switch would and write the generated source (C for `native`)."""
-    from emulator.errors import LoadError
     from emulator.native.build import NativeBuildError
 
     try:
@@ -222,7 +267,11 @@ def _serve(args, ports) -> int:
         )
 
     def engine_factory(config):
-        return SoftwareSwitch.from_json(config, backend=args.backend)
+        engine = SoftwareSwitch.from_json(config, backend=args.backend)
+        try:
+            return configure_engine(engine, args.seed, args.crc_parameters)
+        except EntryError as exc:
+            raise LoadError(f"--crc-parameters: {exc}") from None
 
     device = Device(device_id=args.device_id, cpu_port=args.cpu_port, engine_factory=engine_factory)
     if args.program:

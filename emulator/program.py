@@ -1,4 +1,4 @@
-"""What a loaded program offers the control plane: tables, actions, registers, counters.
+"""What a loaded program offers the control plane: tables, actions, registers, counters, value sets.
 
 These are the engine's public descriptions (names are the fully qualified names p4c writes into the
 BMv2 JSON, which equal the P4Info names). They are plain immutable tuples so that a P4Runtime
@@ -42,6 +42,12 @@ class CounterInfo(NamedTuple):
     table: str | None  # the table a direct counter is attached to
 
 
+class ValueSetInfo(NamedTuple):
+    name: str
+    bitwidth: int  # members are values of this width (the select key's fields, unpadded)
+    size: int | None  # most members it may hold (None: no limit in the JSON)
+
+
 class TableEntry(NamedTuple):
     keys: list  # one per key, in the API form of its match type
     action: str
@@ -54,3 +60,5 @@ class ProgramInfo(NamedTuple):
     actions: dict  # name -> ActionInfo
     registers: dict  # name -> RegisterInfo
     counters: dict  # name -> CounterInfo
+    value_sets: dict = {}  # name -> ValueSetInfo (parse value sets)
+    custom_crcs: dict = {}  # calculation name -> CRC width (crc16_custom / crc32_custom parameters)

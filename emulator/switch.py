@@ -451,6 +451,58 @@ class SoftwareSwitch:
                 return
             self._counter(name).reset()
 
+    # ------------------------------------------------------------------ parse value sets
+    def _value_set(self, name):
+        vset = self._prog.value_sets.get(name)
+        if vset is None:
+            raise EntryError(f"unknown value set '{name}'", "NOT_FOUND")
+        return vset
+
+    def value_set_add(self, name, value) -> None:
+        """Add a member: an int of the set's bit width (the select key's fields concatenated)."""
+        with self._lock:
+            self._value_set(name).add(value)
+
+    def value_set_delete(self, name, value) -> None:
+        with self._lock:
+            self._value_set(name).delete(value)
+
+    def value_set_replace(self, name, values) -> None:
+        """Make `values` the whole set at once (what P4Runtime's ValueSetEntry MODIFY does)."""
+        with self._lock:
+            self._value_set(name).replace(values)
+
+    def value_set_members(self, name) -> list:
+        with self._lock:
+            return self._value_set(name).members()
+
+    # ------------------------------------------------------------------ custom CRC parameters
+    def set_crc_parameters(
+        self, calculation, polynomial, initial, final_xor, reflect_data=True, reflect_remainder=True
+    ) -> None:
+        """Parameters of a crc16_custom / crc32_custom calculation, as simple_switch's runtime CLI
+        `set_crc16_parameters` / `set_crc32_parameters` sets them (per calculation name, e.g. p4c's
+        `calc_0`; `program.custom_crcs` lists them)."""
+        with self._lock:
+            crc = self._custom_crc(calculation)
+            try:
+                crc.configure(polynomial, initial, final_xor, reflect_data, reflect_remainder)
+            except ValueError as exc:
+                raise EntryError(f"calculation '{calculation}': {exc}") from None
+
+    def crc_parameters(self, calculation) -> tuple:
+        """(polynomial, initial, final_xor, reflect_data, reflect_remainder) of a custom CRC."""
+        with self._lock:
+            return self._custom_crc(calculation).params
+
+    def _custom_crc(self, calculation):
+        if calculation not in self.program.custom_crcs:
+            known = ", ".join(sorted(self.program.custom_crcs)) or "none"
+            raise EntryError(
+                f"no crc16_custom/crc32_custom calculation '{calculation}' (the program's: {known})", "NOT_FOUND"
+            )
+        return self._prog.hashes[calculation]
+
     # ------------------------------------------------------------------ multicast
     def mc_group_set(self, group_id, replicas) -> None:
         with self._lock:

@@ -9,10 +9,11 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 
-from emulator.engine import expressions, runtime
-from emulator.engine.calculations import compile_calculation
+from emulator.engine import expressions, runtime, varbit
+from emulator.engine.calculations import compile_calculation, hash_function
 from emulator.engine.codegen import Namespace, Source, annotate_fields, compile_into
 from emulator.engine.control_gen import ChecksumGen, PipelineGen, generate_deparser
+from emulator.engine.hashes import CustomCrc
 from emulator.engine.jsonutil import hexstr, malformed, unsupported, where
 from emulator.engine.layout import build_layout
 from emulator.engine.parser_gen import ParserGen
@@ -20,8 +21,9 @@ from emulator.engine.pre import ReplicationEngine
 from emulator.engine.primitives import ActionBody, ActionEnv
 from emulator.engine.stateful import CounterArray, RegisterArray
 from emulator.engine.tables import BMV2_MAX_PRIORITY, ActionRef, KeyField, MatchTable
+from emulator.engine.valuesets import ValueSet
 from emulator.errors import EntryError, LoadError
-from emulator.program import ActionInfo, CounterInfo, ProgramInfo, RegisterInfo, TableInfo
+from emulator.program import ActionInfo, CounterInfo, ProgramInfo, RegisterInfo, TableInfo, ValueSetInfo
 
 log = logging.getLogger("emulator.switch")
 trace_log = logging.getLogger("emulator.trace")
@@ -139,6 +141,8 @@ class CompiledProgram:
     pre: ReplicationEngine = field(default_factory=ReplicationEngine)
     queueing: bool = False
     has_verify: bool = False
+    value_sets: dict = field(default_factory=dict)  # name -> ValueSet
+    hashes: dict = field(default_factory=dict)  # calculation name -> its hash function (custom CRCs)
 
 
 def _check_version(cfg):
@@ -159,10 +163,6 @@ def _check_version(cfg):
 
 def _refuse_unsupported_sections(cfg):
     for key, what in (
-        ("header_union_types", "header unions"),
-        ("header_unions", "header unions"),
-        ("header_union_stacks", "header union stacks"),
-        ("parse_vsets", "parse value sets"),
         ("meter_arrays", "meters"),
         ("learn_lists", "digests (learn lists)"),
         ("extern_instances", "extern instances"),
@@ -323,6 +323,7 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
     rt_counters = runtime.RuntimeCounters()
     helpers = dict(expressions.HELPERS)
     helpers.update(runtime.make_helpers(rt_counters))
+    helpers.update(varbit.HELPERS)
     payload_box = [b""]
     helpers["PAYLOAD"] = payload_box
     helpers["_trace_logger"] = trace_log
@@ -340,9 +341,12 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
         else:
             counters[c["name"]] = CounterArray(c["name"], c.get("size", 0))
 
-    calculations = {}
+    calculations, hashes = {}, {}
     for i, calc in enumerate(cfg.get("calculations", [])):
-        calculations[calc.get("name")] = compile_calculation(calc, i, layout, ns, src)
+        fn = hash_function(calc, f"calculations[{i}]", rt_counters.next_random)
+        hashes[calc.get("name")] = fn
+        calculations[calc.get("name")] = compile_calculation(calc, i, layout, ns, src, fn)
+    value_sets = _value_sets(cfg)
 
     env = ActionEnv(layout, ns, registers, counters, calculations, drop_port)
     actions_by_id, actions_by_name = {}, {}
@@ -373,7 +377,7 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
     parsers = cfg.get("parsers", [])
     p_index, parser = _named(parsers, "parser", "parsers")
     codecs = {}
-    pgen = ParserGen(parser, f"parsers[{p_index}]", layout, ns, env, errors, codecs)
+    pgen = ParserGen(parser, f"parsers[{p_index}]", layout, ns, env, errors, codecs, value_sets)
     pgen.generate(src)
 
     checksums = ChecksumGen(cfg, layout, ns, calculations)
@@ -417,6 +421,10 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
         field_lists[fl.get("id", i)] = slots
 
     info = _program_info(cfg, tables, actions_by_id, registers, counters, direct, table_json)
+    info = info._replace(
+        value_sets={n: ValueSetInfo(n, v.bitwidth, v.max_size) for n, v in value_sets.items()},
+        custom_crcs={n: fn.width for n, fn in hashes.items() if isinstance(fn, CustomCrc)},
+    )
     queueing = all(getattr(std, f) is not None for f in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth"))
     pre = ReplicationEngine(
         port_bits=std.egress_port.width, rid_bits=std.egress_rid.width if std.egress_rid is not None else 16
@@ -438,7 +446,21 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
         pre=pre,
         queueing=queueing,
         has_verify=checksums.has_verify,
+        value_sets=value_sets,
+        hashes=hashes,
     )
+
+
+def _value_sets(cfg) -> dict:
+    sets = {}
+    for i, v in enumerate(cfg.get("parse_vsets", [])):
+        path = f"parse_vsets[{i}]"
+        width = v.get("compressed_bitwidth")
+        if not isinstance(width, int) or width <= 0:
+            raise malformed(f"value set {v.get('name')!r} has bad compressed_bitwidth {width!r}", path, v)
+        max_size = v.get("max_size")
+        sets[v.get("name")] = ValueSet(v.get("name"), v.get("id", i), width, max_size if max_size else None)
+    return sets
 
 
 def _set_defaults_and_entries_early(table, t, path, actions_by_id):

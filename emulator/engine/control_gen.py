@@ -13,6 +13,7 @@ and action, conditions), so tracing costs nothing when it is off.
 from emulator.engine.codegen import Source
 from emulator.engine.expressions import ExprCompiler
 from emulator.engine.jsonutil import malformed, source_of, unsupported
+from emulator.engine.varbit import field_spec
 
 MAX_INLINE_DEPTH = 40
 INLINE_ACTION_LINES = 12  # action bodies up to this many lines are inlined into table applies
@@ -470,6 +471,10 @@ def generate_deparser(src, deparser: dict, path: str, layout, ns, codecs: dict, 
         src.emit("out = []")
         for i, name in enumerate(deparser.get("order", [])):
             h = layout.header(name, f"{path}.order[{i}]")
+            if h.htype.varbit is not None:
+                spec = ns.const("_VL", field_spec(h.htype))
+                src.emit(f"if F[{h.valid}]: out.append(_pack_vl(F, {h.base}, {spec}))")
+                continue
             entry = codecs.get(h.htype.name)
             if entry is None:
                 try:

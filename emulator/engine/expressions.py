@@ -10,7 +10,7 @@ wants wrap-around. To skip redundant masks on stores, each compiled value carrie
 from dataclasses import dataclass
 
 from emulator.engine.jsonutil import hexstr, malformed, unsupported
-from emulator.engine.layout import FieldRef, HeaderType, StackSlots
+from emulator.engine.layout import FieldRef, HeaderType, StackSlots, UnionSlots, UnionStackSlots
 
 SHIFT_LIMIT = 1 << 16  # a left shift by more bits than this is refused (memory), unless masked
 
@@ -18,13 +18,16 @@ SHIFT_LIMIT = 1 << 16  # a left shift by more bits than this is refused (memory)
 @dataclass
 class Value:
     src: str
-    kind: str  # data | bool | header | stack | string
+    kind: str  # data | bool | header | stack | union | union_stack | string
     bits: int | None = None  # data: known 0 <= v < 2**bits
     const: int | None = None  # data: the value when it is a compile-time constant
     htype: HeaderType | None = None  # header: its type (for field offsets)
     static_base: int | None = None  # header: slot base when known at compile time
     stack: StackSlots | None = None
     field: FieldRef | None = None  # data read straight from a field
+    union: UnionSlots | None = None  # union: the union (a union stack's first one when the index is dynamic)
+    static_union: bool = False  # union: `union` is the very union (src then names its member bases)
+    union_stack: UnionStackSlots | None = None
 
 
 def _data(src, bits=None, const=None, field=None) -> Value:
@@ -100,6 +103,9 @@ class ExprCompiler:
         if t == "stack_field":
             st, off, width, signed = self._stack_field(j)
             return f"{self._last_base(st)} + {off}", width, signed
+        if t == "union_stack_field":
+            base, off, width, signed = self._union_stack_field(j)
+            return f"{base} + {off}", width, signed
         if t == "expression":
             inner = j.get("value")
             if isinstance(inner, dict) and "op" not in inner and "type" in inner:
@@ -150,8 +156,15 @@ class ExprCompiler:
             if isinstance(v, dict) and "type" in v:
                 return self.value(v)
             raise malformed("expression without an op", self.path, j)
-        if t in ("header_union", "header_union_stack", "union_stack_field"):
-            raise unsupported(f"header unions ('{t}')", self.path, j)
+        if t == "header_union":
+            u = self.layout.union(v, self.path)
+            return self._union_value(u)
+        if t == "header_union_stack":
+            us = self.layout.union_stack(v, self.path)
+            return Value(repr(us.name), "union_stack", union_stack=us)
+        if t == "union_stack_field":
+            base, off, width, signed = self._union_stack_field(j)
+            return _data(f"F[{base} + {off}]", bits=None if signed else width)
         if t == "register":
             raise unsupported("register reference inside an expression", self.path, j)
         raise unsupported(f"expression operand type '{t}'", self.path, j)
@@ -174,6 +187,37 @@ class ExprCompiler:
             return st, off, 1, False
         _, width, signed = st.htype.fields[off]
         return st, off, width, signed
+
+    def _union_value(self, u: UnionSlots) -> Value:
+        bases = self.ns.const("_UB", tuple(h.base for h in u.members))
+        return Value(bases, "union", union=u, static_union=True)
+
+    def union_stack_bases(self, us: UnionStackSlots) -> str:
+        """Name of the constant ((member bases of union 0), (of union 1), ...) of a union stack."""
+        return self.ns.const("_USB", tuple(tuple(h.base for h in u.members) for u in us.unions))
+
+    def _union_stack_field(self, j):
+        """(base source, offset, width, signed) of a field of a member of a union stack's last union."""
+        v = j.get("value")
+        if not isinstance(v, list) or len(v) != 3:
+            raise malformed("union stack field must be [union stack, member, field]", self.path, j)
+        us = self.layout.union_stack(v[0], self.path)
+        if not us.unions:
+            raise malformed("field of an empty union stack", self.path, j)
+        member = self._member_index(us.unions[0], v[1], j)
+        htype = us.unions[0].members[member].htype
+        off = htype.offsets.get(v[2])
+        if off is None:
+            raise malformed(f"union member {v[1]!r} has no field {v[2]!r}", self.path, j)
+        width, signed = (1, False) if off == htype.nfields else htype.fields[off][1:]
+        bases = self.union_stack_bases(us)
+        return f"{bases}[_last_index(F[{us.next_slot}])][{member}]", off, width, signed
+
+    def _member_index(self, u: UnionSlots, name, j) -> int:
+        k = u.member_index(name)
+        if k is not None:
+            return k
+        raise malformed(f"union {u.name!r} has no member {name!r}", self.path, j)
 
     def _last_base(self, st: StackSlots) -> str:
         bases = self.ns.const("_SB", st.bases)
@@ -225,6 +269,11 @@ class ExprCompiler:
                 # BMv2 (Header::cmp): equal iff both are valid and all fields are equal
                 src = f"_header_eq(F, {lv.src}, {rv.src}, {lv.htype.nfields})"
                 return _bool(src if op == "==" else f"(not {src})")
+            if lv.kind == "union":
+                # BMv2 (HeaderUnion::cmp): both valid, the same member valid, and that member equal
+                nfields = self.ns.const("_UN", tuple(h.htype.nfields for h in lv.union.members))
+                src = f"_union_eq(F, {lv.src}, {rv.src}, {nfields})"
+                return _bool(src if op == "==" else f"(not {src})")
             if lv.kind not in ("data", "bool"):
                 raise unsupported(f"'{op}' on {lv.kind} values", self.path, e)
             return _bool(f"({lv.src} {op} {rv.src})")
@@ -259,18 +308,58 @@ class ExprCompiler:
                 return Value(str(base), "header", htype=st.stack.htype, static_base=base)
             return Value(f"_stack_at({bases}, {idx.src})", "header", htype=st.stack.htype)
         if op == "last_stack_index":
-            st = self.stack(right)
-            return _data(f"(F[{st.stack.next_slot}] - 1)")
+            next_slot, _ = self._any_stack(right)
+            return _data(f"(F[{next_slot}] - 1)")
         if op == "size_stack":
-            st = self.stack(right)
-            return _data(f"F[{st.stack.next_slot}]", bits=len(st.stack.bases).bit_length())
+            next_slot, depth = self._any_stack(right)
+            return _data(f"F[{next_slot}]", bits=depth.bit_length())
         if op == "access_field":
             hdr = self.header(left)
             off, width, signed = self._field_offset(hdr.htype, right, e)
             return _data(f"F[{self._slot(hdr, off)}]", bits=None if signed else width)
-        if op in ("valid_union", "dereference_union_stack", "access_union_header"):
-            raise unsupported(f"header union operation '{op}'", self.path, e)
+        if op == "valid_union":
+            u = self.value(right)
+            if u.kind != "union":
+                raise malformed(f"valid_union of a {u.kind}", self.path, e)
+            if u.static_union:
+                members = " or ".join(f"F[{h.valid}]" for h in u.union.members) or "0"
+                return _bool(f"(({members}) != 0)")
+            nfields = self.ns.const("_UN", tuple(h.htype.nfields for h in u.union.members))
+            return _bool(f"_union_valid(F, {u.src}, {nfields})")
+        if op == "dereference_union_stack":
+            us = self.value(left)
+            if us.kind != "union_stack":
+                raise malformed(f"dereference_union_stack of a {us.kind}", self.path, e)
+            stack = us.union_stack
+            if not stack.unions:
+                raise malformed("index into an empty union stack", self.path, e)
+            idx = self.data(right)
+            if idx.const is not None:
+                if not 0 <= idx.const < len(stack.unions):
+                    raise malformed(f"union stack index {idx.const} out of range", self.path, e)
+                return self._union_value(stack.unions[idx.const])
+            bases = self.union_stack_bases(stack)
+            return Value(f"{bases}[_stack_at(range({len(stack.unions)}), {idx.src})]", "union", union=stack.unions[0])
+        if op == "access_union_header":
+            u = self.value(left)
+            if u.kind != "union":
+                raise malformed(f"access_union_header of a {u.kind}", self.path, e)
+            if not isinstance(right, int) or not 0 <= right < len(u.union.members):
+                raise malformed(f"union member offset {right!r} out of range", self.path, e)
+            member = u.union.members[right]
+            if u.static_union:
+                return Value(str(member.base), "header", htype=member.htype, static_base=member.base)
+            return Value(f"{u.src}[{right}]", "header", htype=member.htype)
         raise unsupported(f"expression operator '{op}'", self.path, e)
+
+    def _any_stack(self, j):
+        """(next slot, depth) of a header stack or a header union stack."""
+        v = self.value(j)
+        if v.kind == "stack":
+            return v.stack.next_slot, len(v.stack.bases)
+        if v.kind == "union_stack":
+            return v.union_stack.next_slot, len(v.union_stack.unions)
+        raise malformed(f"expected a header stack, got {v.kind}", self.path, j)
 
     def _slot(self, hdr: Value, offset: int) -> str:
         if hdr.static_base is not None:
@@ -467,6 +556,17 @@ def _header_eq(F, a, b, nfields):
     return bool(F[a + nfields] and F[b + nfields] and F[a : a + nfields] == F[b : b + nfields])
 
 
+def _union_valid(F, bases, nfields):
+    return any(F[b + n] for b, n in zip(bases, nfields))
+
+
+def _union_eq(F, a, b, nfields):
+    for k, n in enumerate(nfields):
+        if F[a[k] + n]:
+            return bool(F[b[k] + n]) and F[a[k] : a[k] + n] == F[b[k] : b[k] + n]
+    return False  # an invalid union equals nothing
+
+
 HELPERS = {
     "_shl": _shl,
     "_shl_masked": _shl_masked,
@@ -479,4 +579,6 @@ HELPERS = {
     "_last_index": _last_index,
     "_stack_at": _stack_at,
     "_header_eq": _header_eq,
+    "_union_valid": _union_valid,
+    "_union_eq": _union_eq,
 }

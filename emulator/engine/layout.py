@@ -5,6 +5,11 @@ slots (its fields in declaration order, then its `$valid$` bit), every header st
 its `next` index, and a few slots hold per-packet target registers (exit flag, length register,
 resubmit/recirculate field lists). Copying a packet for a multicast replica is then one `F[:]`, and
 generated code reaches a field by a constant index (`F[17]`).
+
+A header with a variable-length (varbit) field has one more slot after `$valid$`: the field's
+current width in bits (BMv2 keeps it in the Field). Header unions own no slots of their own: a union
+is valid when one of its members is (BMv2 keeps that invariant: marking a member valid invalidates
+the others), and a union stack owns a `next` slot like a header stack.
 """
 
 from dataclasses import dataclass, field
@@ -19,7 +24,9 @@ class HeaderType:
     name: str
     fields: list  # (name, width, signed)
     offsets: dict  # field name -> offset in the header ("$valid$" -> len(fields))
-    nbits: int
+    nbits: int  # fixed part: a varbit field counts 0 bits (BMv2's get_nbytes_packet before extract)
+    varbit: int | None = None  # index of the variable-length field, if any
+    max_bytes: int | None = None  # the header's maximum length with its varbit field (JSON max_length)
 
     @property
     def nfields(self) -> int:
@@ -33,10 +40,16 @@ class HeaderSlots:
     base: int
     metadata: bool
     stack: str | None = None  # name of the header stack this instance belongs to
+    union: str | None = None  # name of the header union this instance is a member of
 
     @property
     def valid(self) -> int:
         return self.base + self.htype.nfields
+
+    @property
+    def vlen(self) -> int | None:
+        """Slot of the varbit field's current width in bits (None without a varbit field)."""
+        return None if self.htype.varbit is None else self.base + self.htype.nfields + 1
 
     @property
     def nbytes(self) -> int:
@@ -44,8 +57,33 @@ class HeaderSlots:
 
     @property
     def size(self) -> int:
-        """Slots per instance: fields plus the validity bit."""
-        return self.htype.nfields + 1
+        """Slots per instance: fields, the validity bit and the varbit width when there is one."""
+        return self.htype.nfields + 1 + (self.htype.varbit is not None)
+
+
+@dataclass
+class UnionSlots:
+    name: str
+    members: list  # HeaderSlots, in the JSON's order (access_union_header's offsets)
+    member_names: list  # the union type's member names ("short" for instance "u.short")
+    stack: str | None = None  # name of the union stack this union belongs to
+
+    def member_index(self, name: str) -> int | None:
+        if name in self.member_names:
+            return self.member_names.index(name)
+        names = [h.name for h in self.members]
+        return names.index(name) if name in names else None
+
+    @property
+    def valid_slots(self) -> tuple:
+        return tuple(h.valid for h in self.members)
+
+
+@dataclass
+class UnionStackSlots:
+    name: str
+    unions: list  # UnionSlots, element order
+    next_slot: int
 
 
 @dataclass
@@ -79,6 +117,9 @@ class Layout:
     headers: dict = field(default_factory=dict)  # name -> HeaderSlots
     by_id: dict = field(default_factory=dict)  # JSON header id -> HeaderSlots
     stacks: dict = field(default_factory=dict)  # name -> StackSlots
+    unions: dict = field(default_factory=dict)  # name -> UnionSlots
+    union_stacks: dict = field(default_factory=dict)  # name -> UnionStackSlots
+    siblings: dict = field(default_factory=dict)  # valid slot of a union member -> the others' valid slots
     aliases: dict = field(default_factory=dict)  # "intrinsic_metadata.mcast_grp" -> (header, field)
     nslots: int = 0
     # per-packet target registers
@@ -99,6 +140,18 @@ class Layout:
             return self.stacks[name]
         except KeyError:
             raise malformed(f"unknown header stack {name!r}", path) from None
+
+    def union(self, name: str, path: str = "?") -> UnionSlots:
+        try:
+            return self.unions[name]
+        except KeyError:
+            raise malformed(f"unknown header union {name!r}", path) from None
+
+    def union_stack(self, name: str, path: str = "?") -> UnionStackSlots:
+        try:
+            return self.union_stacks[name]
+        except KeyError:
+            raise malformed(f"unknown header union stack {name!r}", path) from None
 
     def field(self, header: str, name: str, path: str = "?") -> FieldRef:
         h = self.header(header, path)
@@ -130,7 +183,11 @@ class Layout:
             for k, (fname, _, _) in enumerate(h.htype.fields):
                 names[h.base + k] = f"{h.name}.{fname}"
             names[h.valid] = f"{h.name}.$valid$"
+            if h.vlen is not None:
+                names[h.vlen] = f"{h.name}.$varbit_width$"
         for s in self.stacks.values():
+            names[s.next_slot] = f"{s.name}.$next$"
+        for s in self.union_stacks.values():
             names[s.next_slot] = f"{s.name}.$next$"
         for reg in ("EXIT", "PKTLEN", "ILEN", "RESUBMIT", "RECIRC"):
             names[getattr(self, reg)] = f"<{reg.lower()}>"
@@ -150,14 +207,15 @@ def build_layout(cfg: dict) -> Layout:
     for i, ht in enumerate(cfg.get("header_types", [])):
         path = f"header_types[{i}]"
         fields = []
+        varbit = None
         for j, f in enumerate(ht.get("fields", [])):
             if not isinstance(f, list) or len(f) < 2:
                 raise malformed("field must be [name, width(, signed)]", f"{path}.fields[{j}]")
             name, width = f[0], f[1]
             if width == "*":
-                raise unsupported(
-                    f"variable-length field '{ht.get('name')}.{name}' (varbit)", f"{path}.fields[{j}]", ht
-                )
+                if varbit is not None:
+                    raise malformed("more than one variable-length field in a header type", path, ht)
+                varbit, width = j, 0  # the maximum width is known once the fixed part is
             if not isinstance(width, int) or width < 0:
                 raise malformed(f"bad width {width!r}", f"{path}.fields[{j}]")
             signed = bool(f[2]) if len(f) > 2 else False
@@ -167,7 +225,16 @@ def build_layout(cfg: dict) -> Layout:
         offsets = {name: k for k, (name, _, _) in enumerate(fields)}
         offsets[VALID] = len(fields)
         nbits = sum(w for _, w, _ in fields)
-        layout.header_types[ht["name"]] = HeaderType(ht["name"], fields, offsets, nbits)
+        max_bytes = None
+        if varbit is not None:
+            max_bytes = ht.get("max_length")
+            if not isinstance(max_bytes, int) or max_bytes * 8 < nbits:
+                raise malformed(f"header type with a varbit field needs a max_length, got {max_bytes!r}", path, ht)
+            name, _, signed = fields[varbit]
+            if signed:
+                raise unsupported(f"signed variable-length field '{ht.get('name')}.{name}'", path, ht)
+            fields[varbit] = (name, max_bytes * 8 - nbits, False)
+        layout.header_types[ht["name"]] = HeaderType(ht["name"], fields, offsets, nbits, varbit, max_bytes)
 
     slot = 0
     for i, h in enumerate(cfg.get("headers", [])):
@@ -193,6 +260,8 @@ def build_layout(cfg: dict) -> Layout:
         layout.stacks[s["name"]] = StackSlots(s["name"], htype, members, slot)
         slot += 1
 
+    slot = _build_unions(cfg, layout, slot)
+
     for i, alias in enumerate(cfg.get("field_aliases", [])):
         try:
             name, (header, fname) = alias
@@ -205,3 +274,41 @@ def build_layout(cfg: dict) -> Layout:
         slot += 1
     layout.nslots = slot
     return layout
+
+
+def _build_unions(cfg: dict, layout: Layout, slot: int) -> int:
+    """Header unions (their members already have slots) and union stacks (a `next` slot each)."""
+    by_id = {}
+    types = {t.get("name"): [m[0] for m in t.get("headers", [])] for t in cfg.get("header_union_types", [])}
+    for i, u in enumerate(cfg.get("header_unions", [])):
+        path = f"header_unions[{i}]"
+        members = []
+        for hid in u.get("header_ids", []):
+            h = layout.by_id.get(hid)
+            if h is None or h.union is not None or h.stack is not None:
+                raise malformed(f"union {u.get('name')!r}: bad member header id {hid}", path)
+            h.union = u["name"]
+            members.append(h)
+        names = types.get(u.get("union_type"))
+        if names is None or len(names) != len(members):
+            names = [h.name.rsplit(".", 1)[-1] for h in members]
+        union = UnionSlots(u["name"], members, names)
+        layout.unions[u["name"]] = union
+        by_id[u.get("id", i)] = union
+        for h in members:
+            layout.siblings[h.valid] = tuple(m.valid for m in members if m is not h)
+    for i, s in enumerate(cfg.get("header_union_stacks", [])):
+        path = f"header_union_stacks[{i}]"
+        unions = []
+        for uid in s.get("header_union_ids", []):
+            u = by_id.get(uid)
+            if u is None or u.stack is not None:
+                raise malformed(f"union stack {s.get('name')!r}: bad union id {uid}", path)
+            u.stack = s["name"]
+            unions.append(u)
+        shapes = {tuple(h.htype.name for h in u.members) for u in unions}
+        if len(shapes) > 1:
+            raise malformed(f"union stack {s.get('name')!r} mixes union types", path)
+        layout.union_stacks[s["name"]] = UnionStackSlots(s["name"], unions, slot)
+        slot += 1
+    return slot

@@ -15,7 +15,8 @@ others become functions `st_<n>(F, D, L, pos)` that return the final position.
 from emulator.engine.expressions import ExprCompiler, store
 from emulator.engine.headercodec import HeaderCodec
 from emulator.engine.jsonutil import hexstr, hexstr_bytes, malformed, unsupported
-from emulator.engine.primitives import ActionBody
+from emulator.engine.primitives import ActionBody, sibling_clears
+from emulator.engine.varbit import field_spec
 
 MAX_INLINE_DEPTH = 24
 
@@ -35,14 +36,14 @@ def split_transitions(st: dict, path: str) -> tuple:
         elif kind == "hexstr":
             cases.append((t, tpath))
         elif kind == "parse_vset":
-            raise unsupported("parse value sets (parse_vset transitions)", tpath, t)
+            cases.append((t, tpath))
         else:
             raise malformed(f"transition type {kind!r}", tpath, t)
     return default, cases
 
 
 class ParserGen:
-    def __init__(self, parser: dict, path: str, layout, ns, env, errors: dict, codecs: dict):
+    def __init__(self, parser: dict, path: str, layout, ns, env, errors: dict, codecs: dict, vsets=None):
         self.parser = parser
         self.path = path
         self.layout = layout
@@ -50,6 +51,7 @@ class ParserGen:
         self.env = env
         self.errors = errors  # error name -> value
         self.codecs = codecs  # header type name -> (HeaderCodec, struct name)
+        self.vsets = vsets or {}  # value set name -> ValueSet
         self.states = {}
         for i, st in enumerate(parser.get("parse_states", [])):
             self.states[st.get("name")] = (i, st)
@@ -181,38 +183,75 @@ class ParserGen:
             if body.uses_return:
                 raise unsupported("control flow inside a parser primitive", path, op)
         elif kind == "extract_VL":
-            raise unsupported("extract_VL (variable-length headers)", path, op)
+            if len(params) != 2:
+                raise malformed("extract_VL takes (header, length expression)", path, op)
+            self._extract(src, params[0], path, op, ex.data(params[1]))
         else:
             raise unsupported(f"parser operation '{kind}'", path, op)
 
-    def _extract(self, src, param, path, op):
+    def _extract(self, src, param, path, op, vl_bits=None):
+        """extract / extract_VL into a header, the next element of a stack, or a member of the next
+        union of a union stack. `vl_bits` is the compiled width expression of extract_VL."""
         t = param.get("type") if isinstance(param, dict) else None
         if t == "regular":
             h = self.layout.header(param.get("value"), path)
-            codec, sname = self.codec(h.htype)
-            src.emit(self._too_short(str(codec.nbytes)))
-            for line in codec.extract_lines(sname, h.base):
+            self._extract_into(src, h.htype, h.base, vl_bits, path, op)
+            for line in sibling_clears(self.layout, h.valid):
                 src.emit(line)
-            src.emit(f"pos += {codec.nbytes}")
         elif t == "stack":
             st = self.layout.stack(param.get("value"), path)
             if not st.headers:
                 raise malformed("extract into an empty stack", path, op)
-            codec, sname = self.codec(st.htype)
             bases = self.ns.const("_SB", st.bases)
             k, b = src.tmp("k"), src.tmp("b")
             src.emit(f"{k} = F[{st.next_slot}]")
             src.emit(f"if {k} >= {len(st.bases)}: raise ParserError({self.errors['StackOutOfBounds']}, pos)")
-            src.emit(self._too_short(str(codec.nbytes)))
             src.emit(f"{b} = {bases}[{k}]")
-            for line in codec.extract_lines(sname, b):
-                src.emit(line)
+            self._extract_into(src, st.htype, b, vl_bits, path, op)
             src.emit(f"F[{st.next_slot}] = {k} + 1")
-            src.emit(f"pos += {codec.nbytes}")
         elif t == "union_stack":
-            raise unsupported("extract into a header union stack", path, op)
+            value = param.get("value")
+            if not isinstance(value, list) or len(value) != 2:
+                raise malformed("union_stack extract takes [union stack, member]", path, op)
+            us = self.layout.union_stack(value[0], path)
+            if not us.unions:
+                raise malformed("extract into an empty union stack", path, op)
+            ex = ExprCompiler(self.layout, self.ns, path, parser=True)
+            member = ex._member_index(us.unions[0], value[1], op)
+            bases = ex.union_stack_bases(us)
+            k, u = src.tmp("k"), src.tmp("u")
+            src.emit(f"{k} = F[{us.next_slot}]")
+            src.emit(f"if {k} >= {len(us.unions)}: raise ParserError({self.errors['StackOutOfBounds']}, pos)")
+            src.emit(f"{u} = {bases}[{k}]")
+            self._extract_into(src, us.unions[0].members[member].htype, f"{u}[{member}]", vl_bits, path, op)
+            for other in range(len(us.unions[0].members)):
+                if other != member:
+                    src.emit(f"F[{u}[{other}] + {us.unions[0].members[other].htype.nfields}] = 0")
+            src.emit(f"F[{us.next_slot}] = {k} + 1")
         else:
             raise malformed(f"extract parameter type {t!r}", path, op)
+
+    def _extract_into(self, src, htype, base, vl_bits, path, op):
+        """Read one header of type `htype` at `pos` into the slots at `base` (an int or a variable)."""
+        if htype.varbit is None:
+            if vl_bits is not None:
+                raise malformed(f"extract_VL into '{htype.name}', which has no varbit field", path, op)
+            codec, sname = self.codec(htype)
+            src.emit(self._too_short(str(codec.nbytes)))
+            for line in codec.extract_lines(sname, base):
+                src.emit(line)
+            src.emit(f"pos += {codec.nbytes}")
+            return
+        if vl_bits is None:
+            raise unsupported(f"extract of the varbit header type '{htype.name}' without a length", path, op)
+        spec = self.ns.const("_VL", field_spec(htype))
+        need = src.tmp("n")
+        src.emit(
+            f"{need} = _check_vl_extract(D, pos, {vl_bits.src}, {htype.nbits // 8}, {htype.max_bytes}, "
+            f"{self.errors['ParserInvalidArgument']}, {self.errors['HeaderTooShort']})"
+        )
+        src.emit(f"_extract_vl(F, D, pos, {base}, {spec}, ({need} - {htype.nbits // 8}) * 8, {need})")
+        src.emit(f"pos += {need}")
 
     # ------------------------------------------------------------------ transitions
     def _key(self, st, path):
@@ -229,6 +268,11 @@ class ParserGen:
             elif t == "stack_field":
                 stack, off, width, signed = ex._stack_field(k)
                 v = f"F[{ex._last_base(stack)} + {off}]"
+                if signed:
+                    v = f"({v} & {(1 << width) - 1})"
+            elif t == "union_stack_field":
+                base, off, width, signed = ex._union_stack_field(k)
+                v = f"F[{base} + {off}]"
                 if signed:
                     v = f"({v} & {(1 << width) - 1})"
             elif t == "lookahead":
@@ -258,6 +302,13 @@ class ParserGen:
         src.emit(f"{kv} = {key_src}")
         first = True
         for t, tpath in cases:
+            if t.get("type") == "parse_vset":
+                cond = self._vset_condition(t, tpath, kv, st, nbytes)
+                src.emit(f"{'if' if first else 'elif'} {cond}:")
+                first = False
+                with src.indent():
+                    self._goto(src, t.get("next_state"), pending, depth)
+                continue
             value = t.get("value")
             if hexstr_bytes(value, tpath) != nbytes:
                 raise malformed(f"transition value {value!r} is not {nbytes} bytes wide", tpath, t)
@@ -277,3 +328,38 @@ class ParserGen:
         src.emit("else:")
         with src.indent():
             self._goto(src, default, pending, depth)
+
+    def _vset_condition(self, t, tpath, kv, st, nbytes) -> str:
+        """`key in value set` (BMv2's ParseSwitchCaseVSet: members byte-padded per key field, then
+        masked with the transition's mask)."""
+        vset = self.vsets.get(t.get("value"))
+        if vset is None:
+            raise malformed(f"unknown parse value set {t.get('value')!r}", tpath, t)
+        widths = self.key_widths(st, tpath)
+        if sum(widths) != vset.bitwidth:
+            raise malformed(f"value set '{vset.name}' is {vset.bitwidth} bits, its select key {sum(widths)}", tpath, t)
+        mask = t.get("mask")
+        if mask is None:
+            members = self.ns.add("_vset", vset.view(widths), vset.name)
+            return f"{kv} in {members}"
+        if hexstr_bytes(mask, tpath) != nbytes:
+            raise malformed(f"value set mask {mask!r} is not {nbytes} bytes wide", tpath, t)
+        m = hexstr(mask, tpath)
+        masked = self.ns.add("_vsetm", vset.view(widths, m), f"{vset.name}_{m:x}")
+        return f"({kv} & {m}) in {masked}"
+
+    def key_widths(self, st, path) -> list:
+        """Bit widths of a select's key fields (value sets pad each to whole bytes)."""
+        widths = []
+        ex = ExprCompiler(self.layout, self.ns, path, parser=True)
+        for k in st.get("transition_key", []):
+            t = k.get("type")
+            if t == "field":
+                widths.append(ex._field_ref(k).width)
+            elif t == "stack_field":
+                widths.append(ex._stack_field(k)[2])
+            elif t == "union_stack_field":
+                widths.append(ex._union_stack_field(k)[2])
+            elif t == "lookahead":
+                widths.append(k.get("value", [0, 0])[1])
+        return widths

@@ -16,10 +16,22 @@ UNSUPPORTED = {
     "generate_digest": "digest (digests are not supported)",
     "execute_meter": "meter",
     "truncate": "truncate",
-    "assign_VL": "variable-length field assignment (varbit)",
-    "assign_union": "header union assignment",
-    "assign_union_stack": "header union stack assignment",
 }
+
+
+def sibling_clears(layout, valid: int) -> list:
+    """Statements invalidating the other members of the union `h` belongs to (BMv2's
+    HeaderUnion::make_header_valid), for a header known at compile time; [] outside unions."""
+    return [f"F[{v}] = 0" for v in layout.siblings.get(valid, ())]
+
+
+def _header_len(h) -> str:
+    """Bytes the header takes in the packet (its varbit field at its current width)."""
+    fixed = h.htype.nbits // 8
+    if h.htype.varbit is None:
+        return str(fixed)
+    vlen = f"{h.static_base + h.htype.nfields + 1}" if h.static_base is not None else f"{h.src} + {h.htype.nfields + 1}"
+    return f"({fixed} + (F[{vlen}] >> 3))"
 
 
 class ActionEnv:
@@ -250,10 +262,22 @@ class ActionBody:
     def _header(self, ex, j):
         return ex.header(j)
 
+    def _mark_valid(self, src, ex, h) -> None:
+        """F[valid] = 1 and, for a union member, the other members invalid."""
+        valid = ex._slot(h, h.htype.nfields)
+        src.emit(f"F[{valid}] = 1")
+        if not self.env.layout.siblings:
+            return
+        if h.static_base is not None:
+            for line in sibling_clears(self.env.layout, h.static_base + h.htype.nfields):
+                src.emit(line)
+        else:
+            siblings = self.env.ns.add("_SIBL", self.env.layout.siblings)
+            src.emit(f"_clear_siblings(F, {siblings}, {valid})")
+
     def _p_add_header(self, src, ex, params, path, prim):
         h = self._header(ex, params[0])
         n = h.htype.nfields
-        nbytes = h.htype.nbits // 8
         base = h.src
         valid = f"{h.static_base + n}" if h.static_base is not None else f"{base} + {n}"
         src.emit(f"if not F[{valid}]:")
@@ -263,27 +287,85 @@ class ActionBody:
                     src.emit(f"F[{h.static_base}:{h.static_base + n}] = {[0] * n!r}")
                 else:
                     src.emit(f"F[{base}:{base} + {n}] = {[0] * n!r}")
-            src.emit(f"F[{valid}] = 1")
-            src.emit(f"F[{self.env.layout.PKTLEN}] += {nbytes}")
+            self._mark_valid(src, ex, h)
+            src.emit(f"F[{self.env.layout.PKTLEN}] += {_header_len(h)}")
 
     def _p_add_header_fast(self, src, ex, params, path, prim):
         h = self._header(ex, params[0])
-        src.emit(f"F[{ex._slot(h, h.htype.nfields)}] = 1")
+        self._mark_valid(src, ex, h)
 
     def _p_remove_header(self, src, ex, params, path, prim):
         h = self._header(ex, params[0])
         valid = ex._slot(h, h.htype.nfields)
         src.emit(f"if F[{valid}]:")
         with src.indent():
-            src.emit(f"F[{self.env.layout.PKTLEN}] -= {h.htype.nbits // 8}")
+            src.emit(f"F[{self.env.layout.PKTLEN}] -= {_header_len(h)}")
             src.emit(f"F[{valid}] = 0")
 
     def _p_assign_header(self, src, ex, params, path, prim):
         dst, hsrc = self._header(ex, params[0]), self._header(ex, params[1])
         if dst.htype is not hsrc.htype:
             raise malformed("assign_header between different header types", path, prim)
+        self._assign_header(src, ex, dst, hsrc)
+
+    def _assign_header(self, src, ex, dst, hsrc) -> None:
+        """BMv2 assign_header: an invalid source invalidates the destination, else the destination
+        becomes valid (a union's other members invalid) with the source's fields (and varbit width)."""
         n = dst.htype.nfields
-        src.emit(f"_assign_header(F, {dst.src}, {hsrc.src}, {n})")
+        extra = "" if dst.htype.varbit is None else ", 1"
+        call = f"_assign_header(F, {dst.src}, {hsrc.src}, {n}{extra})"
+        if not self.env.layout.siblings:
+            src.emit(call)
+            return
+        src.emit(f"if {call}:")
+        with src.indent():
+            self._mark_valid(src, ex, dst)
+
+    def _p_assign_VL(self, src, ex, params, path, prim):
+        """varbit = varbit: the value and its width (BMv2's Field::assign_VL)."""
+        refs = []
+        for j in params:
+            if not isinstance(j, dict) or j.get("type") != "field":
+                raise unsupported("assign_VL of anything but a header's varbit field", path, prim)
+            ref = ex._field_ref(j)
+            h = self.env.layout.header(ref.header, path)
+            if h.htype.varbit is None or h.htype.fields[h.htype.varbit][0] != ref.name:
+                raise malformed(f"assign_VL to '{ref.header}.{ref.name}', which is not a varbit field", path, prim)
+            refs.append((ref, h))
+        (dref, dh), (sref, sh) = refs
+        src.emit(f"F[{dref.slot}] = F[{sref.slot}]")
+        src.emit(f"F[{dh.vlen}] = F[{sh.vlen}]")
+
+    def _union(self, ex, j, path, prim):
+        v = ex.value(j)
+        if v.kind != "union":
+            raise malformed(f"expected a header union, got {v.kind}", path, prim)
+        return v
+
+    def _p_assign_union(self, src, ex, params, path, prim):
+        """BMv2 assign_union: assign_header member by member (so the copy has the source's valid
+        member, or none)."""
+        dst, usrc = self._union(ex, params[0], path, prim), self._union(ex, params[1], path, prim)
+        if [h.htype.name for h in dst.union.members] != [h.htype.name for h in usrc.union.members]:
+            raise malformed("assign_union between different union types", path, prim)
+        self._assign_union_members(src, dst, usrc)
+
+    def _assign_union_members(self, src, dst, usrc) -> None:
+        for k, h in enumerate(dst.union.members):
+            d = str(h.base) if dst.static_union else f"{dst.src}[{k}]"
+            s_ = str(usrc.union.members[k].base) if usrc.static_union else f"{usrc.src}[{k}]"
+            extra = "" if h.htype.varbit is None else ", 1"
+            src.emit(f"_assign_header(F, {d}, {s_}, {h.htype.nfields}{extra})")
+
+    def _p_assign_union_stack(self, src, ex, params, path, prim):
+        dst, other = ex.value(params[0]), ex.value(params[1])
+        if dst.kind != "union_stack" or other.kind != "union_stack":
+            raise malformed("assign_union_stack takes two union stacks", path, prim)
+        if len(dst.union_stack.unions) != len(other.union_stack.unions):
+            raise malformed("assign_union_stack between stacks of different sizes", path, prim)
+        src.emit(f"F[{dst.union_stack.next_slot}] = F[{other.union_stack.next_slot}]")
+        for d, o in zip(dst.union_stack.unions, other.union_stack.unions):
+            self._assign_union_members(src, ex._union_value(d), ex._union_value(o))
 
     _p_copy_header = _p_assign_header
 
@@ -297,6 +379,16 @@ class ActionBody:
         src.emit(f"F[{dst.stack.next_slot}] = F[{other.stack.next_slot}]")
 
     def _stack_op(self, src, ex, params, fn):
+        v = ex.value(params[0])
+        if v.kind == "union_stack":
+            # BMv2 StackP4_16<HeaderUnion>: unions swap whole; HeaderUnion::mark_invalid does
+            # nothing, so the pushed/popped-off unions keep what the rotation left there
+            us = v.union_stack
+            count = self._int_value(ex, params[1])
+            spans = tuple(tuple((h.base, h.size) for h in u.members) for u in us.unions)
+            spans_name = self.env.ns.const("_USS", spans)
+            src.emit(f"_union_{fn[1:]}(F, {spans_name}, {us.next_slot}, {count.src})")
+            return
         st = ex.stack(params[0])
         count = self._int_value(ex, params[1])
         size = st.stack.headers[0].size if st.stack.headers else 0
@@ -469,6 +561,9 @@ _ARITY = {
     "add_header_fast": 1,
     "remove_header": 1,
     "assign_header": 2,
+    "assign_VL": 2,
+    "assign_union": 2,
+    "assign_union_stack": 2,
     "copy_header": 2,
     "assign_header_stack": 2,
     "push": 2,

@@ -35,12 +35,51 @@ def _lookahead(D, pos, off, width):
     return (v >> ((nbytes << 3) - bit - width)) & ((1 << width) - 1)
 
 
-def _assign_header(F, dst, src, nfields):
-    """BMv2 assign_header: an invalid source invalidates the destination, else copies it."""
+def _assign_header(F, dst, src, nfields, extra=0):
+    """BMv2 assign_header: an invalid source invalidates the destination, else copies it (fields,
+    validity and `extra` slots after it: a varbit width). True when the destination became valid."""
+    end = nfields + 1 + extra
     if F[src + nfields]:
-        F[dst : dst + nfields + 1] = F[src : src + nfields + 1]
-    else:
-        F[dst + nfields] = 0
+        F[dst : dst + end] = F[src : src + end]
+        return True
+    F[dst + nfields] = 0
+    return False
+
+
+def _clear_siblings(F, siblings, valid):
+    """A union member at slot `valid` became valid: its union's other members become invalid."""
+    for other in siblings.get(valid, ()):
+        F[other] = 0
+
+
+def _swap_unions(F, a, b):
+    for (base_a, size), (base_b, _) in zip(a, b):
+        _swap(F, base_a, base_b, size)
+
+
+def _union_stack_push(F, spans, next_slot, num):
+    """push_front(num) on a header union stack (StackP4_16<HeaderUnion>): no invalidation."""
+    if num < 0:
+        raise PacketError(f"push_front({num})")
+    if num == 0:
+        return
+    n = len(spans)
+    F[next_slot] = min(n, F[next_slot] + num)
+    for i in range(n - 1, num - 1, -1):
+        _swap_unions(F, spans[i], spans[i - num])
+
+
+def _union_stack_pop(F, spans, next_slot, num):
+    """pop_front(num) on a header union stack (StackP4_16<HeaderUnion>): no invalidation."""
+    if num < 0:
+        raise PacketError(f"pop_front({num})")
+    if num == 0:
+        return
+    n = len(spans)
+    F[next_slot] -= min(F[next_slot], num)
+    if num < n:
+        for i in range(n - num):
+            _swap_unions(F, spans[i], spans[i + num])
 
 
 def _swap(F, a, b, size):
@@ -136,6 +175,9 @@ def make_helpers(counters: RuntimeCounters) -> dict:
     return {
         "_lookahead": _lookahead,
         "_assign_header": _assign_header,
+        "_clear_siblings": _clear_siblings,
+        "_union_stack_push": _union_stack_push,
+        "_union_stack_pop": _union_stack_pop,
         "_stack_push": _stack_push,
         "_stack_pop": _stack_pop,
         "_out_of_bounds": _out_of_bounds,

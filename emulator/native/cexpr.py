@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from emulator.engine.expressions import ExprCompiler, fold
 from emulator.engine.jsonutil import hexstr, malformed, unsupported
-from emulator.engine.layout import StackSlots
+from emulator.engine.layout import StackSlots, UnionSlots, UnionStackSlots
 
 
 @dataclass
@@ -23,6 +23,8 @@ class CVal:
     htype: object = None
     static_base: int | None = None
     stack: StackSlots | None = None
+    union: UnionSlots | None = None  # a header union known at compile time
+    union_stack: UnionStackSlots | None = None
 
 
 def c_int(value: int) -> str:
@@ -51,6 +53,15 @@ class Consts:
         if name not in self.arrays:
             bases = ", ".join(str(b) for b in st.bases) or "0"
             self.arrays[name] = f"static const int {name}[] = {{{bases}}}; /* header stack {st.name} */"
+        return name
+
+    def union_stack_bases(self, us: UnionStackSlots) -> str:
+        """USB_x[k][m]: the base slot of member m of union k of a header union stack."""
+        name = "USB_" + "".join(c if c.isalnum() else "_" for c in us.name)
+        if name not in self.arrays:
+            rows = ", ".join("{" + ", ".join(str(h.base) for h in u.members) + "}" for u in us.unions) or "{0}"
+            width = max((len(u.members) for u in us.unions), default=1)
+            self.arrays[name] = f"static const int {name}[][{width}] = {{{rows}}}; /* union stack {us.name} */"
         return name
 
 
@@ -95,6 +106,9 @@ class CExpr(ExprCompiler):
         if t == "stack_field":
             st, off, width, signed = self._stack_field(j)
             return f"{self._last_base(st)} + {off}", width, signed
+        if t == "union_stack_field":
+            base, off, width, signed = self._union_stack_field(j)
+            return f"{base} + {off}", width, signed
         if t == "expression":
             inner = j.get("value")
             if isinstance(inner, dict) and "op" not in inner and "type" in inner:
@@ -133,6 +147,13 @@ class CExpr(ExprCompiler):
         if t == "stack_field":
             st, off, _, _ = self._stack_field(j)
             return CVal(f"F[{self._last_base(st)} + {off}]", "data")
+        if t == "header_union":
+            return CVal(v, "union", union=self.layout.union(v, self.path))
+        if t == "header_union_stack":
+            return CVal(v, "union_stack", union_stack=self.layout.union_stack(v, self.path))
+        if t == "union_stack_field":
+            base, off, _, _ = self._union_stack_field(j)
+            return CVal(f"F[{base} + {off}]", "data")
         if t == "lookahead":
             if not self.parser:
                 raise malformed("lookahead outside a parser", self.path, j)
@@ -152,6 +173,23 @@ class CExpr(ExprCompiler):
 
     def _last_base(self, st) -> str:
         return f"{self.consts.stack_bases(st)}[stack_last(cx, F[{st.next_slot}])]"
+
+    def _union_stack_field(self, j):
+        """(C base of the member in the last union, offset, width, signed) of a union stack field."""
+        v = j.get("value")
+        if not isinstance(v, list) or len(v) != 3:
+            raise malformed("union stack field must be [union stack, member, field]", self.path, j)
+        us = self.layout.union_stack(v[0], self.path)
+        if not us.unions:
+            raise malformed("field of an empty union stack", self.path, j)
+        member = self._member_index(us.unions[0], v[1], j)
+        htype = us.unions[0].members[member].htype
+        off = htype.offsets.get(v[2])
+        if off is None:
+            raise malformed(f"union member {v[1]!r} has no field {v[2]!r}", self.path, j)
+        width, signed = (1, False) if off == htype.nfields else htype.fields[off][1:]
+        base = f"{self.consts.union_stack_bases(us)}[stack_last(cx, F[{us.next_slot}])][{member}]"
+        return base, off, width, signed
 
     def _slot(self, hdr: CVal, offset: int) -> str:
         if hdr.static_base is not None:
@@ -222,6 +260,28 @@ class CExpr(ExprCompiler):
         if op == "size_stack":
             st = self.stack(right).stack
             return CVal(f"F[{st.next_slot}]", "data")
+        if op == "valid_union":
+            u = self.value(right)
+            if u.kind != "union":
+                raise malformed(f"valid_union of a {u.kind}", self.path, e)
+            return CVal("(" + " || ".join(f"F[{h.valid}] != 0" for h in u.union.members) + ")" or "0", "bool")
+        if op == "dereference_union_stack":
+            us = self.value(left)
+            idx = self.data(right)
+            if us.kind != "union_stack":
+                raise malformed(f"dereference_union_stack of a {us.kind}", self.path, e)
+            if idx.const is None:
+                raise unsupported("a header union stack indexed at run time (native backend)", self.path, e)
+            if not 0 <= idx.const < len(us.union_stack.unions):
+                raise malformed(f"union stack index {idx.const} out of range", self.path, e)
+            u = us.union_stack.unions[idx.const]
+            return CVal(u.name, "union", union=u)
+        if op == "access_union_header":
+            u = self.value(left)
+            if u.kind != "union" or not isinstance(right, int) or not 0 <= right < len(u.union.members):
+                raise malformed("access_union_header needs a union and a member offset", self.path, e)
+            h = u.union.members[right]
+            return CVal(str(h.base), "header", htype=h.htype, static_base=h.base)
         if op == "access_field":
             hdr = self.header(left)
             off, _, _ = self._field_offset(hdr.htype, right, e)

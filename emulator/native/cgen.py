@@ -83,6 +83,9 @@ class CGen:
         self.counters = list(prog.counters)
         self.actions = {}  # action id -> json
         self.action_exits = {}  # action id -> may set the exit flag
+        self.vset_views = []  # (value set name, key field widths, mask or None) per select case on a set
+        self.custom_crcs = [n for n, fn in prog.hashes.items() if getattr(fn, "params", None) is not None]
+        self._check_constructs()
         self._check_widths()
 
     # ------------------------------------------------------------------ checks
@@ -101,6 +104,16 @@ class CGen:
             for ref in t.actions.values():
                 if any(w > MAX_WIDTH for w in ref.widths):
                     raise unsupported(f"action data wider than 64 bits in '{ref.name}' (native backend)", t.name)
+
+    def _check_constructs(self):
+        """Constructs only the Python backend runs: `--backend auto` falls back to it with a notice."""
+        for h in self.layout.headers.values():
+            if h.htype.varbit is not None:
+                name = h.htype.fields[h.htype.varbit][0]
+                raise unsupported(
+                    f"the varbit field '{h.name}.{name}' (native backend: varbit fields run on the Python backend)",
+                    f"header '{h.name}'",
+                )
 
     def annotate(self, slot) -> str:
         name = self.slot_names.get(slot) if isinstance(slot, int) else None
@@ -139,6 +152,8 @@ class CGen:
         h.emit(f"#define NTABLES {len(self.tables)}")
         h.emit(f"#define NREGS {len(self.registers)}")
         h.emit(f"#define NCTRS {len(self.counters)}")
+        h.emit(f"#define NVSETS {len(self.vset_views)}")
+        h.emit(f"#define NCRCS {len(self.custom_crcs)}")
         h.emit("struct sw {")
         with h.indent():
             h.emit("pthread_mutex_t mu;")
@@ -148,6 +163,8 @@ class CGen:
             h.emit("uint64_t *regs[NREGS > 0 ? NREGS : 1];")
             h.emit("uint64_t *ctr_pk[NCTRS > 0 ? NCTRS : 1], *ctr_by[NCTRS > 0 ? NCTRS : 1];")
             h.emit("mc_group_t *mc[MC_GROUPS];")
+            h.emit("vset_t vsets[NVSETS > 0 ? NVSETS : 1]; /* one per select case on a value set */")
+            h.emit("crc_custom_t crcs[NCRCS > 0 ? NCRCS : 1]; /* " + (", ".join(self.custom_crcs) or "none") + " */")
         h.emit("};")
         h.emit()
         for i, name in enumerate(self.registers):
@@ -253,11 +270,13 @@ class CGen:
                 if n:
                     src.emit(f"memset(&F[{base}], 0, sizeof(V) * {n});")
                 src.emit(f"F[{ex._slot(h, n)}] = 1;")
+                self._clear_siblings(src, h)
                 src.emit(f"F[{L.PKTLEN}] += {h.htype.nbits // 8};")
             src.emit("}")
         elif op == "add_header_fast":
             h = ex.header(params[0])
             src.emit(f"F[{ex._slot(h, h.htype.nfields)}] = 1;")
+            self._clear_siblings(src, h)
         elif op == "remove_header":
             h = ex.header(params[0])
             valid = ex._slot(h, h.htype.nfields)
@@ -267,6 +286,21 @@ class CGen:
             if dst.htype is not hsrc.htype:
                 raise malformed("assign_header between different header types", path, prim)
             src.emit(f"assign_header(F, {dst.src}, {hsrc.src}, {dst.htype.nfields});")
+            if dst.static_base is not None and self.layout.siblings.get(dst.static_base + dst.htype.nfields):
+                src.emit(f"if (F[{dst.static_base + dst.htype.nfields}]) {{")
+                with src.indent():
+                    self._clear_siblings(src, dst)
+                src.emit("}")
+        elif op in ("assign_union", "assign_union_stack"):
+            dst, other = ex.value(params[0]), ex.value(params[1])
+            if op == "assign_union":
+                pairs = [(dst.union, other.union)]
+            else:
+                pairs = list(zip(dst.union_stack.unions, other.union_stack.unions))
+                src.emit(f"F[{dst.union_stack.next_slot}] = F[{other.union_stack.next_slot}];")
+            for du, su in pairs:  # BMv2: assign_header member by member
+                for d, h in zip(du.members, su.members):
+                    src.emit(f"assign_header(F, {d.base}, {h.base}, {d.htype.nfields}); /* {d.name} = {h.name} */")
         elif op == "assign_header_stack":
             dst, other = ex.stack(params[0]).stack, ex.stack(params[1]).stack
             if len(dst.headers) != len(other.headers):
@@ -276,6 +310,8 @@ class CGen:
                 src.emit(f"memmove(&F[{d.base}], &F[{s.base}], sizeof(V) * {size});")
             src.emit(f"F[{dst.next_slot}] = F[{other.next_slot}];")
         elif op in ("push", "pop"):
+            if ex.value(params[0]).kind == "union_stack":
+                raise unsupported(f"{op} on a header union stack (native backend)", path, prim)
             st = ex.stack(params[0]).stack
             count = ex.data(params[1])
             size = st.headers[0].size if st.headers else 0
@@ -347,6 +383,13 @@ class CGen:
             raise unsupported(f"primitive '{op}' (native backend)", path, prim)
         return False
 
+    def _clear_siblings(self, src, h) -> None:
+        """A union member known at compile time became valid: the union's other members become invalid."""
+        if h.static_base is None:
+            return  # a header stack element: never a union member
+        for other in self.layout.siblings.get(h.static_base + h.htype.nfields, ()):
+            src.emit(f"F[{other}] = 0; {self.annotate(other)}")
+
     def _drop(self, src, header_name, path):
         port = self.drop_port
         if header_name is None:
@@ -376,12 +419,16 @@ class CGen:
     # ------------------------------------------------------------------ calculations
     def _calculations(self):
         src = self.src
-        algos = {"csum16", "crc32", "crc16", "identity", "xor16"}
+        algos = {"csum16", "crc32", "crc16", "identity", "xor16", "crc16_custom", "crc32_custom", "random"}
         for i, calc in enumerate(self.cfg.get("calculations", [])):
             path = f"calculations[{i}]"
             algo = calc.get("algo")
             if algo not in algos:
-                raise unsupported(f"hash algorithm '{algo}'", path, calc)
+                raise unsupported(
+                    f"hash algorithm '{algo}' (native backend: custom CRCs and the random hash run on Python)",
+                    path,
+                    calc,
+                )
             pieces, with_payload = [], False
             for item in calc.get("input", []):
                 t = item.get("type")
@@ -419,7 +466,15 @@ class CGen:
                     src.emit("    memcpy(buf + n, cx->payload, cx->payload_len);")
                     src.emit("    n += cx->payload_len;")
                     src.emit("}")
-                src.emit(f"return h_{algo}(buf, n);")
+                if algo == "random":
+                    src.emit(
+                        "(void)n; return rng_next(&cx->sw->rng); /* the random hash: a draw, whatever the input */"
+                    )
+                elif algo in ("crc16_custom", "crc32_custom"):
+                    k = self.custom_crcs.index(calc.get("name"))
+                    src.emit(f"return h_crc_custom(&cx->sw->crcs[{k}], buf, n);")
+                else:
+                    src.emit(f"return h_{algo}(buf, n);")
             src.emit("}")
             src.emit()
 
@@ -491,6 +546,8 @@ class CGen:
                 src.emit(f"/* extract {h.name} ({nbytes} bytes) */")
                 src.emit(self._need(nbytes, too_short))
                 self._extract_fields(src, h.htype, str(h.base))
+                for other in self.layout.siblings.get(h.valid, ()):
+                    src.emit(f"F[{other}] = 0; {self.annotate(other)} /* the union's other member */")
                 src.emit(f"pos += {nbytes};")
             elif t == "stack":
                 st = self.layout.stack(p.get("value"), path)
@@ -506,6 +563,29 @@ class CGen:
                     src.emit(f"int {b} = {bases}[{k}];")
                     self._extract_fields(src, st.htype, b)
                     src.emit(f"F[{st.next_slot}] = {k} + 1;")
+                    src.emit(f"pos += {nbytes};")
+                src.emit("}")
+            elif t == "union_stack":
+                us = self.layout.union_stack(p.get("value")[0], path)
+                if not us.unions:
+                    raise malformed("extract into an empty union stack", path, op)
+                member = ex._member_index(us.unions[0], p.get("value")[1], op)
+                htype = us.unions[0].members[member].htype
+                nbytes = htype.nbits // 8
+                bases = self.consts.union_stack_bases(us)
+                k = src.tmp("k")
+                src.emit(f"{{ /* extract {us.name}.next.{p.get('value')[1]} */ int {k} = (int)F[{us.next_slot}];")
+                with src.indent():
+                    stack_oob = self.prog.errors["StackOutOfBounds"]
+                    src.emit(f"if ({k} >= {len(us.unions)}) {{ err = {stack_oob}; goto fail; }}")
+                    src.emit(self._need(nbytes, too_short))
+                    b = src.tmp("b")
+                    src.emit(f"int {b} = {bases}[{k}][{member}];")
+                    self._extract_fields(src, htype, b)
+                    for other, h in enumerate(us.unions[0].members):
+                        if other != member:
+                            src.emit(f"F[{bases}[{k}][{other}] + {h.htype.nfields}] = 0; /* {h.name}: invalid */")
+                    src.emit(f"F[{us.next_slot}] = {k} + 1;")
                     src.emit(f"pos += {nbytes};")
                 src.emit("}")
             else:
@@ -547,7 +627,7 @@ class CGen:
             src.emit(goto(default))
             return
         ex = CExpr(self.layout, self.consts, path, parser=True)
-        comps = []
+        comps, key_widths = [], []
         for k in st.get("transition_key", []):
             t = k.get("type")
             if t == "field":
@@ -560,6 +640,11 @@ class CGen:
                 v = f"F[{ex._last_base(stck)} + {off}]"
                 if signed:
                     v = f"({v} & {c_int((1 << width) - 1)})"
+            elif t == "union_stack_field":
+                base, off, width, signed = ex._union_stack_field(k)
+                v = f"F[{base} + {off}]"
+                if signed:
+                    v = f"({v} & {c_int((1 << width) - 1)})"
             elif t == "lookahead":
                 off, width = k.get("value")
                 if width > 64:
@@ -568,6 +653,7 @@ class CGen:
             else:
                 raise unsupported(f"select key type '{t}'", path, k)
             comps.append((v, (width + 7) // 8))
+            key_widths.append(width)
         total = sum(n for _, n in comps)
         if total > MAX_SELECT_BYTES:
             raise unsupported(f"a select key of {total} bytes (native backend: at most {MAX_SELECT_BYTES})", path, st)
@@ -579,6 +665,9 @@ class CGen:
         src.emit(f"{{ UV {key} = {' | '.join(parts)};")
         with src.indent():
             for t in cases:
+                if t.get("type") == "parse_vset":
+                    self._vset_case(src, t, path, key, key_widths, goto)
+                    continue
                 value = t.get("value")
                 if hexstr_bytes(value, path) != total:
                     raise malformed(f"transition value {value!r} is not {total} bytes wide", path, t)
@@ -591,6 +680,20 @@ class CGen:
                     src.emit(f"if (({key} & (UV){c_int(m)}) == (UV){c_int(v & m)}) {goto(t.get('next_state'))}")
             src.emit(goto(default))
         src.emit("}")
+
+    def _vset_case(self, src, t, path, key, key_widths, goto):
+        """A select case on a parse value set: the (masked) key is one of the view's members, which
+        NativeSwitch keeps equal to the Python engine's view of the same set (valuesets.py)."""
+        vset = self.prog.value_sets.get(t.get("value"))
+        if vset is None:
+            raise malformed(f"unknown parse value set {t.get('value')!r}", path, t)
+        widths = tuple(key_widths)
+        mask = t.get("mask")
+        m = None if mask is None else hexstr(mask, path)
+        vid = len(self.vset_views)
+        self.vset_views.append((vset.name, widths, m))
+        probe = key if m is None else f"({key} & (UV){c_int(m)})"
+        src.emit(f"if (vset_has(&sw->vsets[{vid}], {probe})) {goto(t.get('next_state'))} /* value set {vset.name} */")
 
     # ------------------------------------------------------------------ checksums and deparser
     @functools.cached_property

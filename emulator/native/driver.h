@@ -45,6 +45,7 @@ static void fresh_with_field_list(pkt_t *g, const pkt_t *f, uint32_t fl_id, int 
 static void egress_pass(sw_t *sw, pkt_t *pk, uint32_t port, const uint8_t *payload, uint32_t payload_len,
                         sw_out_t *out, int passes) {
     pass_ctx_t cx;
+    cx.sw = sw;
     cx.payload = payload;
     cx.payload_len = payload_len;
     if (SLOT_PRIORITY >= 0 && pk->F[SLOT_PRIORITY] >= 1) {  /* one queue per port */
@@ -106,6 +107,7 @@ static void egress_pass(sw_t *sw, pkt_t *pk, uint32_t port, const uint8_t *paylo
 
 static void ingress_pass(sw_t *sw, pkt_t *pk, const uint8_t *frame, uint32_t len, sw_out_t *out, int passes) {
     pass_ctx_t cx;
+    cx.sw = sw;
     V ingress_length = pk->F[L_PKTLEN];
     uint32_t pos = 0;
     if (setjmp(cx.fail)) {
@@ -195,8 +197,37 @@ void sw_destroy(sw_t *sw) {
     for (int g = 0; g < MC_GROUPS; g++) {
         if (sw->mc[g]) { free(sw->mc[g]->ports); free(sw->mc[g]->rids); free(sw->mc[g]); }
     }
+    for (int v = 0; v < NVSETS; v++) free(sw->vsets[v].v);
     pthread_mutex_destroy(&sw->mu);
     free(sw);
+}
+
+/* Parameters of custom CRC `k` (cgen's order of crc16_custom/crc32_custom calculations). */
+int sw_crc_set(sw_t *sw, uint32_t k, uint32_t width, uint64_t poly, uint64_t init, uint64_t xor_out,
+               int reflect_data, int reflect_remainder) {
+    if (k >= NCRCS || (width != 16 && width != 32)) return -1;
+    sw_lock(sw);
+    crc_custom_config(&sw->crcs[k], width, poly, init, xor_out, reflect_data, reflect_remainder);
+    sw_unlock(sw);
+    return 0;
+}
+
+/* The members of value set view `view`: n values given as (low, high) 64-bit halves. */
+int sw_vset_set(sw_t *sw, uint32_t view, uint32_t n, const uint64_t *lohi) {
+    if (view >= NVSETS) return -1;
+    UV *v = NULL;
+    if (n) {
+        v = malloc(n * sizeof(UV));
+        if (!v) return -1;
+        for (uint32_t i = 0; i < n; i++) v[i] = ((UV)lohi[2 * i + 1] << 64) | lohi[2 * i];
+    }
+    sw_lock(sw);
+    UV *old = sw->vsets[view].v;
+    sw->vsets[view].v = v;
+    sw->vsets[view].n = n;
+    sw_unlock(sw);
+    free(old);
+    return 0;
 }
 
 void sw_lock(sw_t *sw) { pthread_mutex_lock(&sw->mu); }

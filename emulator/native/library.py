@@ -54,6 +54,8 @@ def _bind(lib):
         "sw_ctr_reset": (None, [P, U32]),
         "sw_mc_set": (ctypes.c_int, [P, U32, U32, u32p, u32p]),
         "sw_mc_delete": (ctypes.c_int, [P, U32]),
+        "sw_vset_set": (ctypes.c_int, [P, U32, U32, u64p]),
+        "sw_crc_set": (ctypes.c_int, [P, U32, U32, U64, U64, U64, ctypes.c_int, ctypes.c_int]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)

@@ -46,6 +46,7 @@ typedef struct pass_ctx {
     jmp_buf perr;                /* a parser exception from inside an expression (lookahead) */
     int perr_code;
     uint32_t perr_pos;
+    struct sw *sw;               /* the switch: custom CRC parameters and the generator of the random hash */
     const uint8_t *payload;      /* bytes after the parsed headers */
     uint32_t payload_len;
 } pass_ctx_t;
@@ -238,6 +239,47 @@ static uint64_t h_crc16(const uint8_t *b, uint32_t n) {
     return crc & 0xFFFF;
 }
 
+/* crc16_custom / crc32_custom (BMv2 calculations.cpp crc_custom<T>): table-driven, parameters set
+ * per calculation by the control plane (NativeSwitch pushes the Python engine's CustomCrc). */
+typedef struct crc_custom {
+    unsigned width;
+    uint64_t init, xor_out;
+    int reflect_data, reflect_remainder;
+    uint64_t table[256];
+} crc_custom_t;
+
+static inline uint64_t reflect_bits(uint64_t v, unsigned n) {
+    uint64_t r = 0;
+    for (unsigned i = 0; i < n; i++) if (v & (1ull << i)) r |= 1ull << (n - 1 - i);
+    return r;
+}
+
+static void crc_custom_config(crc_custom_t *c, unsigned width, uint64_t poly, uint64_t init, uint64_t xor_out,
+                              int reflect_data, int reflect_remainder) {
+    uint64_t mask = width >= 64 ? UINT64_MAX : (1ull << width) - 1;
+    for (unsigned d = 0; d < 256; d++) {
+        uint64_t rem = (uint64_t)d << (width - 8);
+        for (int bit = 0; bit < 8; bit++)
+            rem = (rem >> (width - 1)) & 1 ? ((rem << 1) ^ poly) & mask : (rem << 1) & mask;
+        c->table[d] = rem;
+    }
+    c->width = width;
+    c->init = init;
+    c->xor_out = xor_out;
+    c->reflect_data = reflect_data;
+    c->reflect_remainder = reflect_remainder;
+}
+
+static uint64_t h_crc_custom(const crc_custom_t *c, const uint8_t *b, uint32_t n) {
+    unsigned w = c->width;
+    uint64_t mask = w >= 64 ? UINT64_MAX : (1ull << w) - 1, rem = c->init;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t byte = c->reflect_data ? reflect_bits(b[i], 8) : b[i];
+        rem = c->table[(byte ^ (rem >> (w - 8))) & 0xFF] ^ ((rem << 8) & mask);
+    }
+    return (c->reflect_remainder ? reflect_bits(rem, w) : rem) ^ c->xor_out;
+}
+
 static uint64_t h_identity(const uint8_t *b, uint32_t n) {
     /* the first (up to) 8 bytes, big-endian */
     return rd_be(b, n < 8 ? n : 8);
@@ -314,6 +356,18 @@ static inline int32_t tbl_lookup(const table_t *t, const uint64_t *key) {
 }
 
 /* ------------------------------------------------------------------ multicast (pre.py) */
+/* ------------------------------------------------------------------ parse value sets */
+typedef struct vset {            /* the members one select case tests, padded and masked (valuesets.py) */
+    uint32_t n;
+    UV *v;
+} vset_t;
+
+static inline int vset_has(const vset_t *s, UV key) {
+    for (uint32_t i = 0; i < s->n; i++)
+        if (s->v[i] == key) return 1;
+    return 0;
+}
+
 typedef struct mc_group {
     uint32_t n;
     uint32_t *ports, *rids;

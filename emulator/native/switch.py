@@ -10,7 +10,7 @@ import ctypes
 import logging
 
 from emulator.errors import EntryError
-from emulator.native.cgen import generate_c
+from emulator.native.cgen import CGen
 from emulator.native.library import SwOut, load_program_library
 from emulator.switch import STAT_KEYS, SoftwareSwitch
 
@@ -35,7 +35,10 @@ class NativeSwitch(SoftwareSwitch):
 
     def __init__(self, program, cfg, drop_port=511, trace_level=logging.DEBUG, sanitize=False):
         super().__init__(program, drop_port=drop_port, trace_level=trace_level)
-        self.c_source = generate_c(cfg, program, drop_port)
+        gen = CGen(cfg, program, drop_port)
+        self.c_source = gen.generate()
+        self._vset_views = gen.vset_views  # C view index -> (value set, key widths, mask)
+        self._crc_index = {name: k for k, name in enumerate(gen.custom_crcs)}
         self.lib = load_program_library(self.c_source, str(cfg.get("program", "p4")), sanitize=sanitize)
         self.handle = self.lib.sw_create()
         if not self.handle:
@@ -48,6 +51,8 @@ class NativeSwitch(SoftwareSwitch):
             for entry in table.entries.values():
                 self._push_entry(table, entry)
             self._push_default(table)
+        for name in self._crc_index:
+            self._push_crc(name)
 
     def close(self):
         if getattr(self, "handle", None):
@@ -278,6 +283,47 @@ class NativeSwitch(SoftwareSwitch):
             rids = (ctypes.c_uint32 * max(n, 1))(*(r for _, r in group))
             if self.lib.sw_mc_set(self.handle, group_id, n, ports, rids) != 0:
                 raise MemoryError(f"multicast group {group_id}: the native backend could not store it")
+
+    # ------------------------------------------------------------------ custom CRCs: Python checks, C tables
+    def _push_crc(self, name):
+        crc = self._prog.hashes[name]
+        poly, init, xor_out, reflect_data, reflect_remainder = crc.params
+        rc = self.lib.sw_crc_set(
+            self.handle, self._crc_index[name], crc.width, poly, init, xor_out, reflect_data, reflect_remainder
+        )
+        if rc != 0:
+            raise ValueError(f"calculation '{name}': the native backend refused its CRC parameters")
+
+    def set_crc_parameters(self, calculation, *params, **kw) -> None:
+        super().set_crc_parameters(calculation, *params, **kw)
+        with self._lock:
+            self._push_crc(calculation)
+
+    # ------------------------------------------------------------------ parse value sets: Python checks, C views
+    def _push_value_set(self, name):
+        vset = self._value_set(name)
+        for vid, (vname, widths, mask) in enumerate(self._vset_views):
+            if vname != name:
+                continue
+            members = sorted(vset.view(widths, mask))
+            halves = [h for m in members for h in (m & (2**64 - 1), m >> 64)]
+            if self.lib.sw_vset_set(self.handle, vid, len(members), _u64s(halves)) != 0:
+                raise MemoryError(f"value set '{name}': the native backend could not store it")
+
+    def value_set_add(self, name, value) -> None:
+        with self._lock:
+            self._value_set(name).add(value)
+            self._push_value_set(name)
+
+    def value_set_delete(self, name, value) -> None:
+        with self._lock:
+            self._value_set(name).delete(value)
+            self._push_value_set(name)
+
+    def value_set_replace(self, name, values) -> None:
+        with self._lock:
+            self._value_set(name).replace(values)
+            self._push_value_set(name)
 
     def mc_group_delete(self, group_id) -> None:
         with self._lock:

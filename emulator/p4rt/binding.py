@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from p4.config.v1 import p4info_pb2
 
 from emulator.p4rt.errors import INVALID_ARGUMENT, P4RTError
+from emulator.p4rt.value_sets import bind_value_sets
 
 MATCH_KIND = {
     p4info_pb2.MatchField.EXACT: "exact",
@@ -96,6 +97,7 @@ class PipelineBinding:
     counters: dict = field(default_factory=dict)  # id -> CounterBinding (indirect)
     direct_counters: dict = field(default_factory=dict)  # id -> DirectCounterBinding
     registers: dict = field(default_factory=dict)  # id -> RegisterBinding
+    value_sets: dict = field(default_factory=dict)  # id -> value_sets.ValueSetBinding
     packet_in: tuple = ()  # PacketMetadataBinding, header order
     packet_out: tuple = ()
     has_packet_out_header: bool = False
@@ -253,6 +255,8 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
                 f"bit<{engine_register.bitwidth}>[{engine_register.size}] in the device config"
             )
         binding.registers[reg.preamble.id] = RegisterBinding(reg.preamble.id, name, reg.size, width)
+
+    binding.value_sets = bind_value_sets(p4info, program, _refuse)
 
     for header in p4info.controller_packet_metadata:
         metadata = tuple(PacketMetadataBinding(m.id, m.name, m.bitwidth) for m in header.metadata)

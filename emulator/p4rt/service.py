@@ -13,7 +13,7 @@ import grpc
 from google.protobuf import text_format
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from emulator.p4rt import entities, packet_io
+from emulator.p4rt import entities, packet_io, value_sets
 from emulator.p4rt.arbitration import Arbitrator, Session, election_id_of
 from emulator.p4rt.errors import (
     FAILED_PRECONDITION,
@@ -46,6 +46,7 @@ _WRITERS = {
     "direct_counter_entry": entities.write_direct_counter_entry,
     "register_entry": entities.write_register_entry,
     "packet_replication_engine_entry": entities.write_pre_entry,
+    "value_set_entry": value_sets.write_value_set_entry,
 }
 _READERS = {
     "table_entry": entities.read_table_entries,
@@ -53,6 +54,7 @@ _READERS = {
     "direct_counter_entry": entities.read_direct_counter_entries,
     "register_entry": entities.read_register_entries,
     "packet_replication_engine_entry": entities.read_pre_entries,
+    "value_set_entry": value_sets.read_value_set_entries,
 }
 _UPDATE_NAMES = {
     p4runtime_pb2.Update.INSERT: "INSERT",

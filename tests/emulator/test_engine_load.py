@@ -119,8 +119,6 @@ def test_target_primitives_without_support_are_refused(primitive, words):
             r"meters \('m'\) at meter_arrays\[0\]",
         ),
         ("learn_lists", {"name": "digest_t", "id": 1, "elements": []}, r"digests"),
-        ("header_unions", {"name": "u", "id": 0, "union_type": "u_t", "header_ids": []}, r"header unions"),
-        ("parse_vsets", {"name": "vs", "id": 0, "compressed_bitwidth": 16}, r"parse value sets"),
         ("extern_instances", {"name": "e", "id": 0, "type": "x", "attribute_values": []}, r"extern instances"),
     ],
 )
@@ -131,15 +129,31 @@ def test_unsupported_sections_are_refused(section, item, words):
         SoftwareSwitch.from_json(c)
 
 
-def test_action_profile_tables_and_varbits_are_refused():
+def test_action_profile_tables_are_refused():
     c = cfg()
     table = c["pipelines"][0]["tables"][0]
     table["type"] = "indirect"
     with pytest.raises(UnsupportedConstruct, match=rf"table implementation 'indirect'.*{table['name']}"):
         SoftwareSwitch.from_json(c)
+
+
+def test_malformed_varbits_unions_and_value_sets_are_load_errors():
     c = cfg()
-    c["header_types"][-1]["fields"].append(["opts", "*"])
-    with pytest.raises(UnsupportedConstruct, match=r"variable-length field .*opts.*header_types\["):
+    c["header_types"][-1]["fields"].append(["opts", "*"])  # no max_length
+    with pytest.raises(LoadError, match=r"varbit field needs a max_length.*header_types\["):
+        SoftwareSwitch.from_json(c)
+    c = cfg()
+    c["header_types"][-1]["fields"] += [["a", "*"], ["b", "*"]]
+    c["header_types"][-1]["max_length"] = 64
+    with pytest.raises(LoadError, match=r"more than one variable-length field"):
+        SoftwareSwitch.from_json(c)
+    c = cfg()
+    c["header_unions"] = [{"name": "u", "id": 0, "union_type": "u_t", "header_ids": [999]}]
+    with pytest.raises(LoadError, match=r"union 'u': bad member header id 999"):
+        SoftwareSwitch.from_json(c)
+    c = cfg()
+    c["parse_vsets"] = [{"name": "vs", "id": 0, "compressed_bitwidth": 0}]
+    with pytest.raises(LoadError, match=r"value set 'vs' has bad compressed_bitwidth"):
         SoftwareSwitch.from_json(c)
 
 
@@ -149,8 +163,8 @@ def test_unknown_parser_op_and_hash_algorithm_are_refused():
     with pytest.raises(UnsupportedConstruct, match=r"parser operation 'teleport' at parsers\[0\]"):
         SoftwareSwitch.from_json(c)
     c = cfg()
-    c["calculations"][0]["algo"] = "crc32_custom"
-    with pytest.raises(UnsupportedConstruct, match=r"hash algorithm 'crc32_custom'.*calculations\[0\]"):
+    c["calculations"][0]["algo"] = "crc64_custom"
+    with pytest.raises(UnsupportedConstruct, match=r"hash algorithm 'crc64_custom'.*calculations\[0\]"):
         SoftwareSwitch.from_json(c)
 
 

@@ -26,8 +26,9 @@ def _field_bits(cfg, header_type):
     ht = next(h for h in cfg["header_types"] if h["name"] == header_type)
     out, bit = {}, 0
     for f in ht["fields"]:
-        out[f[0]] = (bit, f[1])
-        bit += f[1]
+        width = 0 if f[1] == "*" else f[1]  # a varbit field: its fixed part is 0 bits
+        out[f[0]] = (bit, width)
+        bit += width
     return out, bit // 8
 
 
