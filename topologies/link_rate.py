@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 DEFAULT_SHARE = 0.95  # gloo's communication share of its step that --bw auto aims at (the floor: 0.6). THC's
-# codec runs on the same 2 cores as the model here, not as GPU kernels: below ~0.95 it, not the links, bounds THC)
+# codec runs on the same 2 cores as the model here, not as GPU kernels: below ~0.95 it, not the links, bounds THC
 DEFAULT_BUDGET_S = 45.0  # at most this much of gloo's training time communicating (make run: <= 3 minutes)
 TCP_FRAMING = 1514 / 1448  # an Ethernet frame per 1448-byte TCP segment (timestamps on): 14 + 20 + 32 bytes
 MIN_MBIT, MAX_MBIT = 1, 1000  # the rates the runner accepts (htb on a veth)
