@@ -16,7 +16,7 @@ import grpc
 from p4.v1 import p4runtime_pb2_grpc
 
 from emulator.p4rt.device import Device
-from emulator.p4rt.service import P4RuntimeServicer
+from emulator.p4rt.service import DigestPump, P4RuntimeServicer
 
 __all__ = ["Device", "P4RuntimeServer", "BindError"]
 
@@ -41,6 +41,7 @@ class P4RuntimeServer:
         )
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, self._server)
         self.port = None
+        self._digests = None
 
     def start(self, address: str) -> int:
         """Bind `address` (HOST:PORT, port 0 = any free port), start serving, return the port."""
@@ -51,6 +52,7 @@ class P4RuntimeServer:
         if not port:
             raise BindError(f"cannot bind gRPC address {address}")
         self._server.start()
+        self._digests = DigestPump(self.device, self.servicer.send_to_primary)
         self.port = port
         return port
 
@@ -59,4 +61,7 @@ class P4RuntimeServer:
         return self.servicer.packet_in(frame)
 
     def stop(self, grace: float = 1.0) -> None:
+        if self._digests is not None:
+            self._digests.stop()
+            self._digests = None
         self._server.stop(grace).wait()

@@ -48,6 +48,12 @@ class ValueSetInfo(NamedTuple):
     size: int | None  # most members it may hold (None: no limit in the JSON)
 
 
+class DigestInfo(NamedTuple):
+    name: str  # the learn list's name, which P4Info uses for the digest
+    id: int  # the learn list id
+    fields: list  # (field name, bitwidth), in the order of the digest's data
+
+
 class TableEntry(NamedTuple):
     keys: list  # one per key, in the API form of its match type
     action: str
@@ -62,3 +68,4 @@ class ProgramInfo(NamedTuple):
     counters: dict  # name -> CounterInfo
     value_sets: dict = {}  # name -> ValueSetInfo (parse value sets)
     custom_crcs: dict = {}  # calculation name -> CRC width (crc16_custom / crc32_custom parameters)
+    digests: dict = {}  # name -> DigestInfo (digests: BMv2's learn lists)

@@ -6,11 +6,15 @@
 
 One packet (simple_switch.cpp, ingress_thread/egress_thread):
   parser (errors set standard_metadata.parser_error; the packet still goes through ingress), checksum
-  verification (sets checksum_error), ingress; then resubmit if requested, else multicast when
+  verification (sets checksum_error), ingress; then an ingress clone if requested (the received frame
+  parsed again, metadata reset but the field list's, to the session's group and/or port), a digest
+  sample if requested; then resubmit if requested, else multicast when
   mcast_grp != 0 (one copy per (port, rid) of the group, instance_type REPLICATION, egress_rid set),
   else drop when egress_spec is the drop port, else unicast to egress_spec. Each copy runs egress
   with egress_port set and egress_spec reset; it is dropped when egress sets egress_spec to the drop
-  port, else deparsed (checksums updated first) and sent, or recirculated when requested.
+  port, else deparsed (checksums updated first) and sent (cut to the `truncate` length), or
+  recirculated when requested; an egress clone (the headers as egress left them, metadata reset but the
+  field list's) runs its own egress after the packet it was cloned from.
 
 All state lives behind one lock: control-plane calls from other threads and process() never interleave.
 A Python exception while processing a packet drops that packet (or that copy), is counted in
@@ -24,6 +28,11 @@ import threading
 import time
 
 from emulator.engine.compiler import compile_program
+from emulator.engine.mirroring import (
+    PKT_INSTANCE_TYPE_EGRESS_CLONE,
+    PKT_INSTANCE_TYPE_INGRESS_CLONE,
+    SESSION_MASK,
+)
 from emulator.engine.runtime import RNG_DEFAULT_SEED, ParserError
 from emulator.errors import EntryError, LoadError
 
@@ -57,6 +66,8 @@ STAT_KEYS = (
     "recirculations",
     "out_of_bounds",
 )
+# counted by this Python engine only (programs that need them do not run on the native backend)
+PY_STAT_KEYS = ("clones", "clones_unconfigured", "digests", "digests_dropped")
 
 
 def _load_config(path_or_dict) -> dict:
@@ -87,7 +98,7 @@ class SoftwareSwitch:
         self.drop_port = drop_port
         self.trace_level = trace_level
         self._lock = threading.Lock()
-        self._stats = dict.fromkeys(STAT_KEYS, 0)
+        self._stats = dict.fromkeys(STAT_KEYS + PY_STAT_KEYS, 0)
         self._tracebacks = 0
         self._template = program.layout.template()
         self._start = time.monotonic()
@@ -110,6 +121,7 @@ class SoftwareSwitch:
         self._spec_slot = std.egress_spec.slot
         self._spec_drop = drop_port & std.egress_spec.mask
         self._spec_reset = (drop_port + 1) & std.egress_spec.mask  # BMv2 sets drop_port + 1 in egress
+        self._metadata_ranges = program.layout.metadata_ranges()
 
     @classmethod
     def from_json(
@@ -240,6 +252,12 @@ class SoftwareSwitch:
             self._exception("ingress of a packet from port %r", F[f["ingress_port"][0]])
             return
 
+        if F[L.CLONE]:
+            self._clone_at_ingress(F, frame, ingress_length, out, fns, tracing, passes)
+        if F[L.LEARN]:
+            self._learn(F, F[L.LEARN], tracing)
+            F[L.LEARN] = 0
+
         resubmit = F[L.RESUBMIT]
         if resubmit:
             self._stats["resubmits"] += 1
@@ -266,7 +284,7 @@ class SoftwareSwitch:
                 self._stats["multicast_replicas"] += 1
                 R = F[:]
                 self._set(R, "egress_rid", rid)
-                R[L.RESUBMIT] = R[L.RECIRC] = 0  # BMv2 clears the copy's registers
+                self._clear_registers(R)  # BMv2 clears the copy's registers
                 if tracing:
                     trace_log.log(self.trace_level, "multicast group %d: copy to port %d rid %d", mgid, eg_port, rid)
                 self._egress_pass(R, eg_port, payload, out, fns, tracing, passes)
@@ -302,15 +320,29 @@ class SoftwareSwitch:
             self._prog.payload_box[0] = payload
             F[L.EXIT] = 0
             egress(F)
+            clone = self._egress_clone(F, tracing) if F[L.CLONE] else None
             if F[self._spec_slot] == self._spec_drop:
                 self._drop(
                     "dropped_egress", tracing, f"egress_spec is the drop port at the end of egress (port {port})"
                 )
-                return
-            frame = deparse(F, payload)
+                frame = None
+            else:
+                frame = deparse(F, payload)
         except Exception:  # noqa: BLE001
             self._exception("egress of a packet to port %r", port)
             return
+        if frame is not None:
+            self._after_egress(F, port, frame, out, fns, tracing, passes)
+        if clone is not None:
+            G, session = clone
+            if passes >= MAX_PASSES:
+                self._drop("dropped_pass_limit", tracing, f"more than {MAX_PASSES} passes (egress clones)")
+                return
+            self._send_clone(G, session, payload, out, fns, tracing, passes + 1)
+
+    def _after_egress(self, F, port, frame, out, fns, tracing, passes):
+        """A deparsed packet: recirculated, or sent (cut to its `truncate` length)."""
+        L = self._L
         recirc = F[L.RECIRC]
         if recirc:
             self._stats["recirculations"] += 1
@@ -323,7 +355,97 @@ class SoftwareSwitch:
             G[L.ILEN] = len(frame)
             self._ingress_pass(G, frame, out, fns, tracing, passes + 1)
             return
+        if F[L.TRUNC] >= 0:
+            frame = frame[: F[L.TRUNC]]
         out.append((port, frame))
+
+    # ------------------------------------------------------------------ clones and digests
+    def _clear_registers(self, R):
+        """What BMv2's RegisterAccess::clear_all and a new Packet object reset in a copy."""
+        L = self._L
+        R[L.RESUBMIT] = R[L.RECIRC] = R[L.CLONE] = R[L.CLONE_FL] = R[L.LEARN] = 0
+        R[L.TRUNC] = -1
+
+    def _reset_metadata(self, G):
+        template = self._template
+        for start, end in self._metadata_ranges:
+            G[start:end] = template[start:end]
+
+    def _session(self, F, tracing):
+        """(session id, mirror session or None) of F's clone; F's clone registers are cleared."""
+        L = self._L
+        session_id = F[L.CLONE] & SESSION_MASK
+        F[L.CLONE] = F[L.CLONE_FL] = 0
+        session = self._prog.mirror.sessions.get(session_id)
+        if session is None:
+            self._stats["clones_unconfigured"] += 1
+            if tracing:
+                trace_log.log(self.trace_level, "clone to mirror session %d, which is not configured", session_id)
+        elif tracing:
+            trace_log.log(self.trace_level, "clone to mirror session %d", session_id)
+        return session
+
+    def _clone_at_ingress(self, F, frame, ingress_length, out, fns, tracing, passes):
+        """simple_switch's ingress clone: the received frame parsed again (ingress_port kept), all
+        metadata reset except the field list's, instance_type INGRESS_CLONE, the ingress length."""
+        L = self._L
+        field_list = F[L.CLONE_FL]
+        session = self._session(F, tracing)
+        if session is None:
+            return
+        G = self._template[:]
+        slot, mask = self._f["ingress_port"]
+        G[slot] = F[slot]
+        try:
+            pos = fns[0](G, frame)
+        except ParserError as err:
+            pos = err.pos
+        self._reset_metadata(G)
+        for slot in self._prog.field_lists.get(field_list, ()):
+            G[slot] = F[slot]
+        self._set(G, "instance_type", PKT_INSTANCE_TYPE_INGRESS_CLONE)
+        G[L.PKTLEN] = ingress_length
+        G[L.ILEN] = F[L.ILEN]
+        self._send_clone(G, session, frame[pos:], out, fns, tracing, passes)
+
+    def _egress_clone(self, F, tracing):
+        """(copy, session) for an egress clone: F's headers as egress left them, metadata reset
+        except the field list's, instance_type EGRESS_CLONE; None when the session is not configured."""
+        field_list = F[self._L.CLONE_FL]
+        session = self._session(F, tracing)
+        if session is None:
+            return None
+        G = F[:]
+        self._reset_metadata(G)
+        for slot in self._prog.field_lists.get(field_list, ()):
+            G[slot] = F[slot]
+        self._set(G, "instance_type", PKT_INSTANCE_TYPE_EGRESS_CLONE)
+        self._clear_registers(G)
+        G[self._L.EXIT] = 0
+        return G, session
+
+    def _send_clone(self, G, session, payload, out, fns, tracing, passes):
+        """A clone to its session's multicast group (one copy per replica, egress_rid set), then to
+        its port, as simple_switch does (the port copy keeps the last replica's egress_rid)."""
+        if session.mgid is not None:
+            for eg_port, rid in self._prog.pre.groups.get(session.mgid, ()):
+                self._stats["clones"] += 1
+                self._set(G, "egress_rid", rid)
+                self._egress_pass(G[:], eg_port, payload, out, fns, tracing, passes)
+        if session.egress_port is not None:
+            self._stats["clones"] += 1
+            self._egress_pass(G, session.egress_port, payload, out, fns, tracing, passes)
+
+    def _learn(self, F, learn_id, tracing):
+        learn_list = self._prog.learn_lists.get(learn_id)
+        if learn_list is None:
+            log.warning("digest with learn list id %d, which the program does not define: ignored", learn_id)
+            return
+        values = tuple(F[slot] for slot in learn_list.slots)
+        self._stats["digests"] += 1
+        if tracing:
+            trace_log.log(self.trace_level, "digest %s: %s", learn_list.name, ", ".join(hex(v) for v in values))
+        self._prog.digests.push(learn_list.name, values)
 
     def _fresh_with_field_list(self, F, field_list_id, instance_type, length):
         """A new packet state as BMv2 makes it for resubmit/recirculate: metadata reset, the field
@@ -345,6 +467,7 @@ class SoftwareSwitch:
     def stats(self) -> dict:
         with self._lock:
             self._stats["out_of_bounds"] = self._prog.runtime_counters.out_of_bounds
+            self._stats["digests_dropped"] = self._prog.digests.dropped
             return dict(self._stats)
 
     # ------------------------------------------------------------------ tables
@@ -515,3 +638,30 @@ class SoftwareSwitch:
     def mc_groups(self) -> dict:
         with self._lock:
             return self._prog.pre.snapshot()
+
+    # ------------------------------------------------------------------ mirroring sessions
+    def mirroring_add(self, session_id, egress_port=None, mgid=None) -> None:
+        """Add or replace a mirror session: copies to `egress_port` and/or one per replica of the
+        multicast group `mgid` (simple_switch_CLI's mirroring_add / mirroring_add_mc)."""
+        with self._lock:
+            self._prog.mirror.set(session_id, egress_port, mgid)
+
+    def mirroring_delete(self, session_id) -> None:
+        with self._lock:
+            self._prog.mirror.delete(session_id)
+
+    def mirroring_sessions(self) -> dict:
+        """session id -> MirrorSession(egress_port, mgid)."""
+        with self._lock:
+            return self._prog.mirror.snapshot()
+
+    # ------------------------------------------------------------------ digests
+    def digests(self) -> list:
+        """Digest samples since the last call, oldest first: (digest name, tuple of field values)."""
+        with self._lock:
+            return self._prog.digests.drain()
+
+    def set_digest_listener(self, callback) -> None:
+        """`callback()` runs (under the switch's lock: keep it short) whenever a sample is queued."""
+        with self._lock:
+            self._prog.digests.listener = callback

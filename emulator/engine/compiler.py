@@ -16,6 +16,8 @@ from emulator.engine.control_gen import ChecksumGen, PipelineGen, generate_depar
 from emulator.engine.hashes import CustomCrc
 from emulator.engine.jsonutil import hexstr, malformed, unsupported, where
 from emulator.engine.layout import build_layout
+from emulator.engine.learning import DigestQueue, load_learn_lists
+from emulator.engine.mirroring import MirrorSessions
 from emulator.engine.parser_gen import ParserGen
 from emulator.engine.pre import ReplicationEngine
 from emulator.engine.primitives import ActionBody, ActionEnv
@@ -23,7 +25,15 @@ from emulator.engine.stateful import CounterArray, RegisterArray
 from emulator.engine.tables import BMV2_MAX_PRIORITY, ActionRef, KeyField, MatchTable
 from emulator.engine.valuesets import ValueSet
 from emulator.errors import EntryError, LoadError
-from emulator.program import ActionInfo, CounterInfo, ProgramInfo, RegisterInfo, TableInfo, ValueSetInfo
+from emulator.program import (
+    ActionInfo,
+    CounterInfo,
+    DigestInfo,
+    ProgramInfo,
+    RegisterInfo,
+    TableInfo,
+    ValueSetInfo,
+)
 
 log = logging.getLogger("emulator.switch")
 trace_log = logging.getLogger("emulator.trace")
@@ -143,6 +153,9 @@ class CompiledProgram:
     has_verify: bool = False
     value_sets: dict = field(default_factory=dict)  # name -> ValueSet
     hashes: dict = field(default_factory=dict)  # calculation name -> its hash function (custom CRCs)
+    learn_lists: dict = field(default_factory=dict)  # id -> learning.LearnList
+    mirror: MirrorSessions = field(default_factory=MirrorSessions)
+    digests: DigestQueue = field(default_factory=DigestQueue)
 
 
 def _check_version(cfg):
@@ -164,7 +177,6 @@ def _check_version(cfg):
 def _refuse_unsupported_sections(cfg):
     for key, what in (
         ("meter_arrays", "meters"),
-        ("learn_lists", "digests (learn lists)"),
         ("extern_instances", "extern instances"),
     ):
         items = cfg.get(key) or []
@@ -420,10 +432,12 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
             slots.append(layout.field(el["value"][0], el["value"][1], f"field_lists[{i}]").slot)
         field_lists[fl.get("id", i)] = slots
 
+    learn_lists = load_learn_lists(cfg, layout)
     info = _program_info(cfg, tables, actions_by_id, registers, counters, direct, table_json)
     info = info._replace(
         value_sets={n: ValueSetInfo(n, v.bitwidth, v.max_size) for n, v in value_sets.items()},
         custom_crcs={n: fn.width for n, fn in hashes.items() if isinstance(fn, CustomCrc)},
+        digests={ll.name: DigestInfo(ll.name, ll.id, list(ll.fields)) for ll in learn_lists.values()},
     )
     queueing = all(getattr(std, f) is not None for f in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth"))
     pre = ReplicationEngine(
@@ -448,6 +462,8 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
         has_verify=checksums.has_verify,
         value_sets=value_sets,
         hashes=hashes,
+        learn_lists=learn_lists,
+        mirror=MirrorSessions(port_bits=std.egress_port.width),
     )
 
 

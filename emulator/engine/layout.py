@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from emulator.engine.jsonutil import malformed, unsupported
 
 VALID = "$valid$"
+# the engine's own per-packet registers (BMv2 keeps them in Packet, not in the PHV), one slot each
+ENGINE_REGISTERS = ("EXIT", "PKTLEN", "ILEN", "RESUBMIT", "RECIRC", "CLONE", "CLONE_FL", "LEARN", "TRUNC")
 
 
 @dataclass
@@ -128,6 +130,10 @@ class Layout:
     ILEN: int = -1  # ingress length: what counters count as bytes
     RESUBMIT: int = -1
     RECIRC: int = -1
+    CLONE: int = -1  # BMv2's clone register: mirror session id | 0x8000 once clone() ran, else 0
+    CLONE_FL: int = -1  # the clone's field list id
+    LEARN: int = -1  # the learn list id of the last digest() (0: none)
+    TRUNC: int = -1  # truncate(): bytes the frame keeps when it leaves (-1: not truncated)
 
     def header(self, name: str, path: str = "?") -> HeaderSlots:
         try:
@@ -189,7 +195,7 @@ class Layout:
             names[s.next_slot] = f"{s.name}.$next$"
         for s in self.union_stacks.values():
             names[s.next_slot] = f"{s.name}.$next$"
-        for reg in ("EXIT", "PKTLEN", "ILEN", "RESUBMIT", "RECIRC"):
+        for reg in ENGINE_REGISTERS:
             names[getattr(self, reg)] = f"<{reg.lower()}>"
         return names
 
@@ -199,7 +205,12 @@ class Layout:
         for h in self.headers.values():
             if h.metadata:
                 state[h.valid] = 1
+        state[self.TRUNC] = -1
         return state
+
+    def metadata_ranges(self) -> list:
+        """(start, end) slot ranges of the metadata headers: what BMv2's PHV::reset_metadata resets."""
+        return [(h.base, h.base + h.size) for h in self.headers.values() if h.metadata]
 
 
 def build_layout(cfg: dict) -> Layout:
@@ -269,7 +280,7 @@ def build_layout(cfg: dict) -> Layout:
             raise malformed("field alias must be [name, [header, field]]", f"field_aliases[{i}]") from None
         layout.aliases[name] = (header, fname)
 
-    for reg in ("EXIT", "PKTLEN", "ILEN", "RESUBMIT", "RECIRC"):
+    for reg in ENGINE_REGISTERS:
         setattr(layout, reg, slot)
         slot += 1
     layout.nslots = slot

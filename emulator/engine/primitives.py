@@ -11,11 +11,7 @@ from emulator.engine.jsonutil import hexstr, malformed, source_of, unsupported, 
 
 # simple_switch primitives that need target features the engine does not have
 UNSUPPORTED = {
-    "clone_ingress_pkt_to_egress": "clone (mirror sessions are not supported)",
-    "clone_egress_pkt_to_egress": "clone (mirror sessions are not supported)",
-    "generate_digest": "digest (digests are not supported)",
     "execute_meter": "meter",
-    "truncate": "truncate",
 }
 
 
@@ -537,6 +533,29 @@ class ActionBody:
         fl = self._int_value(ex, params[0])
         src.emit(f"F[{self.env.layout.RECIRC}] = ({fl.src}) & 0xFFFF")
 
+    # clone, digest and truncate only set the packet's registers, as simple_switch's primitives do;
+    # switch.py acts on them after the ingress / egress pipeline (see emulator/engine/mirroring.py)
+    def _p_clone_ingress_pkt_to_egress(self, src, ex, params, path, prim):
+        session, fl = self._int_value(ex, params[0]), self._int_value(ex, params[1])
+        L = self.env.layout
+        src.emit(f"F[{L.CLONE}] = (({session.src}) & 0xFFFF) | 0x8000")  # the valid bit: session 0 is a session
+        src.emit(f"F[{L.CLONE_FL}] = ({fl.src}) & 0xFFFF")
+
+    _p_clone_egress_pkt_to_egress = _p_clone_ingress_pkt_to_egress
+
+    def _p_generate_digest(self, src, ex, params, path, prim):
+        self._int_value(ex, params[0])  # the receiver: simple_switch ignores it
+        learn_id = self._int_value(ex, params[1])
+        src.emit(f"F[{self.env.layout.LEARN}] = ({learn_id.src}) & 0xFFFF")
+
+    def _p_truncate(self, src, ex, params, path, prim):
+        length = self._int_value(ex, params[0])
+        t, trunc = src.tmp("n"), self.env.layout.TRUNC
+        src.emit(f"{t} = ({length.src}) & 0xFFFFFFFFFFFFFFFF")  # BMv2 reads it as a size_t
+        src.emit(f"if F[{trunc}] < 0 or {t} < F[{trunc}]:")  # several truncates: the smallest wins
+        with src.indent():
+            src.emit(f"F[{trunc}] = {t}")
+
     def _p__jump(self, src, ex, params, path, prim):  # only reached through emit()'s checks
         raise malformed("unexpected _jump", path, prim)
 
@@ -580,4 +599,8 @@ _ARITY = {
     "assume": 1,
     "resubmit": 1,
     "recirculate": 1,
+    "clone_ingress_pkt_to_egress": 2,
+    "clone_egress_pkt_to_egress": 2,
+    "generate_digest": 2,
+    "truncate": 1,
 }

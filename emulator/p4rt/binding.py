@@ -90,6 +90,14 @@ class PacketMetadataBinding:
     bitwidth: int
 
 
+@dataclass(frozen=True)
+class DigestBinding:
+    id: int
+    name: str
+    shape: str  # "struct", "tuple" or "bitstring" (P4Info's type_spec), how DigestList data is shaped
+    bitwidths: tuple
+
+
 @dataclass
 class PipelineBinding:
     tables: dict = field(default_factory=dict)  # id -> TableBinding
@@ -98,6 +106,7 @@ class PipelineBinding:
     direct_counters: dict = field(default_factory=dict)  # id -> DirectCounterBinding
     registers: dict = field(default_factory=dict)  # id -> RegisterBinding
     value_sets: dict = field(default_factory=dict)  # id -> value_sets.ValueSetBinding
+    digests: dict = field(default_factory=dict)  # id -> DigestBinding
     packet_in: tuple = ()  # PacketMetadataBinding, header order
     packet_out: tuple = ()
     has_packet_out_header: bool = False
@@ -140,6 +149,36 @@ def _register_bitwidth(reg) -> int:
         if kind in ("bit", "int"):
             return getattr(spec.bitstring, kind).bitwidth
     _refuse(f"register '{reg.preamble.name}' has a type other than bit<W>/int<W>")
+
+
+def _bitstring_width(spec, what) -> int:
+    kind = spec.WhichOneof("type_spec")
+    if kind in ("bit", "int"):
+        return getattr(spec, kind).bitwidth
+    _refuse(f"{what} is not bit<W>/int<W> (varbit digests are not supported, as in PI)")
+
+
+def _digest_shape(digest, type_info) -> tuple:
+    """(shape, bitwidths) of a P4Info digest's type_spec, as PI's digest manager reads it."""
+    spec, name = digest.type_spec, digest.preamble.name
+    kind = spec.WhichOneof("type_spec")
+    if kind == "bitstring":
+        return "bitstring", (_bitstring_width(spec.bitstring, f"digest '{name}'"),)
+    if kind == "tuple":
+        members = list(spec.tuple.members)
+    elif kind == "struct":
+        struct = type_info.structs.get(spec.struct.name)
+        if struct is None:
+            _refuse(f"digest '{name}': struct '{spec.struct.name}' is not in P4Info's type_info")
+        members = [m.type_spec for m in struct.members]
+    else:
+        _refuse(f"digest '{name}' has a type other than a bitstring, tuple or struct")
+    widths = []
+    for m in members:
+        if not m.HasField("bitstring"):
+            _refuse(f"digest '{name}' has a member that is not a bitstring")
+        widths.append(_bitstring_width(m.bitstring, f"a member of digest '{name}'"))
+    return kind, tuple(widths)
 
 
 def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
@@ -257,6 +296,20 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
         binding.registers[reg.preamble.id] = RegisterBinding(reg.preamble.id, name, reg.size, width)
 
     binding.value_sets = bind_value_sets(p4info, program, _refuse)
+
+    engine_digests = getattr(program, "digests", {})
+    for digest in p4info.digests:
+        name = digest.preamble.name
+        engine_digest = engine_digests.get(name)
+        if engine_digest is None:
+            _refuse(f"digest '{name}' is not in the device config (no learn list of that name)")
+        shape, widths = _digest_shape(digest, p4info.type_info)
+        engine_widths = tuple(w for _, w in engine_digest.fields)
+        if widths != engine_widths:
+            _refuse(
+                f"digest '{name}' has bit widths {list(widths)} in P4Info, {list(engine_widths)} in the device config"
+            )
+        binding.digests[digest.preamble.id] = DigestBinding(digest.preamble.id, name, shape, widths)
 
     for header in p4info.controller_packet_metadata:
         metadata = tuple(PacketMetadataBinding(m.id, m.name, m.bitwidth) for m in header.metadata)

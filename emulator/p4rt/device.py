@@ -14,6 +14,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
 from emulator.p4rt.binding import PipelineBinding, bind
+from emulator.p4rt.digests import DigestManager
 from emulator.p4rt.errors import FAILED_PRECONDITION, INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, P4RTError
 
 SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
@@ -45,6 +46,8 @@ class Pipeline:
     cookie: int | None = None
     entry_metadata: dict = field(default_factory=dict)  # (table id, key identity) -> (metadata, controller_metadata)
     mc_group_extras: dict = field(default_factory=dict)  # group id -> (port given as bytes?, metadata)
+    clone_sessions: dict = field(default_factory=dict)  # session id -> (CloneSessionEntry, ports as bytes?)
+    digests: DigestManager | None = None  # DigestEntry configs and DigestList batching (needs P4Info)
 
 
 class Device:
@@ -91,7 +94,8 @@ class Device:
         except Exception as exc:  # malformed JSON the engine trips over: still the client's input
             raise P4RTError(INVALID_ARGUMENT, f"device config cannot be loaded: {type(exc).__name__}: {exc}") from None
         binding = bind(p4info, engine.program) if p4info is not None else None
-        return Pipeline(engine, binding, p4info, bytes(device_config), cookie)
+        digests = DigestManager(binding) if binding is not None else None
+        return Pipeline(engine, binding, p4info, bytes(device_config), cookie, digests=digests)
 
     def load_file(self, json_path: str, p4info_path: str | None = None) -> None:
         """Start-up load from the command line (the P4Info, if given, enables P4Runtime at once)."""

@@ -12,7 +12,7 @@ from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from emulator.p4rt import bytestrings
+from emulator.p4rt import bytestrings, clone_sessions
 from emulator.p4rt.errors import (
     ALREADY_EXISTS,
     INVALID_ARGUMENT,
@@ -490,8 +490,13 @@ def write_register_entry(pipe, update_type, entry) -> None:
 
 def write_pre_entry(pipe, update_type, pre) -> None:
     kind = pre.WhichOneof("type")
+    if kind == "clone_session_entry":
+        clone_sessions.write_clone_session(pipe, update_type, pre.clone_session_entry)
+        return
     if kind != "multicast_group_entry":
-        raise P4RTError(UNIMPLEMENTED, "clone sessions are not supported by the software switch")
+        raise P4RTError(
+            INVALID_ARGUMENT, "PacketReplicationEngineEntry has neither a multicast group nor a clone session"
+        )
     group = pre.multicast_group_entry
     gid = group.multicast_group_id
     what = f"multicast group {gid}"
@@ -526,14 +531,22 @@ def write_pre_entry(pipe, update_type, pre) -> None:
 
 
 def read_pre_entries(pipe, request, new=p4runtime_pb2.PacketReplicationEngineEntry) -> list:
-    if request.WhichOneof("type") != "multicast_group_entry":
-        raise P4RTError(UNIMPLEMENTED, "clone sessions are not supported by the software switch")
+    kind = request.WhichOneof("type")
+    if kind == "clone_session_entry":
+        clone_sessions.read_clone_sessions(pipe, request.clone_session_entry, new)
+        return []
+    if kind != "multicast_group_entry":
+        raise P4RTError(
+            INVALID_ARGUMENT, "PacketReplicationEngineEntry has neither a multicast group nor a clone session"
+        )
     gid = request.multicast_group_entry.multicast_group_id
     groups = pipe.engine.mc_groups()
     if gid:
         if gid not in groups:
             raise P4RTError(NOT_FOUND, f"multicast group {gid} does not exist")
         groups = {gid: groups[gid]}
+    else:  # the groups behind clone sessions are not the controller's (PI skips them too)
+        groups = {g: r for g, r in groups.items() if g < clone_sessions.FIRST_RESERVED_GROUP}
     found = []
     for group_id in sorted(groups):
         port_as_bytes, metadata = pipe.mc_group_extras.get(group_id, (False, b""))
@@ -549,3 +562,14 @@ def read_pre_entries(pipe, request, new=p4runtime_pb2.PacketReplicationEngineEnt
                 r.egress_port = port
         found.append(pre)
     return found
+
+
+# ---------------------------------------------------------------- digests
+
+
+def write_digest_entry(pipe, update_type, entry) -> None:
+    pipe.digests.write(update_type, entry)
+
+
+def read_digest_entries(pipe, request, new=p4runtime_pb2.DigestEntry) -> None:
+    pipe.digests.read(request.digest_id, new)

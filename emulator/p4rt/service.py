@@ -47,6 +47,7 @@ _WRITERS = {
     "register_entry": entities.write_register_entry,
     "packet_replication_engine_entry": entities.write_pre_entry,
     "value_set_entry": value_sets.write_value_set_entry,
+    "digest_entry": entities.write_digest_entry,
 }
 _READERS = {
     "table_entry": entities.read_table_entries,
@@ -55,6 +56,7 @@ _READERS = {
     "register_entry": entities.read_register_entries,
     "packet_replication_engine_entry": entities.read_pre_entries,
     "value_set_entry": value_sets.read_value_set_entries,
+    "digest_entry": entities.read_digest_entries,
 }
 _UPDATE_NAMES = {
     p4runtime_pb2.Update.INSERT: "INSERT",
@@ -89,6 +91,11 @@ def _entity_label(pipe, kind, entity) -> str:
             return r.name if r else "all registers" if not entity.register_id else f"register id {entity.register_id}"
         if kind == "packet_replication_engine_entry" and entity.HasField("multicast_group_entry"):
             return f"multicast group {entity.multicast_group_entry.multicast_group_id}"
+        if kind == "packet_replication_engine_entry" and entity.HasField("clone_session_entry"):
+            return f"clone session {entity.clone_session_entry.session_id}"
+        if kind == "digest_entry":
+            d = binding.digests.get(entity.digest_id) if binding else None
+            return d.name if d else "all digests" if not entity.digest_id else f"digest id {entity.digest_id}"
     except AttributeError:
         pass
     return ""
@@ -282,6 +289,8 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                         return
                 elif kind == "packet":
                     self._packet_out(session, message.packet)
+                elif kind == "digest_ack":
+                    self._digest_ack(message.digest_ack)
                 else:
                     self._stream_error(session, UNIMPLEMENTED, f"stream message '{kind}' is not supported")
         except grpc.RpcError:
@@ -317,6 +326,17 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             return
         self.packet_out_sink(device.cpu_port, frame)
 
+    def _digest_ack(self, ack):
+        with self.device.lock:
+            pipe = self.device.pipeline
+            if pipe is not None and pipe.digests is not None:
+                pipe.digests.ack(ack)
+
+    def send_to_primary(self, message) -> bool:
+        """Queue a stream message (a DigestList) for the primary controller, if there is one."""
+        primary = self.arbitrator.primary_session(self.device.device_id)
+        return primary is not None and primary.send(message)
+
     def packet_in(self, frame: bytes) -> bool:
         """Send a frame the program sent to the CPU port to the primary controller, if any."""
         primary = self.arbitrator.primary_session(self.device.device_id)
@@ -336,3 +356,61 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             log.info("P4Runtime %s: %s", rpc, summary())
         if dump and request_log.isEnabledFor(logging.DEBUG):
             request_log.debug("[%s]\n%s", rpc, text_format.MessageToString(request))
+
+
+class DigestPump:
+    """A thread that turns the engine's digest samples into DigestList messages for the primary.
+
+    The engine wakes it when a sample is queued (set_digest_listener); it also wakes for the
+    DigestManager's timers (max_timeout_ns, ack_timeout_ns) and at least every POLL seconds, which
+    is how it notices a newly committed pipeline.
+    """
+
+    POLL = 0.1
+
+    def __init__(self, device, send):
+        self.device = device
+        self.send = send
+        self.wake = threading.Event()
+        self._stopping = False
+        self._engine = None
+        self._thread = threading.Thread(target=self._run, name="p4rt-digests", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.wake.set()
+        self._thread.join()
+
+    def _run(self):
+        while not self._stopping:
+            self.wake.clear()
+            timeout = self.POLL
+            try:
+                timeout = min(timeout, self._pump())
+            except Exception:  # noqa: BLE001 - the pump must outlive a bad sample
+                log.exception("digest pump")
+            self.wake.wait(timeout)
+
+    def _pump(self) -> float:
+        pipe = self.device.pipeline
+        if pipe is None or pipe.digests is None or not pipe.digests.by_id:
+            return self.POLL
+        engine = pipe.engine
+        if engine is not self._engine and hasattr(engine, "set_digest_listener"):
+            engine.set_digest_listener(self.wake.set)
+            self._engine = engine
+        messages = []
+        with self.device.lock:
+            for name, values in engine.digests() if hasattr(engine, "digests") else ():
+                messages += pipe.digests.learn(name, values)
+            messages += pipe.digests.poll()
+            deadline = pipe.digests.next_deadline()
+        for message in messages:
+            if not self.send(message):
+                log.info(
+                    "DigestList %d of digest %d dropped: no primary controller",
+                    message.digest.list_id,
+                    message.digest.digest_id,
+                )
+        return self.POLL if deadline is None else deadline / 1e9

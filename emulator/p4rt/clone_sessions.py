@@ -1,0 +1,85 @@
+"""CloneSessionEntry (PacketReplicationEngineEntry.clone_session_entry) <-> the engine's mirroring.
+
+As PI does for simple_switch_grpc (proto/frontend/src/pre_clone_mgr.cpp, bmv2's pi_clone_imp.cpp):
+session ids 1..32767; each session's replicas become the multicast group 32768 + session id, and
+the mirror session sends to that group, so every clone leaves as a replica (its egress_rid is the
+replica's instance, its instance_type the clone's). `class_of_service` and `packet_length_bytes` other
+than 0 are UNIMPLEMENTED, as on BMv2. Those groups are left out of wildcard multicast group reads.
+"""
+
+from p4.v1 import p4runtime_pb2
+
+from emulator.p4rt import bytestrings
+from emulator.p4rt.errors import ALREADY_EXISTS, INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, P4RTError
+
+INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
+FIRST_RESERVED_GROUP = 1 << 15
+MIN_SESSION, MAX_SESSION = 1, (1 << 15) - 1
+
+
+def group_of(session_id: int) -> int:
+    return FIRST_RESERVED_GROUP + session_id
+
+
+def write_clone_session(pipe, update_type, session) -> None:
+    sid = session.session_id
+    what = f"clone session {sid}"
+    if not MIN_SESSION <= sid <= MAX_SESSION:
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: id outside {MIN_SESSION}..{MAX_SESSION}")
+    exists = sid in pipe.clone_sessions
+    engine = pipe.engine
+    if update_type == DELETE:
+        if not exists:
+            raise P4RTError(NOT_FOUND, f"{what} does not exist")
+        engine.mirroring_delete(sid)
+        engine.mc_group_delete(group_of(sid))
+        del pipe.clone_sessions[sid]
+        return
+    if update_type == INSERT and exists:
+        raise P4RTError(ALREADY_EXISTS, f"{what} already exists")
+    if update_type == MODIFY and not exists:
+        raise P4RTError(NOT_FOUND, f"{what} does not exist")
+    if update_type not in (INSERT, MODIFY):
+        raise P4RTError(INVALID_ARGUMENT, "update type must be INSERT, MODIFY or DELETE")
+    if session.class_of_service:
+        raise P4RTError(UNIMPLEMENTED, f"{what}: class_of_service is not supported (simple_switch neither)")
+    if session.packet_length_bytes:
+        raise P4RTError(UNIMPLEMENTED, f"{what}: packet_length_bytes is not supported (simple_switch neither)")
+    replicas, port_as_bytes = [], False
+    for r in session.replicas:
+        if r.WhichOneof("port_kind") == "port":
+            port = bytestrings.decode(r.port, 32, f"{what} replica port")
+            port_as_bytes = True
+        else:
+            port = r.egress_port
+        if (port, r.instance) in replicas:
+            raise P4RTError(INVALID_ARGUMENT, f"{what}: replica (port {port}, instance {r.instance}) given twice")
+        replicas.append((port, r.instance))
+    engine.mc_group_set(group_of(sid), replicas)
+    engine.mirroring_add(sid, mgid=group_of(sid))
+    stored = p4runtime_pb2.CloneSessionEntry()
+    stored.CopyFrom(session)
+    pipe.clone_sessions[sid] = (stored, port_as_bytes)
+
+
+def read_clone_sessions(pipe, request, new) -> None:
+    sid = request.session_id
+    if sid:
+        if sid not in pipe.clone_sessions:
+            raise P4RTError(NOT_FOUND, f"clone session {sid} does not exist")
+        chosen = [sid]
+    else:
+        chosen = sorted(pipe.clone_sessions)
+    groups = pipe.engine.mc_groups()
+    for session_id in chosen:
+        stored, port_as_bytes = pipe.clone_sessions[session_id]
+        entry = new().clone_session_entry
+        entry.session_id = session_id
+        entry.class_of_service = stored.class_of_service
+        entry.packet_length_bytes = stored.packet_length_bytes
+        for port, instance in groups.get(group_of(session_id), ()):
+            r = entry.replicas.add(instance=instance)
+            if port_as_bytes:
+                r.port = bytestrings.encode(port)
+            else:
+                r.egress_port = port
