@@ -400,6 +400,9 @@ class SoftwareSwitch:
             pos = fns[0](G, frame)
         except ParserError as err:
             pos = err.pos
+        except Exception:  # noqa: BLE001 - the clone is lost, the original goes on
+            self._exception("the ingress clone of a packet from port %r", F[slot])
+            return
         self._reset_metadata(G)
         for slot in self._prog.field_lists.get(field_list, ()):
             G[slot] = F[slot]

@@ -16,6 +16,7 @@ falls back to the Python backend with a notice.
 import functools
 
 from emulator.engine.jsonutil import hexstr, hexstr_bytes, malformed, source_of, unsupported
+from emulator.engine.layout import ENGINE_REGISTERS
 from emulator.engine.parser_gen import split_transitions
 from emulator.native.cexpr import CExpr, Consts, CVal, c_int, store
 
@@ -165,6 +166,7 @@ class CGen:
             h.emit("mc_group_t *mc[MC_GROUPS];")
             h.emit("vset_t vsets[NVSETS > 0 ? NVSETS : 1]; /* one per select case on a value set */")
             h.emit("crc_custom_t crcs[NCRCS > 0 ? NCRCS : 1]; /* " + (", ".join(self.custom_crcs) or "none") + " */")
+            h.emit("mirror_session_t mirror[MIRROR_SESSIONS];")
         h.emit("};")
         h.emit()
         for i, name in enumerate(self.registers):
@@ -375,6 +377,15 @@ class CGen:
             v = ex.value(params[0])
             cond = v.src if v.kind == "bool" else f"({v.src}) != 0"
             src.emit(f"if (!({cond})) RAISE(cx); /* {op} */")
+        elif op in ("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress"):
+            session, fl = ex.data(params[0]), ex.data(params[1])
+            src.emit(f"F[{L.CLONE}] = (({session.src}) & 0xFFFF) | 0x8000; /* {op}: mirroring.SESSION_VALID */")
+            src.emit(f"F[{L.CLONE_FL}] = ({fl.src}) & 0xFFFF;")
+        elif op == "truncate":
+            length = ex.data(params[0])
+            t = src.tmp("n")
+            src.emit(f"{{ V {t} = ({length.src}) & (V)UINT64_MAX; /* truncate: the smallest length wins */")
+            src.emit(f"  if (F[{L.TRUNC}] < 0 || {t} < F[{L.TRUNC}]) F[{L.TRUNC}] = {t}; }}")
         elif op in ("resubmit", "recirculate"):
             fl = ex.data(params[0])
             reg = L.RESUBMIT if op == "resubmit" else L.RECIRC
@@ -877,7 +888,7 @@ class CGen:
             s, m = slot(getattr(std, name))
             t.emit(f"#define SLOT_{name.upper()} {s}")
             t.emit(f"#define MASK_{name.upper()} {m}")
-        for reg in ("EXIT", "PKTLEN", "ILEN", "RESUBMIT", "RECIRC"):
+        for reg in ENGINE_REGISTERS:
             t.emit(f"#define L_{reg} {getattr(L, reg)}")
         t.emit(f"#define HAS_VERIFY {1 if self.prog.has_verify else 0}")
         t.emit(f"#define QUEUEING {1 if self.prog.queueing else 0}")
@@ -888,6 +899,15 @@ class CGen:
         t.emit("    memset(pk->F, 0, sizeof pk->F);")
         for k in template:
             t.emit(f"    pk->F[{k}] = 1; {self.annotate(k)}")
+        t.emit("    pk->F[L_TRUNC] = -1; /* not truncated */")
+        t.emit("}")
+        t.emit("/* BMv2's PHV::reset_metadata (clones): every metadata header zero and valid */")
+        t.emit("static void reset_metadata(pkt_t *pk) {")
+        for h in L.headers.values():
+            if h.metadata:
+                t.emit(
+                    f"    memset(&pk->F[{h.base}], 0, sizeof(V) * {h.size - 1}); pk->F[{h.valid}] = 1; /* {h.name} */"
+                )
         t.emit("}")
         t.emit("static const int *field_list(uint32_t id, int *n) {")
         t.emit("    switch (id) {")

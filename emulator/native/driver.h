@@ -5,11 +5,15 @@
  * (SoftwareSwitch.process, _ingress_pass, _egress_pass) line for line, so both backends agree:
  * parser errors still run ingress, resubmit and recirculate carry their field lists (at most
  * MAX_PASSES passes per received frame), multicast copies get instance_type 5 and their egress_rid,
- * an exception (RAISE) drops the packet or the copy and is counted.
+ * an exception (RAISE) drops the packet or the copy and is counted; clones (ingress: the received frame
+ * parsed again; egress: the headers egress wrote) go to their mirror session's group and/or port,
+ * metadata reset but their field list's; `truncate` cuts the frame that leaves.
  */
 #define MAX_PASSES 16
 #define RNG_DEFAULT_SEED 0x853C49E6748FEA9Bull /* runtime.py */
 #define PKT_INSTANCE_TYPE_NORMAL 0
+#define PKT_INSTANCE_TYPE_INGRESS_CLONE 1 /* mirroring.py */
+#define PKT_INSTANCE_TYPE_EGRESS_CLONE 2
 #define PKT_INSTANCE_TYPE_RECIRC 4
 #define PKT_INSTANCE_TYPE_REPLICATION 5
 #define PKT_INSTANCE_TYPE_RESUBMIT 6
@@ -42,41 +46,61 @@ static void fresh_with_field_list(pkt_t *g, const pkt_t *f, uint32_t fl_id, int 
     g->F[L_PKTLEN] = length;
 }
 
-static void egress_pass(sw_t *sw, pkt_t *pk, uint32_t port, const uint8_t *payload, uint32_t payload_len,
-                        sw_out_t *out, int passes) {
-    pass_ctx_t cx;
-    cx.sw = sw;
-    cx.payload = payload;
-    cx.payload_len = payload_len;
-    if (SLOT_PRIORITY >= 0 && pk->F[SLOT_PRIORITY] >= 1) {  /* one queue per port */
-        drop(sw, ST_DROPPED_PRIORITY);
-        return;
+/* What BMv2's RegisterAccess::clear_all and a new Packet object reset in a copy. */
+static void clear_registers(pkt_t *r) {
+    r->F[L_RESUBMIT] = r->F[L_RECIRC] = r->F[L_CLONE] = r->F[L_CLONE_FL] = r->F[L_LEARN] = 0;
+    r->F[L_TRUNC] = -1;
+}
+
+/* The mirror session pk's clone names, or NULL (counted); pk's clone registers are cleared. */
+static const mirror_session_t *take_session(sw_t *sw, pkt_t *pk) {
+    uint32_t id = (uint32_t)pk->F[L_CLONE] & MIRROR_SESSION_MASK;
+    pk->F[L_CLONE] = pk->F[L_CLONE_FL] = 0;
+    if (!sw->mirror[id].set) {
+        sw->stats[ST_CLONES_UNCONFIGURED]++;
+        return NULL;
     }
+    return &sw->mirror[id];
+}
+
+static void copy_field_list(pkt_t *g, const pkt_t *f, uint32_t fl_id) {
+    int n;
+    const int *slots = field_list(fl_id, &n);
+    for (int i = 0; i < n; i++) g->F[slots[i]] = f->F[slots[i]];
+}
+
+static void egress_pass(sw_t *sw, pkt_t *pk, uint32_t port, const uint8_t *payload, uint32_t payload_len,
+                        sw_out_t *out, int passes);
+
+/* A clone to its session's multicast group (one copy per replica, egress_rid set), then to its port;
+ * the port copy keeps the last replica's egress_rid, as in simple_switch. */
+static void send_clone(sw_t *sw, pkt_t *g, const mirror_session_t *s, const uint8_t *payload, uint32_t plen,
+                       sw_out_t *out, int passes) {
+    if (s->mgid >= 0) {
+        mc_group_t *grp = s->mgid < MC_GROUPS ? sw->mc[s->mgid] : NULL;
+        for (uint32_t i = 0; grp && i < grp->n; i++) {
+            sw->stats[ST_CLONES]++;
+            SET(g, EGRESS_RID, grp->rids[i]);
+            pkt_t r;
+            memcpy(&r, g, sizeof r);
+            egress_pass(sw, &r, grp->ports[i], payload, plen, out, passes);
+        }
+    }
+    if (s->port >= 0) {
+        sw->stats[ST_CLONES]++;
+        egress_pass(sw, g, (uint32_t)s->port, payload, plen, out, passes);
+    }
+}
+
+/* The end of egress for a packet egress did not drop: recirculated, or sent (cut to `truncate`). */
+static void finish_egress(sw_t *sw, pkt_t *pk, pass_ctx_t *cx, uint32_t port, sw_out_t *out, int passes) {
     uint32_t flen = 0, slot = out->count, off = out->used;
     uint8_t *dst = out->buf + off;
     uint32_t cap = slot < SW_MAX_OUT ? SW_OUT_BUF - off : 0;
-    if (setjmp(cx.fail)) {
-        exception_drop(sw);
-        return;
-    }
-    if (SLOT_EGRESS_TS >= 0 || QUEUEING) {
-        uint64_t now = now_us(sw->start_ns);
-        SET(pk, EGRESS_TS, now);
-        if (QUEUEING) SET(pk, ENQ_TIMESTAMP, now);
-    }
-    SET(pk, EGRESS_PORT, port);
-    pk->F[SLOT_EGRESS_SPEC] = SPEC_RESET;
-    SET(pk, PACKET_LENGTH, pk->F[L_PKTLEN]);
-    pk->F[L_EXIT] = 0;
-    egress(sw, pk, &cx);
-    if (pk->F[SLOT_EGRESS_SPEC] == SPEC_DROP) {
-        drop(sw, ST_DROPPED_EGRESS);
-        return;
-    }
     if (pk->F[L_RECIRC]) {  /* deparse into a buffer of its own: the next pass appends to `out` */
         uint8_t *tmp = malloc(SW_OUT_BUF);
         if (!tmp) { drop(sw, ST_DROPPED_OUTPUT_FULL); return; }
-        int64_t r = deparse(pk, &cx, tmp, SW_OUT_BUF);
+        int64_t r = deparse(pk, cx, tmp, SW_OUT_BUF);
         flen = r < 0 ? 0 : (uint32_t)r;
         sw->stats[ST_RECIRCULATIONS]++;
         if (r < 0) {
@@ -92,17 +116,97 @@ static void egress_pass(sw_t *sw, pkt_t *pk, uint32_t port, const uint8_t *paylo
         free(tmp);
         return;
     }
-    int64_t r = cap ? deparse(pk, &cx, dst, cap) : -1;
+    int64_t r = cap ? deparse(pk, cx, dst, cap) : -1;
     if (r < 0) {
         drop(sw, ST_DROPPED_OUTPUT_FULL);
         return;
     }
     flen = (uint32_t)r;
+    if (pk->F[L_TRUNC] >= 0 && (V)flen > pk->F[L_TRUNC]) flen = (uint32_t)pk->F[L_TRUNC];
     out->port[slot] = port;
     out->off[slot] = off;
     out->len[slot] = flen;
     out->count = slot + 1;
     out->used = off + flen;
+}
+
+static void egress_pass(sw_t *sw, pkt_t *pk, uint32_t port, const uint8_t *payload, uint32_t payload_len,
+                        sw_out_t *out, int passes) {
+    pass_ctx_t cx;
+    cx.sw = sw;
+    cx.payload = payload;
+    cx.payload_len = payload_len;
+    if (SLOT_PRIORITY >= 0 && pk->F[SLOT_PRIORITY] >= 1) {  /* one queue per port */
+        drop(sw, ST_DROPPED_PRIORITY);
+        return;
+    }
+    if (setjmp(cx.fail)) {
+        exception_drop(sw);
+        return;
+    }
+    if (SLOT_EGRESS_TS >= 0 || QUEUEING) {
+        uint64_t now = now_us(sw->start_ns);
+        SET(pk, EGRESS_TS, now);
+        if (QUEUEING) SET(pk, ENQ_TIMESTAMP, now);
+    }
+    SET(pk, EGRESS_PORT, port);
+    pk->F[SLOT_EGRESS_SPEC] = SPEC_RESET;
+    SET(pk, PACKET_LENGTH, pk->F[L_PKTLEN]);
+    pk->F[L_EXIT] = 0;
+    egress(sw, pk, &cx);
+    /* an egress clone: the headers as egress left them, metadata reset but the field list's */
+    const mirror_session_t *session = NULL;
+    pkt_t clone;
+    if (pk->F[L_CLONE]) {
+        uint32_t fl = (uint32_t)pk->F[L_CLONE_FL];
+        session = take_session(sw, pk);
+        if (session) {
+            memcpy(&clone, pk, sizeof clone);
+            reset_metadata(&clone);
+            copy_field_list(&clone, pk, fl);
+            SET(&clone, INSTANCE_TYPE, PKT_INSTANCE_TYPE_EGRESS_CLONE);
+            clear_registers(&clone);
+            clone.F[L_EXIT] = 0;
+        }
+    }
+    if (pk->F[SLOT_EGRESS_SPEC] == SPEC_DROP) {
+        drop(sw, ST_DROPPED_EGRESS);
+    } else {
+        finish_egress(sw, pk, &cx, port, out, passes);
+    }
+    if (session) {
+        if (passes >= MAX_PASSES) {
+            drop(sw, ST_DROPPED_PASS_LIMIT);
+            return;
+        }
+        send_clone(sw, &clone, session, payload, payload_len, out, passes + 1);
+    }
+}
+
+/* simple_switch's ingress clone: the received frame parsed again (ingress_port kept), all metadata
+ * reset except the field list's, instance_type INGRESS_CLONE, the ingress length. */
+static void clone_at_ingress(sw_t *sw, pkt_t *pk, const uint8_t *frame, uint32_t len, V ingress_length,
+                             sw_out_t *out, int passes) {
+    uint32_t fl = (uint32_t)pk->F[L_CLONE_FL];
+    const mirror_session_t *session = take_session(sw, pk);
+    if (!session) return;
+    pkt_t g;
+    pass_ctx_t cx;
+    cx.sw = sw;
+    uint32_t pos = 0;
+    pkt_template(&g);
+    g.F[SLOT_INGRESS_PORT] = pk->F[SLOT_INGRESS_PORT];
+    if (setjmp(cx.fail)) {  /* the clone is lost, the original goes on */
+        exception_drop(sw);
+        return;
+    }
+    parse(sw, &g, &cx, frame, len, &pos);
+    reset_metadata(&g);
+    copy_field_list(&g, pk, fl);
+    SET(&g, INSTANCE_TYPE, PKT_INSTANCE_TYPE_INGRESS_CLONE);
+    g.F[L_PKTLEN] = ingress_length;
+    g.F[L_ILEN] = pk->F[L_ILEN];
+    send_clone(sw, &g, session, frame + pos, len - pos, out, passes);
 }
 
 static void ingress_pass(sw_t *sw, pkt_t *pk, const uint8_t *frame, uint32_t len, sw_out_t *out, int passes) {
@@ -131,6 +235,7 @@ static void ingress_pass(sw_t *sw, pkt_t *pk, const uint8_t *frame, uint32_t len
     pk->F[L_EXIT] = 0;
     ingress(sw, pk, &cx);
     pk->F[L_EXIT] = 0;
+    if (pk->F[L_CLONE]) clone_at_ingress(sw, pk, frame, len, ingress_length, out, passes);
 
     if (pk->F[L_RESUBMIT]) {
         sw->stats[ST_RESUBMITS]++;
@@ -157,7 +262,7 @@ static void ingress_pass(sw_t *sw, pkt_t *pk, const uint8_t *frame, uint32_t len
             pkt_t r;
             memcpy(&r, pk, sizeof r);
             SET(&r, EGRESS_RID, grp->rids[i]);
-            r.F[L_RESUBMIT] = r.F[L_RECIRC] = 0;
+            clear_registers(&r);
             egress_pass(sw, &r, grp->ports[i], cx.payload, cx.payload_len, out, passes);
         }
         return;
@@ -507,5 +612,24 @@ int sw_mc_delete(sw_t *sw, uint32_t gid) {
     sw->mc[gid] = NULL;
     sw_unlock(sw);
     if (old) { free(old->ports); free(old->rids); free(old); }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ mirroring */
+int sw_mirror_set(sw_t *sw, uint32_t id, int32_t port, int32_t mgid) {
+    if (id >= MIRROR_SESSIONS) return -1;
+    sw_lock(sw);
+    sw->mirror[id].port = port;
+    sw->mirror[id].mgid = mgid;
+    sw->mirror[id].set = 1;
+    sw_unlock(sw);
+    return 0;
+}
+
+int sw_mirror_delete(sw_t *sw, uint32_t id) {
+    if (id >= MIRROR_SESSIONS) return -1;
+    sw_lock(sw);
+    sw->mirror[id].set = 0;
+    sw_unlock(sw);
     return 0;
 }

@@ -33,7 +33,7 @@ enum {
     ST_PACKETS_IN, ST_PACKETS_OUT, ST_DROPPED, ST_DROPPED_INGRESS, ST_DROPPED_EGRESS,
     ST_DROPPED_NO_GROUP, ST_DROPPED_PRIORITY, ST_DROPPED_EXCEPTION, ST_DROPPED_PASS_LIMIT,
     ST_PARSER_ERRORS, ST_CHECKSUM_ERRORS, ST_EXCEPTIONS, ST_MULTICAST_REPLICAS, ST_RESUBMITS,
-    ST_RECIRCULATIONS, ST_OUT_OF_BOUNDS, ST_DROPPED_OUTPUT_FULL, NSTATS
+    ST_RECIRCULATIONS, ST_OUT_OF_BOUNDS, ST_DROPPED_OUTPUT_FULL, ST_CLONES, ST_CLONES_UNCONFIGURED, NSTATS
 };
 
 /* ------------------------------------------------------------------ per-pass context */
@@ -374,6 +374,15 @@ typedef struct mc_group {
 } mc_group_t;
 
 #define MC_GROUPS 65536
+
+/* ------------------------------------------------------------------ mirroring (mirroring.py) */
+#define MIRROR_SESSIONS 32768
+#define MIRROR_SESSION_MASK 0x7FFF
+typedef struct mirror_session {
+    int32_t port;  /* -1: none */
+    int32_t mgid;  /* -1: none */
+    uint8_t set;
+} mirror_session_t;
 
 static inline uint64_t now_us(uint64_t start_ns) {
     struct timespec ts;

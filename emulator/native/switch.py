@@ -17,7 +17,8 @@ from emulator.switch import STAT_KEYS, SoftwareSwitch
 log = logging.getLogger("emulator.switch")
 trace_log = logging.getLogger("emulator.trace")
 
-NATIVE_STAT_KEYS = (*STAT_KEYS, "dropped_output_full")  # the order of runtime.h's ST_* enum
+# the order of runtime.h's ST_* enum
+NATIVE_STAT_KEYS = (*STAT_KEYS, "dropped_output_full", "clones", "clones_unconfigured")
 U64 = ctypes.c_uint64
 
 
@@ -329,3 +330,17 @@ class NativeSwitch(SoftwareSwitch):
         with self._lock:
             self._prog.pre.delete_group(group_id)
             self.lib.sw_mc_delete(self.handle, group_id)
+
+    # ------------------------------------------------------------------ mirroring
+    def mirroring_add(self, session_id, egress_port=None, mgid=None) -> None:
+        with self._lock:
+            self._prog.mirror.set(session_id, egress_port, mgid)
+            port = -1 if egress_port is None else egress_port
+            group = -1 if mgid is None else mgid
+            if self.lib.sw_mirror_set(self.handle, session_id, port, group) != 0:
+                raise MemoryError(f"mirror session {session_id}: the native backend could not store it")
+
+    def mirroring_delete(self, session_id) -> None:
+        with self._lock:
+            self._prog.mirror.delete(session_id)
+            self.lib.sw_mirror_delete(self.handle, session_id)

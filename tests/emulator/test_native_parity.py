@@ -24,7 +24,7 @@ PROGRAMS = (
     + sorted((THC_JSON.parent / "variants").glob("*.json"))
 )
 FRAMES = 10_000
-COMPARED_STATS = STAT_KEYS  # every statistic the Python engine keeps
+COMPARED_STATS = (*STAT_KEYS, "clones", "clones_unconfigured")  # every statistic both backends keep
 
 
 def _load(path):
@@ -61,6 +61,9 @@ def _program(switches, rng, program):
     for gid in range(1, 5):
         ports = rng.sample(range(0, 8), rng.randint(0, 4))
         _apply(switches, "mc_group_set", gid, [(p, rng.randint(0, 3)) for p in ports])
+    for sid in [*rng.sample(range(256), 16), 99]:  # mirror sessions (clone_mirror takes the id from the frame)
+        port = rng.choice([None, rng.randrange(8)])
+        _apply(switches, "mirroring_add", sid, egress_port=port, mgid=rng.randint(1, 5) if port is None else None)
     for name, reg in program.registers.items():
         for i in rng.sample(range(reg.size), min(reg.size, 8)):
             _apply(switches, "register_write", name, i, rng.getrandbits(reg.bitwidth))
