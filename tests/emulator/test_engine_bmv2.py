@@ -125,6 +125,25 @@ class P4RTClient:
 
         self._write(fill)
 
+    def clone_session_set(self, session_id, replicas):
+        def fill(update):
+            session = update.entity.packet_replication_engine_entry.clone_session_entry
+            session.session_id = session_id
+            for port, rid in replicas:
+                session.replicas.add(egress_port=port, instance=rid)
+
+        self._write(fill)
+
+
+def clone_session_set(sw, session_id, replicas):
+    """A P4Runtime clone session on either target: on the engine, what PI makes of it on BMv2 (the
+    replicas as multicast group 32768 + id, the mirror session sending to that group)."""
+    if isinstance(sw, P4RTClient):
+        sw.clone_session_set(session_id, replicas)
+    else:
+        sw.mc_group_set(32768 + session_id, replicas)
+        sw.mirroring_add(session_id, mgid=32768 + session_id)
+
 
 # ------------------------------------------------------------------------------ running BMv2
 
@@ -338,6 +357,24 @@ def test_resubmit_recirculate_and_hashes_match_bmv2(tmp_path):
     compare(tmp_path, "passes_externs", lambda sw: None, [(1, p(0)), (1, p(1)), (1, p(2))], mask=without_random)
 
 
+def test_clones_and_truncate_match_bmv2(tmp_path):
+    def c(kind, session=5, trunc=0):
+        return (
+            bytes.fromhex("00000000000200000000000188b5")
+            + bytes([kind, session, trunc, 0, 0, 0, 0, 0])
+            + bytes(4)
+            + b"TAIL"
+        )
+
+    def setup(sw):
+        clone_session_set(sw, 5, [(3, 1)])
+        clone_session_set(sw, 6, [(4, 2), (5, 3)])
+
+    frames = [(1, c(1)), (1, c(2, 6)), (1, c(3)), (1, c(4)), (1, c(5, trunc=20)), (1, c(7, 6, 16)), (1, c(8))]
+    frames += [(1, c(1, session=9))]  # an unconfigured session: no clone
+    compare(tmp_path, "clone_mirror", setup, frames)
+
+
 @pytest.mark.parametrize(
     "program, ether_type",
     [
@@ -345,6 +382,7 @@ def test_resubmit_recirculate_and_hashes_match_bmv2(tmp_path):
         ("counter_register_multicast", b"\x88\xb5"),
         ("expressions", b"\x88\xb6"),
         ("tables_parser", b"\x88\xb8"),
+        ("clone_mirror", b"\x88\xb5"),
     ],
 )
 def test_random_frames_match_bmv2(tmp_path, program, ether_type):
@@ -360,6 +398,7 @@ def test_random_frames_match_bmv2(tmp_path, program, ether_type):
         ),
         "expressions": lambda sw: None,
         "tables_parser": lambda sw: sw.table_add("TIngress.chooser", [0x10], "TIngress.set_how", [5]),
+        "clone_mirror": lambda sw: [clone_session_set(sw, s, [(3, 1), (4, 2)]) for s in range(0, 256, 16)],
     }
     rng = random.Random(program)
     frames = []
@@ -367,5 +406,7 @@ def test_random_frames_match_bmv2(tmp_path, program, ether_type):
         body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 48)))
         if program == "tables_parser" and rng.random() < 0.7:
             body = b"\x01" + body[1:]  # mostly the right version, so the parser goes further
+        if program == "clone_mirror" and body[:1] == b"\x06":
+            body = b"\x03" + body[1:]  # kind 6 clones its clones: BMv2 would loop forever
         frames.append((1, bytes(12) + ether_type + body))
     compare(tmp_path, program, setups[program], frames)

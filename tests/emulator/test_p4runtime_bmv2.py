@@ -213,3 +213,81 @@ def test_same_answers_for_priorities_defaults_and_counters(bmv2, ours):
     assert theirs, "the scenario answered no request to compare"
     differing = {k: (mine[k], theirs[k]) for k in theirs if mine.get(k) != theirs[k]}
     assert differing == {}
+
+
+def _clone_digest_scenario(address):
+    """CloneSessionEntry writes and reads (clone_mirror), DigestEntry writes and reads (digest_learn)."""
+    INS, MOD, DEL = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
+    ctl = Controller(address)
+    try:
+        _pipeline(ctl, "clone_mirror")
+
+        def session(sid, replicas=((3, 1),), **extra):
+            pre = p4runtime_pb2.PacketReplicationEngineEntry()
+            pre.clone_session_entry.session_id = sid
+            for port, instance in replicas:
+                pre.clone_session_entry.replicas.add(egress_port=port, instance=instance)
+            for k, v in extra.items():
+                setattr(pre.clone_session_entry, k, v)
+            return pre
+
+        def write(type_, msg):
+            return _outcome(lambda: ctl.write(update("packet_replication_engine_entry", type_, msg=msg)))
+
+        def read(sid):
+            return _outcome(lambda: ctl.read(entity("packet_replication_engine_entry", session(sid, ()))))
+
+        results = {
+            "clone insert": write(INS, session(5)),
+            "clone duplicate": write(INS, session(5)),
+            "clone id too large": write(INS, session(1 << 15)),
+            "clone truncation": write(INS, session(6, packet_length_bytes=64)),
+            "clone modify": write(MOD, session(5, ((3, 1), (4, 2)))),
+            "clone modify missing": write(MOD, session(7)),
+            "clone read": read(5),
+            "clone read all": read(0),
+            "clone read missing": read(8),
+            "groups read all": _outcome(lambda: ctl.read(entity("packet_replication_engine_entry", _group_query()))),
+            "clone delete": write(DEL, session(5)),
+            "clone delete missing": write(DEL, session(5)),
+        }
+        p4info = _pipeline(ctl, "digest_learn")
+        digest_id = next(d.preamble.id for d in p4info.digests if d.preamble.name == "mac_learn_t")
+
+        def digest(did=digest_id, **config):
+            e = p4runtime_pb2.DigestEntry(digest_id=did)
+            for k, v in config.items():
+                setattr(e.config, k, v)
+            return e
+
+        def dwrite(type_, msg):
+            return _outcome(lambda: ctl.write(update("digest_entry", type_, msg=msg)))
+
+        results.update(
+            {
+                "digest modify unconfigured": dwrite(MOD, digest(max_list_size=2)),
+                "digest insert": dwrite(INS, digest(max_list_size=2, max_timeout_ns=10**9, ack_timeout_ns=10**9)),
+                "digest duplicate": dwrite(INS, digest()),
+                "digest unknown id": dwrite(INS, digest(did=12345)),
+                "digest read": _outcome(lambda: ctl.read(entity("digest_entry", digest(max_list_size=0)))),
+                "digest read all": _outcome(lambda: ctl.read(entity("digest_entry", p4runtime_pb2.DigestEntry()))),
+                "digest delete": dwrite(DEL, digest()),
+                "digest read deleted": _outcome(lambda: ctl.read(entity("digest_entry", digest()))),
+            }
+        )
+        return results
+    finally:
+        ctl.close()
+
+
+def _group_query():
+    pre = p4runtime_pb2.PacketReplicationEngineEntry()
+    pre.multicast_group_entry.multicast_group_id = 0
+    return pre
+
+
+def test_same_answers_for_clone_sessions_and_digests(bmv2, ours):
+    theirs = _clone_digest_scenario(bmv2)
+    mine = _clone_digest_scenario(ours)
+    differing = {k: (mine[k], theirs[k]) for k in theirs if mine.get(k) != theirs[k]}
+    assert differing == {}
