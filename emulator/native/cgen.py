@@ -167,6 +167,7 @@ class CGen:
             h.emit("vset_t vsets[NVSETS > 0 ? NVSETS : 1]; /* one per select case on a value set */")
             h.emit("crc_custom_t crcs[NCRCS > 0 ? NCRCS : 1]; /* " + (", ".join(self.custom_crcs) or "none") + " */")
             h.emit("mirror_session_t mirror[MIRROR_SESSIONS];")
+            h.emit("digest_queue_t digests;")
         h.emit("};")
         h.emit()
         for i, name in enumerate(self.registers):
@@ -381,6 +382,9 @@ class CGen:
             session, fl = ex.data(params[0]), ex.data(params[1])
             src.emit(f"F[{L.CLONE}] = (({session.src}) & 0xFFFF) | 0x8000; /* {op}: mirroring.SESSION_VALID */")
             src.emit(f"F[{L.CLONE_FL}] = ({fl.src}) & 0xFFFF;")
+        elif op == "generate_digest":  # the receiver (params[0]) is ignored, as simple_switch does
+            learn_id = ex.data(params[1])
+            src.emit(f"F[{L.LEARN}] = ({learn_id.src}) & 0xFFFF; /* digest: taken after ingress */")
         elif op == "truncate":
             length = ex.data(params[0])
             t = src.tmp("n")
@@ -917,8 +921,22 @@ class CGen:
         t.emit("    default: *n = 0; return NULL;")
         t.emit("    }")
         t.emit("}")
+        learn_lists = self.prog.learn_lists
+        width = max((len(ll.slots) for ll in learn_lists.values()), default=0)
+        t.emit(f"#define DIGEST_WIDTH {width} /* fields of the widest learn list */")
+        t.emit("static const int *learn_list(uint32_t id, int *n) {")
+        t.emit("    switch (id) {")
+        for lid, ll in learn_lists.items():
+            body = ", ".join(str(slot) for slot in ll.slots) or "0"
+            t.emit(f"    /* learn list {ll.name} */")
+            t.emit(f"    case {lid}: {{ static const int ll[] = {{{body}}}; *n = {len(ll.slots)}; return ll; }}")
+        t.emit("    default: *n = 0; return NULL;")
+        t.emit("    }")
+        t.emit("}")
         t.emit("static void tables_init(sw_t *sw) {")
         with t.indent():
+            if learn_lists:
+                t.emit("digest_queue_init(&sw->digests, DIGEST_WIDTH);")
             for i, name in enumerate(self.tables):
                 table = self.prog.tables[name]
                 nparams = max((len(r.widths) for r in table.actions.values()), default=0)

@@ -183,6 +183,23 @@ static void egress_pass(sw_t *sw, pkt_t *pk, uint32_t port, const uint8_t *paylo
     }
 }
 
+/* A digest sample: the learn list's fields at the end of ingress, queued for sw_digests(). */
+static void take_digest(sw_t *sw, const pkt_t *pk, uint32_t id) {
+    int n;
+    const int *slots = learn_list(id, &n);
+    if (!slots) return;  /* a learn list id the program does not define: ignored */
+    digest_queue_t *q = &sw->digests;
+    sw->stats[ST_DIGESTS]++;
+    if (!q->ids || q->count == DIGEST_QUEUE) {
+        sw->stats[ST_DIGESTS_DROPPED]++;
+        return;
+    }
+    uint32_t at = (q->head + q->count) % DIGEST_QUEUE;
+    q->ids[at] = id;
+    for (int i = 0; i < n; i++) q->vals[(size_t)at * q->width + i] = (uint64_t)pk->F[slots[i]];
+    q->count++;
+}
+
 /* simple_switch's ingress clone: the received frame parsed again (ingress_port kept), all metadata
  * reset except the field list's, instance_type INGRESS_CLONE, the ingress length. */
 static void clone_at_ingress(sw_t *sw, pkt_t *pk, const uint8_t *frame, uint32_t len, V ingress_length,
@@ -236,6 +253,10 @@ static void ingress_pass(sw_t *sw, pkt_t *pk, const uint8_t *frame, uint32_t len
     ingress(sw, pk, &cx);
     pk->F[L_EXIT] = 0;
     if (pk->F[L_CLONE]) clone_at_ingress(sw, pk, frame, len, ingress_length, out, passes);
+    if (pk->F[L_LEARN]) {
+        take_digest(sw, pk, (uint32_t)pk->F[L_LEARN]);
+        pk->F[L_LEARN] = 0;
+    }
 
     if (pk->F[L_RESUBMIT]) {
         sw->stats[ST_RESUBMITS]++;
@@ -299,6 +320,8 @@ void sw_destroy(sw_t *sw) {
     for (int i = 0; i < NTABLES; i++) tbl_free(&sw->tables[i]);
     for (int i = 0; i < NREGS; i++) free(sw->regs[i]);
     for (int i = 0; i < NCTRS; i++) { free(sw->ctr_pk[i]); free(sw->ctr_by[i]); }
+    free(sw->digests.ids);
+    free(sw->digests.vals);
     for (int g = 0; g < MC_GROUPS; g++) {
         if (sw->mc[g]) { free(sw->mc[g]->ports); free(sw->mc[g]->rids); free(sw->mc[g]); }
     }
@@ -632,4 +655,24 @@ int sw_mirror_delete(sw_t *sw, uint32_t id) {
     sw->mirror[id].set = 0;
     sw_unlock(sw);
     return 0;
+}
+
+/* ------------------------------------------------------------------ digests */
+uint32_t sw_digest_width(void) { return DIGEST_WIDTH ? DIGEST_WIDTH : 1; }
+
+/* Move up to `max` queued samples, oldest first, to ids[] and vals[] (sw_digest_width() values
+ * each); returns how many. */
+uint32_t sw_digests(sw_t *sw, uint32_t max, uint32_t *ids, uint64_t *vals) {
+    sw_lock(sw);
+    digest_queue_t *q = &sw->digests;
+    uint32_t n = q->count < max ? q->count : max;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t at = (q->head + k) % DIGEST_QUEUE;
+        ids[k] = q->ids[at];
+        memcpy(&vals[(size_t)k * q->width], &q->vals[(size_t)at * q->width], sizeof(uint64_t) * q->width);
+    }
+    q->head = (q->head + n) % DIGEST_QUEUE;
+    q->count -= n;
+    sw_unlock(sw);
+    return n;
 }

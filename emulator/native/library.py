@@ -58,6 +58,8 @@ def _bind(lib):
         "sw_crc_set": (ctypes.c_int, [P, U32, U32, U64, U64, U64, ctypes.c_int, ctypes.c_int]),
         "sw_mirror_set": (ctypes.c_int, [P, U32, I32, I32]),
         "sw_mirror_delete": (ctypes.c_int, [P, U32]),
+        "sw_digest_width": (U32, []),
+        "sw_digests": (U32, [P, U32, u32p, u64p]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)

@@ -33,7 +33,8 @@ enum {
     ST_PACKETS_IN, ST_PACKETS_OUT, ST_DROPPED, ST_DROPPED_INGRESS, ST_DROPPED_EGRESS,
     ST_DROPPED_NO_GROUP, ST_DROPPED_PRIORITY, ST_DROPPED_EXCEPTION, ST_DROPPED_PASS_LIMIT,
     ST_PARSER_ERRORS, ST_CHECKSUM_ERRORS, ST_EXCEPTIONS, ST_MULTICAST_REPLICAS, ST_RESUBMITS,
-    ST_RECIRCULATIONS, ST_OUT_OF_BOUNDS, ST_DROPPED_OUTPUT_FULL, ST_CLONES, ST_CLONES_UNCONFIGURED, NSTATS
+    ST_RECIRCULATIONS, ST_OUT_OF_BOUNDS, ST_DROPPED_OUTPUT_FULL, ST_CLONES, ST_CLONES_UNCONFIGURED,
+    ST_DIGESTS, ST_DIGESTS_DROPPED, NSTATS
 };
 
 /* ------------------------------------------------------------------ per-pass context */
@@ -374,6 +375,21 @@ typedef struct mc_group {
 } mc_group_t;
 
 #define MC_GROUPS 65536
+
+/* ------------------------------------------------------------------ digests (learning.py) */
+#define DIGEST_QUEUE 65536  /* learning.MAX_PENDING: samples waiting for the controller */
+typedef struct digest_queue {
+    uint32_t head, count, width;
+    uint32_t *ids;   /* learn list id of each sample (NULL: the program has no learn lists) */
+    uint64_t *vals;  /* width values per sample */
+} digest_queue_t;
+
+static void digest_queue_init(digest_queue_t *q, uint32_t width) {
+    q->width = width ? width : 1;
+    q->ids = calloc(DIGEST_QUEUE, sizeof(uint32_t));
+    q->vals = calloc((size_t)DIGEST_QUEUE * q->width, sizeof(uint64_t));
+    if (!q->ids || !q->vals) { free(q->ids); free(q->vals); q->ids = NULL; q->vals = NULL; }
+}
 
 /* ------------------------------------------------------------------ mirroring (mirroring.py) */
 #define MIRROR_SESSIONS 32768

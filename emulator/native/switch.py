@@ -18,7 +18,8 @@ log = logging.getLogger("emulator.switch")
 trace_log = logging.getLogger("emulator.trace")
 
 # the order of runtime.h's ST_* enum
-NATIVE_STAT_KEYS = (*STAT_KEYS, "dropped_output_full", "clones", "clones_unconfigured")
+NATIVE_STAT_KEYS = (*STAT_KEYS, "dropped_output_full", "clones", "clones_unconfigured", "digests", "digests_dropped")
+DIGEST_CHUNK = 1024  # samples fetched from C per call
 U64 = ctypes.c_uint64
 
 
@@ -344,3 +345,23 @@ class NativeSwitch(SoftwareSwitch):
         with self._lock:
             self._prog.mirror.delete(session_id)
             self.lib.sw_mirror_delete(self.handle, session_id)
+
+    # ------------------------------------------------------------------ digests
+    def digests(self) -> list:
+        """The samples queued in C since the last call, oldest first: (digest name, values).
+
+        The C port loop cannot call a listener: the P4Runtime digest pump finds them by polling."""
+        lists = self._prog.learn_lists
+        if not lists:
+            return []
+        width = self.lib.sw_digest_width()
+        ids = (ctypes.c_uint32 * DIGEST_CHUNK)()
+        vals = (U64 * (DIGEST_CHUNK * width))()
+        out = []
+        while True:
+            n = self.lib.sw_digests(self.handle, DIGEST_CHUNK, ids, vals)
+            for k in range(n):
+                ll = lists[ids[k]]
+                out.append((ll.name, tuple(vals[k * width : k * width + len(ll.slots)])))
+            if n < DIGEST_CHUNK:
+                return out

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from emulator.errors import EntryError, UnsupportedConstruct
+from emulator.errors import EntryError
 from emulator.switch import MAX_PASSES, SoftwareSwitch
 from tests.support.frames import guided_frames, mutate
 from tests.support.paths import FIXTURE_BUILD
@@ -193,15 +193,28 @@ def test_random_and_truncated_frames_never_raise(path):
 
 
 # ------------------------------------------------------------------------------------ native backend
-@pytest.mark.parametrize(
-    "path, construct",
-    [(CLONE_JSON, "clone_ingress_pkt_to_egress"), (DIGEST_JSON, "generate_digest")],
-    ids=lambda v: getattr(v, "stem", v),
-)
-def test_native_backend_refuses_and_auto_falls_back_to_python(path, construct, caplog):
-    if not path.exists():
-        pytest.skip(f"{path.name} is not compiled")
-    with pytest.raises(UnsupportedConstruct, match=construct):
-        SoftwareSwitch.from_json(path, backend="native")
-    sw = SoftwareSwitch.from_json(path, backend="auto")
-    assert sw.backend == "python"
+def test_native_backend_clones_truncates_and_digests_like_python(sw, learner):
+    """The scenarios above through the native backend (test_native_parity covers random frames)."""
+    nat = SoftwareSwitch.from_json(CLONE_JSON, backend="native")
+    for s in (sw, nat):
+        s.mc_group_set(10, [(4, 1), (5, 2)])
+        s.mirroring_add(7, egress_port=6, mgid=10)
+        s.mirroring_add(6, egress_port=4)
+    for frame in (c_frame(1, 7), c_frame(2, 7), c_frame(3, 6), c_frame(4, 7), c_frame(5, 0, 20), c_frame(6, 6)):
+        assert nat.process(1, frame) == sw.process(1, frame)
+    frame = c_frame(7, session=6, trunc=16)
+    assert nat.process(1, frame) == sw.process(1, frame) != []
+    assert {k: nat.stats[k] for k in sw.stats} == sw.stats
+
+    native_learner = SoftwareSwitch.from_json(DIGEST_JSON, backend="native")
+    for port, ether_type in ((3, "0800"), (4, "88b6")):
+        frame = bytes.fromhex("ffffffffffff0a0b0c0d0e0f" + ether_type)
+        assert native_learner.process(port, frame) == learner.process(port, frame)
+    assert (
+        native_learner.digests()
+        == learner.digests()
+        == [
+            ("mac_learn_t", (0x0A0B0C0D0E0F, 3)),
+            ("type_seen_t", (0x88B6, 0xA5)),
+        ]
+    )

@@ -66,6 +66,8 @@ for path in paths:
         except Exception:
             pass
     sw.mc_group_set(1, [(1, 0), (2, 1), (3, 2)])
+    for s in range(0, 256, 5):  # mirror sessions: clone_mirror takes the session id from the frame
+        sw.mirroring_add(s, egress_port=s % 8, mgid=1 if s % 2 else None)
     seeds = guided_frames(cfg, 200, rng)
     for i in range(per_program):
         r = rng.random()
@@ -76,6 +78,8 @@ for path in paths:
         else:
             frame = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 9000)))
         sw.process(rng.randrange(8), frame)
+        if i % 500 == 0:
+            sw.digests()  # and the digest queue drained now and then
         total += 1
     sw.close()
 print("fuzzed", total)

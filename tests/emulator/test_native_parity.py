@@ -24,7 +24,8 @@ PROGRAMS = (
     + sorted((THC_JSON.parent / "variants").glob("*.json"))
 )
 FRAMES = 10_000
-COMPARED_STATS = (*STAT_KEYS, "clones", "clones_unconfigured")  # every statistic both backends keep
+# every statistic both backends keep
+COMPARED_STATS = (*STAT_KEYS, "clones", "clones_unconfigured", "digests", "digests_dropped")
 
 
 def _load(path):
@@ -108,6 +109,8 @@ def _run(switches, frames, rng, ports=8):
         port = rng.randrange(ports)
         a, b = py.process(port, frame), nat.process(port, frame)
         assert a == b, f"frame {k} ({len(frame)} bytes, port {port}) {frame[:64].hex()}: python {a!r} native {b!r}"
+        if py.program.digests:
+            assert py.digests() == nat.digests(), f"frame {k}: digest samples differ"
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
