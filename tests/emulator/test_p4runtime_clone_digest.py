@@ -45,7 +45,7 @@ def mirror(switch):
 def test_clone_session_written_with_the_shell_clones_through_its_replicas(mirror):
     sh.CloneSessionEntry(5).add(3, 1).add(4, 2).insert()
     [read] = list(sh.CloneSessionEntry(5).read())
-    assert [(r.egress_port, r.instance) for r in read._entry.clone_session_entry.replicas] == [(3, 1), (4, 2)]
+    assert [(r._msg.egress_port, r._msg.instance) for r in read.replicas] == [(3, 1), (4, 2)]
 
     frame = c_frame(1, session=5)
     assert mirror.engine.process(1, frame) == [
