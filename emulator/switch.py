@@ -66,8 +66,8 @@ STAT_KEYS = (
     "recirculations",
     "out_of_bounds",
 )
-# counted by this Python engine only (programs that need them do not run on the native backend)
-PY_STAT_KEYS = ("clones", "clones_unconfigured", "digests", "digests_dropped")
+# kept by both backends too (in runtime.h's enum they follow the native-only "dropped_output_full")
+CLONE_DIGEST_STAT_KEYS = ("clones", "clones_unconfigured", "digests", "digests_dropped")
 
 
 def _load_config(path_or_dict) -> dict:
@@ -98,7 +98,7 @@ class SoftwareSwitch:
         self.drop_port = drop_port
         self.trace_level = trace_level
         self._lock = threading.Lock()
-        self._stats = dict.fromkeys(STAT_KEYS + PY_STAT_KEYS, 0)
+        self._stats = dict.fromkeys(STAT_KEYS + CLONE_DIGEST_STAT_KEYS, 0)
         self._tracebacks = 0
         self._template = program.layout.template()
         self._start = time.monotonic()
@@ -372,7 +372,7 @@ class SoftwareSwitch:
             G[start:end] = template[start:end]
 
     def _session(self, F, tracing):
-        """(session id, mirror session or None) of F's clone; F's clone registers are cleared."""
+        """The mirror session F's clone names (None: not configured, counted); clears F's clone registers."""
         L = self._L
         session_id = F[L.CLONE] & SESSION_MASK
         F[L.CLONE] = F[L.CLONE_FL] = 0
@@ -394,7 +394,7 @@ class SoftwareSwitch:
         if session is None:
             return
         G = self._template[:]
-        slot, mask = self._f["ingress_port"]
+        slot = self._f["ingress_port"][0]
         G[slot] = F[slot]
         try:
             pos = fns[0](G, frame)

@@ -12,13 +12,13 @@ import logging
 from emulator.errors import EntryError
 from emulator.native.cgen import CGen
 from emulator.native.library import SwOut, load_program_library
-from emulator.switch import STAT_KEYS, SoftwareSwitch
+from emulator.switch import CLONE_DIGEST_STAT_KEYS, STAT_KEYS, SoftwareSwitch
 
 log = logging.getLogger("emulator.switch")
 trace_log = logging.getLogger("emulator.trace")
 
 # the order of runtime.h's ST_* enum
-NATIVE_STAT_KEYS = (*STAT_KEYS, "dropped_output_full", "clones", "clones_unconfigured", "digests", "digests_dropped")
+NATIVE_STAT_KEYS = (*STAT_KEYS, "dropped_output_full", *CLONE_DIGEST_STAT_KEYS)
 DIGEST_CHUNK = 1024  # samples fetched from C per call
 U64 = ctypes.c_uint64
 
