@@ -55,6 +55,12 @@ def parse_args(argv=None):
     )
     p.add_argument("--window", type=int, default=256, help="requests in flight per worker (default 256)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="output directory (default bench/out)")
+    p.add_argument(
+        "--replot",
+        type=Path,
+        metavar="JSON",
+        help="train nothing: print the tables and draw the plot of an earlier run's bench_tta.json (into --out)",
+    )
     args = p.parse_args(argv)
     try:
         args.models = [workloads.get(m).name for m in args.models.split(",") if m]
@@ -143,6 +149,8 @@ def plot(path: Path, models: list[str], faster: dict) -> None:
                 ax.plot(*zip(*points), marker="o", label=label)
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set(xscale="log", xlabel="link rate (Mbit/s)", ylabel="time-to-target speed-up (x)", title=model)
+        ax.set_xticks(rates, [f"{r:g}" for r in rates])  # the measured rates, not powers of ten
+        ax.minorticks_off()
         ax.grid(alpha=0.3, which="both")
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
@@ -153,8 +161,22 @@ def plot(path: Path, models: list[str], faster: dict) -> None:
     plt.close(fig)
 
 
+def report_all(records: list[dict], models: list[str], out: Path) -> None:
+    """The tables and the crossover plot of ``records``."""
+    faster = speedups(records)
+    for model in models:
+        print_model(model, records, faster)
+    plot(out / "bench_tta.png", models, faster)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.replot is not None:
+        records = json.loads(args.replot.read_text())["runs"]
+        args.out.mkdir(parents=True, exist_ok=True)
+        report_all(records, list(dict.fromkeys(r["model"] for r in records)), args.out)
+        print(f"\nwrote {args.out / 'bench_tta.png'}")
+        return 0
     if os.geteuid() != 0:
         print("bench_tta needs root (Mininet network namespaces): sudo .venv/bin/python bench/bench_tta.py")
         return 2
@@ -201,8 +223,7 @@ def main(argv=None) -> int:
                     say(f"  {mode}: time to target {tta}, step {row.step_ms:.1f} ms")
     elapsed = time.monotonic() - started
     faster = speedups(records)
-    for model in args.models:
-        print_model(model, records, faster)
+    report_all(records, args.models, args.out)
     document = {
         "workers": args.workers,
         "steps": args.steps,
@@ -213,7 +234,6 @@ def main(argv=None) -> int:
         "elapsed_s": elapsed,
     }
     (args.out / "bench_tta.json").write_text(json.dumps(document, indent=1))
-    plot(args.out / "bench_tta.png", args.models, faster)
     print(f"\nwrote {args.out / 'bench_tta.json'} and {args.out / 'bench_tta.png'} ({elapsed:.0f} s)")
     return 0
 
