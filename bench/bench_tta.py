@@ -58,8 +58,10 @@ def parse_args(argv=None):
     p.add_argument(
         "--replot",
         type=Path,
+        nargs="+",
         metavar="JSON",
-        help="train nothing: print the tables and draw the plot of an earlier run's bench_tta.json (into --out)",
+        help="train nothing: print the tables and draw the plot of earlier runs' bench_tta.json files, "
+        "together (e.g. other link rates measured later; into --out)",
     )
     args = p.parse_args(argv)
     try:
@@ -172,7 +174,8 @@ def report_all(records: list[dict], models: list[str], out: Path) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.replot is not None:
-        records = json.loads(args.replot.read_text())["runs"]
+        records = [r for path in args.replot for r in json.loads(path.read_text())["runs"]]
+        records.sort(key=lambda r: (r["model"], -r["bw_mbit"]))
         args.out.mkdir(parents=True, exist_ok=True)
         report_all(records, list(dict.fromkeys(r["model"] for r in records)), args.out)
         print(f"\nwrote {args.out / 'bench_tta.png'}")
