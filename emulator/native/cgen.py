@@ -88,6 +88,7 @@ class CGen:
         self.custom_crcs = [n for n, fn in prog.hashes.items() if getattr(fn, "params", None) is not None]
         self._check_constructs()
         self._check_widths()
+        self._refuse_meters_and_profiles()
 
     # ------------------------------------------------------------------ checks
     def _check_widths(self):
@@ -115,6 +116,16 @@ class CGen:
                     f"the varbit field '{h.name}.{name}' (native backend: varbit fields run on the Python backend)",
                     f"header '{h.name}'",
                 )
+
+    def _refuse_meters_and_profiles(self):
+        """Meters and action profiles run in the Python backend only (for now): name the first."""
+        for i, m in enumerate(self.cfg.get("meter_arrays", []) or []):
+            kind = "direct meter" if m.get("is_direct") else "meter"
+            raise unsupported(f"{kind} '{m.get('name')}' (native backend)", f"meter_arrays[{i}]", m)
+        for name, t in self.prog.tables.items():
+            if t.profile is not None:
+                what = "action selector" if t.profile.has_selector else "action profile"
+                raise unsupported(f"{what} '{t.profile.name}' of table '{name}' (native backend)", name)
 
     def annotate(self, slot) -> str:
         name = self.slot_names.get(slot) if isinstance(slot, int) else None
