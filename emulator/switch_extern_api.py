@@ -105,6 +105,13 @@ class MeterAndProfileAPI:
         with self._lock:
             self._indirect_table(table).modify_indirect(keys, priority, member, group, oneshot)
 
+    def table_indirect_pointer(self, table, keys, priority=None) -> tuple:
+        """('member', id) | ('group', id) | ('oneshot', [(action, params)]) of one entry."""
+        from emulator.engine.action_profiles import _pointer
+
+        with self._lock:
+            return _pointer(self._indirect_table(table).entry(keys, priority))
+
     def table_indirect_entries(self, table) -> list:
         """[(keys, priority, ('member', id) | ('group', id) | ('oneshot', [(action, params)]))]"""
         with self._lock:

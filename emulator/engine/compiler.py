@@ -10,22 +10,22 @@ import logging
 from dataclasses import dataclass, field
 
 from emulator.engine import expressions, runtime, varbit
+from emulator.engine.action_profiles import IndirectTable
 from emulator.engine.calculations import compile_calculation, hash_function
 from emulator.engine.codegen import Namespace, Source, annotate_fields, compile_into
-from emulator.engine.action_profiles import IndirectTable
 from emulator.engine.control_gen import ChecksumGen, PipelineGen, generate_deparser
 from emulator.engine.hashes import CustomCrc
 from emulator.engine.jsonutil import hexstr, malformed, unsupported, where
 from emulator.engine.layout import build_layout
 from emulator.engine.learning import DigestQueue, load_learn_lists
-from emulator.engine.mirroring import MirrorSessions
-from emulator.engine.meters import MeterClock
 from emulator.engine.meter_profile_json import (
     bind_direct_meters,
     bind_selectors,
     build_action_profiles,
     build_meter_arrays,
 )
+from emulator.engine.meters import MeterClock
+from emulator.engine.mirroring import MirrorSessions
 from emulator.engine.parser_gen import ParserGen
 from emulator.engine.pre import ReplicationEngine
 from emulator.engine.primitives import ActionBody, ActionEnv
@@ -35,8 +35,10 @@ from emulator.engine.valuesets import ValueSet
 from emulator.errors import EntryError, LoadError
 from emulator.program import (
     ActionInfo,
+    ActionProfileInfo,
     CounterInfo,
     DigestInfo,
+    MeterInfo,
     ProgramInfo,
     RegisterInfo,
     TableInfo,
@@ -460,6 +462,12 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
         value_sets={n: ValueSetInfo(n, v.bitwidth, v.max_size) for n, v in value_sets.items()},
         custom_crcs={n: fn.width for n, fn in hashes.items() if isinstance(fn, CustomCrc)},
         digests={ll.name: DigestInfo(ll.name, ll.id, list(ll.fields)) for ll in learn_lists.values()},
+        meters={
+            n: MeterInfo(n, m.size, m.unit, m.table.name if m.table is not None else None) for n, m in meters.items()
+        },
+        action_profiles={
+            n: ActionProfileInfo(n, p.size, [t.name for t in p.tables], p.has_selector) for n, p in profiles.items()
+        },
     )
     queueing = all(getattr(std, f) is not None for f in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth"))
     pre = ReplicationEngine(

@@ -13,6 +13,7 @@ import json
 from tests.support.paths import FIXTURE_BUILD
 
 METER_SIZE = 4
+LPM_TABLE = "MyIngress.ipv4_lpm"
 
 
 def _base():
@@ -92,3 +93,53 @@ def selector_router(with_selector=True) -> dict:
     t["action_profile"] = "MyIngress.ecmp"
     t.pop("default_entry", None)
     return copy.deepcopy(cfg)
+
+
+# P4Info id prefixes (p4runtime's p4info.proto P4Ids)
+ACTION_PROFILE_ID, METER_ID, DIRECT_METER_ID = 0x11000001, 0x14000001, 0x15000001
+
+
+def _p4info():
+    from google.protobuf import text_format
+    from p4.config.v1 import p4info_pb2
+
+    return text_format.Parse((FIXTURE_BUILD / "ipv4_forward.p4info.txtpb").read_text(), p4info_pb2.P4Info())
+
+
+def metered_router_p4info():
+    """The P4Info p4c writes for metered_router(): two meters and a direct meter on the LPM table."""
+    from p4.config.v1 import p4info_pb2
+
+    info = _p4info()
+    for k, (name, unit) in enumerate((("MyIngress.pkt_meter", "PACKETS"), ("MyIngress.byte_meter", "BYTES"))):
+        m = info.meters.add(size=METER_SIZE)
+        m.preamble.id, m.preamble.name, m.preamble.alias = METER_ID + k, name, name.split(".")[1]
+        m.spec.unit = p4info_pb2.MeterSpec.Unit.Value(unit)
+    lpm = next(t for t in info.tables if t.preamble.name == LPM_TABLE)
+    d = info.direct_meters.add(direct_table_id=lpm.preamble.id)
+    d.preamble.id, d.preamble.name, d.preamble.alias = DIRECT_METER_ID, "MyIngress.lpm_meter", "lpm_meter"
+    d.spec.unit = p4info_pb2.MeterSpec.PACKETS
+    lpm.direct_resource_ids.append(DIRECT_METER_ID)
+    return info
+
+
+def selector_router_p4info(with_selector=True):
+    """The P4Info p4c writes for selector_router(): the LPM table's implementation is the profile."""
+    info = _p4info()
+    lpm = next(t for t in info.tables if t.preamble.name == LPM_TABLE)
+    ap = info.action_profiles.add(with_selector=with_selector, size=16)
+    ap.preamble.id, ap.preamble.name, ap.preamble.alias = ACTION_PROFILE_ID, "MyIngress.ecmp", "ecmp"
+    ap.table_ids.append(lpm.preamble.id)
+    lpm.implementation_id = ACTION_PROFILE_ID
+    return info
+
+
+def write_program(directory, cfg, p4info, name="program"):
+    """(p4info path, json path) of a program written to `directory` (for p4runtime-shell's setup)."""
+    from google.protobuf import text_format
+
+    json_path = directory / f"{name}.json"
+    json_path.write_text(json.dumps(cfg))
+    p4info_path = directory / f"{name}.p4info.txtpb"
+    p4info_path.write_text(text_format.MessageToString(p4info))
+    return str(p4info_path), str(json_path)
