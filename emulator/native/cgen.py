@@ -21,6 +21,7 @@ from emulator.engine.parser_gen import split_transitions
 from emulator.native.cexpr import CExpr, Consts, CVal, c_int, store
 
 GENERATOR_VERSION = 1
+METER_MAX_RATES = 4  # meters.h
 MAX_WIDTH = 64
 MAX_SELECT_BYTES = 15
 
@@ -82,6 +83,7 @@ class CGen:
         self.table_index = {n: i for i, n in enumerate(self.tables)}
         self.registers = list(prog.registers)
         self.counters = list(prog.counters)
+        self.meters = list(prog.meters)  # indirect and direct meter arrays, by index in C
         self.actions = {}  # action id -> json
         self.action_exits = {}  # action id -> may set the exit flag
         self.vset_views = []  # (value set name, key field widths, mask or None) per select case on a set
@@ -118,10 +120,11 @@ class CGen:
                 )
 
     def _refuse_meters_and_profiles(self):
-        """Meters and action profiles run in the Python backend only (for now): name the first."""
-        for i, m in enumerate(self.cfg.get("meter_arrays", []) or []):
-            kind = "direct meter" if m.get("is_direct") else "meter"
-            raise unsupported(f"{kind} '{m.get('name')}' (native backend)", f"meter_arrays[{i}]", m)
+        """Action profiles run in the Python backend only: name the first. Meters of more than
+        METER_MAX_RATES rates (never v1model's) too."""
+        for name, m in self.prog.meters.items():
+            if m.rate_count > METER_MAX_RATES:
+                raise unsupported(f"meter '{name}' with {m.rate_count} rates (native backend: at most 4)", name)
         for name, t in self.prog.tables.items():
             if t.profile is not None:
                 what = "action selector" if t.profile.has_selector else "action profile"
@@ -160,6 +163,7 @@ class CGen:
         h.emit(f"#define ERR_NO_ERROR {self.prog.errors['NoError']}")
         h.emit(f"#define ERR_TOO_SHORT {self.prog.errors['PacketTooShort']}")
         h.emit('#include "runtime.h"')
+        h.emit('#include "meters.h"')
         h.emit()
         h.emit(f"#define NTABLES {len(self.tables)}")
         h.emit(f"#define NREGS {len(self.registers)}")
@@ -179,7 +183,20 @@ class CGen:
             h.emit("crc_custom_t crcs[NCRCS > 0 ? NCRCS : 1]; /* " + (", ".join(self.custom_crcs) or "none") + " */")
             h.emit("mirror_session_t mirror[MIRROR_SESSIONS];")
             h.emit("digest_queue_t digests;")
+            h.emit("int clock_pinned; int64_t pinned_now;")
+            for i, name in enumerate(self.meters):
+                h.emit(f"meter_t meter_{i}[{max(self.prog.meters[name].size, 1)}]; /* meter {name} */")
         h.emit("};")
+        h.emit()
+        h.emit(f"#define NMETERS {len(self.meters)}")
+        h.emit("static meter_t *meter_array(sw_t *sw, uint32_t mi, uint32_t *size) {")
+        with h.indent():
+            h.emit("switch (mi) {")
+            for i, name in enumerate(self.meters):
+                h.emit(f"case {i}: *size = {self.prog.meters[name].size}; return sw->meter_{i};")
+            h.emit("default: *size = 0; return NULL;")
+            h.emit("}")
+        h.emit("}")
         h.emit()
         for i, name in enumerate(self.registers):
             r = self.prog.registers[name]
@@ -366,6 +383,20 @@ class CGen:
                 f"sw->ctr_by[{c}][(size_t){i}] += (uint64_t)F[{L.ILEN}]; }}"
             )
             src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* counter {name} */")
+        elif op == "execute_meter":
+            j = params[0]
+            name = j.get("value") if isinstance(j, dict) else None
+            meter = self.prog.meters.get(name)
+            if meter is None or meter.table is not None:
+                raise malformed(f"execute_meter needs an indirect meter, got {name!r}", path, prim)
+            m = self.meters.index(name)
+            dst, width, signed = ex.lvalue(params[2])
+            amount = f"(uint64_t)F[{L.ILEN}]" if meter.by_bytes else "1"
+            i = src.tmp("i")
+            src.emit(f"{{ V {i} = {ex.data(params[1]).src};")
+            color = CVal(f"(V)meter_execute(&sw->meter_{m}[(size_t){i}], SW_NOW(sw), {amount})", "data")
+            src.emit(f"  if ({i} >= 0 && {i} < {meter.size}) " + store(dst, width, signed, color))
+            src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* meter {name} */")
         elif op == "modify_field_with_hash_based_offset":
             dst, width, signed = ex.lvalue(params[0])
             base = ex.data(params[1])
@@ -863,6 +894,8 @@ class CGen:
                 src.emit("act = t->actions[e]; P = &t->params[(size_t)e * t->nparams];")
                 if table.with_counters:
                     src.emit(f"t->pk[e]++; t->by[e] += (uint64_t)F[{L.ILEN}];")
+                if table.direct_meter is not None:
+                    self._direct_meter(src, table)
             src.emit("} else { act = t->def_action; P = t->def_params; }")
             may_exit = False
             src.emit("switch (act) {")
@@ -889,6 +922,16 @@ class CGen:
                     src.emit(f"if ({cond}) {goto(target)}")
                 src.emit(goto(targets[-1][0] if targets else None))
         src.emit("}")
+
+    def _direct_meter(self, src, table):
+        """On a hit, before the action: the entry's meter (indexed by its handle) colours the packet."""
+        meter = table.direct_meter
+        m = self.meters.index(meter.name)
+        ref = self.layout.field(table.direct_meter_target[0], table.direct_meter_target[1])
+        amount = f"(uint64_t)F[{self.layout.ILEN}]" if meter.by_bytes else "1"
+        color = CVal(f"(V)meter_execute(&sw->meter_{m}[t->ids[e]], SW_NOW(sw), {amount})", "data")
+        src.emit(f"if ((uint32_t)t->ids[e] < {meter.size}) /* direct meter {meter.name} */")
+        src.emit("  " + store(str(ref.slot), ref.width, ref.signed, color) + " " + self.annotate(ref.slot))
 
     # ------------------------------------------------------------------ state, driver, API
     def _state_and_api(self, t):
@@ -968,6 +1011,7 @@ class CGen:
                 t.emit(f"sw->ctr_by[{i}] = calloc({size} + 1, sizeof(uint64_t));")
         t.emit("}")
         t.emit('#include "driver.h"')
+        t.emit('#include "meters_api.h"')
 
 
 def _as_int(s):

@@ -49,6 +49,7 @@ class NativeSwitch(SoftwareSwitch):
         self._table_index = {name: i for i, name in enumerate(program.tables)}
         self._reg_index = {name: i for i, name in enumerate(program.registers)}
         self._ctr_index = {name: i for i, name in enumerate(program.counters)}
+        self._meter_index = {name: i for i, name in enumerate(program.meters)}
         for table in program.tables.values():
             for entry in table.entries.values():
                 self._push_entry(table, entry)
@@ -79,6 +80,8 @@ class NativeSwitch(SoftwareSwitch):
         with self._lock:
             out = self._out
             out.count = out.used = 0
+            if self._clock is not None:
+                self.lib.sw_pin_clock(self.handle, 1, self._now_us())
             self.lib.sw_process_locked(self.handle, port & 0xFFFFFFFF, frame, len(frame), ctypes.byref(out))
             base = ctypes.addressof(out.buf)
             result = [(out.port[i], ctypes.string_at(base + out.off[i], out.len[i])) for i in range(out.count)]
@@ -110,6 +113,8 @@ class NativeSwitch(SoftwareSwitch):
         n, ports, buf, off, ln = batch
         with self._lock:
             self._out.count = self._out.used = 0
+            if self._clock is not None:
+                self.lib.sw_pin_clock(self.handle, 1, self._now_us())
             return self.lib.sw_process_batch(self.handle, n, ports, buf, off, ln, ctypes.byref(self._out), int(keep))
 
     @property
@@ -365,3 +370,45 @@ class NativeSwitch(SoftwareSwitch):
                 out.append((ll.name, tuple(vals[k * width : k * width + len(ll.slots)])))
             if n < DIGEST_CHUNK:
                 return out
+
+    # ------------------------------------------------------------------ meters and the clock
+    def set_clock(self, clock=None) -> None:
+        """As SoftwareSwitch.set_clock; an injected clock is read before each process() or
+        process_batch() call and pinned in C for that call (the port loop runs on the real clock)."""
+        super().set_clock(clock)
+        self._clock = clock
+        if getattr(self, "handle", None):
+            self.lib.sw_pin_clock(self.handle, 0, 0)  # unpinned: the library's own monotonic clock
+
+    def _push_meter(self, name, index):
+        arr = self._prog.meters[name]
+        config = arr.meters[index].rates
+        rates = [] if config is None else [r.info_rate for r in reversed(config)]
+        bursts = [] if config is None else [r.burst for r in reversed(config)]
+        n = len(rates)
+        rc = self.lib.sw_meter_set(
+            self.handle,
+            self._meter_index[name],
+            index,
+            n,
+            (ctypes.c_double * max(n, 1))(*rates),
+            _u64s(bursts),
+        )
+        if rc != 0:
+            raise EntryError(f"meter '{name}': the native backend refused index {index}")
+
+    def meter_set(self, name, index, config) -> None:
+        with self._lock:
+            self._meter(name).set_config(index, config)
+            self._push_meter(name, index)
+
+    def meter_reset(self, name) -> None:
+        with self._lock:
+            self._meter(name).reset()
+            self.lib.sw_meter_reset(self.handle, self._meter_index[name])
+
+    def direct_meter_set(self, table, keys, config, priority=None) -> None:
+        with self._lock:
+            arr, handle = self._direct_meter(table, keys, priority)
+            arr.set_config(handle, config)
+            self._push_meter(arr.name, handle)
