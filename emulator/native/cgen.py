@@ -84,6 +84,8 @@ class CGen:
         self.registers = list(prog.registers)
         self.counters = list(prog.counters)
         self.meters = list(prog.meters)  # indirect and direct meter arrays, by index in C
+        self.profiles = list(prog.action_profiles)  # action profiles, by index in C
+        self.selectors = self._selector_calculations()
         self.actions = {}  # action id -> json
         self.action_exits = {}  # action id -> may set the exit flag
         self.vset_views = []  # (value set name, key field widths, mask or None) per select case on a set
@@ -120,15 +122,36 @@ class CGen:
                 )
 
     def _refuse_meters_and_profiles(self):
-        """Action profiles run in the Python backend only: name the first. Meters of more than
-        METER_MAX_RATES rates (never v1model's) too."""
+        """Meters of more than METER_MAX_RATES rates (never v1model's) are refused by name."""
         for name, m in self.prog.meters.items():
             if m.rate_count > METER_MAX_RATES:
                 raise unsupported(f"meter '{name}' with {m.rate_count} rates (native backend: at most 4)", name)
-        for name, t in self.prog.tables.items():
-            if t.profile is not None:
-                what = "action selector" if t.profile.has_selector else "action profile"
-                raise unsupported(f"{what} '{t.profile.name}' of table '{name}' (native backend)", name)
+
+    def _selector_calculations(self):
+        """Each selector's hash becomes one more calculation (calc_<n> after the JSON's own), so the
+        calculation generator emits it: {profile name: C function name}."""
+        extra, names = [], {}
+        base = len(self.cfg.get("calculations", []) or [])
+        for pipe in self.cfg.get("pipelines", []):
+            for ap in pipe.get("action_profiles", []) or []:
+                selector = ap.get("selector")
+                if selector is None:
+                    continue
+                if selector.get("algo") in ("crc16_custom", "crc32_custom"):  # parameters per calculation
+                    raise unsupported(
+                        f"the {selector.get('algo')} selector of '{ap.get('name')}' (native backend)", ap.get("name")
+                    )
+                names[ap.get("name")] = f"calc_{base + len(extra)}"
+                extra.append(
+                    {
+                        "name": f"{ap.get('name')} selector",
+                        "algo": selector.get("algo"),
+                        "input": selector.get("input", []),
+                    }
+                )
+        if extra:
+            self.cfg = dict(self.cfg, calculations=list(self.cfg.get("calculations", []) or []) + extra)
+        return names
 
     def annotate(self, slot) -> str:
         name = self.slot_names.get(slot) if isinstance(slot, int) else None
@@ -164,12 +187,14 @@ class CGen:
         h.emit(f"#define ERR_TOO_SHORT {self.prog.errors['PacketTooShort']}")
         h.emit('#include "runtime.h"')
         h.emit('#include "meters.h"')
+        h.emit('#include "profiles.h"')
         h.emit()
         h.emit(f"#define NTABLES {len(self.tables)}")
         h.emit(f"#define NREGS {len(self.registers)}")
         h.emit(f"#define NCTRS {len(self.counters)}")
         h.emit(f"#define NVSETS {len(self.vset_views)}")
         h.emit(f"#define NCRCS {len(self.custom_crcs)}")
+        h.emit(f"#define NPROFILES {len(self.profiles)}")
         h.emit("struct sw {")
         with h.indent():
             h.emit("pthread_mutex_t mu;")
@@ -184,6 +209,7 @@ class CGen:
             h.emit("mirror_session_t mirror[MIRROR_SESSIONS];")
             h.emit("digest_queue_t digests;")
             h.emit("int clock_pinned; int64_t pinned_now;")
+            h.emit("profile_t prof[NPROFILES > 0 ? NPROFILES : 1];")
             for i, name in enumerate(self.meters):
                 h.emit(f"meter_t meter_{i}[{max(self.prog.meters[name].size, 1)}]; /* meter {name} */")
         h.emit("};")
@@ -896,6 +922,11 @@ class CGen:
                     src.emit(f"t->pk[e]++; t->by[e] += (uint64_t)F[{L.ILEN}];")
                 if table.direct_meter is not None:
                     self._direct_meter(src, table)
+                if table.profile is not None:
+                    k = self.profiles.index(table.profile.name)
+                    fn = self.selectors.get(table.profile.name, "NULL")
+                    src.emit(f"/* action profile {table.profile.name}: the member to run */")
+                    src.emit(f"act = profile_resolve(&sw->prof[{k}], act, P[0], {fn}, pk, cx, &P);")
             src.emit("} else { act = t->def_action; P = t->def_params; }")
             may_exit = False
             src.emit("switch (act) {")
@@ -994,6 +1025,8 @@ class CGen:
             for i, name in enumerate(self.tables):
                 table = self.prog.tables[name]
                 nparams = max((len(r.widths) for r in table.actions.values()), default=0)
+                if table.profile is not None:
+                    nparams = max(nparams, 1)  # an indirect entry's data is its member or group handle
                 rng = ", ".join("1" if k.match_type == "range" else "0" for k in table.keys) or "0"
                 direct = table.keys[0].width if table.kind == "exact" and len(table.keys) == 1 else 0
                 direct = direct if 0 < direct <= 16 else 0
@@ -1003,6 +1036,19 @@ class CGen:
                     f"t->nkeys = {len(table.keys)}; t->nparams = {nparams}; t->is_range = r; t->def_action = -1; "
                     f"t->direct_bits = {direct}; }}"
                 )
+            for i, name in enumerate(self.profiles):
+                profile = self.prog.action_profiles[name]
+                nparams = max((len(r.widths) for r in profile.actions.values()), default=0) or 1
+                cap = profile.size + 1
+                t.emit(f"{{ profile_t *pr = &sw->prof[{i}]; /* action profile {name} */")
+                t.emit(f"  pr->nparams = {nparams}; pr->mcap = {cap}; pr->gcap = {2 * cap};")
+                t.emit(f"  pr->mbr_action = malloc(sizeof(int32_t) * {cap});")
+                t.emit(f"  for (uint32_t m = 0; pr->mbr_action && m < {cap}; m++) pr->mbr_action[m] = -1;")
+                t.emit(f"  pr->mbr_params = calloc({cap} * {nparams}, sizeof(uint64_t));")
+                t.emit(f"  pr->grp_n = calloc({2 * cap}, sizeof(uint32_t));")
+                t.emit(f"  pr->grp_mbrs = calloc({2 * cap}, sizeof(uint32_t *));")
+                t.emit("  if (!pr->mbr_action || !pr->mbr_params || !pr->grp_n || !pr->grp_mbrs)")
+                t.emit("    pr->mcap = pr->gcap = 0; /* out of memory: the control plane's pushes fail */ }")
             for i, name in enumerate(self.registers):
                 t.emit(f"sw->regs[{i}] = calloc({self.prog.registers[name].size} + 1, sizeof(uint64_t));")
             for i, name in enumerate(self.counters):
@@ -1012,6 +1058,7 @@ class CGen:
         t.emit("}")
         t.emit('#include "driver.h"')
         t.emit('#include "meters_api.h"')
+        t.emit('#include "profiles_api.h"')
 
 
 def _as_int(s):

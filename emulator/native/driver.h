@@ -322,6 +322,7 @@ void sw_destroy(sw_t *sw) {
     for (int i = 0; i < NCTRS; i++) { free(sw->ctr_pk[i]); free(sw->ctr_by[i]); }
     free(sw->digests.ids);
     free(sw->digests.vals);
+    profiles_free(sw);
     for (int g = 0; g < MC_GROUPS; g++) {
         if (sw->mc[g]) { free(sw->mc[g]->ports); free(sw->mc[g]->rids); free(sw->mc[g]); }
     }

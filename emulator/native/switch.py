@@ -50,6 +50,7 @@ class NativeSwitch(SoftwareSwitch):
         self._reg_index = {name: i for i, name in enumerate(program.registers)}
         self._ctr_index = {name: i for i, name in enumerate(program.counters)}
         self._meter_index = {name: i for i, name in enumerate(program.meters)}
+        self._profile_index = {name: i for i, name in enumerate(program.action_profiles)}
         for table in program.tables.values():
             for entry in table.entries.values():
                 self._push_entry(table, entry)
@@ -148,15 +149,16 @@ class NativeSwitch(SoftwareSwitch):
             sort_key = (-entry.priority, entry.handle)
         else:
             sort_key = (0, entry.handle)
+        action, params = self._entry_data(table, entry)
         rc = self.lib.sw_tbl_add(
             self.handle,
             self._table_index[table.name],
             entry.handle,
-            entry.action_id,
+            action,
             _u64s(km),
             sort_key[0],
             sort_key[1],
-            _u64s(entry.params),
+            _u64s(params),
         )
         if rc != 0:
             raise MemoryError(f"table '{table.name}': the native backend could not add an entry")
@@ -412,3 +414,80 @@ class NativeSwitch(SoftwareSwitch):
             arr, handle = self._direct_meter(table, keys, priority)
             arr.set_config(handle, config)
             self._push_meter(arr.name, handle)
+
+    # ------------------------------------------------------------------ action profiles
+    def _entry_data(self, table, entry):
+        """(action, params) of an entry as C stores it: for an indirect entry, its pointer kind
+        (profiles.h PTR_MEMBER 0 / PTR_GROUP 1) and the member or group handle."""
+        if table.profile is None:
+            return entry.action_id, entry.params
+        if entry.member is not None:
+            return 0, (entry.member.handle,)
+        return 1, (entry.group.handle,)
+
+    def _push_member(self, profile, member):
+        e = member.entry
+        rc = self.lib.sw_prof_member(
+            self.handle, self._profile_index[profile.name], member.handle, e.action_id, _u64s(e.params)
+        )
+        if rc != 0:
+            raise MemoryError(f"action profile '{profile.name}': the native backend could not store a member")
+
+    def _push_group(self, profile, group):
+        handles = sorted(m.handle for m in group.members.values())
+        n = len(handles)
+        rc = self.lib.sw_prof_group(
+            self.handle, self._profile_index[profile.name], group.handle, n, (ctypes.c_uint32 * max(n, 1))(*handles)
+        )
+        if rc != 0:
+            raise MemoryError(f"action profile '{profile.name}': the native backend could not store a group")
+
+    # the engine's methods take the lock themselves (it is not reentrant): they run first, then
+    # their result is pushed into C under the lock; no table entry can point at the new state before.
+    def act_prof_member_add(self, profile, member_id, action, params) -> None:
+        super().act_prof_member_add(profile, member_id, action, params)
+        with self._lock:
+            p = self._profile(profile)
+            self._push_member(p, p.members[member_id])
+
+    def act_prof_member_modify(self, profile, member_id, action, params) -> None:
+        super().act_prof_member_modify(profile, member_id, action, params)
+        with self._lock:
+            p = self._profile(profile)
+            self._push_member(p, p.members[member_id])
+
+    def act_prof_group_set(self, profile, group_id, member_ids, create=True) -> None:
+        super().act_prof_group_set(profile, group_id, member_ids, create)
+        with self._lock:
+            p = self._profile(profile)
+            self._push_group(p, p.groups[group_id])
+
+    def act_prof_group_delete(self, profile, group_id) -> None:
+        with self._lock:
+            group = self._profile(profile).groups.get(group_id)
+        super().act_prof_group_delete(profile, group_id)
+        with self._lock:
+            group.members = {}
+            self._push_group(self._profile(profile), group)  # emptied: its handle may be reused
+
+    def _push_indirect(self, table, keys, priority):
+        t = self._table(table)
+        entry = t.entry(keys, priority)
+        if entry.oneshot is not None:  # its anonymous members and group
+            for m in entry.group.members.values():
+                self._push_member(t.profile, m)
+            self._push_group(t.profile, entry.group)
+        return t, entry
+
+    def table_add_indirect(self, table, keys, member=None, group=None, oneshot=None, priority=None) -> None:
+        super().table_add_indirect(table, keys, member, group, oneshot, priority)
+        with self._lock:
+            t, entry = self._push_indirect(table, keys, priority)
+            self._push_entry(t, entry)
+
+    def table_modify_indirect(self, table, keys, member=None, group=None, oneshot=None, priority=None) -> None:
+        super().table_modify_indirect(table, keys, member, group, oneshot, priority)
+        with self._lock:
+            t, entry = self._push_indirect(table, keys, priority)
+            action, params = self._entry_data(t, entry)
+            self.lib.sw_tbl_modify(self.handle, self._table_index[t.name], entry.handle, action, _u64s(params))

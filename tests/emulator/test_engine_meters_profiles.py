@@ -12,7 +12,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
-from emulator.errors import EntryError, UnsupportedConstruct
+from emulator.errors import EntryError
 from emulator.switch import SoftwareSwitch
 from tests.support.extern_programs import METER_SIZE, metered_router, selector_router
 from tests.support.frames import guided_frames, mutate
@@ -267,21 +267,66 @@ def test_one_shot_action_set_selects_like_a_group_and_frees_its_members(ecmp):
     assert exc.value.code == "RESOURCE_EXHAUSTED"
 
 
-def test_plain_profile_has_no_groups_and_native_refuses_profiles():
-    sw = SoftwareSwitch.from_json(selector_router(with_selector=False))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_plain_profile_has_members_but_no_groups(backend):
+    sw = SoftwareSwitch.from_json(selector_router(with_selector=False), backend=backend)
     sw.act_prof_member_add("MyIngress.ecmp", 1, FWD, [0xAA, 2])
     with pytest.raises(EntryError, match="need an action selector"):
         sw.act_prof_group_set("MyIngress.ecmp", 1, [1])
+    with pytest.raises(EntryError, match="need an action selector"):
+        sw.table_add_indirect(LPM, [(0x0A000000, 8)], oneshot=[(FWD, [0xAA, 2])])
     sw.table_add_indirect(LPM, [(0x0A000000, 8)], member=1)
     frame = _udp()
     assert sw.process(1, raw(frame)) == [(2, _forwarded(frame, "00:00:00:00:00:aa"))]
-    with pytest.raises(UnsupportedConstruct, match="action profile 'MyIngress.ecmp' of table"):
-        SoftwareSwitch.from_json(selector_router(with_selector=False), backend="native")
 
 
-@pytest.mark.parametrize(
-    "make, backend", [(metered_router, "python"), (metered_router, "native"), (selector_router, "python")]
-)
+def test_native_profiles_match_python_through_random_control_plane_changes():
+    """Members, groups, one-shot sets and entries changed at random between frames: both backends
+    send the same frames (ports and bytes) and refuse the same changes."""
+    rng = random.Random(11)
+    switches = [SoftwareSwitch.from_json(selector_router(), backend=b) for b in BACKENDS]
+    prefixes = [(0x0A000000 + (k << 16), 16) for k in range(6)]
+
+    def both(method, *args, **kw):
+        outcomes = []
+        for sw in switches:
+            try:
+                getattr(sw, method)(*args, **kw)
+                outcomes.append("ok")
+            except EntryError as exc:
+                outcomes.append(exc.code)
+        assert outcomes[0] == outcomes[1], (method, args, kw, outcomes)
+
+    for step in range(400):
+        op = rng.randrange(7)
+        mid, gid, key = rng.randrange(12), rng.randrange(5), [rng.choice(prefixes)]
+        port = rng.randrange(1, 9)
+        if op == 0:
+            both("act_prof_member_add", "MyIngress.ecmp", mid, FWD, [0x100 + port, port])
+        elif op == 1:
+            action, params = (DROP, []) if port > 6 else (FWD, [port, port])
+            both("act_prof_member_modify", "MyIngress.ecmp", mid, action, params)
+        elif op == 2:
+            both("act_prof_member_delete", "MyIngress.ecmp", mid)
+        elif op == 3:
+            members = rng.sample(range(12), rng.randrange(4))
+            both("act_prof_group_set", "MyIngress.ecmp", gid, members, create=rng.random() < 0.5)
+        elif op == 4:
+            both("act_prof_group_delete", "MyIngress.ecmp", gid)
+        elif op == 5:
+            oneshot = [(FWD, [p, p]) for p in range(1, rng.randrange(2, 5))]
+            pointer = rng.choice(({"member": mid}, {"group": gid}, {"oneshot": oneshot}))
+            both(rng.choice(("table_add_indirect", "table_modify_indirect")), LPM, key, **pointer)
+        else:
+            both("table_delete", LPM, key)
+        for _ in range(5):
+            src = f"172.16.{rng.randrange(256)}.{rng.randrange(256)}"
+            frame = raw(_udp(src=src, dst=f"10.{rng.randrange(6)}.1.1"))
+            assert switches[0].process(1, frame) == switches[1].process(1, frame), step
+
+
+@pytest.mark.parametrize("make", [metered_router, selector_router])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_random_and_truncated_frames_never_raise(make, backend):
     cfg = make()
     sw = SoftwareSwitch.from_json(cfg, clock=Clock(), backend=backend)
