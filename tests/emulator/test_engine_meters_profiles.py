@@ -347,3 +347,80 @@ def test_random_and_truncated_frames_never_raise(make, backend):
     for f in frames:
         sw.process(1, f)
     assert sw.stats["exceptions"] == 0
+
+
+SANITIZED_CHILD = r"""
+import random
+from emulator.switch import SoftwareSwitch
+from tests.support.extern_programs import metered_router, selector_router
+from tests.support.frames import guided_frames, mutate
+LPM, FWD = "MyIngress.ipv4_lpm", "MyIngress.ipv4_forward"
+now = [0]
+total = 0
+for make in (metered_router, selector_router):
+    cfg = make()
+    sw = SoftwareSwitch.from_json(cfg, backend="native", sanitize=True, clock=lambda: now[0])
+    rng = random.Random(make.__name__)
+    seeds = guided_frames(cfg, 200, rng)
+    for i in range(25_000):
+        if i % 50 == 0:  # change the control plane now and then; refusals are expected
+            try:
+                if make is metered_router:
+                    k = rng.randrange(4)
+                    sw.table_add(LPM, [(rng.getrandbits(32) & 0xFF000000, 8)], FWD, [k, k])
+                    sw.meter_set("MyIngress.pkt_meter", k, [(rng.randrange(10**6), rng.randrange(9)), (10**6, 9)])
+                    sw.meter_set("MyIngress.byte_meter", k, None if rng.random() < 0.2 else [(0, 500), (10, 900)])
+                    e = rng.choice(sw.table_entries(LPM))
+                    sw.direct_meter_set(LPM, e.keys, [(1000, 1), (2000, 2)])
+                else:
+                    m = rng.randrange(20)
+                    rng.choice((
+                        lambda: sw.act_prof_member_add("MyIngress.ecmp", m, FWD, [m, m % 8]),
+                        lambda: sw.act_prof_member_delete("MyIngress.ecmp", m),
+                        lambda: sw.act_prof_group_set(
+                            "MyIngress.ecmp", m % 4, rng.sample(range(20), 3), create=rng.random() < .5),
+                        lambda: sw.act_prof_group_delete("MyIngress.ecmp", m % 4),
+                        lambda: sw.table_add_indirect(LPM, [(m << 24, 8)], group=m % 4),
+                        lambda: sw.table_add_indirect(LPM, [(m << 24, 8)], oneshot=[(FWD, [1, 1]), (FWD, [2, 2])]),
+                        lambda: sw.table_delete(LPM, [(m << 24, 8)]),
+                    ))()
+            except Exception:
+                pass
+        now[0] += rng.choice((0, 1, 10, 1000))
+        if rng.random() < 0.7:
+            frame = mutate(rng.choice(seeds), rng)
+        else:
+            frame = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 120)))
+        sw.process(rng.randrange(8), frame)
+        total += 1
+    sw.close()
+print("fuzzed", total)
+"""
+
+
+@pytest.mark.slow
+def test_meters_and_profiles_under_address_and_undefined_behaviour_sanitizers(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.emulator.test_native_fuzz import _libasan
+    from tests.support.paths import REPO
+
+    asan = _libasan()
+    if asan is None:
+        pytest.skip("gcc's libasan is not installed")
+    env = dict(
+        os.environ,
+        LD_PRELOAD=asan,
+        ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:exitcode=99",
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98",
+        THC_NATIVE_CACHE=str(tmp_path / "cache"),
+        PYTHONPATH=str(REPO),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SANITIZED_CHILD], cwd=REPO, env=env, capture_output=True, text=True, timeout=3000
+    )
+    reports = [line for line in proc.stderr.splitlines() if "Sanitizer" in line or "runtime error" in line]
+    assert proc.returncode == 0 and not reports, (proc.returncode, "\n".join(reports[:20]), proc.stderr[-3000:])
+    assert "fuzzed 50000" in proc.stdout
