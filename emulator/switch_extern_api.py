@@ -85,6 +85,15 @@ class MeterAndProfileAPI:
         with self._lock:
             self._profile(profile).group_set(group_id, list(member_ids), create)
 
+    def act_prof_programming(self, profile):
+        """How the profile is programmed now: 'oneshot' (one-shot action sets in table entries),
+        'manual' (members or groups), or None (empty). P4Runtime servers refuse to mix the two."""
+        with self._lock:
+            p = self._profile(profile)
+            if p.oneshot_members:
+                return "oneshot"
+            return "manual" if p.members or p.groups else None
+
     def act_prof_group_delete(self, profile, group_id) -> None:
         with self._lock:
             self._profile(profile).group_delete(group_id)

@@ -100,7 +100,7 @@ class MeterArray:
             raise EntryError(f"meter '{self.name}': {self.rate_count} (rate, burst) pairs expected")
         out = []
         for rate, burst in config:
-            for what, v, top in (("rate", rate, 2**63 - 1), ("burst", burst, 2**32 - 1)):
+            for what, v, top in (("rate", rate, 2**64 - 1), ("burst", burst, 2**32 - 1)):
                 if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= top:
                     raise EntryError(f"meter '{self.name}': {what} {v!r} outside 0..{top}")
             out.append((rate / 1000000.0, burst))
@@ -122,7 +122,7 @@ class MeterArray:
         rates = self.meters[self._index(index)].rates
         if rates is None:
             return None
-        return [(int(r.info_rate * 1000000.0), r.burst) for r in reversed(rates)]
+        return [(min(int(r.info_rate * 1000000.0), 2**64 - 1), r.burst) for r in reversed(rates)]
 
     def reset(self) -> None:
         for m in self.meters:

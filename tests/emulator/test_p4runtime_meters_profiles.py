@@ -22,7 +22,7 @@ from tests.support.extern_programs import (
     selector_router_p4info,
     write_program,
 )
-from tests.support.p4runtime import Controller, update, write_errors
+from tests.support.p4runtime import Controller, entity, update, write_errors
 
 LPM, FWD = "MyIngress.ipv4_lpm", "MyIngress.ipv4_forward"
 
@@ -125,6 +125,7 @@ def test_meter_errors_have_their_codes(metered):
         bad.index.index = 9
         bad.config.cir, bad.config.pir = 1, 1
         swapped = p4runtime_pb2.MeterEntry(meter_id=METER_ID)
+        swapped.index.index = 0
         swapped.config.cir, swapped.config.pir = 5, 4
         insert = p4runtime_pb2.MeterEntry(meter_id=METER_ID)
         with pytest.raises(grpc.RpcError) as exc:
@@ -135,9 +136,21 @@ def test_meter_errors_have_their_codes(metered):
             )
         errors = write_errors(exc.value)
         codes = [e.canonical_code for e in errors]
-        out_of_range, invalid = grpc.StatusCode.OUT_OF_RANGE.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0]
-        assert codes == [out_of_range, invalid, invalid]
+        # what BMv2 itself refuses comes back UNKNOWN from its PI server; so do we
+        unknown, invalid = grpc.StatusCode.UNKNOWN.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        assert codes == [unknown, unknown, invalid]
         assert "committed rate exceeds the peak" in errors[1].message
+        wildcard = p4runtime_pb2.MeterEntry(meter_id=METER_ID)
+        with pytest.raises(grpc.RpcError) as exc:
+            ctl.write(update("meter_entry", p4runtime_pb2.Update.MODIFY, msg=wildcard))
+        assert write_errors(exc.value)[0].canonical_code == grpc.StatusCode.UNIMPLEMENTED.value[0]
+        # all four -1: PI's spelling of "unconfigured"
+        minus = p4runtime_pb2.MeterEntry(meter_id=METER_ID)
+        minus.index.index = 1
+        minus.config.cir = minus.config.cburst = minus.config.pir = minus.config.pburst = -1
+        ctl.write(update("meter_entry", p4runtime_pb2.Update.MODIFY, msg=minus))
+        [read] = ctl.read(entity("meter_entry", p4runtime_pb2.MeterEntry(meter_id=METER_ID, index=minus.index)))
+        assert not read.meter_entry.HasField("config")
     finally:
         ctl.close()
 
@@ -202,7 +215,7 @@ def test_indirect_table_refuses_direct_actions_and_weights(ecmp):
     te.action.action.params.add(param_id=2, value=b"\x02")
     g = sh.ActionProfileGroup("MyIngress.ecmp")(group_id=1)
     g.add(1, weight=3)
-    with pytest.raises(P4RuntimeWriteException, match="weights other than 1"):
+    with pytest.raises(P4RuntimeWriteException, match="only weight values of 1"):
         g.insert()
     empty = sh.ActionProfileGroup("MyIngress.ecmp")(group_id=2)
     empty.insert()
@@ -221,3 +234,18 @@ def test_indirect_table_refuses_direct_actions_and_weights(ecmp):
         assert "give a member or group" in error.message
     finally:
         ctl.close()
+
+
+def test_one_shot_and_manual_programming_do_not_mix(ecmp):
+    _member(1, 1)
+    te = sh.TableEntry(LPM)
+    te.match["hdr.ipv4.dstAddr"] = "10.0.0.0/8"
+    a = sh.Action(FWD)
+    a["dstAddr"], a["port"] = "00:00:00:00:01:04", "4"
+    te.oneshot.add(a)
+    with pytest.raises(P4RuntimeWriteException, match="mix programming modes"):
+        te.insert()
+    sh.ActionProfileMember("MyIngress.ecmp")(member_id=1).delete()
+    te.insert()  # the selector is empty again: one-shot programming may start
+    with pytest.raises(P4RuntimeWriteException, match="mix programming modes"):
+        _member(2, 2)
