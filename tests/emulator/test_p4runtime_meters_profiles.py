@@ -249,3 +249,22 @@ def test_one_shot_and_manual_programming_do_not_mix(ecmp):
     te.insert()  # the selector is empty again: one-shot programming may start
     with pytest.raises(P4RuntimeWriteException, match="mix programming modes"):
         _member(2, 2)
+
+
+def test_p4info_meters_and_profiles_must_match_the_json():
+    from p4.config.v1 import p4info_pb2
+
+    from emulator.p4rt.binding import bind
+    from emulator.p4rt.errors import P4RTError
+    from emulator.switch import SoftwareSwitch
+
+    program = SoftwareSwitch.from_json(metered_router()).program
+    bind(metered_router_p4info(), program)  # agrees
+    info = metered_router_p4info()
+    info.meters[1].spec.unit = p4info_pb2.MeterSpec.PACKETS  # the JSON's byte_meter counts bytes
+    with pytest.raises(P4RTError, match="meter 'MyIngress.byte_meter' counts packets with size 4 in P4Info, bytes"):
+        bind(info, program)
+    selector = SoftwareSwitch.from_json(selector_router()).program
+    bind(selector_router_p4info(), selector)
+    with pytest.raises(P4RTError, match="action profile 'MyIngress.ecmp' lacks a selector only in P4Info"):
+        bind(selector_router_p4info(with_selector=False), selector)
