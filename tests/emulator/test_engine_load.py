@@ -11,7 +11,15 @@ from emulator.switch import SoftwareSwitch
 from tests.support.paths import FIXTURE_BUILD
 
 BUILD = FIXTURE_BUILD
-FIXTURES = ("ipv4_forward", "counter_register_multicast", "expressions", "passes_externs", "tables_parser")
+FIXTURES = (
+    "ipv4_forward",
+    "counter_register_multicast",
+    "expressions",
+    "passes_externs",
+    "tables_parser",
+    "meters",
+    "action_profiles",
+)
 
 
 def cfg(name="ipv4_forward"):
