@@ -1,4 +1,5 @@
-"""What a loaded program offers the control plane: tables, actions, registers, counters, value sets.
+"""What a loaded program offers the control plane: tables, actions, registers, counters, value sets,
+meters and action profiles.
 
 These are the engine's public descriptions (names are the fully qualified names p4c writes into the
 BMv2 JSON, which equal the P4Info names). They are plain immutable tuples so that a P4Runtime
@@ -54,6 +55,20 @@ class DigestInfo(NamedTuple):
     fields: list  # (field name, bitwidth), in the order of the digest's data
 
 
+class MeterInfo(NamedTuple):
+    name: str
+    size: int
+    unit: str  # packets | bytes
+    table: str | None  # the table a direct meter is attached to
+
+
+class ActionProfileInfo(NamedTuple):
+    name: str
+    size: int  # members (and groups) it holds
+    tables: list  # names of the tables that use it
+    with_selector: bool
+
+
 class TableEntry(NamedTuple):
     keys: list  # one per key, in the API form of its match type
     action: str
@@ -69,3 +84,5 @@ class ProgramInfo(NamedTuple):
     value_sets: dict = {}  # name -> ValueSetInfo (parse value sets)
     custom_crcs: dict = {}  # calculation name -> CRC width (crc16_custom / crc32_custom parameters)
     digests: dict = {}  # name -> DigestInfo (digests: BMv2's learn lists)
+    meters: dict | None = None  # name -> MeterInfo
+    action_profiles: dict | None = None  # name -> ActionProfileInfo

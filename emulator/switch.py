@@ -35,6 +35,7 @@ from emulator.engine.mirroring import (
 )
 from emulator.engine.runtime import RNG_DEFAULT_SEED, ParserError
 from emulator.errors import EntryError, LoadError
+from emulator.switch_extern_api import MeterAndProfileAPI
 
 log = logging.getLogger("emulator.switch")
 trace_log = logging.getLogger("emulator.trace")
@@ -89,10 +90,10 @@ def _load_config(path_or_dict) -> dict:
     raise LoadError(f"expected a path, JSON bytes or a dict, got {type(path_or_dict).__name__}")
 
 
-class SoftwareSwitch:
+class SoftwareSwitch(MeterAndProfileAPI):
     backend = "python"  # the reference engine; emulator.native.switch.NativeSwitch says "native"
 
-    def __init__(self, program, drop_port: int = 511, trace_level: int = logging.DEBUG):
+    def __init__(self, program, drop_port: int = 511, trace_level: int = logging.DEBUG, clock=None):
         self._prog = program
         self.program = program.info
         self.drop_port = drop_port
@@ -101,7 +102,7 @@ class SoftwareSwitch:
         self._stats = dict.fromkeys(STAT_KEYS + CLONE_DIGEST_STAT_KEYS, 0)
         self._tracebacks = 0
         self._template = program.layout.template()
-        self._start = time.monotonic()
+        self.set_clock(clock)
         fns = program.fns
         self._plain = (fns["parse"], fns["verify_checksums"], fns["ingress"], fns["egress"], fns["deparse"])
         self._traced = (fns["parse"], fns["verify_checksums"], fns["ingress_t"], fns["egress_t"], fns["deparse"])
@@ -132,6 +133,7 @@ class SoftwareSwitch:
         trace_level: int = logging.DEBUG,
         backend: str = "python",
         sanitize: bool = False,
+        clock=None,
     ):
         """Load a p4c-bm2-ss (v1model) BMv2 JSON: a path, JSON bytes or an already parsed dict.
 
@@ -140,19 +142,23 @@ class SoftwareSwitch:
         `backend`: "python" (this class, the reference), "native" (the program compiled to C:
         emulator.native) or "auto" (native, else Python with a one-line notice saying why).
         `sanitize` builds the native code with AddressSanitizer and UBSan (tests).
+        `clock`: a callable answering microseconds (any origin), the time meters and timestamps
+        see; default the monotonic clock (tests inject one to make meters deterministic).
         """
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         cfg = _load_config(path_or_dict)
         program = compile_program(cfg, drop_port=drop_port)
         if backend == "python":
-            return cls(program, drop_port=drop_port, trace_level=trace_level)
+            return cls(program, drop_port=drop_port, trace_level=trace_level, clock=clock)
         from emulator.native import load_native
 
         native = load_native(cfg, program, drop_port, trace_level, sanitize=sanitize, required=backend == "native")
         if native is not None:
+            if clock is not None:
+                native.set_clock(clock)
             return native
-        return cls(compile_program(cfg, drop_port=drop_port), drop_port=drop_port, trace_level=trace_level)
+        return cls(compile_program(cfg, drop_port=drop_port), drop_port=drop_port, trace_level=trace_level, clock=clock)
 
     @property
     def generated_source(self) -> str:
@@ -195,8 +201,17 @@ class SoftwareSwitch:
                     trace_log.log(self.trace_level, "packet out: port %d, %d bytes", p, len(fr))
             return out
 
-    def _now_us(self) -> int:
-        return int((time.monotonic() - self._start) * 1e6)
+    def set_clock(self, clock=None) -> None:
+        """The switch's clock: `clock()` answers microseconds; None = the monotonic clock. Time
+        restarts at 0 (timestamps, meters' refill) from this call, as BMv2's starts at start-up."""
+        self._clock = clock
+        if clock is None:
+            start = time.monotonic()
+            self._now_us = lambda: int((time.monotonic() - start) * 1e6)
+        else:
+            origin = clock()
+            self._now_us = lambda: clock() - origin
+        self._prog.meter_clock.now = self._now_us
 
     def _set(self, F, name, value):
         ref = self._f[name]

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from emulator.engine import expressions, runtime, varbit
+from emulator.engine.action_profiles import IndirectTable
 from emulator.engine.calculations import compile_calculation, hash_function
 from emulator.engine.codegen import Namespace, Source, annotate_fields, compile_into
 from emulator.engine.control_gen import ChecksumGen, PipelineGen, generate_deparser
@@ -17,6 +18,13 @@ from emulator.engine.hashes import CustomCrc
 from emulator.engine.jsonutil import hexstr, malformed, unsupported, where
 from emulator.engine.layout import build_layout
 from emulator.engine.learning import DigestQueue, load_learn_lists
+from emulator.engine.meter_profile_json import (
+    bind_direct_meters,
+    bind_selectors,
+    build_action_profiles,
+    build_meter_arrays,
+)
+from emulator.engine.meters import MeterClock
 from emulator.engine.mirroring import MirrorSessions
 from emulator.engine.parser_gen import ParserGen
 from emulator.engine.pre import ReplicationEngine
@@ -27,8 +35,10 @@ from emulator.engine.valuesets import ValueSet
 from emulator.errors import EntryError, LoadError
 from emulator.program import (
     ActionInfo,
+    ActionProfileInfo,
     CounterInfo,
     DigestInfo,
+    MeterInfo,
     ProgramInfo,
     RegisterInfo,
     TableInfo,
@@ -149,6 +159,9 @@ class CompiledProgram:
     runtime_counters: runtime.RuntimeCounters
     source: str
     pre: ReplicationEngine = field(default_factory=ReplicationEngine)
+    meters: dict = field(default_factory=dict)  # name -> MeterArray (indirect and direct)
+    meter_clock: MeterClock = field(default_factory=MeterClock)
+    action_profiles: dict = field(default_factory=dict)  # name -> ActionProfile
     queueing: bool = False
     has_verify: bool = False
     value_sets: dict = field(default_factory=dict)  # name -> ValueSet
@@ -175,10 +188,7 @@ def _check_version(cfg):
 
 
 def _refuse_unsupported_sections(cfg):
-    for key, what in (
-        ("meter_arrays", "meters"),
-        ("extern_instances", "extern instances"),
-    ):
+    for key, what in (("extern_instances", "extern instances"),):
         items = cfg.get(key) or []
         if items:
             first = items[0]
@@ -210,13 +220,17 @@ def _errors(cfg):
     return errors
 
 
-def _build_table(t, path, actions_by_id, actions_by_name, layout, counters_json):
-    if t.get("type", "simple") != "simple":
-        raise unsupported(
-            f"table implementation '{t.get('type')}' (action profiles/selectors) of table '{t.get('name')}'", path, t
-        )
-    if t.get("direct_meters") is not None:
-        raise unsupported(f"direct meters on table '{t.get('name')}'", path, t)
+def _build_table(t, path, actions_by_id, actions_by_name, layout, counters_json, profiles=None):
+    ttype = t.get("type", "simple")
+    if ttype not in ("simple", "indirect", "indirect_ws"):
+        raise unsupported(f"table implementation '{ttype}' of table '{t.get('name')}'", path, t)
+    profile = None
+    if ttype != "simple":
+        profile = (profiles or {}).get(t.get("action_profile"))
+        if profile is None:
+            raise malformed(f"table '{t.get('name')}' uses unknown action profile {t.get('action_profile')!r}", path, t)
+        if ttype == "indirect_ws" and not profile.has_selector:
+            raise malformed(f"table '{t.get('name')}' is indirect_ws but '{profile.name}' has no selector", path, t)
     name = t.get("name")
     keys = []
     kinds = set()
@@ -274,10 +288,16 @@ def _build_table(t, path, actions_by_id, actions_by_name, layout, counters_json)
         raise malformed(f"table '{name}' has with_counters but no direct counter is bound to it", path, t)
     if t.get("support_timeout"):
         log.info("table '%s': idle timeout is ignored by the software switch", name)
-    table = MatchTable(
-        name, keys, kind, refs, size, with_counters, immutable="entries" in t, hidden=not keys and "." not in name
-    )
-    return table
+    hidden = not keys and "." not in name
+    if profile is not None:
+        if "entries" in t:
+            raise unsupported(f"const entries in table '{name}' with an action profile", path, t)
+        table = IndirectTable(name, keys, kind, refs, size, with_counters, False, hidden, profile=profile)
+        profile.tables.append(table)
+        for ref in refs.values():
+            profile.actions.setdefault(ref.name, ref)
+        return table
+    return MatchTable(name, keys, kind, refs, size, with_counters, immutable="entries" in t, hidden=hidden)
 
 
 def _hexdata(data, widths, path):
@@ -359,8 +379,11 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
         hashes[calc.get("name")] = fn
         calculations[calc.get("name")] = compile_calculation(calc, i, layout, ns, src, fn)
     value_sets = _value_sets(cfg)
+    meter_clock = MeterClock()
+    meters, direct_meters = build_meter_arrays(cfg, layout, meter_clock)
 
     env = ActionEnv(layout, ns, registers, counters, calculations, drop_port)
+    env.meters = meters
     actions_by_id, actions_by_name = {}, {}
     for i, a in enumerate(cfg.get("actions", [])):
         action = CompiledAction(a, i, env)
@@ -370,18 +393,18 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
         actions_by_id[action.id] = action
         actions_by_name.setdefault(action.name, action)
 
-    tables, table_json = {}, {}
+    tables, table_json, profiles = {}, {}, {}
     pipelines = cfg.get("pipelines", [])
     for p_index, p in enumerate(pipelines):
         ppath = f"pipelines[{p_index}] '{p.get('name')}'"
-        if p.get("action_profiles"):
-            raise unsupported("action profiles", f"{ppath}.action_profiles[0]", p["action_profiles"][0])
+        profiles.update(build_action_profiles(p, ppath, cfg, layout, ns, src, rt_counters.next_random))
         for t_index, t in enumerate(p.get("tables", [])):
             tpath = f"{ppath}.tables[{t_index}] '{t.get('name')}'"
             if t.get("name") in tables:
                 raise malformed(f"duplicate table name '{t.get('name')}'", tpath, t)
-            tables[t["name"]] = _build_table(t, tpath, actions_by_id, actions_by_name, layout, counters_json)
+            tables[t["name"]] = _build_table(t, tpath, actions_by_id, actions_by_name, layout, counters_json, profiles)
             table_json[t["name"]] = (tables[t["name"]], t, tpath)
+    bind_direct_meters(direct_meters, tables, table_json)
     for name, binding in direct.items():
         if binding not in tables:
             raise malformed(f"direct counter '{name}' is bound to unknown table {binding!r}", "counter_arrays")
@@ -413,6 +436,7 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     fns = compile_into(ns, source, f"<bmv2 program {cfg.get('program', 'p4')} {digest}>")
 
+    bind_selectors(profiles, fns)
     # bind the generated action functions into tables, then load defaults and const entries
     for action in actions_by_id.values():
         action.fn = fns[action.fname]
@@ -438,6 +462,12 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
         value_sets={n: ValueSetInfo(n, v.bitwidth, v.max_size) for n, v in value_sets.items()},
         custom_crcs={n: fn.width for n, fn in hashes.items() if isinstance(fn, CustomCrc)},
         digests={ll.name: DigestInfo(ll.name, ll.id, list(ll.fields)) for ll in learn_lists.values()},
+        meters={
+            n: MeterInfo(n, m.size, m.unit, m.table.name if m.table is not None else None) for n, m in meters.items()
+        },
+        action_profiles={
+            n: ActionProfileInfo(n, p.size, [t.name for t in p.tables], p.has_selector) for n, p in profiles.items()
+        },
     )
     queueing = all(getattr(std, f) is not None for f in ("enq_timestamp", "enq_qdepth", "deq_timedelta", "deq_qdepth"))
     pre = ReplicationEngine(
@@ -458,6 +488,9 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
         runtime_counters=rt_counters,
         source=source,
         pre=pre,
+        meters=meters,
+        meter_clock=meter_clock,
+        action_profiles=profiles,
         queueing=queueing,
         has_verify=checksums.has_verify,
         value_sets=value_sets,

@@ -11,7 +11,7 @@ and action, conditions), so tracing costs nothing when it is off.
 """
 
 from emulator.engine.codegen import Source
-from emulator.engine.expressions import ExprCompiler
+from emulator.engine.expressions import ExprCompiler, Value, store
 from emulator.engine.jsonutil import malformed, source_of, unsupported
 from emulator.engine.varbit import field_spec
 
@@ -343,7 +343,7 @@ class PipelineGen:
                         f"_trace('table %s: miss key=%s -> %s%s', {table.name!r}, _hexkey({key}), "
                         f"{e}.action, {e}.params)"
                     )
-            if table.with_counters or hit or self.trace:
+            if table.with_counters or hit or self.trace or table.direct_meter or table.profile:
                 src.emit("else:")
                 with src.indent():
                     if hit:
@@ -351,6 +351,7 @@ class PipelineGen:
                     if table.with_counters:
                         src.emit(f"{e}.packets += 1")
                         src.emit(f"{e}.bytes += F[{self.layout.ILEN}]")
+                    self._hit_externs(src, table, e, path)
                     if self.trace:
                         src.emit(
                             f"_trace('table %s: hit key=%s -> %s%s', {table.name!r}, _hexkey({key}), "
@@ -370,6 +371,22 @@ class PipelineGen:
         for ids, target in branches[:-1]:
             conds.append((" or ".join(f"{a} is None" if i is None else f"{a} == {i}" for i in ids), target))
         return ("branch", conds, branches[-1][1])
+
+    def _hit_externs(self, src, table, e, path):
+        """On a hit, before the action: the direct meter (colour into its target field), then the
+        action profile's member or group choice (match_tables.cpp, apply_action and lookup)."""
+        if table.direct_meter is not None:
+            ref = self.layout.field(table.direct_meter_target[0], table.direct_meter_target[1], path)
+            meter = self.ns.add("_dmeter", table.direct_meter, table.direct_meter.name)
+            bits = table.direct_meter.rate_count.bit_length()
+            color = Value(f"{meter}.execute({e}.handle, F[{self.layout.ILEN}])", "data", bits=bits)
+            src.emit(f"# direct meter {table.direct_meter.name}")
+            src.emit(store(str(ref.slot), ref.width, ref.signed, color))
+        if table.profile is not None:
+            profile = self.ns.add("_profile", table.profile, table.profile.name)
+            src.emit(f"{e} = {profile}.resolve({e}, F)")
+            if self.trace:
+                src.emit(f"_trace('action profile %s: %s%s', {table.profile.name!r}, {e}.action, {e}.params)")
 
     def _run_entry(self, src, table, e):
         """`e.fn(F, e.params)`, with the bodies of small actions inlined behind an action-id test

@@ -10,9 +10,7 @@ from emulator.engine.expressions import ExprCompiler, Value, store
 from emulator.engine.jsonutil import hexstr, malformed, source_of, unsupported, where
 
 # simple_switch primitives that need target features the engine does not have
-UNSUPPORTED = {
-    "execute_meter": "meter",
-}
+UNSUPPORTED = {}
 
 
 def sibling_clears(layout, valid: int) -> list:
@@ -482,6 +480,26 @@ class ActionBody:
         with src.indent():
             src.emit(f"_out_of_bounds('counter', {ctr.name!r}, {ctr.size}, {i})")
 
+    def _p_execute_meter(self, src, ex, params, path, prim):
+        """BMv2's execute_meter: an out-of-range index updates neither the meter nor the field."""
+        meters = getattr(self.env, "meters", {})
+        arr = self._named(params[0], "meter_array", meters, path, prim)
+        if arr.table is not None:
+            raise malformed(f"execute_meter on the direct meter '{arr.name}'", path, prim)
+        mname = self.env.ns.add("_meter", arr, arr.name)
+        idx, check_low = self._index(ex, params[1])
+        dst, width, signed = ex.lvalue(params[2])
+        i = src.tmp("i")
+        src.emit(f"{i} = {idx}")
+        cond = f"0 <= {i} < {arr.size}" if check_low else f"{i} < {arr.size}"
+        src.emit(f"if {cond}:")
+        with src.indent():
+            color = Value(f"{mname}.execute({i}, F[{self.env.layout.ILEN}])", "data", bits=arr.rate_count.bit_length())
+            src.emit(store(dst, width, signed, color))
+        src.emit("else:")
+        with src.indent():
+            src.emit(f"_out_of_bounds('meter', {arr.name!r}, {arr.size}, {i})")
+
     def _p_modify_field_with_hash_based_offset(self, src, ex, params, path, prim):
         dst, width, signed = ex.lvalue(params[0])
         base = self._int_value(ex, params[1])
@@ -592,6 +610,7 @@ _ARITY = {
     "register_read": 3,
     "register_write": 3,
     "count": 2,
+    "execute_meter": 3,
     "modify_field_with_hash_based_offset": 4,
     "modify_field_rng_uniform": 3,
     "log_msg": 2,

@@ -86,6 +86,10 @@ class KeyField:
 
 
 class MatchTable:
+    direct_meter = None  # MeterArray of a direct meter (emulator.engine.meters), run on hits
+    direct_meter_target = None  # [header, field] its colour is written to
+    profile = None  # ActionProfile of an indirect table (emulator.engine.action_profiles)
+
     def __init__(self, name, keys, kind, actions, size, with_counters, immutable, hidden=False):
         self.name = name
         self.keys = keys  # KeyField list, key order

@@ -21,6 +21,7 @@ from emulator.engine.parser_gen import split_transitions
 from emulator.native.cexpr import CExpr, Consts, CVal, c_int, store
 
 GENERATOR_VERSION = 1
+METER_MAX_RATES = 4  # meters.h
 MAX_WIDTH = 64
 MAX_SELECT_BYTES = 15
 
@@ -82,12 +83,16 @@ class CGen:
         self.table_index = {n: i for i, n in enumerate(self.tables)}
         self.registers = list(prog.registers)
         self.counters = list(prog.counters)
+        self.meters = list(prog.meters)  # indirect and direct meter arrays, by index in C
+        self.profiles = list(prog.action_profiles)  # action profiles, by index in C
+        self.selectors = self._selector_calculations()
         self.actions = {}  # action id -> json
         self.action_exits = {}  # action id -> may set the exit flag
         self.vset_views = []  # (value set name, key field widths, mask or None) per select case on a set
         self.custom_crcs = [n for n, fn in prog.hashes.items() if getattr(fn, "params", None) is not None]
         self._check_constructs()
         self._check_widths()
+        self._refuse_meters_and_profiles()
 
     # ------------------------------------------------------------------ checks
     def _check_widths(self):
@@ -115,6 +120,38 @@ class CGen:
                     f"the varbit field '{h.name}.{name}' (native backend: varbit fields run on the Python backend)",
                     f"header '{h.name}'",
                 )
+
+    def _refuse_meters_and_profiles(self):
+        """Meters of more than METER_MAX_RATES rates (never v1model's) are refused by name."""
+        for name, m in self.prog.meters.items():
+            if m.rate_count > METER_MAX_RATES:
+                raise unsupported(f"meter '{name}' with {m.rate_count} rates (native backend: at most 4)", name)
+
+    def _selector_calculations(self):
+        """Each selector's hash becomes one more calculation (calc_<n> after the JSON's own), so the
+        calculation generator emits it: {profile name: C function name}."""
+        extra, names = [], {}
+        base = len(self.cfg.get("calculations", []) or [])
+        for pipe in self.cfg.get("pipelines", []):
+            for ap in pipe.get("action_profiles", []) or []:
+                selector = ap.get("selector")
+                if selector is None:
+                    continue
+                if selector.get("algo") in ("crc16_custom", "crc32_custom"):  # parameters per calculation
+                    raise unsupported(
+                        f"the {selector.get('algo')} selector of '{ap.get('name')}' (native backend)", ap.get("name")
+                    )
+                names[ap.get("name")] = f"calc_{base + len(extra)}"
+                extra.append(
+                    {
+                        "name": f"{ap.get('name')} selector",
+                        "algo": selector.get("algo"),
+                        "input": selector.get("input", []),
+                    }
+                )
+        if extra:
+            self.cfg = dict(self.cfg, calculations=list(self.cfg.get("calculations", []) or []) + extra)
+        return names
 
     def annotate(self, slot) -> str:
         name = self.slot_names.get(slot) if isinstance(slot, int) else None
@@ -149,12 +186,15 @@ class CGen:
         h.emit(f"#define ERR_NO_ERROR {self.prog.errors['NoError']}")
         h.emit(f"#define ERR_TOO_SHORT {self.prog.errors['PacketTooShort']}")
         h.emit('#include "runtime.h"')
+        h.emit('#include "meters.h"')
+        h.emit('#include "profiles.h"')
         h.emit()
         h.emit(f"#define NTABLES {len(self.tables)}")
         h.emit(f"#define NREGS {len(self.registers)}")
         h.emit(f"#define NCTRS {len(self.counters)}")
         h.emit(f"#define NVSETS {len(self.vset_views)}")
         h.emit(f"#define NCRCS {len(self.custom_crcs)}")
+        h.emit(f"#define NPROFILES {len(self.profiles)}")
         h.emit("struct sw {")
         with h.indent():
             h.emit("pthread_mutex_t mu;")
@@ -168,7 +208,21 @@ class CGen:
             h.emit("crc_custom_t crcs[NCRCS > 0 ? NCRCS : 1]; /* " + (", ".join(self.custom_crcs) or "none") + " */")
             h.emit("mirror_session_t mirror[MIRROR_SESSIONS];")
             h.emit("digest_queue_t digests;")
+            h.emit("int clock_pinned; int64_t pinned_now;")
+            h.emit("profile_t prof[NPROFILES > 0 ? NPROFILES : 1];")
+            for i, name in enumerate(self.meters):
+                h.emit(f"meter_t meter_{i}[{max(self.prog.meters[name].size, 1)}]; /* meter {name} */")
         h.emit("};")
+        h.emit()
+        h.emit(f"#define NMETERS {len(self.meters)}")
+        h.emit("static meter_t *meter_array(sw_t *sw, uint32_t mi, uint32_t *size) {")
+        with h.indent():
+            h.emit("switch (mi) {")
+            for i, name in enumerate(self.meters):
+                h.emit(f"case {i}: *size = {self.prog.meters[name].size}; return sw->meter_{i};")
+            h.emit("default: *size = 0; return NULL;")
+            h.emit("}")
+        h.emit("}")
         h.emit()
         for i, name in enumerate(self.registers):
             r = self.prog.registers[name]
@@ -355,6 +409,20 @@ class CGen:
                 f"sw->ctr_by[{c}][(size_t){i}] += (uint64_t)F[{L.ILEN}]; }}"
             )
             src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* counter {name} */")
+        elif op == "execute_meter":
+            j = params[0]
+            name = j.get("value") if isinstance(j, dict) else None
+            meter = self.prog.meters.get(name)
+            if meter is None or meter.table is not None:
+                raise malformed(f"execute_meter needs an indirect meter, got {name!r}", path, prim)
+            m = self.meters.index(name)
+            dst, width, signed = ex.lvalue(params[2])
+            amount = f"(uint64_t)F[{L.ILEN}]" if meter.by_bytes else "1"
+            i = src.tmp("i")
+            src.emit(f"{{ V {i} = {ex.data(params[1]).src};")
+            color = CVal(f"(V)meter_execute(&sw->meter_{m}[(size_t){i}], SW_NOW(sw), {amount})", "data")
+            src.emit(f"  if ({i} >= 0 && {i} < {meter.size}) " + store(dst, width, signed, color))
+            src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* meter {name} */")
         elif op == "modify_field_with_hash_based_offset":
             dst, width, signed = ex.lvalue(params[0])
             base = ex.data(params[1])
@@ -852,6 +920,13 @@ class CGen:
                 src.emit("act = t->actions[e]; P = &t->params[(size_t)e * t->nparams];")
                 if table.with_counters:
                     src.emit(f"t->pk[e]++; t->by[e] += (uint64_t)F[{L.ILEN}];")
+                if table.direct_meter is not None:
+                    self._direct_meter(src, table)
+                if table.profile is not None:
+                    k = self.profiles.index(table.profile.name)
+                    fn = self.selectors.get(table.profile.name, "NULL")
+                    src.emit(f"/* action profile {table.profile.name}: the member to run */")
+                    src.emit(f"act = profile_resolve(&sw->prof[{k}], act, P[0], {fn}, pk, cx, &P);")
             src.emit("} else { act = t->def_action; P = t->def_params; }")
             may_exit = False
             src.emit("switch (act) {")
@@ -878,6 +953,16 @@ class CGen:
                     src.emit(f"if ({cond}) {goto(target)}")
                 src.emit(goto(targets[-1][0] if targets else None))
         src.emit("}")
+
+    def _direct_meter(self, src, table):
+        """On a hit, before the action: the entry's meter (indexed by its handle) colours the packet."""
+        meter = table.direct_meter
+        m = self.meters.index(meter.name)
+        ref = self.layout.field(table.direct_meter_target[0], table.direct_meter_target[1])
+        amount = f"(uint64_t)F[{self.layout.ILEN}]" if meter.by_bytes else "1"
+        color = CVal(f"(V)meter_execute(&sw->meter_{m}[t->ids[e]], SW_NOW(sw), {amount})", "data")
+        src.emit(f"if ((uint32_t)t->ids[e] < {meter.size}) /* direct meter {meter.name} */")
+        src.emit("  " + store(str(ref.slot), ref.width, ref.signed, color) + " " + self.annotate(ref.slot))
 
     # ------------------------------------------------------------------ state, driver, API
     def _state_and_api(self, t):
@@ -940,6 +1025,8 @@ class CGen:
             for i, name in enumerate(self.tables):
                 table = self.prog.tables[name]
                 nparams = max((len(r.widths) for r in table.actions.values()), default=0)
+                if table.profile is not None:
+                    nparams = max(nparams, 1)  # an indirect entry's data is its member or group handle
                 rng = ", ".join("1" if k.match_type == "range" else "0" for k in table.keys) or "0"
                 direct = table.keys[0].width if table.kind == "exact" and len(table.keys) == 1 else 0
                 direct = direct if 0 < direct <= 16 else 0
@@ -949,6 +1036,19 @@ class CGen:
                     f"t->nkeys = {len(table.keys)}; t->nparams = {nparams}; t->is_range = r; t->def_action = -1; "
                     f"t->direct_bits = {direct}; }}"
                 )
+            for i, name in enumerate(self.profiles):
+                profile = self.prog.action_profiles[name]
+                nparams = max((len(r.widths) for r in profile.actions.values()), default=0) or 1
+                cap = profile.size + 1
+                t.emit(f"{{ profile_t *pr = &sw->prof[{i}]; /* action profile {name} */")
+                t.emit(f"  pr->nparams = {nparams}; pr->mcap = {cap}; pr->gcap = {2 * cap};")
+                t.emit(f"  pr->mbr_action = malloc(sizeof(int32_t) * {cap});")
+                t.emit(f"  for (uint32_t m = 0; pr->mbr_action && m < {cap}; m++) pr->mbr_action[m] = -1;")
+                t.emit(f"  pr->mbr_params = calloc({cap} * {nparams}, sizeof(uint64_t));")
+                t.emit(f"  pr->grp_n = calloc({2 * cap}, sizeof(uint32_t));")
+                t.emit(f"  pr->grp_mbrs = calloc({2 * cap}, sizeof(uint32_t *));")
+                t.emit("  if (!pr->mbr_action || !pr->mbr_params || !pr->grp_n || !pr->grp_mbrs)")
+                t.emit("    pr->mcap = pr->gcap = 0; /* out of memory: the control plane's pushes fail */ }")
             for i, name in enumerate(self.registers):
                 t.emit(f"sw->regs[{i}] = calloc({self.prog.registers[name].size} + 1, sizeof(uint64_t));")
             for i, name in enumerate(self.counters):
@@ -957,6 +1057,8 @@ class CGen:
                 t.emit(f"sw->ctr_by[{i}] = calloc({size} + 1, sizeof(uint64_t));")
         t.emit("}")
         t.emit('#include "driver.h"')
+        t.emit('#include "meters_api.h"')
+        t.emit('#include "profiles_api.h"')
 
 
 def _as_int(s):

@@ -145,7 +145,7 @@ static void egress_pass(sw_t *sw, pkt_t *pk, uint32_t port, const uint8_t *paylo
         return;
     }
     if (SLOT_EGRESS_TS >= 0 || QUEUEING) {
-        uint64_t now = now_us(sw->start_ns);
+        uint64_t now = SW_NOW(sw);
         SET(pk, EGRESS_TS, now);
         if (QUEUEING) SET(pk, ENQ_TIMESTAMP, now);
     }
@@ -322,6 +322,7 @@ void sw_destroy(sw_t *sw) {
     for (int i = 0; i < NCTRS; i++) { free(sw->ctr_pk[i]); free(sw->ctr_by[i]); }
     free(sw->digests.ids);
     free(sw->digests.vals);
+    profiles_free(sw);
     for (int g = 0; g < MC_GROUPS; g++) {
         if (sw->mc[g]) { free(sw->mc[g]->ports); free(sw->mc[g]->rids); free(sw->mc[g]); }
     }
@@ -368,7 +369,7 @@ int sw_process(sw_t *sw, uint32_t port, const uint8_t *frame, uint32_t len, sw_o
     pkt_template(&pk);
     SET(&pk, INGRESS_PORT, port);
     SET(&pk, PACKET_LENGTH, len);
-    if (SLOT_INGRESS_TS >= 0) SET(&pk, INGRESS_TS, now_us(sw->start_ns));
+    if (SLOT_INGRESS_TS >= 0) SET(&pk, INGRESS_TS, SW_NOW(sw));
     pk.F[L_PKTLEN] = len;
     pk.F[L_ILEN] = len;
     ingress_pass(sw, &pk, frame, len, out, 1);

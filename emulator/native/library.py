@@ -60,6 +60,11 @@ def _bind(lib):
         "sw_mirror_delete": (ctypes.c_int, [P, U32]),
         "sw_digest_width": (U32, []),
         "sw_digests": (U32, [P, U32, u32p, u64p]),
+        "sw_meter_set": (ctypes.c_int, [P, U32, U32, U32, ctypes.POINTER(ctypes.c_double), u64p]),
+        "sw_meter_reset": (ctypes.c_int, [P, U32]),
+        "sw_pin_clock": (None, [P, ctypes.c_int, I64]),
+        "sw_prof_member": (ctypes.c_int, [P, U32, U32, I32, u64p]),
+        "sw_prof_group": (ctypes.c_int, [P, U32, U32, U32, u32p]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)

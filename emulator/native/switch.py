@@ -49,6 +49,8 @@ class NativeSwitch(SoftwareSwitch):
         self._table_index = {name: i for i, name in enumerate(program.tables)}
         self._reg_index = {name: i for i, name in enumerate(program.registers)}
         self._ctr_index = {name: i for i, name in enumerate(program.counters)}
+        self._meter_index = {name: i for i, name in enumerate(program.meters)}
+        self._profile_index = {name: i for i, name in enumerate(program.action_profiles)}
         for table in program.tables.values():
             for entry in table.entries.values():
                 self._push_entry(table, entry)
@@ -79,6 +81,8 @@ class NativeSwitch(SoftwareSwitch):
         with self._lock:
             out = self._out
             out.count = out.used = 0
+            if self._clock is not None:
+                self.lib.sw_pin_clock(self.handle, 1, self._now_us())
             self.lib.sw_process_locked(self.handle, port & 0xFFFFFFFF, frame, len(frame), ctypes.byref(out))
             base = ctypes.addressof(out.buf)
             result = [(out.port[i], ctypes.string_at(base + out.off[i], out.len[i])) for i in range(out.count)]
@@ -110,6 +114,8 @@ class NativeSwitch(SoftwareSwitch):
         n, ports, buf, off, ln = batch
         with self._lock:
             self._out.count = self._out.used = 0
+            if self._clock is not None:
+                self.lib.sw_pin_clock(self.handle, 1, self._now_us())
             return self.lib.sw_process_batch(self.handle, n, ports, buf, off, ln, ctypes.byref(self._out), int(keep))
 
     @property
@@ -143,15 +149,16 @@ class NativeSwitch(SoftwareSwitch):
             sort_key = (-entry.priority, entry.handle)
         else:
             sort_key = (0, entry.handle)
+        action, params = self._entry_data(table, entry)
         rc = self.lib.sw_tbl_add(
             self.handle,
             self._table_index[table.name],
             entry.handle,
-            entry.action_id,
+            action,
             _u64s(km),
             sort_key[0],
             sort_key[1],
-            _u64s(entry.params),
+            _u64s(params),
         )
         if rc != 0:
             raise MemoryError(f"table '{table.name}': the native backend could not add an entry")
@@ -365,3 +372,122 @@ class NativeSwitch(SoftwareSwitch):
                 out.append((ll.name, tuple(vals[k * width : k * width + len(ll.slots)])))
             if n < DIGEST_CHUNK:
                 return out
+
+    # ------------------------------------------------------------------ meters and the clock
+    def set_clock(self, clock=None) -> None:
+        """As SoftwareSwitch.set_clock; an injected clock is read before each process() or
+        process_batch() call and pinned in C for that call (the port loop runs on the real clock)."""
+        super().set_clock(clock)
+        self._clock = clock
+        if getattr(self, "handle", None):
+            self.lib.sw_pin_clock(self.handle, 0, 0)  # unpinned: the library's own monotonic clock
+
+    def _push_meter(self, name, index):
+        arr = self._prog.meters[name]
+        config = arr.meters[index].rates
+        rates = [] if config is None else [r.info_rate for r in reversed(config)]
+        bursts = [] if config is None else [r.burst for r in reversed(config)]
+        n = len(rates)
+        rc = self.lib.sw_meter_set(
+            self.handle,
+            self._meter_index[name],
+            index,
+            n,
+            (ctypes.c_double * max(n, 1))(*rates),
+            _u64s(bursts),
+        )
+        if rc != 0:
+            raise EntryError(f"meter '{name}': the native backend refused index {index}")
+
+    def meter_set(self, name, index, config) -> None:
+        with self._lock:
+            self._meter(name).set_config(index, config)
+            self._push_meter(name, index)
+
+    def meter_reset(self, name) -> None:
+        with self._lock:
+            self._meter(name).reset()
+            self.lib.sw_meter_reset(self.handle, self._meter_index[name])
+
+    def direct_meter_set(self, table, keys, config, priority=None) -> None:
+        with self._lock:
+            arr, handle = self._direct_meter(table, keys, priority)
+            arr.set_config(handle, config)
+            self._push_meter(arr.name, handle)
+
+    # ------------------------------------------------------------------ action profiles
+    def _entry_data(self, table, entry):
+        """(action, params) of an entry as C stores it: for an indirect entry, its pointer kind
+        (profiles.h PTR_MEMBER 0 / PTR_GROUP 1) and the member or group handle."""
+        if table.profile is None:
+            return entry.action_id, entry.params
+        if entry.member is not None:
+            return 0, (entry.member.handle,)
+        return 1, (entry.group.handle,)
+
+    def _push_member(self, profile, member):
+        e = member.entry
+        rc = self.lib.sw_prof_member(
+            self.handle, self._profile_index[profile.name], member.handle, e.action_id, _u64s(e.params)
+        )
+        if rc != 0:
+            raise MemoryError(f"action profile '{profile.name}': the native backend could not store a member")
+
+    def _push_group(self, profile, group):
+        handles = sorted(m.handle for m in group.members.values())
+        n = len(handles)
+        rc = self.lib.sw_prof_group(
+            self.handle, self._profile_index[profile.name], group.handle, n, (ctypes.c_uint32 * max(n, 1))(*handles)
+        )
+        if rc != 0:
+            raise MemoryError(f"action profile '{profile.name}': the native backend could not store a group")
+
+    # the engine's methods take the lock themselves (it is not reentrant): they run first, then
+    # their result is pushed into C under the lock; no table entry can point at the new state before.
+    def act_prof_member_add(self, profile, member_id, action, params) -> None:
+        super().act_prof_member_add(profile, member_id, action, params)
+        with self._lock:
+            p = self._profile(profile)
+            self._push_member(p, p.members[member_id])
+
+    def act_prof_member_modify(self, profile, member_id, action, params) -> None:
+        super().act_prof_member_modify(profile, member_id, action, params)
+        with self._lock:
+            p = self._profile(profile)
+            self._push_member(p, p.members[member_id])
+
+    def act_prof_group_set(self, profile, group_id, member_ids, create=True) -> None:
+        super().act_prof_group_set(profile, group_id, member_ids, create)
+        with self._lock:
+            p = self._profile(profile)
+            self._push_group(p, p.groups[group_id])
+
+    def act_prof_group_delete(self, profile, group_id) -> None:
+        with self._lock:
+            group = self._profile(profile).groups.get(group_id)
+        super().act_prof_group_delete(profile, group_id)
+        with self._lock:
+            group.members = {}
+            self._push_group(self._profile(profile), group)  # emptied: its handle may be reused
+
+    def _push_indirect(self, table, keys, priority):
+        t = self._table(table)
+        entry = t.entry(keys, priority)
+        if entry.oneshot is not None:  # its anonymous members and group
+            for m in entry.group.members.values():
+                self._push_member(t.profile, m)
+            self._push_group(t.profile, entry.group)
+        return t, entry
+
+    def table_add_indirect(self, table, keys, member=None, group=None, oneshot=None, priority=None) -> None:
+        super().table_add_indirect(table, keys, member, group, oneshot, priority)
+        with self._lock:
+            t, entry = self._push_indirect(table, keys, priority)
+            self._push_entry(t, entry)
+
+    def table_modify_indirect(self, table, keys, member=None, group=None, oneshot=None, priority=None) -> None:
+        super().table_modify_indirect(table, keys, member, group, oneshot, priority)
+        with self._lock:
+            t, entry = self._push_indirect(table, keys, priority)
+            action, params = self._entry_data(t, entry)
+            self.lib.sw_tbl_modify(self.handle, self._table_index[t.name], entry.handle, action, _u64s(params))

@@ -57,6 +57,8 @@ class TableBinding:
     is_const: bool
     size: int
     direct_counter: str | None = None  # engine name of the direct counter, if any
+    direct_meter: str | None = None  # engine name of the direct meter, if any
+    action_profile: "ActionProfileBinding | None" = None  # the profile of an indirect table
     needs_priority: bool = False
     field_by_id: dict = field(default_factory=dict)
 
@@ -73,6 +75,24 @@ class DirectCounterBinding:
     id: int
     name: str
     table_id: int
+
+
+@dataclass(frozen=True)
+class MeterBinding:
+    id: int
+    name: str
+    size: int
+    table_id: int = 0  # a direct meter's table
+
+
+@dataclass(frozen=True)
+class ActionProfileBinding:
+    id: int
+    name: str
+    size: int
+    with_selector: bool
+    max_group_size: int
+    table_ids: tuple
 
 
 @dataclass(frozen=True)
@@ -107,6 +127,9 @@ class PipelineBinding:
     registers: dict = field(default_factory=dict)  # id -> RegisterBinding
     value_sets: dict = field(default_factory=dict)  # id -> value_sets.ValueSetBinding
     digests: dict = field(default_factory=dict)  # id -> DigestBinding
+    meters: dict = field(default_factory=dict)  # id -> MeterBinding (indirect)
+    direct_meters: dict = field(default_factory=dict)  # id -> MeterBinding (direct)
+    action_profiles: dict = field(default_factory=dict)  # id -> ActionProfileBinding
     packet_in: tuple = ()  # PacketMetadataBinding, header order
     packet_out: tuple = ()
     has_packet_out_header: bool = False
@@ -130,6 +153,18 @@ class PipelineBinding:
             return self.counters[counter_id]
         except KeyError:
             raise P4RTError(INVALID_ARGUMENT, f"unknown counter id {counter_id}") from None
+
+    def meter(self, meter_id: int) -> MeterBinding:
+        try:
+            return self.meters[meter_id]
+        except KeyError:
+            raise P4RTError(INVALID_ARGUMENT, f"unknown meter id {meter_id}") from None
+
+    def action_profile(self, profile_id: int) -> ActionProfileBinding:
+        try:
+            return self.action_profiles[profile_id]
+        except KeyError:
+            raise P4RTError(INVALID_ARGUMENT, f"unknown action profile id {profile_id}") from None
 
     def register(self, register_id: int) -> RegisterBinding:
         try:
@@ -240,8 +275,6 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
             if act.name not in engine_table.actions:
                 _refuse(f"table '{name}' action '{act.name}' is not an action of that table in the device config")
             scopes[ref.id] = ref.scope
-        if tbl.implementation_id:
-            _refuse(f"table '{name}' uses an action profile, which the software switch does not support")
         table = TableBinding(
             id=tbl.preamble.id,
             name=name,
@@ -296,6 +329,7 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
         binding.registers[reg.preamble.id] = RegisterBinding(reg.preamble.id, name, reg.size, width)
 
     binding.value_sets = bind_value_sets(p4info, program, _refuse)
+    _bind_meters_and_profiles(p4info, program, binding)
 
     engine_digests = getattr(program, "digests", {})
     for digest in p4info.digests:
@@ -320,3 +354,55 @@ def bind(p4info: p4info_pb2.P4Info, program) -> PipelineBinding:
             binding.has_packet_out_header = True
 
     return binding
+
+
+_METER_UNITS = {p4info_pb2.MeterSpec.PACKETS: "packets", p4info_pb2.MeterSpec.BYTES: "bytes"}
+
+
+def _bind_meters_and_profiles(p4info, program, binding) -> None:
+    meters = getattr(program, "meters", None) or {}
+    for m in p4info.meters:
+        name = m.preamble.name
+        engine_meter = meters.get(name)
+        if engine_meter is None or engine_meter.table is not None:
+            _refuse(f"meter '{name}' is not an indirect meter in the device config")
+        if m.size != engine_meter.size or _METER_UNITS.get(m.spec.unit) != engine_meter.unit:
+            _refuse(
+                f"meter '{name}' counts {_METER_UNITS.get(m.spec.unit, 'unknown units')} with size {m.size} in P4Info, "
+                f"{engine_meter.unit} with size {engine_meter.size} in the device config"
+            )
+        binding.meters[m.preamble.id] = MeterBinding(m.preamble.id, name, m.size)
+    for m in p4info.direct_meters:
+        name = m.preamble.name
+        engine_meter = meters.get(name)
+        table = binding.tables.get(m.direct_table_id)
+        if engine_meter is None or table is None or engine_meter.table != table.name:
+            _refuse(f"direct meter '{name}' is not attached to table id {m.direct_table_id} in the device config")
+        if _METER_UNITS.get(m.spec.unit) != engine_meter.unit:
+            _refuse(f"direct meter '{name}' counts {engine_meter.unit} in the device config")
+        table.direct_meter = name
+        binding.direct_meters[m.preamble.id] = MeterBinding(m.preamble.id, name, engine_meter.size, table.id)
+    profiles = getattr(program, "action_profiles", None) or {}
+    for ap in p4info.action_profiles:
+        name = ap.preamble.name
+        engine_profile = profiles.get(name)
+        if engine_profile is None:
+            _refuse(f"action profile '{name}' is not in the device config")
+        if bool(ap.with_selector) != engine_profile.with_selector:
+            _refuse(f"action profile '{name}' {'has' if ap.with_selector else 'lacks'} a selector only in P4Info")
+        tables = []
+        for tid in ap.table_ids:
+            table = binding.tables.get(tid)
+            if table is None or table.name not in engine_profile.tables:
+                _refuse(f"action profile '{name}' is not used by table id {tid} in the device config")
+            tables.append(tid)
+        binding.action_profiles[ap.preamble.id] = ActionProfileBinding(
+            ap.preamble.id, name, ap.size, bool(ap.with_selector), ap.max_group_size, tuple(tables)
+        )
+        for tid in tables:
+            binding.tables[tid].action_profile = binding.action_profiles[ap.preamble.id]
+    for tbl in p4info.tables:
+        if tbl.implementation_id and tbl.implementation_id not in binding.action_profiles:
+            _refuse(
+                f"table '{tbl.preamble.name}' uses implementation id {tbl.implementation_id}, not an action profile"
+            )

@@ -48,6 +48,7 @@ class Pipeline:
     mc_group_extras: dict = field(default_factory=dict)  # group id -> (port given as bytes?, metadata)
     clone_sessions: dict = field(default_factory=dict)  # session id -> (CloneSessionEntry, ports as bytes?)
     digests: DigestManager | None = None  # DigestEntry configs and DigestList batching (needs P4Info)
+    group_max_size: dict = field(default_factory=dict)  # (action profile id, group id) -> max_size given
 
 
 class Device:

@@ -12,7 +12,7 @@ from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from emulator.p4rt import bytestrings, clone_sessions
+from emulator.p4rt import bytestrings, clone_sessions, extern_entities
 from emulator.p4rt.errors import (
     ALREADY_EXISTS,
     INVALID_ARGUMENT,
@@ -218,8 +218,13 @@ def _check_unsupported_fields(table, te, update_type):
         raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': is_const must be false in a write")
     if update_type == DELETE:
         return  # a DELETE is identified by its key alone; the spec says to ignore everything else
-    if te.HasField("meter_config") or te.HasField("meter_counter_data"):
-        raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': meters are not supported")
+    if te.HasField("meter_counter_data"):
+        raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': meter counters are not supported (nor by BMv2)")
+    if te.HasField("meter_config"):
+        if table.direct_meter is None:
+            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct meter")
+        if te.is_default_action:
+            raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': BMv2 has no direct meter for the default entry")
     if te.idle_timeout_ns:
         raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': idle timeouts are not supported")
     if te.HasField("counter_data"):
@@ -265,24 +270,31 @@ def write_table_entry(pipe, update_type, te) -> None:
     engine = pipe.engine
     try:
         if update_type == INSERT:
-            name, params = _decode_action(pipe, table, te, default=False)
-            engine.table_add(table.name, keys, name, params, priority=priority)
+            if table.action_profile is not None:
+                extern_entities.write_indirect_entry(pipe, table, update_type, keys, priority, te)
+            else:
+                name, params = _decode_action(pipe, table, te, default=False)
+                engine.table_add(table.name, keys, name, params, priority=priority)
             if te.HasField("counter_data"):
                 _write_direct_counter(pipe, table, keys, priority, te.counter_data)
         elif update_type == MODIFY:
             if te.action.WhichOneof("type") is None:  # no action: only direct resources change
                 if not any(_key_id(e.keys, e.priority) == identity for e in engine.table_entries(table.name)):
                     raise P4RTError(NOT_FOUND, f"table '{table.name}': no such entry")
+            elif table.action_profile is not None:
+                extern_entities.write_indirect_entry(pipe, table, update_type, keys, priority, te)
             else:
                 name, params = _decode_action(pipe, table, te, default=False)
                 engine.table_modify(table.name, keys, name, params, priority=priority)
             if te.HasField("counter_data"):
                 _write_direct_counter(pipe, table, keys, priority, te.counter_data)
-        elif update_type == DELETE:
+        if update_type in (INSERT, MODIFY) and te.HasField("meter_config"):
+            extern_entities.write_table_meter_config(pipe, table, keys, priority, te)
+        if update_type == DELETE:
             engine.table_delete(table.name, keys, priority=priority)
             pipe.entry_metadata.pop((table.id, identity), None)
             return
-        else:
+        if update_type not in (INSERT, MODIFY):
             raise P4RTError(INVALID_ARGUMENT, "update type must be INSERT, MODIFY or DELETE")
     except EngineEntryError as exc:
         raise engine_error(exc, f"table '{table.name}'") from None
@@ -310,12 +322,17 @@ def _write_default_entry(pipe, table, update_type, te):
         raise engine_error(exc, f"table '{table.name}' default entry") from None
 
 
-def _entry_proto(pipe, table, entry, with_counter: bool, te):
+def _entry_proto(pipe, table, entry, with_counter: bool, te, with_meter: bool = False):
     te.table_id = table.id
     _encode_key(table, entry.keys, te)
     if table.needs_priority and entry.priority:
         te.priority = entry.priority
-    _encode_action(pipe, entry.action, entry.params, te)
+    if table.action_profile is not None:
+        extern_entities.encode_indirect_action(pipe, table, entry, te)
+    else:
+        _encode_action(pipe, entry.action, entry.params, te)
+    if with_meter:
+        extern_entities.read_table_meter_config(pipe, table, entry, te)
     if table.is_const:
         te.is_const = True
     stored = pipe.entry_metadata.get((table.id, _key_id(entry.keys, entry.priority or None)))
@@ -331,6 +348,7 @@ def _entry_proto(pipe, table, entry, with_counter: bool, te):
 def read_table_entries(pipe, request, new=p4runtime_pb2.TableEntry) -> list:
     """Entries matching the filter `request` (spec "Wildcard Reads")."""
     with_counter = request.HasField("counter_data")
+    with_meter = request.HasField("meter_config")
     if request.table_id == 0:
         tables = list(pipe.binding.tables.values())
     else:
@@ -363,7 +381,7 @@ def read_table_entries(pipe, request, new=p4runtime_pb2.TableEntry) -> list:
                 stored = pipe.entry_metadata.get((table.id, _key_id(entry.keys, entry.priority or None)))
                 if not stored or stored[0] != request.metadata:
                     continue
-            found.append(_entry_proto(pipe, table, entry, with_counter, new()))
+            found.append(_entry_proto(pipe, table, entry, with_counter, new(), with_meter))
     return found
 
 

@@ -11,7 +11,15 @@ from emulator.switch import SoftwareSwitch
 from tests.support.paths import FIXTURE_BUILD
 
 BUILD = FIXTURE_BUILD
-FIXTURES = ("ipv4_forward", "counter_register_multicast", "expressions", "passes_externs", "tables_parser")
+FIXTURES = (
+    "ipv4_forward",
+    "counter_register_multicast",
+    "expressions",
+    "passes_externs",
+    "tables_parser",
+    "meters",
+    "action_profiles",
+)
 
 
 def cfg(name="ipv4_forward"):
@@ -94,27 +102,8 @@ def test_unknown_expression_operator_is_named():
 
 
 @pytest.mark.parametrize(
-    "primitive, words",
-    [
-        ("execute_meter", "meter"),
-    ],
-)
-def test_target_primitives_without_support_are_refused(primitive, words):
-    c = cfg()
-    _, a = action(c, "MyIngress.drop")
-    a["primitives"].append({"op": primitive, "parameters": []})
-    with pytest.raises(UnsupportedConstruct, match=rf"'{primitive}'.*{words}.*MyIngress.drop"):
-        SoftwareSwitch.from_json(c)
-
-
-@pytest.mark.parametrize(
     "section, item, words",
     [
-        (
-            "meter_arrays",
-            {"name": "m", "id": 0, "is_direct": False, "size": 4, "rate_count": 2, "type": "packets"},
-            r"meters \('m'\) at meter_arrays\[0\]",
-        ),
         ("extern_instances", {"name": "e", "id": 0, "type": "x", "attribute_values": []}, r"extern instances"),
     ],
 )
@@ -125,11 +114,19 @@ def test_unsupported_sections_are_refused(section, item, words):
         SoftwareSwitch.from_json(c)
 
 
-def test_action_profile_tables_are_refused():
+def test_bad_table_implementations_and_meter_types_are_refused():
     c = cfg()
     table = c["pipelines"][0]["tables"][0]
     table["type"] = "indirect"
-    with pytest.raises(UnsupportedConstruct, match=rf"table implementation 'indirect'.*{table['name']}"):
+    table["action_profile"] = "nowhere"
+    with pytest.raises(LoadError, match=rf"table '{table['name']}' uses unknown action profile 'nowhere'"):
+        SoftwareSwitch.from_json(c)
+    table["type"] = "hashed"
+    with pytest.raises(UnsupportedConstruct, match=rf"table implementation 'hashed'.*{table['name']}"):
+        SoftwareSwitch.from_json(c)
+    c = cfg()
+    c["meter_arrays"] = [{"name": "m", "id": 0, "is_direct": False, "size": 4, "rate_count": 2, "type": "tokens"}]
+    with pytest.raises(LoadError, match=r"meter type 'tokens'.*meter_arrays\[0\] 'm'"):
         SoftwareSwitch.from_json(c)
 
 

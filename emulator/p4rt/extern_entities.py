@@ -1,0 +1,370 @@
+"""P4Runtime meters and action profiles <-> engine calls (MeterEntry, DirectMeterEntry,
+ActionProfileMember, ActionProfileGroup, and the action-profile forms of TableEntry.action).
+
+As BMv2's PI server (p4lang/PI proto/frontend device_mgr.cpp, action_prof_mgr.cpp) does: a
+MeterEntry or DirectMeterEntry without `config` (or with all four values -1) resets the meter to
+unconfigured (always green) and reads of an unconfigured meter answer no `config`; rates are per
+second and read back through PI's double conversion (see emulator.engine.meters); what BMv2 itself
+refuses (an index past the array, a committed rate above the peak rate) is UNKNOWN. A selector is
+programmed either with members and groups or with one-shot action sets, never both at once. Member
+weights other than 1 are UNIMPLEMENTED (current PI replicates BMv2 member handles for them; not
+mirrored); watch ports are accepted and ignored.
+"""
+
+from p4.v1 import p4runtime_pb2
+
+from emulator.p4rt import entities  # its helpers are used at call time (it imports this module)
+from emulator.p4rt.errors import INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, UNKNOWN, P4RTError
+
+INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
+
+
+def engine_error(exc, what):
+    return entities.engine_error(exc, what)
+
+
+def _engine_errors():
+    return entities.EngineEntryError
+
+
+# ---------------------------------------------------------------- meters
+
+
+U32_MAX, U64_MAX = 2**32 - 1, 2**64 - 1
+
+
+def _config(cfg_msg, has_config: bool, what: str):
+    """[(cir, cburst), (pir, pburst)] for the engine, or None (reset), as PI's server converts a
+    MeterConfig: -1 stands for the largest value (PI's casts to unsigned), all four -1 resets."""
+    if not has_config:
+        return None
+    if cfg_msg.eburst:
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: eburst belongs to single-rate meters; v1model's are two-rate")
+    values = (cfg_msg.cir, cfg_msg.cburst, cfg_msg.pir, cfg_msg.pburst)
+    if any(v < -1 for v in values):
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: negative rate or burst")
+    if cfg_msg.cburst > U32_MAX or cfg_msg.pburst > U32_MAX:
+        raise P4RTError(UNIMPLEMENTED, f"{what}: burst too large (at most {U32_MAX})")
+    if values == (-1, -1, -1, -1):
+        return None
+    rate = lambda v: U64_MAX if v == -1 else v  # noqa: E731
+    burst = lambda v: U32_MAX if v == -1 else v  # noqa: E731
+    return [(rate(cfg_msg.cir), burst(cfg_msg.cburst)), (rate(cfg_msg.pir), burst(cfg_msg.pburst))]
+
+
+def _fill_config(msg, config) -> None:
+    """Unconfigured meters are read without a config; values as PI writes them (int64, -1 bursts)."""
+    if config is None:
+        return
+    (cir, cburst), (pir, pburst) = config
+    signed = lambda v: v - 2**64 if v >= 2**63 else v  # noqa: E731
+    msg.cir, msg.pir = signed(cir), signed(pir)
+    msg.cburst = -1 if cburst == U32_MAX else cburst
+    msg.pburst = -1 if pburst == U32_MAX else pburst
+
+
+def _meter_index(entry, size, what, write):
+    if not entry.HasField("index"):
+        return None
+    index = entry.index.index
+    if index < 0:
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: a negative number is not a valid index value")
+    if index >= size:  # the target refuses it; PI's server then answers UNKNOWN
+        verb = "writing" if write else "reading"
+        raise P4RTError(UNKNOWN, f"{what}: error when {verb} meter spec: index {index} outside 0..{size - 1}")
+    return index
+
+
+def write_meter_entry(pipe, update_type, entry) -> None:
+    meter = pipe.binding.meter(entry.meter_id)
+    what = f"meter '{meter.name}'"
+    if update_type != MODIFY:
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: meter entries can only be modified")
+    index = _meter_index(entry, meter.size, what, write=True)
+    if index is None:
+        raise P4RTError(UNIMPLEMENTED, f"{what}: wildcard write is not supported for indirect meters")
+    config = _config(entry.config, entry.HasField("config"), what)
+    try:
+        pipe.engine.meter_set(meter.name, index, config)
+    except _engine_errors() as exc:  # what BMv2 refuses (committed rate above peak): UNKNOWN from PI
+        raise P4RTError(UNKNOWN, f"{what}: error when writing meter spec: {exc}") from None
+
+
+def read_meter_entries(pipe, request, new=p4runtime_pb2.MeterEntry) -> list:
+    meters = pipe.binding.meters.values() if request.meter_id == 0 else [pipe.binding.meter(request.meter_id)]
+    found = []
+    for meter in meters:
+        index = _meter_index(request, meter.size, f"meter '{meter.name}'", write=False)
+        for i in range(meter.size) if index is None else (index,):
+            entry = new()
+            entry.meter_id = meter.id
+            entry.index.index = i
+            _fill_config(entry.config, pipe.engine.meter_get(meter.name, i))
+            found.append(entry)
+    return found
+
+
+def _entry_key(pipe, table, te):
+    keys = entities._decode_key(table, te)
+    return keys, (te.priority if table.needs_priority else None)
+
+
+def write_direct_meter_entry(pipe, update_type, entry) -> None:
+    table = pipe.binding.table(entry.table_entry.table_id)
+    what = f"table '{table.name}' direct meter"
+    if update_type != MODIFY:
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: direct meter entries can only be modified")
+    if table.direct_meter is None:
+        raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct meter")
+    if entry.table_entry.is_default_action:
+        raise P4RTError(UNKNOWN, f"{what}: error when writing direct meter spec: BMv2 has none for the default entry")
+    keys, priority = _entry_key(pipe, table, entry.table_entry)
+    config = _config(entry.config, entry.HasField("config"), what)
+    try:
+        pipe.engine.direct_meter_set(table.name, keys, config, priority=priority)
+    except _engine_errors() as exc:
+        if getattr(exc, "code", None) == "NOT_FOUND":  # PI's server cannot map the entry to a handle
+            raise P4RTError(INVALID_ARGUMENT, f"{what}: cannot map table entry to handle: {exc}") from None
+        raise P4RTError(UNKNOWN, f"{what}: error when writing direct meter spec: {exc}") from None
+
+
+def read_direct_meter_entries(pipe, request, new=p4runtime_pb2.DirectMeterEntry) -> list:
+    te_filter = request.table_entry
+    if te_filter.table_id == 0:  # as BMv2's PI server
+        raise P4RTError(UNIMPLEMENTED, "reading all direct meters of all tables is not supported")
+    else:
+        table = pipe.binding.table(te_filter.table_id)
+        if table.direct_meter is None:
+            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct meter")
+        tables = [table]
+    found = []
+    for table in tables:
+        query = p4runtime_pb2.TableEntry()
+        query.CopyFrom(te_filter)
+        query.table_id = table.id
+        entries = entities.read_table_entries(pipe, query)
+        if len(te_filter.match) and not entries:
+            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': cannot map table entry to handle")
+        for te in entries:
+            dme = new()
+            keys = entities._decode_key(table, te)
+            priority = te.priority if table.needs_priority else None
+            _fill_config(dme.config, pipe.engine.direct_meter_get(table.name, keys, priority=priority))
+            te.ClearField("counter_data")
+            dme.table_entry.CopyFrom(te)
+            found.append(dme)
+    return found
+
+
+def write_table_meter_config(pipe, table, keys, priority, te) -> None:
+    """TableEntry.meter_config on INSERT/MODIFY: the entry's direct meter."""
+    if table.direct_meter is None:
+        raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct meter")
+    config = _config(te.meter_config, True, f"table '{table.name}' meter_config")
+    try:
+        pipe.engine.direct_meter_set(table.name, keys, config, priority=priority)
+    except _engine_errors() as exc:
+        raise engine_error(exc, f"table '{table.name}'") from None
+
+
+def read_table_meter_config(pipe, table, entry, te) -> None:
+    if table.direct_meter is None:
+        return
+    config = pipe.engine.direct_meter_get(table.name, entry.keys, priority=entry.priority or None)
+    if config is not None:
+        _fill_config(te.meter_config, config)
+
+
+# ---------------------------------------------------------------- action profile members and groups
+
+
+def _action_of(pipe, profile, action_msg, what):
+    """(name, params) of a member's action, which must belong to one of the profile's tables."""
+    te = p4runtime_pb2.TableEntry()
+    te.action.action.CopyFrom(action_msg)
+    for tid in profile.table_ids:
+        table = pipe.binding.tables[tid]
+        if action_msg.action_id in table.action_scopes:
+            return entities._decode_action(pipe, table, te, default=False)
+    raise P4RTError(INVALID_ARGUMENT, f"{what}: action id {action_msg.action_id} is not an action of its tables")
+
+
+def write_action_profile_member(pipe, update_type, member) -> None:
+    profile = pipe.binding.action_profile(member.action_profile_id)
+    what = f"action profile '{profile.name}' member {member.member_id}"
+    engine = pipe.engine
+    try:
+        if update_type == DELETE:
+            engine.act_prof_member_delete(profile.name, member.member_id)
+            return
+        if not member.HasField("action"):
+            raise P4RTError(INVALID_ARGUMENT, f"{what}: no action given")
+        if update_type == INSERT:
+            _check_programming(pipe, profile, "manual")
+        name, params = _action_of(pipe, profile, member.action, what)
+        if update_type == INSERT:
+            engine.act_prof_member_add(profile.name, member.member_id, name, params)
+        elif update_type == MODIFY:
+            engine.act_prof_member_modify(profile.name, member.member_id, name, params)
+        else:
+            raise P4RTError(INVALID_ARGUMENT, "update type must be INSERT, MODIFY or DELETE")
+    except _engine_errors() as exc:
+        raise engine_error(exc, what) from None
+
+
+def read_action_profile_members(pipe, request, new=p4runtime_pb2.ActionProfileMember) -> list:
+    if request.action_profile_id == 0:
+        profiles = list(pipe.binding.action_profiles.values())
+    else:
+        profiles = [pipe.binding.action_profile(request.action_profile_id)]
+    found = []
+    for profile in profiles:
+        members = pipe.engine.act_prof_members(profile.name)
+        wanted = request.member_id if request.action_profile_id else 0
+        if wanted and wanted not in members:
+            raise P4RTError(NOT_FOUND, f"action profile '{profile.name}': no member {wanted}")
+        for mid in sorted(members):
+            if wanted and mid != wanted:
+                continue
+            msg = new()
+            msg.action_profile_id, msg.member_id = profile.id, mid
+            action, params = members[mid]
+            holder = p4runtime_pb2.TableEntry()
+            entities._encode_action(pipe, action, params, holder)
+            msg.action.CopyFrom(holder.action.action)
+            found.append(msg)
+    return found
+
+
+def _check_weight(weight, what):
+    if weight <= 0:
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: member weight must be a positive integer value")
+    if weight != 1:  # PI replicates BMv2 member handles for weights; not mirrored here
+        raise P4RTError(UNIMPLEMENTED, f"{what}: only weight values of 1 are supported")
+
+
+def _check_programming(pipe, profile, mode):
+    """One-shot action sets and members/groups cannot be mixed in one selector (PI's rule)."""
+    current = pipe.engine.act_prof_programming(profile.name)
+    if profile.with_selector and current not in (None, mode):
+        raise P4RTError(INVALID_ARGUMENT, f"action profile '{profile.name}': invalid attempt to mix programming modes")
+
+
+def _members_of(group, profile, what) -> list:
+    ids = []
+    for m in group.members:
+        _check_weight(m.weight, what)
+        ids.append(m.member_id)  # watch ports are accepted and ignored, as BMv2's PI server does
+    limit = group.max_size or profile.max_group_size
+    if limit and len(ids) > limit:
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: {len(ids)} members exceed the group's max size {limit}")
+    return ids
+
+
+def write_action_profile_group(pipe, update_type, group) -> None:
+    profile = pipe.binding.action_profile(group.action_profile_id)
+    what = f"action profile '{profile.name}' group {group.group_id}"
+    key = (profile.id, group.group_id)
+    engine = pipe.engine
+    try:
+        if update_type == DELETE:
+            engine.act_prof_group_delete(profile.name, group.group_id)
+            pipe.group_max_size.pop(key, None)
+            return
+        if update_type not in (INSERT, MODIFY):
+            raise P4RTError(INVALID_ARGUMENT, "update type must be INSERT, MODIFY or DELETE")
+        if profile.max_group_size and group.max_size > profile.max_group_size:
+            raise P4RTError(
+                INVALID_ARGUMENT, f"{what}: max_size {group.max_size} above the profile's {profile.max_group_size}"
+            )
+        if update_type == MODIFY and group.max_size and group.max_size != pipe.group_max_size.get(key, 0):
+            raise P4RTError(INVALID_ARGUMENT, f"{what}: max_size cannot change")
+        ids = _members_of(group, profile, what)
+        if update_type == INSERT:
+            _check_programming(pipe, profile, "manual")
+        engine.act_prof_group_set(profile.name, group.group_id, ids, create=update_type == INSERT)
+        if update_type == INSERT:
+            pipe.group_max_size[key] = group.max_size
+    except _engine_errors() as exc:
+        raise engine_error(exc, what) from None
+
+
+def read_action_profile_groups(pipe, request, new=p4runtime_pb2.ActionProfileGroup) -> list:
+    if request.action_profile_id == 0:
+        profiles = list(pipe.binding.action_profiles.values())
+    else:
+        profiles = [pipe.binding.action_profile(request.action_profile_id)]
+    found = []
+    for profile in profiles:
+        if not profile.with_selector:
+            continue
+        groups = pipe.engine.act_prof_groups(profile.name)
+        wanted = request.group_id if request.action_profile_id else 0
+        if wanted and wanted not in groups:
+            raise P4RTError(NOT_FOUND, f"action profile '{profile.name}': no group {wanted}")
+        for gid in sorted(groups):
+            if wanted and gid != wanted:
+                continue
+            msg = new()
+            msg.action_profile_id, msg.group_id = profile.id, gid
+            msg.max_size = pipe.group_max_size.get((profile.id, gid), 0)
+            for mid in groups[gid]:
+                msg.members.add(member_id=mid, weight=1)
+            found.append(msg)
+    return found
+
+
+# ---------------------------------------------------------------- table entries of indirect tables
+
+
+def write_indirect_entry(pipe, table, update_type, keys, priority, te) -> None:
+    """INSERT/MODIFY of an entry whose action is a member, a group or a one-shot action set."""
+    profile = table.action_profile
+    kind = te.action.WhichOneof("type")
+    what = f"table '{table.name}'"
+    target = {}
+    if kind == "action_profile_member_id":
+        target["member"] = te.action.action_profile_member_id
+    elif kind in ("action_profile_group_id", "action_profile_action_set"):
+        if not profile.with_selector:
+            raise P4RTError(INVALID_ARGUMENT, f"{what}: '{profile.name}' is an action profile without a selector")
+        if kind == "action_profile_group_id":
+            target["group"] = te.action.action_profile_group_id
+        else:
+            actions = []
+            for apa in te.action.action_profile_action_set.action_profile_actions:
+                _check_weight(apa.weight, what)
+                actions.append(entities._decode_action(pipe, table, _wrap(apa.action), default=False))
+            if not actions:
+                raise P4RTError(UNIMPLEMENTED, f"{what}: no support for empty action profile groups")
+            _check_programming(pipe, profile, "oneshot")
+            target["oneshot"] = actions
+    elif kind == "action":
+        raise P4RTError(INVALID_ARGUMENT, f"{what} uses action profile '{profile.name}': give a member or group")
+    else:
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: no action given")
+    if update_type == INSERT:
+        pipe.engine.table_add_indirect(table.name, keys, priority=priority, **target)
+    else:
+        pipe.engine.table_modify_indirect(table.name, keys, priority=priority, **target)
+
+
+def _wrap(action_msg):
+    te = p4runtime_pb2.TableEntry()
+    te.action.action.CopyFrom(action_msg)
+    return te
+
+
+def encode_indirect_action(pipe, table, entry, te) -> None:
+    kind, value = pipe.engine.table_indirect_pointer(table.name, entry.keys, priority=entry.priority or None)
+    if kind == "member":
+        te.action.action_profile_member_id = value
+    elif kind == "group":
+        te.action.action_profile_group_id = value
+    else:
+        action_set = te.action.action_profile_action_set
+        for action, params in value:
+            apa = action_set.action_profile_actions.add(weight=1)
+            holder = p4runtime_pb2.TableEntry()
+            entities._encode_action(pipe, action, params, holder)
+            apa.action.CopyFrom(holder.action.action)
