@@ -224,7 +224,16 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("--missing-ok", action="store_true", help="succeed if the job is not installed")
     command(job, "list", "the installed jobs and their workers")
 
-    command(sub, "stats", f"the program's event counters ({contract.THC_EVENTS})")
+    stats_cmd = command(
+        sub, "stats", f"the program's event counters ({contract.THC_EVENTS}), and per job ({contract.THC_JOB_EVENTS})"
+    )
+    stats_cmd.add_argument(
+        "--job",
+        type=int,
+        action="append",
+        metavar="ID",
+        help="only this job's events (repeatable; default: every installed job)",
+    )
     show = command(sub, "show", "the tables and their entries, and the multicast groups")
     show.add_argument("--table", metavar="NAME", help="only this table (full name or unique suffix)")
     show.add_argument("--full", action="store_true", help="list every lookup-table entry instead of a summary")
@@ -389,13 +398,16 @@ def run_on(session: SwitchSession, args, topology):
     if cmd == "job":
         return _job_command(session, args, topology)
     if cmd == "stats":
-        s = session.read_stats()
+        s = session.read_stats(args.job)
         lines = [
             f"{name:<20} {p:>12} pkts {b:>14} bytes"
             for name, (p, b) in s.events.items()
             if p or name in contract.EVENTS
         ]
         lines.append(f"{'aggregated':<20} {s.aggregated:>12} pkts (CONSUMED + COMPLETED)")
+        for job_id, job in sorted(s.jobs.items()):
+            lines.append(f"job {job_id}:")
+            lines += [f"  {name:<18} {p:>12} pkts {b:>14} bytes" for name, (p, b) in job.events.items() if p]
         return s.to_dict(), lines
     if cmd == "show":
         return _show(session, args)

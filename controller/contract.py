@@ -21,9 +21,9 @@ THC_UDP_PORT = 21576  # 0x5448, "TH": UDP destination port of requests and resul
 THC_VERSION = 1
 
 OP_NORM, OP_THC, OP_FIX32 = 1, 2, 3
-KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX = 0, 1, 2
+KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX, KIND_RELEASE = 0, 1, 2, 3
 OP_NAMES = {OP_NORM: "NORM", OP_THC: "THC", OP_FIX32: "FIX32"}
-KIND_NAMES = {KIND_REQUEST: "REQUEST", KIND_RESULT: "RESULT", KIND_RESULT_RETX: "RESULT_RETX"}
+KIND_NAMES = {KIND_REQUEST: "REQUEST", KIND_RESULT: "RESULT", KIND_RESULT_RETX: "RESULT_RETX", KIND_RELEASE: "RELEASE"}
 
 # header thc_t, in order: (field, bits). op and kind share byte 1 (op in the high nibble).
 THC_HEADER_FIELDS = (
@@ -58,6 +58,8 @@ JOB_ID_MAX = 0xFF  # hdr.thc.job_id is 8 bits
 EPOCH_MAX = 0xFFFF  # epochs are 1..65535, never 0
 JOBS_CAPACITY = 64  # size of the jobs table
 EVENT_CELLS = 32  # THC_EVENTS: cells of the thc_events counter (room for more events)
+JOB_IDS = JOB_ID_MAX + 1  # THC_JOB_IDS
+JOB_EVENT_CELLS = JOB_IDS * EVENT_CELLS  # THC_JOB_EVENTS: thc_job_events, cell job_id * EVENT_CELLS + event
 
 # ---- P4Runtime names -----------------------------------------------------------------------------
 
@@ -75,10 +77,12 @@ SET_RESULT_DST = "ThcEgress.set_result_dst"
 LUT_PREFIX = "ThcIngress.index_lookup.lut_"
 SET_W_PREFIX = "ThcIngress.index_lookup.set_w_"
 THC_EVENTS = "ThcIngress.thc_events"
+THC_JOB_EVENTS = "ThcIngress.thc_job_events"
 
 SLOT_TAG = "ThcIngress.slot_state.slot_tag"
 SLOT_BITMAP = "ThcIngress.slot_state.slot_bitmap"
 SLOT_REMAINING = "ThcIngress.slot_state.slot_remaining"
+SLOT_COUNT = "ThcIngress.slot_state.slot_count"
 ACC_PREFIX = "ThcIngress.aggregator.acc_"
 NORM_MAX = "ThcIngress.aggregator.norm_max"
 
@@ -128,8 +132,17 @@ EVENTS = (
     "DROP_NOT_IPV4",
     "DROP_OP_MISMATCH",
     "DROP_FAR_ROUND",
+    "RELEASED",
+    "LATE",
+    "RELEASE_IGNORED",
 )
 EVENT_INDEX = {name: i for i, name in enumerate(EVENTS)}
+
+
+def job_event_cell(job_id: int, event: str) -> int:
+    """The cell of thc_job_events that counts `event` for job `job_id`."""
+    return job_id * EVENT_CELLS + EVENT_INDEX[event]
+
 
 _EXACT = p4info_pb2.MatchField.EXACT
 _LPM = p4info_pb2.MatchField.LPM
@@ -216,4 +229,7 @@ def check_p4info(p4info: p4info_pb2.P4Info, where: str) -> int:
     events = counters.get(THC_EVENTS)
     if events is None or events.size < len(EVENTS):
         raise PipelineMismatch(f"{where} has no counter '{THC_EVENTS}' with {len(EVENTS)} cells: {hint}")
+    job_events = counters.get(THC_JOB_EVENTS)
+    if job_events is None or job_events.size != JOB_EVENT_CELLS:
+        raise PipelineMismatch(f"{where} has no counter '{THC_JOB_EVENTS}' with {JOB_EVENT_CELLS} cells: {hint}")
     return lanes

@@ -392,9 +392,12 @@ class SwitchSession:
 
     # ---- counters and inspection ----------------------------------------------------------------
 
-    def read_stats(self) -> stats.Stats:
+    def read_stats(self, job_ids=None) -> stats.Stats:
+        """The event counters, and per job those of `job_ids` (default: every installed job)."""
         p4, _ = self.thc_pipeline()
-        return stats.decode(p4, self._read([stats.counter_read(p4)]))
+        if job_ids is None:
+            job_ids = [j.job_id for j in self.list_jobs()]
+        return stats.decode(p4, self._read([stats.counter_read(p4), *stats.job_counter_reads(p4, job_ids)]))
 
     def show(self, lookup_entries: bool = False) -> dict:
         """Every table's entries (runtime-file form) and the multicast groups.

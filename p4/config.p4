@@ -9,7 +9,9 @@
 
 #define THC_SLOTS 1024          /* slots shared by all jobs */
 #define THC_CELLS 2048          /* two cells per slot: the shadow copy */
-#define THC_EVENTS 32           /* cells of the thc_events counter: 16 events, room for more */
+#define THC_EVENTS 32           /* cells of the thc_events counter: 19 events, room for more */
+#define THC_JOB_IDS 256         /* hdr.thc.job_id is 8 bits */
+#define THC_JOB_EVENTS 8192     /* thc_job_events: THC_EVENTS cells per job id (job_id * 32 + event) */
 
 const bit<16> THC_UDP_PORT = 21576;   /* 0x5448, "TH" */
 const bit<8>  THC_VERSION  = 1;
@@ -22,6 +24,7 @@ const bit<4> OP_FIX32 = 3;
 const bit<4> KIND_REQUEST     = 0;
 const bit<4> KIND_RESULT      = 1;
 const bit<4> KIND_RESULT_RETX = 2;
+const bit<4> KIND_RELEASE     = 3;   /* worker -> switch: complete the slot's use with what it has */
 
 /* One event per packet, counted in ThcIngress.thc_events. */
 const bit<32> EV_CONSUMED            = 0;
@@ -40,11 +43,15 @@ const bit<32> EV_DROP_NO_ROUTE       = 12;
 const bit<32> EV_DROP_NOT_IPV4       = 13;
 const bit<32> EV_DROP_OP_MISMATCH    = 14;
 const bit<32> EV_DROP_FAR_ROUND      = 15;
+const bit<32> EV_RELEASED            = 16;  /* a RELEASE completed a use with k < n: sums multicast */
+const bit<32> EV_LATE                = 17;  /* a contribution to a released use: not added, answered */
+const bit<32> EV_RELEASE_IGNORED     = 18;  /* a RELEASE for a complete use, or one not in the cell */
 
 /* Bytes after the IPv4 header: UDP (8) + THC header (16) + payload. */
 #define THC_L4_BYTES 24
 #define RESULT8_BYTES  (2 * THC_PAIRS)
 #define RESULT16_BYTES (4 * THC_PAIRS)
+#define FIX32_BYTES    (4 * THC_PAIRS)
 
 /*
  * P4 has no loops: per-lane code is written once as a macro M(i, a, b) and unrolled here for every

@@ -91,8 +91,11 @@ struct metadata_t {
     bit<52> tag;           /* the cell's slot_tag: epoch, op, round */
     bit<32> bitmap;
     bit<8>  remaining;
+    bit<8>  count;         /* contributions summed in the cell's use (the result's count) */
     bit<1>  first;
-    bit<1>  dup;
+    bit<1>  dup;           /* answer from the cell (read the sums) instead of adding */
+    bit<1>  late;          /* a contribution to a released use */
+    bit<1>  release;       /* a RELEASE that completes the use */
     /* aggregation */
     bit<32> keep;          /* 0 on the first packet of a use (write), all ones after (add) */
     bit<32> tmp;

@@ -1,5 +1,6 @@
 /* What happens to a counted request: wait for the others (drop), multicast the finished sums to the job's
- * group, or answer a retransmission of a finished slot with the stored sums, unicast. */
+ * group, or answer a retransmission of a finished slot with the stored sums, unicast. A RELEASE multicasts
+ * the sums so far; a late contribution to a released slot is answered like a retransmission. */
 #ifndef THC_RESULT_P4
 #define THC_RESULT_P4
 
@@ -20,7 +21,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
 
     action common_result() {
-        hdr.thc.count = meta.n_workers;
+        hdr.thc.count = meta.count;
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
     }
@@ -44,9 +45,13 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.udp.length = THC_L4_BYTES + RESULT16_BYTES;
     }
 
+    /* A FIX32 request carries its payload already; a RELEASE (no payload) gets one. */
     action fix_result() {
+        hdr.thc_fix.setValid();
         FOR_EACH_PAIR(FIX_OUT)
         hdr.thc.lane_bits = 32;
+        hdr.ipv4.totalLen = 20 + THC_L4_BYTES + FIX32_BYTES;
+        hdr.udp.length = THC_L4_BYTES + FIX32_BYTES;
     }
 
     action norm_result() {
@@ -95,8 +100,14 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             } else {
                 norm_result();
             }
-            if (meta.dup == 1) {
+            if (meta.release == 1) {
+                to_group();
+                meta.event = EV_RELEASED;
+            } else if (meta.dup == 1) {
                 to_sender();
+                if (meta.late == 1) {
+                    meta.event = EV_LATE;
+                }
             } else {
                 to_group();
             }

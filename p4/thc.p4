@@ -23,6 +23,8 @@
 control ThcIngress(inout headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     counter(THC_EVENTS, CounterType.packets_and_bytes) thc_events;
+    /* The same events per job: cell job_id * THC_EVENTS + event, for THC packets to a service address. */
+    counter(THC_JOB_EVENTS, CounterType.packets_and_bytes) thc_job_events;
 
     Forwarding() forwarding;
     JobCheck() job_check;
@@ -39,13 +41,15 @@ control ThcIngress(inout headers_t hdr, inout metadata_t meta,
             meta.drop = 1;
             meta.event = EV_DROP_NOT_IPV4;
         } else {
-            if (hdr.thc.isValid() && hdr.thc.kind == KIND_REQUEST) {
+            if (hdr.thc.isValid() && (hdr.thc.kind == KIND_REQUEST || hdr.thc.kind == KIND_RELEASE)) {
                 job_check.apply(hdr, meta);
             }
             if (meta.serve == 0) {
                 forwarding.apply(hdr, meta, standard_metadata);
             } else if (meta.drop == 0) {
-                index_lookup.apply(hdr, meta);
+                if (hdr.thc.kind == KIND_REQUEST) {
+                    index_lookup.apply(hdr, meta);
+                }
                 if (meta.drop == 0) {
                     slot_state.apply(hdr, meta);
                 }
@@ -59,6 +63,9 @@ control ThcIngress(inout headers_t hdr, inout metadata_t meta,
             mark_to_drop(standard_metadata);
         }
         thc_events.count(meta.event);
+        if (meta.serve == 1) {
+            thc_job_events.count(((bit<32>)hdr.thc.job_id << 5) | meta.event);
+        }
     }
 }
 

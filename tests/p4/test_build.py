@@ -81,6 +81,7 @@ def test_p4info_has_the_contract_actions(p4info):
 def test_p4info_has_the_event_counter(p4info):
     counters = {c.preamble.name: c for c in p4info.counters}
     assert counters[contract.THC_EVENTS].size == contract.EVENT_CELLS >= len(contract.EVENTS)
+    assert counters[contract.THC_JOB_EVENTS].size == contract.JOB_EVENT_CELLS
 
 
 def test_bmv2_json_is_a_p4c_v1model_program():

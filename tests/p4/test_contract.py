@@ -28,6 +28,7 @@ def test_wire_constants_and_limits_match_config_p4():
     assert contract.MAX_WORKERS == p4_const("THC_MAX_WORKERS")
     assert contract.SLOTS == p4_const("THC_SLOTS") and contract.CELLS == p4_const("THC_CELLS")
     assert contract.EVENT_CELLS == p4_const("THC_EVENTS")
+    assert contract.JOB_IDS == p4_const("THC_JOB_IDS") and contract.JOB_EVENT_CELLS == p4_const("THC_JOB_EVENTS")
     assert contract.THC_PAIRS == p4_const("THC_PAIRS")
     for name, value in contract.OP_NAMES.items():
         assert p4_const(f"OP_{value}") == name
@@ -61,7 +62,8 @@ def test_every_table_and_action_of_the_contract_is_in_the_p4info(variant):
         assert tables[spec.name].size == spec.size, spec.name
         assert [(p.name, p.bitwidth) for p in actions[spec.action].params] == list(spec.params), spec.action
     registers = {r.preamble.name for r in p4info.registers}
-    expected = {contract.SLOT_TAG, contract.SLOT_BITMAP, contract.SLOT_REMAINING, contract.NORM_MAX}
+    expected = {contract.SLOT_TAG, contract.SLOT_BITMAP, contract.SLOT_REMAINING, contract.SLOT_COUNT}
+    expected |= {contract.NORM_MAX}
     expected |= {contract.acc_register(i) for i in range(lanes)}
     assert expected <= registers
 

@@ -104,6 +104,12 @@ def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2
         c.preamble.name = contract.THC_EVENTS
         c.spec.unit = p4info_pb2.CounterSpec.BOTH
         c.size = contract.EVENT_CELLS
+    if contract.THC_JOB_EVENTS not in drop:
+        c = p4info.counters.add()
+        c.preamble.id = 0x12000002
+        c.preamble.name = contract.THC_JOB_EVENTS
+        c.spec.unit = p4info_pb2.CounterSpec.BOTH
+        c.size = contract.JOB_EVENT_CELLS
     return p4info
 
 
@@ -265,7 +271,8 @@ class MockSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
                 elif which == "counter_entry":
                     cid = wanted.counter_entry.counter_id
                     size = next(c.size for c in self.p4info.counters if c.preamble.id == cid)
-                    for index in range(size):
+                    one = wanted.counter_entry.HasField("index")
+                    for index in [wanted.counter_entry.index.index] if one else range(size):
                         e = reply.entities.add().counter_entry
                         e.counter_id = cid
                         e.index.index = index
