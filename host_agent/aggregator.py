@@ -78,6 +78,7 @@ class SwitchAggregator:
         coalesce: float = 0.5,
         membership: Callable[[], Membership | None] | None = None,
         on_rejoin: Callable[[dict], None] = lambda record: None,
+        straggler_timeout: float | None = None,
     ) -> SwitchAggregator:
         """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
@@ -91,6 +92,8 @@ class SwitchAggregator:
         `pairs`: the program's THC_PAIRS (32 for p4/build/thc.json; 16 or
         64 for the variants in p4/build/variants/). `membership` polls for notices of a new membership
         (e.g. MembershipFile(path).poll); `on_rejoin` gets a record each time this worker moves to one.
+        `straggler_timeout`: seconds after which an unanswered request releases its slot (partial
+        aggregation; None: wait for every worker).
         """
         transport = RawSocketTransport(iface, src_ip=src_ip)
         builder = wire.FrameBuilder(wire.Endpoint(src_mac, src_ip), wire.Endpoint(service_mac, service_ip))
@@ -109,6 +112,7 @@ class SwitchAggregator:
                 dupthresh=dupthresh,
                 n_workers=n_workers,
                 coalesce=coalesce,
+                straggler_timeout=straggler_timeout,
             )
         except Exception:
             transport.close()
@@ -124,7 +128,8 @@ class SwitchAggregator:
         return torch.from_numpy(maxima).reshape(t.shape).to(device=t.device, dtype=t.dtype)
 
     def all_sum_table_values(self, indices: Sequence[np.ndarray], table) -> tuple[list[np.ndarray], int]:
-        """Per chunk and coordinate, Σ_workers table[index]; and the number of workers summed.
+        """Per chunk and coordinate, Σ_workers table[index]; and the number of workers summed (per chunk and
+        coordinate when released slots counted fewer: WorkerProtocol's partial aggregation).
 
         `indices`: one uint8 array of table indices (one per coordinate) per chunk. `table`: the 2^b
         integer values (a sequence, array or an object with `.values`), as installed in the switch.

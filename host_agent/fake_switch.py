@@ -1,10 +1,11 @@
 """A tiny pure-Python aggregating switch that follows p4/README.md, for tests without the P4 engine.
 
 It has the engine's `process(port, frame)` interface, one service address and any number of jobs; per cell
-it keeps the (epoch, round, op) tag, the worker bitmap, the remaining count and the sums as the contract
-describes, and records every decision so tests can check what the switch saw. It is independent of
-emulator/ and p4/build/ on purpose: host-agent tests can check the protocol against the contract alone,
-and the same tests then run against the compiled program (tests/test_host_agent_engine.py).
+it keeps the (epoch, round, op) tag, the worker bitmap, the remaining count, the contributions' count and
+the sums as the contract describes (partial aggregation too: RELEASE, LATE), and records every decision so
+tests can check what the switch saw. It is independent of emulator/ and p4/build/ on purpose: host-agent
+tests can check the protocol against the contract alone, and the same tests then run against the compiled
+program (tests/test_host_agent_engine.py).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class FakeSwitch:
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         p = wire.parse_frame(frame)
-        if p is None or frame[30:34] != wire.ip_bytes(self.service.ip) or p.kind != wire.KIND_REQUEST:
+        kinds = (wire.KIND_REQUEST, wire.KIND_RELEASE)
+        if p is None or frame[30:34] != wire.ip_bytes(self.service.ip) or p.kind not in kinds:
             self.events.append("FORWARDED")
             return []
         job = self.jobs.get(p.job_id)
@@ -48,6 +50,8 @@ class FakeSwitch:
         if p.slot >= job.n_slots:
             self.events.append("DROP_SLOT_RANGE")
             return []
+        if p.kind == wire.KIND_RELEASE:
+            return self._release(job, p)
         if p.op == wire.OP_THC and max(wire.unpack_nibbles(p.payload)) >= len(job.table):
             self.events.append("DROP_BAD_INDEX")
             return []
@@ -58,16 +62,17 @@ class FakeSwitch:
             self.events.append(refused)
             return []
         if cell["tag"] is None or cell["tag"][:2] != (job.epoch, p.round):
-            cell.update(tag=(job.epoch, p.round, p.op), bitmap=0, remaining=job.n_workers, sums=None, norm=0)
+            cell.update(tag=(job.epoch, p.round, p.op), bitmap=0, remaining=job.n_workers, count=0, sums=None, norm=0)
         bit = 1 << p.worker_id
-        if cell["bitmap"] & bit:
+        if cell["bitmap"] & bit or cell["remaining"] == 0:
             if cell["remaining"]:
                 self.events.append("DROP_DUPLICATE")
                 return []
-            self.events.append("RETX_ANSWERED")
+            self.events.append("RETX_ANSWERED" if cell["bitmap"] & bit else "LATE")
             return [(port, self._result(job, p, cell, p.worker_id, wire.KIND_RESULT_RETX))]
         cell["bitmap"] |= bit
         cell["remaining"] -= 1
+        cell["count"] += 1
         if p.op == wire.OP_NORM:
             cell["norm"] = max(cell["norm"], p.value)
         else:
@@ -80,6 +85,26 @@ class FakeSwitch:
             self.events.append("CONSUMED")
             return []
         self.events.append("COMPLETED")
+        return [(worker_port(w), self._result(job, p, cell, w, wire.KIND_RESULT)) for w in job.worker_ids]
+
+    def _release(self, job: SimJob, p: wire.ThcFrame) -> list[tuple[int, bytes]]:
+        """A RELEASE completes the cell's current, incomplete use with the contributions it has."""
+        cell = self.cells.get((p.job_id, p.slot, p.round & 1), {"tag": None})
+        tag = cell["tag"]
+        if tag is None or tag[0] != job.epoch or p.round > tag[1]:
+            self.events.append("RELEASE_IGNORED")
+            return []
+        if p.round < tag[1]:
+            self.events.append("DROP_STALE_ROUND")
+            return []
+        if p.op != tag[2]:
+            self.events.append("DROP_OP_MISMATCH")
+            return []
+        if cell["remaining"] == 0:
+            self.events.append("RELEASE_IGNORED")
+            return []
+        cell["remaining"] = 0
+        self.events.append("RELEASED")
         return [(worker_port(w), self._result(job, p, cell, w, wire.KIND_RESULT)) for w in job.worker_ids]
 
     @staticmethod
@@ -100,7 +125,7 @@ class FakeSwitch:
     def _result(self, job: SimJob, p: wire.ThcFrame, cell: dict, worker_id: int, kind: int) -> bytes:
         builder = wire.FrameBuilder(self.service, worker_endpoint(worker_id))
         if p.op == wire.OP_NORM:
-            return builder.frame(p.op, kind, job.job_id, worker_id, p.slot, p.round, cell["norm"], count=job.n_workers)
+            return builder.frame(p.op, kind, job.job_id, worker_id, p.slot, p.round, cell["norm"], count=cell["count"])
         if p.op == wire.OP_THC:
             payload = cell["sums"].astype(np.uint8 if job.lane_bits == 8 else ">u2").tobytes()
             lane_bits = job.lane_bits
@@ -115,6 +140,6 @@ class FakeSwitch:
             p.slot,
             p.round,
             payload=payload,
-            count=job.n_workers,
+            count=cell["count"],
             lane_bits=lane_bits,
         )

@@ -88,6 +88,8 @@ class THC(Packet):
     ]
 
     def guess_payload_class(self, payload):
+        if self.kind == wire.KIND_RELEASE:
+            return Packet.guess_payload_class(self, payload)
         if self.op == wire.OP_THC:
             if self.kind == wire.KIND_REQUEST:
                 return THCIndices

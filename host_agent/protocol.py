@@ -77,6 +77,9 @@ class WorkerStats:
     timer_retransmissions: int = 0  # the request's retransmission timer expired
     fast_retransmissions: int = 0  # results of later requests showed it lost (incl. early retransmission)
     probe_retransmissions: int = 0  # no result came for the gap timeout after the operation's last one
+    releases: int = 0  # RELEASE frames sent: a request waited past the straggler timeout
+    partial_results: int = 0  # results accepted with a count below the job's n (a released slot)
+    early_results: int = 0  # released results taken before this worker sent the request (never sent)
     results: int = 0  # results accepted (one per request)
     duplicate_results: int = 0  # a result for a request already answered
     stale_results: int = 0  # a result for no request of ours (an old run, a wrong window)
@@ -109,6 +112,7 @@ class Operation:
         chunk_lengths: list[int],
         per_packet: int,
         started: float,
+        mixed_counts: bool = False,
     ):
         self.op, self.q0, self.n = op, q0, n_requests
         self.frames = frames  # (n_requests, frame length) uint8: request i is row i
@@ -145,6 +149,8 @@ class Operation:
         self.rtt_results = 0
         self.count: int | None = None  # every accepted result's count and lane width must match the first
         self.lane_bits: int | None = None
+        self.mixed_counts = mixed_counts  # partial aggregation: counts may differ between requests
+        self.release_at = np.full(n_requests, np.inf)  # when an unanswered request sends a RELEASE
         if op == wire.OP_NORM:
             self.sums = np.zeros(n_requests, np.uint32)  # float32 bit patterns
         else:
@@ -189,7 +195,8 @@ class Operation:
             if not first.size:
                 return ok
             self.count, self.lane_bits = int(count[first[0]]), int(lane_bits[first[0]])
-        ok &= count == self.count
+        if not self.mixed_counts:
+            ok &= count == self.count
         if self.op == wire.OP_THC:
             ok &= lane_bits == self.lane_bits
         return ok
@@ -206,28 +213,36 @@ class Operation:
             self.sums.reshape(-1, k)[requests] = np.ascontiguousarray(raw).view(dtype)
         self.counts[requests] = results.count[rows]
 
-    def contributors(self) -> int:
-        """The results' count field (the same in every result of a job); 0 for an empty operation."""
+    def contributors(self) -> int | list[np.ndarray]:
+        """The results' count field: one number when every result has the same (always without partial
+        aggregation); 0 for an empty operation. With partial aggregation, results of released slots may
+        count fewer: then per chunk, the count of every coordinate (int64 arrays shaped like the sums)."""
         if self.n == 0:
             return 0
         counts = np.unique(self.counts)
-        if len(counts) != 1:
+        if len(counts) == 1:
+            return int(counts[0])
+        if not self.mixed_counts:
             raise ProtocolError(
                 f"results of one operation report different contributor counts {sorted(counts.tolist())}"
             )
-        return int(counts[0])
+        per_coordinate = np.repeat(self.counts.astype(np.int64), self.per_packet)
+        return self._per_chunk(per_coordinate)
+
+    def _per_chunk(self, flat: np.ndarray) -> list[np.ndarray]:
+        chunks, offset = [], 0
+        for length in self.chunk_lengths:
+            chunks.append(flat[offset : offset + length].copy())
+            offset += -(-length // self.per_packet) * self.per_packet
+        return chunks
 
     def result(self):
-        """NORM: float32 maxima. THC / FIX32: (list of per-chunk sums, number of contributors)."""
+        """NORM: float32 maxima. THC / FIX32: (list of per-chunk sums, contributors: see contributors())."""
         if not self.complete:
             raise RuntimeError("operation still in flight")
         if self.op == wire.OP_NORM:
             return self.sums.view(np.float32).copy()
-        chunks, offset = [], 0
-        for length in self.chunk_lengths:
-            chunks.append(self.sums[offset : offset + length].copy())
-            offset += -(-length // self.per_packet) * self.per_packet
-        return chunks, self.contributors()
+        return self._per_chunk(self.sums), self.contributors()
 
 
 class WorkerProtocol:
@@ -266,6 +281,18 @@ class WorkerProtocol:
       together only the oldest is sent again, the others wait their backed-off timeout. `deadline` s after its first
       transmission without a result, AggregationTimeout is raised.
 
+    Partial aggregation (`straggler_timeout`, None: off; p4/README.md, "Partial aggregation"): a request
+    still unanswered `straggler_timeout` s after its first transmission sends a RELEASE for its slot, and
+    again every `straggler_timeout` s while it stays unanswered (a RELEASE that found the slot not started
+    is dropped by the switch). The switch then multicasts the sums it has with their count k; results of
+    one operation may then carry different counts, which `Operation.result()` reports per coordinate.
+    Every worker of a job must agree on whether the option is on (like the window): a worker without it
+    refuses results whose counts differ within an operation. A straggler keeps up with the others through
+    the multicast results of released slots: a result with a count below n for a request it has not sent
+    yet (in this operation, or in a later one: kept, up to `early_capacity` results) is its answer, and
+    the request is never sent. Without that, a worker that fell two uses of a slot behind would find its
+    rounds stale. Results are then sorted by the numpy rules (the native take does not keep results).
+
     Reordering and duplication (no loss) cost bounded retransmissions: a duplicate result is ignored and
     is no evidence; a request is fast-retransmitted only if at least min(dupthresh, the requests first sent
     after it) results of requests sent after it overtook its own. So when no result is overtaken by
@@ -299,6 +326,8 @@ class WorkerProtocol:
         clock: Callable[[], float] = time.monotonic,
         first_request: int = 0,
         pairs: int = wire.INDEX_PAIRS,
+        straggler_timeout: float | None = None,
+        early_capacity: int = 65536,
     ):
         if not 0 <= job_id <= 255:
             raise ValueError(f"job_id {job_id} is not 0..255")
@@ -316,10 +345,16 @@ class WorkerProtocol:
             raise ValueError(f"dupthresh {dupthresh} must be >= 0 (0: no fast retransmission)")
         if n_workers is not None and not 1 <= n_workers <= wire.MAX_WORKERS:
             raise ValueError(f"n_workers {n_workers} is not 1..{wire.MAX_WORKERS}")
+        if straggler_timeout is not None and not straggler_timeout > 0:
+            raise ValueError(f"straggler_timeout {straggler_timeout} must be > 0 s (None: off)")
+        self.straggler_timeout = straggler_timeout
+        self.early_capacity = early_capacity
+        self._early: dict[int, bytes] = {}  # request number -> a released result that came before its request
         self._settings = dict(  # what for_job carries over to the same worker in another job
             timeout=timeout, min_timeout=min_timeout, backoff=backoff, max_timeout=max_timeout,
             deadline=deadline, adaptive=adaptive, dupthresh=dupthresh, early_retransmit=early_retransmit,
             coalesce=coalesce, max_hold=max_hold, clock=clock, pairs=pairs,
+            straggler_timeout=straggler_timeout, early_capacity=early_capacity,
         )  # fmt: skip
         self.transport, self.builder = transport, builder
         self.job_id, self.worker_id, self.window = job_id, worker_id, window
@@ -361,7 +396,8 @@ class WorkerProtocol:
         """The worker's transport; replacing it (e.g. with a wrapper) takes effect at the next send."""
         self._transport = transport
         self._io = BatchIO(transport)
-        self._native = native.load()  # the C take of a batch of results, or None: the numpy one
+        # the C take of a batch of results, or None: the numpy one (partial aggregation keeps early results)
+        self._native = native.load() if self.straggler_timeout is None else None
         self._no_op_take = None
         self._acc_row = self._acc_req = np.zeros(0, np.int64)
 
@@ -417,20 +453,71 @@ class WorkerProtocol:
     def _start(self, op, n_requests, payloads, payload_size, values, lengths, per_packet) -> Operation:
         if self._op is not None:
             raise RuntimeError("this worker already has an operation in flight")
+        if self.straggler_timeout is not None:  # released results that came while we were away: kept
+            while n := self._io.recv(0.0):
+                self._on_results(n)
         q = self.next_request + np.arange(n_requests, dtype=np.int64)
         rows = np.frombuffer(payloads, np.uint8).reshape(n_requests, payload_size) if payload_size else None
         frames = wire.build_rows(
             self.builder, op, wire.KIND_REQUEST, self.job_id, self.worker_id, q % self.window, q // self.window,
             values, rows,
         )  # fmt: skip
-        operation = Operation(op, self.next_request, n_requests, frames, lengths, per_packet, self.clock())
+        operation = Operation(
+            op,
+            self.next_request,
+            n_requests,
+            frames,
+            lengths,
+            per_packet,
+            self.clock(),
+            self.straggler_timeout is not None,
+        )
         self.next_request += n_requests
         self._op = operation
         self._sendable = [np.arange(min(self.window, n_requests), dtype=np.int64)]
         self._timers = []
         if n_requests == 0:
             self._finish(operation)
+        elif self._early:
+            self._take_early(operation)
         return operation
+
+    def _released(self, results: wire.ResultBatch) -> np.ndarray:
+        """Which results are of released slots (a count below the job's n): only with partial aggregation."""
+        if self.straggler_timeout is None or self.n_workers is None:
+            return np.zeros(len(results.valid), np.bool_)
+        count = np.asarray(results.count, np.int64)
+        return (count >= 1) & (count < self.n_workers)
+
+    def _keep_early(self, results: wire.ResultBatch, rows: np.ndarray, q: np.ndarray) -> int:
+        """Keep released results for requests not numbered yet (a straggler's later operations)."""
+        kept = 0
+        for r in rows.tolist():
+            if len(self._early) >= self.early_capacity:
+                break
+            end = wire.PAYLOAD_OFFSET + int(results.payload_len[r])
+            self._early.setdefault(int(q[r]), bytes(results.rows[r, :end]))
+            kept += 1
+        return kept
+
+    def _take_early(self, op: Operation) -> None:
+        """Answer the new operation's requests from the released results kept for them (never sent)."""
+        for q in [q for q in self._early if q < op.q0]:
+            del self._early[q]  # an older operation's: it finished without them
+        ready = sorted(q for q in self._early if q < op.q0 + op.n)
+        if not ready:
+            return
+        frames = [self._early.pop(q) for q in ready]
+        rows = np.zeros((len(frames), max(len(f) for f in frames)), np.uint8)
+        for k, f in enumerate(frames):
+            rows[k, : len(f)] = np.frombuffer(f, np.uint8)
+        lengths = np.array([len(f) for f in frames], np.int32)
+        _, i = self._take(op, wire.parse_rows(rows, lengths))
+        now = self.clock()
+        for j in i.tolist():
+            if op.complete:
+                break
+            self._accept(op, j, now, detect=False)
 
     # ---- making progress -------------------------------------------------------------------------
 
@@ -548,7 +635,36 @@ class WorkerProtocol:
         due = timers[0][0] if timers else None
         if op is not None and op.probe_at is not None and (due is None or op.probe_at < due):
             due = op.probe_at
+        if op is not None and self.straggler_timeout is not None:
+            release = self._next_release(op)
+            if release is not None and (due is None or release < due):
+                due = release
         return due
+
+    def _next_release(self, op: Operation) -> float | None:
+        """When the earliest unanswered request sends a RELEASE (partial aggregation), or None."""
+        flying, lo = op.in_flight()
+        if not flying.any():
+            return None
+        return float(op.release_at[lo : lo + len(flying)][flying].min())
+
+    def _release_due(self, op: Operation, now: float) -> bool:
+        """Send a RELEASE for every unanswered request that has waited past the straggler timeout; it
+        releases again after another timeout if its result still has not come."""
+        flying, lo = op.in_flight()
+        due = np.flatnonzero(flying & (op.release_at[lo : lo + len(flying)] <= now)) + lo
+        if not due.size:
+            return False
+        q = op.q0 + due
+        self._outq.append(
+            wire.build_rows(self.builder, op.op, wire.KIND_RELEASE, self.job_id, self.worker_id, q % self.window,
+                            q // self.window)
+        )  # fmt: skip
+        op.release_at[due] = now + self.straggler_timeout
+        self.counters.releases += len(due)
+        self.counters.packets_sent += len(due)
+        self.counters.bytes_sent += len(due) * wire.PAYLOAD_OFFSET
+        return True
 
     def _send_ready(self) -> bool:
         op = self._op
@@ -556,10 +672,14 @@ class WorkerProtocol:
             return False
         idx = self._sendable[0] if len(self._sendable) == 1 else np.concatenate(self._sendable)
         self._sendable = []
+        if self._early or self.straggler_timeout is not None:
+            idx = idx[~op.done[idx]]  # answered early (a released slot's result came first)
         if idx.size:
             now = self.clock()
             op.first_sent[idx] = now
             op.rto[idx] = self.rto
+            if self.straggler_timeout is not None:
+                op.release_at[idx] = now + self.straggler_timeout
             self._transmit(op, idx, now)
             self.counters.requests += len(idx)
         self._flush()
@@ -649,6 +769,8 @@ class WorkerProtocol:
             self._transmit(op, expired[oldest : oldest + 1], now)
             self.counters.retransmissions += 1
             self.counters.timer_retransmissions += 1
+        if self.straggler_timeout is not None:
+            fired |= self._release_due(op, now)
         if op.probe_at is not None and op.probe_at <= now:
             flying, lo = op.in_flight()
             if flying.any():
@@ -725,6 +847,12 @@ class WorkerProtocol:
         c.ignored_frames += n - int(np.count_nonzero(ours))
         q = results.round * self.window + results.slot
         unsent = ours & ((results.slot >= self.window) | (q >= self.next_request))
+        released = self._released(results)
+        if self.straggler_timeout is not None:
+            early = np.flatnonzero(unsent & released & (results.slot < self.window))
+            kept = self._keep_early(results, early, q) if early.size else 0  # counted when taken
+            unsent[early[:kept]] = False
+            ours[early[:kept]] = False
         c.stale_results += int(np.count_nonzero(unsent))
         rows = np.flatnonzero(ours & ~unsent)  # results of requests this worker has numbered
         if not rows.size:
@@ -738,6 +866,9 @@ class WorkerProtocol:
         c.duplicate_results += len(rows) - int(np.count_nonzero(mine))  # answered before, or an older op's
         rows, i = rows[mine], i[mine]
         sent = op.attempts[i] > 0
+        early = ~sent & released[rows]  # a released slot's result: the answer, the request need not go out
+        c.early_results += int(np.count_nonzero(early))
+        sent |= early
         c.stale_results += len(rows) - int(np.count_nonzero(sent))  # never sent: an old run's
         rows, i = rows[sent], i[sent]
         if not rows.size:
@@ -796,6 +927,7 @@ class WorkerProtocol:
                 op._native_take = st
         if op is not None:
             st.n_workers = self.n_workers or 0
+            st.mixed_counts = int(op.mixed_counts)
             st.ref_count = -1 if op.count is None else op.count
             st.ref_lane = -1 if op.lane_bits is None else op.lane_bits
         return st
@@ -919,6 +1051,8 @@ class WorkerProtocol:
         c.operation_seconds += elapsed
         c.last_operation_seconds = elapsed
         c.max_operation_seconds = max(c.max_operation_seconds, elapsed)
+        if self.n_workers is not None and op.n:
+            c.partial_results += int(np.count_nonzero(op.counts < self.n_workers))
         self._op = None
         self.last_operation = op
         self._sendable.clear()
@@ -963,6 +1097,7 @@ class WorkerProtocol:
             dupthresh=self.dupthresh,
             gap=self._gap,
             gap_timeout=self.gap_timeout,
+            straggler_timeout=self.straggler_timeout,
         )
         return out
 

@@ -130,13 +130,16 @@ def train(
     report: Callable[[dict], None],
     evaluate_model: nn.Module | None = None,
     metric: Callable[[float, float], float] | None = None,
+    step_delay: float = 0.0,
 ) -> dict:
     """Train ``model`` (DDP-wrapped, or plain for world = 1) for ``config.steps`` steps.
 
     ``report`` receives {"event": "step", ...} after every step and {"event": "epoch", ...} after every
     evaluation (test loss and accuracy; at the end of every epoch, or every ``config.eval_every`` steps),
     both with ``t``, seconds since training started. ``metric`` (test loss, accuracy -> value) adds the
-    workload's metric to each evaluation record. Returns the history.
+    workload's metric to each evaluation record. ``step_delay`` s are slept in every step before the
+    backward pass (an injected straggler: its gradients reach the aggregation that much later). Returns
+    the history.
     """
     evaluate_model = evaluate_model or getattr(model, "module", model)
     optimizer = make_optimizer(model.parameters(), config)
@@ -168,6 +171,8 @@ def train(
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = loss_of(model, data.x_train[idx], data.y_train[idx])
+        if step_delay > 0:
+            time.sleep(step_delay)
         loss.backward()  # DDP aggregates the gradients here (comm hook or gloo)
         optimizer.step()
         record = {

@@ -17,6 +17,7 @@ import numpy as np
 
 from controller.contract import (  # noqa: F401  (re-exported: the host agent's view of the contract)
     KIND_NAMES,
+    KIND_RELEASE,
     KIND_REQUEST,
     KIND_RESULT,
     KIND_RESULT_RETX,
@@ -50,6 +51,8 @@ IPV4_MF_OFFSET_MASK = 0x3FFF  # more-fragments flag and fragment offset: any fra
 
 def payload_length(op: int, kind: int, lane_bits: int = 0) -> int:
     """Bytes after the THC header for a packet of this op and kind (the contract's payload table)."""
+    if op in OP_NAMES and kind == KIND_RELEASE:
+        return 0
     if op == OP_NORM:
         return 0
     if op == OP_FIX32:

@@ -74,6 +74,7 @@ def switch_aggregator(args, on_rejoin=lambda record: None):
         coalesce=args.coalesce,
         membership=MembershipFile(args.membership).poll if args.membership else None,
         on_rejoin=on_rejoin,
+        straggler_timeout=None if args.straggler_timeout is None else args.straggler_timeout / 1000,
     )
 
 
@@ -164,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="the runner's membership notices (JSON, host_agent/membership.py): when a worker fails the "
         "survivors continue as the job this file names (default: no failure handling)",
     )
+    s.add_argument(
+        "--straggler-timeout",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="partial aggregation: a request unanswered after MS milliseconds releases its slot, and the "
+        "switch returns the sums of the workers that made it, with their count (default off: wait for all; "
+        "every worker of the job must use the same setting)",
+    )
     t = p.add_argument_group("THC")
     t.add_argument("--bits", type=int, default=4, help="bits per coordinate (default 4)")
     t.add_argument("--granularity", type=int, default=30, help="table values 0..g (default 30)")
@@ -193,6 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="write the final record (JSON) here; '{rank}' in the path becomes the rank (for torchrun, "
         "whose workers share one command line)",
+    )
+    r.add_argument(
+        "--step-delay",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="sleep MS milliseconds in every step before the backward pass: an injected straggler (thc-run "
+        "--straggler HOST:MS sets it on one worker; default 0)",
     )
     r.add_argument(
         "--model",
@@ -610,7 +628,16 @@ def run(args) -> dict:
             emit(dict(record, rank=args.rank))
 
     try:
-        history = train.train(model, data, config, args.rank, args.world_size, report, metric=workload.metric_of)
+        history = train.train(
+            model,
+            data,
+            config,
+            args.rank,
+            args.world_size,
+            report,
+            metric=workload.metric_of,
+            step_delay=args.step_delay / 1000,
+        )
     finally:
         at_end = interface_counters(args.iface)
     result = {
@@ -637,6 +664,8 @@ def run(args) -> dict:
         "final_metric": history["epochs"][-1]["metric"],
         "bucket_cap_kb": args.bucket_cap_kb,
     }
+    result["step_delay_ms"] = args.step_delay
+    result["straggler_timeout_ms"] = args.straggler_timeout
     if args.mode == "plan":
         result["plan_counts"] = state.counts
         result["bucket_modes"] = {str(k): v for k, v in sorted(state.bucket_modes.items())}
@@ -676,6 +705,12 @@ def main(argv=None) -> int:
         workloads.get(args.model)
     except workloads.UnknownModel as exc:
         print(f"thc-worker: {exc}", file=sys.stderr)
+        return 2
+    if args.straggler_timeout is not None and not args.straggler_timeout > 0:
+        print(f"thc-worker: --straggler-timeout {args.straggler_timeout:g} must be > 0 ms", file=sys.stderr)
+        return 2
+    if args.step_delay < 0:
+        print(f"thc-worker: --step-delay {args.step_delay:g} must be >= 0 ms", file=sys.stderr)
         return 2
     if (args.mode == "plan") != (args.plan is not None):
         print("thc-worker: --mode plan and --plan FILE go together", file=sys.stderr)

@@ -192,7 +192,7 @@ class THCCompressor(Compressor):
         self,
         prep: THCPrepared,
         sums: Sequence[np.ndarray],
-        contributors: int,
+        contributors: int | Sequence[np.ndarray],
         max_norms: torch.Tensor | Sequence[float],
         out: torch.Tensor | None = None,
     ) -> torch.Tensor:
@@ -200,19 +200,29 @@ class THCCompressor(Compressor):
 
         sums: per chunk, integer sums of table values (any integer dtype), as the aggregator returned them.
         Fewer contributors than workers (partial aggregation) is fine: the sums are divided by their count.
+        contributors: one count for every coordinate, or per chunk an integer array of per-coordinate
+        counts shaped like its sums (a switch that released some slots with fewer contributions).
         out: optionally, a tensor with the gradient's number of elements to write the result into (e.g. the
         DDP bucket itself); it is returned.
         """
-        if isinstance(contributors, bool) or not isinstance(contributors, (int, np.integer)) or contributors < 1:
-            raise AggregationError(f"contributors={contributors!r} must be a positive integer")
+        if isinstance(contributors, (int, np.integer)) and not isinstance(contributors, bool):
+            if contributors < 1:
+                raise AggregationError(f"contributors={contributors!r} must be a positive integer")
+            n: int | list[np.ndarray] = int(contributors)
+        elif isinstance(contributors, (list, tuple)):
+            n = self._check_counts(prep, contributors)
+        else:
+            raise AggregationError(
+                f"contributors={contributors!r} must be a positive integer or per-chunk arrays of counts"
+            )
         m = self._check_norms(prep, max_norms, own=False)
-        arrays = self._check_sums(prep, sums, int(contributors))
+        arrays = self._check_sums(prep, sums)
         if out is not None and out.numel() != prep.numel:
             raise AggregationError(f"out has {out.numel()} elements, the gradient has {prep.numel}")
         direct = (
             out is not None and out.dtype == torch.float32 and out.is_contiguous() and out.device == prep.data.device
         )
-        flat = self._decode_flat(prep, arrays, int(contributors), m, out=out.view(-1) if direct else None)
+        flat = self._decode_flat(prep, arrays, n, m, out=out.view(-1) if direct else None)
         if out is None:
             return flat.view(prep.shape).to(prep.dtype)
         if not direct:
@@ -280,14 +290,22 @@ class THCCompressor(Compressor):
         return buf
 
     def _decode_flat(
-        self, prep: THCPrepared, sums: Sequence[np.ndarray], n: int, m: np.ndarray, out: torch.Tensor | None = None
+        self,
+        prep: THCPrepared,
+        sums: Sequence[np.ndarray],
+        n: int | list[np.ndarray],
+        m: np.ndarray,
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Flat float32 average from per-chunk sums: D H((S/n - g/2) inc) M / d, padding dropped.
 
         Sums are checked to lie in [0, n g] on the way (a wrong contributor count or wrapped lanes). The
         transform runs with M 2^-e in [0.5, 1), so nothing in it overflows or goes subnormal; the result is
-        scaled by 2^e in the final pass.
+        scaled by 2^e in the final pass. `n` per coordinate (per-chunk arrays): S/n is taken coordinate by
+        coordinate, and the constant -g/2 inc is the same for every coordinate, so coordinate 0 is made
+        exact from the sum of S/n instead of the sum of S.
         """
+        counts = None if isinstance(n, int) else n
         table, cfg = self.table, self.config
         device = prep.data.device
         if out is None:
@@ -295,12 +313,12 @@ class THCCompressor(Compressor):
         signs = prep.extra.get("signs")
         if signs is None:
             signs = [sign_bits(cfg.seed, prep.step, prep.key, c.index, c.padded) for c in prep.chunks]
-        limit = n * table.granularity
+        limit = (n if counts is None else max(int(c.max()) for c in counts)) * table.granularity
         exps = _exponents(m)
         m = np.ldexp(m, -exps)
         for group in group_chunks(prep.chunks):
             d = group.padded
-            alphas = [table.inc * float(m[c.index]) / (n * d) for c in group.chunks]
+            alphas = [table.inc * float(m[c.index]) / ((n if counts is None else 1) * d) for c in group.chunks]
             f = self._ws.get("decode.f", group.size)
             f_np = f.numpy()
             stats: dict[int, tuple[int, int]] = {}
@@ -309,9 +327,17 @@ class THCCompressor(Compressor):
                 i, offset = divmod(start, d)
                 part = sums[group.chunks[i].index][offset : offset + stop - start]
                 # as unsigned, a negative sum is huge: one max() checks both ends of [0, n g]
-                top = int(part.view(part.dtype.str.replace("i", "u")).max())
-                stats[start] = (top, int(np.sum(part, dtype=np.int64)))
-                np.multiply(part, np.float32(alphas[i]), out=f_np[start:stop], dtype=np.float32, casting="unsafe")
+                unsigned = part.view(part.dtype.str.replace("i", "u"))
+                if counts is None:
+                    top = int(unsigned.max())
+                    stats[start] = (top, int(np.sum(part, dtype=np.int64)))
+                    np.multiply(part, np.float32(alphas[i]), out=f_np[start:stop], dtype=np.float32, casting="unsafe")
+                    return
+                k = counts[group.chunks[i].index][offset : offset + stop - start]
+                over = bool((unsigned > k * table.granularity).any())
+                mean = part / k  # float64: S/n per coordinate
+                stats[start] = (limit + 1 if over else 0, float(np.sum(mean)))
+                np.multiply(mean, alphas[i], out=f_np[start:stop], casting="unsafe")
 
             block = min(parallel.BLOCK, d)
             parallel.for_blocks(group.size, convert, block=block)
@@ -365,7 +391,24 @@ class THCCompressor(Compressor):
                 )
         return m
 
-    def _check_sums(self, prep: THCPrepared, sums, n: int) -> list[np.ndarray]:
+    def _check_counts(self, prep: THCPrepared, counts) -> list[np.ndarray]:
+        """Per-chunk arrays of per-coordinate contributor counts: shaped like the sums, all >= 1."""
+        if len(counts) != len(prep.chunks):
+            raise AggregationError(f"got counts for {len(counts)} chunks, the tensor has {len(prep.chunks)}")
+        arrays = []
+        for chunk, c in zip(prep.chunks, counts):
+            a = np.asarray(c)
+            if a.dtype.kind not in "iu" or a.shape != (chunk.padded,):
+                raise AggregationError(
+                    f"counts of chunk {chunk.index} must be integers of shape ({chunk.padded},), "
+                    f"got {a.dtype} {a.shape}"
+                )
+            if a.size and int(a.min()) < 1:
+                raise AggregationError(f"counts of chunk {chunk.index} must be >= 1, got {int(a.min())}")
+            arrays.append(a.astype(np.int64))
+        return arrays
+
+    def _check_sums(self, prep: THCPrepared, sums) -> list[np.ndarray]:
         """Chunk count, shape and integer dtype; the value range is checked while decoding."""
         if len(sums) != len(prep.chunks):
             raise AggregationError(f"got sums for {len(sums)} chunks, the tensor has {len(prep.chunks)}")

@@ -208,7 +208,7 @@ def _thc_reduce(state: THCHookState, buffer: torch.Tensor, index: int, iteration
         return max_norms, *state.aggregator.all_sum_table_values(indices, comp.table)
 
     max_norms, sums, contributors = redo_on_membership_change(norm_encode_sum)
-    if contributors < 1:
+    if isinstance(contributors, (int, np.integer)) and contributors < 1:
         raise AggregationError(f"the aggregator reported {contributors} contributors")
     comp.decode(prep, sums, contributors, max_norms, out=buffer)
     state.buckets_seen += 1
@@ -296,6 +296,11 @@ def _fix32_reduce(state: FixedPointHookState, buffer: torch.Tensor, iteration: i
         return stats, *state.aggregator.all_sum_int32(comp.encode(prep, stats))
 
     stats, sums, contributors = redo_on_membership_change(norm_encode_sum)
+    if not isinstance(contributors, (int, np.integer)):
+        raise AggregationError(
+            "FIX32 results with different contributor counts (partial aggregation released some slots): "
+            "only THC decodes per-coordinate counts"
+        )
     if contributors < 1:
         raise AggregationError(f"the aggregator reported {contributors} contributors")
     buffer.copy_(comp.decode(prep, sums, contributors, stats))

@@ -369,3 +369,35 @@ def test_bits_per_coordinate():
     bits = THCCompressor(THCConfig(chunk=2**20)).bits_per_coordinate(8)
     assert bits.up == pytest.approx(4, abs=1e-4) and bits.down == pytest.approx(8, abs=1e-4)
     assert THCCompressor().bits_per_coordinate(9).down == pytest.approx(9, abs=1e-4)
+
+
+def test_per_coordinate_counts_decode_each_part_with_its_own_contributors():
+    """A switch that released some slots returns sums of fewer workers there: decoding with per-coordinate
+    counts equals, coordinate block by block, decoding the same sums with that block's count (the decode
+    is linear in S/n), and equal counts everywhere agree with the scalar count."""
+    gen = torch.Generator().manual_seed(31)
+    comps = workers(3, chunk=1024)
+    grads = [torch.randn(2048, generator=gen) for _ in range(3)]
+    preps = [c.prepare(g, 0) for c, g in zip(comps, grads)]
+    max_norms = torch.stack([p.norms for p in preps]).amax(0)
+    indices = [c.encode(p, max_norms) for c, p in zip(comps, preps)]
+    full, two = comps[0].aggregate(indices), comps[0].aggregate(indices[:2])
+    scalar3, scalar2 = comps[0].decode(preps[0], full, 3, max_norms), comps[0].decode(preps[0], two, 2, max_norms)
+    same = comps[0].decode(preps[0], full, [np.full(1024, 3), np.full(1024, 3)], max_norms)
+    torch.testing.assert_close(same, scalar3, rtol=1e-5, atol=1e-6)
+    # chunk 1 released with two workers: chunks are independent, so each half decodes as its own count
+    released = comps[0].decode(preps[0], [full[0], two[1]], [np.full(1024, 3), np.full(1024, 2)], max_norms)
+    torch.testing.assert_close(released[:1024], scalar3[:1024], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(released[1024:], scalar2[1024:], rtol=1e-5, atol=1e-6)
+    # one packet of chunk 1 released: that chunk is neither average
+    counts = [np.full(1024, 3), np.full(1024, 3)]
+    counts[1][:64] = 2
+    mixed = [full[0], np.concatenate([two[1][:64], full[1][64:]])]
+    got = comps[0].decode(preps[0], mixed, counts, max_norms)
+    torch.testing.assert_close(got[:1024], scalar3[:1024], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(got[1024:], scalar3[1024:], atol=1e-6)
+    assert not torch.allclose(got[1024:], scalar2[1024:], atol=1e-6)
+    with pytest.raises(AggregationError, match="counts of chunk 1"):
+        comps[0].decode(preps[0], mixed, [counts[0], counts[1][:10]], max_norms)
+    with pytest.raises(AggregationError, match="leave"):
+        comps[0].decode(preps[0], full, [np.full(1024, 1), np.full(1024, 1)], max_norms)

@@ -1,0 +1,113 @@
+"""Partial aggregation through the worker protocol (p4/README.md, "Partial aggregation"), against the fake
+switch and the compiled program: workers whose requests waited past the straggler timeout release their
+slots, the switch returns the sums of the workers that made it with their count, and a straggler that
+comes later gets the same stored results without being added. A virtual clock makes it instant."""
+
+import numpy as np
+import pytest
+
+from host_agent import wire
+from host_agent.layers import THCResult8
+from host_agent.protocol import ProtocolError, drive
+from tests.host_agent.test_protocol import (
+    _crafted_result,
+    cluster,
+    event_counts,
+    expected_sums,
+    random_indices,
+)
+
+
+@pytest.mark.parametrize("n_requests", [4, 12], ids=["one-round", "three-rounds"])
+def test_released_slots_carry_the_sums_so_far_and_a_late_worker_gets_them_unadded(new_engine, n_requests):
+    workers, engine, _, _, _ = cluster(new_engine, n=3, window=4, n_workers=3, straggler_timeout=0.05)
+    rng = np.random.default_rng(40)
+    idx = random_indices(rng, 3, [64 * n_requests])
+    fast = workers[:2]
+    ops = [w.start_sum_indices(idx[w.worker_id]) for w in fast]
+    drive(fast)  # worker 2 has not started: only the RELEASEs can finish the rounds
+    expected = expected_sums(idx[:2])
+    for op in ops:
+        sums, count = op.result()
+        assert count == 2
+        np.testing.assert_array_equal(sums[0], expected[0])
+    assert all(w.stats()["partial_results"] == n_requests for w in fast)
+    assert sum(w.stats()["releases"] for w in fast) >= n_requests
+    late = workers[2].start_sum_indices(idx[2])
+    drive([workers[2]])
+    sums, count = late.result()  # the stored results: the straggler's indices were never added
+    assert count == 2
+    np.testing.assert_array_equal(sums[0], expected[0])
+    events = event_counts(engine)
+    assert events["RELEASED"] == n_requests  # each use released once; a second RELEASE is ignored
+    # the straggler's requests whose released result it already had are never sent; the others are LATE
+    stats = workers[2].stats()
+    assert stats["early_results"] >= min(4, n_requests) and stats["requests"] == n_requests - stats["early_results"]
+    assert events["LATE"] == stats["requests"] and stats["stale_results"] == 0
+    assert events["CONSUMED"] == 2 * n_requests and events["COMPLETED"] == 0
+    assert events["RELEASE_IGNORED"] == sum(w.stats()["releases"] for w in fast) - n_requests
+
+
+def test_a_worker_inside_the_deadline_completes_the_round_normally(new_engine):
+    workers, engine, _, _, clock = cluster(new_engine, n=3, window=4, n_workers=3, straggler_timeout=10.0)
+    rng = np.random.default_rng(41)
+    idx = random_indices(rng, 3, [64 * 4])
+    ops = [w.start_sum_indices(idx[w.worker_id]) for w in workers]
+    drive(workers)
+    assert all(op.result()[1] == 3 for op in ops) and clock() < 10.0
+    assert all(w.stats()["releases"] == 0 for w in workers)
+    assert "RELEASED" not in event_counts(engine)
+
+
+def test_the_norm_round_can_be_released_too(new_engine):
+    workers, engine, _, _, _ = cluster(new_engine, n=3, window=4, n_workers=3, straggler_timeout=0.02)
+    ops = [w.start_max([float(w.worker_id + 1), 0.5]) for w in workers[:2]]
+    drive(workers[:2])
+    assert all(op.result().tolist() == [2.0, 0.5] for op in ops)
+    workers[2].transport.recv(0.0)  # the straggler lost the multicast results: it must ask
+    late = workers[2].start_max([9.0, 9.0])  # too late: its norms are not in the maximum
+    drive([workers[2]])
+    assert late.result().tolist() == [2.0, 0.5]
+    events = event_counts(engine)
+    assert (events["RELEASED"], events["LATE"], workers[2].stats()["early_results"]) == (2, 2, 0)
+
+
+def test_results_with_different_counts_are_reported_per_coordinate(new_engine):
+    """One slot released with 1 of 2 workers, the other complete: both are kept, and the operation reports
+    the count of every coordinate. Without partial aggregation the same results are refused."""
+    workers, _, _, _, _ = cluster(new_engine, n=2, window=4, lane_bits=8, n_workers=2, straggler_timeout=1.0)
+    a = workers[0]
+    op = a.start_sum_indices([np.full(64 * 2, 4, np.uint8)])  # requests 0, 1: slots 0, 1 of round 0
+    a.pump()
+    a.transport.deliver(_crafted_result(wire.OP_THC, 0, 0, 2, 8, THCResult8(sums=[8] * 64)))
+    a.transport.deliver(_crafted_result(wire.OP_THC, 1, 0, 1, 8, THCResult8(sums=[4] * 64)))
+    a.pump()
+    sums, counts = op.result()
+    np.testing.assert_array_equal(sums[0], [8] * 64 + [4] * 64)
+    assert isinstance(counts, list) and counts[0].tolist() == [2] * 64 + [1] * 64
+    assert a.stats()["partial_results"] == 1
+
+    strict, _, _, _, _ = cluster(new_engine, n=2, window=4, lane_bits=8, n_workers=2)
+    b = strict[0]
+    op = b.start_sum_indices([np.full(64 * 2, 4, np.uint8)])
+    b.pump()
+    b.transport.deliver(_crafted_result(wire.OP_THC, 0, 0, 2, 8, THCResult8(sums=[8] * 64)))
+    b.transport.deliver(_crafted_result(wire.OP_THC, 1, 0, 1, 8, THCResult8(sums=[4] * 64)))
+    b.pump()
+    assert b.stats()["rejected_results"] == 1 and not op.complete
+
+
+def test_a_straggler_timeout_must_be_positive(new_engine):
+    with pytest.raises(ValueError, match="straggler_timeout"):
+        cluster(new_engine, n=2, window=4, straggler_timeout=0.0)
+
+
+def test_contributors_refuses_mixed_counts_without_partial_aggregation():
+    from host_agent.protocol import Operation
+
+    op = Operation(wire.OP_THC, 0, 2, np.zeros((2, 90), np.uint8), [128], 64, 0.0)
+    op.counts[:] = [2, 1]
+    op.done[:] = True
+    op.outstanding = 0
+    with pytest.raises(ProtocolError, match="different contributor counts"):
+        op.result()
