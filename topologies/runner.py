@@ -235,6 +235,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="a worker gives up when the switch has not answered for S seconds (default 30)",
     )
     tr.add_argument(
+        "--straggler",
+        type=_straggler,
+        action="append",
+        default=[],
+        metavar="HOST:MS",
+        help="make HOST a straggler: it sleeps MS milliseconds in every training step (repeatable)",
+    )
+    tr.add_argument(
+        "--straggler-timeout",
+        type=positive_number(),
+        default=None,
+        metavar="MS",
+        help="partial aggregation: a worker whose request waited MS milliseconds releases the slot and "
+        "the switch returns the sums so far with their count (default off: wait for every worker)",
+    )
+    tr.add_argument(
         "--stall-timeout",
         type=positive_number(),
         default=120.0,
@@ -469,6 +485,25 @@ class Progress:
         self.bar.close()
 
 
+def _straggler(text: str) -> tuple[str, float]:
+    """--straggler HOST:MS -> (host, ms)."""
+    host, sep, ms = text.rpartition(":")
+    try:
+        delay = float(ms)
+    except ValueError:
+        delay = -1.0
+    if not sep or not host or not delay >= 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not HOST:MS (a host name and milliseconds >= 0)")
+    return host, delay
+
+
+def check_stragglers(stragglers, topo) -> None:
+    """Every --straggler host must be a worker of the topology."""
+    for host, _ in stragglers:
+        if host not in topo.workers:
+            raise RunError(f"--straggler {host}: not a worker of {topo.name} ({', '.join(topo.workers)})")
+
+
 def run(args) -> int:
     from topologies import report
     from topologies.testbed import Testbed
@@ -482,6 +517,7 @@ def run(args) -> int:
             raise RunError(f"--kill {host}:{step}: {host} is not a worker of {topo.name} ({', '.join(topo.workers)})")
         if step >= args.steps:
             raise RunError(f"--kill {host}:{step}: the run has {args.steps} steps, so the kill would never happen")
+    check_stragglers(args.straggler, topo)
     check_switch_exe(args.switch_exe)
     check_prerequisites()
     auto = None
@@ -528,6 +564,8 @@ def run(args) -> int:
                 window=args.window,
                 switch_timeout=args.switch_timeout,
                 master_port=29500 + index,
+                straggler_timeout_ms=args.straggler_timeout,
+                stragglers=dict(args.straggler),
             )
             if mode in SWITCH_MODES:
                 say(f"{mode}: job {args.job_id} on {topo.aggregation.switch} (fresh epoch, {args.window} slots)")

@@ -54,6 +54,8 @@ class WorkerOptions:
     bucket_cap_kb: float | None = None  # DDP bucket limit (None: DDP's default)
     plan: str | None = None  # mode "plan": the plan file (thc-plan plan --save)
     membership: Path | None = None  # thc-worker --membership: notices after a worker failure (failover.py)
+    straggler_timeout_ms: float | None = None  # thc-worker --straggler-timeout (None: wait for every worker)
+    stragglers: dict[str, float] = field(default_factory=dict)  # host -> ms slept per step (thc-worker --step-delay)
 
     def thc_table(self) -> list[int]:
         """The lookup table these workers decode with (thc-worker builds the same THCConfig)."""
@@ -123,6 +125,8 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
             argv += ["--bucket-cap-kb", str(options.bucket_cap_kb)]
         if options.plan is not None:
             argv += ["--plan", str(options.plan)]
+        if options.stragglers.get(host):
+            argv += ["--step-delay", str(options.stragglers[host])]
     if options.mode in SWITCH_MODES:
         argv += [
             "--service-ip",
@@ -146,6 +150,8 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
             "--coalesce",
             str(options.coalesce),
         ]
+        if options.straggler_timeout_ms is not None:
+            argv += ["--straggler-timeout", str(options.straggler_timeout_ms)]
     if options.membership is not None:
         argv += ["--membership", str(options.membership)]
     return argv
