@@ -46,6 +46,7 @@ class SwitchAggregator:
             raise ValueError(f"n_workers {n_workers} is not 1..{wire.MAX_WORKERS}")
         self.protocol = protocol
         self.n_workers = n_workers
+        self.last_max_partial = False  # the latest all_max had results of released slots (thc.ddp reads it)
         if protocol.n_workers is None:  # results with a count above the job's n are then refused
             protocol.n_workers = n_workers
         # worker failure (see "Worker failure" in host_agent/README.md): `membership` polls for notices
@@ -125,6 +126,8 @@ class SwitchAggregator:
         """Element-wise max over workers of non-negative float32 values (the chunk norms)."""
         values = t.detach().to("cpu", torch.float32).reshape(-1).numpy()
         maxima = self._call(lambda p: p.start_max(values))
+        op, n = self.protocol.last_operation, self.protocol.n_workers or self.n_workers  # the current job's n
+        self.last_max_partial = bool(op is not None and op.n and int(op.counts.min()) < n)
         return torch.from_numpy(maxima).reshape(t.shape).to(device=t.device, dtype=t.dtype)
 
     def all_sum_table_values(self, indices: Sequence[np.ndarray], table) -> tuple[list[np.ndarray], int]:

@@ -77,12 +77,17 @@ class SimJob:
 
 
 def program_engine(
-    sw, job: SimJob, service: wire.Endpoint = SERVICE, lookup_tables: bool = True, pairs: int = wire.INDEX_PAIRS
+    sw,
+    job: SimJob,
+    service: wire.Endpoint | None = SERVICE,
+    lookup_tables: bool = True,
+    pairs: int = wire.INDEX_PAIRS,
 ) -> None:
-    """Install `job` on the engine `sw` with the controller's own writes (controller/writes.py)."""
+    """Install `job` on the engine `sw` with the controller's own writes (controller/writes.py); `service`
+    None: the service address is there already (a second job on the same switch)."""
     first, then = jobs.add_writes(job.to_job(), None, False, set())
     writer = EngineWriter(sw)
-    writer.apply([jobs.service_address_write(service.ip), *first, *then])
+    writer.apply([*([jobs.service_address_write(service.ip)] if service is not None else []), *first, *then])
     if lookup_tables:
         install_table(sw, job.table, pairs)
 
@@ -122,11 +127,14 @@ def attach_workers(
     seed: int = 0,
     clock: Callable[[], float] = time.monotonic,
     service: wire.Endpoint = SERVICE,
+    lw: LoopbackWire | None = None,
     **options,
 ) -> tuple[LoopbackWire, list[WorkerProtocol]]:
     """A loopback wire to `engine` and one WorkerProtocol per worker of `job` (window: the job's n_slots;
-    `options`: WorkerProtocol's keyword arguments, e.g. timeout, deadline, pairs)."""
-    lw = LoopbackWire(engine, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock)
+    `options`: WorkerProtocol's keyword arguments, e.g. timeout, deadline, pairs). `lw`: attach to this
+    wire instead (several jobs on one switch: their workers need distinct worker ids, i.e. ports)."""
+    if lw is None:
+        lw = LoopbackWire(engine, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock)
     protocols = [
         WorkerProtocol(
             lw.attach(worker_port(w)),

@@ -150,13 +150,17 @@ class THCCompressor(Compressor):
             key=key,
         )
 
-    def encode(self, prep: THCPrepared, max_norms: torch.Tensor | Sequence[float]) -> list[np.ndarray]:
+    def encode(
+        self, prep: THCPrepared, max_norms: torch.Tensor | Sequence[float], partial: bool = False
+    ) -> list[np.ndarray]:
         """Table indices (uint8, one array of padded length per chunk) for this worker's contribution.
 
         max_norms: per chunk, the maximum of all workers' ``prep.norms``. With error feedback on, the memory
-        becomes v minus this worker's own decoded contribution.
+        becomes v minus this worker's own decoded contribution. ``partial``: the maximum came from a norm
+        round that was released without some workers (partial aggregation), so it may lie below this
+        worker's own norm; its coordinates are then clipped to the table's range like any outlier.
         """
-        m = self._check_norms(prep, max_norms, own=True)
+        m = self._check_norms(prep, max_norms, own=not partial)
         cfg, table = self.config, self.table
         signs = [sign_bits(cfg.seed, prep.step, prep.key, c.index, c.padded) for c in prep.chunks]
         exps = _exponents(m)

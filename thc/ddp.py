@@ -6,6 +6,10 @@ and one function. The aggregator is pluggable; it needs two methods:
     all_max(t: Tensor) -> Tensor                                  element-wise max over workers (the norm round)
     all_sum_table_values(indices: list[np.ndarray], table) -> (sums: list[np.ndarray], contributors: int)
 
+and may say, as ``last_max_partial``, that its latest all_max was a partial one (partial aggregation: some
+workers' norms are not in the maximum, so a worker's own norm may exceed it). Contributors may also be a
+per-chunk list of per-coordinate counts (THCCompressor.decode).
+
 :class:`GlooAggregator` is the software path (any torch.distributed backend that can all-reduce CPU int32,
 e.g. gloo): it maps indices to table values locally and sums them with an all-reduce. A switch-backed
 aggregator with the same two methods trains through the P4 switch.
@@ -204,7 +208,9 @@ def _thc_reduce(state: THCHookState, buffer: torch.Tensor, index: int, iteration
 
     def norm_encode_sum():
         max_norms = state.aggregator.all_max(prep.norms)
-        indices = comp.encode(prep, max_norms)  # sets the EF memory anew: a redone round overwrites it
+        # sets the EF memory anew: a redone round overwrites it; a partial norm round may lack our own norm
+        partial = bool(getattr(state.aggregator, "last_max_partial", False))
+        indices = comp.encode(prep, max_norms, partial=partial)
         return max_norms, *state.aggregator.all_sum_table_values(indices, comp.table)
 
     max_norms, sums, contributors = redo_on_membership_change(norm_encode_sum)

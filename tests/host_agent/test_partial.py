@@ -5,10 +5,13 @@ comes later gets the same stored results without being added. A virtual clock ma
 
 import numpy as np
 import pytest
+import torch
 
 from host_agent import wire
+from host_agent.fake_switch import FakeSwitch
 from host_agent.layers import THCResult8
 from host_agent.protocol import ProtocolError, drive
+from host_agent.sim import SimJob
 from tests.host_agent.test_protocol import (
     _crafted_result,
     cluster,
@@ -111,3 +114,24 @@ def test_contributors_refuses_mixed_counts_without_partial_aggregation():
     op.outstanding = 0
     with pytest.raises(ProtocolError, match="different contributor counts"):
         op.result()
+
+
+def test_training_with_a_straggler_keeps_every_rank_identical():
+    """Four DDP workers through the fake switch with partial aggregation on, one of them sleeping 30 ms
+    per step: the others release its slots, it takes the released results (mostly before it would send),
+    and every rank, the straggler included, ends with the same parameters, having trained."""
+    from tests.support.cluster import jobs_aggregators, train_ddp
+    from thc.config import THCConfig
+
+    config = THCConfig(chunk=2048)
+    job = SimJob(3, 4, config.make_table().values.tolist(), n_slots=64)
+    switch = FakeSwitch()
+    switch.add_job(job)
+    aggregators = jobs_aggregators(switch, [job], straggler_timeout=0.005)[job.job_id]
+    out = train_ddp("mlp-digits", "thc", 12, n=4, config=config, aggregators=aggregators, step_delays={3: 0.03})
+    for rank in range(1, 4):
+        assert torch.equal(out[rank]["params"], out[0]["params"]), rank
+    assert out[0]["after"] < out[0]["before"]
+    events = switch.event_counts()
+    assert events["RELEASED"] > 0
+    assert sum(a.stats()["partial_results"] for a in aggregators[:3]) > 0

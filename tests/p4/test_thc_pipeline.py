@@ -93,13 +93,14 @@ def request(
     payload=None,
     value: int = 0,
     version: int = 1,
+    kind: int = 0,
 ) -> bytes:
     ops = {"NORM": 1, "THC": 2, "FIX32": 3}
     pkt = (
         Ether(src=worker_mac(w), dst=SERVICE_MAC)
         / IP(src=worker_ip(w), dst=SERVICE_IP)
         / UDP(sport=40000 + w, dport=PORT)
-        / THC(version=version, op=ops[op], kind=0, job_id=job, worker_id=w, slot=slot, round=rnd, value=value)
+        / THC(version=version, op=ops[op], kind=kind, job_id=job, worker_id=w, slot=slot, round=rnd, value=value)
     )
     if payload is not None:
         pkt = pkt / payload
@@ -473,3 +474,127 @@ def test_a_cell_advances_two_rounds_at_a_time_and_only_from_a_complete_use(targe
     last = random_indices(rng)
     assert_exact(one_round(target, last, slot=2, rnd=start + 4), last)
     assert target.events()["DROP_STALE_ROUND"] == 0
+
+
+# ---- partial aggregation (README.md, "Partial aggregation"): a RELEASE completes a use with k < n
+# contributions; a late contribution is counted LATE, never added, and answered with the stored result.
+
+RELEASE = 3
+
+
+def release(w: int, op: str = "THC", **kw) -> bytes:
+    return request(w, op, kind=RELEASE, **kw)
+
+
+def assert_partial(out, idx, ports, kind: int, table=TABLE) -> None:
+    """Every frame of `out` carries the sums of `idx` (the contributors' indices) with count len(idx)."""
+    assert sorted(port for port, _ in out) == sorted(ports)
+    expected = list(reference_aggregate(idx, table))
+    for port, frame in out:
+        pkt = Ether(frame)
+        assert (pkt[THC].op, pkt[THC].kind, pkt[THC].count, pkt[THC].lane_bits) == (2, kind, len(idx), 8)
+        assert pkt[THC].worker_id == port - 1
+        assert (pkt[Ether].dst, pkt[IP].dst, pkt[IP].src) == (worker_mac(port - 1), worker_ip(port - 1), SERVICE_IP)
+        assert sums_of(frame) == expected
+        assert_valid_ipv4(frame)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_a_release_multicasts_the_sums_of_k_of_n_with_their_count(target, k):
+    idx = random_indices(np.random.default_rng(30))
+    assert send_all(target, [(worker_port(w), thc_request(w, idx[w], slot=1)) for w in range(k)]) == []
+    out = target.send(1, release(0, slot=1))
+    assert_partial(out, idx[:k], [worker_port(w) for w in range(N)], kind=1)
+    events = target.events()
+    assert (events["CONSUMED"], events["RELEASED"], events["COMPLETED"]) == (k, 1, 0)
+    # the slot's next use starts two rounds on, as after a complete use
+    nxt = random_indices(np.random.default_rng(31))
+    assert_exact(one_round(target, nxt, slot=1, rnd=2), nxt)
+
+
+def test_a_late_contribution_is_counted_dropped_and_answered_with_the_stored_result(target):
+    idx = random_indices(np.random.default_rng(32))
+    send_all(target, [(1, thc_request(0, idx[0])), (2, thc_request(1, idx[1]))])
+    assert len(target.send(2, release(1))) == N
+    late = target.send(3, thc_request(2, idx[2]))
+    assert_partial(late, idx[:2], [3], kind=2)  # the stored result, worker 2's indices not in it
+    again = target.send(3, thc_request(2, idx[2]))  # still late: it never joins the released use
+    assert_partial(again, idx[:2], [3], kind=2)
+    events = target.events()
+    assert (events["LATE"], events["CONSUMED"], events["RELEASED"], events["COMPLETED"]) == (2, 2, 1, 0)
+
+
+def test_a_retransmission_after_a_release_gets_the_stored_result(target):
+    idx = random_indices(np.random.default_rng(33))
+    send_all(target, [(1, thc_request(0, idx[0])), (2, thc_request(1, idx[1]))])
+    target.send(1, release(0))
+    retx = target.send(2, thc_request(1, idx[1]))
+    assert_partial(retx, idx[:2], [2], kind=2)
+    events = target.events()
+    assert (events["RETX_ANSWERED"], events["LATE"], events["DROP_DUPLICATE"]) == (1, 0, 0)
+
+
+def test_a_release_of_a_complete_use_is_ignored(target):
+    idx = random_indices(np.random.default_rng(34))
+    assert_exact(one_round(target, idx), idx)
+    assert target.send(1, release(0)) == []
+    send_all(target, [(1, thc_request(0, idx[0], slot=2)), (2, thc_request(1, idx[1], slot=2))])
+    assert len(target.send(1, release(0, slot=2))) == N
+    assert target.send(2, release(1, slot=2)) == []  # released already: its result went out
+    retx = target.send(1, thc_request(0, idx[0]))  # slot 0 still answers with all three
+    assert len(retx) == 1 and sums_of(retx[0][1]) == list(reference_aggregate(idx, TABLE))
+    events = target.events()
+    assert (events["RELEASE_IGNORED"], events["RELEASED"], events["COMPLETED"]) == (2, 1, 1)
+
+
+def test_a_release_of_a_use_the_cell_does_not_hold_is_ignored_or_stale(target):
+    rng = np.random.default_rng(35)
+    assert target.send(1, release(0, slot=3)) == []  # nothing started in this epoch
+    for rnd in (0, 2):
+        assert_exact(one_round(target, (idx := random_indices(rng)), slot=3, rnd=rnd), idx)
+    assert target.send(1, release(0, slot=3, rnd=4)) == []  # round 4 has not started
+    assert target.send(1, release(0, slot=3, rnd=0)) == []  # round 0 is over
+    assert target.send(1, release(0, "NORM", slot=3, rnd=2)) == []  # round 2 is a THC round
+    events = target.events()
+    assert (events["RELEASE_IGNORED"], events["DROP_STALE_ROUND"], events["DROP_OP_MISMATCH"]) == (3, 1, 1)
+    assert events["RELEASED"] == 0
+
+
+def test_norm_and_fix32_rounds_release_with_their_payload(target):
+    norms = [norm_bits(v) for v in (2.0, 8.0)]
+    send_all(target, [(worker_port(w), request(w, "NORM", slot=0, value=norms[w])) for w in range(2)])
+    out = target.send(1, release(0, "NORM", slot=0))
+    assert len(out) == N
+    for _, frame in out:
+        pkt = Ether(frame)
+        assert (pkt[THC].op, pkt[THC].count, pkt[THC].value, pkt[THC].lane_bits) == (1, 2, norm_bits(8.0), 0)
+        assert_valid_ipv4(frame)
+    values = [[7] * (K // 2), [-3] * (K // 2)]
+    send_all(
+        target, [(worker_port(w), request(w, "FIX32", slot=1, payload=THCFix32(values=values[w]))) for w in (0, 1)]
+    )
+    out = target.send(2, release(1, "FIX32", slot=1))  # a 58-byte RELEASE: the result gets its payload
+    assert len(out) == N
+    for _, frame in out:
+        pkt = Ether(frame)
+        assert (pkt[THC].count, pkt[THC].lane_bits) == (2, 32)
+        assert list(pkt[THCFix32].values) == [4] * (K // 2)
+        assert_valid_ipv4(frame)
+
+
+def test_events_are_also_counted_per_job(target):
+    other = JOB + 1
+    target.set_job(other, n_workers=1, slot_base=0, n_slots=4, mcast_grp=GROUP + 1, worker_mask=0b1000,
+                   lane_bits=8, epoch=3)  # fmt: skip
+    target.set_group(GROUP + 1, [(worker_port(3), 3)])
+    target.add_result_dst(other, 3, mac_int(worker_mac(3)), ip_int(worker_ip(3)))
+    idx = random_indices(np.random.default_rng(36))
+    assert_exact(one_round(target, idx), idx)
+    solo = random_indices(np.random.default_rng(37), 1)[0]
+    out = target.send(4, thc_request(3, solo, job=other))
+    assert len(out) == 1 and sums_of(out[0][1]) == list(reference_aggregate([solo], TABLE))
+    assert target.send(1, thc_request(0, solo, job=99)) == []
+    mine, theirs, unknown = target.job_events(JOB), target.job_events(other), target.job_events(99)
+    assert {k: v for k, v in mine.items() if v} == {"CONSUMED": 2, "COMPLETED": 1}
+    assert {k: v for k, v in theirs.items() if v} == {"COMPLETED": 1}
+    assert {k: v for k, v in unknown.items() if v} == {"DROP_UNKNOWN_JOB": 1}

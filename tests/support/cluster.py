@@ -16,6 +16,7 @@ import torch.distributed as dist
 from host_agent import train, workloads
 from host_agent.aggregator import SwitchAggregator
 from host_agent.fake_switch import FakeSwitch
+from host_agent.loopback import LoopbackWire
 from host_agent.sim import SimJob, attach_workers
 from thc import ddp, hooks
 from thc.config import THCConfig
@@ -32,6 +33,18 @@ def switch_aggregators(n: int, config: THCConfig, engine=None) -> list[SwitchAgg
         engine.add_job(job)
     _, protocols = attach_workers(engine, job, clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=60.0)
     return [SwitchAggregator(p, n) for p in protocols]
+
+
+def jobs_aggregators(engine, jobs: list[SimJob], **options) -> dict[int, list[SwitchAggregator]]:
+    """Per job, its SwitchAggregators, every job's workers on one loopback wire to ``engine`` (which serves
+    them all: several jobs on one switch). Options: WorkerProtocol's (e.g. straggler_timeout)."""
+    lw = LoopbackWire(engine, clock=time.monotonic)
+    timers = dict(timeout=0.01, max_timeout=0.1, deadline=60.0) | options
+    out = {}
+    for job in jobs:
+        _, protocols = attach_workers(engine, job, clock=time.monotonic, lw=lw, **timers)
+        out[job.job_id] = [SwitchAggregator(p, job.n_workers) for p in protocols]
+    return out
 
 
 def gloo_group(store, rank: int, n: int) -> dist.ProcessGroup:
@@ -95,8 +108,11 @@ def in_threads(n: int, fn, timeout: float = 300.0) -> list:
     return out
 
 
-def _train_rank(rank, n, pg, workload, data, cfg, mode, aggregator, config, thc_hook, fix32_hook, bucket_cap_mb):
-    """One worker's part of ``train_ddp``: the loss on a fixed batch before and after, final parameters."""
+def _train_rank(
+    rank, n, pg, workload, data, cfg, mode, aggregator, config, thc_hook, fix32_hook, bucket_cap_mb, step_delay=0.0
+):
+    """One worker's part of ``train_ddp``: the loss on a fixed batch before and after, final parameters,
+    the training history; it sleeps ``step_delay`` s per step (an injected straggler)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     probe = slice(0, 64)
@@ -108,7 +124,9 @@ def _train_rank(rank, n, pg, workload, data, cfg, mode, aggregator, config, thc_
     wrapped = DDP(model, process_group=pg, **cap)
     state, hook = hook_for(mode, rank, n, pg, aggregator, config, thc_hook, fix32_hook)
     wrapped.register_comm_hook(state, hook)
-    train.train(wrapped, data, cfg, rank, n, lambda record: None)
+    history = train.train(
+        wrapped, data, cfg, rank, n, lambda record: None, metric=workload.metric_of, step_delay=step_delay
+    )
     with torch.no_grad():
         after = float(train.loss_of(model, data.x_train[probe], data.y_train[probe]))
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
@@ -116,7 +134,7 @@ def _train_rank(rank, n, pg, workload, data, cfg, mode, aggregator, config, thc_
     gc.collect()
     if hasattr(state, "close"):
         state.close()  # thc_hook's aggregation thread
-    return {"before": before, "after": after, "params": params, "state": state}
+    return {"before": before, "after": after, "params": params, "state": state, "history": history}
 
 
 def train_ddp(
@@ -129,20 +147,41 @@ def train_ddp(
     thc_hook=None,
     bucket_cap_mb: float | None = None,
     fix32_hook=None,
+    aggregators: list[SwitchAggregator] | None = None,
+    seed: int = 0,
+    step_delays: dict[int, float] | None = None,
 ) -> list[dict]:
     """Train ``model_name`` for ``steps`` steps on n workers in ``mode``; per rank: the training loss on a
-    fixed batch before and after, and the final parameters (flat)."""
+    fixed batch before and after, the final parameters (flat) and the training history.
+
+    ``aggregators``: the workers' SwitchAggregators (default: a FakeSwitch's); ``step_delays``: rank ->
+    seconds that rank sleeps per step (an injected straggler)."""
     workload = workloads.get(model_name)
     data = workload.load()
-    cfg = train.config_for(workload, steps=steps, batch_size=batch_size)
-    aggs = switch_aggregators(n, config or THCConfig(chunk=2048)) if mode in ("thc", "fix32") else [None] * n
+    cfg = train.config_for(workload, steps=steps, batch_size=batch_size, seed=seed)
+    if aggregators is not None:
+        aggs = aggregators
+    else:
+        aggs = switch_aggregators(n, config or THCConfig(chunk=2048)) if mode in ("thc", "fix32") else [None] * n
     store = dist.HashStore()
     prefix = f"c{next(_prefixes)}"
 
     def work(rank):
         pg = gloo_group(dist.PrefixStore(prefix, store), rank, n)
         return _train_rank(
-            rank, n, pg, workload, data, cfg, mode, aggs[rank], config, thc_hook, fix32_hook, bucket_cap_mb
+            rank,
+            n,
+            pg,
+            workload,
+            data,
+            cfg,
+            mode,
+            aggs[rank],
+            config,
+            thc_hook,
+            fix32_hook,
+            bucket_cap_mb,
+            step_delay=(step_delays or {}).get(rank, 0.0),
         )
 
     return in_threads(n, work)

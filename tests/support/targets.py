@@ -89,6 +89,12 @@ class SoftwareTarget(_Target):
     def events(self) -> dict[str, int]:
         return {name: self.sw.counter_read(contract.THC_EVENTS, i)[0] for i, name in enumerate(contract.EVENTS)}
 
+    def job_events(self, job_id: int) -> dict[str, int]:
+        return {
+            name: self.sw.counter_read(contract.THC_JOB_EVENTS, contract.job_event_cell(job_id, name))[0]
+            for name in contract.EVENTS
+        }
+
     def close(self) -> None:
         assert self.sw.stats.get("exceptions", 0) == 0, "the engine raised while processing a packet"
 
@@ -144,8 +150,12 @@ class Bmv2Target(_Target):
         return self.session._read_lanes(self.p4info, self.pairs)
 
     def events(self) -> dict[str, int]:
-        stats = self.session.read_stats()
+        stats = self.session.read_stats([])
         return {name: stats.packets(name) for name in contract.EVENTS}
+
+    def job_events(self, job_id: int) -> dict[str, int]:
+        job = self.session.read_stats([job_id]).jobs[job_id]
+        return {name: job.packets(name) for name in contract.EVENTS}
 
     def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         import select
