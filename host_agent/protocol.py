@@ -927,7 +927,6 @@ class WorkerProtocol:
                 op._native_take = st
         if op is not None:
             st.n_workers = self.n_workers or 0
-            st.mixed_counts = int(op.mixed_counts)
             st.ref_count = -1 if op.count is None else op.count
             st.ref_lane = -1 if op.lane_bits is None else op.lane_bits
         return st

@@ -88,7 +88,6 @@ class Take(ctypes.Structure):
             ("counts", ctypes.c_void_p),
         ]
         + [(name, ctypes.c_int64) for name in ("ignored", "stale", "duplicate", "rejected", "accepted")]
-        + [("mixed_counts", ctypes.c_int64)]
     )
 
 

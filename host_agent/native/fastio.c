@@ -116,7 +116,6 @@ struct thc_take {
     int32_t *sums;                           /* n * per_packet (THC, FIX32) or n (NORM: float bits) */
     uint8_t *counts;                         /* per request: the accepted result's count */
     int64_t ignored, stale, duplicate, rejected, accepted; /* out: this batch's counts */
-    int64_t mixed_counts;                    /* 1: results may carry different counts (partial aggregation) */
 };
 
 static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
@@ -172,7 +171,7 @@ long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_
                 ok = (lane == 8 || lane == 16) && size == st->per_packet * lane / 8;
         }
         if (ok && st->ref_count >= 0)
-            ok = (st->mixed_counts || count == st->ref_count) && (st->op != 2 || lane == st->ref_lane);
+            ok = count == st->ref_count && (st->op != 2 || lane == st->ref_lane);
         if (!ok) {
             st->rejected++;
             continue;

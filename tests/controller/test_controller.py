@@ -390,6 +390,26 @@ def test_stats_names_every_cell_and_sums_aggregated_packets(mock, session):
     assert list(s.events)[: len(contract.EVENTS)] == list(contract.EVENTS)
 
 
+def test_stats_reads_each_installed_jobs_events_from_the_per_job_counter(mock, topo, session):
+    session.install_table(V4)
+    session.add_job(1, ["h1", "h2"], topo)
+    session.add_job(2, ["h3", "h4"], topo)
+    job_counter = P4Info(mock.p4info).counter(contract.THC_JOB_EVENTS).preamble.id
+    mock.counters = {
+        (job_counter, contract.job_event_cell(1, "COMPLETED")): (5, 500),
+        (job_counter, contract.job_event_cell(2, "RELEASED")): (2, 120),
+        (job_counter, contract.job_event_cell(2, "LATE")): (1, 90),
+        (job_counter, contract.job_event_cell(9, "COMPLETED")): (7, 700),  # no such job installed
+    }
+    s = session.read_stats()
+    assert sorted(s.jobs) == [1, 2]
+    assert {k: v for k, v in s.jobs[1].events.items() if v != (0, 0)} == {"COMPLETED": (5, 500)}
+    assert (s.jobs[2].packets("RELEASED"), s.jobs[2].packets("LATE"), s.jobs[2].packets("COMPLETED")) == (2, 1, 0)
+    assert list(s.jobs[1].events) == list(contract.EVENTS)
+    assert session.read_stats([9]).jobs[9].packets("COMPLETED") == 7
+    assert s.to_dict()["jobs"]["2"]["LATE"] == {"packets": 1, "bytes": 90}
+
+
 def test_apply_reads_tutorials_runtime_files_and_is_idempotent(mock, tmp_path):
     p4info_file = tmp_path / "build" / "prog.p4info.txtpb"
     p4info_file.parent.mkdir()
