@@ -556,7 +556,7 @@ def test_a_release_of_a_use_the_cell_does_not_hold_is_ignored_or_stale(target):
     assert target.send(1, release(0, slot=3, rnd=0)) == []  # round 0 is over
     assert target.send(1, release(0, "NORM", slot=3, rnd=2)) == []  # round 2 is a THC round
     events = target.events()
-    assert (events["RELEASE_IGNORED"], events["DROP_STALE_ROUND"], events["DROP_OP_MISMATCH"]) == (3, 1, 1)
+    assert (events["RELEASE_IGNORED"], events["DROP_STALE_ROUND"], events["DROP_OP_MISMATCH"]) == (2, 1, 1)
     assert events["RELEASED"] == 0
 
 
