@@ -31,7 +31,7 @@ def jobs() -> tuple[SimJob, SimJob]:
 def switch_serving(*served: SimJob) -> SoftwareSwitch:
     sw = SoftwareSwitch.from_json(str(paths.THC_JSON))
     for i, job in enumerate(served):
-        program_engine(sw, job, SERVICE if i == 0 else None)
+        program_engine(sw, job, SERVICE if i == 0 else None, lookup_tables=i == 0)  # one table for both
     return sw
 
 
