@@ -139,6 +139,14 @@ class Layout:
         try:
             return self.headers[name]
         except KeyError:
+            if name in self.unions:
+                # p4c 1.2.5 emits `hdr.stack[i].isValid()` of a union stack element so; simple_switch
+                # looks the name up among headers and refuses to load the program, as this does
+                raise malformed(
+                    f"{name!r} is a header union, referenced as a header (simple_switch refuses this too:"
+                    " p4c writes a union stack element's isValid() so; test its members' validity instead)",
+                    path,
+                ) from None
             raise malformed(f"unknown header instance {name!r}", path) from None
 
     def stack(self, name: str, path: str = "?") -> StackSlots:
