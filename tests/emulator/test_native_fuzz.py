@@ -53,7 +53,7 @@ def test_no_compiler_is_a_clear_error_and_auto_falls_back(monkeypatch, tmp_path,
 FUZZ_CHILD = r"""
 import json, random, sys
 from emulator.switch import SoftwareSwitch
-from tests.support.frames import guided_frames, mutate, random_entries
+from tests.support.frames import guided_frames, mutate, random_entries, random_value_sets
 paths, per_program = json.loads(sys.argv[1]), int(sys.argv[2])
 total = 0
 for path in paths:
@@ -68,7 +68,14 @@ for path in paths:
     sw.mc_group_set(1, [(1, 0), (2, 1), (3, 2)])
     for s in range(0, 256, 5):  # mirror sessions: clone_mirror takes the session id from the frame
         sw.mirroring_add(s, egress_port=s % 8, mgid=1 if s % 2 else None)
-    seeds = guided_frames(cfg, 200, rng)
+    sw.seed(rng.getrandbits(64))
+    value_sets = random_value_sets(sw.program, rng)
+    for name, members in value_sets.items():
+        sw.value_set_replace(name, members)
+    for name, width in sw.program.custom_crcs.items():
+        sw.set_crc_parameters(name, rng.getrandbits(width) | 1, rng.getrandbits(width), rng.getrandbits(width),
+                              rng.random() < 0.5, rng.random() < 0.5)
+    seeds = guided_frames(cfg, 200, rng, value_sets=value_sets)
     for i in range(per_program):
         r = rng.random()
         if r < 0.6:

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from emulator.switch import CLONE_DIGEST_STAT_KEYS, STAT_KEYS, SoftwareSwitch
-from tests.support.frames import guided_frames, mutate, random_entries
+from tests.support.frames import guided_frames, mutate, random_entries, random_value_sets
 from tests.support.paths import FIXTURE_BUILD
 from tests.support.targets import THC_JSON
 
@@ -87,8 +87,20 @@ def _state(sw, program):
     return regs, ctrs, direct, stats
 
 
-def _frames(cfg, rng, count):
-    guided = guided_frames(cfg, count // 2, rng)
+def _control_plane_state(switches, rng, program):
+    """Value set members and custom CRC parameters, the same in both; the members (for guided
+    frames to take the value set branches)."""
+    value_sets = random_value_sets(program, rng)
+    for name, members in value_sets.items():
+        _apply(switches, "value_set_replace", name, members)
+    for name, width in program.custom_crcs.items():
+        params = (rng.getrandbits(width) | 1, rng.getrandbits(width), rng.getrandbits(width))
+        _apply(switches, "set_crc_parameters", name, *params, rng.random() < 0.5, rng.random() < 0.5)
+    return value_sets
+
+
+def _frames(cfg, rng, count, value_sets=None):
+    guided = guided_frames(cfg, count // 2, rng, value_sets=value_sets)
     frames = []
     for i in range(count):
         r = rng.random()
@@ -121,7 +133,8 @@ def test_native_matches_python_on_random_and_mutated_frames(path):
     py, nat = switches
     program = py.program
     _program(switches, rng, program)
-    frames = _frames(cfg, rng, FRAMES)
+    value_sets = _control_plane_state(switches, rng, program)
+    frames = _frames(cfg, rng, FRAMES, value_sets)
     half = len(frames) // 2
     _run(switches, frames[:half], rng)
     assert _state(py, program) == _state(nat, program)

@@ -4,12 +4,14 @@
 branches (random header bytes, the select key's field patched to a case's value), so random frames
 reach deep parser states and the controls behind them; `mutate` then flips, truncates and extends
 them. `random_entries` fills a program's tables with valid random entries (with wildcard and /0
-entries so lookups hit).
+entries so lookups hit); `random_value_sets` picks members for its parse value sets, and frames
+guided with those members take the value set branches too.
 """
 
 import random
 
 from emulator.engine.jsonutil import hexstr
+from emulator.engine.valuesets import pad
 
 
 def _put_bits(buf: bytearray, bit: int, width: int, value: int) -> None:
@@ -32,7 +34,12 @@ def _field_bits(cfg, header_type):
     return out, bit // 8
 
 
-def guided_frames(cfg: dict, count: int, rng: random.Random, max_states: int = 24) -> list[bytes]:
+def guided_frames(
+    cfg: dict, count: int, rng: random.Random, max_states: int = 24, value_sets: dict | None = None
+) -> list[bytes]:
+    """`value_sets`: {name: [members]} as the switch holds them; select cases on a listed set with
+    members are taken like constant cases (with one of the members), others are never chosen."""
+    value_sets = value_sets or {}
     parser = next(p for p in cfg["parsers"] if p["name"] == "parser")
     states = {s["name"]: s for s in parser["parse_states"]}
     headers = {h["name"]: h for h in cfg["headers"]}
@@ -66,23 +73,25 @@ def guided_frames(cfg: dict, count: int, rng: random.Random, max_states: int = 2
                 _, nbytes = _field_bits(cfg, headers[name]["header_type"])
                 where[name] = len(buf)
                 buf += bytes(rng.getrandbits(8) for _ in range(nbytes))
-            cases = [
-                t for t in st.get("transitions", []) if t.get("type", "hexstr") == "hexstr" and t["value"] != "default"
-            ]
-            default = next((t for t in st.get("transitions", []) if t not in cases), None)
+            transitions = st.get("transitions", [])
+            cases = [t for t in transitions if t.get("type", "hexstr") == "hexstr" and t["value"] != "default"]
+            cases += [t for t in transitions if t.get("type") == "parse_vset" and value_sets.get(t["value"])]
+            default = next((t for t in transitions if t.get("type") == "default" or t.get("value") == "default"), None)
             pick = rng.choice(cases) if cases and rng.random() < 0.85 else default
             if pick is None:
                 break
             if pick in cases:
-                _patch_key(cfg, st, pick, buf, where, headers, stacks, rng)
+                members = value_sets.get(pick["value"]) if pick.get("type") == "parse_vset" else None
+                _patch_key(cfg, st, pick, buf, where, headers, stacks, rng, members)
             state = pick.get("next_state")
         buf += bytes(rng.getrandbits(8) for _ in range(rng.choice([0, 0, 1, 8, 20, 64])))
         frames.append(bytes(buf))
     return frames
 
 
-def _patch_key(cfg, st, case, buf, where, headers, stacks, rng):
-    """Write the case's value (under its mask) into the frame bytes the select key reads."""
+def _patch_key(cfg, st, case, buf, where, headers, stacks, rng, members=None):
+    """Write the case's value (under its mask) into the frame bytes the select key reads; for a
+    value set case (`members` given), one of its members laid out like the key."""
     keys = st.get("transition_key", [])
     widths = []
     for k in keys:
@@ -102,7 +111,10 @@ def _patch_key(cfg, st, case, buf, where, headers, stacks, rng):
         else:
             return
     total = sum(((w[2][1] + 7) // 8) for w in widths)
-    value = hexstr(case["value"])
+    if members is not None:
+        value = pad(rng.choice(members), [w[2][1] for w in widths])
+    else:
+        value = hexstr(case["value"])
     mask = hexstr(case["mask"]) if case.get("mask") else (1 << (8 * total)) - 1
     shift = total * 8
     for kind, off, (bit, width) in widths:
@@ -171,4 +183,14 @@ def random_entries(program, rng: random.Random, per_table: int = 6) -> list[tupl
             params = [rng.getrandbits(w) if w else 0 for _, w in widths]
             priority = rng.randint(1, 1000) if priority_needed else None
             out.append((name, keys, action, params, priority))
+    return out
+
+
+def random_value_sets(program, rng: random.Random) -> dict:
+    """{value set: [members]}: random distinct members for each of a program's parse value sets, up
+    to its size (at most 4), for `SoftwareSwitch.value_set_replace` and `guided_frames`."""
+    out = {}
+    for name, vs in program.value_sets.items():
+        limit = min(vs.size or 4, 4)
+        out[name] = list(dict.fromkeys(rng.getrandbits(vs.bitwidth) for _ in range(rng.randint(1, limit))))
     return out
