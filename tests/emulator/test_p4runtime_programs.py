@@ -7,6 +7,7 @@ and that entries written through P4Runtime change what the engine does to packet
 import p4runtime_sh.shell as sh
 import pytest
 from p4.v1 import p4runtime_pb2
+from p4runtime_sh.p4runtime import P4RuntimeWriteException
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
@@ -147,3 +148,71 @@ def test_packet_out_and_packet_in_with_the_header_layout_p4c_writes():
     finally:
         sh.teardown()
         server.stop(0)
+
+
+# ------------------------------------------------------------------------------ value sets
+@pytest.fixture
+def vsets(switch):
+    _shell_on(switch, "value_sets")
+    yield switch
+    sh.teardown()
+
+
+def _vset_update(name, *members, kind=p4runtime_pb2.Update.MODIFY):
+    """A ValueSetEntry update (p4runtime-shell has no value set entity: raw protobuf through its
+    client); `members` are lists of (field id, bytes)."""
+    [info] = [v for v in sh.context.p4info.value_sets if v.preamble.name == name]
+    update = p4runtime_pb2.Update(type=kind)
+    entry = update.entity.value_set_entry
+    entry.value_set_id = info.preamble.id
+    for fields in members:
+        member = entry.members.add()
+        for field_id, value in fields:
+            match = member.match.add(field_id=field_id)
+            match.exact.value = value
+    return update
+
+
+def _read_vsets():
+    """{value set name: [[(field id, bytes)] per member]} read back over P4Runtime."""
+    names = {v.preamble.id: v.preamble.name for v in sh.context.p4info.value_sets}
+    read = p4runtime_pb2.Entity()
+    read.value_set_entry.SetInParent()
+    return {
+        names[e.value_set_entry.value_set_id]: [
+            [(m.field_id, m.exact.value) for m in member.match] for member in e.value_set_entry.members
+        ]
+        for reply in sh.client.read_one(read)
+        for e in reply.entities
+    }
+
+
+def test_value_set_entries_over_the_p4info_p4c_writes(vsets):
+    """p4c names value sets after their parser and leaves a scalar set's one match field nameless;
+    members written over P4Runtime decide the parser's transitions."""
+    eth = bytes.fromhex("0000000000020000000000aa")
+    frame = eth + b"\x90\x00" + bytes([7, 0x3F, 0xEE, 0]) + b"\x00\x05"
+    assert vsets.engine.process(1, frame) == [(2, frame)]  # empty sets
+
+    sh.client.write_update(_vset_update("SParser.ether_types", [(1, b"\x90\x00")], [(1, b"\x88\xb5")]))
+    sh.client.write_update(_vset_update("SParser.kinds", [(1, b"\x07"), (2, b"\x03")]))
+    parsed = eth + b"\x90\x00" + bytes([7, 0x3F, 0xEE, 2]) + b"\x00\x06"  # p and q parsed, q.value + 1
+    assert vsets.engine.process(1, frame) == [(2, parsed)]
+    assert vsets.engine.value_set_members("SParser.kinds") == [0x073]
+    assert _read_vsets() == {
+        "SParser.ether_types": [[(1, b"\x90\x00")], [(1, b"\x88\xb5")]],
+        "SParser.kinds": [[(1, b"\x07"), (2, b"\x03")]],
+    }
+
+    sh.client.write_update(_vset_update("SParser.kinds"))  # MODIFY with no members empties the set
+    assert vsets.engine.process(1, frame)[0][1][17] == 1  # p parsed, q not
+
+    too_many = [[(1, bytes([0x90, k]))] for k in range(5)]  # value_set<bit<16>>(4)
+    with pytest.raises(P4RuntimeWriteException, match="RESOURCE_EXHAUSTED"):
+        sh.client.write_update(_vset_update("SParser.ether_types", *too_many))
+    with pytest.raises(P4RuntimeWriteException, match="INVALID_ARGUMENT"):
+        sh.client.write_update(_vset_update("SParser.kinds", [(1, b"\x07"), (2, b"\x13")]))  # sub is 4 bits
+    with pytest.raises(P4RuntimeWriteException, match="INVALID_ARGUMENT"):
+        insert = p4runtime_pb2.Update.INSERT  # value sets are only ever modified
+        sh.client.write_update(_vset_update("SParser.ether_types", [(1, b"\x90\x00")], kind=insert))
+    assert vsets.engine.value_set_members("SParser.ether_types") == [0x9000, 0x88B5]  # refusals change nothing
