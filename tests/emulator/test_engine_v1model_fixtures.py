@@ -220,6 +220,25 @@ def test_a_member_cut_short_leaves_the_union_invalid(unions):
     assert unions.process(1, frame) == [(2, eth(0x88B6) + bytes([2, 0]) + b"\x00" + b"\x00\x00")]
 
 
+@pytest.mark.parametrize("backend", ["python", "native"])
+def test_a_union_stack_element_referenced_as_a_header_is_refused_as_simple_switch_does(backend):
+    """p4c 1.2.5 writes `hdr.es[0].isValid()` as valid_union of {"type": "header", "value": "es[0]"};
+    simple_switch looks the name up among headers and fails to load. So does the engine, saying why."""
+    import json
+
+    from emulator.errors import LoadError
+
+    cfg = json.loads((FIXTURE_BUILD / "header_unions.json").read_text())
+    fragment = "hdr.es[0].small.isValid() || hdr.es[0].big.isValid()"  # what the fixture says instead
+    [cond] = [c for c in cfg["pipelines"][0]["conditionals"] if c["source_info"]["source_fragment"] == fragment]
+    cond["expression"] = {
+        "type": "expression",
+        "value": {"op": "valid_union", "left": None, "right": {"type": "header", "value": "es[0]"}},
+    }
+    with pytest.raises(LoadError, match=r"'es\[0\]' is a header union, referenced as a header"):
+        SoftwareSwitch.from_json(cfg, backend=backend)
+
+
 def test_other_frames_leave_untouched(unions):
     frame = eth(0x0800) + b"\x01\x00\x12\x34"
     assert unions.process(1, frame) == [(2, frame)]
