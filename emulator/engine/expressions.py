@@ -198,6 +198,13 @@ class ExprCompiler:
 
     def _union_stack_field(self, j):
         """(base source, offset, width, signed) of a field of a member of a union stack's last union."""
+        us, member, off, width, signed = self.union_stack_member_field(j)
+        bases = self.union_stack_bases(us)
+        return f"{bases}[_last_index(F[{us.next_slot}])][{member}]", off, width, signed
+
+    def union_stack_member_field(self, j):
+        """(union stack, member index, offset, width, signed) of a union stack field reference, checked;
+        both code generators place the base in their own terms."""
         v = j.get("value")
         if not isinstance(v, list) or len(v) != 3:
             raise malformed("union stack field must be [union stack, member, field]", self.path, j)
@@ -210,8 +217,7 @@ class ExprCompiler:
         if off is None:
             raise malformed(f"union member {v[1]!r} has no field {v[2]!r}", self.path, j)
         width, signed = (1, False) if off == htype.nfields else htype.fields[off][1:]
-        bases = self.union_stack_bases(us)
-        return f"{bases}[_last_index(F[{us.next_slot}])][{member}]", off, width, signed
+        return us, member, off, width, signed
 
     def _member_index(self, u: UnionSlots, name, j) -> int:
         k = u.member_index(name)

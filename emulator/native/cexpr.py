@@ -176,18 +176,7 @@ class CExpr(ExprCompiler):
 
     def _union_stack_field(self, j):
         """(C base of the member in the last union, offset, width, signed) of a union stack field."""
-        v = j.get("value")
-        if not isinstance(v, list) or len(v) != 3:
-            raise malformed("union stack field must be [union stack, member, field]", self.path, j)
-        us = self.layout.union_stack(v[0], self.path)
-        if not us.unions:
-            raise malformed("field of an empty union stack", self.path, j)
-        member = self._member_index(us.unions[0], v[1], j)
-        htype = us.unions[0].members[member].htype
-        off = htype.offsets.get(v[2])
-        if off is None:
-            raise malformed(f"union member {v[1]!r} has no field {v[2]!r}", self.path, j)
-        width, signed = (1, False) if off == htype.nfields else htype.fields[off][1:]
+        us, member, off, width, signed = self.union_stack_member_field(j)
         base = f"{self.consts.union_stack_bases(us)}[stack_last(cx, F[{us.next_slot}])][{member}]"
         return base, off, width, signed
 
