@@ -212,11 +212,15 @@ def write_action_profile_member(pipe, update_type, member) -> None:
         raise engine_error(exc, what) from None
 
 
-def read_action_profile_members(pipe, request, new=p4runtime_pb2.ActionProfileMember) -> list:
+def _profiles_read(pipe, request) -> list:
+    """The action profiles a member or group read asks for: one, or all for id 0 (a wildcard)."""
     if request.action_profile_id == 0:
-        profiles = list(pipe.binding.action_profiles.values())
-    else:
-        profiles = [pipe.binding.action_profile(request.action_profile_id)]
+        return list(pipe.binding.action_profiles.values())
+    return [pipe.binding.action_profile(request.action_profile_id)]
+
+
+def read_action_profile_members(pipe, request, new=p4runtime_pb2.ActionProfileMember) -> list:
+    profiles = _profiles_read(pipe, request)
     found = []
     for profile in profiles:
         members = pipe.engine.act_prof_members(profile.name)
@@ -290,10 +294,7 @@ def write_action_profile_group(pipe, update_type, group) -> None:
 
 
 def read_action_profile_groups(pipe, request, new=p4runtime_pb2.ActionProfileGroup) -> list:
-    if request.action_profile_id == 0:
-        profiles = list(pipe.binding.action_profiles.values())
-    else:
-        profiles = [pipe.binding.action_profile(request.action_profile_id)]
+    profiles = _profiles_read(pipe, request)
     found = []
     for profile in profiles:
         if not profile.with_selector:
