@@ -3,8 +3,12 @@
 As PI does for simple_switch_grpc (proto/frontend/src/pre_clone_mgr.cpp, bmv2's pi_clone_imp.cpp):
 session ids 1..32767; each session's replicas become the multicast group 32768 + session id, and
 the mirror session sends to that group, so every clone leaves as a replica (its egress_rid is the
-replica's instance, its instance_type the clone's). `class_of_service` and `packet_length_bytes` other
-than 0 are UNIMPLEMENTED, as on BMv2. Those groups are left out of wildcard multicast group reads.
+replica's instance, its instance_type the clone's). Those groups are left out of wildcard multicast
+group reads. `class_of_service` and `packet_length_bytes` other than 0 are UNIMPLEMENTED: simple_switch
+has neither (its mirroring sessions cannot truncate). PI answers UNIMPLEMENTED for the first but
+UNKNOWN for the second (bmv2's _pi_clone_session_set refuses a max_packet_length as "not implemented
+by target", which PI's PreCloneMgr reports as UNKNOWN); the spec's code for a feature a target lacks
+is UNIMPLEMENTED.
 """
 
 from p4.v1 import p4runtime_pb2
@@ -44,7 +48,9 @@ def write_clone_session(pipe, update_type, session) -> None:
     if session.class_of_service:
         raise P4RTError(UNIMPLEMENTED, f"{what}: class_of_service is not supported (simple_switch neither)")
     if session.packet_length_bytes:
-        raise P4RTError(UNIMPLEMENTED, f"{what}: packet_length_bytes is not supported (simple_switch neither)")
+        raise P4RTError(
+            UNIMPLEMENTED, f"{what}: packet_length_bytes is not supported (simple_switch cannot truncate clones)"
+        )
     replicas, port_as_bytes = [], False
     for r in session.replicas:
         if r.WhichOneof("port_kind") == "port":

@@ -6,6 +6,7 @@ port. Readiness is p4lang/tutorials' check: the process is alive and its gRPC po
 """
 
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -31,6 +32,7 @@ class Bmv2Process:
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_tcp_port()
         self.address = f"127.0.0.1:{self.port}"
+        self.thrift_port = free_tcp_port()  # BMv2's runtime CLI (simple_switch_CLI) connects here
         self.log = workdir / "bmv2.log"
         argv = [
             binary,
@@ -39,7 +41,7 @@ class Bmv2Process:
             "--notifications-addr",
             f"ipc://{workdir / 'notifications.ipc'}",
             "--thrift-port",
-            str(free_tcp_port()),
+            str(self.thrift_port),
             *args,
             "--",
             "--grpc-server-addr",
@@ -63,3 +65,44 @@ class Bmv2Process:
 
     def stop(self) -> None:
         stop_process(self.proc)
+
+
+def cli_binary(binary: str | None = None) -> str | None:
+    """simple_switch_CLI beside simple_switch_grpc, else on PATH, else None."""
+    binary = binary or bmv2_binary()
+    beside = Path(binary).parent / "simple_switch_CLI" if binary else None
+    return str(beside) if beside and os.access(beside, os.X_OK) else shutil.which("simple_switch_CLI")
+
+
+def cli_interpreter(cli: str) -> list[str]:
+    """The command simple_switch_CLI's own line `#!` runs it with: that Python has thrift and BMv2's
+    Python runtime (bm_runtime), which the project's venv has not."""
+    first = Path(cli).read_text(errors="replace").splitlines()[0]
+    argv = first[2:].split() if first.startswith("#!") else ["python3"]
+    if Path(argv[0]).name == "env":
+        argv = argv[1:]
+    found = shutil.which(argv[0])
+    if found is None:
+        pytest.skip(f"{argv[0]}, the interpreter of {cli}, is not on PATH")
+    return [found, *argv[1:]]
+
+
+def replace_parse_value_set(thrift_port: int, name: str, members: list[bytes], cli: str | None = None) -> list[bytes]:
+    """Makes `members` (each exactly the set's compressed width in bytes) BMv2's value set `name`, over
+    its Thrift API (tests/support/bmv2_value_sets.py, which says why not simple_switch_CLI's pvs_add);
+    answers the members BMv2 reads back, sorted."""
+    cli = cli or cli_binary()
+    if cli is None:
+        pytest.skip("simple_switch_CLI (for its Python with thrift and bm_runtime) is not installed")
+    prefix = Path(cli).resolve().parent.parent  # a hand-built BMv2 keeps bm_runtime under its prefix
+    search = [str(d) for d in sorted(prefix.glob("lib/python3*/site-packages")) if (d / "bm_runtime").is_dir()]
+    done = subprocess.run(
+        [*cli_interpreter(cli), str(Path(__file__).with_name("bmv2_value_sets.py")), str(thrift_port), name]
+        + [m.hex() for m in members],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(search + [os.environ.get("PYTHONPATH", "")])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"setting BMv2's value set {name} failed: {done.stdout}{done.stderr}"
+    return [bytes.fromhex(m) for m in done.stdout.split()]
