@@ -21,9 +21,12 @@ THC_UDP_PORT = 21576  # 0x5448, "TH": UDP destination port of requests and resul
 THC_VERSION = 1
 
 OP_NORM, OP_THC, OP_FIX32 = 1, 2, 3
-KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX, KIND_RELEASE = 0, 1, 2, 3
+KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX, KIND_RELEASE, KIND_PARTIAL = 0, 1, 2, 3, 4
 OP_NAMES = {OP_NORM: "NORM", OP_THC: "THC", OP_FIX32: "FIX32"}
-KIND_NAMES = {KIND_REQUEST: "REQUEST", KIND_RESULT: "RESULT", KIND_RESULT_RETX: "RESULT_RETX", KIND_RELEASE: "RELEASE"}
+KIND_NAMES = {
+    KIND_REQUEST: "REQUEST", KIND_RESULT: "RESULT", KIND_RESULT_RETX: "RESULT_RETX", KIND_RELEASE: "RELEASE",
+    KIND_PARTIAL: "PARTIAL",
+}
 
 # header thc_t, in order: (field, bits). op and kind share byte 1 (op in the high nibble).
 THC_HEADER_FIELDS = (
@@ -71,6 +74,8 @@ SERVE = "ThcIngress.job_check.serve"
 JOBS = "ThcIngress.job_check.jobs"
 SET_JOB = "ThcIngress.job_check.set_job"
 UNKNOWN_JOB = "ThcIngress.job_check.unknown_job"  # jobs' default action
+UPLINK = "ThcIngress.job_check.uplink"  # two-level aggregation: a leaf's way to the spine
+TO_SPINE = "ThcIngress.job_check.to_spine"
 BAD_INDEX = "ThcIngress.index_lookup.bad_index"  # every lookup lane's default action
 RESULT_DST = "ThcEgress.result_dst"
 SET_RESULT_DST = "ThcEgress.set_result_dst"
@@ -135,6 +140,8 @@ EVENTS = (
     "RELEASED",
     "LATE",
     "RELEASE_IGNORED",
+    "PARTIAL_RESENT",
+    "FANNED_OUT",
 )
 EVENT_INDEX = {name: i for i, name in enumerate(EVENTS)}
 
@@ -165,6 +172,7 @@ def table_specs(lanes: int = THC_PAIRS) -> list[TableSpec]:
         TableSpec(IPV4_LPM, (("hdr.ipv4.dstAddr", 32, _LPM),), IPV4_FORWARD, (("dstAddr", 48), ("port", 9)), 1024),
         TableSpec(SERVICE_ADDR, (("hdr.ipv4.dstAddr", 32, _EXACT),), SERVE, (), 16),
         TableSpec(JOBS, (("hdr.thc.job_id", 8, _EXACT),), SET_JOB, SET_JOB_PARAMS, JOBS_CAPACITY),
+        TableSpec(UPLINK, (("hdr.thc.job_id", 8, _EXACT),), TO_SPINE, (("leaf_id", 8), ("spine_addr", 32)), 64),
         TableSpec(
             RESULT_DST,
             (("hdr.thc.job_id", 8, _EXACT), ("standard_metadata.egress_rid", 16, _EXACT)),

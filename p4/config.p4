@@ -9,7 +9,7 @@
 
 #define THC_SLOTS 1024          /* slots shared by all jobs */
 #define THC_CELLS 2048          /* two cells per slot: the shadow copy */
-#define THC_EVENTS 32           /* cells of the thc_events counter: 19 events, room for more */
+#define THC_EVENTS 32           /* cells of the thc_events counter: 21 events, room for more */
 #define THC_JOB_IDS 256         /* hdr.thc.job_id is 8 bits */
 #define THC_JOB_EVENTS 8192     /* thc_job_events: THC_EVENTS cells per job id (job_id * 32 + event) */
 
@@ -25,6 +25,7 @@ const bit<4> KIND_REQUEST     = 0;
 const bit<4> KIND_RESULT      = 1;
 const bit<4> KIND_RESULT_RETX = 2;
 const bit<4> KIND_RELEASE     = 3;   /* worker -> switch: complete the slot's use with what it has */
+const bit<4> KIND_PARTIAL     = 4;   /* leaf -> spine: a leaf's sums (16-bit lanes) and their count */
 
 /* One event per packet, counted in ThcIngress.thc_events. */
 const bit<32> EV_CONSUMED            = 0;
@@ -46,6 +47,8 @@ const bit<32> EV_DROP_FAR_ROUND      = 15;
 const bit<32> EV_RELEASED            = 16;  /* a RELEASE completed a use with k < n: sums multicast */
 const bit<32> EV_LATE                = 17;  /* a contribution to a released use: not added, answered */
 const bit<32> EV_RELEASE_IGNORED     = 18;  /* a RELEASE for a complete use, or one not in the cell */
+const bit<32> EV_PARTIAL_RESENT      = 19;  /* leaf: a retransmission to a complete use re-sends its partial up */
+const bit<32> EV_FANNED_OUT          = 20;  /* leaf: a spine's result multicast down to the local workers */
 
 /* Bytes after the IPv4 header: UDP (8) + THC header (16) + payload. */
 #define THC_L4_BYTES 24

@@ -100,6 +100,13 @@ struct metadata_t {
     bit<32> keep;          /* 0 on the first packet of a use (write), all ones after (add) */
     bit<32> tmp;
     bit<1>  rewrite_result;
+    /* two-level aggregation (README.md, "Two-level aggregation") */
+    bit<1>  leaf;          /* this switch is a leaf of the job: completed sums go up as a PARTIAL */
+    bit<8>  leaf_id;       /* the leaf's worker id in the spine's job */
+    bit<32> spine_addr;    /* the spine's service address */
+    bit<1>  down;          /* a spine's result to this leaf: multicast to the local workers */
+    bit<1>  up;            /* a PARTIAL leaves for the spine: route it with ipv4_lpm */
+    bit<8>  weight;        /* contributions a packet carries: 1, or a PARTIAL's count */
     FOR_EACH_PAIR(W_FIELD) /* per pair: the looked-up word, then the running sum */
 }
 

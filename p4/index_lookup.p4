@@ -17,6 +17,7 @@
     }
 #define APPLY_LUT(i, a, b) lut_##i.apply();
 #define COPY_FIX(i, a, b) meta.w##i = hdr.thc_fix.v##i;
+#define COPY_LANES(i, a, b) meta.w##i = hdr.thc_res16.c##a ++ hdr.thc_res16.c##b;
 
 control IndexLookup(inout headers_t hdr, inout metadata_t meta) {
     /* An index with no entry: larger than the installed table (b < 4) or no table installed yet. */
@@ -31,8 +32,15 @@ control IndexLookup(inout headers_t hdr, inout metadata_t meta) {
         FOR_EACH_PAIR(COPY_FIX)
     }
 
+    /* A leaf's PARTIAL already holds table values (two 16-bit lane sums per word): no lookup. */
+    action copy_lanes() {
+        FOR_EACH_PAIR(COPY_LANES)
+    }
+
     apply {
-        if (hdr.thc.op == OP_THC) {
+        if (hdr.thc.op == OP_THC && hdr.thc.kind == KIND_PARTIAL) {
+            copy_lanes();
+        } else if (hdr.thc.op == OP_THC) {
             FOR_EACH_PAIR(APPLY_LUT)
         } else if (hdr.thc.op == OP_FIX32) {
             copy_fix();

@@ -38,6 +38,20 @@ control JobCheck(inout headers_t hdr, inout metadata_t meta) {
         default_action = unknown_job();
     }
 
+    /* Two-level aggregation: on a leaf, the job's completed sums go to the spine as one PARTIAL. */
+    action to_spine(bit<8> leaf_id, ip4Addr_t spine_addr) {
+        meta.leaf = 1;
+        meta.leaf_id = leaf_id;
+        meta.spine_addr = spine_addr;
+    }
+
+    table uplink {
+        key = { hdr.thc.job_id: exact; }
+        actions = { to_spine; NoAction; }
+        size = 64;
+        default_action = NoAction();
+    }
+
     action reject(bit<32> event) {
         meta.drop = 1;
         meta.event = event;
@@ -48,6 +62,17 @@ control JobCheck(inout headers_t hdr, inout metadata_t meta) {
         if (meta.serve == 1) {
             jobs.apply();
             if (meta.drop == 0) {
+                uplink.apply();
+            }
+            if (hdr.thc.kind == KIND_RESULT || hdr.thc.kind == KIND_RESULT_RETX) {
+                /* a result addressed to a service address: the spine's answer to this leaf, or forwarded */
+                meta.drop = 0;
+                if (meta.leaf == 1) {
+                    meta.down = 1;
+                } else {
+                    meta.serve = 0;
+                }
+            } else if (meta.drop == 0) {
                 meta.my_bit = 32w1 << hdr.thc.worker_id;
                 if (hdr.thc.worker_id >= THC_MAX_WORKERS || (meta.worker_mask & meta.my_bit) == 0) {
                     reject(EV_DROP_FOREIGN_WORKER);

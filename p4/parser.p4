@@ -31,11 +31,17 @@ parser ThcParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
         transition select(hdr.thc.op, hdr.thc.kind) {
             (OP_THC, KIND_REQUEST): parse_indices;
             (OP_FIX32, KIND_REQUEST): parse_fix;
+            (OP_THC, KIND_PARTIAL): parse_res16;
+            (OP_FIX32, KIND_PARTIAL): parse_fix;
             default: accept;
         }
     }
     state parse_indices {
         packet.extract(hdr.thc_idx);
+        transition accept;
+    }
+    state parse_res16 {
+        packet.extract(hdr.thc_res16);
         transition accept;
     }
     state parse_fix {

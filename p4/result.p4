@@ -31,6 +31,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.thc_res8.setValid();
         FOR_EACH_PAIR(RES8_OUT)
         hdr.thc_idx.setInvalid();
+        hdr.thc_res16.setInvalid();  /* a PARTIAL's payload, on a spine */
         hdr.thc.lane_bits = 8;
         hdr.ipv4.totalLen = 20 + THC_L4_BYTES + RESULT8_BYTES;
         hdr.udp.length = THC_L4_BYTES + RESULT8_BYTES;
@@ -80,8 +81,31 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.event = EV_RETX_ANSWERED;
     }
 
+    /* A leaf sends what it completed (or answers a retransmission with its stored partial) to the spine:
+     * always 16-bit lanes, the count of its contributions, its own id. ipv4_lpm routes it (meta.up). */
+    action to_spine() {
+        hdr.thc.kind = KIND_PARTIAL;
+        hdr.thc.worker_id = meta.leaf_id;
+        hdr.ethernet.srcAddr = hdr.ethernet.dstAddr;
+        hdr.ipv4.srcAddr = hdr.ipv4.dstAddr;
+        hdr.ipv4.dstAddr = meta.spine_addr;
+        meta.up = 1;
+    }
+
+    /* A spine's result (or its answer to a re-sent partial) reaches a leaf: every local worker gets it. */
+    action fan_out() {
+        standard_metadata.mcast_grp = meta.mcast_grp;
+        hdr.thc.kind = KIND_RESULT;
+        hdr.ethernet.srcAddr = hdr.ethernet.dstAddr;
+        hdr.ipv4.srcAddr = hdr.ipv4.dstAddr;
+        meta.rewrite_result = 1;
+        meta.event = EV_FANNED_OUT;
+    }
+
     apply {
-        if (meta.remaining != 0) {
+        if (meta.down == 1) {
+            fan_out();
+        } else if (meta.remaining != 0) {
             if (meta.dup == 1) {
                 duplicate();
             } else {
@@ -90,7 +114,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         } else {
             common_result();
             if (hdr.thc.op == OP_THC) {
-                if (meta.lane_bits == 8) {
+                if (meta.lane_bits == 8 && meta.leaf == 0) {
                     thc_result8();
                 } else {
                     thc_result16();
@@ -100,7 +124,16 @@ control Result(inout headers_t hdr, inout metadata_t meta,
             } else {
                 norm_result();
             }
-            if (meta.release == 1) {
+            if (meta.leaf == 1) {
+                to_spine();
+                if (meta.release == 1) {
+                    meta.event = EV_RELEASED;
+                } else if (meta.dup == 1) {
+                    meta.event = EV_PARTIAL_RESENT;
+                } else {
+                    meta.event = EV_COMPLETED;
+                }
+            } else if (meta.release == 1) {
                 to_group();
                 meta.event = EV_RELEASED;
             } else if (meta.dup == 1) {

@@ -20,6 +20,8 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
     /* The whole read-modify-write of the cell's registers is this one action: BMv2 holds an action's
      * registers locked while it runs, so no other packet sees the cell half-updated. */
     action use_cell() {
+        /* a PARTIAL from a leaf carries the count of the leaf's contributions; anything else is one */
+        meta.weight = (hdr.thc.kind == KIND_PARTIAL) ? hdr.thc.count : 8w1;
         meta.cell = ((bit<32>)(meta.slot_base + hdr.thc.slot) << 1) | (bit<32>)hdr.thc.round[0:0];
         slot_tag.read(meta.tag, meta.cell);
         slot_bitmap.read(meta.bitmap, meta.cell);
@@ -62,7 +64,7 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
                 meta.late = 1;
             } else {
                 meta.remaining = meta.remaining - 1;
-                meta.count = meta.count + 1;
+                meta.count = meta.count + meta.weight;
                 slot_bitmap.write(meta.cell, meta.bitmap | meta.my_bit);
                 slot_remaining.write(meta.cell, meta.remaining);
                 slot_count.write(meta.cell, meta.count);
@@ -76,11 +78,11 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
         if (meta.first == 1) {
             /* the first packet of a use writes, so no reset is ever needed */
             meta.remaining = meta.n_workers - 1;
-            meta.count = 1;
+            meta.count = meta.weight;
             slot_tag.write(meta.cell, meta.epoch ++ hdr.thc.op ++ hdr.thc.round);
             slot_bitmap.write(meta.cell, meta.my_bit);
             slot_remaining.write(meta.cell, meta.remaining);
-            slot_count.write(meta.cell, 1);
+            slot_count.write(meta.cell, meta.weight);
         }
     }
 

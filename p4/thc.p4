@@ -41,13 +41,15 @@ control ThcIngress(inout headers_t hdr, inout metadata_t meta,
             meta.drop = 1;
             meta.event = EV_DROP_NOT_IPV4;
         } else {
-            if (hdr.thc.isValid() && (hdr.thc.kind == KIND_REQUEST || hdr.thc.kind == KIND_RELEASE)) {
+            if (hdr.thc.isValid() && hdr.thc.kind <= KIND_PARTIAL) {
                 job_check.apply(hdr, meta);
             }
             if (meta.serve == 0) {
-                forwarding.apply(hdr, meta, standard_metadata);
+                /* ordinary IPv4: routed below */
+            } else if (meta.down == 1) {
+                result.apply(hdr, meta, standard_metadata);
             } else if (meta.drop == 0) {
-                if (hdr.thc.kind == KIND_REQUEST) {
+                if (hdr.thc.kind == KIND_REQUEST || hdr.thc.kind == KIND_PARTIAL) {
                     index_lookup.apply(hdr, meta);
                 }
                 if (meta.drop == 0) {
@@ -56,6 +58,14 @@ control ThcIngress(inout headers_t hdr, inout metadata_t meta,
                 if (meta.drop == 0) {
                     aggregator.apply(hdr, meta);
                     result.apply(hdr, meta, standard_metadata);
+                }
+            }
+            if (meta.serve == 0 || meta.up == 1) {
+                /* ordinary IPv4, or a leaf's PARTIAL on its way to the spine (keeping the aggregation's event) */
+                bit<32> event = meta.event;
+                forwarding.apply(hdr, meta, standard_metadata);
+                if (meta.up == 1 && meta.drop == 0) {
+                    meta.event = event;
                 }
             }
         }
