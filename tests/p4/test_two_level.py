@@ -1,0 +1,114 @@
+"""Two-level aggregation (p4/README.md, "Two-level aggregation"): two leaves of four workers and a spine,
+each a software switch running the compiled program, chained in-process. Expected sums come from thc's
+reference aggregation of all eight workers, never from a switch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scapy.layers.l2 import Ether
+
+from host_agent.layers import THC, THCResult8, THCResult16
+from tests.support.leaf_spine import LeafSpine
+from tests.support.targets import THC_JSON, program_summary
+from thc import make_table
+from thc.aggregate import reference_aggregate
+
+pytestmark = pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built")
+
+K = program_summary()["coords"] if THC_JSON.exists() else 64
+SMALL = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")  # 8 · 30 ≤ 255: 8-bit results
+LARGE = make_table(bits=4, granularity=200, clip=1 / 32, kind="optimal")  # 16-bit results
+
+
+def sums(frame: bytes) -> list[int]:
+    thc = Ether(frame)[THC]
+    return list(thc[THCResult8 if thc.lane_bits == 8 else THCResult16].sums)
+
+
+def assert_every_worker_exact(fabric: LeafSpine, results: dict[int, bytes], idx) -> None:
+    expected = list(reference_aggregate(idx, fabric.table))
+    assert sorted(results) == list(range(fabric.n))
+    for w, frame in results.items():
+        thc = Ether(frame)[THC]
+        assert (thc.kind, thc.count, thc.lane_bits) == (1, fabric.n, fabric.lane_bits), f"worker {w}"
+        assert sums(frame) == expected, f"worker {w}"
+
+
+@pytest.fixture(params=["python", "native"])
+def backend(request):
+    return request.param
+
+
+@pytest.mark.parametrize("table", [SMALL, LARGE], ids=["8-bit", "16-bit"])
+def test_two_level_sums_equal_the_reference_of_all_workers(backend, table):
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=table, backend=backend)
+    rng = np.random.default_rng(1)
+    try:
+        for q in range(6):  # two uses of each of three slots: the shadow cells on both levels
+            idx = [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(fabric.n)]
+            assert_every_worker_exact(fabric, fabric.run_round(idx, slot=q % 3, rnd=q // 3), idx)
+        spine = fabric.spine.events()
+        assert spine["COMPLETED"] == 6 and spine["CONSUMED"] == 6  # one partial per leaf and use
+        for leaf in fabric.leaf:
+            assert leaf.events()["FANNED_OUT"] == 6
+    finally:
+        fabric.close()
+
+
+def test_two_level_sums_stay_exact_under_one_percent_loss(backend):
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, loss=0.01, seed=5, backend=backend)
+    rng = np.random.default_rng(2)
+    try:
+        for q in range(60):
+            idx = [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(fabric.n)]
+            assert_every_worker_exact(fabric, fabric.run_round(idx, slot=q % 4, rnd=q // 4), idx)
+        spine, leaves = fabric.spine.events(), [leaf.events() for leaf in fabric.leaf]
+        # loss happened and was recovered on both levels; no partial was counted twice
+        assert sum(ev["PARTIAL_RESENT"] for ev in leaves) > 0
+        assert spine["COMPLETED"] == 60
+        assert spine["CONSUMED"] == 60
+    finally:
+        fabric.close()
+
+
+def test_a_lost_partial_is_recovered_by_a_workers_retransmission():
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL)
+    rng = np.random.default_rng(3)
+    idx = [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(fabric.n)]
+    try:
+        # leaf 0 completes, but its partial never reaches the spine
+        for w in fabric.local_workers(0):
+            out = fabric.leaf[0].send(w + 1, fabric.request(w, idx[w], 0, 0))
+        assert [port for port, _ in out] == [fabric.per_leaf + 1]
+        assert Ether(out[0][1])[THC].kind == 4 and Ether(out[0][1])[THC].count == 4
+        assert fabric.spine.events()["CONSUMED"] == 0
+        results = fabric.run_round(idx, slot=0, rnd=0)  # every worker (re)sends: leaf 0 re-sends its partial
+        assert_every_worker_exact(fabric, results, idx)
+        assert fabric.leaf[0].events()["PARTIAL_RESENT"] >= 1
+    finally:
+        fabric.close()
+
+
+def test_a_retransmitted_partial_is_not_counted_twice_and_a_complete_spine_answers_it():
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL)
+    rng = np.random.default_rng(4)
+    idx = [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(fabric.n)]
+    try:
+        for w in fabric.local_workers(0):
+            partial = fabric.leaf[0].send(w + 1, fabric.request(w, idx[w], 0, 0))
+        (_, partial_frame) = partial[0]
+        assert fabric.spine.send(1, partial_frame) == []
+        assert fabric.spine.send(1, partial_frame) == []  # again, before leaf 1: a duplicate, not counted
+        assert fabric.spine.events()["DROP_DUPLICATE"] == 1
+        results = fabric.run_round(idx, slot=0, rnd=0)
+        assert_every_worker_exact(fabric, results, idx)  # count = 8, not 12: leaf 0 counted once
+        answer = fabric.spine.send(1, partial_frame)  # the spine is complete: the stored result, unicast
+        assert [port for port, _ in answer] == [1]
+        thc = Ether(answer[0][1])[THC]
+        assert (thc.kind, thc.count) == (2, fabric.n)
+        assert sums(answer[0][1]) == list(reference_aggregate(idx, fabric.table))
+        fanned = fabric.leaf[0].send(fabric.per_leaf + 1, answer[0][1])  # the leaf multicasts it down
+        assert sorted(port for port, _ in fanned) == [1, 2, 3, 4]
+    finally:
+        fabric.close()

@@ -1,0 +1,171 @@
+"""Two-level aggregation in-process: leaf switches and a spine, each a software switch running the compiled
+program, chained by a packet loop with seeded loss, and workers that retransmit what is still unanswered.
+
+Addresses and ports follow p4/README.md, "Two-level aggregation": leaf L serves its workers on ports 1..W
+and reaches the spine on port W + 1; the spine reaches leaf L on port L + 1. Worker ids are global
+(leaf L holds workers L·W .. L·W + W − 1), so the spine's result can carry any worker's id back down.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import raw
+
+from controller import contract, jobs
+from controller.writes import INSERT, TableWrite
+from host_agent.layers import THC, THCIndices
+from tests.support.targets import SoftwareTarget
+
+SPINE_IP = "10.0.9.254"
+
+
+def ip_int(ip: str) -> int:
+    return struct.unpack("!I", bytes(int(x) for x in ip.split(".")))[0]
+
+
+def leaf_ip(leaf: int) -> str:
+    return f"10.0.{leaf + 1}.254"
+
+
+def switch_mac(index: int) -> int:
+    return 0xFE0000000000 + index
+
+
+def mac_str(mac: int) -> str:
+    return ":".join(f"{b:02x}" for b in mac.to_bytes(6, "big"))
+
+
+def worker_ip(w: int) -> str:
+    return f"10.1.0.{w + 1}"
+
+
+def worker_mac(w: int) -> int:
+    return 0x020000000000 + w + 1
+
+
+@dataclass
+class LeafSpine:
+    """`leaves` leaf switches of `per_leaf` workers each and one spine, programmed for one job."""
+
+    leaves: int
+    per_leaf: int
+    table: object
+    job_id: int = 7
+    n_slots: int = 4
+    epoch: int = 3
+    loss: float = 0.0
+    seed: int = 0
+    backend: str = "python"
+    spine: SoftwareTarget = field(init=False)
+    leaf: list[SoftwareTarget] = field(init=False)
+    spine_link_bytes: int = field(init=False, default=0)
+
+    def __post_init__(self):
+        self.n = self.leaves * self.per_leaf
+        self.rng = random.Random(self.seed)
+        self.lane_bits = jobs.lane_bits_for(self.n, int(max(self.table.values)))
+        self.spine = SoftwareTarget(self.backend)
+        self.leaf = [SoftwareTarget(self.backend) for _ in range(self.leaves)]
+        self._program_spine()
+        for leaf in range(self.leaves):
+            self._program_leaf(leaf)
+
+    def _program_spine(self) -> None:
+        sw, group = self.spine, 100
+        sw.add_service(ip_int(SPINE_IP))
+        for leaf in range(self.leaves):
+            sw.add_route(ip_int(leaf_ip(leaf)), 32, switch_mac(leaf), leaf + 1)
+            sw.add_result_dst(self.job_id, leaf, switch_mac(leaf), ip_int(leaf_ip(leaf)))
+        # the spine's job: its "workers" are the leaves; the result lanes are sized for all n workers
+        sw.set_job(
+            self.job_id,
+            n_workers=self.leaves,
+            slot_base=0,
+            n_slots=self.n_slots,
+            mcast_grp=group,
+            worker_mask=(1 << self.leaves) - 1,
+            lane_bits=self.lane_bits,
+            epoch=self.epoch,
+        )
+        sw.set_group(group, [(leaf + 1, leaf) for leaf in range(self.leaves)])
+
+    def _program_leaf(self, leaf: int) -> None:
+        sw, group = self.leaf[leaf], 10 + leaf
+        sw.add_service(ip_int(leaf_ip(leaf)))
+        sw.add_route(ip_int(SPINE_IP), 32, switch_mac(99), self.per_leaf + 1)
+        local = self.local_workers(leaf)
+        for port, w in enumerate(local, start=1):
+            sw.add_route(ip_int(worker_ip(w)), 32, worker_mac(w), port)
+            sw.add_result_dst(self.job_id, w, worker_mac(w), ip_int(worker_ip(w)))
+        sw.set_job(
+            self.job_id,
+            n_workers=self.per_leaf,
+            slot_base=0,
+            n_slots=self.n_slots,
+            mcast_grp=group,
+            worker_mask=sum(1 << w for w in local),
+            lane_bits=16,
+            epoch=self.epoch,
+        )
+        sw.set_group(group, [(port, w) for port, w in enumerate(local, start=1)])
+        sw.apply([TableWrite(INSERT, contract.UPLINK, (self.job_id,), contract.TO_SPINE, (leaf, ip_int(SPINE_IP)))])
+        sw.install_table(self.table.values, self.table.bits)
+
+    def local_workers(self, leaf: int) -> list[int]:
+        return list(range(leaf * self.per_leaf, (leaf + 1) * self.per_leaf))
+
+    def request(self, w: int, idx: np.ndarray, slot: int, rnd: int) -> bytes:
+        leaf = w // self.per_leaf
+        return raw(
+            Ether(src=mac_str(worker_mac(w)), dst=mac_str(switch_mac(leaf)))
+            / IP(src=worker_ip(w), dst=leaf_ip(leaf))
+            / UDP(sport=40000 + w, dport=contract.THC_UDP_PORT)
+            / THC(version=1, op=contract.OP_THC, kind=0, job_id=self.job_id, worker_id=w, slot=slot, round=rnd)
+            / THCIndices(idx=[int(v) for v in idx])
+        )
+
+    def _lost(self) -> bool:
+        return self.loss > 0 and self.rng.random() < self.loss
+
+    def run_round(self, idx: list[np.ndarray], slot: int, rnd: int, max_tries: int = 50) -> dict[int, bytes]:
+        """Every worker sends its request (and retransmits it while unanswered, like a timeout would);
+        returns the first result frame each worker received for (slot, round)."""
+        results: dict[int, bytes] = {}
+        for _ in range(max_tries):
+            waiting = [w for w in range(self.n) if w not in results]
+            if not waiting:
+                return results
+            queue = deque()
+            for w in waiting:
+                if not self._lost():
+                    frame = self.request(w, idx[w], slot, rnd)
+                    queue.append(("leaf", w // self.per_leaf, w % self.per_leaf + 1, frame))
+            while queue:
+                kind, index, port, frame = queue.popleft()
+                sw = self.spine if kind == "spine" else self.leaf[index]
+                for out_port, out in sw.send(port, frame):
+                    if kind == "spine":
+                        self.spine_link_bytes += len(out)
+                        if not self._lost():
+                            queue.append(("leaf", out_port - 1, self.per_leaf + 1, out))
+                    elif out_port == self.per_leaf + 1:
+                        self.spine_link_bytes += len(out)
+                        if not self._lost():
+                            queue.append(("spine", 0, index + 1, out))
+                    elif not self._lost():
+                        w = self.local_workers(index)[out_port - 1]
+                        thc = Ether(out)[THC]
+                        if (thc.slot, thc.round, thc.worker_id) == (slot, rnd, w):
+                            results.setdefault(w, out)
+        raise AssertionError(f"workers {sorted(set(range(self.n)) - set(results))} got no result in {max_tries} tries")
+
+    def close(self) -> None:
+        for sw in [self.spine, *self.leaf]:
+            sw.close()
