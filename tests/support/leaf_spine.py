@@ -1,5 +1,6 @@
 """Two-level aggregation in-process: leaf switches and a spine, each a software switch running the compiled
 program, chained by a packet loop with seeded loss, and workers that retransmit what is still unanswered.
+With `levels=1` the same network aggregates at the spine only (the leaves just route), for comparison.
 
 Addresses and ports follow p4/README.md, "Two-level aggregation": leaf L serves its workers on ports 1..W
 and reaches the spine on port W + 1; the spine reaches leaf L on port L + 1. Worker ids are global
@@ -63,6 +64,7 @@ class LeafSpine:
     loss: float = 0.0
     seed: int = 0
     backend: str = "python"
+    levels: int = 2
     spine: SoftwareTarget = field(init=False)
     leaf: list[SoftwareTarget] = field(init=False)
     spine_link_bytes: int = field(init=False, default=0)
@@ -73,9 +75,39 @@ class LeafSpine:
         self.lane_bits = jobs.lane_bits_for(self.n, int(max(self.table.values)))
         self.spine = SoftwareTarget(self.backend)
         self.leaf = [SoftwareTarget(self.backend) for _ in range(self.leaves)]
-        self._program_spine()
+        if self.levels not in (1, 2):
+            raise ValueError(f"levels must be 1 or 2, not {self.levels}")
+        if self.levels == 2:
+            self._program_spine()
+            for leaf in range(self.leaves):
+                self._program_leaf(leaf)
+        else:
+            self._program_single_level()
+
+    def _program_single_level(self) -> None:
+        """The spine aggregates all n workers; the leaves forward requests up and results down."""
+        sw, group = self.spine, 100
+        sw.add_service(ip_int(SPINE_IP))
+        for w in range(self.n):
+            leaf = w // self.per_leaf
+            sw.add_route(ip_int(worker_ip(w)), 32, worker_mac(w), leaf + 1)
+            sw.add_result_dst(self.job_id, w, worker_mac(w), ip_int(worker_ip(w)))
+        sw.set_job(
+            self.job_id,
+            n_workers=self.n,
+            slot_base=0,
+            n_slots=self.n_slots,
+            mcast_grp=group,
+            worker_mask=(1 << self.n) - 1,
+            lane_bits=self.lane_bits,
+            epoch=self.epoch,
+        )
+        sw.set_group(group, [(w // self.per_leaf + 1, w) for w in range(self.n)])
+        sw.install_table(self.table.values, self.table.bits)
         for leaf in range(self.leaves):
-            self._program_leaf(leaf)
+            self.leaf[leaf].add_route(ip_int(SPINE_IP), 32, switch_mac(99), self.per_leaf + 1)
+            for port, w in enumerate(self.local_workers(leaf), start=1):
+                self.leaf[leaf].add_route(ip_int(worker_ip(w)), 32, worker_mac(w), port)
 
     def _program_spine(self) -> None:
         sw, group = self.spine, 100
@@ -123,9 +155,10 @@ class LeafSpine:
 
     def request(self, w: int, idx: np.ndarray, slot: int, rnd: int) -> bytes:
         leaf = w // self.per_leaf
+        service = leaf_ip(leaf) if self.levels == 2 else SPINE_IP
         return raw(
             Ether(src=mac_str(worker_mac(w)), dst=mac_str(switch_mac(leaf)))
-            / IP(src=worker_ip(w), dst=leaf_ip(leaf))
+            / IP(src=worker_ip(w), dst=service)
             / UDP(sport=40000 + w, dport=contract.THC_UDP_PORT)
             / THC(version=1, op=contract.OP_THC, kind=0, job_id=self.job_id, worker_id=w, slot=slot, round=rnd)
             / THCIndices(idx=[int(v) for v in idx])

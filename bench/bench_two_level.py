@@ -1,0 +1,84 @@
+"""Bytes on the spine links per round: aggregation at the spine only against two-level aggregation.
+
+    .venv/bin/python bench/bench_two_level.py [--leaves 2] [--per-leaf 4] [--rounds 40] [--loss 0.0]
+
+In-process (no Mininet, no root): one spine and `--leaves` leaves, each a software switch running the
+compiled program p4/build/thc.json, chained by tests/support/leaf_spine.py (the harness of
+tests/p4/test_two_level.py). A round is one use of one slot: every worker sends one THC request
+(K coordinates) and gets the sums back. Counted: every frame that crosses a leaf–spine link, both
+directions, including retransmissions and answers when `--loss` (per link, per frame) is set.
+
+  one-level  the spine aggregates all n workers; leaves route requests up and results down
+  two-level  each leaf aggregates its workers and sends one PARTIAL up; the spine's result goes down once
+             per leaf, and the leaf multicasts it (p4/README.md, "Two-level aggregation")
+
+Every round's sums are checked against thc's reference. Writes bench/out/bench_two_level.json; the last
+line is `two-level/one-level spine bytes per round: <R>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.leaf_spine import LeafSpine  # noqa: E402
+from tests.support.targets import program_summary  # noqa: E402
+from thc import make_table  # noqa: E402
+from thc.aggregate import reference_aggregate  # noqa: E402
+
+
+def measure(levels: int, args, table) -> dict:
+    fabric = LeafSpine(leaves=args.leaves, per_leaf=args.per_leaf, table=table, loss=args.loss, seed=1, levels=levels)
+    coords = program_summary()["coords"]
+    rng = np.random.default_rng(0)
+    try:
+        for q in range(args.rounds):
+            idx = [rng.integers(0, 2**table.bits, size=coords, dtype=np.uint8) for _ in range(fabric.n)]
+            results = fabric.run_round(idx, slot=q % fabric.n_slots, rnd=q // fabric.n_slots)
+            expected = np.asarray(reference_aggregate(idx, table))
+            for frame in results.values():
+                got = np.frombuffer(frame[-coords * fabric.lane_bits // 8 :], dtype=f">u{fabric.lane_bits // 8}")
+                if not np.array_equal(got, expected):
+                    raise SystemExit(f"{levels}-level round {q}: sums differ from thc's reference")
+        return {
+            "levels": levels,
+            "workers": fabric.n,
+            "rounds": args.rounds,
+            "spine_link_bytes": fabric.spine_link_bytes,
+            "spine_link_bytes_per_round": fabric.spine_link_bytes / args.rounds,
+            "spine_events": {k: v for k, v in fabric.spine.events().items() if v},
+        }
+    finally:
+        fabric.close()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--leaves", type=int, default=2)
+    parser.add_argument("--per-leaf", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--loss", type=float, default=0.0, help="loss probability per frame and link (0..1)")
+    args = parser.parse_args(argv)
+    table = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")
+    runs = [measure(1, args, table), measure(2, args, table)]
+    for run in runs:
+        print(
+            f"{run['levels']}-level, {run['workers']} workers: {run['spine_link_bytes_per_round']:.0f} bytes "
+            f"on the spine links per round ({run['rounds']} rounds, loss {args.loss})"
+        )
+    out = Path(__file__).resolve().parent / "out"
+    out.mkdir(exist_ok=True)
+    (out / "bench_two_level.json").write_text(json.dumps({"loss": args.loss, "runs": runs}, indent=2))
+    ratio = runs[1]["spine_link_bytes_per_round"] / runs[0]["spine_link_bytes_per_round"]
+    print(f"two-level/one-level spine bytes per round: {ratio:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
