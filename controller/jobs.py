@@ -389,3 +389,69 @@ def workers_from_topology(topology, switch: str, hosts: list[str]) -> list[JobWo
         port, _ = topology.next_hop(switch, name)
         workers.append(JobWorker(topology.worker_id(name), host.mac, host.address, port, name))
     return workers
+
+
+# ---- two-level aggregation ------------------------------------------------------------------------
+
+
+def uplink_write(kind: str, job_id: int, leaf_id: int, spine_ip: str) -> TableWrite:
+    """On a leaf: the job's completed sums go to the spine at `spine_ip` as a PARTIAL of worker `leaf_id`."""
+    if kind == DELETE:
+        return TableWrite(DELETE, contract.UPLINK, (job_id,))
+    return TableWrite(kind, contract.UPLINK, (job_id,), contract.TO_SPINE, (leaf_id, _int_ip(spine_ip)))
+
+
+def plan_two_level(
+    topology,
+    job_id: int,
+    hosts: list[str],
+    max_value: int,
+    *,
+    n_slots: int = DEFAULT_SLOTS,
+    slot_base: int = 0,
+    epoch: int | None = None,
+    rng: random.Random | None = None,
+) -> dict[str, list[Write]]:
+    """Writes, per switch, that install job `job_id` for `hosts` on a leaf–spine topology (p4/README.md,
+    "Two-level aggregation"): every leaf sums its own workers and sends one partial to the spine; the spine
+    sums the leaves and multicasts to them. Lanes are sized for all n workers. Fresh switches are assumed
+    (INSERTs); routes and lookup tables are installed as for one level (leaves need the tables, the spine
+    does not)."""
+    if not topology.two_level:
+        raise BadInput(f"topology {topology.name} has no aggregation.leaves: it aggregates on one level")
+    spine = topology.aggregation
+    everyone = plan_job(
+        job_id, workers_from_topology(topology, spine.switch, hosts), [], max_value,
+        n_slots=n_slots, slot_base=slot_base, epoch=epoch, rng=rng,
+    )  # fmt: skip
+    by_leaf: dict[str, list[str]] = {leaf.switch: [] for leaf in spine.leaves}
+    for host in hosts:
+        leaf = topology.leaf_of(host)
+        if leaf is None:
+            raise BadInput(f"worker {host} is under no leaf of topology {topology.name}: every worker needs one")
+        by_leaf[leaf.switch].append(host)
+    leaves = [leaf for leaf in spine.leaves if by_leaf[leaf.switch]]
+    writes: dict[str, list[Write]] = {}
+    for leaf_id, leaf in enumerate(leaves):
+        local = plan_job(
+            job_id, workers_from_topology(topology, leaf.switch, by_leaf[leaf.switch]), [], max_value,
+            n_slots=n_slots, slot_base=everyone.slot_base, epoch=everyone.epoch,
+        )  # fmt: skip
+        first, then = add_writes(local, None, False, set())
+        writes[leaf.switch] = [
+            service_address_write(str(leaf.service_ip)),
+            *first,
+            uplink_write(INSERT, job_id, leaf_id, str(spine.service_ip)),
+            *then,
+        ]
+    leaf_workers = [
+        JobWorker(leaf_id, leaf.service_mac, str(leaf.service_ip), topology.next_hop(spine.switch, leaf.switch)[0])
+        for leaf_id, leaf in enumerate(leaves)
+    ]
+    top = Job(
+        job_id, len(leaves), everyone.slot_base, everyone.n_slots, everyone.mcast_grp, (1 << len(leaves)) - 1,
+        everyone.lane_bits, everyone.epoch, tuple(leaf_workers),
+    )  # fmt: skip
+    first, then = add_writes(top, None, False, set())
+    writes[spine.switch] = [service_address_write(str(spine.service_ip)), *first, *then]
+    return writes

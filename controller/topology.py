@@ -26,7 +26,10 @@ Format::
       "aggregation": {
         "switch": "s1",                                 the switch that sums THC requests
         "service_ip": "10.0.0.254",                     the address workers send requests to
-        "service_mac": "02:00:00:00:00:fe"              optional; the MAC hosts resolve it to
+        "service_mac": "02:00:00:00:00:fe",             optional; the MAC hosts resolve it to
+        "leaves": {                                     optional: two-level aggregation, "switch" is the spine
+          "s1": {"service_ip": "10.0.0.251", "service_mac": "02:00:00:00:00:f1"}
+        }                                               each leaf sums its workers, sends one partial up
       },
       "workers": ["h1", "h2", "h3", "h4"]               optional; default: every host, in file order
     }
@@ -65,7 +68,8 @@ _SWITCH_PORT = re.compile(r"^(?P<node>[^-]+)-p(?P<port>\d+)$")
 _TOP_KEYS = {"name", "description", "hosts", "switches", "links", "aggregation", "workers"}
 _HOST_KEYS = {"ip", "mac"}
 _SWITCH_KEYS = {"device_id", "grpc_port"}
-_AGG_KEYS = {"switch", "service_ip", "service_mac"}
+_AGG_KEYS = {"switch", "service_ip", "service_mac", "leaves"}
+_LEAF_KEYS = {"service_ip", "service_mac"}
 _LINK_KEYS = {"bw", "delay", "loss", "max_queue_size"}
 
 
@@ -148,10 +152,20 @@ class Link:
 
 
 @dataclass(frozen=True)
-class Aggregation:
+class Leaf:
+    """A leaf of two-level aggregation: it sums its own workers and sends one partial to the spine."""
+
     switch: str
     service_ip: ipaddress.IPv4Address
     service_mac: str
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    switch: str  # the aggregating switch; the spine when there are leaves
+    service_ip: ipaddress.IPv4Address
+    service_mac: str
+    leaves: tuple[Leaf, ...] = ()  # two-level aggregation (p4/README.md, "Two-level aggregation")
 
 
 @dataclass(frozen=True)
@@ -268,7 +282,32 @@ class Topology:
         if switch != agg.switch:
             port, _ = self.next_hop(switch, agg.switch)
             routes.append(Route(f"{agg.service_ip}/32", agg.service_mac, port))
+        for leaf in agg.leaves:
+            if switch != leaf.switch:
+                port, _ = self.next_hop(switch, leaf.switch)
+                routes.append(Route(f"{leaf.service_ip}/32", leaf.service_mac, port))
         return routes
+
+    # ---- two-level aggregation ----------------------------------------------------------------------
+
+    @property
+    def two_level(self) -> bool:
+        return bool(self.aggregation.leaves)
+
+    def leaf_of(self, host: str) -> Leaf | None:
+        """The leaf that aggregates ``host``: the first leaf on its path to the spine (None: the spine)."""
+        on_path = self.path(host, self.aggregation.switch)
+        for node in on_path:
+            for leaf in self.aggregation.leaves:
+                if leaf.switch == node:
+                    return leaf
+        return None
+
+    def service_of(self, host: str) -> tuple[ipaddress.IPv4Address, str]:
+        """(IPv4, MAC) that ``host`` sends its THC requests to: its leaf's service address, or the spine's."""
+        leaf = self.leaf_of(host)
+        agg = leaf or self.aggregation
+        return agg.service_ip, agg.service_mac
 
     def worker_id(self, host: str) -> int:
         return self.workers.index(host)
@@ -357,7 +396,17 @@ class Topology:
                 "switch": self.aggregation.switch,
                 "service_ip": str(self.aggregation.service_ip),
                 "service_mac": self.aggregation.service_mac,
-            },
+            }
+            | (
+                {
+                    "leaves": {
+                        leaf.switch: {"service_ip": str(leaf.service_ip), "service_mac": leaf.service_mac}
+                        for leaf in self.aggregation.leaves
+                    }
+                }
+                if self.aggregation.leaves
+                else {}
+            ),
             "workers": list(self.workers),
         }
 
@@ -639,9 +688,39 @@ class _Parser:
                 self.problem(path + ("service_ip",), f"{service_ip} is host {host.name}'s address")
             if service_mac is not None and host.mac == service_mac:
                 self.problem(path + ("service_mac",), f"{service_mac} is host {host.name}'s MAC")
-        if switch not in switches or service_ip is None or service_mac is None:
+        leaves = self._leaves(raw.get("leaves", {}), switch, switches, path + ("leaves",))
+        if switch not in switches or service_ip is None or service_mac is None or leaves is None:
             return None
-        return Aggregation(switch, service_ip, service_mac)
+        taken = [service_ip] + [leaf.service_ip for leaf in leaves]
+        if len(set(taken)) != len(taken):
+            self.problem(path + ("leaves",), "every leaf needs its own service_ip, different from the spine's")
+            return None
+        return Aggregation(switch, service_ip, service_mac, leaves)
+
+    def _leaves(self, raw: Any, spine: Any, switches: dict[str, Switch], path: tuple) -> tuple[Leaf, ...] | None:
+        if not isinstance(raw, dict):
+            self.problem(path, "must be an object {switch: {service_ip, service_mac?}}")
+            return None
+        leaves = []
+        for name, entry in raw.items():
+            where = path + (name,)
+            if name not in switches:
+                self.problem(where, f"unknown switch {json.dumps(name)}")
+                continue
+            if name == spine:
+                self.problem(where, "the spine (aggregation.switch) cannot also be a leaf")
+                continue
+            if not isinstance(entry, dict):
+                self.problem(where, "must be an object {service_ip, service_mac?}")
+                continue
+            self._unknown_keys(entry, _LEAF_KEYS, where)
+            ip = self._ip(entry.get("service_ip"), where + ("service_ip",))
+            mac = self._mac(entry.get("service_mac", DEFAULT_SERVICE_MAC), where + ("service_mac",))
+            if ip is not None and mac is not None:
+                leaves.append(Leaf(name, ip, mac))
+        if len(leaves) != len(raw):
+            return None
+        return tuple(leaves)
 
     def _workers(self, raw: Any, hosts: dict[str, Host]) -> tuple[str, ...]:
         if raw is None:
