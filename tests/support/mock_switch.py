@@ -68,6 +68,7 @@ def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2
     for i in range(lanes):
         action(contract.lut_action(i), [("w", 32)])
     action(contract.SET_RESULT_DST, [("dmac", 48), ("dip", 32)])
+    action(contract.TO_SPINE, [("leaf_id", 8), ("spine_addr", 32)])
     table(
         contract.IPV4_LPM,
         [("hdr.ipv4.dstAddr", 32, lpm)],
@@ -83,6 +84,7 @@ def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2
         contract.UNKNOWN_JOB,
         64,
     )
+    table(contract.UPLINK, [("hdr.thc.job_id", 8, exact)], [contract.TO_SPINE, "NoAction"], "NoAction", 64)
     for i in range(lanes):
         table(
             contract.lut_table(i),
