@@ -23,7 +23,7 @@ import google.protobuf.text_format
 from google.protobuf import json_format
 from p4.v1 import p4runtime_pb2
 
-from controller import contract, jobs, lookup_tables
+from controller import contract, jobs, lookup_tables, two_level
 from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
@@ -206,7 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
         "add a job (or start a new run of it, with a fresh epoch)",
         "Install a job on the aggregating switch: its jobs entry, multicast group (one replica per "
         "worker, on the port toward it) and result_dst entries. Re-adding an installed job gives it "
-        "a fresh epoch: a new run. Needs --topology (worker addresses and ports).",
+        "a fresh epoch: a new run. Needs --topology (worker addresses and ports). On a topology with "
+        "aggregation.leaves the job goes on the spine and every leaf of its workers (two-level "
+        "aggregation; job remove and list act on all of them too).",
     )
     add.add_argument("--id", type=int, required=True, metavar="J", help=f"job id, 0..{contract.JOB_ID_MAX}")
     add.add_argument("--workers", required=True, metavar="h1,h2,...", help="worker hosts of the topology")
@@ -450,6 +452,83 @@ def _job_command(session: SwitchSession, args, topology):
     return [j.to_dict() for j in listed], lines or ["no jobs"]
 
 
+def _two_level_job_command(sessions: dict, args, topology):
+    """`job add|remove|list` on a two-level topology: the spine and its leaves (controller/two_level.py)."""
+    if args.job_command == "add":
+        hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
+        previous = {j.job_id: j for j in two_level.list_jobs(sessions, topology)}.get(args.id)
+        job = two_level.add_job(
+            sessions, topology, args.id, hosts, n_slots=args.slots, slot_base=args.slot_base, epoch=args.epoch
+        )
+        renewed = f" (new run: epoch {previous.epoch} -> {job.epoch})" if previous else ""
+        return job.to_dict(), [
+            f"job {job.job_id}{renewed}: {job.n_workers} workers on two levels (leaves "
+            + ", ".join(f"{leaf}: {job.parts[leaf].n_workers}" for leaf in job.leaves)
+            + f"; spine {job.spine}), slots [{job.slot_base}, {job.slot_base + job.n_slots}), epoch {job.epoch}, "
+            f"{job.lane_bits}-bit results"
+        ]
+    if args.job_command == "remove":
+        job = two_level.remove_job(sessions, topology, args.id, missing_ok=args.missing_ok)
+        if job is None:
+            return {"removed": None}, [f"job {args.id} was not installed"]
+        return {"removed": job.to_dict()}, [f"job {job.job_id} removed from {', '.join(job.parts)}"]
+    listed = two_level.list_jobs(sessions, topology)
+    lines = []
+    for j in listed:
+        lines.append(f"job {j.job_id}: {j.n_workers} workers, slots [{j.slot_base}, {j.slot_base + j.n_slots}), "
+                     f"epoch {j.epoch}, {j.lane_bits}-bit results")  # fmt: skip
+        for name, part in j.parts.items():
+            role = "spine" if name == j.spine else f"leaf {part.uplink[0]}" if part.uplink else "no uplink"
+            members = ", ".join(w.host or w.ip for w in part.workers)
+            lines.append(f"  {name} ({role}): {part.n_workers} of the job's inputs: {members}")
+    return [j.to_dict() for j in listed], lines or ["no jobs"]
+
+
+def _run_two_level_job(args, topology, election_id, out, err) -> int:
+    """Open a session to the spine and every leaf, run the job command on all of them, print the result."""
+    if args.all:
+        raise BadInput("jobs live on the aggregating switches: drop --all")
+    names = [topology.aggregation.switch] + [leaf.switch for leaf in topology.aggregation.leaves]
+    sessions = {}
+    try:
+        for name in names:
+            switch = topology.switches[name]
+            sessions[name] = SwitchSession(
+                switch.grpc_addr,
+                switch.device_id,
+                election_id,
+                args.p4info,
+                args.bmv2_json,
+                name=name,
+                dry_run=args.dry_run,
+                connect_timeout=args.connect_timeout,
+            )
+        result, lines = _two_level_job_command(sessions, args, topology)
+        if args.dry_run:
+            dry = {}
+            for name, session in sessions.items():
+                dry[name] = [request_dict(r) for r in session.dry_requests]
+                if not args.json:
+                    for note in session.notes:
+                        print(f"# note: {name}: {note}", file=err)
+                    for request in session.dry_requests:
+                        print(request_text(request, session), file=out)
+            if args.json:
+                print(json.dumps({"result": result, "dry_run": dry}, indent=2), file=out)
+            else:
+                print("# (dry run, nothing sent) " + " / ".join(lines[:1]), file=out)
+            return 0
+    finally:
+        for session in sessions.values():
+            session.close()
+    if args.json:
+        print(json.dumps(result, indent=2), file=out)
+    else:
+        for line in lines:
+            print(line, file=out)
+    return 0
+
+
 def _show(session: SwitchSession, args):
     p4 = session.pipeline()
     only = p4.table(args.table).preamble.name if args.table else None
@@ -539,6 +618,8 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
         jobs_switch = args.command == "job"
         if jobs_switch and args.all:
             raise BadInput("jobs live on the aggregating switch: drop --all")
+        if jobs_switch and topology is not None and topology.two_level and not (args.switch or args.grpc_addr):
+            return _run_two_level_job(args, topology, election_id, out, err)
         targets = resolve_targets(args, topology, jobs_switch)
         if args.command == "table" and args.table_command == "install":
             args.table_values = _values_for_install(args)

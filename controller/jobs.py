@@ -52,6 +52,7 @@ class Job:
     lane_bits: int
     epoch: int
     workers: tuple[JobWorker, ...] = field(default=())
+    uplink: tuple[int, str] | None = None  # two-level aggregation, on a leaf: (leaf id, spine's service address)
 
     @property
     def slots(self) -> range:
@@ -94,11 +95,14 @@ def plan_job(
     epoch: int | None = None,
     jobs_capacity: int = contract.JOBS_CAPACITY,
     rng: random.Random | None = None,
+    contributors: int | None = None,
 ) -> Job:
     """The job entry for `workers`, or JobRefused naming the limit it breaks.
 
     `existing` are the jobs the switch holds (a job with the same id is being replaced: its slots are
     free for the new one, and its epoch is avoided). `max_value` is the installed table's largest value.
+    `contributors`: how many workers' values the sums hold (default: the workers); a spine's "workers"
+    are leaves whose partials hold all n workers' values, so its lanes are sized for n.
     """
     if not 0 <= job_id <= contract.JOB_ID_MAX:
         raise JobRefused(f"job id {job_id}: must be 0..{contract.JOB_ID_MAX} (hdr.thc.job_id is 8 bits)")
@@ -122,10 +126,11 @@ def plan_job(
             f"job {job_id}: no lookup table is installed, so the sums' size is unknown: "
             "install one first (thc-ctl table install)"
         )
-    total = n * max_value
+    summed = n if contributors is None else contributors
+    total = summed * max_value
     if total > contract.SUM_LANE_MAX:
         raise JobRefused(
-            f"job {job_id}: sums need n*g = {n}*{max_value} = {total}, more than the 16-bit "
+            f"job {job_id}: sums need n*g = {summed}*{max_value} = {total}, more than the 16-bit "
             f"sum lanes hold (n*g <= {contract.SUM_LANE_MAX}); use fewer workers or a table "
             "with a smaller granularity"
         )
@@ -136,7 +141,7 @@ def plan_job(
     if previous is None and len(others) >= jobs_capacity:
         raise JobRefused(f"job {job_id}: the jobs table is full ({jobs_capacity} jobs)")
     if slot_base is None:
-        slot_base = _free_range(n_slots, others, prefer=previous.slot_base if previous else None)
+        slot_base = free_range(n_slots, others, prefer=previous.slot_base if previous else None)
         if slot_base is None:
             used = ", ".join(
                 f"job {j.job_id}: [{j.slot_base}, {j.slot_base + j.n_slots})"
@@ -169,10 +174,12 @@ def plan_job(
     for i in ids:
         mask |= 1 << i
     ordered = tuple(sorted(workers, key=lambda w: w.worker_id))
-    return Job(job_id, n, slot_base, n_slots, mcast_group(job_id), mask, lane_bits_for(n, max_value), epoch, ordered)
+    return Job(
+        job_id, n, slot_base, n_slots, mcast_group(job_id), mask, lane_bits_for(summed, max_value), epoch, ordered
+    )
 
 
-def _free_range(n_slots: int, others: list[Job], prefer: int | None) -> int | None:
+def free_range(n_slots: int, others: list[Job], prefer: int | None) -> int | None:
     """The lowest slot_base (or `prefer`, if still free) whose range overlaps none of `others`."""
 
     def free(base: int) -> bool:
@@ -258,25 +265,34 @@ def group_write(kind: str, job: Job | int) -> GroupWrite:
 
 
 def add_writes(
-    job: Job, previous: Job | None, group_exists: bool, result_rids: set[int]
+    job: Job, previous: Job | None, group_exists: bool, result_rids: set[int], uplink_installed: bool = False
 ) -> tuple[list[Write], list[Write]]:
     """(first, then) batches installing `job` over what the switch holds.
 
     `previous` is the installed job with this id, `group_exists` whether its multicast group is
-    there, `result_rids` the egress_rids of the job's result_dst entries on the switch.
+    there, `result_rids` the egress_rids of the job's result_dst entries on the switch,
+    `uplink_installed` whether it has an `uplink` entry for the job (a leaf of two-level aggregation).
     """
     first: list[Write] = [group_write(MODIFY if group_exists else INSERT, job)]
     wanted = {w.worker_id for w in job.workers}
     first += [result_dst_write(MODIFY if w.worker_id in result_rids else INSERT, job.job_id, w) for w in job.workers]
+    if job.uplink is not None:
+        first.append(uplink_write(MODIFY if uplink_installed else INSERT, job.job_id, *job.uplink))
+    elif uplink_installed:
+        first.append(uplink_write(DELETE, job.job_id))
     then: list[Write] = [job_write(MODIFY if previous else INSERT, job)]
     then += [result_dst_write(DELETE, job.job_id, rid) for rid in sorted(result_rids - wanted)]
     return first, then
 
 
-def remove_writes(job_id: int, group_id: int | None, result_rids: set[int]) -> tuple[list[Write], list[Write]]:
+def remove_writes(
+    job_id: int, group_id: int | None, result_rids: set[int], uplink_installed: bool = False
+) -> tuple[list[Write], list[Write]]:
     """(first, then): the jobs entry first, so no request uses the job while its outputs go away."""
     first: list[Write] = [TableWrite(DELETE, contract.JOBS, (job_id,))]
     then: list[Write] = [result_dst_write(DELETE, job_id, rid) for rid in sorted(result_rids)]
+    if uplink_installed:
+        then.append(uplink_write(DELETE, job_id))
     if group_id is not None:
         then.append(group_write(DELETE, group_id))
     return first, then
@@ -297,12 +313,11 @@ def group_key(group_id: int) -> p4runtime_pb2.PacketReplicationEngineEntry:
 
 
 def read_entities(p4info: P4Info) -> list[p4runtime_pb2.Entity]:
-    """Wildcard reads of the job tables: jobs and result_dst (groups are read apart: see groups_entity)."""
+    """Wildcard reads of the job tables: jobs, result_dst and uplink (groups are read apart: see
+    groups_entity)."""
     return [
-        p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(contract.JOBS).preamble.id)),
-        p4runtime_pb2.Entity(
-            table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(contract.RESULT_DST).preamble.id)
-        ),
+        p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(name).preamble.id))
+        for name in (contract.JOBS, contract.RESULT_DST, contract.UPLINK)
     ]
 
 
@@ -318,6 +333,7 @@ class JobState:
     jobs: dict[int, Job]
     result_dst: dict[int, dict[int, tuple[str, str]]]  # job -> rid -> (mac, ip)
     groups: dict[int, list[tuple[int, int]]] | None  # group -> [(port, rid)]; None: not readable
+    uplinks: dict[int, tuple[int, str]] = field(default_factory=dict)  # job -> (leaf id, spine address)
 
     def job(self, job_id: int, hosts_by_ip: dict[str, str] | None = None) -> Job | None:
         """The job with its workers (addresses from result_dst, ports from its multicast group)."""
@@ -332,14 +348,16 @@ class JobState:
             )
             for rid in job.worker_ids()
         )
-        return Job(**{**asdict(job), "workers": workers})
+        return Job(**{**asdict(job), "workers": workers, "uplink": self.uplinks.get(job_id)})
 
 
 def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
     jobs_id = p4info.table(contract.JOBS).preamble.id
     dst_id = p4info.table(contract.RESULT_DST).preamble.id
+    uplink_id = p4info.table(contract.UPLINK).preamble.id
     jobs: dict[int, Job] = {}
     result_dst: dict[int, dict[int, tuple[str, str]]] = {}
+    uplinks: dict[int, tuple[int, str]] = {}
     for entity in table_entities:
         entry = entity.table_entry
         if entry.is_default_action or not entry.match:
@@ -362,13 +380,16 @@ def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
             p = d["action_params"]
             job_id, rid = d["match"]["hdr.thc.job_id"], d["match"]["standard_metadata.egress_rid"]
             result_dst.setdefault(job_id, {})[rid] = (p["dmac"], p["dip"])
+        elif entry.table_id == uplink_id and d.get("action_name") == contract.TO_SPINE:
+            p = d["action_params"]
+            uplinks[d["match"]["hdr.thc.job_id"]] = (p["leaf_id"], p["spine_addr"])
     groups = None
     if group_entities is not None:
         groups = {}
         for entity in group_entities:
             g = entity.packet_replication_engine_entry.multicast_group_entry
             groups[g.multicast_group_id] = [(r.egress_port, r.instance) for r in g.replicas]
-    return JobState(jobs, result_dst, groups)
+    return JobState(jobs, result_dst, groups, uplinks)
 
 
 def workers_from_topology(topology, switch: str, hosts: list[str]) -> list[JobWorker]:
@@ -394,64 +415,9 @@ def workers_from_topology(topology, switch: str, hosts: list[str]) -> list[JobWo
 # ---- two-level aggregation ------------------------------------------------------------------------
 
 
-def uplink_write(kind: str, job_id: int, leaf_id: int, spine_ip: str) -> TableWrite:
-    """On a leaf: the job's completed sums go to the spine at `spine_ip` as a PARTIAL of worker `leaf_id`."""
+def uplink_write(kind: str, job_id: int, leaf_id: int = 0, spine_ip: str = "0.0.0.0") -> TableWrite:
+    """On a leaf: the job's completed sums go to the spine at `spine_ip` as a PARTIAL of worker `leaf_id`
+    (DELETE needs the job id only)."""
     if kind == DELETE:
         return TableWrite(DELETE, contract.UPLINK, (job_id,))
     return TableWrite(kind, contract.UPLINK, (job_id,), contract.TO_SPINE, (leaf_id, _int_ip(spine_ip)))
-
-
-def plan_two_level(
-    topology,
-    job_id: int,
-    hosts: list[str],
-    max_value: int,
-    *,
-    n_slots: int = DEFAULT_SLOTS,
-    slot_base: int = 0,
-    epoch: int | None = None,
-    rng: random.Random | None = None,
-) -> dict[str, list[Write]]:
-    """Writes, per switch, that install job `job_id` for `hosts` on a leaf–spine topology (p4/README.md,
-    "Two-level aggregation"): every leaf sums its own workers and sends one partial to the spine; the spine
-    sums the leaves and multicasts to them. Lanes are sized for all n workers. Fresh switches are assumed
-    (INSERTs); routes and lookup tables are installed as for one level (leaves need the tables, the spine
-    does not)."""
-    if not topology.two_level:
-        raise BadInput(f"topology {topology.name} has no aggregation.leaves: it aggregates on one level")
-    spine = topology.aggregation
-    everyone = plan_job(
-        job_id, workers_from_topology(topology, spine.switch, hosts), [], max_value,
-        n_slots=n_slots, slot_base=slot_base, epoch=epoch, rng=rng,
-    )  # fmt: skip
-    by_leaf: dict[str, list[str]] = {leaf.switch: [] for leaf in spine.leaves}
-    for host in hosts:
-        leaf = topology.leaf_of(host)
-        if leaf is None:
-            raise BadInput(f"worker {host} is under no leaf of topology {topology.name}: every worker needs one")
-        by_leaf[leaf.switch].append(host)
-    leaves = [leaf for leaf in spine.leaves if by_leaf[leaf.switch]]
-    writes: dict[str, list[Write]] = {}
-    for leaf_id, leaf in enumerate(leaves):
-        local = plan_job(
-            job_id, workers_from_topology(topology, leaf.switch, by_leaf[leaf.switch]), [], max_value,
-            n_slots=n_slots, slot_base=everyone.slot_base, epoch=everyone.epoch,
-        )  # fmt: skip
-        first, then = add_writes(local, None, False, set())
-        writes[leaf.switch] = [
-            service_address_write(str(leaf.service_ip)),
-            *first,
-            uplink_write(INSERT, job_id, leaf_id, str(spine.service_ip)),
-            *then,
-        ]
-    leaf_workers = [
-        JobWorker(leaf_id, leaf.service_mac, str(leaf.service_ip), topology.next_hop(spine.switch, leaf.switch)[0])
-        for leaf_id, leaf in enumerate(leaves)
-    ]
-    top = Job(
-        job_id, len(leaves), everyone.slot_base, everyone.n_slots, everyone.mcast_grp, (1 << len(leaves)) - 1,
-        everyone.lane_bits, everyone.epoch, tuple(leaf_workers),
-    )  # fmt: skip
-    first, then = add_writes(top, None, False, set())
-    writes[spine.switch] = [service_address_write(str(spine.service_ip)), *first, *then]
-    return writes

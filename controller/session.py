@@ -333,29 +333,48 @@ class SwitchSession:
         `table`: the values the job's workers decode with. Every lane of the switch is read back and
         compared with it; a difference is TableMismatch naming both tables, before anything is written.
         """
-        p4, lanes = self.thc_pipeline()
+        p4, _ = self.thc_pipeline()
         state = self._job_state()
-        installed = self.installed_table(all_lanes=table is not None)
-        if table is not None:
-            check_job_table(job_id, self.label, [int(v) for v in table], installed)
-        table = installed
         job = jobs.plan_job(
             job_id,
             workers,
             list(state.jobs.values()),
-            table.max_value if table.values else None,
+            self.table_max_value(job_id, table),
             n_slots=n_slots,
             slot_base=slot_base,
             epoch=epoch,
             jobs_capacity=p4.table(contract.JOBS).size or 64,
             rng=self._rng,
         )
+        return self.install_job(job, service_ip=service_ip, state=state)
+
+    def table_max_value(self, job_id: int, table: list[int] | None = None) -> int | None:
+        """The installed lookup table's largest value (None: no table); with `table`, every lane is
+        first compared with the workers' table (TableMismatch if they differ)."""
+        installed = self.installed_table(all_lanes=table is not None)
+        if table is not None:
+            check_job_table(job_id, self.label, [int(v) for v in table], installed)
+        return installed.max_value if installed.values else None
+
+    def installed_jobs(self) -> list[jobs.Job]:
+        """The jobs entries the switch holds, without their workers (one read: for planning)."""
+        return list(self._job_state().jobs.values())
+
+    def install_job(
+        self, job: jobs.Job, *, service_ip: str | None = None, state: jobs.JobState | None = None
+    ) -> jobs.Job:
+        """Write a planned job (jobs.plan_job) over what the switch holds: its group and result_dst entries
+        and its uplink (a leaf's) first, the jobs entry last. `service_ip` is served if it is not."""
+        p4, lanes = self.thc_pipeline()
+        state = state or self._job_state()
         missing = [w.worker_id for w in job.workers if w.port is None]
         if missing:
-            raise BadInput(f"job {job_id}: worker {missing[0]} has no egress port")
-        previous = state.jobs.get(job_id)
+            raise BadInput(f"job {job.job_id}: worker {missing[0]} has no egress port")
+        previous = state.jobs.get(job.job_id)
         group_exists = (job.mcast_grp in state.groups) if state.groups is not None else previous is not None
-        first, then = jobs.add_writes(job, previous, group_exists, set(state.result_dst.get(job_id, {})))
+        first, then = jobs.add_writes(
+            job, previous, group_exists, set(state.result_dst.get(job.job_id, {})), job.job_id in state.uplinks
+        )
         if service_ip is not None:
             served = self._read([entries.table_read(p4, contract.SERVICE_ADDR)])
             if not any(
@@ -379,7 +398,7 @@ class SwitchSession:
         group = job.mcast_grp
         if state.groups is not None and group not in state.groups:
             group = None
-        first, then = jobs.remove_writes(job_id, group, set(state.result_dst.get(job_id, {})))
+        first, then = jobs.remove_writes(job_id, group, set(state.result_dst.get(job_id, {})), job_id in state.uplinks)
         self._write(writes.to_updates(p4, first, lanes))
         self._write(writes.to_updates(p4, then, lanes))
         return job

@@ -1,21 +1,20 @@
-"""controller.jobs.plan_two_level on topologies/leaf_spine8.json: the writes it plans, applied to three
-in-process software switches wired as the topology's links, give every worker thc's reference sums."""
+"""controller.two_level on topologies/leaf_spine8.json: the writes it plans, applied to three in-process
+software switches wired as the topology's links, give every worker thc's reference sums."""
 
 from __future__ import annotations
 
 import ipaddress
-from collections import deque
 
 import numpy as np
 import pytest
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
-from scapy.packet import raw
 
-from controller import contract, jobs
+from controller import two_level
 from controller.errors import BadInput
 from controller.topology import Topology
-from host_agent.layers import THC, THCIndices, THCResult8
+from host_agent.layers import THC, THCResult8
+from tests.support.leaf_spine import walk, worker_request
 from tests.support.paths import REPO
 from tests.support.targets import THC_JSON, SoftwareTarget, program_summary
 from thc import make_table
@@ -46,13 +45,15 @@ def test_a_leaf_must_be_a_known_switch_other_than_the_spine():
 def test_one_level_topologies_are_refused():
     topo = Topology.load(REPO / "topologies" / "two_tier.json")
     with pytest.raises(BadInput):
-        jobs.plan_two_level(topo, 1, list(topo.workers), 30)
+        two_level.plan(topo, 1, list(topo.workers), 30)
 
 
 @pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built")
 def test_planned_writes_aggregate_all_eight_workers_exactly():
     topo = Topology.load(TOPOLOGY)
-    plan = jobs.plan_two_level(topo, 5, list(topo.workers), int(max(TABLE.values)), n_slots=4, epoch=9)
+    plan = two_level.fresh_writes(
+        two_level.plan(topo, 5, list(topo.workers), int(max(TABLE.values)), n_slots=4, epoch=9)
+    )
     switches = {name: SoftwareTarget() for name in topo.switches}
     for name, sw in switches.items():
         for route in topo.routes(name):
@@ -65,29 +66,10 @@ def test_planned_writes_aggregate_all_eight_workers_exactly():
     coords = program_summary()["coords"]
     rng = np.random.default_rng(7)
     idx = [rng.integers(0, 16, size=coords, dtype=np.uint8) for _ in topo.workers]
-    queue = deque()
-    for w, host in enumerate(topo.workers):
-        ip, mac = topo.service_of(host)
-        h = topo.hosts[host]
-        frame = raw(
-            Ether(src=h.mac, dst=mac)
-            / IP(src=h.address, dst=str(ip))
-            / UDP(sport=40000, dport=contract.THC_UDP_PORT)
-            / THC(version=1, op=contract.OP_THC, kind=0, job_id=5, worker_id=w, slot=1, round=0)
-            / THCIndices(idx=[int(v) for v in idx[w]])
-        )
-        link = topo.links_of(host)[0]
-        queue.append((link.other(host).node, link.other(host).port, frame))
-    received = {}
-    while queue:
-        switch, port, frame = queue.popleft()
-        for out_port, out in switches[switch].send(port, frame):
-            link = next(link for link in topo.links_of(switch) if link.end(switch).port == out_port)
-            peer = link.other(switch)
-            if peer.node in topo.hosts:
-                received[peer.node] = out
-            else:
-                queue.append((peer.node, peer.port, out))
+    requests = [(host, worker_request(topo, host, 5, 1, 0, idx[w])) for w, host in enumerate(topo.workers)]
+    received = {
+        host: frames[0] for host, frames in walk(topo, lambda sw, port, f: switches[sw].send(port, f), requests).items()
+    }
     assert sorted(received) == sorted(topo.workers)
     expected = list(reference_aggregate(idx, TABLE))
     for host, frame in received.items():

@@ -202,3 +202,41 @@ class LeafSpine:
     def close(self) -> None:
         for sw in [self.spine, *self.leaf]:
             sw.close()
+
+
+# ---- a topology file's network, switch by switch --------------------------------------------------
+
+
+def worker_request(topo, host: str, job_id: int, slot: int, rnd: int, idx, kind: int = 0) -> bytes:
+    """`host`'s THC request (or RELEASE, kind 3) for (slot, round), addressed to its service (its leaf's)."""
+    ip, mac = topo.service_of(host)
+    h = topo.hosts[host]
+    thc = THC(
+        version=1, op=contract.OP_THC, kind=kind, job_id=job_id, worker_id=topo.worker_id(host), slot=slot, round=rnd
+    )
+    payload = thc / THCIndices(idx=[int(v) for v in idx]) if kind == 0 else thc
+    return raw(
+        Ether(src=h.mac, dst=mac)
+        / IP(src=h.address, dst=str(ip))
+        / UDP(sport=40000, dport=contract.THC_UDP_PORT)
+        / payload
+    )
+
+
+def walk(topo, send, frames: list[tuple[str, bytes]]) -> dict[str, list[bytes]]:
+    """Carry `frames` (host, frame) across the topology's links until nothing moves: `send(switch, port,
+    frame)` returns the switch's outputs [(port, frame)]. Returns what each host received, in order."""
+    queue = deque()
+    for host, frame in frames:
+        peer = topo.links_of(host)[0].other(host)
+        queue.append((peer.node, peer.port, frame))
+    received: dict[str, list[bytes]] = {}
+    while queue:
+        switch, port, frame = queue.popleft()
+        for out_port, out in send(switch, port, frame):
+            peer = next(link for link in topo.links_of(switch) if link.end(switch).port == out_port).other(switch)
+            if peer.node in topo.hosts:
+                received.setdefault(peer.node, []).append(out)
+            else:
+                queue.append((peer.node, peer.port, out))
+    return received

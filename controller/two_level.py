@@ -1,0 +1,241 @@
+"""Two-level jobs (p4/README.md, "Two-level aggregation"): one job id on a spine and on each of its leaves.
+
+Every leaf holds a job of its local workers with an `uplink` entry (its completed sums go to the spine as
+one PARTIAL); the spine holds a job whose "workers" are the leaves (rid = leaf id, results addressed to
+the leaf's service address) with lanes sized for all n workers. All of them share the job id, the slots
+and the epoch, so `thc-ctl job list` on any switch tells the same run.
+
+`plan` is pure: it checks every switch's part against what that switch holds before anything is
+written, so a refused job leaves every switch as it was. `add_job` then writes the spine first and the
+leaves after it (a leaf's first partial finds the spine's job), `remove_job` the leaves first (no new
+partial goes up while the spine's job goes away). Lookup tables live on the leaves only; the spine adds
+partial lanes, which already hold table values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass
+
+from controller import contract, jobs
+from controller.errors import BadInput, JobRefused
+from controller.writes import Write
+
+
+@dataclass(frozen=True)
+class TwoLevelJob:
+    """The parts of one two-level job: the spine's and each leaf's jobs entry, by switch name."""
+
+    spine: str
+    parts: dict[str, jobs.Job]  # switch -> its job (the spine's first)
+    service_ips: dict[str, str]  # switch -> the address it serves
+
+    @property
+    def job(self) -> jobs.Job:
+        return self.parts[self.spine]
+
+    @property
+    def job_id(self) -> int:
+        return self.job.job_id
+
+    @property
+    def epoch(self) -> int:
+        return self.job.epoch
+
+    @property
+    def slot_base(self) -> int:
+        return self.job.slot_base
+
+    @property
+    def n_slots(self) -> int:
+        return self.job.n_slots
+
+    @property
+    def lane_bits(self) -> int:
+        return self.job.lane_bits
+
+    @property
+    def n_workers(self) -> int:
+        """All workers of the job (the spine's own n counts leaves)."""
+        return sum(job.n_workers for name, job in self.parts.items() if name != self.spine)
+
+    @property
+    def leaves(self) -> list[str]:
+        return [name for name in self.parts if name != self.spine]
+
+    def to_dict(self) -> dict:
+        return {
+            "job_id": self.job_id,
+            "two_level": True,
+            "n_workers": self.n_workers,
+            "slot_base": self.slot_base,
+            "n_slots": self.n_slots,
+            "epoch": self.epoch,
+            "lane_bits": self.lane_bits,
+            "spine": self.spine,
+            "parts": {name: job.to_dict() for name, job in self.parts.items()},
+        }
+
+
+def _local_hosts(topology, hosts: list[str]) -> list[tuple[object, list[str]]]:
+    """(leaf, its hosts among `hosts`) for every leaf that has any, in the topology's leaf order."""
+    if not topology.two_level:
+        raise BadInput(f"topology {topology.name} has no aggregation.leaves: it aggregates on one level")
+    by_leaf: dict[str, list[str]] = {leaf.switch: [] for leaf in topology.aggregation.leaves}
+    for host in hosts:
+        if host not in topology.hosts:
+            raise BadInput(f"unknown host '{host}' in topology {topology.name} (hosts: {', '.join(topology.hosts)})")
+        leaf = topology.leaf_of(host)
+        if leaf is None:
+            raise BadInput(f"worker {host} is under no leaf of topology {topology.name}: every worker needs one")
+        by_leaf[leaf.switch].append(host)
+    return [(leaf, by_leaf[leaf.switch]) for leaf in topology.aggregation.leaves if by_leaf[leaf.switch]]
+
+
+def plan(
+    topology,
+    job_id: int,
+    hosts: list[str],
+    max_value: int | None,
+    existing: dict[str, list[jobs.Job]] | None = None,
+    *,
+    n_slots: int = jobs.DEFAULT_SLOTS,
+    slot_base: int | None = None,
+    epoch: int | None = None,
+    rng: random.Random | None = None,
+) -> TwoLevelJob:
+    """Every switch's part of job `job_id` for `hosts`, checked against `existing` (switch -> the jobs it
+    holds; missing: none). Leaf ids are given in the topology's leaf order, counting only leaves that
+    have workers of the job. The slots are the lowest range free on every switch (or the job's own, when
+    it is renewed); the epoch differs from every epoch any of them shows."""
+    existing = existing or {}
+    spine = topology.aggregation
+    everyone = jobs.workers_from_topology(topology, spine.switch, list(hosts))  # known, distinct workers
+    local = _local_hosts(topology, list(hosts))
+    switches = [spine.switch] + [leaf.switch for leaf, _ in local]
+    held = [job for name in switches for job in existing.get(name, [])]
+    if epoch is None:
+        epoch = jobs.choose_epoch({job.epoch for job in held}, rng)
+    if slot_base is None and 1 <= n_slots <= contract.SLOTS:  # (plan_job explains a bad n_slots)
+        mine = next((job.slot_base for job in held if job.job_id == job_id), None)
+        slot_base = jobs.free_range(n_slots, [job for job in held if job.job_id != job_id], prefer=mine)
+        if slot_base is None:
+            raise JobRefused(
+                f"job {job_id}: no range of {n_slots} slots is free on all of {', '.join(switches)}; ask for "
+                "fewer with --slots or remove a job"
+            )
+    parts: dict[str, jobs.Job] = {}
+    service_ips = {spine.switch: str(spine.service_ip)}
+    options = {"n_slots": n_slots, "slot_base": slot_base, "epoch": epoch}
+    leaf_workers = []
+    for leaf_id, (leaf, _) in enumerate(local):
+        port, _ = topology.next_hop(spine.switch, leaf.switch)
+        leaf_workers.append(jobs.JobWorker(leaf_id, leaf.service_mac, str(leaf.service_ip), port, leaf.switch))
+    parts[spine.switch] = jobs.plan_job(
+        job_id, leaf_workers, existing.get(spine.switch, []), max_value, contributors=len(everyone), **options
+    )
+    for leaf_id, (leaf, names) in enumerate(local):
+        job = jobs.plan_job(
+            job_id,
+            jobs.workers_from_topology(topology, leaf.switch, names),
+            existing.get(leaf.switch, []),
+            max_value,
+            **options,
+        )
+        parts[leaf.switch] = dataclasses.replace(job, uplink=(leaf_id, str(spine.service_ip)))
+        service_ips[leaf.switch] = str(leaf.service_ip)
+    return TwoLevelJob(spine.switch, parts, service_ips)
+
+
+def fresh_writes(job: TwoLevelJob) -> dict[str, list[Write]]:
+    """The writes that install `job` on switches that hold nothing yet: per switch its service address,
+    then its job (group, result_dst, uplink, jobs entry)."""
+    out = {}
+    for name, part in job.parts.items():
+        first, then = jobs.add_writes(part, None, False, set())
+        out[name] = [jobs.service_address_write(job.service_ips[name]), *first, *then]
+    return out
+
+
+def add_job(
+    sessions: dict,
+    topology,
+    job_id: int,
+    hosts: list[str],
+    *,
+    n_slots: int = jobs.DEFAULT_SLOTS,
+    slot_base: int | None = None,
+    epoch: int | None = None,
+    table: list[int] | None = None,
+    rng: random.Random | None = None,
+) -> TwoLevelJob:
+    """Add (or renew, with a fresh epoch) two-level job `job_id` through `sessions` (switch name ->
+    controller.session.SwitchSession, the spine's and every leaf's). `table`: the values the workers
+    decode with, compared with every leaf's lanes before anything is written (as `add_job` does on one
+    level); without it the leaves' installed table sizes the lanes."""
+    local = _local_hosts(topology, list(hosts))
+    spine = topology.aggregation.switch
+    needed = [spine] + [leaf.switch for leaf, _ in local]
+    missing = [name for name in needed if name not in sessions]
+    if missing:
+        raise BadInput(f"two-level job {job_id} needs a session to {', '.join(missing)}")
+    values = set()
+    for leaf, _ in local:
+        values.add(sessions[leaf.switch].table_max_value(job_id, table))
+    if None in values:
+        raise JobRefused(
+            f"job {job_id}: a leaf has no lookup table installed, so the sums' size is unknown: install one on "
+            "every leaf first (thc-ctl table install --topology T --switch LEAF)"
+        )
+    if len(values) > 1:
+        raise JobRefused(f"job {job_id}: the leaves hold different tables (largest values {sorted(values)})")
+    existing = {name: sessions[name].installed_jobs() for name in needed}
+    planned = plan(
+        topology,
+        job_id,
+        list(hosts),
+        values.pop(),
+        existing,
+        n_slots=n_slots,
+        slot_base=slot_base,
+        epoch=epoch,
+        rng=rng,
+    )
+    for name in needed:
+        sessions[name].install_job(planned.parts[name], service_ip=planned.service_ips[name])
+    return planned
+
+
+def remove_job(sessions: dict, topology, job_id: int, missing_ok: bool = False) -> TwoLevelJob | None:
+    """Remove two-level job `job_id` from every leaf, then from the spine. None if no switch held it
+    (with `missing_ok`; else BadInput)."""
+    spine = topology.aggregation.switch
+    order = [leaf.switch for leaf in topology.aggregation.leaves] + [spine]
+    removed = {}
+    for name in order:
+        job = sessions[name].remove_job(job_id, missing_ok=True)
+        if job is not None:
+            removed[name] = job
+    if not removed:
+        if missing_ok:
+            return None
+        raise BadInput(f"no job {job_id} on {', '.join(order)}")
+    parts = {name: removed[name] for name in [spine, *order[:-1]] if name in removed}
+    service_ips = {name: "" for name in parts}
+    return TwoLevelJob(spine if spine in removed else next(iter(parts)), parts, service_ips)
+
+
+def list_jobs(sessions: dict, topology) -> list[TwoLevelJob]:
+    """Every job id any switch of the aggregation holds, with each switch's part."""
+    spine = topology.aggregation.switch
+    order = [spine] + [leaf.switch for leaf in topology.aggregation.leaves]
+    by_id: dict[int, dict[str, jobs.Job]] = {}
+    for name in order:
+        for job in sessions[name].list_jobs(topology):
+            by_id.setdefault(job.job_id, {})[name] = job
+    out = []
+    for job_id in sorted(by_id):
+        parts = by_id[job_id]
+        out.append(TwoLevelJob(spine if spine in parts else next(iter(parts)), parts, dict.fromkeys(parts, "")))
+    return out
