@@ -13,6 +13,7 @@ global batch, so the n workers together see the same samples as one worker with 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -76,6 +77,15 @@ def config_for(
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def parameter_digest(model: nn.Module) -> str:
+    """SHA-256 of every parameter's bytes, in order: data-parallel workers that end in the same model,
+    bit for bit, report the same digest."""
+    digest = hashlib.sha256()
+    for p in model.parameters():
+        digest.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def batches(n_train: int, batch_size: int, rank: int, world: int, seed: int, steps: int):

@@ -648,6 +648,7 @@ def run(args) -> dict:
         "workers_at_end": aggregator.n_workers if aggregator is not None else args.world_size,
         "config": config.to_dict(),
         "parameters": train.count_parameters(model.module),
+        "parameter_sha256": train.parameter_digest(model.module),
         "setup_s": setup_seconds,
         "train_s": history["train_time"],
         "final_test_acc": history["epochs"][-1]["test_acc"],
