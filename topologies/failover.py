@@ -145,7 +145,7 @@ class Failover:
         try:
             # no table read-back (seconds of pure-Python protobuf for 32 lanes): the old job was admitted
             # with the workers' table, and nothing has installed another since
-            job = self.control.aggregator.add_job(new_id, hosts, self.topo, n_slots=self.window)
+            job = self.control.add_job(new_id, hosts, n_slots=self.window)
         except ControlError as exc:
             raise WorkerFailed(
                 f"worker {dead.host} died at step {dead.step} and the survivors could not be admitted as job "
@@ -170,7 +170,7 @@ class Failover:
     # ---- internals -------------------------------------------------------------------------------
 
     def _fresh_job_id(self) -> int:
-        installed = {j.job_id for j in self.control.aggregator.list_jobs()}
+        installed = self.control.job_ids()
         for step in range(1, contract.JOB_ID_MAX + 1):  # the ids after the current one, wrapping
             candidate = (self.job_id + step) % (contract.JOB_ID_MAX + 1)
             if candidate not in self.used_ids and candidate not in installed:
@@ -188,7 +188,7 @@ class Failover:
             return
         failure.rejoined = self.clock()
         try:  # every survivor is in the new job: nothing needs the old one's stored results any more
-            self.control.aggregator.remove_job(failure.old_job_id, missing_ok=True)
+            self.control.end_job(failure.old_job_id)
         except ControlError as exc:
             self.say(f"could not remove job {failure.old_job_id}: {exc}")
         r = failure.record()

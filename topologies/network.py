@@ -7,7 +7,8 @@ Mininet from raising host-wide sysctls.
 
 Hosts are configured for a user-space switch: checksum and segmentation offloads off (an AF_PACKET switch
 sees exactly the bytes on the wire, so they must be complete), IPv6 off (no neighbour-discovery noise in
-the pcaps), and static ARP entries for every other host and for the THC service address, because the
+the pcaps), and static ARP entries for every other host and for the THC service address (on two levels also the
+worker's leaf's), because the
 P4 program forwards IPv4 only and answers no ARP.
 """
 
@@ -175,6 +176,9 @@ class EmulatedNetwork:
             iface = host.interface
             neighbours = [(h.address, h.mac) for h in self.topo.hosts.values() if h.name != host.name]
             neighbours.append((str(agg.service_ip), agg.service_mac))
+            if host.name in self.topo.workers and self.topo.two_level:  # its leaf's service address
+                ip, mac = self.topo.service_of(host.name)
+                neighbours.append((str(ip), mac))
             commands = [
                 f"ethtool -K {iface} {OFFLOADS_OFF}",
                 "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1",

@@ -54,10 +54,16 @@ class ModeSummary:
     target: float | None = None  # the time to target's threshold on that metric
     steps_to_target: int | None = None  # the optimizer steps done by the evaluation that reached it
     failures: list = field(default_factory=list)  # workers that died and the recovery (topologies/failover.py)
+    events_by_switch: dict = field(default_factory=dict)  # every switch: event -> packets (two levels: leaves too)
 
 
 def summarize(
-    mode: str, results: list[dict], target_acc: float, switch_events: dict | None = None, failures: list | None = None
+    mode: str,
+    results: list[dict],
+    target_acc: float,
+    switch_events: dict | None = None,
+    failures: list | None = None,
+    events_by_switch: dict | None = None,
 ) -> ModeSummary:
     """The mode's row from the workers' records (after a failure: the survivors')."""
     rank0 = min(results, key=lambda r: r["rank"])
@@ -91,6 +97,7 @@ def summarize(
         received_bytes_per_step=statistics.mean(r["wire_training"]["rx_bytes"] / steps for r in results),
         retransmissions=retx,
         switch_events=switch_events or {},
+        events_by_switch=events_by_switch or {},
         timer_retransmissions=sum(s.get("timer_retransmissions", 0) for s in stats),
         fast_retransmissions=sum(s.get("fast_retransmissions", 0) for s in stats),
         probe_retransmissions=sum(s.get("probe_retransmissions", 0) for s in stats),

@@ -504,6 +504,15 @@ def check_stragglers(stragglers, topo) -> None:
             raise RunError(f"--straggler {host}: not a worker of {topo.name} ({', '.join(topo.workers)})")
 
 
+def aggregation_text(topo: Topology) -> str:
+    """Where the topology aggregates, for the run's first line."""
+    agg = topo.aggregation
+    if not topo.two_level:
+        return f"{agg.switch} aggregates at {agg.service_ip}"
+    leaves = ", ".join(f"{leaf.switch} at {leaf.service_ip}" for leaf in agg.leaves)
+    return f"two-level aggregation: leaves {leaves} send partials to the spine {agg.switch} at {agg.service_ip}"
+
+
 def run(args) -> int:
     from topologies import report
     from topologies.testbed import Testbed
@@ -547,7 +556,7 @@ def run(args) -> int:
     try:
         say(
             f"topology {topo.name}: {len(topo.workers)} workers, switches {', '.join(topo.switches)} "
-            f"({args.target}), {topo.aggregation.switch} aggregates at {topo.aggregation.service_ip}"
+            f"({args.target}), {aggregation_text(topo)}"
             + (f"; links {args.bw:g} Mbit/s" if args.bw else "")
             + (f"; {args.loss:g}% loss" if args.loss else "")
         )
@@ -568,7 +577,8 @@ def run(args) -> int:
                 stragglers=dict(args.straggler),
             )
             if mode in SWITCH_MODES:
-                say(f"{mode}: job {args.job_id} on {topo.aggregation.switch} (fresh epoch, {args.window} slots)")
+                where = ", ".join([topo.aggregation.switch] + [leaf.switch for leaf in topo.aggregation.leaves])
+                say(f"{mode}: job {args.job_id} on {where} (fresh epoch, {args.window} slots)")
             progress = Progress(mode, args.steps, len(topo.workers))
             try:
                 results = bed.run_workers(
@@ -582,7 +592,9 @@ def run(args) -> int:
                 progress.close()
             events = bed.last_switch_events.get(topo.aggregation.switch, {})
             target_acc = args.target_acc if args.target_acc is not None else workloads.get(args.model).target
-            summaries.append(report.summarize(mode, results, target_acc, events, bed.last_failures))
+            summaries.append(
+                report.summarize(mode, results, target_acc, events, bed.last_failures, bed.last_switch_events)
+            )
             curves[mode] = min(results, key=lambda r: r["rank"])
         print()
         print(report.table(summaries))

@@ -85,7 +85,7 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
     h = topo.hosts[host]
     rank = topo.worker_id(host)
     master = topo.hosts[topo.workers[0]]
-    agg = topo.aggregation
+    service_ip, service_mac = topo.service_of(host)  # its leaf's, on two levels
     exe = Path(sys.executable).with_name("thc-worker")
     argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "host_agent.worker"]
     argv += [
@@ -130,9 +130,9 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
     if options.mode in SWITCH_MODES:
         argv += [
             "--service-ip",
-            str(agg.service_ip),
+            str(service_ip),
             "--service-mac",
-            agg.service_mac,
+            service_mac,
             "--src-ip",
             h.address,
             "--src-mac",

@@ -34,22 +34,22 @@ json.dump({"rank": rank, "moved": moved}, open(sys.argv[4], "w"))
 """
 
 
-class Switch:
-    """The aggregating switch's session, as Failover uses it."""
+class Control:
+    """The run's control plane (topologies/control_plane.py), as Failover uses it."""
 
     def __init__(self):
         self.jobs = {1: None}
         self.calls = []
 
-    def add_job(self, job_id, hosts, topo, n_slots):
+    def add_job(self, job_id, hosts, n_slots):
         self.calls.append(("add", job_id, tuple(hosts)))
         self.jobs[job_id] = SimpleNamespace(job_id=job_id, epoch=77, slot_base=256, n_slots=n_slots)
         return self.jobs[job_id]
 
-    def list_jobs(self):
-        return [SimpleNamespace(job_id=j) for j in self.jobs]
+    def job_ids(self):
+        return set(self.jobs)
 
-    def remove_job(self, job_id, missing_ok=False):
+    def end_job(self, job_id):
         self.calls.append(("remove", job_id))
         self.jobs.pop(job_id, None)
 
@@ -69,8 +69,8 @@ def start(tmp_path, n, steps, notice, echo=None):
 
 def test_a_killed_worker_is_left_behind_and_the_survivors_go_on_as_a_new_job(tmp_path):
     notice = tmp_path / "membership.json"
-    switch = Switch()
-    failover = Failover(SimpleNamespace(aggregator=switch), None, 1, 256, notice, say=lambda m: None)
+    switch = Control()
+    failover = Failover(switch, None, 1, 256, notice, say=lambda m: None)
     killer = KillSwitch([("h3", 5)])
     failover.killed = killer.killed
     workers = failover.workers = start(tmp_path, 4, 40, notice)
