@@ -128,6 +128,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
                 to_spine();
                 if (meta.release == 1) {
                     meta.event = EV_RELEASED;
+                } else if (meta.late == 1) {
+                    meta.event = EV_LATE;  /* never added here either: the stored partial goes up again */
                 } else if (meta.dup == 1) {
                     meta.event = EV_PARTIAL_RESENT;
                 } else {

@@ -112,3 +112,35 @@ def test_a_retransmitted_partial_is_not_counted_twice_and_a_complete_spine_answe
         assert sorted(port for port, _ in fanned) == [1, 2, 3, 4]
     finally:
         fabric.close()
+
+
+def test_a_release_at_a_leaf_completes_both_levels_with_the_workers_that_made_it(backend):
+    """Partial aggregation across levels: leaf 0's worker 3 is a straggler; a RELEASE at leaf 0 sends its
+    partial up with count 3, the spine completes with 3 + 4 = 7, and every worker (the straggler too, by
+    the fan-out) gets the sums of those seven. The straggler's late request is counted (LATE) and never
+    added: its answer is the same result again."""
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, backend=backend)
+    rng = np.random.default_rng(6)
+    idx = [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(fabric.n)]
+    made_it = [w for w in range(fabric.n) if w != 3]
+    expected = list(reference_aggregate([idx[w] for w in made_it], fabric.table))
+    try:
+        assert fabric.carry([(w, fabric.request(w, idx[w], 2, 0)) for w in made_it]) == {}  # leaf 0 waits
+        received = fabric.carry([(0, fabric.release(0, 2, 0))])
+        assert sorted(received) == list(range(fabric.n))
+        for w, (frame,) in received.items():
+            thc = Ether(frame)[THC]
+            assert (thc.kind, thc.count, thc.worker_id) == (1, 7, w)
+            assert sums(frame) == expected, f"worker {w}"
+        assert fabric.leaf[0].events()["RELEASED"] == 1 and fabric.spine.events()["COMPLETED"] == 1
+
+        late = fabric.carry([(3, fabric.request(3, idx[3], 2, 0))])
+        assert sorted(late) == fabric.local_workers(0)  # the spine's stored result, fanned out again
+        for frame in (f for frames in late.values() for f in frames):
+            assert Ether(frame)[THC].count == 7 and sums(frame) == expected
+        leaf, spine = fabric.leaf[0].events(), fabric.spine.events()
+        assert (leaf["LATE"], spine["RETX_ANSWERED"], spine["CONSUMED"] + spine["COMPLETED"]) == (1, 1, 2)
+        assert fabric.carry([(1, fabric.release(1, 2, 0))]) == {}  # releasing a complete use: ignored
+        assert fabric.leaf[0].events()["RELEASE_IGNORED"] == 1
+    finally:
+        fabric.close()

@@ -167,6 +167,38 @@ class LeafSpine:
     def _lost(self) -> bool:
         return self.loss > 0 and self.rng.random() < self.loss
 
+    def release(self, w: int, slot: int, rnd: int) -> bytes:
+        """Worker `w`'s RELEASE of (slot, round), to its leaf (or the spine, on one level)."""
+        frame = Ether(self.request(w, np.zeros(1, dtype=np.uint8), slot, rnd))
+        frame[THC].kind = contract.KIND_RELEASE
+        frame[THC].remove_payload()
+        frame[IP].len = frame[UDP].len = frame[IP].chksum = frame[UDP].chksum = None
+        return raw(frame)
+
+    def carry(self, sent: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
+        """Frames sent by workers [(w, frame)], carried through the fabric (each link losing `loss`) until
+        nothing moves; returns what each worker received, in order."""
+        queue = deque()
+        for w, frame in sent:
+            if not self._lost():
+                queue.append(("leaf", w // self.per_leaf, w % self.per_leaf + 1, frame))
+        received: dict[int, list[bytes]] = {}
+        while queue:
+            kind, index, port, frame = queue.popleft()
+            sw = self.spine if kind == "spine" else self.leaf[index]
+            for out_port, out in sw.send(port, frame):
+                if kind == "spine":
+                    self.spine_link_bytes += len(out)
+                    if not self._lost():
+                        queue.append(("leaf", out_port - 1, self.per_leaf + 1, out))
+                elif out_port == self.per_leaf + 1:
+                    self.spine_link_bytes += len(out)
+                    if not self._lost():
+                        queue.append(("spine", 0, index + 1, out))
+                elif not self._lost():
+                    received.setdefault(self.local_workers(index)[out_port - 1], []).append(out)
+        return received
+
     def run_round(self, idx: list[np.ndarray], slot: int, rnd: int, max_tries: int = 50) -> dict[int, bytes]:
         """Every worker sends its request (and retransmits it while unanswered, like a timeout would);
         returns the first result frame each worker received for (slot, round)."""
@@ -175,28 +207,12 @@ class LeafSpine:
             waiting = [w for w in range(self.n) if w not in results]
             if not waiting:
                 return results
-            queue = deque()
-            for w in waiting:
-                if not self._lost():
-                    frame = self.request(w, idx[w], slot, rnd)
-                    queue.append(("leaf", w // self.per_leaf, w % self.per_leaf + 1, frame))
-            while queue:
-                kind, index, port, frame = queue.popleft()
-                sw = self.spine if kind == "spine" else self.leaf[index]
-                for out_port, out in sw.send(port, frame):
-                    if kind == "spine":
-                        self.spine_link_bytes += len(out)
-                        if not self._lost():
-                            queue.append(("leaf", out_port - 1, self.per_leaf + 1, out))
-                    elif out_port == self.per_leaf + 1:
-                        self.spine_link_bytes += len(out)
-                        if not self._lost():
-                            queue.append(("spine", 0, index + 1, out))
-                    elif not self._lost():
-                        w = self.local_workers(index)[out_port - 1]
-                        thc = Ether(out)[THC]
-                        if (thc.slot, thc.round, thc.worker_id) == (slot, rnd, w):
-                            results.setdefault(w, out)
+            received = self.carry([(w, self.request(w, idx[w], slot, rnd)) for w in waiting])
+            for w, frames in received.items():
+                for out in frames:
+                    thc = Ether(out)[THC]
+                    if (thc.slot, thc.round, thc.worker_id) == (slot, rnd, w):
+                        results.setdefault(w, out)
         raise AssertionError(f"workers {sorted(set(range(self.n)) - set(results))} got no result in {max_tries} tries")
 
     def close(self) -> None:
