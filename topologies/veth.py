@@ -30,9 +30,11 @@ class VethPorts:
                 for end in (sw_end, host_end):
                     subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{end}.disable_ipv6=1"], check=True)
                     subprocess.run(["ip", "link", "set", end, "up"], check=True)
-                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                # protocol 0 until bound: an ETH_P_ALL socket hears every interface of the namespace until
+                # bind(), and frames of other runs' links waited in its queue
+                sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-                sock.bind((host_end, 0))
+                sock.bind((host_end, ETH_P_ALL))
                 sock.setblocking(False)
                 self.socks[p] = sock
         except Exception:

@@ -1,6 +1,7 @@
 """Two-level aggregation in-process: leaf switches and a spine, each a software switch running the compiled
 program, chained by a packet loop with seeded loss, and workers that retransmit what is still unanswered.
 With `levels=1` the same network aggregates at the spine only (the leaves just route), for comparison.
+`backend="bmv2"` runs three simple_switch_grpc processes on veth pairs instead (root, and `workdir`).
 
 Addresses and ports follow p4/README.md, "Two-level aggregation": leaf L serves its workers on ports 1..W
 and reaches the spine on port W + 1; the spine reaches leaf L on port L + 1. Worker ids are global
@@ -13,6 +14,7 @@ import random
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from scapy.layers.inet import IP, UDP
@@ -65,6 +67,7 @@ class LeafSpine:
     seed: int = 0
     backend: str = "python"
     levels: int = 2
+    workdir: Path | None = None  # backend "bmv2": where the switches' logs go
     spine: SoftwareTarget = field(init=False)
     leaf: list[SoftwareTarget] = field(init=False)
     spine_link_bytes: int = field(init=False, default=0)
@@ -73,8 +76,9 @@ class LeafSpine:
         self.n = self.leaves * self.per_leaf
         self.rng = random.Random(self.seed)
         self.lane_bits = jobs.lane_bits_for(self.n, int(max(self.table.values)))
-        self.spine = SoftwareTarget(self.backend)
-        self.leaf = [SoftwareTarget(self.backend) for _ in range(self.leaves)]
+        self.leaf = []
+        self.spine = self._switch("spine", self.leaves)
+        self.leaf = [self._switch(f"leaf{i}", self.per_leaf + 1) for i in range(self.leaves)]
         if self.levels not in (1, 2):
             raise ValueError(f"levels must be 1 or 2, not {self.levels}")
         if self.levels == 2:
@@ -83,6 +87,22 @@ class LeafSpine:
                 self._program_leaf(leaf)
         else:
             self._program_single_level()
+
+    def _switch(self, name: str, ports: int):
+        if self.backend != "bmv2":
+            return SoftwareTarget(self.backend)
+        import os
+
+        from tests.support.targets import Bmv2Target, bmv2_binary
+
+        workdir = self.workdir / name
+        workdir.mkdir(parents=True, exist_ok=True)
+        prefix = f"ls{os.getpid() % 1000}{name[0]}{name[-1]}"  # short: interface names have 15 characters
+        try:
+            return Bmv2Target(bmv2_binary(), workdir, tuple(range(1, ports + 1)), settle=0.1, veth_prefix=prefix)
+        except BaseException:
+            self.close()
+            raise
 
     def _program_single_level(self) -> None:
         """The spine aggregates all n workers; the leaves forward requests up and results down."""
@@ -216,8 +236,9 @@ class LeafSpine:
         raise AssertionError(f"workers {sorted(set(range(self.n)) - set(results))} got no result in {max_tries} tries")
 
     def close(self) -> None:
-        for sw in [self.spine, *self.leaf]:
-            sw.close()
+        for sw in [getattr(self, "spine", None), *self.leaf]:
+            if sw is not None:
+                sw.close()
 
 
 # ---- a topology file's network, switch by switch --------------------------------------------------

@@ -117,7 +117,9 @@ class Bmv2Target(_Target):
 
     name = "bmv2"
 
-    def __init__(self, binary: str, workdir: Path, ports=(1, 2, 3, 4), settle: float = 0.5):
+    def __init__(
+        self, binary: str, workdir: Path, ports=(1, 2, 3, 4), settle: float = 0.5, veth_prefix: str | None = None
+    ):
         import os
 
         from controller.session import SwitchSession
@@ -129,7 +131,7 @@ class Bmv2Target(_Target):
         self.proc = None
         self.session = None
         try:
-            self.veths = VethPorts(f"tb{os.getpid() % 10000}p", ports)
+            self.veths = VethPorts(veth_prefix or f"tb{os.getpid() % 10000}p", ports)
             self.proc = Bmv2Process(
                 workdir,
                 ["--log-file", str(workdir / "bmv2"), "--log-flush", "--no-p4", *self.veths.interface_args()],
