@@ -129,6 +129,26 @@ def compressor_hook(state: CompressorHookState, bucket: dist.GradBucket) -> torc
     return dist.all_gather(gathered, mine, group=group, async_op=True).get_future().then(decoded)
 
 
+def one_bucket_in_flight(hook):
+    """``hook`` with each bucket started only once the previous bucket's future is done. torch's
+    powerSGD_hook waits inside its future callbacks for nested all-reduces; the callbacks run on gloo's
+    worker threads (two per process group), so two buckets in flight can block both threads on collectives
+    that only those threads could run, and every rank hangs at the first compressed step (charlm-stdlib,
+    whose 3.3 MB of gradients make two DDP buckets). One bucket at a time blocks at most one thread; the
+    next bucket's gradients are still computed while the previous one communicates."""
+    previous = None
+
+    def in_turn(state, bucket):
+        nonlocal previous
+        if previous is not None:
+            previous.wait()
+        previous = hook(state, bucket)
+        return previous
+
+    in_turn.__name__ = f"{getattr(hook, '__name__', 'hook')}_one_bucket_in_flight"
+    return in_turn
+
+
 BUCKET_SEEDS = 1 << 16  # bucket b of seed s draws from seed s * BUCKET_SEEDS + b
 
 
@@ -160,7 +180,7 @@ def make_gloo_hook(
             start_powerSGD_iter=POWERSGD_START,
             random_seed=seed,
         )
-        return state, powerSGD_hook.powerSGD_hook
+        return state, one_bucket_in_flight(powerSGD_hook.powerSGD_hook)
     if worker_id is None:
         worker_id = dist.get_rank(process_group) if dist.is_available() and dist.is_initialized() else 0
     return CompressorHookState(_baseline(mode, worker_id, seed, **params), process_group), compressor_hook
