@@ -839,8 +839,8 @@ class CGen:
     def _deparser(self):
         src = self.src
         deparser = next(d for d in self.cfg.get("deparsers", []) if d.get("name") == "deparser")
-        src.emit("/* The deparser: update_checksum units, its primitives, then the valid headers in order, then the payload.")
-        src.emit(" * Returns the frame's length, or -1 when it does not fit in `cap` bytes. */")
+        src.emit("/* The deparser: update_checksum units, its primitives, then the valid headers in order, then")
+        src.emit(" * the payload. Returns the frame's length, or -1 when it does not fit in `cap` bytes. */")
         src.emit("static int64_t deparse(pkt_t *pk, pass_ctx_t *cx, uint8_t *out, uint32_t cap) {")
         with src.indent():
             src.emit("V *F = pk->F; (void)F; uint32_t n = 0;")
