@@ -418,7 +418,7 @@ def compile_program(cfg: dict, drop_port: int = 511) -> CompiledProgram:
     checksums = ChecksumGen(cfg, layout, ns, calculations)
     checksums.generate_verify(src)
     d_index, deparser = _named(cfg.get("deparsers", []), "deparser", "deparsers")
-    generate_deparser(src, deparser, f"deparsers[{d_index}]", layout, ns, codecs, checksums)
+    generate_deparser(src, deparser, f"deparsers[{d_index}]", env, codecs, checksums)
 
     # actions must be known to tables before the pipelines are generated (inlining, exit analysis)
     for table, t, tpath in table_json.values():

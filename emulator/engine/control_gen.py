@@ -477,14 +477,30 @@ class ChecksumGen:
         return lines
 
 
-def generate_deparser(src, deparser: dict, path: str, layout, ns, codecs: dict, checksums: ChecksumGen):
-    """`deparse(F, payload) -> bytes`: checksum updates, then valid headers in order, then payload."""
-    from emulator.engine.headercodec import HeaderCodec
+def generate_deparser(src, deparser: dict, path: str, env, codecs: dict, checksums: ChecksumGen):
+    """`deparse(F, payload) -> bytes`: checksum updates, the deparser's primitives, then valid
+    headers in order, then payload (BMv2's Deparser::deparse).
 
+    The primitives are the extern functions p4c writes for calls in a v1model deparser (`digest`
+    as generate_digest, `log_msg`, `truncate`, `random`, `hash`, `assert`); BMv2 runs them as an
+    action's primitives, so they compile as one. A digest taken here sets the learn id after
+    ingress has been sampled, which simple_switch never reads: no digest is sent, as in BMv2."""
+    from emulator.engine.headercodec import HeaderCodec
+    from emulator.engine.primitives import ActionBody
+
+    layout, ns = env.layout, env.ns
     src.emit("def deparse(F, payload):")
     with src.indent():
         for line in checksums.update_lines():
             src.emit(line)
+        primitives = deparser.get("primitives") or []
+        if not isinstance(primitives, list):
+            raise malformed("deparser primitives must be a list", path, deparser)
+        if primitives:
+            body = ActionBody(env, path)
+            body.emit(src, primitives)
+            if body.uses_return or body.uses_exit:
+                raise unsupported("control flow (a jump or exit) among the deparser's primitives", path, deparser)
         src.emit("out = []")
         for i, name in enumerate(deparser.get("order", [])):
             h = layout.header(name, f"{path}.order[{i}]")
@@ -505,5 +521,3 @@ def generate_deparser(src, deparser: dict, path: str, layout, ns, codecs: dict, 
         src.emit("out.append(payload)")
         src.emit("return b''.join(out)")
     src.emit()
-    if deparser.get("primitives"):
-        raise unsupported("deparser primitives (extern calls in the deparser)", path, deparser)

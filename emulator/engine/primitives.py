@@ -8,6 +8,7 @@ p4c emits for `if`, `return`, `exit` and loops inside actions) is turned back in
 
 from emulator.engine.expressions import ExprCompiler, Value, store
 from emulator.engine.jsonutil import hexstr, malformed, source_of, unsupported, where
+from emulator.engine.logmsg import parse_log_format
 
 # simple_switch primitives that need target features the engine does not have
 UNSUPPORTED = {}
@@ -530,9 +531,17 @@ class ActionBody:
         if not isinstance(vec, dict) or vec.get("type") != "parameters_vector":
             raise malformed("log_msg arguments must be a parameters_vector", path, prim)
         items = vec.get("value")
-        items = items if isinstance(items, list) else []
+        items = items if isinstance(items, list) else []  # p4c writes {} for no arguments
+        text = fmt.get("value")
+        if not isinstance(text, str):
+            raise malformed("log_msg format must be a string", path, prim)
+        form = parse_log_format(text, len(items), prim)
+        if form.error is not None:
+            src.emit(f"_log_msg_error({form.error!r})")
+            return
         args = [self._int_value(ex, it).src for it in items]
-        src.emit(f"_log_msg({fmt.get('value')!r}, ({', '.join(args)}{',' if args else ''}))")
+        form_name = self.env.ns.const("_LOGF", form)
+        src.emit(f"_log_msg({form_name}, ({', '.join(args)}{',' if args else ''}))")
 
     def _p_assert(self, src, ex, params, path, prim):
         v = ex.value(params[0])

@@ -157,17 +157,12 @@ def make_helpers(counters: RuntimeCounters) -> dict:
         x = counters.next_random()
         return lo + (x if span > MASK64 else x % span)
 
-    def _log_msg(fmt, args):
-        out, k, i = [], 0, 0
-        while i < len(fmt):
-            if fmt.startswith("{}", i) and k < len(args):
-                out.append(str(args[k]))
-                k += 1
-                i += 2
-            else:
-                out.append(fmt[i])
-                i += 1
-        p4_log.info("%s", "".join(out).replace("\\{", "{").replace("\\}", "}"))
+    def _log_msg(form, args):
+        p4_log.info("%s", form.render(args))  # form: a logmsg.LogFormat, BMv2's reading of the format
+
+    def _log_msg_error(message):
+        # simple_switch logs this and exits; the engine logs it and goes on
+        p4_log.error("%s", message)
 
     def _assert_failed(kind, where):
         raise PacketError(f"{kind} failed at {where}")
@@ -184,6 +179,7 @@ def make_helpers(counters: RuntimeCounters) -> dict:
         "_hash_offset": _hash_offset,
         "_random": _random,
         "_log_msg": _log_msg,
+        "_log_msg_error": _log_msg_error,
         "_assert_failed": _assert_failed,
         "ParserError": ParserError,
     }

@@ -17,6 +17,7 @@ import functools
 
 from emulator.engine.jsonutil import hexstr, hexstr_bytes, malformed, source_of, unsupported
 from emulator.engine.layout import ENGINE_REGISTERS
+from emulator.engine.logmsg import parse_log_format
 from emulator.engine.parser_gen import split_transitions
 from emulator.native.cexpr import CExpr, Consts, CVal, c_int, store
 
@@ -88,6 +89,7 @@ class CGen:
         self.selectors = self._selector_calculations()
         self.actions = {}  # action id -> json
         self.action_exits = {}  # action id -> may set the exit flag
+        self.log_formats = []  # log_msg calls, by the index the C code passes to sw->log_msg
         self.vset_views = []  # (value set name, key field widths, mask or None) per select case on a set
         self.custom_crcs = [n for n, fn in prog.hashes.items() if getattr(fn, "params", None) is not None]
         self._check_constructs()
@@ -210,9 +212,15 @@ class CGen:
             h.emit("digest_queue_t digests;")
             h.emit("int clock_pinned; int64_t pinned_now;")
             h.emit("profile_t prof[NPROFILES > 0 ? NPROFILES : 1];")
+            h.emit("log_msg_fn log_msg; /* formats and logs log_msg calls (sw_set_log_msg); NULL: not logged */")
             for i, name in enumerate(self.meters):
                 h.emit(f"meter_t meter_{i}[{max(self.prog.meters[name].size, 1)}]; /* meter {name} */")
         h.emit("};")
+        h.emit()
+        h.emit("/* log_msg call `id` (cgen's log_formats) with its arguments: Python formats it as BMv2 does */")
+        h.emit("static void log_msg(sw_t *sw, uint32_t id, uint32_t n, const V *args) {")
+        h.emit("    if (sw->log_msg) sw->log_msg(id, n, args);")
+        h.emit("}")
         h.emit()
         h.emit(f"#define NMETERS {len(self.meters)}")
         h.emit("static meter_t *meter_array(sw_t *sw, uint32_t mi, uint32_t *size) {")
@@ -441,7 +449,7 @@ class CGen:
                 + " }"
             )
         elif op == "log_msg":
-            src.emit("/* log_msg: not logged by the native backend (use --backend python to see it) */")
+            self._log_msg(src, ex, params, path, prim)
         elif op in ("assert", "assume"):
             v = ex.value(params[0])
             cond = v.src if v.kind == "bool" else f"({v.src}) != 0"
@@ -465,6 +473,24 @@ class CGen:
         else:
             raise unsupported(f"primitive '{op}' (native backend)", path, prim)
         return False
+
+    def _log_msg(self, src, ex, params, path, prim) -> None:
+        """The arguments go to sw->log_msg with the call's index in log_formats (its BMv2 reading)."""
+        fmt, vec = params
+        if not isinstance(fmt, dict) or not isinstance(fmt.get("value"), str):
+            raise malformed("log_msg format must be a string", path, prim)
+        if not isinstance(vec, dict) or vec.get("type") != "parameters_vector":
+            raise malformed("log_msg arguments must be a parameters_vector", path, prim)
+        items = vec.get("value") if isinstance(vec.get("value"), list) else []
+        form = parse_log_format(fmt["value"], len(items), prim)
+        k = len(self.log_formats)
+        self.log_formats.append(form)
+        if form.error is not None or not items:
+            src.emit(f"log_msg(cx->sw, {k}, 0, NULL);")
+            return
+        args = ", ".join(ex.data(item).src for item in items)
+        a = src.tmp("args")
+        src.emit(f"{{ const V {a}[] = {{{args}}}; log_msg(cx->sw, {k}, {len(items)}, {a}); }}")
 
     def _clear_siblings(self, src, h) -> None:
         """A union member known at compile time became valid: the union's other members become invalid."""
@@ -813,8 +839,8 @@ class CGen:
     def _deparser(self):
         src = self.src
         deparser = next(d for d in self.cfg.get("deparsers", []) if d.get("name") == "deparser")
-        src.emit("/* The deparser: update_checksum units, then the valid headers in order, then the payload.")
-        src.emit(" * Returns the frame's length, or -1 when it does not fit in `cap` bytes. */")
+        src.emit("/* The deparser: update_checksum units, its primitives, then the valid headers in order, then")
+        src.emit(" * the payload. Returns the frame's length, or -1 when it does not fit in `cap` bytes. */")
         src.emit("static int64_t deparse(pkt_t *pk, pass_ctx_t *cx, uint8_t *out, uint32_t cap) {")
         with src.indent():
             src.emit("V *F = pk->F; (void)F; uint32_t n = 0;")
@@ -823,6 +849,13 @@ class CGen:
                     continue
                 stmt = f"F[{ref.slot}] = (V)({calc}(pk, cx) & {c_int(ref.mask)}); /* update checksum {name} */"
                 src.emit(f"if ({cond}) {stmt}" if cond else stmt)
+            primitives = deparser.get("primitives") or []
+            if primitives:  # the extern calls of the deparser, before emitting (BMv2's Deparser::deparse)
+                path = f"deparsers '{deparser.get('name')}'"
+                if any(p.get("op") in ("_jump", "_jump_if_zero", "exit") for p in primitives):
+                    raise unsupported("control flow (a jump or exit) among the deparser's primitives", path)
+                src.emit("sw_t *sw = cx->sw; (void)sw;")
+                self._primitives(src, primitives, path, None)
             for name in deparser.get("order", []):
                 h = self.layout.header(name)
                 nbytes = h.htype.nbits // 8

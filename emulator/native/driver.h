@@ -406,6 +406,12 @@ void sw_stats(sw_t *sw, uint64_t *dst) {
     sw_unlock(sw);
 }
 
+void sw_set_log_msg(sw_t *sw, log_msg_fn fn) {
+    sw_lock(sw);
+    sw->log_msg = fn;
+    sw_unlock(sw);
+}
+
 void sw_seed(sw_t *sw, uint64_t seed) {
     sw_lock(sw);
     sw->rng = seed ? seed : RNG_DEFAULT_SEED;

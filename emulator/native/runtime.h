@@ -54,6 +54,10 @@ typedef struct pass_ctx {
 
 #define RAISE(cx) longjmp((cx)->fail, 1)
 
+/* Receives a log_msg call: its index among the program's calls and its n arguments (Python's
+ * NativeSwitch formats them the way BMv2 does). Called with the switch locked, from the packet's thread. */
+typedef void (*log_msg_fn)(uint32_t id, uint32_t n, const V *args);
+
 /* ------------------------------------------------------------------ bits */
 static inline uint64_t rd_be(const uint8_t *p, unsigned n) {
     uint64_t v = 0;

@@ -11,11 +11,12 @@ import logging
 
 from emulator.errors import EntryError
 from emulator.native.cgen import CGen
-from emulator.native.library import SwOut, load_program_library
+from emulator.native.library import LOG_MSG_FN, SwOut, load_program_library
 from emulator.switch import CLONE_DIGEST_STAT_KEYS, STAT_KEYS, SoftwareSwitch
 
 log = logging.getLogger("emulator.switch")
 trace_log = logging.getLogger("emulator.trace")
+p4_log = logging.getLogger("emulator.log_msg")
 
 # the order of runtime.h's ST_* enum
 NATIVE_STAT_KEYS = (*STAT_KEYS, "dropped_output_full", *CLONE_DIGEST_STAT_KEYS)
@@ -32,6 +33,26 @@ def _prefix_mask(plen, width):
     return ((1 << plen) - 1) << (width - plen) if plen else 0
 
 
+def log_msg_receiver(formats):
+    """The callback C calls for log_msg call `k` (CGen.log_formats[k]) with n 128-bit arguments:
+    logged on "emulator.log_msg" as the Python backend logs it."""
+
+    def receive(k, n, args):
+        form = formats[k]
+        if form.error is not None:
+            p4_log.error("%s", form.error)  # simple_switch logs this and exits
+            return
+        words = ctypes.cast(args, ctypes.POINTER(U64 * (2 * n))).contents if n else ()
+        values = [_signed128(words[2 * i] | words[2 * i + 1] << 64) for i in range(n)]
+        p4_log.info("%s", form.render(values))
+
+    return receive
+
+
+def _signed128(x):
+    return x - (1 << 128) if x >> 127 else x
+
+
 class NativeSwitch(SoftwareSwitch):
     backend = "native"
 
@@ -46,6 +67,10 @@ class NativeSwitch(SoftwareSwitch):
         if not self.handle:
             raise MemoryError("sw_create failed")
         self._out = SwOut()
+        self._log_msg_fn = None  # the ctypes callback must live as long as the library may call it
+        if gen.log_formats:
+            self._log_msg_fn = LOG_MSG_FN(log_msg_receiver(gen.log_formats))
+            self.lib.sw_set_log_msg(self.handle, self._log_msg_fn)
         self._table_index = {name: i for i, name in enumerate(program.tables)}
         self._reg_index = {name: i for i, name in enumerate(program.registers)}
         self._ctr_index = {name: i for i, name in enumerate(program.counters)}

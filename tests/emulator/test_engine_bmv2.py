@@ -172,6 +172,38 @@ class P4RTClient:
         self._write(fill)
 
     # meters and action profiles (the engine's API, spoken as P4Runtime)
+    def digest_configure(self, name, **config):
+        """INSERT a DigestEntry for the P4Info digest `name` (config: max_timeout_ns, max_list_size, ...)."""
+        did = next(d.preamble.id for d in self.p4info.digests if d.preamble.name == name)
+
+        def fill(update):
+            update.type = self.pb.Update.INSERT
+            update.entity.digest_entry.digest_id = did
+            for key, value in config.items():
+                setattr(update.entity.digest_entry.config, key, value)
+
+        self._write(fill)
+
+    def digest_samples(self, count):
+        """(digest name, canonical member bytestrings) of the samples the stream brings until `count` came."""
+        names = {d.preamble.id: d.preamble.name for d in self.p4info.digests}
+        arrived = queue.Queue()
+
+        def read():
+            for message in self.stream:
+                for data in message.digest.data if message.HasField("digest") else ():
+                    members = tuple(m.bitstring.lstrip(b"\0") or b"\0" for m in data.struct.members)
+                    arrived.put((names.get(message.digest.digest_id), members))
+
+        threading.Thread(target=read, daemon=True).start()
+        samples = []
+        while len(samples) < count:
+            try:
+                samples.append(arrived.get(timeout=HANG_GUARD_S))
+            except queue.Empty:
+                break  # the comparison shows what is missing
+        return samples
+
     def _modify(self, fill):
         req = self.pb.WriteRequest(device_id=0)
         req.election_id.low = 1
@@ -318,11 +350,13 @@ SETTLE_S = 1.0  # once the expected number is out, frames BMv2 sends beyond it a
 HANG_GUARD_S = 300  # only so that a BMv2 that stops sending cannot hang the run
 
 
-def run_bmv2(tmp_path, program, setup, frames, expected_count, ports=range(0, 9)):
+def run_bmv2(tmp_path, program, setup, frames, expected_count, ports=range(0, 9), log_level="error", after=None):
     """Frames [(port, bytes)] through BMv2 with `setup(client)` applied; [(port, bytes)] out, sorted.
 
     BMv2 reads and writes pcap files (`--use-files`); the input files are named pipes that get their
-    frames only after `setup` has returned, so every frame meets the fully programmed switch."""
+    frames only after `setup` has returned, so every frame meets the fully programmed switch.
+    A `log_level` other than error also logs BMv2's lines to tmp_path/bmv2/bmv2.log; `after(client)`
+    runs once the frames are out, before the client closes."""
     ports = sorted(set(ports) | {p for p, _ in frames})
     run_dir = tmp_path / "bmv2"
     run_dir.mkdir()
@@ -331,14 +365,17 @@ def run_bmv2(tmp_path, program, setup, frames, expected_count, ports=range(0, 9)
     try:
         interfaces = [arg for p in ports for arg in ("-i", f"{p}@p{p}")]
         switch = Bmv2Process(
-            run_dir, ["--use-files", "0", "--log-level", "error", "--no-p4", *interfaces], binary=BINARY
+            run_dir, ["--use-files", "0", *_log_args(log_level), "--no-p4", *interfaces], binary=BINARY
         )
         try:
             client = P4RTClient(switch.address, program, switch.thrift_port)
             setup(client)
             for p, fifo in inputs.items():
                 fifo.feed(_pcap_records([(i, f) for i, (q, f) in enumerate(frames) if q == p]))
-            return _collect_output(run_dir, ports, expected_count, switch)
+            out = _collect_output(run_dir, ports, expected_count, switch)
+            if after is not None:
+                after(client)
+            return out
         finally:
             if client is not None:
                 client.close()
@@ -347,6 +384,10 @@ def run_bmv2(tmp_path, program, setup, frames, expected_count, ports=range(0, 9)
         for fifo in inputs.values():
             if fifo.writer is None:
                 fifo.close()
+
+
+def _log_args(level):
+    return ["--log-level", level] if level == "error" else ["--log-console", "--log-level", level]
 
 
 def _collect_output(run_dir, ports, expected_count, switch):
@@ -709,3 +750,49 @@ def test_action_selector_and_profile_match_bmv2(tmp_path):
         for i in range(40)
     ]
     compare(tmp_path, "action_profiles", setup, frames)
+
+
+def test_deparser_primitives_match_bmv2(tmp_path):
+    """deparser_externs: the frames (truncated in the deparser), the log_msg lines, which BMv2 logs at
+    info (its egress threads interleave frames, so the lines are compared sorted), and the digests on
+    BMv2's P4Runtime stream: the ingress ones of kind-1 frames, never the deparser's."""
+    import logging
+    import re
+
+    from emulator.switch import SoftwareSwitch
+    from tests.emulator.test_engine_deparser_externs import dp_frame
+
+    frames = []
+    for i in range(12):
+        frame = bytearray(dp_frame(i % 3, 15 + 3 * i, (-1) ** i * 37 * i, 1000 * i, bytes(range(i * 2))))
+        frame[6:12] = bytes([2, 0, 0, 0, 0, i])  # a source MAC per frame
+        frames.append((1 + i % 3, bytes(frame)))
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    p4_log = logging.getLogger("emulator.log_msg")
+    p4_log.addHandler(handler)
+    p4_log.setLevel(logging.INFO)
+    try:
+        sw = SoftwareSwitch.from_json(BUILD / "deparser_externs.json")
+        engine = sorted(o for port, frame in frames for o in sw.process(port, frame))
+    finally:
+        p4_log.removeHandler(handler)
+    kind1 = sorted(("ingress_seen_t", (f[6:12].lstrip(b"\0"), b"\x01")) for _, f in frames if f[14] == 1)
+    ours_digests = [(n, (v[0].to_bytes(6, "big").lstrip(b"\0"), bytes([v[1]]))) for n, v in sw.digests()]
+    theirs_digests = []
+
+    def setup(client):  # both digests sent within a millisecond (PI's sweep: every 100 ms or more)
+        client.digest_configure("ingress_seen_t", max_timeout_ns=1_000_000, max_list_size=1)
+        client.digest_configure("deparser_seen_t", max_timeout_ns=1_000_000, max_list_size=1)
+
+    bmv2 = run_bmv2(
+        tmp_path, "deparser_externs", setup, frames, len(engine), log_level="info",
+        after=lambda client: theirs_digests.extend(client.digest_samples(len(kind1))),
+    )  # fmt: skip
+    log = (tmp_path / "bmv2" / "bmv2.log").read_text()
+    theirs = sorted(re.findall(r"^\[[^]]*\] \[[^]]*\] \[I\] \[thread \d+\] (deparser.*)$", log, re.M))
+    assert engine and bmv2 == engine
+    assert len(lines) == 3 * len(engine) and theirs == sorted(lines)
+    # the ingress digests only, on both: the deparser's is never sent
+    assert sorted(ours_digests) == kind1 and sorted(theirs_digests) == kind1

@@ -199,3 +199,26 @@ def test_the_shell_configures_digests_and_sniffs_lists(switch):
         assert [m.bitstring for m in message.digest.data[0].struct.members] == [MAC_A, b"\x04"]
     finally:
         sh.teardown()
+
+
+def test_a_digest_in_the_deparser_reaches_no_controller(switch):
+    """deparser_externs.p4 takes a digest in its deparser, which simple_switch never sends (the learn
+    id is read after ingress), and one in ingress for kind-1 frames. Both configured to be sent at
+    once: the first list on the stream is the ingress digest of the second frame."""
+    from tests.emulator.test_engine_deparser_externs import SRC, dp_frame
+
+    p4info_path, program = compiled("deparser_externs")
+    p4info = p4info_pb2.P4Info()
+    text_format.Parse(open(p4info_path).read(), p4info)
+    c = Controller(switch.address)
+    try:
+        with open(program, "rb") as f:
+            c.set_pipeline(p4info=p4info, device_config=f.read())
+        c.digest_ids = {d.preamble.name: d.preamble.id for d in p4info.digests}
+        _configure(c, "deparser_seen_t")
+        _configure(c, "ingress_seen_t")
+        switch.engine.process(1, dp_frame(0, 30, 0, 0))  # the deparser's digest only
+        switch.engine.process(1, dp_frame(1, 30, 0, 0))  # the ingress digest and the deparser's
+        assert _digest(c) == (c.digest_ids["ingress_seen_t"], 1, [(SRC, b"\x01")])
+    finally:
+        c.close()
