@@ -80,10 +80,17 @@ class MeterAndProfileAPI:
             p = self._profile(profile)
             return {mid: p.member_get(mid) for mid in p.members}
 
-    def act_prof_group_set(self, profile, group_id, member_ids, create=True) -> None:
-        """Create a group with these members (create=False: replace an existing group's members)."""
+    def act_prof_members_by_handle(self, profile) -> list:
+        """[(BMv2 member handle, member id)]: a member once, plus once per copy its weights in groups
+        need (see emulator.engine.action_profiles), in handle order."""
         with self._lock:
-            self._profile(profile).group_set(group_id, list(member_ids), create)
+            return self._profile(profile).members_by_handle()
+
+    def act_prof_group_set(self, profile, group_id, members, create=True) -> None:
+        """Create a group with these members (create=False: replace an existing group's members):
+        member ids, or (member id, weight) pairs; a member of weight w is chosen w times as often."""
+        with self._lock:
+            self._profile(profile).group_set(group_id, list(members), create)
 
     def act_prof_programming(self, profile):
         """How the profile is programmed now: 'oneshot' (one-shot action sets in table entries),
@@ -99,14 +106,14 @@ class MeterAndProfileAPI:
             self._profile(profile).group_delete(group_id)
 
     def act_prof_groups(self, profile) -> dict:
-        """{group id: [member ids]}"""
+        """{group id: {member id: weight}}, groups in BMv2 handle order, members by id."""
         with self._lock:
             p = self._profile(profile)
-            return {gid: p.group_get(gid) for gid in p.groups}
+            return {g.id: p.group_get(g.id) for g in sorted(p.groups.values(), key=lambda g: g.handle)}
 
     def table_add_indirect(self, table, keys, member=None, group=None, oneshot=None, priority=None) -> None:
         """An entry of a table with an action profile: a member id, a group id, or a one-shot
-        action set `oneshot=[(action, params), ...]`."""
+        action set `oneshot=[(action, params) or (action, params, weight), ...]`."""
         with self._lock:
             self._indirect_table(table).add_indirect(keys, priority, member, group, oneshot)
 
@@ -115,13 +122,13 @@ class MeterAndProfileAPI:
             self._indirect_table(table).modify_indirect(keys, priority, member, group, oneshot)
 
     def table_indirect_pointer(self, table, keys, priority=None) -> tuple:
-        """('member', id) | ('group', id) | ('oneshot', [(action, params)]) of one entry."""
+        """('member', id) | ('group', id) | ('oneshot', [(action, params, weight)]) of one entry."""
         from emulator.engine.action_profiles import _pointer
 
         with self._lock:
             return _pointer(self._indirect_table(table).entry(keys, priority))
 
     def table_indirect_entries(self, table) -> list:
-        """[(keys, priority, ('member', id) | ('group', id) | ('oneshot', [(action, params)]))]"""
+        """[(keys, priority, ('member', id) | ('group', id) | ('oneshot', [(action, params, weight)]))]"""
         with self._lock:
             return self._indirect_table(table).indirect_entries()

@@ -7,6 +7,11 @@ the pointer at packet time (src/bm_sim/match_tables.cpp, action_profile.cpp):
 - a group runs member number `hash % group size` among its members ordered by BMv2 member handle
   (handles are allocated lowest-free first, so this is creation order with reuse); `hash` is the
   selector's calculation over its fields (the whole output of the algorithm);
+- a member of weight w is in the group w times: as PI's server does for BMv2 (p4lang/PI
+  proto/frontend/src/action_prof_mgr.cpp), a member holds as many BMv2 handles (itself and copies
+  with the same action) as the largest weight any group gives it. Copies are allocated when a group
+  update needs them, going through the members by id, and given back (the last first) when no group
+  needs them any more; they take handles (and room in the profile) like members do;
 - a hit on a group emptied after the entry was added runs no action (BMv2 logs an error and
   leaves the next node undefined; here the table continues as on a miss).
 Members still used by an entry or a group, and groups used by an entry, cannot be deleted; an entry
@@ -27,6 +32,10 @@ class _Handles:
     def __init__(self):
         self.free, self.next = [], 0
 
+    @property
+    def in_use(self) -> int:
+        return self.next - len(self.free)
+
     def get(self) -> int:
         if self.free:
             return heapq.heappop(self.free)
@@ -38,27 +47,44 @@ class _Handles:
 
 
 class Member:
-    __slots__ = ("id", "handle", "entry", "uses")
+    __slots__ = ("id", "handle", "copies", "entry", "uses", "weights")
 
     def __init__(self, member_id, handle, entry):
         self.id = member_id
         self.handle = handle
-        self.entry = entry  # Entry(fn, params, action, action_id)
+        self.copies = []  # handles of its copies, for weights above 1 (PI's handles[1:])
+        self.entry = entry  # Entry(fn, params, action, action_id), shared by the copies
         self.uses = 0  # table entries and groups pointing at it
+        self.weights = {}  # group id -> its weight there
+
+    @property
+    def handles(self) -> list:
+        return [self.handle, *self.copies]
+
+    def copies_needed(self) -> int:
+        return max(self.weights.values(), default=1) - 1
 
 
 class Group:
-    __slots__ = ("id", "handle", "members", "ordered", "uses")
+    __slots__ = ("id", "handle", "members", "weights", "ordered", "uses")
 
     def __init__(self, group_id, handle):
         self.id = group_id
         self.handle = handle
         self.members = {}  # member id -> Member
+        self.weights = {}  # member id -> weight (how many of its handles are in the group)
         self.ordered = []  # the members' entries by member handle (BMv2's get_nth order)
         self.uses = 0
 
+    def member_handles(self) -> list:
+        """[(BMv2 member handle, Member)] of the group, in handle order (a member once per weight)."""
+        return sorted(
+            ((h, m) for mid, m in self.members.items() for h in m.handles[: self.weights.get(mid, 1)]),
+            key=lambda hm: hm[0],
+        )
+
     def reorder(self):
-        self.ordered = [m.entry for m in sorted(self.members.values(), key=lambda m: m.handle)]
+        self.ordered = [m.entry for _, m in self.member_handles()]
 
 
 class ActionProfile:
@@ -124,7 +150,7 @@ class ActionProfile:
         self._check_id("member", member_id)
         if member_id in self.members:
             raise self._err(f"member {member_id} already exists", "ALREADY_EXISTS")
-        if len(self.members) + len(self.oneshot_members) >= self.size:
+        if self._member_handles.in_use >= self.size:
             raise self._err(f"profile is full ({self.size} members)", "RESOURCE_EXHAUSTED")
         entry = self._entry(action, params)
         self.members[member_id] = Member(member_id, self._member_handles.get(), entry)
@@ -153,16 +179,20 @@ class ActionProfile:
         if not self.has_selector:
             raise self._err("groups need an action selector; this is a plain action profile")
 
-    def group_set(self, group_id, member_ids, create: bool) -> None:
-        """Create a group (or replace the members of an existing one) with `member_ids`."""
+    def group_set(self, group_id, members, create: bool) -> None:
+        """Create a group (or replace the members of an existing one) with `members`: member ids,
+        or (member id, weight) pairs."""
         self._need_selector()
         self._check_id("group", group_id)
-        members = []
-        for mid in member_ids:
-            m = self._member(mid)
-            if m in members:
-                raise self._err(f"member {mid} is listed twice for group {group_id}")
-            members.append(m)
+        weights = {}
+        for item in members:
+            mid, weight = item if isinstance(item, tuple) else (item, 1)
+            if not isinstance(weight, int) or isinstance(weight, bool) or weight <= 0:
+                raise self._err(f"member {mid}: weight must be a positive integer, got {weight!r}")
+            self._member(mid)
+            if mid in weights:
+                raise self._err(f"member {mid} is listed twice for group {group_id}: use weights instead")
+            weights[mid] = weight
         if create:
             if group_id in self.groups:
                 raise self._err(f"group {group_id} already exists", "ALREADY_EXISTS")
@@ -172,12 +202,33 @@ class ActionProfile:
             self.groups[group_id] = g
         else:
             g = self._group(group_id)
+        touched = sorted(set(g.members) | set(weights))  # PI goes through them by member id
+        extra = sum(max(0, w - len(self.members[mid].handles)) for mid, w in weights.items())
+        if self._member_handles.in_use + extra > self.size:
+            if create:
+                del self.groups[group_id]
+                self._group_handles.release(g.handle)
+            raise self._err(f"profile is full: {extra} copies for weights need room", "RESOURCE_EXHAUSTED")
+        for mid in touched:  # allocated before any is given back, as PI does
+            m = self.members[mid]
+            while len(m.handles) < weights.get(mid, 0):
+                m.copies.append(self._member_handles.get())
         for m in g.members.values():
             m.uses -= 1
-        g.members = {m.id: m for m in members}
-        for m in members:
+            del m.weights[group_id]
+        g.members = {mid: self.members[mid] for mid in weights}
+        g.weights = weights
+        for mid, m in g.members.items():
             m.uses += 1
+            m.weights[group_id] = weights[mid]
+        for mid in touched:
+            self._trim_copies(self.members[mid])
         g.reorder()
+
+    def _trim_copies(self, m: Member) -> None:
+        """Give back the copies no group needs any more, the last first (PI's purge)."""
+        while len(m.copies) > m.copies_needed():
+            self._member_handles.release(m.copies.pop())
 
     def group_delete(self, group_id) -> None:
         g = self._group(group_id)
@@ -185,11 +236,20 @@ class ActionProfile:
             raise self._err(f"group {group_id} is still used by {g.uses} table entries", "FAILED_PRECONDITION")
         for m in g.members.values():
             m.uses -= 1
+            del m.weights[group_id]
+            self._trim_copies(m)
         del self.groups[group_id]
         self._group_handles.release(g.handle)
 
-    def group_get(self, group_id) -> list:
-        return sorted(self._group(group_id).members)
+    def group_get(self, group_id) -> dict:
+        """{member id: weight}, by member id."""
+        g = self._group(group_id)
+        return {mid: g.weights[mid] for mid in sorted(g.members)}
+
+    def members_by_handle(self) -> list:
+        """[(BMv2 member handle, member id)] of the members and their copies (not one-shot
+        members), in handle order: BMv2's member list, which PI's wildcard reads answer."""
+        return sorted((h, m.id) for m in self.members.values() for h in m.handles)
 
     # ------------------------------------------------------------------ table entries
     def target(self, member=None, group=None):
@@ -244,7 +304,7 @@ class IndirectTable(MatchTable):
             raise self._err(f"table is full ({self.size} entries)", "RESOURCE_EXHAUSTED")
         entry = IndirectEntry(None, (), None, None, list(ident[0]), ident[1])
         entry.member, entry.group = m, g
-        entry.oneshot = None if oneshot is None else [(a, list(p)) for a, p in oneshot]
+        entry.oneshot = None if oneshot is None else _oneshot_items(oneshot)
         (m or g).uses += 1
         entry.handle = heapq.heappop(self._free_handles) if self._free_handles else self._next_handle
         if entry.handle == self._next_handle:
@@ -262,7 +322,7 @@ class IndirectTable(MatchTable):
             m, g = self.profile.target(member, group)
         self._unlink(entry)
         entry.member, entry.group = m, g
-        entry.oneshot = None if oneshot is None else [(a, list(p)) for a, p in oneshot]
+        entry.oneshot = None if oneshot is None else _oneshot_items(oneshot)
         (m or g).uses += 1
 
     def _unlink(self, entry):
@@ -286,30 +346,47 @@ class IndirectTable(MatchTable):
         raise self._err("the default entry of a table with an action profile cannot be changed here", "UNIMPLEMENTED")
 
     def indirect_entries(self) -> list:
-        """[(keys, priority, ('member', id) | ('group', id) | ('oneshot', [(action, params)]))]"""
+        """[(keys, priority, ('member', id) | ('group', id) | ('oneshot', [(action, params, weight)]))]"""
         return [(list(e.keys), e.priority, _pointer(e)) for e in self.entries.values()]
 
 
 def _pointer(e):
     if e.oneshot is not None:
-        return ("oneshot", [(a, list(p)) for a, p in e.oneshot])
+        return ("oneshot", [(a, list(p), w) for a, p, w in e.oneshot])
     return ("member", e.member.id) if e.member else ("group", e.group.id)
 
 
+def _oneshot_items(actions) -> list:
+    """[(action, params, weight)] of a one-shot set given as (action, params[, weight]) items."""
+    items = []
+    for item in actions:
+        if not isinstance(item, tuple) or len(item) not in (2, 3):
+            raise EntryError(f"a one-shot action is (action, params) or (action, params, weight), got {item!r}")
+        action, params, weight = item if len(item) == 3 else (*item, 1)
+        if not isinstance(weight, int) or isinstance(weight, bool) or weight <= 0:
+            raise EntryError(f"one-shot action '{action}': weight must be a positive integer, got {weight!r}")
+        items.append((action, list(params), weight))
+    return items
+
+
 def _oneshot_add(table, keys, priority, actions):
-    """A one-shot action set: an anonymous group of anonymous members, owned by the entry."""
+    """A one-shot action set: an anonymous group of anonymous members, owned by the entry. An action
+    of weight w is w members in a row (PI creates them so, each with its own BMv2 handle)."""
     profile = table.profile
     profile._need_selector()
-    if not actions:
+    items = _oneshot_items(actions)
+    if not items:
         raise profile._err("a one-shot action set needs at least one action")
-    if len(profile.members) + len(profile.oneshot_members) + len(actions) > profile.size:
+    total = sum(w for _, _, w in items)
+    if profile._member_handles.in_use + total > profile.size:
         raise profile._err(f"profile is full ({profile.size} members)", "RESOURCE_EXHAUSTED")
-    entries = [profile._entry(a, p) for a, p in actions]
+    entries = [(profile._entry(a, p), w) for a, p, w in items]
     g = Group(None, profile._group_handles.get())
-    for k, e in enumerate(entries):
-        m = Member(None, profile._member_handles.get(), e)
-        g.members[-1 - k] = m
-        profile.oneshot_members.add(m)
+    for e, weight in entries:
+        for _ in range(weight):
+            m = Member(None, profile._member_handles.get(), e)
+            g.members[-1 - len(g.members)] = m
+            profile.oneshot_members.add(m)
     g.reorder()
     return g
 

@@ -451,15 +451,16 @@ class NativeSwitch(SoftwareSwitch):
         return 1, (entry.group.handle,)
 
     def _push_member(self, profile, member):
+        """The member and its copies (one per unit of weight above 1): the same action at each handle."""
         e = member.entry
-        rc = self.lib.sw_prof_member(
-            self.handle, self._profile_index[profile.name], member.handle, e.action_id, _u64s(e.params)
-        )
-        if rc != 0:
-            raise MemoryError(f"action profile '{profile.name}': the native backend could not store a member")
+        params = _u64s(e.params)
+        for h in member.handles:
+            rc = self.lib.sw_prof_member(self.handle, self._profile_index[profile.name], h, e.action_id, params)
+            if rc != 0:
+                raise MemoryError(f"action profile '{profile.name}': the native backend could not store a member")
 
     def _push_group(self, profile, group):
-        handles = sorted(m.handle for m in group.members.values())
+        handles = [h for h, _ in group.member_handles()]
         n = len(handles)
         rc = self.lib.sw_prof_group(
             self.handle, self._profile_index[profile.name], group.handle, n, (ctypes.c_uint32 * max(n, 1))(*handles)
@@ -485,7 +486,10 @@ class NativeSwitch(SoftwareSwitch):
         super().act_prof_group_set(profile, group_id, member_ids, create)
         with self._lock:
             p = self._profile(profile)
-            self._push_group(p, p.groups[group_id])
+            group = p.groups[group_id]
+            for m in group.members.values():  # copies the new weights need
+                self._push_member(p, m)
+            self._push_group(p, group)
 
     def act_prof_group_delete(self, profile, group_id) -> None:
         with self._lock:

@@ -251,7 +251,7 @@ def test_one_shot_action_set_selects_like_a_group_and_frees_its_members(ecmp):
     actions = [(FWD, [0x105, 5]), (FWD, [0x106, 6])]
     sw.table_add_indirect(LPM, [(0x0A000000, 8)], oneshot=actions)
     assert sw.table_indirect_entries(LPM) == [
-        ([(0x0A000000, 8)], None, ("oneshot", [(FWD, [0x105, 5]), (FWD, [0x106, 6])]))
+        ([(0x0A000000, 8)], None, ("oneshot", [(FWD, [0x105, 5], 1), (FWD, [0x106, 6], 1)]))
     ]
     for src in ("1.2.3.4", "5.6.7.8", "9.9.9.9"):
         key = bytes(int(x) for x in src.split(".")) + bytes([17])
