@@ -6,15 +6,17 @@ MeterEntry or DirectMeterEntry without `config` (or with all four values -1) res
 unconfigured (always green) and reads of an unconfigured meter answer no `config`; rates are per
 second and read back through PI's double conversion (see emulator.engine.meters); what BMv2 itself
 refuses (an index past the array, a committed rate above the peak rate) is UNKNOWN. A selector is
-programmed either with members and groups or with one-shot action sets, never both at once. Member
-weights other than 1 are UNIMPLEMENTED (current PI replicates BMv2 member handles for them; not
-mirrored); watch ports are accepted and ignored.
+programmed either with members and groups or with one-shot action sets, never both at once. A
+member of weight w is in its group w times (PI adds copies of it to BMv2's group, see
+emulator.engine.action_profiles); reads answer the weights as written, and a wildcard member read
+lists a member once per copy, as PI does. A group INSERT whose members are refused leaves the group
+behind, empty, as PI's does. Watch ports are accepted and ignored.
 """
 
 from p4.v1 import p4runtime_pb2
 
 from emulator.p4rt import entities  # its helpers are used at call time (it imports this module)
-from emulator.p4rt.errors import INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, UNKNOWN, P4RTError
+from emulator.p4rt.errors import INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, UNIMPLEMENTED, UNKNOWN, P4RTError
 
 INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
 
@@ -25,6 +27,16 @@ def engine_error(exc, what):
 
 def _engine_errors():
     return entities.EngineEntryError
+
+
+def _delete(delete, profile, ident, what) -> None:
+    """A member or group delete; BMv2 refuses one still in use, which PI answers as UNKNOWN."""
+    try:
+        delete(profile.name, ident)
+    except _engine_errors() as exc:
+        if getattr(exc, "code", None) == "FAILED_PRECONDITION":
+            raise P4RTError(UNKNOWN, f"{what}: error when deleting on target: {exc}") from None
+        raise
 
 
 # ---------------------------------------------------------------- meters
@@ -193,14 +205,13 @@ def write_action_profile_member(pipe, update_type, member) -> None:
     profile = pipe.binding.action_profile(member.action_profile_id)
     what = f"action profile '{profile.name}' member {member.member_id}"
     engine = pipe.engine
+    _check_programming(pipe, profile, "manual")
     try:
         if update_type == DELETE:
-            engine.act_prof_member_delete(profile.name, member.member_id)
+            _delete(engine.act_prof_member_delete, profile, member.member_id, what)
             return
         if not member.HasField("action"):
             raise P4RTError(INVALID_ARGUMENT, f"{what}: no action given")
-        if update_type == INSERT:
-            _check_programming(pipe, profile, "manual")
         name, params = _action_of(pipe, profile, member.action, what)
         if update_type == INSERT:
             engine.act_prof_member_add(profile.name, member.member_id, name, params)
@@ -220,16 +231,17 @@ def _profiles_read(pipe, request) -> list:
 
 
 def read_action_profile_members(pipe, request, new=p4runtime_pb2.ActionProfileMember) -> list:
+    """Members in BMv2 handle order, a member once per handle it holds (PI answers its copies for
+    weights too); a member id that does not exist answers nothing, as PI does."""
     profiles = _profiles_read(pipe, request)
     found = []
     for profile in profiles:
         members = pipe.engine.act_prof_members(profile.name)
-        wanted = request.member_id if request.action_profile_id else 0
-        if wanted and wanted not in members:
-            raise P4RTError(NOT_FOUND, f"action profile '{profile.name}': no member {wanted}")
-        for mid in sorted(members):
-            if wanted and mid != wanted:
-                continue
+        if request.member_id:
+            listed = [request.member_id] if request.member_id in members else []
+        else:
+            listed = [mid for _, mid in pipe.engine.act_prof_members_by_handle(profile.name)]
+        for mid in listed:
             msg = new()
             msg.action_profile_id, msg.member_id = profile.id, mid
             action, params = members[mid]
@@ -240,11 +252,13 @@ def read_action_profile_members(pipe, request, new=p4runtime_pb2.ActionProfileMe
     return found
 
 
-def _check_weight(weight, what):
-    if weight <= 0:
+def _check_weights(weights, limit, what) -> None:
+    """PI's checks before any member is looked at: positive weights, then their sum (the members
+    BMv2's group will hold) within `limit` (0: none)."""
+    if any(w <= 0 for w in weights):
         raise P4RTError(INVALID_ARGUMENT, f"{what}: member weight must be a positive integer value")
-    if weight != 1:  # PI replicates BMv2 member handles for weights; not mirrored here
-        raise P4RTError(UNIMPLEMENTED, f"{what}: only weight values of 1 are supported")
+    if limit and sum(weights) > limit:
+        raise P4RTError(RESOURCE_EXHAUSTED, f"{what}: the sum of member weights {sum(weights)} exceeds {limit}")
 
 
 def _check_programming(pipe, profile, mode):
@@ -254,41 +268,39 @@ def _check_programming(pipe, profile, mode):
         raise P4RTError(INVALID_ARGUMENT, f"action profile '{profile.name}': invalid attempt to mix programming modes")
 
 
-def _members_of(group, profile, what) -> list:
-    ids = []
-    for m in group.members:
-        _check_weight(m.weight, what)
-        ids.append(m.member_id)  # watch ports are accepted and ignored, as BMv2's PI server does
-    limit = group.max_size or profile.max_group_size
-    if limit and len(ids) > limit:
-        raise P4RTError(INVALID_ARGUMENT, f"{what}: {len(ids)} members exceed the group's max size {limit}")
-    return ids
-
-
 def write_action_profile_group(pipe, update_type, group) -> None:
+    """In PI's order: the group's max_size, the group itself (an INSERT creates it empty first, and
+    it stays when its members are refused), then weights, their sum, and the members."""
     profile = pipe.binding.action_profile(group.action_profile_id)
     what = f"action profile '{profile.name}' group {group.group_id}"
     key = (profile.id, group.group_id)
     engine = pipe.engine
+    _check_programming(pipe, profile, "manual")
     try:
         if update_type == DELETE:
-            engine.act_prof_group_delete(profile.name, group.group_id)
+            _delete(engine.act_prof_group_delete, profile, group.group_id, what)
             pipe.group_max_size.pop(key, None)
             return
-        if update_type not in (INSERT, MODIFY):
-            raise P4RTError(INVALID_ARGUMENT, "update type must be INSERT, MODIFY or DELETE")
-        if profile.max_group_size and group.max_size > profile.max_group_size:
-            raise P4RTError(
-                INVALID_ARGUMENT, f"{what}: max_size {group.max_size} above the profile's {profile.max_group_size}"
-            )
-        if update_type == MODIFY and group.max_size and group.max_size != pipe.group_max_size.get(key, 0):
-            raise P4RTError(INVALID_ARGUMENT, f"{what}: max_size cannot change")
-        ids = _members_of(group, profile, what)
         if update_type == INSERT:
-            _check_programming(pipe, profile, "manual")
-        engine.act_prof_group_set(profile.name, group.group_id, ids, create=update_type == INSERT)
-        if update_type == INSERT:
+            if group.max_size < 0:
+                raise P4RTError(INVALID_ARGUMENT, f"{what}: max_size cannot be less than 0")
+            if profile.max_group_size and group.max_size > profile.max_group_size:
+                raise P4RTError(
+                    INVALID_ARGUMENT, f"{what}: max_size {group.max_size} above the profile's {profile.max_group_size}"
+                )
+            engine.act_prof_group_set(profile.name, group.group_id, [], create=True)
             pipe.group_max_size[key] = group.max_size
+        elif update_type == MODIFY:
+            if group.group_id not in engine.act_prof_groups(profile.name):
+                raise P4RTError(NOT_FOUND, f"{what}: no such group")
+            if group.max_size and group.max_size != pipe.group_max_size.get(key, 0):
+                raise P4RTError(INVALID_ARGUMENT, f"{what}: max_size cannot change")
+        else:
+            raise P4RTError(INVALID_ARGUMENT, "update type must be INSERT, MODIFY or DELETE")
+        weights = [m.weight for m in group.members]  # watch ports are accepted and ignored
+        _check_weights(weights, pipe.group_max_size.get(key, 0) or profile.max_group_size, what)
+        members = [(m.member_id, m.weight) for m in group.members]
+        engine.act_prof_group_set(profile.name, group.group_id, members, create=False)
     except _engine_errors() as exc:
         raise engine_error(exc, what) from None
 
@@ -299,18 +311,15 @@ def read_action_profile_groups(pipe, request, new=p4runtime_pb2.ActionProfileGro
     for profile in profiles:
         if not profile.with_selector:
             continue
-        groups = pipe.engine.act_prof_groups(profile.name)
-        wanted = request.group_id if request.action_profile_id else 0
-        if wanted and wanted not in groups:
-            raise P4RTError(NOT_FOUND, f"action profile '{profile.name}': no group {wanted}")
-        for gid in sorted(groups):
-            if wanted and gid != wanted:
+        groups = pipe.engine.act_prof_groups(profile.name)  # in BMv2 handle order
+        for gid in groups:
+            if request.group_id and gid != request.group_id:  # a missing one answers nothing, as in PI
                 continue
             msg = new()
             msg.action_profile_id, msg.group_id = profile.id, gid
             msg.max_size = pipe.group_max_size.get((profile.id, gid), 0)
-            for mid in groups[gid]:
-                msg.members.add(member_id=mid, weight=1)
+            for mid, weight in groups[gid].items():
+                msg.members.add(member_id=mid, weight=weight)
             found.append(msg)
     return found
 
@@ -331,15 +340,14 @@ def write_indirect_entry(pipe, table, update_type, keys, priority, te) -> None:
             raise P4RTError(INVALID_ARGUMENT, f"{what}: '{profile.name}' is an action profile without a selector")
         if kind == "action_profile_group_id":
             target["group"] = te.action.action_profile_group_id
-        else:
-            actions = []
-            for apa in te.action.action_profile_action_set.action_profile_actions:
-                _check_weight(apa.weight, what)
-                actions.append(entities._decode_action(pipe, table, _wrap(apa.action), default=False))
-            if not actions:
-                raise P4RTError(UNIMPLEMENTED, f"{what}: no support for empty action profile groups")
+        else:  # PI's order: programming mode, an empty set, the actions, weights and their sum
             _check_programming(pipe, profile, "oneshot")
-            target["oneshot"] = actions
+            apas = te.action.action_profile_action_set.action_profile_actions
+            if not apas:
+                raise P4RTError(UNIMPLEMENTED, f"{what}: no support for empty action profile groups")
+            actions = [entities._decode_action(pipe, table, _wrap(apa.action), default=False) for apa in apas]
+            _check_weights([apa.weight for apa in apas], profile.max_group_size, what)
+            target["oneshot"] = [(name, params, apa.weight) for (name, params), apa in zip(actions, apas)]
     elif kind == "action":
         raise P4RTError(INVALID_ARGUMENT, f"{what} uses action profile '{profile.name}': give a member or group")
     else:
@@ -364,8 +372,8 @@ def encode_indirect_action(pipe, table, entry, te) -> None:
         te.action.action_profile_group_id = value
     else:
         action_set = te.action.action_profile_action_set
-        for action, params in value:
-            apa = action_set.action_profile_actions.add(weight=1)
+        for action, params, weight in value:
+            apa = action_set.action_profile_actions.add(weight=weight)
             holder = p4runtime_pb2.TableEntry()
             entities._encode_action(pipe, action, params, holder)
             apa.action.CopyFrom(holder.action.action)

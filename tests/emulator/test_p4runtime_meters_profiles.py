@@ -202,7 +202,7 @@ def test_one_shot_action_set_is_written_and_read_back(ecmp):
     assert list(sh.ActionProfileMember("MyIngress.ecmp").read()) == []  # one-shot members are hidden
 
 
-def test_indirect_table_refuses_direct_actions_and_weights(ecmp):
+def test_indirect_table_refuses_direct_actions_and_zero_weights(ecmp):
     _member(1, 1)
     info = selector_router_p4info()
     lpm = next(t for t in info.tables if t.preamble.name == LPM)
@@ -214,8 +214,8 @@ def test_indirect_table_refuses_direct_actions_and_weights(ecmp):
     te.action.action.params.add(param_id=1, value=b"\xaa")
     te.action.action.params.add(param_id=2, value=b"\x02")
     g = sh.ActionProfileGroup("MyIngress.ecmp")(group_id=1)
-    g.add(1, weight=3)
-    with pytest.raises(P4RuntimeWriteException, match="only weight values of 1"):
+    g.add(1, weight=0)
+    with pytest.raises(P4RuntimeWriteException, match="weight must be a positive integer"):
         g.insert()
     empty = sh.ActionProfileGroup("MyIngress.ecmp")(group_id=2)
     empty.insert()
