@@ -209,6 +209,75 @@ def test_group_member_is_crc16_of_the_selector_fields_modulo_size_in_handle_orde
     assert seen == {2, 3, 4}
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_weighted_members_are_copies_in_handle_order_as_pi_makes_them(backend):
+    """Weights as PI programs BMv2: a member of weight w is w handles (copies allocated by member id,
+    given back when no group needs them), the hash picks among all handles in handle order."""
+    sw = SoftwareSwitch.from_json(selector_router(), backend=backend)
+    for mid, port in ((10, 1), (20, 2), (30, 3)):  # handles 0, 1, 2
+        sw.act_prof_member_add("MyIngress.ecmp", mid, FWD, [0x100 + port, port])
+    sw.act_prof_group_set("MyIngress.ecmp", 7, [(20, 2), (30, 1), (10, 3)])
+    sw.table_add_indirect(LPM, [(0x0A000000, 8)], group=7)
+
+    def expect(by_handle):
+        rng = random.Random(len(by_handle))
+        for _ in range(40):
+            src = f"192.168.{rng.randrange(256)}.{rng.randrange(256)}"
+            key = bytes(int(x) for x in src.split(".")) + bytes([17])
+            port = by_handle[crc16_arc(key) % len(by_handle)]
+            frame = _udp(src=src)
+            assert sw.process(1, raw(frame)) == [(port, _forwarded(frame, f"00:00:00:00:01:0{port}"))]
+
+    # member 10's copies take handles 3 and 4, member 20's handle 5
+    assert sw.act_prof_members_by_handle("MyIngress.ecmp") == [(0, 10), (1, 20), (2, 30), (3, 10), (4, 10), (5, 20)]
+    expect([1, 2, 3, 1, 1, 2])
+    assert sw.act_prof_groups("MyIngress.ecmp") == {7: {10: 3, 20: 2, 30: 1}}
+    # member 30's copy is allocated (handle 6) before 10's and 20's copies are given back
+    sw.act_prof_group_set("MyIngress.ecmp", 7, [(30, 2), (10, 1)], create=False)
+    assert sw.act_prof_members_by_handle("MyIngress.ecmp") == [(0, 10), (1, 20), (2, 30), (6, 30)]
+    expect([1, 3, 3])
+    sw.act_prof_member_add("MyIngress.ecmp", 40, FWD, [0x104, 4])  # the lowest free handle: 3
+    sw.act_prof_member_modify("MyIngress.ecmp", 30, FWD, [0x105, 5])  # the copy runs the new action
+    sw.act_prof_group_set("MyIngress.ecmp", 7, [(30, 2), (40, 1)], create=False)
+    expect([5, 4, 5])  # handles 2 (30), 3 (40), 6 (30)
+    sw.table_delete(LPM, [(0x0A000000, 8)])
+    sw.act_prof_group_delete("MyIngress.ecmp", 7)
+    assert sw.act_prof_members_by_handle("MyIngress.ecmp") == [(0, 10), (1, 20), (2, 30), (3, 40)]
+
+
+@pytest.mark.parametrize("weight", [0, -1, True, 1.5])
+def test_weights_must_be_positive_integers(ecmp, weight):
+    with pytest.raises(EntryError, match="weight must be a positive integer"):
+        ecmp.act_prof_group_set("MyIngress.ecmp", 1, [(10, weight)])
+    with pytest.raises(EntryError, match="weight must be a positive integer"):
+        ecmp.table_add_indirect(LPM, [(0x0A000000, 8)], oneshot=[(FWD, [1, 1], weight)])
+    assert ecmp.act_prof_groups("MyIngress.ecmp") == {}
+
+
+def test_weights_beyond_the_profile_size_are_refused_before_any_copy(ecmp):
+    """BMv2 has no limit (PI would create 2**31 members); the engine's profile holds 16 handles."""
+    with pytest.raises(EntryError, match="full") as exc:
+        ecmp.act_prof_group_set("MyIngress.ecmp", 1, [(10, 2**31 - 1)])
+    assert exc.value.code == "RESOURCE_EXHAUSTED"
+    assert ecmp.act_prof_groups("MyIngress.ecmp") == {}
+    ecmp.act_prof_group_set("MyIngress.ecmp", 1, [(10, 14)])  # 3 members + 13 copies: full
+    with pytest.raises(EntryError, match="full"):
+        ecmp.act_prof_member_add("MyIngress.ecmp", 40, FWD, [1, 1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_weighted_one_shot_actions_are_members_in_a_row(backend):
+    sw = SoftwareSwitch.from_json(selector_router(), backend=backend)
+    actions = [(FWD, [0x105, 5], 2), (FWD, [0x106, 6]), (FWD, [0x105, 5], 1)]
+    sw.table_add_indirect(LPM, [(0x0A000000, 8)], oneshot=actions)
+    assert sw.table_indirect_entries(LPM) == [
+        ([(0x0A000000, 8)], None, ("oneshot", [(FWD, [0x105, 5], 2), (FWD, [0x106, 6], 1), (FWD, [0x105, 5], 1)]))
+    ]
+    for src in ("1.2.3.4", "5.6.7.8", "9.9.9.9", "10.0.0.1", "172.16.5.5"):
+        key = bytes(int(x) for x in src.split(".")) + bytes([17])
+        assert sw.process(1, raw(_udp(src=src)))[0][0] == (5, 5, 6, 5)[crc16_arc(key) % 4]
+
+
 def test_member_entries_modify_and_reference_rules(ecmp):
     sw = ecmp
     sw.table_add_indirect(LPM, [(0x0A000000, 8)], member=20)
@@ -309,12 +378,12 @@ def test_native_profiles_match_python_through_random_control_plane_changes():
         elif op == 2:
             both("act_prof_member_delete", "MyIngress.ecmp", mid)
         elif op == 3:
-            members = rng.sample(range(12), rng.randrange(4))
+            members = [(m, rng.choice((1, 1, 2, 3))) for m in rng.sample(range(12), rng.randrange(4))]
             both("act_prof_group_set", "MyIngress.ecmp", gid, members, create=rng.random() < 0.5)
         elif op == 4:
             both("act_prof_group_delete", "MyIngress.ecmp", gid)
         elif op == 5:
-            oneshot = [(FWD, [p, p]) for p in range(1, rng.randrange(2, 5))]
+            oneshot = [(FWD, [p, p], rng.randrange(1, 3)) for p in range(1, rng.randrange(2, 5))]
             pointer = rng.choice(({"member": mid}, {"group": gid}, {"oneshot": oneshot}))
             both(rng.choice(("table_add_indirect", "table_modify_indirect")), LPM, key, **pointer)
         else:
@@ -378,7 +447,8 @@ for make in (metered_router, selector_router):
                         lambda: sw.act_prof_member_add("MyIngress.ecmp", m, FWD, [m, m % 8]),
                         lambda: sw.act_prof_member_delete("MyIngress.ecmp", m),
                         lambda: sw.act_prof_group_set(
-                            "MyIngress.ecmp", m % 4, rng.sample(range(20), 3), create=rng.random() < .5),
+                            "MyIngress.ecmp", m % 4, [(k, rng.randrange(1, 4)) for k in rng.sample(range(20), 3)],
+                            create=rng.random() < .5),
                         lambda: sw.act_prof_group_delete("MyIngress.ecmp", m % 4),
                         lambda: sw.table_add_indirect(LPM, [(m << 24, 8)], group=m % 4),
                         lambda: sw.table_add_indirect(LPM, [(m << 24, 8)], oneshot=[(FWD, [1, 1]), (FWD, [2, 2])]),

@@ -187,6 +187,39 @@ def test_members_groups_and_entries_round_trip_and_forward(ecmp):
     sh.ActionProfileGroup("MyIngress.ecmp")(group_id=7).delete()
 
 
+def test_weighted_group_is_read_back_and_forwards_by_weight(ecmp):
+    for mid, port in ((1, 1), (2, 2)):
+        _member(mid, port)
+    g = sh.ActionProfileGroup("MyIngress.ecmp")(group_id=7)
+    g.add(2, weight=3).add(1, weight=1)
+    g.insert()
+    _route(group_id=7).insert()
+    ports = [ecmp.engine.process(1, _frame(src=f"10.{i}.{7 * i % 256}.{i * i % 256}"))[0][0] for i in range(200)]
+    assert 100 < ports.count(2) < 200 and ports.count(1) > 20  # three handles of member 2, one of 1
+    [group] = list(sh.ActionProfileGroup("MyIngress.ecmp").read())
+    assert [(m.member_id, m.weight) for m in group.members] == [(1, 1), (2, 3)]
+    # a wildcard read lists member 2 once per handle (itself and two copies), as PI does
+    assert [m.member_id for m in sh.ActionProfileMember("MyIngress.ecmp").read()] == [1, 2, 2, 2]
+    big = sh.ActionProfileGroup("MyIngress.ecmp")(group_id=8, max_size=3)
+    big.add(2, weight=3).add(1, weight=1)
+    with pytest.raises(P4RuntimeWriteException, match="RESOURCE_EXHAUSTED"):
+        big.insert()
+    [empty] = [g for g in sh.ActionProfileGroup("MyIngress.ecmp").read() if g.group_id == 8]
+    assert empty.max_size == 3 and not empty.members  # PI leaves the refused group behind, empty
+
+
+def test_weighted_one_shot_set_is_read_back(ecmp):
+    te = sh.TableEntry(LPM)
+    te.match["hdr.ipv4.dstAddr"] = "10.0.0.0/8"
+    for port, weight in ((4, 3), (5, 1)):
+        a = sh.Action(FWD)
+        a["dstAddr"], a["port"] = f"00:00:00:00:01:{port:02x}", str(port)
+        te.oneshot.add(a, weight=weight)
+    te.insert()
+    [entry] = list(sh.TableEntry(LPM).read())
+    assert [(a.action["port"].value, a.weight) for a in entry.oneshot.actions] == [(b"\x04", 3), (b"\x05", 1)]
+
+
 def test_one_shot_action_set_is_written_and_read_back(ecmp):
     te = sh.TableEntry(LPM)
     te.match["hdr.ipv4.dstAddr"] = "10.0.0.0/8"
