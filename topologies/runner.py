@@ -28,7 +28,7 @@ from controller.topology import MAX_WORKERS, Topology, TopologyError
 from controller.usage import OneLineParser, positive_number
 from host_agent import workloads
 from host_agent.worker import SWITCH_MODES
-from topologies import interrupts, link_rate, supervisor
+from topologies import interrupts, link_rate, pcap_room, supervisor
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOPO = "topologies/star4.json"
@@ -378,6 +378,22 @@ def choose_link_rate(args, topo: Topology):
     return choice, topo.with_link_params(bw=choice.mbit, loss=args.loss)
 
 
+def check_pcap_room(args, topo: Topology, pcap_dir: Path) -> None:
+    """Refuse a run whose pcaps could fill the disk (pcap_room), before anything starts."""
+    from host_agent import train
+
+    parameters = train.count_parameters(workloads.get(args.model).build(args.seed))
+    modes = parse_modes(args.modes)
+    bound = pcap_room.bound_bytes(parameters, len(topo.workers), args.steps, len(modes), len(topo.switches))
+    what = f"{len(modes)} modes x {args.steps} steps, {parameters:,} parameters, {len(topo.workers)} workers"
+    try:
+        note = pcap_room.check(bound, pcap_room.free_bytes(pcap_dir), pcap_dir, what)
+    except pcap_room.PcapRoomError as exc:
+        raise RunError(str(exc)) from None
+    if note:
+        say(note)
+
+
 def parse_modes(text: str) -> list[str]:
     modes = [m.strip() for m in text.split(",") if m.strip()]
     unknown = [m for m in modes if m not in ALL_MODES]
@@ -528,6 +544,8 @@ def run(args) -> int:
             raise RunError(f"--kill {host}:{step}: the run has {args.steps} steps, so the kill would never happen")
     check_stragglers(args.straggler, topo)
     check_switch_exe(args.switch_exe)
+    if not args.no_pcap:
+        check_pcap_room(args, topo, Path(args.pcap_dir).resolve())
     check_prerequisites()
     auto = None
     if args.bw == "auto":

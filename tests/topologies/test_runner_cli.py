@@ -61,6 +61,11 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
         (["--kill", "h9:5"], 1, ["--kill h9:5: h9 is not a worker of"]),
         (["--kill", "h3:200", "--steps", "150"], 1, ["--kill h3:200: the run has 150 steps"]),
         (["--topo", "/nonexistent.json"], 1, ["cannot read topology file /nonexistent.json"]),
+        (
+            ["--model", "charlm-stdlib", "--steps", "1000000"],
+            1,
+            ["the pcaps of this run could take up to", "GB free: give --no-pcap"],
+        ),
         (["--topo", "{bad}"], 1, ["bad.json:", "switches.s1.grpc_port: 99999", "1024..65535"]),
         (
             ["--switch-exe", "/nonexistent/simple_switch_grpc"],
