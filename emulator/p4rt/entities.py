@@ -437,21 +437,30 @@ def read_direct_counter_entries(pipe, request, new=p4runtime_pb2.DirectCounterEn
             raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct counter")
         tables = [table]
     found = []
+    for _, te in direct_entries(pipe, te_filter, tables, NOT_FOUND, "no such entry", counter_data=True):
+        dce = new()
+        dce.data.CopyFrom(te.counter_data)
+        te.ClearField("counter_data")
+        dce.table_entry.CopyFrom(te)
+        found.append(dce)
+    return found
+
+
+def direct_entries(pipe, te_filter, tables, missing_code: int, missing: str, counter_data: bool = False):
+    """(table, TableEntry) of every entry of ``tables`` that a direct counter or meter read's table_entry
+    filter selects; a filter with a match that selects nothing is ``missing_code`` (BMv2's PI answers
+    NOT_FOUND for counters, INVALID_ARGUMENT for meters)."""
     for table in tables:
         query = p4runtime_pb2.TableEntry()
         query.CopyFrom(te_filter)
         query.table_id = table.id
-        query.counter_data.SetInParent()
+        if counter_data:
+            query.counter_data.SetInParent()
         entries = read_table_entries(pipe, query)
         if len(te_filter.match) and not entries:
-            raise P4RTError(NOT_FOUND, f"table '{table.name}': no such entry")
+            raise P4RTError(missing_code, f"table '{table.name}': {missing}")
         for te in entries:
-            dce = new()
-            dce.data.CopyFrom(te.counter_data)
-            te.ClearField("counter_data")
-            dce.table_entry.CopyFrom(te)
-            found.append(dce)
-    return found
+            yield table, te
 
 
 def write_direct_counter_entry(pipe, update_type, entry) -> None:

@@ -144,27 +144,21 @@ def read_direct_meter_entries(pipe, request, new=p4runtime_pb2.DirectMeterEntry)
     te_filter = request.table_entry
     if te_filter.table_id == 0:  # as BMv2's PI server
         raise P4RTError(UNIMPLEMENTED, "reading all direct meters of all tables is not supported")
-    else:
-        table = pipe.binding.table(te_filter.table_id)
-        if table.direct_meter is None:
-            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct meter")
-        tables = [table]
+    table = pipe.binding.table(te_filter.table_id)
+    if table.direct_meter is None:
+        raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct meter")
+    tables = [table]
     found = []
-    for table in tables:
-        query = p4runtime_pb2.TableEntry()
-        query.CopyFrom(te_filter)
-        query.table_id = table.id
-        entries = entities.read_table_entries(pipe, query)
-        if len(te_filter.match) and not entries:
-            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': cannot map table entry to handle")
-        for te in entries:
-            dme = new()
-            keys = entities._decode_key(table, te)
-            priority = te.priority if table.needs_priority else None
-            _fill_config(dme.config, pipe.engine.direct_meter_get(table.name, keys, priority=priority))
-            te.ClearField("counter_data")
-            dme.table_entry.CopyFrom(te)
-            found.append(dme)
+    for table, te in entities.direct_entries(
+        pipe, te_filter, tables, INVALID_ARGUMENT, "cannot map table entry to handle"
+    ):
+        dme = new()
+        keys = entities._decode_key(table, te)
+        priority = te.priority if table.needs_priority else None
+        _fill_config(dme.config, pipe.engine.direct_meter_get(table.name, keys, priority=priority))
+        te.ClearField("counter_data")
+        dme.table_entry.CopyFrom(te)
+        found.append(dme)
     return found
 
 
