@@ -4,31 +4,14 @@ job, and the summary records the failure; gloo's all-reduce needs every rank, so
 an error that says so. Either way nothing of the run is left behind."""
 
 import json
-import subprocess
-import sys
 
-from controller.topology import Topology
-from tests.support.e2e import REPO, mininet_marks, wait_until_free
-from topologies.ledger import Ledger
+from tests.support.e2e import mininet_marks, run_to_end
 
 pytestmark = mininet_marks()
 
-THC_RUN = [sys.executable, "-m", "topologies.runner"]
-
 
 def thc_run(log_dir, *extra: str) -> tuple[int, str]:
-    wait_until_free(Topology.load(REPO / "topologies" / "star4.json"))
-    run = subprocess.run(
-        THC_RUN + ["--log-dir", str(log_dir), "--no-pcap", "--steps", "150", "--kill", "h3:50", *extra],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=1200,
-    )
-    ledger = Ledger.load(log_dir / "run-state.removed.json")
-    assert ledger.live_processes() == [] and ledger.live_interfaces() == [], run.stdout
-    return run.returncode, run.stdout
+    return run_to_end("star4.json", log_dir, "--steps", "150", "--kill", "h3:50", *extra)
 
 
 def test_thc_and_fix32_finish_with_the_survivors(tmp_path):

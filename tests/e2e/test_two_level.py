@@ -5,32 +5,16 @@ counted once, and the spine's results reached the workers through the leaves. Wi
 worker's survivors are re-admitted on both levels and finish the run."""
 
 import json
-import subprocess
-import sys
 
-from controller.topology import Topology
-from tests.support.e2e import REPO, mininet_marks, wait_until_free
-from topologies.ledger import Ledger
+from tests.support.e2e import mininet_marks, run_to_end
 
 pytestmark = mininet_marks()
 
-THC_RUN = [sys.executable, "-m", "topologies.runner", "--topo", "topologies/leaf_spine8.json", "--modes", "thc"]
 STEPS = 40
 
 
 def thc_run(log_dir, *extra: str) -> tuple[int, str]:
-    wait_until_free(Topology.load(REPO / "topologies" / "leaf_spine8.json"))
-    run = subprocess.run(
-        THC_RUN + ["--log-dir", str(log_dir), "--no-pcap", "--steps", str(STEPS), *extra],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=1200,
-    )
-    ledger = Ledger.load(log_dir / "run-state.removed.json")
-    assert ledger.live_processes() == [] and ledger.live_interfaces() == [], run.stdout
-    return run.returncode, run.stdout
+    return run_to_end("leaf_spine8.json", log_dir, "--modes", "thc", "--steps", str(STEPS), *extra)
 
 
 def test_eight_workers_train_through_two_levels(tmp_path):

@@ -56,6 +56,30 @@ def wait_until_free(topo, timeout: float = 600.0) -> None:
         time.sleep(1.0)
 
 
+def run_to_end(topology: str, log_dir: Path, *options: str) -> tuple[int, str]:
+    """`thc-run --topo topologies/<topology> --log-dir LOG_DIR --no-pcap OPTIONS` to its end, started once
+    the topology's interfaces are free: (exit status, output). Nothing it recorded may be left behind."""
+    import subprocess
+    import sys
+
+    from controller.topology import Topology
+    from topologies.ledger import Ledger
+
+    wait_until_free(Topology.load(REPO / "topologies" / topology))
+    command = [sys.executable, "-m", "topologies.runner", "--topo", f"topologies/{topology}"]
+    run = subprocess.run(
+        command + ["--log-dir", str(log_dir), "--no-pcap", *options],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=1200,
+    )
+    ledger = Ledger.load(log_dir / "run-state.removed.json")
+    assert ledger.live_processes() == [] and ledger.live_interfaces() == [], run.stdout
+    return run.returncode, run.stdout
+
+
 def open_testbed(topo, log_dir: Path, target: str = "emulator"):
     from mininet.log import setLogLevel
 
