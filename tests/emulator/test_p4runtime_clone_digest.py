@@ -14,18 +14,14 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from emulator.p4runtime_server import Device, P4RuntimeServer
 from tests.emulator.test_engine_clone_digest import c_frame, c_out
-from tests.support.p4runtime import Controller, compiled, entity, update, write_errors
+from tests.support.p4runtime import Controller, compiled, entity, served_device, update, write_errors
 
 
 @pytest.fixture
 def switch():
-    device = Device(device_id=0)
-    server = P4RuntimeServer(device)
-    device.address = f"127.0.0.1:{server.start('127.0.0.1:0')}"
-    yield device
-    server.stop(0)
+    with served_device() as device:
+        yield device
 
 
 @pytest.fixture

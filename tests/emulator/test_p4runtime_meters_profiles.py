@@ -13,7 +13,6 @@ from p4runtime_sh.p4runtime import P4RuntimeWriteException
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from emulator.p4runtime_server import Device, P4RuntimeServer
 from tests.support.extern_programs import (
     METER_ID,
     metered_router,
@@ -22,18 +21,15 @@ from tests.support.extern_programs import (
     selector_router_p4info,
     write_program,
 )
-from tests.support.p4runtime import Controller, entity, update, write_errors
+from tests.support.p4runtime import Controller, entity, served_device, update, write_errors
 
 LPM, FWD = "MyIngress.ipv4_lpm", "MyIngress.ipv4_forward"
 
 
 @pytest.fixture
 def switch():
-    device = Device(device_id=0)
-    server = P4RuntimeServer(device)
-    device.address = f"127.0.0.1:{server.start('127.0.0.1:0')}"
-    yield device
-    server.stop(0)
+    with served_device() as device:
+        yield device
 
 
 def _shell(device, files):

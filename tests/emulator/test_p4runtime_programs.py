@@ -12,7 +12,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from emulator.p4runtime_server import Device, P4RuntimeServer
-from tests.support.p4runtime import compiled
+from tests.support.p4runtime import compiled, served_device
 from tests.support.paths import PACKET_IO
 
 CPU_PORT = 255
@@ -20,12 +20,8 @@ CPU_PORT = 255
 
 @pytest.fixture
 def switch():
-    """The device behind an in-process server; `device.address` is where the server listens."""
-    device = Device(device_id=0)
-    server = P4RuntimeServer(device)
-    device.address = f"127.0.0.1:{server.start('127.0.0.1:0')}"
-    yield device
-    server.stop(0)
+    with served_device() as device:
+        yield device
 
 
 def _shell_on(device, name):

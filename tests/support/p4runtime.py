@@ -1,5 +1,6 @@
 """A raw P4Runtime client and protobuf helpers, for tests that speak P4Runtime without p4runtime-shell."""
 
+import contextlib
 import glob
 import os
 import queue
@@ -116,3 +117,18 @@ def compiled(name, where=FIXTURE_BUILD):
     if not os.path.exists(program) or not p4infos:
         pytest.skip(f"fixture program {name} is not compiled in {where}")
     return p4infos[0], program
+
+
+@contextlib.contextmanager
+def served_device(**device_options):
+    """A software switch's Device behind an in-process P4Runtime server on a free loopback port;
+    ``device.address`` is where the server listens. The server stops on exit."""
+    from emulator.p4runtime_server import Device, P4RuntimeServer
+
+    device = Device(device_id=0, **device_options)
+    server = P4RuntimeServer(device)
+    device.address = f"127.0.0.1:{server.start('127.0.0.1:0')}"
+    try:
+        yield device
+    finally:
+        server.stop(0)
