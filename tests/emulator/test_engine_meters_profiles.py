@@ -470,27 +470,7 @@ print("fuzzed", total)
 
 @pytest.mark.slow
 def test_meters_and_profiles_under_address_and_undefined_behaviour_sanitizers(tmp_path):
-    import os
-    import subprocess
-    import sys
+    from tests.support import sanitizers
 
-    from tests.emulator.test_native_fuzz import _libasan
-    from tests.support.paths import REPO
-
-    asan = _libasan()
-    if asan is None:
-        pytest.skip("gcc's libasan is not installed")
-    env = dict(
-        os.environ,
-        LD_PRELOAD=asan,
-        ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:exitcode=99",
-        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98",
-        THC_NATIVE_CACHE=str(tmp_path / "cache"),
-        PYTHONPATH=str(REPO),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", SANITIZED_CHILD], cwd=REPO, env=env, capture_output=True, text=True, timeout=3000
-    )
-    reports = [line for line in proc.stderr.splitlines() if "Sanitizer" in line or "runtime error" in line]
-    assert proc.returncode == 0 and not reports, (proc.returncode, "\n".join(reports[:20]), proc.stderr[-3000:])
-    assert "fuzzed 50000" in proc.stdout
+    proc = sanitizers.run_sanitized(SANITIZED_CHILD, cache=tmp_path / "cache", timeout=3000)
+    sanitizers.assert_clean(proc, 50000)

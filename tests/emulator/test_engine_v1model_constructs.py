@@ -718,15 +718,9 @@ print("fuzzed", total)
 @pytest.mark.slow
 def test_native_unions_value_sets_and_crcs_under_sanitizers(tmp_path):
     import json
-    import os
-    import subprocess
-    import sys
 
-    from tests.emulator.test_native_fuzz import ROOT, _libasan
+    from tests.support import sanitizers
 
-    asan = _libasan()
-    if asan is None:
-        pytest.skip("gcc's libasan is not installed")
     paths = []
     for name, cfg in (
         ("vsets", vset_program()),
@@ -739,25 +733,8 @@ def test_native_unions_value_sets_and_crcs_under_sanitizers(tmp_path):
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(cfg))
         paths.append(str(path))
-    env = dict(os.environ)
-    env.update(
-        LD_PRELOAD=asan,
-        ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:exitcode=99",
-        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98",
-        THC_NATIVE_CACHE=str(tmp_path / "cache"),
-        PYTHONPATH=str(ROOT),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", SANITIZED_CHILD, json.dumps(paths)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    reports = [line for line in proc.stderr.splitlines() if "Sanitizer" in line or "runtime error" in line]
-    assert proc.returncode == 0 and not reports, (proc.returncode, "\n".join(reports[:20]), proc.stderr[-3000:])
-    assert f"fuzzed {20000 * len(paths)}" in proc.stdout
+    proc = sanitizers.run_sanitized(SANITIZED_CHILD, json.dumps(paths), cache=tmp_path / "cache", timeout=1500)
+    sanitizers.assert_clean(proc, 20000 * len(paths))
 
 
 @pytest.mark.parametrize(

@@ -6,18 +6,15 @@ Python (the sanitizer runtime must be preloaded), which must end cleanly with no
 """
 
 import json
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 
 from emulator.native.build import NativeBuildError
 from emulator.switch import SoftwareSwitch
 from tests.emulator.test_native_parity import PROGRAMS
+from tests.support import sanitizers
 from tests.support.frames import random_entries
-from tests.support.paths import REPO as ROOT
 
 MAX_LEN = 9000
 
@@ -93,34 +90,11 @@ print("fuzzed", total)
 """
 
 
-def _libasan():
-    out = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    return out if out and os.path.isabs(out) and os.path.exists(out) else None
-
-
 @pytest.mark.slow
 def test_100000_fuzzed_frames_under_address_and_undefined_behaviour_sanitizers(tmp_path):
-    asan = _libasan()
-    if asan is None:
-        pytest.skip("gcc's libasan is not installed")
     paths = [str(p) for p in PROGRAMS]
     per_program = -(-100_000 // len(paths))
-    env = dict(os.environ)
-    env.update(
-        LD_PRELOAD=asan,
-        ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:exitcode=99",
-        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98",
-        THC_NATIVE_CACHE=str(tmp_path / "cache"),
-        PYTHONPATH=str(ROOT),
+    proc = sanitizers.run_sanitized(
+        FUZZ_CHILD, json.dumps(paths), str(per_program), cache=tmp_path / "cache", timeout=3000
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", FUZZ_CHILD, json.dumps(paths), str(per_program)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3000,
-    )
-    reports = [line for line in proc.stderr.splitlines() if "Sanitizer" in line or "runtime error" in line]
-    assert proc.returncode == 0 and not reports, (proc.returncode, "\n".join(reports[:20]), proc.stderr[-3000:])
-    assert f"fuzzed {per_program * len(paths)}" in proc.stdout
+    sanitizers.assert_clean(proc, per_program * len(paths))

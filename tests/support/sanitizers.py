@@ -1,0 +1,45 @@
+"""A Python child with gcc's AddressSanitizer preloaded and UBSan halting on its first report, for the
+native backend's fuzz tests: one place for the child's environment and for reading what it reported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+
+
+def libasan() -> str | None:
+    """gcc's libasan.so, or None where it is not installed."""
+    out = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    return out if out and os.path.isabs(out) and os.path.exists(out) else None
+
+
+def run_sanitized(script: str, *args: str, cache: Path, timeout: float) -> subprocess.CompletedProcess:
+    """``python -c script args`` with the sanitizers (the test is skipped without libasan); the native
+    backend compiles into ``cache``, so the child builds its libraries with its own flags."""
+    asan = libasan()
+    if asan is None:
+        pytest.skip("gcc's libasan is not installed")
+    env = dict(
+        os.environ,
+        LD_PRELOAD=asan,
+        ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:exitcode=99",
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=98",
+        THC_NATIVE_CACHE=str(cache),
+        PYTHONPATH=str(REPO),
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def assert_clean(proc: subprocess.CompletedProcess, fuzzed: int) -> None:
+    """The child exited cleanly, no sanitizer reported, and it processed ``fuzzed`` frames."""
+    reports = [line for line in proc.stderr.splitlines() if "Sanitizer" in line or "runtime error" in line]
+    assert proc.returncode == 0 and not reports, (proc.returncode, "\n".join(reports[:20]), proc.stderr[-3000:])
+    assert f"fuzzed {fuzzed}" in proc.stdout
