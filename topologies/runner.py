@@ -365,25 +365,24 @@ def load_topology(args) -> Topology:
     return topo.with_link_params(bw=None if args.bw == "auto" else args.bw, loss=args.loss)
 
 
-def choose_link_rate(args, topo: Topology):
-    """--bw auto: measure a step's compute here and pick the rate (link_rate); the topology with it."""
+def model_parameters(args) -> int:
+    """How many parameters --model has (it is built once, on the CPU, to count them)."""
     from host_agent import train
 
-    workload = workloads.get(args.model)
+    return train.count_parameters(workloads.get(args.model).build(args.seed))
+
+
+def choose_link_rate(args, topo: Topology, parameters: int):
+    """--bw auto: measure a step's compute here and pick the rate (link_rate); the topology with it."""
     compute_ms = link_rate.measure_compute_ms(args.model, args.batch_size)
-    parameters = train.count_parameters(workload.build(args.seed))
     cores = link_rate.usable_cores()
     choice = link_rate.choose(parameters, len(topo.workers), compute_ms, cores, args.comm_share, steps=args.steps)
     say(choice.describe(len(topo.workers), cores))
     return choice, topo.with_link_params(bw=choice.mbit, loss=args.loss)
 
 
-def check_pcap_room(args, topo: Topology, pcap_dir: Path) -> None:
+def check_pcap_room(args, topo: Topology, pcap_dir: Path, parameters: int, modes: list[str]) -> None:
     """Refuse a run whose pcaps could fill the disk (pcap_room), before anything starts."""
-    from host_agent import train
-
-    parameters = train.count_parameters(workloads.get(args.model).build(args.seed))
-    modes = parse_modes(args.modes)
     bound = pcap_room.bound_bytes(parameters, len(topo.workers), args.steps, len(modes), len(topo.switches))
     what = f"{len(modes)} modes x {args.steps} steps, {parameters:,} parameters, {len(topo.workers)} workers"
     try:
@@ -544,15 +543,16 @@ def run(args) -> int:
             raise RunError(f"--kill {host}:{step}: the run has {args.steps} steps, so the kill would never happen")
     check_stragglers(args.straggler, topo)
     check_switch_exe(args.switch_exe)
-    if not args.no_pcap:
-        check_pcap_room(args, topo, Path(args.pcap_dir).resolve())
+    pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
+    parameters = model_parameters(args)
+    if pcap_dir is not None:
+        check_pcap_room(args, topo, pcap_dir, parameters, modes)
     check_prerequisites()
     auto = None
     if args.bw == "auto":
-        auto, topo = choose_link_rate(args, topo)
+        auto, topo = choose_link_rate(args, topo, parameters)
         args.bw = auto.mbit
     log_dir = Path(args.log_dir).resolve()
-    pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
     ledger = prepare_ledger(log_dir)
     supervisor.start(ledger, log_dir / SUPERVISOR_LOG)  # first: it removes the run if this process dies
