@@ -761,17 +761,5 @@ def main(argv=None) -> int:
     return 0
 
 
-def entry() -> None:
-    """The process's entry point (``thc-worker``, ``python -m host_agent.worker``, torchrun): main(), then an
-    exit that skips the interpreter's finalisation. gloo's threads can still hold a collective's future with
-    a hook's Python callback when the interpreter tears down, and destroying it then aborts the process
-    (SIGABRT, "terminate called without an active exception"; pytorch/pytorch#179291) after the worker has
-    finished and reported. Everything the worker owes is written and flushed before the exit."""
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    entry()
+    sys.exit(main())
