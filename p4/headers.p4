@@ -45,34 +45,36 @@ header thc_t {
     bit<8>  lane_bits;
     bit<32> round;
     bit<32> value;
+    bit<32> key;
 }
 
-/* THC request payload: byte i holds the indices of coordinates 2i (high nibble) and 2i+1. */
-#define IDX_FIELD(i, a, b) bit<8> p##i;
-header thc_idx_t { FOR_EACH_PAIR(IDX_FIELD) }
+/*
+ * THC requests: 4-bit table indices, first coordinate in the high nibble. Word k of the cell takes its
+ * indices from q<k>: eight of them for 8-bit lanes, four for 16-bit lanes.
+ */
+#define IDX8_FIELD(k) bit<32> q##k;
+header thc_idx8_t { FOR_EACH_WORD(IDX8_FIELD) }
+#define IDX16_FIELD(k) bit<16> q##k;
+header thc_idx16_t { FOR_EACH_WORD(IDX16_FIELD) }
 
-/* THC result payloads: one sum per coordinate, 8- or 16-bit lanes (chosen per job). */
-#define RES8_FIELDS(i, a, b) bit<8> c##a; bit<8> c##b;
-header thc_res8_t { FOR_EACH_PAIR(RES8_FIELDS) }
-#define RES16_FIELDS(i, a, b) bit<16> c##a; bit<16> c##b;
-header thc_res16_t { FOR_EACH_PAIR(RES16_FIELDS) }
-
-/* FIX32 request and result payload: one int32 (two's complement) per register word. */
-#define FIX_FIELD(i, a, b) bit<32> v##i;
-header thc_fix_t { FOR_EACH_PAIR(FIX_FIELD) }
+/*
+ * A cell's words: results (THC sums in lane_bits-wide lanes, or FIX32 int32 sums), FIX32 requests (two
+ * int32 per word) and a leaf's PARTIAL. Lanes in coordinate order, the first in the high bits.
+ */
+#define WORD_FIELD(k) bit<64> v##k;
+header thc_words_t { FOR_EACH_WORD(WORD_FIELD) }
 
 struct headers_t {
     ethernet_t  ethernet;
     ipv4_t      ipv4;
     udp_t       udp;
     thc_t       thc;
-    thc_idx_t   thc_idx;
-    thc_fix_t   thc_fix;
-    thc_res8_t  thc_res8;
-    thc_res16_t thc_res16;
+    thc_idx8_t  thc_idx8;
+    thc_idx16_t thc_idx16;
+    thc_words_t thc_words;
 }
 
-#define W_FIELD(i, a, b) bit<32> w##i;
+#define W_FIELD(k) bit<64> w##k;
 struct metadata_t {
     bit<32> event;         /* index into thc_events */
     bit<1>  drop;
@@ -85,6 +87,12 @@ struct metadata_t {
     bit<32> worker_mask;
     bit<8>  lane_bits;
     bit<16> epoch;
+    bit<32> key;
+    /* the job's lookup table (index_lookup.values): V[j] is byte j % 8 of values_lo (j < 8) or values_hi */
+    bit<64> values_lo;
+    bit<64> values_hi;
+    bit<32> index_mask;    /* index bits a table of 2^b entries never uses, in every nibble */
+    bit<32> stray_bits;    /* the request's indices OR-ed together, masked with index_mask */
     /* the slot cell */
     bit<32> my_bit;
     bit<32> cell;
@@ -97,8 +105,9 @@ struct metadata_t {
     bit<1>  late;          /* a contribution to a released use */
     bit<1>  release;       /* a RELEASE that completes the use */
     /* aggregation */
-    bit<32> keep;          /* 0 on the first packet of a use (write), all ones after (add) */
-    bit<32> tmp;
+    bit<64> keep;          /* 0 on the first packet of a use (write), all ones after (add) */
+    bit<64> tmp;
+    bit<32> norm;          /* the cell's running max of the norms */
     bit<1>  rewrite_result;
     /* two-level aggregation (README.md, "Two-level aggregation") */
     bit<1>  leaf;          /* this switch is a leaf of the job: completed sums go up as a PARTIAL */
@@ -107,7 +116,7 @@ struct metadata_t {
     bit<1>  down;          /* a spine's result to this leaf: multicast to the local workers */
     bit<1>  up;            /* a PARTIAL leaves for the spine: route it with ipv4_lpm */
     bit<8>  weight;        /* contributions a packet carries: 1, or a PARTIAL's count */
-    FOR_EACH_PAIR(W_FIELD) /* per pair: the looked-up word, then the running sum */
+    FOR_EACH_WORD(W_FIELD) /* per word: the looked-up lanes, then the running sums */
 }
 
 #endif

@@ -1,49 +1,84 @@
-/* Index -> table value. One exact table per index byte (a table can be applied once per pass); each
- * entry maps two 4-bit indices to the word V[hi] << 16 | V[lo], so one register add later sums two
- * coordinates in two 16-bit lanes. FIX32 requests skip the lookup: their words are the values.
- * Programmed by controller/lookup_tables.py. */
+/*
+ * Index -> table value, for the 1,024 (8-bit lanes) or 512 (16-bit lanes) indices of a THC request.
+ *
+ * A job's table is one entry of `values`, keyed by the job: its 2^b values V[0..2^b-1] (integers 0..g,
+ * g <= 255) as the bytes of two 64-bit parameters, installed by the controller over P4Runtime with the job.
+ * An index x then selects byte x of that vector, and the eight (or four) values of one register word are
+ * concatenated into its lanes, so one 64-bit add in the aggregator sums eight (or four) coordinates.
+ * FIX32 requests and a leaf's PARTIAL skip the lookup: their words are already values.
+ * Programmed by controller/lookup_tables.py.
+ */
 #ifndef THC_INDEX_LOOKUP_P4
 #define THC_INDEX_LOOKUP_P4
 
-#define LUT(i, a, b)                                            \
-    action set_w_##i(bit<32> w) {                               \
-        meta.w##i = w;                                          \
-    }                                                           \
-    table lut_##i {                                             \
-        key = { hdr.thc_idx.p##i: exact; }                      \
-        actions = { set_w_##i; bad_index; }                     \
-        size = 256;                                             \
-        default_action = bad_index();                           \
-    }
-#define APPLY_LUT(i, a, b) lut_##i.apply();
-#define COPY_FIX(i, a, b) meta.w##i = hdr.thc_fix.v##i;
-#define COPY_LANES(i, a, b) meta.w##i = hdr.thc_res16.c##a ++ hdr.thc_res16.c##b;
+/* V[x] for a 4-bit index x: byte x[2:0] of values_lo (x < 8) or of values_hi (x >= 8). */
+#define VALUE(x) ((((x)[3:3] == 1) ? meta.values_hi : meta.values_lo) >> ((x)[2:0] ++ 3w0))[7:0]
+
+/* Word k from the eight indices of q<k> (8-bit lanes) or the four of q<k> (16-bit lanes). */
+#define LOOKUP8(k) \
+    meta.w##k = VALUE(hdr.thc_idx8.q##k[31:28]) ++ VALUE(hdr.thc_idx8.q##k[27:24]) ++ \
+                VALUE(hdr.thc_idx8.q##k[23:20]) ++ VALUE(hdr.thc_idx8.q##k[19:16]) ++ \
+                VALUE(hdr.thc_idx8.q##k[15:12]) ++ VALUE(hdr.thc_idx8.q##k[11:8]) ++ \
+                VALUE(hdr.thc_idx8.q##k[7:4]) ++ VALUE(hdr.thc_idx8.q##k[3:0]);
+#define LOOKUP16(k) \
+    meta.w##k = 8w0 ++ VALUE(hdr.thc_idx16.q##k[15:12]) ++ 8w0 ++ VALUE(hdr.thc_idx16.q##k[11:8]) ++ \
+                8w0 ++ VALUE(hdr.thc_idx16.q##k[7:4]) ++ 8w0 ++ VALUE(hdr.thc_idx16.q##k[3:0]);
+#define IDX8(k) hdr.thc_idx8.q##k
+#define IDX16(k) hdr.thc_idx16.q##k
+#define COPY_WORD(k) meta.w##k = hdr.thc_words.v##k;
 
 control IndexLookup(inout headers_t hdr, inout metadata_t meta) {
-    /* An index with no entry: larger than the installed table (b < 4) or no table installed yet. */
+    /* The job's table: V[0..7] in values_lo and V[8..15] in values_hi, V[j] in bits 8(j % 8) + 7 .. 8(j % 8).
+     * index_mask has, in each of its eight nibbles, the index bits a table of 2^b entries never uses
+     * (0 for b = 4, 0x88888888 for b = 3, ...): a request with any of them set is dropped as BAD_INDEX. */
+    action set_values(bit<64> values_lo, bit<64> values_hi, bit<32> index_mask) {
+        meta.values_lo = values_lo;
+        meta.values_hi = values_hi;
+        meta.index_mask = index_mask;
+    }
+
+    /* The job has no table installed, or an index outside it. */
     action bad_index() {
         meta.drop = 1;
         meta.event = EV_DROP_BAD_INDEX;
     }
 
-    FOR_EACH_PAIR(LUT)
-
-    action copy_fix() {
-        FOR_EACH_PAIR(COPY_FIX)
+    table values {
+        key = { hdr.thc.job_id: exact; }
+        actions = { set_values; bad_index; }
+        size = 64;
+        default_action = bad_index();
     }
 
-    /* A leaf's PARTIAL already holds table values (two 16-bit lane sums per word): no lookup. */
-    action copy_lanes() {
-        FOR_EACH_PAIR(COPY_LANES)
+    action lookup8() {
+        FOR_EACH_WORD(LOOKUP8)
+        meta.stray_bits = OR_WORDS(IDX8) & meta.index_mask;
+    }
+
+    action lookup16() {
+        FOR_EACH_WORD(LOOKUP16)
+        meta.stray_bits = (bit<32>)OR_WORDS(IDX16) & meta.index_mask;
+    }
+
+    action copy_words() {
+        FOR_EACH_WORD(COPY_WORD)
     }
 
     apply {
-        if (hdr.thc.op == OP_THC && hdr.thc.kind == KIND_PARTIAL) {
-            copy_lanes();
-        } else if (hdr.thc.op == OP_THC) {
-            FOR_EACH_PAIR(APPLY_LUT)
-        } else if (hdr.thc.op == OP_FIX32) {
-            copy_fix();
+        if (hdr.thc.op == OP_THC && hdr.thc.kind == KIND_REQUEST) {
+            values.apply();
+            if (meta.drop == 0) {
+                if (meta.lane_bits == LANES_8) {
+                    lookup8();
+                } else {
+                    lookup16();
+                }
+                if (meta.stray_bits != 0) {
+                    bad_index();
+                }
+            }
+        } else if (hdr.thc.op != OP_NORM) {
+            copy_words();  /* FIX32 requests, and partials of either op */
         }
     }
 }

@@ -1,4 +1,5 @@
-/* Is this THC request for us, and may it use the slot it names? Programmed by controller/jobs.py. */
+/* Is this THC request for us, is it the job's (its key), and may it use the slot it names? Programmed by
+ * controller/jobs.py. */
 #ifndef THC_JOB_CHECK_P4
 #define THC_JOB_CHECK_P4
 
@@ -16,7 +17,7 @@ control JobCheck(inout headers_t hdr, inout metadata_t meta) {
     }
 
     action set_job(bit<8> n_workers, bit<16> slot_base, bit<16> n_slots, bit<16> mcast_grp,
-                   bit<32> worker_mask, bit<8> lane_bits, bit<16> epoch) {
+                   bit<32> worker_mask, bit<8> lane_bits, bit<16> epoch, bit<32> key) {
         meta.n_workers = n_workers;
         meta.slot_base = slot_base;
         meta.n_slots = n_slots;
@@ -24,6 +25,7 @@ control JobCheck(inout headers_t hdr, inout metadata_t meta) {
         meta.worker_mask = worker_mask;
         meta.lane_bits = lane_bits;
         meta.epoch = epoch;
+        meta.key = key;
     }
 
     action unknown_job() {
@@ -63,14 +65,20 @@ control JobCheck(inout headers_t hdr, inout metadata_t meta) {
             jobs.apply();
             if (meta.drop == 0) {
                 uplink.apply();
+                if (hdr.thc.version != THC_VERSION) {
+                    reject(EV_DROP_BAD_OP);  /* another wire format: its fields cannot be read as ours */
+                } else if (hdr.thc.key != meta.key) {
+                    /* not one of the job's packets: it may neither count, nor be answered, nor reach a worker */
+                    reject(EV_DROP_BAD_KEY);
+                }
             }
             if (hdr.thc.kind == KIND_RESULT || hdr.thc.kind == KIND_RESULT_RETX) {
                 /* a result addressed to a service address: the spine's answer to this leaf, or forwarded */
-                meta.drop = 0;
-                if (meta.leaf == 1) {
-                    meta.down = 1;
-                } else {
+                if (meta.leaf == 0) {
+                    meta.drop = 0;
                     meta.serve = 0;
+                } else if (meta.drop == 0) {
+                    meta.down = 1;
                 }
             } else if (meta.drop == 0) {
                 meta.my_bit = 32w1 << hdr.thc.worker_id;
@@ -78,9 +86,13 @@ control JobCheck(inout headers_t hdr, inout metadata_t meta) {
                     reject(EV_DROP_FOREIGN_WORKER);
                 } else if (hdr.thc.slot >= meta.n_slots) {
                     reject(EV_DROP_SLOT_RANGE);
-                } else if (hdr.thc.version != THC_VERSION ||
-                           (hdr.thc.op != OP_NORM && hdr.thc.op != OP_THC && hdr.thc.op != OP_FIX32)) {
+                } else if (hdr.thc.op != OP_NORM && hdr.thc.op != OP_THC && hdr.thc.op != OP_FIX32) {
                     reject(EV_DROP_BAD_OP);
+                } else if ((hdr.thc.op == OP_THC && hdr.thc.lane_bits != meta.lane_bits) ||
+                           (hdr.thc.op == OP_FIX32 && hdr.thc.lane_bits != LANES_INT32) ||
+                           (hdr.thc.op == OP_NORM && hdr.thc.lane_bits != LANES_NONE)) {
+                    /* framed for another cell than the job's: the workers' job description is not the switch's */
+                    reject(EV_DROP_LANE_MISMATCH);
                 }
             }
         }

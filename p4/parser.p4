@@ -28,24 +28,25 @@ parser ThcParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
     }
     state parse_thc {
         packet.extract(hdr.thc);
-        transition select(hdr.thc.op, hdr.thc.kind) {
-            (OP_THC, KIND_REQUEST): parse_indices;
-            (OP_FIX32, KIND_REQUEST): parse_fix;
-            (OP_THC, KIND_PARTIAL): parse_res16;
-            (OP_FIX32, KIND_PARTIAL): parse_fix;
-            default: accept;
+        transition select(hdr.thc.op, hdr.thc.kind, hdr.thc.lane_bits) {
+            (OP_THC, KIND_REQUEST, LANES_8): parse_indices8;
+            (OP_THC, KIND_REQUEST, LANES_16): parse_indices16;
+            (OP_FIX32, KIND_REQUEST, LANES_INT32): parse_words;
+            (OP_THC, KIND_PARTIAL, _): parse_words;
+            (OP_FIX32, KIND_PARTIAL, _): parse_words;
+            default: accept;   /* NORM, RELEASE, results; a request with another lane width is refused in ingress */
         }
     }
-    state parse_indices {
-        packet.extract(hdr.thc_idx);
+    state parse_indices8 {
+        packet.extract(hdr.thc_idx8);
         transition accept;
     }
-    state parse_res16 {
-        packet.extract(hdr.thc_res16);
+    state parse_indices16 {
+        packet.extract(hdr.thc_idx16);
         transition accept;
     }
-    state parse_fix {
-        packet.extract(hdr.thc_fix);
+    state parse_words {
+        packet.extract(hdr.thc_words);
         transition accept;
     }
 }
@@ -76,10 +77,9 @@ control ThcDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ipv4);
         packet.emit(hdr.udp);
         packet.emit(hdr.thc);
-        packet.emit(hdr.thc_idx);
-        packet.emit(hdr.thc_fix);
-        packet.emit(hdr.thc_res8);
-        packet.emit(hdr.thc_res16);
+        packet.emit(hdr.thc_idx8);
+        packet.emit(hdr.thc_idx16);
+        packet.emit(hdr.thc_words);
     }
 }
 

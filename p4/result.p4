@@ -4,9 +4,7 @@
 #ifndef THC_RESULT_P4
 #define THC_RESULT_P4
 
-#define RES8_OUT(i, a, b)  hdr.thc_res8.c##a = meta.w##i[23:16];  hdr.thc_res8.c##b = meta.w##i[7:0];
-#define RES16_OUT(i, a, b) hdr.thc_res16.c##a = meta.w##i[31:16]; hdr.thc_res16.c##b = meta.w##i[15:0];
-#define FIX_OUT(i, a, b)   hdr.thc_fix.v##i = meta.w##i;
+#define WORD_OUT(k) hdr.thc_words.v##k = meta.w##k;
 
 control Result(inout headers_t hdr, inout metadata_t meta,
                inout standard_metadata_t standard_metadata) {
@@ -20,43 +18,29 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.event = EV_DROP_DUPLICATE;
     }
 
+    /* Every result says how many contributions it sums, and its lengths are those of what it carries. */
     action common_result() {
         hdr.thc.count = meta.count;
         hdr.ipv4.ttl = 64;
         hdr.udp.checksum = 0;
     }
 
-    /* Lane sums fit 8 bits when the job has n * g <= 255 (the controller decides, per job). */
-    action thc_result8() {
-        hdr.thc_res8.setValid();
-        FOR_EACH_PAIR(RES8_OUT)
-        hdr.thc_idx.setInvalid();
-        hdr.thc_res16.setInvalid();  /* a PARTIAL's payload, on a spine */
-        hdr.thc.lane_bits = 8;
-        hdr.ipv4.totalLen = 20 + THC_L4_BYTES + RESULT8_BYTES;
-        hdr.udp.length = THC_L4_BYTES + RESULT8_BYTES;
+    /* THC or FIX32: the cell's words, lanes as the op has them in this job (a RELEASE gets a payload). */
+    action words_result(in bit<8> lane_bits) {
+        hdr.thc_words.setValid();
+        FOR_EACH_WORD(WORD_OUT)
+        hdr.thc_idx8.setInvalid();
+        hdr.thc_idx16.setInvalid();
+        hdr.thc.lane_bits = lane_bits;
+        hdr.ipv4.totalLen = 20 + THC_L4_BYTES + WORDS_BYTES;
+        hdr.udp.length = THC_L4_BYTES + WORDS_BYTES;
     }
 
-    action thc_result16() {
-        hdr.thc_res16.setValid();
-        FOR_EACH_PAIR(RES16_OUT)
-        hdr.thc_idx.setInvalid();
-        hdr.thc.lane_bits = 16;
-        hdr.ipv4.totalLen = 20 + THC_L4_BYTES + RESULT16_BYTES;
-        hdr.udp.length = THC_L4_BYTES + RESULT16_BYTES;
-    }
-
-    /* A FIX32 request carries its payload already; a RELEASE (no payload) gets one. */
-    action fix_result() {
-        hdr.thc_fix.setValid();
-        FOR_EACH_PAIR(FIX_OUT)
-        hdr.thc.lane_bits = 32;
-        hdr.ipv4.totalLen = 20 + THC_L4_BYTES + FIX32_BYTES;
-        hdr.udp.length = THC_L4_BYTES + FIX32_BYTES;
-    }
-
+    /* NORM: the maximum travels in the header's value; no payload. */
     action norm_result() {
-        hdr.thc.lane_bits = 0;
+        hdr.thc.lane_bits = LANES_NONE;
+        hdr.ipv4.totalLen = 20 + THC_L4_BYTES;
+        hdr.udp.length = THC_L4_BYTES;
     }
 
     /* Every worker gets a copy; egress rewrites each copy's destination (ThcEgress.result_dst). */
@@ -82,7 +66,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     }
 
     /* A leaf sends what it completed (or answers a retransmission with its stored partial) to the spine:
-     * always 16-bit lanes, the count of its contributions, its own id. ipv4_lpm routes it (meta.up). */
+     * the cell's words in the job's lanes, the count of its contributions, its own id. ipv4_lpm routes it
+     * (meta.up). */
     action to_spine() {
         hdr.thc.kind = KIND_PARTIAL;
         hdr.thc.worker_id = meta.leaf_id;
@@ -114,13 +99,9 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         } else {
             common_result();
             if (hdr.thc.op == OP_THC) {
-                if (meta.lane_bits == 8 && meta.leaf == 0) {
-                    thc_result8();
-                } else {
-                    thc_result16();
-                }
+                words_result(meta.lane_bits);
             } else if (hdr.thc.op == OP_FIX32) {
-                fix_result();
+                words_result(LANES_INT32);
             } else {
                 norm_result();
             }

@@ -1,10 +1,11 @@
 /*
  * THC in-network aggregation for BMv2 (v1model).
  *
- * Workers send 4-bit THC table indices; the switch maps them to table values with tables the controller
- * installs, sums the values in registers, and returns the sums to every worker. Loss recovery in the data
- * plane (shadow cells, worker bitmaps, answers to retransmissions) follows SwitchML. README.md is the
- * contract: packet formats, tables, registers, counters and the worker protocol.
+ * Workers send 4-bit THC table indices, 1,024 a request; the switch maps them to table values with the
+ * job's table, which the controller installs, sums the values in lanes of 64-bit registers (eight
+ * coordinates an add), and returns the sums to every worker. Loss recovery in the data plane (shadow
+ * cells, worker bitmaps, answers to retransmissions) follows SwitchML. README.md is the contract: packet
+ * formats, tables, registers, counters and the worker protocol.
  */
 #include <core.p4>
 #include <v1model.p4>
