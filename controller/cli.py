@@ -2,9 +2,8 @@
 
     thc-ctl push                                   set the pipeline (p4/build/thc.p4info.txtpb + thc.json)
     thc-ctl forwarding --topology T --all          IPv4 routes to every host, on every switch
-    thc-ctl table install --bits 4 --granularity 30 --clip 1/32
-    thc-ctl job add --topology T --id 1 --workers h1,h2,h3,h4
-    thc-ctl job list | job remove --id 1
+    thc-ctl job add --topology T --id 1 --workers h1,h2,h3,h4 --bits 4 --granularity 30 --save job1.json
+    thc-ctl job list | job remove --id 1 | table show
     thc-ctl stats | show | apply s1-runtime.json
 
 Every command takes --grpc-addr/--device-id/--election-id (or --topology with --switch/--all),
@@ -17,17 +16,18 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
-from fractions import Fraction
 
 import google.protobuf.text_format
 from google.protobuf import json_format
 from p4.v1 import p4runtime_pb2
 
-from controller import contract, jobs, lookup_tables, two_level
+from controller import two_level
 from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
 from controller.usage import OneLineParser, positive_number
+from spec import contract
+from spec.job import JobSpec, JobSpecError, add_job_options, spec_from_options
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"  # simple_switch_grpc's default
 
@@ -120,23 +120,6 @@ def _device_id(text: str) -> int:
     return value
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(v, 0) for v in text.replace(" ", "").split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers") from None
-
-
-def _probability(text: str) -> float:
-    try:
-        p = float(Fraction(text.strip()))
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a probability like 0.03 or 1/32") from None
-    if not 0 < p < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: the clip probability must lie strictly between 0 and 1")
-    return p
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="thc-ctl",
@@ -166,36 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
         "switches), and on the aggregating switch the service address it serves. Needs --topology.",
     )
 
-    table = sub.add_parser("table", help="the THC lookup table (index -> value)").add_subparsers(
+    table = sub.add_parser("table", help="the jobs' lookup tables (index -> value)").add_subparsers(
         dest="table_command", metavar="ACTION", required=True
     )
-    install = command(
-        table,
-        "install",
-        "compute a THC table and install it in every lane",
-        "Compute the table with thc.make_table(bits, granularity, clip, kind) (or take --values) "
-        "and install it in every lane's lookup table, replacing what is there.",
-    )
-    install.add_argument(
-        "--bits",
-        type=_integer(f"bits per index, 1..{contract.MAX_BITS}"),
-        metavar="B",
-        help=f"bits per index, 1..{contract.MAX_BITS}",
-    )
-    install.add_argument(
-        "--granularity",
-        type=_integer("the largest table value g, like 30"),
-        metavar="G",
-        help="table values are integers 0..G, at least 2**B - 1",
-    )
-    install.add_argument("--clip", type=_probability, metavar="P", help="clip probability, e.g. 1/32")
-    install.add_argument(
-        "--kind", choices=("optimal", "uniform"), default="optimal", help="table kind (default: optimal)"
-    )
-    install.add_argument(
-        "--values", type=_int_list, metavar="V0,V1,...", help="install these 2**b values instead of computing a table"
-    )
-    command(table, "show", "the table the switch holds")
+    command(table, "show", "every job's lookup table on the switch")
 
     job = sub.add_parser("job", help="aggregation jobs").add_subparsers(
         dest="job_command", metavar="ACTION", required=True
@@ -204,23 +161,31 @@ def build_parser() -> argparse.ArgumentParser:
         job,
         "add",
         "add a job (or start a new run of it, with a fresh epoch)",
-        "Install a job on the aggregating switch: its jobs entry, multicast group (one replica per "
-        "worker, on the port toward it) and result_dst entries. Re-adding an installed job gives it "
-        "a fresh epoch: a new run. Needs --topology (worker addresses and ports). On a topology with "
-        "aggregation.leaves the job goes on the spine and every leaf of its workers (two-level "
-        "aggregation; job remove and list act on all of them too).",
+        "Install a job on the aggregating switch from its one description (the options below, or "
+        "--job FILE): its lookup table, jobs entry (lane width, slots, epoch, key), multicast group (one "
+        "replica per worker, on the port toward it) and result_dst entries. Re-adding an installed job "
+        "gives it a fresh epoch: a new run. --save writes the description the workers need (with the "
+        "job's key): `thc-worker --job FILE`. Needs --topology (worker addresses and ports). On a "
+        "topology with aggregation.leaves the job goes on the spine and every leaf of its workers "
+        "(two-level aggregation; job remove and list act on all of them too).",
     )
-    add.add_argument("--id", type=int, required=True, metavar="J", help=f"job id, 0..{contract.JOB_ID_MAX}")
+    add.add_argument("--id", type=int, metavar="J", help=f"job id, 0..{contract.JOB_ID_MAX} (or the --job file's)")
     add.add_argument("--workers", required=True, metavar="h1,h2,...", help="worker hosts of the topology")
     add.add_argument(
-        "--slots",
-        type=int,
-        default=jobs.DEFAULT_SLOTS,
-        metavar="N",
-        help=f"slots of the job (default: {jobs.DEFAULT_SLOTS}; {contract.SLOTS} in all)",
+        "--job",
+        metavar="FILE",
+        help="take the job's description from FILE (a JSON JobSpec; its job id and worker count must "
+        "agree with --id and --workers) instead of the options below",
     )
+    add_job_options(add)
     add.add_argument("--slot-base", type=int, metavar="S", help="first slot (default: the lowest free range)")
     add.add_argument("--epoch", type=int, metavar="E", help="epoch 1..65535 (default: random, never the previous one)")
+    add.add_argument(
+        "--key", type=_integer("the job key"), metavar="K", help="the job's key, 1..2**32-1 (default: a fresh one)"
+    )
+    add.add_argument(
+        "--save", metavar="FILE", help="write the job's description, key included, for the workers (thc-worker --job)"
+    )
     remove = command(job, "remove", "remove a job (jobs entry, multicast group, result_dst entries)")
     remove.add_argument("--id", type=int, required=True, metavar="J", help="job id")
     remove.add_argument("--missing-ok", action="store_true", help="succeed if the job is not installed")
@@ -238,7 +203,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show = command(sub, "show", "the tables and their entries, and the multicast groups")
     show.add_argument("--table", metavar="NAME", help="only this table (full name or unique suffix)")
-    show.add_argument("--full", action="store_true", help="list every lookup-table entry instead of a summary")
     apply = command(
         sub,
         "apply",
@@ -320,57 +284,35 @@ def _needs_topology(args, what: str, topology):
 # ---- commands -----------------------------------------------------------------------------------
 
 
-def _values_for_install(args) -> list[int]:
-    """The table to install, checked as thc checks the table its workers decode with (before connecting)."""
-    computed = [args.bits, args.granularity, args.clip]
-    if args.values is not None:
-        if any(v is not None for v in (args.granularity, args.clip)):
-            raise BadInput("give either --values or --granularity/--clip, not both")
-        return _checked_values(args.values, args.bits)
-    if any(v is None for v in computed):
-        raise BadInput("table install needs --bits, --granularity and --clip (or --values V0,V1,...)")
-    if not 1 <= args.bits <= contract.MAX_BITS:
-        raise BadInput(f"--bits {args.bits}: the program handles 1..{contract.MAX_BITS} bits per index")
-    _check_levels(args.bits, args.granularity, f"--granularity {args.granularity}")
+def job_spec(args) -> JobSpec:
+    """The job's one description, from --job FILE or the options (checked before connecting)."""
+    hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
     try:
-        from thc import make_table
-    except ImportError:
-        try:
-            from thc.tables import make_table
-        except ImportError as exc:
-            raise ControlError(
-                f"cannot compute a table: thc.make_table is not available ({exc}); pass --values V0,V1,... instead"
-            ) from None
-    try:
-        table = make_table(args.bits, args.granularity, args.clip, args.kind)
-    except ValueError as exc:
-        raise BadInput(f"cannot make the table: {exc}") from None
-    return [int(v) for v in table.values]
+        if args.job:
+            spec = JobSpec.load(args.job)
+            if args.id is not None and args.id != spec.job_id:
+                raise BadInput(f"--id {args.id} but {args.job} describes job {spec.job_id}")
+            if len(hosts) != spec.workers:
+                raise BadInput(f"--workers names {len(hosts)} hosts but {args.job} describes {spec.workers} workers")
+        else:
+            if args.id is None:
+                raise BadInput("job add needs --id (or --job FILE)")
+            spec = spec_from_options(args, args.id, len(hosts))
+        if args.key is not None:
+            if not 1 <= args.key <= 2**32 - 1:
+                raise BadInput(f"--key {args.key}: a job key is 1..2**32-1")
+            spec = spec.replace(key=args.key)
+    except JobSpecError as exc:
+        raise BadInput(str(exc)) from None
+    return spec
 
 
-def _check_levels(bits: int, g: int, what: str) -> None:
-    """g >= 2**b - 1: with fewer table units than steps between levels, indices would share values."""
-    if g < (1 << bits) - 1:
-        raise BadInput(
-            f"{what}: a {bits}-bit table has {1 << bits} levels, so g must be at least {(1 << bits) - 1} "
-            f"for each index to stand for its own value (got g={g}); raise g or lower --bits"
-        )
-
-
-def _checked_values(values: list[int], bits: int | None) -> list[int]:
-    """--values: what the program can hold (lookup_tables.check_values), rising as thc's tables must
-    (an index stands for a level, and levels are ordered), and enough units for every level."""
-    values, bits = lookup_tables.check_values(values, bits)
-    text = ",".join(map(str, values))
-    for j in range(1, len(values)):
-        if values[j] < values[j - 1]:
-            raise BadInput(
-                f"--values {text}: the table is not increasing: V[{j}] = {values[j]} < V[{j - 1}] = "
-                f"{values[j - 1]} (thc refuses such a table); give 2**b values rising from 0 to g, "
-                "like 0,10,20,30"
-            )
-    _check_levels(bits, values[-1], f"--values {text}")
-    return values
+def _saved(spec: JobSpec, job, path: str | None) -> str:
+    """Write the workers' description (with the key the switch holds); say where."""
+    if path is None:
+        return ""
+    spec.replace(key=job.key).save(path)
+    return f"; description for the workers: {path} (thc-worker --job {path})"
 
 
 def run_on(session: SwitchSession, args, topology):
@@ -378,25 +320,23 @@ def run_on(session: SwitchSession, args, topology):
     cmd = args.command
     if cmd == "push":
         r = session.push()
-        return r, [f"pipeline set: {r['p4info']} + {r['bmv2_json']} ({r['bmv2_json_bytes']} bytes, {r['lanes']} lanes)"]
+        return r, [
+            f"pipeline set: {r['p4info']} + {r['bmv2_json']} ({r['bmv2_json_bytes']} bytes, {r['words']}-word cells)"
+        ]
     if cmd == "forwarding":
         topo = _needs_topology(args, "forwarding", topology)
         summary = session.install_forwarding(topo, session.name)
         return summary.to_dict(), [f"forwarding: {summary}"]
     if cmd == "table":
-        if args.table_command == "install":
-            r = session.install_table(args.table_values)
-            return r, [
-                f"table b={r['bits']} max value {r['max_value']} V={r['values']} in {r['lanes']} lanes: "
-                f"{r['inserted']} inserted, {r['modified']} modified, {r['deleted']} deleted"
-            ]
-        t = session.installed_table()
-        if t.values is None:
-            return t.to_dict(), [f"no lookup table installed ({t.entries} entries in {t.lanes} lanes)"]
-        note = "" if t.consistent else " (lanes differ: reinstall the table)"
-        return t.to_dict(), [
-            f"table b={t.bits} max value {t.max_value} V={t.values}, {t.entries} entries in {t.lanes} lanes{note}"
+        listed = session.list_jobs()
+        lines = [
+            f"job {j.job_id}: V={list(j.table)} (b={len(j.table).bit_length() - 1}, g={max(j.table)}), "
+            f"{j.lane_bits}-bit lanes"
+            if j.table
+            else f"job {j.job_id}: no lookup table (a spine: its partials hold table values)"
+            for j in listed
         ]
+        return {j.job_id: list(j.table) for j in listed}, lines or ["no jobs, so no tables"]
     if cmd == "job":
         return _job_command(session, args, topology)
     if cmd == "stats":
@@ -424,15 +364,16 @@ def _job_command(session: SwitchSession, args, topology):
     if args.job_command == "add":
         topo = _needs_topology(args, "job add", topology)
         hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
-        previous = {j.job_id: j for j in session.list_jobs()}.get(args.id)
-        job = session.add_job(
-            args.id, hosts, topo, session.name, n_slots=args.slots, slot_base=args.slot_base, epoch=args.epoch
-        )
+        spec = args.job_spec
+        previous = {j.job_id: j for j in session.list_jobs()}.get(spec.job_id)
+        job = session.add_job(spec, hosts, topo, session.name, slot_base=args.slot_base, epoch=args.epoch)
         renewed = f" (new run: epoch {previous.epoch} -> {job.epoch})" if previous else ""
-        return job.to_dict(), [
+        saved = "" if args.dry_run else _saved(spec, job, args.save)
+        return {**job.to_dict(), "spec": spec.replace(key=job.key).to_dict()}, [
             f"job {job.job_id}{renewed}: {job.n_workers} workers, slots "
             f"[{job.slot_base}, {job.slot_base + job.n_slots}), epoch {job.epoch}, "
-            f"{job.lane_bits}-bit results, multicast group {job.mcast_grp}"
+            f"{job.lane_bits}-bit lanes ({spec.coords_per_request} coordinates a request), "
+            f"multicast group {job.mcast_grp}{saved}"
         ]
     if args.job_command == "remove":
         job = session.remove_job(args.id, missing_ok=args.missing_ok)
@@ -456,16 +397,16 @@ def _two_level_job_command(sessions: dict, args, topology):
     """`job add|remove|list` on a two-level topology: the spine and its leaves (controller/two_level.py)."""
     if args.job_command == "add":
         hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
-        previous = {j.job_id: j for j in two_level.list_jobs(sessions, topology)}.get(args.id)
-        job = two_level.add_job(
-            sessions, topology, args.id, hosts, n_slots=args.slots, slot_base=args.slot_base, epoch=args.epoch
-        )
+        spec = args.job_spec
+        previous = {j.job_id: j for j in two_level.list_jobs(sessions, topology)}.get(spec.job_id)
+        job = two_level.add_job(sessions, topology, spec, hosts, slot_base=args.slot_base, epoch=args.epoch)
         renewed = f" (new run: epoch {previous.epoch} -> {job.epoch})" if previous else ""
-        return job.to_dict(), [
+        saved = "" if args.dry_run else _saved(spec, job.job, args.save)
+        return {**job.to_dict(), "spec": spec.replace(key=job.key).to_dict()}, [
             f"job {job.job_id}{renewed}: {job.n_workers} workers on two levels (leaves "
             + ", ".join(f"{leaf}: {job.parts[leaf].n_workers}" for leaf in job.leaves)
             + f"; spine {job.spine}), slots [{job.slot_base}, {job.slot_base + job.n_slots}), epoch {job.epoch}, "
-            f"{job.lane_bits}-bit results"
+            f"{job.lane_bits}-bit lanes{saved}"
         ]
     if args.job_command == "remove":
         job = two_level.remove_job(sessions, topology, args.id, missing_ok=args.missing_ok)
@@ -532,20 +473,10 @@ def _run_two_level_job(args, topology, election_id, out, err) -> int:
 def _show(session: SwitchSession, args):
     p4 = session.pipeline()
     only = p4.table(args.table).preamble.name if args.table else None
-    full = args.full or (only is not None and only.startswith(contract.LUT_PREFIX))
-    data = session.show(lookup_entries=full)
+    data = session.show()
     if only:
         data = {**data, "tables": {only: data["tables"].get(only, [])}}
     lines = []
-    summary = data.get("lookup_table")
-    if summary is not None and only is None:
-        table = (
-            f"V={summary['values']} (b={summary['bits']}, max value {summary['max_value']})"
-            if summary["values"]
-            else "no table"
-        )
-        note = "" if summary["consistent"] or not summary["values"] else ", lanes differ"
-        lines.append(f"{contract.LUT_PREFIX}0..{summary['lanes'] - 1}: {summary['entries']} entries, {table}{note}")
     for name, found in data["tables"].items():
         lines.append(f"{name}: {len(found)} entries")
         for d in found:
@@ -618,11 +549,11 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
         jobs_switch = args.command == "job"
         if jobs_switch and args.all:
             raise BadInput("jobs live on the aggregating switch: drop --all")
+        if jobs_switch and args.job_command == "add":
+            args.job_spec = job_spec(args)
         if jobs_switch and topology is not None and topology.two_level and not (args.switch or args.grpc_addr):
             return _run_two_level_job(args, topology, election_id, out, err)
         targets = resolve_targets(args, topology, jobs_switch)
-        if args.command == "table" and args.table_command == "install":
-            args.table_values = _values_for_install(args)
         for target in targets:
             with SwitchSession(
                 target.grpc_addr,

@@ -30,11 +30,6 @@ class JobRefused(ControlError):
     """A job that the program cannot run: too many workers, sums that overflow, slots in use."""
 
 
-class TableMismatch(JobRefused):
-    """The lookup table on the switch is not the table the job's workers decode with: every sum would be
-    decoded with the wrong values, silently."""
-
-
 class WriteRejected(ControlError):
     """The switch refused one or more updates of a Write; `failures` holds (index, description, error)."""
 

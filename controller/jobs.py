@@ -1,28 +1,35 @@
-"""Jobs on the aggregating switch: job_check.p4 (service_addr, jobs), the job's multicast group, and
-result_dst.p4 (where each multicast copy of a result goes).
+"""Jobs on the aggregating switch: job_check.p4 (service_addr, jobs), the job's lookup table
+(index_lookup.p4's values), its multicast group, and result_dst.p4 (where each multicast copy of a result
+goes).
 
-A job is admitted only if the program can run it (p4/README.md): at most 32 workers, sums that fit the
-16-bit lanes with the installed table (n * g <= 65535; 8-bit result lanes when n * g <= 255), a slot
-range inside the 1024 slots that overlaps no other job, room in the 64-entry jobs table. Every add
-gives the job a fresh epoch, so a new run starts on fresh register cells (the data plane cannot be reset
-over P4Runtime); re-adding an installed job is how a new run starts.
+A job comes from its description (spec/job.py: one JobSpec for the switch and the workers) and is
+admitted only if the program can run it (p4/README.md): at most 32 workers, sums that fit the lanes (n * g
+<= 65535; 8-bit lanes when n * g <= 255), the program's cell size, a slot range inside the 1024 slots that
+overlaps no other job, room in the 64-entry jobs table. Every add gives the job a fresh epoch, so a new run
+starts on fresh register cells (the data plane cannot be reset over P4Runtime), and a key that its workers
+put in every packet (a packet with another key is dropped); re-adding an installed job is how a new run
+starts.
 
-Write order keeps the data plane consistent: the multicast group and result_dst entries go first and the
-jobs entry last (requests are dropped as UNKNOWN_JOB until then); removal deletes the jobs entry first.
+Write order keeps the data plane consistent: the lookup table, multicast group and result_dst entries go
+first and the jobs entry last (requests are dropped as UNKNOWN_JOB until then); removal deletes the jobs
+entry first.
 """
 
+import dataclasses
 import ipaddress
 import random
 from dataclasses import asdict, dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
-from controller import contract
+from controller import lookup_tables
 from controller.errors import BadInput, JobRefused
 from controller.p4info import P4Info
 from controller.writes import DELETE, INSERT, MODIFY, GroupWrite, TableWrite, Write
+from spec import contract
+from spec.job import DEFAULT_SLOTS, JobSpec
 
-DEFAULT_SLOTS = 256
+__all__ = ["DEFAULT_SLOTS", "Job", "JobWorker", "plan_job"]
 MCAST_GROUP_BASE = 0x1000  # job j uses multicast group 0x1000 + j: clear of small ids runtime files use
 
 
@@ -51,8 +58,10 @@ class Job:
     worker_mask: int
     lane_bits: int
     epoch: int
+    key: int = 0  # every packet of the job carries it (p4/README.md, "Job keys")
     workers: tuple[JobWorker, ...] = field(default=())
     uplink: tuple[int, str] | None = None  # two-level aggregation, on a leaf: (leaf id, spine's service address)
+    table: tuple[int, ...] = ()  # the job's lookup table V; () where nothing is looked up (a spine)
 
     @property
     def slots(self) -> range:
@@ -64,15 +73,11 @@ class Job:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["workers"] = [asdict(w) for w in self.workers]
+        d["table"] = list(self.table)
         return d
 
 
 # ---- admission ----------------------------------------------------------------------------------
-
-
-def lane_bits_for(n_workers: int, max_value: int) -> int:
-    """Result lane width: 8 bits when every sum fits a byte, else 16."""
-    return 8 if n_workers * max_value <= contract.RESULT8_MAX else 16
 
 
 def choose_epoch(avoid: set[int], rng: random.Random | None = None) -> int:
@@ -84,35 +89,40 @@ def choose_epoch(avoid: set[int], rng: random.Random | None = None) -> int:
             return epoch
 
 
+def choose_key(rng: random.Random | None = None) -> int:
+    """A random 32-bit job key, never 0 (0 is what a description without a key says)."""
+    return (rng or random.SystemRandom()).randint(1, 2**32 - 1)
+
+
 def plan_job(
-    job_id: int,
+    spec: JobSpec,
     workers: list[JobWorker],
     existing: list[Job],
-    max_value: int | None,
     *,
-    n_slots: int = DEFAULT_SLOTS,
+    words: int | None = None,
     slot_base: int | None = None,
     epoch: int | None = None,
     jobs_capacity: int = contract.JOBS_CAPACITY,
     rng: random.Random | None = None,
-    contributors: int | None = None,
+    lookups: bool = True,
 ) -> Job:
-    """The job entry for `workers`, or JobRefused naming the limit it breaks.
+    """The job entry of `spec` for `workers`, or JobRefused naming the limit it breaks.
 
-    `existing` are the jobs the switch holds (a job with the same id is being replaced: its slots are
-    free for the new one, and its epoch is avoided). `max_value` is the installed table's largest value.
-    `contributors`: how many workers' values the sums hold (default: the workers); a spine's "workers"
-    are leaves whose partials hold all n workers' values, so its lanes are sized for n.
+    `workers` are the switch's inputs: the job's workers on one level, a leaf's own workers, or a spine's
+    leaves; `spec.workers` is n, the contributions a complete sum holds, which sizes the lanes. `existing`
+    are the jobs the switch holds (a job with the same id is being replaced: its slots are free for the
+    new one, and its epoch is avoided). `words`: the switch program's cell size, which must be the one the
+    description frames for. `lookups`: install the job's lookup table (not on a spine, whose partials hold
+    table values already). The key is the description's, or a fresh one when it has none.
     """
-    if not 0 <= job_id <= contract.JOB_ID_MAX:
-        raise JobRefused(f"job id {job_id}: must be 0..{contract.JOB_ID_MAX} (hdr.thc.job_id is 8 bits)")
+    job_id = spec.job_id
     n = len(workers)
     if n == 0:
         raise JobRefused(f"job {job_id}: needs at least one worker")
-    if n > contract.MAX_WORKERS:
+    if n > spec.workers:
         raise JobRefused(
-            f"job {job_id}: {n} workers, the program admits at most {contract.MAX_WORKERS} "
-            "(THC_MAX_WORKERS: the worker bitmap is 32 bits)"
+            f"job {job_id}: {n} inputs on this switch but the description counts {spec.workers} workers; "
+            "describe the job with all its workers (--workers)"
         )
     ids = [w.worker_id for w in workers]
     bad = [i for i in ids if not 0 <= i < contract.MAX_WORKERS]
@@ -121,21 +131,13 @@ def plan_job(
     if len(set(ids)) != n:
         dup = next(i for i in ids if ids.count(i) > 1)
         raise JobRefused(f"job {job_id}: worker id {dup} appears twice")
-    if max_value is None:
+    if words is not None and words != spec.words:
         raise JobRefused(
-            f"job {job_id}: no lookup table is installed, so the sums' size is unknown: "
-            "install one first (thc-ctl table install)"
+            f"job {job_id}: the switch's program has {words}-word cells ({contract.per_request(spec.lane_bits, words)} "
+            f"coordinates a request) but the job is described for {spec.words}-word cells "
+            f"({spec.coords_per_request}); describe it with words={words}, or push the program it was made for"
         )
-    summed = n if contributors is None else contributors
-    total = summed * max_value
-    if total > contract.SUM_LANE_MAX:
-        raise JobRefused(
-            f"job {job_id}: sums need n*g = {summed}*{max_value} = {total}, more than the 16-bit "
-            f"sum lanes hold (n*g <= {contract.SUM_LANE_MAX}); use fewer workers or a table "
-            "with a smaller granularity"
-        )
-    if not 1 <= n_slots <= contract.SLOTS:
-        raise JobRefused(f"job {job_id}: {n_slots} slots; a job has 1..{contract.SLOTS} (THC_SLOTS)")
+    n_slots = spec.slots
     others = [j for j in existing if j.job_id != job_id]
     previous = next((j for j in existing if j.job_id == job_id), None)
     if previous is None and len(others) >= jobs_capacity:
@@ -174,8 +176,10 @@ def plan_job(
     for i in ids:
         mask |= 1 << i
     ordered = tuple(sorted(workers, key=lambda w: w.worker_id))
+    key = spec.key or choose_key(rng)
+    table = tuple(spec.table_values()) if lookups else ()
     return Job(
-        job_id, n, slot_base, n_slots, mcast_group(job_id), mask, lane_bits_for(summed, max_value), epoch, ordered
+        job_id, n, slot_base, n_slots, mcast_group(job_id), mask, spec.lane_bits, epoch, key, ordered, None, table
     )
 
 
@@ -194,24 +198,6 @@ def free_range(n_slots: int, others: list[Job], prefer: int | None) -> int | Non
         if free(base):
             return base
     return None
-
-
-def check_table_change(jobs: list[Job], max_value: int) -> None:
-    """Refuse a new table whose values would overflow an installed job's lanes."""
-    for job in jobs:
-        total = job.n_workers * max_value
-        if total > contract.SUM_LANE_MAX:
-            raise JobRefused(
-                f"a table with largest value {max_value} overflows job {job.job_id}'s 16-bit "
-                f"sums (n*g = {job.n_workers}*{max_value} = {total} > {contract.SUM_LANE_MAX}); "
-                "remove the job first"
-            )
-        if job.lane_bits == 8 and total > contract.RESULT8_MAX:
-            raise JobRefused(
-                f"a table with largest value {max_value} overflows job {job.job_id}'s 8-bit "
-                f"result lanes (n*g = {total} > {contract.RESULT8_MAX}); re-add the job "
-                "after installing the table (thc-ctl job add) or remove it first"
-            )
 
 
 # ---- writes -------------------------------------------------------------------------------------
@@ -235,6 +221,7 @@ def job_write(kind: str, job: Job) -> TableWrite:
         "worker_mask": job.worker_mask,
         "lane_bits": job.lane_bits,
         "epoch": job.epoch,
+        "key": job.key,
     }
     if kind == DELETE:
         return TableWrite(DELETE, contract.JOBS, (job.job_id,))
@@ -265,15 +252,24 @@ def group_write(kind: str, job: Job | int) -> GroupWrite:
 
 
 def add_writes(
-    job: Job, previous: Job | None, group_exists: bool, result_rids: set[int], uplink_installed: bool = False
+    job: Job,
+    previous: Job | None,
+    group_exists: bool,
+    result_rids: set[int],
+    uplink_installed: bool = False,
+    table_installed: bool = False,
 ) -> tuple[list[Write], list[Write]]:
     """(first, then) batches installing `job` over what the switch holds.
 
     `previous` is the installed job with this id, `group_exists` whether its multicast group is
     there, `result_rids` the egress_rids of the job's result_dst entries on the switch,
-    `uplink_installed` whether it has an `uplink` entry for the job (a leaf of two-level aggregation).
+    `uplink_installed` whether it has an `uplink` entry for the job (a leaf of two-level aggregation),
+    `table_installed` whether it has a lookup table (`values` entry) for the job.
     """
-    first: list[Write] = [group_write(MODIFY if group_exists else INSERT, job)]
+    first: list[Write] = []
+    if job.table:
+        first.append(lookup_tables.values_write(MODIFY if table_installed else INSERT, job.job_id, list(job.table)))
+    first.append(group_write(MODIFY if group_exists else INSERT, job))
     wanted = {w.worker_id for w in job.workers}
     first += [result_dst_write(MODIFY if w.worker_id in result_rids else INSERT, job.job_id, w) for w in job.workers]
     if job.uplink is not None:
@@ -282,17 +278,25 @@ def add_writes(
         first.append(uplink_write(DELETE, job.job_id))
     then: list[Write] = [job_write(MODIFY if previous else INSERT, job)]
     then += [result_dst_write(DELETE, job.job_id, rid) for rid in sorted(result_rids - wanted)]
+    if table_installed and not job.table:
+        then.append(lookup_tables.values_write(DELETE, job.job_id))
     return first, then
 
 
 def remove_writes(
-    job_id: int, group_id: int | None, result_rids: set[int], uplink_installed: bool = False
+    job_id: int,
+    group_id: int | None,
+    result_rids: set[int],
+    uplink_installed: bool = False,
+    table_installed: bool = False,
 ) -> tuple[list[Write], list[Write]]:
     """(first, then): the jobs entry first, so no request uses the job while its outputs go away."""
     first: list[Write] = [TableWrite(DELETE, contract.JOBS, (job_id,))]
     then: list[Write] = [result_dst_write(DELETE, job_id, rid) for rid in sorted(result_rids)]
     if uplink_installed:
         then.append(uplink_write(DELETE, job_id))
+    if table_installed:
+        then.append(lookup_tables.values_write(DELETE, job_id))
     if group_id is not None:
         then.append(group_write(DELETE, group_id))
     return first, then
@@ -313,11 +317,11 @@ def group_key(group_id: int) -> p4runtime_pb2.PacketReplicationEngineEntry:
 
 
 def read_entities(p4info: P4Info) -> list[p4runtime_pb2.Entity]:
-    """Wildcard reads of the job tables: jobs, result_dst and uplink (groups are read apart: see
+    """Wildcard reads of the job tables: jobs, result_dst, uplink and values (groups are read apart: see
     groups_entity)."""
     return [
         p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(name).preamble.id))
-        for name in (contract.JOBS, contract.RESULT_DST, contract.UPLINK)
+        for name in (contract.JOBS, contract.RESULT_DST, contract.UPLINK, contract.VALUES)
     ]
 
 
@@ -334,6 +338,7 @@ class JobState:
     result_dst: dict[int, dict[int, tuple[str, str]]]  # job -> rid -> (mac, ip)
     groups: dict[int, list[tuple[int, int]]] | None  # group -> [(port, rid)]; None: not readable
     uplinks: dict[int, tuple[int, str]] = field(default_factory=dict)  # job -> (leaf id, spine address)
+    tables: dict[int, tuple[int, ...]] = field(default_factory=dict)  # job -> its lookup table V
 
     def job(self, job_id: int, hosts_by_ip: dict[str, str] | None = None) -> Job | None:
         """The job with its workers (addresses from result_dst, ports from its multicast group)."""
@@ -348,16 +353,20 @@ class JobState:
             )
             for rid in job.worker_ids()
         )
-        return Job(**{**asdict(job), "workers": workers, "uplink": self.uplinks.get(job_id)})
+        return dataclasses.replace(
+            job, workers=workers, uplink=self.uplinks.get(job_id), table=self.tables.get(job_id, ())
+        )
 
 
 def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
     jobs_id = p4info.table(contract.JOBS).preamble.id
     dst_id = p4info.table(contract.RESULT_DST).preamble.id
     uplink_id = p4info.table(contract.UPLINK).preamble.id
+    values_id = p4info.table(contract.VALUES).preamble.id
     jobs: dict[int, Job] = {}
     result_dst: dict[int, dict[int, tuple[str, str]]] = {}
     uplinks: dict[int, tuple[int, str]] = {}
+    tables: dict[int, tuple[int, ...]] = {}
     for entity in table_entities:
         entry = entity.table_entry
         if entry.is_default_action or not entry.match:
@@ -375,6 +384,7 @@ def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
                 p["worker_mask"],
                 p["lane_bits"],
                 p["epoch"],
+                p["key"],
             )
         elif entry.table_id == dst_id and d.get("action_name") == contract.SET_RESULT_DST:
             p = d["action_params"]
@@ -383,13 +393,17 @@ def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
         elif entry.table_id == uplink_id and d.get("action_name") == contract.TO_SPINE:
             p = d["action_params"]
             uplinks[d["match"]["hdr.thc.job_id"]] = (p["leaf_id"], p["spine_addr"])
+        elif entry.table_id == values_id and d.get("action_name") == contract.SET_VALUES:
+            p = d["action_params"]
+            table = lookup_tables.unpack(p["values_lo"], p["values_hi"], p["index_mask"])
+            tables[d["match"]["hdr.thc.job_id"]] = tuple(table[0]) if table else ()
     groups = None
     if group_entities is not None:
         groups = {}
         for entity in group_entities:
             g = entity.packet_replication_engine_entry.multicast_group_entry
             groups[g.multicast_group_id] = [(r.egress_port, r.instance) for r in g.replicas]
-    return JobState(jobs, result_dst, groups, uplinks)
+    return JobState(jobs, result_dst, groups, uplinks, tables)
 
 
 def workers_from_topology(topology, switch: str, hosts: list[str]) -> list[JobWorker]:

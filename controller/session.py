@@ -3,8 +3,7 @@
     with SwitchSession("127.0.0.1:50051", device_id=0, name="s1") as s1:
         s1.push()
         s1.install_forwarding(topology)
-        s1.install_table(make_table(4, 30, 2.5).values)
-        job = s1.add_job(1, ["h1", "h2", "h3", "h4"], topology)
+        job = s1.add_job(JobSpec(job_id=1, workers=4), ["h1", "h2", "h3", "h4"], topology)
         print(s1.read_stats().aggregated)
 
 One module per control of the P4 program does the work (forwarding, jobs, lookup_tables, stats); this
@@ -20,37 +19,19 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
-from controller import contract, entries, forwarding, jobs, lookup_tables, runtime_file, stats, wire, writes
+from controller import entries, forwarding, jobs, runtime_file, stats, wire, writes
 from controller.connection import SwitchConnection
-from controller.errors import BadInput, ControlError, JobRefused, SwitchUnreachable, TableMismatch
+from controller.errors import BadInput, ControlError, JobRefused, SwitchUnreachable
 from controller.p4info import P4Info, load_p4info
+from controller.pipeline import check_p4info
+from spec import contract
+from spec.job import JobSpec
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_P4INFO = REPO / "p4" / "build" / "thc.p4info.txtpb"
 DEFAULT_BMV2_JSON = REPO / "p4" / "build" / "thc.json"
 
 Update = p4runtime_pb2.Update
-
-
-def check_job_table(
-    job_id: int, switch: str, workers_table: list[int], installed: lookup_tables.InstalledTable
-) -> None:
-    """Refuse a job whose workers would decode with another table than the one the switch sums with."""
-    if installed.consistent and installed.values == workers_table:
-        return
-    if installed.values is None:
-        held = "no table" if not installed.entries else f"lanes that disagree ({installed.entries} entries)"
-    else:
-        held = (
-            f"{installed.values} in {installed.lanes} lanes"
-            if installed.consistent
-            else f"{installed.values} in some lanes only"
-        )
-    raise TableMismatch(
-        f"job {job_id}: its workers decode with table {workers_table} but {switch} holds "
-        f"{held}; install the workers' table (thc-ctl table install --values "
-        f"{','.join(map(str, workers_table))}) or start the workers with the switch's table"
-    )
 
 
 @dataclass
@@ -113,7 +94,7 @@ class SwitchSession:
         self.notes: list[str] = []  # dry run: what was assumed
         self._rng = rng
         self._p4info: P4Info | None = None
-        self._lanes: int | None = None
+        self._words: int | None = None
         self._offline = False
 
     @property
@@ -158,11 +139,15 @@ class SwitchSession:
         return self._p4info
 
     def thc_pipeline(self) -> tuple[P4Info, int]:
-        """The pipeline, checked against the THC contract; and its number of lookup lanes."""
+        """The pipeline, checked against the THC contract; and its register words per cell."""
         p4 = self.pipeline()
-        if self._lanes is None:
-            self._lanes = contract.check_p4info(p4.msg, f"the switch {self.label}")
-        return p4, self._lanes
+        if self._words is None:
+            self._words = check_p4info(p4.msg, f"the switch {self.label}")
+        return p4, self._words
+
+    def cell_words(self) -> int:
+        """The running program's register words per cell, which fixes the coordinates per request."""
+        return self.thc_pipeline()[1]
 
     def _read(self, entities: list, optional: bool = False) -> list | None:
         """Entities from the switch ([] in an offline dry run); `optional`: None if the read fails."""
@@ -191,7 +176,7 @@ class SwitchSession:
     def push(self, check_contract: bool = True) -> dict:
         """Set the forwarding pipeline from the P4Info and BMv2 JSON files (all entries are lost)."""
         p4info = load_p4info(self.p4info_path)
-        lanes = contract.check_p4info(p4info, str(self.p4info_path)) if check_contract else None
+        words = check_p4info(p4info, str(self.p4info_path)) if check_contract else None
         try:
             config = self.bmv2_json_path.read_bytes()
         except OSError as exc:
@@ -206,7 +191,7 @@ class SwitchSession:
             "bmv2_json": str(self.bmv2_json_path),
             "bmv2_json_bytes": len(config),
             "tables": len(p4info.tables),
-            "lanes": lanes,
+            "words": words,
         }
 
     def _set_pipeline(self, p4info, config: bytes) -> None:
@@ -220,7 +205,7 @@ class SwitchSession:
             self.dry_requests.append(request)
         else:
             self.conn.set_pipeline(p4info, config)
-        self._p4info, self._lanes = P4Info(p4info), None
+        self._p4info, self._words = P4Info(p4info), None
         self._offline = self._offline or self.dry_run  # after a (dry) push the switch is empty
 
     # ---- forwarding -----------------------------------------------------------------------------
@@ -247,37 +232,6 @@ class SwitchSession:
         installed = [e.table_entry for e in self._read(reads)]
         return self._write(entries.sync_updates(p4, wanted, installed))
 
-    # ---- lookup tables --------------------------------------------------------------------------
-
-    def installed_table(self, all_lanes: bool = True) -> lookup_tables.InstalledTable:
-        """What the lookup tables hold (`all_lanes=False`: lane 0 only, which is 32 times faster)."""
-        p4, lanes = self.thc_pipeline()
-        n = lanes if all_lanes else 1
-        return lookup_tables.summarize(self._read_lanes(p4, n))
-
-    def _read_lanes(self, p4: P4Info, lanes: int) -> list[dict[int, int]]:
-        """Per lane key -> w on the switch (wire-decoded: thousands of entries)."""
-        if not self._reachable():
-            return [{} for _ in range(lanes)]
-        responses = self.conn.read_raw([lookup_tables.lane_entries(p4, i) for i in range(lanes)])
-        return lookup_tables.decode_lanes(p4, responses, lanes)
-
-    def install_table(self, values, bits: int | None = None) -> dict:
-        """Install table values V (2**bits integers) in every lane, replacing what is there."""
-        values, bits = lookup_tables.check_values(list(values), bits)
-        p4, lanes = self.thc_pipeline()
-        jobs.check_table_change(list(self._job_state().jobs.values()), max(values))
-        installed = self._read_lanes(p4, lanes)
-        summary = self._write(writes.to_updates(p4, lookup_tables.lut_writes(lanes, values, bits, installed), lanes))
-        return {
-            "values": values,
-            "bits": bits,
-            "max_value": max(values),
-            "lanes": lanes,
-            "entries": lanes * (1 << bits) ** 2,
-            **summary.to_dict(),
-        }
-
     # ---- jobs -----------------------------------------------------------------------------------
 
     def _job_state(self) -> jobs.JobState:
@@ -288,17 +242,15 @@ class SwitchSession:
 
     def add_job(
         self,
-        job_id: int,
+        spec: JobSpec,
         hosts: list[str],
         topology,
         switch: str | None = None,
         *,
-        n_slots: int = jobs.DEFAULT_SLOTS,
         slot_base: int | None = None,
         epoch: int | None = None,
-        table: list[int] | None = None,
     ) -> jobs.Job:
-        """Add (or renew, with a fresh epoch) job `job_id` for topology hosts on the aggregating switch."""
+        """Add (or renew, with a fresh epoch) the job `spec` for topology hosts on the aggregating switch."""
         switch = switch or self.name or topology.aggregation.switch
         if switch != topology.aggregation.switch:
             raise JobRefused(
@@ -308,53 +260,38 @@ class SwitchSession:
             )
         workers = jobs.workers_from_topology(topology, switch, list(hosts))
         return self.add_job_workers(
-            job_id,
-            workers,
-            n_slots=n_slots,
-            slot_base=slot_base,
-            epoch=epoch,
-            service_ip=str(topology.aggregation.service_ip),
-            table=table,
+            spec, workers, slot_base=slot_base, epoch=epoch, service_ip=str(topology.aggregation.service_ip)
         )
 
     def add_job_workers(
         self,
-        job_id: int,
+        spec: JobSpec,
         workers: list[jobs.JobWorker],
         *,
-        n_slots: int = jobs.DEFAULT_SLOTS,
         slot_base: int | None = None,
         epoch: int | None = None,
         service_ip: str | None = None,
-        table: list[int] | None = None,
     ) -> jobs.Job:
-        """Add a job from explicit workers (id, MAC, IP, port); `service_ip` is served if it is not.
+        """Add the job `spec` from explicit workers (id, MAC, IP, port); `service_ip` is served if it is not.
 
-        `table`: the values the job's workers decode with. Every lane of the switch is read back and
-        compared with it; a difference is TableMismatch naming both tables, before anything is written.
-        """
-        p4, _ = self.thc_pipeline()
+        The description must count exactly these workers and frame for the running program's cells; its
+        lookup table, lane width, slots and key go on the switch (a fresh key when it has none: the
+        returned Job holds it, for the workers' description)."""
+        p4, words = self.thc_pipeline()
+        if len(workers) != spec.workers:
+            raise JobRefused(f"job {spec.job_id}: {len(workers)} workers but the description counts {spec.workers}")
         state = self._job_state()
         job = jobs.plan_job(
-            job_id,
+            spec,
             workers,
             list(state.jobs.values()),
-            self.table_max_value(job_id, table),
-            n_slots=n_slots,
+            words=words,
             slot_base=slot_base,
             epoch=epoch,
             jobs_capacity=p4.table(contract.JOBS).size or 64,
             rng=self._rng,
         )
         return self.install_job(job, service_ip=service_ip, state=state)
-
-    def table_max_value(self, job_id: int, table: list[int] | None = None) -> int | None:
-        """The installed lookup table's largest value (None: no table); with `table`, every lane is
-        first compared with the workers' table (TableMismatch if they differ)."""
-        installed = self.installed_table(all_lanes=table is not None)
-        if table is not None:
-            check_job_table(job_id, self.label, [int(v) for v in table], installed)
-        return installed.max_value if installed.values else None
 
     def installed_jobs(self) -> list[jobs.Job]:
         """The jobs entries the switch holds, without their workers (one read: for planning)."""
@@ -365,7 +302,7 @@ class SwitchSession:
     ) -> jobs.Job:
         """Write a planned job (jobs.plan_job) over what the switch holds: its group and result_dst entries
         and its uplink (a leaf's) first, the jobs entry last. `service_ip` is served if it is not."""
-        p4, lanes = self.thc_pipeline()
+        p4, _ = self.thc_pipeline()
         state = state or self._job_state()
         missing = [w.worker_id for w in job.workers if w.port is None]
         if missing:
@@ -373,7 +310,12 @@ class SwitchSession:
         previous = state.jobs.get(job.job_id)
         group_exists = (job.mcast_grp in state.groups) if state.groups is not None else previous is not None
         first, then = jobs.add_writes(
-            job, previous, group_exists, set(state.result_dst.get(job.job_id, {})), job.job_id in state.uplinks
+            job,
+            previous,
+            group_exists,
+            set(state.result_dst.get(job.job_id, {})),
+            job.job_id in state.uplinks,
+            job.job_id in state.tables,
         )
         if service_ip is not None:
             served = self._read([entries.table_read(p4, contract.SERVICE_ADDR)])
@@ -381,13 +323,13 @@ class SwitchSession:
                 p4.describe(e.table_entry).get("match", {}).get("hdr.ipv4.dstAddr") == service_ip for e in served
             ):
                 first.insert(0, jobs.service_address_write(service_ip))
-        self._write(writes.to_updates(p4, first, lanes))
-        self._write(writes.to_updates(p4, then, lanes))
+        self._write(writes.to_updates(p4, first))
+        self._write(writes.to_updates(p4, then))
         return job
 
     def remove_job(self, job_id: int, missing_ok: bool = False) -> jobs.Job | None:
         """Delete job `job_id`: its jobs entry, result_dst entries and multicast group."""
-        p4, lanes = self.thc_pipeline()
+        p4, _ = self.thc_pipeline()
         state = self._job_state()
         job = state.job(job_id)
         if job is None:
@@ -398,9 +340,11 @@ class SwitchSession:
         group = job.mcast_grp
         if state.groups is not None and group not in state.groups:
             group = None
-        first, then = jobs.remove_writes(job_id, group, set(state.result_dst.get(job_id, {})), job_id in state.uplinks)
-        self._write(writes.to_updates(p4, first, lanes))
-        self._write(writes.to_updates(p4, then, lanes))
+        first, then = jobs.remove_writes(
+            job_id, group, set(state.result_dst.get(job_id, {})), job_id in state.uplinks, job_id in state.tables
+        )
+        self._write(writes.to_updates(p4, first))
+        self._write(writes.to_updates(p4, then))
         return job
 
     def list_jobs(self, topology=None) -> list[jobs.Job]:
@@ -418,24 +362,16 @@ class SwitchSession:
             job_ids = [j.job_id for j in self.list_jobs()]
         return stats.decode(p4, self._read([stats.counter_read(p4), *stats.job_counter_reads(p4, job_ids)]))
 
-    def show(self, lookup_entries: bool = False) -> dict:
-        """Every table's entries (runtime-file form) and the multicast groups.
-
-        The THC lookup tables (thousands of entries) are summarized under "lookup_table" unless
-        `lookup_entries` is set."""
+    def show(self) -> dict:
+        """Every table's entries (runtime-file form) and the multicast groups."""
         p4 = self.pipeline()
-        lanes = contract.lane_count(p4.msg)
-        luts = {contract.lut_table(i) for i in range(lanes)}
-        tables = [t for t in p4.tables() if lookup_entries or t.preamble.name not in luts]
+        tables = list(p4.tables())
         found = self._read([entries.table_read(p4, t.preamble.name) for t in tables]) if tables else []
         by_table = {t.preamble.name: [] for t in tables}
         for e in found:
             d = p4.describe(e.table_entry)
             by_table.setdefault(d["table"], []).append(d)
-        shown = {"tables": by_table, "multicast_group_entries": self.multicast_groups()}
-        if lanes and not lookup_entries:
-            shown["lookup_table"] = lookup_tables.summarize(self._read_lanes(p4, lanes)).to_dict()
-        return shown
+        return {"tables": by_table, "multicast_group_entries": self.multicast_groups()}
 
     def multicast_groups(self) -> list[dict] | None:
         """The multicast groups in runtime-file form (None if the switch cannot read them back)."""

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from controller.contract import MAX_WORKERS  # noqa: E402  (the program's worker bitmap)
+from spec.contract import MAX_WORKERS  # noqa: E402  (the program's worker bitmap)
 
 MAX_PORT = 510  # v1model ports are 9 bits; 511 is BMv2's drop port
 MAX_BW_MBITS = 1000  # Mininet's TCLink refuses more

@@ -8,8 +8,9 @@ and the epoch, so `thc-ctl job list` on any switch tells the same run.
 `plan` is pure: it checks every switch's part against what that switch holds before anything is
 written, so a refused job leaves every switch as it was. `add_job` then writes the spine first and the
 leaves after it (a leaf's first partial finds the spine's job), `remove_job` the leaves first (no new
-partial goes up while the spine's job goes away). Lookup tables live on the leaves only; the spine adds
-partial lanes, which already hold table values.
+partial goes up while the spine's job goes away). Every part comes from the one description of the job
+(spec/job.py) and carries its key; lookup tables live on the leaves only (the spine adds partial lanes,
+which already hold table values), and every part's lanes are sized for all n workers.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
-from controller import contract, jobs
+from controller import jobs
 from controller.errors import BadInput, JobRefused
 from controller.writes import Write
+from spec.job import JobSpec
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,10 @@ class TwoLevelJob:
     @property
     def lane_bits(self) -> int:
         return self.job.lane_bits
+
+    @property
+    def key(self) -> int:
+        return self.job.key
 
     @property
     def n_workers(self) -> int:
@@ -95,53 +101,51 @@ def _local_hosts(topology, hosts: list[str]) -> list[tuple[object, list[str]]]:
 
 def plan(
     topology,
-    job_id: int,
+    spec: JobSpec,
     hosts: list[str],
-    max_value: int | None,
     existing: dict[str, list[jobs.Job]] | None = None,
     *,
-    n_slots: int = jobs.DEFAULT_SLOTS,
+    words: int | None = None,
     slot_base: int | None = None,
     epoch: int | None = None,
     rng: random.Random | None = None,
 ) -> TwoLevelJob:
-    """Every switch's part of job `job_id` for `hosts`, checked against `existing` (switch -> the jobs it
+    """Every switch's part of job `spec` for `hosts`, checked against `existing` (switch -> the jobs it
     holds; missing: none). Leaf ids are given in the topology's leaf order, counting only leaves that
     have workers of the job. The slots are the lowest range free on every switch (or the job's own, when
-    it is renewed); the epoch differs from every epoch any of them shows."""
+    it is renewed); the epoch differs from every epoch any of them shows; the key is the description's
+    (or one fresh key for all parts)."""
     existing = existing or {}
+    job_id = spec.job_id
     spine = topology.aggregation
     everyone = jobs.workers_from_topology(topology, spine.switch, list(hosts))  # known, distinct workers
+    if len(everyone) != spec.workers:
+        raise JobRefused(f"job {job_id}: {len(everyone)} worker hosts but the description counts {spec.workers}")
     local = _local_hosts(topology, list(hosts))
     switches = [spine.switch] + [leaf.switch for leaf, _ in local]
     held = [job for name in switches for job in existing.get(name, [])]
     if epoch is None:
         epoch = jobs.choose_epoch({job.epoch for job in held}, rng)
-    if slot_base is None and 1 <= n_slots <= contract.SLOTS:  # (plan_job explains a bad n_slots)
+    if slot_base is None:
         mine = next((job.slot_base for job in held if job.job_id == job_id), None)
-        slot_base = jobs.free_range(n_slots, [job for job in held if job.job_id != job_id], prefer=mine)
+        slot_base = jobs.free_range(spec.slots, [job for job in held if job.job_id != job_id], prefer=mine)
         if slot_base is None:
             raise JobRefused(
-                f"job {job_id}: no range of {n_slots} slots is free on all of {', '.join(switches)}; ask for "
+                f"job {job_id}: no range of {spec.slots} slots is free on all of {', '.join(switches)}; ask for "
                 "fewer with --slots or remove a job"
             )
+    spec = spec.replace(key=spec.key or jobs.choose_key(rng))
     parts: dict[str, jobs.Job] = {}
     service_ips = {spine.switch: str(spine.service_ip)}
-    options = {"n_slots": n_slots, "slot_base": slot_base, "epoch": epoch}
+    options = {"words": words, "slot_base": slot_base, "epoch": epoch}
     leaf_workers = []
     for leaf_id, (leaf, _) in enumerate(local):
         port, _ = topology.next_hop(spine.switch, leaf.switch)
         leaf_workers.append(jobs.JobWorker(leaf_id, leaf.service_mac, str(leaf.service_ip), port, leaf.switch))
-    parts[spine.switch] = jobs.plan_job(
-        job_id, leaf_workers, existing.get(spine.switch, []), max_value, contributors=len(everyone), **options
-    )
+    parts[spine.switch] = jobs.plan_job(spec, leaf_workers, existing.get(spine.switch, []), lookups=False, **options)
     for leaf_id, (leaf, names) in enumerate(local):
         job = jobs.plan_job(
-            job_id,
-            jobs.workers_from_topology(topology, leaf.switch, names),
-            existing.get(leaf.switch, []),
-            max_value,
-            **options,
+            spec, jobs.workers_from_topology(topology, leaf.switch, names), existing.get(leaf.switch, []), **options
         )
         parts[leaf.switch] = dataclasses.replace(job, uplink=(leaf_id, str(spine.service_ip)))
         service_ips[leaf.switch] = str(leaf.service_ip)
@@ -161,46 +165,28 @@ def fresh_writes(job: TwoLevelJob) -> dict[str, list[Write]]:
 def add_job(
     sessions: dict,
     topology,
-    job_id: int,
+    spec: JobSpec,
     hosts: list[str],
     *,
-    n_slots: int = jobs.DEFAULT_SLOTS,
     slot_base: int | None = None,
     epoch: int | None = None,
-    table: list[int] | None = None,
     rng: random.Random | None = None,
 ) -> TwoLevelJob:
-    """Add (or renew, with a fresh epoch) two-level job `job_id` through `sessions` (switch name ->
-    controller.session.SwitchSession, the spine's and every leaf's). `table`: the values the workers
-    decode with, compared with every leaf's lanes before anything is written (as `add_job` does on one
-    level); without it the leaves' installed table sizes the lanes."""
+    """Add (or renew, with a fresh epoch) two-level job `spec` through `sessions` (switch name ->
+    controller.session.SwitchSession, the spine's and every leaf's). Every switch's program and holdings
+    are checked before anything is written."""
     local = _local_hosts(topology, list(hosts))
     spine = topology.aggregation.switch
     needed = [spine] + [leaf.switch for leaf, _ in local]
     missing = [name for name in needed if name not in sessions]
     if missing:
-        raise BadInput(f"two-level job {job_id} needs a session to {', '.join(missing)}")
-    values = set()
-    for leaf, _ in local:
-        values.add(sessions[leaf.switch].table_max_value(job_id, table))
-    if None in values:
-        raise JobRefused(
-            f"job {job_id}: a leaf has no lookup table installed, so the sums' size is unknown: install one on "
-            "every leaf first (thc-ctl table install --topology T --switch LEAF)"
-        )
-    if len(values) > 1:
-        raise JobRefused(f"job {job_id}: the leaves hold different tables (largest values {sorted(values)})")
+        raise BadInput(f"two-level job {spec.job_id} needs a session to {', '.join(missing)}")
+    words = {sessions[name].cell_words() for name in needed}
+    if len(words) > 1:
+        raise JobRefused(f"job {spec.job_id}: the switches run programs with different cells ({sorted(words)} words)")
     existing = {name: sessions[name].installed_jobs() for name in needed}
     planned = plan(
-        topology,
-        job_id,
-        list(hosts),
-        values.pop(),
-        existing,
-        n_slots=n_slots,
-        slot_base=slot_base,
-        epoch=epoch,
-        rng=rng,
+        topology, spec, list(hosts), existing, words=words.pop(), slot_base=slot_base, epoch=epoch, rng=rng
     )
     for name in needed:
         sessions[name].install_job(planned.parts[name], service_ip=planned.service_ips[name])

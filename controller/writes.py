@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
 
-from controller import contract, wire
-from controller.p4info import P4Info, canonical
+from controller.p4info import P4Info
+from spec import contract
 
 INSERT, MODIFY, DELETE = "insert", "modify", "delete"
 _P4RT_KIND = {
@@ -54,7 +54,7 @@ Write = TableWrite | GroupWrite
 # ---- P4Runtime ----------------------------------------------------------------------------------
 
 
-def to_update(p4info: P4Info, write: Write, lanes: int = contract.THC_PAIRS) -> p4runtime_pb2.Update:
+def to_update(p4info: P4Info, write: Write) -> p4runtime_pb2.Update:
     """The P4Runtime Update of one write, names resolved through the P4Info."""
     if isinstance(write, GroupWrite):
         pre = p4runtime_pb2.PacketReplicationEngineEntry()
@@ -64,51 +64,16 @@ def to_update(p4info: P4Info, write: Write, lanes: int = contract.THC_PAIRS) -> 
         return p4runtime_pb2.Update(
             type=_P4RT_KIND[write.kind], entity=p4runtime_pb2.Entity(packet_replication_engine_entry=pre)
         )
-    spec = contract.table_spec(write.table, lanes)
+    spec = contract.table_spec(write.table)
     match = {name: value for (name, _, _), value in zip(spec.keys, write.match)}
     params = {name: value for (name, _), value in zip(spec.params, write.params)} if write.action else None
     entry = p4info.table_entry(write.table, match, write.action, params)
     return p4runtime_pb2.Update(type=_P4RT_KIND[write.kind], entity=p4runtime_pb2.Entity(table_entry=entry))
 
 
-class LaneEncoder:
-    """Lookup-lane writes as serialized Updates, without protobuf objects (controller/wire.py: thousands of
-    entries per table install, ~50x faster than building messages with pure-Python protobuf)."""
-
-    def __init__(self, p4info: P4Info, lanes: int):
-        self._ids = {}
-        for i in range(lanes):
-            table = p4info.table(contract.lut_table(i))
-            action = p4info.action(contract.lut_action(i))
-            self._ids[table.preamble.name] = (
-                table.preamble.id,
-                table.match_fields[0].id,
-                action.preamble.id,
-                action.params[0].id,
-            )
-
-    def encode(self, write: TableWrite) -> bytes:
-        table_id, field_id, action_id, param_id = self._ids[write.table]
-        (key,) = write.match
-        if write.kind == DELETE:
-            return wire.exact_update(_P4RT_KIND[DELETE], table_id, field_id, canonical(key))
-        (w,) = write.params
-        return wire.exact_update(
-            _P4RT_KIND[write.kind], table_id, field_id, canonical(key), action_id, param_id, canonical(w)
-        )
-
-
-def to_updates(p4info: P4Info, writes: list[Write], lanes: int = contract.THC_PAIRS) -> list:
-    """Updates for `writes`, in order: lookup-lane entries serialized directly, everything else as messages."""
-    encoder = None
-    out = []
-    for write in writes:
-        if isinstance(write, TableWrite) and write.table.startswith(contract.LUT_PREFIX):
-            encoder = encoder or LaneEncoder(p4info, lanes)
-            out.append(encoder.encode(write))
-        else:
-            out.append(to_update(p4info, write, lanes))
-    return out
+def to_updates(p4info: P4Info, writes: list[Write]) -> list[p4runtime_pb2.Update]:
+    """Updates for `writes`, in order."""
+    return [to_update(p4info, write) for write in writes]
 
 
 # ---- in-process engine --------------------------------------------------------------------------

@@ -3,9 +3,9 @@
 p4/README.md is the contract in prose; this module is the same contract for code. The controller, the host
 agents, the topology model, the benchmarks and the tests import it instead of retyping a name or a limit,
 and tests/p4/test_contract.py parses p4/config.p4, p4/headers.p4 and the compiled P4Info and fails when
-they disagree with it. `check_p4info` compares a switch's P4Info with it at run time, so a switch running
-another program (or an older build) is reported by the first missing or different object instead of
-failing later with an opaque P4Runtime error.
+they disagree with it. The controller compares a switch's P4Info with it at run time
+(controller/pipeline.py), so a switch running another program (or an older build) is reported by the
+first missing or different object instead of failing later with an opaque P4Runtime error.
 """
 
 import struct
@@ -13,12 +13,10 @@ from dataclasses import dataclass
 
 from p4.config.v1 import p4info_pb2
 
-from controller.errors import PipelineMismatch
-
 # ---- wire format (config.p4, headers.p4) ---------------------------------------------------------
 
 THC_UDP_PORT = 21576  # 0x5448, "TH": UDP destination port of requests and results
-THC_VERSION = 1
+THC_VERSION = 2  # 2: wide cells and the job key (version 1 carried 64 coordinates a request)
 
 OP_NORM, OP_THC, OP_FIX32 = 1, 2, 3
 KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX, KIND_RELEASE, KIND_PARTIAL = 0, 1, 2, 3, 4
@@ -43,14 +41,50 @@ THC_HEADER_FIELDS = (
     ("lane_bits", 8),
     ("round", 32),
     ("value", 32),
+    ("key", 32),
 )
-THC_HEADER = struct.Struct("!BBBBHBBII")  # the same 16 bytes, op/kind packed in one byte
+THC_HEADER = struct.Struct("!BBBBHBBIII")  # the same 20 bytes, op/kind packed in one byte
 THC_HEADER_BYTES = THC_HEADER.size
+FRAME_HEADER_BYTES = 14 + 20 + 8 + THC_HEADER_BYTES  # Ethernet, IPv4 (no options), UDP, THC: 62
 
-THC_PAIRS = 32  # index bytes per THC request in the default build (-DTHC_PAIRS=16|64: variants)
-THC_PAIRS_VARIANTS = (16, 32, 64)
-RESULT_LANE_BITS = (8, 16)  # THC result lanes, chosen per job
-FIX32_LANE_BITS = 32
+# A packet's lane_bits: what its payload's lanes are (LANES_* in config.p4).
+LANES_NONE, LANES_8, LANES_16, LANES_INT32 = 0, 8, 16, 32
+THC_LANE_BITS = (LANES_8, LANES_16)  # THC sums: 8-bit lanes when n * g <= 255, else 16 (per job)
+
+# A cell is WORDS 64-bit register words (THC_WORDS); a request carries what one cell holds.
+WORD_BYTES = 8
+WORDS = 128  # the default build: 1 KiB cells, the largest whose result frame fits a 1500-byte MTU
+WORDS_VARIANTS = (32, 64, 128)  # p4/build/variants/thc_words{32,64}.json and the default build
+MTU = 1500  # the links' MTU the default build is sized for
+
+
+def lanes_per_word(lane_bits: int) -> int:
+    """Coordinates (THC) or values (FIX32) one 64-bit word holds."""
+    if lane_bits not in (LANES_8, LANES_16, LANES_INT32):
+        raise ValueError(f"lane_bits={lane_bits}: the program's lanes are 8, 16 (THC) or 32 (FIX32) bits")
+    return 64 // lane_bits
+
+
+def per_request(lane_bits: int, words: int = WORDS) -> int:
+    """Coordinates a THC request (8- or 16-bit lanes) or values a FIX32 request (32) carries."""
+    return words * lanes_per_word(lane_bits)
+
+
+def request_payload_bytes(op: int, lane_bits: int, words: int = WORDS) -> int:
+    """Bytes after the THC header of a REQUEST: 4-bit indices for THC, the words for FIX32, none for NORM."""
+    if op == OP_NORM:
+        return 0
+    if op == OP_THC:
+        return per_request(lane_bits, words) // 2
+    if op == OP_FIX32:
+        return words * WORD_BYTES
+    raise ValueError(f"unknown THC op {op}")
+
+
+def result_payload_bytes(op: int, words: int = WORDS) -> int:
+    """Bytes after the THC header of a RESULT, RESULT_RETX or PARTIAL: the cell's words (none for NORM)."""
+    return 0 if op == OP_NORM else words * WORD_BYTES
+
 
 # ---- compile-time limits (config.p4 and the table sizes) -----------------------------------------
 
@@ -58,8 +92,9 @@ SLOTS = 1024  # THC_SLOTS: slots shared by all jobs
 CELLS = 2 * SLOTS  # THC_CELLS: two cells per slot (the shadow copy)
 MAX_WORKERS = 32  # THC_MAX_WORKERS: worker ids 0..31, the bitmap is 32 bits
 MAX_BITS = 4  # bits per index: two indices per byte
-SUM_LANE_MAX = 0xFFFF  # each coordinate's sum lives in a 16-bit lane: n * g <= 65535
-RESULT8_MAX = 0xFF  # 8-bit result lanes carry sums up to 255
+TABLE_VALUE_MAX = 0xFF  # table values are bytes of the job's value vector: g <= 255
+SUM_LANE_MAX = 0xFFFF  # the widest sum lane is 16 bits: n * g <= 65535
+LANE8_MAX = 0xFF  # 8-bit lanes carry sums up to 255
 JOB_ID_MAX = 0xFF  # hdr.thc.job_id is 8 bits
 EPOCH_MAX = 0xFFFF  # epochs are 1..65535, never 0
 JOBS_CAPACITY = 64  # size of the jobs table
@@ -79,11 +114,11 @@ SET_JOB = "ThcIngress.job_check.set_job"
 UNKNOWN_JOB = "ThcIngress.job_check.unknown_job"  # jobs' default action
 UPLINK = "ThcIngress.job_check.uplink"  # two-level aggregation: a leaf's way to the spine
 TO_SPINE = "ThcIngress.job_check.to_spine"
-BAD_INDEX = "ThcIngress.index_lookup.bad_index"  # every lookup lane's default action
+VALUES = "ThcIngress.index_lookup.values"  # a job's lookup table, keyed by the job
+SET_VALUES = "ThcIngress.index_lookup.set_values"
+BAD_INDEX = "ThcIngress.index_lookup.bad_index"  # values' default action: the job has no table
 RESULT_DST = "ThcEgress.result_dst"
 SET_RESULT_DST = "ThcEgress.set_result_dst"
-LUT_PREFIX = "ThcIngress.index_lookup.lut_"
-SET_W_PREFIX = "ThcIngress.index_lookup.set_w_"
 THC_EVENTS = "ThcIngress.thc_events"
 THC_JOB_EVENTS = "ThcIngress.thc_job_events"
 
@@ -103,23 +138,16 @@ SET_JOB_PARAMS = (
     ("worker_mask", 32),
     ("lane_bits", 8),
     ("epoch", 16),
+    ("key", 32),
 )
 
-
-def lut_table(lane: int) -> str:
-    return f"{LUT_PREFIX}{lane}"
-
-
-def lut_action(lane: int) -> str:
-    return f"{SET_W_PREFIX}{lane}"
+# set_values' parameters: V[0..7] in values_lo, V[8..15] in values_hi (V[j] in bits 8(j % 8) + 7 .. 8(j % 8)),
+# and the index bits a table of 2^b entries never uses, in each of eight nibbles.
+SET_VALUES_PARAMS = (("values_lo", 64), ("values_hi", 64), ("index_mask", 32))
 
 
-def lut_field(lane: int) -> str:
-    return f"hdr.thc_idx.p{lane}"
-
-
-def acc_register(lane: int) -> str:
-    return f"{ACC_PREFIX}{lane}"
+def acc_register(word: int) -> str:
+    return f"{ACC_PREFIX}{word}"
 
 
 # Events counted in ThcIngress.thc_events, by index (config.p4's EV_* constants without the prefix).
@@ -145,6 +173,8 @@ EVENTS = (
     "RELEASE_IGNORED",
     "PARTIAL_RESENT",
     "FANNED_OUT",
+    "DROP_BAD_KEY",
+    "DROP_LANE_MISMATCH",
 )
 EVENT_INDEX = {name: i for i, name in enumerate(EVENTS)}
 
@@ -169,78 +199,33 @@ class TableSpec:
     size: int
 
 
-def table_specs(lanes: int = THC_PAIRS) -> list[TableSpec]:
-    """Every table the controller writes, with its key and the action it installs."""
-    specs = [
-        TableSpec(IPV4_LPM, (("hdr.ipv4.dstAddr", 32, _LPM),), IPV4_FORWARD, (("dstAddr", 48), ("port", 9)), 1024),
-        TableSpec(SERVICE_ADDR, (("hdr.ipv4.dstAddr", 32, _EXACT),), SERVE, (), 16),
-        TableSpec(JOBS, (("hdr.thc.job_id", 8, _EXACT),), SET_JOB, SET_JOB_PARAMS, JOBS_CAPACITY),
-        TableSpec(UPLINK, (("hdr.thc.job_id", 8, _EXACT),), TO_SPINE, (("leaf_id", 8), ("spine_addr", 32)), 64),
-        TableSpec(
-            RESULT_DST,
-            (("hdr.thc.job_id", 8, _EXACT), ("standard_metadata.egress_rid", 16, _EXACT)),
-            SET_RESULT_DST,
-            (("dmac", 48), ("dip", 32)),
-            2048,
-        ),
-    ]
-    specs += [
-        TableSpec(lut_table(i), ((lut_field(i), 8, _EXACT),), lut_action(i), (("w", 32),), 256) for i in range(lanes)
-    ]
-    return specs
+TABLE_SPECS = (
+    TableSpec(IPV4_LPM, (("hdr.ipv4.dstAddr", 32, _LPM),), IPV4_FORWARD, (("dstAddr", 48), ("port", 9)), 1024),
+    TableSpec(SERVICE_ADDR, (("hdr.ipv4.dstAddr", 32, _EXACT),), SERVE, (), 16),
+    TableSpec(JOBS, (("hdr.thc.job_id", 8, _EXACT),), SET_JOB, SET_JOB_PARAMS, JOBS_CAPACITY),
+    TableSpec(UPLINK, (("hdr.thc.job_id", 8, _EXACT),), TO_SPINE, (("leaf_id", 8), ("spine_addr", 32)), 64),
+    TableSpec(VALUES, (("hdr.thc.job_id", 8, _EXACT),), SET_VALUES, SET_VALUES_PARAMS, JOBS_CAPACITY),
+    TableSpec(
+        RESULT_DST,
+        (("hdr.thc.job_id", 8, _EXACT), ("standard_metadata.egress_rid", 16, _EXACT)),
+        SET_RESULT_DST,
+        (("dmac", 48), ("dip", 32)),
+        2048,
+    ),
+)
 
 
-def table_spec(name: str, lanes: int = THC_PAIRS) -> TableSpec:
-    for spec in table_specs(lanes):
+def table_spec(name: str) -> TableSpec:
+    for spec in TABLE_SPECS:
         if spec.name == name:
             return spec
     raise KeyError(f"'{name}' is not a table of the THC program's contract")
 
 
-def lane_count(p4info: p4info_pb2.P4Info) -> int:
-    """Number of lookup lanes (THC_PAIRS): lut_0 .. lut_{n-1} present in the P4Info."""
-    names = {t.preamble.name for t in p4info.tables}
-    lanes = 0
-    while lut_table(lanes) in names:
-        lanes += 1
-    return lanes
-
-
-def check_p4info(p4info: p4info_pb2.P4Info, where: str) -> int:
-    """Raise PipelineMismatch naming the first contract object `p4info` lacks; return the lane count.
-
-    `where` says whose P4Info it is ("the switch s1", "p4/build/thc.p4info.txtpb").
-    """
-    tables = {t.preamble.name: t for t in p4info.tables}
-    actions = {a.preamble.name: a for a in p4info.actions}
-    hint = "it is not the THC program of p4/ (push it with `thc-ctl push`)"
-    if not tables:
-        raise PipelineMismatch(f"{where} has no P4 program: push one with `thc-ctl push`")
-    lanes = lane_count(p4info)
-    for spec in table_specs(max(lanes, 1)):  # the lanes come last: name the plain tables first
-        table = tables.get(spec.name)
-        if table is None:
-            raise PipelineMismatch(f"{where} has no table '{spec.name}': {hint}")
-        fields = {mf.name: mf for mf in table.match_fields}
-        for name, width, match_type in spec.keys:
-            mf = fields.get(name)
-            if mf is None or mf.bitwidth != width or mf.match_type != match_type:
-                raise PipelineMismatch(
-                    f"{where}: table '{spec.name}' has no {width}-bit "
-                    f"{p4info_pb2.MatchField.MatchType.Name(match_type).lower()} key '{name}': {hint}"
-                )
-        action = actions.get(spec.action)
-        if action is None or action.preamble.id not in {ref.id for ref in table.action_refs}:
-            raise PipelineMismatch(f"{where}: table '{spec.name}' has no action '{spec.action}': {hint}")
-        params = {p.name: p.bitwidth for p in action.params}
-        for name, width in spec.params:
-            if params.get(name) != width:
-                raise PipelineMismatch(f"{where}: action '{spec.action}' has no {width}-bit parameter '{name}': {hint}")
-    counters = {c.preamble.name: c for c in p4info.counters}
-    events = counters.get(THC_EVENTS)
-    if events is None or events.size < len(EVENTS):
-        raise PipelineMismatch(f"{where} has no counter '{THC_EVENTS}' with {len(EVENTS)} cells: {hint}")
-    job_events = counters.get(THC_JOB_EVENTS)
-    if job_events is None or job_events.size != JOB_EVENT_CELLS:
-        raise PipelineMismatch(f"{where} has no counter '{THC_JOB_EVENTS}' with {JOB_EVENT_CELLS} cells: {hint}")
-    return lanes
+def cell_words(p4info: p4info_pb2.P4Info) -> int:
+    """Register words per cell (THC_WORDS) of a compiled program: its acc_0 .. acc_{W-1} registers."""
+    names = {r.preamble.name for r in p4info.registers}
+    words = 0
+    while acc_register(words) in names:
+        words += 1
+    return words

@@ -34,39 +34,47 @@ def nowhere() -> list[str]:
     return ["--grpc-addr", f"127.0.0.1:{free_tcp_port()}", "--connect-timeout", "0.2"]
 
 
-def test_a_table_that_is_not_increasing_is_refused_before_connecting():
-    status, _, err = cli("table", "install", "--values", "0,20,10,30", *nowhere())
-    assert_one_line(status, err, "--values 0,20,10,30", "not increasing", "V[2] = 10 < V[1] = 20", "like 0,10,20,30")
+def job_add(tmp_path, *options) -> tuple[int, str, str]:
+    """`thc-ctl job add` on a star whose switch listens nowhere: what is wrong must show before connecting."""
+    topo = json.loads((REPO / "topologies" / "star4.json").read_text())
+    topo["switches"]["s1"]["grpc_port"] = free_tcp_port()
+    path = tmp_path / "star4.json"
+    path.write_text(json.dumps(topo))
+    return cli("job", "add", "--topology", path, "--id", 1, "--workers", "h1,h2", "--connect-timeout", "0.2", *options)
+
+
+@pytest.mark.parametrize("bits, g, levels", [(2, 2, 4), (4, 8, 16)])
+def test_a_table_with_g_below_its_levels_is_refused_before_connecting(tmp_path, bits, g, levels):
+    """With g < 2**b - 1 some indices must share a value: the table wastes bits, which the job refuses."""
+    status, _, err = job_add(tmp_path, "--bits", bits, "--granularity", g)
+    assert_one_line(status, err, f"{levels} levels", f"at least {levels - 1}", f"got g={g}", "raise g or lower --bits")
     assert status == 1
 
 
 @pytest.mark.parametrize(
-    "argv, g, levels",
+    "options, words",
     [
-        (["--values", "0,0,1,1"], 1, 4),
-        (["--bits", "4", "--granularity", "8", "--clip", "1/32"], 8, 16),
+        (["--granularity", "256"], ["'granularity' = 256", "from 1 to 255"]),
+        (["--window", "300", "--slots", "256"], ["'window' = 300", "from 1 to 256"]),
+        (["--table", "optimal", "--clip", "0"], ["clip", "strictly between 0 and 1"]),
+        (["--key", "0"], ["--key 0", "1..2**32-1"]),
     ],
 )
-def test_a_table_with_g_below_its_levels_is_refused(argv, g, levels):
-    """With g < 2**b - 1 some indices must share a value: the table wastes bits, which thc-ctl refuses."""
-    status, _, err = cli("table", "install", *argv, *nowhere())
-    assert_one_line(status, err, f"{levels} levels", f"at least {levels - 1}", f"got g={g}", "raise g or lower --bits")
+def test_a_job_description_the_switch_cannot_run_is_refused_before_connecting(tmp_path, options, words):
+    status, _, err = job_add(tmp_path, *options)
+    assert_one_line(status, err, *words)
 
 
-def test_a_symmetric_increasing_table_still_passes_the_checks():
-    """The checks refuse only bad tables: a valid one gets as far as the (absent) switch."""
-    status, _, err = cli("table", "install", "--values", "0,10,20,30", *nowhere())
+def test_a_valid_job_still_passes_the_checks(tmp_path):
+    """The checks refuse only bad descriptions: a valid one gets as far as the (absent) switch."""
+    status, _, err = job_add(tmp_path, "--bits", "2", "--granularity", "3")
     assert status == 1 and "no P4Runtime server answers" in err
 
 
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (
-            ["table", "install", "--clip", "2"],
-            ["argument --clip", "strictly between 0 and 1", "see `thc-ctl table install --help`"],
-        ),
-        (["table", "install", "--bits", "four"], ["argument --bits", "'four'", "expected an integer (bits per index"]),
+        (["job", "add", "--bits", "four"], ["argument --bits", "'four'", "see `thc-ctl job add --help`"]),
         (["stats", "--grpc-addr", ""], ["argument --grpc-addr", "expected HOST:PORT, like 127.0.0.1:9559"]),
         (["stats", "--grpc-addr", "127.0.0.1:99999"], ["port 99999 is outside 1..65535"]),
         (["stats", "--grpc-addr", "127.0.0.1"], ["expected HOST:PORT"]),
@@ -100,7 +108,7 @@ def test_a_bad_grpc_port_in_the_topology_is_one_problem_not_also_an_unknown_swit
 def test_the_same_runs_as_a_process():
     """thc-ctl as a user runs it: the console script's exit status and stderr."""
     out = subprocess.run(
-        [str(Path(sys.executable).with_name("thc-ctl")), "table", "install", "--clip", "2"],
+        [str(Path(sys.executable).with_name("thc-ctl")), "job", "add", "--bits", "four"],
         capture_output=True,
         text=True,
         timeout=60,

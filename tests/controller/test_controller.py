@@ -8,19 +8,26 @@ import google.protobuf.text_format
 import pytest
 from p4.v1 import p4runtime_pb2
 
-from controller import contract, jobs, lookup_tables, wire, writes
+from controller import jobs, lookup_tables
 from controller.cli import run
 from controller.errors import BadInput, JobRefused, NotPrimary, PipelineMismatch, SwitchUnreachable, WriteRejected
 from controller.p4info import P4Info
 from controller.session import SwitchSession
 from controller.topology import Topology
+from spec import contract
+from spec.job import JobSpec
 from tests.support.mock_switch import MockSwitch, contract_p4info
 from tests.support.thc_ctl import cli, star4
 from topologies.targets import free_tcp_port
 
 Update = p4runtime_pb2.Update
-LANES = 2  # the mock's program: 2 lookup lanes keep the tests fast (the real one has 32)
-V4 = [0, 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 18, 20, 24, 27, 30]  # a 4-bit table, g = 30
+WORDS = contract.WORDS  # the mock's program has the default build's cells
+
+
+def spec(job_id: int, workers: int, **kw) -> JobSpec:
+    """A job's description with a fixed key (the tests spell the bytes sent)."""
+    kw.setdefault("key", 0xC0FFEE)
+    return JobSpec(job_id=job_id, workers=workers, **kw)
 
 
 def two_tier(port1: int, port2: int) -> dict:
@@ -35,7 +42,7 @@ def two_tier(port1: int, port2: int) -> dict:
 
 @pytest.fixture
 def mock():
-    switch = MockSwitch(contract_p4info(LANES))
+    switch = MockSwitch(contract_p4info(WORDS))
     switch.start()
     yield switch
     switch.stop()
@@ -73,7 +80,7 @@ def write_request(updates_txt: str, device_id=0, election=(0, 1)) -> p4runtime_p
 
 def test_push_sends_the_p4info_and_the_bmv2_json(mock, tmp_path):
     p4info_file, json_file = tmp_path / "thc.p4info.txtpb", tmp_path / "thc.json"
-    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
+    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(WORDS)))
     json_file.write_text('{"program": "thc.p4"}')
     with SwitchSession(mock.addr, 0, (0, 1), p4info_file, json_file) as s:
         result = s.push()
@@ -81,15 +88,15 @@ def test_push_sends_the_p4info_and_the_bmv2_json(mock, tmp_path):
         device_id=0, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
     )
     expected.election_id.low = 1
-    expected.config.p4info.CopyFrom(contract_p4info(LANES))
+    expected.config.p4info.CopyFrom(contract_p4info(WORDS))
     expected.config.p4_device_config = b'{"program": "thc.p4"}'
     assert mock.pipelines == [expected]
-    assert result["lanes"] == LANES
+    assert result["words"] == WORDS
 
 
 def test_push_refuses_a_p4info_that_is_not_the_thc_program(mock, tmp_path):
     p4info_file, json_file = tmp_path / "other.txtpb", tmp_path / "other.json"
-    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES, drop={contract.JOBS})))
+    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(WORDS, drop={contract.JOBS})))
     json_file.write_text("{}")
     with SwitchSession(mock.addr, p4info=p4info_file, bmv2_json=json_file) as s:
         with pytest.raises(PipelineMismatch, match=f"no table '{contract.JOBS}'"):
@@ -98,7 +105,7 @@ def test_push_refuses_a_p4info_that_is_not_the_thc_program(mock, tmp_path):
 
 
 def test_a_switch_running_another_program_is_named_by_its_missing_table():
-    other = MockSwitch(contract_p4info(LANES, drop={contract.RESULT_DST}))
+    other = MockSwitch(contract_p4info(WORDS, drop={contract.RESULT_DST}))
     other.start()
     try:
         with SwitchSession(other.addr, name="s1") as s:
@@ -166,42 +173,15 @@ def test_forwarding_on_two_tiers_routes_the_service_address_toward_the_aggregati
 # ---- lookup tables --------------------------------------------------------------------------------
 
 
-def test_lookup_entries_pack_two_indices_per_key_and_two_values_per_word(mock, session):
-    session.install_table([0, 5, 9, 30])
-    _, t, a = ids(mock)
-    expected = []
-    for lane in range(LANES):
-        for hi in range(4):
-            for lo in range(4):
-                w = [0, 5, 9, 30][hi] << 16 | [0, 5, 9, 30][lo]
-                key = hi << 4 | lo
-                expected.append(f"""updates {{ type: INSERT entity {{ table_entry {{
-                    table_id: {t[contract.lut_table(lane)]}
-                    match {{ field_id: 1 exact {{ value: "{_octal(key)}" }} }}
-                    action {{ action {{ action_id: {a[contract.lut_action(lane)]}
-                        params {{ param_id: 1 value: "{_octal(w)}" }} }} }} }} }} }}""")
-    assert mock.writes == [write_request("".join(expected))]
-    installed = session.installed_table()
-    assert (installed.values, installed.bits, installed.max_value, installed.consistent) == ([0, 5, 9, 30], 2, 30, True)
-
-
-def _octal(number: int) -> str:
-    data = number.to_bytes(max(1, (number.bit_length() + 7) // 8), "big")
-    return "".join(f"\\{b:03o}" for b in data)
-
-
-def test_reinstalling_replaces_the_table_with_the_fewest_updates(mock, session):
-    session.install_table(V4)
-    mock.clear_log()
-    assert session.install_table(V4)["inserted"] == 0 and mock.writes == []  # same table: nothing sent
-    result = session.install_table([0, 7])  # 1 bit: 4 keys stay (key 0 is unchanged), 252 go
-    assert (result["inserted"], result["modified"], result["deleted"]) == (0, 3 * LANES, 252 * LANES)
-    kinds = [u.type for u in mock.writes[0].updates]
-    assert kinds.count(Update.DELETE) == 252 * LANES
-    installed = session.installed_table()
-    assert (installed.values, installed.bits, installed.entries) == ([0, 7], 1, 4 * LANES)
-    lut0 = mock.table_entries(P4Info(mock.p4info).table(contract.lut_table(0)).preamble.id)
-    assert sorted(int.from_bytes(e.match[0].exact.value, "big") for e in lut0) == [0x00, 0x01, 0x10, 0x11]
+def test_a_jobs_table_is_the_bytes_of_two_words_and_a_mask_of_unused_index_bits():
+    values = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]
+    lo, hi, mask = lookup_tables.pack(values, 4)
+    assert [(lo >> (8 * j)) & 0xFF for j in range(8)] == values[:8]
+    assert [(hi >> (8 * j)) & 0xFF for j in range(8)] == values[8:]
+    assert mask == 0 and lookup_tables.unpack(lo, hi, mask) == (values, 4)
+    assert lookup_tables.pack([0, 10, 20, 30], 2)[2] == 0xCCCCCCCC  # b = 2: index bits 2 and 3 unused
+    assert lookup_tables.index_mask(3) == 0x88888888 and lookup_tables.index_mask(1) == 0xEEEEEEEE
+    assert lookup_tables.unpack(lo, hi, 0x12345678) is None
 
 
 @pytest.mark.parametrize(
@@ -209,51 +189,23 @@ def test_reinstalling_replaces_the_table_with_the_fewest_updates(mock, session):
     [
         ([0, 1, 2], "2\\*\\*b values"),
         (list(range(32)), "b = 1..4"),
-        ([0, 70000], "outside 0..65535"),
+        ([0, 300], "outside 0..255"),
         ([0, 1.5], "integers"),
     ],
 )
-def test_tables_the_program_cannot_hold_are_refused(session, values, message):
+def test_tables_the_program_cannot_hold_are_refused(values, message):
     with pytest.raises(BadInput, match=message):
-        session.install_table(values)
-
-
-def test_the_wire_encoding_is_byte_identical_to_protobuf(mock):
-    p4 = P4Info(mock.p4info)
-    lane_writes = lookup_tables.lut_writes(LANES, [0, 1, 2, 3], 2, [{0x12: 1, 0x99: 2}, {}])
-    updates = writes.to_updates(p4, lane_writes, LANES)
-    for raw, write in zip(updates, lane_writes, strict=True):
-        message = Update.FromString(raw)
-        assert message.SerializeToString() == raw
-        assert message == writes.to_update(p4, write, LANES)  # the fast path says what the P4Info path says
-    kinds = [wire.update_type(u) for u in updates]
-    assert (kinds.count(Update.INSERT), kinds.count(Update.MODIFY), kinds.count(Update.DELETE)) == (15 + 16, 1, 1)
-    # a read response decodes to the same (table, key, w) as protobuf sees it
-    response = p4runtime_pb2.ReadResponse()
-    for raw in updates[:40]:
-        response.entities.add().CopyFrom(Update.FromString(raw).entity)
-    decoded = wire.exact_entries([response.SerializeToString()])
-    assert decoded == [
-        (
-            e.table_entry.table_id,
-            int.from_bytes(e.table_entry.match[0].exact.value, "big"),
-            int.from_bytes(e.table_entry.action.action.params[0].value, "big")
-            if e.table_entry.action.action.params
-            else None,
-        )
-        for e in response.entities
-    ]
+        lookup_tables.check_values(values)
 
 
 # ---- jobs -----------------------------------------------------------------------------------------
 
 
 def test_job_add_writes_outputs_first_and_the_job_entry_last(mock, topo, session):
-    session.install_table(V4)
-    mock.clear_log()
-    job = session.add_job(3, ["h1", "h2", "h4"], topo, epoch=0x1234)
+    job = session.add_job(spec(3, 3), ["h1", "h2", "h4"], topo, epoch=0x1234)
     _, t, a = ids(mock)
     group = 0x1000 + 3
+    lo, hi, mask = lookup_tables.pack(spec(3, 3).table_values(), 4)
     replicas = "".join(f"replicas {{ egress_port: {port} instance: {rid} }}" for port, rid in ((1, 0), (2, 1), (4, 3)))
     dst = "".join(
         f"""updates {{ type: INSERT entity {{ table_entry {{
@@ -270,10 +222,17 @@ def test_job_add_writes_outputs_first_and_the_job_entry_last(mock, topo, session
             table_id: {t[contract.SERVICE_ADDR]}
             match {{ field_id: 1 exact {{ value: "\\x0a\\x00\\x00\\xfe" }} }}
             action {{ action {{ action_id: {a[contract.SERVE]} }} }} }} }} }}
+        updates {{ type: INSERT entity {{ table_entry {{
+            table_id: {t[contract.VALUES]}
+            match {{ field_id: 1 exact {{ value: "\\003" }} }}
+            action {{ action {{ action_id: {a[contract.SET_VALUES]}
+                params {{ param_id: 1 value: "{_octal(lo)}" }}
+                params {{ param_id: 2 value: "{_octal(hi)}" }}
+                params {{ param_id: 3 value: "{_octal(mask)}" }} }} }} }} }} }}
         updates {{ type: INSERT entity {{ packet_replication_engine_entry {{ multicast_group_entry {{
             multicast_group_id: {group} {replicas} }} }} }} }}
         {dst}"""
-    params = [(1, 3), (2, 0), (3, 256), (4, group), (5, 0b1011), (6, 8), (7, 0x1234)]
+    params = [(1, 3), (2, 0), (3, 256), (4, group), (5, 0b1011), (6, 8), (7, 0x1234), (8, 0xC0FFEE)]
     then = f"""
         updates {{ type: INSERT entity {{ table_entry {{
             table_id: {t[contract.JOBS]}
@@ -282,21 +241,27 @@ def test_job_add_writes_outputs_first_and_the_job_entry_last(mock, topo, session
                 {"".join(f'params {{ param_id: {i} value: "{_octal(v)}" }}' for i, v in params)} }} }} }} }} }}"""
     assert mock.writes == [write_request(first), write_request(then)]
     assert (job.n_workers, job.slot_base, job.n_slots, job.worker_mask, job.lane_bits) == (3, 0, 256, 0b1011, 8)
+    assert (job.key, job.table) == (0xC0FFEE, tuple(spec(3, 3).table_values()))
     [listed] = session.list_jobs(topo)
     assert listed == job
     assert [(w.worker_id, w.host, w.port) for w in listed.workers] == [(0, "h1", 1), (1, "h2", 2), (3, "h4", 4)]
 
 
+def _octal(number: int) -> str:
+    data = number.to_bytes(max(1, (number.bit_length() + 7) // 8), "big")
+    return "".join(f"\\{b:03o}" for b in data)
+
+
 def test_adding_a_job_again_starts_a_new_run_with_a_fresh_epoch(mock, topo, session):
-    session.install_table(V4)
-    first = session.add_job(1, ["h1", "h2"], topo)
-    session.add_job(2, ["h3", "h4"], topo)
+    first = session.add_job(spec(1, 2), ["h1", "h2"], topo)
+    session.add_job(spec(2, 2), ["h3", "h4"], topo)
     mock.clear_log()
-    second = session.add_job(1, ["h1", "h2", "h3"], topo)
+    second = session.add_job(spec(1, 3), ["h1", "h2", "h3"], topo)
     assert second.epoch != first.epoch and 1 <= second.epoch <= 0xFFFF
     assert second.slot_base == first.slot_base  # keeps its slots
     kinds = [(u.type, u.entity.WhichOneof("entity")) for r in mock.writes for u in r.updates]
     assert kinds == [
+        (Update.MODIFY, "table_entry"),  # the job's table
         (Update.MODIFY, "packet_replication_engine_entry"),
         (Update.MODIFY, "table_entry"),
         (Update.MODIFY, "table_entry"),
@@ -306,56 +271,53 @@ def test_adding_a_job_again_starts_a_new_run_with_a_fresh_epoch(mock, topo, sess
     jobs_by_id = {j.job_id: j for j in session.list_jobs()}
     assert jobs_by_id[1].epoch == second.epoch and jobs_by_id[1].n_workers == 3
     with pytest.raises(JobRefused, match="current one"):
-        session.add_job(1, ["h1"], topo, epoch=second.epoch)
+        session.add_job(spec(1, 1), ["h1"], topo, epoch=second.epoch)
+
+
+def test_a_job_without_a_key_gets_a_fresh_one(mock, topo, session):
+    job = session.add_job(JobSpec(job_id=1, workers=2), ["h1", "h2"], topo)
+    again = session.add_job(JobSpec(job_id=1, workers=2), ["h1", "h2"], topo)
+    assert 1 <= job.key < 2**32 and again.key != job.key
+    assert session.list_jobs()[0].key == again.key
+
+
+def test_jobs_hold_their_own_tables(mock, topo, session):
+    session.add_job(spec(1, 2, bits=2, granularity=60, table="uniform"), ["h1", "h2"], topo)
+    session.add_job(spec(2, 2), ["h3", "h4"], topo)
+    tables = {j.job_id: list(j.table) for j in session.list_jobs()}
+    assert tables == {1: [0, 20, 40, 60], 2: spec(2, 2).table_values()}
 
 
 def test_lane_width_follows_n_times_g(mock, topo, session):
-    session.install_table([0, 100])
-    assert session.add_job(1, ["h1", "h2"], topo).lane_bits == 8  # 2 * 100 <= 255
-    assert session.add_job(2, ["h1", "h2", "h3"], topo).lane_bits == 16  # 3 * 100 > 255
+    assert session.add_job(spec(1, 2, granularity=100), ["h1", "h2"], topo).lane_bits == 8  # 2 * 100 <= 255
+    assert session.add_job(spec(2, 3, granularity=100), ["h1", "h2", "h3"], topo).lane_bits == 16  # 300 > 255
 
 
-def test_jobs_whose_sums_overflow_the_lanes_are_refused(mock, topo, session):
-    session.install_table([0, 20000])
-    with pytest.raises(JobRefused, match=r"n\*g = 4\*20000 = 80000.*65535"):
-        session.add_job(1, ["h1", "h2", "h3", "h4"], topo)
+def test_a_description_for_other_cells_or_other_workers_is_refused(mock, topo, session):
+    with pytest.raises(JobRefused, match="128-word cells .1024 coordinates a request. but the job is described for 64"):
+        session.add_job(spec(1, 2, words=64), ["h1", "h2"], topo)
+    with pytest.raises(JobRefused, match="2 workers but the description counts 3"):
+        session.add_job(spec(1, 3), ["h1", "h2"], topo)
     assert session.list_jobs() == []
-
-
-def test_a_job_without_a_table_is_refused(session, topo):
-    with pytest.raises(JobRefused, match="no lookup table is installed"):
-        session.add_job(1, ["h1"], topo)
 
 
 def test_more_workers_than_the_bitmap_holds_are_refused():
     workers = [jobs.JobWorker(i % 32, "08:00:00:00:00:01", "10.0.0.1", 1) for i in range(33)]
-    with pytest.raises(JobRefused, match="at most 32"):
-        jobs.plan_job(1, workers, [], 30)
+    with pytest.raises(JobRefused, match="counts 32 workers"):
+        jobs.plan_job(JobSpec(job_id=1, workers=32), workers, [])
 
 
 def test_overlapping_slots_are_refused_and_free_ranges_are_found(mock, topo, session):
-    session.install_table(V4)
-    session.add_job(1, ["h1", "h2"], topo, n_slots=512)
+    session.add_job(spec(1, 2, slots=512), ["h1", "h2"], topo)
     with pytest.raises(JobRefused, match=r"overlap job 1's \[0, 512\)"):
-        session.add_job(2, ["h3", "h4"], topo, slot_base=100, n_slots=10)
-    assert session.add_job(2, ["h3", "h4"], topo, n_slots=512).slot_base == 512
+        session.add_job(spec(2, 2, slots=10, window=10), ["h3", "h4"], topo, slot_base=100)
+    assert session.add_job(spec(2, 2, slots=512), ["h3", "h4"], topo).slot_base == 512
     with pytest.raises(JobRefused, match="no free range of 1 slots among the 1024"):
-        session.add_job(3, ["h1"], topo, n_slots=1)
-    with pytest.raises(JobRefused, match="1024"):
-        session.add_job(3, ["h1"], topo, n_slots=2000)
-
-
-def test_a_table_that_would_overflow_an_installed_job_is_refused(mock, topo, session):
-    session.install_table([0, 60])
-    session.add_job(1, ["h1", "h2", "h3", "h4"], topo)  # 240: 8-bit results
-    with pytest.raises(JobRefused, match="8-bit result lanes"):
-        session.install_table([0, 100])
-    assert session.installed_table().values == [0, 60]
+        session.add_job(spec(3, 1, slots=1, window=1), ["h1"], topo)
 
 
 def test_job_remove_deletes_the_job_entry_first(mock, topo, session):
-    session.install_table(V4)
-    session.add_job(5, ["h1", "h2"], topo)
+    session.add_job(spec(5, 2), ["h1", "h2"], topo)
     mock.clear_log()
     removed = session.remove_job(5)
     assert removed.job_id == 5
@@ -363,9 +325,10 @@ def test_job_remove_deletes_the_job_entry_first(mock, topo, session):
     assert [(u.type, u.entity.table_entry.table_id) for u in first.updates] == [
         (Update.DELETE, P4Info(mock.p4info).table(contract.JOBS).preamble.id)
     ]
-    assert [u.type for u in then.updates] == [Update.DELETE] * 3
+    assert [u.type for u in then.updates] == [Update.DELETE] * 4  # two result_dst, the table, the group
     assert then.updates[-1].entity.packet_replication_engine_entry.multicast_group_entry.multicast_group_id == 0x1005
     assert session.list_jobs() == [] and mock.groups == {}
+    assert mock.table_entries(P4Info(mock.p4info).table(contract.VALUES).preamble.id) == []
     with pytest.raises(BadInput, match="no job 5"):
         session.remove_job(5)
     assert session.remove_job(5, missing_ok=True) is None
@@ -391,9 +354,8 @@ def test_stats_names_every_cell_and_sums_aggregated_packets(mock, session):
 
 
 def test_stats_reads_each_installed_jobs_events_from_the_per_job_counter(mock, topo, session):
-    session.install_table(V4)
-    session.add_job(1, ["h1", "h2"], topo)
-    session.add_job(2, ["h3", "h4"], topo)
+    session.add_job(spec(1, 2), ["h1", "h2"], topo)
+    session.add_job(spec(2, 2), ["h3", "h4"], topo)
     job_counter = P4Info(mock.p4info).counter(contract.THC_JOB_EVENTS).preamble.id
     mock.counters = {
         (job_counter, contract.job_event_cell(1, "COMPLETED")): (5, 500),
@@ -413,7 +375,7 @@ def test_stats_reads_each_installed_jobs_events_from_the_per_job_counter(mock, t
 def test_apply_reads_tutorials_runtime_files_and_is_idempotent(mock, tmp_path):
     p4info_file = tmp_path / "build" / "prog.p4info.txtpb"
     p4info_file.parent.mkdir()
-    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
+    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(WORDS)))
     (tmp_path / "build" / "prog.json").write_text("{}")
     runtime = tmp_path / "s1-runtime.json"
     runtime.write_text(
@@ -476,10 +438,10 @@ def test_an_unreachable_switch_names_the_address_and_what_to_check():
             s.read_stats()
 
 
-def test_a_backup_controller_is_told_who_is_primary(mock, session):
+def test_a_backup_controller_is_told_who_is_primary(mock, topo, session):
     mock.primary_election_id = (0, 9)
     with pytest.raises(NotPrimary, match="holds election id 0,9 and ours is 0,1; pass a higher --election-id"):
-        session.install_table([0, 1])
+        session.install_forwarding(topo)
     assert mock.writes == []
 
 
@@ -507,7 +469,6 @@ def test_a_rejected_entry_shows_the_switch_error_for_that_entry(mock, topo, sess
 COMMANDS = [
     ["push"],
     ["forwarding"],
-    ["table", "install"],
     ["table", "show"],
     ["job", "add"],
     ["job", "remove"],
@@ -531,25 +492,31 @@ def test_cli_end_to_end_on_one_switch(mock, tmp_path):
     topo_file = tmp_path / "star4.json"
     topo_file.write_text(json.dumps(star4(port)))
     assert cli("forwarding", "--topology", str(topo_file))[0] == 0
-    status, out, err = cli("table", "install", "--values", ",".join(map(str, V4)), "--topology", str(topo_file))
-    assert status == 0 and "s1: table b=4 max value 30" in out, err
-    status, out, _ = cli(
-        "job", "add", "--topology", str(topo_file), "--id", "1", "--workers", "h1,h2,h3,h4", "--slots", "64", "--json"
-    )
+    saved = tmp_path / "job1.json"
+    status, out, err = cli(
+        "job", "add", "--topology", str(topo_file), "--id", "1", "--workers", "h1,h2,h3,h4", "--window", "64",
+        "--slots", "64", "--bits", "3", "--save", str(saved), "--json",
+    )  # fmt: skip
+    assert status == 0, err
     added = json.loads(out)
-    assert status == 0 and added["worker_mask"] == 0xF and added["n_slots"] == 64 and added["lane_bits"] == 8
+    assert added["worker_mask"] == 0xF and added["n_slots"] == 64 and added["lane_bits"] == 8
+    described = JobSpec.load(saved)  # what the workers get: the job's description with the switch's key
+    assert (described.job_id, described.workers, described.bits, described.window) == (1, 4, 3, 64)
+    assert described.key == added["key"] != 0 and list(added["table"]) == described.table_values()
+    status, out, _ = cli("table", "show", "--grpc-addr", mock.addr)
+    assert status == 0 and f"job 1: V={described.table_values()} (b=3, g=30), 8-bit lanes" in out
     status, out, _ = cli("job", "list", "--grpc-addr", mock.addr, "--json")
     assert status == 0 and [j["epoch"] for j in json.loads(out)] == [added["epoch"]]
     status, out, _ = cli("stats", "--grpc-addr", mock.addr, "--json")
     assert status == 0 and json.loads(out)["aggregated"] == 0
     status, out, _ = cli("show", "--grpc-addr", mock.addr)
-    assert status == 0 and "lut_0..1: 512 entries, V=" in out and "multicast group 4097" in out
+    assert status == 0 and f"{contract.VALUES}: 1 entries" in out and "multicast group 4097" in out
     status, out, _ = cli("job", "remove", "--grpc-addr", mock.addr, "--id", "1")
     assert status == 0 and "job 1 removed" in out
 
 
 def test_cli_all_programs_every_switch_of_the_topology(tmp_path):
-    s1, s2 = MockSwitch(contract_p4info(LANES)), MockSwitch(contract_p4info(LANES))
+    s1, s2 = MockSwitch(contract_p4info(WORDS)), MockSwitch(contract_p4info(WORDS))
     try:
         ports = [int(m.start().rsplit(":", 1)[1]) for m in (s1, s2)]
         s2.device_id = 1
@@ -583,25 +550,22 @@ def test_dry_run_prints_the_request_a_live_run_sends(mock, tmp_path, topo):
 
 def test_dry_run_without_a_switch_encodes_with_the_p4info_file(tmp_path):
     p4info_file = tmp_path / "thc.p4info.txtpb"
-    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
+    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(WORDS)))
+    topo_file = tmp_path / "star4.json"
+    topo_file.write_text(json.dumps(star4(free_tcp_port())))
     status, out, err = cli(
-        "table",
-        "install",
-        "--values",
-        "0,1",
-        "--grpc-addr",
-        f"127.0.0.1:{free_tcp_port()}",
-        "--connect-timeout",
-        "0.2",
-        "--dry-run",
-        "--p4info",
-        str(p4info_file),
-    )
+        "job", "add", "--id", "1", "--workers", "h1,h2", "--topology", str(topo_file), "--connect-timeout", "0.2",
+        "--dry-run", "--p4info", str(p4info_file),
+    )  # fmt: skip
     assert status == 0, err
     assert "computed against an empty switch" in err
-    printed = p4runtime_pb2.WriteRequest()
-    google.protobuf.text_format.Merge(out, printed)
-    assert len(printed.updates) == 4 * LANES and all(u.type == Update.INSERT for u in printed.updates)
+    requests = [chunk for chunk in out.split("# WriteRequest")[1:]]
+    first, then = (p4runtime_pb2.WriteRequest() for _ in range(2))
+    google.protobuf.text_format.Merge(requests[0].split("\n", 1)[1], first)
+    google.protobuf.text_format.Merge(requests[1].split("\n", 1)[1], then)
+    kinds = [u.entity.WhichOneof("entity") for u in first.updates]
+    assert kinds == ["table_entry", "table_entry", "packet_replication_engine_entry", "table_entry", "table_entry"]
+    assert len(then.updates) == 1 and all(u.type == Update.INSERT for u in [*first.updates, *then.updates])
 
 
 @pytest.mark.parametrize(
@@ -610,12 +574,14 @@ def test_dry_run_without_a_switch_encodes_with_the_p4info_file(tmp_path):
         (["stats", "--grpc-addr", "127.0.0.1:{free}", "--connect-timeout", "0.2"], "no P4Runtime server answers at"),
         (["job", "add", "--id", "1", "--workers", "h1", "--grpc-addr", "{addr}"], "needs --topology"),
         (["job", "add", "--id", "1", "--workers", "h9", "--topology", "{topo}"], "unknown host 'h9'"),
-        (["job", "add", "--id", "300", "--workers", "h1", "--topology", "{topo}"], "must be 0..255"),
-        (["table", "install", "--bits", "4", "--grpc-addr", "{addr}"], "needs --bits, --granularity and --clip"),
+        (["job", "add", "--id", "300", "--workers", "h1", "--topology", "{topo}"], "from 0 to 255"),
+        (["job", "add", "--id", "1", "--workers", "h1", "--bits", "6", "--topology", "{topo}"], "'bits' = 6"),
+        (["job", "add", "--id", "1", "--workers", "h1", "--granularity", "300", "--topology", "{topo}"], "1 to 255"),
         (
-            ["table", "install", "--bits", "6", "--granularity", "30", "--clip", "1/32", "--grpc-addr", "{addr}"],
-            "1..4 bits",
+            ["job", "add", "--id", "1", "--workers", "h1,h2", "--job", "{missing}", "--topology", "{topo}"],
+            "cannot read",
         ),
+        (["job", "add", "--id", "1", "--workers", "h1", "--clip", "2", "--topology", "{topo}"], "strictly between"),
         (["stats", "--switch", "s1"], "--switch needs --topology"),
         (["stats", "--election-id", "x", "--grpc-addr", "{addr}"], "election id"),
         (["apply", "{missing}", "--grpc-addr", "{addr}"], "cannot read runtime file"),
@@ -644,14 +610,14 @@ def test_bad_input_is_one_line_and_exit_status_1(mock, tmp_path, argv, message):
 
 
 def test_usage_errors_exit_2(capsys):
-    assert run(["job", "add", "--workers", "h1"]) == 2  # --id missing
-    assert "--id" in capsys.readouterr().err
+    assert run(["job", "add", "--id", "1"]) == 2  # --workers missing
+    assert "--workers" in capsys.readouterr().err
     assert run(["frobnicate"]) == 2
 
 
 def test_dry_run_push_elides_the_bmv2_json(tmp_path):
     p4info_file, json_file = tmp_path / "thc.p4info.txtpb", tmp_path / "thc.json"
-    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(LANES)))
+    p4info_file.write_text(google.protobuf.text_format.MessageToString(contract_p4info(WORDS)))
     json_file.write_text('{"program": "thc.p4"}')
     argv = [
         "push",
@@ -669,40 +635,23 @@ def test_dry_run_push_elides_the_bmv2_json(tmp_path):
     assert status == 0 and "# config.p4_device_config: 21 bytes of BMv2 JSON (elided)" in out
     printed = p4runtime_pb2.SetForwardingPipelineConfigRequest()
     google.protobuf.text_format.Merge(out, printed)
-    assert printed.config.p4info == contract_p4info(LANES) and printed.action == printed.VERIFY_AND_COMMIT
+    assert printed.config.p4info == contract_p4info(WORDS) and printed.action == printed.VERIFY_AND_COMMIT
     status, out, _ = cli(*argv, "--json")
     [request] = json.loads(out)["dry_run"]
     assert status == 0 and request["type"] == "SetForwardingPipelineConfigRequest"
     assert request["p4_device_config_bytes"] == 21 and "p4_device_config" not in request["config"]
 
 
-def test_table_install_computes_the_table_with_thc(mock, monkeypatch):
-    import thc
-
-    if not hasattr(thc, "make_table"):  # thc/ is written concurrently: a stand-in, in tests only
-
-        class _Table:
-            def __init__(self, bits, g):
-                self.values = [round(i * g / (2**bits - 1)) for i in range(2**bits)]
-
-        monkeypatch.setattr(thc, "make_table", lambda bits, g, clip, kind: _Table(bits, g), raising=False)
-    expected = [int(v) for v in thc.make_table(3, 30, 1 / 32, "uniform").values]
-    status, out, err = cli(
-        "table",
-        "install",
-        "--bits",
-        "3",
-        "--granularity",
-        "30",
-        "--clip",
-        "1/32",
-        "--kind",
-        "uniform",
-        "--grpc-addr",
-        mock.addr,
-        "--json",
-    )
+def test_a_job_file_is_the_description_it_installs(mock, tmp_path):
+    port = int(mock.addr.rsplit(":", 1)[1])
+    topo_file = tmp_path / "star4.json"
+    topo_file.write_text(json.dumps(star4(port)))
+    described = tmp_path / "described.json"
+    JobSpec(job_id=4, workers=2, granularity=60, table="uniform", bits=2, key=77).save(described)
+    status, out, err = cli("job", "add", "--topology", str(topo_file), "--workers", "h1,h2", "--job", str(described),
+                           "--json")  # fmt: skip
     assert status == 0, err
-    assert json.loads(out)["values"] == expected
-    with SwitchSession(mock.addr) as s:
-        assert s.installed_table().values == expected
+    added = json.loads(out)
+    assert (added["job_id"], added["key"], added["table"]) == (4, 77, [0, 20, 40, 60])
+    status, _, err = cli("job", "add", "--topology", str(topo_file), "--workers", "h1", "--job", str(described))
+    assert status == 1 and "names 1 hosts but" in err

@@ -16,9 +16,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from controller import contract
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
+from spec import contract
+from spec.job import JobSpec
 from tests.support import paths
+from tests.support import thc_packets as tp
 from tests.support.thc_ctl import cli, star4
 
 REPO = paths.REPO
@@ -46,59 +48,60 @@ def switch(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def table_values():
-    from thc import make_table
-
-    return [int(v) for v in make_table(4, 30, 1 / 32, "optimal").values]
-
-
-@pytest.fixture(scope="module")
-def programmed(switch, table_values):
-    """push, forwarding and table install through the CLI, as a user runs them."""
-    for argv in (["push"], ["forwarding"], ["table", "install", "--bits", 4, "--granularity", 30, "--clip", "1/32"]):
+def programmed(switch):
+    """push and forwarding through the CLI, as a user runs them."""
+    for argv in (["push"], ["forwarding"]):
         status, out, err = cli(*argv, "--topology", switch.topo)
         assert status == 0, err
     return switch
 
 
-def test_push_forwarding_and_table_read_back(programmed, table_values):
+def test_push_and_forwarding_read_back(programmed):
     with SwitchSession(programmed.addr, name="s1") as s:
         shown = s.show()
-    table = shown["lookup_table"]
+        assert s.cell_words() == contract.WORDS
     routes = {e["match"]["hdr.ipv4.dstAddr"][0]: e["action_params"] for e in shown["tables"][contract.IPV4_LPM]}
     for i in range(1, 5):
         assert routes[f"10.0.0.{i}"] == {"dstAddr": f"08:00:00:00:00:0{i}", "port": i}
     assert [e["match"] for e in shown["tables"][contract.SERVICE_ADDR]] == [{"hdr.ipv4.dstAddr": "10.0.0.254"}]
-    assert (table["values"], table["bits"], table["entries"], table["consistent"]) == (table_values, 4, 32 * 256, True)
+    assert shown["tables"][contract.VALUES] == []  # tables come with jobs
     status, out, _ = cli("forwarding", "--topology", programmed.topo)
     assert status == 0 and "nothing to change" in out
 
 
-def test_a_smaller_table_replaces_the_installed_one(programmed, table_values):
+def test_a_job_brings_its_table_and_takes_it_away(programmed):
+    def table():
+        with SwitchSession(programmed.addr, name="s1") as s:
+            return {j.job_id: list(j.table) for j in s.list_jobs()}
+
+    add = ["job", "add", "--topology", programmed.topo, "--id", 6, "--workers", "h1,h2", "--window", 16]
+    assert cli(*add, "--bits", 2, "--granularity", 60, "--table", "uniform")[0] == 0
+    assert table() == {6: [0, 20, 40, 60]}
+    assert cli(*add)[0] == 0  # a new run with the default description: 4 bits, g = 30
+    assert table() == {6: JobSpec(job_id=6, workers=2).table_values()}
+    assert cli("job", "remove", "--topology", programmed.topo, "--id", 6)[0] == 0
     with SwitchSession(programmed.addr, name="s1") as s:
-        small = s.install_table([0, 10, 20, 30])
-        assert (small["deleted"], s.installed_table().entries) == (32 * 240, 32 * 16)
-        again = s.install_table(table_values)
-        assert (again["inserted"], again["modified"]) == (32 * 240, 32 * 15)  # key 0 (V[0] = 0) unchanged
-        assert s.installed_table(all_lanes=False).values == table_values
+        assert s.show()["tables"][contract.VALUES] == []
 
 
 def test_job_add_list_renew_remove(programmed):
     status, out, err = cli(
-        "job", "add", "--topology", programmed.topo, "--id", 7, "--workers", "h1,h3", "--slots", 16, "--json"
+        "job", "add", "--topology", programmed.topo, "--id", 7, "--workers", "h1,h3", "--window", 16, "--json"
     )
     assert status == 0, err
     added = json.loads(out)
+    del added["spec"]
     with SwitchSession(programmed.addr, name="s1") as s:
         [listed] = s.list_jobs()
         groups = s.multicast_groups()
     assert listed.to_dict() == {**added, "workers": [{**w, "host": None} for w in added["workers"]]}
+    assert added["n_slots"] == 256 and added["key"] != 0  # the window's slots, at least 256; a fresh key
     assert {
         "multicast_group_id": 0x1007,
         "replicas": [{"egress_port": 1, "instance": 0}, {"egress_port": 3, "instance": 2}],
     } in groups
     status, out, _ = cli(
-        "job", "add", "--topology", programmed.topo, "--id", 7, "--workers", "h1,h3", "--slots", 16, "--json"
+        "job", "add", "--topology", programmed.topo, "--id", 7, "--workers", "h1,h3", "--window", 16, "--json"
     )
     renewed = json.loads(out)
     assert status == 0 and renewed["epoch"] != added["epoch"] and renewed["slot_base"] == added["slot_base"]
@@ -110,59 +113,47 @@ def test_job_add_list_renew_remove(programmed):
         assert all(g["multicast_group_id"] != 0x1007 for g in s.multicast_groups())
 
 
-def test_a_job_whose_workers_decode_with_another_table_is_refused_naming_both(programmed, table_values):
-    from controller.errors import TableMismatch
+def test_a_job_framed_for_other_cells_is_refused_before_anything_is_written(programmed):
+    from controller.errors import JobRefused
     from controller.topology import Topology
-    from thc import make_table
 
     topo = Topology.load(programmed.topo)
-    other = [int(v) for v in make_table(4, 30, 1 / 16, "optimal").values]
-    assert other != table_values
     with SwitchSession(programmed.addr, name="s1") as s:
-        with pytest.raises(TableMismatch) as refused:
-            s.add_job(9, ["h1", "h2"], topo, table=other)
-        assert str(other) in str(refused.value) and str(table_values) in str(refused.value)
-        assert all(j.job_id != 9 for j in s.list_jobs())  # refused before anything was written
-        job = s.add_job(9, ["h1", "h2"], topo, table=table_values)  # the switch's own table is accepted
-        assert job.job_id == 9
-        s.remove_job(9)
+        with pytest.raises(JobRefused, match=r"128-word cells .* described for 32-word cells \(256\)"):
+            s.add_job(JobSpec(job_id=9, workers=2, words=32), ["h1", "h2"], topo)
+        assert all(j.job_id != 9 for j in s.list_jobs())
 
 
-def test_the_installed_job_aggregates_packets_and_stats_count_them(programmed, table_values):
-    from host_agent.wire import KIND_REQUEST, KIND_RESULT, OP_THC, Endpoint, FrameBuilder, parse_frame
+def test_the_installed_job_aggregates_packets_and_stats_count_them(programmed):
+    from controller.topology import Topology
 
-    service = Endpoint("02:00:00:00:00:fe", "10.0.0.254")
+    service = ("02:00:00:00:00:fe", "10.0.0.254")
+    spec = JobSpec(job_id=2, workers=2, window=8, slots=8)
+    table = np.array(spec.table_values())
     with SwitchSession(programmed.addr, name="s1") as s:
-        from controller.topology import Topology
-
         topo = Topology.load(programmed.topo)
-        job = s.add_job(2, ["h2", "h4"], topo, n_slots=8)
+        job = s.add_job(spec, ["h2", "h4"], topo)
         before = s.read_stats()
         engine = programmed.device.engine
         rng = np.random.default_rng(1)
-        indices = {w: rng.integers(0, 16, 64) for w in (1, 3)}
+        indices = {w: rng.integers(0, 16, spec.coords_per_request) for w in (1, 3)}
         outputs = []
         for worker_id, host in ((1, "h2"), (3, "h4")):
             h = topo.hosts[host]
-            frame = FrameBuilder(Endpoint(h.mac, h.address), service).frame(
-                OP_THC,
-                KIND_REQUEST,
-                job.job_id,
-                worker_id,
-                slot=3,
-                round_=0,
-                payload=bytes(((indices[worker_id][0::2] << 4) | indices[worker_id][1::2]).astype(np.uint8)),
-            )
+            frame = tp.frame(
+                (h.mac, h.address), service, op=contract.OP_THC, job_id=job.job_id, worker_id=worker_id, slot=3,
+                lane_bits=spec.lane_bits, key=job.key, payload=tp.pack_indices(indices[worker_id]),
+            )  # fmt: skip
             outputs.append(engine.process(worker_id + 1, frame))
         after = s.read_stats()
         s.remove_job(2)
     assert outputs[0] == []  # the first contribution waits
-    results = {port: parse_frame(frame) for port, frame in outputs[1]}
+    results = {port: tp.Parsed.of(frame) for port, frame in outputs[1]}
     assert sorted(results) == [2, 4]  # one copy toward each worker
-    expected = np.array(table_values)[indices[1]] + np.array(table_values)[indices[3]]
+    expected = table[indices[1]] + table[indices[3]]
     for port, result in results.items():
-        assert (result.kind, result.job_id, result.worker_id, result.count) == (KIND_RESULT, 2, port - 1, 2)
-        assert result.lane_bits == 8 and list(result.payload) == list(expected)
+        assert (result.kind, result.job_id, result.worker_id, result.count) == (contract.KIND_RESULT, 2, port - 1, 2)
+        assert result.lane_bits == 8 and result.lanes() == list(expected)
     assert after.packets("CONSUMED") - before.packets("CONSUMED") == 1
     assert after.packets("COMPLETED") - before.packets("COMPLETED") == 1
     assert after.aggregated - before.aggregated == 2
@@ -217,16 +208,19 @@ def test_a_rejected_entry_quotes_the_switch(programmed):
 def test_a_second_controller_is_told_about_the_election_id(programmed):
     from controller.connection import SwitchConnection
     from controller.errors import NotPrimary
+    from controller.topology import Topology
 
+    topo = Topology.load(programmed.topo)
+    spec = JobSpec(job_id=8, workers=1)
     holder = SwitchConnection(programmed.addr, 0, (0, 7))
     try:
         holder.become_primary()
         with SwitchSession(programmed.addr, election_id=(0, 7), name="s1") as same:
             with pytest.raises(NotPrimary, match="uses election id 0,7; pass another --election-id"):
-                same.install_table([0, 1])
+                same.add_job(spec, ["h1"], topo)
         with SwitchSession(programmed.addr, election_id=(0, 3), name="s1") as lower:
             with pytest.raises(NotPrimary, match="holds election id 0,7 and ours is 0,3"):
-                lower.install_table([0, 1])
+                lower.add_job(spec, ["h1"], topo)
     finally:
         holder.close()
 
@@ -332,11 +326,9 @@ def test_apply_programs_a_tutorials_style_switch(tmp_path):
         assert status == 0 and "dstAddr=10.0.2.0/24 -> ipv4_forward(dstAddr=08:00:00:00:02:22, port=2)" in out
         status, _, err = cli("stats", "--grpc-addr", addr)
         assert status == 1 and f"no table '{contract.IPV4_LPM}'" in err
-        from host_agent.wire import Endpoint, FrameBuilder
-
-        frame = FrameBuilder(
-            Endpoint("08:00:00:00:03:33", "10.0.3.3"), Endpoint("00:00:00:00:00:01", "10.0.2.7")
-        ).frame(1, 0, 0, 0, 0, 0)
+        frame = tp.frame(
+            ("08:00:00:00:03:33", "10.0.3.3"), ("00:00:00:00:00:01", "10.0.2.7"), op=1, job_id=0, worker_id=0
+        )
         [(port, out_frame)] = device.engine.process(3, frame)
         assert port == 2 and out_frame[:6] == bytes.fromhex("080000000222")
     finally:

@@ -10,29 +10,26 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from scapy.layers.l2 import Ether
 
-from controller import contract
 from controller.session import DEFAULT_BMV2_JSON, SwitchSession
 from controller.topology import Topology
-from host_agent.layers import THC, THCResult8
+from spec import contract
+from spec.job import JobSpec
+from tests.support import thc_packets as tp
 from tests.support.leaf_spine import walk, worker_request
 from tests.support.paths import REPO
-from tests.support.targets import program_summary
 from tests.support.thc_ctl import cli
-from thc import make_table
 from thc.aggregate import reference_aggregate
 
 pytestmark = pytest.mark.skipif(not DEFAULT_BMV2_JSON.exists(), reason="p4/build/thc.json not built")
 
-TABLE = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")
 HOSTS = [f"h{i}" for i in range(1, 9)]
 
 
 @pytest.fixture(scope="module")
 def fabric(tmp_path_factory):
     """leaf_spine8 with each switch's P4Runtime server on an ephemeral loopback port, programmed like
-    thc-run does it: pipeline and routes everywhere, the THC table on the leaves."""
+    thc-run does it: pipeline and routes everywhere (each job brings its table to the leaves)."""
     from emulator.p4rt.device import Device
     from emulator.p4runtime_server import P4RuntimeServer
 
@@ -48,32 +45,37 @@ def fabric(tmp_path_factory):
     for argv in (["push", "--all"], ["forwarding", "--all"]):
         status, _, err = cli(*argv, "--topology", path)
         assert status == 0, err
-    for leaf in ("s1", "s2"):
-        status, _, err = cli("table", "install", "--values", ",".join(map(str, TABLE.values)), "--topology", path,
-                             "--switch", leaf)  # fmt: skip
-        assert status == 0, err
     yield SimpleNamespace(path=path, topo=topo, devices=devices)
     for server in servers:
         server.stop()
 
 
-def aggregate(fabric, job_id: int, hosts: list[str], slot: int, rnd: int, seed: int) -> tuple[dict, list]:
+def add(fabric, job_id: int, hosts: list[str], *options) -> tuple[dict, JobSpec]:
+    """`thc-ctl job add` on the fabric: its JSON answer and the description the workers get (with the key)."""
+    status, out, err = cli("job", "add", "--topology", fabric.path, "--id", job_id, "--workers", ",".join(hosts),
+                           *options, "--json")  # fmt: skip
+    assert status == 0, err
+    job = json.loads(out)
+    return job, JobSpec.from_dict(job["spec"])
+
+
+def aggregate(fabric, spec: JobSpec, hosts: list[str], slot: int, rnd: int, seed: int) -> tuple[dict, list]:
     """One round of `hosts` through the fabric: what each host received, and the reference sums."""
-    coords = program_summary()["coords"]
     rng = np.random.default_rng(seed)
-    idx = {h: rng.integers(0, 16, size=coords, dtype=np.uint8) for h in hosts}
-    frames = [(h, worker_request(fabric.topo, h, job_id, slot, rnd, idx[h])) for h in hosts]
+    idx = {h: rng.integers(0, 16, size=spec.coords_per_request, dtype=np.uint8) for h in hosts}
+    frames = [(h, worker_request(fabric.topo, h, spec, slot, rnd, idx[h])) for h in hosts]
     received = walk(fabric.topo, lambda sw, port, f: fabric.devices[sw].engine.process(port, f), frames)
-    return received, list(reference_aggregate([idx[h] for h in hosts], TABLE))
+    table = spec.thc_config().make_table()
+    return received, [int(v) for v in reference_aggregate([idx[h] for h in hosts], table)]
 
 
 def assert_exact(received: dict, expected: list, hosts: list[str], topo) -> None:
     assert sorted(received) == sorted(hosts)
     for host in hosts:
         (frame,) = received[host]
-        thc = Ether(frame)[THC]
+        thc = tp.Parsed.of(frame)
         assert (thc.kind, thc.count, thc.worker_id) == (1, len(hosts), topo.worker_id(host)), host
-        assert list(thc[THCResult8].sums) == expected, host
+        assert thc.lanes() == expected, host
 
 
 def held(fabric) -> dict:
@@ -94,11 +96,10 @@ def held(fabric) -> dict:
 
 
 def test_job_add_installs_spine_and_leaves_and_aggregates_exactly(fabric):
-    status, out, err = cli("job", "add", "--topology", fabric.path, "--id", 3, "--workers", ",".join(HOSTS),
-                           "--slots", 8, "--json")  # fmt: skip
-    assert status == 0, err
-    job = json.loads(out)
+    job, spec = add(fabric, 3, HOSTS, "--window", 8, "--slots", 8)
     assert (job["two_level"], job["n_workers"], job["lane_bits"]) == (True, 8, 8)
+    assert {part["key"] for part in job["parts"].values()} == {spec.key} and spec.key != 0
+    assert [bool(part["table"]) for part in job["parts"].values()] == [False, True, True]  # no lookups at the spine
     assert {name: part["n_workers"] for name, part in job["parts"].items()} == {"s0": 2, "s1": 4, "s2": 4}
     assert {part["epoch"] for part in job["parts"].values()} == {job["epoch"]}
     assert held(fabric) == {
@@ -107,7 +108,7 @@ def test_job_add_installs_spine_and_leaves_and_aggregates_exactly(fabric):
         "s2": {"jobs": [3], "uplink": [(3, 1)], "groups": [0x1003]},
     }
     for q in range(3):
-        received, expected = aggregate(fabric, 3, HOSTS, slot=q, rnd=0, seed=q)
+        received, expected = aggregate(fabric, spec, HOSTS, slot=q, rnd=0, seed=q)
         assert_exact(received, expected, HOSTS, fabric.topo)
 
     status, out, err = cli("job", "list", "--topology", fabric.path)
@@ -115,12 +116,9 @@ def test_job_add_installs_spine_and_leaves_and_aggregates_exactly(fabric):
     assert "job 3: 8 workers" in out and "s1 (leaf 0): 4 of the job's inputs: h1, h2, h3, h4" in out
 
     # a re-add is a new run: a fresh epoch on every switch, the same slots, and round 0 aggregates again
-    status, out, err = cli("job", "add", "--topology", fabric.path, "--id", 3, "--workers", ",".join(HOSTS),
-                           "--slots", 8, "--json")  # fmt: skip
-    assert status == 0, err
-    renewed = json.loads(out)
+    renewed, spec = add(fabric, 3, HOSTS, "--window", 8, "--slots", 8)
     assert renewed["epoch"] != job["epoch"] and renewed["slot_base"] == job["slot_base"]
-    received, expected = aggregate(fabric, 3, HOSTS, slot=0, rnd=0, seed=9)
+    received, expected = aggregate(fabric, spec, HOSTS, slot=0, rnd=0, seed=9)
     assert_exact(received, expected, HOSTS, fabric.topo)
 
     status, out, err = cli("job", "remove", "--topology", fabric.path, "--id", 3)
@@ -134,15 +132,13 @@ def test_survivors_of_a_failure_are_a_second_job_next_to_the_first(fabric):
     """What the runner's failover does: the seven survivors as a new job id, with the old job still in
     place (a survivor that is behind may still need its stored results)."""
     survivors = [h for h in HOSTS if h != "h3"]
-    for job_id, hosts in ((1, HOSTS), (2, survivors)):
-        status, _, err = cli("job", "add", "--topology", fabric.path, "--id", job_id, "--workers", ",".join(hosts),
-                             "--slots", 16)  # fmt: skip
-        assert status == 0, err
+    specs = {job_id: add(fabric, job_id, hosts, "--window", 16, "--slots", 16)[1]
+             for job_id, hosts in ((1, HOSTS), (2, survivors))}  # fmt: skip
     status, out, _ = cli("job", "list", "--topology", fabric.path, "--json")
     listed = {j["job_id"]: j for j in json.loads(out)}
     assert (listed[1]["slot_base"], listed[2]["slot_base"]) == (0, 16)  # a range free on every switch
     assert listed[2]["parts"]["s1"]["n_workers"] == 3 and listed[2]["n_workers"] == 7
-    received, expected = aggregate(fabric, 2, survivors, slot=5, rnd=0, seed=4)
+    received, expected = aggregate(fabric, specs[2], survivors, slot=5, rnd=0, seed=4)
     assert_exact(received, expected, survivors, fabric.topo)
     for job_id in (1, 2):
         assert cli("job", "remove", "--topology", fabric.path, "--id", job_id)[0] == 0
@@ -151,6 +147,10 @@ def test_survivors_of_a_failure_are_a_second_job_next_to_the_first(fabric):
 def test_a_job_too_large_for_the_lanes_is_refused_before_anything_is_written(fabric, tmp_path):
     status, _, err = cli("job", "add", "--topology", fabric.path, "--id", 4, "--workers", "h1,h2", "--slots", 2000)
     assert status == 1 and "slots" in err
+    status, _, err = cli("job", "add", "--topology", fabric.path, "--id", 4, "--workers", ",".join(HOSTS),
+                         "--granularity", 40)  # fmt: skip
+    assert status == 0, err  # 8 * 40 = 320: 16-bit lanes on all three switches
+    assert cli("job", "remove", "--topology", fabric.path, "--id", 4)[0] == 0
     assert all(state["jobs"] == [] for state in held(fabric).values())
     status, _, err = cli("job", "add", "--topology", fabric.path, "--id", 4, "--workers", "h1,h9")
     assert status == 1 and "h9" in err

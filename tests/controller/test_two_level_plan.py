@@ -7,21 +7,18 @@ import ipaddress
 
 import numpy as np
 import pytest
-from scapy.layers.inet import IP
-from scapy.layers.l2 import Ether
 
 from controller import two_level
 from controller.errors import BadInput
 from controller.topology import Topology
-from host_agent.layers import THC, THCResult8
+from spec.job import JobSpec
+from tests.support import thc_packets as tp
 from tests.support.leaf_spine import walk, worker_request
 from tests.support.paths import REPO
-from tests.support.targets import THC_JSON, SoftwareTarget, program_summary
-from thc import make_table
+from tests.support.targets import THC_JSON, SoftwareTarget
 from thc.aggregate import reference_aggregate
 
 TOPOLOGY = REPO / "topologies" / "leaf_spine8.json"
-TABLE = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")
 
 
 def test_the_topology_file_selects_two_levels_and_each_hosts_leaf():
@@ -45,37 +42,33 @@ def test_a_leaf_must_be_a_known_switch_other_than_the_spine():
 def test_one_level_topologies_are_refused():
     topo = Topology.load(REPO / "topologies" / "two_tier.json")
     with pytest.raises(BadInput):
-        two_level.plan(topo, 1, list(topo.workers), 30)
+        two_level.plan(topo, JobSpec(job_id=1, workers=4), list(topo.workers))
 
 
 @pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built")
 def test_planned_writes_aggregate_all_eight_workers_exactly():
     topo = Topology.load(TOPOLOGY)
-    plan = two_level.fresh_writes(
-        two_level.plan(topo, 5, list(topo.workers), int(max(TABLE.values)), n_slots=4, epoch=9)
-    )
+    spec = JobSpec(job_id=5, workers=8, window=4, slots=4, key=0xABCD)
+    plan = two_level.fresh_writes(two_level.plan(topo, spec, list(topo.workers), epoch=9))
     switches = {name: SoftwareTarget() for name in topo.switches}
     for name, sw in switches.items():
         for route in topo.routes(name):
             net = ipaddress.IPv4Network(route.prefix)
             sw.add_route(int(net.network_address), net.prefixlen, int(route.dst_mac.replace(":", ""), 16), route.port)
         sw.apply(plan[name])
-    for leaf in topo.aggregation.leaves:
-        switches[leaf.switch].install_table(TABLE.values, TABLE.bits)
 
-    coords = program_summary()["coords"]
     rng = np.random.default_rng(7)
-    idx = [rng.integers(0, 16, size=coords, dtype=np.uint8) for _ in topo.workers]
-    requests = [(host, worker_request(topo, host, 5, 1, 0, idx[w])) for w, host in enumerate(topo.workers)]
+    idx = [rng.integers(0, 16, size=spec.coords_per_request, dtype=np.uint8) for _ in topo.workers]
+    requests = [(host, worker_request(topo, host, spec, 1, 0, idx[w])) for w, host in enumerate(topo.workers)]
     received = {
         host: frames[0] for host, frames in walk(topo, lambda sw, port, f: switches[sw].send(port, f), requests).items()
     }
     assert sorted(received) == sorted(topo.workers)
-    expected = list(reference_aggregate(idx, TABLE))
+    expected = [int(v) for v in reference_aggregate(idx, spec.thc_config().make_table())]
     for host, frame in received.items():
-        thc = Ether(frame)[THC]
-        assert (thc.kind, thc.count, thc.worker_id) == (1, 8, topo.worker_id(host))
-        assert Ether(frame)[IP].dst == topo.hosts[host].address
-        assert list(thc[THCResult8].sums) == expected
+        thc = tp.Parsed.of(frame)
+        assert (thc.kind, thc.count, thc.worker_id, thc.key) == (1, 8, topo.worker_id(host), spec.key)
+        assert thc.dst_ip == topo.hosts[host].address
+        assert thc.lanes() == expected
     for sw in switches.values():
         sw.close()

@@ -9,7 +9,7 @@ import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
-from controller import contract
+from spec import contract
 from tests.support import paths
 
 P4_DIR = paths.P4_DIR
@@ -54,8 +54,8 @@ def test_p4info_has_the_contract_tables(p4info):
         contract.SERVICE_ADDR: [("hdr.ipv4.dstAddr", 32)],
         contract.JOBS: [("hdr.thc.job_id", 8)],
         contract.RESULT_DST: [("hdr.thc.job_id", 8), ("standard_metadata.egress_rid", 16)],
+        contract.VALUES: [("hdr.thc.job_id", 8)],
     }
-    expected.update({contract.lut_table(i): [(f"hdr.thc_idx.p{i}", 8)] for i in range(32)})
     for name, keys in expected.items():
         assert name in tables, f"{name} missing from the P4Info"
         assert [(m.name, m.bitwidth) for m in tables[name].match_fields] == keys
@@ -71,11 +71,11 @@ def test_p4info_has_the_contract_actions(p4info):
         ("worker_mask", 32),
         ("lane_bits", 8),
         ("epoch", 16),
+        ("key", 32),
     ]
     assert actions[contract.IPV4_FORWARD] == [("dstAddr", 48), ("port", 9)]
     assert actions[contract.SET_RESULT_DST] == [("dmac", 48), ("dip", 32)]
-    for i in range(32):
-        assert actions[contract.lut_action(i)] == [("w", 32)]
+    assert actions[contract.SET_VALUES] == [("values_lo", 64), ("values_hi", 64), ("index_mask", 32)]
 
 
 def test_p4info_has_the_event_counter(p4info):
@@ -91,4 +91,9 @@ def test_bmv2_json_is_a_p4c_v1model_program():
     assert contract.SLOT_TAG in names
     widths = {r["name"]: r["bitwidth"] for r in program["register_arrays"]}
     assert widths[contract.SLOT_TAG] == 52  # epoch << 36 | op << 32 | round
-    assert {contract.acc_register(i) for i in range(32)} <= names
+    assert {contract.acc_register(i) for i in range(contract.WORDS)} <= names
+    assert {widths[contract.acc_register(i)] for i in range(contract.WORDS)} == {64}
+    headers = {h["name"]: h["header_type"] for h in program["headers"]}
+    types = {t["name"]: t["fields"] for t in program["header_types"]}
+    assert sum(f[1] for f in types[headers["thc_words"]]) == 64 * contract.WORDS
+    assert sum(f[1] for f in types[headers["thc_idx8"]]) == 4 * contract.per_request(contract.LANES_8)

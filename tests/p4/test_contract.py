@@ -1,4 +1,4 @@
-"""controller/contract.py says what the P4 program fixes; these tests read p4/config.p4, p4/headers.p4, the
+"""spec/contract.py says what the P4 program fixes; these tests read p4/config.p4, p4/headers.p4, the
 table declarations and the compiled P4Info, and fail when the contract module disagrees with any of them."""
 
 import ast
@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from controller import contract
 from controller.p4info import load_p4info
+from controller.pipeline import check_p4info
+from spec import contract
 from tests.support import paths
 
 CONFIG = (paths.P4_DIR / "config.p4").read_text()
@@ -29,7 +30,10 @@ def test_wire_constants_and_limits_match_config_p4():
     assert contract.SLOTS == p4_const("THC_SLOTS") and contract.CELLS == p4_const("THC_CELLS")
     assert contract.EVENT_CELLS == p4_const("THC_EVENTS")
     assert contract.JOB_IDS == p4_const("THC_JOB_IDS") and contract.JOB_EVENT_CELLS == p4_const("THC_JOB_EVENTS")
-    assert contract.THC_PAIRS == p4_const("THC_PAIRS")
+    assert contract.WORDS == p4_const("THC_WORDS")
+    for name in ("LANES_NONE", "LANES_8", "LANES_16", "LANES_INT32"):
+        assert getattr(contract, name) == p4_const(name)
+    assert 20 + 8 + contract.THC_HEADER_BYTES == 20 + p4_const("THC_L4_BYTES")
     for name, value in contract.OP_NAMES.items():
         assert p4_const(f"OP_{value}") == name
     for name, value in contract.KIND_NAMES.items():
@@ -50,22 +54,33 @@ def test_thc_header_layout_matches_headers_p4():
     assert sum(bits for _, bits in fields) == 8 * contract.THC_HEADER_BYTES
 
 
-@pytest.mark.parametrize("variant", [None, 16, 64])
+@pytest.mark.parametrize("variant", [None, 32, 64])
 def test_every_table_and_action_of_the_contract_is_in_the_p4info(variant):
-    path = paths.THC_P4INFO if variant is None else paths.BUILD / "variants" / f"thc_pairs{variant}.p4info.txtpb"
+    path = paths.THC_P4INFO if variant is None else paths.BUILD / "variants" / f"thc_words{variant}.p4info.txtpb"
     p4info = load_p4info(path)
-    lanes = contract.check_p4info(p4info, str(path))  # names, keys, parameter orders and widths
-    assert lanes == (variant or contract.THC_PAIRS)
+    words = check_p4info(p4info, str(path))  # names, keys, parameter orders and widths
+    assert words == (variant or contract.WORDS)
     tables = {t.preamble.name: t for t in p4info.tables}
     actions = {a.preamble.name: a for a in p4info.actions}
-    for spec in contract.table_specs(lanes):
+    for spec in contract.TABLE_SPECS:
         assert tables[spec.name].size == spec.size, spec.name
         assert [(p.name, p.bitwidth) for p in actions[spec.action].params] == list(spec.params), spec.action
-    registers = {r.preamble.name for r in p4info.registers}
+    registers = {r.preamble.name: r for r in p4info.registers}
     expected = {contract.SLOT_TAG, contract.SLOT_BITMAP, contract.SLOT_REMAINING, contract.SLOT_COUNT}
     expected |= {contract.NORM_MAX}
-    expected |= {contract.acc_register(i) for i in range(lanes)}
-    assert expected <= registers
+    expected |= {contract.acc_register(i) for i in range(words)}
+    assert expected <= set(registers)
+    assert {registers[contract.acc_register(i)].type_spec.bitstring.bit.bitwidth for i in range(words)} == {64}
+
+
+def test_a_request_and_a_result_fit_the_mtu():
+    for lanes in contract.THC_LANE_BITS:
+        thc = contract.request_payload_bytes(contract.OP_THC, lanes)
+        assert thc == contract.per_request(lanes) // 2 and 20 + 8 + contract.THC_HEADER_BYTES + thc <= contract.MTU
+    result = contract.result_payload_bytes(contract.OP_THC)
+    assert result == contract.WORDS * contract.WORD_BYTES
+    assert 20 + 8 + contract.THC_HEADER_BYTES + result <= contract.MTU
+    assert contract.per_request(contract.LANES_8) == 1024 and contract.per_request(contract.LANES_INT32) == 256
 
 
 def p4_names_spelled(path) -> list[int]:
@@ -88,7 +103,7 @@ def p4_names_spelled(path) -> list[int]:
 
 def test_a_p4_name_is_spelled_only_in_the_contract():
     """Every package, bench and test names the program's tables, actions, registers and counters through
-    controller/contract.py."""
+    spec/contract.py."""
     spelled = []
     for folder in ("controller", "host_agent", "topologies", "bench", "tests", "thc", "emulator"):
         for path in (paths.REPO / folder).rglob("*.py"):

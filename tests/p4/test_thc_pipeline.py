@@ -1,7 +1,8 @@
 """Packet-level tests of the THC program (p4/README.md is the contract), on every target present.
 
-Frames are crafted and dissected with the Scapy layers of host_agent.layers; expected sums come from
-thc's reference aggregator, never from the switch itself.
+Frames are built and read from spec/contract.py (tests/support/thc_packets.py); expected sums come from
+thc's reference aggregator, never from the switch itself. A request carries one cell: 1,024 coordinates
+with 8-bit lanes, 512 with 16-bit lanes, 256 int32 for FIX32 (with the default 128-word cells).
 """
 
 from __future__ import annotations
@@ -10,39 +11,42 @@ import struct
 
 import numpy as np
 import pytest
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
-from scapy.packet import raw
 
-from host_agent.layers import THC, THCFix32, THCIndices, THCResult8, THCResult16
-from tests.support.targets import THC_JSON, Bmv2Target, SoftwareTarget, bmv2_binary, program_summary
+from spec import contract
+from tests.support import thc_packets as tp
+from tests.support.targets import THC_JSON, Bmv2Target, SoftwareTarget, bmv2_binary, program_words
 from thc import make_table
 from thc.aggregate import reference_aggregate
 
 pytestmark = pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built")
 
-PORT = 21576
-SERVICE_IP, SERVICE_MAC = "10.0.0.254", "00:00:00:00:00:fe"
-JOB, GROUP = 7, 70
+SERVICE = ("00:00:00:00:00:fe", "10.0.0.254")
+JOB, GROUP, KEY = 7, 70, 0x5EC2E7A1
 N = 3
-K = program_summary()["coords"] if THC_JSON.exists() else 64
+WORDS = program_words() if THC_JSON.exists() else contract.WORDS
+K8, K16, KFIX = (contract.per_request(lanes, WORDS) for lanes in (8, 16, 32))
 TABLE = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")
+NORM, THC, FIX32 = contract.OP_NORM, contract.OP_THC, contract.OP_FIX32
+REQUEST, RESULT, RESULT_RETX, RELEASE, PARTIAL = (
+    contract.KIND_REQUEST,
+    contract.KIND_RESULT,
+    contract.KIND_RESULT_RETX,
+    contract.KIND_RELEASE,
+    contract.KIND_PARTIAL,
+)
+LANES_OF = {NORM: 0, THC: 8, FIX32: 32}
 
 
 def ip_int(ip: str) -> int:
-    return struct.unpack("!I", bytes(int(x) for x in ip.split(".")))[0]
+    return struct.unpack("!I", tp.ip_bytes(ip))[0]
 
 
 def mac_int(mac: str) -> int:
     return int(mac.replace(":", ""), 16)
 
 
-def worker_ip(w: int) -> str:
-    return f"10.0.0.{w + 1}"
-
-
-def worker_mac(w: int) -> str:
-    return f"00:00:00:00:00:{w + 1:02x}"
+def worker(w: int) -> tuple[str, str]:
+    return f"00:00:00:00:00:{w + 1:02x}", f"10.0.0.{w + 1}"
 
 
 def worker_port(w: int) -> int:
@@ -59,6 +63,21 @@ TARGETS = [
 ]
 
 
+def set_job(t, job_id=JOB, *, lane_bits=8, epoch=5, key=KEY, n=N, mask=0b111, replace=False, group=GROUP, **kw):
+    t.set_job(
+        job_id,
+        n_workers=n,
+        slot_base=kw.pop("slot_base", 8),
+        n_slots=kw.pop("n_slots", 4),
+        mcast_grp=group,
+        worker_mask=mask,
+        lane_bits=lane_bits,
+        epoch=epoch,
+        key=key,
+        replace=replace,
+    )
+
+
 @pytest.fixture(params=TARGETS)
 def target(request, tmp_path):
     if request.param == "bmv2":
@@ -70,76 +89,85 @@ def target(request, tmp_path):
     else:
         t = SoftwareTarget(backend="native" if request.param == "native" else "python")
     try:
-        t.add_service(ip_int(SERVICE_IP))
+        t.add_service(ip_int(SERVICE[1]))
         for w in range(4):
-            t.add_route(ip_int(worker_ip(w)), 32, mac_int(worker_mac(w)), worker_port(w))
-        t.set_job(JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111, lane_bits=8, epoch=5)
+            mac, ip = worker(w)
+            t.add_route(ip_int(ip), 32, mac_int(mac), worker_port(w))
+        set_job(t)
         t.set_group(GROUP, [(worker_port(w), w) for w in range(N)])
         for w in range(N):
-            t.add_result_dst(JOB, w, mac_int(worker_mac(w)), ip_int(worker_ip(w)))
-        t.install_table(TABLE.values, 4)
+            mac, ip = worker(w)
+            t.add_result_dst(JOB, w, mac_int(mac), ip_int(ip))
+        t.set_table(JOB, TABLE.values, 4)
         yield t
     finally:
         t.close()
 
 
-def request(
-    w: int,
-    op: str = "THC",
-    *,
-    slot: int = 0,
-    rnd: int = 0,
-    job: int = JOB,
-    payload=None,
-    value: int = 0,
-    version: int = 1,
-    kind: int = 0,
-) -> bytes:
-    ops = {"NORM": 1, "THC": 2, "FIX32": 3}
-    pkt = (
-        Ether(src=worker_mac(w), dst=SERVICE_MAC)
-        / IP(src=worker_ip(w), dst=SERVICE_IP)
-        / UDP(sport=40000 + w, dport=PORT)
-        / THC(version=version, op=ops[op], kind=kind, job_id=job, worker_id=w, slot=slot, round=rnd, value=value)
-    )
-    if payload is not None:
-        pkt = pkt / payload
-    return raw(pkt)
+def request(w: int, op: int = THC, *, kind: int = REQUEST, lane_bits: int | None = None, **kw) -> bytes:
+    kw.setdefault("job_id", JOB)
+    kw.setdefault("key", KEY)
+    lanes = LANES_OF.get(op, 0) if lane_bits is None else lane_bits
+    return tp.frame(worker(w), SERVICE, op=op, kind=kind, worker_id=w, lane_bits=lanes, sport=40000 + w, **kw)
 
 
-def thc_request(w: int, idx: np.ndarray, **kw) -> bytes:
-    return request(w, "THC", payload=THCIndices(idx=[int(v) for v in idx]), **kw)
+def thc_request(w: int, idx: np.ndarray, lane_bits: int = 8, **kw) -> bytes:
+    return request(w, THC, lane_bits=lane_bits, payload=tp.pack_indices(idx), **kw)
 
 
-def random_indices(rng, n: int = N) -> list[np.ndarray]:
-    return [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(n)]
+def fix32_request(w: int, values, **kw) -> bytes:
+    return request(w, FIX32, payload=tp.pack_int32(values), **kw)
+
+
+def release(w: int, op: int = THC, **kw) -> bytes:
+    return request(w, op, kind=RELEASE, **kw)
+
+
+def random_indices(rng, n: int = N, k: int = K8, high: int = 16) -> list[np.ndarray]:
+    return [rng.integers(0, high, size=k, dtype=np.uint8) for _ in range(n)]
 
 
 def send_all(target, frames: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
     out = []
-    for port, frame in frames:
-        out += target.send(port, frame)
+    for port, data in frames:
+        out += target.send(port, data)
     return out
 
 
-def sums_of(frame: bytes) -> list[int]:
-    pkt = Ether(frame)
-    layer = THCResult8 if pkt[THC].lane_bits == 8 else THCResult16
-    return list(pkt[layer].sums)
+def parsed(data: bytes) -> tp.Parsed:
+    """A frame the switch sent, checked for what every frame must be: a valid IPv4 checksum, lengths that
+    say what it carries, and at most a 1500-byte MTU."""
+    p = tp.Parsed.of(data)
+    assert p.ip_checksum_ok, "IPv4 checksum not updated"
+    assert p.lengths_match(len(data)), f"IPv4 length {p.ip_len} / UDP length {p.udp_len} for a {len(data)}-byte frame"
+    assert len(data) - tp.ETH <= contract.MTU
+    return p
 
 
-def assert_valid_ipv4(frame: bytes) -> None:
-    pkt = Ether(frame)
-    reported = pkt[IP].chksum
-    del pkt[IP].chksum
-    assert Ether(raw(pkt))[IP].chksum == reported, "IPv4 checksum not updated"
-    assert pkt[IP].len == len(frame) - 14
-    assert pkt[UDP].len == len(frame) - 34
+def sums_of(data: bytes) -> list[int]:
+    return parsed(data).lanes()
 
 
-def one_round(target, idx: list[np.ndarray], *, slot: int = 0, rnd: int = 0):
-    frames = [(worker_port(w), thc_request(w, idx[w], slot=slot, rnd=rnd)) for w in range(N)]
+def expected(idx, table=TABLE) -> list[int]:
+    return [int(v) for v in reference_aggregate(idx, table)]
+
+
+def one_round(target, idx: list[np.ndarray], *, slot: int = 0, rnd: int = 0, lane_bits: int = 8):
+    frames = [(worker_port(w), thc_request(w, idx[w], lane_bits, slot=slot, round_=rnd)) for w in range(len(idx))]
     return send_all(target, frames)
+
+
+def assert_exact(out, idx, table=TABLE, kind=RESULT, lane_bits=8) -> None:
+    assert sorted(port for port, _ in out) == [worker_port(w) for w in range(N)]
+    want = expected(idx, table)
+    for port, data in out:
+        p = parsed(data)
+        assert (p.op, p.kind, p.count, p.lane_bits, p.key) == (THC, kind, N, lane_bits, KEY)
+        assert p.worker_id == port - 1
+        assert p.lanes() == want
+
+
+# ---- sums ---------------------------------------------------------------------------------------------
 
 
 def test_sums_reach_every_worker_after_the_last_arrival(target):
@@ -147,48 +175,129 @@ def test_sums_reach_every_worker_after_the_last_arrival(target):
     assert target.send(1, thc_request(0, idx[0])) == []
     assert target.send(2, thc_request(1, idx[1])) == []
     out = target.send(3, thc_request(2, idx[2]))
-    expected = list(reference_aggregate(idx, TABLE))
     assert sorted(port for port, _ in out) == [1, 2, 3]
-    for port, frame in out:
+    for port, data in out:
         w = port - 1
-        pkt = Ether(frame)
-        assert (pkt[Ether].dst, pkt[IP].dst, pkt[IP].src) == (worker_mac(w), worker_ip(w), SERVICE_IP)
-        assert (pkt[THC].kind, pkt[THC].count, pkt[THC].lane_bits, pkt[THC].worker_id) == (1, N, 8, w)
-        assert (pkt[THC].slot, pkt[THC].round, pkt[UDP].chksum) == (0, 0, 0)
-        assert sums_of(frame) == expected
-        assert_valid_ipv4(frame)
+        p = parsed(data)
+        assert (p.dst_mac, p.dst_ip, p.src_ip) == (*worker(w), SERVICE[1])
+        assert (p.kind, p.count, p.lane_bits, p.worker_id, p.key) == (RESULT, N, 8, w, KEY)
+        assert (p.slot, p.round, p.udp_checksum, p.ttl) == (0, 0, 0, 64)
+        assert len(p.payload) == WORDS * contract.WORD_BYTES and len(p.lanes()) == K8
+        assert p.lanes() == expected(idx)
     events = target.events()
     assert (events["CONSUMED"], events["COMPLETED"]) == (2, 1)
 
 
-def test_sixteen_bit_lanes_when_the_job_asks(target):
-    target.set_job(
-        JOB,
-        n_workers=N,
-        slot_base=8,
-        n_slots=4,
-        mcast_grp=GROUP,
-        worker_mask=0b111,
-        lane_bits=16,
-        epoch=6,
-        replace=True,
-    )
-    idx = random_indices(np.random.default_rng(2))
+def test_sixteen_bit_lanes_carry_half_as_many_coordinates(target):
+    set_job(target, lane_bits=16, epoch=6, replace=True)
+    idx = random_indices(np.random.default_rng(2), k=K16)
+    out = one_round(target, idx, lane_bits=16)
+    assert_exact(out, idx, lane_bits=16)
+    assert all(len(parsed(data).lanes()) == K16 for _, data in out)
+
+
+def lane_table(g: int, bits: int = 4):
+    """A uniform table whose last value is g: index 2**bits - 1 is worth exactly g."""
+    return make_table(bits=bits, granularity=g, clip=1 / 32, kind="uniform")
+
+
+def test_eight_bit_lanes_hold_sums_of_255_without_carrying_into_their_neighbours(target):
+    table = lane_table(85)  # n*g = 3*85 = 255: the largest sum an 8-bit lane holds
+    target.set_table(JOB, table.values, 4, replace=True)
+    rng = np.random.default_rng(40)
+    idx = random_indices(rng)
+    for w in range(N):
+        idx[w][0::2] = 15  # every other lane reaches 255 exactly, next to lanes with any sum
     out = one_round(target, idx)
+    assert_exact(out, idx, table)
+    assert parsed(out[0][1]).lanes()[0::2] == [255] * (K8 // 2)
+
+
+def test_a_sum_of_256_takes_16_bit_lanes_which_hold_it(target):
+    from spec.job import JobSpec
+
+    assert JobSpec(job_id=JOB, workers=N, granularity=85).lane_bits == 8  # n*g = 255
+    assert JobSpec(job_id=JOB, workers=4, granularity=64).lane_bits == 16  # n*g = 256
+    four = JOB + 2
+    set_job(target, four, lane_bits=16, slot_base=0, n=4, mask=0b1111, group=GROUP + 2, epoch=6)
+    target.set_group(GROUP + 2, [(worker_port(w), w) for w in range(4)])
+    for w in range(4):
+        mac, ip = worker(w)
+        target.add_result_dst(four, w, mac_int(mac), ip_int(ip))
+    target.set_table(four, lane_table(64).values, 4)
+    out = send_all(target, [(worker_port(w), thc_request(w, np.full(K16, 15), 16, job_id=four)) for w in range(4)])
+    assert len(out) == 4
+    for _, data in out:
+        assert parsed(data).lanes() == [256] * K16
+
+
+def test_sixteen_bit_lanes_hold_65535_at_a_spine(target):
+    """No table takes a 16-bit lane to its top (g <= 255, n <= 32); a spine adding leaves' partials does."""
+    set_job(target, lane_bits=16, epoch=6, n=2, mask=0b11, replace=True)
+    halves = [np.full(K16, 32767, np.uint16), np.full(K16, 32768, np.uint16)]
+    halves[0][1::2], halves[1][1::2] = 1, 2  # neighbours of the full lanes
+    out = []
+    for leaf in (0, 1):
+        payload = halves[leaf].astype(">u2").tobytes()
+        out += target.send(worker_port(leaf), request(leaf, THC, kind=PARTIAL, lane_bits=16, count=1, payload=payload))
+    assert len(out) == N  # the spine's multicast group still has the job's three replicas
+    lanes = parsed(out[0][1]).lanes()
+    assert lanes[0::2] == [65535] * (K16 // 2) and lanes[1::2] == [3] * (K16 // 2)
+
+
+def test_fix32_sums_wrap_like_int32_in_each_lane_alone(target):
+    rng = np.random.default_rng(12)
+    values = [rng.integers(-(2**30), 2**30, size=KFIX) for _ in range(N)]
+    values[0][0], values[1][0], values[2][0] = 2**31 - 1, 1, 0  # the high lane of word 0 wraps
+    values[0][1], values[1][1], values[2][1] = -1, -1, 2  # the low lane's carry must not reach word 0's high lane
+    values[0][3], values[1][3], values[2][3] = -(2**31), -1, 0  # wraps the other way
+    out = send_all(target, [(worker_port(w), fix32_request(w, values[w], slot=1)) for w in range(N)])
     assert len(out) == N
-    for _, frame in out:
-        assert Ether(frame)[THC].lane_bits == 16
-        assert sums_of(frame) == list(reference_aggregate(idx, TABLE))
-        assert_valid_ipv4(frame)
+    want = [((int(s) + 2**31) % 2**32) - 2**31 for s in np.sum(np.array(values, dtype=np.int64), axis=0)]
+    assert want[:4] == [-(2**31), 0, want[2], 2**31 - 1]
+    for _, data in out:
+        p = parsed(data)
+        assert (p.lane_bits, p.count, len(p.payload)) == (32, N, WORDS * contract.WORD_BYTES)
+        assert p.lanes() == want
+
+
+def test_the_norm_round_returns_the_maximum_in_a_frame_of_its_own_length(target):
+    norms = [3.25, 117.5, 0.001]
+    bits = [struct.unpack("!I", struct.pack("!f", v))[0] for v in norms]
+    frames = [(worker_port(w), request(w, NORM, slot=3, value=bits[w])) for w in range(N)]
+    frames[1] = (2, request(1, NORM, slot=3, value=bits[1], total_len=100))  # says 100 bytes, carries 48
+    out = send_all(target, frames)
+    assert len(out) == N
+    for _, data in out:
+        p = parsed(data)  # lengths: those of what the result carries, whatever the request said
+        assert struct.unpack("!f", struct.pack("!I", p.value))[0] == 117.5
+        assert (p.kind, p.lane_bits, p.count, p.payload) == (RESULT, 0, N, b"")
+
+
+def test_two_jobs_sum_with_their_own_tables_at_once(target):
+    other = JOB + 1
+    set_job(target, other, slot_base=0, n=1, mask=0b1000, group=GROUP + 1, epoch=3, key=KEY ^ 1)
+    target.set_group(GROUP + 1, [(worker_port(3), 3)])
+    mac, ip = worker(3)
+    target.add_result_dst(other, 3, mac_int(mac), ip_int(ip))
+    small = make_table(bits=2, granularity=60, clip=1 / 32, kind="uniform")
+    target.set_table(other, small.values, 2)
+    rng = np.random.default_rng(13)
+    mine, theirs = random_indices(rng), random_indices(rng, 1, high=4)
+    assert target.send(1, thc_request(0, mine[0])) == []
+    solo = target.send(4, thc_request(3, theirs[0], job_id=other, key=KEY ^ 1))
+    assert len(solo) == 1 and parsed(solo[0][1]).lanes() == expected(theirs, small)
+    assert_exact(send_all(target, [(2, thc_request(1, mine[1])), (3, thc_request(2, mine[2]))]), mine)
+
+
+# ---- loss recovery ---------------------------------------------------------------------------------
 
 
 def test_a_duplicate_is_not_counted_twice(target):
     idx = random_indices(np.random.default_rng(3))
     assert target.send(1, thc_request(0, idx[0])) == []
     assert target.send(1, thc_request(0, idx[0])) == []
-    out = send_all(target, [(2, thc_request(1, idx[1])), (3, thc_request(2, idx[2]))])
-    assert len(out) == N
-    assert sums_of(out[0][1]) == list(reference_aggregate(idx, TABLE))
+    assert_exact(send_all(target, [(2, thc_request(1, idx[1])), (3, thc_request(2, idx[2]))]), idx)
     assert target.events()["DROP_DUPLICATE"] == 1
 
 
@@ -197,22 +306,45 @@ def test_a_retransmission_after_completion_gets_the_stored_result(target):
     one_round(target, idx)
     out = target.send(2, thc_request(1, idx[1]))
     assert len(out) == 1
-    port, frame = out[0]
-    pkt = Ether(frame)
-    assert port == 2 and pkt[THC].kind == 2
-    assert (pkt[Ether].dst, pkt[IP].dst, pkt[IP].src) == (worker_mac(1), worker_ip(1), SERVICE_IP)
-    assert sums_of(frame) == list(reference_aggregate(idx, TABLE))
-    assert_valid_ipv4(frame)
+    port, data = out[0]
+    p = parsed(data)
+    assert port == 2 and (p.kind, p.key) == (RESULT_RETX, KEY)
+    assert (p.dst_mac, p.dst_ip, p.src_ip) == (*worker(1), SERVICE[1])
+    assert p.lanes() == expected(idx)
     assert target.events()["RETX_ANSWERED"] == 1
+
+
+def test_loss_duplicates_and_reordering_leave_every_worker_the_exact_sums(target):
+    """Rounds over all slots with requests lost (sent again, as a worker's timer would), duplicated and
+    arriving in any order; every worker must end each round with the reference sums."""
+    rng = np.random.default_rng(14)
+    rounds = 3 if target.name == "bmv2" else 8
+    for rnd in range(rounds):
+        for slot in range(4):
+            idx = random_indices(rng)
+            got: dict[int, list[int]] = {}
+            pending = [w for w in range(N) for _ in range(1 + int(rng.random() < 0.3))]  # some duplicated
+            while len(got) < N:
+                rng.shuffle(pending)
+                resend = []
+                for w in pending:
+                    if rng.random() < 0.25:  # lost on the way: the worker sends it again
+                        resend.append(w)
+                        continue
+                    for port, data in target.send(worker_port(w), thc_request(w, idx[w], slot=slot, round_=rnd)):
+                        if rng.random() < 0.2:  # a result lost on the way back
+                            continue
+                        got[port - 1] = parsed(data).lanes()
+                pending = resend + [w for w in range(N) if w not in got and w not in resend]
+            assert all(lanes == expected(idx) for lanes in got.values()), (rnd, slot)
+    assert target.events()["DROP_STALE_ROUND"] == 0
 
 
 def test_consecutive_rounds_reuse_a_slot_without_the_control_plane(target):
     rng = np.random.default_rng(5)
     for rnd in range(6):
         idx = random_indices(rng)
-        out = one_round(target, idx, slot=1, rnd=rnd)
-        assert len(out) == N, f"round {rnd}"
-        assert all(sums_of(f) == list(reference_aggregate(idx, TABLE)) for _, f in out), f"round {rnd}"
+        assert_exact(one_round(target, idx, slot=1, rnd=rnd), idx)
 
 
 def test_the_shadow_cell_answers_round_r_while_round_r_plus_1_accumulates(target):
@@ -221,20 +353,20 @@ def test_the_shadow_cell_answers_round_r_while_round_r_plus_1_accumulates(target
         one_round(target, random_indices(rng), slot=2, rnd=rnd)
     first, second = random_indices(rng), random_indices(rng)
     one_round(target, first, slot=2, rnd=4)
-    assert target.send(1, thc_request(0, second[0], slot=2, rnd=5)) == []
-    late = target.send(3, thc_request(2, first[2], slot=2, rnd=4))  # worker 2 lost round 4's result
-    assert len(late) == 1 and sums_of(late[0][1]) == list(reference_aggregate(first, TABLE))
+    assert target.send(1, thc_request(0, second[0], slot=2, round_=5)) == []
+    late = target.send(3, thc_request(2, first[2], slot=2, round_=4))  # worker 2 lost round 4's result
+    assert len(late) == 1 and sums_of(late[0][1]) == expected(first)
     out = send_all(
-        target, [(2, thc_request(1, second[1], slot=2, rnd=5)), (3, thc_request(2, second[2], slot=2, rnd=5))]
+        target, [(2, thc_request(1, second[1], slot=2, round_=5)), (3, thc_request(2, second[2], slot=2, round_=5))]
     )
-    assert len(out) == N and sums_of(out[0][1]) == list(reference_aggregate(second, TABLE))
+    assert_exact(out, second)
 
 
 def test_an_older_round_is_stale(target):
     rng = np.random.default_rng(7)
     one_round(target, random_indices(rng), slot=0, rnd=0)
     one_round(target, random_indices(rng), slot=0, rnd=2)
-    assert target.send(1, thc_request(0, random_indices(rng)[0], slot=0, rnd=0)) == []
+    assert target.send(1, thc_request(0, random_indices(rng)[0], slot=0, round_=0)) == []
     assert target.events()["DROP_STALE_ROUND"] == 1
 
 
@@ -242,22 +374,29 @@ def test_a_new_epoch_starts_on_fresh_cells(target):
     rng = np.random.default_rng(8)
     for rnd in (0, 2, 4):
         assert len(one_round(target, random_indices(rng), slot=0, rnd=rnd)) == N
-    target.set_job(
-        JOB, n_workers=N, slot_base=8, n_slots=4, mcast_grp=GROUP, worker_mask=0b111, lane_bits=8, epoch=9, replace=True
-    )
+    set_job(target, epoch=9, replace=True)
     idx = random_indices(rng)
-    out = one_round(target, idx, slot=0, rnd=0)  # a new run counts rounds from 0 again
-    assert len(out) == N and sums_of(out[0][1]) == list(reference_aggregate(idx, TABLE))
+    assert_exact(one_round(target, idx, slot=0, rnd=0), idx)  # a new run counts rounds from 0 again
+
+
+# ---- what the switch refuses ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "frame_of, event",
     [
-        (lambda idx: thc_request(0, idx, job=99), "DROP_UNKNOWN_JOB"),
+        (lambda idx: thc_request(0, idx, job_id=99), "DROP_UNKNOWN_JOB"),
+        (lambda idx: thc_request(0, idx, key=KEY + 1), "DROP_BAD_KEY"),
+        (lambda idx: release(0, key=0), "DROP_BAD_KEY"),
         (lambda idx: thc_request(3, idx), "DROP_FOREIGN_WORKER"),
         (lambda idx: thc_request(0, idx, slot=4), "DROP_SLOT_RANGE"),
-        (lambda idx: request(0, "NORM", version=2), "DROP_BAD_OP"),
-        (lambda idx: request(0, "NORM")[:-6], "DROP_MALFORMED"),  # THC header cut short
+        (lambda idx: request(0, NORM, version=1), "DROP_BAD_OP"),  # the 64-coordinate format of version 1
+        (lambda idx: request(0, 5), "DROP_BAD_OP"),
+        (lambda idx: thc_request(0, idx[:K16], lane_bits=16), "DROP_LANE_MISMATCH"),  # the job's lanes are 8
+        (lambda idx: request(0, FIX32, lane_bits=8, payload=bytes(512)), "DROP_LANE_MISMATCH"),
+        (lambda idx: request(0, NORM, lane_bits=8), "DROP_LANE_MISMATCH"),
+        (lambda idx: request(0, NORM)[:-6], "DROP_MALFORMED"),  # THC header cut short
+        (lambda idx: thc_request(0, idx)[:-1], "DROP_MALFORMED"),  # one index byte short of a cell
     ],
 )
 def test_bad_requests_are_dropped_and_counted(target, frame_of, event):
@@ -268,83 +407,70 @@ def test_bad_requests_are_dropped_and_counted(target, frame_of, event):
     assert sum(events.values()) == 1
 
 
+def test_a_host_without_the_key_can_neither_take_nor_block_a_cell(target):
+    """An intruder's request of exactly the next round, first on the cell, with any op, counts for nothing:
+    the workers' own round goes through."""
+    idx = random_indices(np.random.default_rng(15))
+    for op in (NORM, FIX32, THC):
+        payload = {NORM: b"", FIX32: bytes(8 * WORDS), THC: tp.pack_indices(idx[0])}[op]
+        assert target.send(1, request(0, op, key=0, payload=payload)) == []
+    assert_exact(one_round(target, idx), idx)
+    assert target.events()["DROP_BAD_KEY"] == 3
+
+
 def test_a_worker_id_beyond_the_bitmap_is_foreign(target):
-    frame = bytearray(thc_request(0, random_indices(np.random.default_rng(10), 1)[0]))
-    frame[42 + 3] = 40  # worker_id
-    assert target.send(1, bytes(frame)) == []
+    data = bytearray(thc_request(0, random_indices(np.random.default_rng(10), 1)[0]))
+    data[tp.THC_AT + 3] = 40  # worker_id
+    assert target.send(1, bytes(data)) == []
     assert target.events()["DROP_FOREIGN_WORKER"] == 1
 
 
 def test_a_bad_ipv4_checksum_is_malformed(target):
-    frame = bytearray(request(0, "NORM"))
-    frame[24] ^= 0xFF  # IPv4 header checksum
-    assert target.send(1, bytes(frame)) == []
+    data = bytearray(request(0, NORM))
+    data[24] ^= 0xFF  # IPv4 header checksum
+    assert target.send(1, bytes(data)) == []
     assert target.events()["DROP_MALFORMED"] == 1
 
 
-def test_an_index_outside_a_smaller_table_is_dropped(target):
-    small = make_table(bits=2, granularity=30, clip=1 / 32, kind="uniform")
-    target.install_table(small.values, 2)
+@pytest.mark.parametrize("bits", [2, 3])
+def test_an_index_outside_a_smaller_table_is_dropped(target, bits):
+    small = make_table(bits=bits, granularity=30, clip=1 / 32, kind="uniform")
+    target.set_table(JOB, small.values, bits, replace=True)
     rng = np.random.default_rng(11)
-    good = [rng.integers(0, 4, size=K, dtype=np.uint8) for _ in range(N)]
-    out = one_round(target, good)
-    assert len(out) == N and sums_of(out[0][1]) == list(reference_aggregate(good, small))
+    good = random_indices(rng, high=1 << bits)
+    assert_exact(one_round(target, good), good, small)
     bad = good[0].copy()
-    bad[5] = 9
-    assert target.send(1, thc_request(0, bad, rnd=1)) == []
+    bad[K8 - 1] = 1 << bits  # the last index of the cell: the check covers every word
+    assert target.send(1, thc_request(0, bad, round_=1)) == []
     assert target.events()["DROP_BAD_INDEX"] == 1
 
 
-def test_the_norm_round_returns_the_maximum(target):
-    norms = [3.25, 117.5, 0.001]
-    bits = [struct.unpack("!I", struct.pack("!f", v))[0] for v in norms]
-    out = send_all(target, [(worker_port(w), request(w, "NORM", slot=3, rnd=0, value=bits[w])) for w in range(N)])
-    assert len(out) == N
-    for _, frame in out:
-        pkt = Ether(frame)
-        assert struct.unpack("!f", struct.pack("!I", pkt[THC].value))[0] == 117.5
-        assert (pkt[THC].kind, pkt[THC].lane_bits, pkt[THC].count) == (1, 0, N)
-        assert_valid_ipv4(frame)
-
-
-def test_fix32_sums_wrap_like_int32(target):
-    rng = np.random.default_rng(12)
-    values = [rng.integers(-(2**30), 2**30, size=K // 2) for _ in range(N)]
-    frames = [
-        (worker_port(w), request(w, "FIX32", slot=1, payload=THCFix32(values=[int(v) for v in values[w]])))
-        for w in range(N)
-    ]
-    out = send_all(target, frames)
-    assert len(out) == N
-    expected = [((int(s) + 2**31) % 2**32) - 2**31 for s in np.sum(values, axis=0)]
-    for _, frame in out:
-        pkt = Ether(frame)
-        assert pkt[THC].lane_bits == 32
-        assert list(pkt[THCFix32].values) == expected
+def test_a_job_without_a_table_drops_thc_requests(target):
+    other = JOB + 1
+    set_job(target, other, slot_base=0, n=1, mask=0b1000, group=GROUP + 1, epoch=3)
+    assert target.send(4, thc_request(3, random_indices(np.random.default_rng(16), 1)[0], job_id=other)) == []
+    assert target.events()["DROP_BAD_INDEX"] == 1
 
 
 def test_ordinary_ipv4_and_results_for_others_are_forwarded(target):
-    plain = raw(
-        Ether(src=worker_mac(0), dst=SERVICE_MAC)
-        / IP(src=worker_ip(0), dst=worker_ip(3), ttl=9)
-        / UDP(sport=5, dport=6)
-        / b"hello"
-    )
+    mac0, ip0 = worker(0)
+    mac3, ip3 = worker(3)
+    udp = struct.pack("!HHHH", 5, 6, 13, 0) + b"hello"
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 9, 17, 0, tp.ip_bytes(ip0), tp.ip_bytes(ip3))
+    ip = ip[:10] + struct.pack("!H", tp.checksum(ip)) + ip[12:]
+    plain = tp.mac_bytes(SERVICE[0]) + tp.mac_bytes(mac0) + b"\x08\x00" + ip + udp
     out = target.send(1, plain)
     assert len(out) == 1 and out[0][0] == worker_port(3)
-    pkt = Ether(out[0][1])
-    assert (pkt[Ether].dst, pkt[IP].ttl, bytes(pkt[UDP].payload)) == (worker_mac(3), 8, b"hello")
-    assert_valid_ipv4(out[0][1])
+    data = out[0][1]
+    assert data[0:6] == tp.mac_bytes(mac3) and data[tp.ETH + 8] == 8 and data.endswith(b"hello")
     # A result crossing this switch towards a worker is not a request: it is forwarded untouched.
-    result = raw(
-        Ether(dst=SERVICE_MAC)
-        / IP(src="10.0.9.254", dst=worker_ip(3))
-        / UDP(sport=PORT, dport=PORT)
-        / THC(op=2, kind=1, job_id=JOB, lane_bits=8, count=2)
-        / THCResult8(sums=list(range(K)))
-    )
+    sums = bytes(range(256)) * (K8 // 256)
+    result = tp.frame(
+        (SERVICE[0], "10.0.9.254"), worker(3), op=THC, kind=RESULT, job_id=JOB, worker_id=3, lane_bits=8, count=2,
+        key=KEY, payload=sums,
+    )  # fmt: skip
     out = target.send(2, result)
-    assert len(out) == 1 and Ether(out[0][1])[THCResult8].sums == list(range(K))
+    assert len(out) == 1 and tp.Parsed.of(out[0][1]).payload == sums
     assert target.events()["FORWARDED"] == 2
 
 
@@ -357,32 +483,19 @@ def norm_bits(value: float) -> int:
     return struct.unpack("!I", struct.pack("!f", value))[0]
 
 
-def assert_exact(out, idx, table=TABLE) -> None:
-    assert sorted(port for port, _ in out) == [worker_port(w) for w in range(N)]
-    expected = list(reference_aggregate(idx, table))
-    for _, frame in out:
-        pkt = Ether(frame)
-        assert (pkt[THC].op, pkt[THC].kind, pkt[THC].count) == (2, 1, N)
-        assert sums_of(frame) == expected
-
-
-@pytest.mark.parametrize("intruder", ["NORM", "FIX32"])
+@pytest.mark.parametrize("intruder", [NORM, FIX32])
 def test_another_op_on_a_thc_rounds_cell_is_dropped_and_the_round_stays_exact(target, intruder):
     idx = random_indices(np.random.default_rng(20))
-    other = (
-        request(2, "NORM", value=norm_bits(1.5))
-        if intruder == "NORM"
-        else request(2, "FIX32", payload=THCFix32(values=[1] * (K // 2)))
-    )
+    other = request(2, NORM, value=norm_bits(1.5)) if intruder == NORM else fix32_request(2, [1] * KFIX)
     assert send_all(target, [(1, thc_request(0, idx[0])), (2, thc_request(1, idx[1]))]) == []
     assert target.send(3, other) == []  # worker 2's bit is still free: it must not complete the round
     assert_exact(target.send(3, thc_request(2, idx[2])), idx)
     assert target.send(3, other) == []  # nor be answered from the completed THC round
     retx = target.send(2, thc_request(1, idx[1]))
     assert len(retx) == 1
-    pkt = Ether(retx[0][1])
-    assert (pkt[THC].op, pkt[THC].kind, pkt[THC].count, pkt[THC].lane_bits) == (2, 2, N, 8)
-    assert sums_of(retx[0][1]) == list(reference_aggregate(idx, TABLE))
+    p = parsed(retx[0][1])
+    assert (p.op, p.kind, p.count, p.lane_bits) == (THC, RESULT_RETX, N, 8)
+    assert p.lanes() == expected(idx)
     events = target.events()
     assert (events["DROP_OP_MISMATCH"], events["CONSUMED"], events["COMPLETED"], events["RETX_ANSWERED"]) == (
         2,
@@ -396,26 +509,26 @@ def test_another_op_on_a_thc_rounds_cell_is_dropped_and_the_round_stays_exact(ta
 def test_a_thc_request_on_a_norm_rounds_cell_is_dropped(target):
     idx = random_indices(np.random.default_rng(21), 1)[0]
     norms = [norm_bits(v) for v in (2.0, 8.0, 4.0)]
-    assert send_all(target, [(worker_port(w), request(w, "NORM", slot=3, value=norms[w])) for w in (0, 1)]) == []
+    assert send_all(target, [(worker_port(w), request(w, NORM, slot=3, value=norms[w])) for w in (0, 1)]) == []
     assert target.send(3, thc_request(2, idx, slot=3)) == []
-    out = target.send(3, request(2, "NORM", slot=3, value=norms[2]))
+    out = target.send(3, request(2, NORM, slot=3, value=norms[2]))
     assert len(out) == N
-    for _, frame in out:
-        pkt = Ether(frame)
-        assert (pkt[THC].op, pkt[THC].count, pkt[THC].value) == (1, N, norm_bits(8.0))
+    for _, data in out:
+        p = parsed(data)
+        assert (p.op, p.count, p.value) == (NORM, N, norm_bits(8.0))
     assert target.events()["DROP_OP_MISMATCH"] == 1
 
 
 def test_a_far_round_is_dropped_and_does_not_poison_the_cell(target):
     rng = np.random.default_rng(22)
     idx = random_indices(rng)
-    far = thc_request(1, idx[1], rnd=0xFFFFFFF0)  # even: the cell of round 0
+    far = thc_request(1, idx[1], round_=0xFFFFFFF0)  # even: the cell of round 0
     assert target.send(1, thc_request(0, idx[0])) == []
     assert target.send(2, far) == []
     assert_exact(send_all(target, [(2, thc_request(1, idx[1])), (3, thc_request(2, idx[2]))]), idx)
     assert target.send(2, far) == []  # a completed cell moves on only to its next use
     retx = target.send(1, thc_request(0, idx[0]))  # round 0 still answers from the cell
-    assert len(retx) == 1 and sums_of(retx[0][1]) == list(reference_aggregate(idx, TABLE))
+    assert len(retx) == 1 and sums_of(retx[0][1]) == expected(idx)
     for rnd in (1, 2, 3):
         later = random_indices(rng)
         assert_exact(one_round(target, later, rnd=rnd), later)
@@ -430,20 +543,10 @@ def test_the_first_use_of_a_cell_in_an_epoch_is_round_0_or_1(target, new_epoch):
     if new_epoch:  # the cells hold rounds 0..3 of epoch 5; epoch 9 starts over
         for rnd in range(4):
             one_round(target, random_indices(rng), slot=1, rnd=rnd)
-        target.set_job(
-            JOB,
-            n_workers=N,
-            slot_base=8,
-            n_slots=4,
-            mcast_grp=GROUP,
-            worker_mask=0b111,
-            lane_bits=8,
-            epoch=9,
-            replace=True,
-        )
+        set_job(target, epoch=9, replace=True)
     before = target.events()["DROP_FAR_ROUND"]
     for rnd in (2, 3, 4, 0xFFFFFFF0, 0xFFFFFFF1):
-        assert target.send(1, thc_request(0, random_indices(rng, 1)[0], slot=1, rnd=rnd)) == []
+        assert target.send(1, thc_request(0, random_indices(rng, 1)[0], slot=1, round_=rnd)) == []
     assert target.events()["DROP_FAR_ROUND"] - before == 5
     for rnd in range(4):
         idx = random_indices(rng)
@@ -456,21 +559,19 @@ def test_a_cell_advances_two_rounds_at_a_time_and_only_from_a_complete_use(targe
     idx = random_indices(rng)
     assert_exact(one_round(target, idx, slot=2, rnd=start), idx)
     # stored + 4 would skip a use that no worker can skip
-    assert target.send(1, thc_request(0, idx[0], slot=2, rnd=start + 4)) == []
+    assert target.send(1, thc_request(0, idx[0], slot=2, round_=start + 4)) == []
     assert target.events()["DROP_FAR_ROUND"] == 1
     nxt = random_indices(rng)
-    assert target.send(1, thc_request(0, nxt[0], slot=2, rnd=start + 2)) == []  # stored + 2: the next use
+    assert target.send(1, thc_request(0, nxt[0], slot=2, round_=start + 2)) == []  # stored + 2: the next use
     assert target.events()["CONSUMED"] == 3
     # round start + 2 is incomplete: no worker can be at start + 4 yet
-    assert target.send(2, thc_request(1, nxt[1], slot=2, rnd=start + 4)) == []
+    assert target.send(2, thc_request(1, nxt[1], slot=2, round_=start + 4)) == []
     assert target.events()["DROP_FAR_ROUND"] == 2
-    assert_exact(
-        send_all(
-            target,
-            [(2, thc_request(1, nxt[1], slot=2, rnd=start + 2)), (3, thc_request(2, nxt[2], slot=2, rnd=start + 2))],
-        ),
-        nxt,
+    out = send_all(
+        target,
+        [(2, thc_request(1, nxt[1], slot=2, round_=start + 2)), (3, thc_request(2, nxt[2], slot=2, round_=start + 2))],
     )
+    assert_exact(out, nxt)
     last = random_indices(rng)
     assert_exact(one_round(target, last, slot=2, rnd=start + 4), last)
     assert target.events()["DROP_STALE_ROUND"] == 0
@@ -479,24 +580,17 @@ def test_a_cell_advances_two_rounds_at_a_time_and_only_from_a_complete_use(targe
 # ---- partial aggregation (README.md, "Partial aggregation"): a RELEASE completes a use with k < n
 # contributions; a late contribution is counted LATE, never added, and answered with the stored result.
 
-RELEASE = 3
-
-
-def release(w: int, op: str = "THC", **kw) -> bytes:
-    return request(w, op, kind=RELEASE, **kw)
-
 
 def assert_partial(out, idx, ports, kind: int, table=TABLE) -> None:
     """Every frame of `out` carries the sums of `idx` (the contributors' indices) with count len(idx)."""
     assert sorted(port for port, _ in out) == sorted(ports)
-    expected = list(reference_aggregate(idx, table))
-    for port, frame in out:
-        pkt = Ether(frame)
-        assert (pkt[THC].op, pkt[THC].kind, pkt[THC].count, pkt[THC].lane_bits) == (2, kind, len(idx), 8)
-        assert pkt[THC].worker_id == port - 1
-        assert (pkt[Ether].dst, pkt[IP].dst, pkt[IP].src) == (worker_mac(port - 1), worker_ip(port - 1), SERVICE_IP)
-        assert sums_of(frame) == expected
-        assert_valid_ipv4(frame)
+    want = expected(idx, table)
+    for port, data in out:
+        p = parsed(data)
+        assert (p.op, p.kind, p.count, p.lane_bits) == (THC, kind, len(idx), 8)
+        assert p.worker_id == port - 1
+        assert (p.dst_mac, p.dst_ip, p.src_ip) == (*worker(port - 1), SERVICE[1])
+        assert p.lanes() == want
 
 
 @pytest.mark.parametrize("k", [1, 2])
@@ -504,7 +598,7 @@ def test_a_release_multicasts_the_sums_of_k_of_n_with_their_count(target, k):
     idx = random_indices(np.random.default_rng(30))
     assert send_all(target, [(worker_port(w), thc_request(w, idx[w], slot=1)) for w in range(k)]) == []
     out = target.send(1, release(0, slot=1))
-    assert_partial(out, idx[:k], [worker_port(w) for w in range(N)], kind=1)
+    assert_partial(out, idx[:k], [worker_port(w) for w in range(N)], kind=RESULT)
     events = target.events()
     assert (events["CONSUMED"], events["RELEASED"], events["COMPLETED"]) == (k, 1, 0)
     # the slot's next use starts two rounds on, as after a complete use
@@ -517,9 +611,9 @@ def test_a_late_contribution_is_counted_dropped_and_answered_with_the_stored_res
     send_all(target, [(1, thc_request(0, idx[0])), (2, thc_request(1, idx[1]))])
     assert len(target.send(2, release(1))) == N
     late = target.send(3, thc_request(2, idx[2]))
-    assert_partial(late, idx[:2], [3], kind=2)  # the stored result, worker 2's indices not in it
+    assert_partial(late, idx[:2], [3], kind=RESULT_RETX)  # the stored result, worker 2's indices not in it
     again = target.send(3, thc_request(2, idx[2]))  # still late: it never joins the released use
-    assert_partial(again, idx[:2], [3], kind=2)
+    assert_partial(again, idx[:2], [3], kind=RESULT_RETX)
     events = target.events()
     assert (events["LATE"], events["CONSUMED"], events["RELEASED"], events["COMPLETED"]) == (2, 2, 1, 0)
 
@@ -529,7 +623,7 @@ def test_a_retransmission_after_a_release_gets_the_stored_result(target):
     send_all(target, [(1, thc_request(0, idx[0])), (2, thc_request(1, idx[1]))])
     target.send(1, release(0))
     retx = target.send(2, thc_request(1, idx[1]))
-    assert_partial(retx, idx[:2], [2], kind=2)
+    assert_partial(retx, idx[:2], [2], kind=RESULT_RETX)
     events = target.events()
     assert (events["RETX_ANSWERED"], events["LATE"], events["DROP_DUPLICATE"]) == (1, 0, 0)
 
@@ -542,7 +636,7 @@ def test_a_release_of_a_complete_use_is_ignored(target):
     assert len(target.send(1, release(0, slot=2))) == N
     assert target.send(2, release(1, slot=2)) == []  # released already: its result went out
     retx = target.send(1, thc_request(0, idx[0]))  # slot 0 still answers with all three
-    assert len(retx) == 1 and sums_of(retx[0][1]) == list(reference_aggregate(idx, TABLE))
+    assert len(retx) == 1 and sums_of(retx[0][1]) == expected(idx)
     events = target.events()
     assert (events["RELEASE_IGNORED"], events["RELEASED"], events["COMPLETED"]) == (2, 1, 1)
 
@@ -552,9 +646,9 @@ def test_a_release_of_a_use_the_cell_does_not_hold_is_ignored_or_stale(target):
     assert target.send(1, release(0, slot=3)) == []  # nothing started in this epoch
     for rnd in (0, 2):
         assert_exact(one_round(target, (idx := random_indices(rng)), slot=3, rnd=rnd), idx)
-    assert target.send(1, release(0, slot=3, rnd=4)) == []  # round 4 has not started
-    assert target.send(1, release(0, slot=3, rnd=0)) == []  # round 0 is over
-    assert target.send(1, release(0, "NORM", slot=3, rnd=2)) == []  # round 2 is a THC round
+    assert target.send(1, release(0, slot=3, round_=4)) == []  # round 4 has not started
+    assert target.send(1, release(0, slot=3, round_=0)) == []  # round 0 is over
+    assert target.send(1, release(0, NORM, slot=3, round_=2)) == []  # round 2 is a THC round
     events = target.events()
     assert (events["RELEASE_IGNORED"], events["DROP_STALE_ROUND"], events["DROP_OP_MISMATCH"]) == (2, 1, 1)
     assert events["RELEASED"] == 0
@@ -562,38 +656,35 @@ def test_a_release_of_a_use_the_cell_does_not_hold_is_ignored_or_stale(target):
 
 def test_norm_and_fix32_rounds_release_with_their_payload(target):
     norms = [norm_bits(v) for v in (2.0, 8.0)]
-    send_all(target, [(worker_port(w), request(w, "NORM", slot=0, value=norms[w])) for w in range(2)])
-    out = target.send(1, release(0, "NORM", slot=0))
+    send_all(target, [(worker_port(w), request(w, NORM, slot=0, value=norms[w])) for w in range(2)])
+    out = target.send(1, release(0, NORM, slot=0))
     assert len(out) == N
-    for _, frame in out:
-        pkt = Ether(frame)
-        assert (pkt[THC].op, pkt[THC].count, pkt[THC].value, pkt[THC].lane_bits) == (1, 2, norm_bits(8.0), 0)
-        assert_valid_ipv4(frame)
-    values = [[7] * (K // 2), [-3] * (K // 2)]
-    send_all(
-        target, [(worker_port(w), request(w, "FIX32", slot=1, payload=THCFix32(values=values[w]))) for w in (0, 1)]
-    )
-    out = target.send(2, release(1, "FIX32", slot=1))  # a 58-byte RELEASE: the result gets its payload
+    for _, data in out:
+        p = parsed(data)
+        assert (p.op, p.count, p.value, p.lane_bits, p.payload) == (NORM, 2, norm_bits(8.0), 0, b"")
+    values = [[7] * KFIX, [-3] * KFIX]
+    send_all(target, [(worker_port(w), fix32_request(w, values[w], slot=1)) for w in (0, 1)])
+    out = target.send(2, release(1, FIX32, slot=1))  # a RELEASE without payload: the result gets one
     assert len(out) == N
-    for _, frame in out:
-        pkt = Ether(frame)
-        assert (pkt[THC].count, pkt[THC].lane_bits) == (2, 32)
-        assert list(pkt[THCFix32].values) == [4] * (K // 2)
-        assert_valid_ipv4(frame)
+    for _, data in out:
+        p = parsed(data)
+        assert (p.count, p.lane_bits) == (2, 32)
+        assert p.lanes() == [4] * KFIX
 
 
 def test_events_are_also_counted_per_job(target):
     other = JOB + 1
-    target.set_job(other, n_workers=1, slot_base=0, n_slots=4, mcast_grp=GROUP + 1, worker_mask=0b1000,
-                   lane_bits=8, epoch=3)  # fmt: skip
+    set_job(target, other, slot_base=0, n=1, mask=0b1000, group=GROUP + 1, epoch=3)
     target.set_group(GROUP + 1, [(worker_port(3), 3)])
-    target.add_result_dst(other, 3, mac_int(worker_mac(3)), ip_int(worker_ip(3)))
+    mac, ip = worker(3)
+    target.add_result_dst(other, 3, mac_int(mac), ip_int(ip))
+    target.set_table(other, TABLE.values, 4)
     idx = random_indices(np.random.default_rng(36))
     assert_exact(one_round(target, idx), idx)
     solo = random_indices(np.random.default_rng(37), 1)[0]
-    out = target.send(4, thc_request(3, solo, job=other))
-    assert len(out) == 1 and sums_of(out[0][1]) == list(reference_aggregate([solo], TABLE))
-    assert target.send(1, thc_request(0, solo, job=99)) == []
+    out = target.send(4, thc_request(3, solo, job_id=other))
+    assert len(out) == 1 and sums_of(out[0][1]) == expected([solo])
+    assert target.send(1, thc_request(0, solo, job_id=99)) == []
     mine, theirs, unknown = target.job_events(JOB), target.job_events(other), target.job_events(99)
     assert {k: v for k, v in mine.items() if v} == {"CONSUMED": 2, "COMPLETED": 1}
     assert {k: v for k, v in theirs.items() if v} == {"COMPLETED": 1}

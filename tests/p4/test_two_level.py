@@ -8,31 +8,33 @@ import os
 
 import numpy as np
 import pytest
-from scapy.layers.l2 import Ether
 
-from host_agent.layers import THC, THCResult8, THCResult16
+from tests.support import thc_packets as tp
 from tests.support.leaf_spine import LeafSpine
-from tests.support.targets import THC_JSON, bmv2_binary, program_summary
+from tests.support.targets import THC_JSON, bmv2_binary
 from thc import make_table
 from thc.aggregate import reference_aggregate
 
 pytestmark = pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built")
 
-K = program_summary()["coords"] if THC_JSON.exists() else 64
-SMALL = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")  # 8 · 30 ≤ 255: 8-bit results
-LARGE = make_table(bits=4, granularity=200, clip=1 / 32, kind="optimal")  # 16-bit results
+SMALL = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")  # 8 · 30 ≤ 255: 8-bit lanes
+LARGE = make_table(bits=4, granularity=200, clip=1 / 32, kind="optimal")  # 16-bit lanes
 
 
 def sums(frame: bytes) -> list[int]:
-    thc = Ether(frame)[THC]
-    return list(thc[THCResult8 if thc.lane_bits == 8 else THCResult16].sums)
+    return tp.Parsed.of(frame).lanes()
+
+
+def indices(rng, fabric: LeafSpine) -> list[np.ndarray]:
+    return [rng.integers(0, 16, size=fabric.coords, dtype=np.uint8) for _ in range(fabric.n)]
 
 
 def assert_every_worker_exact(fabric: LeafSpine, results: dict[int, bytes], idx) -> None:
-    expected = list(reference_aggregate(idx, fabric.table))
+    expected = [int(v) for v in reference_aggregate(idx, fabric.table)]
     assert sorted(results) == list(range(fabric.n))
     for w, frame in results.items():
-        thc = Ether(frame)[THC]
+        thc = tp.Parsed.of(frame)
+        assert thc.lengths_match(len(frame)) and thc.ip_checksum_ok, f"worker {w}"
         assert (thc.kind, thc.count, thc.lane_bits) == (1, fabric.n, fabric.lane_bits), f"worker {w}"
         assert sums(frame) == expected, f"worker {w}"
 
@@ -58,7 +60,7 @@ def test_two_level_sums_equal_the_reference_of_all_workers(backend, table, tmp_p
     rng = np.random.default_rng(1)
     try:
         for q in range(6):  # two uses of each of three slots: the shadow cells on both levels
-            idx = [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(fabric.n)]
+            idx = indices(rng, fabric)
             assert_every_worker_exact(fabric, fabric.run_round(idx, slot=q % 3, rnd=q // 3), idx)
         spine = fabric.spine.events()
         assert spine["COMPLETED"] == 6 and spine["CONSUMED"] == 6  # one partial per leaf and use
@@ -75,7 +77,7 @@ def test_two_level_sums_stay_exact_under_one_percent_loss(backend):
     rng = np.random.default_rng(2)
     try:
         for q in range(60):
-            idx = [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(fabric.n)]
+            idx = indices(rng, fabric)
             assert_every_worker_exact(fabric, fabric.run_round(idx, slot=q % 4, rnd=q // 4), idx)
         spine, leaves = fabric.spine.events(), [leaf.events() for leaf in fabric.leaf]
         # loss happened and was recovered on both levels; no partial was counted twice
@@ -89,13 +91,14 @@ def test_two_level_sums_stay_exact_under_one_percent_loss(backend):
 def test_a_lost_partial_is_recovered_by_a_workers_retransmission(backend, tmp_path):
     fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, backend=backend, workdir=tmp_path)
     rng = np.random.default_rng(3)
-    idx = [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(fabric.n)]
+    idx = indices(rng, fabric)
     try:
         # leaf 0 completes, but its partial never reaches the spine
         for w in fabric.local_workers(0):
             out = fabric.leaf[0].send(w + 1, fabric.request(w, idx[w], 0, 0))
         assert [port for port, _ in out] == [fabric.per_leaf + 1]
-        assert Ether(out[0][1])[THC].kind == 4 and Ether(out[0][1])[THC].count == 4
+        partial = tp.Parsed.of(out[0][1])
+        assert (partial.kind, partial.count, partial.lane_bits) == (4, 4, fabric.lane_bits)
         assert fabric.spine.events()["CONSUMED"] == 0
         results = fabric.run_round(idx, slot=0, rnd=0)  # every worker (re)sends: leaf 0 re-sends its partial
         assert_every_worker_exact(fabric, results, idx)
@@ -107,7 +110,7 @@ def test_a_lost_partial_is_recovered_by_a_workers_retransmission(backend, tmp_pa
 def test_a_retransmitted_partial_is_not_counted_twice_and_a_complete_spine_answers_it(backend, tmp_path):
     fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, backend=backend, workdir=tmp_path)
     rng = np.random.default_rng(4)
-    idx = [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(fabric.n)]
+    idx = indices(rng, fabric)
     try:
         for w in fabric.local_workers(0):
             partial = fabric.leaf[0].send(w + 1, fabric.request(w, idx[w], 0, 0))
@@ -119,7 +122,7 @@ def test_a_retransmitted_partial_is_not_counted_twice_and_a_complete_spine_answe
         assert_every_worker_exact(fabric, results, idx)  # count = 8, not 12: leaf 0 counted once
         answer = fabric.spine.send(1, partial_frame)  # the spine is complete: the stored result, unicast
         assert [port for port, _ in answer] == [1]
-        thc = Ether(answer[0][1])[THC]
+        thc = tp.Parsed.of(answer[0][1])
         assert (thc.kind, thc.count) == (2, fabric.n)
         assert sums(answer[0][1]) == list(reference_aggregate(idx, fabric.table))
         fanned = fabric.leaf[0].send(fabric.per_leaf + 1, answer[0][1])  # the leaf multicasts it down
@@ -135,7 +138,7 @@ def test_a_release_at_a_leaf_completes_both_levels_with_the_workers_that_made_it
     added: its answer is the same result again."""
     fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, backend=backend, workdir=tmp_path)
     rng = np.random.default_rng(6)
-    idx = [rng.integers(0, 16, size=K, dtype=np.uint8) for _ in range(fabric.n)]
+    idx = indices(rng, fabric)
     made_it = [w for w in range(fabric.n) if w != 3]
     expected = list(reference_aggregate([idx[w] for w in made_it], fabric.table))
     try:
@@ -143,7 +146,7 @@ def test_a_release_at_a_leaf_completes_both_levels_with_the_workers_that_made_it
         received = fabric.carry([(0, fabric.release(0, 2, 0))])
         assert sorted(received) == list(range(fabric.n))
         for w, (frame,) in received.items():
-            thc = Ether(frame)[THC]
+            thc = tp.Parsed.of(frame)
             assert (thc.kind, thc.count, thc.worker_id) == (1, 7, w)
             assert sums(frame) == expected, f"worker {w}"
         assert fabric.leaf[0].events()["RELEASED"] == 1 and fabric.spine.events()["COMPLETED"] == 1
@@ -151,7 +154,7 @@ def test_a_release_at_a_leaf_completes_both_levels_with_the_workers_that_made_it
         late = fabric.carry([(3, fabric.request(3, idx[3], 2, 0))])
         assert sorted(late) == fabric.local_workers(0)  # the spine's stored result, fanned out again
         for frame in (f for frames in late.values() for f in frames):
-            assert Ether(frame)[THC].count == 7 and sums(frame) == expected
+            assert tp.Parsed.of(frame).count == 7 and sums(frame) == expected
         leaf, spine = fabric.leaf[0].events(), fabric.spine.events()
         assert (leaf["LATE"], spine["RETX_ANSWERED"], spine["CONSUMED"] + spine["COMPLETED"]) == (1, 1, 2)
         assert fabric.carry([(1, fabric.release(1, 2, 0))]) == {}  # releasing a complete use: ignored

@@ -17,16 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
-from scapy.packet import raw
 
-from controller import contract, jobs
 from controller.writes import INSERT, TableWrite
-from host_agent.layers import THC, THCIndices
+from spec import contract
+from spec.job import JobSpec
+from tests.support import thc_packets as tp
 from tests.support.targets import SoftwareTarget
 
 SPINE_IP = "10.0.9.254"
+KEY = 0x7EAF5917
 
 
 def ip_int(ip: str) -> int:
@@ -75,7 +74,8 @@ class LeafSpine:
     def __post_init__(self):
         self.n = self.leaves * self.per_leaf
         self.rng = random.Random(self.seed)
-        self.lane_bits = jobs.lane_bits_for(self.n, int(max(self.table.values)))
+        self.lane_bits = JobSpec(job_id=self.job_id, workers=self.n, granularity=int(max(self.table.values))).lane_bits
+        self.coords = contract.per_request(self.lane_bits)
         self.leaf = []
         self.spine = self._switch("spine", self.leaves)
         self.leaf = [self._switch(f"leaf{i}", self.per_leaf + 1) for i in range(self.leaves)]
@@ -121,9 +121,10 @@ class LeafSpine:
             worker_mask=(1 << self.n) - 1,
             lane_bits=self.lane_bits,
             epoch=self.epoch,
+            key=KEY,
         )
         sw.set_group(group, [(w // self.per_leaf + 1, w) for w in range(self.n)])
-        sw.install_table(self.table.values, self.table.bits)
+        sw.set_table(self.job_id, self.table.values, self.table.bits)
         for leaf in range(self.leaves):
             self.leaf[leaf].add_route(ip_int(SPINE_IP), 32, switch_mac(99), self.per_leaf + 1)
             for port, w in enumerate(self.local_workers(leaf), start=1):
@@ -145,6 +146,7 @@ class LeafSpine:
             worker_mask=(1 << self.leaves) - 1,
             lane_bits=self.lane_bits,
             epoch=self.epoch,
+            key=KEY,
         )
         sw.set_group(group, [(leaf + 1, leaf) for leaf in range(self.leaves)])
 
@@ -163,25 +165,35 @@ class LeafSpine:
             n_slots=self.n_slots,
             mcast_grp=group,
             worker_mask=sum(1 << w for w in local),
-            lane_bits=16,
+            lane_bits=self.lane_bits,  # a leaf's partials are added at the spine: the whole job's lanes
             epoch=self.epoch,
+            key=KEY,
         )
         sw.set_group(group, [(port, w) for port, w in enumerate(local, start=1)])
         sw.apply([TableWrite(INSERT, contract.UPLINK, (self.job_id,), contract.TO_SPINE, (leaf, ip_int(SPINE_IP)))])
-        sw.install_table(self.table.values, self.table.bits)
+        sw.set_table(self.job_id, self.table.values, self.table.bits)
 
     def local_workers(self, leaf: int) -> list[int]:
         return list(range(leaf * self.per_leaf, (leaf + 1) * self.per_leaf))
 
-    def request(self, w: int, idx: np.ndarray, slot: int, rnd: int) -> bytes:
+    def request(self, w: int, idx: np.ndarray, slot: int, rnd: int, kind: int = contract.KIND_REQUEST) -> bytes:
+        """Worker `w`'s request (or RELEASE) of (slot, round), to its leaf (or the spine, on one level)."""
         leaf = w // self.per_leaf
         service = leaf_ip(leaf) if self.levels == 2 else SPINE_IP
-        return raw(
-            Ether(src=mac_str(worker_mac(w)), dst=mac_str(switch_mac(leaf)))
-            / IP(src=worker_ip(w), dst=service)
-            / UDP(sport=40000 + w, dport=contract.THC_UDP_PORT)
-            / THC(version=1, op=contract.OP_THC, kind=0, job_id=self.job_id, worker_id=w, slot=slot, round=rnd)
-            / THCIndices(idx=[int(v) for v in idx])
+        payload = tp.pack_indices(idx) if kind == contract.KIND_REQUEST else b""
+        return tp.frame(
+            (mac_str(worker_mac(w)), worker_ip(w)),
+            (mac_str(switch_mac(leaf)), service),
+            op=contract.OP_THC,
+            kind=kind,
+            job_id=self.job_id,
+            worker_id=w,
+            slot=slot,
+            round_=rnd,
+            lane_bits=self.lane_bits,
+            key=KEY,
+            payload=payload,
+            sport=40000 + w,
         )
 
     def _lost(self) -> bool:
@@ -189,11 +201,7 @@ class LeafSpine:
 
     def release(self, w: int, slot: int, rnd: int) -> bytes:
         """Worker `w`'s RELEASE of (slot, round), to its leaf (or the spine, on one level)."""
-        frame = Ether(self.request(w, np.zeros(1, dtype=np.uint8), slot, rnd))
-        frame[THC].kind = contract.KIND_RELEASE
-        frame[THC].remove_payload()
-        frame[IP].len = frame[UDP].len = frame[IP].chksum = frame[UDP].chksum = None
-        return raw(frame)
+        return self.request(w, np.zeros(0, dtype=np.uint8), slot, rnd, kind=contract.KIND_RELEASE)
 
     def carry(self, sent: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
         """Frames sent by workers [(w, frame)], carried through the fabric (each link losing `loss`) until
@@ -230,7 +238,7 @@ class LeafSpine:
             received = self.carry([(w, self.request(w, idx[w], slot, rnd)) for w in waiting])
             for w, frames in received.items():
                 for out in frames:
-                    thc = Ether(out)[THC]
+                    thc = tp.Parsed.of(out)
                     if (thc.slot, thc.round, thc.worker_id) == (slot, rnd, w):
                         results.setdefault(w, out)
         raise AssertionError(f"workers {sorted(set(range(self.n)) - set(results))} got no result in {max_tries} tries")
@@ -244,19 +252,23 @@ class LeafSpine:
 # ---- a topology file's network, switch by switch --------------------------------------------------
 
 
-def worker_request(topo, host: str, job_id: int, slot: int, rnd: int, idx, kind: int = 0) -> bytes:
-    """`host`'s THC request (or RELEASE, kind 3) for (slot, round), addressed to its service (its leaf's)."""
+def worker_request(topo, host: str, spec: JobSpec, slot: int, rnd: int, idx, kind: int = 0) -> bytes:
+    """`host`'s THC request (or RELEASE, kind 3) for (slot, round) of job `spec`, addressed to its service
+    (its leaf's)."""
     ip, mac = topo.service_of(host)
     h = topo.hosts[host]
-    thc = THC(
-        version=1, op=contract.OP_THC, kind=kind, job_id=job_id, worker_id=topo.worker_id(host), slot=slot, round=rnd
-    )
-    payload = thc / THCIndices(idx=[int(v) for v in idx]) if kind == 0 else thc
-    return raw(
-        Ether(src=h.mac, dst=mac)
-        / IP(src=h.address, dst=str(ip))
-        / UDP(sport=40000, dport=contract.THC_UDP_PORT)
-        / payload
+    return tp.frame(
+        (h.mac, h.address),
+        (mac, str(ip)),
+        op=contract.OP_THC,
+        kind=kind,
+        job_id=spec.job_id,
+        worker_id=topo.worker_id(host),
+        slot=slot,
+        round_=rnd,
+        lane_bits=spec.lane_bits,
+        key=spec.key,
+        payload=tp.pack_indices(idx) if kind == 0 else b"",
     )
 
 

@@ -19,12 +19,12 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller import contract
+from spec import contract
 
 Update = p4runtime_pb2.Update
 
 
-def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2.P4Info:
+def contract_p4info(words: int = contract.WORDS, drop: set[str] = frozenset()) -> p4info_pb2.P4Info:
     """The THC program's P4Info (ids in p4c's style); names in `drop` are left out (to test mismatches)."""
     p4info = p4info_pb2.P4Info()
     p4info.pkg_info.arch = "v1model"
@@ -65,8 +65,7 @@ def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2
     action(contract.SET_JOB, list(contract.SET_JOB_PARAMS))
     action(contract.UNKNOWN_JOB)
     action(contract.BAD_INDEX)
-    for i in range(lanes):
-        action(contract.lut_action(i), [("w", 32)])
+    action(contract.SET_VALUES, list(contract.SET_VALUES_PARAMS))
     action(contract.SET_RESULT_DST, [("dmac", 48), ("dip", 32)])
     action(contract.TO_SPINE, [("leaf_id", 8), ("spine_addr", 32)])
     table(
@@ -85,14 +84,13 @@ def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2
         64,
     )
     table(contract.UPLINK, [("hdr.thc.job_id", 8, exact)], [contract.TO_SPINE, "NoAction"], "NoAction", 64)
-    for i in range(lanes):
-        table(
-            contract.lut_table(i),
-            [(contract.lut_field(i), 8, exact)],
-            [contract.lut_action(i), contract.BAD_INDEX],
-            contract.BAD_INDEX,
-            256,
-        )
+    table(
+        contract.VALUES,
+        [("hdr.thc.job_id", 8, exact)],
+        [contract.SET_VALUES, contract.BAD_INDEX],
+        contract.BAD_INDEX,
+        contract.JOBS_CAPACITY,
+    )
     table(
         contract.RESULT_DST,
         [("hdr.thc.job_id", 8, exact), ("standard_metadata.egress_rid", 16, exact)],
@@ -100,6 +98,14 @@ def contract_p4info(lanes: int = 32, drop: set[str] = frozenset()) -> p4info_pb2
         "NoAction",
         2048,
     )
+    for k in range(words):
+        name = contract.acc_register(k)
+        if name not in drop:
+            r = p4info.registers.add()
+            r.preamble.id = 0x13000000 + k
+            r.preamble.name = name
+            r.type_spec.bitstring.bit.bitwidth = 64
+            r.size = contract.CELLS
     if contract.THC_EVENTS not in drop:
         c = p4info.counters.add()
         c.preamble.id = 0x12000001

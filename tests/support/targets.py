@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from controller import contract, jobs, lookup_tables
+from controller import jobs, lookup_tables
 from controller.jobs import Job
 from controller.writes import INSERT, MODIFY, EngineWriter, GroupWrite, TableWrite, to_updates
+from spec import contract
 from tests.support import paths
 from tests.support.bmv2 import bmv2_binary  # noqa: F401  (re-exported for the pipeline tests)
 
@@ -22,8 +23,6 @@ BUILD, THC_JSON, THC_P4INFO = paths.BUILD, paths.THC_JSON, paths.THC_P4INFO
 class _Target:
     """Control-plane calls in contract terms, carried out by the controller's writes (controller/writes.py);
     a target only says how writes reach its switch (`apply`) and how events are read."""
-
-    pairs: int
 
     def apply(self, writes: list) -> None:
         raise NotImplementedError
@@ -45,9 +44,10 @@ class _Target:
         worker_mask,
         lane_bits,
         epoch,
+        key=0,
         replace: bool = False,
     ) -> None:
-        job = Job(job_id, n_workers, slot_base, n_slots, mcast_grp, worker_mask, lane_bits, epoch)
+        job = Job(job_id, n_workers, slot_base, n_slots, mcast_grp, worker_mask, lane_bits, epoch, key)
         self.apply([jobs.job_write(MODIFY if replace else INSERT, job)])
 
     def set_group(self, group: int, replicas: list[tuple[int, int]]) -> None:
@@ -56,10 +56,9 @@ class _Target:
     def add_result_dst(self, job_id: int, worker_id: int, mac: int, ip: int) -> None:
         self.apply([TableWrite(INSERT, contract.RESULT_DST, (job_id, worker_id), contract.SET_RESULT_DST, (mac, ip))])
 
-    def install_table(self, values, bits: int) -> None:
-        """Replace whatever the lanes hold with `values` (a 2**bits table), as thc-ctl table install does."""
-        checked, bits = lookup_tables.check_values(list(values), bits)
-        self.apply(lookup_tables.lut_writes(self.pairs, checked, bits, self.installed_lanes()))
+    def set_table(self, job_id: int, values, bits: int | None = None, replace: bool = False) -> None:
+        """The job's lookup table (a 2**bits table), as thc-ctl job add installs it."""
+        self.apply([lookup_tables.values_write(MODIFY if replace else INSERT, job_id, list(values), bits)])
 
 
 class SoftwareTarget(_Target):
@@ -72,16 +71,11 @@ class SoftwareTarget(_Target):
 
         self.sw = SoftwareSwitch.from_json(THC_JSON, backend=backend)
         self.name = "emulator" if backend == "python" else f"emulator-{backend}"
-        self.pairs = sum(1 for t in self.sw.program.tables if t.startswith(contract.LUT_PREFIX))
+        self.words = sum(1 for r in self.sw.program.registers if r.startswith(contract.ACC_PREFIX))
         self.writer = EngineWriter(self.sw)
 
     def apply(self, writes: list) -> None:
         self.writer.apply(writes)
-
-    def installed_lanes(self) -> list[dict[int, int]]:
-        return [
-            {e.keys[0]: e.params[0] for e in self.sw.table_entries(contract.lut_table(i))} for i in range(self.pairs)
-        ]
 
     def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         return self.sw.process(port, frame)
@@ -99,11 +93,10 @@ class SoftwareTarget(_Target):
         assert self.sw.stats.get("exceptions", 0) == 0, "the engine raised while processing a packet"
 
 
-def program_summary() -> dict:
-    """Names and sizes from the compiled JSON, for tests that must not hard-code K."""
-    program = json.loads(THC_JSON.read_text())
-    pairs = sum(1 for t in program["pipelines"][0]["tables"] if t["name"].startswith(contract.LUT_PREFIX))
-    return {"pairs": pairs, "coords": 2 * pairs}
+def program_words(path: Path = THC_JSON) -> int:
+    """Register words per cell of a compiled program (THC_WORDS), for tests that must not hard-code K."""
+    program = json.loads(path.read_text())
+    return sum(1 for r in program["register_arrays"] if r["name"].startswith(contract.ACC_PREFIX))
 
 
 class Bmv2Target(_Target):
@@ -143,13 +136,10 @@ class Bmv2Target(_Target):
         except Exception:
             self.close()
             raise
-        self.pairs = contract.lane_count(self.p4info.msg)
+        self.words = contract.cell_words(self.p4info.msg)
 
     def apply(self, writes: list) -> None:
-        self.session.conn.write(to_updates(self.p4info, writes, self.pairs))
-
-    def installed_lanes(self) -> list[dict[int, int]]:
-        return self.session._read_lanes(self.p4info, self.pairs)
+        self.session.conn.write(to_updates(self.p4info, writes))
 
     def events(self) -> dict[str, int]:
         stats = self.session.read_stats([])
