@@ -8,8 +8,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import raw
 
-from controller import contract
 from emulator.switch import SoftwareSwitch
+from spec import contract
 from tests.support import paths
 
 THC_JSON = paths.THC_JSON
@@ -26,7 +26,8 @@ def thc():
 def test_thc_program_loads_with_its_tables(thc):
     tables = thc.program.tables
     assert LPM in tables and contract.JOBS in tables
-    assert any(name.startswith(contract.LUT_PREFIX) for name in tables)
+    assert contract.VALUES in tables
+    assert sum(1 for name in thc.program.registers if name.startswith(contract.ACC_PREFIX)) == contract.WORDS
 
 
 def test_thc_program_forwards_plain_ipv4(thc):

@@ -155,21 +155,24 @@ def test_native_matches_python_on_random_and_mutated_frames(path):
 
 
 def test_native_thc_job_matches_python_through_real_requests():
-    """A real THC job (routes, job, lookup tables, multicast) and worker requests, mutated."""
+    """A real THC job (routes, job and its table, multicast) and worker requests of every op and kind,
+    mutated."""
     from tests.p4 import test_thc_pipeline as pipe
     from tests.support.targets import SoftwareTarget
 
     rng = random.Random(7)
     targets = [SoftwareTarget("python"), SoftwareTarget("native")]
     for t in targets:
-        t.add_service(pipe.ip_int(pipe.SERVICE_IP))
+        t.add_service(pipe.ip_int(pipe.SERVICE[1]))
         for w in range(4):
-            t.add_route(pipe.ip_int(pipe.worker_ip(w)), 32, pipe.mac_int(pipe.worker_mac(w)), pipe.worker_port(w))
-        t.set_job(pipe.JOB, n_workers=3, slot_base=8, n_slots=4, mcast_grp=70, worker_mask=0b111, lane_bits=8, epoch=5)
-        t.set_group(70, [(pipe.worker_port(w), w) for w in range(3)])
+            mac, ip = pipe.worker(w)
+            t.add_route(pipe.ip_int(ip), 32, pipe.mac_int(mac), pipe.worker_port(w))
+        pipe.set_job(t)
+        t.set_group(pipe.GROUP, [(pipe.worker_port(w), w) for w in range(3)])
         for w in range(3):
-            t.add_result_dst(pipe.JOB, w, pipe.mac_int(pipe.worker_mac(w)), pipe.ip_int(pipe.worker_ip(w)))
-        t.install_table(pipe.TABLE.values, 4)
+            mac, ip = pipe.worker(w)
+            t.add_result_dst(pipe.JOB, w, pipe.mac_int(mac), pipe.ip_int(ip))
+        t.set_table(pipe.JOB, pipe.TABLE.values, 4)
     import numpy as np
 
     nrng = np.random.default_rng(3)
@@ -177,9 +180,14 @@ def test_native_thc_job_matches_python_through_real_requests():
     for rnd in range(6):
         for slot in range(4):
             for w in range(3):
-                idx = nrng.integers(0, 16, size=pipe.K, dtype=np.uint8)
-                seeds.append((pipe.worker_port(w), pipe.thc_request(w, idx, slot=slot, rnd=rnd)))
-                seeds.append((pipe.worker_port(w), pipe.request(w, "NORM", slot=slot, rnd=rnd, value=rnd * 77 + w)))
+                port = pipe.worker_port(w)
+                idx = nrng.integers(0, 16, size=pipe.K8, dtype=np.uint8)
+                seeds.append((port, pipe.thc_request(w, idx, slot=slot, round_=rnd)))
+                seeds.append((port, pipe.request(w, pipe.NORM, slot=slot, round_=rnd, value=rnd * 77 + w)))
+                values = nrng.integers(-(2**31), 2**31, size=pipe.KFIX)
+                seeds.append((port, pipe.fix32_request(w, values, slot=slot, round_=rnd)))
+                if w == 0:
+                    seeds.append((port, pipe.release(w, slot=slot, round_=rnd)))
     frames = list(seeds)
     for _ in range(3000):
         port, frame = rng.choice(seeds)
