@@ -205,7 +205,13 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--chunk", type=int, default=d.chunk, help=f"largest Hadamard chunk, a power of two (default {d.chunk})"
     )
-    g.add_argument("--seed", type=int, default=d.seed, help="shared seed of the Hadamard signs (default 0)")
+    g.add_argument(
+        "--thc-seed",
+        type=int,
+        default=d.seed,
+        metavar="S",
+        help="the workers' shared seed of the Hadamard signs and rounding streams (default 0)",
+    )
     g.add_argument("--error-feedback", action="store_true", help="carry each worker's compression error forward")
     g.add_argument(
         "--window",
@@ -229,7 +235,7 @@ def spec_from_options(args: argparse.Namespace, job_id: int, workers: int, **cha
         clip=args.clip,
         table=args.table,
         chunk=args.chunk,
-        seed=args.seed,
+        seed=args.thc_seed,
         error_feedback=args.error_feedback,
         window=args.window,
         slots=min(slots, contract.SLOTS) if args.slots is None else slots,

@@ -1,12 +1,12 @@
 """The control plane of a run: program every switch of a topology through controller.SwitchSession.
 
 One session per switch stays open for the whole run (the runner is the switches' primary controller, as
-a real controller would be): push the compiled program, install the routes the topology implies, the THC
-lookup table on the aggregating switch, and, before each training mode, the job with a fresh epoch (a new
-run of a job must not meet the register cells of the previous one).
+a real controller would be): push the compiled program, install the routes the topology implies, and,
+before each training mode, the job from its description (spec/job.py) with a fresh epoch and key (a new
+run of a job must not meet the register cells of the previous one); the job brings its lookup table.
 
-A topology with ``aggregation.leaves`` aggregates on two levels: the table goes on every leaf and a job
-on the spine and the leaves (controller/two_level.py); everything else here is the same for both.
+A topology with ``aggregation.leaves`` aggregates on two levels: the job goes on the spine and the leaves,
+its table on the leaves (controller/two_level.py); everything else here is the same for both.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from controller import two_level
 from controller.topology import Topology
+from spec.job import JobSpec
 
 
 @dataclass
@@ -38,7 +39,7 @@ class ControlPlane:
         return self.sessions[self.topo.aggregation.switch]
 
     def program(self, say=print) -> None:
-        """Pipeline and routes on every switch (the lookup table comes with each job: start_job)."""
+        """Pipeline and routes on every switch (the lookup table comes with each job: add_job)."""
         self.say = say
         for name, session in self.sessions.items():
             pushed = session.push()
@@ -50,31 +51,14 @@ class ControlPlane:
         """The switches that hold jobs and sum: the aggregating switch, or the spine and its leaves."""
         return [self.topo.aggregation.switch] + [leaf.switch for leaf in self.topo.aggregation.leaves]
 
-    @property
-    def table_switches(self) -> list[str]:
-        """Where the lookup table goes: the switches that look up workers' indices (leaves on two levels)."""
-        return self.aggregating[1:] if self.topo.two_level else self.aggregating
-
-    def start_job(self, job_id: int, n_slots: int, table: list[int]):
-        """(Re-)add the job for the topology's workers with the table they decode with: the table is
-        installed where it differs, then read back and compared when the job is added (a fresh epoch, so
-        the new run starts clean)."""
-        for name in self.table_switches:
-            installed = self.sessions[name].install_table(table)
-            if installed["inserted"] or installed["modified"] or installed["deleted"]:
-                self.say(
-                    f"{name}: THC table {installed['values']} in {installed['lanes']} "
-                    f"lanes ({installed['entries']} entries)"
-                )
-        return self.add_job(job_id, list(self.topo.workers), n_slots, table=table)
-
-    def add_job(self, job_id: int, hosts: list[str], n_slots: int, table: list[int] | None = None):
-        """Add (or renew) job `job_id` for `hosts` wherever this topology aggregates: a jobs.Job, or a
-        two_level.TwoLevelJob (both have job_id, epoch, slot_base, n_slots). With `table` the switches'
-        lanes are read back and compared with it first (seconds); without, the installed one is trusted."""
+    def add_job(self, spec: JobSpec, hosts: list[str] | None = None):
+        """Add (or renew) the job `spec` for `hosts` (default: every worker) wherever this topology
+        aggregates, with a fresh epoch and, unless the description has one, a fresh key: a jobs.Job, or a
+        two_level.TwoLevelJob (both have job_id, epoch, slot_base, n_slots, key)."""
+        hosts = list(self.topo.workers) if hosts is None else hosts
         if self.topo.two_level:
-            return two_level.add_job(self.sessions, self.topo, job_id, hosts, n_slots=n_slots, table=table)
-        return self.aggregator.add_job(job_id, hosts, self.topo, n_slots=n_slots, table=table)
+            return two_level.add_job(self.sessions, self.topo, spec, hosts)
+        return self.aggregator.add_job(spec, hosts, self.topo)
 
     def end_job(self, job_id: int) -> None:
         """Remove the job (its jobs entries, result_dst and uplink entries and multicast groups) if it is there."""

@@ -2,7 +2,8 @@
 
 A switch-mode worker that dies (killed by a signal: ``kill -9``, the kernel's OOM killer) is noticed by
 ``follow`` at once (its output closes and its exit status is a signal). ``Failover.on_death`` then admits
-the survivors as a new job on the aggregating switch: a fresh job id, so a request of the old membership
+the survivors as a new job on the aggregating switch, described like the old one but for n − 1 workers
+(spec/job.py), with a fresh key, and a fresh job id, so a request of the old membership
 still on its way can only meet the old job's cells or be dropped as UNKNOWN_JOB, never be counted into
 the new one; a fresh epoch and slots of its own; the dead worker's multicast replica and mask bit gone.
 Then it writes the notice the workers poll. The old job stays until every survivor reports that it moved
@@ -22,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller import contract
 from controller.errors import ControlError
 from host_agent.membership import Membership, MembershipFile
+from spec import contract
+from spec.job import JobSpec
 from topologies.workers import Worker, WorkerFailed
 
 
@@ -103,15 +105,15 @@ class Failover:
         self,
         control,
         topo,
-        job_id: int,
-        window: int,
+        spec: JobSpec,
         notice_path: Path,
         say: Callable[[str], None] = print,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.control, self.topo, self.window = control, topo, window
-        self.job_id = job_id  # the job the workers are in now
-        self.used_ids = {job_id}  # never reused within the run: an old request can never match a new job
+        self.control, self.topo = control, topo
+        self.spec = spec  # the job the workers are in now
+        self.job_id = spec.job_id
+        self.used_ids = {spec.job_id}  # never reused within the run: an old request can never match a new job
         self.notices = MembershipFile(notice_path)
         self.notices.clear()
         self.say, self.clock = say, clock
@@ -142,19 +144,19 @@ class Failover:
         failure.old_job_id = self.job_id
         new_id = self._fresh_job_id()
         hosts = [w.host for w in alive]
+        spec = self.spec.replace(job_id=new_id, workers=len(alive), key=0)  # the survivors' description
         try:
-            # no table read-back (seconds of pure-Python protobuf for 32 lanes): the old job was admitted
-            # with the workers' table, and nothing has installed another since
-            job = self.control.add_job(new_id, hosts, n_slots=self.window)
+            job = self.control.add_job(spec, hosts)
         except ControlError as exc:
             raise WorkerFailed(
                 f"worker {dead.host} died at step {dead.step} and the survivors could not be admitted as job "
-                f"{new_id}: {exc} (the new job needs {self.window} free slots next to the old job's)"
+                f"{new_id}: {exc} (the new job needs {spec.slots} free slots next to the old job's)"
             ) from exc
+        self.spec = spec.replace(key=job.key)
         self.used_ids.add(new_id)
         self.generation += 1
         ranks = tuple(sorted(w.rank for w in alive))
-        self.notices.write(Membership(self.generation, new_id, ranks, job.epoch, failed=(dead.rank,)))
+        self.notices.write(Membership(self.generation, new_id, ranks, job.epoch, failed=(dead.rank,), key=job.key))
         failure.admitted = self.clock()
         failure.generation, failure.job_id, failure.epoch = self.generation, new_id, job.epoch
         failure.workers = len(alive)

@@ -23,11 +23,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from controller import contract
 from controller.topology import MAX_WORKERS, Topology, TopologyError
 from controller.usage import OneLineParser, positive_number
 from host_agent import workloads
 from host_agent.worker import SWITCH_MODES
+from spec import contract
+from spec.job import JobSpec, JobSpecError, add_job_options, spec_from_options
 from topologies import interrupts, link_rate, pcap_room, supervisor
 
 REPO = Path(__file__).resolve().parents[1]
@@ -221,13 +222,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="THC job id on the switch (default 1)",
     )
     tr.add_argument(
-        "--window",
-        type=_int_range(1, contract.SLOTS, " (the switch's slots)"),
-        default=256,
-        metavar="W",
-        help="requests in flight per worker; the job gets this many slots (default 256)",
-    )
-    tr.add_argument(
         "--switch-timeout",
         type=positive_number(),
         default=30.0,
@@ -266,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="inject a worker failure: SIGKILL to worker HOST once it reports step STEP (thc and fix32 go on "
         "with the survivors as a new job; other modes stop with an error); may be repeated",
     )
+    add_job_options(p)
     out = p.add_argument_group("files and control")
     out.add_argument("--log-dir", default="logs", metavar="DIR", help="logs and results (default logs/)")
     out.add_argument("--pcap-dir", default="pcaps", metavar="DIR", help="pcap files (default pcaps/)")
@@ -519,6 +514,14 @@ def check_stragglers(stragglers, topo) -> None:
             raise RunError(f"--straggler {host}: not a worker of {topo.name} ({', '.join(topo.workers)})")
 
 
+def job_spec(args, topo: Topology) -> JobSpec:
+    """The switch modes' one job description, from the job options (checked before anything starts)."""
+    try:
+        return spec_from_options(args, args.job_id, len(topo.workers))
+    except JobSpecError as exc:
+        raise RunError(str(exc)) from None
+
+
 def aggregation_text(topo: Topology) -> str:
     """Where the topology aggregates, for the run's first line."""
     agg = topo.aggregation
@@ -542,6 +545,7 @@ def run(args) -> int:
         if step >= args.steps:
             raise RunError(f"--kill {host}:{step}: the run has {args.steps} steps, so the kill would never happen")
     check_stragglers(args.straggler, topo)
+    job = job_spec(args, topo)
     check_switch_exe(args.switch_exe)
     pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
     parameters = model_parameters(args)
@@ -587,8 +591,7 @@ def run(args) -> int:
                 lr=args.lr,
                 seed=args.seed,
                 model=args.model,
-                job_id=args.job_id,
-                window=args.window,
+                job=job,
                 switch_timeout=args.switch_timeout,
                 master_port=29500 + index,
                 straggler_timeout_ms=args.straggler_timeout,
@@ -596,7 +599,7 @@ def run(args) -> int:
             )
             if mode in SWITCH_MODES:
                 where = ", ".join([topo.aggregation.switch] + [leaf.switch for leaf in topo.aggregation.leaves])
-                say(f"{mode}: job {args.job_id} on {where} (fresh epoch, {args.window} slots)")
+                say(f"{mode}: {job.describe()} on {where} (fresh epoch and key)")
             progress = Progress(mode, args.steps, len(topo.workers))
             try:
                 results = bed.run_workers(

@@ -82,11 +82,16 @@ class Testbed:
 
     # ---- runs -------------------------------------------------------------------------------------
 
-    def start_job(self, options: WorkerOptions):
-        """Install the workers' lookup table (only what differs) and the job with a fresh epoch (every
-        switch mode run is a new run of the job); the job is refused if the switch's table, read back,
-        is not the workers' own."""
-        return self.control.start_job(options.job_id, n_slots=options.window, table=options.thc_table())
+    def start_job(self, options: WorkerOptions) -> WorkerOptions:
+        """Install the job from its description with a fresh epoch and key (every switch mode run is a new
+        run of the job), and write the description the workers start from, the key included."""
+        spec = options.job_for(self.topo)
+        job = self.control.add_job(spec)
+        spec = spec.replace(key=job.key)
+        path = self.log_dir / options.mode / "job.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        spec.save(path)
+        return dataclasses.replace(options, job=spec, job_file=path)
 
     def end_job(self, options: WorkerOptions, job_ids: list[int] | None = None) -> None:
         """Remove the job (and the survivors' jobs after a failure) once its run is over, so its slots are
@@ -94,7 +99,7 @@ class Testbed:
         slots (best effort: a switch that died has no job to remove, and the run's own error says why)."""
         if self.control is None:
             return
-        for job_id in job_ids or [options.job_id]:
+        for job_id in job_ids or [options.job_for(self.topo).job_id]:
             try:
                 self.control.end_job(job_id)
             except Exception as exc:  # noqa: BLE001 - never hide the run's own outcome
@@ -117,14 +122,14 @@ class Testbed:
         failover = None
         self.last_failures = []
         killer = KillSwitch(kill)
-        if options.mode in FAILOVER_MODES and not options.probe_rounds:
+        failover_mode = options.mode in FAILOVER_MODES and not options.probe_rounds
+        if failover_mode:
             options = dataclasses.replace(options, membership=self.log_dir / options.mode / "membership.json")
-            failover = Failover(
-                self.control, self.topo, options.job_id, options.window, options.membership, say=self.say
-            )
-            failover.killed = killer.killed
         if options.mode in SWITCH_MODES:
-            self.start_job(options)
+            options = self.start_job(options)
+        if failover_mode:
+            failover = Failover(self.control, self.topo, options.job, options.membership, say=self.say)
+            failover.killed = killer.killed
         try:
             before = self.control.stats()
             workers = start_workers(self.net, self.topo, options, self.ledger, self.log_dir)

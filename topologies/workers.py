@@ -21,6 +21,7 @@ from pathlib import Path
 
 from controller.topology import Topology
 from host_agent.worker import SWITCH_MODES
+from spec.job import JobSpec
 from topologies import interrupts
 from topologies.ledger import Ledger
 
@@ -41,10 +42,8 @@ class WorkerOptions:
     batch_size: int | None = None  # None: the model's (host_agent/workloads.py)
     lr: float | None = None  # None: the model's
     seed: int = 0
-    job_id: int = 1
-    window: int = 256  # = the job's n_slots; one round of 16,384 coordinates (256 requests) in one window
-    bits: int = 4
-    granularity: int = 30
+    job: JobSpec | None = None  # the switch modes' job (None: the default description for the topology)
+    job_file: Path | None = None  # where the job's description, key included, is written for the workers
     switch_timeout: float = 30.0
     coalesce: float = 0.5  # thc-worker --coalesce
     master_port: int = MASTER_PORT
@@ -57,11 +56,10 @@ class WorkerOptions:
     straggler_timeout_ms: float | None = None  # thc-worker --straggler-timeout (None: wait for every worker)
     stragglers: dict[str, float] = field(default_factory=dict)  # host -> ms slept per step (thc-worker --step-delay)
 
-    def thc_table(self) -> list[int]:
-        """The lookup table these workers decode with (thc-worker builds the same THCConfig)."""
-        from thc.config import THCConfig
-
-        return [int(v) for v in THCConfig(bits=self.bits, granularity=self.granularity).make_table().values]
+    def job_for(self, topo: Topology) -> JobSpec:
+        """The job's description for `topo`'s workers (n follows the topology)."""
+        spec = self.job or JobSpec(job_id=1, workers=len(topo.workers))
+        return spec if spec.workers == len(topo.workers) else spec.replace(workers=len(topo.workers))
 
 
 @dataclass
@@ -137,14 +135,8 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
             h.address,
             "--src-mac",
             h.mac,
-            "--job-id",
-            str(options.job_id),
-            "--window",
-            str(options.window),
-            "--bits",
-            str(options.bits),
-            "--granularity",
-            str(options.granularity),
+            "--job",
+            str(options.job_file),
             "--switch-timeout",
             str(options.switch_timeout),
             "--coalesce",

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from spec.job import JobSpec
 from topologies.failover import Failover, KillSwitch
 from topologies.workers import Worker, WorkerFailed, follow, load_results
 
@@ -41,10 +42,12 @@ class Control:
         self.jobs = {1: None}
         self.calls = []
 
-    def add_job(self, job_id, hosts, n_slots):
-        self.calls.append(("add", job_id, tuple(hosts)))
-        self.jobs[job_id] = SimpleNamespace(job_id=job_id, epoch=77, slot_base=256, n_slots=n_slots)
-        return self.jobs[job_id]
+    def add_job(self, spec, hosts):
+        self.calls.append(("add", spec.job_id, spec.workers, spec.key, tuple(hosts)))
+        self.jobs[spec.job_id] = SimpleNamespace(
+            job_id=spec.job_id, epoch=77, slot_base=256, n_slots=spec.slots, key=0x5EED
+        )
+        return self.jobs[spec.job_id]
 
     def job_ids(self):
         return set(self.jobs)
@@ -70,7 +73,7 @@ def start(tmp_path, n, steps, notice, echo=None):
 def test_a_killed_worker_is_left_behind_and_the_survivors_go_on_as_a_new_job(tmp_path):
     notice = tmp_path / "membership.json"
     switch = Control()
-    failover = Failover(switch, None, 1, 256, notice, say=lambda m: None)
+    failover = Failover(switch, None, JobSpec(job_id=1, workers=4, key=0x01D), notice, say=lambda m: None)
     killer = KillSwitch([("h3", 5)])
     failover.killed = killer.killed
     workers = failover.workers = start(tmp_path, 4, 40, notice)
@@ -91,8 +94,11 @@ def test_a_killed_worker_is_left_behind_and_the_survivors_go_on_as_a_new_job(tmp
         "workers": [0, 1, 3],
         "epoch": 77,
         "failed": [2],
+        "key": 0x5EED,
     }
-    assert switch.calls == [("add", 2, ("h1", "h2", "h4")), ("remove", 1)]
+    # the survivors' job: the same description for three workers, and a fresh key (0 asks for one)
+    assert switch.calls == [("add", 2, 3, 0, ("h1", "h2", "h4")), ("remove", 1)]
+    assert failover.spec == JobSpec(job_id=2, workers=3, key=0x5EED)
     assert failover.jobs == [1, 2]
     (record,) = [f.record() for f in failover.failures]
     assert record["host"] == "h3" and record["rank"] == 2 and record["signal"] == "SIGKILL" and record["injected"]
