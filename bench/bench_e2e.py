@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from controller.topology import Topology  # noqa: E402
+from spec.job import DEFAULT_WINDOW, JobSpec  # noqa: E402
 from topologies import report  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
@@ -68,8 +69,8 @@ def parse_args(argv=None):
     p.add_argument(
         "--window",
         type=int,
-        default=WorkerOptions.window,
-        help=f"requests in flight per worker, = the job's slots (default {WorkerOptions.window})",
+        default=DEFAULT_WINDOW,
+        help=f"requests in flight per worker (the job's window; default {DEFAULT_WINDOW})",
     )
     p.add_argument(
         "--coalesce",
@@ -124,12 +125,11 @@ def aggregation_figures(
         WorkerOptions(
             mode=mode,
             steps=0,
-            job_id=job_id,
+            job=JobSpec(job_id=job_id, workers=len(bed.topo.workers), window=window),
             probe_rounds=rounds,
             probe_size=size,
             master_port=port,
             switch_timeout=60,
-            window=window,
             coalesce=coalesce,
         ),
         on_event=on_event,
@@ -263,10 +263,9 @@ def main(argv=None) -> int:
                     WorkerOptions(
                         mode=mode,
                         steps=args.steps,
-                        job_id=run,
+                        job=JobSpec(job_id=run, workers=len(topo.workers), window=args.window),
                         master_port=29600 + run,
                         switch_timeout=60,
-                        window=args.window,
                     )
                 )
                 training.append(

@@ -32,10 +32,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from controller import contract  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from host_agent.fake_switch import FakeSwitch  # noqa: E402
 from host_agent.sim import SimJob, program_engine  # noqa: E402
+from spec import contract  # noqa: E402
 from tests.support.cluster import jobs_aggregators, train_ddp  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
 

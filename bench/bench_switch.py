@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from controller import contract  # noqa: E402
 from emulator.switch import SoftwareSwitch  # noqa: E402
 from host_agent import wire  # noqa: E402
 from host_agent.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker_port  # noqa: E402
+from spec import contract  # noqa: E402
 
 IPV4_JSON = ROOT / "tests/fixtures/p4/build/ipv4_forward.json"
 THC_JSON = ROOT / "p4/build/thc.json"

@@ -29,8 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from controller import contract  # noqa: E402
 from controller.topology import Topology  # noqa: E402
+from spec import contract  # noqa: E402
+from spec.job import JobSpec  # noqa: E402
 from thc import plan_cli, planner, profiles, profiling  # noqa: E402
 from thc.timeline import INACost, StepProfile  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
@@ -123,7 +124,7 @@ def probe_seconds(bed: Testbed, mode: str, size: int, rounds: int, job: int) -> 
         WorkerOptions(
             mode=mode,
             steps=0,
-            job_id=job,
+            job=JobSpec(job_id=job, workers=len(bed.topo.workers)),
             probe_rounds=rounds,
             probe_size=size,
             master_port=29700 + job,
@@ -270,7 +271,7 @@ def main(argv=None) -> int:
                     options = WorkerOptions(
                         mode=mode,
                         steps=args.steps,
-                        job_id=1 + job % 4,
+                        job=JobSpec(job_id=1 + job % 4, workers=len(bed.topo.workers)),
                         master_port=29800 + job,
                         switch_timeout=60,
                         model=m,

@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from controller.topology import Topology  # noqa: E402
 from host_agent import workloads  # noqa: E402
+from spec.job import JobSpec  # noqa: E402
 from topologies import report  # noqa: E402
 
 MODES = ("thc", "fix32", "gloo")
@@ -211,10 +212,9 @@ def main(argv=None) -> int:
                                 mode=mode,
                                 steps=args.steps,
                                 model=model,
-                                job_id=run % 250 + 1,
+                                job=JobSpec(job_id=run % 250 + 1, workers=len(topo.workers), window=args.window),
                                 master_port=29600 + run % 1000,
                                 switch_timeout=60,
-                                window=args.window,
                             ),
                             progress,
                         )

@@ -53,7 +53,7 @@ class JobSpec:
     seed: int = 0
     error_feedback: bool = False
     window: int = DEFAULT_WINDOW
-    slots: int = DEFAULT_SLOTS
+    slots: int | None = None  # the job's slots on the switch; None: the window, at least DEFAULT_SLOTS
     words: int = contract.WORDS
     key: int = 0
 
@@ -74,6 +74,9 @@ class JobSpec:
         _int("seed", self.seed, 0, 2**63 - 1)
         if not isinstance(self.error_feedback, bool):
             raise JobSpecError(f"job field 'error_feedback' = {self.error_feedback!r}: must be true or false")
+        if self.slots is None:
+            _int("window", self.window, 1, contract.SLOTS)
+            object.__setattr__(self, "slots", max(self.window, DEFAULT_SLOTS))
         _int("slots", self.slots, 1, contract.SLOTS)
         _int("window", self.window, 1, self.slots)
         if self.words not in contract.WORDS_VARIANTS:
@@ -226,7 +229,6 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_options(args: argparse.Namespace, job_id: int, workers: int, **changes) -> JobSpec:
     """The JobSpec that `add_job_options`' parsed options describe."""
-    slots = args.slots if args.slots is not None else max(args.window, DEFAULT_SLOTS)
     fields = dict(
         job_id=job_id,
         workers=workers,
@@ -238,7 +240,7 @@ def spec_from_options(args: argparse.Namespace, job_id: int, workers: int, **cha
         seed=args.thc_seed,
         error_feedback=args.error_feedback,
         window=args.window,
-        slots=min(slots, contract.SLOTS) if args.slots is None else slots,
+        slots=args.slots,
     )
     fields.update(changes)
     return JobSpec(**fields)

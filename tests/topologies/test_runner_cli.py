@@ -38,7 +38,7 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
     "argv, status, words",
     [
         (["--window", "5000"], 1, ["job field 'window' = 5000", "from 1 to 1024"]),
-        (["--window", "0"], 1, ["job field 'window' = 0", "from 1 to 256"]),
+        (["--window", "0"], 1, ["job field 'window' = 0", "from 1 to 1024"]),
         (["--bits", "5"], 1, ["job field 'bits' = 5", "from 1 to 4"]),
         (["--granularity", "300"], 1, ["job field 'granularity' = 300", "from 1 to 255"]),
         (["--bits", "4", "--granularity", "10"], 1, ["16 levels, so g must be at least 15"]),
