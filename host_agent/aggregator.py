@@ -3,9 +3,10 @@
 The hook (thc.ddp) asks an aggregator for two things per bucket: the element-wise max of the workers'
 chunk norms, and per coordinate the sum over workers of the table values of their indices together with
 the number of contributors. The switch does both: NORM requests keep a running max of float32 bit
-patterns; THC requests carry 4-bit indices that the switch maps to table values with the lookup tables the
-controller installed, and sums. The table passed here is therefore only checked against what the switch
-can do (the values must be the ones installed with `thc-ctl`); the sums come from the switch.
+patterns; THC requests carry 4-bit indices that the switch maps to table values with the job's lookup
+table, which the controller installed with the job from the same description (spec/job.py) the workers
+were given, and sums. The table passed here is therefore only checked against the job's; the sums come
+from the switch.
 
 The FIX32 baseline (uncompressed, SwitchML-style fixed point) goes through the same program without a
 table: `all_sum_int32`.
@@ -23,9 +24,9 @@ from host_agent import wire
 from host_agent.membership import Membership
 from host_agent.protocol import Interrupted, Operation, WorkerProtocol
 from host_agent.transport import RawSocketTransport
+from spec import contract
+from spec.job import JobSpec
 from thc.errors import MembershipChanged
-
-SUM_LANE_MAX = 0xFFFF  # the switch sums in 16-bit lanes
 
 
 class SwitchAggregator:
@@ -38,17 +39,12 @@ class SwitchAggregator:
     def __init__(
         self,
         protocol: WorkerProtocol,
-        n_workers: int,
         membership: Callable[[], Membership | None] | None = None,
         on_rejoin: Callable[[dict], None] = lambda record: None,
     ):
-        if not 1 <= n_workers <= wire.MAX_WORKERS:
-            raise ValueError(f"n_workers {n_workers} is not 1..{wire.MAX_WORKERS}")
-        self.protocol = protocol
-        self.n_workers = n_workers
+        self.protocol = protocol  # its job's description (protocol.spec) says n, the framing and the table
         self.last_max_partial = False  # the latest all_max had results of released slots (thc.ddp reads it)
-        if protocol.n_workers is None:  # results with a count above the job's n are then refused
-            protocol.n_workers = n_workers
+        self._tables: dict[JobSpec, np.ndarray] = {}
         # worker failure (see "Worker failure" in host_agent/README.md): `membership` polls for notices
         self.membership = membership
         self.on_rejoin = on_rejoin
@@ -62,18 +58,16 @@ class SwitchAggregator:
     def open(
         cls,
         iface: str,
-        job_id: int,
+        spec: JobSpec,
         worker_id: int,
-        n_workers: int,
         service_ip: str,
         service_mac: str,
         src_ip: str,
         src_mac: str,
-        window: int = 128,
+        *,
         timeout: float = 0.05,
         max_timeout: float = 1.0,
         deadline: float = 30.0,
-        pairs: int = wire.INDEX_PAIRS,
         min_timeout: float = 0.002,
         dupthresh: int = 3,
         coalesce: float = 0.5,
@@ -84,14 +78,14 @@ class SwitchAggregator:
         """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
 
-        `window` must be the same on every worker and at most the job's n_slots; `timeout` is the first
+        `spec` is the job's description, the one the switch's job was added with (`thc-ctl job add --save
+        FILE`; JobSpec.load): its window, key, n and framing are the worker's. `timeout` is the first
         retransmission timeout, which then follows the measured round trip (never below `min_timeout`) and
         doubles per expiry up to `max_timeout`; `dupthresh` results of later requests make a missing one be
         sent again at once (0: timers only); `deadline` the time after which a missing result raises
         AggregationTimeout; `coalesce` the share of the outstanding results' expected time a blocking call
         lets them accumulate once everything is sent (WorkerProtocol.hold; 0: take each batch at once).
-        `pairs`: the program's THC_PAIRS (32 for p4/build/thc.json; 16 or
-        64 for the variants in p4/build/variants/). `membership` polls for notices of a new membership
+        `membership` polls for notices of a new membership
         (e.g. MembershipFile(path).poll); `on_rejoin` gets a record each time this worker moves to one.
         `straggler_timeout`: seconds after which an unanswered request releases its slot (partial
         aggregation; None: wait for every worker).
@@ -102,23 +96,25 @@ class SwitchAggregator:
             protocol = WorkerProtocol(
                 transport,
                 builder,
-                job_id,
+                spec,
                 worker_id,
-                window,
                 timeout=timeout,
                 min_timeout=min_timeout,
                 max_timeout=max_timeout,
                 deadline=deadline,
-                pairs=pairs,
                 dupthresh=dupthresh,
-                n_workers=n_workers,
                 coalesce=coalesce,
                 straggler_timeout=straggler_timeout,
             )
         except Exception:
             transport.close()
             raise
-        return cls(protocol, n_workers, membership, on_rejoin)
+        return cls(protocol, membership, on_rejoin)
+
+    @property
+    def n_workers(self) -> int:
+        """n of the job this worker aggregates in now (fewer after a worker failure)."""
+        return self.protocol.n_workers
 
     # ---- the hook's interface ----------------------------------------------------------------------
 
@@ -126,8 +122,8 @@ class SwitchAggregator:
         """Element-wise max over workers of non-negative float32 values (the chunk norms)."""
         values = t.detach().to("cpu", torch.float32).reshape(-1).numpy()
         maxima = self._call(lambda p: p.start_max(values))
-        op, n = self.protocol.last_operation, self.protocol.n_workers or self.n_workers  # the current job's n
-        self.last_max_partial = bool(op is not None and op.n and int(op.counts.min()) < n)
+        op = self.protocol.last_operation
+        self.last_max_partial = bool(op is not None and op.n and int(op.counts.min()) < self.n_workers)
         return torch.from_numpy(maxima).reshape(t.shape).to(device=t.device, dtype=t.dtype)
 
     def all_sum_table_values(self, indices: Sequence[np.ndarray], table) -> tuple[list[np.ndarray], int]:
@@ -135,15 +131,24 @@ class SwitchAggregator:
         coordinate when released slots counted fewer: WorkerProtocol's partial aggregation).
 
         `indices`: one uint8 array of table indices (one per coordinate) per chunk. `table`: the 2^b
-        integer values (a sequence, array or an object with `.values`), as installed in the switch.
+        integer values the caller decodes with (a sequence, array or an object with `.values`): the job's,
+        which the switch sums with.
         """
         values = np.asarray(getattr(table, "values", table)).reshape(-1)
-        if not 2 <= values.size <= 16:
+        spec = self.protocol.spec
+        if not 2 <= values.size <= 2**contract.MAX_BITS:
             raise ValueError(f"the switch takes tables of 2..16 entries (b = 1..4 bits), got {values.size}")
-        if values.min() < 0 or self.n_workers * int(values.max()) > SUM_LANE_MAX:
+        lane_max = (1 << spec.lane_bits) - 1
+        if values.min() < 0 or values.max() > contract.TABLE_VALUE_MAX or self.n_workers * values.max() > lane_max:
             raise ValueError(
-                f"sums of {self.n_workers} × table values up to {int(values.max())} do not fit the "
-                f"switch's 16-bit lanes (n·g must be ≤ {SUM_LANE_MAX})"
+                f"table values 0..{contract.TABLE_VALUE_MAX} whose sums over {self.n_workers} workers fit job "
+                f"{spec.job_id}'s {spec.lane_bits}-bit lanes (n·g ≤ {lane_max}); got values up to {int(values.max())}"
+            )
+        job_table = self._job_table(spec)
+        if values.shape != job_table.shape or (values != job_table).any():
+            raise ValueError(
+                f"the switch sums job {spec.job_id}'s table {job_table.tolist()} but this call decodes with "
+                f"{values.tolist()}: compress with the job's description (JobSpec.thc_config(), thc-worker --job)"
             )
         for chunk in indices:
             if chunk.size and int(np.max(chunk)) >= values.size:
@@ -157,6 +162,12 @@ class SwitchAggregator:
         """FIX32 baseline: per chunk and coordinate the int32 sum over workers (wrapping), and the number
         of workers summed."""
         return self._call(lambda p: p.start_sum_fix32(values))
+
+    def _job_table(self, spec: JobSpec) -> np.ndarray:
+        """The job's table values (computed once per description: an optimal table is a dynamic programme)."""
+        if spec not in self._tables:
+            self._tables[spec] = np.asarray(spec.table_values())
+        return self._tables[spec]
 
     # ---- worker failure ---------------------------------------------------------------------------
     #
@@ -204,7 +215,7 @@ class SwitchAggregator:
         if waiting:
             self.protocol.abandon()
         self._retired.append(self.protocol)
-        self.protocol, self.n_workers, self.generation = protocol, notice.n_workers, notice.generation
+        self.protocol, self.generation = protocol, notice.generation
         self._pending = None
         record = {
             "generation": notice.generation,
@@ -227,7 +238,7 @@ class SwitchAggregator:
         if me not in notice.workers:
             raise RuntimeError(f"worker {me} is not among job {notice.job_id}'s workers {list(notice.workers)}")
         noticed = time.monotonic()
-        protocol = self.protocol.for_job(notice.job_id, notice.n_workers)
+        protocol = self.protocol.for_job(notice.job_id, notice.n_workers, notice.key)
         agreed = protocol.all_max(np.array([self.calls], np.float32))  # exact: calls < 2**24
         self._pending = (notice, protocol, int(agreed[0]), noticed, self.calls)
 

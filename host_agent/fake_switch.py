@@ -1,11 +1,12 @@
 """A tiny pure-Python aggregating switch that follows p4/README.md, for tests without the P4 engine.
 
-It has the engine's `process(port, frame)` interface, one service address and any number of jobs; per cell
-it keeps the (epoch, round, op) tag, the worker bitmap, the remaining count, the contributions' count and
-the sums as the contract describes (partial aggregation too: RELEASE, LATE), and records every decision so
-tests can check what the switch saw. It is independent of emulator/ and p4/build/ on purpose: host-agent
-tests can check the protocol against the contract alone, and the same tests then run against the compiled
-program (tests/test_host_agent_engine.py).
+It has the engine's `process(port, frame)` interface, one service address, cells of `words` 64-bit words
+and any number of jobs, each with its own key, lane width and lookup table, as the controller plans them
+(host_agent.sim.SimJob). Per cell it keeps the (epoch, round, op) tag, the worker bitmap, the remaining
+count, the contributions' count and the sums as the contract describes (partial aggregation too: RELEASE,
+LATE), and records every decision so tests can check what the switch saw. It is independent of emulator/
+and p4/build/ on purpose: host-agent tests can check the protocol against the contract alone, and the same
+tests then run against the compiled program.
 """
 
 from __future__ import annotations
@@ -14,62 +15,83 @@ from collections import Counter
 
 import numpy as np
 
+from controller.jobs import Job, JobWorker
 from host_agent import wire
-from host_agent.sim import SERVICE, SimJob, worker_endpoint, worker_port
+from host_agent.sim import SERVICE, SimJob
+
+# Request payloads the parser extracts (op, lane_bits), so that a shorter request is MALFORMED.
+_PARSED = {(wire.OP_THC, wire.LANES_8), (wire.OP_THC, wire.LANES_16), (wire.OP_FIX32, wire.LANES_INT32)}
 
 
 class FakeSwitch:
-    """Aggregates like thc.p4 for the jobs added with add_job; workers sit on ports sim.worker_port(w)."""
+    """Aggregates like thc.p4 for the jobs added with add_job; results go to each job's worker ports."""
 
-    def __init__(self, service: wire.Endpoint = SERVICE):
+    def __init__(self, service: wire.Endpoint = SERVICE, words: int = wire.WORDS):
         self.service = service
-        self.jobs: dict[int, SimJob] = {}
-        self.cells: dict[tuple[int, int, int], dict] = {}
-        self.events: list[str] = []  # one per request, named as thc_events' cells
-        self.arrivals: list[tuple[int, int, int, int]] = []  # (worker, slot, round, op) of every request
+        self.words = words
+        self.jobs: dict[int, Job] = {}
+        self.cells: dict[tuple[int, int], dict] = {}  # (slot_base + slot, round & 1) -> the cell
+        self.events: list[str] = []  # one per frame, named as thc_events' cells
 
     def add_job(self, job: SimJob) -> None:
-        self.jobs[job.job_id] = job
+        if job.spec.words != self.words:
+            raise ValueError(
+                f"job {job.job_id} is described for {job.spec.words}-word cells, this switch has {self.words}"
+            )
+        self.jobs[job.job_id] = job.job
 
     def event_counts(self) -> Counter:
         return Counter(self.events)
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        event, out = self._process(port, frame)
+        self.events.append(event)
+        return out
+
+    def _process(self, port: int, frame: bytes) -> tuple[str, list[tuple[int, bytes]]]:
+        """What the program does with `frame`, in its order of checks: (the event, the frames out)."""
         p = wire.parse_frame(frame)
-        kinds = (wire.KIND_REQUEST, wire.KIND_RELEASE)
-        if p is None or frame[30:34] != wire.ip_bytes(self.service.ip) or p.kind not in kinds:
-            self.events.append("FORWARDED")
-            return []
+        if p is None or frame[30:34] != wire.ip_bytes(self.service.ip):
+            return "FORWARDED", []
+        if p.kind not in (wire.KIND_REQUEST, wire.KIND_RELEASE):
+            return "FORWARDED", []
+        need = wire.request_payload_bytes(p.op, p.lane_bits, self.words) if (p.op, p.lane_bits) in _PARSED else 0
+        if p.kind == wire.KIND_REQUEST and len(p.payload) < need:
+            return "DROP_MALFORMED", []
         job = self.jobs.get(p.job_id)
         if job is None:
-            self.events.append("DROP_UNKNOWN_JOB")
-            return []
-        if p.worker_id not in job.worker_ids:
-            self.events.append("DROP_FOREIGN_WORKER")
-            return []
+            return "DROP_UNKNOWN_JOB", []
+        if p.key != job.key:
+            return "DROP_BAD_KEY", []
+        if p.worker_id >= wire.MAX_WORKERS or not job.worker_mask >> p.worker_id & 1:
+            return "DROP_FOREIGN_WORKER", []
         if p.slot >= job.n_slots:
-            self.events.append("DROP_SLOT_RANGE")
-            return []
+            return "DROP_SLOT_RANGE", []
+        if p.op not in wire.OP_NAMES:
+            return "DROP_BAD_OP", []
+        if p.lane_bits != wire.op_lane_bits(p.op, job.lane_bits):
+            return "DROP_LANE_MISMATCH", []
+        cell_at = (job.slot_base + p.slot, p.round & 1)
         if p.kind == wire.KIND_RELEASE:
-            return self._release(job, p)
-        if p.op == wire.OP_THC and max(wire.unpack_nibbles(p.payload)) >= len(job.table):
-            self.events.append("DROP_BAD_INDEX")
-            return []
-        self.arrivals.append((p.worker_id, p.slot, p.round, p.op))
-        cell = self.cells.setdefault((p.job_id, p.slot, p.round & 1), {"tag": None})
+            return self._release(job, p, self.cells.get(cell_at, {"tag": None}))
+        payload = p.payload[:need]
+        if p.op == wire.OP_THC:
+            indices = wire.unpack_nibbles(payload)
+            if not job.table or int(indices.max()) >= len(job.table):
+                return "DROP_BAD_INDEX", []
+        cell = self.cells.setdefault(cell_at, {"tag": None})
         refused = self._refusal(cell, job.epoch, p)
         if refused:
-            self.events.append(refused)
-            return []
+            return refused, []
         if cell["tag"] is None or cell["tag"][:2] != (job.epoch, p.round):
             cell.update(tag=(job.epoch, p.round, p.op), bitmap=0, remaining=job.n_workers, count=0, sums=None, norm=0)
         bit = 1 << p.worker_id
         if cell["bitmap"] & bit or cell["remaining"] == 0:
             if cell["remaining"]:
-                self.events.append("DROP_DUPLICATE")
-                return []
-            self.events.append("RETX_ANSWERED" if cell["bitmap"] & bit else "LATE")
-            return [(port, self._result(job, p, cell, p.worker_id, wire.KIND_RESULT_RETX))]
+                return "DROP_DUPLICATE", []
+            sender = next(w for w in job.workers if w.worker_id == p.worker_id)
+            answer = self._result(job, p, cell, sender, wire.KIND_RESULT_RETX)  # on the port it came in
+            return ("RETX_ANSWERED" if cell["bitmap"] & bit else "LATE"), [(port, answer)]
         cell["bitmap"] |= bit
         cell["remaining"] -= 1
         cell["count"] += 1
@@ -77,35 +99,27 @@ class FakeSwitch:
             cell["norm"] = max(cell["norm"], p.value)
         else:
             if p.op == wire.OP_THC:
-                contribution = np.asarray(job.table, np.int64)[wire.unpack_nibbles(p.payload)]
+                contribution = np.asarray(job.table, np.int64)[indices]
             else:
-                contribution = np.frombuffer(p.payload, ">i4").astype(np.int64)
+                contribution = np.frombuffer(payload, ">i4").astype(np.int64)
             cell["sums"] = contribution if cell["sums"] is None else cell["sums"] + contribution
         if cell["remaining"]:
-            self.events.append("CONSUMED")
-            return []
-        self.events.append("COMPLETED")
-        return [(worker_port(w), self._result(job, p, cell, w, wire.KIND_RESULT)) for w in job.worker_ids]
+            return "CONSUMED", []
+        return "COMPLETED", self._multicast(job, p, cell)
 
-    def _release(self, job: SimJob, p: wire.ThcFrame) -> list[tuple[int, bytes]]:
+    def _release(self, job: Job, p: wire.ThcFrame, cell: dict) -> tuple[str, list[tuple[int, bytes]]]:
         """A RELEASE completes the cell's current, incomplete use with the contributions it has."""
-        cell = self.cells.get((p.job_id, p.slot, p.round & 1), {"tag": None})
         tag = cell["tag"]
         if tag is None or tag[0] != job.epoch or p.round > tag[1]:
-            self.events.append("RELEASE_IGNORED")
-            return []
+            return "RELEASE_IGNORED", []
         if p.round < tag[1]:
-            self.events.append("DROP_STALE_ROUND")
-            return []
+            return "DROP_STALE_ROUND", []
         if p.op != tag[2]:
-            self.events.append("DROP_OP_MISMATCH")
-            return []
+            return "DROP_OP_MISMATCH", []
         if cell["remaining"] == 0:
-            self.events.append("RELEASE_IGNORED")
-            return []
+            return "RELEASE_IGNORED", []
         cell["remaining"] = 0
-        self.events.append("RELEASED")
-        return [(worker_port(w), self._result(job, p, cell, w, wire.KIND_RESULT)) for w in job.worker_ids]
+        return "RELEASED", self._multicast(job, p, cell)
 
     @staticmethod
     def _refusal(cell: dict, epoch: int, p: wire.ThcFrame) -> str | None:
@@ -122,24 +136,21 @@ class FakeSwitch:
             return "DROP_OP_MISMATCH" if p.op != op else None
         return None if p.round == stored + 2 and cell["remaining"] == 0 else "DROP_FAR_ROUND"
 
-    def _result(self, job: SimJob, p: wire.ThcFrame, cell: dict, worker_id: int, kind: int) -> bytes:
-        builder = wire.FrameBuilder(self.service, worker_endpoint(worker_id))
+    def _multicast(self, job: Job, p: wire.ThcFrame, cell: dict) -> list[tuple[int, bytes]]:
+        """The result to every worker of the job, each copy addressed to its worker (result_dst)."""
+        return [(w.port, self._result(job, p, cell, w, wire.KIND_RESULT)) for w in job.workers]
+
+    def _result(self, job: Job, p: wire.ThcFrame, cell: dict, to: JobWorker, kind: int) -> bytes:
+        """A result as the program writes it: the cell's words in the op's lanes (none for NORM, whose max
+        is the value), its count, the request's key, lengths that match the payload."""
+        builder = wire.FrameBuilder(self.service, wire.Endpoint(to.mac, to.ip))
+        lane_bits = wire.op_lane_bits(p.op, job.lane_bits)
         if p.op == wire.OP_NORM:
-            return builder.frame(p.op, kind, job.job_id, worker_id, p.slot, p.round, cell["norm"], count=cell["count"])
-        if p.op == wire.OP_THC:
-            payload = cell["sums"].astype(np.uint8 if job.lane_bits == 8 else ">u2").tobytes()
-            lane_bits = job.lane_bits
+            value, payload = cell["norm"], b""
         else:
-            payload = (cell["sums"] & 0xFFFFFFFF).astype(">u4").tobytes()
-            lane_bits = 32
+            value = p.value
+            lanes = cell["sums"] if p.op == wire.OP_THC else (cell["sums"] + 2**31) % 2**32 - 2**31
+            payload = lanes.astype(wire.LANE_DTYPES[lane_bits]).tobytes()
         return builder.frame(
-            p.op,
-            kind,
-            job.job_id,
-            worker_id,
-            p.slot,
-            p.round,
-            payload=payload,
-            count=cell["count"],
-            lane_bits=lane_bits,
+            p.op, kind, job.job_id, to.worker_id, p.slot, p.round, value, payload, cell["count"], lane_bits, p.key
         )

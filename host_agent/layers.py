@@ -2,7 +2,11 @@
 
 Importing this module binds `THC` to UDP port 21576 (source or destination), so `rdpcap(...)` and
 `Ether(raw)` dissect THC requests and results, and the THC header picks its payload layer from op, kind
-and lane_bits. Scapy is slow (milliseconds per packet): the hot path uses wire.py instead.
+and lane_bits, as the switch's parser does: a THC request's 4-bit indices (`THCIndices`, 8- or 16-bit
+lanes), and the cell's words of a result, RESULT_RETX or PARTIAL in the lanes lane_bits names
+(`THCResult8`, `THCResult16`, `THCFix32`, which is also a FIX32 request's payload). How many a packet holds
+follows from the job and the program's cell size, so a payload layer takes every byte the packet has and
+builds what it is given. Scapy is slow (milliseconds per packet): the hot path uses wire.py instead.
 """
 
 from __future__ import annotations
@@ -22,56 +26,55 @@ from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_bottom_up, bind_top_down
 
 from host_agent import wire
+from spec import contract
 
 
 class NibbleListField(Field):
-    """`count` 4-bit values packed two per byte, the first in the high nibble (the contract's thc_idx)."""
+    """4-bit values packed two per byte, the first in the high nibble (the contract's thc_idx8 / thc_idx16):
+    as many as given (an odd count gets one index 0 more), and on dissection two per byte that is left."""
 
-    __slots__ = ["count"]
     islist = 1  # a list value is one field value, not a set of packets to generate
 
-    def __init__(self, name: str, default, count: int):
-        if count % 2:
-            raise ValueError("nibbles come in pairs")
-        self.count = count
-        Field.__init__(self, name, default, fmt=f"{count // 2}s")
+    def __init__(self, name: str, default):
+        Field.__init__(self, name, default, fmt="s")
 
     def any2i(self, pkt, x):
         if x is None:
             return None
         values = [int(v) for v in x]
-        if len(values) > self.count or any(not 0 <= v <= 15 for v in values):
-            raise ValueError(f"{self.name}: at most {self.count} values in 0..15")
-        return values + [0] * (self.count - len(values))
+        if any(not 0 <= v <= 15 for v in values):
+            raise ValueError(f"{self.name}: indices are 4 bits, 0..15")
+        return values
 
     def i2m(self, pkt, x):
-        return wire.pack_nibbles(x if x is not None else [0] * self.count)
+        return wire.pack_nibbles(x if x is not None else [])
 
     def m2i(self, pkt, x):
-        return [int(v) for v in wire.unpack_nibbles(x, self.count)]
+        return [int(v) for v in wire.unpack_nibbles(x)]
 
     def addfield(self, pkt, s, val):
         return s + self.i2m(pkt, val)
 
     def getfield(self, pkt, s):
-        size = self.count // 2
-        return s[size:], self.m2i(pkt, s[:size])
+        return b"", self.m2i(pkt, s)
 
     def i2len(self, pkt, x):
-        return self.count // 2
+        return (len(x or []) + 1) // 2
 
     def randval(self):
         from scapy.volatile import RandNum
 
-        return [RandNum(0, 15) for _ in range(self.count)]
+        return [RandNum(0, 15) for _ in range(len(self.default or []))]
 
 
-def _fixed_list(name: str, field: Field, count: int) -> FieldListField:
-    return FieldListField(name, [0] * count, field, count_from=lambda pkt: count)
+def _lanes(name: str, field: Field, lane_bits: int) -> FieldListField:
+    """Every lane the packet has (up to any frame's size: Scapy's default stops at 100); by default the zeros
+    of the default build's cell."""
+    return FieldListField(name, [0] * contract.per_request(lane_bits), field, max_count=1 << 16)
 
 
 class THC(Packet):
-    """The 16-byte THC header."""
+    """The 20-byte THC header."""
 
     name = "THC"
     fields_desc = [
@@ -85,52 +88,54 @@ class THC(Packet):
         ByteEnumField("lane_bits", 0, {0: "none", 8: "8-bit", 16: "16-bit", 32: "int32"}),
         IntField("round", 0),
         XIntField("value", 0),
+        XIntField("key", 0),
     ]
 
     def guess_payload_class(self, payload):
-        if self.kind == wire.KIND_RELEASE:
-            return Packet.guess_payload_class(self, payload)
-        if self.op == wire.OP_THC:
-            if self.kind == wire.KIND_REQUEST:
+        lanes = {wire.LANES_8: THCResult8, wire.LANES_16: THCResult16, wire.LANES_INT32: THCFix32}
+        if self.kind == wire.KIND_REQUEST:
+            if self.op == wire.OP_THC and self.lane_bits in (wire.LANES_8, wire.LANES_16):
                 return THCIndices
-            if self.lane_bits == 8:
-                return THCResult8
-            if self.lane_bits == 16:
-                return THCResult16
-        elif self.op == wire.OP_FIX32:
-            return THCFix32
+            if self.op == wire.OP_FIX32 and self.lane_bits == wire.LANES_INT32:
+                return THCFix32
+        elif self.kind in (wire.KIND_RESULT, wire.KIND_RESULT_RETX, wire.KIND_PARTIAL):
+            if self.op in (wire.OP_THC, wire.OP_FIX32) and self.lane_bits in lanes:
+                return lanes[self.lane_bits]
         return Packet.guess_payload_class(self, payload)
 
     def mysummary(self):
-        return self.sprintf("THC %op% %kind% job=%job_id% worker=%worker_id% slot=%slot% round=%round%")
+        return self.sprintf(
+            "THC %op% %kind% job=%job_id% worker=%worker_id% slot=%slot% round=%round% lanes=%lane_bits%"
+        )
 
 
 class THCIndices(Packet):
-    """THC request payload: K = 64 table indices, two per byte."""
+    """THC request payload: one 4-bit table index per coordinate, two per byte (1,024 with 8-bit lanes and
+    512 with 16-bit lanes in the default build)."""
 
     name = "THC indices"
-    fields_desc = [NibbleListField("idx", None, wire.COORDS_PER_PACKET)]
+    fields_desc = [NibbleListField("idx", [0] * contract.per_request(wire.LANES_8))]
 
 
 class THCResult8(Packet):
     """THC result payload with 8-bit lanes: one sum per coordinate."""
 
     name = "THC result (8-bit lanes)"
-    fields_desc = [_fixed_list("sums", ByteField("sum", 0), wire.COORDS_PER_PACKET)]
+    fields_desc = [_lanes("sums", ByteField("sum", 0), wire.LANES_8)]
 
 
 class THCResult16(Packet):
     """THC result payload with 16-bit lanes: one sum per coordinate."""
 
     name = "THC result (16-bit lanes)"
-    fields_desc = [_fixed_list("sums", ShortField("sum", 0), wire.COORDS_PER_PACKET)]
+    fields_desc = [_lanes("sums", ShortField("sum", 0), wire.LANES_16)]
 
 
 class THCFix32(Packet):
-    """FIX32 request or result payload: 32 two's-complement int32 values (sums wrap)."""
+    """FIX32 request or result payload: two's-complement int32 values, two per word (sums wrap)."""
 
     name = "THC FIX32"
-    fields_desc = [_fixed_list("values", SignedIntField("value", 0), wire.FIX32_PER_PACKET)]
+    fields_desc = [_lanes("values", SignedIntField("value", 0), wire.LANES_INT32)]
 
 
 for _payload in (THCIndices, THCResult8, THCResult16, THCFix32):

@@ -1,11 +1,11 @@
 """Membership notices: how the runner tells a job's surviving workers that a worker failed.
 
-When a worker dies, the runner admits the survivors as a new job (a fresh job id and a fresh epoch, the
-dead worker's replica and mask bit gone) and writes a notice into a small JSON file that every worker of
-the mode was started with (`thc-worker --membership FILE`). The file is the whole channel: Mininet's hosts
-share the file system, it is written atomically (a rename), and a worker only has to look at its
-modification time now and then while it waits for the switch. A notice is never taken back; a later
-failure writes a later generation.
+When a worker dies, the runner admits the survivors as a new job (the job's description with a fresh job
+id, n − 1 workers and a fresh key; a fresh epoch, the dead worker's replica and mask bit gone) and writes a
+notice into a small JSON file that every worker of the mode was started with (`thc-worker --membership
+FILE`). The file is the whole channel: Mininet's hosts share the file system, it is written atomically (a
+rename), and a worker only has to look at its modification time now and then while it waits for the
+switch. A notice is never taken back; a later failure writes a later generation.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class Membership:
     workers: tuple[int, ...]  # worker ids (ranks) of the survivors; n = len(workers)
     epoch: int = 0  # the epoch the controller gave the new job (for the record: workers send no epoch)
     failed: tuple[int, ...] = field(default=())  # the worker ids that left since the previous generation
+    key: int = 0  # the new job's key: the survivors put it in every packet (the switch drops other keys)
 
     @property
     def n_workers(self) -> int:
@@ -44,6 +45,7 @@ class Membership:
             tuple(d["workers"]),
             int(d.get("epoch", 0)),
             tuple(d.get("failed", ())),
+            int(d.get("key", 0)),
         )
 
 

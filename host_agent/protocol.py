@@ -4,8 +4,10 @@ Every worker of a job numbers its requests q = 0, 1, 2, ... over the whole run, 
 worker; request q uses slot q mod W in round q div W, and is sent only once the result of request q − W
 (the slot's previous use) is back. A lost request or result is recovered by sending the request again; the
 switch counts a retransmission once, and answers it with the stored result when the slot is complete.
-Results are matched by (job_id, slot, round) and checked against the request (op, count, lane width);
-anything else is counted and ignored.
+Results are matched by (job_id, slot, round), must carry the job's key, and are checked against the
+request (op, count, lane width, payload size); anything else is counted and ignored. How a request is
+framed (coordinates or values per request, lane width, key, window) comes from the job's description
+(spec/job.py's JobSpec), the one the switch's job was added with.
 
 Loss recovery runs at the speed of the round trip, as TCP's does (see WorkerProtocol):
 
@@ -47,6 +49,7 @@ import numpy as np
 from host_agent import native, wire
 from host_agent.loopback import VirtualClock
 from host_agent.transport import BatchIO, Transport
+from spec.job import JobSpec
 
 _NEVER = np.iinfo(np.int64).max
 
@@ -83,7 +86,8 @@ class WorkerStats:
     results: int = 0  # results accepted (one per request)
     duplicate_results: int = 0  # a result for a request already answered
     stale_results: int = 0  # a result for no request of ours (an old run, a wrong window)
-    rejected_results: int = 0  # for one of our requests, but op, count or lane width do not fit it
+    rejected_results: int = 0  # for one of our requests, but op, count, lane width or size do not fit it
+    bad_key_results: int = 0  # this job's id, another key: another run's job, or not from the switch
     ignored_frames: int = 0  # not a THC result for this job
     operations: int = 0
     operation_seconds: float = 0.0
@@ -111,13 +115,16 @@ class Operation:
         frames: np.ndarray,
         chunk_lengths: list[int],
         per_packet: int,
+        lane_bits: int,
         started: float,
         mixed_counts: bool = False,
     ):
         self.op, self.q0, self.n = op, q0, n_requests
         self.frames = frames  # (n_requests, frame length) uint8: request i is row i
         self.chunk_lengths = chunk_lengths
-        self.per_packet = per_packet
+        self.per_packet = per_packet  # coordinates (THC) or values (FIX32) per request, lanes per result
+        self.lane_bits = lane_bits  # what every request and result of the op carries
+        self.result_bytes = 0 if op == wire.OP_NORM else per_packet * wire.LANE_DTYPES[lane_bits].itemsize
         self.started = started
         self.finished: float | None = None
         self.first_result: float | None = None  # when the first result came (the slowest worker had joined)
@@ -147,8 +154,7 @@ class Operation:
         self.probe_backoff = 1.0
         self.rtt_max: float | None = None  # the slowest clean round trip since the last RTT sample
         self.rtt_results = 0
-        self.count: int | None = None  # every accepted result's count and lane width must match the first
-        self.lane_bits: int | None = None
+        self.count: int | None = None  # every accepted result's count must match the first
         self.mixed_counts = mixed_counts  # partial aggregation: counts may differ between requests
         self.release_at = np.full(n_requests, np.inf)  # when an unanswered request sends a RELEASE
         if op == wire.OP_NORM:
@@ -174,31 +180,22 @@ class Operation:
         lo, hi = self.span()
         return (self.attempts[lo:hi] > 0) & ~self.done[lo:hi], lo
 
-    def fit_rows(self, op: np.ndarray, count: np.ndarray, lane_bits: np.ndarray, size: np.ndarray, n_workers):
+    def fit_rows(self, op: np.ndarray, count: np.ndarray, lane_bits: np.ndarray, size: np.ndarray, n_workers: int):
         """Which results (arrays of their header fields, in arrival order) can be answers to requests of
         this operation: the same op; a count in 1..n_workers and the same in every result; the lane width
-        the op implies (NORM 0, FIX32 32, THC 8 or 16, the same in every result) and a payload of exactly
-        that size. The first that fits fixes the operation's count and lane width. A result that does not
-        fit is another op's or a misprogrammed job's, and storing it would corrupt the sums."""
+        the op has in the job (NORM 0, FIX32 32, THC the job's 8 or 16) and the cell's words as payload
+        (none for NORM). The first that fits fixes the operation's count. A result that does not fit is
+        another op's or a misprogrammed job's, and storing it would corrupt the sums."""
         count, lane_bits, size = (np.asarray(a, np.int64) for a in (count, lane_bits, size))
-        ok = (op == self.op) & (count >= 1)
-        if n_workers is not None:
-            ok &= count <= n_workers
-        if self.op == wire.OP_NORM:
-            ok &= (lane_bits == 0) & (size == 0)
-        elif self.op == wire.OP_FIX32:
-            ok &= (lane_bits == 32) & (size == 4 * self.per_packet)
-        else:
-            ok &= ((lane_bits == 8) | (lane_bits == 16)) & (size == self.per_packet * lane_bits // 8)
+        ok = (op == self.op) & (count >= 1) & (count <= n_workers)
+        ok &= (lane_bits == self.lane_bits) & (size == self.result_bytes)
         if self.count is None:
             first = np.flatnonzero(ok)
             if not first.size:
                 return ok
-            self.count, self.lane_bits = int(count[first[0]]), int(lane_bits[first[0]])
+            self.count = int(count[first[0]])
         if not self.mixed_counts:
             ok &= count == self.count
-        if self.op == wire.OP_THC:
-            ok &= lane_bits == self.lane_bits
         return ok
 
     def store_rows(self, requests: np.ndarray, results: wire.ResultBatch, rows: np.ndarray) -> None:
@@ -206,11 +203,9 @@ class Operation:
         if self.op == wire.OP_NORM:
             self.sums[requests] = results.value[rows]
         else:
-            k = self.per_packet
-            width = (self.lane_bits // 8) if self.op == wire.OP_THC else 4
-            dtype = {1: np.uint8, 2: ">u2", 4: ">i4"}[width]
-            raw = results.rows[rows, wire.PAYLOAD_OFFSET : wire.PAYLOAD_OFFSET + k * width]
-            self.sums.reshape(-1, k)[requests] = np.ascontiguousarray(raw).view(dtype)
+            raw = results.rows[rows, wire.PAYLOAD_OFFSET : wire.PAYLOAD_OFFSET + self.result_bytes]
+            lanes = np.ascontiguousarray(raw).view(wire.LANE_DTYPES[self.lane_bits])
+            self.sums.reshape(-1, self.per_packet)[requests] = lanes
         self.counts[requests] = results.count[rows]
 
     def contributors(self) -> int | list[np.ndarray]:
@@ -248,10 +243,12 @@ class Operation:
 class WorkerProtocol:
     """One worker of one job: request numbering, window, retransmission, result collection.
 
-    `window` W must be the same on every worker of the job and at most the job's n_slots; requests are
-    numbered from `first_request` (0 for a freshly added job). `pairs` is the program's THC_PAIRS: index
-    bytes per THC request (K = 2·pairs coordinates) and int32 values per FIX32 request. `n_workers`, when
-    given, bounds the count of an acceptable result (1..n_workers).
+    `spec` is the job's description, the one the switch's job was added with (`thc-ctl job add --save`):
+    its window W (the same on every worker, at most the job's slots), its key (in every packet, and every
+    result must carry it), n (an acceptable result counts 1..n contributions), and the framing: K =
+    spec.coords_per_request 4-bit indices per THC request in the job's lanes (8 or 16 bits), and
+    spec.fix32_per_request int32 values per FIX32 request. Requests are numbered from `first_request` (0
+    for a freshly added job).
 
     Loss recovery, two ways, both counted in `stats()`:
 
@@ -308,9 +305,8 @@ class WorkerProtocol:
         self,
         transport: Transport,
         builder: wire.FrameBuilder,
-        job_id: int,
+        spec: JobSpec,
         worker_id: int,
-        window: int,
         *,
         timeout: float = 0.05,
         min_timeout: float = 0.002,
@@ -322,29 +318,21 @@ class WorkerProtocol:
         early_retransmit: bool = True,
         coalesce: float = 0.5,
         max_hold: float = 0.01,
-        n_workers: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         first_request: int = 0,
-        pairs: int = wire.INDEX_PAIRS,
         straggler_timeout: float | None = None,
         early_capacity: int = 65536,
     ):
-        if not 0 <= job_id <= 255:
-            raise ValueError(f"job_id {job_id} is not 0..255")
+        if not isinstance(spec, JobSpec):
+            raise TypeError(f"a WorkerProtocol takes the job's JobSpec (spec/job.py), not {type(spec).__name__}")
         if not 0 <= worker_id < wire.MAX_WORKERS:
             raise ValueError(f"worker_id {worker_id} is not 0..{wire.MAX_WORKERS - 1}")
-        if not 1 <= window <= 1024:
-            raise ValueError(f"window {window} is not 1..1024 (and must be at most the job's n_slots)")
-        if pairs not in (16, 32, 64):
-            raise ValueError(f"pairs {pairs}: the program is compiled with THC_PAIRS = 16, 32 (default) or 64")
         if timeout <= 0 or min_timeout <= 0 or backoff < 1 or max_timeout < max(timeout, min_timeout) or deadline <= 0:
             raise ValueError(
                 "need timeout > 0, min_timeout > 0, backoff >= 1, max_timeout >= timeout and min_timeout, deadline > 0"
             )
         if dupthresh < 0:
             raise ValueError(f"dupthresh {dupthresh} must be >= 0 (0: no fast retransmission)")
-        if n_workers is not None and not 1 <= n_workers <= wire.MAX_WORKERS:
-            raise ValueError(f"n_workers {n_workers} is not 1..{wire.MAX_WORKERS}")
         if straggler_timeout is not None and not straggler_timeout > 0:
             raise ValueError(f"straggler_timeout {straggler_timeout} must be > 0 s (None: off)")
         self.straggler_timeout = straggler_timeout
@@ -353,21 +341,21 @@ class WorkerProtocol:
         self._settings = dict(  # what for_job carries over to the same worker in another job
             timeout=timeout, min_timeout=min_timeout, backoff=backoff, max_timeout=max_timeout,
             deadline=deadline, adaptive=adaptive, dupthresh=dupthresh, early_retransmit=early_retransmit,
-            coalesce=coalesce, max_hold=max_hold, clock=clock, pairs=pairs,
+            coalesce=coalesce, max_hold=max_hold, clock=clock,
             straggler_timeout=straggler_timeout, early_capacity=early_capacity,
         )  # fmt: skip
         self.transport, self.builder = transport, builder
-        self.job_id, self.worker_id, self.window = job_id, worker_id, window
+        self.spec = spec
+        self.job_id, self.worker_id, self.window = spec.job_id, worker_id, spec.window
+        self.n_workers, self.key = spec.workers, spec.key
         self.timeout, self.min_timeout, self.backoff = timeout, min_timeout, backoff
         self.max_timeout, self.deadline = max_timeout, deadline
         self.clock = clock
-        self.pairs = pairs
         self.adaptive = adaptive
         self.dupthresh, self.early_retransmit = dupthresh, early_retransmit
         if coalesce < 0 or max_hold < 0:
             raise ValueError("need coalesce >= 0 and max_hold >= 0")
         self.coalesce, self.max_hold = coalesce, max_hold
-        self.n_workers = n_workers
         self.rto = timeout
         self._srtt: float | None = None
         self._rttvar: float | None = None
@@ -416,10 +404,10 @@ class WorkerProtocol:
     def start_sum_indices(self, chunks: Sequence[np.ndarray]) -> Operation:
         """Per-coordinate sums over workers of the table values of 4-bit indices, chunk by chunk.
 
-        Each chunk is padded to a multiple of K = 2·pairs (64) with index 0 (valid for every table); the padding's
-        sums are dropped from the result.
+        Each chunk is padded to a multiple of K = spec.coords_per_request with index 0 (valid for every
+        table); the padding's sums are dropped from the result.
         """
-        k = 2 * self.pairs
+        k = self.spec.coords_per_request
         parts, lengths = [], []
         for chunk in chunks:
             idx = np.asarray(chunk).reshape(-1)
@@ -430,11 +418,12 @@ class WorkerProtocol:
             padded[: idx.size] = idx
             parts.append(padded)
         packed = wire.pack_nibbles(np.concatenate(parts)) if parts else b""
-        return self._start(wire.OP_THC, len(packed) // self.pairs, packed, self.pairs, None, lengths, k)
+        return self._start(wire.OP_THC, len(packed) // (k // 2), packed, k // 2, None, lengths, k)
 
     def start_sum_fix32(self, chunks: Sequence[np.ndarray]) -> Operation:
-        """Per-coordinate int32 sums over workers (wrapping), `pairs` (32) values per packet, chunk by chunk."""
-        k = self.pairs
+        """Per-coordinate int32 sums over workers (wrapping), spec.fix32_per_request values per request,
+        chunk by chunk."""
+        k = self.spec.fix32_per_request
         parts, lengths = [], []
         for chunk in chunks:
             values = np.asarray(chunk).reshape(-1)
@@ -458,9 +447,10 @@ class WorkerProtocol:
                 self._on_results(n)
         q = self.next_request + np.arange(n_requests, dtype=np.int64)
         rows = np.frombuffer(payloads, np.uint8).reshape(n_requests, payload_size) if payload_size else None
+        lane_bits = wire.op_lane_bits(op, self.spec.lane_bits)
         frames = wire.build_rows(
             self.builder, op, wire.KIND_REQUEST, self.job_id, self.worker_id, q % self.window, q // self.window,
-            values, rows,
+            values, rows, lane_bits=lane_bits, key=self.key,
         )  # fmt: skip
         operation = Operation(
             op,
@@ -469,6 +459,7 @@ class WorkerProtocol:
             frames,
             lengths,
             per_packet,
+            lane_bits,
             self.clock(),
             self.straggler_timeout is not None,
         )
@@ -484,7 +475,7 @@ class WorkerProtocol:
 
     def _released(self, results: wire.ResultBatch) -> np.ndarray:
         """Which results are of released slots (a count below the job's n): only with partial aggregation."""
-        if self.straggler_timeout is None or self.n_workers is None:
+        if self.straggler_timeout is None:
             return np.zeros(len(results.valid), np.bool_)
         count = np.asarray(results.count, np.int64)
         return (count >= 1) & (count < self.n_workers)
@@ -570,19 +561,13 @@ class WorkerProtocol:
         self._timers = []
         return op
 
-    def for_job(self, job_id: int, n_workers: int) -> WorkerProtocol:
-        """A protocol for this worker in another job (the survivors' job after a failure): the same
-        transport, addresses, window and timer settings, requests numbered from 0, fresh counters. The
-        round-trip estimates carry over: the path to the switch is the same."""
-        new = WorkerProtocol(
-            self.transport,
-            self.builder,
-            job_id,
-            self.worker_id,
-            self.window,
-            n_workers=n_workers,
-            **self._settings,
-        )
+    def for_job(self, job_id: int, n_workers: int, key: int) -> WorkerProtocol:
+        """A protocol for this worker in another job (the survivors' job after a failure: this job's
+        description with another id, n and key): the same transport, addresses, window and timer settings,
+        requests numbered from 0, fresh counters. The round-trip estimates carry over: the path to the
+        switch is the same."""
+        spec = self.spec.replace(job_id=job_id, workers=n_workers, key=key)
+        new = WorkerProtocol(self.transport, self.builder, spec, self.worker_id, **self._settings)
         new.rto, new._srtt, new._rttvar = self.rto, self._srtt, self._rttvar
         return new
 
@@ -658,7 +643,7 @@ class WorkerProtocol:
         q = op.q0 + due
         self._outq.append(
             wire.build_rows(self.builder, op.op, wire.KIND_RELEASE, self.job_id, self.worker_id, q % self.window,
-                            q // self.window)
+                            q // self.window, lane_bits=op.lane_bits, key=self.key)
         )  # fmt: skip
         op.release_at[due] = now + self.straggler_timeout
         self.counters.releases += len(due)
@@ -845,6 +830,9 @@ class WorkerProtocol:
             & (results.job_id == self.job_id)
         )
         c.ignored_frames += n - int(np.count_nonzero(ours))
+        foreign = ours & (results.key != self.key)  # not this run's: never matched to a request
+        c.bad_key_results += int(np.count_nonzero(foreign))
+        ours &= ~foreign
         q = results.round * self.window + results.slot
         unsent = ours & ((results.slot >= self.window) | (q >= self.next_request))
         released = self._released(results)
@@ -909,26 +897,27 @@ class WorkerProtocol:
         c.stale_results += st.stale
         c.duplicate_results += st.duplicate
         c.rejected_results += st.rejected
+        c.bad_key_results += st.bad_key
         if op is not None and st.ref_count >= 0:
-            op.count, op.lane_bits = st.ref_count, st.ref_lane
+            op.count = st.ref_count
         return self._acc_row[:taken], self._acc_req[:taken].copy()
 
     def _take_state(self, op: Operation | None):
         """The native take's view of `op` (kept on the operation: its arrays never move)."""
         st = getattr(op, "_native_take", None) if op is not None else self._no_op_take
         if st is None:
-            st = native.Take(job_id=self.job_id, window=self.window, n=-1, ref_count=-1, ref_lane=-1)
+            st = native.Take(job_id=self.job_id, key=self.key, window=self.window, n=-1, ref_count=-1)
+            st.n_workers = self.n_workers
             if op is None:
                 self._no_op_take = st
             else:
                 st.q0, st.n, st.op, st.per_packet = op.q0, op.n, op.op, op.per_packet
+                st.lane_bits, st.result_bytes = op.lane_bits, op.result_bytes
                 st.done, st.attempts = op.done.ctypes.data, op.attempts.ctypes.data
                 st.sums, st.counts = op.sums.ctypes.data, op.counts.ctypes.data
                 op._native_take = st
         if op is not None:
-            st.n_workers = self.n_workers or 0
             st.ref_count = -1 if op.count is None else op.count
-            st.ref_lane = -1 if op.lane_bits is None else op.lane_bits
         return st
 
     def _quiet(self, op: Operation, i: np.ndarray) -> bool:
@@ -1050,7 +1039,7 @@ class WorkerProtocol:
         c.operation_seconds += elapsed
         c.last_operation_seconds = elapsed
         c.max_operation_seconds = max(c.max_operation_seconds, elapsed)
-        if self.n_workers is not None and op.n:
+        if op.n:
             c.partial_results += int(np.count_nonzero(op.counts < self.n_workers))
         self._op = None
         self.last_operation = op
@@ -1066,9 +1055,13 @@ class WorkerProtocol:
             f"{self.transport.describe()}. Check that the switch is running and reachable from this host; "
             f"that the job is installed on it (thc-ctl) with this worker in its worker mask, n_slots >= "
             f"{self.window} and a fresh epoch (a job reused without re-adding drops every request as "
-            f"STALE_ROUND); that all the job's workers are running; and the switch's thc_events counters "
-            f"(UNKNOWN_JOB, FOREIGN_WORKER, SLOT_RANGE, STALE_ROUND, FAR_ROUND: a worker that skipped rounds or "
-            f"another run's job on these slots, OP_MISMATCH, BAD_INDEX, NO_ROUTE)."
+            f"STALE_ROUND); that this worker was given the description the job was added with (thc-ctl job "
+            f"add --save FILE, thc-worker --job FILE: key {self.key:#x}, {self.spec.lane_bits}-bit lanes, "
+            f"{self.spec.words}-word cells); that all the job's workers are running; and the switch's "
+            f"thc_events counters (UNKNOWN_JOB, FOREIGN_WORKER, SLOT_RANGE, STALE_ROUND, FAR_ROUND: a worker "
+            f"that skipped rounds or another run's job on these slots, OP_MISMATCH, BAD_INDEX, BAD_KEY, "
+            f"LANE_MISMATCH: another description than the switch's, MALFORMED: a request framed for other "
+            f"cells, NO_ROUTE)."
         )
 
     # ---- blocking calls --------------------------------------------------------------------------

@@ -1,25 +1,28 @@
 """An in-process cluster: one switch engine and n workers on a loopback wire, for tests and benchmarks.
 
-`program_engine` installs what one job needs with the controller's own planners (controller/jobs.py,
-lookup_tables.py), applied straight to the engine by controller.writes.EngineWriter instead of over
-P4Runtime: the service address, the job, the index lookup tables, the multicast group and the per-worker
-result destinations. No IPv4 routes are needed: workers address the service directly and results go out
-by multicast or back on the ingress port.
+A job is planned from its description (spec/job.py's JobSpec) by the controller's own planner
+(controller/jobs.py plan_job), and `program_engine` installs it with the controller's own writes
+(add_writes: the job's lookup table, its multicast group, the per-worker result destinations, the jobs
+entry), applied straight to the engine by controller.writes.EngineWriter instead of over P4Runtime. The
+workers get the same description, key included, as `thc-worker --job FILE` does. No IPv4 routes are
+needed: workers address the service directly and results go out by multicast or back on the ingress port.
 """
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from controller import jobs
-from controller import lookup_tables as luts
 from controller.jobs import Job, JobWorker
 from controller.writes import EngineWriter
 from host_agent import wire
 from host_agent.loopback import LoopbackWire
 from host_agent.protocol import WorkerProtocol
+from spec import contract
+from spec.job import JobSpec
 
 SERVICE = wire.Endpoint("02:00:00:00:00:fe", "10.0.0.254")
 
@@ -32,64 +35,62 @@ def worker_port(worker_id: int) -> int:
     return worker_id + 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class SimJob:
-    """One job as the controller would install it (set_job's parameters)."""
+    """A job on an in-process switch: the description its workers are given (`spec`, with the key the
+    switch holds) and the controller's plan of it (`job`: slots, epoch, group, workers, lookup table)."""
 
-    job_id: int
-    n_workers: int
-    table: Sequence[int]
-    n_slots: int = 64
-    slot_base: int = 0
-    epoch: int = 1
-    lane_bits: int | None = None  # None: as the controller chooses (8 if n·g ≤ 255, else 16)
-    mcast_grp: int | None = None  # None: the controller's group for the job
-    worker_ids: list[int] = field(default_factory=list)  # empty: 0 .. n_workers − 1
+    spec: JobSpec
+    job: Job
 
-    def __post_init__(self):
-        if not self.worker_ids:
-            self.worker_ids = list(range(self.n_workers))
-        if self.lane_bits is None:
-            self.lane_bits = jobs.lane_bits_for(self.n_workers, max(self.table))
-        if self.mcast_grp is None:
-            self.mcast_grp = jobs.mcast_group(self.job_id)
+    @classmethod
+    def plan(
+        cls, spec: JobSpec, worker_ids: Iterable[int] | None = None, *, slot_base: int = 0, epoch: int = 1
+    ) -> SimJob:
+        """`spec`'s job as `thc-ctl job add` plans it, for workers `worker_ids` (default 0 .. n − 1) on ports
+        worker_port(w) at worker_endpoint(w): slots from `slot_base`, `epoch`, and the description's key, or
+        (without one) a key drawn from the job id, so that a run is reproducible."""
+        ids = range(spec.workers) if worker_ids is None else worker_ids
+        workers = [JobWorker(w, worker_endpoint(w).mac, worker_endpoint(w).ip, worker_port(w)) for w in ids]
+        job = jobs.plan_job(spec, workers, [], slot_base=slot_base, epoch=epoch, rng=random.Random(spec.job_id))
+        return cls(spec.replace(key=job.key), job)
 
     @property
-    def worker_mask(self) -> int:
-        return sum(1 << w for w in self.worker_ids)
+    def job_id(self) -> int:
+        return self.spec.job_id
 
-    def to_job(self) -> Job:
-        """The controller's Job for these parameters (workers on ports worker_port(w), worker_endpoint(w))."""
-        workers = tuple(
-            JobWorker(w, worker_endpoint(w).mac, worker_endpoint(w).ip, worker_port(w)) for w in sorted(self.worker_ids)
-        )
-        return Job(
-            self.job_id,
-            self.n_workers,
-            self.slot_base,
-            self.n_slots,
-            self.mcast_grp,
-            self.worker_mask,
-            self.lane_bits,
-            self.epoch,
-            workers,
-        )
+    @property
+    def epoch(self) -> int:
+        return self.job.epoch
+
+    @property
+    def worker_ids(self) -> list[int]:
+        return [w.worker_id for w in self.job.workers]
 
 
-def program_engine(
-    sw,
-    job: SimJob,
-    service: wire.Endpoint | None = SERVICE,
-    lookup_tables: bool = True,
-    pairs: int = wire.INDEX_PAIRS,
-) -> None:
+def engine_words(engine) -> int | None:
+    """Register words per cell of the program `engine` runs; None for an engine without a P4 program."""
+    registers = getattr(getattr(engine, "program", None), "registers", None)
+    if registers is None:
+        return None
+    words = 0
+    while contract.acc_register(words) in registers:
+        words += 1
+    return words
+
+
+def program_engine(sw, job: SimJob, service: wire.Endpoint | None = SERVICE) -> None:
     """Install `job` on the engine `sw` with the controller's own writes (controller/writes.py); `service`
     None: the service address is there already (a second job on the same switch)."""
-    first, then = jobs.add_writes(job.to_job(), None, False, set())
-    writer = EngineWriter(sw)
-    writer.apply([*([jobs.service_address_write(service.ip)] if service is not None else []), *first, *then])
-    if lookup_tables:
-        install_table(sw, job.table, pairs)
+    words = engine_words(sw)
+    if words is not None and words != job.spec.words:
+        raise ValueError(
+            f"job {job.job_id} is described for {job.spec.words}-word cells but the engine's program has "
+            f"{words}: plan it with JobSpec(words={words}), or load the program it was made for"
+        )
+    first, then = jobs.add_writes(job.job, None, False, set())
+    service_write = [jobs.service_address_write(service.ip)] if service is not None else []
+    EngineWriter(sw).apply([*service_write, *first, *then])
 
 
 def admit(engine, job: SimJob) -> None:
@@ -98,8 +99,7 @@ def admit(engine, job: SimJob) -> None:
     if hasattr(engine, "add_job"):
         engine.add_job(job)
         return
-    first, then = jobs.add_writes(job.to_job(), None, False, set())
-    EngineWriter(engine).apply([*first, *then])
+    program_engine(engine, job, service=None)
 
 
 def retire(engine, job: SimJob) -> None:
@@ -107,20 +107,15 @@ def retire(engine, job: SimJob) -> None:
     if hasattr(engine, "add_job"):
         del engine.jobs[job.job_id]
         return
-    first, then = jobs.remove_writes(job.job_id, job.mcast_grp, set(job.worker_ids))
+    first, then = jobs.remove_writes(
+        job.job_id, job.job.mcast_grp, set(job.worker_ids), table_installed=bool(job.job.table)
+    )
     EngineWriter(engine).apply([*first, *then])
-
-
-def install_table(sw, table: Sequence[int], pairs: int = wire.INDEX_PAIRS) -> None:
-    """The lookup table `table` in every lane, as `thc-ctl table install` writes it."""
-    values, bits = luts.check_values(list(table))
-    EngineWriter(sw).apply(luts.lut_writes(pairs, values, bits, []))
 
 
 def attach_workers(
     engine,
     job: SimJob,
-    window: int | None = None,
     *,
     loss_up: float = 0.0,
     loss_down: float = 0.0,
@@ -130,21 +125,13 @@ def attach_workers(
     lw: LoopbackWire | None = None,
     **options,
 ) -> tuple[LoopbackWire, list[WorkerProtocol]]:
-    """A loopback wire to `engine` and one WorkerProtocol per worker of `job` (window: the job's n_slots;
-    `options`: WorkerProtocol's keyword arguments, e.g. timeout, deadline, pairs). `lw`: attach to this
-    wire instead (several jobs on one switch: their workers need distinct worker ids, i.e. ports)."""
+    """A loopback wire to `engine` and one WorkerProtocol per worker of `job`, each given the job's
+    description (`options`: WorkerProtocol's keyword arguments, e.g. timeout, deadline). `lw`: attach to
+    this wire instead (several jobs on one switch: their workers need distinct worker ids, i.e. ports)."""
     if lw is None:
         lw = LoopbackWire(engine, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock)
-    protocols = [
-        WorkerProtocol(
-            lw.attach(worker_port(w)),
-            wire.FrameBuilder(worker_endpoint(w), service),
-            job.job_id,
-            w,
-            window or job.n_slots,
-            clock=clock,
-            **options,
-        )
-        for w in job.worker_ids
-    ]
+    protocols = []
+    for w in job.worker_ids:
+        builder = wire.FrameBuilder(worker_endpoint(w), service)
+        protocols.append(WorkerProtocol(lw.attach(worker_port(w)), builder, job.spec, w, clock=clock, **options))
     return lw, protocols

@@ -3,7 +3,8 @@
 Scapy (layers.py) is for crafting and dissecting in tests and captures; it builds a few thousand packets
 per second. Here a frame is a prebuilt Ethernet/IPv4/UDP prefix per payload length plus one
 `struct.pack` of the THC header, and a received frame is checked and decoded with one `struct.unpack_from`:
-a few microseconds each.
+a few microseconds each. How much payload a packet carries is the job's business (its lane width and the
+program's cell size, spec/job.py); this module only moves bytes.
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from controller.contract import (  # noqa: F401  (re-exported: the host agent's view of the contract)
+from spec.contract import (  # noqa: F401  (re-exported: the host agent's view of the contract)
     KIND_NAMES,
+    KIND_PARTIAL,
     KIND_RELEASE,
     KIND_REQUEST,
     KIND_RESULT,
     KIND_RESULT_RETX,
+    LANES_8,
+    LANES_16,
+    LANES_INT32,
+    LANES_NONE,
     MAX_WORKERS,
     OP_FIX32,
     OP_NAMES,
@@ -28,18 +34,16 @@ from controller.contract import (  # noqa: F401  (re-exported: the host agent's 
     OP_THC,
     THC_HEADER,
     THC_HEADER_BYTES,
-    THC_PAIRS,
     THC_UDP_PORT,
     THC_VERSION,
+    WORDS,
+    request_payload_bytes,
+    result_payload_bytes,
 )
-
-INDEX_PAIRS = THC_PAIRS  # index bytes per THC request in the default build
-COORDS_PER_PACKET = 2 * INDEX_PAIRS  # K = 64 coordinates per THC request
-FIX32_PER_PACKET = INDEX_PAIRS  # one int32 per register word
 
 ETH_LEN, IPV4_LEN, UDP_LEN, THC_LEN = 14, 20, 8, THC_HEADER_BYTES
 THC_OFFSET = ETH_LEN + IPV4_LEN + UDP_LEN  # 42
-PAYLOAD_OFFSET = THC_OFFSET + THC_LEN  # 58
+PAYLOAD_OFFSET = THC_OFFSET + THC_LEN  # 62
 ETHERTYPE_IPV4 = 0x0800
 IPPROTO_UDP = 17
 
@@ -49,21 +53,36 @@ _RX = struct.Struct("!12xHBxH2xHxB10x2xH4x" + THC_HEADER.format[1:])
 IPV4_MF_OFFSET_MASK = 0x3FFF  # more-fragments flag and fragment offset: any fragment
 
 
-def payload_length(op: int, kind: int, lane_bits: int = 0) -> int:
-    """Bytes after the THC header for a packet of this op and kind (the contract's payload table)."""
-    if op in OP_NAMES and kind == KIND_RELEASE:
-        return 0
-    if op == OP_NORM:
-        return 0
-    if op == OP_FIX32:
-        return 4 * FIX32_PER_PACKET
+# What the lanes of a result (and of a FIX32 request) are, by lane_bits: numpy dtypes in wire order.
+LANE_DTYPES = {LANES_8: np.dtype(np.uint8), LANES_16: np.dtype(">u2"), LANES_INT32: np.dtype(">i4")}
+
+
+def op_lane_bits(op: int, job_lane_bits: int) -> int:
+    """The lane_bits every packet of `op` carries in a job whose THC sums have `job_lane_bits` lanes."""
     if op == OP_THC:
-        if kind == KIND_REQUEST:
-            return INDEX_PAIRS
-        if lane_bits in (8, 16):
-            return COORDS_PER_PACKET * lane_bits // 8
-        raise ValueError(f"THC result with lane_bits={lane_bits}: only 8 and 16 exist")
+        return job_lane_bits
+    if op == OP_FIX32:
+        return LANES_INT32
+    if op == OP_NORM:
+        return LANES_NONE
     raise ValueError(f"unknown THC op {op}")
+
+
+def payload_length(op: int, kind: int, lane_bits: int, words: int = WORDS) -> int:
+    """Bytes after the THC header of a packet of this op, kind and lane width on a program with `words`-word
+    cells (the contract's payload table): a request carries what one cell holds, a result the cell's words."""
+    if op not in OP_NAMES:
+        raise ValueError(f"unknown THC op {op}")
+    if kind == KIND_RELEASE:
+        return 0
+    if kind == KIND_REQUEST:
+        allowed = (LANES_8, LANES_16) if op == OP_THC else (op_lane_bits(op, 0),)
+        if lane_bits not in allowed:
+            raise ValueError(f"{OP_NAMES[op]} requests with lane_bits={lane_bits} are dropped (LANE_MISMATCH)")
+        return request_payload_bytes(op, lane_bits, words)
+    if kind in (KIND_RESULT, KIND_RESULT_RETX, KIND_PARTIAL):
+        return result_payload_bytes(op, words)
+    raise ValueError(f"unknown THC kind {kind}")
 
 
 def mac_bytes(mac: str | bytes) -> bytes:
@@ -146,11 +165,21 @@ class FrameBuilder:
         payload: bytes = b"",
         count: int = 0,
         lane_bits: int = 0,
+        key: int = 0,
     ) -> bytes:
         return (
             self.prefix(len(payload))
             + THC_HEADER.pack(
-                THC_VERSION, (op << 4) | kind, job_id, worker_id, slot, count, lane_bits, round_ & 0xFFFFFFFF, value
+                THC_VERSION,
+                (op << 4) | kind,
+                job_id,
+                worker_id,
+                slot,
+                count,
+                lane_bits,
+                round_ & 0xFFFFFFFF,
+                value,
+                key,
             )
             + payload
         )
@@ -168,6 +197,7 @@ class ThcFrame(NamedTuple):
     lane_bits: int
     round: int
     value: int
+    key: int
     payload: bytes
 
 
@@ -192,6 +222,7 @@ def parse_frame(frame: bytes) -> ThcFrame | None:
         lane_bits,
         round_,
         value,
+        key,
     ) = _RX.unpack_from(frame)
     if (
         ethertype != ETHERTYPE_IPV4
@@ -215,6 +246,7 @@ def parse_frame(frame: bytes) -> ThcFrame | None:
         lane_bits,
         round_,
         value,
+        key,
         frame[PAYLOAD_OFFSET:end],
     )
 
@@ -265,6 +297,7 @@ _FIELDS = (
     ("lane_bits", "u1", THC_OFFSET + 7),
     ("round", ">u4", THC_OFFSET + 8),
     ("value", ">u4", THC_OFFSET + 12),
+    ("key", ">u4", THC_OFFSET + 16),
 )
 _ROW_DTYPES: dict[int, np.dtype] = {}
 
@@ -303,12 +336,13 @@ class ResultBatch(NamedTuple):
     lane_bits: np.ndarray
     round: np.ndarray
     value: np.ndarray
+    key: np.ndarray
     payload_len: np.ndarray
     rows: np.ndarray
 
 
 # Bytes every THC frame parse_frame accepts has at fixed offsets: ethertype IPv4, version 4 / IHL 5,
-# protocol UDP, destination port 21576, THC version 1.
+# protocol UDP, destination port 21576, THC version 2.
 _FIXED = (
     (12, ETHERTYPE_IPV4 >> 8),
     (13, ETHERTYPE_IPV4 & 0xFF),
@@ -349,6 +383,7 @@ def parse_rows(rows: np.ndarray, lengths: np.ndarray) -> ResultBatch:
         h["lane_bits"],
         h["round"].astype(np.int64),
         h["value"],
+        h["key"],
         end - PAYLOAD_OFFSET,
         rows,
     )
@@ -366,14 +401,15 @@ def build_rows(
     payloads: np.ndarray | None = None,
     count: int = 0,
     lane_bits: int = 0,
+    key: int = 0,
 ) -> np.ndarray:
     """FrameBuilder.frame for n frames at once, as the rows of one (n, length) uint8 array: the prefix and
     the constant header fields copied from one frame, slot, round and value written per row by numpy,
     `payloads` ((n, payload bytes) uint8) after the header. Row i equals builder.frame(op, kind, job_id,
-    worker_id, slots[i], rounds[i], values[i], payloads[i], count, lane_bits) byte for byte."""
+    worker_id, slots[i], rounds[i], values[i], payloads[i], count, lane_bits, key) byte for byte."""
     n = len(slots)
     size = 0 if payloads is None else payloads.shape[1]
-    template = builder.frame(op, kind, job_id, worker_id, 0, 0, 0, bytes(size), count, lane_bits)
+    template = builder.frame(op, kind, job_id, worker_id, 0, 0, 0, bytes(size), count, lane_bits, key)
     out = np.empty((n, len(template)), np.uint8)
     out[:] = np.frombuffer(template, np.uint8)
     h = header_view(out)

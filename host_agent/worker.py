@@ -15,6 +15,11 @@ and, over gloo through DDP communication hooks (thc.hooks), no switch program ei
   topk      thc's TopK 1 % + error feedback     qsgd      thc's QSGD, 4 bits
   terngrad  thc's TernGrad (shared scale)
 
+The switch modes aggregate in one job, described once for the switch and every worker (spec/job.py's
+JobSpec): ``--job FILE``, as ``thc-ctl job add --save FILE`` writes it (its id, workers, compression,
+framing and key), or, without a file, the job options (``--bits``, ``--granularity``, ..., ``--key``).
+The THC codec is the description's (``JobSpec.thc_config()``).
+
 With ``--probe FILE`` the worker does not train: it aggregates ``--probe-rounds`` rounds of seeded random
 gradients (``probe_gradient``) through the switch and saves what it sent and got, so a test can recompute
 every round with thc's reference aggregation and compare exactly.
@@ -27,6 +32,7 @@ Exit status: 0 done, 3 the switch never answered (timeout), 1 any other failure.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -43,6 +49,18 @@ if TYPE_CHECKING:
     import numpy as np
 
 SWITCH_MODES = ("thc", "fix32", "plan")  # the modes that need the switch's THC service
+# JobSpec field -> the dest of the job option (spec.job.add_job_options) that sets it without --job FILE
+JOB_OPTIONS = {
+    "bits": "bits",
+    "granularity": "granularity",
+    "clip": "clip",
+    "table": "table",
+    "chunk": "chunk",
+    "seed": "thc_seed",
+    "error_feedback": "error_feedback",
+    "window": "window",
+    "slots": "slots",
+}
 FAILOVER_MODES = ("thc", "fix32")  # the modes that go on without a failed worker (--membership)
 GLOO_MODES = ("gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")  # thc.hooks.GLOO_MODES
 MODES = ("thc", "fix32", *GLOO_MODES, "plan")
@@ -58,14 +76,12 @@ def switch_aggregator(args, on_rejoin=lambda record: None):
 
     return SwitchAggregator.open(
         args.iface,
-        args.job_id,
+        args.spec,
         args.rank,
-        args.world_size,
         args.service_ip,
         args.service_mac,
         args.src_ip,
         args.src_mac,
-        window=args.window,
         timeout=args.retransmit_timeout,
         max_timeout=args.max_retransmit_timeout,
         deadline=args.switch_timeout,
@@ -106,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--rendezvous-timeout", type=float, default=120.0, help="seconds to wait for all workers to join (default 120)"
     )
+    g.add_argument(
+        "--job",
+        type=Path,
+        metavar="FILE",
+        help="the job's description (JSON, as thc-ctl job add --save FILE writes it): id, workers, compression, "
+        "framing and key, the same on the switch and every worker (default: the job options below)",
+    )
     s = p.add_argument_group("switch (thc and fix32)")
     s.add_argument("--service-ip", help="the aggregating switch's THC service address")
     s.add_argument(
@@ -115,8 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--src-ip", help="this host's IPv4 address (default: --iface's)")
     s.add_argument("--src-mac", help="this host's MAC address (default: --iface's)")
-    s.add_argument("--job-id", type=int, default=1, help="THC job id installed on the switch (default 1)")
-    s.add_argument("--window", type=int, default=256, help="requests in flight, <= the job's slots (default 256)")
+    s.add_argument(
+        "--job-id", type=int, default=None, help="THC job id installed on the switch (default: --job's, else 1)"
+    )
+    s.add_argument(
+        "--key",
+        type=job_key,
+        default=None,
+        help="the job's key without --job (thc-ctl job add draws one; the switch drops packets with another)",
+    )
     s.add_argument(
         "--retransmit-timeout",
         type=float,
@@ -174,23 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
         "switch returns the sums of the workers that made it, with their count (default off: wait for all; "
         "every worker of the job must use the same setting)",
     )
-    t = p.add_argument_group("THC")
-    t.add_argument("--bits", type=int, default=4, help="bits per coordinate (default 4)")
-    t.add_argument("--granularity", type=int, default=30, help="table values 0..g (default 30)")
-    t.add_argument("--thc-seed", type=int, default=0, help="shared seed of the Hadamard signs (default 0)")
-    t.add_argument(
-        "--chunk",
-        type=int,
-        default=2048,
-        help="largest Hadamard chunk, a power of two (default 2048: the 2,410 parameters become "
-        "2048 + 512 coordinates, 40 THC packets, instead of 4096 and 64 in one chunk)",
-    )
-    t.add_argument(
-        "--error-feedback",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="carry each worker's compression error into its next gradient (default on)",
-    )
+    from spec.job import add_job_options
+
+    add_job_options(p)
     r = p.add_argument_group("training")
     r.add_argument("--steps", type=int, default=200, help="optimizer steps (default 200)")
     r.add_argument(
@@ -241,6 +257,56 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--probe-rounds", type=int, default=1, help="probe rounds (default 1)")
     q.add_argument("--probe-seed", type=int, default=7, help="seed of the probe gradients (default 7)")
     return p
+
+
+def job_key(text: str) -> int:
+    """A job key as thc-ctl prints it: decimal or 0x-hex, 32 bits."""
+    try:
+        key = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (decimal or 0x...)") from None
+    if not 0 <= key < 2**32:
+        raise argparse.ArgumentTypeError(f"{text}: a job key is 32 bits")
+    return key
+
+
+def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
+    """The job options (their dests) given on the command line, whatever their value: argparse sets a
+    default only where the namespace has no value yet."""
+    unset = object()
+    seen = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(JOB_OPTIONS.values(), unset)))
+    return {dest for dest in JOB_OPTIONS.values() if getattr(seen, dest) is not unset}
+
+
+def job_description(args, given: set[str] = frozenset()):
+    """The job's JobSpec: ``--job FILE``, refused when it disagrees with this worker's job id, world size,
+    key or a job option `given` on the command line (given_options); else the job options."""
+    from spec.job import JobSpec, JobSpecError, spec_from_options
+
+    if args.job is None:
+        job_id = 1 if args.job_id is None else args.job_id
+        return spec_from_options(args, job_id, args.world_size, key=args.key or 0)
+    spec = JobSpec.load(args.job)
+    where = f"{args.job} describes job {spec.job_id}"
+    if args.job_id is not None and args.job_id != spec.job_id:
+        raise JobSpecError(f"{where}, not --job-id {args.job_id}: give the workers the job's own description")
+    if spec.workers != args.world_size:
+        raise JobSpecError(
+            f"{where} with {spec.workers} workers, but the world size is {args.world_size}: start one worker "
+            "per worker of the job, each with its rank"
+        )
+    if args.key is not None and args.key != spec.key:
+        raise JobSpecError(f"{where} with key {spec.key:#x}, not --key {args.key:#x}: the file's key is the job's")
+    stated = {field for field, dest in JOB_OPTIONS.items() if dest in given}
+    if stated:
+        given = spec_from_options(args, spec.job_id, spec.workers)
+        for field in sorted(stated):
+            if getattr(given, field) != getattr(spec, field):
+                raise JobSpecError(
+                    f"{where} with {field} = {getattr(spec, field)}, not --{JOB_OPTIONS[field].replace('_', '-')} "
+                    f"{getattr(args, JOB_OPTIONS[field])}: the description is the job's; drop the option"
+                )
+    return spec
 
 
 def probe_gradient(seed: int, rank: int, round_: int, size: int):
@@ -328,11 +394,9 @@ def probe_codec(args):
 
     if args.mode == "thc":
         from thc.compressor import THCCompressor
-        from thc.config import THCConfig
 
-        config = THCConfig(
-            bits=args.bits, granularity=args.granularity, seed=args.thc_seed, error_feedback=False, chunk=args.chunk
-        )
+        # the job's codec without error feedback: a probe round depends on its own gradient only
+        config = dataclasses.replace(args.spec.thc_config(), error_feedback=False)
         codec = THCCompressor(config, worker_id=args.rank)
     elif args.mode == "fix32":
         from thc.baselines import FixedPoint32
@@ -536,7 +600,7 @@ def make_hook(args, model, on_rejoin=lambda record: None):
     if args.mode in GLOO_MODES:
         from thc import hooks
 
-        state, hook = hooks.make_gloo_hook(args.mode, worker_id=args.rank, seed=args.thc_seed)
+        state, hook = hooks.make_gloo_hook(args.mode, worker_id=args.rank, seed=args.spec.seed)
         return state, hook, None
     plan = None
     if args.mode == "plan":
@@ -547,25 +611,11 @@ def make_hook(args, model, on_rejoin=lambda record: None):
             return mixed.MixedHookState(plan), mixed.mixed_hook, None
     aggregator = switch_aggregator(args, on_rejoin)
     from thc import ddp
-    from thc.config import THCConfig
 
+    config = args.spec.thc_config()  # the codec the job was described with, on every worker
     if args.mode == "plan":
-        config = THCConfig(
-            bits=args.bits,
-            granularity=args.granularity,
-            seed=args.thc_seed,
-            error_feedback=args.error_feedback,
-            chunk=args.chunk,
-        )
         return mixed.MixedHookState(plan, aggregator, config, workers=args.world_size), mixed.mixed_hook, aggregator
     if args.mode == "thc":
-        config = THCConfig(
-            bits=args.bits,
-            granularity=args.granularity,
-            seed=args.thc_seed,
-            error_feedback=args.error_feedback,
-            chunk=args.chunk,
-        )
         return ddp.THCHookState(config, aggregator), ddp.thc_hook, aggregator
     return ddp.FixedPointHookState(aggregator), ddp.fix32_hook, aggregator
 
@@ -647,6 +697,7 @@ def run(args) -> dict:
         "world_size": args.world_size,
         "workers_at_end": aggregator.n_workers if aggregator is not None else args.world_size,
         "config": config.to_dict(),
+        "job": args.spec.to_dict() if args.mode in SWITCH_MODES else None,
         "parameters": train.count_parameters(model.module),
         "parameter_sha256": train.parameter_digest(model.module),
         "setup_s": setup_seconds,
@@ -701,7 +752,8 @@ def resolve_identity(args) -> None:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         workloads.get(args.model)
     except workloads.UnknownModel as exc:
@@ -719,6 +771,11 @@ def main(argv=None) -> int:
     try:
         resolve_identity(args)
     except identity.IdentityError as exc:
+        print(f"thc-worker: {exc}", file=sys.stderr)
+        return 2
+    try:
+        args.spec = job_description(args, given_options(parser, argv))
+    except ValueError as exc:  # JobSpecError: the file, the field and what to change
         print(f"thc-worker: {exc}", file=sys.stderr)
         return 2
     if args.membership and args.probe:
@@ -739,6 +796,8 @@ def main(argv=None) -> int:
         )
         return 2
     print(f"thc-worker: {Path(__file__).resolve()}", flush=True)  # which checkout runs (logs)
+    if args.mode in SWITCH_MODES:
+        print(f"thc-worker: {args.spec.describe()}, key {args.spec.key:#x}", flush=True)
     try:
         result = probe(args) if args.probe else run(args)
     except KeyboardInterrupt:
@@ -748,7 +807,7 @@ def main(argv=None) -> int:
         timeout = is_switch_timeout(exc)
         message = (
             f"no answer from the switch at {args.service_ip} for {args.switch_timeout:g} s: is it up and "
-            f"is job {args.job_id} installed? ({exc})"
+            f"is job {args.spec.job_id} installed? ({exc})"
             if timeout
             else f"{type(exc).__name__}: {exc}"
         )

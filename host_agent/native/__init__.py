@@ -71,23 +71,16 @@ def build() -> Path:
     return target
 
 
+_TAKE_INTS = "job_id key window next_request q0 n op per_packet n_workers lane_bits result_bytes outstanding ref_count"
+
+
 class Take(ctypes.Structure):
     """struct thc_take of fastio.c: an operation as thc_take_results sees it, and the batch's counts."""
 
     _fields_ = (
-        [
-            (name, ctypes.c_int64)
-            for name in ("job_id", "window", "next_request", "q0", "n", "op", "per_packet", "n_workers", "outstanding")
-        ]
-        + [
-            ("ref_count", ctypes.c_int64),
-            ("ref_lane", ctypes.c_int64),
-            ("done", ctypes.c_void_p),
-            ("attempts", ctypes.c_void_p),
-            ("sums", ctypes.c_void_p),
-            ("counts", ctypes.c_void_p),
-        ]
-        + [(name, ctypes.c_int64) for name in ("ignored", "stale", "duplicate", "rejected", "accepted")]
+        [(name, ctypes.c_int64) for name in _TAKE_INTS.split()]
+        + [(name, ctypes.c_void_p) for name in ("done", "attempts", "sums", "counts")]
+        + [(name, ctypes.c_int64) for name in ("ignored", "bad_key", "stale", "duplicate", "rejected", "accepted")]
     )
 
 

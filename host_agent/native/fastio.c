@@ -99,53 +99,85 @@ long thc_recv_rows(int fd, uint8_t *base, long stride, long n, long timeout_ns, 
 /* ---- taking in a batch of results (protocol.WorkerProtocol._on_results, natively) ------------------
  *
  * The per-frame rules of the worker protocol (host_agent/protocol.py, p4/README.md), applied to received
- * frames in arrival order: a frame that is not a THC result of this job is ignored; one for a request this
+ * frames in arrival order: a frame that is not a THC result of this job is ignored; one with this job's id
+ * but another key is counted apart (another run's job, or not from the switch); one for a request this
  * worker has not numbered, or numbered but never sent, is stale; one for a request already answered (or of
  * an earlier operation, or arriving once the operation is complete) is a duplicate; one whose op, count,
  * lane width or payload size does not fit the operation is rejected; the first that fits is accepted, its
  * sums stored. `st` carries the operation; the accepted rows and their request numbers (within the
- * operation) go to acc_row / acc_req, in order; done[] is left as it was (the caller books the results). */
+ * operation) go to acc_row / acc_req, in order; done[] is left as it was (the caller books the results).
+ *
+ * The THC header (spec/contract.py's THC_HEADER) starts at byte 42 of the frame: version 42, op|kind 43,
+ * job_id 44, worker_id 45, slot 46, count 48, lane_bits 49, round 50, value 54, key 58; the payload at 62. */
+
+enum {
+    THC_AT = 42,
+    PAYLOAD_AT = 62,
+    THC_VERSION = 2,
+    OP_NORM = 1,
+};
 
 struct thc_take {
-    int64_t job_id, window, next_request;
-    int64_t q0, n, op, per_packet, n_workers; /* n < 0: no operation in flight; n_workers 0: no bound */
+    int64_t job_id, key, window, next_request;
+    int64_t q0, n, op, per_packet, n_workers; /* n < 0: no operation in flight */
+    int64_t lane_bits, result_bytes;          /* what every fitting result carries */
     int64_t outstanding;
-    int64_t ref_count, ref_lane;             /* in/out: -1 until the operation's first accepted result */
-    uint8_t *done;                           /* per request of the operation: answered */
-    const int64_t *attempts;                 /* per request: transmissions so far */
-    int32_t *sums;                           /* n * per_packet (THC, FIX32) or n (NORM: float bits) */
-    uint8_t *counts;                         /* per request: the accepted result's count */
-    int64_t ignored, stale, duplicate, rejected, accepted; /* out: this batch's counts */
+    int64_t ref_count;                        /* in/out: -1 until the operation's first accepted result */
+    uint8_t *done;                            /* per request of the operation: answered */
+    const int64_t *attempts;                  /* per request: transmissions so far */
+    int32_t *sums;                            /* n * per_packet (THC, FIX32) or n (NORM: float bits) */
+    uint8_t *counts;                          /* per request: the accepted result's count */
+    int64_t ignored, bad_key, stale, duplicate, rejected, accepted; /* out: this batch's counts */
 };
 
 static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 static inline uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+
+/* The lanes of a result payload into int32 sums: 8-bit, 16-bit big-endian or int32 big-endian. */
+static void store_lanes(int32_t *out, const uint8_t *p, int64_t lanes, int64_t lane_bits)
+{
+    if (lane_bits == 8) {
+        for (int64_t k = 0; k < lanes; k++)
+            out[k] = p[k];
+    } else if (lane_bits == 16) {
+        for (int64_t k = 0; k < lanes; k++)
+            out[k] = (int32_t)be16(p + 2 * k);
+    } else {
+        for (int64_t k = 0; k < lanes; k++)
+            out[k] = (int32_t)be32(p + 4 * k);
+    }
+}
 
 long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_t *lens, struct thc_take *st,
                       int64_t *acc_row, int64_t *acc_req)
 {
     long taken = 0;
     int64_t left = st->outstanding;
-    st->ignored = st->stale = st->duplicate = st->rejected = st->accepted = 0;
+    st->ignored = st->bad_key = st->stale = st->duplicate = st->rejected = st->accepted = 0;
     for (long r = 0; r < nrows; r++) {
         const uint8_t *f = base + r * stride;
+        const uint8_t *h = f + THC_AT;
         long len = lens[r];
-        if (len < 58 || be16(f + 12) != 0x0800 || f[14] != 0x45 || f[23] != 17 || be16(f + 36) != 21576
-            || f[42] != 1 || (be16(f + 20) & 0x3FFF)) {
+        if (len < PAYLOAD_AT || be16(f + 12) != 0x0800 || f[14] != 0x45 || f[23] != 17 || be16(f + 36) != 21576
+            || h[0] != THC_VERSION || (be16(f + 20) & 0x3FFF)) {
             st->ignored++;
             continue;
         }
         long end = 14 + (long)be16(f + 16);
-        if (end > len || end < 58) {
+        if (end > len || end < PAYLOAD_AT) {
             st->ignored++;
             continue;
         }
-        int op = f[43] >> 4, kind = f[43] & 0x0F;
-        if ((kind != 1 && kind != 2) || f[44] != st->job_id) {
+        int op = h[1] >> 4, kind = h[1] & 0x0F;
+        if ((kind != 1 && kind != 2) || h[2] != st->job_id) {
             st->ignored++;
             continue;
         }
-        int64_t slot = be16(f + 46), round = be32(f + 50);
+        if (be32(h + 16) != (uint32_t)st->key) {
+            st->bad_key++;
+            continue;
+        }
+        int64_t slot = be16(h + 4), round = be32(h + 8);
         int64_t q = round * st->window + slot;
         if (slot >= st->window || q >= st->next_request) {
             st->stale++;
@@ -160,32 +192,20 @@ long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_
             st->stale++;
             continue;
         }
-        int64_t count = f[48], lane = f[49], size = end - 58;
-        int ok = op == st->op && count >= 1 && (st->n_workers == 0 || count <= st->n_workers);
-        if (ok) {
-            if (st->op == 1)
-                ok = lane == 0 && size == 0;
-            else if (st->op == 3)
-                ok = lane == 32 && size == 4 * st->per_packet;
-            else
-                ok = (lane == 8 || lane == 16) && size == st->per_packet * lane / 8;
-        }
+        int64_t count = h[6], lane = h[7], size = end - PAYLOAD_AT;
+        int ok = op == st->op && count >= 1 && count <= st->n_workers && lane == st->lane_bits
+                 && size == st->result_bytes;
         if (ok && st->ref_count >= 0)
-            ok = count == st->ref_count && (st->op != 2 || lane == st->ref_lane);
+            ok = count == st->ref_count;
         if (!ok) {
             st->rejected++;
             continue;
         }
         st->ref_count = count;
-        st->ref_lane = lane;
-        const uint8_t *p = f + 58;
-        if (st->op == 1) {
-            st->sums[i] = (int32_t)be32(f + 54);
-        } else {
-            int32_t *out = st->sums + i * st->per_packet;
-            for (int64_t k = 0; k < st->per_packet; k++)
-                out[k] = lane == 8 ? p[k] : lane == 16 ? (int32_t)be16(p + 2 * k) : (int32_t)be32(p + 4 * k);
-        }
+        if (st->op == OP_NORM)
+            st->sums[i] = (int32_t)be32(h + 12);
+        else
+            store_lanes(st->sums + i * st->per_packet, f + PAYLOAD_AT, st->per_packet, lane);
         st->counts[i] = (uint8_t)count;
         st->done[i] = 1; /* for the rest of the batch; undone below */
         acc_row[taken] = r;

@@ -8,11 +8,11 @@ import threading
 import pytest
 import torch
 
-from controller import contract
 from emulator.switch import SoftwareSwitch
 from host_agent.sim import SERVICE, SimJob, program_engine
+from spec import contract
 from tests.support import paths
-from tests.support.cluster import jobs_aggregators, train_ddp
+from tests.support.cluster import jobs_aggregators, thc_spec, train_ddp
 from thc.config import THCConfig
 
 pytestmark = pytest.mark.skipif(not paths.THC_JSON.exists(), reason="p4/build/thc.json not built")
@@ -22,16 +22,15 @@ CONFIG = THCConfig(chunk=2048)
 
 
 def jobs() -> tuple[SimJob, SimJob]:
-    table = CONFIG.make_table().values.tolist()
-    first = SimJob(3, 2, table, n_slots=64, slot_base=0, epoch=11, worker_ids=[0, 1])
-    second = SimJob(4, 2, table, n_slots=64, slot_base=64, epoch=12, worker_ids=[2, 3])
+    first = SimJob.plan(thc_spec(CONFIG, 3, 2, window=64, slots=64), [0, 1], slot_base=0, epoch=11)
+    second = SimJob.plan(thc_spec(CONFIG, 4, 2, window=64, slots=64), [2, 3], slot_base=64, epoch=12)
     return first, second
 
 
 def switch_serving(*served: SimJob) -> SoftwareSwitch:
     sw = SoftwareSwitch.from_json(str(paths.THC_JSON))
     for i, job in enumerate(served):
-        program_engine(sw, job, SERVICE if i == 0 else None, lookup_tables=i == 0)  # one table for both
+        program_engine(sw, job, SERVICE if i == 0 else None)  # each job with its own lookup table
     return sw
 
 

@@ -11,6 +11,7 @@ import torch
 
 from host_agent.aggregator import SwitchAggregator
 from host_agent.sim import SimJob, attach_workers
+from tests.support.cluster import thc_spec
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import ddp
 from thc.aggregate import reference_aggregate
@@ -39,8 +40,8 @@ class Recording:
         return self.inner.all_sum_int32(values)
 
 
-def switch_aggregators(new_engine, table, loss=0.0):  # noqa: F811
-    job = SimJob(3, N, table, n_slots=32)
+def switch_aggregators(new_engine, config, loss=0.0):  # noqa: F811
+    job = SimJob.plan(thc_spec(config, 3, N, window=32, slots=32))
     engine = new_engine(job)
     _, protocols = attach_workers(
         engine,
@@ -53,7 +54,7 @@ def switch_aggregators(new_engine, table, loss=0.0):  # noqa: F811
         max_timeout=0.05,
         deadline=30.0,
     )
-    return [SwitchAggregator(p, N) for p in protocols]
+    return [SwitchAggregator(p) for p in protocols]
 
 
 def in_threads(fn):
@@ -77,7 +78,7 @@ def in_threads(fn):
 def test_thc_hook_averages_through_the_switch(new_engine):  # noqa: F811
     config = THCConfig(chunk=2**12)
     table = config.make_table()
-    aggs = [Recording(a) for a in switch_aggregators(new_engine, table.values.tolist(), loss=0.02)]
+    aggs = [Recording(a) for a in switch_aggregators(new_engine, config, loss=0.02)]
     states = [ddp.THCHookState(config, aggs[w], worker_id=w) for w in range(N)]
     rng = np.random.default_rng(0)
     grads = [torch.tensor(rng.normal(size=5000), dtype=torch.float32) for _ in range(N)]
@@ -103,7 +104,7 @@ def test_thc_hook_averages_through_the_switch(new_engine):  # noqa: F811
 
 
 def test_fix32_hook_averages_through_the_switch(new_engine):  # noqa: F811
-    aggs = switch_aggregators(new_engine, [0, 30])
+    aggs = switch_aggregators(new_engine, THCConfig())
     states = [ddp.FixedPointHookState(aggs[w]) for w in range(N)]
     rng = np.random.default_rng(1)
     grads = [torch.tensor(rng.normal(size=3000), dtype=torch.float32) for _ in range(N)]

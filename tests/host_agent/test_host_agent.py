@@ -13,9 +13,12 @@ from scapy.utils import rdpcap, wrpcap
 
 from host_agent import wire
 from host_agent.layers import THC, THCFix32, THCIndices, THCResult8, THCResult16
+from spec import contract
 
 SRC = wire.Endpoint("02:00:00:00:01:02", "10.0.1.3")
 DST = wire.Endpoint("02:00:00:00:00:fe", "10.0.0.254")
+W = contract.WORDS  # the default build's cell: 128 words, 1 KiB
+KEY = 0xC0FFEE42
 
 
 def scapy_frame(thc, payload=None):
@@ -28,31 +31,53 @@ def scapy_frame(thc, payload=None):
     return bytes(pkt / payload if payload is not None else pkt)
 
 
+# (header fields, payload layer, frame length): what one 1 KiB cell's request or result is on the wire
 CASES = {
-    "norm request": (dict(op=wire.OP_NORM, kind=wire.KIND_REQUEST, value=wire.float_bits(2.5)), None, 58),
-    "thc request": (dict(op=wire.OP_THC, kind=wire.KIND_REQUEST), THCIndices(idx=[i % 16 for i in range(64)]), 90),
+    "norm request": (dict(op=wire.OP_NORM, kind=wire.KIND_REQUEST, value=wire.float_bits(2.5)), None, 62),
+    "thc request, 8-bit lanes": (
+        dict(op=wire.OP_THC, kind=wire.KIND_REQUEST, lane_bits=8),
+        THCIndices(idx=[i % 16 for i in range(8 * W)]),
+        62 + 4 * W,
+    ),
+    "thc request, 16-bit lanes": (
+        dict(op=wire.OP_THC, kind=wire.KIND_REQUEST, lane_bits=16),
+        THCIndices(idx=[(i * 7) % 16 for i in range(4 * W)]),
+        62 + 2 * W,
+    ),
+    "fix32 request": (
+        dict(op=wire.OP_FIX32, kind=wire.KIND_REQUEST, lane_bits=32),
+        THCFix32(values=[(-1) ** i * i * 1000 for i in range(2 * W)]),
+        62 + 8 * W,
+    ),
+    "thc release": (dict(op=wire.OP_THC, kind=wire.KIND_RELEASE, lane_bits=16), None, 62),
     "thc result 8": (
         dict(op=wire.OP_THC, kind=wire.KIND_RESULT, count=4, lane_bits=8),
-        THCResult8(sums=list(range(64))),
-        122,
+        THCResult8(sums=[i % 256 for i in range(8 * W)]),
+        62 + 8 * W,
     ),
     "thc result 16": (
         dict(op=wire.OP_THC, kind=wire.KIND_RESULT_RETX, count=9, lane_bits=16),
-        THCResult16(sums=[1000 * i for i in range(64)]),
-        186,
+        THCResult16(sums=[100 * i for i in range(4 * W)]),
+        62 + 8 * W,
     ),
-    "fix32": (
+    "thc partial": (
+        dict(op=wire.OP_THC, kind=wire.KIND_PARTIAL, count=3, lane_bits=16),
+        THCResult16(sums=[65535 - i for i in range(4 * W)]),
+        62 + 8 * W,
+    ),
+    "fix32 result": (
         dict(op=wire.OP_FIX32, kind=wire.KIND_RESULT, count=2, lane_bits=32),
-        THCFix32(values=[-(2**31), 2**31 - 1] + list(range(-15, 15))),
-        186,
+        THCFix32(values=[-(2**31), 2**31 - 1] + list(range(2 - 2 * W, 0))),
+        62 + 8 * W,
     ),
+    "norm result": (dict(op=wire.OP_NORM, kind=wire.KIND_RESULT, count=4, value=wire.float_bits(9.5)), None, 62),
 }
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_fast_builder_matches_scapy_byte_for_byte(case):
     fields, payload, size = CASES[case]
-    header = dict(job_id=5, worker_id=2, slot=513, round=0xDEADBEEF, **fields)
+    header = dict(job_id=5, worker_id=2, slot=513, round=0xDEADBEEF, key=KEY, **fields)
     want = scapy_frame(THC(**header), payload)
     builder = wire.FrameBuilder(SRC, DST)
     got = builder.frame(
@@ -66,16 +91,38 @@ def test_fast_builder_matches_scapy_byte_for_byte(case):
         bytes(payload) if payload is not None else b"",
         header.get("count", 0),
         header.get("lane_bits", 0),
+        KEY,
     )
     assert got == want
-    assert len(got) == size
-    assert len(got) - wire.PAYLOAD_OFFSET == wire.payload_length(
-        fields["op"], fields["kind"], fields.get("lane_bits", 0)
-    )
+    assert len(got) == size <= 14 + contract.MTU  # every frame of the default build fits the links' MTU
+    lane_bits = fields.get("lane_bits", 0)
+    assert len(got) - wire.PAYLOAD_OFFSET == wire.payload_length(fields["op"], fields["kind"], lane_bits)
+    assert wire.parse_frame(got).key == KEY
+    dissected = Ether(got)
+    assert bytes(dissected) == got and dissected[THC].key == KEY
+    if payload is not None:
+        assert type(dissected[THC].payload) is type(payload)
+
+
+@pytest.mark.parametrize("words", contract.WORDS_VARIANTS)
+def test_payload_lengths_follow_the_cell_size(words):
+    """A request carries what one cell of `words` words holds, a result the cell's words: the table of
+    p4/README.md, for the default build and the variants."""
+    assert wire.payload_length(wire.OP_THC, wire.KIND_REQUEST, 8, words) == 4 * words  # 8 * words indices
+    assert wire.payload_length(wire.OP_THC, wire.KIND_REQUEST, 16, words) == 2 * words  # 4 * words indices
+    assert wire.payload_length(wire.OP_FIX32, wire.KIND_REQUEST, 32, words) == 8 * words
+    for op in (wire.OP_THC, wire.OP_FIX32):
+        for kind in (wire.KIND_RESULT, wire.KIND_RESULT_RETX, wire.KIND_PARTIAL):
+            assert wire.payload_length(op, kind, 0, words) == 8 * words
+        assert wire.payload_length(op, wire.KIND_RELEASE, 32 if op == wire.OP_FIX32 else 8, words) == 0
+    assert wire.payload_length(wire.OP_NORM, wire.KIND_RESULT, 0, words) == 0
+    for op, lanes in ((wire.OP_THC, 32), (wire.OP_THC, 0), (wire.OP_FIX32, 8), (wire.OP_NORM, 8)):
+        with pytest.raises(ValueError, match="LANE_MISMATCH"):
+            wire.payload_length(op, wire.KIND_REQUEST, lanes, words)
 
 
 def test_ipv4_checksum_is_what_scapy_computes():
-    frame = wire.FrameBuilder(SRC, DST).frame(wire.OP_THC, 0, 1, 1, 1, 1, payload=bytes(32))
+    frame = wire.FrameBuilder(SRC, DST).frame(wire.OP_THC, 0, 1, 1, 1, 1, payload=bytes(512), lane_bits=8)
     pkt = Ether(frame)
     stored = pkt[IP].chksum
     del pkt[IP].chksum
@@ -85,17 +132,23 @@ def test_ipv4_checksum_is_what_scapy_computes():
 
 def test_nibbles_first_coordinate_high():
     assert wire.pack_nibbles(np.array([1, 2, 15, 0, 7], np.uint8)) == bytes([0x12, 0xF0, 0x70])
-    assert bytes(THCIndices(idx=[1, 2, 15])) == bytes([0x12, 0xF0, 0x00]) + bytes(29)
+    assert bytes(THCIndices(idx=[1, 2, 15])) == bytes([0x12, 0xF0])  # as many as given, an odd one padded
+    assert len(bytes(THCIndices())) == 4 * W  # by default an 8-bit-lane request of the default build
     assert wire.unpack_nibbles(bytes([0x12, 0xF0]), 3).tolist() == [1, 2, 15]
 
 
 def test_capture_dissects_thc_fields_and_payload_by_op_kind_lanes(tmp_path):
     builder = wire.FrameBuilder(SRC, DST)
     back = wire.FrameBuilder(DST, SRC)
+    k8, k16 = 8 * W, 4 * W
     frames = [
-        builder.frame(wire.OP_NORM, wire.KIND_REQUEST, 3, 1, 7, 12, wire.float_bits(1.5)) + bytes(2),  # padded
-        builder.frame(wire.OP_THC, wire.KIND_REQUEST, 3, 1, 7, 12, payload=wire.pack_nibbles(np.arange(64) % 16)),
-        back.frame(wire.OP_THC, wire.KIND_RESULT, 3, 1, 7, 12, payload=bytes(range(64)), count=4, lane_bits=8),
+        builder.frame(wire.OP_NORM, wire.KIND_REQUEST, 3, 1, 7, 12, wire.float_bits(1.5), key=KEY) + bytes(2),
+        builder.frame(
+            wire.OP_THC, wire.KIND_REQUEST, 3, 1, 7, 12, payload=wire.pack_nibbles(np.arange(k8) % 16), lane_bits=8
+        ),
+        back.frame(
+            wire.OP_THC, wire.KIND_RESULT, 3, 1, 7, 12, payload=bytes(range(256)) * (k8 // 256), count=4, lane_bits=8
+        ),
         back.frame(
             wire.OP_THC,
             wire.KIND_RESULT,
@@ -103,16 +156,26 @@ def test_capture_dissects_thc_fields_and_payload_by_op_kind_lanes(tmp_path):
             1,
             7,
             12,
-            payload=np.arange(64, dtype=">u2").tobytes(),
+            payload=np.arange(k16, dtype=">u2").tobytes(),
             count=4,
             lane_bits=16,
         ),
-        builder.frame(wire.OP_FIX32, wire.KIND_REQUEST, 3, 1, 7, 12, payload=np.arange(-16, 16, dtype=">i4").tobytes()),
+        builder.frame(
+            wire.OP_FIX32,
+            wire.KIND_REQUEST,
+            3,
+            1,
+            7,
+            12,
+            payload=np.arange(-W, W, dtype=">i4").tobytes(),
+            lane_bits=32,
+        ),
+        builder.frame(wire.OP_THC, wire.KIND_REQUEST, 3, 1, 7, 12, payload=bytes(2 * W), lane_bits=32),  # refused
     ]
     path = tmp_path / "thc.pcap"
     wrpcap(str(path), [Ether(f) for f in frames])
     pkts = rdpcap(str(path))
-    norm, idx, res8, res16, fix = pkts
+    norm, idx, res8, res16, fix, mismatch = pkts
     assert (norm[THC].op, norm[THC].kind, norm[THC].job_id, norm[THC].worker_id, norm[THC].slot, norm[THC].round) == (
         wire.OP_NORM,
         wire.KIND_REQUEST,
@@ -121,12 +184,13 @@ def test_capture_dissects_thc_fields_and_payload_by_op_kind_lanes(tmp_path):
         7,
         12,
     )
-    assert wire.bits_float(norm[THC].value) == 1.5
-    assert idx[THCIndices].idx == [i % 16 for i in range(64)]
-    assert res8[THCResult8].sums == list(range(64))
-    assert res16[THCResult16].sums == list(range(64))
-    assert fix[THCFix32].values == list(range(-16, 16))
+    assert wire.bits_float(norm[THC].value) == 1.5 and norm[THC].key == KEY
+    assert idx[THCIndices].idx == [i % 16 for i in range(k8)]
+    assert res8[THCResult8].sums == list(range(256)) * (k8 // 256)
+    assert res16[THCResult16].sums == list(range(k16))
+    assert fix[THCFix32].values == list(range(-W, W))
     assert THCResult16 not in res8 and THCResult8 not in res16
+    assert THCIndices not in mismatch and Raw in mismatch  # lane_bits the parser does not take: not dissected
     shown = res16.show(dump=True)
     for name in (
         "op",
@@ -138,6 +202,7 @@ def test_capture_dissects_thc_fields_and_payload_by_op_kind_lanes(tmp_path):
         "lane_bits",
         "round",
         "value",
+        "key",
         "RESULT",
         "16-bit",
     ):
@@ -145,13 +210,14 @@ def test_capture_dissects_thc_fields_and_payload_by_op_kind_lanes(tmp_path):
 
 
 def test_parse_frame_rejects_what_is_not_a_thc_frame():
-    good = wire.FrameBuilder(SRC, DST).frame(wire.OP_NORM, wire.KIND_RESULT, 1, 2, 3, 4, 99, count=4)
-    assert wire.parse_frame(good) == wire.ThcFrame(wire.OP_NORM, wire.KIND_RESULT, 1, 2, 3, 4, 0, 4, 99, b"")
+    good = wire.FrameBuilder(SRC, DST).frame(wire.OP_NORM, wire.KIND_RESULT, 1, 2, 3, 4, 99, count=4, key=KEY)
+    assert wire.parse_frame(good) == wire.ThcFrame(wire.OP_NORM, wire.KIND_RESULT, 1, 2, 3, 4, 0, 4, 99, KEY, b"")
     assert wire.parse_frame(good + bytes(2)).payload == b""  # Ethernet padding is not payload
     other_port = bytes(Ether() / IP() / UDP(sport=wire.THC_UDP_PORT, dport=53) / Raw(bytes(16)))
     with_options = bytes(Ether() / IP(options=b"\x01\x01\x01\x01") / UDP(dport=wire.THC_UDP_PORT) / THC())
     fragment = bytes(Ether() / IP(flags="MF") / UDP(dport=wire.THC_UDP_PORT) / THC(kind=1))
-    for frame in (other_port, with_options, fragment, bytes(Ether() / ARP()), good[:50], good[:-1]):
+    old_version = bytes(Ether() / IP() / UDP(dport=wire.THC_UDP_PORT) / THC(version=1, kind=1))
+    for frame in (other_port, with_options, fragment, old_version, bytes(Ether() / ARP()), good[:61], good[:-1]):
         assert wire.parse_frame(frame) is None
     truncated = bytearray(good)
     truncated[16:18] = (200).to_bytes(2, "big")  # IPv4 total length beyond the frame
@@ -170,7 +236,7 @@ def test_raw_socket_sends_frames_and_receives_only_thc_results(veth):
     peer.settimeout(0.5)
     with RawSocketTransport(a) as transport:
         request = wire.FrameBuilder(SRC, DST).frame(
-            wire.OP_THC, wire.KIND_REQUEST, 1, 2, 3, 4, payload=bytes(range(32))
+            wire.OP_THC, wire.KIND_REQUEST, 1, 2, 3, 4, payload=bytes(range(256)) * 2, lane_bits=8, key=KEY
         )
         seen, deadline = None, time.monotonic() + 10
         while seen is None and time.monotonic() < deadline:
@@ -184,11 +250,13 @@ def test_raw_socket_sends_frames_and_receives_only_thc_results(veth):
         assert seen == request
 
         back = wire.FrameBuilder(DST, SRC)
-        result = back.frame(wire.OP_THC, wire.KIND_RESULT, 1, 2, 3, 4, payload=bytes(128), count=2, lane_bits=16)
+        result = back.frame(
+            wire.OP_THC, wire.KIND_RESULT, 1, 2, 3, 4, payload=bytes(8 * W), count=2, lane_bits=16, key=KEY
+        )
         noise = [
             bytes(Ether(dst=SRC.mac) / ARP()),
             bytes(Ether(dst=SRC.mac) / IP(dst=SRC.ip) / UDP(dport=53) / Raw(bytes(40))),
-            back.frame(wire.OP_THC, wire.KIND_REQUEST, 1, 2, 3, 4, payload=bytes(32)),  # a request is not for us
+            back.frame(wire.OP_THC, wire.KIND_REQUEST, 1, 2, 3, 4, payload=bytes(256), lane_bits=16),  # not for us
             bytes(Ether(dst=SRC.mac) / IP(dst=SRC.ip, flags="MF") / UDP(dport=wire.THC_UDP_PORT) / THC(kind=1)),
         ]
         for frame in noise + [result]:
@@ -212,11 +280,13 @@ def test_switch_aggregator_open_over_a_real_interface(veth):
     from host_agent.aggregator import SwitchAggregator
     from host_agent.fake_switch import FakeSwitch
     from host_agent.sim import SERVICE, SimJob, worker_endpoint
+    from spec.job import JobSpec
 
     a, b = veth
-    table = [0, 1, 2, 4, 8, 16, 32, 64]
+    job = SimJob.plan(JobSpec(job_id=9, workers=1, bits=3, granularity=64, table="uniform", window=8, slots=8))
+    table = list(job.job.table)
     switch = FakeSwitch()
-    switch.add_job(SimJob(9, 1, table, n_slots=8))
+    switch.add_job(job)
     stop = threading.Event()
     side = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     side.bind((b, 0))
@@ -236,10 +306,10 @@ def test_switch_aggregator_open_over_a_real_interface(veth):
     me = worker_endpoint(0)
     try:
         with SwitchAggregator.open(
-            a, 9, 0, 1, SERVICE.ip, SERVICE.mac, me.ip, me.mac, window=8, timeout=0.05, deadline=10.0
+            a, job.spec, 0, SERVICE.ip, SERVICE.mac, me.ip, me.mac, timeout=0.05, deadline=10.0
         ) as agg:
             rng = np.random.default_rng(0)
-            idx = [rng.integers(0, 8, 1000, dtype=np.uint8), rng.integers(0, 8, 10, dtype=np.uint8)]
+            idx = [rng.integers(0, 8, 16 * 1024, dtype=np.uint8), rng.integers(0, 8, 10, dtype=np.uint8)]
             sums, count = agg.all_sum_table_values(idx, table)
             assert count == 1
             for got, want in zip(sums, idx):

@@ -11,11 +11,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from controller import contract
 from host_agent import train
 from host_agent.aggregator import SwitchAggregator
 from host_agent.fake_switch import FakeSwitch
 from host_agent.sim import SimJob, attach_workers
+from spec import contract
+from tests.support.cluster import thc_spec
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import mixed, models_zoo
 from thc.config import THCConfig
@@ -40,7 +41,7 @@ def completed(engine) -> int:
 
 def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torch_thread):
     config = THCConfig(chunk=2048)
-    job = SimJob(4, N, config.make_table().values.tolist(), n_slots=32)
+    job = SimJob.plan(thc_spec(config, 4, N, window=32, slots=32))
     engine = new_engine(job)
     _, protocols = attach_workers(engine, job, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=60.0)
     store = dist.HashStore()
@@ -56,7 +57,7 @@ def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torc
         try:
             pg = dist.ProcessGroupGloo(dist.PrefixStore("mixed", store), w, N)
             state = mixed.MixedHookState(
-                PLAN, SwitchAggregator(protocols[w], N), config, process_group=pg, worker_id=w, workers=N
+                PLAN, SwitchAggregator(protocols[w]), config, process_group=pg, worker_id=w, workers=N
             )
             states[w] = state
             model = models[w]
@@ -102,6 +103,7 @@ def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torc
             assert state.counts[mode]["coordinates"] == STEPS * [330, 1056, 2080][index]
         assert state.counts["gloo-fp16"]["calls"] == 0
 
-    thc_slots = sum(INACost(1e9, N, 1e9, 0.0, op="thc", chunk=2048).packets(2080))
-    fix_slots = sum(INACost(1e9, N, 1e9, 0.0, op="fix32").packets(1056))
+    framing = dict(coords_per_packet=job.spec.coords_per_request, fix32_coords_per_packet=job.spec.fix32_per_request)
+    thc_slots = sum(INACost(1e9, N, 1e9, 0.0, op="thc", chunk=2048, **framing).packets(2080))
+    fix_slots = sum(INACost(1e9, N, 1e9, 0.0, op="fix32", **framing).packets(1056))
     assert completed(engine) == STEPS * (thc_slots + fix_slots)

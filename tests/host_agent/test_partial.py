@@ -13,6 +13,7 @@ from host_agent.layers import THCResult8
 from host_agent.protocol import ProtocolError, drive
 from host_agent.sim import SimJob
 from tests.host_agent.test_protocol import (
+    K,
     _crafted_result,
     cluster,
     event_counts,
@@ -23,9 +24,9 @@ from tests.host_agent.test_protocol import (
 
 @pytest.mark.parametrize("n_requests", [4, 12], ids=["one-round", "three-rounds"])
 def test_released_slots_carry_the_sums_so_far_and_a_late_worker_gets_them_unadded(new_engine, n_requests):
-    workers, engine, _, _, _ = cluster(new_engine, n=3, window=4, n_workers=3, straggler_timeout=0.05)
+    workers, engine, _, _, _ = cluster(new_engine, n=3, window=4, straggler_timeout=0.05)
     rng = np.random.default_rng(40)
-    idx = random_indices(rng, 3, [64 * n_requests])
+    idx = random_indices(rng, 3, [K * n_requests])
     fast = workers[:2]
     ops = [w.start_sum_indices(idx[w.worker_id]) for w in fast]
     drive(fast)  # worker 2 has not started: only the RELEASEs can finish the rounds
@@ -52,9 +53,9 @@ def test_released_slots_carry_the_sums_so_far_and_a_late_worker_gets_them_unadde
 
 
 def test_a_worker_inside_the_deadline_completes_the_round_normally(new_engine):
-    workers, engine, _, _, clock = cluster(new_engine, n=3, window=4, n_workers=3, straggler_timeout=10.0)
+    workers, engine, _, _, clock = cluster(new_engine, n=3, window=4, straggler_timeout=10.0)
     rng = np.random.default_rng(41)
-    idx = random_indices(rng, 3, [64 * 4])
+    idx = random_indices(rng, 3, [K * 4])
     ops = [w.start_sum_indices(idx[w.worker_id]) for w in workers]
     drive(workers)
     assert all(op.result()[1] == 3 for op in ops) and clock() < 10.0
@@ -63,7 +64,7 @@ def test_a_worker_inside_the_deadline_completes_the_round_normally(new_engine):
 
 
 def test_the_norm_round_can_be_released_too(new_engine):
-    workers, engine, _, _, _ = cluster(new_engine, n=3, window=4, n_workers=3, straggler_timeout=0.02)
+    workers, engine, _, _, _ = cluster(new_engine, n=3, window=4, straggler_timeout=0.02)
     ops = [w.start_max([float(w.worker_id + 1), 0.5]) for w in workers[:2]]
     drive(workers[:2])
     assert all(op.result().tolist() == [2.0, 0.5] for op in ops)
@@ -78,24 +79,24 @@ def test_the_norm_round_can_be_released_too(new_engine):
 def test_results_with_different_counts_are_reported_per_coordinate(new_engine):
     """One slot released with 1 of 2 workers, the other complete: both are kept, and the operation reports
     the count of every coordinate. Without partial aggregation the same results are refused."""
-    workers, _, _, _, _ = cluster(new_engine, n=2, window=4, lane_bits=8, n_workers=2, straggler_timeout=1.0)
+    workers, _, _, _, _ = cluster(new_engine, n=2, window=4, straggler_timeout=1.0)
     a = workers[0]
-    op = a.start_sum_indices([np.full(64 * 2, 4, np.uint8)])  # requests 0, 1: slots 0, 1 of round 0
+    op = a.start_sum_indices([np.full(K * 2, 4, np.uint8)])  # requests 0, 1: slots 0, 1 of round 0
     a.pump()
-    a.transport.deliver(_crafted_result(wire.OP_THC, 0, 0, 2, 8, THCResult8(sums=[8] * 64)))
-    a.transport.deliver(_crafted_result(wire.OP_THC, 1, 0, 1, 8, THCResult8(sums=[4] * 64)))
+    a.transport.deliver(_crafted_result(wire.OP_THC, 0, 0, 2, 8, THCResult8(sums=[8] * K)))
+    a.transport.deliver(_crafted_result(wire.OP_THC, 1, 0, 1, 8, THCResult8(sums=[4] * K)))
     a.pump()
     sums, counts = op.result()
-    np.testing.assert_array_equal(sums[0], [8] * 64 + [4] * 64)
-    assert isinstance(counts, list) and counts[0].tolist() == [2] * 64 + [1] * 64
+    np.testing.assert_array_equal(sums[0], [8] * K + [4] * K)
+    assert isinstance(counts, list) and counts[0].tolist() == [2] * K + [1] * K
     assert a.stats()["partial_results"] == 1
 
-    strict, _, _, _, _ = cluster(new_engine, n=2, window=4, lane_bits=8, n_workers=2)
+    strict, _, _, _, _ = cluster(new_engine, n=2, window=4)
     b = strict[0]
-    op = b.start_sum_indices([np.full(64 * 2, 4, np.uint8)])
+    op = b.start_sum_indices([np.full(K * 2, 4, np.uint8)])
     b.pump()
-    b.transport.deliver(_crafted_result(wire.OP_THC, 0, 0, 2, 8, THCResult8(sums=[8] * 64)))
-    b.transport.deliver(_crafted_result(wire.OP_THC, 1, 0, 1, 8, THCResult8(sums=[4] * 64)))
+    b.transport.deliver(_crafted_result(wire.OP_THC, 0, 0, 2, 8, THCResult8(sums=[8] * K)))
+    b.transport.deliver(_crafted_result(wire.OP_THC, 1, 0, 1, 8, THCResult8(sums=[4] * K)))
     b.pump()
     assert b.stats()["rejected_results"] == 1 and not op.complete
 
@@ -108,7 +109,7 @@ def test_a_straggler_timeout_must_be_positive(new_engine):
 def test_contributors_refuses_mixed_counts_without_partial_aggregation():
     from host_agent.protocol import Operation
 
-    op = Operation(wire.OP_THC, 0, 2, np.zeros((2, 90), np.uint8), [128], 64, 0.0)
+    op = Operation(wire.OP_THC, 0, 2, np.zeros((2, 62 + K // 2), np.uint8), [2 * K], K, 8, 0.0)
     op.counts[:] = [2, 1]
     op.done[:] = True
     op.outstanding = 0
@@ -120,11 +121,11 @@ def test_training_with_a_straggler_keeps_every_rank_identical():
     """Four DDP workers through the fake switch with partial aggregation on, one of them sleeping 30 ms
     per step: the others release its slots, it takes the released results (mostly before it would send),
     and every rank, the straggler included, ends with the same parameters, having trained."""
-    from tests.support.cluster import jobs_aggregators, train_ddp
+    from tests.support.cluster import jobs_aggregators, thc_spec, train_ddp
     from thc.config import THCConfig
 
     config = THCConfig(chunk=2048)
-    job = SimJob(3, 4, config.make_table().values.tolist(), n_slots=64)
+    job = SimJob.plan(thc_spec(config, 3, 4, window=64, slots=64))
     switch = FakeSwitch()
     switch.add_job(job)
     aggregators = jobs_aggregators(switch, [job], straggler_timeout=0.005)[job.job_id]

@@ -12,18 +12,25 @@ from host_agent.fake_switch import FakeSwitch
 from host_agent.loopback import VirtualClock
 from host_agent.protocol import drive
 from host_agent.sim import SimJob, attach_workers
+from spec.job import JobSpec
 
-TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]
+K = JobSpec(job_id=0, workers=2).coords_per_request  # 1,024 coordinates a THC request
+
+
+def served(job_id: int, n: int, window: int) -> tuple[SimJob, FakeSwitch]:
+    """Job `job_id` of n workers with `window` slots, on a fake switch."""
+    job = SimJob.plan(JobSpec(job_id=job_id, workers=n, window=window, slots=window))
+    sw = FakeSwitch()
+    sw.add_job(job)
+    return job, sw
 
 
 def test_operation_records_when_its_results_came():
-    job = SimJob(3, 4, TABLE, n_slots=16)
-    sw = FakeSwitch()
-    sw.add_job(job)
+    job, sw = served(3, 4, 16)
     clock = VirtualClock()
-    _, workers = attach_workers(sw, job, 16, loss_up=0.1, loss_down=0.1, seed=5, clock=clock)
+    _, workers = attach_workers(sw, job, loss_up=0.1, loss_down=0.1, seed=5, clock=clock)
     rng = np.random.default_rng(0)
-    ops = [w.start_sum_indices([rng.integers(0, 16, 700, dtype=np.uint8)]) for w in workers]
+    ops = [w.start_sum_indices([rng.integers(0, 16, 11 * K - 300, dtype=np.uint8)]) for w in workers]
     drive(workers)
     for w, op in zip(workers, ops):
         assert w.last_operation is op
@@ -46,10 +53,12 @@ class EchoAggregator:
 
 
 def probe_args(mode: str):
-    return worker.build_parser().parse_args(
-        ["--mode", mode, "--rank", "1", "--world-size", "2", "--master-addr", "10.0.0.1", "--iface", "lo"]
-        + ["--probe", "unused.npz", "--probe-size", "5000"]
-    )
+    parser = worker.build_parser()
+    argv = ["--mode", mode, "--rank", "1", "--world-size", "2", "--master-addr", "10.0.0.1", "--iface", "lo"]
+    argv += ["--probe", "unused.npz", "--probe-size", "5000", "--chunk", "2048"]
+    args = parser.parse_args(argv)
+    args.spec = worker.job_description(args, worker.given_options(parser, argv))
+    return args
 
 
 @pytest.mark.parametrize("mode", ["thc", "fix32"])
@@ -74,10 +83,8 @@ def test_rounds_with_one_codec_equal_rounds_with_a_fresh_codec_each(mode):
 
 
 def test_phase_clock_reads_the_aggregation_call_of_each_phase():
-    job = SimJob(4, 2, TABLE, n_slots=8)
-    sw = FakeSwitch()
-    sw.add_job(job)
-    _, workers = attach_workers(sw, job, 8, clock=VirtualClock())
+    job, sw = served(4, 2, 8)
+    _, workers = attach_workers(sw, job, clock=VirtualClock())
 
     class Agg:
         def __init__(self, protocol):
@@ -85,7 +92,7 @@ def test_phase_clock_reads_the_aggregation_call_of_each_phase():
 
     clock = worker.PhaseClock(Agg(workers[0]))
     clock.lap("compute")  # no aggregation call: wall and CPU only
-    ops = [w.start_sum_indices([np.full(300, 2, np.uint8)]) for w in workers]
+    ops = [w.start_sum_indices([np.full(5 * K - 100, 2, np.uint8)]) for w in workers]
     drive(workers)
     clock.lap("sum")
     records = json.loads(str(clock.saved()))
@@ -108,13 +115,11 @@ class ManualClock:
 
 def held_protocol(**options):
     """One worker of two whose requests are all sent and whose results the test books by hand."""
-    job = SimJob(6, 2, TABLE, n_slots=8)
-    sw = FakeSwitch()
-    sw.add_job(job)
+    job, sw = served(6, 2, 8)
     clock = ManualClock()
-    _, workers = attach_workers(sw, job, 8, loss_down=1.0, clock=clock, timeout=0.5, max_timeout=1.0, **options)
+    _, workers = attach_workers(sw, job, loss_down=1.0, clock=clock, timeout=0.5, max_timeout=1.0, **options)
     w = workers[0]
-    op = w.start_sum_indices([np.full(300, 1, np.uint8)])  # 5 requests, all inside the window
+    op = w.start_sum_indices([np.full(5 * K - 100, 1, np.uint8)])  # 5 requests, all inside the window
     assert w.hold(op) == 0.0  # nothing sent yet
     w.pump(0.0)
     assert op.first_transmissions == op.n == 5
@@ -167,11 +172,9 @@ def test_no_hold_when_turned_off_or_on_a_virtual_clock():
     book(op, 50, 10.0, 10.05)
     clock.t = 10.004
     assert w.hold(op) == 0.0
-    job = SimJob(6, 2, TABLE, n_slots=8)
-    sw = FakeSwitch()
-    sw.add_job(job)
-    _, workers = attach_workers(sw, job, 8, loss_down=1.0, clock=VirtualClock())
-    op = workers[0].start_sum_indices([np.full(300, 1, np.uint8)])
+    job, sw = served(6, 2, 8)
+    _, workers = attach_workers(sw, job, loss_down=1.0, clock=VirtualClock())
+    op = workers[0].start_sum_indices([np.full(5 * K - 100, 1, np.uint8)])
     workers[0].pump(0.0)
     op.n = 100
     book(op, 50, 0.0, 0.05)
@@ -182,11 +185,9 @@ def test_no_hold_when_turned_off_or_on_a_virtual_clock():
 def test_a_batch_taken_in_after_a_hold_does_not_sample_the_gap(held):
     """The gap timer follows the spacing of the switch's results; after a hold, the spacing of batches is
     the hold's own, so that batch gives no gap sample."""
-    job = SimJob(8, 2, TABLE, n_slots=8)
-    sw = FakeSwitch()
-    sw.add_job(job)
-    _, workers = attach_workers(sw, job, 8, clock=ManualClock())
-    ops = [w.start_sum_indices([np.full(300, 1, np.uint8)]) for w in workers]
+    job, sw = served(8, 2, 8)
+    _, workers = attach_workers(sw, job, clock=ManualClock())
+    ops = [w.start_sum_indices([np.full(5 * K - 100, 1, np.uint8)]) for w in workers]
     for w in workers:
         w.pump(0.0)  # sends; the second worker's requests complete the slots
     w = workers[0]

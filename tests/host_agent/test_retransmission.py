@@ -10,10 +10,9 @@ import pytest
 from host_agent import wire
 from host_agent.loopback import VirtualClock
 from host_agent.protocol import drive
-from host_agent.sim import SimJob, attach_workers, worker_port
-from tests.host_agent.test_protocol import TABLE, event_counts, expected_sums, random_indices
+from host_agent.sim import attach_workers, worker_port
+from tests.host_agent.test_protocol import F, K, event_counts, expected_sums, job_of, random_indices
 
-JOB = 7
 DELAY = 0.0005  # one way: a round trip of ~1 ms plus the switch's queue, like the emulated star
 SERVICE = 20e-6  # the switch's time per frame
 
@@ -100,13 +99,11 @@ def timed_cluster(
     service_time=SERVICE,
     **options,
 ):
-    job = SimJob(JOB, n, TABLE, n_slots=window)
+    job = job_of(n, window)
     engine = new_engine(job)
     clock = VirtualClock()
     recorder = TimedRecorder(engine, clock, drop_up, drop_down)
-    lw, workers = attach_workers(
-        recorder, job, window, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock, n_workers=n, **options
-    )
+    lw, workers = attach_workers(recorder, job, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock, **options)
     lw.delay_up = lw.delay_down = delay
     lw.service_time = service_time
     lw.jitter_up, lw.jitter_down = jitter_up, jitter_down
@@ -134,11 +131,11 @@ def test_a_lost_request_is_resent_after_one_round_trip_not_after_the_timer(new_e
     rng = np.random.default_rng(0)
     # request q = 10 (slot 2, round 1) of worker 1 is lost on its way to the switch, once
     workers, engine, recorder, _, clock = timed_cluster(new_engine, drop_up={(1, 2, 1): 1})
-    warm = random_indices(rng, 4, [64 * 8])
+    warm = random_indices(rng, 4, [K * 8])
     run_sum(workers, warm)  # a clean operation: the round trip is measured
     srtt, rto = workers[1].stats()["srtt"], workers[1].stats()["rto"]
     assert 2 * DELAY < srtt < 4 * DELAY
-    data = random_indices(rng, 4, [64 * 8])
+    data = random_indices(rng, 4, [K * 8])
     ops = run_sum(workers, data)
     for op in ops:
         np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
@@ -158,7 +155,7 @@ def test_a_lost_result_is_recovered_by_its_worker_alone(new_engine):
     rng = np.random.default_rng(1)
     # the result of slot 4 round 0 never reaches worker 2, once
     workers, engine, _, _, _ = timed_cluster(new_engine, drop_down={(worker_port(2), 4, 0): 1})
-    data = random_indices(rng, 4, [64 * 8])
+    data = random_indices(rng, 4, [K * 8])
     for op in run_sum(workers, data):
         np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
     assert [counts(w, *KINDS) for w in workers] == [(0, 0, 0), (0, 0, 0), (0, 1, 0), (0, 0, 0)]
@@ -170,9 +167,9 @@ def test_a_lost_last_request_is_resent_by_the_gap_timer(new_engine):
     the spacing of results) resends it, well before the round-trip timer would."""
     rng = np.random.default_rng(2)
     workers, engine, recorder, _, _ = timed_cluster(new_engine, drop_up={(0, 7, 1): 1})
-    run_sum(workers, random_indices(rng, 4, [64 * 8]))
+    run_sum(workers, random_indices(rng, 4, [K * 8]))
     rto = workers[0].stats()["rto"]
-    data = random_indices(rng, 4, [64 * 8])
+    data = random_indices(rng, 4, [K * 8])
     ops = run_sum(workers, data)
     for op in ops:
         np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
@@ -191,7 +188,7 @@ def test_a_request_is_fast_retransmitted_at_most_once_per_transmission(new_engin
     timers, since no request sent after it can reveal it."""
     rng = np.random.default_rng(3)
     workers, engine, recorder, _, _ = timed_cluster(new_engine, drop_up={(1, 2, 0): 2})
-    data = random_indices(rng, 4, [64 * 8])
+    data = random_indices(rng, 4, [K * 8])
     for op in run_sum(workers, data):
         np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
     for w in workers:
@@ -211,7 +208,7 @@ def test_reordering_within_dupthresh_costs_no_retransmission(new_engine, early):
         new_engine, jitter_down=2.5 * SERVICE, early_retransmit=early, min_timeout=0.005
     )
     operations = 0
-    for lengths in ([64 * 8], [64 * 40 + 5], [64 * 3], [64 * 17, 64]):
+    for lengths in ([K * 8], [K * 40 + 5], [K * 3], [K * 17, 64]):
         data = random_indices(rng, 4, lengths)
         for op in run_sum(workers, data):
             for got, want in zip(op.result()[0], expected_sums(data)):
@@ -243,7 +240,7 @@ def test_reordering_and_duplication_without_loss_stay_within_the_bound(new_engin
         duplicate_down=0.1,
         min_timeout=0.005,
     )
-    for lengths in ([64 * 16], [64 * 9 + 1], [64 * 16]):
+    for lengths in ([K * 16], [K * 9 + 1], [K * 16]):
         data = random_indices(rng, 4, lengths)
         for op in run_sum(workers, data):
             np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
@@ -261,8 +258,8 @@ def test_exact_under_loss_duplication_and_reordering(new_engine):
     """THC, FIX32 and NORM through a wire that loses 5 % each way, duplicates and reorders: the results are
     bit-identical to the clean run's, and every kind of recovery took part."""
     rng = np.random.default_rng(6)
-    thc = random_indices(rng, 4, [64 * 30 + 7, 100])
-    fix = [[rng.integers(-(2**31), 2**31, size=32 * 20 + 3, dtype=np.int64).astype(np.int32)] for _ in range(4)]
+    thc = random_indices(rng, 4, [K * 30 + 7, 100])
+    fix = [[rng.integers(-(2**31), 2**31, size=F * 20 + 3, dtype=np.int64).astype(np.int32)] for _ in range(4)]
     norms = rng.uniform(0, 10, size=(4, 12)).astype(np.float32)
 
     def run(**link):
@@ -297,5 +294,5 @@ def test_exact_under_loss_duplication_and_reordering(new_engine):
     totals = np.sum([counts(w, *KINDS) for w in workers], axis=0)
     assert totals[1] > 0 and totals[0] + totals[2] > 0
     events = event_counts(engine)
-    slot_uses = 31 + 2 + 12 + 21
+    slot_uses = 31 + 1 + 12 + 21
     assert events["COMPLETED"] == slot_uses and events["CONSUMED"] == 3 * slot_uses

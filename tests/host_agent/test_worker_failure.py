@@ -15,14 +15,29 @@ from host_agent.aggregator import SwitchAggregator
 from host_agent.membership import Membership, MembershipBoard
 from host_agent.sim import SimJob, admit, attach_workers, retire
 from host_agent.worker import probe_gradient
+from tests.support.cluster import thc_spec
 from thc.compressor import THCCompressor
 from thc.config import THCConfig
 from thc.ddp import redo_on_membership_change
 
 N, DEAD, ROUNDS, DIES_IN = 4, 2, 6, 3  # worker 2 dies in round 3, after its norm, while sending its sums
-SIZE = 700  # one chunk of 700 coordinates (1024 after padding): 1 NORM and 16 THC requests, window 8
-CONFIG = THCConfig(bits=4, granularity=30, seed=0, error_feedback=False, chunk=1024)
+SIZE = 16000  # one chunk of 16,000 coordinates (16,384 after padding): 1 NORM and 16 THC requests, window 8
+CONFIG = THCConfig(bits=4, granularity=30, seed=0, error_feedback=False, chunk=16384)
 SURVIVORS = [w for w in range(N) if w != DEAD]
+K = 1024  # coordinates a THC request: 8-bit lanes (n·g = 120), 1 KiB cells
+
+
+def jobs() -> tuple[SimJob, SimJob]:
+    """The job the four start in, and the survivors' (what the runner adds: the same description with a
+    fresh id, n − 1 and a fresh key; free slots next to the old job's, a fresh epoch)."""
+    old = SimJob.plan(thc_spec(CONFIG, 1, N, window=8, slots=8), epoch=1)
+    new = SimJob.plan(old.spec.replace(job_id=2, workers=N - 1, key=0), SURVIVORS, slot_base=8, epoch=2)
+    assert new.spec.key != old.spec.key and new.spec.coords_per_request == old.spec.coords_per_request == K
+    return old, new
+
+
+def notice(new: SimJob) -> Membership:
+    return Membership(1, new.job_id, tuple(SURVIVORS), new.epoch, failed=(DEAD,), key=new.spec.key)
 
 
 def thc_round(agg, comp, rank, k):
@@ -55,15 +70,14 @@ def reference(ranks, k):
 
 @pytest.mark.parametrize("loss", [0.0, 0.03])
 def test_survivors_readmitted_as_a_new_job_aggregate_only_their_own_rounds(new_engine, loss):
-    table = CONFIG.make_table().values.tolist()
-    old = SimJob(1, N, table, n_slots=8, epoch=1)
+    old, new = jobs()
     engine = new_engine(old)
     _, protocols = attach_workers(
         engine, old, loss_up=loss, loss_down=loss, seed=5, clock=time.monotonic, timeout=0.005, max_timeout=0.05,
         deadline=30.0,
     )  # fmt: skip
     board = MembershipBoard()
-    aggs = [SwitchAggregator(p, N, membership=board.reader()) for p in protocols]
+    aggs = [SwitchAggregator(p, membership=board.reader()) for p in protocols]
     records = {r: [] for r in range(N)}
     errors = []
 
@@ -76,7 +90,7 @@ def test_survivors_readmitted_as_a_new_job_aggregate_only_their_own_rounds(new_e
                     indices = comp.encode(prep, aggs[rank].all_max(prep.norms))
                     # it dies after sending its first 4 of 16 requests: had pump() sent them all (it refills
                     # the window as results come), round 3 could complete with all four, as it rightly would
-                    aggs[rank].protocol.start_sum_indices([indices[0][: 4 * 64]])
+                    aggs[rank].protocol.start_sum_indices([indices[0][: 4 * K]])
                     aggs[rank].protocol.pump()
                     return
                 records[rank].append(thc_round(aggs[rank], comp, rank, k))
@@ -90,9 +104,8 @@ def test_survivors_readmitted_as_a_new_job_aggregate_only_their_own_rounds(new_e
     assert not threads[DEAD].is_alive()
 
     # the controller-equivalent: the survivors as a fresh job on free slots with a fresh epoch, then the notice
-    new = SimJob(2, N - 1, table, n_slots=8, slot_base=8, epoch=2, worker_ids=SURVIVORS)
     admit(engine, new)
-    board.post(Membership(1, new.job_id, tuple(SURVIVORS), new.epoch, failed=(DEAD,)))
+    board.post(notice(new))
     deadline = time.monotonic() + 60
     while any(aggs[r].generation < 1 for r in SURVIVORS) and not errors and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -148,8 +161,7 @@ class Gate:
 
 
 def test_a_survivor_behind_the_others_finishes_its_call_in_the_old_job_first(new_engine):
-    table = CONFIG.make_table().values.tolist()
-    old = SimJob(1, N, table, n_slots=8, epoch=1)
+    old, new = jobs()
     engine = new_engine(old)
     _, protocols = attach_workers(
         engine, old, seed=5, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=30.0
@@ -158,7 +170,7 @@ def test_a_survivor_behind_the_others_finishes_its_call_in_the_old_job_first(new
     gate = Gate(protocols[behind].transport)
     protocols[behind].transport = gate
     board = MembershipBoard()
-    aggs = [SwitchAggregator(p, N, membership=board.reader()) for p in protocols]
+    aggs = [SwitchAggregator(p, membership=board.reader()) for p in protocols]
     records = {r: [] for r in range(N)}
     errors = []
 
@@ -183,9 +195,8 @@ def test_a_survivor_behind_the_others_finishes_its_call_in_the_old_job_first(new
     while any(aggs[r].calls < 2 * DIES_IN + 1 for r in ahead) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert all(aggs[r].calls == 2 * DIES_IN + 1 for r in ahead)  # stuck in call 7, round 3's sums
-    new = SimJob(2, N - 1, table, n_slots=8, slot_base=8, epoch=2, worker_ids=SURVIVORS)
     admit(engine, new)
-    board.post(Membership(1, new.job_id, tuple(SURVIVORS), new.epoch, failed=(DEAD,)))
+    board.post(notice(new))
     gate.released.set()
     for r in SURVIVORS:
         threads[r].join(60)

@@ -18,6 +18,7 @@ from host_agent.aggregator import SwitchAggregator
 from host_agent.fake_switch import FakeSwitch
 from host_agent.loopback import LoopbackWire
 from host_agent.sim import SimJob, attach_workers
+from spec.job import JobSpec
 from thc import ddp, hooks
 from thc.config import THCConfig
 
@@ -25,14 +26,31 @@ _prefixes = itertools.count()
 _seeding = threading.Lock()  # torch.manual_seed is process-wide: one model initialisation at a time
 
 
+def thc_spec(config: THCConfig, job_id: int, workers: int, **framing) -> JobSpec:
+    """The job description whose codec is ``config`` (so the switch sums the table the hooks decode with);
+    ``framing``: the rest of the description (window, slots, ...)."""
+    return JobSpec(
+        job_id=job_id,
+        workers=workers,
+        bits=config.bits,
+        granularity=config.granularity,
+        clip=config.clip,
+        table=config.table,
+        chunk=config.chunk,
+        seed=config.seed,
+        error_feedback=config.error_feedback,
+        **framing,
+    )
+
+
 def switch_aggregators(n: int, config: THCConfig, engine=None) -> list[SwitchAggregator]:
     """n SwitchAggregators on a loopback wire to ``engine`` (default: a FakeSwitch) serving one job."""
-    job = SimJob(3, n, config.make_table().values.tolist(), n_slots=64)
+    job = SimJob.plan(thc_spec(config, 3, n, window=64, slots=64))
     if engine is None:
         engine = FakeSwitch()
         engine.add_job(job)
     _, protocols = attach_workers(engine, job, clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=60.0)
-    return [SwitchAggregator(p, n) for p in protocols]
+    return [SwitchAggregator(p) for p in protocols]
 
 
 def jobs_aggregators(engine, jobs: list[SimJob], **options) -> dict[int, list[SwitchAggregator]]:
@@ -43,7 +61,7 @@ def jobs_aggregators(engine, jobs: list[SimJob], **options) -> dict[int, list[Sw
     out = {}
     for job in jobs:
         _, protocols = attach_workers(engine, job, clock=time.monotonic, lw=lw, **timers)
-        out[job.job_id] = [SwitchAggregator(p, job.n_workers) for p in protocols]
+        out[job.job_id] = [SwitchAggregator(p) for p in protocols]
     return out
 
 
