@@ -15,6 +15,7 @@ killed (topologies/supervisor.py), or by `thc-run --stop` if even that was lost.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -575,6 +576,19 @@ def run(args) -> int:
         start_timeout=args.start_timeout,
     )
     summaries, curves = [], {}
+    run_info = {
+        "topology": topo.name,
+        "target": args.target,
+        "workers": len(topo.workers),
+        "steps": args.steps,
+        "bw_mbit": args.bw,
+        "loss_pct": args.loss,
+        "modes": modes,
+        "model": args.model,
+        "bw_auto": None if auto is None else asdict(auto),
+    }
+    summary_path = log_dir / "summary.json"
+    args.saved = []  # modes whose results are in summary.json (what a full disk leaves: main says so)
     try:
         say(
             f"topology {topo.name}: {len(topo.workers)} workers, switches {', '.join(topo.switches)} "
@@ -617,24 +631,14 @@ def run(args) -> int:
                 report.summarize(mode, results, target_acc, events, bed.last_failures, bed.last_switch_events)
             )
             curves[mode] = min(results, key=lambda r: r["rank"])
+            report.write_json(summary_path, summaries, run_info)  # each mode's results as soon as they exist
+            args.saved = [row.mode for row in summaries]
         print()
         print(report.table(summaries))
         for line in report.failure_lines(summaries) + report.verdict_lines(summaries):
             print(line)
         if args.loss:
             print(report.loss_lines(summaries, args.loss))
-        run_info = {
-            "topology": topo.name,
-            "target": args.target,
-            "workers": len(topo.workers),
-            "steps": args.steps,
-            "bw_mbit": args.bw,
-            "loss_pct": args.loss,
-            "modes": modes,
-            "model": args.model,
-            "bw_auto": None if auto is None else asdict(auto),
-        }
-        report.write_json(log_dir / "summary.json", summaries, run_info)
         report.plot(
             log_dir / "training.png",
             curves,
@@ -651,6 +655,15 @@ def run(args) -> int:
         say("stopping the network")
         bed.stop()
         say("network stopped; nothing of the run is left")
+
+
+def disk_full_line(exc: OSError, saved: list[str], summary: Path) -> str:
+    """The one line a full disk gets: what could not be written, and what of the run was kept."""
+    where = f"writing {exc.filename}" if exc.filename else "writing"
+    kept = (
+        f"the results of {', '.join(saved)} are in {summary}" if saved else "no mode had finished, so nothing was saved"
+    )
+    return f"the disk is full ({exc.strerror} while {where}): {kept}; free space (or give --no-pcap) and run again"
 
 
 def _quiet_mininet() -> None:
@@ -681,6 +694,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         say("interrupted")
         return 130
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        error(disk_full_line(exc, getattr(args, "saved", []), Path(args.log_dir).resolve() / "summary.json"))
+        return 1
     except TopologyError as exc:  # one problem: one line; several: the list, each naming file and line
         error(exc.problems[0] if len(exc.problems) == 1 else str(exc))
         return 1

@@ -5,6 +5,7 @@ root check, or after the network was built, the error would be "needs root" inst
 line gets exactly that far, so the checks refuse only what is wrong.
 """
 
+import errno
 import json
 import os
 import subprocess
@@ -118,3 +119,20 @@ def test_the_console_script_exits_non_zero_with_one_line():
     out = subprocess.run(argv + ["--job-id", "300"], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("thc-run: error: argument --job-id: 300")
+
+
+@pytest.mark.parametrize("saved", [[], ["thc", "fix32"]])
+def test_a_full_disk_is_one_line_naming_the_file_and_what_was_kept(monkeypatch, capsys, tmp_path, saved):
+    def full(args):
+        args.saved = saved
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "logs" / "gloo" / "h1.log"))
+
+    monkeypatch.setattr(runner, "run", full)
+    assert runner.main(["--log-dir", str(tmp_path / "logs")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("thc-run: error: the disk is full"), err
+    assert "No space left on device while writing" in err and "gloo/h1.log" in err and "Traceback" not in err
+    if saved:
+        assert f"the results of thc, fix32 are in {tmp_path / 'logs' / 'summary.json'}" in err
+    else:
+        assert "nothing was saved" in err
