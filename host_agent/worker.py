@@ -299,9 +299,9 @@ def job_description(args, given: set[str] = frozenset()):
         raise JobSpecError(f"{where} with key {spec.key:#x}, not --key {args.key:#x}: the file's key is the job's")
     stated = {field for field, dest in JOB_OPTIONS.items() if dest in given}
     if stated:
-        given = spec_from_options(args, spec.job_id, spec.workers)
+        options = spec_from_options(args, spec.job_id, spec.workers)
         for field in sorted(stated):
-            if getattr(given, field) != getattr(spec, field):
+            if getattr(options, field) != getattr(spec, field):
                 raise JobSpecError(
                     f"{where} with {field} = {getattr(spec, field)}, not --{JOB_OPTIONS[field].replace('_', '-')} "
                     f"{getattr(args, JOB_OPTIONS[field])}: the description is the job's; drop the option"
