@@ -36,7 +36,7 @@ from host_agent import workloads  # noqa: E402
 from host_agent.fake_switch import FakeSwitch  # noqa: E402
 from host_agent.sim import SimJob, program_engine  # noqa: E402
 from spec import contract  # noqa: E402
-from tests.support.cluster import jobs_aggregators, train_ddp  # noqa: E402
+from tests.support.cluster import jobs_aggregators, thc_spec, train_ddp  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
 
 MODEL = "mlp-digits"
@@ -92,7 +92,7 @@ def switch_events(sw) -> dict[str, int]:
 
 def one_run(args, straggler_timeout: float | None) -> dict:
     config = THCConfig(chunk=2048)
-    job = SimJob(3, args.workers, config.make_table().values.tolist(), n_slots=64)
+    job = SimJob.plan(thc_spec(config, 3, args.workers, window=64, slots=64))
     sw, backend = make_switch(args, job)
     aggregators = jobs_aggregators(sw, [job], straggler_timeout=straggler_timeout)[job.job_id]
     straggler = args.workers - 1
