@@ -10,9 +10,11 @@ compares the THC workload: `thc_data native/python: <N>x` (batched native over P
 Workloads:
 - ipv4: tests/fixtures/p4/build/ipv4_forward.json, 64 LPM routes, UDP frames to varying hosts
   (parse, checksum verify, one LPM lookup, TTL decrement, checksum update, deparse).
-- thc: p4/build/thc.json configured as p4/README.md describes (a job of 4 workers, 32 lookup tables
-  of 256 entries), THC data requests (K = 64 coordinates) from the 4 workers in turn, so every 4th
-  packet completes a slot and is multicast to the 4 workers (egress rewrites each copy).
+- thc: p4/build/thc.json configured as p4/README.md describes (a job of 4 workers described by a JobSpec:
+  the default b = 4, g = 30 table as its one values entry, 8-bit lanes since n*g = 120), THC data requests
+  (full cells: K = 1024 coordinates, 512 bytes of indices, with 1 KiB cells) from the 4 workers in turn,
+  so every 4th packet completes a slot and is multicast to the 4 workers (egress rewrites each copy).
+  Coordinates/s are K times the packets/s.
 Prints the figures and writes bench/out/switch.json. Figures, never assertions.
 """
 
@@ -25,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -32,6 +36,7 @@ from emulator.switch import SoftwareSwitch  # noqa: E402
 from host_agent import wire  # noqa: E402
 from host_agent.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker_port  # noqa: E402
 from spec import contract  # noqa: E402
+from spec.job import JobSpec  # noqa: E402
 
 IPV4_JSON = ROOT / "tests/fixtures/p4/build/ipv4_forward.json"
 THC_JSON = ROOT / "p4/build/thc.json"
@@ -124,25 +129,32 @@ def _ipv4_check(sw, result):
 
 
 # ---------------------------------------------------------------------------- THC (p4/README.md)
-THC_TABLE = [(v * 3) % 16 for v in range(16)]  # any 4-bit table with values <= 15: 16-bit lanes below
+THC_SPEC = JobSpec(job_id=1, workers=4, window=256, slots=256)  # the default codec: n*g = 120, 8-bit lanes, K = 1024
 
 
-def bench_thc(packets, seconds, json_path=THC_JSON, backend="python"):
+def bench_thc(packets, seconds, json_path=THC_JSON, backend="python", spec=THC_SPEC):
     """THC data packets: every worker of a 4-worker job sends its request for each (slot, round).
 
-    The job is programmed as the controller programs it (host_agent.sim: the controller's writes applied
-    to the engine), and the requests are the host agent's own frames (host_agent.wire.FrameBuilder)."""
+    The job is planned and programmed as the controller does it (host_agent.sim: the controller's writes
+    applied to the engine), and the requests are the host agent's own frames (host_agent.wire.FrameBuilder):
+    full cells of spec.coords_per_request 4-bit indices in the job's lanes, with its key."""
     sw = SoftwareSwitch.from_json(json_path, backend=backend)
-    pairs = sum(1 for name in sw.program.tables if name.startswith(contract.LUT_PREFIX))
-    job = SimJob(1, 4, THC_TABLE, n_slots=256, lane_bits=16)
-    program_engine(sw, job, pairs=pairs)
-    builders = [wire.FrameBuilder(worker_endpoint(w), SERVICE) for w in job.worker_ids]
+    job = SimJob.plan(spec)
+    program_engine(sw, job)
+    spec = job.spec  # with the key the switch holds
+    lane_bits = wire.op_lane_bits(contract.OP_THC, spec.lane_bits)
+    size = wire.payload_length(contract.OP_THC, contract.KIND_REQUEST, lane_bits, spec.words)
+    builders = {w: wire.FrameBuilder(worker_endpoint(w), SERVICE) for w in job.worker_ids}
+    offsets = np.arange(size)
     traffic = []
-    for q in range(-(-packets // job.n_workers)):  # q-th request of the job: slot q mod 256, round q div 256
-        slot, rnd = q % job.n_slots, q // job.n_slots
+    for q in range(-(-packets // spec.workers)):  # q-th request of the job: slot q mod slots, round q div slots
+        slot, rnd = q % job.job.n_slots, q // job.job.n_slots
         for w in job.worker_ids:
-            indices = bytes(((q + w + i) * 7) & 0xFF for i in range(pairs))
-            frame = builders[w].frame(contract.OP_THC, contract.KIND_REQUEST, job.job_id, w, slot, rnd, payload=indices)
+            indices = (((q + w + offsets) * 7) & 0xFF).astype(np.uint8).tobytes()  # b = 4: every nibble valid
+            frame = builders[w].frame(
+                contract.OP_THC, contract.KIND_REQUEST, job.job_id, w, slot, rnd,
+                payload=indices, lane_bits=lane_bits, key=spec.key,
+            )  # fmt: skip
             traffic.append((worker_port(w), frame))
     # every request is new (no retransmissions): 3 of 4 are aggregated and dropped, the 4th
     # completes its slot and leaves as 4 multicast copies rewritten by egress
@@ -180,6 +192,7 @@ def main(argv=None):
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "workloads": {},
+        "thc_coords_per_request": THC_SPEC.coords_per_request,
     }
     workloads = {"ipv4_forward": (lambda b: bench_ipv4(args.packets, args.seconds, b), _ipv4_check)}
     if THC_JSON.exists():
@@ -194,9 +207,10 @@ def main(argv=None):
             modes = run_modes(backend, lambda b: setup(b)[0], traffic, args.packets, args.seconds, check)
             report["workloads"][name][backend] = modes
             for mode, r in modes.items():
+                coords = f", {r['pps'] * THC_SPEC.coords_per_request:,.0f} coordinates/s" if name == "thc_data" else ""
                 print(
                     f"{name:14s} {backend:7s} {mode:8s} {r['pps']:>12,.0f} packets/s  "
-                    f"({r['us_per_packet']} us/packet, {r['packets']} packets, {r['frames_out']} frames out)"
+                    f"({r['us_per_packet']} us/packet, {r['packets']} packets, {r['frames_out']} frames out{coords})"
                 )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")
