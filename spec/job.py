@@ -49,7 +49,7 @@ class JobSpec:
     granularity: int = 30
     clip: float = 1 / 32
     table: str = "optimal"
-    chunk: int = 2**20
+    chunk: int = 2048  # small chunks pad little: 2,410 parameters are 2048 + 512 coordinates, not 4096
     seed: int = 0
     error_feedback: bool = False
     window: int = DEFAULT_WINDOW

@@ -1,22 +1,36 @@
 """THC (Tensor Homomorphic Compression, NSDI'24): the compression maths of the testbed. No networking here.
 
 from thc import THCConfig, THCCompressor, make_table, Table
+
+The names below are imported when first used (PEP 562), so `import thc.config` (a job's description, a
+command line's --help) does not pay for torch.
 """
 
-from .compressor import THCCompressor, THCPrepared
-from .config import THCConfig
-from .errors import THCError
-from .interface import Bits, Compressor, Prepared
-from .tables import Table, make_table
+import importlib
 
-__all__ = [
-    "THCConfig",
-    "THCCompressor",
-    "THCPrepared",
-    "make_table",
-    "Table",
-    "THCError",
-    "Compressor",
-    "Prepared",
-    "Bits",
-]
+_WHERE = {
+    "THCCompressor": ".compressor",
+    "THCPrepared": ".compressor",
+    "THCConfig": ".config",
+    "THCError": ".errors",
+    "Bits": ".interface",
+    "Compressor": ".interface",
+    "Prepared": ".interface",
+    "Table": ".tables",
+    "make_table": ".tables",
+}
+
+__all__ = list(_WHERE)
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'thc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

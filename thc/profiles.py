@@ -6,8 +6,8 @@ A profile file (JSON; every field optional except ``workers`` and one of ``link_
     {"name": "8 x V100, 100 Gbit/s, Tofino",
      "workers": 8, "link_gbps": 100,
      "switch": {"packets_per_s": 4.8e9, "fix32_packets_per_s": 4.8e9, "rtt_us": 5, "window": 1024,
-                "coords_per_packet": 64,
-                "header_bytes": 58, "lane_bits": null, "blocking": false},
+                "cell_bytes": 1024,
+                "header_bytes": 62, "lane_bits": null, "blocking": false},
      "ring": {"alpha_us": 20, "efficiency": 0.9, "max_MBps": null},
      "compute": {"gpu_tflops": 15.7, "efficiency": 0.45, "batch_size": 32, "optimizer_ms": 2,
                  "layer_backward_ms": {"fc": 0.3}},
@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .timeline import ETH_IP_UDP_BYTES, THC_HEADER_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
+from .timeline import CELL_BYTES, ETH_IP_UDP_BYTES, THC_HEADER_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
 
 __all__ = [
     "ProfileError",
@@ -89,7 +89,7 @@ _SECTIONS = {
         "fix32_packets_per_s": _POSITIVE,
         "rtt_us": _NONNEG,
         "window": (lambda v: v >= 1 and v == int(v), "an integer >= 1"),
-        "coords_per_packet": (lambda v: v >= 1 and v == int(v), "an integer >= 1"),
+        "cell_bytes": (lambda v: v >= 8 and v == int(v), "an integer >= 8 (bytes of sum lanes a packet carries)"),
         "header_bytes": _NONNEG,
         "lane_bits": (lambda v: v is None or v in (8, 16), "8, 16 or null"),
         "granularity": _POSITIVE,
@@ -254,7 +254,7 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
         switch_pps=float(s.get("packets_per_s", 4.8e9)),
         rtt_s=float(s.get("rtt_us", 5)) * 1e-6,
         window=int(s.get("window", 1024)),
-        coords_per_packet=int(s.get("coords_per_packet", 64)),
+        cell_bytes=int(s.get("cell_bytes", CELL_BYTES)),
         header_bytes=int(s.get("header_bytes", ETH_IP_UDP_BYTES + THC_HEADER_BYTES)),
         lane_bits=s.get("lane_bits"),
         granularity=int(s.get("granularity", 30)),

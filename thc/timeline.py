@@ -7,7 +7,7 @@ has: in-network aggregation through the P4 switch (THC table values or FIX32 fix
 (α-β, 2(n−1)/n of the bytes per direction) and all-gather for compressors whose payloads cannot be summed.
 
 thc/ knows nothing of packets, so the packet facts the in-network cost needs are parameters here; the
-defaults are the P4 program's (p4/README.md; controller/contract.py outside thc/).
+defaults are the P4 program's (p4/README.md; spec/contract.py outside thc/).
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ __all__ = [
     "simulate",
     "ETH_IP_UDP_BYTES",
     "THC_HEADER_BYTES",
-    "COORDS_PER_PACKET",
-    "FIX32_COORDS_PER_PACKET",
+    "CELL_BYTES",
 ]
 
-# The P4 program's defaults (p4/README.md): 14 + 20 + 8 bytes of Ethernet/IPv4/UDP and a 16-byte THC header.
+# The P4 program's defaults (p4/README.md): 14 + 20 + 8 bytes of Ethernet/IPv4/UDP, a 20-byte THC header,
+# and a 1 KiB cell: a request carries what a cell holds (1,024 coordinates in 8-bit lanes, 512 in 16-bit
+# lanes, 256 int32), and a result is the cell.
 ETH_IP_UDP_BYTES = 42
-THC_HEADER_BYTES = 16
-COORDS_PER_PACKET = 64  # K: 2 × THC_PAIRS (32) 4-bit indices per THC request
-FIX32_COORDS_PER_PACKET = 32  # THC_PAIRS int32 words per FIX32 request
+THC_HEADER_BYTES = 20
+CELL_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,9 @@ class INACost:
     rtt_s: float
     window: int = 64
     op: str = "thc"  # "thc" (4-bit indices in, lane_bits out) or "fix32"
-    coords_per_packet: int = COORDS_PER_PACKET
-    fix32_coords_per_packet: int = FIX32_COORDS_PER_PACKET
+    cell_bytes: int = CELL_BYTES
+    coords_per_packet: int | None = None  # None: the lanes one cell holds (cell_bytes * 8 / lane bits)
+    fix32_coords_per_packet: int | None = None  # None: cell_bytes / 4
     header_bytes: int = ETH_IP_UDP_BYTES + THC_HEADER_BYTES
     index_bits: int = 4
     lane_bits: int | None = None  # None: 8 if n·g ≤ 255, else 16, as the controller chooses
@@ -129,22 +130,26 @@ class INACost:
             return self.lane_bits
         return 8 if self.workers * self.granularity <= 255 else 16
 
+    def thc_per_packet(self) -> int:
+        return self.coords_per_packet or self.cell_bytes * 8 // self.lanes()
+
+    def fix32_per_packet(self) -> int:
+        return self.fix32_coords_per_packet or self.cell_bytes // 4
+
     def packets(self, numel: int) -> tuple[int, int]:
         """(norm requests, data requests) one worker sends for ``numel`` coordinates."""
         if self.op == "thc":
             chunks = _padded_chunks(numel, self.chunk, True)
-            return len(chunks), sum(math.ceil(c / self.coords_per_packet) for c in chunks)
+            return len(chunks), sum(math.ceil(c / self.thc_per_packet()) for c in chunks)
         chunks = _padded_chunks(numel, self.fix32_chunk, False)
-        return len(chunks), sum(math.ceil(c / self.fix32_coords_per_packet) for c in chunks)
+        return len(chunks), sum(math.ceil(c / self.fix32_per_packet()) for c in chunks)
 
     def frame_bytes(self) -> tuple[int, int]:
         """(request, result) bytes on the wire of one data packet."""
         if self.op == "thc":
-            return (
-                self.header_bytes + self.coords_per_packet * self.index_bits // 8,
-                self.header_bytes + self.coords_per_packet * self.lanes() // 8,
-            )
-        size = self.header_bytes + 4 * self.fix32_coords_per_packet
+            k = self.thc_per_packet()
+            return self.header_bytes + k * self.index_bits // 8, self.header_bytes + k * self.lanes() // 8
+        size = self.header_bytes + 4 * self.fix32_per_packet()
         return size, size
 
     def _operation(self, packets: int, up: int, down: int) -> float:

@@ -70,21 +70,23 @@ def test_a_plan_must_name_every_bucket():
 
 def test_ina_packets_and_bytes_follow_the_p4_program():
     cost = INACost(link_bps=1e9, workers=4, switch_pps=1e9, rtt_s=0.0)
-    assert cost.packets(2410) == (2, 32 + 8)  # 2048 + 512 padded: the README's 40 packets
-    assert cost.frame_bytes() == (90, 122)  # p4/README.md: 90-byte request, 8-bit result frames
-    assert INACost(1e9, 16, 1e9, 0.0).frame_bytes() == (90, 186)  # n·g = 480 > 255: 16-bit lanes
+    assert cost.packets(2410) == (2, 2 + 1)  # 2048 + 512 padded: two cells and a part of one
+    assert cost.frame_bytes() == (574, 1086)  # p4/README.md, "Cells": 1,024 coordinates in 8-bit lanes
+    sixteen = INACost(1e9, 16, 1e9, 0.0)  # n·g = 480 > 255: 16-bit lanes, 512 coordinates a request
+    assert sixteen.frame_bytes() == (318, 1086) and sixteen.packets(2410) == (2, 4 + 1)
     fix = INACost(1e9, 4, 1e9, 0.0, op="fix32")
-    assert fix.packets(2410) == (1, 76) and fix.frame_bytes() == (186, 186)
+    assert fix.packets(2410) == (1, 10) and fix.frame_bytes() == (1086, 1086)
 
 
 def test_ina_time_is_bounded_by_the_slowest_resource():
     link = INACost(link_bps=8e6, workers=4, switch_pps=1e12, rtt_s=0.001, window=1024)
-    norms, data = link.packets(64 * 100)
-    assert link.seconds(6400) == pytest.approx(0.001 + norms * 58 / 1e6 + 0.001 + data * 122 / 1e6)
+    norms, data = link.packets(1024 * 100)
+    assert link.seconds(102400) == pytest.approx(0.001 + norms * 62 / 1e6 + 0.001 + data * 1086 / 1e6)
     switch = INACost(link_bps=1e12, workers=4, switch_pps=1000, rtt_s=0.0, window=1024)
-    assert switch.seconds(6400) == pytest.approx(4 * (norms + data) / 1000)
+    assert switch.seconds(102400) == pytest.approx(4 * (norms + data) / 1000)
     window = INACost(link_bps=1e12, workers=4, switch_pps=1e12, rtt_s=0.001, window=10)
-    assert window.seconds(6400) == pytest.approx(0.001 + 0.001 * 10)  # 100 packets: 10 windows
+    # 50 norms (2048-coordinate chunks) in 5 windows, then 100 cells in 10: a round trip per window
+    assert window.seconds(102400) == pytest.approx((0.001 + 0.001 * 4) + (0.001 + 0.001 * 9))
 
 
 def test_ring_and_allgather_costs():
