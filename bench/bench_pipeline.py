@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/bench_pipeline.py [--rounds R] [--window W] [--targets engine,thc-switch,bmv2]
 
-K is the program's coordinates per packet: p4/build/thc.json (K = 64) and its variants in
-p4/build/variants/ (K = 32, K = 128), all compiled by p4c from the same sources.
+K is the program's coordinates per packet, one cell of 8-bit lanes: p4/build/thc.json (128-word cells,
+K = 1024) and its variants in p4/build/variants/ (32 and 64 words: K = 256, 512), all compiled by p4c from
+the same sources.
 
 Targets:
 - engine:     the software switch's SoftwareSwitch.process() in this process (no sockets);
@@ -36,15 +37,15 @@ from bench.bench_switch import bench_thc, measure, measure_batched  # noqa: E402
 from controller.jobs import JobWorker  # noqa: E402
 from controller.session import SwitchSession  # noqa: E402
 from host_agent import wire  # noqa: E402
-from thc import make_table  # noqa: E402
+from spec.job import JobSpec  # noqa: E402
 from topologies.targets import find_executable, free_tcp_port, stop_process  # noqa: E402
 from topologies.veth import VethPorts  # noqa: E402
 
 BUILD = ROOT / "p4" / "build"
-PROGRAMS = {  # K -> (BMv2 JSON, P4Info)
-    32: (BUILD / "variants/thc_pairs16.json", BUILD / "variants/thc_pairs16.p4info.txtpb"),
-    64: (BUILD / "thc.json", BUILD / "thc.p4info.txtpb"),
-    128: (BUILD / "variants/thc_pairs64.json", BUILD / "variants/thc_pairs64.p4info.txtpb"),
+PROGRAMS = {  # K -> (BMv2 JSON, P4Info, cell words)
+    256: (BUILD / "variants/thc_words32.json", BUILD / "variants/thc_words32.p4info.txtpb", 32),
+    512: (BUILD / "variants/thc_words64.json", BUILD / "variants/thc_words64.p4info.txtpb", 64),
+    1024: (BUILD / "thc.json", BUILD / "thc.p4info.txtpb", 128),
 }
 OUT = ROOT / "bench" / "out" / "pipeline.json"
 WORKERS = 4
@@ -89,24 +90,29 @@ class VethSwitch:
         self.veths.close()
 
 
-def program(session: SwitchSession, window: int):
+def program(session: SwitchSession, window: int, words: int) -> JobSpec:
+    """The job, as the controller installs it; the description with the switch's key."""
     session.push()
-    session.install_table(make_table(bits=4, granularity=30, clip=1 / 32).values)
+    spec = JobSpec(job_id=JOB_ID, workers=WORKERS, window=window, words=words)
     workers = [JobWorker(w, worker_endpoint(w).mac, worker_endpoint(w).ip, w + 1) for w in range(WORKERS)]
-    return session.add_job_workers(JOB_ID, workers, n_slots=window, service_ip=SERVICE.ip)
+    job = session.add_job_workers(spec, workers, service_ip=SERVICE.ip)
+    return spec.replace(key=job.key)
 
 
-def closed_loop(switch: VethSwitch, pairs: int, rounds: int, window: int, patience: float = 2.0) -> dict:
+def closed_loop(switch: VethSwitch, spec: JobSpec, rounds: int, patience: float = 2.0) -> dict:
     """Rounds of `window` slots from every worker; returns requests sent, results seen, seconds."""
     builders = [wire.FrameBuilder(worker_endpoint(w), SERVICE, sport=40000 + w) for w in range(WORKERS)]
-    payload = bytes((i * 37) & 0xFF for i in range(pairs))
+    payload = bytes((i * 37) & 0xFF for i in range(spec.coords_per_request // 2))
+    window, header = spec.window, dict(lane_bits=spec.lane_bits, key=spec.key)
     sent = results = 0
     incomplete_rounds = 0
     start = time.perf_counter()
     for rnd in range(rounds):
         for slot in range(window):
             for w, sock in enumerate(switch.socks):
-                sock.send(builders[w].frame(wire.OP_THC, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload))
+                sock.send(
+                    builders[w].frame(wire.OP_THC, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload, **header)
+                )
                 sent += 1
         expected, seen = window * WORKERS, 0
         while seen < expected:
@@ -123,7 +129,7 @@ def closed_loop(switch: VethSwitch, pairs: int, rounds: int, window: int, patien
     return {"sent": sent, "results": results, "seconds": seconds, "incomplete_rounds": incomplete_rounds}
 
 
-def closed_loop_batched(switch: VethSwitch, pairs: int, rounds: int, window: int, patience: float = 2.0) -> dict:
+def closed_loop_batched(switch: VethSwitch, spec: JobSpec, rounds: int, patience: float = 2.0) -> dict:
     """The same closed loop with every round's frames prebuilt as numpy rows, sent with one sendmmsg per
     64 frames and received with recvmmsg (host_agent's native helper): the sender must not be what
     limits a switch that forwards hundreds of thousands of frames a second."""
@@ -133,13 +139,14 @@ def closed_loop_batched(switch: VethSwitch, pairs: int, rounds: int, window: int
 
     lib = native.load()
     builders = [wire.FrameBuilder(worker_endpoint(w), SERVICE, sport=40000 + w) for w in range(WORKERS)]
-    payload = bytes((i * 37) & 0xFF for i in range(pairs))
+    payload = bytes((i * 37) & 0xFF for i in range(spec.coords_per_request // 2))
+    window, header = spec.window, dict(lane_bits=spec.lane_bits, key=spec.key)
     rows = []  # rows[rnd][w]: (window, frame length) uint8
     for rnd in range(rounds):
         per_worker = []
         for w in range(WORKERS):
             frames = [
-                builders[w].frame(wire.OP_THC, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload)
+                builders[w].frame(wire.OP_THC, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload, **header)
                 for slot in range(window)
             ]
             per_worker.append(np.frombuffer(b"".join(frames), dtype=np.uint8).reshape(window, -1).copy())
@@ -181,15 +188,15 @@ def bench_veth(target: str, k: int, rounds: int, window: int) -> dict | None:
     executable = find_executable("emulator" if target == "thc-switch" else "bmv2")
     if executable is None or os.geteuid() != 0:
         return None
-    program_json, p4info = PROGRAMS[k]
+    program_json, p4info, words = PROGRAMS[k]
     switch = VethSwitch("bmv2" if target == "bmv2" else "emulator", executable, OUT.parent)
     try:
         with SwitchSession(
             switch.grpc, p4info=p4info, bmv2_json=program_json, connect_timeout=60.0, name=target
         ) as session:
-            program(session, window)
+            spec = program(session, window, words)
             batched = target != "bmv2" and SENDER == "c"
-            run = (closed_loop_batched if batched else closed_loop)(switch, k // 2, rounds, window)
+            run = (closed_loop_batched if batched else closed_loop)(switch, spec, rounds)
             stats = session.read_stats()
     finally:
         switch.close()
@@ -228,7 +235,7 @@ def main(argv=None) -> int:
         default="engine,thc-switch,bmv2",
         help="comma-separated subset of engine, thc-switch, bmv2 (absent ones are skipped)",
     )
-    ap.add_argument("--k", default="32,64,128", help="coordinates per packet to measure (default 32,64,128)")
+    ap.add_argument("--k", default="256,512,1024", help="coordinates per packet to measure (default 256,512,1024)")
     ap.add_argument(
         "--sender",
         choices=("c", "python"),

@@ -5,7 +5,7 @@
 In-process (no Mininet, no root): one spine and `--leaves` leaves, each a software switch running the
 compiled program p4/build/thc.json, chained by tests/support/leaf_spine.py (the harness of
 tests/p4/test_two_level.py). A round is one use of one slot: every worker sends one THC request
-(K coordinates) and gets the sums back. Counted: every frame that crosses a leaf–spine link, both
+(one cell: 1,024 coordinates) and gets the sums back. Counted: every frame that crosses a leaf–spine link, both
 directions, including retransmissions and answers when `--loss` (per link, per frame) is set.
 
   one-level  the spine aggregates all n workers; leaves route requests up and results down
@@ -27,15 +27,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.support import thc_packets  # noqa: E402
 from tests.support.leaf_spine import LeafSpine  # noqa: E402
-from tests.support.targets import program_summary  # noqa: E402
 from thc import make_table  # noqa: E402
 from thc.aggregate import reference_aggregate  # noqa: E402
 
 
 def measure(levels: int, args, table) -> dict:
     fabric = LeafSpine(leaves=args.leaves, per_leaf=args.per_leaf, table=table, loss=args.loss, seed=1, levels=levels)
-    coords = program_summary()["coords"]
+    coords = fabric.coords  # one cell: 1,024 coordinates with 8-bit lanes
     rng = np.random.default_rng(0)
     try:
         for q in range(args.rounds):
@@ -43,8 +43,7 @@ def measure(levels: int, args, table) -> dict:
             results = fabric.run_round(idx, slot=q % fabric.n_slots, rnd=q // fabric.n_slots)
             expected = np.asarray(reference_aggregate(idx, table))
             for frame in results.values():
-                got = np.frombuffer(frame[-coords * fabric.lane_bits // 8 :], dtype=f">u{fabric.lane_bits // 8}")
-                if not np.array_equal(got, expected):
+                if thc_packets.Parsed.of(frame).lanes() != [int(v) for v in expected]:
                     raise SystemExit(f"{levels}-level round {q}: sums differ from thc's reference")
         return {
             "levels": levels,

@@ -33,15 +33,11 @@ def bmv2(tmp_path_factory):
 
 def test_every_command_on_bmv2(bmv2):
     topo = bmv2["topo"]
-    for argv in (["push"], ["forwarding"], ["table", "install", "--bits", 4, "--granularity", 30, "--clip", "1/32"]):
+    for argv in (["push"], ["forwarding"]):
         status, _, err = cli(*argv, "--topology", topo)
         assert status == 0, err
-    from thc import make_table
-
-    values = [int(v) for v in make_table(4, 30, 1 / 32, "optimal").values]
     with SwitchSession(bmv2["addr"], name="s1") as s:
-        table = s.installed_table()
-        assert (table.values, table.entries, table.consistent) == (values, 32 * 256, True)
+        assert s.cell_words() == contract.WORDS
         shown = s.show()
         assert len(shown["tables"][contract.IPV4_LPM]) == 4
     status, out, err = cli("job", "add", "--topology", topo, "--id", 1, "--workers", "h1,h2,h3,h4", "--json")
@@ -49,7 +45,8 @@ def test_every_command_on_bmv2(bmv2):
     job = json.loads(out)
     with SwitchSession(bmv2["addr"], name="s1") as s:
         [listed] = s.list_jobs()
-        assert (listed.epoch, listed.worker_mask, listed.lane_bits) == (job["epoch"], 0xF, 8)
+        assert (listed.epoch, listed.worker_mask, listed.lane_bits, listed.key) == (job["epoch"], 0xF, 8, job["key"])
+        assert list(listed.table) == job["table"] and job["table"]  # the job's table, read back from PI
         assert [w.port for w in listed.workers] == [1, 2, 3, 4]  # BMv2 reads multicast groups back
     status, out, _ = cli("stats", "--topology", topo, "--json")
     assert status == 0 and json.loads(out)["aggregated"] == 0
@@ -66,10 +63,10 @@ def test_bmv2_errors_are_reported(bmv2):
         holder.become_primary()
         with SwitchSession(bmv2["addr"], name="s1") as s:
             with pytest.raises(NotPrimary):
-                s.install_table([0, 1])
+                s.install_forwarding(s_topology(bmv2["topo"]))
         same = SwitchSession(bmv2["addr"], election_id=(0, 50), name="s1")
         with pytest.raises(NotPrimary, match="uses election id 0,50; pass another --election-id"):
-            same.install_table([0, 1])
+            same.install_forwarding(s_topology(bmv2["topo"]))
         same.close()
     finally:
         holder.close()
