@@ -2,7 +2,14 @@
  * interface at once, as if all n workers had sent the same request (count n, sums n * table[index], the
  * norm itself, n * each FIX32 value), a batch per recvmmsg/sendmmsg. Runs until killed.
  *
- *     echo_switch IFACE N LANE_BITS V0 V1 ... V15      (built and started by bench/bench_host_agent.py)
+ *     echo_switch IFACE N WORDS V0 V1 ... V15      (built and started by bench/bench_host_agent.py)
+ *
+ * The wire format is version 2 (p4/README.md, "Packet formats"): a 20-byte THC header at byte 42, the
+ * payload at 62. A request carries what one cell of WORDS 64-bit words holds, in the lanes its lane_bits
+ * says: THC 8-bit lanes 8 * WORDS indices, 16-bit lanes 4 * WORDS (two a byte), FIX32 2 * WORDS int32,
+ * NORM nothing. The result keeps the request's header (slot, round, value, lane_bits and the job's key),
+ * with kind RESULT and count N, and carries the cell's WORDS * 8 bytes of sums (none for NORM). A request
+ * whose lane_bits or payload length is not one of these is dropped, as the program drops it.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -17,6 +24,21 @@
 
 #define BATCH 256
 #define FRAME 2048
+#define THC 42     /* the THC header */
+#define PAYLOAD 62 /* its payload */
+#define MAX_WORDS ((FRAME - PAYLOAD) / 8)
+
+/* Bytes after the THC header of a request of `op` with lanes `lane` (-1: the program drops it). */
+static int request_payload(int op, int lane, int words)
+{
+    if (op == 1)
+        return lane == 0 ? 0 : -1;
+    if (op == 2)
+        return lane == 8 || lane == 16 ? words * (64 / lane) / 2 : -1;
+    if (op == 3)
+        return lane == 32 ? words * 8 : -1;
+    return -1;
+}
 
 static uint16_t ip_checksum(const uint8_t *h)
 {
@@ -32,10 +54,14 @@ static uint16_t ip_checksum(const uint8_t *h)
 int main(int argc, char **argv)
 {
     if (argc != 20) {
-        fprintf(stderr, "usage: echo_switch IFACE N LANE_BITS V0..V15\n");
+        fprintf(stderr, "usage: echo_switch IFACE N WORDS V0..V15\n");
         return 2;
     }
-    int n = atoi(argv[2]), lane = atoi(argv[3]);
+    int n = atoi(argv[2]), words = atoi(argv[3]);
+    if (n < 1 || n > 32 || words < 1 || words > MAX_WORDS) {
+        fprintf(stderr, "echo_switch: N must be 1..32 and WORDS 1..%d\n", MAX_WORDS);
+        return 2;
+    }
     int table[16];
     for (int i = 0; i < 16; i++)
         table[i] = atoi(argv[4 + i]);
@@ -72,35 +98,33 @@ int main(int argc, char **argv)
         for (int r = 0; r < got; r++) {
             const uint8_t *f = in[r];
             unsigned len = rmsg[r].msg_len;
-            if (len < 58 || f[12] != 0x08 || f[13] != 0 || f[14] != 0x45 || f[23] != 17 || f[36] != 0x54
-                || f[37] != 0x48 || f[42] != 1 || (f[43] & 0x0F) != 0)
-                continue;
-            int op = f[43] >> 4, payload;
-            if (op == 1)
-                payload = 0;
-            else if (op == 2)
-                payload = (int)(len - 58) * 2 * lane / 8;
-            else
-                payload = (int)(len - 58);
+            if (len < PAYLOAD || f[12] != 0x08 || f[13] != 0 || f[14] != 0x45 || f[23] != 17 || f[36] != 0x54
+                || f[37] != 0x48 || f[THC] != 2 || (f[THC + 1] & 0x0F) != 0)
+                continue; /* not a version-2 THC request */
+            int op = f[THC + 1] >> 4, lane = f[THC + 7];
+            int in_payload = request_payload(op, lane, words);
+            unsigned ip_len = (unsigned)f[16] << 8 | f[17];
+            if (in_payload < 0 || 14 + ip_len > len || ip_len != 20 + 8 + 20 + (unsigned)in_payload)
+                continue; /* LANE_MISMATCH or MALFORMED in the program */
+            int payload = op == 1 ? 0 : 8 * words;
             uint8_t *o = out[k];
             memcpy(o, f + 6, 6); /* back to the sender */
             memcpy(o + 6, f, 6);
-            memcpy(o + 12, f + 12, 46);
-            memcpy(o + 26, f + 30, 4); /* IPv4 source <-> destination */
+            memcpy(o + 12, f + 12, PAYLOAD - 12); /* IPv4, UDP, the THC header with the key */
+            memcpy(o + 26, f + 30, 4);            /* IPv4 source <-> destination */
             memcpy(o + 30, f + 26, 4);
-            int total = 20 + 8 + 16 + payload;
+            int total = 20 + 8 + 20 + payload;
             o[16] = (uint8_t)(total >> 8), o[17] = (uint8_t)total;
             o[22] = 64;
             uint16_t sum = ip_checksum(o + 14);
             o[24] = (uint8_t)(sum >> 8), o[25] = (uint8_t)sum;
             o[38] = (uint8_t)((total - 20) >> 8), o[39] = (uint8_t)(total - 20), o[40] = o[41] = 0;
-            o[43] = (uint8_t)(op << 4 | 1);
-            o[48] = (uint8_t)n;
-            o[49] = (uint8_t)(op == 1 ? 0 : op == 2 ? lane : 32);
-            const uint8_t *p = f + 58;
-            uint8_t *q = o + 58;
+            o[THC + 1] = (uint8_t)(op << 4 | 1); /* RESULT */
+            o[THC + 6] = (uint8_t)n;             /* count; lane_bits stays the request's */
+            const uint8_t *p = f + PAYLOAD;
+            uint8_t *q = o + PAYLOAD;
             if (op == 2) {
-                for (unsigned i = 0; i < len - 58; i++) {
+                for (int i = 0; i < in_payload; i++) {
                     int hi = n * table[p[i] >> 4], lo = n * table[p[i] & 15];
                     if (lane == 16) {
                         q[4 * i] = (uint8_t)(hi >> 8), q[4 * i + 1] = (uint8_t)hi;
