@@ -1,14 +1,18 @@
 """Host-agent figures: how fast Python builds and parses THC frames, how fast a raw AF_PACKET socket moves
 them over a veth pair, the worker side alone against a switch that costs next to nothing (per-packet
 transport interface against the batched one), and the protocol's goodput through an in-process switch
-for 4 workers.
+for 4 workers. Every run's job is a JobSpec (spec/job.py) of 4 workers with the default codec (b = 4,
+g = 30: n*g = 120, so 8-bit lanes): a THC request carries K = spec.coords_per_request = 1,024 coordinates
+(512 bytes of indices, a 574-byte frame) and its result the cell's 1 KiB of sums (a 1,086-byte frame),
+the wire format's version 2 (p4/README.md, "Cells").
 
     .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth] [--worker-only]
         [--before TREE]
 
 Run it with the tree's root on PYTHONPATH (PYTHONPATH=. from the root) so this tree's host_agent is the one
 imported. `--before TREE` also times, over the veth pair, the worker of another source tree (e.g. an older
-commit unpacked with `git archive`). The veth parts need root and a C compiler (bench/echo_switch.c).
+commit unpacked with `git archive`; it must speak the wire format's version 2 and have its API, i.e. be
+commit 62763f8 or later). The veth parts need root and a C compiler (bench/echo_switch.c).
 
 Prints figures only; nothing here asserts a speed. The veth parts create veth pairs named thcB<pid>a/b
 and thcW<pid>a/b and delete them at the end; they stop only the processes they started.
@@ -33,9 +37,30 @@ from host_agent import wire
 from host_agent.fake_switch import FakeSwitch
 from host_agent.protocol import drive
 from host_agent.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint
+from spec.job import JobSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]
+N_WORKERS = 4
+
+
+def job_for(window: int = 128) -> SimJob:
+    """The benchmarks' job: 4 workers, the default codec and cells, `window` requests in flight (and as
+    many slots, at least 256), planned as thc-ctl plans it (with a key the switch and workers share)."""
+    return SimJob.plan(JobSpec(job_id=1, workers=N_WORKERS, window=window))
+
+
+def job_table(job: SimJob) -> np.ndarray:
+    return np.asarray(job.spec.table_values(), np.int32)
+
+
+def frame_sizes(spec: JobSpec) -> tuple[int, int, int]:
+    """A THC request's lanes, its payload bytes and its result's, as the job frames them."""
+    lanes = wire.op_lane_bits(wire.OP_THC, spec.lane_bits)
+    return (
+        lanes,
+        wire.payload_length(wire.OP_THC, wire.KIND_REQUEST, lanes, spec.words),
+        wire.payload_length(wire.OP_THC, wire.KIND_RESULT, lanes, spec.words),
+    )
 
 
 def rate(n: int, seconds: float) -> str:
@@ -43,51 +68,61 @@ def rate(n: int, seconds: float) -> str:
 
 
 def bench_codec(n: int) -> None:
+    spec = job_for().spec
+    k, key = spec.coords_per_request, spec.key
+    lanes, request_bytes, result_bytes = frame_sizes(spec)
     src, dst = worker_endpoint(0), SERVICE
     builder = wire.FrameBuilder(src, dst)
-    packed = wire.pack_nibbles(np.random.default_rng(0).integers(0, 16, n * 64, dtype=np.uint8))
+    m = min(n, 4096)  # distinct requests, used in turn: n of them would be n * 512 bytes of indices
+    packed = wire.pack_nibbles(np.random.default_rng(0).integers(0, 16, m * k, dtype=np.uint8))
     t0 = time.perf_counter()
     for q in range(n):
-        builder.frame(wire.OP_THC, wire.KIND_REQUEST, 1, 0, q & 255, q >> 8, 0, packed[q * 32 : (q + 1) * 32])
+        r = q % m
+        payload = packed[r * request_bytes : (r + 1) * request_bytes]
+        builder.frame(wire.OP_THC, wire.KIND_REQUEST, 1, 0, q & 255, q >> 8, 0, payload, lane_bits=lanes, key=key)
     t_build = time.perf_counter() - t0
 
     back = wire.FrameBuilder(dst, src)
-    result = back.frame(wire.OP_THC, wire.KIND_RESULT, 1, 0, 3, 4, payload=bytes(128), count=4, lane_bits=16)
-    out = np.zeros(n * 64, np.int32)
+    result = back.frame(
+        wire.OP_THC, wire.KIND_RESULT, 1, 0, 3, 4, payload=bytes(result_bytes), count=N_WORKERS,
+        lane_bits=lanes, key=key,
+    )  # fmt: skip
+    dtype = wire.LANE_DTYPES[lanes]
+    out = np.zeros(m * k, np.int32)
     t0 = time.perf_counter()
     for q in range(n):
         r = wire.parse_frame(result)
-        out[q * 64 : (q + 1) * 64] = np.frombuffer(r.payload, ">u2")
+        at = (q % m) * k
+        out[at : at + k] = np.frombuffer(r.payload, dtype)
     t_parse = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    idx = np.random.default_rng(1).integers(0, 16, n * 64, dtype=np.uint8)
-    t_gen = time.perf_counter() - t0
+    coords = min(n, 20_000) * k
+    idx = np.random.default_rng(1).integers(0, 16, coords, dtype=np.uint8)
     t0 = time.perf_counter()
     wire.pack_nibbles(idx)
-    t_pack = time.perf_counter() - t0 - 0 * t_gen
+    t_pack = time.perf_counter() - t0
 
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
     from host_agent.layers import THC, THCIndices
 
-    m = min(n, 2000)
+    m = min(n, 500)
     t0 = time.perf_counter()
     for q in range(m):
         bytes(
             Ether(src=src.mac, dst=dst.mac)
             / IP(src=src.ip, dst=dst.ip)
             / UDP()
-            / THC(op=2, job_id=1, slot=q & 255, round=q >> 8)
-            / THCIndices(idx=[1] * 64)
+            / THC(op=2, job_id=1, slot=q & 255, round=q >> 8, lane_bits=lanes, key=key)
+            / THCIndices(idx=[1] * k)
         )
     t_scapy = time.perf_counter() - t0
 
-    print("codec (one core, Python):")
+    print(f"codec (one core, Python), K = {k:,} coordinates a request, {lanes}-bit lanes:")
     print(f"  build THC request frames   {rate(n, t_build):>14}  ({t_build / n * 1e6:.2f} µs/frame)")
-    print(f"  parse + store 16-bit result {rate(n, t_parse):>13}  ({t_parse / n * 1e6:.2f} µs/frame)")
-    print(f"  pack 4-bit indices (numpy) {rate(n * 64, t_pack):>14} coordinates")
+    print(f"  parse + store {lanes}-bit result {rate(n, t_parse):>13}  ({t_parse / n * 1e6:.2f} µs/frame)")
+    print(f"  pack 4-bit indices (numpy) {rate(coords, t_pack):>14} coordinates")
     print(f"  Scapy build, for reference {rate(m, t_scapy):>14}")
 
 
@@ -122,10 +157,15 @@ def bench_veth(n: int) -> None:
             subprocess.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{dev}.disable_ipv6=1"], capture_output=True)
             subprocess.run(["ip", "link", "set", dev, "up"], check=True)
         src, dst = worker_endpoint(0), SERVICE
-        request = wire.FrameBuilder(src, dst).frame(wire.OP_THC, wire.KIND_REQUEST, 1, 0, 0, 0, payload=bytes(32))
-        result = wire.FrameBuilder(dst, src).frame(
-            wire.OP_THC, wire.KIND_RESULT, 1, 0, 0, 0, payload=bytes(128), count=4, lane_bits=16
+        spec = job_for().spec
+        lanes, request_bytes, result_bytes = frame_sizes(spec)
+        request = wire.FrameBuilder(src, dst).frame(
+            wire.OP_THC, wire.KIND_REQUEST, 1, 0, 0, 0, payload=bytes(request_bytes), lane_bits=lanes, key=spec.key
         )
+        result = wire.FrameBuilder(dst, src).frame(
+            wire.OP_THC, wire.KIND_RESULT, 1, 0, 0, 0, payload=bytes(result_bytes), count=N_WORKERS,
+            lane_bits=lanes, key=spec.key,
+        )  # fmt: skip
         with RawSocketTransport(a) as transport:
             t0 = time.perf_counter()
             for _ in range(n):
@@ -150,11 +190,11 @@ def bench_veth(n: int) -> None:
                 got += len(frames)
             child.join(10)
         print(f"raw AF_PACKET socket over a veth pair ({a}/{b}):")
-        print(f"  send 90-byte THC requests  {rate(n, t_send):>14}")
+        print(f"  send {len(request)}-byte THC requests {rate(n, t_send):>13}")
         if got and last > first:
             lost = f"; the other {n - got:,} overflowed the veth backlog or the socket buffer" if got < n else ""
             print(
-                f"  receive 186-byte results   {rate(got, last - first):>14}  (sent by another process; "
+                f"  receive {len(result)}-byte results {rate(got, last - first):>13}  (sent by another process; "
                 f"{got:,} of {n:,} arrived{lost})"
             )
         else:
@@ -168,23 +208,23 @@ def bench_veth(n: int) -> None:
 
 class EchoSwitch:
     """A switch stand-in that costs next to nothing, so the worker's own cost shows: every request is
-    answered at once with the result that all `n` workers sending the same request would get (count n,
-    sums n·table[index], the max of one norm), computed with numpy for everything sent since the last
-    recv. This class has only the per-packet interface (send one bytes, recv a list of bytes);
-    BatchedEchoSwitch adds send_many / recv_into (rows of a numpy buffer)."""
+    answered at once with the result that all n workers of the job sending the same request would get
+    (count n, sums n·table[index] in the job's lanes, the max of one norm), computed with numpy for
+    everything sent since the last recv; results carry the request's key. This class has only the
+    per-packet interface (send one bytes, recv a list of bytes); BatchedEchoSwitch adds send_many /
+    recv_into (rows of a numpy buffer)."""
 
-    def __init__(self, job: SimJob, worker_id: int = 0, lane_bits: int = 16):
-        self.n, self.lane_bits = job.n_workers, lane_bits
-        self.table = np.asarray(job.table, np.int64)
+    def __init__(self, job: SimJob, worker_id: int = 0):
+        spec = job.spec
+        self.n, self.lane_bits = spec.workers, spec.lane_bits
+        self.table = job_table(job).astype(np.int64)
         builder = wire.FrameBuilder(SERVICE, worker_endpoint(worker_id))
         self._templates = {}
-        for op, size, lanes in (
-            (wire.OP_NORM, 0, 0),
-            (wire.OP_THC, wire.COORDS_PER_PACKET * lane_bits // 8, lane_bits),
-            (wire.OP_FIX32, 4 * wire.FIX32_PER_PACKET, 32),
-        ):
+        for op in (wire.OP_NORM, wire.OP_THC, wire.OP_FIX32):
+            lanes = wire.op_lane_bits(op, spec.lane_bits)
+            size = wire.payload_length(op, wire.KIND_RESULT, lanes, spec.words)
             frame = builder.frame(
-                op, wire.KIND_RESULT, job.job_id, worker_id, 0, 0, 0, bytes(size), job.n_workers, lanes
+                op, wire.KIND_RESULT, job.job_id, worker_id, 0, 0, 0, bytes(size), spec.workers, lanes, spec.key
             )
             self._templates[op] = np.frombuffer(frame, np.uint8)
         self._pending: list[np.ndarray] = []
@@ -194,19 +234,21 @@ class EchoSwitch:
             return None
         reqs = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0]
         self._pending = []
-        op = int(reqs[0, wire.THC_OFFSET + 1]) >> 4
+        h = wire.THC_OFFSET
+        op = int(reqs[0, h + 1]) >> 4
         out = np.empty((len(reqs), len(self._templates[op])), np.uint8)
         out[:] = self._templates[op]
-        out[:, 46:48] = reqs[:, 46:48]  # slot
-        out[:, 50:54] = reqs[:, 50:54]  # round
+        out[:, h + 4 : h + 6] = reqs[:, h + 4 : h + 6]  # slot
+        out[:, h + 8 : h + 12] = reqs[:, h + 8 : h + 12]  # round
+        out[:, h + 16 : h + 20] = reqs[:, h + 16 : h + 20]  # key
         body = reqs[:, wire.PAYLOAD_OFFSET :]
         if op == wire.OP_NORM:
-            out[:, 54:58] = reqs[:, 54:58]
+            out[:, h + 12 : h + 16] = reqs[:, h + 12 : h + 16]  # value
         elif op == wire.OP_THC:
             idx = np.empty((len(reqs), 2 * body.shape[1]), np.uint8)
             idx[:, 0::2], idx[:, 1::2] = body >> 4, body & 0x0F
             sums = self.table[idx] * self.n
-            out[:, wire.PAYLOAD_OFFSET :] = sums.astype(">u2" if self.lane_bits == 16 else np.uint8).view(np.uint8)
+            out[:, wire.PAYLOAD_OFFSET :] = sums.astype(wire.LANE_DTYPES[self.lane_bits]).view(np.uint8)
         else:
             sums = np.ascontiguousarray(body).view(">i4").astype(np.int64) * self.n
             out[:, wire.PAYLOAD_OFFSET :] = (sums & 0xFFFFFFFF).astype(">u4").view(np.uint8)
@@ -246,12 +288,12 @@ def bench_worker(coords: int, window: int, repeats: int, batched: bool) -> tuple
     """One worker against the echo switch: seconds per all_sum of `coords` coordinates, and coordinates/s."""
     from host_agent.protocol import WorkerProtocol
 
-    job = SimJob(1, 4, TABLE, n_slots=window)
+    job = job_for(window)
     echo = (BatchedEchoSwitch if batched else EchoSwitch)(job)
-    worker = WorkerProtocol(echo, wire.FrameBuilder(worker_endpoint(0), SERVICE), 1, 0, window, n_workers=4)
+    worker = WorkerProtocol(echo, wire.FrameBuilder(worker_endpoint(0), SERVICE), job.spec, 0)
     rng = np.random.default_rng(0)
     data = [rng.integers(0, 16, coords, dtype=np.uint8)]
-    want = 4 * np.asarray(TABLE, np.int32)[data[0]]
+    want = job.spec.workers * job_table(job)[data[0]]
     worker.all_sum_indices(data)  # warm up (and build the native helper if needed)
     t0 = time.perf_counter()
     for _ in range(repeats):
@@ -262,19 +304,29 @@ def bench_worker(coords: int, window: int, repeats: int, batched: bool) -> tuple
     return elapsed, coords / elapsed
 
 
+# (coordinates per round, window): a small model, and 256 K and 1 M coordinates (250 and 1,000 requests)
+WORKER_RUNS = ((2_410, 128), (256_000, 128), (1_024_000, 1024))
+QUICK_COORDS = 128_000
+
+
 def report_worker(quick: bool) -> None:
     batched_api = hasattr(__import__("host_agent.transport", fromlist=["BatchIO"]), "BatchIO")
-    print("the worker side alone, one worker against an echo switch (numpy, next to no cost), 16-bit results:")
-    for coords, window in ((2_410, 128), (64 * 4_000, 128), (64 * 16_000, 1024)):
+    spec = job_for().spec
+    k = spec.coords_per_request
+    print(
+        f"the worker side alone, one worker against an echo switch (numpy, next to no cost), "
+        f"{spec.lane_bits}-bit results, K = {k:,} coordinates a request:"
+    )
+    for coords, window in WORKER_RUNS:
         if quick:
-            coords = min(coords, 64 * 2_000)
+            coords = min(coords, QUICK_COORDS)
         repeats = max(3, 2_000_000 // coords) if not quick else 3
         modes = [("per-packet send/recv", False)] + ([("batched send_many/recv_into", True)] if batched_api else [])
         for label, batched in modes:
             seconds, cps = bench_worker(coords, window, repeats, batched)
             print(
                 f"  {coords:>9,} coordinates, window {window:>4}, {label:<28} {seconds * 1e3:8.2f} ms/round "
-                f"{cps:>14,.0f} coordinates/s {cps / wire.COORDS_PER_PACKET:>10,.0f} requests/s"
+                f"{cps:>14,.0f} coordinates/s {cps / k:>10,.0f} requests/s"
             )
 
 
@@ -317,16 +369,18 @@ def veth_worker(iface: str, mode: str, quick: bool) -> None:
     if mode == "python-loop":
         transport._native = None
     chosen = _PerPacket(transport) if mode == "per-packet" else transport
-    for coords, window in ((2_410, 128), (64 * 4_000, 128), (64 * 16_000, 1024)):
+    for coords, window in WORKER_RUNS:
         if quick:
-            coords = min(coords, 64 * 2_000)
+            coords = min(coords, QUICK_COORDS)
+        job = job_for(window)
+        k = job.spec.coords_per_request
         worker = WorkerProtocol(
-            chosen, wire.FrameBuilder(worker_endpoint(0), SERVICE), 1, 0, window, n_workers=4, deadline=20.0,
-            first_request=0 if coords == 2_410 else 10**6 * window,
+            chosen, wire.FrameBuilder(worker_endpoint(0), SERVICE), job.spec, 0, deadline=20.0,
+            first_request=0 if coords == WORKER_RUNS[0][0] else 10**6 * window,
         )  # fmt: skip
         rng = np.random.default_rng(0)
         data = [rng.integers(0, 16, coords, dtype=np.uint8)]
-        want = 4 * np.asarray(TABLE, np.int32)[data[0]]
+        want = job.spec.workers * job_table(job)[data[0]]
         worker.all_sum_indices(data)  # warm up: the RTO adapts
         repeats = 3 if quick else max(3, 2_000_000 // coords)
         before = worker.stats()["retransmissions"]
@@ -339,7 +393,7 @@ def veth_worker(iface: str, mode: str, quick: bool) -> None:
         retx = worker.stats()["retransmissions"] - before
         print(
             f"  {coords:>9,} coordinates, window {window:>4}, {mode:<12} {seconds * 1e3:8.2f} ms/round "
-            f"{coords / seconds:>12,.0f} coordinates/s {coords / seconds / wire.COORDS_PER_PACKET:>9,.0f} "
+            f"{coords / seconds:>12,.0f} coordinates/s {coords / seconds / k:>9,.0f} "
             f"requests/s, {retx / repeats:.1f} retransmissions/round",
             flush=True,
         )
@@ -362,10 +416,14 @@ def bench_veth_worker(quick: bool, before: str | None) -> None:
         time.sleep(0.5)  # carrier up
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         me = [sys.executable, str(Path(__file__).resolve())]
-        argv = [str(build_echo_switch()), b, "4", "16", *map(str, TABLE)]
+        job = job_for()
+        argv = [str(build_echo_switch()), b, str(job.spec.workers), str(job.spec.words), *map(str, job_table(job))]
         echo = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         echo.stdout.readline()
-        print(f"the worker over a raw socket on a veth pair ({a}/{b}), bench/echo_switch.c (C) on the other end:")
+        print(
+            f"the worker over a raw socket on a veth pair ({a}/{b}), bench/echo_switch.c (C) on the other end, "
+            f"{job.spec.lane_bits}-bit lanes, K = {job.spec.coords_per_request:,} coordinates a request:"
+        )
         runs = [(mode, str(ROOT)) for mode in ("per-packet", "python-loop", "native")]
         if before:
             runs.insert(0, ("before", before))
@@ -397,23 +455,26 @@ def make_engine(kind: str, job: SimJob):
 
 
 def bench_protocol(kind: str, coords: int, window: int, loss: float) -> None:
-    n = 4
-    job = SimJob(1, n, TABLE, n_slots=window)
+    n = N_WORKERS
+    job = job_for(window)
     engine = make_engine(kind, job)
-    _, workers = attach_workers(engine, job, window, loss_up=loss, loss_down=loss, seed=1)
+    _, workers = attach_workers(engine, job, loss_up=loss, loss_down=loss, seed=1)
     rng = np.random.default_rng(0)
     data = [[rng.integers(0, 16, coords, dtype=np.uint8)] for _ in range(n)]
     t0 = time.perf_counter()
     ops = [w.start_sum_indices(d) for w, d in zip(workers, data)]
     drive(workers)
     elapsed = time.perf_counter() - t0
-    want = sum(np.asarray(TABLE)[d[0]] for d in data)
+    want = sum(job_table(job)[d[0]] for d in data)
     exact = all(np.array_equal(op.result()[0][0], want) for op in ops)
     packets = sum(w.stats()["packets_sent"] for w in workers)
     retx = sum(w.stats()["retransmissions"] for w in workers)
     rto = max(w.stats()["rto"] for w in workers)
     label = "compiled thc.json on the software switch" if kind == "p4" else "the contract's fake switch (Python)"
-    print(f"protocol, {n} workers in one process, {label}, window {window}, loss {loss:.0%} each way:")
+    print(
+        f"protocol, {n} workers in one process, {label}, window {window}, loss {loss:.0%} each way, "
+        f"K = {job.spec.coords_per_request:,}:"
+    )
     print(
         f"  {coords:,} coordinates per worker in {elapsed:.2f} s: {coords / elapsed:,.0f} coordinates/s "
         f"aggregated ({packets / elapsed:,.0f} requests/s into the switch, {retx} retransmissions, "
@@ -463,7 +524,7 @@ def main(argv=None) -> int:
             engine = "p4" if (ROOT / "p4" / "build" / "thc.json").exists() else "fake"
         except ImportError:
             engine = "fake"
-    coords = 64 * (500 if args.quick else 4000)
+    coords = 32_000 if args.quick else 256_000  # 32 and 250 requests per worker
     for kind in [engine, "fake"] if engine == "p4" else ["fake"]:
         bench_protocol(kind, coords, 128, 0.0)
     bench_protocol(engine, coords // 4, 128, 0.01)
