@@ -196,15 +196,17 @@ def loss_lines(rows: list[ModeSummary], loss_pct: float | None, lossless: dict[s
 
 def speedups(rows: list[ModeSummary]) -> dict[str, dict]:
     """mode -> {"speedup_vs_gloo", "speedup_vs_fix32"}: the other mode's time to target over this one's
-    (None when either mode did not run or did not reach the target)."""
-    tta = {r.mode: r.time_to_target_s for r in rows}
+    (None when either mode did not run or did not reach the target); and {"bytes_allow_vs_gloo",
+    "bytes_allow_vs_fix32"}: the speed-up the bytes on the busiest direction of a link alone would allow."""
+    by_mode = {r.mode: r for r in rows}
     out = {}
     for r in rows:
         out[r.mode] = {}
         for base in ("gloo", "fix32"):
-            other = tta.get(base)
-            ok = other is not None and r.time_to_target_s
-            out[r.mode][f"speedup_vs_{base}"] = other / r.time_to_target_s if ok else None
+            other = by_mode.get(base)
+            ok = other is not None and other.time_to_target_s is not None and r.time_to_target_s
+            out[r.mode][f"speedup_vs_{base}"] = other.time_to_target_s / r.time_to_target_s if ok else None
+            out[r.mode][f"bytes_allow_vs_{base}"] = bytes_ratio(other, r) if other is not None else None
     return out
 
 
@@ -234,18 +236,28 @@ def verdict_lines(rows: list[ModeSummary]) -> list[str]:
         other = by_mode.get(base)
         if other is None:
             continue
+        allowed = faster[f"bytes_allow_vs_{base}"]
+        allows = f"; the bytes alone would allow {allowed:.2f}x" if allowed is not None else ""
         if faster[f"speedup_vs_{base}"] is None:
-            parts.append(f"{MODE_LABELS[base]} did not reach it")
+            parts.append(f"{MODE_LABELS[base]} did not reach it{allows}")
         else:
             parts.append(
                 f"{faster[f'speedup_vs_{base}']:.2f}x {MODE_LABELS[base]} ({other.time_to_target_s:.1f} s, "
-                f"final {_metric_text(other)})"
+                f"final {_metric_text(other)}{allows})"
             )
     lines.append(
         f"THC via switch reached {target} in {thc.time_to_target_s:.1f} s (final {_metric_text(thc)})"
         + (": speed-up " + "; ".join(parts) if parts else "")
     )
     return lines
+
+
+def bytes_ratio(other: ModeSummary, thc: ModeSummary) -> float | None:
+    """How much sooner THC could be if time were bytes: the busiest direction of a worker's link per step,
+    `other`'s over THC's (both reach their targets in the same steps on these models)."""
+    mine = max(thc.sent_bytes_per_step, thc.received_bytes_per_step)
+    theirs = max(other.sent_bytes_per_step, other.received_bytes_per_step)
+    return theirs / mine if mine > 0 and theirs > 0 else None
 
 
 def _target_text(r: ModeSummary) -> str:

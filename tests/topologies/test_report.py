@@ -56,3 +56,16 @@ def test_summary_json_has_the_time_to_target_speedups(tmp_path):
     assert (modes["thc"]["speedup_vs_gloo"], modes["thc"]["speedup_vs_fix32"]) == (0.5, 1.5)
     assert modes["gloo"]["speedup_vs_gloo"] == 1.0
     assert modes["topk"]["speedup_vs_gloo"] is None and modes["topk"]["speedup_vs_fix32"] is None
+
+
+def test_the_verdict_says_what_the_bytes_alone_would_allow():
+    def run(mode, t, tx, rx):
+        r = record("accuracy", 0.9, [(t, 0.95, 0.95)])
+        r["wire_training"] = {"tx_bytes": tx, "rx_bytes": rx}
+        return report.summarize(mode, [r], 0.9)
+
+    rows = [run("thc", 1, 500, 1000), run("fix32", 3, 4000, 4000), run("gloo", 4, 6000, 6000)]
+    [_, line] = report.verdict_lines(rows)
+    assert "3.00x FIX32 via switch" in line and "the bytes alone would allow 4.00x" in line
+    assert "4.00x gloo all-reduce" in line and "the bytes alone would allow 6.00x" in line
+    assert report.speedups(rows)["thc"]["bytes_allow_vs_gloo"] == 6.0
