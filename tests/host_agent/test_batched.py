@@ -391,8 +391,8 @@ def test_native_and_numpy_take_sort_random_batches_alike(op_kind):
             frames.append(frame)
         io = BatchIO(None, capacity=len(frames))
         copy_into(frames, io.buf, io.lengths)
-        rows_a, i_a = a._take_native(op_a, io, len(frames))
-        rows_b, i_b = b._take(op_b, wire.parse_rows(io.buf, io.lengths))
+        rows_a, i_a = a._native.take(op_a, io, len(frames), a.next_request)
+        rows_b, i_b = b._sorter.take(op_b, wire.parse_rows(io.buf, io.lengths), b.next_request)
         assert rows_a.tolist() == rows_b.tolist() and i_a.tolist() == i_b.tolist(), trial
         assert a.stats() == b.stats(), trial
         assert op_a.count == op_b.count, trial

@@ -160,9 +160,9 @@ def test_hold_is_capped_and_never_passes_a_timer():
     w, op, clock = held_protocol()
     op.n = 100
     book(op, 50, 10.0, 10.05)  # 50 outstanding at 1 ms: the cap (10 ms), but the timer is due first
-    clock.t = w._timers[0][0] - 0.003
+    clock.t = w.next_deadline() - 0.003
     assert w.hold(op) == pytest.approx(0.003)
-    clock.t = w._timers[0][0] - 0.0001
+    clock.t = w.next_deadline() - 0.0001
     assert w.hold(op) == 0.0  # less than MIN_HOLD left
 
 
@@ -194,4 +194,4 @@ def test_a_batch_taken_in_after_a_hold_does_not_sample_the_gap(held):
     w._held = held
     while not ops[0].complete:
         w.pump(0.0)
-    assert (w._gap is None) == held
+    assert (w.stats()["gap"] is None) == held

@@ -1,0 +1,203 @@
+"""One aggregation call in flight (`Operation`): its requests' payloads from the caller's chunks, its
+prebuilt request frames, the per-request state the protocol keeps as numpy arrays, and the results it
+assembles from the switch's answers.
+
+The policies that act on this state live beside it: window.py (what may be sent), timers.py (when to send
+again), loss.py (what later results show lost), receive.py (how a batch of results is sorted and stored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from host_agent import wire
+
+
+class ProtocolError(RuntimeError):
+    """Results that cannot be combined (e.g. different contributor counts within one operation)."""
+
+
+def norm_bits(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """NORM requests' values: the float32 bit patterns the switch takes the max of (values must be ≥ 0)."""
+    v = np.asarray(values, dtype=np.float32).reshape(-1)
+    if np.any(v < 0):
+        raise ValueError(
+            "NORM values must be non-negative: the switch compares float32 bit patterns as unsigned integers"
+        )
+    return (v + np.float32(0)).view(np.uint32)  # -0.0 + 0.0 = +0.0: its bits would sort above everything
+
+
+def pack_indices(chunks: Sequence[np.ndarray], k: int) -> tuple[bytes, list[int]]:
+    """THC requests' payloads, k indices a request, two per byte (first in the high nibble); each chunk
+    padded to a multiple of k with index 0 (valid for every table; its sums are cut off again). And the
+    chunks' lengths."""
+    parts, lengths = [], []
+    for chunk in chunks:
+        idx = np.asarray(chunk).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() > 15):
+            raise ValueError("THC indices must be 0..15 (4 bits)")
+        lengths.append(idx.size)
+        padded = np.zeros(-(-idx.size // k) * k, np.uint8)
+        padded[: idx.size] = idx
+        parts.append(padded)
+    return (wire.pack_nibbles(np.concatenate(parts)) if parts else b""), lengths
+
+
+def pack_fix32(chunks: Sequence[np.ndarray], k: int) -> tuple[bytes, list[int]]:
+    """FIX32 requests' payloads, k big-endian int32 a request, each chunk zero-padded to a multiple of k;
+    and the chunks' lengths."""
+    parts, lengths = [], []
+    for chunk in chunks:
+        values = np.asarray(chunk).reshape(-1)
+        if values.dtype != np.int32:
+            if values.size and not np.issubdtype(values.dtype, np.integer):
+                raise ValueError(f"FIX32 values must be integers, got {values.dtype}")
+            if values.size and (values.min() < -(2**31) or values.max() >= 2**31):
+                raise ValueError("FIX32 values must fit in int32")
+        lengths.append(values.size)
+        padded = np.zeros(-(-values.size // k) * k, np.int32)
+        padded[: values.size] = values
+        parts.append(padded)
+    return (np.concatenate(parts).astype(">i4").tobytes() if parts else b""), lengths
+
+
+class Operation:
+    """One aggregation call in flight: requests q0 .. q0 + n − 1 of a single op.
+
+    Its request frames are built once, as the rows of one array (`frames`), and every per-request field
+    is a numpy array, so a batch of requests is sent and a batch of results taken in with a few
+    vectorised operations."""
+
+    def __init__(
+        self,
+        op: int,
+        q0: int,
+        n_requests: int,
+        frames: np.ndarray,
+        chunk_lengths: list[int],
+        per_packet: int,
+        lane_bits: int,
+        started: float,
+        mixed_counts: bool = False,
+    ):
+        self.op, self.q0, self.n = op, q0, n_requests
+        self.frames = frames  # (n_requests, frame length) uint8: request i is row i
+        self.chunk_lengths = chunk_lengths
+        self.per_packet = per_packet  # coordinates (THC) or values (FIX32) per request, lanes per result
+        self.lane_bits = lane_bits  # what every request and result of the op carries
+        self.result_bytes = 0 if op == wire.OP_NORM else per_packet * wire.LANE_DTYPES[lane_bits].itemsize
+        self.started = started
+        self.finished: float | None = None
+        self.first_result: float | None = None  # when the first result came (the slowest worker had joined)
+        self.answered_at = np.zeros(n_requests, np.float64)  # when each request's result came (diagnostics)
+        self.first_sent = np.zeros(n_requests, np.float64)
+        self.attempts = np.zeros(n_requests, np.int64)
+        self.rto = np.zeros(n_requests, np.float64)
+        self.done = np.zeros(n_requests, np.bool_)
+        self.outstanding = n_requests
+        self.counts = np.zeros(n_requests, np.uint8)
+        # loss detection: per request the number of its latest transmission and of its first, the first
+        # transmissions of this operation made before its latest one, and the results of requests first
+        # sent after its latest transmission that came back since
+        self.seq = np.zeros(n_requests, np.int64)
+        self.first_seq = np.zeros(n_requests, np.int64)
+        self.firsts_before = np.zeros(n_requests, np.int64)
+        self.evidence = np.zeros(n_requests, np.int64)
+        self.first_transmissions = 0
+        # requests in flight (sent, unanswered) all lie in [low, sent_hi): low is the oldest unanswered
+        # request (advanced lazily), sent_hi one past the newest sent
+        self.low = 0
+        self.sent_hi = 0
+        self.answered = 0
+        self.last_result = 0.0  # when the latest result came
+        self.newest_answered = -1  # the latest first transmission among answered requests
+        self.probe_at: float | None = None  # the gap (tail probe) timer
+        self.probe_backoff = 1.0
+        self.rtt_max: float | None = None  # the slowest clean round trip since the last RTT sample
+        self.rtt_results = 0
+        self.count: int | None = None  # every accepted result's count must match the first
+        self.mixed_counts = mixed_counts  # partial aggregation: counts may differ between requests
+        self.release_at = np.full(n_requests, np.inf)  # when an unanswered request sends a RELEASE
+        if op == wire.OP_NORM:
+            self.sums = np.zeros(n_requests, np.uint32)  # float32 bit patterns
+        else:
+            self.sums = np.zeros(n_requests * per_packet, np.int32)
+
+    @property
+    def complete(self) -> bool:
+        return self.outstanding == 0
+
+    def span(self) -> tuple[int, int]:
+        """[lo, hi): a range of request numbers that holds every request in flight."""
+        lo, hi = self.low, self.sent_hi
+        if lo < hi and self.done[lo]:
+            rest = self.done[lo:hi]
+            lo = hi if rest.all() else lo + int(np.argmin(rest))
+            self.low = lo
+        return lo, hi
+
+    def in_flight(self) -> tuple[np.ndarray, int]:
+        """The requests sent and unanswered (a bool mask over span()) and the span's start."""
+        lo, hi = self.span()
+        return (self.attempts[lo:hi] > 0) & ~self.done[lo:hi], lo
+
+    def fit_rows(self, op: np.ndarray, count: np.ndarray, lane_bits: np.ndarray, size: np.ndarray, n_workers: int):
+        """Which results (arrays of their header fields, in arrival order) can be answers to requests of
+        this operation: the same op; a count in 1..n_workers and the same in every result; the lane width
+        the op has in the job (NORM 0, FIX32 32, THC the job's 8 or 16) and the cell's words as payload
+        (none for NORM). The first that fits fixes the operation's count. A result that does not fit is
+        another op's or a misprogrammed job's, and storing it would corrupt the sums."""
+        count, lane_bits, size = (np.asarray(a, np.int64) for a in (count, lane_bits, size))
+        ok = (op == self.op) & (count >= 1) & (count <= n_workers)
+        ok &= (lane_bits == self.lane_bits) & (size == self.result_bytes)
+        if self.count is None:
+            first = np.flatnonzero(ok)
+            if not first.size:
+                return ok
+            self.count = int(count[first[0]])
+        if not self.mixed_counts:
+            ok &= count == self.count
+        return ok
+
+    def store_rows(self, requests: np.ndarray, results: wire.ResultBatch, rows: np.ndarray) -> None:
+        """Keep the results in rows `rows` of the batch as the answers to `requests` (results that fit)."""
+        if self.op == wire.OP_NORM:
+            self.sums[requests] = results.value[rows]
+        else:
+            raw = results.rows[rows, wire.PAYLOAD_OFFSET : wire.PAYLOAD_OFFSET + self.result_bytes]
+            lanes = np.ascontiguousarray(raw).view(wire.LANE_DTYPES[self.lane_bits])
+            self.sums.reshape(-1, self.per_packet)[requests] = lanes
+        self.counts[requests] = results.count[rows]
+
+    def contributors(self) -> int | list[np.ndarray]:
+        """The results' count field: one number when every result has the same (always without partial
+        aggregation); 0 for an empty operation. With partial aggregation, results of released slots may
+        count fewer: then per chunk, the count of every coordinate (int64 arrays shaped like the sums)."""
+        if self.n == 0:
+            return 0
+        counts = np.unique(self.counts)
+        if len(counts) == 1:
+            return int(counts[0])
+        if not self.mixed_counts:
+            raise ProtocolError(
+                f"results of one operation report different contributor counts {sorted(counts.tolist())}"
+            )
+        per_coordinate = np.repeat(self.counts.astype(np.int64), self.per_packet)
+        return self._per_chunk(per_coordinate)
+
+    def _per_chunk(self, flat: np.ndarray) -> list[np.ndarray]:
+        chunks, offset = [], 0
+        for length in self.chunk_lengths:
+            chunks.append(flat[offset : offset + length].copy())
+            offset += -(-length // self.per_packet) * self.per_packet
+        return chunks
+
+    def result(self):
+        """NORM: float32 maxima. THC / FIX32: (list of per-chunk sums, contributors: see contributors())."""
+        if not self.complete:
+            raise RuntimeError("operation still in flight")
+        if self.op == wire.OP_NORM:
+            return self.sums.view(np.float32).copy()
+        return self._per_chunk(self.sums), self.contributors()
