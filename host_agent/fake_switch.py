@@ -58,6 +58,8 @@ class FakeSwitch:
         need = wire.request_payload_bytes(p.op, p.lane_bits, self.words) if (p.op, p.lane_bits) in _PARSED else 0
         if p.kind == wire.KIND_REQUEST and len(p.payload) < need:
             return "DROP_MALFORMED", []
+        if p.kind == wire.KIND_RELEASE and len(p.payload) < wire.release_payload_bytes(p.op):
+            return "DROP_MALFORMED", []  # without its padding (p4/README.md, "Cells")
         job = self.jobs.get(p.job_id)
         if job is None:
             return "DROP_UNKNOWN_JOB", []
@@ -74,7 +76,7 @@ class FakeSwitch:
         cell_at = (job.slot_base + p.slot, p.round & 1)
         if p.kind == wire.KIND_RELEASE:
             return self._release(job, p, self.cells.get(cell_at, {"tag": None}))
-        payload = p.payload[:need]
+        payload = p.payload[: need - wire.padding(p.op, p.kind, p.lane_bits)]
         if p.op == wire.OP_THC:
             indices = wire.unpack_nibbles(payload)
             if not job.table or int(indices.max()) >= len(job.table):

@@ -32,11 +32,13 @@ from spec.contract import (  # noqa: F401  (re-exported: the host agent's view o
     OP_NAMES,
     OP_NORM,
     OP_THC,
+    PAD16_BYTES,
     THC_HEADER,
     THC_HEADER_BYTES,
     THC_UDP_PORT,
     THC_VERSION,
     WORDS,
+    release_payload_bytes,
     request_payload_bytes,
     result_payload_bytes,
 )
@@ -74,7 +76,7 @@ def payload_length(op: int, kind: int, lane_bits: int, words: int = WORDS) -> in
     if op not in OP_NAMES:
         raise ValueError(f"unknown THC op {op}")
     if kind == KIND_RELEASE:
-        return 0
+        return release_payload_bytes(op)
     if kind == KIND_REQUEST:
         allowed = (LANES_8, LANES_16) if op == OP_THC else (op_lane_bits(op, 0),)
         if lane_bits not in allowed:
@@ -389,6 +391,15 @@ def parse_rows(rows: np.ndarray, lengths: np.ndarray) -> ResultBatch:
     )
 
 
+def padding(op: int, kind: int, lane_bits: int) -> int:
+    """Zero bytes a request or release carries after its payload, so that its result is at most 512 bytes
+    longer than it (simple_switch's headroom; p4/README.md, "Cells"): 16-bit THC requests and THC or FIX32
+    releases."""
+    if kind == KIND_RELEASE:
+        return release_payload_bytes(op)
+    return PAD16_BYTES if (op, kind, lane_bits) == (OP_THC, KIND_REQUEST, LANES_16) else 0
+
+
 def build_rows(
     builder: FrameBuilder,
     op: int,
@@ -405,10 +416,12 @@ def build_rows(
 ) -> np.ndarray:
     """FrameBuilder.frame for n frames at once, as the rows of one (n, length) uint8 array: the prefix and
     the constant header fields copied from one frame, slot, round and value written per row by numpy,
-    `payloads` ((n, payload bytes) uint8) after the header. Row i equals builder.frame(op, kind, job_id,
-    worker_id, slots[i], rounds[i], values[i], payloads[i], count, lane_bits, key) byte for byte."""
+    `payloads` ((n, payload bytes) uint8) after the header, then the padding the kind needs (`padding`).
+    Row i equals builder.frame(op, kind, job_id, worker_id, slots[i], rounds[i], values[i], payloads[i] +
+    bytes(padding(op, kind, lane_bits)), count, lane_bits, key) byte for byte."""
     n = len(slots)
-    size = 0 if payloads is None else payloads.shape[1]
+    carried = 0 if payloads is None else payloads.shape[1]
+    size = carried + padding(op, kind, lane_bits)
     template = builder.frame(op, kind, job_id, worker_id, 0, 0, 0, bytes(size), count, lane_bits, key)
     out = np.empty((n, len(template)), np.uint8)
     out[:] = np.frombuffer(template, np.uint8)
@@ -417,6 +430,6 @@ def build_rows(
     h["round"] = np.asarray(rounds, dtype=np.int64) & 0xFFFFFFFF
     if values is not None:
         h["value"] = values
-    if size:
-        out[:, PAYLOAD_OFFSET:] = payloads
+    if carried:
+        out[:, PAYLOAD_OFFSET : PAYLOAD_OFFSET + carried] = payloads
     return out

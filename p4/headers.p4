@@ -64,6 +64,15 @@ header thc_idx16_t { FOR_EACH_WORD(IDX16_FIELD) }
 #define WORD_FIELD(k) bit<64> v##k;
 header thc_words_t { FOR_EACH_WORD(WORD_FIELD) }
 
+/*
+ * Padding, read and thrown away. simple_switch gives a received packet 512 bytes of headroom
+ * (PacketBuffer(len + 512) in simple_switch.cpp), so a result may be at most 512 bytes longer than the
+ * packet that makes it: a request with 16-bit lanes (318 bytes) carries 256 bytes of padding after its
+ * indices, and a THC or FIX32 RELEASE (62 bytes) carries 512, so that their 1,086-byte results fit.
+ */
+#define PAD_FIELD(k) bit<64> z##k;
+header thc_pad_t { WORDS_0_31(PAD_FIELD) }
+
 struct headers_t {
     ethernet_t  ethernet;
     ipv4_t      ipv4;
@@ -72,6 +81,8 @@ struct headers_t {
     thc_idx8_t  thc_idx8;
     thc_idx16_t thc_idx16;
     thc_words_t thc_words;
+    thc_pad_t   thc_pad_a;
+    thc_pad_t   thc_pad_b;
 }
 
 #define W_FIELD(k) bit<64> w##k;

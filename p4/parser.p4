@@ -34,7 +34,9 @@ parser ThcParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             (OP_FIX32, KIND_REQUEST, LANES_INT32): parse_words;
             (OP_THC, KIND_PARTIAL, _): parse_words;
             (OP_FIX32, KIND_PARTIAL, _): parse_words;
-            default: accept;   /* NORM, RELEASE, results; a request with another lane width is refused in ingress */
+            (OP_THC, KIND_RELEASE, _): parse_release_pad;
+            (OP_FIX32, KIND_RELEASE, _): parse_release_pad;
+            default: accept;   /* NORM, results; a request with another lane width is refused in ingress */
         }
     }
     state parse_indices8 {
@@ -43,6 +45,12 @@ parser ThcParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
     }
     state parse_indices16 {
         packet.extract(hdr.thc_idx16);
+        packet.extract(hdr.thc_pad_a);
+        transition accept;
+    }
+    state parse_release_pad {
+        packet.extract(hdr.thc_pad_a);
+        packet.extract(hdr.thc_pad_b);
         transition accept;
     }
     state parse_words {
@@ -80,6 +88,8 @@ control ThcDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.thc_idx8);
         packet.emit(hdr.thc_idx16);
         packet.emit(hdr.thc_words);
+        packet.emit(hdr.thc_pad_a);
+        packet.emit(hdr.thc_pad_b);
     }
 }
 

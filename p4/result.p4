@@ -31,6 +31,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         FOR_EACH_WORD(WORD_OUT)
         hdr.thc_idx8.setInvalid();
         hdr.thc_idx16.setInvalid();
+        hdr.thc_pad_a.setInvalid();
+        hdr.thc_pad_b.setInvalid();
         hdr.thc.lane_bits = lane_bits;
         hdr.ipv4.totalLen = 20 + THC_L4_BYTES + WORDS_BYTES;
         hdr.udp.length = THC_L4_BYTES + WORDS_BYTES;

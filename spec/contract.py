@@ -70,15 +70,29 @@ def per_request(lane_bits: int, words: int = WORDS) -> int:
     return words * lanes_per_word(lane_bits)
 
 
+# simple_switch gives a received packet 512 bytes of headroom (PacketBuffer(len + 512), simple_switch.cpp):
+# a result may be at most that much longer than the packet that makes it. So a THC request with 16-bit lanes
+# carries 256 bytes of padding after its indices and a THC or FIX32 RELEASE 512 (parser.p4's thc_pad_a/b).
+BMV2_HEADROOM = 512
+PAD16_BYTES = 256
+RELEASE_PAD_BYTES = 512
+
+
 def request_payload_bytes(op: int, lane_bits: int, words: int = WORDS) -> int:
-    """Bytes after the THC header of a REQUEST: 4-bit indices for THC, the words for FIX32, none for NORM."""
+    """Bytes after the THC header of a REQUEST: 4-bit indices for THC (and 16-bit lanes' padding), the
+    words for FIX32, none for NORM."""
     if op == OP_NORM:
         return 0
     if op == OP_THC:
-        return per_request(lane_bits, words) // 2
+        return per_request(lane_bits, words) // 2 + (PAD16_BYTES if lane_bits == LANES_16 else 0)
     if op == OP_FIX32:
         return words * WORD_BYTES
     raise ValueError(f"unknown THC op {op}")
+
+
+def release_payload_bytes(op: int) -> int:
+    """Bytes after the THC header of a RELEASE: padding for THC and FIX32 (their results carry a cell)."""
+    return 0 if op == OP_NORM else RELEASE_PAD_BYTES
 
 
 def result_payload_bytes(op: int, words: int = WORDS) -> int:

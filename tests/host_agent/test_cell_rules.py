@@ -103,7 +103,7 @@ def test_a_one_worker_job_completes_only_a_reachable_round(new_engine, rnd, even
 # same slot's use completes normally: none of them was counted.
 MISFITS = [
     ((0, THC, 0, 0, ("key", 0x1234)), "DROP_BAD_KEY"),
-    ((0, THC, 0, 0, ("lane_bits", 16), ("payload", bytes(256))), "DROP_LANE_MISMATCH"),  # 16-bit framing
+    ((0, THC, 0, 0, ("lane_bits", 16), ("payload", bytes(512))), "DROP_LANE_MISMATCH"),  # 16-bit framing, padded
     ((0, FIX32, 0, 0, ("lane_bits", 16)), "DROP_LANE_MISMATCH"),
     ((0, NORM, 0, 0, ("lane_bits", 8)), "DROP_LANE_MISMATCH"),
     ((0, THC, 0, 0, ("payload", bytes(511))), "DROP_MALFORMED"),  # a byte short of 1,024 indices
@@ -131,7 +131,7 @@ def test_results_carry_the_cells_words_the_jobs_lanes_and_key(new_engine):
         table = job.job.table
         for slot, (op, payload) in enumerate(((THC, bytes([0x12]) * 512), (FIX32, b"\xff" * 1024), (NORM, b""))):
             if op == THC and spec.lane_bits == 16:
-                payload = payload[:256]
+                payload = payload[:256] + bytes(contract.PAD16_BYTES)  # 512 indices and the padding
             lane_bits = wire.op_lane_bits(op, spec.lane_bits)
             engine.process(worker_port(0), frame(job, 0, op, slot, 0, payload=payload, value=7))
             out = engine.process(worker_port(1), frame(job, 1, op, slot, 0, payload=payload, value=9))

@@ -42,14 +42,15 @@ CASES = {
     "thc request, 16-bit lanes": (
         dict(op=wire.OP_THC, kind=wire.KIND_REQUEST, lane_bits=16),
         THCIndices(idx=[(i * 7) % 16 for i in range(4 * W)]),
-        62 + 2 * W,
+        62 + 2 * W + contract.PAD16_BYTES,  # padded: its result may outgrow it by 512 bytes at most
     ),
     "fix32 request": (
         dict(op=wire.OP_FIX32, kind=wire.KIND_REQUEST, lane_bits=32),
         THCFix32(values=[(-1) ** i * i * 1000 for i in range(2 * W)]),
         62 + 8 * W,
     ),
-    "thc release": (dict(op=wire.OP_THC, kind=wire.KIND_RELEASE, lane_bits=16), None, 62),
+    "thc release": (dict(op=wire.OP_THC, kind=wire.KIND_RELEASE, lane_bits=16), None, 62 + 512),
+    "norm release": (dict(op=wire.OP_NORM, kind=wire.KIND_RELEASE), None, 62),
     "thc result 8": (
         dict(op=wire.OP_THC, kind=wire.KIND_RESULT, count=4, lane_bits=8),
         THCResult8(sums=[i % 256 for i in range(8 * W)]),
@@ -78,7 +79,9 @@ CASES = {
 def test_fast_builder_matches_scapy_byte_for_byte(case):
     fields, payload, size = CASES[case]
     header = dict(job_id=5, worker_id=2, slot=513, round=0xDEADBEEF, key=KEY, **fields)
-    want = scapy_frame(THC(**header), payload)
+    padding = bytes(wire.padding(fields["op"], fields["kind"], fields.get("lane_bits", 0)))
+    layers = [layer for layer in (payload, Raw(padding) if padding else None) if layer is not None]
+    want = scapy_frame(THC(**header), layers[0] / layers[1] if len(layers) == 2 else (layers or [None])[0])
     builder = wire.FrameBuilder(SRC, DST)
     got = builder.frame(
         header["op"],
@@ -88,7 +91,7 @@ def test_fast_builder_matches_scapy_byte_for_byte(case):
         513,
         0xDEADBEEF,
         header.get("value", 0),
-        bytes(payload) if payload is not None else b"",
+        (bytes(payload) if payload is not None else b"") + padding,
         header.get("count", 0),
         header.get("lane_bits", 0),
         KEY,
@@ -109,12 +112,14 @@ def test_payload_lengths_follow_the_cell_size(words):
     """A request carries what one cell of `words` words holds, a result the cell's words: the table of
     p4/README.md, for the default build and the variants."""
     assert wire.payload_length(wire.OP_THC, wire.KIND_REQUEST, 8, words) == 4 * words  # 8 * words indices
-    assert wire.payload_length(wire.OP_THC, wire.KIND_REQUEST, 16, words) == 2 * words  # 4 * words indices
+    # 4 * words indices, and the padding that keeps a result within simple_switch's 512 bytes of headroom
+    assert wire.payload_length(wire.OP_THC, wire.KIND_REQUEST, 16, words) == 2 * words + contract.PAD16_BYTES
     assert wire.payload_length(wire.OP_FIX32, wire.KIND_REQUEST, 32, words) == 8 * words
     for op in (wire.OP_THC, wire.OP_FIX32):
         for kind in (wire.KIND_RESULT, wire.KIND_RESULT_RETX, wire.KIND_PARTIAL):
             assert wire.payload_length(op, kind, 0, words) == 8 * words
-        assert wire.payload_length(op, wire.KIND_RELEASE, 32 if op == wire.OP_FIX32 else 8, words) == 0
+        assert wire.payload_length(op, wire.KIND_RELEASE, 32 if op == wire.OP_FIX32 else 8, words) == 512
+    assert wire.payload_length(wire.OP_NORM, wire.KIND_RELEASE, 0, words) == 0
     assert wire.payload_length(wire.OP_NORM, wire.KIND_RESULT, 0, words) == 0
     for op, lanes in ((wire.OP_THC, 32), (wire.OP_THC, 0), (wire.OP_FIX32, 8), (wire.OP_NORM, 8)):
         with pytest.raises(ValueError, match="LANE_MISMATCH"):

@@ -74,12 +74,15 @@ def test_every_table_and_action_of_the_contract_is_in_the_p4info(variant):
 
 
 def test_a_request_and_a_result_fit_the_mtu():
-    for lanes in contract.THC_LANE_BITS:
-        thc = contract.request_payload_bytes(contract.OP_THC, lanes)
-        assert thc == contract.per_request(lanes) // 2 and 20 + 8 + contract.THC_HEADER_BYTES + thc <= contract.MTU
     result = contract.result_payload_bytes(contract.OP_THC)
     assert result == contract.WORDS * contract.WORD_BYTES
     assert 20 + 8 + contract.THC_HEADER_BYTES + result <= contract.MTU
+    for lanes in contract.THC_LANE_BITS:
+        thc = contract.request_payload_bytes(contract.OP_THC, lanes)
+        assert thc >= contract.per_request(lanes) // 2 and 20 + 8 + contract.THC_HEADER_BYTES + thc <= contract.MTU
+        assert result - thc <= contract.BMV2_HEADROOM  # simple_switch's headroom for the result
+    for op in (contract.OP_THC, contract.OP_FIX32):
+        assert result - contract.release_payload_bytes(op) <= contract.BMV2_HEADROOM
     assert contract.per_request(contract.LANES_8) == 1024 and contract.per_request(contract.LANES_INT32) == 256
 
 

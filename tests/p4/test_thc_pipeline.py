@@ -112,7 +112,7 @@ def request(w: int, op: int = THC, *, kind: int = REQUEST, lane_bits: int | None
 
 
 def thc_request(w: int, idx: np.ndarray, lane_bits: int = 8, **kw) -> bytes:
-    return request(w, THC, lane_bits=lane_bits, payload=tp.pack_indices(idx), **kw)
+    return request(w, THC, lane_bits=lane_bits, payload=tp.request_payload(idx, lane_bits), **kw)
 
 
 def fix32_request(w: int, values, **kw) -> bytes:
@@ -120,6 +120,7 @@ def fix32_request(w: int, values, **kw) -> bytes:
 
 
 def release(w: int, op: int = THC, **kw) -> bytes:
+    kw.setdefault("payload", tp.release_payload(op))
     return request(w, op, kind=RELEASE, **kw)
 
 
@@ -211,6 +212,24 @@ def test_eight_bit_lanes_hold_sums_of_255_without_carrying_into_their_neighbours
     out = one_round(target, idx)
     assert_exact(out, idx, table)
     assert parsed(out[0][1]).lanes()[0::2] == [255] * (K8 // 2)
+
+
+def test_no_result_outgrows_the_packet_that_makes_it_by_more_than_bmv2s_headroom(target):
+    """simple_switch gives a packet 512 bytes of headroom: 16-bit requests and releases carry padding so
+    that their results fit (a frame without it is malformed: test_bad_requests_are_dropped_and_counted)."""
+    set_job(target, lane_bits=16, epoch=6, replace=True)
+    idx = random_indices(np.random.default_rng(17), k=K16)
+    sent = [thc_request(w, idx[w], 16) for w in range(N)]
+    out = send_all(target, [(worker_port(w), sent[w]) for w in range(N)])
+    assert len(out) == N and all(len(data) - len(sent[0]) <= contract.BMV2_HEADROOM for _, data in out)
+    assert target.send(1, thc_request(0, idx[0], 16, slot=1)) == []
+    assert target.send(1, fix32_request(0, np.arange(KFIX), slot=2)) == []
+    for op, slot, lanes in ((THC, 1, 16), (FIX32, 2, 32)):
+        frame = release(0, op, slot=slot, lane_bits=lanes)
+        out = target.send(1, frame)
+        assert len(out) == N and all(len(data) - len(frame) <= contract.BMV2_HEADROOM for _, data in out)
+        assert all(parsed(data).count == 1 for _, data in out)
+    assert target.events()["DROP_MALFORMED"] == 0
 
 
 def test_a_sum_of_256_takes_16_bit_lanes_which_hold_it(target):
@@ -397,6 +416,8 @@ def test_a_new_epoch_starts_on_fresh_cells(target):
         (lambda idx: request(0, NORM, lane_bits=8), "DROP_LANE_MISMATCH"),
         (lambda idx: request(0, NORM)[:-6], "DROP_MALFORMED"),  # THC header cut short
         (lambda idx: thc_request(0, idx)[:-1], "DROP_MALFORMED"),  # one index byte short of a cell
+        (lambda idx: release(0, payload=b""), "DROP_MALFORMED"),  # without its padding (BMv2's headroom)
+        (lambda idx: release(0, FIX32, payload=bytes(100)), "DROP_MALFORMED"),
     ],
 )
 def test_bad_requests_are_dropped_and_counted(target, frame_of, event):

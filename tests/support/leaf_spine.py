@@ -180,7 +180,10 @@ class LeafSpine:
         """Worker `w`'s request (or RELEASE) of (slot, round), to its leaf (or the spine, on one level)."""
         leaf = w // self.per_leaf
         service = leaf_ip(leaf) if self.levels == 2 else SPINE_IP
-        payload = tp.pack_indices(idx) if kind == contract.KIND_REQUEST else b""
+        if kind == contract.KIND_REQUEST:
+            payload = tp.request_payload(idx, self.lane_bits)
+        else:
+            payload = tp.release_payload(contract.OP_THC)
         return tp.frame(
             (mac_str(worker_mac(w)), worker_ip(w)),
             (mac_str(switch_mac(leaf)), service),
@@ -268,7 +271,7 @@ def worker_request(topo, host: str, spec: JobSpec, slot: int, rnd: int, idx, kin
         round_=rnd,
         lane_bits=spec.lane_bits,
         key=spec.key,
-        payload=tp.pack_indices(idx) if kind == 0 else b"",
+        payload=tp.request_payload(idx, spec.lane_bits) if kind == 0 else tp.release_payload(contract.OP_THC),
     )
 
 

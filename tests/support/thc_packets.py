@@ -73,6 +73,16 @@ def pack_indices(indices: np.ndarray) -> bytes:
     return ((idx[0::2] << 4) | idx[1::2]).astype(np.uint8).tobytes()
 
 
+def request_payload(indices: np.ndarray, lane_bits: int) -> bytes:
+    """A THC request's payload: the packed indices, and the padding 16-bit lanes carry (p4/README.md)."""
+    pad = contract.PAD16_BYTES if lane_bits == contract.LANES_16 else 0
+    return pack_indices(indices) + bytes(pad)
+
+
+def release_payload(op: int) -> bytes:
+    return bytes(contract.release_payload_bytes(op))
+
+
 def pack_int32(values) -> bytes:
     return np.asarray(values, dtype=">i4").tobytes()
 
