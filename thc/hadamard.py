@@ -127,11 +127,12 @@ def fwht(
 def sign_bits(seed: int, step: int, key: int, chunk: int, n: int) -> np.ndarray:
     """n random sign bits, packed 8 per byte, shared by all workers for (seed, step, key, chunk).
 
-    Drawn from numpy's SeedSequence/PCG64, so every worker (and every device) gets the same bits.
+    Drawn from numpy's SeedSequence/PCG64, so every worker (and every device) gets the same bits: the
+    bytes of numpy's Generator.bytes (the 64-bit draws, little-endian), read without building a Generator.
     """
     ss = np.random.SeedSequence(entropy=seed, spawn_key=(_SIGN_DOMAIN, key, step, chunk))
-    rng = np.random.Generator(np.random.PCG64(ss))
-    return np.frombuffer(rng.bytes((n + 7) // 8), dtype=np.uint8)
+    raw = np.random.PCG64(ss).random_raw((n + 63) // 64)
+    return raw.astype("<u8", copy=False).view(np.uint8)[: (n + 7) // 8]
 
 
 # byte -> its 8 bits, most significant first, as float32 sign-bit masks (0 or 0x80000000)
