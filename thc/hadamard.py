@@ -28,7 +28,9 @@ __all__ = [
     "hadamard_matrix",
     "stage_radices",
     "sign_bits",
+    "sign_bit_rows",
     "sign_mask",
+    "sign_masks",
     "flip_signs_",
     "randomized_hadamard",
     "inverse_randomized_hadamard",
@@ -135,6 +137,14 @@ def sign_bits(seed: int, step: int, key: int, chunk: int, n: int) -> np.ndarray:
     return raw.astype("<u8", copy=False).view(np.uint8)[: (n + 7) // 8]
 
 
+def sign_bit_rows(seed: int, step: int, key: int, first: int, count: int, n: int) -> np.ndarray:
+    """sign_bits of chunks first .. first + count - 1 (each of n coordinates), one row per chunk."""
+    rows = np.empty((count, (n + 7) // 8), dtype=np.uint8)
+    for i, row in enumerate(rows):
+        row[:] = sign_bits(seed, step, key, first + i, n)
+    return rows
+
+
 # byte -> its 8 bits, most significant first, as float32 sign-bit masks (0 or 0x80000000)
 _SIGN_LUT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.uint32) << np.uint32(31)
 
@@ -146,6 +156,12 @@ def sign_mask(bits: np.ndarray, n: int, out: np.ndarray | None = None) -> np.nda
         return mask
     out[:] = mask
     return out
+
+
+def sign_masks(rows: np.ndarray, n: int) -> np.ndarray:
+    """sign_mask of every row of packed bits (one row per chunk of n coordinates), concatenated."""
+    masks = np.take(_SIGN_LUT, rows[:, : (n + 7) // 8].astype(np.intp), axis=0).reshape(len(rows), -1)
+    return masks[:, :n].reshape(-1)
 
 
 def flip_signs_(x: torch.Tensor, mask: np.ndarray) -> torch.Tensor:
