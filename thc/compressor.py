@@ -35,6 +35,7 @@ from .feedback import ErrorFeedback
 from .hadamard import flip_signs_, fwht, sign_bit_rows, sign_mask, sign_masks
 from .interface import Bits, Compressor, Prepared
 from .quantize import TableQuantizer
+from .streams import spawn_seeds
 from .validation import check_float32_scale, flatten_gradient, raise_if_not_finite
 from .workspace import Workspace, empty_cpu
 
@@ -214,12 +215,8 @@ class THCCompressor(Compressor):
             flipped = self._flipped(prep.data, group, bits, exps[rows])
             u = self._ws.get("encode.u", group.size, torch.float32, flipped.device)
             fwht(flipped.view(group.count, group.padded), out=u.view(group.count, group.padded), workspace=self._ws)
-            seeds = [
-                np.random.SeedSequence(
-                    entropy=cfg.seed, spawn_key=(_ROUND_DOMAIN, self.worker_id, prep.key, prep.step, c.index)
-                )
-                for c in group.chunks
-            ]
+            stream = (_ROUND_DOMAIN, self.worker_id, prep.key, prep.step)
+            seeds = spawn_seeds(cfg.seed, stream, group.chunks[0].index, group.count)
             idx = self.quantizer.quantize_(
                 u.cpu().numpy(), seeds, segment=group.padded, scales=scales[rows], shift=table.granularity / 2.0
             )

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
+from .streams import spawn_seeds
 from .workspace import Workspace
 
 __all__ = [
@@ -140,8 +141,8 @@ def sign_bits(seed: int, step: int, key: int, chunk: int, n: int) -> np.ndarray:
 def sign_bit_rows(seed: int, step: int, key: int, first: int, count: int, n: int) -> np.ndarray:
     """sign_bits of chunks first .. first + count - 1 (each of n coordinates), one row per chunk."""
     rows = np.empty((count, (n + 7) // 8), dtype=np.uint8)
-    for i, row in enumerate(rows):
-        row[:] = sign_bits(seed, step, key, first + i, n)
+    for row, ss in zip(rows, spawn_seeds(seed, (_SIGN_DOMAIN, key, step), first, count)):
+        row[:] = np.random.PCG64(ss).random_raw((n + 63) // 64).astype("<u8", copy=False).view(np.uint8)[: row.size]
     return rows
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.random.bit_generator import ISeedSequence
 
 from . import parallel
 from .tables import Table
@@ -47,7 +48,7 @@ class TableQuantizer:
     def quantize_(
         self,
         u: np.ndarray,
-        seeds: np.random.SeedSequence | Sequence[np.random.SeedSequence],
+        seeds: ISeedSequence | Sequence[ISeedSequence],
         out: np.ndarray | None = None,
         segment: int | None = None,
         scales: Sequence[float] | np.ndarray | None = None,
@@ -61,7 +62,7 @@ class TableQuantizer:
         """
         n = u.size
         segment = n if segment is None else segment
-        if isinstance(seeds, np.random.SeedSequence):
+        if isinstance(seeds, ISeedSequence):
             seeds = [seeds]
         count = -(-n // segment) if n else 0
         if len(seeds) != count or (scales is not None and len(scales) != count):
@@ -107,7 +108,7 @@ class TableQuantizer:
         return out
 
 
-def _draws(seeds: Sequence[np.random.SeedSequence], segment: int, start: int, stop: int) -> np.ndarray:
+def _draws(seeds: Sequence[ISeedSequence], segment: int, start: int, stop: int) -> np.ndarray:
     """32-bit draws for coordinates [start, stop): each segment's from its own stream, advanced to the offset."""
     first, offset = divmod(start, segment)
     if stop - start <= segment:
