@@ -53,26 +53,30 @@ def hadamard_matrix(r: int, dtype: torch.dtype = torch.float32, device: torch.de
     """The r x r Sylvester Hadamard matrix (entries +-1, unnormalised)."""
     if r < 1 or r & (r - 1):
         raise ConfigError(f"Hadamard size {r} is not a power of two")
-    h = _hadamard_cpu(r, dtype)
-    return h if torch.device(device).type == "cpu" else _hadamard_device(r, dtype, str(device))
+    return _hadamard(r, dtype, torch.device(device))
 
 
 @functools.lru_cache(maxsize=64)
-def _hadamard_device(r: int, dtype: torch.dtype, device: str) -> torch.Tensor:
-    return _hadamard_cpu(r, dtype).to(device)
+def _hadamard(r: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return _hadamard_cpu(r, dtype) if device.type == "cpu" else _hadamard_cpu(r, dtype).to(device)
 
 
 def stage_radices(n: int) -> list[int]:
     """Split log2(n) into the fewest stages of at most log2(MAX_RADIX) bits, as evenly as possible."""
     if n < 1 or n & (n - 1):
         raise ConfigError(f"Walsh–Hadamard length {n} is not a power of two")
+    return list(_radices(n))
+
+
+@functools.lru_cache(maxsize=64)
+def _radices(n: int) -> tuple[int, ...]:
     k = n.bit_length() - 1
     if k == 0:
-        return []
+        return ()
     per = int(math.log2(MAX_RADIX))
     stages = -(-k // per)
     base, extra = divmod(k, stages)
-    return [2 ** (base + (1 if i < extra else 0)) for i in range(stages)]
+    return tuple(2 ** (base + (1 if i < extra else 0)) for i in range(stages))
 
 
 def fwht(
@@ -87,6 +91,7 @@ def fwht(
     x: float tensor (..., n), n a power of two; it is not modified. out: optional contiguous tensor of x's
     shape for the result. workspace: scratch buffers reused across calls (faster for large n).
     Returns scale * H x + shift; the affine map is fused into the last matmul stage (addmm), so it is free.
+    The stages call mm and bmm, the kernels torch.matmul would pick, without its dispatch.
     """
     if not x.is_floating_point():
         raise ConfigError(f"fwht needs a floating-point tensor, got {x.dtype}")
@@ -111,17 +116,17 @@ def fwht(
         b = n * batch // (a * r)
         last = i == len(radices) - 1
         dst = out.view(-1) if last else (ping if i % 2 == 0 else pong)
-        h = hadamard_matrix(r, x.dtype, x.device)
+        h = _hadamard(r, x.dtype, x.device)
         if b == 1:  # always the last stage: a plain GEMM, with the affine map fused in
             if last and (scale != 1.0 or shift != 0.0):
                 bias = torch.full((1,), shift, dtype=x.dtype, device=x.device)
                 torch.addmm(bias, src.view(a, r), h, beta=1, alpha=scale, out=dst.view(a, r))
             else:
-                torch.matmul(src.view(a, r), h, out=dst.view(a, r))
+                torch.mm(src.view(a, r), h, out=dst.view(a, r))
         elif a == 1:
-            torch.matmul(h, src.view(r, b), out=dst.view(r, b))
-        else:
-            torch.matmul(h, src.view(a, r, b), out=dst.view(a, r, b))
+            torch.mm(h, src.view(r, b), out=dst.view(r, b))
+        else:  # H applied to each of a matrices: matmul's broadcast, as one bmm
+            torch.bmm(h.expand(a, r, r), src.view(a, r, b), out=dst.view(a, r, b))
         src = dst
         a *= r
     return out
