@@ -102,7 +102,7 @@ def _flip_scale(src: np.ndarray, dst: np.ndarray, bits: np.ndarray, d: int, exps
         _scale_rows_pow2_(dst[start:stop].view(np.float32), d, exps[row : (stop - 1) // d + 1])
 
     size = parallel.BLOCK if d >= parallel.BLOCK else d * (parallel.BLOCK // d)
-    if threads:
+    if threads and src.size > size:
         parallel.for_blocks(src.size, block, block=size)
     else:  # first-touch page faults of a fresh output cost more from several threads than the pass itself
         for start in range(0, src.size, size):
@@ -334,7 +334,8 @@ class THCCompressor(Compressor):
         length = group.chunks[-1].stop - group.start  # only a group's lone chunk can be shorter than d
         dst = buf.numpy().view(np.uint32)
         _flip_scale(v.numpy().view(np.uint32)[group.start : group.start + length], dst, bits, d, -exps, threads=True)
-        dst[length:] = 0
+        if length < group.size:
+            dst[length:] = 0
         return buf
 
     def _decode_flat(
@@ -419,6 +420,14 @@ class THCCompressor(Compressor):
         alphas32 = alphas.astype(np.float32)
 
         def convert(start: int, stop: int) -> None:
+            row, rows = start // d, (stop - start) // d
+            if counts is None and rows > 1 and all(a.dtype == sums[row].dtype for a in sums[row : row + rows]):
+                whole = np.stack(sums[row : row + rows])  # short rows: one copy, then one call per step
+                tops[row : row + rows] = whole.view(whole.dtype.str.replace("i", "u")).max(axis=1)
+                totals[row : row + rows] = whole.sum(axis=1, dtype=np.int64)
+                dst = f[start:stop].reshape(rows, d)
+                np.multiply(whole, alphas32[row : row + rows, None], out=dst, dtype=np.float32, casting="unsafe")
+                return
             for at in range(start, stop, piece):
                 row, offset = divmod(at, d)
                 part = sums[row][offset : offset + piece]
@@ -443,13 +452,13 @@ class THCCompressor(Compressor):
         m = m.astype(np.float64).reshape(-1)
         if m.size != len(prep.chunks):
             raise AggregationError(f"got {m.size} max norms for {len(prep.chunks)} chunks")
-        if not np.all(np.isfinite(m)) or np.any(m < 0):
+        if not (np.isfinite(m).all() and (m >= 0).all()):
             raise AggregationError(f"max norms must be finite and non-negative, got {m.tolist()[:8]}")
         if own:
             mine = prep.norms.numpy().astype(np.float64)
-            low = np.nonzero(m < mine * (1 - 1e-6))[0]
-            if low.size:
-                c = int(low[0])
+            low = m < mine * (1 - 1e-6)
+            if low.any():
+                c = int(np.flatnonzero(low)[0])
                 raise AggregationError(
                     f"max norm {m[c]:.6g} of chunk {c} is below this worker's own norm {mine[c]:.6g}: "
                     f"the max-norm round must include every contributor"

@@ -69,7 +69,7 @@ class TableQuantizer:
             raise ValueError(f"{count} segments need {count} seeds and scales")
         if out is None:
             out = np.empty(n, dtype=np.uint8)
-        g = float(self.table.granularity)
+        g, shift32 = np.float32(self.table.granularity), np.float32(shift)
         lut, last = self._lut, self._last
         scales32 = None if scales is None else np.asarray(scales, dtype=np.float32)
         if segment < parallel.BLOCK and n % segment == 0:
@@ -88,8 +88,8 @@ class TableQuantizer:
                     rows = ub.reshape(-1, segment)
                     np.multiply(rows, scales32[first : first + len(rows), None], out=rows)
             if shift:
-                np.add(ub, np.float32(shift), out=ub)
-            np.clip(ub, 0.0, g, out=ub)
+                np.add(ub, shift32, out=ub)
+            np.minimum(np.maximum(ub, 0.0, out=ub), g, out=ub)  # np.clip, without its Python wrapper
             cells = ub.astype(np.intp)  # floor, since ub >= 0; numpy gathers fastest with intp indices
             coef = np.take(lut, cells).view(np.float32).reshape(m, 2)
             np.multiply(ub, coef[:, 1], out=ub)
