@@ -34,6 +34,7 @@ from .errors import AggregationError, ConfigError
 from .feedback import ErrorFeedback
 from .hadamard import flip_signs_, fwht, sign_bit_rows, sign_mask, sign_masks
 from .interface import Bits, Compressor, Prepared
+from .intraop import one_thread_if_small
 from .quantize import TableQuantizer
 from .streams import spawn_seeds
 from .validation import check_float32_scale, flatten_gradient, raise_if_not_finite
@@ -172,13 +173,14 @@ class THCCompressor(Compressor):
         step = _check_index("step", step)
         key = _check_index("key", key)
         flat = flatten_gradient(grad)
-        v = self.feedback.compensate(flat) if self.feedback is not None else flat
-        chunks = list(self._plan(v.numel())[0])
-        norms = self._chunk_norms(v, chunks)
-        if not np.isfinite(norms.numpy()).all():
-            raise_if_not_finite(grad, v, flat)
-        if grad.dtype == torch.float64:
-            check_float32_scale(grad, chunks, norms if v is flat else self._chunk_norms(flat, chunks))
+        with one_thread_if_small(flat.numel(), flat.device):
+            v = self.feedback.compensate(flat) if self.feedback is not None else flat
+            chunks = list(self._plan(v.numel())[0])
+            norms = self._chunk_norms(v, chunks)
+            if not np.isfinite(norms.numpy()).all():
+                raise_if_not_finite(grad, v, flat)
+            if grad.dtype == torch.float64:
+                check_float32_scale(grad, chunks, norms if v is flat else self._chunk_norms(flat, chunks))
         return THCPrepared(
             shape=grad.shape,
             dtype=grad.dtype,
@@ -202,30 +204,31 @@ class THCCompressor(Compressor):
         worker's own norm; its coordinates are then clipped to the table's range like any outlier.
         """
         m = self._check_norms(prep, max_norms, own=not partial)
-        cfg, table = self.config, self.table
-        groups = self._plan(prep.numel)[1]
-        signs = [self._sign_rows(prep, group) for group in groups]
-        exps = _exponents(m)
-        # y = H D v 2^-e / (M 2^-e); grid position u = y / inc + g/2 (a zero max norm means an all-zero chunk)
-        scales = np.zeros_like(m)
-        np.divide(1.0, np.ldexp(m, -exps) * table.inc, out=scales, where=m > 0)
-        indices: list[np.ndarray] = []
-        for group, bits in zip(groups, signs):
-            rows = slice(group.chunks[0].index, group.chunks[0].index + group.count)
-            flipped = self._flipped(prep.data, group, bits, exps[rows])
-            u = self._ws.get("encode.u", group.size, torch.float32, flipped.device)
-            fwht(flipped.view(group.count, group.padded), out=u.view(group.count, group.padded), workspace=self._ws)
-            stream = (_ROUND_DOMAIN, self.worker_id, prep.key, prep.step)
-            seeds = spawn_seeds(cfg.seed, stream, group.chunks[0].index, group.count)
-            idx = self.quantizer.quantize_(
-                u.cpu().numpy(), seeds, segment=group.padded, scales=scales[rows], shift=table.granularity / 2.0
-            )
-            indices.extend(idx.reshape(group.count, group.padded))
-        prep.extra["signs"] = signs
-        if self.feedback is not None:
-            own = [np.take(table.values, idx) for idx in indices]
-            self.feedback.update(prep.data, self._decode_flat(prep, own, 1, m))
-        return indices
+        with one_thread_if_small(prep.numel, prep.data.device):
+            cfg, table = self.config, self.table
+            groups = self._plan(prep.numel)[1]
+            signs = [self._sign_rows(prep, group) for group in groups]
+            exps = _exponents(m)
+            # y = H D v 2^-e / (M 2^-e); grid position u = y / inc + g/2 (a zero max norm means an all-zero chunk)
+            scales = np.zeros_like(m)
+            np.divide(1.0, np.ldexp(m, -exps) * table.inc, out=scales, where=m > 0)
+            indices: list[np.ndarray] = []
+            for group, bits in zip(groups, signs):
+                rows = slice(group.chunks[0].index, group.chunks[0].index + group.count)
+                flipped = self._flipped(prep.data, group, bits, exps[rows])
+                u = self._ws.get("encode.u", group.size, torch.float32, flipped.device)
+                fwht(flipped.view(group.count, group.padded), out=u.view(group.count, group.padded), workspace=self._ws)
+                stream = (_ROUND_DOMAIN, self.worker_id, prep.key, prep.step)
+                seeds = spawn_seeds(cfg.seed, stream, group.chunks[0].index, group.count)
+                idx = self.quantizer.quantize_(
+                    u.cpu().numpy(), seeds, segment=group.padded, scales=scales[rows], shift=table.granularity / 2.0
+                )
+                indices.extend(idx.reshape(group.count, group.padded))
+            prep.extra["signs"] = signs
+            if self.feedback is not None:
+                own = [np.take(table.values, idx) for idx in indices]
+                self.feedback.update(prep.data, self._decode_flat(prep, own, 1, m))
+            return indices
 
     def aggregate(self, payloads: Sequence[list[np.ndarray]]) -> list[np.ndarray]:
         """Reference aggregation of all workers' indices: per chunk, integer sums of table values."""
@@ -265,12 +268,13 @@ class THCCompressor(Compressor):
         direct = (
             out is not None and out.dtype == torch.float32 and out.is_contiguous() and out.device == prep.data.device
         )
-        flat = self._decode_flat(prep, arrays, n, m, out=out.view(-1) if direct else None)
-        if out is None:
-            return flat.view(prep.shape).to(prep.dtype)
-        if not direct:
-            out.copy_(flat.view(out.shape))
-        return out
+        with one_thread_if_small(prep.numel, prep.data.device):
+            flat = self._decode_flat(prep, arrays, n, m, out=out.view(-1) if direct else None)
+            if out is None:
+                return flat.view(prep.shape).to(prep.dtype)
+            if not direct:
+                out.copy_(flat.view(out.shape))
+            return out
 
     def bits_per_coordinate(self, n: int) -> Bits:
         """b bits up; ceil(log2(n g + 1)) bits down (the sums), plus one float norm per chunk each way."""

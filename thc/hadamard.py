@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
+from .intraop import one_thread_if_small
 from .streams import spawn_seeds
 from .workspace import Workspace
 
@@ -91,7 +92,8 @@ def fwht(
     x: float tensor (..., n), n a power of two; it is not modified. out: optional contiguous tensor of x's
     shape for the result. workspace: scratch buffers reused across calls (faster for large n).
     Returns scale * H x + shift; the affine map is fused into the last matmul stage (addmm), so it is free.
-    The stages call mm and bmm, the kernels torch.matmul would pick, without its dispatch.
+    The stages call mm and bmm, the kernels torch.matmul would pick, without its dispatch; a small transform
+    runs them on one thread (thc.intraop).
     """
     if not x.is_floating_point():
         raise ConfigError(f"fwht needs a floating-point tensor, got {x.dtype}")
@@ -111,24 +113,25 @@ def fwht(
         ws = workspace if workspace is not None else Workspace()
         ping = ws.get("fwht.ping", batch * n, x.dtype, x.device)
         pong = ws.get("fwht.pong", batch * n, x.dtype, x.device) if len(radices) > 2 else None
-    a = batch
-    for i, r in enumerate(radices):
-        b = n * batch // (a * r)
-        last = i == len(radices) - 1
-        dst = out.view(-1) if last else (ping if i % 2 == 0 else pong)
-        h = _hadamard(r, x.dtype, x.device)
-        if b == 1:  # always the last stage: a plain GEMM, with the affine map fused in
-            if last and (scale != 1.0 or shift != 0.0):
-                bias = torch.full((1,), shift, dtype=x.dtype, device=x.device)
-                torch.addmm(bias, src.view(a, r), h, beta=1, alpha=scale, out=dst.view(a, r))
-            else:
-                torch.mm(src.view(a, r), h, out=dst.view(a, r))
-        elif a == 1:
-            torch.mm(h, src.view(r, b), out=dst.view(r, b))
-        else:  # H applied to each of a matrices: matmul's broadcast, as one bmm
-            torch.bmm(h.expand(a, r, r), src.view(a, r, b), out=dst.view(a, r, b))
-        src = dst
-        a *= r
+    with one_thread_if_small(batch * n, x.device):
+        a = batch
+        for i, r in enumerate(radices):
+            b = n * batch // (a * r)
+            last = i == len(radices) - 1
+            dst = out.view(-1) if last else (ping if i % 2 == 0 else pong)
+            h = _hadamard(r, x.dtype, x.device)
+            if b == 1:  # always the last stage: a plain GEMM, with the affine map fused in
+                if last and (scale != 1.0 or shift != 0.0):
+                    bias = torch.full((1,), shift, dtype=x.dtype, device=x.device)
+                    torch.addmm(bias, src.view(a, r), h, beta=1, alpha=scale, out=dst.view(a, r))
+                else:
+                    torch.mm(src.view(a, r), h, out=dst.view(a, r))
+            elif a == 1:
+                torch.mm(h, src.view(r, b), out=dst.view(r, b))
+            else:  # H applied to each of a matrices: matmul's broadcast, as one bmm
+                torch.bmm(h.expand(a, r, r), src.view(a, r, b), out=dst.view(a, r, b))
+            src = dst
+            a *= r
     return out
 
 
