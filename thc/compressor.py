@@ -306,11 +306,12 @@ class THCCompressor(Compressor):
         """
         size = chunks[0].length
         full = len(chunks) - (chunks[-1].length != size)  # only the last chunk can be shorter
-        norms = torch.linalg.vector_norm(v[: full * size].view(full, size), dim=1)
+        norms = torch.linalg.vector_norm((v if full == len(chunks) else v[: full * size]).view(full, size), dim=1)
         if full < len(chunks):
             tail = torch.linalg.vector_norm(v[chunks[-1].start : chunks[-1].stop]).reshape(1)
             norms = torch.cat([norms, tail])
-        norms = norms.to(device="cpu", dtype=torch.float32)
+        if norms.device.type != "cpu":
+            norms = norms.cpu()
         values = norms.numpy()
         redo = np.flatnonzero(~(values >= _SAFE_NORM) | np.isinf(values)).tolist()
         if redo:
