@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 import torch
+from numpy.random.bit_generator import ISeedSequence
 
 from .errors import ConfigError
 from .intraop import one_thread_if_small
@@ -141,17 +142,20 @@ def sign_bits(seed: int, step: int, key: int, chunk: int, n: int) -> np.ndarray:
     Drawn from numpy's SeedSequence/PCG64, so every worker (and every device) gets the same bits: the
     bytes of numpy's Generator.bytes (the 64-bit draws, little-endian), read without building a Generator.
     """
-    ss = np.random.SeedSequence(entropy=seed, spawn_key=(_SIGN_DOMAIN, key, step, chunk))
-    raw = np.random.PCG64(ss).random_raw((n + 63) // 64)
-    return raw.astype("<u8", copy=False).view(np.uint8)[: (n + 7) // 8]
+    return _packed_bits(np.random.SeedSequence(entropy=seed, spawn_key=(_SIGN_DOMAIN, key, step, chunk)), n)
 
 
 def sign_bit_rows(seed: int, step: int, key: int, first: int, count: int, n: int) -> np.ndarray:
     """sign_bits of chunks first .. first + count - 1 (each of n coordinates), one row per chunk."""
     rows = np.empty((count, (n + 7) // 8), dtype=np.uint8)
-    for row, ss in zip(rows, spawn_seeds(seed, (_SIGN_DOMAIN, key, step), first, count)):
-        row[:] = np.random.PCG64(ss).random_raw((n + 63) // 64).astype("<u8", copy=False).view(np.uint8)[: row.size]
+    for row, seed_seq in zip(rows, spawn_seeds(seed, (_SIGN_DOMAIN, key, step), first, count)):
+        row[:] = _packed_bits(seed_seq, n)
     return rows
+
+
+def _packed_bits(seed_seq: ISeedSequence, n: int) -> np.ndarray:
+    raw = np.random.PCG64(seed_seq).random_raw((n + 63) // 64)
+    return raw.astype("<u8", copy=False).view(np.uint8)[: (n + 7) // 8]
 
 
 # byte -> its 8 bits, most significant first, as float32 sign-bit masks (0 or 0x80000000)
