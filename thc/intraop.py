@@ -37,17 +37,13 @@ def _function(library: str, name: str, restype=ctypes.c_int) -> Callable | None:
 
 
 @functools.cache
-def _knobs() -> tuple[Callable | None, Callable | None, Callable | None]:
-    """omp_get_max_threads, omp_set_num_threads and MKL_Set_Num_Threads_Local of torch's libraries."""
+def _knobs() -> tuple[Callable | None, Callable | None]:
+    """omp_set_num_threads and MKL_Set_Num_Threads_Local of torch's libraries."""
     top = os.path.dirname(torch.__file__)
     gomp = sorted(glob.glob(os.path.join(top, "lib", "libgomp*.so*")) + glob.glob(top + ".libs/libgomp*.so*"))
     omp = gomp[0] if gomp else None  # None: whatever the process has loaded
     mkl = os.path.join(top, "lib", "libtorch_cpu.so")
-    return (
-        _function(omp, "omp_get_max_threads"),
-        _function(omp, "omp_set_num_threads", None),
-        _function(mkl, "MKL_Set_Num_Threads_Local"),
-    )
+    return _function(omp, "omp_set_num_threads", None), _function(mkl, "MKL_Set_Num_Threads_Local")
 
 
 @contextlib.contextmanager
@@ -57,9 +53,10 @@ def one_thread_if_small(coordinates: int, device: torch.device) -> Iterator[None
     if coordinates > SMALL or device.type != "cpu":
         yield
         return
-    omp_get, omp_set, mkl_set = _knobs()
-    omp_before = omp_get() if omp_get and omp_set else None
-    if omp_before is not None:
+    omp_set, mkl_set = _knobs()
+    # torch sets a thread's counts at its first parallel op: done now (by asking), so that it cannot undo ours
+    omp_before = torch.get_num_threads() if omp_set else None  # OpenMP's count for this thread
+    if omp_set:
         omp_set(1)
     mkl_before = mkl_set(1) if mkl_set else None  # the previous per-thread count; 0: none, the global one
     try:

@@ -40,6 +40,27 @@ def test_small_work_has_one_thread_here_and_the_counts_come_back(two_torch_threa
 
 
 @pytest.mark.skipif(None in _knobs(), reason="this torch has no OpenMP or no MKL")
+def test_a_thread_that_first_uses_torch_in_the_block_gets_torchs_count_afterwards():
+    """torch gives a thread its counts (here 3, more than the cores) at its first parallel op; the block must not
+    undo them with OpenMP's default when it ends."""
+    before, seen = torch.get_num_threads(), []
+
+    def fresh():
+        with one_thread_if_small(100, CPU):
+            torch.ones(2**17).sum()  # large enough for a parallel op, which sets up the thread
+        seen.append(torch.get_num_threads())
+
+    torch.set_num_threads(3)
+    try:
+        thread = threading.Thread(target=fresh)
+        thread.start()
+        thread.join()
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [3]
+
+
+@pytest.mark.skipif(None in _knobs(), reason="this torch has no OpenMP or no MKL")
 def test_the_counts_come_back_after_an_error(two_torch_threads):
     with pytest.raises(RuntimeError), one_thread_if_small(10, CPU):
         raise RuntimeError("in the block")
