@@ -8,8 +8,9 @@
    THC encode (prepare + encode) and decode, with one full-width chunk of n coordinates, with the
    default 2^20 chunks and, up to 2^16, with thc-worker's default 2^11 chunks (DDP buckets of a small
    model); then the baselines' encode and decode. Medians of the repetitions (more of them below 2^16).
-   The fixed cost of a call: a least-squares line time = fixed + per-coordinate * n through the medians
-   of 2^10 .. 2^16, one full-width chunk (what small and medium DDP buckets pay on top of their size).
+   The fixed cost of a call: a line time = fixed + per-coordinate * n through the medians of 2^10 ..
+   2^16, one full-width chunk, fitted on relative residuals (what small and medium DDP buckets pay on
+   top of their size).
    Floor: THC encode + decode of 2^24 coordinates must take at most 3x one 2^24-point FWHT; checked with
    the default 2^20-coordinate chunks and, stricter, with one full-width 2^24-point chunk.
 2. NMSE against bits per coordinate for every compressor, for n workers, on Gaussian vectors and on real
@@ -172,12 +173,17 @@ def print_size(n: int, rows: list[dict]) -> None:
 
 
 def fixed_cost(rows: list[dict]) -> dict:
-    """Per op, the least-squares line seconds = fixed + per_coord * n through the medians of sizes <= SMALL."""
+    """Per op, the line seconds = fixed + per_coord * n through the medians of sizes <= SMALL.
+
+    Least squares on relative residuals (weights 1/seconds): a busy machine slows a call by a factor, and
+    plain least squares would let the largest size alone set the line (and the fixed cost with it).
+    """
     fits = {}
     for op in ("thc encode (1 chunk)", "thc decode (1 chunk)", "fwht"):
         pts = sorted((r["size"], r["seconds"]) for r in rows if r["op"] == op and r["size"] <= SMALL)
         if len(pts) >= 2:
-            per_coord, fixed = np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
+            sizes, seconds = np.array(pts, dtype=float).T
+            per_coord, fixed = np.polyfit(sizes, seconds, 1, w=1 / seconds)
             fits[op] = {"fixed_s": float(fixed), "per_coord_s": float(per_coord), "sizes": [p[0] for p in pts]}
     return fits
 
@@ -187,7 +193,7 @@ def print_fixed_cost(fits: dict) -> None:
         return
     sizes = next(iter(fits.values()))["sizes"]
     span = f"2^{int(np.log2(sizes[0]))} .. 2^{int(np.log2(sizes[-1]))}"
-    print(f"\nFixed cost per call: least-squares line through the medians of {span} coordinates, one chunk")
+    print(f"\nFixed cost per call: line through the medians of {span} coordinates (relative residuals), one chunk")
     for op, f in fits.items():
         print(f"  {op:<34} {f['fixed_s'] * 1e6:>8.1f} us per call + {f['per_coord_s'] * 1e9:5.2f} ns per coordinate")
 
