@@ -392,15 +392,15 @@ class THCCompressor(Compressor):
             # H maps the constant -g/2 * inc to coordinate 0 only; make that coordinate exact, as it is a
             # difference of two large numbers: alpha * sum(S) - g/2 * inc * M
             totals = np.array([sum(t) for t in totals.reshape(group.count, -1).tolist()], dtype=np.float64)
-            first = alphas * totals - table.granularity / 2.0 * table.inc * m[rows]
+            zeroth = alphas * totals - table.granularity / 2.0 * table.inc * m[rows]
             length = group.chunks[-1].stop - group.start  # only a group's lone chunk can be shorter than d
             if device.type == "cpu":
-                z.numpy().reshape(group.count, d)[:, 0] = first
+                z.numpy().reshape(group.count, d)[:, 0] = zeroth
                 src = z.numpy()[:length].view(np.uint32)
                 dst = out.numpy()[group.start : group.start + length].view(np.uint32)
                 _flip_scale(src, dst, bits, d, exps[rows], threads=False)
             else:
-                z.view(group.count, d)[:, 0] = torch.from_numpy(first).to(device=device, dtype=torch.float32)
+                z.view(group.count, d)[:, 0] = torch.from_numpy(zeroth).to(device=device, dtype=torch.float32)
                 for i, c in enumerate(group.chunks):
                     dst = out[c.start : c.stop]
                     dst.copy_(z[i * d : i * d + c.length])

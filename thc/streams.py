@@ -45,8 +45,6 @@ def _xorshift(x: np.ndarray) -> np.ndarray:
 class _Seed(ISeedSequence):
     """A seed whose first output words are already known (PCG64 asks for four 64-bit words)."""
 
-    __slots__ = ("pool", "words")
-
     def __init__(self, pool: np.ndarray, words: np.ndarray) -> None:
         self.pool, self.words = pool, words  # uint32: the pool, its first hashed words
 
