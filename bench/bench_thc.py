@@ -2,11 +2,15 @@
 
     .venv/bin/python bench/bench_thc.py [--quick] [--workers N] [--threads T] [--out DIR]
 
-1. Throughput (coordinates per second) for 2^16 .. 2^24 coordinates, all measured in the same run and
+1. Throughput (coordinates per second) for 2^10 .. 2^24 coordinates, all measured in the same run and
    interleaved, repetition by repetition, so that a busy machine slows every column alike:
    copy (one tensor copy into a preallocated buffer), FWHT (one unnormalised transform, warm buffers),
-   THC encode (prepare + encode) and decode, with one full-width chunk of n coordinates and with the
-   default 2^20 chunks; then the baselines' encode and decode. Medians of the repetitions.
+   THC encode (prepare + encode) and decode, with one full-width chunk of n coordinates, with the
+   default 2^20 chunks and, up to 2^16, with thc-worker's default 2^11 chunks (DDP buckets of a small
+   model); then the baselines' encode and decode. Medians of the repetitions (more of them below 2^16).
+   The fixed cost of a call: a line time = fixed + per-coordinate * n through the medians of 2^10 ..
+   2^16, one full-width chunk, fitted on relative residuals (what small and medium DDP buckets pay on
+   top of their size).
    Floor: THC encode + decode of 2^24 coordinates must take at most 3x one 2^24-point FWHT; checked with
    the default 2^20-coordinate chunks and, stricter, with one full-width 2^24-point chunk.
 2. NMSE against bits per coordinate for every compressor, for n workers, on Gaussian vectors and on real
@@ -49,6 +53,8 @@ from thc.workloads import digits_gradient_rounds, gaussian_rounds  # noqa: E402
 from thc.workspace import Workspace, empty_cpu  # noqa: E402
 
 DEFAULT_CHUNK = 2**20
+WORKER_CHUNK = 2**11  # thc-worker's --chunk default
+SMALL = 2**16  # sizes up to this one: more repetitions, the fixed-cost fit and the 2^11-chunk rows
 
 
 def median_time(fn, reps: int) -> float:
@@ -108,10 +114,14 @@ def throughput(sizes: list[int], reps: int, baseline_max: int) -> tuple[list[dic
         if n > DEFAULT_CHUNK:
             enc, dec = thc_phases(n, DEFAULT_CHUNK, x)
             ops["thc encode (2^20 chunks)"], ops["thc decode (2^20 chunks)"] = enc, dec
+        if WORKER_CHUNK < n <= SMALL:
+            enc, dec = thc_phases(n, WORKER_CHUNK, x)
+            ops["thc encode (2^11 chunks)"], ops["thc decode (2^11 chunks)"] = enc, dec
         times = {name: [] for name in ops}
         for fn in ops.values():  # warm-up: allocations, caches, lazy imports
             fn()
-        for _ in range(reps):
+        # a small call takes well under a millisecond: more repetitions for a steady median
+        for _ in range(reps * 5 if n < SMALL else reps):
             for name, fn in ops.items():
                 start = time.perf_counter()
                 fn()
@@ -123,7 +133,16 @@ def throughput(sizes: list[int], reps: int, baseline_max: int) -> tuple[list[dic
                 times[f"{comp.name} decode"] = [median_time(dec, max(1, reps // 2))]
         for name, ts in times.items():
             med = statistics.median(ts)
-            rows.append({"size": n, "op": name, "seconds": med, "coords_per_s": n / med, "reps": len(ts)})
+            rows.append(
+                {
+                    "size": n,
+                    "op": name,
+                    "seconds": med,
+                    "coords_per_s": n / med,
+                    "ns_per_coord": med / n * 1e9,
+                    "reps": len(ts),
+                }
+            )
         if n == max(sizes):
             floor = {"size": n, "limit": 3.0, "fwht_s": statistics.median(times["fwht"])}
             variants = [("one chunk", "1 chunk")]
@@ -148,9 +167,35 @@ def throughput(sizes: list[int], reps: int, baseline_max: int) -> tuple[list[dic
 def print_size(n: int, rows: list[dict]) -> None:
     k = int(round(np.log2(n)))
     print(f"\n2^{k} = {n} coordinates")
-    print(f"  {'operation':<34} {'ms':>9} {'Mcoord/s':>10}")
+    print(f"  {'operation':<34} {'ms':>9} {'Mcoord/s':>10} {'ns/coord':>9}")
     for r in rows:
-        print(f"  {r['op']:<34} {r['seconds'] * 1e3:>9.2f} {r['coords_per_s'] / 1e6:>10.1f}")
+        print(f"  {r['op']:<34} {r['seconds'] * 1e3:>9.3f} {r['coords_per_s'] / 1e6:>10.1f} {r['ns_per_coord']:>9.1f}")
+
+
+def fixed_cost(rows: list[dict]) -> dict:
+    """Per op, the line seconds = fixed + per_coord * n through the medians of sizes <= SMALL.
+
+    Least squares on relative residuals (weights 1/seconds): a busy machine slows a call by a factor, and
+    plain least squares would let the largest size alone set the line (and the fixed cost with it).
+    """
+    fits = {}
+    for op in ("thc encode (1 chunk)", "thc decode (1 chunk)", "fwht"):
+        pts = sorted((r["size"], r["seconds"]) for r in rows if r["op"] == op and r["size"] <= SMALL)
+        if len(pts) >= 2:
+            sizes, seconds = np.array(pts, dtype=float).T
+            per_coord, fixed = np.polyfit(sizes, seconds, 1, w=1 / seconds)
+            fits[op] = {"fixed_s": float(fixed), "per_coord_s": float(per_coord), "sizes": [p[0] for p in pts]}
+    return fits
+
+
+def print_fixed_cost(fits: dict) -> None:
+    if not fits:
+        return
+    sizes = next(iter(fits.values()))["sizes"]
+    span = f"2^{int(np.log2(sizes[0]))} .. 2^{int(np.log2(sizes[-1]))}"
+    print(f"\nFixed cost per call: line through the medians of {span} coordinates (relative residuals), one chunk")
+    for op, f in fits.items():
+        print(f"  {op:<34} {f['fixed_s'] * 1e6:>8.1f} us per call + {f['per_coord_s'] * 1e9:5.2f} ns per coordinate")
 
 
 # ------------------------------------------------------------------------------------------------ NMSE
@@ -273,14 +318,17 @@ def plot(path: Path, rows: list[dict], nmse: dict[str, list[dict]], floor: dict)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="sizes 2^16, 2^20, 2^24; fewer repetitions and rounds")
+    parser.add_argument(
+        "--quick", action="store_true", help="sizes 2^10 .. 2^16, 2^20, 2^24; fewer repetitions and rounds"
+    )
     parser.add_argument("--workers", type=int, default=8, help="simulated workers for the NMSE sweep (default 8)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="output folder (default bench/out)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    sizes = [2**16, 2**20, 2**24] if args.quick else [2**16, 2**18, 2**20, 2**22, 2**24]
+    small = [2**10, 2**12, 2**14, 2**16]
+    sizes = small + ([2**20, 2**24] if args.quick else [2**18, 2**20, 2**22, 2**24])
     reps = 5 if args.quick else 9
     rounds = 2 if args.quick else 5
     machine = {
@@ -299,6 +347,8 @@ def main() -> int:
 
     t0 = time.perf_counter()
     rows, floor = throughput(sizes, reps, baseline_max=2**22 if args.quick else 2**24)
+    fits = fixed_cost(rows)
+    print_fixed_cost(fits)
     if floor:
         print(
             f"\nFloor at 2^24: encode + decode <= 3 x one FWHT of 2^24 points ({floor['fwht_s'] * 1e3:.0f} ms), "
@@ -327,6 +377,7 @@ def main() -> int:
         "machine": machine,
         "quick": args.quick,
         "throughput": rows,
+        "fixed_cost": fits,
         "floor": floor,
         "nmse": nmse,
         "seconds": time.perf_counter() - t0,

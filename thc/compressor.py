@@ -32,9 +32,11 @@ from .chunking import Chunk, ChunkGroup, group_chunks, plan_chunks
 from .config import THCConfig
 from .errors import AggregationError, ConfigError
 from .feedback import ErrorFeedback
-from .hadamard import flip_signs_, fwht, sign_bits, sign_mask
+from .hadamard import flip_signs_, fwht, sign_bit_rows, sign_mask, sign_masks
 from .interface import Bits, Compressor, Prepared
+from .intraop import one_thread_if_small
 from .quantize import TableQuantizer
+from .streams import spawn_seeds
 from .validation import check_float32_scale, flatten_gradient, raise_if_not_finite
 from .workspace import Workspace, empty_cpu
 
@@ -67,6 +69,45 @@ def _scale_pow2_(x: torch.Tensor | np.ndarray, e: int) -> None:
             np.multiply(x, np.float32(factor), out=x)
         else:
             x.mul_(factor)
+
+
+def _scale_rows_pow2_(x: np.ndarray, d: int, exps: np.ndarray) -> None:
+    """x *= 2^e row by row: x (float32) holds len(exps) rows of d coordinates, or part of one row.
+
+    The same products as _scale_pow2_ on each row, in one call when every factor is a single normal float32.
+    """
+    if len(exps) == 1:
+        _scale_pow2_(x, int(exps[0]))
+    elif exps.min() >= -126 and exps.max() <= 127:
+        rows = x.reshape(len(exps), d)
+        np.multiply(rows, np.ldexp(np.float32(1.0), exps.astype(np.int32))[:, None], out=rows)
+    else:
+        for i, e in enumerate(exps):
+            _scale_pow2_(x[i * d : i * d + d], int(e))
+
+
+def _flip_scale(src: np.ndarray, dst: np.ndarray, bits: np.ndarray, d: int, exps: np.ndarray, threads: bool) -> None:
+    """dst[:len(src)] = D src 2^e for rows of d coordinates (uint32 views of float32 data).
+
+    bits: the rows' packed signs (one row per chunk); exps: one e per row. Works block by block, so that
+    the sign masks are expanded in cache and never stored whole; the blocks may run on several threads.
+    """
+
+    def block(start: int, stop: int) -> None:
+        row, offset = divmod(start, d)
+        if stop - start <= d - offset:  # within one row
+            mask = sign_mask(bits[row][offset // 8 :], stop - start)
+        else:  # whole rows
+            mask = sign_masks(bits[row : row + (stop - start) // d], d)
+        np.bitwise_xor(src[start:stop], mask, out=dst[start:stop])
+        _scale_rows_pow2_(dst[start:stop].view(np.float32), d, exps[row : (stop - 1) // d + 1])
+
+    size = parallel.BLOCK if d >= parallel.BLOCK else d * (parallel.BLOCK // d)
+    if threads and src.size > size:
+        parallel.for_blocks(src.size, block, block=size)
+    else:  # first-touch page faults of a fresh output cost more from several threads than the pass itself
+        for start in range(0, src.size, size):
+            block(start, min(start + size, src.size))
 
 
 def _scaled_norm(x: torch.Tensor) -> float:
@@ -118,6 +159,7 @@ class THCCompressor(Compressor):
         self.quantizer = TableQuantizer(self.table)
         self.feedback = ErrorFeedback() if self.config.error_feedback else None
         self._ws = workspace if workspace is not None else Workspace()
+        self._plans: dict[int, tuple[tuple[Chunk, ...], tuple[ChunkGroup, ...]]] = {}
         kind = self.table.kind
         self.name = f"THC-{kind} b={self.table.bits} g={self.table.granularity}"
 
@@ -131,13 +173,14 @@ class THCCompressor(Compressor):
         step = _check_index("step", step)
         key = _check_index("key", key)
         flat = flatten_gradient(grad)
-        v = self.feedback.compensate(flat) if self.feedback is not None else flat
-        chunks = plan_chunks(v.numel(), self.config.chunk)
-        norms = self._chunk_norms(v, chunks)
-        if not bool(torch.isfinite(norms).all()):
-            raise_if_not_finite(grad, v, flat)
-        if grad.dtype == torch.float64:
-            check_float32_scale(grad, chunks, norms if v is flat else self._chunk_norms(flat, chunks))
+        with one_thread_if_small(flat.numel(), flat.device):
+            v = self.feedback.compensate(flat) if self.feedback is not None else flat
+            chunks = list(self._plan(v.numel())[0])
+            norms = self._chunk_norms(v, chunks)
+            if not np.isfinite(norms.numpy()).all():
+                raise_if_not_finite(grad, v, flat)
+            if grad.dtype == torch.float64:
+                check_float32_scale(grad, chunks, norms if v is flat else self._chunk_norms(flat, chunks))
         return THCPrepared(
             shape=grad.shape,
             dtype=grad.dtype,
@@ -161,32 +204,31 @@ class THCCompressor(Compressor):
         worker's own norm; its coordinates are then clipped to the table's range like any outlier.
         """
         m = self._check_norms(prep, max_norms, own=not partial)
-        cfg, table = self.config, self.table
-        signs = [sign_bits(cfg.seed, prep.step, prep.key, c.index, c.padded) for c in prep.chunks]
-        exps = _exponents(m)
-        m_scaled = np.ldexp(m, -exps)
-        indices: list[np.ndarray] = []
-        for group in group_chunks(prep.chunks):
-            flipped = self._flipped(prep.data, group, signs, exps)
-            u = self._ws.get("encode.u", group.size, torch.float32, flipped.device)
-            fwht(flipped.view(group.count, group.padded), out=u.view(group.count, group.padded), workspace=self._ws)
+        with one_thread_if_small(prep.numel, prep.data.device):
+            cfg, table = self.config, self.table
+            groups = self._plan(prep.numel)[1]
+            signs = [self._sign_rows(prep, group) for group in groups]
+            exps = _exponents(m)
             # y = H D v 2^-e / (M 2^-e); grid position u = y / inc + g/2 (a zero max norm means an all-zero chunk)
-            scales = [1.0 / (m_scaled[c.index] * table.inc) if m[c.index] > 0 else 0.0 for c in group.chunks]
-            seeds = [
-                np.random.SeedSequence(
-                    entropy=cfg.seed, spawn_key=(_ROUND_DOMAIN, self.worker_id, prep.key, prep.step, c.index)
+            scales = np.zeros_like(m)
+            np.divide(1.0, np.ldexp(m, -exps) * table.inc, out=scales, where=m > 0)
+            indices: list[np.ndarray] = []
+            for group, bits in zip(groups, signs):
+                rows = slice(group.chunks[0].index, group.chunks[0].index + group.count)
+                flipped = self._flipped(prep.data, group, bits, exps[rows])
+                u = self._ws.get("encode.u", group.size, torch.float32, flipped.device)
+                fwht(flipped.view(group.count, group.padded), out=u.view(group.count, group.padded), workspace=self._ws)
+                stream = (_ROUND_DOMAIN, self.worker_id, prep.key, prep.step)
+                seeds = spawn_seeds(cfg.seed, stream, group.chunks[0].index, group.count)
+                idx = self.quantizer.quantize_(
+                    u.cpu().numpy(), seeds, segment=group.padded, scales=scales[rows], shift=table.granularity / 2.0
                 )
-                for c in group.chunks
-            ]
-            idx = self.quantizer.quantize_(
-                u.cpu().numpy(), seeds, segment=group.padded, scales=scales, shift=table.granularity / 2.0
-            )
-            indices.extend(np.split(idx, group.count))
-        prep.extra["signs"] = signs
-        if self.feedback is not None:
-            own = [np.take(table.values, idx) for idx in indices]
-            self.feedback.update(prep.data, self._decode_flat(prep, own, 1, m))
-        return indices
+                indices.extend(idx.reshape(group.count, group.padded))
+            prep.extra["signs"] = signs
+            if self.feedback is not None:
+                own = [np.take(table.values, idx) for idx in indices]
+                self.feedback.update(prep.data, self._decode_flat(prep, own, 1, m))
+            return indices
 
     def aggregate(self, payloads: Sequence[list[np.ndarray]]) -> list[np.ndarray]:
         """Reference aggregation of all workers' indices: per chunk, integer sums of table values."""
@@ -226,12 +268,13 @@ class THCCompressor(Compressor):
         direct = (
             out is not None and out.dtype == torch.float32 and out.is_contiguous() and out.device == prep.data.device
         )
-        flat = self._decode_flat(prep, arrays, n, m, out=out.view(-1) if direct else None)
-        if out is None:
-            return flat.view(prep.shape).to(prep.dtype)
-        if not direct:
-            out.copy_(flat.view(out.shape))
-        return out
+        with one_thread_if_small(prep.numel, prep.data.device):
+            flat = self._decode_flat(prep, arrays, n, m, out=out.view(-1) if direct else None)
+            if out is None:
+                return flat.view(prep.shape).to(prep.dtype)
+            if not direct:
+                out.copy_(flat.view(out.shape))
+            return out
 
     def bits_per_coordinate(self, n: int) -> Bits:
         """b bits up; ceil(log2(n g + 1)) bits down (the sums), plus one float norm per chunk each way."""
@@ -239,6 +282,21 @@ class THCCompressor(Compressor):
         return Bits(self.table.bits + per_chunk, lane_bits_needed(n, self.table.granularity) + per_chunk)
 
     # ---------------------------------------------------------------------------------------- helpers
+    def _plan(self, numel: int) -> tuple[tuple[Chunk, ...], tuple[ChunkGroup, ...]]:
+        """The chunks of a gradient of ``numel`` coordinates and their batches, computed once per size."""
+        plan = self._plans.get(numel)
+        if plan is None:
+            if len(self._plans) >= 64:  # a caller of many sizes: forget them rather than grow
+                self._plans.clear()
+            chunks = plan_chunks(numel, self.config.chunk)
+            plan = self._plans[numel] = (tuple(chunks), tuple(group_chunks(chunks)))
+        return plan
+
+    def _sign_rows(self, prep: THCPrepared, group: ChunkGroup) -> np.ndarray:
+        """The group's Hadamard signs, packed: one row per chunk."""
+        first = group.chunks[0].index
+        return sign_bit_rows(self.config.seed, prep.step, prep.key, first, group.count, group.padded)
+
     @staticmethod
     def _chunk_norms(v: torch.Tensor, chunks: list[Chunk]) -> torch.Tensor:
         """One L2 norm per chunk; the leading chunks of equal length in one batched reduction.
@@ -247,11 +305,15 @@ class THCCompressor(Compressor):
         norm came out below _SAFE_NORM or non-finite are measured again scaled by a power of two.
         """
         size = chunks[0].length
-        full = sum(1 for c in chunks if c.length == size)
-        norms = [torch.linalg.vector_norm(v[: full * size].view(full, size), dim=1)]
-        norms += [torch.linalg.vector_norm(v[c.start : c.stop]).reshape(1) for c in chunks[full:]]
-        norms = torch.cat(norms).to(device="cpu", dtype=torch.float32)
-        redo = torch.nonzero(~(norms >= _SAFE_NORM) | torch.isinf(norms)).reshape(-1).tolist()
+        full = len(chunks) - (chunks[-1].length != size)  # only the last chunk can be shorter
+        norms = torch.linalg.vector_norm((v if full == len(chunks) else v[: full * size]).view(full, size), dim=1)
+        if full < len(chunks):
+            tail = torch.linalg.vector_norm(v[chunks[-1].start : chunks[-1].stop]).reshape(1)
+            norms = torch.cat([norms, tail])
+        if norms.device.type != "cpu":
+            norms = norms.cpu()
+        values = norms.numpy()
+        redo = np.flatnonzero(~(values >= _SAFE_NORM) | np.isinf(values)).tolist()
         if redo:
             exact = norms.double()
             for i in redo:
@@ -259,11 +321,10 @@ class THCCompressor(Compressor):
             norms = torch.where(exact > _FLOAT32_MAX, torch.tensor(math.inf, dtype=torch.float64), exact).float()
         return norms
 
-    def _flipped(self, v: torch.Tensor, group: ChunkGroup, signs: list[np.ndarray], exps: np.ndarray) -> torch.Tensor:
+    def _flipped(self, v: torch.Tensor, group: ChunkGroup, bits: np.ndarray, exps: np.ndarray) -> torch.Tensor:
         """D v 2^-e for a group of chunks, each zero-padded to its power-of-two length, in a scratch buffer.
 
-        The signs are expanded from their packed bits block by block, in cache, and never stored whole;
-        the scaling by 2^-e (exps: per chunk) happens there too.
+        bits: the group's packed signs, one row per chunk; exps: one e per chunk of the group.
         """
         d = group.padded
         buf = self._ws.get("encode.flip", group.size, torch.float32, v.device)
@@ -272,25 +333,14 @@ class THCCompressor(Compressor):
                 part = buf[i * d : i * d + d]
                 part[: c.length].copy_(v[c.start : c.stop])
                 part[c.length :].zero_()
-                flip_signs_(part[: c.length], sign_mask(signs[c.index], c.length))
-                _scale_pow2_(part[: c.length], -int(exps[c.index]))
+                flip_signs_(part[: c.length], sign_mask(bits[i], c.length))
+                _scale_pow2_(part[: c.length], -int(exps[i]))
             return buf
-        src, dst = v.numpy().view(np.uint32), buf.numpy().view(np.uint32)
-        first = group.chunks[0].index
-
-        def block(start: int, stop: int) -> None:
-            i, offset = divmod(start, d)  # blocks never straddle chunks (d and the block are powers of two)
-            chunk = group.chunks[i]
-            end = min(stop, start - offset + chunk.length)
-            if end > start:
-                mask = sign_mask(signs[first + i][offset // 8 :], end - start)
-                at = chunk.start + offset
-                np.bitwise_xor(src[at : at + end - start], mask, out=dst[start:end])
-                _scale_pow2_(dst[start:end].view(np.float32), -int(exps[chunk.index]))
-            if stop > end:
-                dst[max(start, end) : stop] = 0
-
-        parallel.for_blocks(group.size, block, block=min(parallel.BLOCK, d))
+        length = group.chunks[-1].stop - group.start  # only a group's lone chunk can be shorter than d
+        dst = buf.numpy().view(np.uint32)
+        _flip_scale(v.numpy().view(np.uint32)[group.start : group.start + length], dst, bits, d, -exps, threads=True)
+        if length < group.size:
+            dst[length:] = 0
         return buf
 
     def _decode_flat(
@@ -310,45 +360,26 @@ class THCCompressor(Compressor):
         exact from the sum of S/n instead of the sum of S.
         """
         counts = None if isinstance(n, int) else n
-        table, cfg = self.table, self.config
+        table = self.table
         device = prep.data.device
         if out is None:
             out = empty_cpu(prep.numel) if device.type == "cpu" else torch.empty(prep.numel, device=device)
-        signs = prep.extra.get("signs")
-        if signs is None:
-            signs = [sign_bits(cfg.seed, prep.step, prep.key, c.index, c.padded) for c in prep.chunks]
+        groups = self._plan(prep.numel)[1]
+        signs = prep.extra.get("signs") or [self._sign_rows(prep, group) for group in groups]
         limit = (n if counts is None else max(int(c.max()) for c in counts)) * table.granularity
         exps = _exponents(m)
         m = np.ldexp(m, -exps)
-        for group in group_chunks(prep.chunks):
+        for group, bits in zip(groups, signs):
             d = group.padded
-            alphas = [table.inc * float(m[c.index]) / ((n if counts is None else 1) * d) for c in group.chunks]
+            rows = slice(group.chunks[0].index, group.chunks[0].index + group.count)
+            alphas = table.inc * m[rows] / float((n if counts is None else 1) * d)
             f = self._ws.get("decode.f", group.size)
-            f_np = f.numpy()
-            stats: dict[int, tuple[int, int]] = {}
-
-            def convert(start: int, stop: int) -> None:
-                i, offset = divmod(start, d)
-                part = sums[group.chunks[i].index][offset : offset + stop - start]
-                # as unsigned, a negative sum is huge: one max() checks both ends of [0, n g]
-                unsigned = part.view(part.dtype.str.replace("i", "u"))
-                if counts is None:
-                    top = int(unsigned.max())
-                    stats[start] = (top, int(np.sum(part, dtype=np.int64)))
-                    np.multiply(part, np.float32(alphas[i]), out=f_np[start:stop], dtype=np.float32, casting="unsafe")
-                    return
-                k = counts[group.chunks[i].index][offset : offset + stop - start]
-                over = bool((unsigned > k * table.granularity).any())
-                mean = part / k  # float64: S/n per coordinate
-                stats[start] = (limit + 1 if over else 0, float(np.sum(mean)))
-                np.multiply(mean, alphas[i], out=f_np[start:stop], casting="unsafe")
-
-            block = min(parallel.BLOCK, d)
-            parallel.for_blocks(group.size, convert, block=block)
-            if max(v[0] for v in stats.values()) > limit:
-                first = min(k for k, v in stats.items() if v[0] > limit)
-                i, offset = divmod(first, d)
-                part = sums[group.chunks[i].index][offset : offset + block]
+            piece = min(parallel.BLOCK, d)  # the range check and the sums of S/n go piece by piece
+            tops, totals = self._sums_to_floats(sums[rows], counts[rows] if counts else None, alphas, piece, f.numpy())
+            if tops.max() > limit:
+                first = int(np.flatnonzero(tops > limit)[0])
+                i, offset = divmod(first * piece, d)
+                part = sums[group.chunks[i].index][offset : offset + piece]
                 raise AggregationError(
                     f"sums of chunk {group.chunks[i].index} leave [0, n*g] = [0, {limit}] (seen {int(part.min())} to "
                     f"{int(part.max())}) for {n} contributors at g={table.granularity}: wrong contributor count or "
@@ -358,37 +389,81 @@ class THCCompressor(Compressor):
             # transform itself; the single pass that flips the signs then writes the fresh output
             z = self._ws.get("decode.z", group.size, torch.float32, device)
             fwht(f.to(device).view(group.count, d), out=z.view(group.count, d), workspace=self._ws)
-            for i, c in enumerate(group.chunks):
-                # H maps the constant -g/2 * inc to coordinate 0 only; make that coordinate exact, as it is
-                # a difference of two large numbers: alpha * sum(S) - g/2 * inc * M
-                total = sum(v[1] for k, v in stats.items() if k // d == i)
-                z[i * d] = alphas[i] * float(total) - table.granularity / 2.0 * table.inc * float(m[c.index])
-                dst = out[c.start : c.stop]
-                if device.type == "cpu":
-                    z_np, dst_np = z.numpy()[i * d : i * d + c.length].view(np.uint32), dst.numpy().view(np.uint32)
-                    for start in range(0, c.length, parallel.BLOCK):  # one thread: see above
-                        stop = min(start + parallel.BLOCK, c.length)
-                        mask = sign_mask(signs[c.index][start // 8 :], stop - start)
-                        np.bitwise_xor(z_np[start:stop], mask, out=dst_np[start:stop])
-                        _scale_pow2_(dst_np[start:stop].view(np.float32), int(exps[c.index]))
-                else:
+            # H maps the constant -g/2 * inc to coordinate 0 only; make that coordinate exact, as it is a
+            # difference of two large numbers: alpha * sum(S) - g/2 * inc * M
+            totals = np.array([sum(t) for t in totals.reshape(group.count, -1).tolist()], dtype=np.float64)
+            zeroth = alphas * totals - table.granularity / 2.0 * table.inc * m[rows]
+            length = group.chunks[-1].stop - group.start  # only a group's lone chunk can be shorter than d
+            if device.type == "cpu":
+                z.numpy().reshape(group.count, d)[:, 0] = zeroth
+                src = z.numpy()[:length].view(np.uint32)
+                dst = out.numpy()[group.start : group.start + length].view(np.uint32)
+                _flip_scale(src, dst, bits, d, exps[rows], threads=False)
+            else:
+                z.view(group.count, d)[:, 0] = torch.from_numpy(zeroth).to(device=device, dtype=torch.float32)
+                for i, c in enumerate(group.chunks):
+                    dst = out[c.start : c.stop]
                     dst.copy_(z[i * d : i * d + c.length])
-                    flip_signs_(dst, sign_mask(signs[c.index], c.length))
+                    flip_signs_(dst, sign_mask(bits[i], c.length))
                     _scale_pow2_(dst, int(exps[c.index]))
         return out
+
+    def _sums_to_floats(
+        self, sums: list[np.ndarray], counts: list[np.ndarray] | None, alphas: np.ndarray, piece: int, f: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """f = alpha S (one count) or alpha S/n (per-coordinate counts) for a group's rows of sums.
+
+        Piece by piece (pieces of ``piece`` coordinates, ascending), the largest sum read as unsigned (a
+        negative one is huge, so one max() checks both ends of [0, n g]; with counts: above limit if any
+        sum exceeds its count times g) and the sum of S (or of S/n); computed on several threads.
+        """
+        g = self.table.granularity
+        d = sums[0].size
+        per_row = d // piece
+        tops = np.zeros(len(sums) * per_row, dtype=np.uint64)
+        totals = np.zeros(len(sums) * per_row, dtype=np.int64 if counts is None else np.float64)
+        alphas32 = alphas.astype(np.float32)
+
+        def convert(start: int, stop: int) -> None:
+            row, rows = start // d, (stop - start) // d
+            if counts is None and rows > 1 and all(a.dtype == sums[row].dtype for a in sums[row : row + rows]):
+                whole = np.stack(sums[row : row + rows])  # short rows: one copy, then one call per step
+                tops[row : row + rows] = whole.view(whole.dtype.str.replace("i", "u")).max(axis=1)
+                totals[row : row + rows] = whole.sum(axis=1, dtype=np.int64)
+                dst = f[start:stop].reshape(rows, d)
+                np.multiply(whole, alphas32[row : row + rows, None], out=dst, dtype=np.float32, casting="unsafe")
+                return
+            for at in range(start, stop, piece):
+                row, offset = divmod(at, d)
+                part = sums[row][offset : offset + piece]
+                unsigned = part.view(part.dtype.str.replace("i", "u"))
+                if counts is None:
+                    tops[at // piece] = int(unsigned.max())
+                    totals[at // piece] = int(part.sum(dtype=np.int64))
+                    np.multiply(part, alphas32[row], out=f[at : at + piece], dtype=np.float32, casting="unsafe")
+                    continue
+                k = counts[row][offset : offset + piece]
+                mean = part / k  # float64: S/n per coordinate
+                tops[at // piece] = np.iinfo(np.uint64).max if (unsigned > k * g).any() else 0
+                totals[at // piece] = float(np.sum(mean))
+                np.multiply(mean, alphas[row], out=f[at : at + piece], casting="unsafe")
+
+        size = piece if d >= parallel.BLOCK else d * (parallel.BLOCK // d)
+        parallel.for_blocks(len(sums) * d, convert, block=size)
+        return tops, totals
 
     def _check_norms(self, prep: THCPrepared, max_norms, own: bool) -> np.ndarray:
         m = max_norms.detach().cpu().numpy() if isinstance(max_norms, torch.Tensor) else np.asarray(max_norms)
         m = m.astype(np.float64).reshape(-1)
         if m.size != len(prep.chunks):
             raise AggregationError(f"got {m.size} max norms for {len(prep.chunks)} chunks")
-        if not np.all(np.isfinite(m)) or np.any(m < 0):
+        if not (np.isfinite(m).all() and (m >= 0).all()):
             raise AggregationError(f"max norms must be finite and non-negative, got {m.tolist()[:8]}")
         if own:
             mine = prep.norms.numpy().astype(np.float64)
-            low = np.nonzero(m < mine * (1 - 1e-6))[0]
-            if low.size:
-                c = int(low[0])
+            low = m < mine * (1 - 1e-6)
+            if low.any():
+                c = int(np.flatnonzero(low)[0])
                 raise AggregationError(
                     f"max norm {m[c]:.6g} of chunk {c} is below this worker's own norm {mine[c]:.6g}: "
                     f"the max-norm round must include every contributor"

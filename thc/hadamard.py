@@ -18,8 +18,11 @@ import math
 
 import numpy as np
 import torch
+from numpy.random.bit_generator import ISeedSequence
 
 from .errors import ConfigError
+from .intraop import one_thread_if_small
+from .streams import spawn_seeds
 from .workspace import Workspace
 
 __all__ = [
@@ -28,7 +31,9 @@ __all__ = [
     "hadamard_matrix",
     "stage_radices",
     "sign_bits",
+    "sign_bit_rows",
     "sign_mask",
+    "sign_masks",
     "flip_signs_",
     "randomized_hadamard",
     "inverse_randomized_hadamard",
@@ -50,26 +55,30 @@ def hadamard_matrix(r: int, dtype: torch.dtype = torch.float32, device: torch.de
     """The r x r Sylvester Hadamard matrix (entries +-1, unnormalised)."""
     if r < 1 or r & (r - 1):
         raise ConfigError(f"Hadamard size {r} is not a power of two")
-    h = _hadamard_cpu(r, dtype)
-    return h if torch.device(device).type == "cpu" else _hadamard_device(r, dtype, str(device))
+    return _hadamard(r, dtype, torch.device(device))
 
 
 @functools.lru_cache(maxsize=64)
-def _hadamard_device(r: int, dtype: torch.dtype, device: str) -> torch.Tensor:
-    return _hadamard_cpu(r, dtype).to(device)
+def _hadamard(r: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return _hadamard_cpu(r, dtype) if device.type == "cpu" else _hadamard_cpu(r, dtype).to(device)
 
 
 def stage_radices(n: int) -> list[int]:
     """Split log2(n) into the fewest stages of at most log2(MAX_RADIX) bits, as evenly as possible."""
     if n < 1 or n & (n - 1):
         raise ConfigError(f"Walsh–Hadamard length {n} is not a power of two")
+    return list(_radices(n))
+
+
+@functools.lru_cache(maxsize=64)
+def _radices(n: int) -> tuple[int, ...]:
     k = n.bit_length() - 1
     if k == 0:
-        return []
+        return ()
     per = int(math.log2(MAX_RADIX))
     stages = -(-k // per)
     base, extra = divmod(k, stages)
-    return [2 ** (base + (1 if i < extra else 0)) for i in range(stages)]
+    return tuple(2 ** (base + (1 if i < extra else 0)) for i in range(stages))
 
 
 def fwht(
@@ -84,6 +93,8 @@ def fwht(
     x: float tensor (..., n), n a power of two; it is not modified. out: optional contiguous tensor of x's
     shape for the result. workspace: scratch buffers reused across calls (faster for large n).
     Returns scale * H x + shift; the affine map is fused into the last matmul stage (addmm), so it is free.
+    The stages call mm and bmm, the kernels torch.matmul would pick, without its dispatch; a small transform
+    runs them on one thread (thc.intraop).
     """
     if not x.is_floating_point():
         raise ConfigError(f"fwht needs a floating-point tensor, got {x.dtype}")
@@ -103,35 +114,48 @@ def fwht(
         ws = workspace if workspace is not None else Workspace()
         ping = ws.get("fwht.ping", batch * n, x.dtype, x.device)
         pong = ws.get("fwht.pong", batch * n, x.dtype, x.device) if len(radices) > 2 else None
-    a = batch
-    for i, r in enumerate(radices):
-        b = n * batch // (a * r)
-        last = i == len(radices) - 1
-        dst = out.view(-1) if last else (ping if i % 2 == 0 else pong)
-        h = hadamard_matrix(r, x.dtype, x.device)
-        if b == 1:  # always the last stage: a plain GEMM, with the affine map fused in
-            if last and (scale != 1.0 or shift != 0.0):
-                bias = torch.full((1,), shift, dtype=x.dtype, device=x.device)
-                torch.addmm(bias, src.view(a, r), h, beta=1, alpha=scale, out=dst.view(a, r))
-            else:
-                torch.matmul(src.view(a, r), h, out=dst.view(a, r))
-        elif a == 1:
-            torch.matmul(h, src.view(r, b), out=dst.view(r, b))
-        else:
-            torch.matmul(h, src.view(a, r, b), out=dst.view(a, r, b))
-        src = dst
-        a *= r
+    with one_thread_if_small(batch * n, x.device):
+        a = batch
+        for i, r in enumerate(radices):
+            b = n * batch // (a * r)
+            last = i == len(radices) - 1
+            dst = out.view(-1) if last else (ping if i % 2 == 0 else pong)
+            h = _hadamard(r, x.dtype, x.device)
+            if b == 1:  # always the last stage: a plain GEMM, with the affine map fused in
+                if last and (scale != 1.0 or shift != 0.0):
+                    bias = torch.full((1,), shift, dtype=x.dtype, device=x.device)
+                    torch.addmm(bias, src.view(a, r), h, beta=1, alpha=scale, out=dst.view(a, r))
+                else:
+                    torch.mm(src.view(a, r), h, out=dst.view(a, r))
+            elif a == 1:
+                torch.mm(h, src.view(r, b), out=dst.view(r, b))
+            else:  # H applied to each of a matrices: matmul's broadcast, as one bmm
+                torch.bmm(h.expand(a, r, r), src.view(a, r, b), out=dst.view(a, r, b))
+            src = dst
+            a *= r
     return out
 
 
 def sign_bits(seed: int, step: int, key: int, chunk: int, n: int) -> np.ndarray:
     """n random sign bits, packed 8 per byte, shared by all workers for (seed, step, key, chunk).
 
-    Drawn from numpy's SeedSequence/PCG64, so every worker (and every device) gets the same bits.
+    Drawn from numpy's SeedSequence/PCG64, so every worker (and every device) gets the same bits: the
+    bytes of numpy's Generator.bytes (the 64-bit draws, little-endian), read without building a Generator.
     """
-    ss = np.random.SeedSequence(entropy=seed, spawn_key=(_SIGN_DOMAIN, key, step, chunk))
-    rng = np.random.Generator(np.random.PCG64(ss))
-    return np.frombuffer(rng.bytes((n + 7) // 8), dtype=np.uint8)
+    return _packed_bits(np.random.SeedSequence(entropy=seed, spawn_key=(_SIGN_DOMAIN, key, step, chunk)), n)
+
+
+def sign_bit_rows(seed: int, step: int, key: int, first: int, count: int, n: int) -> np.ndarray:
+    """sign_bits of chunks first .. first + count - 1 (each of n coordinates), one row per chunk."""
+    rows = np.empty((count, (n + 7) // 8), dtype=np.uint8)
+    for row, seed_seq in zip(rows, spawn_seeds(seed, (_SIGN_DOMAIN, key, step), first, count)):
+        row[:] = _packed_bits(seed_seq, n)
+    return rows
+
+
+def _packed_bits(seed_seq: ISeedSequence, n: int) -> np.ndarray:
+    raw = np.random.PCG64(seed_seq).random_raw((n + 63) // 64)
+    return raw.astype("<u8", copy=False).view(np.uint8)[: (n + 7) // 8]
 
 
 # byte -> its 8 bits, most significant first, as float32 sign-bit masks (0 or 0x80000000)
@@ -145,6 +169,12 @@ def sign_mask(bits: np.ndarray, n: int, out: np.ndarray | None = None) -> np.nda
         return mask
     out[:] = mask
     return out
+
+
+def sign_masks(rows: np.ndarray, n: int) -> np.ndarray:
+    """sign_mask of every row of packed bits (one row per chunk of n coordinates), concatenated."""
+    masks = np.take(_SIGN_LUT, rows[:, : (n + 7) // 8].astype(np.intp), axis=0).reshape(len(rows), -1)
+    return masks[:, :n].reshape(-1)
 
 
 def flip_signs_(x: torch.Tensor, mask: np.ndarray) -> torch.Tensor:

@@ -44,9 +44,9 @@ def for_blocks(n: int, fn: Callable[[int, int], None], block: int | None = None)
     """
     block = BLOCK if block is None else block
     starts = range(0, n, block)
-    threads = min(torch.get_num_threads(), len(starts))
     # below MIN_PARALLEL_BLOCKS blocks, waking pool threads costs more than the work
-    if threads <= 1 or len(starts) < MIN_PARALLEL_BLOCKS or threading.current_thread().name.startswith("thc-blocks"):
+    threads = min(torch.get_num_threads(), len(starts)) if len(starts) >= MIN_PARALLEL_BLOCKS else 1
+    if threads <= 1 or threading.current_thread().name.startswith("thc-blocks"):
         for start in starts:
             fn(start, min(start + block, n))
         return

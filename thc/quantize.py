@@ -8,7 +8,9 @@ with (A, B) read from a (g+1)-entry lookup indexed by k = floor(u). No search, o
 
 Work proceeds in blocks (thc.parallel) so that the temporaries stay in cache and the blocks can run on
 several threads. Each block draws its uniforms from the chunk's PCG64 stream advanced to the block's
-offset, so the indices depend only on the seed, never on the block size or the thread count.
+offset, so the indices depend only on the seed, never on the block size or the thread count. A block
+holds several short segments whole (each with its own scale and stream), so that small chunks do not
+pay a dozen numpy calls each.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.random.bit_generator import ISeedSequence
 
 from . import parallel
 from .tables import Table
@@ -45,10 +48,10 @@ class TableQuantizer:
     def quantize_(
         self,
         u: np.ndarray,
-        seeds: np.random.SeedSequence | Sequence[np.random.SeedSequence],
+        seeds: ISeedSequence | Sequence[ISeedSequence],
         out: np.ndarray | None = None,
         segment: int | None = None,
-        scales: Sequence[float] | None = None,
+        scales: Sequence[float] | np.ndarray | None = None,
         shift: float = 0.0,
     ) -> np.ndarray:
         """Table indices for ``u`` (float32, 1-D, overwritten in place).
@@ -59,34 +62,41 @@ class TableQuantizer:
         """
         n = u.size
         segment = n if segment is None else segment
-        if isinstance(seeds, np.random.SeedSequence):
+        if isinstance(seeds, ISeedSequence):
             seeds = [seeds]
         count = -(-n // segment) if n else 0
         if len(seeds) != count or (scales is not None and len(scales) != count):
             raise ValueError(f"{count} segments need {count} seeds and scales")
         if out is None:
             out = np.empty(n, dtype=np.uint8)
-        g = float(self.table.granularity)
+        g, shift32 = np.float32(self.table.granularity), np.float32(shift)
         lut, last = self._lut, self._last
+        scales32 = None if scales is None else np.asarray(scales, dtype=np.float32)
+        if segment < parallel.BLOCK and n % segment == 0:
+            block = segment * (parallel.BLOCK // segment)  # whole short segments
+        else:
+            block = min(parallel.BLOCK, segment)  # within one segment
 
-        def block(start: int, stop: int) -> None:
+        def block_fn(start: int, stop: int) -> None:
             m = stop - start
-            seg, offset = divmod(start, segment)
+            first = start // segment
             ub = u[start:stop]
-            if scales is not None:
-                np.multiply(ub, np.float32(scales[seg]), out=ub)
+            if scales32 is not None:
+                if m <= segment:
+                    np.multiply(ub, scales32[first], out=ub)
+                else:  # whole segments, one scale per row
+                    rows = ub.reshape(-1, segment)
+                    np.multiply(rows, scales32[first : first + len(rows), None], out=rows)
             if shift:
-                np.add(ub, np.float32(shift), out=ub)
-            np.clip(ub, 0.0, g, out=ub)
+                np.add(ub, shift32, out=ub)
+            np.minimum(np.maximum(ub, 0.0, out=ub), g, out=ub)  # np.clip, without its Python wrapper
             cells = ub.astype(np.intp)  # floor, since ub >= 0; numpy gathers fastest with intp indices
             coef = np.take(lut, cells).view(np.float32).reshape(m, 2)
             np.multiply(ub, coef[:, 1], out=ub)
             np.add(ub, coef[:, 0], out=ub)
             # uniforms in [0, 1) with 24 bits, exactly numpy's Generator.random(dtype=float32) for this stream
             # (low then high 32 bits of each 64-bit draw, >> 8, * 2^-24), made without its per-number call
-            bitgen = np.random.PCG64(seeds[seg])
-            bitgen.advance(offset // 2)  # offsets are even: each 64-bit draw feeds two coordinates
-            raw = bitgen.random_raw((m + 1) // 2).view(np.uint32)[:m]
+            raw = _draws(seeds, segment, start, stop)
             np.right_shift(raw, 8, out=raw)
             uniform = np.multiply(raw, np.float32(2.0**-24), dtype=np.float32, casting="unsafe")
             np.add(ub, uniform, out=ub)
@@ -94,5 +104,19 @@ class TableQuantizer:
             np.copyto(ob, ub, casting="unsafe")
             np.minimum(ob, last, out=ob)  # guards F + r rounding up to 2^b in float32
 
-        parallel.for_blocks(n, block, block=min(parallel.BLOCK, segment))
+        parallel.for_blocks(n, block_fn, block=block)
         return out
+
+
+def _draws(seeds: Sequence[ISeedSequence], segment: int, start: int, stop: int) -> np.ndarray:
+    """32-bit draws for coordinates [start, stop): each segment's from its own stream, advanced to the offset."""
+    first, offset = divmod(start, segment)
+    if stop - start <= segment:
+        bitgen = np.random.PCG64(seeds[first])
+        bitgen.advance(offset // 2)  # offsets are even: each 64-bit draw feeds two coordinates
+        return bitgen.random_raw((stop - start + 1) // 2).view(np.uint32)[: stop - start]
+    raw = np.empty(stop - start, dtype=np.uint32)  # whole segments
+    half = (segment + 1) // 2
+    for i, at in enumerate(range(0, stop - start, segment)):
+        raw[at : at + segment] = np.random.PCG64(seeds[first + i]).random_raw(half).view(np.uint32)[:segment]
+    return raw

@@ -7,6 +7,8 @@ hugepage-backed, and are viewed as torch tensors without a copy. Not thread-safe
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -15,26 +17,31 @@ __all__ = ["Workspace", "empty_cpu"]
 
 def empty_cpu(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """An uninitialised CPU tensor backed by numpy memory (hugepages for large sizes)."""
-    np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-    return torch.from_numpy(np.empty(n, dtype=np_dtype))
+    return torch.from_numpy(np.empty(n, dtype=_numpy_dtype(dtype)))
+
+
+@functools.cache
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return torch.empty(0, dtype=dtype).numpy().dtype
 
 
 class Workspace:
     """Named scratch tensors, reallocated only when a larger size, another dtype or device is asked for."""
 
     def __init__(self) -> None:
-        self._buffers: dict[tuple[str, torch.dtype, str], torch.Tensor] = {}
+        self._buffers: dict[tuple[str, torch.dtype, torch.device], torch.Tensor] = {}
 
     def get(
         self, name: str, n: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
     ) -> torch.Tensor:
-        device = torch.device(device)
-        key = (name, dtype, str(device))
+        if not isinstance(device, torch.device):
+            device = torch.device(device)
+        key = (name, dtype, device)
         buf = self._buffers.get(key)
         if buf is None or buf.numel() < n:
             buf = empty_cpu(n, dtype) if device.type == "cpu" else torch.empty(n, dtype=dtype, device=device)
             self._buffers[key] = buf
-        return buf[:n]
+        return buf if buf.numel() == n else buf[:n]
 
     def clear(self) -> None:
         self._buffers.clear()

@@ -171,6 +171,21 @@ def test_quantizer_result_does_not_depend_on_blocks_or_threads(monkeypatch):
     assert torch.equal(outs[0], outs[1])
 
 
+@pytest.mark.parametrize("segment", [1, 8, 512, 2**17, 2**18])
+def test_quantizer_segments_round_like_each_segment_alone(monkeypatch, segment):
+    """Short segments share a block (one numpy pass, each with its own scale and stream); long ones span
+    blocks. Either way a segment's indices are those it gets when quantized on its own."""
+    quantizer = TableQuantizer(make_table())
+    count = max(3, 2**18 // segment // 64)
+    u = np.random.default_rng(segment).normal(0, 3, count * segment).astype(np.float32)
+    seeds = [np.random.SeedSequence(5, spawn_key=(i,)) for i in range(count)]
+    scales = [1.0 + i / count for i in range(count)]
+    got = quantizer.quantize_(u.copy(), seeds, segment=segment, scales=scales, shift=15.0)
+    for i in range(count):
+        alone = quantizer.quantize_(u[i * segment : (i + 1) * segment].copy(), seeds[i], scales=[scales[i]], shift=15.0)
+        assert np.array_equal(got[i * segment : (i + 1) * segment], alone), i
+
+
 def test_per_coordinate_rounding_variance_and_clipping_error_at_the_default():
     """0.01307 and 0.00727 (thc.md), measured on 2^20 standard normal draws through the real quantizer."""
     table = make_table()
