@@ -12,7 +12,7 @@ from google.rpc import code_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from emulator.p4rt import bytestrings, clone_sessions, extern_entities
+from emulator.p4rt import bytestrings, clone_sessions, extern_entities, replicas
 from emulator.p4rt.errors import (
     ALREADY_EXISTS,
     INVALID_ARGUMENT,
@@ -529,31 +529,13 @@ def write_pre_entry(pipe, update_type, pre) -> None:
     what = f"multicast group {gid}"
     if gid == 0:
         raise P4RTError(INVALID_ARGUMENT, "multicast group id 0 is reserved for wildcard reads")
-    exists = gid in pipe.engine.mc_groups()
+    replicas.check_update(update_type, gid in pipe.engine.mc_groups(), what)
     if update_type == DELETE:
-        if not exists:
-            raise P4RTError(NOT_FOUND, f"{what} does not exist")
         pipe.engine.mc_group_delete(gid)
         pipe.mc_group_extras.pop(gid, None)
         return
-    if update_type == INSERT and exists:
-        raise P4RTError(ALREADY_EXISTS, f"{what} already exists")
-    if update_type == MODIFY and not exists:
-        raise P4RTError(NOT_FOUND, f"{what} does not exist")
-    if update_type not in (INSERT, MODIFY):
-        raise P4RTError(INVALID_ARGUMENT, "update type must be INSERT, MODIFY or DELETE")
-    replicas = []
-    port_as_bytes = False
-    for r in group.replicas:
-        if r.WhichOneof("port_kind") == "port":
-            port = bytestrings.decode(r.port, 32, f"{what} replica port")
-            port_as_bytes = True
-        else:
-            port = r.egress_port
-        if (port, r.instance) in replicas:
-            raise P4RTError(INVALID_ARGUMENT, f"{what}: replica (port {port}, instance {r.instance}) given twice")
-        replicas.append((port, r.instance))
-    pipe.engine.mc_group_set(gid, replicas)
+    pairs, port_as_bytes = replicas.decode(group.replicas, what)
+    pipe.engine.mc_group_set(gid, pairs)
     pipe.mc_group_extras[gid] = (port_as_bytes, group.metadata)
 
 
@@ -581,12 +563,7 @@ def read_pre_entries(pipe, request, new=p4runtime_pb2.PacketReplicationEngineEnt
         entry = pre.multicast_group_entry
         entry.multicast_group_id = group_id
         entry.metadata = metadata
-        for port, instance in groups[group_id]:
-            r = entry.replicas.add(instance=instance)
-            if port_as_bytes:
-                r.port = bytestrings.encode(port)
-            else:
-                r.egress_port = port
+        replicas.encode(groups[group_id], port_as_bytes, entry.replicas)
         found.append(pre)
     return found
 
