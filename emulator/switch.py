@@ -48,7 +48,8 @@ MAX_PASSES = 16  # resubmit/recirculate passes per received frame (BMv2 has no l
 MAX_LOGGED_TRACEBACKS = 20
 
 
-def _load_config(path_or_dict) -> dict:
+def load_config(path_or_dict) -> dict:
+    """The BMv2 JSON as a dict, from a path, JSON bytes or a dict (LoadError when it cannot be read)."""
     if isinstance(path_or_dict, dict):
         return path_or_dict
     if isinstance(path_or_dict, (bytes, bytearray)):
@@ -121,7 +122,7 @@ class SoftwareSwitch(SwitchAPI):
         """
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-        cfg = _load_config(path_or_dict)
+        cfg = load_config(path_or_dict)
         program = compile_program(cfg, drop_port=drop_port)
         if backend == "python":
             return cls(program, drop_port=drop_port, trace_level=trace_level, clock=clock)
