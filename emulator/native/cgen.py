@@ -19,7 +19,7 @@ from emulator.engine.jsonutil import hexstr, hexstr_bytes, malformed, source_of,
 from emulator.engine.layout import ENGINE_REGISTERS
 from emulator.engine.logmsg import parse_log_format
 from emulator.engine.parser_gen import split_transitions
-from emulator.native.cexpr import CExpr, Consts, CVal, c_int, store
+from emulator.native.cexpr import CExpr, Consts, c_data, c_int, store
 
 GENERATOR_VERSION = 1
 METER_MAX_RATES = 4  # meters.h
@@ -309,18 +309,18 @@ class CGen:
             dst, width, signed = ex.lvalue(params[0])
             v = ex.data(params[1])
             sign = "+" if op == "add_to_field" else "-"
-            src.emit(store(dst, width, signed, CVal(f"F[{dst}] {sign} ({v.src})", "data")))
+            src.emit(store(dst, width, signed, c_data(f"F[{dst}] {sign} ({v.src})")))
         elif op in ("add", "subtract", "bit_and", "bit_or", "bit_xor", "shift_right"):
             dst, width, signed = ex.lvalue(params[0])
             a, b = ex.data(params[1]), ex.data(params[2])
             c_op = {"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|", "bit_xor": "^"}.get(op)
             value = f"({a.src}) {c_op} ({b.src})" if c_op else f"v_shr(cx, {a.src}, {b.src})"
-            src.emit(store(dst, width, signed, CVal(value, "data")))
+            src.emit(store(dst, width, signed, c_data(value)))
         elif op == "shift_left":
             dst, width, signed = ex.lvalue(params[0])
             a, b = ex.data(params[1]), ex.data(params[2])
             value = f"v_shl_masked(cx, {a.src}, {b.src}, {c_int((1 << width) - 1)}, {width})"
-            src.emit(store(dst, width, signed, CVal(value, "data")))
+            src.emit(store(dst, width, signed, c_data(value)))
         elif op == "no_op":
             pass
         elif op == "exit":
@@ -392,7 +392,7 @@ class CGen:
             src.emit(f"{{ V {i} = {ex.data(params[2]).src};")
             src.emit(
                 f"  if ({i} >= 0 && {i} < {self.prog.registers[self.registers[r]].size}) "
-                + store(dst, width, signed, CVal(f"(V)REG_{r}[(size_t){i}]", "data"))
+                + store(dst, width, signed, c_data(f"(V)REG_{r}[(size_t){i}]"))
             )
             src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* register {self.registers[r]} */")
         elif op == "register_write":
@@ -428,7 +428,7 @@ class CGen:
             amount = f"(uint64_t)F[{L.ILEN}]" if meter.by_bytes else "1"
             i = src.tmp("i")
             src.emit(f"{{ V {i} = {ex.data(params[1]).src};")
-            color = CVal(f"(V)meter_execute(&sw->meter_{m}[(size_t){i}], SW_NOW(sw), {amount})", "data")
+            color = c_data(f"(V)meter_execute(&sw->meter_{m}[(size_t){i}], SW_NOW(sw), {amount})")
             src.emit(f"  if ({i} >= 0 && {i} < {meter.size}) " + store(dst, width, signed, color))
             src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* meter {name} */")
         elif op == "modify_field_with_hash_based_offset":
@@ -436,7 +436,7 @@ class CGen:
             base = ex.data(params[1])
             calc = self._calc_name(params[2], path, prim)
             size = ex.data(params[3])
-            value = CVal(f"hash_offset((V){calc}(pk, cx), {base.src}, {size.src})", "data")
+            value = c_data(f"hash_offset((V){calc}(pk, cx), {base.src}, {size.src})")
             src.emit(store(dst, width, signed, value))
         elif op == "modify_field_rng_uniform":
             dst, width, signed = ex.lvalue(params[0])
@@ -445,7 +445,7 @@ class CGen:
             src.emit(f"{{ V {a} = {lo.src}, {b} = {hi.src};")
             src.emit(
                 f"  if ({a} <= {b}) "
-                + store(dst, width, signed, CVal(f"{a} + rng_in_span(&sw->rng, {b} - {a} + 1)", "data"))
+                + store(dst, width, signed, c_data(f"{a} + rng_in_span(&sw->rng, {b} - {a} + 1)"))
                 + " }"
             )
         elif op == "log_msg":
@@ -993,7 +993,7 @@ class CGen:
         m = self.meters.index(meter.name)
         ref = self.layout.field(table.direct_meter_target[0], table.direct_meter_target[1])
         amount = f"(uint64_t)F[{self.layout.ILEN}]" if meter.by_bytes else "1"
-        color = CVal(f"(V)meter_execute(&sw->meter_{m}[t->ids[e]], SW_NOW(sw), {amount})", "data")
+        color = c_data(f"(V)meter_execute(&sw->meter_{m}[t->ids[e]], SW_NOW(sw), {amount})")
         src.emit(f"if ((uint32_t)t->ids[e] < {meter.size}) /* direct meter {meter.name} */")
         src.emit("  " + store(str(ref.slot), ref.width, ref.signed, color) + " " + self.annotate(ref.slot))
 
