@@ -7,6 +7,7 @@ action call runs its action. Each edge becomes a `goto`; `exit` returns from the
 """
 
 from emulator.native.cexpr import CExpr, c_data, c_int, store
+from emulator.native.csource import identifiers
 
 
 class CControl:
@@ -22,7 +23,7 @@ class CControl:
             self.nodes[c["name"]] = ("cond", c)
         for a in self.pipeline.get("action_calls", []):
             self.nodes[a["name"]] = ("call", a)
-        self.labels = {name: f"N_{k}" for k, name in enumerate(self.nodes)}
+        self.labels = identifiers((name, name) for name in self.nodes)  # node name -> C label
 
     def goto(self, node) -> str:
         return "return;" if node is None else f"goto {self.labels[node]};"
@@ -54,7 +55,7 @@ class CControl:
 
     def _action_call(self, src, j):
         aid = j.get("action_id")
-        src.emit(f"A_{aid}(sw, pk, cx, NULL); /* {self.gen.actions[aid].get('name')} */")
+        src.emit(f"{self.gen.action_fns[aid]}(sw, pk, cx, NULL);")
         if self.gen.action_exits.get(aid):
             src.emit(f"if (F[{self.layout.EXIT}]) return;")
         src.emit(self.goto(j.get("next_node")))
@@ -113,14 +114,14 @@ class CControl:
         amount = f"(uint64_t)F[{self.layout.ILEN}]" if meter.by_bytes else "1"
         color = c_data(f"(V)meter_execute(&sw->meter_{m}[t->ids[e]], SW_NOW(sw), {amount})")
         src.emit(f"if ((uint32_t)t->ids[e] < {meter.size}) /* direct meter {meter.name} */")
-        src.emit("  " + store(str(ref.slot), ref.width, ref.signed, color) + " " + self.gen.annotate(ref.slot))
+        src.emit("  " + store(str(ref.slot), ref.width, ref.signed, color))
 
     def _run(self, src, table):
         """The chosen action, by id; a return when it may have run `exit`."""
         may_exit = False
         src.emit("switch (act) {")
         for ref in table.actions.values():
-            src.emit(f"case {ref.id}: A_{ref.id}(sw, pk, cx, P); break; /* {ref.name} */")
+            src.emit(f"case {ref.id}: {self.gen.action_fns[ref.id]}(sw, pk, cx, P); break;")
             may_exit |= bool(self.gen.action_exits.get(ref.id))
         src.emit("default: break;")
         src.emit("}")

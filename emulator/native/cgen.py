@@ -7,8 +7,9 @@ as one function whose states are labels (cparser), each control as one function 
 conditionals are labels (ccontrols), the calculations (ccalculations), the checksum units and the
 deparser (cdeparser), and the switch's state and tables around them (ctarget). Expressions are the
 Python engine's, written in C (cexpr). Every statement carries the P4 source line it came from in a
-comment, and fields are named next to their slots. simple_switch's packet semantics around these
-functions (resubmit, multicast, egress, recirculate) are hand-written C in driver.h.
+comment; actions, control nodes, registers and the slots of the packet state `F` are named after
+their P4 names. simple_switch's packet semantics around these functions (resubmit, multicast,
+egress, recirculate) are hand-written C in driver.h.
 
 Constructs the C backend cannot run exactly (fields or action data wider than 64 bits, select keys
 wider than 128 bits) raise UnsupportedConstruct naming them and their P4 line, so `--backend auto`
@@ -22,8 +23,8 @@ from emulator.native.cdeparser import checksum_units, emit_deparser, emit_verify
 from emulator.native.cexpr import Consts
 from emulator.native.cparser import CParser
 from emulator.native.cprimitives import CPrimitives
-from emulator.native.csource import CSource
-from emulator.native.ctarget import emit_prelude, emit_state_and_api
+from emulator.native.csource import CSource, identifiers, name_slots
+from emulator.native.ctarget import emit_prelude, emit_state_and_api, phv_slots
 
 METER_MAX_RATES = 4  # meters.h
 MAX_WIDTH = 64
@@ -44,10 +45,12 @@ class CGen:
         self.drop_port = drop_port
         self.layout = prog.layout
         self.consts = Consts()
-        self.slot_names = self.layout.slot_names()
+        self.slots = phv_slots(self.layout)  # [(slot, C name, what it holds)]
+        self.slot_macros = {slot: name for slot, name, _ in self.slots}
         self.tables = list(prog.tables)  # table name -> index in the C table array
         self.table_index = {n: i for i, n in enumerate(self.tables)}
         self.registers = list(prog.registers)
+        self.register_macros = identifiers(((n, n) for n in self.registers), "REG_")
         self.counters = list(prog.counters)
         self.meters = list(prog.meters)  # indirect and direct meter arrays, by index in C
         self.profiles = list(prog.action_profiles)  # action profiles, by index in C
@@ -55,16 +58,13 @@ class CGen:
         for i, calc in enumerate(self.cfg.get("calculations", [])):
             self.calc_names.setdefault(calc.get("name"), f"calc_{i}")
         self.actions = {a.get("id", i): a for i, a in enumerate(self.cfg.get("actions", []))}  # id -> JSON
+        self.action_fns = identifiers(((aid, a.get("name")) for aid, a in self.actions.items()), "act_")
         self.action_exits = {}  # action id -> may set the exit flag
         self.log_formats = []
         self.vset_views = []
         self.custom_crcs = [n for n, fn in prog.hashes.items() if getattr(fn, "params", None) is not None]
         self.primitives = CPrimitives(self)
         _check(self)
-
-    def annotate(self, slot) -> str:
-        name = self.slot_names.get(slot) if isinstance(slot, int) else None
-        return f"/* {name} */" if name else ""
 
     def generate(self) -> str:
         body = CSource()
@@ -80,7 +80,8 @@ class CGen:
         emit_prelude(self, head)
         tail = CSource()
         emit_state_and_api(self, tail)
-        return head.text() + "\n".join(self.consts.arrays.values()) + "\n\n" + body.text() + tail.text()
+        named = name_slots(body.text() + tail.text(), self.slot_macros)
+        return head.text() + "\n".join(self.consts.arrays.values()) + "\n\n" + named
 
 
 def _check(gen) -> None:

@@ -92,7 +92,7 @@ class CParser:
             src.emit(self._need(nbytes))
             self._fields(src, h.htype, str(h.base))
             for other in self.layout.siblings.get(h.valid, ()):
-                src.emit(f"F[{other}] = 0; {self.gen.annotate(other)} /* the union's other member */")
+                src.emit(f"F[{other}] = 0; /* the union's other member */")
             src.emit(f"pos += {nbytes};")
         elif t == "stack":
             st = self.layout.stack(p.get("value"), path)

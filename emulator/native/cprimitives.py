@@ -14,13 +14,6 @@ JUMPS = ("_jump", "_jump_if_zero")
 BINARY = {"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|", "bit_xor": "^"}
 
 
-def _as_int(s):
-    try:
-        return int(s)
-    except ValueError:
-        return None
-
-
 class CPrimitives:
     def __init__(self, gen):
         self.gen = gen
@@ -34,7 +27,7 @@ class CPrimitives:
             widths = [p.get("bitwidth") for p in a.get("runtime_data", [])]
             names = ", ".join(p.get("name", "?") for p in a.get("runtime_data", []))
             src.emit(f"/* action {a.get('name')}({names}) */")
-            src.emit(f"static void A_{aid}(sw_t *sw, pkt_t *pk, pass_ctx_t *cx, const uint64_t *P) {{")
+            src.emit(f"static void {gen.action_fns[aid]}(sw_t *sw, pkt_t *pk, pass_ctx_t *cx, const uint64_t *P) {{")
             with src.indent():
                 src.emit("V *F = pk->F; (void)F; (void)sw; (void)cx; (void)P;")
                 gen.action_exits[aid] = self.emit(src, a.get("primitives", []), path, widths)
@@ -78,7 +71,7 @@ class CPrimitives:
     # ------------------------------------------------------------------ fields
     def _p_assign(self, src, ex, params, path, prim):
         dst, width, signed = ex.lvalue(params[0])
-        src.emit(store(dst, width, signed, ex.data(params[1])) + " " + self.gen.annotate(_as_int(dst)))
+        src.emit(store(dst, width, signed, ex.data(params[1])))
 
     _p_modify_field = _p_assign
 
@@ -191,30 +184,27 @@ class CPrimitives:
         if h.static_base is None:
             return  # a header stack element: never a union member
         for other in self.layout.siblings.get(h.static_base + h.htype.nfields, ()):
-            src.emit(f"F[{other}] = 0; {self.gen.annotate(other)}")
+            src.emit(f"F[{other}] = 0;")
 
     # ------------------------------------------------------------------ stateful objects
     def _p_register_read(self, src, ex, params, path, prim):
         dst, width, signed = ex.lvalue(params[0])
-        r = self._register_index(params[1], path, prim)
-        name = self.gen.registers[r]
+        reg, cells = self._register(params[1], path, prim)
         i = src.tmp("i")
         src.emit(f"{{ V {i} = {ex.data(params[2]).src};")
         src.emit(
-            f"  if ({i} >= 0 && {i} < {self.gen.prog.registers[name].size}) "
-            + store(dst, width, signed, c_data(f"(V)REG_{r}[(size_t){i}]"))
+            f"  if ({i} >= 0 && {i} < {reg.size}) " + store(dst, width, signed, c_data(f"(V){cells}[(size_t){i}]"))
         )
-        src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* register {name} */")
+        src.emit("  else sw->stats[ST_OUT_OF_BOUNDS]++; }")
 
     def _p_register_write(self, src, ex, params, path, prim):
-        r = self._register_index(params[0], path, prim)
-        reg = self.gen.prog.registers[self.gen.registers[r]]
+        reg, cells = self._register(params[0], path, prim)
         i, v = src.tmp("i"), ex.data(params[2])
         src.emit(f"{{ V {i} = {ex.data(params[1]).src};")
         src.emit(
-            f"  if ({i} >= 0 && {i} < {reg.size}) REG_{r}[(size_t){i}] = (uint64_t)(({v.src}) & {c_int(reg.mask)});"
+            f"  if ({i} >= 0 && {i} < {reg.size}) {cells}[(size_t){i}] = (uint64_t)(({v.src}) & {c_int(reg.mask)});"
         )
-        src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* register {reg.name} */")
+        src.emit("  else sw->stats[ST_OUT_OF_BOUNDS]++; }")
 
     def _p_count(self, src, ex, params, path, prim):
         j = params[0]
@@ -245,11 +235,12 @@ class CPrimitives:
         src.emit(f"  if ({i} >= 0 && {i} < {meter.size}) " + store(dst, width, signed, color))
         src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* meter {name} */")
 
-    def _register_index(self, j, path, prim) -> int:
+    def _register(self, j, path, prim) -> tuple:
+        """(RegisterArray, the C name of its cells) of a register reference."""
         name = j.get("value") if isinstance(j, dict) else None
         if name not in self.gen.prog.registers:
             raise malformed(f"unknown register {name!r}", path, prim)
-        return self.gen.registers.index(name)
+        return self.gen.prog.registers[name], self.gen.register_macros[name]
 
     # ------------------------------------------------------------------ hashes and random numbers
     def _p_modify_field_with_hash_based_offset(self, src, ex, params, path, prim):

@@ -4,8 +4,29 @@ API read, written after it."""
 
 from emulator.engine.layout import ENGINE_REGISTERS
 from emulator.native.cexpr import c_int
+from emulator.native.csource import identifiers
 
 GENERATOR_VERSION = 1
+
+
+def phv_slots(layout) -> list:
+    """[(slot, C name, what it holds)] of every named slot of the packet state: the fields
+    (`f_ipv4_ttl`), the headers' validity (`valid_ipv4`), the stacks' next index (`next_hs`) and the
+    engine's own registers (`L_EXIT`, which driver.h reads)."""
+    named = []
+    for h in layout.headers.values():
+        for k, (fname, width, signed) in enumerate(h.htype.fields):
+            named.append(
+                (h.base + k, f"f_{h.name}_{fname}", f"{h.name}.{fname}: {width} bits{', signed' if signed else ''}")
+            )
+        named.append((h.valid, f"valid_{h.name}", f"{h.name}.$valid$"))
+    for s in (*layout.stacks.values(), *layout.union_stacks.values()):
+        named.append((s.next_slot, f"next_{s.name}", f"{s.name}: elements extracted or pushed"))
+    names = identifiers((slot, name) for slot, name, _ in named)
+    slots = [(slot, names[slot], what) for slot, _, what in named]
+    return slots + [
+        (getattr(layout, reg), f"L_{reg}", f"the engine's {reg.lower()} register") for reg in ENGINE_REGISTERS
+    ]
 
 
 def emit_prelude(gen, h) -> None:
@@ -22,6 +43,10 @@ def emit_prelude(gen, h) -> None:
     h.emit('#include "runtime.h"')
     h.emit('#include "meters.h"')
     h.emit('#include "profiles.h"')
+    h.emit()
+    h.emit("/* The packet state's slots (pk->F[...]), by P4 name */")
+    for slot, name, what in gen.slots:
+        h.emit(f"#define {name} {slot} /* {what} */")
     h.emit()
     h.emit(f"#define NTABLES {len(gen.tables)}")
     h.emit(f"#define NREGS {len(gen.registers)}")
@@ -47,7 +72,7 @@ def emit_prelude(gen, h) -> None:
     h.emit()
     for i, name in enumerate(gen.registers):
         r = prog.registers[name]
-        h.emit(f"#define REG_{i} sw->regs[{i}] /* register {name}[{r.size}], {r.bitwidth} bits */")
+        h.emit(f"#define {gen.register_macros[name]} sw->regs[{i}] /* register {name}[{r.size}], {r.bitwidth} bits */")
     reg_sizes = ", ".join(str(prog.registers[n].size) for n in gen.registers) or "0"
     ctr_sizes = ", ".join(str(prog.counters[n].size) for n in gen.counters) or "0"
     h.emit(f"static const uint32_t reg_size[] = {{{reg_sizes}}};")
@@ -80,20 +105,18 @@ def _struct_sw(gen, h) -> None:
 
 def emit_state_and_api(gen, t) -> None:
     """The slots and masks driver.h reads, packet templates, field and learn lists, then driver.h."""
-    layout, std = gen.layout, gen.prog.std
+    std = gen.prog.std
     t.emit("/* ---- the target: simple_switch's semantics (driver.h) over this program ---- */")
     for name in vars(std):
         ref = getattr(std, name)
-        t.emit(f"#define SLOT_{name.upper()} {ref.slot if ref is not None else -1}")
+        t.emit(f"#define SLOT_{name.upper()} {gen.slot_macros[ref.slot] if ref is not None else -1}")
         t.emit(f"#define MASK_{name.upper()} {c_int(ref.mask) if ref is not None else 0}")
-    for reg in ENGINE_REGISTERS:
-        t.emit(f"#define L_{reg} {getattr(layout, reg)}")
     t.emit(f"#define HAS_VERIFY {1 if gen.prog.has_verify else 0}")
     t.emit(f"#define QUEUEING {1 if gen.prog.queueing else 0}")
     t.emit(f"#define DROP_PORT {gen.drop_port}")
     t.emit(f"#define PORT_MAX {std.egress_port.mask}")
-    metadata = [h for h in layout.headers.values() if h.metadata]
-    template = [f"pk->F[{h.valid}] = 1; {gen.annotate(h.valid)}" for h in metadata]
+    metadata = [h for h in gen.layout.headers.values() if h.metadata]
+    template = [f"pk->F[{h.valid}] = 1;" for h in metadata]
     _function(
         t,
         "static void pkt_template(pkt_t *pk)",
@@ -121,14 +144,15 @@ def _function(t, signature: str, body: list) -> None:
 
 def _lists(gen, t) -> None:
     """field_list(id) and learn_list(id): the slots a clone, a resubmit or a digest keeps."""
-    _slot_lists(t, "field_list", [(fid, slots, None) for fid, slots in gen.prog.field_lists.items()])
+    _slot_lists(t, "field_list", [(fid, slots, None) for fid, slots in gen.prog.field_lists.items()], gen.slot_macros)
     learn_lists = gen.prog.learn_lists
     width = max((len(ll.slots) for ll in learn_lists.values()), default=0)
     t.emit(f"#define DIGEST_WIDTH {width} /* fields of the widest learn list */")
-    _slot_lists(t, "learn_list", [(lid, ll.slots, f"learn list {ll.name}") for lid, ll in learn_lists.items()])
+    learned = [(lid, ll.slots, f"learn list {ll.name}") for lid, ll in learn_lists.items()]
+    _slot_lists(t, "learn_list", learned, gen.slot_macros)
 
 
-def _slot_lists(t, fn: str, lists) -> None:
+def _slot_lists(t, fn: str, lists, slot_macros) -> None:
     """`fn(id, &n)`: the n slots of list `id`, from [(id, slots, comment or None)]."""
     array = "".join(w[0] for w in fn.split("_"))
     t.emit(f"static const int *{fn}(uint32_t id, int *n) {{")
@@ -136,7 +160,7 @@ def _slot_lists(t, fn: str, lists) -> None:
     for lid, slots, note in lists:
         if note:
             t.emit(f"    /* {note} */")
-        body = ", ".join(str(s) for s in slots) or "0"
+        body = ", ".join(slot_macros.get(s, str(s)) for s in slots) or "0"
         t.emit(f"    case {lid}: {{ static const int {array}[] = {{{body}}}; *n = {len(slots)}; return {array}; }}")
     t.emit("    default: *n = 0; return NULL;")
     t.emit("    }")
