@@ -65,18 +65,35 @@ class CControl:
         src.emit("{")
         with src.indent():
             src.emit(f"table_t *t = &sw->tables[{self.gen.table_index[table.name]}]; /* {table.name} */")
-            src.emit("int32_t e = -1, act; const uint64_t *P;")
-            if table.keys:
+            if not table.keys:
+                self._keyless(src, table, j)
+            else:
                 keys = self._key(table, j)
+                src.emit("int32_t act; const uint64_t *P;")
                 src.emit(f"uint64_t key[{len(keys)}] = {{{', '.join(keys)}}};")
-                src.emit("e = tbl_lookup(t, key);")
-            src.emit("if (e >= 0) {")
-            with src.indent():
-                self._hit(src, table)
-            src.emit("} else { act = t->def_action; P = t->def_params; }")
-            self._run(src, table)
-            self._next(src, table, j)
+                src.emit("int32_t e = tbl_lookup(t, key);")
+                src.emit("if (e >= 0) {")
+                with src.indent():
+                    self._hit(src, table)
+                src.emit("} else { act = t->def_action; P = t->def_params; }")
+                self._run(src, table)
+                self._next(src, table, j, "e >= 0")
         src.emit("}")
+
+    def _keyless(self, src, table, j):
+        """A table without a key always misses: its default action runs, called directly when it is
+        const (p4c's tables for the plain code of a control are such tables)."""
+        ref = table.initial_default[0] if table.default_entry_const and table.initial_default else None
+        if ref is None:
+            src.emit("int32_t act = t->def_action; const uint64_t *P = t->def_params;")
+            self._run(src, table)
+            self._next(src, table, j, None)
+            return
+        src.emit(f"{self.gen.action_fns[ref.id]}(sw, pk, cx, t->def_params); /* the const default action */")
+        if self.gen.action_exits.get(ref.id):
+            src.emit(f"if (F[{self.layout.EXIT}]) return;")
+        nxt = j.get("next_tables", {})
+        src.emit(self.goto(nxt.get("__MISS__") if "__MISS__" in nxt or "__HIT__" in nxt else nxt.get(ref.name)))
 
     def _key(self, table, j) -> list:
         """C expressions of the key fields, as the lookup compares them (masked to the field and the
@@ -128,11 +145,13 @@ class CControl:
         if may_exit:
             src.emit(f"if (F[{self.layout.EXIT}]) return;")
 
-    def _next(self, src, table, j):
-        """The node `next_tables` names for a hit or a miss, or for the action that ran."""
+    def _next(self, src, table, j, hit):
+        """The node `next_tables` names for a hit or a miss (`hit`: the C test, None: a miss), or for
+        the action that ran."""
         nxt = j.get("next_tables", {})
         if "__HIT__" in nxt or "__MISS__" in nxt:
-            src.emit(f"if (e >= 0) {self.goto(nxt.get('__HIT__'))}")
+            if hit is not None:
+                src.emit(f"if ({hit}) {self.goto(nxt.get('__HIT__'))}")
             src.emit(self.goto(nxt.get("__MISS__")))
             return
         branches = {}
