@@ -37,7 +37,6 @@ class CControl:
             for name, (kind, j) in self.nodes.items():
                 src.emit(f"{self.labels[name]}: /* {kind} {name} */")
                 with src.indent():
-                    src.origin(j)
                     if kind == "cond":
                         self._conditional(src, j)
                     elif kind == "call":
@@ -50,12 +49,14 @@ class CControl:
 
     def _conditional(self, src, j):
         cond = CExpr(self.layout, self.gen.consts, f"{self.name}.{j['name']}").boolean(j.get("expression"))
-        src.emit(f"if ({cond.src}) {self.goto(j.get('true_next'))}")
+        with src.at(j):
+            src.emit(f"if ({cond.src}) {self.goto(j.get('true_next'))}")
         src.emit(self.goto(j.get("false_next")))
 
     def _action_call(self, src, j):
         aid = j.get("action_id")
-        src.emit(f"{self.gen.action_fns[aid]}(sw, pk, cx, NULL);")
+        with src.at(j):
+            src.emit(f"{self.gen.action_fns[aid]}(sw, pk, cx, NULL);")
         if self.gen.action_exits.get(aid):
             src.emit(f"if (F[{self.layout.EXIT}]) return;")
         src.emit(self.goto(j.get("next_node")))
@@ -70,8 +71,9 @@ class CControl:
             else:
                 keys = self._key(table, j)
                 src.emit("int32_t act; const uint64_t *P;")
-                src.emit(f"uint64_t key[{len(keys)}] = {{{', '.join(keys)}}};")
-                src.emit("int32_t e = tbl_lookup(t, key);")
+                with src.at(j):
+                    src.emit(f"uint64_t key[{len(keys)}] = {{{', '.join(keys)}}};")
+                    src.emit("int32_t e = tbl_lookup(t, key);")
                 src.emit("if (e >= 0) {")
                 with src.indent():
                     self._hit(src, table)
@@ -85,11 +87,13 @@ class CControl:
         const (p4c's tables for the plain code of a control are such tables)."""
         ref = table.initial_default[0] if table.default_entry_const and table.initial_default else None
         if ref is None:
-            src.emit("int32_t act = t->def_action; const uint64_t *P = t->def_params;")
+            with src.at(j):
+                src.emit("int32_t act = t->def_action; const uint64_t *P = t->def_params;")
             self._run(src, table)
             self._next(src, table, j, None)
             return
-        src.emit(f"{self.gen.action_fns[ref.id]}(sw, pk, cx, t->def_params); /* the const default action */")
+        with src.at(j):
+            src.emit(f"{self.gen.action_fns[ref.id]}(sw, pk, cx, t->def_params); /* the const default action */")
         if self.gen.action_exits.get(ref.id):
             src.emit(f"if (F[{self.layout.EXIT}]) return;")
         nxt = j.get("next_tables", {})

@@ -20,6 +20,7 @@ class ChecksumUnit(NamedTuple):
     cond: str | None  # the C condition (update_checksum_with_payload's `if`), None: always
     verify: bool
     update: bool
+    source: dict  # its JSON, for its P4 line
 
 
 def checksum_units(gen) -> list:
@@ -33,7 +34,8 @@ def checksum_units(gen) -> list:
         if c.get("if_cond") is not None:
             cond = CExpr(gen.layout, gen.consts, path + ".if_cond").boolean(c["if_cond"]).src
         calc = gen.calc_names[c.get("calculation")]
-        units.append(ChecksumUnit(c.get("name"), calc, ref, valid, cond, c.get("verify", True), c.get("update", True)))
+        verify, update = c.get("verify", True), c.get("update", True)
+        units.append(ChecksumUnit(c.get("name"), calc, ref, valid, cond, verify, update, c))
     return units
 
 
@@ -44,7 +46,8 @@ def emit_verify_checksums(gen, src, units) -> None:
         src.emit("V *F = pk->F; (void)F; (void)cx; int bad = 0;")
         for u in (u for u in units if u.verify):
             test = f"F[{u.valid}]" + (f" && ({u.cond})" if u.cond else "")
-            src.emit(f"if ({test} && (V){u.calc}(pk, cx) != F[{u.ref.slot}]) bad = 1; /* checksum {u.name} */")
+            with src.at(u.source):
+                src.emit(f"if ({test} && (V){u.calc}(pk, cx) != F[{u.ref.slot}]) bad = 1; /* checksum {u.name} */")
         src.emit("return bad;")
     src.emit("}")
     src.emit()
@@ -59,7 +62,8 @@ def emit_deparser(gen, src, units) -> None:
         src.emit("V *F = pk->F; (void)F; uint32_t n = 0;")
         for u in (u for u in units if u.update):
             stmt = f"F[{u.ref.slot}] = (V)({u.calc}(pk, cx) & {c_int(u.ref.mask)}); /* update checksum {u.name} */"
-            src.emit(f"if ({u.cond}) {stmt}" if u.cond else stmt)
+            with src.at(u.source):
+                src.emit(f"if ({u.cond}) {stmt}" if u.cond else stmt)
         primitives = deparser.get("primitives") or []
         if primitives:  # the extern calls of the deparser, before emitting (BMv2's Deparser::deparse)
             path = f"deparsers '{deparser.get('name')}'"

@@ -6,9 +6,10 @@ C with the same structure, one part per module: one function per action (cprimit
 as one function whose states are labels (cparser), each control as one function whose tables and
 conditionals are labels (ccontrols), the calculations (ccalculations), the checksum units and the
 deparser (cdeparser), and the switch's state and tables around them (ctarget). Expressions are the
-Python engine's, written in C (cexpr). Every statement carries the P4 source line it came from in a
-comment; actions, control nodes, registers and the slots of the packet state `F` are named after
-their P4 names. simple_switch's packet semantics around these functions (resubmit, multicast,
+Python engine's, written in C (cexpr). A statement from P4 carries a `#line` directive naming its
+P4 file and line, with its P4 text in a comment, so debuggers and sanitizer reports point into the
+P4; actions, control nodes, registers and the slots of the packet state `F` are named after their
+P4 names. simple_switch's packet semantics around these functions (resubmit, multicast,
 egress, recirculate) are hand-written C in driver.h.
 
 Constructs the C backend cannot run exactly (fields or action data wider than 64 bits, select keys
@@ -23,7 +24,7 @@ from emulator.native.cdeparser import checksum_units, emit_deparser, emit_verify
 from emulator.native.cexpr import Consts
 from emulator.native.cparser import CParser
 from emulator.native.cprimitives import CPrimitives
-from emulator.native.csource import CSource, identifiers, name_slots
+from emulator.native.csource import RESUME, CSource, cname, identifiers, name_slots, resume_lines
 from emulator.native.ctarget import emit_prelude, emit_state_and_api, phv_slots
 
 METER_MAX_RATES = 4  # meters.h
@@ -43,6 +44,7 @@ class CGen:
         self.cfg, self.selectors = with_selector_calculations(cfg)  # selectors: profile -> C function
         self.prog = prog
         self.drop_port = drop_port
+        self.c_file = f"{cname(str(cfg.get('program', 'p4')))}.c"  # the generated file's name in #line directives
         self.layout = prog.layout
         self.consts = Consts()
         self.slots = phv_slots(self.layout)  # [(slot, C name, what it holds)]
@@ -81,7 +83,8 @@ class CGen:
         tail = CSource()
         emit_state_and_api(self, tail)
         named = name_slots(body.text() + tail.text(), self.slot_macros)
-        return head.text() + "\n".join(self.consts.arrays.values()) + "\n\n" + named
+        text = head.text() + "\n".join(self.consts.arrays.values()) + "\n\n" + named
+        return resume_lines(f"{RESUME} /* this file's name in debug information and reports */\n" + text, self.c_file)
 
 
 def _check(gen) -> None:

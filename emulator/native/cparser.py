@@ -35,7 +35,8 @@ class CParser:
                 src.emit(f"{_state_label(st.get('name'))}: /* state {st.get('name')} */")
                 with src.indent():
                     for k, op in enumerate(st.get("parser_ops", [])):
-                        self._op(src, op, f"{path}.parser_ops[{k}]")
+                        with src.at(op):
+                            self._op(src, op, f"{path}.parser_ops[{k}]")
                     self._transitions(src, st, path)
             src.emit("fail:")
             src.emit("*pos_out = pos;")
@@ -54,7 +55,6 @@ class CParser:
         kind = op.get("op")
         params = op.get("parameters", [])
         ex = CExpr(self.layout, self.gen.consts, path, parser=True)
-        src.origin(op)
         if kind == "extract":
             self._extract(src, ex, params[0], path, op)
         elif kind == "set":

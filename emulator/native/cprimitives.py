@@ -52,18 +52,18 @@ class CPrimitives:
             op = prim.get("op")
             params = prim.get("parameters", [])
             ex = CExpr(self.layout, self.gen.consts, ppath, params=widths, parser=parser)
-            src.origin(prim)
-            if op == "_jump":
-                src.emit(f"goto {label}_{hexstr(params[-1].get('value'))};")
-            elif op == "_jump_if_zero":
-                v = ex.value(params[0])
-                cond = v.src if v.kind == "bool" else f"({v.src}) != 0"
-                src.emit(f"if (!({cond})) goto {label}_{hexstr(params[-1].get('value'))};")
-            else:
-                method = getattr(self, f"_p_{op}", None)
-                if method is None:
-                    raise unsupported(f"primitive '{op}' (native backend)", ppath, prim)
-                exits |= bool(method(src, ex, params, ppath, prim))
+            with src.at(prim):
+                if op == "_jump":
+                    src.emit(f"goto {label}_{hexstr(params[-1].get('value'))};")
+                elif op == "_jump_if_zero":
+                    v = ex.value(params[0])
+                    cond = v.src if v.kind == "bool" else f"({v.src}) != 0"
+                    src.emit(f"if (!({cond})) goto {label}_{hexstr(params[-1].get('value'))};")
+                else:
+                    method = getattr(self, f"_p_{op}", None)
+                    if method is None:
+                        raise unsupported(f"primitive '{op}' (native backend)", ppath, prim)
+                    exits |= bool(method(src, ex, params, ppath, prim))
         if len(prims) in targets:
             src.emit(f"{label}_{len(prims)}:;")
         return exits

@@ -1,8 +1,15 @@
 """C text under construction (indented lines, fresh temporaries, the P4 origin of a statement) and
-the C names of P4 objects."""
+the C names of P4 objects.
+
+A line written from a P4 statement carries a `#line` directive naming the P4 file and line (the BMv2
+JSON's source_info), so a debugger or a sanitizer report points into the P4; the line after it
+returns to the generated file with another directive (`resume_lines` numbers those once the whole
+file is assembled).
+"""
 
 import contextlib
 import re
+from typing import NamedTuple
 
 from emulator.engine.jsonutil import source_of
 
@@ -11,6 +18,7 @@ C_KEYWORDS = frozenset(
     "restrict return short signed sizeof static struct switch typedef union unsigned void volatile while".split()
 )
 _SLOT = re.compile(r"(?<![A-Za-z0-9_])F\[(\d+)\]")
+RESUME = "#line <resume>"  # back to the generated file: resume_lines puts its line number in
 
 
 def comment(text: str) -> str:
@@ -45,14 +53,59 @@ def name_slots(text: str, names: dict) -> str:
     return _SLOT.sub(lambda m: f"F[{names.get(int(m.group(1)), m.group(1))}]", text)
 
 
+class Origin(NamedTuple):
+    """The P4 statement lines come from: its file and line, and its text (for a comment)."""
+
+    filename: str
+    line: int
+    fragment: str
+
+
+def p4_origin(obj) -> Origin | None:
+    """Where the P4 statement a JSON object comes from is; None when its source_info lacks the file
+    or the line."""
+    si = obj.get("source_info") if isinstance(obj, dict) else None
+    if not isinstance(si, dict):
+        return None
+    filename, line = si.get("filename"), si.get("line")
+    if not isinstance(filename, str) or not filename or not isinstance(line, int) or line <= 0:
+        return None
+    return Origin(filename, line, str(si.get("source_fragment") or ""))
+
+
+def _line_directive(line: int, filename: str) -> str:
+    quoted = filename.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+    return f'#line {line} "{quoted}"'
+
+
+def _has_code(line: str) -> bool:
+    """False for a blank line or one that is a comment only (nothing in it is compiled)."""
+    stripped = line.strip()
+    if not stripped:
+        return False
+    return not (stripped.startswith("/*") and stripped.endswith("*/") and stripped.count("*/") == 1)
+
+
+def resume_lines(text: str, filename: str) -> str:
+    """`text` (a whole C file) with each return to the generated file numbered: as `filename`, at the
+    line that follows the directive."""
+    lines = text.split("\n")
+    for k, line in enumerate(lines):
+        code = line.lstrip()
+        if code.startswith(RESUME):
+            lines[k] = line[: len(line) - len(code)] + _line_directive(k + 2, filename) + code[len(RESUME) :]
+    return "\n".join(lines)
+
+
 class CSource:
     def __init__(self):
-        self.lines = []
+        self.lines = []  # (text, Origin or None)
         self.depth = 0
         self._tmp = 0
+        self._at = None
 
     def emit(self, line: str = "") -> None:
-        self.lines.append("    " * self.depth + line if line else "")
+        self.lines.append(("    " * self.depth + line if line else "", self._at))
 
     @contextlib.contextmanager
     def indent(self):
@@ -61,6 +114,19 @@ class CSource:
             yield
         finally:
             self.depth -= 1
+
+    @contextlib.contextmanager
+    def at(self, obj):
+        """The lines emitted inside come from the P4 statement `obj` (a JSON object): each gets a #line
+        directive, the first one a comment with the statement's text. Without a P4 file and line,
+        a comment says what the JSON knows of it."""
+        saved, self._at = self._at, p4_origin(obj)
+        if self._at is None:
+            self.origin(obj)
+        try:
+            yield
+        finally:
+            self._at = saved
 
     def tmp(self, prefix="t") -> str:
         self._tmp += 1
@@ -73,4 +139,27 @@ class CSource:
             self.emit(comment(where))
 
     def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+        """The lines, with a #line directive wherever the position the compiler assumes differs from
+        the one wanted: the P4 line of a statement, or (after one) the generated file again."""
+        out, presumed, block = [], None, None  # presumed: the P4 (file, line) the next line has; None: ours
+        for line, at in self.lines:
+            indent = line[: len(line) - len(line.lstrip())]
+            if not _has_code(line):
+                out.append(line)
+                presumed = presumed and (presumed[0], presumed[1] + 1)
+                continue
+            if at is None and presumed is not None:
+                out.append(indent + RESUME)
+                presumed = None
+            elif at is not None:
+                if at is not block or presumed != (at.filename, at.line):
+                    directive = _line_directive(at.line, at.filename)
+                    if at is not block and at.fragment:
+                        directive += " " + comment(at.fragment)
+                    out.append(indent + directive)
+                presumed = (at.filename, at.line + 1)
+            block = at
+            out.append(line)
+        if presumed is not None:
+            out.append(RESUME)
+        return "\n".join(out) + "\n"
