@@ -49,7 +49,7 @@ class CGen:
         self.consts = Consts()
         self.slots = phv_slots(self.layout)  # [(slot, C name, what it holds)]
         self.slot_macros = {slot: name for slot, name, _ in self.slots}
-        self.tables = list(prog.tables)  # table name -> index in the C table array
+        self.tables = list(prog.tables)  # table names, by index in the C table array
         self.table_index = {n: i for i, n in enumerate(self.tables)}
         self.registers = list(prog.registers)
         self.register_macros = identifiers(((n, n) for n in self.registers), "REG_")
@@ -69,6 +69,9 @@ class CGen:
         _check(self)
 
     def generate(self) -> str:
+        """The C file: the head (sizes, `struct sw`, the slots' names), constant arrays, the program,
+        then the target around it. The program is written first: it finds what the head sizes (value
+        set views, log_msg calls)."""
         body = CSource()
         emit_calculations(self, body)
         self.primitives.actions(body)

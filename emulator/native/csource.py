@@ -121,8 +121,8 @@ class CSource:
         directive, the first one a comment with the statement's text. Without a P4 file and line,
         a comment says what the JSON knows of it."""
         saved, self._at = self._at, p4_origin(obj)
-        if self._at is None:
-            self.origin(obj)
+        if self._at is None and source_of(obj):
+            self.emit(comment(source_of(obj)))
         try:
             yield
         finally:
@@ -131,12 +131,6 @@ class CSource:
     def tmp(self, prefix="t") -> str:
         self._tmp += 1
         return f"{prefix}{self._tmp}"
-
-    def origin(self, obj) -> None:
-        """The P4 source line `obj` (a JSON object) comes from, as a comment."""
-        where = source_of(obj)
-        if where:
-            self.emit(comment(where))
 
     def text(self) -> str:
         """The lines, with a #line directive wherever the position the compiler assumes differs from
