@@ -89,16 +89,16 @@ def _emit_header(src, h) -> None:
         bit = 0
         if not all(w % 8 == 0 for _, w, _ in h.htype.fields):
             src.emit(f"memset(out + n, 0, {nbytes});")
-        for k, (fname, width, signed) in enumerate(h.htype.fields):
+        for k, (_, width, signed) in enumerate(h.htype.fields):
             if width == 0:
                 continue
             value = f"(uint64_t)F[{h.base + k}]"
             if signed:
                 value = f"(uint64_t)(F[{h.base + k}] & {c_int((1 << width) - 1)})"
             if bit % 8 == 0 and width % 8 == 0:
-                src.emit(f"wr_be(out + n + {bit // 8}, {width // 8}, {value}); /* {fname} */")
+                src.emit(f"wr_be(out + n + {bit // 8}, {width // 8}, {value});")
             else:
-                src.emit(f"put_bits(out + n, {bit}, {width}, {value}); /* {fname} */")
+                src.emit(f"put_bits(out + n, {bit}, {width}, {value});")
             bit += width
         src.emit(f"n += {nbytes};")
     src.emit("}")

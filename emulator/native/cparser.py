@@ -48,7 +48,7 @@ class CParser:
         src.emit()
 
     def _need(self, n) -> str:
-        return f"if (L - pos < (uint32_t)({n})) {{ err = {self.errors['PacketTooShort']}; goto fail; }}"
+        return f"if (L - pos < (uint32_t)({n})) {{ err = ERR_TOO_SHORT; goto fail; }}"
 
     # ------------------------------------------------------------------ parser ops
     def _op(self, src, op, path):
@@ -73,7 +73,7 @@ class CParser:
             t = src.tmp("adv")
             src.emit(f"{{ V {t} = {v.src};")
             src.emit(f"  if ({t} < 0 || ({t} & 7)) {{ err = {self.errors['ParserInvalidArgument']}; goto fail; }}")
-            src.emit(f"  if ((V)(L - pos) < ({t} >> 3)) {{ err = {self.errors['PacketTooShort']}; goto fail; }}")
+            src.emit(f"  if ((V)(L - pos) < ({t} >> 3)) {{ err = ERR_TOO_SHORT; goto fail; }}")
             src.emit(f"  pos += (uint32_t)({t} >> 3); }}")
         elif kind == "primitive":
             if self.gen.primitives.emit(src, [params[0]], path, None, parser=True):
@@ -141,12 +141,15 @@ class CParser:
         src.emit("}")
 
     def _fields(self, src, htype, base: str):
-        """Read one header of type `htype` at `pos` into the slots from `base` (a number or a variable)."""
+        """Read one header of type `htype` at `pos` into the slots from `base` (a number: the slots
+        have names; or a variable: each field is named in a comment)."""
+        static = base.isdigit()
         bit = 0
         for k, (fname, width, signed) in enumerate(htype.fields):
-            slot = f"{base} + {k}" if not base.isdigit() else str(int(base) + k)
+            slot = str(int(base) + k) if static else f"{base} + {k}"
+            note = "" if static else f" /* {fname} */"
             if width == 0:
-                src.emit(f"F[{slot}] = 0;")
+                src.emit(f"F[{slot}] = 0;{note}")
                 continue
             if bit % 8 == 0 and width % 8 == 0:
                 value = f"rd_be(D + pos + {bit // 8}, {width // 8})"
@@ -154,12 +157,12 @@ class CParser:
                 value = f"get_bits(D + pos, {bit}, {width})"
             if signed:
                 half = c_int(1 << (width - 1))
-                src.emit(f"F[{slot}] = (((V){value}) ^ {half}) - {half}; /* {fname} */")
+                src.emit(f"F[{slot}] = (((V){value}) ^ {half}) - {half};{note}")
             else:
-                src.emit(f"F[{slot}] = (V){value}; /* {fname} */")
+                src.emit(f"F[{slot}] = (V){value};{note}")
             bit += width
-        slot = f"{base} + {htype.nfields}" if not base.isdigit() else str(int(base) + htype.nfields)
-        src.emit(f"F[{slot}] = 1; /* $valid$ */")
+        slot = str(int(base) + htype.nfields) if static else f"{base} + {htype.nfields}"
+        src.emit(f"F[{slot}] = 1;" + ("" if static else " /* $valid$ */"))
 
     # ------------------------------------------------------------------ transitions
     def _transitions(self, src, st, path):
