@@ -17,12 +17,14 @@ import sys
 
 from emulator import logging_setup
 from emulator.dataplane import DataPlane
+from emulator.engine.compiler import compile_program
 from emulator.errors import EntryError, LoadError
+from emulator.native import c_source
 from emulator.p4rt.device import Device
 from emulator.p4rt.errors import P4RTError
 from emulator.p4runtime_server import BindError, P4RuntimeServer
 from emulator.ports import InterfaceError, interface_exists
-from emulator.switch import SoftwareSwitch
+from emulator.switch import SoftwareSwitch, load_config
 
 log = logging.getLogger("emulator.switch_cli")
 DEFAULT_GRPC_ADDR = "0.0.0.0:9559"  # simple_switch_grpc's default
@@ -194,16 +196,14 @@ def configure_engine(engine, seed=None, crc_parameters=()):
 
 
 def dump_generated(program: str, out: str, backend: str = "python") -> int:
-    """Compile PROGRAM.json as the switch would and write the generated source (C for `native`)."""
-    from emulator.native.build import NativeBuildError
-
+    """Compile PROGRAM.json as the switch would and write the generated source (for `native`, the C,
+    which is not compiled)."""
     try:
         if backend == "native":
-            source = SoftwareSwitch.from_json(program, backend="native").generated_c
+            cfg = load_config(program)
+            source = c_source(cfg, compile_program(cfg))
         else:
             source = SoftwareSwitch.from_json(program).generated_source
-    except NativeBuildError as exc:
-        return _fail(str(exc).splitlines()[0])
     except OSError as exc:
         return _fail(f"cannot read '{exc.filename}': {exc.strerror}")
     except LoadError as exc:

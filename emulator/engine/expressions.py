@@ -53,7 +53,14 @@ class ExprCompiler:
 
     `params` are the action's runtime data widths (None outside actions); `param_src(i)` names the
     Python variable holding runtime datum i. `parser` enables `lookahead` (reads D at pos).
+
+    The JSON walk (what each operand and operator means, and its checks) is the same for every
+    target; the text it writes comes from the hooks below (the class attributes and the methods
+    under "target syntax"), which the native backend's C compiler (emulator.native.cexpr) overrides.
     """
+
+    TRUE, FALSE = "True", "False"
+    AND, OR, NOT = "and", "or", "not "
 
     def __init__(self, layout, ns, path, params=None, param_src=None, parser=False):
         self.layout = layout
@@ -113,7 +120,7 @@ class ExprCompiler:
             if isinstance(inner, dict) and inner.get("op") == "access_field":
                 hdr = self.header(inner.get("left"))
                 off, width, signed = self._field_offset(hdr.htype, inner.get("right"), inner)
-                return f"{hdr.src} + {off}", width, signed
+                return self._slot(hdr, off), width, signed
         raise malformed("expected an assignable field", self.path, j)
 
     # ----------------------------------------------------------------- values
@@ -126,11 +133,11 @@ class ExprCompiler:
             ref = self._field_ref(j)
             return _data(f"F[{ref.slot}]", bits=None if ref.signed else ref.width, field=ref)
         if t == "hexstr":
-            return _const(hexstr(v, self.path))
+            return self._constant(hexstr(v, self.path), j)
         if t == "bool":
             if not isinstance(v, bool):
                 raise malformed(f"bool value {v!r}", self.path, j)
-            return _bool("True" if v else "False")
+            return _bool(self.TRUE if v else self.FALSE)
         if t in ("local", "runtime_data"):
             if self.params is None:
                 raise malformed(f"'{t}' outside an action", self.path, j)
@@ -237,14 +244,14 @@ class ExprCompiler:
         _, width, signed = htype.fields[right]
         return right, width, signed
 
-    def _lookahead(self, j) -> Value:
+    def _lookahead_window(self, j) -> tuple:
+        """(bit offset, bit width) of a lookahead, checked."""
         if not self.parser:
             raise malformed("lookahead outside a parser", self.path, j)
         v = j.get("value")
         if not isinstance(v, list) or len(v) != 2:
             raise malformed("lookahead must be [offset, bitwidth]", self.path, j)
-        off, width = v
-        return _data(f"_lookahead(D, pos, {off}, {width})", bits=width)
+        return tuple(v)
 
     # ----------------------------------------------------------------- operators
     def _op(self, e) -> Value:
@@ -255,9 +262,7 @@ class ExprCompiler:
             lv, rv = self.value(left), self.value(right)
             if lv.kind != rv.kind:
                 raise malformed("ternary operator branches differ in type", self.path, e)
-            if lv.kind == "data":
-                return _data(f"({lv.src} if {cond.src} else {rv.src})", bits=_max_bits(lv, rv))
-            return Value(f"({lv.src} if {cond.src} else {rv.src})", lv.kind, htype=lv.htype)
+            return self._choice(cond, lv, rv)
         if op in ("+", "-") and left is None:
             r = self.data(right)
             return _data(f"(-{r.src})") if op == "-" else r
@@ -271,15 +276,9 @@ class ExprCompiler:
             lv, rv = self.value(left), self.value(right)
             if lv.kind != rv.kind:
                 raise malformed(f"'{op}' between {lv.kind} and {rv.kind}", self.path, e)
-            if lv.kind == "header":
-                # BMv2 (Header::cmp): equal iff both are valid and all fields are equal
-                src = f"_header_eq(F, {lv.src}, {rv.src}, {lv.htype.nfields})"
-                return _bool(src if op == "==" else f"(not {src})")
-            if lv.kind == "union":
-                # BMv2 (HeaderUnion::cmp): both valid, the same member valid, and that member equal
-                nfields = self.ns.const("_UN", tuple(h.htype.nfields for h in lv.union.members))
-                src = f"_union_eq(F, {lv.src}, {rv.src}, {nfields})"
-                return _bool(src if op == "==" else f"(not {src})")
+            if lv.kind in ("header", "union"):
+                src = self._header_eq(lv, rv) if lv.kind == "header" else self._union_eq(lv, rv, e)
+                return _bool(src if op == "==" else f"({self.NOT}{src})")
             if lv.kind not in ("data", "bool"):
                 raise unsupported(f"'{op}' on {lv.kind} values", self.path, e)
             return _bool(f"({lv.src} {op} {rv.src})")
@@ -288,9 +287,9 @@ class ExprCompiler:
             return _bool(f"({lv.src} {op} {rv.src})")
         if op in ("and", "or"):
             lv, rv = self.boolean(left), self.boolean(right)
-            return _bool(f"({lv.src} {op} {rv.src})")
+            return _bool(f"({lv.src} {self.AND if op == 'and' else self.OR} {rv.src})")
         if op == "not":
-            return _bool(f"(not {self.boolean(right).src})")
+            return _bool(f"({self.NOT}{self.boolean(right).src})")
         if op == "~":
             r = self.data(right)
             return _data(f"(~{r.src})")
@@ -300,19 +299,18 @@ class ExprCompiler:
         if op == "d2b":
             return _bool(f"({self.data(right).src} != 0)")
         if op == "b2d":
-            return _data(f"(1 if {self.boolean(right).src} else 0)", bits=1)
+            return self._b2d(self.boolean(right))
         if op in ("two_comp_mod", "sat_cast", "usat_cast"):
             return self._cast(op, self.data(left), self.data(right), e)
         if op in ("dereference_header_stack", "dereference_stack"):
-            st = self.stack(left)
+            st = self.stack(left).stack
             idx = self.data(right)
-            bases = self.ns.const("_SB", st.stack.bases)
             if idx.const is not None:
-                if not 0 <= idx.const < len(st.stack.bases):
+                if not 0 <= idx.const < len(st.bases):
                     raise malformed(f"stack index {idx.const} out of range", self.path, e)
-                base = st.stack.bases[idx.const]
-                return Value(str(base), "header", htype=st.stack.htype, static_base=base)
-            return Value(f"_stack_at({bases}, {idx.src})", "header", htype=st.stack.htype)
+                base = st.bases[idx.const]
+                return Value(str(base), "header", htype=st.htype, static_base=base)
+            return Value(self._stack_at(st, idx), "header", htype=st.htype)
         if op == "last_stack_index":
             next_slot, _ = self._any_stack(right)
             return _data(f"(F[{next_slot}] - 1)")
@@ -328,8 +326,9 @@ class ExprCompiler:
             if u.kind != "union":
                 raise malformed(f"valid_union of a {u.kind}", self.path, e)
             if u.static_union:
-                members = " or ".join(f"F[{h.valid}]" for h in u.union.members) or "0"
-                return _bool(f"(({members}) != 0)")
+                members = f" {self.OR} ".join(f"F[{h.valid}] != 0" for h in u.union.members)
+                return _bool(f"({members})" if members else self.FALSE)
+            # a union known only at run time (only _union_at makes one)
             nfields = self.ns.const("_UN", tuple(h.htype.nfields for h in u.union.members))
             return _bool(f"_union_valid(F, {u.src}, {nfields})")
         if op == "dereference_union_stack":
@@ -344,8 +343,7 @@ class ExprCompiler:
                 if not 0 <= idx.const < len(stack.unions):
                     raise malformed(f"union stack index {idx.const} out of range", self.path, e)
                 return self._union_value(stack.unions[idx.const])
-            bases = self.union_stack_bases(stack)
-            return Value(f"{bases}[_stack_at(range({len(stack.unions)}), {idx.src})]", "union", union=stack.unions[0])
+            return self._union_at(stack, idx, e)
         if op == "access_union_header":
             u = self.value(left)
             if u.kind != "union":
@@ -355,7 +353,7 @@ class ExprCompiler:
             member = u.union.members[right]
             if u.static_union:
                 return Value(str(member.base), "header", htype=member.htype, static_base=member.base)
-            return Value(f"{u.src}[{right}]", "header", htype=member.htype)
+            return Value(f"{u.src}[{right}]", "header", htype=member.htype)  # a union from _union_at
         raise unsupported(f"expression operator '{op}'", self.path, e)
 
     def _any_stack(self, j):
@@ -371,6 +369,42 @@ class ExprCompiler:
         if hdr.static_base is not None:
             return str(hdr.static_base + offset)
         return f"{hdr.src} + {offset}"
+
+    # ----------------------------------------------------------------- target syntax
+    def _constant(self, value: int, j) -> Value:
+        return _const(value)
+
+    def _lookahead(self, j) -> Value:
+        off, width = self._lookahead_window(j)
+        return _data(f"_lookahead(D, pos, {off}, {width})", bits=width)
+
+    def _choice(self, cond: Value, a: Value, b: Value) -> Value:
+        """`cond ? a : b` of two values of one kind."""
+        src = f"({a.src} if {cond.src} else {b.src})"
+        if a.kind == "data":
+            return _data(src, bits=_max_bits(a, b))
+        return Value(src, a.kind, htype=a.htype)
+
+    def _b2d(self, b: Value) -> Value:
+        return _data(f"(1 if {b.src} else 0)", bits=1)
+
+    def _header_eq(self, a: Value, b: Value) -> str:
+        """BMv2's Header::cmp: equal iff both are valid and all fields are equal."""
+        return f"_header_eq(F, {a.src}, {b.src}, {a.htype.nfields})"
+
+    def _union_eq(self, a: Value, b: Value, e) -> str:
+        """BMv2's HeaderUnion::cmp: both valid, the same member valid, and that member equal."""
+        nfields = self.ns.const("_UN", tuple(h.htype.nfields for h in a.union.members))
+        return f"_union_eq(F, {a.src}, {b.src}, {nfields})"
+
+    def _stack_at(self, st: StackSlots, idx: Value) -> str:
+        """The base slot of element `idx` (known at run time) of a header stack."""
+        return f"_stack_at({self.ns.const('_SB', st.bases)}, {idx.src})"
+
+    def _union_at(self, stack: UnionStackSlots, idx: Value, e) -> Value:
+        """Union `idx` (known at run time) of a header union stack: its member bases at run time."""
+        bases = self.union_stack_bases(stack)
+        return Value(f"{bases}[_stack_at(range({len(stack.unions)}), {idx.src})]", "union", union=stack.unions[0])
 
     def masked_shift_operands(self, left, right):
         """(a, amount, mask) compiled, when `left & right` is `(a << amount) & mask` with a run-time

@@ -42,6 +42,67 @@ def split_transitions(st: dict, path: str) -> tuple:
     return default, cases
 
 
+def select_key(ex, st, path) -> tuple:
+    """The key of a parse state's select, compiled by `ex` (either backend's expression compiler):
+    ([(field value, bit width, left shift)], key bytes). BMv2 concatenates the key fields, each
+    padded to whole bytes, a signed one as its two's complement bits."""
+    keys = st.get("transition_key") or []
+    if not keys:
+        raise malformed("select cases without a transition key", path, st)
+    fields = []
+    for j, k in enumerate(keys):
+        t = k.get("type")
+        if t == "field":
+            ref = ex._field_ref(k)
+            width, signed = ref.width, ref.signed
+        elif t == "stack_field":
+            _, _, width, signed = ex._stack_field(k)
+        elif t == "union_stack_field":
+            _, _, width, signed = ex._union_stack_field(k)
+        elif t == "lookahead":
+            width, signed = ex._lookahead_window(k)[1], False
+        else:
+            raise unsupported(f"select key type '{t}'", f"{path}.transition_key[{j}]", k)
+        value = ex.data(k)
+        if signed:
+            value = ex._arith("&", value, ex._constant((1 << width) - 1, k))
+        fields.append((value, width))
+    nbytes = sum((width + 7) // 8 for _, width in fields)
+    placed, shift = [], nbytes * 8
+    for value, width in fields:
+        shift -= (width + 7) // 8 * 8
+        placed.append((value, width, shift))
+    return placed, nbytes
+
+
+def select_cases(cases, nbytes: int, widths: list, vsets: dict) -> list:
+    """[(next state, value, mask or None, value set or None)] of a select's cases (split_transitions'),
+    checked against its key: values and masks of `nbytes` bytes, value sets as wide as the key's
+    fields (`widths`)."""
+    checked = []
+    for t, tpath in cases:
+        mask = t.get("mask")
+        if mask is not None:
+            if hexstr_bytes(mask, tpath) != nbytes:
+                raise malformed(f"transition mask {mask!r} is not {nbytes} bytes wide", tpath, t)
+            mask = hexstr(mask, tpath)
+        if t.get("type") == "parse_vset":
+            vset = vsets.get(t.get("value"))
+            if vset is None:
+                raise malformed(f"unknown parse value set {t.get('value')!r}", tpath, t)
+            if sum(widths) != vset.bitwidth:
+                raise malformed(
+                    f"value set '{vset.name}' is {vset.bitwidth} bits, its select key {sum(widths)}", tpath, t
+                )
+            checked.append((t.get("next_state"), None, mask, vset))
+            continue
+        value = t.get("value")
+        if hexstr_bytes(value, tpath) != nbytes:
+            raise malformed(f"transition value {value!r} is not {nbytes} bytes wide", tpath, t)
+        checked.append((t.get("next_state"), hexstr(value, tpath), mask, None))
+    return checked
+
+
 class ParserGen:
     def __init__(self, parser: dict, path: str, layout, ns, env, errors: dict, codecs: dict, vsets=None):
         self.parser = parser
@@ -254,112 +315,35 @@ class ParserGen:
         src.emit(f"pos += {need}")
 
     # ------------------------------------------------------------------ transitions
-    def _key(self, st, path):
-        """(source of the select key, key width in bytes)."""
-        comps = []
-        ex = ExprCompiler(self.layout, self.ns, path, parser=True)
-        for j, k in enumerate(st.get("transition_key", [])):
-            t = k.get("type")
-            if t == "field":
-                ref = ex._field_ref(k)
-                v, width = f"F[{ref.slot}]", ref.width
-                if ref.signed:
-                    v = f"(F[{ref.slot}] & {ref.mask})"
-            elif t == "stack_field":
-                stack, off, width, signed = ex._stack_field(k)
-                v = f"F[{ex._last_base(stack)} + {off}]"
-                if signed:
-                    v = f"({v} & {(1 << width) - 1})"
-            elif t == "union_stack_field":
-                base, off, width, signed = ex._union_stack_field(k)
-                v = f"F[{base} + {off}]"
-                if signed:
-                    v = f"({v} & {(1 << width) - 1})"
-            elif t == "lookahead":
-                off, width = k.get("value", [None, None])
-                if not isinstance(off, int) or not isinstance(width, int):
-                    raise malformed("lookahead must be [offset, bitwidth]", f"{path}.transition_key[{j}]")
-                v = f"_lookahead(D, pos, {off}, {width})"
-            else:
-                raise unsupported(f"select key type '{t}'", f"{path}.transition_key[{j}]", k)
-            comps.append((v, (width + 7) // 8))
-        total = sum(n for _, n in comps)
-        parts, shift = [], total * 8
-        for v, n in comps:
-            shift -= n * 8
-            parts.append(f"({v} << {shift})" if shift else v)
-        return " | ".join(parts), total
-
     def _transitions(self, src, st, path, pending, depth):
         default, cases = split_transitions(st, path)
         if not cases:
             self._goto(src, default, pending, depth)
             return
-        key_src, nbytes = self._key(st, path)
-        if not st.get("transition_key"):
-            raise malformed("select cases without a transition key", path, st)
+        ex = ExprCompiler(self.layout, self.ns, path, parser=True)
+        fields, nbytes = select_key(ex, st, path)
         kv = src.tmp("key")
-        src.emit(f"{kv} = {key_src}")
-        first = True
-        for t, tpath in cases:
-            if t.get("type") == "parse_vset":
-                cond = self._vset_condition(t, tpath, kv, st, nbytes)
-                src.emit(f"{'if' if first else 'elif'} {cond}:")
-                first = False
-                with src.indent():
-                    self._goto(src, t.get("next_state"), pending, depth)
-                continue
-            value = t.get("value")
-            if hexstr_bytes(value, tpath) != nbytes:
-                raise malformed(f"transition value {value!r} is not {nbytes} bytes wide", tpath, t)
-            v = hexstr(value, tpath)
-            mask = t.get("mask")
-            if mask is None:
-                cond = f"{kv} == {v}"
+        src.emit(f"{kv} = " + " | ".join(f"({v.src} << {shift})" if shift else v.src for v, _, shift in fields))
+        widths = [width for _, width, _ in fields]
+        for k, (next_state, value, mask, vset) in enumerate(select_cases(cases, nbytes, widths, self.vsets)):
+            if vset is not None:
+                cond = self._vset_condition(vset, widths, mask, kv)
+            elif mask is None:
+                cond = f"{kv} == {value}"
             else:
-                if hexstr_bytes(mask, tpath) != nbytes:
-                    raise malformed(f"transition mask {mask!r} is not {nbytes} bytes wide", tpath, t)
-                m = hexstr(mask, tpath)
-                cond = f"{kv} & {m} == {v & m}"
-            src.emit(f"{'if' if first else 'elif'} {cond}:")
-            first = False
+                cond = f"{kv} & {mask} == {value & mask}"
+            src.emit(f"{'if' if k == 0 else 'elif'} {cond}:")
             with src.indent():
-                self._goto(src, t.get("next_state"), pending, depth)
+                self._goto(src, next_state, pending, depth)
         src.emit("else:")
         with src.indent():
             self._goto(src, default, pending, depth)
 
-    def _vset_condition(self, t, tpath, kv, st, nbytes) -> str:
+    def _vset_condition(self, vset, widths, mask, kv) -> str:
         """`key in value set` (BMv2's ParseSwitchCaseVSet: members byte-padded per key field, then
         masked with the transition's mask)."""
-        vset = self.vsets.get(t.get("value"))
-        if vset is None:
-            raise malformed(f"unknown parse value set {t.get('value')!r}", tpath, t)
-        widths = self.key_widths(st, tpath)
-        if sum(widths) != vset.bitwidth:
-            raise malformed(f"value set '{vset.name}' is {vset.bitwidth} bits, its select key {sum(widths)}", tpath, t)
-        mask = t.get("mask")
         if mask is None:
             members = self.ns.add("_vset", vset.view(widths), vset.name)
             return f"{kv} in {members}"
-        if hexstr_bytes(mask, tpath) != nbytes:
-            raise malformed(f"value set mask {mask!r} is not {nbytes} bytes wide", tpath, t)
-        m = hexstr(mask, tpath)
-        masked = self.ns.add("_vsetm", vset.view(widths, m), f"{vset.name}_{m:x}")
-        return f"({kv} & {m}) in {masked}"
-
-    def key_widths(self, st, path) -> list:
-        """Bit widths of a select's key fields (value sets pad each to whole bytes)."""
-        widths = []
-        ex = ExprCompiler(self.layout, self.ns, path, parser=True)
-        for k in st.get("transition_key", []):
-            t = k.get("type")
-            if t == "field":
-                widths.append(ex._field_ref(k).width)
-            elif t == "stack_field":
-                widths.append(ex._stack_field(k)[2])
-            elif t == "union_stack_field":
-                widths.append(ex._union_stack_field(k)[2])
-            elif t == "lookahead":
-                widths.append(k.get("value", [0, 0])[1])
-        return widths
+        masked = self.ns.add("_vsetm", vset.view(widths, mask), f"{vset.name}_{mask:x}")
+        return f"({kv} & {mask}) in {masked}"

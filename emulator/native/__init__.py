@@ -1,7 +1,8 @@
 """The native backend: the BMv2 JSON compiled to C, built with the system compiler, loaded with ctypes.
 
 `load_native` is what `SoftwareSwitch.from_json(..., backend="native"|"auto")` calls; the Python
-engine (emulator/engine/) stays the reference implementation and the fallback.
+engine (emulator/engine/) stays the reference implementation and the fallback. `c_source` is the C
+alone, not compiled (`thc-switch --dump-generated FILE --backend native`).
 """
 
 import logging
@@ -9,6 +10,16 @@ import logging
 from emulator.errors import UnsupportedConstruct
 
 log = logging.getLogger("emulator.switch")
+
+
+def c_source(cfg, program, drop_port=511) -> str:
+    """The C the native backend would compile for `program` (UnsupportedConstruct when it cannot)."""
+    from emulator.native.cgen import generate_c
+
+    try:
+        return generate_c(cfg, program, drop_port)
+    except UnsupportedConstruct as exc:
+        raise UnsupportedConstruct(f"native backend: {exc}") from None
 
 
 def load_native(cfg, program, drop_port, trace_level, sanitize=False, required=False):

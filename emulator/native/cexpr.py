@@ -8,23 +8,11 @@ that raise in Python (a negative shift, division by zero, a bad stack index) `RA
 drops the packet the same way.
 """
 
-from dataclasses import dataclass
-
-from emulator.engine.expressions import ExprCompiler, fold
-from emulator.engine.jsonutil import hexstr, malformed, unsupported
+from emulator.engine.expressions import ExprCompiler, Value, fold
+from emulator.engine.jsonutil import malformed, unsupported
 from emulator.engine.layout import StackSlots, UnionSlots, UnionStackSlots
 
-
-@dataclass
-class CVal:
-    src: str
-    kind: str  # data | bool | header | stack | string
-    const: int | None = None
-    htype: object = None
-    static_base: int | None = None
-    stack: StackSlots | None = None
-    union: UnionSlots | None = None  # a header union known at compile time
-    union_stack: UnionStackSlots | None = None
+MAX_CONSTANT_BITS = 126  # a constant keeps a margin below V's 128 bits, so sums of two still fit
 
 
 def c_int(value: int) -> str:
@@ -38,8 +26,17 @@ def c_int(value: int) -> str:
     return f"((V)(((UV){hi:#x}ULL << 64) | (UV){lo:#x}ULL))"
 
 
-def _const(value: int) -> CVal:
-    return CVal(c_int(value), "data", const=value)
+def c_data(src: str) -> Value:
+    """An integer value computed by the C expression `src`."""
+    return Value(src, "data")
+
+
+def _const(value: int) -> Value:
+    return Value(c_int(value), "data", const=value)
+
+
+def _fits(value: int) -> bool:
+    return -(1 << MAX_CONSTANT_BITS) <= value < (1 << MAX_CONSTANT_BITS)
 
 
 class Consts:
@@ -68,109 +65,31 @@ class Consts:
 class CExpr(ExprCompiler):
     """Compiles the type-value objects of one context (action, parser state, condition) to C.
 
-    The JSON walking it shares with the Python engine's ExprCompiler (field references, header stack
-    fields, field offsets, the kind checks of header() and stack()) is inherited; every emitted string
-    is its own.
+    The JSON walk and its checks are the Python engine's ExprCompiler; this class gives its hooks
+    their C text (and refuses what the native backend does not run: union stacks indexed at run
+    time, `==` on unions, lookaheads wider than 64 bits).
 
     `params`: runtime data widths of an action (None elsewhere), read from `P[i]`.
     `parser`: lookahead reads the packet at `pos`.
     """
 
-    def __init__(self, layout, consts: Consts, path: str, params=None, parser=False):
-        self.layout = layout
-        self.consts = consts
-        self.path = path
-        self.params = params
-        self.parser = parser
+    TRUE, FALSE = "1", "0"
+    AND, OR, NOT = "&&", "||", "!"
 
-    def data(self, j) -> CVal:
+    def __init__(self, layout, consts: Consts, path: str, params=None, parser=False):
+        super().__init__(layout, None, path, params, param_src=lambda i: f"((V)P[{i}])", parser=parser)
+        self.consts = consts
+
+    def data(self, j) -> Value:
+        """An integer value; in C a boolean is one too (0 or 1)."""
         v = self.value(j)
         if v.kind == "bool":
-            return CVal(f"((V)({v.src}))", "data")
+            return c_data(f"((V)({v.src}))")
         if v.kind != "data":
             raise malformed(f"expected an integer value, got {v.kind}", self.path, j)
         return v
 
-    def boolean(self, j) -> CVal:
-        v = self.value(j)
-        if v.kind != "bool":
-            raise malformed(f"expected a boolean expression, got {v.kind}", self.path, j)
-        return v
-
-    def lvalue(self, j):
-        """(C slot index expression, width, signed) of an assignable field."""
-        t = j.get("type") if isinstance(j, dict) else None
-        if t == "field":
-            ref = self._field_ref(j)
-            return str(ref.slot), ref.width, ref.signed
-        if t == "stack_field":
-            st, off, width, signed = self._stack_field(j)
-            return f"{self._last_base(st)} + {off}", width, signed
-        if t == "union_stack_field":
-            base, off, width, signed = self._union_stack_field(j)
-            return f"{base} + {off}", width, signed
-        if t == "expression":
-            inner = j.get("value")
-            if isinstance(inner, dict) and "op" not in inner and "type" in inner:
-                return self.lvalue(inner)
-            if isinstance(inner, dict) and inner.get("op") == "access_field":
-                hdr = self.header(inner.get("left"))
-                off, width, signed = self._field_offset(hdr.htype, inner.get("right"), inner)
-                return self._slot(hdr, off), width, signed
-        raise malformed("expected an assignable field", self.path, j)
-
-    # ------------------------------------------------------------------ values
-    def value(self, j) -> CVal:
-        if not isinstance(j, dict) or "type" not in j:
-            raise malformed(f"expected a type/value object, got {j!r}", self.path)
-        t, v = j["type"], j.get("value")
-        if t == "field":
-            ref = self._field_ref(j)
-            return CVal(f"F[{ref.slot}]", "data")
-        if t == "hexstr":
-            value = hexstr(v, self.path)
-            if not -(1 << 126) <= value < (1 << 126):
-                raise unsupported(f"constant {v} wider than 126 bits (native backend)", self.path, j)
-            return _const(value)
-        if t == "bool":
-            return CVal("1" if v else "0", "bool")
-        if t in ("local", "runtime_data"):
-            if self.params is None or not isinstance(v, int) or not 0 <= v < len(self.params):
-                raise malformed(f"action parameter {v!r} out of range", self.path, j)
-            return CVal(f"((V)P[{v}])", "data")
-        if t == "header":
-            h = self.layout.header(v, self.path)
-            return CVal(str(h.base), "header", htype=h.htype, static_base=h.base)
-        if t == "header_stack":
-            st = self.layout.stack(v, self.path)
-            return CVal(st.name, "stack", stack=st)
-        if t == "stack_field":
-            st, off, _, _ = self._stack_field(j)
-            return CVal(f"F[{self._last_base(st)} + {off}]", "data")
-        if t == "header_union":
-            return CVal(v, "union", union=self.layout.union(v, self.path))
-        if t == "header_union_stack":
-            return CVal(v, "union_stack", union_stack=self.layout.union_stack(v, self.path))
-        if t == "union_stack_field":
-            base, off, _, _ = self._union_stack_field(j)
-            return CVal(f"F[{base} + {off}]", "data")
-        if t == "lookahead":
-            if not self.parser:
-                raise malformed("lookahead outside a parser", self.path, j)
-            off, width = v
-            if width > 64:
-                raise unsupported(f"lookahead of {width} bits (native backend: at most 64)", self.path, j)
-            return CVal(f"((V)lookahead(cx, D, L, pos, {off}, {width}))", "data")
-        if t == "string":
-            return CVal("0", "string")
-        if t == "expression":
-            if isinstance(v, dict) and "op" in v:
-                return self._op(v)
-            if isinstance(v, dict) and "type" in v:
-                return self.value(v)
-            raise malformed("expression without an op", self.path, j)
-        raise unsupported(f"expression operand type '{t}'", self.path, j)
-
+    # ------------------------------------------------------------------ places
     def _last_base(self, st) -> str:
         return f"{self.consts.stack_bases(st)}[stack_last(cx, F[{st.next_slot}])]"
 
@@ -180,145 +99,84 @@ class CExpr(ExprCompiler):
         base = f"{self.consts.union_stack_bases(us)}[stack_last(cx, F[{us.next_slot}])][{member}]"
         return base, off, width, signed
 
-    def _slot(self, hdr: CVal, offset: int) -> str:
-        if hdr.static_base is not None:
-            return str(hdr.static_base + offset)
-        return f"({hdr.src}) + {offset}"
+    def _union_value(self, u: UnionSlots) -> Value:
+        return Value(u.name, "union", union=u, static_union=True)
 
-    # ------------------------------------------------------------------ operators
-    def _op(self, e) -> CVal:
-        op = e.get("op")
-        left, right = e.get("left"), e.get("right")
-        if op == "?":
-            cond = self.boolean(e.get("cond"))
-            lv, rv = self.value(left), self.value(right)
-            if lv.kind != rv.kind:
-                raise malformed("ternary operator branches differ in type", self.path, e)
-            return CVal(f"(({cond.src}) ? {lv.src} : {rv.src})", lv.kind, htype=lv.htype)
-        if op in ("+", "-") and left is None:
-            r = self.data(right)
-            return CVal(f"(-{r.src})", "data") if op == "-" else r
-        if op in ("+", "-", "*", "&", "|", "^", "<<", ">>", "%", "/"):
-            if op == "&":
-                shifted = self._masked_shift(left, right)
-                if shifted is not None:
-                    return shifted
-            return self._arith(op, self.data(left), self.data(right))
-        if op in ("==", "!="):
-            lv, rv = self.value(left), self.value(right)
-            if lv.kind != rv.kind:
-                raise malformed(f"'{op}' between {lv.kind} and {rv.kind}", self.path, e)
-            if lv.kind == "header":
-                eq = f"header_eq(F, {lv.src}, {rv.src}, {lv.htype.nfields})"
-                return CVal(eq if op == "==" else f"(!{eq})", "bool")
-            if lv.kind not in ("data", "bool"):
-                raise unsupported(f"'{op}' on {lv.kind} values", self.path, e)
-            return CVal(f"({lv.src} {op} {rv.src})", "bool")
-        if op in (">", ">=", "<", "<="):
-            lv, rv = self.data(left), self.data(right)
-            return CVal(f"({lv.src} {op} {rv.src})", "bool")
-        if op in ("and", "or"):
-            lv, rv = self.boolean(left), self.boolean(right)
-            return CVal(f"({lv.src} {'&&' if op == 'and' else '||'} {rv.src})", "bool")
-        if op == "not":
-            return CVal(f"(!{self.boolean(right).src})", "bool")
-        if op == "~":
-            return CVal(f"(~{self.data(right).src})", "data")
-        if op == "valid":
-            h = self.header(right)
-            return CVal(f"(F[{self._slot(h, h.htype.nfields)}] != 0)", "bool")
-        if op == "d2b":
-            return CVal(f"({self.data(right).src} != 0)", "bool")
-        if op == "b2d":
-            return CVal(f"((V)({self.boolean(right).src}))", "data")
-        if op in ("two_comp_mod", "sat_cast", "usat_cast"):
-            return CVal(f"v_{op}(cx, {self.data(left).src}, {self.data(right).src})", "data")
-        if op in ("dereference_header_stack", "dereference_stack"):
-            st = self.stack(left).stack
-            idx = self.data(right)
-            if idx.const is not None:
-                if not 0 <= idx.const < len(st.bases):
-                    raise malformed(f"stack index {idx.const} out of range", self.path, e)
-                base = st.bases[idx.const]
-                return CVal(str(base), "header", htype=st.htype, static_base=base)
-            bases = self.consts.stack_bases(st)
-            return CVal(f"stack_at(cx, {bases}, {len(st.bases)}, {idx.src})", "header", htype=st.htype)
-        if op == "last_stack_index":
-            st = self.stack(right).stack
-            return CVal(f"(F[{st.next_slot}] - 1)", "data")
-        if op == "size_stack":
-            st = self.stack(right).stack
-            return CVal(f"F[{st.next_slot}]", "data")
-        if op == "valid_union":
-            u = self.value(right)
-            if u.kind != "union":
-                raise malformed(f"valid_union of a {u.kind}", self.path, e)
-            return CVal("(" + " || ".join(f"F[{h.valid}] != 0" for h in u.union.members) + ")" or "0", "bool")
-        if op == "dereference_union_stack":
-            us = self.value(left)
-            idx = self.data(right)
-            if us.kind != "union_stack":
-                raise malformed(f"dereference_union_stack of a {us.kind}", self.path, e)
-            if idx.const is None:
-                raise unsupported("a header union stack indexed at run time (native backend)", self.path, e)
-            if not 0 <= idx.const < len(us.union_stack.unions):
-                raise malformed(f"union stack index {idx.const} out of range", self.path, e)
-            u = us.union_stack.unions[idx.const]
-            return CVal(u.name, "union", union=u)
-        if op == "access_union_header":
-            u = self.value(left)
-            if u.kind != "union" or not isinstance(right, int) or not 0 <= right < len(u.union.members):
-                raise malformed("access_union_header needs a union and a member offset", self.path, e)
-            h = u.union.members[right]
-            return CVal(str(h.base), "header", htype=h.htype, static_base=h.base)
-        if op == "access_field":
-            hdr = self.header(left)
-            off, _, _ = self._field_offset(hdr.htype, right, e)
-            return CVal(f"F[{self._slot(hdr, off)}]", "data")
-        raise unsupported(f"expression operator '{op}'", self.path, e)
+    def _stack_at(self, st: StackSlots, idx: Value) -> str:
+        return f"stack_at(cx, {self.consts.stack_bases(st)}, {len(st.bases)}, {idx.src})"
+
+    def _union_at(self, stack: UnionStackSlots, idx: Value, e) -> Value:
+        raise unsupported("a header union stack indexed at run time (native backend)", self.path, e)
+
+    # ------------------------------------------------------------------ values and operators
+    def _constant(self, value: int, j) -> Value:
+        if not _fits(value):
+            raise unsupported(f"constant {value:#x} wider than {MAX_CONSTANT_BITS} bits (native backend)", self.path, j)
+        return _const(value)
+
+    def _lookahead(self, j) -> Value:
+        off, width = self._lookahead_window(j)
+        if width > 64:
+            raise unsupported(f"lookahead of {width} bits (native backend: at most 64)", self.path, j)
+        return c_data(f"((V)lookahead(cx, D, L, pos, {off}, {width}))")
+
+    def _choice(self, cond: Value, a: Value, b: Value) -> Value:
+        return Value(f"(({cond.src}) ? {a.src} : {b.src})", a.kind, htype=a.htype)
+
+    def _b2d(self, b: Value) -> Value:
+        return c_data(f"((V)({b.src}))")
+
+    def _header_eq(self, a: Value, b: Value) -> str:
+        return f"header_eq(F, {a.src}, {b.src}, {a.htype.nfields})"
+
+    def _union_eq(self, a: Value, b: Value, e) -> str:
+        raise unsupported(f"'{e.get('op')}' on union values (native backend)", self.path, e)
+
+    def _cast(self, op, src: Value, width: Value, e) -> Value:
+        return c_data(f"v_{op}(cx, {src.src}, {width.src})")
 
     def _masked_shift(self, left, right):
         operands = self.masked_shift_operands(left, right)
         if operands is None:
             return None
         a, amount, mask = operands
-        return CVal(f"v_shl_masked(cx, {a.src}, {amount.src}, {mask.src}, {mask.const.bit_length()})", "data")
+        return c_data(f"v_shl_masked(cx, {a.src}, {amount.src}, {c_int(mask.const)}, {mask.const.bit_length()})")
 
-    def _arith(self, op, a: CVal, b: CVal) -> CVal:
+    def _arith(self, op, a: Value, b: Value) -> Value:
         if a.const is not None and b.const is not None:
             folded = fold(op, a.const, b.const)
-            if folded is not None and -(1 << 126) <= folded < (1 << 126):
+            if folded is not None and _fits(folded):
                 return _const(folded)
         if op in ("&", "|", "^", "+", "-", "*"):
-            return CVal(f"({a.src} {op} {b.src})", "data")
+            return c_data(f"({a.src} {op} {b.src})")
         if op == ">>":
             if b.const is not None:
                 if b.const < 0:
                     raise malformed("negative shift amount", self.path)
-                return CVal(f"({a.src} >> {min(b.const, 127)})", "data")
-            return CVal(f"v_shr(cx, {a.src}, {b.src})", "data")
+                return c_data(f"({a.src} >> {min(b.const, 127)})")
+            return c_data(f"v_shr(cx, {a.src}, {b.src})")
         if op == "<<":
             if b.const is not None:
                 if b.const < 0:
                     raise malformed("negative shift amount", self.path)
                 if b.const >= 127:
-                    return CVal(f"((V)0 * {a.src})", "data")
-                return CVal(f"((V)((UV){a.src} << {b.const}))", "data")
-            return CVal(f"v_shl(cx, {a.src}, {b.src})", "data")
+                    return c_data(f"((V)0 * {a.src})")
+                return c_data(f"((V)((UV){a.src} << {b.const}))")
+            return c_data(f"v_shl(cx, {a.src}, {b.src})")
         if op == "/":
-            return CVal(f"v_div(cx, {a.src}, {b.src})", "data")
+            return c_data(f"v_div(cx, {a.src}, {b.src})")
         if op == "%":
-            return CVal(f"v_mod(cx, {a.src}, {b.src})", "data")
+            return c_data(f"v_mod(cx, {a.src}, {b.src})")
         raise AssertionError(op)
 
 
-def store(dst: str, width: int, signed: bool, value: CVal) -> str:
+def store(dst: str, width: int, signed: bool, value: Value) -> str:
     """`F[dst] = value` truncated as BMv2's Field::set (two's complement for signed fields)."""
     if width > 64:
         raise unsupported(f"a {width}-bit field (native backend: at most 64 bits)", "store")
     mask = c_int((1 << width) - 1)
     if value.kind == "bool":
-        value = CVal(f"((V)({value.src}))", "data")
+        value = c_data(f"((V)({value.src}))")
     if not signed:
         if value.const is not None:
             return f"F[{dst}] = {c_int(value.const & ((1 << width) - 1))};"

@@ -1,4 +1,4 @@
-"""NativeSwitch: the SoftwareSwitch API over the program compiled to C.
+"""NativeSwitch: the switch's API (as SoftwareSwitch's) over the program compiled to C.
 
 The Python engine still loads and validates the program and keeps the control plane's view of every
 table (so checks, error messages, handles and reads are the reference implementation's); each change
@@ -12,7 +12,7 @@ import logging
 from emulator.errors import EntryError
 from emulator.native.cgen import CGen
 from emulator.native.library import LOG_MSG_FN, SwOut, load_program_library
-from emulator.switch import CLONE_DIGEST_STAT_KEYS, STAT_KEYS, SoftwareSwitch
+from emulator.switch_api import CLONE_DIGEST_STAT_KEYS, STAT_KEYS, SwitchAPI
 
 log = logging.getLogger("emulator.switch")
 trace_log = logging.getLogger("emulator.trace")
@@ -53,7 +53,7 @@ def _signed128(x):
     return x - (1 << 128) if x >> 127 else x
 
 
-class NativeSwitch(SoftwareSwitch):
+class NativeSwitch(SwitchAPI):
     backend = "native"
 
     def __init__(self, program, cfg, drop_port=511, trace_level=logging.DEBUG, sanitize=False):
@@ -400,7 +400,7 @@ class NativeSwitch(SoftwareSwitch):
 
     # ------------------------------------------------------------------ meters and the clock
     def set_clock(self, clock=None) -> None:
-        """As SoftwareSwitch.set_clock; an injected clock is read before each process() or
+        """As SwitchAPI.set_clock; an injected clock is read before each process() or
         process_batch() call and pinned in C for that call (the port loop runs on the real clock)."""
         super().set_clock(clock)
         self._clock = clock

@@ -13,10 +13,10 @@ is UNIMPLEMENTED.
 
 from p4.v1 import p4runtime_pb2
 
-from emulator.p4rt import bytestrings
-from emulator.p4rt.errors import ALREADY_EXISTS, INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, P4RTError
+from emulator.p4rt import replicas
+from emulator.p4rt.errors import INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, P4RTError
+from emulator.p4rt.replicas import DELETE
 
-INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
 FIRST_RESERVED_GROUP = 1 << 15
 MIN_SESSION, MAX_SESSION = 1, (1 << 15) - 1
 
@@ -30,38 +30,21 @@ def write_clone_session(pipe, update_type, session) -> None:
     what = f"clone session {sid}"
     if not MIN_SESSION <= sid <= MAX_SESSION:
         raise P4RTError(INVALID_ARGUMENT, f"{what}: id outside {MIN_SESSION}..{MAX_SESSION}")
-    exists = sid in pipe.clone_sessions
+    replicas.check_update(update_type, sid in pipe.clone_sessions, what)
     engine = pipe.engine
     if update_type == DELETE:
-        if not exists:
-            raise P4RTError(NOT_FOUND, f"{what} does not exist")
         engine.mirroring_delete(sid)
         engine.mc_group_delete(group_of(sid))
         del pipe.clone_sessions[sid]
         return
-    if update_type == INSERT and exists:
-        raise P4RTError(ALREADY_EXISTS, f"{what} already exists")
-    if update_type == MODIFY and not exists:
-        raise P4RTError(NOT_FOUND, f"{what} does not exist")
-    if update_type not in (INSERT, MODIFY):
-        raise P4RTError(INVALID_ARGUMENT, "update type must be INSERT, MODIFY or DELETE")
     if session.class_of_service:
         raise P4RTError(UNIMPLEMENTED, f"{what}: class_of_service is not supported (simple_switch neither)")
     if session.packet_length_bytes:
         raise P4RTError(
             UNIMPLEMENTED, f"{what}: packet_length_bytes is not supported (simple_switch cannot truncate clones)"
         )
-    replicas, port_as_bytes = [], False
-    for r in session.replicas:
-        if r.WhichOneof("port_kind") == "port":
-            port = bytestrings.decode(r.port, 32, f"{what} replica port")
-            port_as_bytes = True
-        else:
-            port = r.egress_port
-        if (port, r.instance) in replicas:
-            raise P4RTError(INVALID_ARGUMENT, f"{what}: replica (port {port}, instance {r.instance}) given twice")
-        replicas.append((port, r.instance))
-    engine.mc_group_set(group_of(sid), replicas)
+    pairs, port_as_bytes = replicas.decode(session.replicas, what)
+    engine.mc_group_set(group_of(sid), pairs)
     engine.mirroring_add(sid, mgid=group_of(sid))
     stored = p4runtime_pb2.CloneSessionEntry()
     stored.CopyFrom(session)
@@ -83,9 +66,4 @@ def read_clone_sessions(pipe, request, new) -> None:
         entry.session_id = session_id
         entry.class_of_service = stored.class_of_service
         entry.packet_length_bytes = stored.packet_length_bytes
-        for port, instance in groups.get(group_of(session_id), ()):
-            r = entry.replicas.add(instance=instance)
-            if port_as_bytes:
-                r.port = bytestrings.encode(port)
-            else:
-                r.egress_port = port
+        replicas.encode(groups.get(group_of(session_id), ()), port_as_bytes, entry.replicas)

@@ -3,212 +3,26 @@
 Each `write_*` applies one Update to the engine or raises P4RTError; each `read_*` fills one fresh
 message per matching entity (wildcards expanded), taken from `new()`, which the servicer points into
 its ReadResponse so that nothing is copied (pure-Python protobuf copies cost more than the reads).
-Values going out are canonical bytestrings; values coming in may have any width that fits (see
-bytestrings). "Don't care" match fields are omitted on read, as the
-spec's read-write symmetry asks.
+Match keys and actions are converted by `match_action`; meters and action profiles are
+`extern_entities`' (which this module calls for the indirect and metered forms of a table entry).
 """
 
-from google.rpc import code_pb2
-from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
-from emulator.p4rt import bytestrings, clone_sessions, extern_entities
+from emulator.errors import EntryError as EngineEntryError  # the engine's refusal of an entry
+from emulator.p4rt import bytestrings, clone_sessions, extern_entities, replicas
 from emulator.p4rt.errors import (
-    ALREADY_EXISTS,
     INVALID_ARGUMENT,
     NOT_FOUND,
     OUT_OF_RANGE,
     PERMISSION_DENIED,
-    RESOURCE_EXHAUSTED,
     UNIMPLEMENTED,
     P4RTError,
+    engine_error,
 )
+from emulator.p4rt.match_action import decode_action, decode_key, encode_action, encode_key, key_id
 
 INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
-_TABLE_ONLY = p4info_pb2.ActionRef.TABLE_ONLY
-_DEFAULT_ONLY = p4info_pb2.ActionRef.DEFAULT_ONLY
-
-try:  # the engine's refusal of an entry (duplicate, missing, table full, bad action)
-    from emulator.errors import EntryError as EngineEntryError
-except ImportError:  # pragma: no cover - only before the engine lands
-
-    class EngineEntryError(Exception):
-        pass
-
-
-def engine_error(exc: Exception, what: str) -> P4RTError:
-    """Map an engine refusal to a canonical code.
-
-    The engine's EntryError carries `code`, a google.rpc code name, which wins; without one (another
-    engine) the message decides: "not found"/"no entry" -> NOT_FOUND, "exists" ->
-    ALREADY_EXISTS, "full" -> RESOURCE_EXHAUSTED, anything else INVALID_ARGUMENT.
-    """
-    message = str(exc)
-    code = getattr(exc, "code", None)
-    if isinstance(code, str):
-        code = code_pb2.Code.Value(code.upper()) if code.upper() in code_pb2.Code.keys() else None
-    if not isinstance(code, int):
-        low = message.lower()
-        if "not found" in low or "no entry" in low or "does not exist" in low or "no such" in low:
-            code = NOT_FOUND
-        elif "exist" in low or "duplicate" in low:
-            code = ALREADY_EXISTS
-        elif "full" in low or "capacity" in low:
-            code = RESOURCE_EXHAUSTED
-        else:
-            code = INVALID_ARGUMENT
-    subject = " ".join(what.split(" ")[:2])  # "table 'X'": the engine's messages often name it already
-    return P4RTError(code, message if subject in message else f"{what}: {message}")
-
-
-# ---------------------------------------------------------------- match keys
-
-
-def _decode_key(table, te) -> list:
-    """Engine keys (one per match field, in P4Info order) of a TableEntry's `match`."""
-    given = {}
-    for fm in te.match:
-        mf = table.field_by_id.get(fm.field_id)
-        if mf is None:
-            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': unknown match field id {fm.field_id}")
-        if fm.field_id in given:
-            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': match field '{mf.name}' given twice")
-        given[fm.field_id] = fm
-    keys = []
-    for mf in table.match_fields:
-        fm = given.get(mf.id)
-        what = f"table '{table.name}' match field '{mf.name}'"
-        full = (1 << mf.bitwidth) - 1
-        if fm is None:
-            if mf.kind == "exact":
-                raise P4RTError(INVALID_ARGUMENT, f"{what}: missing (exact fields are mandatory)")
-            keys.append({"lpm": (0, 0), "ternary": (0, 0), "range": (0, full), "optional": (0, 0)}[mf.kind])
-            continue
-        kind = fm.WhichOneof("field_match_type")
-        if kind != mf.kind:
-            raise P4RTError(INVALID_ARGUMENT, f"{what}: is {mf.kind}, got a {kind} match")
-        if kind == "exact":
-            keys.append(bytestrings.decode(fm.exact.value, mf.bitwidth, what))
-        elif kind == "lpm":
-            value = bytestrings.decode(fm.lpm.value, mf.bitwidth, what)
-            plen = fm.lpm.prefix_len
-            if not 0 < plen <= mf.bitwidth:
-                raise P4RTError(
-                    INVALID_ARGUMENT,
-                    f"{what}: prefix length {plen} outside 1..{mf.bitwidth} (omit the field for a don't-care match)",
-                )
-            if value & ((1 << (mf.bitwidth - plen)) - 1):
-                raise P4RTError(INVALID_ARGUMENT, f"{what}: value has bits set beyond the /{plen} prefix")
-            keys.append((value, plen))
-        elif kind == "ternary":
-            value = bytestrings.decode(fm.ternary.value, mf.bitwidth, what)
-            mask = bytestrings.decode(fm.ternary.mask, mf.bitwidth, what + " mask")
-            if mask == 0:
-                raise P4RTError(INVALID_ARGUMENT, f"{what}: zero mask (omit the field for a don't-care match)")
-            if value & ~mask:
-                raise P4RTError(INVALID_ARGUMENT, f"{what}: value has bits set outside the mask")
-            keys.append((value, mask))
-        elif kind == "range":
-            low = bytestrings.decode(fm.range.low, mf.bitwidth, what + " low")
-            high = bytestrings.decode(fm.range.high, mf.bitwidth, what + " high")
-            if low > high:
-                raise P4RTError(INVALID_ARGUMENT, f"{what}: low bound {low} above high bound {high}")
-            if low == 0 and high == full:
-                raise P4RTError(INVALID_ARGUMENT, f"{what}: full range (omit the field for a don't-care match)")
-            keys.append((low, high))
-        else:  # optional
-            keys.append((bytestrings.decode(fm.optional.value, mf.bitwidth, what), full))
-    return keys
-
-
-def _encode_key(table, keys, te) -> None:
-    """Fill `te.match` from engine keys, omitting don't-care fields."""
-    for mf, key in zip(table.match_fields, keys):
-        full = (1 << mf.bitwidth) - 1
-        if mf.kind == "exact":
-            te.match.add(field_id=mf.id).exact.value = bytestrings.encode(int(key))
-            continue
-        first, second = key
-        if mf.kind == "lpm":
-            if second:
-                fm = te.match.add(field_id=mf.id)
-                fm.lpm.value = bytestrings.encode(first)
-                fm.lpm.prefix_len = second
-        elif mf.kind == "ternary":
-            if second:
-                fm = te.match.add(field_id=mf.id)
-                fm.ternary.value = bytestrings.encode(first & second)
-                fm.ternary.mask = bytestrings.encode(second)
-        elif mf.kind == "range":
-            if not (first == 0 and second == full):
-                fm = te.match.add(field_id=mf.id)
-                fm.range.low = bytestrings.encode(first)
-                fm.range.high = bytestrings.encode(second)
-        else:  # optional
-            if second:
-                te.match.add(field_id=mf.id).optional.value = bytestrings.encode(first)
-
-
-def _key_id(keys, priority) -> tuple:
-    """Hashable identity of an entry (for the per-entry metadata store)."""
-    return tuple(k if isinstance(k, int) else tuple(k) for k in keys), priority
-
-
-# ---------------------------------------------------------------- actions
-
-
-def _decode_action(pipe, table, te, default: bool):
-    """(action name, params) of a TableEntry's action, checked against the table's P4Info."""
-    kind = te.action.WhichOneof("type")
-    if kind != "action":
-        if kind is None:
-            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': no action given")
-        raise P4RTError(
-            UNIMPLEMENTED,
-            f"table '{table.name}': {kind} needs an action profile, which the software switch does not support",
-        )
-    action_msg = te.action.action
-    scope = table.action_scopes.get(action_msg.action_id)
-    if scope is None:
-        name = pipe.binding.actions.get(action_msg.action_id)
-        label = f"'{name.name}'" if name else f"id {action_msg.action_id}"
-        raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': action {label} is not an action of this table")
-    action = pipe.binding.actions[action_msg.action_id]
-    if default and scope == _TABLE_ONLY:
-        raise P4RTError(
-            PERMISSION_DENIED, f"table '{table.name}': action '{action.name}' is @tableonly, not a default action"
-        )
-    if not default and scope == _DEFAULT_ONLY:
-        raise P4RTError(
-            PERMISSION_DENIED, f"table '{table.name}': action '{action.name}' is @defaultonly, not an entry action"
-        )
-    given = {}
-    by_id = {p.id: p for p in action.params}
-    for param in action_msg.params:
-        if param.param_id not in by_id:
-            raise P4RTError(INVALID_ARGUMENT, f"action '{action.name}': unknown parameter id {param.param_id}")
-        if param.param_id in given:
-            raise P4RTError(
-                INVALID_ARGUMENT, f"action '{action.name}': parameter '{by_id[param.param_id].name}' given twice"
-            )
-        given[param.param_id] = param.value
-    values = []
-    for p in action.params:
-        if p.id not in given:
-            raise P4RTError(INVALID_ARGUMENT, f"action '{action.name}': parameter '{p.name}' missing")
-        values.append(bytestrings.decode(given[p.id], p.bitwidth, f"action '{action.name}' parameter '{p.name}'"))
-    return action.name, values
-
-
-def _encode_action(pipe, action_name, params, te) -> None:
-    action = pipe.binding.action_by_name.get(action_name)
-    if action is None:  # an engine action absent from P4Info (role subset); report it by name only
-        return
-    msg = te.action.action
-    msg.action_id = action.id
-    for p, value in zip(action.params, params):
-        msg.params.add(param_id=p.id, value=bytestrings.encode(int(value)))
-
 
 # ---------------------------------------------------------------- table entries
 
@@ -234,7 +48,7 @@ def _check_unsupported_fields(table, te, update_type):
             raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': the default entry has no direct counter here")
 
 
-def _write_direct_counter(pipe, table, keys, priority, data) -> None:
+def write_direct_counter(pipe, table, keys, priority, data) -> None:
     """Set an entry's direct counter (TableEntry.counter_data / DirectCounterEntry.data)."""
     writer = getattr(pipe.engine, "direct_counter_write", None)
     if writer is None:
@@ -252,7 +66,7 @@ def write_table_entry(pipe, update_type, te) -> None:
     if not table.match_fields and update_type == INSERT:
         raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' is keyless: set its default entry instead")
     _check_unsupported_fields(table, te, update_type)
-    keys = _decode_key(table, te)
+    keys = decode_key(table, te)
     if table.needs_priority:
         if te.priority <= 0:
             raise P4RTError(
@@ -266,28 +80,28 @@ def write_table_entry(pipe, update_type, te) -> None:
                 INVALID_ARGUMENT, f"table '{table.name}': priority must be 0 (the table has only exact and lpm fields)"
             )
         priority = None
-    identity = _key_id(keys, priority)
+    identity = key_id(keys, priority)
     engine = pipe.engine
     try:
         if update_type == INSERT:
             if table.action_profile is not None:
                 extern_entities.write_indirect_entry(pipe, table, update_type, keys, priority, te)
             else:
-                name, params = _decode_action(pipe, table, te, default=False)
+                name, params = decode_action(pipe, table, te, default=False)
                 engine.table_add(table.name, keys, name, params, priority=priority)
             if te.HasField("counter_data"):
-                _write_direct_counter(pipe, table, keys, priority, te.counter_data)
+                write_direct_counter(pipe, table, keys, priority, te.counter_data)
         elif update_type == MODIFY:
             if te.action.WhichOneof("type") is None:  # no action: only direct resources change
-                if not any(_key_id(e.keys, e.priority) == identity for e in engine.table_entries(table.name)):
+                if not any(key_id(e.keys, e.priority) == identity for e in engine.table_entries(table.name)):
                     raise P4RTError(NOT_FOUND, f"table '{table.name}': no such entry")
             elif table.action_profile is not None:
                 extern_entities.write_indirect_entry(pipe, table, update_type, keys, priority, te)
             else:
-                name, params = _decode_action(pipe, table, te, default=False)
+                name, params = decode_action(pipe, table, te, default=False)
                 engine.table_modify(table.name, keys, name, params, priority=priority)
             if te.HasField("counter_data"):
-                _write_direct_counter(pipe, table, keys, priority, te.counter_data)
+                write_direct_counter(pipe, table, keys, priority, te.counter_data)
         if update_type in (INSERT, MODIFY) and te.HasField("meter_config"):
             extern_entities.write_table_meter_config(pipe, table, keys, priority, te)
         if update_type == DELETE:
@@ -316,7 +130,7 @@ def _write_default_entry(pipe, table, update_type, te):
         if te.action.WhichOneof("type") is None:
             pipe.engine.table_reset_default(table.name)
         else:
-            name, params = _decode_action(pipe, table, te, default=True)
+            name, params = decode_action(pipe, table, te, default=True)
             pipe.engine.table_set_default(table.name, name, params)
     except EngineEntryError as exc:
         raise engine_error(exc, f"table '{table.name}' default entry") from None
@@ -324,18 +138,18 @@ def _write_default_entry(pipe, table, update_type, te):
 
 def _entry_proto(pipe, table, entry, with_counter: bool, te, with_meter: bool = False):
     te.table_id = table.id
-    _encode_key(table, entry.keys, te)
+    encode_key(table, entry.keys, te)
     if table.needs_priority and entry.priority:
         te.priority = entry.priority
     if table.action_profile is not None:
         extern_entities.encode_indirect_action(pipe, table, entry, te)
     else:
-        _encode_action(pipe, entry.action, entry.params, te)
+        encode_action(pipe, entry.action, entry.params, te)
     if with_meter:
         extern_entities.read_table_meter_config(pipe, table, entry, te)
     if table.is_const:
         te.is_const = True
-    stored = pipe.entry_metadata.get((table.id, _key_id(entry.keys, entry.priority or None)))
+    stored = pipe.entry_metadata.get((table.id, key_id(entry.keys, entry.priority or None)))
     if stored:
         te.metadata, te.controller_metadata = stored
     if with_counter and table.direct_counter is not None:
@@ -359,17 +173,17 @@ def read_table_entries(pipe, request, new=p4runtime_pb2.TableEntry) -> list:
             action, params = pipe.engine.table_get_default(table.name)
             te = new()
             te.table_id, te.is_default_action = table.id, True
-            _encode_action(pipe, action, params, te)
+            encode_action(pipe, action, params, te)
             found.append(te)
             continue
         wanted_key = None
         if len(request.match) and request.table_id:
-            wanted_key = _key_id(_decode_key(table, request), request.priority or None)
+            wanted_key = key_id(decode_key(table, request), request.priority or None)
         wanted_action = None
         if request.table_id and request.action.WhichOneof("type") == "action":
             wanted_action = request.action.action.action_id
         for entry in pipe.engine.table_entries(table.name):
-            if wanted_key is not None and _key_id(entry.keys, entry.priority or None) != wanted_key:
+            if wanted_key is not None and key_id(entry.keys, entry.priority or None) != wanted_key:
                 continue
             if request.table_id and request.priority and entry.priority != request.priority:
                 continue
@@ -378,7 +192,7 @@ def read_table_entries(pipe, request, new=p4runtime_pb2.TableEntry) -> list:
                 if action is None or action.id != wanted_action:
                     continue
             if request.table_id and request.metadata:
-                stored = pipe.entry_metadata.get((table.id, _key_id(entry.keys, entry.priority or None)))
+                stored = pipe.entry_metadata.get((table.id, key_id(entry.keys, entry.priority or None)))
                 if not stored or stored[0] != request.metadata:
                     continue
             found.append(_entry_proto(pipe, table, entry, with_counter, new(), with_meter))
@@ -425,60 +239,6 @@ def write_counter_entry(pipe, update_type, entry) -> None:
         return
     for i in _indices(counter.size, entry.index, entry.HasField("index"), what):
         pipe.engine.counter_write(counter.name, i, entry.data.packet_count, entry.data.byte_count)
-
-
-def read_direct_counter_entries(pipe, request, new=p4runtime_pb2.DirectCounterEntry) -> list:
-    te_filter = request.table_entry
-    if te_filter.table_id == 0:
-        tables = [pipe.binding.tables[d.table_id] for d in pipe.binding.direct_counters.values()]
-    else:
-        table = pipe.binding.table(te_filter.table_id)
-        if table.direct_counter is None:
-            raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct counter")
-        tables = [table]
-    found = []
-    for _, te in direct_entries(pipe, te_filter, tables, NOT_FOUND, "no such entry", counter_data=True):
-        dce = new()
-        dce.data.CopyFrom(te.counter_data)
-        te.ClearField("counter_data")
-        dce.table_entry.CopyFrom(te)
-        found.append(dce)
-    return found
-
-
-def direct_entries(pipe, te_filter, tables, missing_code: int, missing: str, counter_data: bool = False):
-    """(table, TableEntry) of every entry of ``tables`` that a direct counter or meter read's table_entry
-    filter selects; a filter with a match that selects nothing is ``missing_code`` (BMv2's PI answers
-    NOT_FOUND for counters, INVALID_ARGUMENT for meters)."""
-    for table in tables:
-        query = p4runtime_pb2.TableEntry()
-        query.CopyFrom(te_filter)
-        query.table_id = table.id
-        if counter_data:
-            query.counter_data.SetInParent()
-        entries = read_table_entries(pipe, query)
-        if len(te_filter.match) and not entries:
-            raise P4RTError(missing_code, f"table '{table.name}': {missing}")
-        for te in entries:
-            yield table, te
-
-
-def write_direct_counter_entry(pipe, update_type, entry) -> None:
-    table = pipe.binding.table(entry.table_entry.table_id)
-    if update_type != MODIFY:
-        raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': direct counter entries can only be modified")
-    if table.direct_counter is None:
-        raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct counter")
-    if entry.table_entry.is_default_action:
-        raise P4RTError(UNIMPLEMENTED, f"table '{table.name}': the default entry has no direct counter here")
-    keys = _decode_key(table, entry.table_entry)
-    priority = entry.table_entry.priority if table.needs_priority else None
-    if not entry.HasField("data"):
-        return
-    try:
-        _write_direct_counter(pipe, table, keys, priority, entry.data)
-    except EngineEntryError as exc:
-        raise engine_error(exc, f"table '{table.name}' direct counter") from None
 
 
 # ---------------------------------------------------------------- registers
@@ -529,31 +289,13 @@ def write_pre_entry(pipe, update_type, pre) -> None:
     what = f"multicast group {gid}"
     if gid == 0:
         raise P4RTError(INVALID_ARGUMENT, "multicast group id 0 is reserved for wildcard reads")
-    exists = gid in pipe.engine.mc_groups()
+    replicas.check_update(update_type, gid in pipe.engine.mc_groups(), what)
     if update_type == DELETE:
-        if not exists:
-            raise P4RTError(NOT_FOUND, f"{what} does not exist")
         pipe.engine.mc_group_delete(gid)
         pipe.mc_group_extras.pop(gid, None)
         return
-    if update_type == INSERT and exists:
-        raise P4RTError(ALREADY_EXISTS, f"{what} already exists")
-    if update_type == MODIFY and not exists:
-        raise P4RTError(NOT_FOUND, f"{what} does not exist")
-    if update_type not in (INSERT, MODIFY):
-        raise P4RTError(INVALID_ARGUMENT, "update type must be INSERT, MODIFY or DELETE")
-    replicas = []
-    port_as_bytes = False
-    for r in group.replicas:
-        if r.WhichOneof("port_kind") == "port":
-            port = bytestrings.decode(r.port, 32, f"{what} replica port")
-            port_as_bytes = True
-        else:
-            port = r.egress_port
-        if (port, r.instance) in replicas:
-            raise P4RTError(INVALID_ARGUMENT, f"{what}: replica (port {port}, instance {r.instance}) given twice")
-        replicas.append((port, r.instance))
-    pipe.engine.mc_group_set(gid, replicas)
+    pairs, port_as_bytes = replicas.decode(group.replicas, what)
+    pipe.engine.mc_group_set(gid, pairs)
     pipe.mc_group_extras[gid] = (port_as_bytes, group.metadata)
 
 
@@ -581,12 +323,7 @@ def read_pre_entries(pipe, request, new=p4runtime_pb2.PacketReplicationEngineEnt
         entry = pre.multicast_group_entry
         entry.multicast_group_id = group_id
         entry.metadata = metadata
-        for port, instance in groups[group_id]:
-            r = entry.replicas.add(instance=instance)
-            if port_as_bytes:
-                r.port = bytestrings.encode(port)
-            else:
-                r.egress_port = port
+        replicas.encode(groups[group_id], port_as_bytes, entry.replicas)
         found.append(pre)
     return found
 

@@ -1,9 +1,10 @@
 """Errors of the P4Runtime service and their wire form.
 
-Handlers raise `P4RTError(code, message)`; the servicer turns it into a gRPC status. A Write (or a
-batched Read) with failing updates answers gRPC UNKNOWN with a `google.rpc.Status` in the
-`grpc-status-details-bin` trailer carrying one `p4.v1.Error` per update, OK for the ones that
-succeeded, as the P4Runtime spec requires and p4runtime-shell parses.
+Handlers raise `P4RTError(code, message)` (`engine_error` makes one of an engine refusal); the
+servicer turns it into a gRPC status. A Write (or a batched Read) with failing updates answers gRPC
+UNKNOWN with a `google.rpc.Status` in the `grpc-status-details-bin` trailer carrying one
+`p4.v1.Error` per update, OK for the ones that succeeded, as the P4Runtime spec requires and
+p4runtime-shell parses.
 """
 
 import grpc
@@ -41,6 +42,31 @@ class P4RTError(Exception):
 
     def __str__(self):
         return f"{code_name(self.code)}: {self.message}"
+
+
+def engine_error(exc: Exception, what: str) -> P4RTError:
+    """Map an engine refusal to a canonical code.
+
+    The engine's EntryError carries `code`, a google.rpc code name, which wins; without one (another
+    engine) the message decides: "not found"/"no entry" -> NOT_FOUND, "exists" ->
+    ALREADY_EXISTS, "full" -> RESOURCE_EXHAUSTED, anything else INVALID_ARGUMENT.
+    """
+    message = str(exc)
+    code = getattr(exc, "code", None)
+    if isinstance(code, str):
+        code = code_pb2.Code.Value(code.upper()) if code.upper() in code_pb2.Code.keys() else None
+    if not isinstance(code, int):
+        low = message.lower()
+        if "not found" in low or "no entry" in low or "does not exist" in low or "no such" in low:
+            code = NOT_FOUND
+        elif "exist" in low or "duplicate" in low:
+            code = ALREADY_EXISTS
+        elif "full" in low or "capacity" in low:
+            code = RESOURCE_EXHAUSTED
+        else:
+            code = INVALID_ARGUMENT
+    subject = " ".join(what.split(" ")[:2])  # "table 'X'": the engine's messages often name it already
+    return P4RTError(code, message if subject in message else f"{what}: {message}")
 
 
 def abort(context: grpc.ServicerContext, code: int, message: str):

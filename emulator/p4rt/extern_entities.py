@@ -1,5 +1,6 @@
-"""P4Runtime meters and action profiles <-> engine calls (MeterEntry, DirectMeterEntry,
-ActionProfileMember, ActionProfileGroup, and the action-profile forms of TableEntry.action).
+"""P4Runtime meters and action profiles <-> engine calls (MeterEntry, ActionProfileMember,
+ActionProfileGroup, the meter config of a DirectMeterEntry or a TableEntry, and the action-profile
+forms of TableEntry.action).
 
 As BMv2's PI server (p4lang/PI proto/frontend device_mgr.cpp, action_prof_mgr.cpp) does: a
 MeterEntry or DirectMeterEntry without `config` (or with all four values -1) resets the meter to
@@ -15,25 +16,26 @@ behind, empty, as PI's does. Watch ports are accepted and ignored.
 
 from p4.v1 import p4runtime_pb2
 
-from emulator.p4rt import entities  # its helpers are used at call time (it imports this module)
-from emulator.p4rt.errors import INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, UNIMPLEMENTED, UNKNOWN, P4RTError
+from emulator.errors import EntryError as EngineEntryError  # the engine's refusal of an entry
+from emulator.p4rt.errors import (
+    INVALID_ARGUMENT,
+    NOT_FOUND,
+    RESOURCE_EXHAUSTED,
+    UNIMPLEMENTED,
+    UNKNOWN,
+    P4RTError,
+    engine_error,
+)
+from emulator.p4rt.match_action import decode_action, encode_action
 
 INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
-
-
-def engine_error(exc, what):
-    return entities.engine_error(exc, what)
-
-
-def _engine_errors():
-    return entities.EngineEntryError
 
 
 def _delete(delete, profile, ident, what) -> None:
     """A member or group delete; BMv2 refuses one still in use, which PI answers as UNKNOWN."""
     try:
         delete(profile.name, ident)
-    except _engine_errors() as exc:
+    except EngineEntryError as exc:
         if getattr(exc, "code", None) == "FAILED_PRECONDITION":
             raise P4RTError(UNKNOWN, f"{what}: error when deleting on target: {exc}") from None
         raise
@@ -45,7 +47,7 @@ def _delete(delete, profile, ident, what) -> None:
 U32_MAX, U64_MAX = 2**32 - 1, 2**64 - 1
 
 
-def _config(cfg_msg, has_config: bool, what: str):
+def meter_config(cfg_msg, has_config: bool, what: str):
     """[(cir, cburst), (pir, pburst)] for the engine, or None (reset), as PI's server converts a
     MeterConfig: -1 stands for the largest value (PI's casts to unsigned), all four -1 resets."""
     if not has_config:
@@ -64,7 +66,7 @@ def _config(cfg_msg, has_config: bool, what: str):
     return [(rate(cfg_msg.cir), burst(cfg_msg.cburst)), (rate(cfg_msg.pir), burst(cfg_msg.pburst))]
 
 
-def _fill_config(msg, config) -> None:
+def fill_meter_config(msg, config) -> None:
     """Unconfigured meters are read without a config; values as PI writes them (int64, -1 bursts)."""
     if config is None:
         return
@@ -95,10 +97,10 @@ def write_meter_entry(pipe, update_type, entry) -> None:
     index = _meter_index(entry, meter.size, what, write=True)
     if index is None:
         raise P4RTError(UNIMPLEMENTED, f"{what}: wildcard write is not supported for indirect meters")
-    config = _config(entry.config, entry.HasField("config"), what)
+    config = meter_config(entry.config, entry.HasField("config"), what)
     try:
         pipe.engine.meter_set(meter.name, index, config)
-    except _engine_errors() as exc:  # what BMv2 refuses (committed rate above peak): UNKNOWN from PI
+    except EngineEntryError as exc:  # what BMv2 refuses (committed rate above peak): UNKNOWN from PI
         raise P4RTError(UNKNOWN, f"{what}: error when writing meter spec: {exc}") from None
 
 
@@ -111,54 +113,8 @@ def read_meter_entries(pipe, request, new=p4runtime_pb2.MeterEntry) -> list:
             entry = new()
             entry.meter_id = meter.id
             entry.index.index = i
-            _fill_config(entry.config, pipe.engine.meter_get(meter.name, i))
+            fill_meter_config(entry.config, pipe.engine.meter_get(meter.name, i))
             found.append(entry)
-    return found
-
-
-def _entry_key(pipe, table, te):
-    keys = entities._decode_key(table, te)
-    return keys, (te.priority if table.needs_priority else None)
-
-
-def write_direct_meter_entry(pipe, update_type, entry) -> None:
-    table = pipe.binding.table(entry.table_entry.table_id)
-    what = f"table '{table.name}' direct meter"
-    if update_type != MODIFY:
-        raise P4RTError(INVALID_ARGUMENT, f"{what}: direct meter entries can only be modified")
-    if table.direct_meter is None:
-        raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct meter")
-    if entry.table_entry.is_default_action:
-        raise P4RTError(UNKNOWN, f"{what}: error when writing direct meter spec: BMv2 has none for the default entry")
-    keys, priority = _entry_key(pipe, table, entry.table_entry)
-    config = _config(entry.config, entry.HasField("config"), what)
-    try:
-        pipe.engine.direct_meter_set(table.name, keys, config, priority=priority)
-    except _engine_errors() as exc:
-        if getattr(exc, "code", None) == "NOT_FOUND":  # PI's server cannot map the entry to a handle
-            raise P4RTError(INVALID_ARGUMENT, f"{what}: cannot map table entry to handle: {exc}") from None
-        raise P4RTError(UNKNOWN, f"{what}: error when writing direct meter spec: {exc}") from None
-
-
-def read_direct_meter_entries(pipe, request, new=p4runtime_pb2.DirectMeterEntry) -> list:
-    te_filter = request.table_entry
-    if te_filter.table_id == 0:  # as BMv2's PI server
-        raise P4RTError(UNIMPLEMENTED, "reading all direct meters of all tables is not supported")
-    table = pipe.binding.table(te_filter.table_id)
-    if table.direct_meter is None:
-        raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct meter")
-    tables = [table]
-    found = []
-    for table, te in entities.direct_entries(
-        pipe, te_filter, tables, INVALID_ARGUMENT, "cannot map table entry to handle"
-    ):
-        dme = new()
-        keys = entities._decode_key(table, te)
-        priority = te.priority if table.needs_priority else None
-        _fill_config(dme.config, pipe.engine.direct_meter_get(table.name, keys, priority=priority))
-        te.ClearField("counter_data")
-        dme.table_entry.CopyFrom(te)
-        found.append(dme)
     return found
 
 
@@ -166,10 +122,10 @@ def write_table_meter_config(pipe, table, keys, priority, te) -> None:
     """TableEntry.meter_config on INSERT/MODIFY: the entry's direct meter."""
     if table.direct_meter is None:
         raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct meter")
-    config = _config(te.meter_config, True, f"table '{table.name}' meter_config")
+    config = meter_config(te.meter_config, True, f"table '{table.name}' meter_config")
     try:
         pipe.engine.direct_meter_set(table.name, keys, config, priority=priority)
-    except _engine_errors() as exc:
+    except EngineEntryError as exc:
         raise engine_error(exc, f"table '{table.name}'") from None
 
 
@@ -178,7 +134,7 @@ def read_table_meter_config(pipe, table, entry, te) -> None:
         return
     config = pipe.engine.direct_meter_get(table.name, entry.keys, priority=entry.priority or None)
     if config is not None:
-        _fill_config(te.meter_config, config)
+        fill_meter_config(te.meter_config, config)
 
 
 # ---------------------------------------------------------------- action profile members and groups
@@ -191,7 +147,7 @@ def _action_of(pipe, profile, action_msg, what):
     for tid in profile.table_ids:
         table = pipe.binding.tables[tid]
         if action_msg.action_id in table.action_scopes:
-            return entities._decode_action(pipe, table, te, default=False)
+            return decode_action(pipe, table, te, default=False)
     raise P4RTError(INVALID_ARGUMENT, f"{what}: action id {action_msg.action_id} is not an action of its tables")
 
 
@@ -213,7 +169,7 @@ def write_action_profile_member(pipe, update_type, member) -> None:
             engine.act_prof_member_modify(profile.name, member.member_id, name, params)
         else:
             raise P4RTError(INVALID_ARGUMENT, "update type must be INSERT, MODIFY or DELETE")
-    except _engine_errors() as exc:
+    except EngineEntryError as exc:
         raise engine_error(exc, what) from None
 
 
@@ -240,7 +196,7 @@ def read_action_profile_members(pipe, request, new=p4runtime_pb2.ActionProfileMe
             msg.action_profile_id, msg.member_id = profile.id, mid
             action, params = members[mid]
             holder = p4runtime_pb2.TableEntry()
-            entities._encode_action(pipe, action, params, holder)
+            encode_action(pipe, action, params, holder)
             msg.action.CopyFrom(holder.action.action)
             found.append(msg)
     return found
@@ -295,7 +251,7 @@ def write_action_profile_group(pipe, update_type, group) -> None:
         _check_weights(weights, pipe.group_max_size.get(key, 0) or profile.max_group_size, what)
         members = [(m.member_id, m.weight) for m in group.members]
         engine.act_prof_group_set(profile.name, group.group_id, members, create=False)
-    except _engine_errors() as exc:
+    except EngineEntryError as exc:
         raise engine_error(exc, what) from None
 
 
@@ -339,7 +295,7 @@ def write_indirect_entry(pipe, table, update_type, keys, priority, te) -> None:
             apas = te.action.action_profile_action_set.action_profile_actions
             if not apas:
                 raise P4RTError(UNIMPLEMENTED, f"{what}: no support for empty action profile groups")
-            actions = [entities._decode_action(pipe, table, _wrap(apa.action), default=False) for apa in apas]
+            actions = [decode_action(pipe, table, _wrap(apa.action), default=False) for apa in apas]
             _check_weights([apa.weight for apa in apas], profile.max_group_size, what)
             target["oneshot"] = [(name, params, apa.weight) for (name, params), apa in zip(actions, apas)]
     elif kind == "action":
@@ -369,5 +325,5 @@ def encode_indirect_action(pipe, table, entry, te) -> None:
         for action, params, weight in value:
             apa = action_set.action_profile_actions.add(weight=weight)
             holder = p4runtime_pb2.TableEntry()
-            entities._encode_action(pipe, action, params, holder)
+            encode_action(pipe, action, params, holder)
             apa.action.CopyFrom(holder.action.action)

@@ -13,7 +13,7 @@ import grpc
 from google.protobuf import text_format
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from emulator.p4rt import entities, extern_entities, packet_io, value_sets
+from emulator.p4rt import direct_entries, entities, extern_entities, packet_io, value_sets
 from emulator.p4rt.arbitration import Arbitrator, Session, election_id_of
 from emulator.p4rt.errors import (
     FAILED_PRECONDITION,
@@ -43,26 +43,26 @@ def api_version() -> str:
 _WRITERS = {
     "table_entry": entities.write_table_entry,
     "counter_entry": entities.write_counter_entry,
-    "direct_counter_entry": entities.write_direct_counter_entry,
+    "direct_counter_entry": direct_entries.write_direct_counter_entry,
     "register_entry": entities.write_register_entry,
     "packet_replication_engine_entry": entities.write_pre_entry,
     "value_set_entry": value_sets.write_value_set_entry,
     "digest_entry": entities.write_digest_entry,
     "meter_entry": extern_entities.write_meter_entry,
-    "direct_meter_entry": extern_entities.write_direct_meter_entry,
+    "direct_meter_entry": direct_entries.write_direct_meter_entry,
     "action_profile_member": extern_entities.write_action_profile_member,
     "action_profile_group": extern_entities.write_action_profile_group,
 }
 _READERS = {
     "table_entry": entities.read_table_entries,
     "counter_entry": entities.read_counter_entries,
-    "direct_counter_entry": entities.read_direct_counter_entries,
+    "direct_counter_entry": direct_entries.read_direct_counter_entries,
     "register_entry": entities.read_register_entries,
     "packet_replication_engine_entry": entities.read_pre_entries,
     "value_set_entry": value_sets.read_value_set_entries,
     "digest_entry": entities.read_digest_entries,
     "meter_entry": extern_entities.read_meter_entries,
-    "direct_meter_entry": extern_entities.read_direct_meter_entries,
+    "direct_meter_entry": direct_entries.read_direct_meter_entries,
     "action_profile_member": extern_entities.read_action_profile_members,
     "action_profile_group": extern_entities.read_action_profile_groups,
 }

@@ -9,9 +9,10 @@ than the P4Info size is RESOURCE_EXHAUSTED. A read with value_set_id 0 answers e
 
 from dataclasses import dataclass
 
+from emulator.errors import EntryError as EngineEntryError  # the engine's refusal of an entry
 from emulator.p4rt import bytestrings
-from emulator.p4rt.entities import MODIFY, EngineEntryError, engine_error
-from emulator.p4rt.errors import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNIMPLEMENTED, P4RTError
+from emulator.p4rt.entities import MODIFY
+from emulator.p4rt.errors import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNIMPLEMENTED, P4RTError, engine_error
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from emulator.errors import EntryError
 from emulator.native.build import NativeBuildError
 from emulator.switch import SoftwareSwitch
 from tests.emulator.test_native_parity import PROGRAMS
@@ -26,7 +27,7 @@ def test_every_length_from_0_to_9000_bytes_is_processed(path):
     for table, keys, action, params, priority in random_entries(sw.program, rng):
         try:
             sw.table_add(table, keys, action, params, priority=priority)
-        except Exception:  # noqa: BLE001 - duplicates of random keys are refused, as they should be
+        except EntryError:  # duplicates of random keys are refused, as they should be
             pass
     sw.mc_group_set(1, [(1, 0), (2, 1)])
     blob = bytes(rng.getrandbits(8) for _ in range(MAX_LEN))
@@ -49,6 +50,7 @@ def test_no_compiler_is_a_clear_error_and_auto_falls_back(monkeypatch, tmp_path,
 
 FUZZ_CHILD = r"""
 import json, random, sys
+from emulator.errors import EntryError
 from emulator.switch import SoftwareSwitch
 from tests.support.frames import guided_frames, mutate, random_entries, random_value_sets
 paths, per_program = json.loads(sys.argv[1]), int(sys.argv[2])
@@ -60,7 +62,7 @@ for path in paths:
     for t, k, a, p, pr in random_entries(sw.program, rng):
         try:
             sw.table_add(t, k, a, p, priority=pr)
-        except Exception:
+        except EntryError:  # duplicates of random keys
             pass
     sw.mc_group_set(1, [(1, 0), (2, 1), (3, 2)])
     for s in range(0, 256, 5):  # mirror sessions: clone_mirror takes the session id from the frame
