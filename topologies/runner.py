@@ -426,9 +426,12 @@ def check_prerequisites() -> None:
 
 
 class Progress:
-    """One tqdm bar per mode: the slowest worker's step, rank 0's loss and latest test accuracy."""
+    """One tqdm bar per mode: the slowest worker's step, rank 0's loss and latest test accuracy.
 
-    def __init__(self, mode: str, steps: int, n_workers: int):
+    Its time estimate is the mode's own average pace since its first step (tqdm's smoothing off): steps
+    arrive in bursts between evaluations, and a smoothed rate would swing with each pause."""
+
+    def __init__(self, mode: str, steps: int, n_workers: int, clock=None):
         from tqdm import tqdm
 
         interactive = sys.stderr.isatty()
@@ -438,8 +441,11 @@ class Progress:
             unit="step",
             dynamic_ncols=True,
             mininterval=0.2 if interactive else 10.0,
+            smoothing=0,
             bar_format="{desc} |{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}] {postfix}",
         )
+        if clock is not None:  # tests: a clock of their own
+            self.bar._time = clock
         self.mode = mode
         self.n_workers = n_workers
         self.steps: dict[int, int] = {}

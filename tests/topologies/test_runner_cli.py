@@ -136,3 +136,23 @@ def test_a_full_disk_is_one_line_naming_the_file_and_what_was_kept(monkeypatch, 
         assert f"the results of thc, fix32 are in {tmp_path / 'logs' / 'summary.json'}" in err
     else:
         assert "nothing was saved" in err
+
+
+def test_a_modes_time_estimate_is_its_own_average_pace_from_its_first_step():
+    """Steps come in bursts between evaluations; the estimate must not swing with each pause, nor count
+    the workers' start-up or another mode's steps."""
+    now = [100.0]
+    bar = runner.Progress("thc", steps=100, n_workers=2, clock=lambda: now[0])
+    try:
+        worker = [type("W", (), {"rank": r, "host": f"h{r + 1}"})() for r in range(2)]
+        now[0] = 160.0  # a minute of imports and rendezvous: not the mode's pace
+        for step in range(1, 41):
+            now[0] += 0.125
+            if step % 20 == 0:
+                now[0] += 6.0  # an evaluation
+            for w in worker:
+                bar(w, {"event": "step", "step": step, "loss": 1.0})
+        # from the first step: 39 more steps in 16.9 s (two 6-second evaluations among them): 60 more take 25.3 s
+        assert bar.bar.n == 40 and "[00:16<00:25]" in str(bar.bar)
+    finally:
+        bar.close()
