@@ -7,6 +7,7 @@
     topk      thc's TopK with error feedback (1 % of each chunk): the (index, value) pairs all-gathered
     qsgd      thc's QSGD (4 bits, one norm per 512 coordinates): the levels and norms all-gathered
     terngrad  thc's TernGrad (shared scale): a MAX round for the scale, then the ternary values summed
+              as int8 (n ≤ 127 workers: a sum of n values in {-1, 0, 1} fits; int32 above)
 
 The thc baselines run behind the same hook interface as torch's own: ``compressor_hook`` takes a state
 and a bucket and returns a future that completes with the bucket's average. Everything up to the payload
@@ -28,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
+from .baselines.terngrad import TernGrad
 from .errors import ConfigError
 from .interface import Compressor
 from .registry import make_compressor
@@ -106,11 +108,11 @@ def compressor_hook(state: CompressorHookState, bucket: dist.GradBucket) -> torc
         dist.all_reduce(stats, op=dist.ReduceOp.MAX, group=group)  # the shared scale (TernGrad)
         payload = comp.encode(prep, stats)
         sizes = np.cumsum([len(p) for p in payload])[:-1]
-        total = torch.from_numpy(np.concatenate([np.asarray(p, dtype=np.int32) for p in payload]))
         n = dist.get_world_size(group)
+        total, offset = summable_payload(comp, payload, n)
 
         def summed(fut):
-            sums = np.split(fut.value()[0].numpy(), sizes)
+            sums = np.split(fut.value()[0].numpy().astype(np.int64) + offset, sizes)
             buffer.copy_(comp.decode(prep, sums, n, stats))
             return buffer
 
@@ -127,6 +129,17 @@ def compressor_hook(state: CompressorHookState, bucket: dist.GradBucket) -> torc
         return buffer
 
     return dist.all_gather(gathered, mine, group=group, async_op=True).get_future().then(decoded)
+
+
+def summable_payload(comp: Compressor, payload: list, n: int) -> tuple[torch.Tensor, int]:
+    """A summable compressor's levels as the narrowest tensor an all-reduce of n workers can sum, and what
+    to add to each sum to get the sum of the levels back. TernGrad's levels 0, 1, 2 are sent as -1, 0, 1:
+    n of them sum to [-n, n], so int8 holds them for n ≤ 127 (a quarter of int32's bytes). The choice
+    depends on the compressor and n only, so every worker makes the same one."""
+    levels = np.concatenate([np.asarray(p) for p in payload]) if payload else np.zeros(0, np.int64)
+    if isinstance(comp, TernGrad) and n <= 127:
+        return torch.from_numpy((levels.astype(np.int16) - 1).astype(np.int8)), n
+    return torch.from_numpy(levels.astype(np.int32)), 0
 
 
 def one_bucket_in_flight(hook):

@@ -126,3 +126,15 @@ def test_each_bucket_draws_its_own_random_stream(one_torch_thread):
 
     (a, b), _ = in_threads(N, work)
     assert not torch.equal(a, b)
+
+
+def test_terngrads_levels_are_summed_as_int8_up_to_127_workers():
+    """A quarter of int32's bytes: n values in {-1, 0, 1} sum to [-n, n]; the offset gives the levels' sum."""
+    comp = make_compressor("terngrad", 1, 0)
+    levels = [np.array([0, 1, 2, 2], np.uint8), np.array([1, 0], np.uint8)]
+    for n, dtype in ((2, torch.int8), (127, torch.int8), (128, torch.int32)):
+        total, offset = hooks.summable_payload(comp, levels, n)
+        assert total.dtype == dtype and total.numel() == 6 and offset == (n if dtype == torch.int8 else 0)
+    assert hooks.summable_payload(comp, levels, 128)[0].tolist() == [0, 1, 2, 2, 1, 0]
+    total, offset = hooks.summable_payload(comp, levels, 4)
+    assert total.tolist() == [-1, 0, 1, 1, 0, -1] and offset == 4  # four workers' sums get +4 back
