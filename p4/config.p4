@@ -15,7 +15,7 @@
 
 #define THC_SLOTS 1024          /* slots shared by all jobs */
 #define THC_CELLS 2048          /* two cells per slot: the shadow copy */
-#define THC_EVENTS 32           /* cells of the thc_events counter: 23 events, room for more */
+#define THC_EVENTS 32           /* cells of the thc_events counter: 24 events, room for more */
 #define THC_JOB_IDS 256         /* hdr.thc.job_id is 8 bits */
 #define THC_JOB_EVENTS 8192     /* thc_job_events: THC_EVENTS cells per job id (job_id * 32 + event) */
 
@@ -63,6 +63,7 @@ const bit<32> EV_PARTIAL_RESENT      = 19;  /* leaf: a retransmission to a compl
 const bit<32> EV_FANNED_OUT          = 20;  /* leaf: a spine's result multicast down to the local workers */
 const bit<32> EV_DROP_BAD_KEY        = 21;  /* the packet's key is not its job's */
 const bit<32> EV_DROP_LANE_MISMATCH  = 22;  /* framed for another lane width than its op has in its job */
+const bit<32> EV_RELEASE_UP          = 23;  /* leaf: a RELEASE for a use the leaf completed went on to the spine */
 
 /* Bytes after the IPv4 header: UDP (8) + THC header (20) + payload. */
 #define THC_L4_BYTES 28

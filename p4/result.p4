@@ -79,6 +79,16 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.up = 1;
     }
 
+    /* A leaf passes a RELEASE of a use it completed to the spine, as the leaf's own (its padding kept). */
+    action release_to_spine() {
+        hdr.thc.worker_id = meta.leaf_id;
+        hdr.ethernet.srcAddr = hdr.ethernet.dstAddr;
+        hdr.ipv4.srcAddr = hdr.ipv4.dstAddr;
+        hdr.ipv4.dstAddr = meta.spine_addr;
+        meta.up = 1;
+        meta.event = EV_RELEASE_UP;
+    }
+
     /* A spine's result (or its answer to a re-sent partial) reaches a leaf: every local worker gets it. */
     action fan_out() {
         standard_metadata.mcast_grp = meta.mcast_grp;
@@ -92,6 +102,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     apply {
         if (meta.down == 1) {
             fan_out();
+        } else if (meta.release_up == 1) {
+            release_to_spine();
         } else if (meta.remaining != 0) {
             if (meta.dup == 1) {
                 duplicate();

@@ -2,7 +2,8 @@
  * A cell is 2 * (slot_base + slot) + (round & 1): every slot has a shadow cell, so the result of round r
  * stays readable for retransmissions while round r + 1 accumulates in the other cell.
  * A use is identified by (epoch, op, round); which newer rounds may start one is README.md's "Round window".
- * A RELEASE completes a use with the k < n contributions it has (README.md, "Partial aggregation"). */
+ * A RELEASE completes a use with the k < n contributions it has (README.md, "Partial aggregation"); on a
+ * leaf whose use is complete it goes on to the spine, which releases its own use ("Two-level aggregation"). */
 #ifndef THC_SLOT_STATE_P4
 #define THC_SLOT_STATE_P4
 
@@ -41,6 +42,8 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
                 meta.dup = 1;
                 meta.remaining = 0;
                 slot_remaining.write(meta.cell, 0);
+            } else if (meta.leaf == 1) {
+                meta.release_up = 1;  /* complete here, its partial went up: the spine's use may wait on a silent leaf */
             } else {
                 refuse(EV_RELEASE_IGNORED);  /* already complete: its result went out */
             }

@@ -56,8 +56,10 @@ control ThcIngress(inout headers_t hdr, inout metadata_t meta,
                 if (meta.drop == 0) {
                     slot_state.apply(hdr, meta);
                 }
-                if (meta.drop == 0) {
+                if (meta.drop == 0 && meta.release_up == 0) {
                     aggregator.apply(hdr, meta);
+                }
+                if (meta.drop == 0) {
                     result.apply(hdr, meta, standard_metadata);
                 }
             }

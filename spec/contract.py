@@ -189,6 +189,7 @@ EVENTS = (
     "FANNED_OUT",
     "DROP_BAD_KEY",
     "DROP_LANE_MISMATCH",
+    "RELEASE_UP",
 )
 EVENT_INDEX = {name: i for i, name in enumerate(EVENTS)}
 

@@ -158,6 +158,35 @@ def test_a_release_at_a_leaf_completes_both_levels_with_the_workers_that_made_it
         leaf, spine = fabric.leaf[0].events(), fabric.spine.events()
         assert (leaf["LATE"], spine["RETX_ANSWERED"], spine["CONSUMED"] + spine["COMPLETED"]) == (1, 1, 2)
         assert fabric.carry([(1, fabric.release(1, 2, 0))]) == {}  # releasing a complete use: ignored
-        assert fabric.leaf[0].events()["RELEASE_IGNORED"] == 1
+        # leaf 0's use is complete, so it passes the RELEASE on; the spine's is complete too
+        assert (fabric.leaf[0].events()["RELEASE_UP"], fabric.spine.events()["RELEASE_IGNORED"]) == (1, 1)
+    finally:
+        fabric.close()
+
+
+def test_a_release_reaches_the_spine_past_a_leaf_that_completed_so_a_silent_leaf_holds_nothing(backend, tmp_path):
+    """Every worker under leaf 1 is silent. Leaf 0 completes and sends its partial; the spine waits for
+    leaf 1. A RELEASE from a leaf-0 worker finds leaf 0's use complete, so leaf 0 passes it to the spine
+    (RELEASE_UP), which releases its use with the four contributions it has: leaf 0's workers get those
+    sums with count 4, and the next rounds go on the same way."""
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, backend=backend, workdir=tmp_path)
+    rng = np.random.default_rng(8)
+    alive = fabric.local_workers(0)
+    try:
+        for rnd in range(2):
+            idx = [rng.integers(0, 16, size=fabric.coords, dtype=np.uint8) for _ in range(fabric.n)]
+            expected = [int(v) for v in reference_aggregate([idx[w] for w in alive], fabric.table)]
+            assert fabric.carry([(w, fabric.request(w, idx[w], 1, rnd)) for w in alive]) == {}  # the spine waits
+            received = fabric.carry([(alive[0], fabric.release(alive[0], 1, rnd))])
+            assert sorted(received) == list(range(fabric.n))  # leaf 1 fans out to its (silent) workers too
+            for w in alive:
+                (frame,) = received[w]
+                thc = tp.Parsed.of(frame)
+                assert (thc.kind, thc.count, thc.worker_id, thc.round) == (1, 4, w, rnd), f"worker {w}"
+                assert sums(frame) == expected, f"worker {w}"
+        leaf, spine = fabric.leaf[0].events(), fabric.spine.events()
+        assert (leaf["RELEASE_UP"], leaf["COMPLETED"], spine["RELEASED"], spine["COMPLETED"]) == (2, 2, 2, 0)
+        assert fabric.carry([(alive[1], fabric.release(alive[1], 1, 1))]) == {}  # the spine's use is over
+        assert fabric.spine.events()["RELEASE_IGNORED"] == 1
     finally:
         fabric.close()
