@@ -112,11 +112,6 @@ class Operation:
         self.sent_hi = 0
         self.answered = 0
         self.last_result = 0.0  # when the latest result came
-        self.newest_answered = -1  # the latest first transmission among answered requests
-        self.probe_at: float | None = None  # the gap (tail probe) timer
-        self.probe_backoff = 1.0
-        self.rtt_max: float | None = None  # the slowest clean round trip since the last RTT sample
-        self.rtt_results = 0
         self.count: int | None = None  # every accepted result's count must match the first
         self.mixed_counts = mixed_counts  # partial aggregation: counts may differ between requests
         self.release_at = np.full(n_requests, np.inf)  # when an unanswered request sends a RELEASE
