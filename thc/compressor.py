@@ -11,6 +11,10 @@ the round's shared random signs:  y = clamp(H D v / M, -T, T)  (unit variance co
 max-norm worker), then u = y/inc + g/2 in [0, g] is rounded to a table index, unbiased, from the
 worker's own random stream. Decode computes D H ((S/n - g/2) inc) M / d.
 
+Parts can be switched off for the ablation (THCConfig): ``transform=False`` quantizes the coordinates
+as they are, and ``quantizer="terngrad"`` is TernGrad with a shared scale on the same table machinery
+(thc.direct holds both).
+
 Scale: every finite float32 gradient whose norm fits float32 is encoded, from subnormals to 3.4e38.
 Norms whose float32 sum of squares would underflow or overflow are recomputed on the chunk scaled by a
 power of two; encode and decode work on v 2^-e and M 2^-e with M 2^-e in [0.5, 1) and scale the result
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import parallel
+from . import direct, parallel
 from .aggregate import lane_bits_needed, reference_aggregate
 from .chunking import Chunk, ChunkGroup, group_chunks, plan_chunks
 from .config import THCConfig
@@ -129,7 +133,8 @@ def _check_index(name: str, value: object) -> int:
 
 @dataclass
 class THCPrepared(Prepared):
-    """A gradient ready for THC encoding. ``norms`` (= ``stats``) go to the max-norm round."""
+    """A gradient ready for THC encoding. ``norms`` (= ``stats``) go to the max round: L2 norms, or for
+    TernGrad the largest |x| after clipping (its clip bounds are in ``extra["bounds"]``)."""
 
     key: int = 0
 
@@ -160,8 +165,13 @@ class THCCompressor(Compressor):
         self.feedback = ErrorFeedback() if self.config.error_feedback else None
         self._ws = workspace if workspace is not None else Workspace()
         self._plans: dict[int, tuple[tuple[Chunk, ...], tuple[ChunkGroup, ...]]] = {}
-        kind = self.table.kind
-        self.name = f"THC-{kind} b={self.table.bits} g={self.table.granularity}"
+        self.ternary = self.config.quantizer == "terngrad"
+        if self.ternary:
+            self.name = "TernGrad-switch"
+        else:
+            kind = self.table.kind
+            self.name = f"THC-{kind} b={self.table.bits} g={self.table.granularity}"
+            self.name += "" if self.config.transform else " no-RHT"
 
     # ----------------------------------------------------------------------------------------- phases
     def prepare(self, grad: torch.Tensor, step: int, key: int = 0) -> THCPrepared:
@@ -181,6 +191,9 @@ class THCCompressor(Compressor):
                 raise_if_not_finite(grad, v, flat)
             if grad.dtype == torch.float64:
                 check_float32_scale(grad, chunks, norms if v is flat else self._chunk_norms(flat, chunks))
+            extra = {}
+            if self.ternary:
+                norms, extra["bounds"] = direct.ternary_scales(v, chunks, self.table.threshold)
         return THCPrepared(
             shape=grad.shape,
             dtype=grad.dtype,
@@ -190,6 +203,7 @@ class THCCompressor(Compressor):
             chunks=chunks,
             stats=norms,
             data=v,
+            extra=extra,
             key=key,
         )
 
@@ -205,30 +219,59 @@ class THCCompressor(Compressor):
         """
         m = self._check_norms(prep, max_norms, own=not partial)
         with one_thread_if_small(prep.numel, prep.data.device):
-            cfg, table = self.config, self.table
-            groups = self._plan(prep.numel)[1]
-            signs = [self._sign_rows(prep, group) for group in groups]
-            exps = _exponents(m)
-            # y = H D v 2^-e / (M 2^-e); grid position u = y / inc + g/2 (a zero max norm means an all-zero chunk)
-            scales = np.zeros_like(m)
-            np.divide(1.0, np.ldexp(m, -exps) * table.inc, out=scales, where=m > 0)
-            indices: list[np.ndarray] = []
-            for group, bits in zip(groups, signs):
-                rows = slice(group.chunks[0].index, group.chunks[0].index + group.count)
-                flipped = self._flipped(prep.data, group, bits, exps[rows])
-                u = self._ws.get("encode.u", group.size, torch.float32, flipped.device)
-                fwht(flipped.view(group.count, group.padded), out=u.view(group.count, group.padded), workspace=self._ws)
-                stream = (_ROUND_DOMAIN, self.worker_id, prep.key, prep.step)
-                seeds = spawn_seeds(cfg.seed, stream, group.chunks[0].index, group.count)
-                idx = self.quantizer.quantize_(
-                    u.cpu().numpy(), seeds, segment=group.padded, scales=scales[rows], shift=table.granularity / 2.0
-                )
-                indices.extend(idx.reshape(group.count, group.padded))
-            prep.extra["signs"] = signs
+            indices = self._transformed_indices(prep, m) if self.config.transform else self._direct_indices(prep, m)
             if self.feedback is not None:
-                own = [np.take(table.values, idx) for idx in indices]
+                own = [np.take(self.table.values, idx) for idx in indices]
                 self.feedback.update(prep.data, self._decode_flat(prep, own, 1, m))
             return indices
+
+    def _transformed_indices(self, prep: THCPrepared, m: np.ndarray) -> list[np.ndarray]:
+        """THC's encode: the indices of H D v scaled by the max norms, one array per chunk."""
+        table = self.table
+        groups = self._plan(prep.numel)[1]
+        signs = [self._sign_rows(prep, group) for group in groups]
+        exps = _exponents(m)
+        # y = H D v 2^-e / (M 2^-e); grid position u = y / inc + g/2 (a zero max norm means an all-zero chunk)
+        scales = np.zeros_like(m)
+        np.divide(1.0, np.ldexp(m, -exps) * table.inc, out=scales, where=m > 0)
+        indices: list[np.ndarray] = []
+        for group, bits in zip(groups, signs):
+            rows = slice(group.chunks[0].index, group.chunks[0].index + group.count)
+            flipped = self._flipped(prep.data, group, bits, exps[rows])
+            u = self._ws.get("encode.u", group.size, torch.float32, flipped.device)
+            fwht(flipped.view(group.count, group.padded), out=u.view(group.count, group.padded), workspace=self._ws)
+            seeds = self._round_seeds(prep, group)
+            idx = self.quantizer.quantize_(
+                u.cpu().numpy(), seeds, segment=group.padded, scales=scales[rows], shift=table.granularity / 2.0
+            )
+            indices.extend(idx.reshape(group.count, group.padded))
+        prep.extra["signs"] = signs
+        return indices
+
+    def _direct_indices(self, prep: THCPrepared, m: np.ndarray) -> list[np.ndarray]:
+        """The indices of the coordinates as they are (no transform; thc.direct), from the same streams."""
+        v = prep.data.detach().cpu().numpy()
+        steps = self._steps(prep, m)
+        bounds = prep.extra.get("bounds")
+        indices: list[np.ndarray] = []
+        for group in self._plan(prep.numel)[1]:
+            u = direct.grid_positions(v, group, steps, self.table.granularity, bounds)
+            idx = self.quantizer.quantize_(u, self._round_seeds(prep, group), segment=group.padded)
+            indices.extend(idx.reshape(group.count, group.padded))
+        return indices
+
+    def _round_seeds(self, prep: THCPrepared, group: ChunkGroup) -> list:
+        """The rounding streams of a group's chunks: this worker's own, per tensor, round and chunk."""
+        stream = (_ROUND_DOMAIN, self.worker_id, prep.key, prep.step)
+        return spawn_seeds(self.config.seed, stream, group.chunks[0].index, group.count)
+
+    def _steps(self, prep: THCPrepared, m: np.ndarray) -> np.ndarray:
+        """Per chunk, what one table unit is worth in the gradient's units without a transform (thc.direct):
+        TernGrad's 2s/g, THC's inc M/sqrt(d)."""
+        g = self.table.granularity
+        if self.ternary:
+            return 2.0 * m / g
+        return self.table.inc * m / np.sqrt([c.padded for c in prep.chunks])
 
     def aggregate(self, payloads: Sequence[list[np.ndarray]]) -> list[np.ndarray]:
         """Reference aggregation of all workers' indices: per chunk, integer sums of table values."""
@@ -364,6 +407,10 @@ class THCCompressor(Compressor):
         device = prep.data.device
         if out is None:
             out = empty_cpu(prep.numel) if device.type == "cpu" else torch.empty(prep.numel, device=device)
+        if not self.config.transform:
+            host = out if device.type == "cpu" else torch.empty(prep.numel)
+            direct.levels_average(sums, n, self._steps(prep, m), table.granularity, prep.chunks, host.numpy())
+            return out if host is out else out.copy_(host)
         groups = self._plan(prep.numel)[1]
         signs = prep.extra.get("signs") or [self._sign_rows(prep, group) for group in groups]
         limit = (n if counts is None else max(int(c.max()) for c in counts)) * table.granularity

@@ -12,10 +12,14 @@ from .errors import ConfigError
 if TYPE_CHECKING:  # pragma: no cover
     from .tables import Table
 
-__all__ = ["THCConfig", "parse_probability", "TABLE_KINDS", "MAX_BITS"]
+__all__ = ["THCConfig", "parse_probability", "TABLE_KINDS", "QUANTIZERS", "TERNGRAD", "MAX_BITS"]
 
 TABLE_KINDS = ("optimal", "uniform")
+QUANTIZERS = ("thc", "terngrad")
 MAX_BITS = 8
+# TernGrad as a table codec: its three levels {-s, 0, s} are the uniform 2-bit table at g = 2, (0, 1, 1, 2)
+# (both middle indices stand for 0), and its scale is the largest |x| itself, with no transform before it
+TERNGRAD = {"bits": 2, "granularity": 2, "table": "uniform", "transform": False}
 
 
 def parse_probability(value: str | float | Fraction) -> float:
@@ -41,6 +45,11 @@ def check_granularity(granularity: object) -> int:
     return granularity
 
 
+def terngrad_conflict(described: object) -> str | None:
+    """The first field TERNGRAD fixes that a terngrad config or job description has otherwise."""
+    return next((name for name, want in TERNGRAD.items() if getattr(described, name) != want), None)
+
+
 @dataclass(frozen=True)
 class THCConfig:
     """Parameters shared by every worker of one THC job.
@@ -52,6 +61,11 @@ class THCConfig:
     chunk: largest chunk, a power of two; the last chunk is zero-padded to a power of two.
     seed: shared by all workers; fixes the Hadamard signs of every round and the rounding streams.
     error_feedback: carry each worker's compression error into its next gradient.
+    transform: the randomized Hadamard transform before quantizing; off, coordinates are quantized as they
+        are (thc.direct), which is what the transform is measured against.
+    quantizer: "thc" (scale from the max-norm worker's norm, clip probability p) or "terngrad" (TernGrad's
+        ternary levels scaled by the largest |x| after clipping at T standard deviations; TERNGRAD fixes
+        the other fields it needs).
     """
 
     bits: int = 4
@@ -61,6 +75,8 @@ class THCConfig:
     chunk: int = 2**20
     seed: int = 0
     error_feedback: bool = False
+    transform: bool = True
+    quantizer: str = "thc"
 
     def __post_init__(self) -> None:
         check_bits(self.bits)
@@ -88,6 +104,14 @@ class THCConfig:
             raise ConfigError(f"seed={self.seed!r} must be a non-negative integer")
         if not isinstance(self.error_feedback, bool):
             raise ConfigError(f"error_feedback={self.error_feedback!r} must be True or False")
+        if not isinstance(self.transform, bool):
+            raise ConfigError(f"transform={self.transform!r} must be True or False")
+        if self.quantizer not in QUANTIZERS:
+            raise ConfigError(f"quantizer {self.quantizer!r} unknown: use one of {', '.join(QUANTIZERS)}")
+        conflict = terngrad_conflict(self) if self.quantizer == "terngrad" else None
+        if conflict:
+            fixed = ", ".join(f"{name}={value!r}" for name, value in TERNGRAD.items())
+            raise ConfigError(f"{conflict}={getattr(self, conflict)!r}: the terngrad quantizer needs {fixed}")
 
     def make_table(self) -> Table:
         """The lookup table this config names (computed once per process, then cached)."""
