@@ -8,7 +8,9 @@ admitted only if the program can run it (p4/README.md): at most 32 workers, sums
 overlaps no other job, room in the 64-entry jobs table. Every add gives the job a fresh epoch, so a new run
 starts on fresh register cells (the data plane cannot be reset over P4Runtime), and a key that its workers
 put in every packet (a packet with another key is dropped); re-adding an installed job is how a new run
-starts.
+starts. Epochs count up per switch: the last one given is kept in the jobs table's default entry, so an
+epoch is never given twice while the registers may hold cells of it (a pipeline push clears both), however
+jobs come and go on the same slots.
 
 Write order keeps the data plane consistent: the lookup table, multicast group and result_dst entries go
 first and the jobs entry last (requests are dropped as UNKNOWN_JOB until then); removal deletes the jobs
@@ -80,13 +82,26 @@ class Job:
 # ---- admission ----------------------------------------------------------------------------------
 
 
-def choose_epoch(avoid: set[int], rng: random.Random | None = None) -> int:
-    """A random epoch in 1..65535 outside `avoid` (the epochs the switch shows for these slots)."""
-    rng = rng or random.SystemRandom()
-    while True:
-        epoch = rng.randint(1, contract.EPOCH_MAX)
-        if epoch not in avoid:
-            return epoch
+def next_epoch(last: int, job_id: int) -> int:
+    """The epoch after the last one the switch gave (1 on a freshly pushed program), or JobRefused when the
+    program has given them all."""
+    if last >= contract.EPOCH_MAX:
+        raise JobRefused(
+            f"job {job_id}: the switch has given all {contract.EPOCH_MAX} epochs since its program was pushed, "
+            "and a reused epoch could meet old cells: push the program again (thc-ctl push), which clears them"
+        )
+    return last + 1
+
+
+def check_epoch(epoch: int, last: int, job_id: int) -> None:
+    """An epoch asked for must be one the switch has not given yet (above `last`)."""
+    if not 1 <= epoch <= contract.EPOCH_MAX:
+        raise JobRefused(f"job {job_id}: epoch {epoch} must be 1..{contract.EPOCH_MAX}")
+    if epoch <= last:
+        raise JobRefused(
+            f"job {job_id}: epoch {epoch} may still be in the switch's registers (it has given epochs up to "
+            f"{last} since its program was pushed); leave --epoch out, or give one above {last}"
+        )
 
 
 def choose_key(rng: random.Random | None = None) -> int:
@@ -102,6 +117,7 @@ def plan_job(
     words: int | None = None,
     slot_base: int | None = None,
     epoch: int | None = None,
+    last_epoch: int = 0,
     jobs_capacity: int = contract.JOBS_CAPACITY,
     rng: random.Random | None = None,
     lookups: bool = True,
@@ -111,7 +127,8 @@ def plan_job(
     `workers` are the switch's inputs: the job's workers on one level, a leaf's own workers, or a spine's
     leaves; `spec.workers` is n, the contributions a complete sum holds, which sizes the lanes. `existing`
     are the jobs the switch holds (a job with the same id is being replaced: its slots are free for the
-    new one, and its epoch is avoided). `words`: the switch program's cell size, which must be the one the
+    new one). `last_epoch`: the last epoch the switch gave (its jobs default entry); the job gets the next
+    one, or `epoch` if it is above it. `words`: the switch program's cell size, which must be the one the
     description frames for. `lookups`: install the job's lookup table (not on a spine, whose partials hold
     table values already). The key is the description's, or a fresh one when it has none.
     """
@@ -165,13 +182,11 @@ def plan_job(
                 f"{other.job_id}'s [{other.slot_base}, {other.slot_base + other.n_slots}); "
                 "jobs share the 1024 slots without overlapping"
             )
-    avoid = {j.epoch for j in existing}
+    last_epoch = max([last_epoch] + [j.epoch for j in existing])  # installed jobs' epochs were given too
     if epoch is None:
-        epoch = choose_epoch(avoid, rng)
-    elif not 1 <= epoch <= contract.EPOCH_MAX:
-        raise JobRefused(f"job {job_id}: epoch {epoch} must be 1..{contract.EPOCH_MAX}")
-    elif previous is not None and epoch == previous.epoch:
-        raise JobRefused(f"job {job_id}: epoch {epoch} is the job's current one; a new run needs a new epoch")
+        epoch = next_epoch(last_epoch, job_id)
+    else:
+        check_epoch(epoch, last_epoch, job_id)
     mask = 0
     for i in ids:
         mask |= 1 << i
@@ -230,6 +245,11 @@ def job_write(kind: str, job: Job) -> TableWrite:
     )
 
 
+def epoch_mark_write(epoch: int) -> TableWrite:
+    """The jobs table's default entry with the last epoch given: it stays unknown_job (drop) for packets."""
+    return TableWrite(MODIFY, contract.JOBS, (), contract.UNKNOWN_JOB, (epoch,), default=True)
+
+
 def result_dst_write(kind: str, job_id: int, worker: JobWorker | int) -> TableWrite:
     """Where the multicast copy for `worker` goes (a worker id alone for DELETE)."""
     if kind == DELETE:
@@ -266,7 +286,7 @@ def add_writes(
     `uplink_installed` whether it has an `uplink` entry for the job (a leaf of two-level aggregation),
     `table_installed` whether it has a lookup table (`values` entry) for the job.
     """
-    first: list[Write] = []
+    first: list[Write] = [epoch_mark_write(job.epoch)]
     if job.table:
         first.append(lookup_tables.values_write(MODIFY if table_installed else INSERT, job.job_id, list(job.table)))
     first.append(group_write(MODIFY if group_exists else INSERT, job))
@@ -317,12 +337,13 @@ def group_key(group_id: int) -> p4runtime_pb2.PacketReplicationEngineEntry:
 
 
 def read_entities(p4info: P4Info) -> list[p4runtime_pb2.Entity]:
-    """Wildcard reads of the job tables: jobs, result_dst, uplink and values (groups are read apart: see
-    groups_entity)."""
+    """Wildcard reads of the job tables: jobs, result_dst, uplink and values, and the jobs default entry
+    (the last epoch given); groups are read apart (groups_entity)."""
+    jobs_id = p4info.table(contract.JOBS).preamble.id
     return [
         p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(name).preamble.id))
         for name in (contract.JOBS, contract.RESULT_DST, contract.UPLINK, contract.VALUES)
-    ]
+    ] + [p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=jobs_id, is_default_action=True))]
 
 
 def groups_entity() -> p4runtime_pb2.Entity:
@@ -339,6 +360,7 @@ class JobState:
     groups: dict[int, list[tuple[int, int]]] | None  # group -> [(port, rid)]; None: not readable
     uplinks: dict[int, tuple[int, str]] = field(default_factory=dict)  # job -> (leaf id, spine address)
     tables: dict[int, tuple[int, ...]] = field(default_factory=dict)  # job -> its lookup table V
+    last_epoch: int = 0  # the last epoch given on the switch (the jobs default entry; 0: none yet)
 
     def job(self, job_id: int, hosts_by_ip: dict[str, str] | None = None) -> Job | None:
         """The job with its workers (addresses from result_dst, ports from its multicast group)."""
@@ -367,8 +389,14 @@ def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
     result_dst: dict[int, dict[int, tuple[str, str]]] = {}
     uplinks: dict[int, tuple[int, str]] = {}
     tables: dict[int, tuple[int, ...]] = {}
+    last_epoch = 0
     for entity in table_entities:
         entry = entity.table_entry
+        if entry.is_default_action and entry.table_id == jobs_id:
+            d = p4info.describe(entry)
+            if d.get("action_name") == contract.UNKNOWN_JOB:
+                last_epoch = int(d["action_params"].get("last_epoch", 0))
+            continue
         if entry.is_default_action or not entry.match:
             continue
         d = p4info.describe(entry)
@@ -403,7 +431,7 @@ def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
         for entity in group_entities:
             g = entity.packet_replication_engine_entry.multicast_group_entry
             groups[g.multicast_group_id] = [(r.egress_port, r.instance) for r in g.replicas]
-    return JobState(jobs, result_dst, groups, uplinks, tables)
+    return JobState(jobs, result_dst, groups, uplinks, tables, last_epoch)
 
 
 def workers_from_topology(topology, switch: str, hosts: list[str]) -> list[JobWorker]:

@@ -41,6 +41,13 @@ def check_p4info(p4info: p4info_pb2.P4Info, where: str) -> int:
         if params != list(spec.params):
             wanted = ", ".join(f"{name}: {width}" for name, width in spec.params)
             raise PipelineMismatch(f"{where}: action '{spec.action}' does not take ({wanted}): {hint}")
+        if spec.default_action is not None:
+            default = actions.get(spec.default_action)
+            if default is None or [(p.name, p.bitwidth) for p in default.params] != list(spec.default_params):
+                wanted = ", ".join(f"{name}: {width}" for name, width in spec.default_params)
+                raise PipelineMismatch(
+                    f"{where}: table '{spec.name}' has no default action '{spec.default_action}({wanted})': {hint}"
+                )
     counters = {c.preamble.name: c for c in p4info.counters}
     events = counters.get(contract.THC_EVENTS)
     if events is None or events.size < len(contract.EVENTS):

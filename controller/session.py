@@ -288,6 +288,7 @@ class SwitchSession:
             words=words,
             slot_base=slot_base,
             epoch=epoch,
+            last_epoch=state.last_epoch,
             jobs_capacity=p4.table(contract.JOBS).size or 64,
             rng=self._rng,
         )
@@ -296,6 +297,10 @@ class SwitchSession:
     def installed_jobs(self) -> list[jobs.Job]:
         """The jobs entries the switch holds, without their workers (one read: for planning)."""
         return list(self._job_state().jobs.values())
+
+    def last_epoch(self) -> int:
+        """The last epoch the switch gave a job since its program was pushed (0: none yet)."""
+        return self._job_state().last_epoch
 
     def install_job(
         self, job: jobs.Job, *, service_ip: str | None = None, state: jobs.JobState | None = None

@@ -108,13 +108,14 @@ def plan(
     words: int | None = None,
     slot_base: int | None = None,
     epoch: int | None = None,
+    last_epochs: dict[str, int] | None = None,
     rng: random.Random | None = None,
 ) -> TwoLevelJob:
     """Every switch's part of job `spec` for `hosts`, checked against `existing` (switch -> the jobs it
     holds; missing: none). Leaf ids are given in the topology's leaf order, counting only leaves that
     have workers of the job. The slots are the lowest range free on every switch (or the job's own, when
-    it is renewed); the epoch differs from every epoch any of them shows; the key is the description's
-    (or one fresh key for all parts)."""
+    it is renewed); the epoch is one none of them has given (`last_epochs`: switch -> the last it gave);
+    the key is the description's (or one fresh key for all parts)."""
     existing = existing or {}
     job_id = spec.job_id
     spine = topology.aggregation
@@ -124,8 +125,11 @@ def plan(
     local = _local_hosts(topology, list(hosts))
     switches = [spine.switch] + [leaf.switch for leaf, _ in local]
     held = [job for name in switches for job in existing.get(name, [])]
+    last = max([0] + [(last_epochs or {}).get(name, 0) for name in switches] + [job.epoch for job in held])
     if epoch is None:
-        epoch = jobs.choose_epoch({job.epoch for job in held}, rng)
+        epoch = jobs.next_epoch(last, job_id)
+    else:
+        jobs.check_epoch(epoch, last, job_id)
     if slot_base is None:
         mine = next((job.slot_base for job in held if job.job_id == job_id), None)
         slot_base = jobs.free_range(spec.slots, [job for job in held if job.job_id != job_id], prefer=mine)
@@ -185,8 +189,17 @@ def add_job(
     if len(words) > 1:
         raise JobRefused(f"job {spec.job_id}: the switches run programs with different cells ({sorted(words)} words)")
     existing = {name: sessions[name].installed_jobs() for name in needed}
+    last_epochs = {name: sessions[name].last_epoch() for name in needed}
     planned = plan(
-        topology, spec, list(hosts), existing, words=words.pop(), slot_base=slot_base, epoch=epoch, rng=rng
+        topology,
+        spec,
+        list(hosts),
+        existing,
+        words=words.pop(),
+        slot_base=slot_base,
+        epoch=epoch,
+        last_epochs=last_epochs,
+        rng=rng,
     )
     for name in needed:
         sessions[name].install_job(planned.parts[name], service_ip=planned.service_ips[name])

@@ -30,13 +30,15 @@ _P4RT_KIND = {
 @dataclass(frozen=True)
 class TableWrite:
     """One table entry to insert, modify or delete. `match`: one value per key field, in key order
-    (an int; (value, prefix length) for lpm); `params`: one int per action parameter, in order."""
+    (an int; (value, prefix length) for lpm); `params`: one int per action parameter, in order.
+    `default`: the table's default entry (no match; always a MODIFY)."""
 
     kind: str
     table: str
     match: tuple
     action: str | None = None
     params: tuple[int, ...] = ()
+    default: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,9 @@ def to_update(p4info: P4Info, write: Write) -> p4runtime_pb2.Update:
         )
     spec = contract.table_spec(write.table)
     match = {name: value for (name, _, _), value in zip(spec.keys, write.match)}
-    params = {name: value for (name, _), value in zip(spec.params, write.params)} if write.action else None
-    entry = p4info.table_entry(write.table, match, write.action, params)
+    names = spec.default_params if write.default else spec.params
+    params = {name: value for (name, _), value in zip(names, write.params)} if write.action else None
+    entry = p4info.table_entry(write.table, match, write.action, params, is_default=write.default)
     return p4runtime_pb2.Update(type=_P4RT_KIND[write.kind], entity=p4runtime_pb2.Entity(table_entry=entry))
 
 
@@ -94,6 +97,8 @@ class EngineWriter:
                     sw.mc_group_delete(write.group_id)
                 else:
                     sw.mc_group_set(write.group_id, list(write.replicas))
+            elif write.default:
+                sw.table_set_default(write.table, write.action, list(write.params))
             elif write.kind == INSERT:
                 sw.table_add(write.table, list(write.match), write.action, list(write.params))
             elif write.kind == MODIFY:

@@ -99,6 +99,7 @@ struct metadata_t {
     bit<8>  lane_bits;
     bit<16> epoch;
     bit<32> key;
+    bit<16> last_epoch;    /* jobs' default action's parameter: the controller's mark, read by no one here */
     /* the job's lookup table (index_lookup.values): V[j] is byte j % 8 of values_lo (j < 8) or values_hi */
     bit<64> values_lo;
     bit<64> values_hi;

@@ -28,16 +28,20 @@ control JobCheck(inout headers_t hdr, inout metadata_t meta) {
         meta.key = key;
     }
 
-    action unknown_job() {
+    /* The default action. Its parameter is where the controller keeps the last epoch it gave a job on this
+     * switch, so that an epoch is never given twice while registers may hold its cells (a push of the
+     * pipeline clears both); the data plane only copies it into metadata nobody reads. */
+    action unknown_job(bit<16> last_epoch) {
         meta.drop = 1;
         meta.event = EV_DROP_UNKNOWN_JOB;
+        meta.last_epoch = last_epoch;
     }
 
     table jobs {
         key = { hdr.thc.job_id: exact; }
         actions = { set_job; unknown_job; }
         size = 64;
-        default_action = unknown_job();
+        default_action = unknown_job(0);
     }
 
     /* Two-level aggregation: on a leaf, the job's completed sums go to the spine as one PARTIAL. */

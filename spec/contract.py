@@ -155,6 +155,10 @@ SET_JOB_PARAMS = (
     ("key", 32),
 )
 
+# jobs' default action keeps the last epoch the controller gave a job on the switch: epochs are never given
+# twice while registers may hold their cells (a pipeline push clears both).
+UNKNOWN_JOB_PARAMS = (("last_epoch", 16),)
+
 # set_values' parameters: V[0..7] in values_lo, V[8..15] in values_hi (V[j] in bits 8(j % 8) + 7 .. 8(j % 8)),
 # and the index bits a table of 2^b entries never uses, in each of eight nibbles.
 SET_VALUES_PARAMS = (("values_lo", 64), ("values_hi", 64), ("index_mask", 32))
@@ -212,12 +216,22 @@ class TableSpec:
     action: str
     params: tuple[tuple[str, int], ...]  # (param name, bitwidth)
     size: int
+    default_action: str | None = None  # a default action the controller writes, and its parameters
+    default_params: tuple[tuple[str, int], ...] = ()
 
 
 TABLE_SPECS = (
     TableSpec(IPV4_LPM, (("hdr.ipv4.dstAddr", 32, _LPM),), IPV4_FORWARD, (("dstAddr", 48), ("port", 9)), 1024),
     TableSpec(SERVICE_ADDR, (("hdr.ipv4.dstAddr", 32, _EXACT),), SERVE, (), 16),
-    TableSpec(JOBS, (("hdr.thc.job_id", 8, _EXACT),), SET_JOB, SET_JOB_PARAMS, JOBS_CAPACITY),
+    TableSpec(
+        JOBS,
+        (("hdr.thc.job_id", 8, _EXACT),),
+        SET_JOB,
+        SET_JOB_PARAMS,
+        JOBS_CAPACITY,
+        UNKNOWN_JOB,
+        UNKNOWN_JOB_PARAMS,
+    ),
     TableSpec(UPLINK, (("hdr.thc.job_id", 8, _EXACT),), TO_SPINE, (("leaf_id", 8), ("spine_addr", 32)), 64),
     TableSpec(VALUES, (("hdr.thc.job_id", 8, _EXACT),), SET_VALUES, SET_VALUES_PARAMS, JOBS_CAPACITY),
     TableSpec(

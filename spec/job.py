@@ -1,6 +1,7 @@
 """One description of a job: everything the switch and every worker must agree on, in one place.
 
-A THC job is a compression (bits, granularity, clip, table kind, chunk, seed, error feedback) and a framing
+A THC job is a compression (bits, granularity, clip, table kind, chunk, seed, error feedback, the transform
+and the quantizer: THC's, or TernGrad's with a shared scale) and a framing
 (the program's cell size, hence coordinates per request; the window of slots; the job's key). `thc-run` or
 `thc-ctl job add` makes a JobSpec once; the switch's entries (the job's lookup table, its lane width, its
 slots and key) and each worker's codec and protocol are derived from it, and a worker is handed the whole
@@ -18,13 +19,14 @@ from fractions import Fraction
 from pathlib import Path
 
 from spec import contract
-from thc.config import TABLE_KINDS, THCConfig, parse_probability
+from thc.config import QUANTIZERS, TABLE_KINDS, THCConfig, parse_probability, terngrad_conflict
 from thc.errors import ConfigError
 
 __all__ = ["JobSpec", "JobSpecError", "add_job_options", "DEFAULT_WINDOW", "DEFAULT_SLOTS"]
 
 DEFAULT_WINDOW = 256  # requests in flight per worker: room for 256 K coordinates with 1 KiB cells
 DEFAULT_SLOTS = 256
+TERNGRAD_OPTIONS = "--quantizer terngrad --bits 2 --granularity 2 --table uniform --no-transform"  # thc.config.TERNGRAD
 
 
 class JobSpecError(ValueError):
@@ -52,6 +54,8 @@ class JobSpec:
     chunk: int = 2048  # small chunks pad little: 2,410 parameters are 2048 + 512 coordinates, not 4096
     seed: int = 0
     error_feedback: bool = False
+    transform: bool = True  # the randomized Hadamard transform before quantizing (off: the ablation)
+    quantizer: str = "thc"  # or "terngrad": TernGrad's three levels, which fix bits, g, table and transform
     window: int = DEFAULT_WINDOW
     slots: int | None = None  # the job's slots on the switch; None: the window, at least DEFAULT_SLOTS
     words: int = contract.WORDS
@@ -74,6 +78,16 @@ class JobSpec:
         _int("seed", self.seed, 0, 2**63 - 1)
         if not isinstance(self.error_feedback, bool):
             raise JobSpecError(f"job field 'error_feedback' = {self.error_feedback!r}: must be true or false")
+        if not isinstance(self.transform, bool):
+            raise JobSpecError(f"job field 'transform' = {self.transform!r}: must be true or false")
+        if self.quantizer not in QUANTIZERS:
+            raise JobSpecError(f"job field 'quantizer' = {self.quantizer!r}: use one of {', '.join(QUANTIZERS)}")
+        conflict = terngrad_conflict(self) if self.quantizer == "terngrad" else None
+        if conflict:
+            raise JobSpecError(
+                f"job field '{conflict}' = {getattr(self, conflict)!r}: the terngrad quantizer's three levels are the "
+                f"uniform 2-bit table at g = 2 with no transform ({TERNGRAD_OPTIONS})"
+            )
         if self.slots is None:
             _int("window", self.window, 1, contract.SLOTS)
             object.__setattr__(self, "slots", max(self.window, DEFAULT_SLOTS))
@@ -86,7 +100,7 @@ class JobSpec:
             )
         _int("key", self.key, 0, 2**32 - 1)
         levels = 1 << self.bits
-        if self.granularity < levels - 1:
+        if self.quantizer == "thc" and self.granularity < levels - 1:
             raise JobSpecError(
                 f"job {self.job_id}: a {self.bits}-bit table has {levels} levels, so g must be at least "
                 f"{levels - 1} for each index to stand for its own value (got g={self.granularity}); raise g or "
@@ -127,6 +141,8 @@ class JobSpec:
             chunk=self.chunk,
             seed=self.seed,
             error_feedback=self.error_feedback,
+            transform=self.transform,
+            quantizer=self.quantizer,
         )
 
     def table_values(self) -> list[int]:
@@ -174,9 +190,12 @@ class JobSpec:
 
     def describe(self) -> str:
         """One line for logs: what the job compresses and how it is framed."""
+        parts = "" if self.transform else ", no transform"
+        parts += ", error feedback" if self.error_feedback else ""
+        codec = "TernGrad" if self.quantizer == "terngrad" else f"{self.table} table"
         return (
             f"job {self.job_id}: {self.workers} workers, b={self.bits} g={self.granularity} "
-            f"p={_clip_text(self.clip)} {self.table} table, {self.lane_bits}-bit lanes, "
+            f"p={_clip_text(self.clip)} {codec}{parts}, {self.lane_bits}-bit lanes, "
             f"{self.coords_per_request} coordinates a request, window {self.window} of {self.slots} slots"
         )
 
@@ -217,6 +236,18 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--error-feedback", action="store_true", help="carry each worker's compression error forward")
     g.add_argument(
+        "--no-transform",
+        dest="transform",
+        action="store_false",
+        help="quantize the coordinates as they are, without the randomized Hadamard transform (an ablation)",
+    )
+    g.add_argument(
+        "--quantizer",
+        choices=QUANTIZERS,
+        default=d.quantizer,
+        help=f"thc (default) or terngrad: TernGrad with a shared scale, summed by the switch ({TERNGRAD_OPTIONS})",
+    )
+    g.add_argument(
         "--window",
         type=int,
         default=d.window,
@@ -239,6 +270,8 @@ def spec_from_options(args: argparse.Namespace, job_id: int, workers: int, **cha
         chunk=args.chunk,
         seed=args.thc_seed,
         error_feedback=args.error_feedback,
+        transform=args.transform,
+        quantizer=args.quantizer,
         window=args.window,
         slots=args.slots,
     )

@@ -47,6 +47,7 @@ def test_every_command_on_bmv2(bmv2):
         [listed] = s.list_jobs()
         assert (listed.epoch, listed.worker_mask, listed.lane_bits, listed.key) == (job["epoch"], 0xF, 8, job["key"])
         assert list(listed.table) == job["table"] and job["table"]  # the job's table, read back from PI
+        assert s.last_epoch() == job["epoch"] == 1  # PI reads the jobs default entry back: the epoch mark
         assert [w.port for w in listed.workers] == [1, 2, 3, 4]  # BMv2 reads multicast groups back
     status, out, _ = cli("stats", "--topology", topo, "--json")
     assert status == 0 and json.loads(out)["aggregated"] == 0

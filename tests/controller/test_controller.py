@@ -222,6 +222,11 @@ def test_job_add_writes_outputs_first_and_the_job_entry_last(mock, topo, session
             table_id: {t[contract.SERVICE_ADDR]}
             match {{ field_id: 1 exact {{ value: "\\x0a\\x00\\x00\\xfe" }} }}
             action {{ action {{ action_id: {a[contract.SERVE]} }} }} }} }} }}
+        updates {{ type: MODIFY entity {{ table_entry {{
+            table_id: {t[contract.JOBS]}
+            action {{ action {{ action_id: {a[contract.UNKNOWN_JOB]}
+                params {{ param_id: 1 value: "{_octal(0x1234)}" }} }} }}
+            is_default_action: true }} }} }}
         updates {{ type: INSERT entity {{ table_entry {{
             table_id: {t[contract.VALUES]}
             match {{ field_id: 1 exact {{ value: "\\003" }} }}
@@ -261,6 +266,7 @@ def test_adding_a_job_again_starts_a_new_run_with_a_fresh_epoch(mock, topo, sess
     assert second.slot_base == first.slot_base  # keeps its slots
     kinds = [(u.type, u.entity.WhichOneof("entity")) for r in mock.writes for u in r.updates]
     assert kinds == [
+        (Update.MODIFY, "table_entry"),  # the last epoch given, in the jobs default entry
         (Update.MODIFY, "table_entry"),  # the job's table
         (Update.MODIFY, "packet_replication_engine_entry"),
         (Update.MODIFY, "table_entry"),
@@ -270,7 +276,7 @@ def test_adding_a_job_again_starts_a_new_run_with_a_fresh_epoch(mock, topo, sess
     ]
     jobs_by_id = {j.job_id: j for j in session.list_jobs()}
     assert jobs_by_id[1].epoch == second.epoch and jobs_by_id[1].n_workers == 3
-    with pytest.raises(JobRefused, match="current one"):
+    with pytest.raises(JobRefused, match=f"epoch {second.epoch} may still be in the switch's registers"):
         session.add_job(spec(1, 1), ["h1"], topo, epoch=second.epoch)
 
 
@@ -334,11 +340,23 @@ def test_job_remove_deletes_the_job_entry_first(mock, topo, session):
     assert session.remove_job(5, missing_ok=True) is None
 
 
-def test_epochs_avoid_the_values_the_switch_shows():
-    rng = random.Random(0)
-    avoid = {rng.randint(1, 0xFFFF) for _ in range(3)}
-    rng = random.Random(0)
-    assert jobs.choose_epoch(avoid, rng) not in avoid
+def test_an_epoch_is_never_given_twice_however_jobs_come_and_go_on_the_same_slots(mock, topo, session):
+    """Job A, then B, then A again on the same slots: the registers may still hold A's first cells, so its
+    new run must not meet them. The switch keeps the last epoch given in the jobs default entry."""
+    given = []
+    for job_id in (1, 2, 1):
+        given.append(session.add_job(spec(job_id, 2), ["h1", "h2"], topo).epoch)
+        session.remove_job(job_id)
+    assert given == [1, 2, 3] and session.last_epoch() == 3
+    with pytest.raises(JobRefused, match="epoch 2 may still be in the switch's registers .* above 3"):
+        session.add_job(spec(4, 1), ["h1"], topo, epoch=2)
+    assert session.add_job(spec(4, 1), ["h1"], topo, epoch=900).epoch == 900
+    assert session.add_job(spec(5, 1), ["h2"], topo).epoch == 901
+
+
+def test_a_switch_that_has_given_every_epoch_asks_for_a_push():
+    with pytest.raises(JobRefused, match="given all 65535 epochs .* push the program again"):
+        jobs.next_epoch(0xFFFF, 3)
 
 
 # ---- counters, show, runtime files ------------------------------------------------------------------
@@ -564,8 +582,10 @@ def test_dry_run_without_a_switch_encodes_with_the_p4info_file(tmp_path):
     google.protobuf.text_format.Merge(requests[0].split("\n", 1)[1], first)
     google.protobuf.text_format.Merge(requests[1].split("\n", 1)[1], then)
     kinds = [u.entity.WhichOneof("entity") for u in first.updates]
-    assert kinds == ["table_entry", "table_entry", "packet_replication_engine_entry", "table_entry", "table_entry"]
-    assert len(then.updates) == 1 and all(u.type == Update.INSERT for u in [*first.updates, *then.updates])
+    assert kinds == ["table_entry"] * 3 + ["packet_replication_engine_entry", "table_entry", "table_entry"]
+    assert len(then.updates) == 1
+    assert [u.type for u in [*first.updates, *then.updates]] == [Update.INSERT, Update.MODIFY] + [Update.INSERT] * 5
+    assert first.updates[1].entity.table_entry.is_default_action  # the epoch mark: jobs' default entry
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ def contract_p4info(words: int = contract.WORDS, drop: set[str] = frozenset()) -
     action(contract.FORWARDING_DROP)
     action(contract.SERVE)
     action(contract.SET_JOB, list(contract.SET_JOB_PARAMS))
-    action(contract.UNKNOWN_JOB)
+    action(contract.UNKNOWN_JOB, list(contract.UNKNOWN_JOB_PARAMS))
     action(contract.BAD_INDEX)
     action(contract.SET_VALUES, list(contract.SET_VALUES_PARAMS))
     action(contract.SET_RESULT_DST, [("dmac", 48), ("dip", 32)])
@@ -269,8 +269,9 @@ class MockSwitch(p4runtime_pb2_grpc.P4RuntimeServicer):
                 which = wanted.WhichOneof("entity")
                 if which == "table_entry":
                     for entry in list(self.entries.values()):
-                        if wanted.table_entry.table_id in (0, entry.table_id) and not entry.is_default_action:
-                            reply.entities.add().table_entry.CopyFrom(entry)
+                        same_table = wanted.table_entry.table_id in (0, entry.table_id)
+                        if same_table and entry.is_default_action == wanted.table_entry.is_default_action:
+                            reply.entities.add().table_entry.CopyFrom(entry)  # a default entry is read alone
                 elif which == "packet_replication_engine_entry":
                     gid = wanted.packet_replication_engine_entry.multicast_group_entry.multicast_group_id
                     for group_id, group in sorted(self.groups.items()):
