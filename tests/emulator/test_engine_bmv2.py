@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.support.bmv2 import Bmv2Process, cli_binary, replace_parse_value_set
+from tests.support.bmv2 import Bmv2Process, cli_binary, cli_runner, replace_parse_value_set
 from tests.support.paths import FIXTURE_BUILD
 from topologies.targets import find_executable
 
@@ -144,8 +144,10 @@ class P4RTClient:
         cli = _cli_binary()
         if cli is None or self.thrift_port is None:
             pytest.skip("simple_switch_CLI (and BMv2 with Thrift) is needed for value sets and CRC parameters")
+        interpreter, env = cli_runner(cli)
         done = subprocess.run(
-            [cli, "--thrift-port", str(self.thrift_port)],
+            [*interpreter, cli, "--thrift-port", str(self.thrift_port)],
+            env=env,
             input="\n".join(commands) + "\n",
             capture_output=True,
             text=True,

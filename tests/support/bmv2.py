@@ -87,6 +87,24 @@ def cli_interpreter(cli: str) -> list[str]:
     return [found, *argv[1:]]
 
 
+def cli_runner(cli: str) -> tuple[list[str], dict]:
+    """(argv prefix, environment) that run a script the way simple_switch_CLI runs: its own Python, with
+    BMv2's bm_runtime (under a hand-built BMv2's prefix) on the path. Skips, saying which Python and what
+    it lacks, when that Python cannot import thrift (`#!/usr/bin/env python3` takes the first python3 on
+    PATH, which may be another than the one BMv2 was installed for)."""
+    interpreter = cli_interpreter(cli)
+    prefix = Path(cli).resolve().parent.parent
+    search = [str(d) for d in sorted(prefix.glob("lib/python3*/site-packages")) if (d / "bm_runtime").is_dir()]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(search + [os.environ.get("PYTHONPATH", "")])}
+    probe = subprocess.run([*interpreter, "-c", "import thrift"], env=env, capture_output=True, timeout=60)
+    if probe.returncode != 0:
+        pytest.skip(
+            f"{interpreter[0]}, the python3 that runs {cli}, cannot import thrift: put a Python with the thrift "
+            "package first on PATH (BMv2's install instructions make one)"
+        )
+    return interpreter, env
+
+
 def replace_parse_value_set(thrift_port: int, name: str, members: list[bytes], cli: str | None = None) -> list[bytes]:
     """Makes `members` (each exactly the set's compressed width in bytes) BMv2's value set `name`, over
     its Thrift API (tests/support/bmv2_value_sets.py, which says why not simple_switch_CLI's pvs_add);
@@ -94,12 +112,11 @@ def replace_parse_value_set(thrift_port: int, name: str, members: list[bytes], c
     cli = cli or cli_binary()
     if cli is None:
         pytest.skip("simple_switch_CLI (for its Python with thrift and bm_runtime) is not installed")
-    prefix = Path(cli).resolve().parent.parent  # a hand-built BMv2 keeps bm_runtime under its prefix
-    search = [str(d) for d in sorted(prefix.glob("lib/python3*/site-packages")) if (d / "bm_runtime").is_dir()]
+    interpreter, env = cli_runner(cli)
     done = subprocess.run(
-        [*cli_interpreter(cli), str(Path(__file__).with_name("bmv2_value_sets.py")), str(thrift_port), name]
+        [*interpreter, str(Path(__file__).with_name("bmv2_value_sets.py")), str(thrift_port), name]
         + [m.hex() for m in members],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(search + [os.environ.get("PYTHONPATH", "")])},
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
