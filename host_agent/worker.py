@@ -5,6 +5,9 @@ rendezvous and DDP's initial parameter broadcast. Gradients are then aggregated 
 
   thc    THC through the switch: thc.ddp.thc_hook with a SwitchAggregator (what a user registers on
          their own DDP model on a cluster with a P4 switch)
+  terngrad-switch
+         TernGrad with a shared scale through the same hook and switch: the job's framing with the
+         terngrad quantizer (thc.config.TERNGRAD: a three-level table, no transform)
   fix32  uncompressed: fp32 gradients as SwitchML-style fixed point, summed by the same P4 program
   gloo   no switch program: DDP's own all-reduce over TCP (through the switch as plain IPv4)
   plan   each DDP bucket through the mode a plan file gives it (thc-plan plan --save; thc.mixed)
@@ -48,7 +51,8 @@ from host_agent import identity, workloads
 if TYPE_CHECKING:
     import numpy as np
 
-SWITCH_MODES = ("thc", "fix32", "plan")  # the modes that need the switch's THC service
+TABLE_MODES = ("thc", "terngrad-switch")  # the job's table codec through the switch (thc.ddp.thc_hook)
+SWITCH_MODES = (*TABLE_MODES, "fix32", "plan")  # the modes that need the switch's THC service
 # JobSpec field -> the dest of the job option (spec.job.add_job_options) that sets it without --job FILE
 JOB_OPTIONS = {
     "bits": "bits",
@@ -58,12 +62,15 @@ JOB_OPTIONS = {
     "chunk": "chunk",
     "seed": "thc_seed",
     "error_feedback": "error_feedback",
+    "transform": "transform",
+    "quantizer": "quantizer",
     "window": "window",
     "slots": "slots",
 }
-FAILOVER_MODES = ("thc", "fix32")  # the modes that go on without a failed worker (--membership)
+FLAGS = {"error_feedback": "--error-feedback", "transform": "--no-transform"}  # job fields set by a bare flag
+FAILOVER_MODES = (*TABLE_MODES, "fix32")  # the modes that go on without a failed worker (--membership)
 GLOO_MODES = ("gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")  # thc.hooks.GLOO_MODES
-MODES = ("thc", "fix32", *GLOO_MODES, "plan")
+MODES = ("thc", "fix32", *GLOO_MODES, "terngrad-switch", "plan")
 PROGRESS_PREFIX = "@thc "
 EXIT_SWITCH_TIMEOUT = 3
 
@@ -278,14 +285,29 @@ def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
     return {dest for dest in JOB_OPTIONS.values() if getattr(seen, dest) is not unset}
 
 
+def mode_job(mode: str, spec):
+    """The job a switch mode runs from the description `spec`: terngrad-switch puts TernGrad's codec on its
+    framing (thc.config.TERNGRAD), every other mode runs it as described."""
+    if mode != "terngrad-switch":
+        return spec
+    from thc.config import TERNGRAD
+
+    return spec.replace(quantizer="terngrad", **TERNGRAD)
+
+
 def job_description(args, given: set[str] = frozenset()):
     """The job's JobSpec: ``--job FILE``, refused when it disagrees with this worker's job id, world size,
-    key or a job option `given` on the command line (given_options); else the job options."""
+    key, mode (mode_job) or a job option `given` on the command line (given_options); else the job options
+    as the mode runs them, refused when the mode overrides one of them."""
     from spec.job import JobSpec, JobSpecError, spec_from_options
 
+    stated = {field for field, dest in JOB_OPTIONS.items() if dest in given}
     if args.job is None:
         job_id = 1 if args.job_id is None else args.job_id
-        return spec_from_options(args, job_id, args.world_size, key=args.key or 0)
+        options = spec_from_options(args, job_id, args.world_size, key=args.key or 0)
+        spec = mode_job(args.mode, options)
+        _refuse_other_options(args, stated, spec, options, f"--mode {args.mode} runs", "drop the option")
+        return spec
     spec = JobSpec.load(args.job)
     where = f"{args.job} describes job {spec.job_id}"
     if args.job_id is not None and args.job_id != spec.job_id:
@@ -297,16 +319,29 @@ def job_description(args, given: set[str] = frozenset()):
         )
     if args.key is not None and args.key != spec.key:
         raise JobSpecError(f"{where} with key {spec.key:#x}, not --key {args.key:#x}: the file's key is the job's")
-    stated = {field for field, dest in JOB_OPTIONS.items() if dest in given}
+    wanted = mode_job(args.mode, spec).quantizer
+    if wanted != spec.quantizer:
+        raise JobSpecError(
+            f"{where} with quantizer {spec.quantizer}, but --mode {args.mode} runs {wanted}: give the workers "
+            "the mode's own description"
+        )
     if stated:
         options = spec_from_options(args, spec.job_id, spec.workers)
-        for field in sorted(stated):
-            if getattr(options, field) != getattr(spec, field):
-                raise JobSpecError(
-                    f"{where} with {field} = {getattr(spec, field)}, not --{JOB_OPTIONS[field].replace('_', '-')} "
-                    f"{getattr(args, JOB_OPTIONS[field])}: the description is the job's; drop the option"
-                )
+        advice = "the description is the job's; drop the option"
+        _refuse_other_options(args, stated, spec, options, f"{where} with", advice)
     return spec
+
+
+def _refuse_other_options(args, stated: set[str], spec, options, says: str, advice: str) -> None:
+    """JobSpecError for the first field `stated` on the command line whose value in `options` is not the
+    one in `spec`, naming the option as it was given (a flag, or the option and its value)."""
+    from spec.job import JobSpecError
+
+    for field in sorted(stated):
+        if getattr(options, field) != getattr(spec, field):
+            dest = JOB_OPTIONS[field]
+            given = FLAGS.get(field) or f"--{dest.replace('_', '-')} {getattr(args, dest)}"
+            raise JobSpecError(f"{says} {field} = {getattr(spec, field)}, not {given}: {advice}")
 
 
 def probe_gradient(seed: int, rank: int, round_: int, size: int):
@@ -341,9 +376,10 @@ def probe(args) -> dict:
     else:
         aggregator = switch_aggregator(args)
         barrier = lambda: aggregator.all_max(torch.zeros(1))  # a NORM round waits for every worker
-    if args.mode not in ("thc", "fix32", "gloo"):
-        raise ValueError(f"--probe aggregates with thc, fix32 or gloo, not {args.mode}")
-    one_round = {"thc": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}[args.mode]
+    rounds = {"thc": _thc_round, "terngrad-switch": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}
+    if args.mode not in rounds:
+        raise ValueError(f"--probe aggregates with {', '.join(rounds)}, not {args.mode}")
+    one_round = rounds[args.mode]
     codec = probe_codec(args)
     saved = {}
     try:
@@ -392,7 +428,7 @@ def probe_codec(args):
     import numpy as np
     import torch
 
-    if args.mode == "thc":
+    if args.mode in TABLE_MODES:
         from thc.compressor import THCCompressor
 
         # the job's codec without error feedback: a probe round depends on its own gradient only
@@ -408,7 +444,7 @@ def probe_codec(args):
     prep = codec.prepare(warm, step=0)
     stats = prep.stats
     encoded = codec.encode(prep, stats)
-    if args.mode == "thc":
+    if args.mode in TABLE_MODES:
         sums = [codec.table.values[i].astype(np.int64) for i in encoded]
     else:
         sums = [np.asarray(e, np.int64) for e in encoded]
@@ -615,7 +651,7 @@ def make_hook(args, model, on_rejoin=lambda record: None):
     config = args.spec.thc_config()  # the codec the job was described with, on every worker
     if args.mode == "plan":
         return mixed.MixedHookState(plan, aggregator, config, workers=args.world_size), mixed.mixed_hook, aggregator
-    if args.mode == "thc":
+    if args.mode in TABLE_MODES:
         return ddp.THCHookState(config, aggregator), ddp.thc_hook, aggregator
     return ddp.FixedPointHookState(aggregator), ddp.fix32_hook, aggregator
 

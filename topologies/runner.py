@@ -38,7 +38,8 @@ STATE_FILE = "run-state.json"
 SUPERVISOR_LOG = "supervisor.log"
 SUPERVISOR_WAIT = 30.0  # seconds a dead run's supervisor gets to finish before --stop does it
 MODES = ("thc", "fix32", "gloo")  # the default --modes
-ALL_MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")  # thc-worker's, less plan
+# thc-worker's, less plan
+ALL_MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad", "terngrad-switch")
 
 
 class RunError(RuntimeError):
@@ -181,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--modes",
         default=",".join(MODES),
         metavar="LIST",
-        help="comma-separated modes to run in turn: thc (THC through the switch), fix32 "
+        help="comma-separated modes to run in turn: thc (THC through the switch), terngrad-switch "
+        "(TernGrad with a shared scale through the switch), fix32 "
         "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP), and over gloo "
         "through DDP communication hooks: fp16, powersgd (torch's hooks), topk, qsgd, terngrad (thc's "
         f"baselines) (default {','.join(MODES)})",
@@ -619,7 +621,7 @@ def run(args) -> int:
             )
             if mode in SWITCH_MODES:
                 where = ", ".join([topo.aggregation.switch] + [leaf.switch for leaf in topo.aggregation.leaves])
-                say(f"{mode}: {job.describe()} on {where} (fresh epoch and key)")
+                say(f"{mode}: {options.job_for(topo).describe()} on {where} (fresh epoch and key)")
             progress = Progress(mode, args.steps, len(topo.workers))
             try:
                 results = bed.run_workers(

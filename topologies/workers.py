@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.topology import Topology
-from host_agent.worker import SWITCH_MODES
+from host_agent.worker import SWITCH_MODES, mode_job
 from spec.job import JobSpec
 from topologies import interrupts
 from topologies.ledger import Ledger
@@ -57,9 +57,11 @@ class WorkerOptions:
     stragglers: dict[str, float] = field(default_factory=dict)  # host -> ms slept per step (thc-worker --step-delay)
 
     def job_for(self, topo: Topology) -> JobSpec:
-        """The job's description for `topo`'s workers (n follows the topology)."""
+        """The job's description for `topo`'s workers (n follows the topology), as the mode runs it
+        (terngrad-switch: with TernGrad's codec, host_agent.worker.mode_job)."""
         spec = self.job or JobSpec(job_id=1, workers=len(topo.workers))
-        return spec if spec.workers == len(topo.workers) else spec.replace(workers=len(topo.workers))
+        spec = spec if spec.workers == len(topo.workers) else spec.replace(workers=len(topo.workers))
+        return mode_job(self.mode, spec)
 
 
 @dataclass

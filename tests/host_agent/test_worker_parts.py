@@ -1,0 +1,66 @@
+"""thc-worker's options for the codec's parts (--no-transform, --quantizer) and its terngrad-switch mode:
+the mode runs TernGrad on the job's framing, and a worker refuses, in one line, a description or an option
+that is not what its mode runs (host_agent.worker.job_description)."""
+
+import pytest
+
+from host_agent import worker
+from spec.job import TERNGRAD_OPTIONS, JobSpec
+from tests.host_agent.test_worker_job import SWITCH, parsed
+
+TERN = dict(quantizer="terngrad", bits=2, granularity=2, table="uniform", transform=False)
+
+
+def described(*argv: str, mode: str = "thc") -> JobSpec:
+    args, given = parsed("--mode", mode, *argv)
+    return worker.job_description(args, given)
+
+
+def test_the_options_switch_the_parts_off():
+    assert described("--no-transform", "--error-feedback") == JobSpec(
+        job_id=1, workers=4, transform=False, error_feedback=True
+    )
+    assert described(*TERNGRAD_OPTIONS.split()) == JobSpec(job_id=1, workers=4, **TERN)
+
+
+def test_the_terngrad_switch_mode_runs_terngrad_on_the_jobs_framing():
+    spec = described("--window", "64", mode="terngrad-switch")
+    assert spec == JobSpec(job_id=1, workers=4, window=64, **TERN)
+    assert described("--bits", "2", mode="terngrad-switch") == spec.replace(window=256)  # agrees: fine
+    assert "terngrad-switch" in worker.SWITCH_MODES and "terngrad-switch" in worker.FAILOVER_MODES
+
+
+@pytest.fixture
+def files(tmp_path):
+    thc, tern = JobSpec(job_id=5, workers=4, key=7), JobSpec(job_id=6, workers=4, key=8, **TERN)
+    thc.save(tmp_path / "thc.json")
+    tern.save(tmp_path / "tern.json")
+    return tmp_path, thc, tern
+
+
+def test_a_description_is_the_codec_it_names(files):
+    where, _, tern = files
+    args, given = parsed("--mode", "terngrad-switch", "--job", str(where / "tern.json"), "--no-transform")
+    assert worker.job_description(args, given) == tern
+    args, given = parsed("--job", str(where / "tern.json"))  # thc runs the job's own codec
+    args.spec = worker.job_description(args, given)
+    assert worker.probe_codec(args).name == "TernGrad-switch"
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (("--mode", "terngrad-switch", "--bits", "4"), "--mode terngrad-switch runs bits = 2, not --bits 4"),
+        (("--mode", "terngrad-switch", "--job", "thc.json"), "with quantizer thc, but --mode terngrad-switch runs"),
+        (("--job", "thc.json", "--no-transform"), "with transform = True, not --no-transform"),
+        (("--job", "thc.json", "--quantizer", "terngrad"), "job field 'bits' = 4"),
+        (("--job", "tern.json", "--error-feedback"), "with error_feedback = False, not --error-feedback"),
+    ],
+)
+def test_a_description_or_option_the_mode_does_not_run_is_refused_in_one_line(files, capsys, argv, says):
+    where = files[0]
+    argv = [str(where / a) if a.endswith(".json") else a for a in argv]
+    rank = ["--rank", "1", "--world-size", "4", "--master-addr", "10.0.0.1"]
+    assert worker.main([*SWITCH, *rank, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("thc-worker: ") and says in err and "\n" not in err
