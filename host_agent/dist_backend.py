@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -102,11 +103,13 @@ def options_from_environ(rank: int, environ: Mapping[str, str] = os.environ) -> 
 
 
 def gloo_group(store, rank: int, size: int, timeout: timedelta, iface: str | None) -> dist.ProcessGroup:
-    """A gloo process group on ``store`` (on ``iface`` unless GLOO_SOCKET_IFNAME is set)."""
+    """A gloo process group on ``store``, on the interfaces GLOO_SOCKET_IFNAME names (as torch's own gloo
+    groups), else on ``iface``, else on the address the host name resolves to."""
     options = dist.ProcessGroupGloo._Options()
     options._timeout = timeout
-    if iface and not os.environ.get("GLOO_SOCKET_IFNAME"):
-        options._devices = [dist.ProcessGroupGloo.create_device(interface=iface)]
+    names = os.environ.get("GLOO_SOCKET_IFNAME") or iface
+    if names:
+        options._devices = [dist.ProcessGroupGloo.create_device(interface=name) for name in names.split(",")]
     else:
         options._devices = [dist.ProcessGroupGloo.create_default_device()]
     pg = dist.ProcessGroup(store, rank, size)
@@ -138,6 +141,10 @@ class SwitchProcessGroup(dist.ProcessGroup):
         self._steps = itertools.count()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="thc-allreduce")
         self.closed = False
+        # per switch all-reduce, the seconds from the call to the sum, less what the previous one still
+        # held it: the wall time during which the switch path was busy (thc-worker's timed() for a hook)
+        self.aggregation_seconds: list[float] = []
+        self._last_done = 0.0
 
     def getBackendName(self) -> str:
         return NAME
@@ -174,6 +181,7 @@ class SwitchProcessGroup(dist.ProcessGroup):
         """A Work that completes when the aggregation thread has summed ``tensors`` (as one) in place."""
         step = next(self._steps)  # taken in call order: every rank numbers its rounds alike
         future: torch.futures.Future = torch.futures.Future()
+        called = time.perf_counter()
 
         def run() -> None:
             try:
@@ -181,8 +189,11 @@ class SwitchProcessGroup(dist.ProcessGroup):
             except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the work
                 # the type's name stays in the message: DDP re-raises only the text
                 future.set_exception(RuntimeError(f"{type(exc).__name__}: {exc}"))
-            else:
-                future.set_result(tensors)
+                return
+            done = time.perf_counter()
+            self.aggregation_seconds.append(done - max(called, self._last_done))
+            self._last_done = done
+            future.set_result(tensors)
 
         self._thread.submit(run)
         return SwitchWork(future)

@@ -10,6 +10,9 @@ rendezvous and DDP's initial parameter broadcast. Gradients are then aggregated 
          terngrad quantizer (thc.config.TERNGRAD: a three-level table, no transform)
   fix32  uncompressed: fp32 gradients as SwitchML-style fixed point, summed by the same P4 program
   gloo   no switch program: DDP's own all-reduce over TCP (through the switch as plain IPv4)
+  thc-backend, fix32-backend
+         DDP without a communication hook on the switch's torch.distributed backend "thc"
+         (host_agent.dist_backend): DDP's own all-reduce of each bucket, through the switch as THC or FIX32
   plan   each DDP bucket through the mode a plan file gives it (thc-plan plan --save; thc.mixed)
 
 and, over gloo through DDP communication hooks (thc.hooks), no switch program either:
@@ -52,7 +55,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 TABLE_MODES = ("thc", "terngrad-switch")  # the job's table codec through the switch (thc.ddp.thc_hook)
-SWITCH_MODES = (*TABLE_MODES, "fix32", "plan")  # the modes that need the switch's THC service
+BACKEND_MODES = {"thc-backend": "thc", "fix32-backend": "fix32"}  # -> the "thc" backend's THC_MODE
+SWITCH_MODES = (*TABLE_MODES, "fix32", *BACKEND_MODES, "plan")  # the modes that need the switch's THC service
 # JobSpec field -> the dest of the job option (spec.job.add_job_options) that sets it without --job FILE
 JOB_OPTIONS = {
     "bits": "bits",
@@ -70,7 +74,7 @@ JOB_OPTIONS = {
 FLAGS = {"error_feedback": "--error-feedback", "transform": "--no-transform"}  # job fields set by a bare flag
 FAILOVER_MODES = (*TABLE_MODES, "fix32")  # the modes that go on without a failed worker (--membership)
 GLOO_MODES = ("gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")  # thc.hooks.GLOO_MODES
-MODES = ("thc", "fix32", *GLOO_MODES, "terngrad-switch", "plan")
+MODES = ("thc", "fix32", *GLOO_MODES, "terngrad-switch", *BACKEND_MODES, "plan")
 PROGRESS_PREFIX = "@thc "
 EXIT_SWITCH_TIMEOUT = 3
 
@@ -633,6 +637,10 @@ def timed(hook, seconds: list[float], clock=time.perf_counter):
 def make_hook(args, model, on_rejoin=lambda record: None):
     """(hook state, hook, aggregator or None) for ``args.mode``; ``on_rejoin`` gets the aggregator's
     records of moving to a new membership (``--membership``)."""
+    if args.mode in BACKEND_MODES:  # no hook: DDP's own all-reduce goes to the switch's process group
+        import torch.distributed as dist
+
+        return None, None, dist.group.WORLD.options.aggregator
     if args.mode in GLOO_MODES:
         from thc import hooks
 
@@ -660,6 +668,17 @@ def is_switch_timeout(exc: BaseException) -> bool:
     return type(exc).__name__ == "AggregationTimeout" or "AggregationTimeout" in repr(exc)
 
 
+def process_group(args) -> tuple[str, object]:
+    """The backend of the worker's process group and its options: the switch's "thc" backend with this
+    worker's aggregator in the backend modes, gloo in every other."""
+    if args.mode not in BACKEND_MODES:
+        return "gloo", None
+    from host_agent import dist_backend
+
+    options = dist_backend.Options(args.spec, switch_aggregator(args), BACKEND_MODES[args.mode], iface=args.iface)
+    return dist_backend.NAME, options
+
+
 def run(args) -> dict:
     import torch
     import torch.distributed as dist
@@ -671,12 +690,14 @@ def run(args) -> dict:
     use_interface(args.iface)
     before = interface_counters(args.iface)
     started = time.perf_counter()
+    backend, pg_options = process_group(args)
     dist.init_process_group(
-        "gloo",
+        backend,
         init_method=args.init_method,
         rank=args.rank,
         world_size=args.world_size,
         timeout=timedelta(seconds=args.rendezvous_timeout),
+        pg_options=pg_options,
     )
     workload = workloads.get(args.model)
     config = train.config_for(workload, steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
@@ -693,7 +714,10 @@ def run(args) -> dict:
 
     state, hook, aggregator = make_hook(args, model, rejoined)
     aggregation_seconds: list[float] = []
-    model.register_comm_hook(state, timed(hook, aggregation_seconds))
+    if hook is None:  # a backend mode: the process group times its all-reduces as timed() times a hook's
+        aggregation_seconds = dist.group.WORLD.aggregation_seconds
+    else:
+        model.register_comm_hook(state, timed(hook, aggregation_seconds))
     dist.barrier()
     setup_seconds = time.perf_counter() - started
     emit(
@@ -816,6 +840,12 @@ def main(argv=None) -> int:
         return 2
     if args.membership and args.probe:
         print("thc-worker: --membership is for training; --probe rounds stop at a worker failure", file=sys.stderr)
+        return 2
+    if args.straggler_timeout is not None and args.mode in BACKEND_MODES:
+        print(
+            f"thc-worker: --straggler-timeout is for the hook modes: --mode {args.mode}'s sums need every worker",
+            file=sys.stderr,
+        )
         return 2
     if args.membership and args.mode not in FAILOVER_MODES:
         print(

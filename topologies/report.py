@@ -24,6 +24,8 @@ MODE_LABELS = {
     "topk": "TopK+EF hook (gloo)",
     "qsgd": "QSGD hook (gloo)",
     "terngrad": "TernGrad hook (gloo)",
+    "thc-backend": "THC backend (DDP, no hook)",
+    "fix32-backend": "FIX32 backend (DDP, no hook)",
 }
 
 

@@ -40,6 +40,7 @@ SUPERVISOR_WAIT = 30.0  # seconds a dead run's supervisor gets to finish before 
 MODES = ("thc", "fix32", "gloo")  # the default --modes
 # thc-worker's, less plan
 ALL_MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad", "terngrad-switch")
+ALL_MODES += ("thc-backend", "fix32-backend")
 
 
 class RunError(RuntimeError):
@@ -184,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LIST",
         help="comma-separated modes to run in turn: thc (THC through the switch), terngrad-switch "
         "(TernGrad with a shared scale through the switch), fix32 "
-        "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP), and over gloo "
+        "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP), thc-backend, "
+        "fix32-backend (DDP without a hook on the switch's torch.distributed backend), and over gloo "
         "through DDP communication hooks: fp16, powersgd (torch's hooks), topk, qsgd, terngrad (thc's "
         f"baselines) (default {','.join(MODES)})",
     )

@@ -35,20 +35,21 @@ SWITCH = (
     "thc-switch -i 1@s1-eth1 -i 2@s1-eth2 -i 3@s1-eth3 -i 4@s1-eth4 --device-id 0 --no-p4 "
     "-- --grpc-server-addr 127.0.0.1:50051"
 )
-CONTROLLER = [
-    "thc-ctl push --topology mine.json",
-    "thc-ctl forwarding --topology mine.json",
-    "thc-ctl job add --topology mine.json --id 1 --workers h1,h2,h3,h4 --save job1.json",
-]
-WORKER = (
-    "torchrun --nnodes 4 --nproc-per-node 1 --node-rank $R --master-addr 10.0.0.1 --master-port 29500 \\\n"
-    "    -m host_agent.worker --mode thc --model mlp-digits --iface eth0 --service-ip 10.0.0.254 \\\n"
-    "    --job job1.json --steps 100 --result logs/rank{rank}.json"
-)
-BACKEND = (
-    "THC_JOB=job1.json THC_IFACE=eth0 THC_SERVICE_IP=10.0.0.254 \\\n"
-    "torchrun --nnodes 4 --nproc-per-node 1 --node-rank $R --master-addr 10.0.0.1 --master-port 29500 train.py"
-)
+CONTROLLER = """\
+thc-ctl push --topology mine.json                                 # p4/build/thc.json and its P4Info
+thc-ctl forwarding --topology mine.json                           # routes, the service address
+thc-ctl job add --topology mine.json --id 1 --workers h1,h2,h3,h4 --bits 4 --granularity 30 \\
+    --window 256 --save job1.json                                 # the job, its table, a fresh epoch and key
+"""
+WORKER = """\
+torchrun --nnodes 4 --nproc-per-node 1 --node-rank $R --master-addr 10.0.0.1 --master-port 29500 \\
+    -m host_agent.worker --mode thc --model cnn-digits --iface eth0 --service-ip 10.0.0.254 \\
+    --job job1.json --steps 200 --result logs/rank{rank}.json
+"""
+BACKEND = """\
+THC_JOB=job1.json THC_IFACE=eth0 THC_SERVICE_IP=10.0.0.254 \\
+torchrun --nnodes 4 --nproc-per-node 1 --node-rank $R --master-addr 10.0.0.1 --master-port 29500 train.py
+"""
 
 
 @pytest.fixture(scope="module")
@@ -84,9 +85,9 @@ def _wait_for_line(log: Path, text: str, process, seconds: float = 60) -> None:
 
 
 def add_job(m) -> None:
+    """The README's controller commands: the pipeline, routes, and the job (a fresh run of it)."""
     started = time.monotonic()
-    for line in CONTROLLER:  # verbatim, on the switch's machine
-        m.sh("s1", line, cwd=m.cwd, env=m.env)
+    m.sh("s1", "set -e\n" + CONTROLLER, cwd=m.cwd, env=m.env)  # verbatim, on the switch's machine
     print(f"\ncontroller commands: {time.monotonic() - started:.1f} s")
 
 
@@ -103,21 +104,41 @@ def on_every_host(m, command: str, env: dict, timeout: float = 900) -> float:
     return time.monotonic() - started
 
 
-def test_the_readme_commands_train_through_the_switch_with_torchrun_on_four_hosts(machines):
-    m = machines
+def train_on_every_host(m, command: str) -> list[dict]:
+    """A fresh run of the job, ``command`` on every host, and each rank's record (its --result)."""
     add_job(m)
-    seconds = on_every_host(m, WORKER, m.env)
+    seconds = on_every_host(m, command, m.env)
     records = [json.loads((m.cwd / "logs" / f"rank{r}.json").read_text()) for r in range(4)]
+    print(f"\n{records[0]['mode']} on four hosts: {seconds:.1f} s")
+    return records
+
+
+@pytest.fixture(scope="module")
+def readme_run(machines) -> list[dict]:
+    """The README's workers, trained once for the tests below."""
+    return train_on_every_host(machines, WORKER)
+
+
+def test_the_readme_commands_train_through_the_switch_with_torchrun_on_four_hosts(machines, readme_run):
+    records = readme_run
     assert [r["rank"] for r in records] == [0, 1, 2, 3] and all(r["world_size"] == 4 for r in records)
     assert len({r["parameter_sha256"] for r in records}) == 1  # one model on every rank
     assert all(r["final_metric"] >= r["target"] for r in records)
+    m = machines
     stats = json.loads(m.sh("s1", "thc-ctl stats --topology mine.json --job 1 --json", cwd=m.cwd, env=m.env).stdout)
     events = stats["jobs"]["1"]
     requests = records[0]["aggregator"]["requests"]
     assert requests > 0 and all(r["aggregator"]["requests"] == requests for r in records)
     # every request of the run was summed by the switch: once completed, three contributions consumed before
     assert events["COMPLETED"]["packets"] == requests and events["CONSUMED"]["packets"] == 3 * requests
-    print(f"\nREADME workers (hook): {seconds:.1f} s, {requests} requests a worker")
+
+
+def test_thc_worker_on_the_thc_backend_trains_bit_for_bit_as_the_readmes_hook(machines, readme_run):
+    """DDP without a hook on the "thc" process group: DDP divides by n = 4 and sums, the backend sums n
+    times THC's average; both scalings are exact, so the same parameters as the hook's, bit for bit."""
+    records = train_on_every_host(machines, WORKER.replace("--mode thc ", "--mode thc-backend "))
+    assert {r["parameter_sha256"] for r in records} == {readme_run[0]["parameter_sha256"]}
+    assert all(r["aggregator"]["requests"] == readme_run[0]["aggregator"]["requests"] for r in records)
 
 
 def test_the_thc_backend_trains_a_script_without_a_hook_under_torchrun(machines):

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from host_agent import dist_backend, train, workloads
+from host_agent import dist_backend, train, worker, workloads
 from host_agent.aggregator import SwitchAggregator
 from host_agent.dist_backend import Options, SwitchProcessGroup, Unsupported
 from host_agent.sim import SimJob, attach_workers
@@ -203,7 +203,7 @@ def test_an_all_reduce_returns_before_the_switch_answers_and_completes_in_call_o
         assert not any(w.is_completed() for w in works)  # all handed over while the "switch" holds the first
         gate.set()
         assert all(w.wait() for w in works)
-        assert agg.calls == [[5], [6], [7]]
+        assert agg.calls == [[5], [6], [7]] and len(pg.aggregation_seconds) == 3
     finally:
         pg.shutdown()
 
@@ -283,6 +283,13 @@ def test_init_process_group_by_name_and_one_group_per_process():
         assert dist.new_group([0], backend="gloo") is not None
     finally:
         dist.destroy_process_group()
+
+
+def test_thc_worker_refuses_partial_aggregation_on_the_backend(capsys):
+    argv = ["--mode", "thc-backend", "--rank", "0", "--world-size", "1", "--master-addr", "127.0.0.1"]
+    argv += ["--iface", "lo", "--service-ip", "127.0.0.1", "--service-mac", "02:00:00:00:00:01"]
+    assert worker.main([*argv, "--straggler-timeout", "10"]) == 2
+    assert "--straggler-timeout is for the hook modes" in capsys.readouterr().err
 
 
 SET = {"THC_JOB": "j.json", "THC_IFACE": "lo", "THC_SERVICE_IP": "10.9.9.9"}

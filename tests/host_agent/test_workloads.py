@@ -22,9 +22,10 @@ def params(model) -> int:
 
 def test_the_registry_holds_the_models_the_clis_offer():
     assert workloads.names() == list(NAMES)
-    # terngrad-switch is the thc hook with another codec: it trains in tests/host_agent/test_switch_quantizers.py
-    assert set(worker.MODES) == {*MODES, "terngrad-switch", "plan"}
-    assert set(runner.ALL_MODES) == {*MODES, "terngrad-switch"}
+    # terngrad-switch is the thc hook with another codec: it trains in tests/host_agent/test_switch_quantizers.py;
+    # the backend modes are DDP without a hook on the switch's process group: tests/host_agent/test_dist_backend.py
+    assert set(worker.MODES) == {*MODES, "terngrad-switch", "thc-backend", "fix32-backend", "plan"}
+    assert set(runner.ALL_MODES) == {*MODES, "terngrad-switch", "thc-backend", "fix32-backend"}
 
 
 @pytest.mark.parametrize(
