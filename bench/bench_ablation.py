@@ -423,7 +423,7 @@ def print_tables(doc: dict) -> None:
         )
     per = " / ".join(f"{n} w." for n in workers)
     header = ["variant", "codec", "up B/coord", f"down B/coord {per}", f"NMSE cnn-digits {per}"]
-    header += ["time to target", "steps", "final acc"]
+    header += [f"time to {tta['target']:.0%}" if tta["rows"] else "time to target", "steps", "final acc"]
     rows = []
     for name in names:
         wire = [cell.get((name, "cnn-digits", n)) for n in workers]
@@ -478,7 +478,9 @@ def plot(doc: dict, path: Path) -> None:
             left.bar(x, heights, width, label=f"{source}, {n} w.")
         left.set_xticks(range(len(names)), [_label(n) for n in names], rotation=20, ha="right")
         left.set(yscale="log", ylabel="NMSE per round (bars)", title="NMSE through the compiled program")
-        left.legend(fontsize=7, ncol=2)
+        top = max(r["nmse"] for r in nmse["rows"])
+        left.set_ylim(top=top * 20)  # room for the legend above the bars
+        left.legend(fontsize=7, ncol=4, loc="upper center")
         left.grid(axis="y", alpha=0.3, which="both")
     if tta:
         rows = tta["rows"]
