@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--service-mac",
         help="MAC the service address resolves to: the switch's, or the next hop's (default: the kernel's "
-        "neighbour entry for --service-ip on --iface, e.g. after a ping)",
+        "neighbour entry for --service-ip on --iface; the switch answers no ARP, so a permanent one: ip neigh "
+        "replace IP lladdr MAC dev IFACE nud permanent)",
     )
     s.add_argument("--src-ip", help="this host's IPv4 address (default: --iface's)")
     s.add_argument("--src-mac", help="this host's MAC address (default: --iface's)")
