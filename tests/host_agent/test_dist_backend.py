@@ -119,6 +119,23 @@ def test_thc_sums_are_n_times_the_reference_average(new_engine):
         assert nmse < 0.1  # 4-bit THC of ranks at 1x..4x scale (0.03 here), far from the average's 0.56
 
 
+def test_other_float_types_and_layouts_are_summed_in_place():
+    pgs = groups(2, "fix32")
+
+    def run(rank, pg):
+        wide = torch.tensor([0.25, -1.5], dtype=torch.float64) * (rank + 1)
+        half = torch.tensor([2.0, 0.5], dtype=torch.bfloat16) * (rank + 1)
+        strided = torch.arange(8.0).reshape(2, 4).t() * (rank + 1)  # not contiguous
+        for t in (wide, half, strided):
+            dist.all_reduce(t, group=pg)
+        return wide, half, strided
+
+    for wide, half, strided in on_every_rank(pgs, run):
+        assert wide.dtype == torch.float64 and torch.allclose(wide, torch.tensor([0.75, -4.5], dtype=torch.float64))
+        assert half.dtype == torch.bfloat16 and half.tolist() == [6.0, 1.5]
+        assert torch.allclose(strided, torch.arange(8.0).reshape(2, 4).t() * 3)
+
+
 def test_every_other_collective_goes_through_gloo():
     n = 3
     pgs = groups(n, "fix32")
