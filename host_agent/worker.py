@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import sys
@@ -786,6 +787,10 @@ def run(args) -> dict:
         state.close()  # thc_hook's aggregation thread
     if aggregator is not None:
         aggregator.close()
+    # DDP's reducer holds the hook's futures, and gloo's threads the callbacks of the last collectives: let
+    # them go while the interpreter is alive (entry() then exits without finalising it)
+    del model, state, hook
+    gc.collect()
     if aggregator is None or not aggregator.generation:
         # after a failure the group has a dead rank: tearing it down could wait for it, and the process
         # ends here anyway
@@ -887,5 +892,19 @@ def main(argv=None) -> int:
     return 0
 
 
+def entry() -> None:
+    """The process's entry point (``thc-worker``, ``python -m host_agent.worker``, torchrun): main(), then an
+    exit that skips the interpreter's finalisation. gloo's threads can still hold a collective's future with
+    a hook's Python callback when the interpreter tears down, and destroying it then aborts the process
+    (SIGABRT, "terminate called without an active exception"; pytorch/pytorch#179291) after the worker has
+    finished and reported. main() writes every record it owes, the error's too, before it returns (emit
+    flushes each line; a failure's traceback and record are printed in main, not by the interpreter), so
+    flushing both streams is all that is left to do before the exit."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

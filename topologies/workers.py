@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.topology import Topology
-from host_agent.worker import SWITCH_MODES, mode_job
+from host_agent.worker import EXIT_SWITCH_TIMEOUT, SWITCH_MODES, mode_job
 from spec.job import JobSpec
 from topologies import interrupts
 from topologies.ledger import Ledger
@@ -231,7 +231,7 @@ def follow(
             if failed and not any(_killed(w) for w in failed):
                 time.sleep(0.2)  # an error can be the echo of another worker's death (gloo: connection reset)
                 failed = _failed(workers)
-            failed.sort(key=lambda w: not _killed(w))  # the cause first
+            failed.sort(key=_cause_first)
             for w in failed:
                 if on_death is None or w.error or w.process.poll() > 0:
                     raise WorkerFailed(_failure_message(w, recoverable=on_death is not None))
@@ -258,6 +258,15 @@ def follow(
 
 def _failed(workers: list[Worker]) -> list[Worker]:
     return [w for w in workers if not w.lost and (w.error or (w.process.poll() not in (None, 0)))]
+
+
+def _cause_first(w: Worker) -> int:
+    """Sort key of failed workers, the likely cause first: one killed by a signal, then one whose switch
+    never answered (its exit status says so), then the rest, often echoes of the first (gloo: a peer's
+    connection reset)."""
+    if _killed(w):
+        return 0
+    return 1 if w.process.poll() == EXIT_SWITCH_TIMEOUT else 2
 
 
 def _killed(w: Worker) -> bool:

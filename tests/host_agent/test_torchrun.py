@@ -4,6 +4,7 @@ same worker trains on real hosts. Options given on the command line win over the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,67 @@ def test_two_workers_train_under_torchrun(tmp_path):
     assert [r["rank"] for r in records] == [0, 1] and all(r["world_size"] == 2 for r in records)
     assert all(len(r["steps"]) == 6 for r in records)
     assert records[0]["final_test_loss"] == records[1]["final_test_loss"]  # one model, replicated
+
+
+def test_the_worker_process_exits_with_mains_status_and_flushes_its_line():
+    """entry() skips the interpreter's finalisation (a gloo teardown race), so the status and the last
+    line must still come out: here a refused option's 2 and its one-line error."""
+    command = [sys.executable, "-m", "host_agent.worker", "--rank", "0", "--world-size", "1"]
+    command += ["--master-addr", "127.0.0.1", "--model", "resnet"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("thc-worker: unknown model 'resnet'")
+
+
+@pytest.mark.slow
+def test_fifty_worker_shutdowns_after_a_gloo_hook_end_cleanly(tmp_path):
+    """A worker that has trained and reported must exit with 0, every time: gloo's threads used to abort a
+    worker now and then (SIGABRT during the interpreter's teardown, after its last line) when a hook's
+    future callback was destroyed late. 25 pairs of TernGrad workers (whose hook chains futures), two
+    pairs at a time."""
+    from topologies.targets import free_tcp_port
+
+    exe = Path(sys.executable).with_name("thc-worker")
+    env = {"PATH": os.environ.get("PATH", ""), "OMP_NUM_THREADS": "1"}
+
+    def pair(k: int) -> list[subprocess.Popen]:
+        port = free_tcp_port()
+        return [
+            subprocess.Popen(
+                [
+                    str(exe),
+                    "--mode",
+                    "terngrad",
+                    "--rank",
+                    str(r),
+                    "--world-size",
+                    "2",
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    str(port),
+                    "--steps",
+                    "2",
+                    "--model",
+                    "mlp-digits",
+                    "--result",
+                    str(tmp_path / f"{k}-{r}.json"),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+            )  # fmt: skip
+            for r in range(2)
+        ]
+
+    exits = []
+    for k in range(0, 25, 2):
+        running = [p for j in range(k, min(k + 2, 25)) for p in pair(j)]
+        for p in running:
+            out, _ = p.communicate(timeout=600)
+            exits.append((p.returncode, out.strip().splitlines()[-1] if out.strip() else ""))
+    assert len(exits) == 50
+    assert [code for code, _ in exits] == [0] * 50, [e for e in exits if e[0]]
+    assert all(line.startswith('@thc {"event": "done"') for _, line in exits)
+    assert len(list(tmp_path.glob("*.json"))) == 50
