@@ -56,9 +56,12 @@ class LoopbackWire:
     - `jitter_up` / `jitter_down`: extra latency drawn uniformly from [0, jitter) per frame (and per copy),
       so frames closer together than the jitter may overtake each other: reordering;
     - `service_time`: seconds the switch takes per frame, one frame at a time in arrival order (a software
-      switch's queue), so results to one port are at least this far apart.
+      switch's queue), so results to one port are at least this far apart;
+    - `rate_up` / `rate_down`: the link rate (bit/s, 0: unlimited) of each worker's link towards the switch
+      and back: a port's frames leave one after the other, each taking its length at the rate, and wait
+      for the link in arrival order (a slow link's queue, as htb's on an emulated link).
 
-    With any latency, jitter or service time the wire is timed: frames wait in a queue ordered by arrival
+    With any latency, jitter, service time or link rate the wire is timed: frames wait in a queue ordered by arrival
     time and are handed over when the clock reaches it (`next_event()` says when). Random draws happen
     only for the features that are on, so a seed gives the same run as before when they are off.
     """
@@ -78,6 +81,8 @@ class LoopbackWire:
         jitter_up: float = 0.0,
         jitter_down: float = 0.0,
         service_time: float = 0.0,
+        rate_up: float = 0.0,
+        rate_down: float = 0.0,
     ):
         self.engine = engine
         self.loss_up, self.loss_down = loss_up, loss_down
@@ -85,6 +90,7 @@ class LoopbackWire:
         self.delay_up, self.delay_down = delay_up, delay_down
         self.jitter_up, self.jitter_down = jitter_up, jitter_down
         self.service_time = service_time
+        self.rate_up, self.rate_down = rate_up, rate_down
         self.clock = clock
         self._rng = random.Random(seed)
         self._ports: dict[int, LoopbackPort] = {}
@@ -92,6 +98,7 @@ class LoopbackWire:
         self._events: list[tuple[float, int, int, int, bytes]] = []  # (time, order, direction, port, frame)
         self._order = itertools.count()
         self._switch_free = float("-inf")  # when the switch has finished the frames given to it so far
+        self._link_free: dict[tuple[int, int], float] = {}  # (direction, port) -> when its link is free
         self.dropped_up = self.dropped_down = self.unrouted = 0
         self.duplicated_up = self.duplicated_down = 0
         self.frames_to_switch = self.frames_from_switch = 0
@@ -102,7 +109,15 @@ class LoopbackWire:
 
     @property
     def timed(self) -> bool:
-        return bool(self.delay_up or self.delay_down or self.jitter_up or self.jitter_down or self.service_time)
+        return bool(
+            self.delay_up
+            or self.delay_down
+            or self.jitter_up
+            or self.jitter_down
+            or self.service_time
+            or self.rate_up
+            or self.rate_down
+        )
 
     def attach(self, port: int) -> LoopbackPort:
         if port in self._ports:
@@ -125,13 +140,19 @@ class LoopbackWire:
             if self.timed:
                 now = self.clock()
                 for _ in range(copies):
-                    self._push(now + self.delay_up + self._jitter(self.jitter_up), _TO_SWITCH, port, frame)
+                    sent = self._serialise(_TO_SWITCH, port, now, len(frame))
+                    self._push(sent + self.delay_up + self._jitter(self.jitter_up), _TO_SWITCH, port, frame)
                 deliveries = self._run_due(now)
             else:
                 for _ in range(copies):
                     deliveries += self._at_switch(0.0, port, frame)
         for endpoint, out_frame in deliveries:
             endpoint.deliver(out_frame)
+
+    def hold_switch(self, seconds: float) -> None:
+        """The switch takes no frame for `seconds` after the one it is processing, and that one's outputs
+        leave only then (a software switch descheduled). For an engine to call from its process()."""
+        self._switch_free += seconds
 
     def next_event(self) -> float | None:
         """When the next frame in flight arrives (at the switch or a worker); None if none is."""
@@ -151,6 +172,16 @@ class LoopbackWire:
 
     def _jitter(self, jitter: float) -> float:
         return self._rng.random() * jitter if jitter else 0.0
+
+    def _serialise(self, direction: int, port: int, ready: float, length: int) -> float:
+        """When a frame of `length` bytes, ready at `ready`, has left on `port`'s link in `direction`."""
+        rate = self.rate_up if direction == _TO_SWITCH else self.rate_down
+        if not rate:
+            return ready
+        link = (direction, port)
+        done = max(ready, self._link_free.get(link, float("-inf"))) + 8 * length / rate
+        self._link_free[link] = done
+        return done
 
     def _push(self, when: float, direction: int, port: int, frame: bytes) -> None:
         heapq.heappush(self._events, (when, next(self._order), direction, port, frame))
@@ -187,8 +218,9 @@ class LoopbackWire:
             out_frame = bytes(out_frame)
             for _ in range(copies):
                 if timed:
+                    sent = self._serialise(_TO_WORKER, out_port, self._switch_free, len(out_frame))
                     self._push(
-                        self._switch_free + self.delay_down + self._jitter(self.jitter_down),
+                        sent + self.delay_down + self._jitter(self.jitter_down),
                         _TO_WORKER,
                         out_port,
                         out_frame,

@@ -48,3 +48,14 @@ def quiet(op: Operation, i: np.ndarray) -> bool:
     flying[i - lo] = False
     seq = op.seq[lo : lo + len(flying)][flying]
     return not seq.size or int(seq.min()) >= int(bounds.max())
+
+
+def starved(op: Operation) -> bool:
+    """Whether no request in flight can be shown lost by a result still to come: each was last sent after
+    the newest first transmission still in flight (the tail of an operation, and retransmissions once
+    every first transmission is answered). Then only timers find their loss."""
+    flying, lo = op.in_flight()
+    if not flying.any():
+        return False
+    window = slice(lo, lo + len(flying))
+    return int(op.first_seq[window][flying].max()) <= int(op.seq[window][flying].min())

@@ -94,7 +94,6 @@ class Operation:
         self.answered_at = np.zeros(n_requests, np.float64)  # when each request's result came (diagnostics)
         self.first_sent = np.zeros(n_requests, np.float64)
         self.attempts = np.zeros(n_requests, np.int64)
-        self.rto = np.zeros(n_requests, np.float64)
         self.done = np.zeros(n_requests, np.bool_)
         self.outstanding = n_requests
         self.counts = np.zeros(n_requests, np.uint8)
@@ -106,6 +105,7 @@ class Operation:
         self.firsts_before = np.zeros(n_requests, np.int64)
         self.evidence = np.zeros(n_requests, np.int64)
         self.first_transmissions = 0
+        self.in_flight_count = 0  # requests sent and unanswered
         # requests in flight (sent, unanswered) all lie in [low, sent_hi): low is the oldest unanswered
         # request (advanced lazily), sent_hi one past the newest sent
         self.low = 0

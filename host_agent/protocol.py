@@ -86,9 +86,9 @@ class WorkerStats:
     bytes_received: int = 0
     requests: int = 0  # first transmissions
     retransmissions: int = 0  # timer_ + fast_ + probe_retransmissions
-    timer_retransmissions: int = 0  # the request's retransmission timer expired
+    timer_retransmissions: int = 0  # a retransmission timer expired (nothing came for the RTO)
     fast_retransmissions: int = 0  # results of later requests showed it lost (incl. early retransmission)
-    probe_retransmissions: int = 0  # no result came for the gap timeout after the operation's last one
+    probe_retransmissions: int = 0  # the tail probe: nothing came for the PTO with only a tail in flight
     releases: int = 0  # RELEASE frames sent: a request waited past the straggler timeout
     partial_results: int = 0  # results accepted with a count below the job's n (a released slot)
     early_results: int = 0  # released results taken before this worker sent the request (never sent)
@@ -123,11 +123,15 @@ class WorkerProtocol:
 
     - fast retransmission (`dupthresh` results of later requests, 0: off) and early retransmission
       (`early_retransmit`): loss.py;
-    - the gap timer, a tail probe, and the retransmission timers: a request is sent again after the
-      retransmission timeout (RTO), which starts at `timeout` and with `adaptive` follows the measured
-      round trip (RFC 6298: srtt + 4·rttvar, never below `min_timeout`, at most `max_timeout`); an expired
-      timer backs off (× `backoff`); timers.py. Of the requests whose timers expire together only the
-      oldest is sent again, the others wait their backed-off timeout. `deadline` s after its first
+    - the retransmission timer and the tail probe (timers.py): both run from the latest result, so a
+      result queued behind others of its window is late, not lost. The RTO starts at `timeout` and with
+      `adaptive` follows the measured round trips and their variation (RFC 6298: srtt + 4·rttvar, never
+      below `min_timeout`, at most `max_timeout`; Karn's rule; × `backoff` per expiry). When it expires
+      before the operation's first result (a late worker looks the same), the request waiting longest is
+      sent again; after it, everything in flight. A retransmission is lost too if nothing answers it within
+      the RTO while other results come. The tail probe resends the oldest request (the whole tail once no
+      result still to come can show it lost) when nothing has come for the PTO, the measured spacing of
+      results, while no more than `dupthresh` requests are in flight. `deadline` s after its first
       transmission without a result, AggregationTimeout is raised.
 
     Partial aggregation (`straggler_timeout`, None: off; p4/README.md, "Partial aggregation"): a request
@@ -147,10 +151,9 @@ class WorkerProtocol:
     after it) results of requests sent after it overtook its own. So when no result is overtaken by
     `dupthresh` or more later ones, fast retransmissions happen only through early retransmission, among
     the last dupthresh − 1 requests of an operation: at most dupthresh − 1 per operation (none with
-    `early_retransmit=False`), and none at all if nothing is reordered. Timers add nothing as long as every
-    result comes back within the RTO (≥ srtt + 4·rttvar), i.e. the reordering delay stays within the
-    measured round-trip variation, and the gap timer as long as results are not held back longer than
-    the measured spacing of results allows.
+    `early_retransmit=False`), and none at all if nothing is reordered. Timers add nothing as long as no
+    pause between results outlasts the RTO (≥ srtt + 4·rttvar), and the tail probe as long as the last
+    results of an operation are not held back longer than the measured spacing of results allows.
     """
 
     def __init__(
@@ -208,15 +211,15 @@ class WorkerProtocol:
         self.counters = WorkerStats()
         self.schedule = Window(spec.window)
         self.timers = Timers(
-            spec.window, timeout=timeout, min_timeout=min_timeout, max_timeout=max_timeout, backoff=backoff,
-            adaptive=adaptive,
+            timeout=timeout, min_timeout=min_timeout, max_timeout=max_timeout, backoff=backoff, deadline=deadline,
+            tail=max(dupthresh, 1), adaptive=adaptive,
         )  # fmt: skip
         # released results that came before their request (partial aggregation only)
         self._early = receive.EarlyResults(early_capacity) if straggler_timeout is not None else None
         self._sorter = receive.Sorter(self.job_id, self.key, self.schedule, self.n_workers, self.counters, self._early)
         self.transport, self.builder = transport, builder
         self._tx = 0  # transmissions so far: orders every transmission of this worker
-        self._batch = True  # the next accepted clean result is the first of its batch (a gap sample)
+        self._batch = True  # the next batch of results is one arrival, a sample of their spacing
         self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
         self.next_request = first_request
         self._op: Operation | None = None
@@ -293,7 +296,6 @@ class WorkerProtocol:
         self.next_request += n_requests
         self._op = operation
         self.schedule.open(n_requests)
-        self.timers.start()
         if n_requests == 0:
             self._finish(operation)
         elif self._early:
@@ -310,7 +312,7 @@ class WorkerProtocol:
         for j in i.tolist():
             if op.complete:
                 break
-            self._accept(op, j, now, detect=False)
+            self._accept(op, j, now)
 
     # ---- making progress -------------------------------------------------------------------------
 
@@ -327,8 +329,8 @@ class WorkerProtocol:
             if due is not None:
                 wait = min(wait, max(0.0, due - self.clock()))
         n = self._io.recv(wait if self._op is not None else 0.0)
-        # results that come together are one arrival for the gap timer; after a hold (receive coalescing)
-        # their spacing is the hold's, not the switch's, and must not stretch the gap timeout
+        # results that come together are one arrival for the spacing of results; after a hold (receive
+        # coalescing) their spacing is the hold's, not the switch's, and must not stretch the probe timeout
         self._batch, self._held = not self._held, False
         if n:
             self._on_results(n)
@@ -360,7 +362,7 @@ class WorkerProtocol:
         """Drop the operation in flight (nothing of it is sent again) and return it."""
         op, self._op = self._op, None
         self.schedule.clear()
-        self.timers.clear()
+        self.timers.stop()
         return op
 
     def for_job(self, job_id: int, n_workers: int, key: int) -> WorkerProtocol:
@@ -378,8 +380,8 @@ class WorkerProtocol:
 
     def hold(self, op: Operation) -> float:
         """How long a blocking wait lets results accumulate before taking them in (receive coalescing,
-        receive.coalescing_hold). Results are then taken in (the gap timer restarted, no gap sample taken)
-        before any timer is looked at, so a hold makes no probe fire that the results would have prevented.
+        receive.coalescing_hold), never past a timer. Results are then taken in (restarting the timers)
+        before any timer is looked at, so a hold makes no timer fire that the results would have prevented.
         0 when requests are still to be sent, with a virtual clock, or when `coalesce` is 0."""
         if (
             not self.coalesce
@@ -389,12 +391,12 @@ class WorkerProtocol:
             or isinstance(self.clock, VirtualClock)
         ):
             return 0.0
-        return receive.coalescing_hold(op, self.coalesce, self.max_hold, self.timers.next_timer(op), self.clock())
+        return receive.coalescing_hold(op, self.coalesce, self.max_hold, self.timers.next_due(), self.clock())
 
     def next_deadline(self) -> float | None:
         """When the earliest retransmission (or the deadline) is due; None if no request is waiting."""
         op = self._op
-        due = self.timers.next_due(op)
+        due = self.timers.next_due() if op is not None else None
         if op is not None and self.straggler_timeout is not None:
             release = self._next_release(op)
             if release is not None and (due is None or release < due):
@@ -438,10 +440,10 @@ class WorkerProtocol:
         if idx.size:
             now = self.clock()
             op.first_sent[idx] = now
-            op.rto[idx] = self.timers.rto
             if self.straggler_timeout is not None:
                 op.release_at[idx] = now + self.straggler_timeout
             self._transmit(op, idx, now)
+            self.timers.sent(now)
             self.counters.requests += len(idx)
         self._flush()
         return True
@@ -453,23 +455,22 @@ class WorkerProtocol:
         seqs = np.arange(self._tx, self._tx + k, dtype=np.int64)
         self._tx += k
         attempts = op.attempts[idx]
-        if not attempts.any():  # first transmissions (from _send_ready): all sent at `now` with the same RTO
+        first = attempts == 0
+        if first.all():  # first transmissions (from _send_ready)
             op.first_seq[idx] = seqs
             op.firsts_before[idx] = np.arange(op.first_transmissions + 1, op.first_transmissions + k + 1)
-            op.first_transmissions += k
-            when = np.minimum(now + op.rto[idx[:1]], op.first_sent[idx[:1]] + self.deadline)
         else:
-            first = attempts == 0
-            if first.any():
-                op.first_seq[idx[first]] = seqs[first]
+            op.first_seq[idx[first]] = seqs[first]
             op.firsts_before[idx] = op.first_transmissions + np.cumsum(first)
-            op.first_transmissions += int(np.count_nonzero(first))
-            when = np.minimum(now + op.rto[idx], op.first_sent[idx] + self.deadline)
+        n_first = int(np.count_nonzero(first))
+        op.first_transmissions += n_first
+        op.in_flight_count += n_first
         op.attempts[idx] = attempts + 1
         op.seq[idx] = seqs
         op.evidence[idx] = 0
+        if n_first < k:
+            self.timers.resent(op, idx[~first], now)
         op.sent_hi = max(op.sent_hi, int(idx.max()) + 1)
-        self.timers.arm(op, idx, when)
         self._outq.append(op.frames[idx])
         self.counters.packets_sent += k
         self.counters.bytes_sent += k * op.frames.shape[1]
@@ -491,48 +492,57 @@ class WorkerProtocol:
     # ---- sending again ---------------------------------------------------------------------------
 
     def _fire_timers(self) -> bool:
-        op = self._op
+        op, timers = self._op, self.timers
         if op is None:
             return False
         now = self.clock()
-        due = self.timers.expired(op, now)
-        late = [(when, int(i)) for when, idx in due for i in idx[now - op.first_sent[idx] >= self.deadline]]
-        if late:  # the first in timer order, as one timer per request would have it
-            raise self._timeout_error(op, min(late)[1], now)
-        fired = bool(due)
-        if due:
-            expired = [idx for _, idx in due]
-            for idx in expired:
-                self.timers.back_off(op, idx)
-            # Timers of one burst expire together, mostly because a worker is late, not because all were
-            # lost: send the oldest again (as TCP does on RTO) and let its result, fast retransmission and
-            # the gap timer find the rest; the others wait their backed-off timeout.
-            expired = np.concatenate(expired)
-            oldest = int(np.argmin(op.seq[expired]))
-            others = np.delete(expired, oldest)
-            if others.size:
-                self.timers.arm(op, others, np.minimum(now + op.rto[others], op.first_sent[others] + self.deadline))
-            self._transmit(op, expired[oldest : oldest + 1], now)
-            self.counters.retransmissions += 1
-            self.counters.timer_retransmissions += 1
+        flying, lo = op.in_flight()
+        if timers.deadline_at is not None and timers.deadline_at <= now:
+            if not flying.any():
+                timers.deadline_at = None
+            else:
+                oldest = lo + int(np.argmin(np.where(flying, op.first_sent[lo : lo + len(flying)], np.inf)))
+                if timers.check_deadline(now, float(op.first_sent[oldest])):
+                    raise self._timeout_error(op, oldest, now)
+        fired = False
+        if timers.expired(now):
+            # Before the operation's first result the silence may be a late worker: send the request
+            # waiting longest, as TCP sends its oldest segment. After it every worker is in the operation,
+            # and a silence as long as the RTO says that what is in flight is lost: send it all again.
+            lost = (np.flatnonzero(flying) + lo) if op.answered else self._oldest(op, flying, lo)
+            if lost.size:
+                self._transmit(op, lost[np.argsort(op.seq[lost], kind="stable")], now)
+                self.counters.retransmissions += len(lost)
+                self.counters.timer_retransmissions += len(lost)
+            timers.restart(now)
+            fired = True
+        for resent_op, lost in timers.lost_resends(now):
+            self._transmit(resent_op, lost, now)
+            self.counters.retransmissions += len(lost)
+            self.counters.timer_retransmissions += len(lost)
+            fired = True
         if self.straggler_timeout is not None:
             fired |= self._release_due(op, now)
-        if self.timers.probe_due(now):
+        if timers.probe_due(now):
+            timers.probed(now)
             flying, lo = op.in_flight()
             if flying.any():
-                self._probe(op, lo + int(np.argmin(np.where(flying, op.seq[lo : lo + len(flying)], _NEVER))), now)
+                # The oldest: its result, fast retransmission or the next probe find the rest. Once no
+                # result still to come can show any of them lost, all: they are the last of the flow.
+                lost = (np.flatnonzero(flying) + lo) if loss.starved(op) else self._oldest(op, flying, lo)
+                self._transmit(op, lost[np.argsort(op.seq[lost], kind="stable")], now)
+                self.counters.retransmissions += len(lost)
+                self.counters.probe_retransmissions += len(lost)
                 fired = True
         self._flush()
         return fired
 
-    def _probe(self, op: Operation, i: int, now: float) -> None:
-        """No result for the gap timeout since the operation's latest: send the oldest unanswered request
-        (i) again (one probe: a late worker or a slow switch then costs one packet); its result, or the next
-        probe after a doubled gap timeout, finds the next."""
-        self._transmit(op, np.array([i], np.int64), now)
-        self.counters.retransmissions += 1
-        self.counters.probe_retransmissions += 1
-        self.timers.probed(now)
+    @staticmethod
+    def _oldest(op: Operation, flying: np.ndarray, lo: int) -> np.ndarray:
+        """The request in flight whose latest transmission is the oldest (flying: in_flight()'s mask)."""
+        if not flying.any():
+            return np.zeros(0, np.int64)
+        return np.array([lo + int(np.argmin(np.where(flying, op.seq[lo : lo + len(flying)], _NEVER)))], np.int64)
 
     def _retransmit_lost(self, op: Operation, j: int, now: float) -> None:
         """The result of request j is in: send again at once what it shows lost (loss.py)."""
@@ -559,10 +569,10 @@ class WorkerProtocol:
         now = self.clock()
         if self.dupthresh and not loss.quiet(op, i):
             for j in i.tolist():
-                self._accept(op, j, now)
+                self._accept(op, j, now, detect=True)
         elif len(i) <= 8:  # a few results: Python per result costs less than numpy per batch
             for j in i.tolist():
-                self._accept(op, j, now, detect=False)
+                self._accept(op, j, now)
         else:
             self._accept_many(op, i, now)
 
@@ -575,14 +585,15 @@ class WorkerProtocol:
         op.outstanding -= k
         self.counters.results += k
         clean = np.flatnonzero(op.attempts[i] == 1)  # Karn: a retransmitted request's round trip is ambiguous
-        if clean.size:
-            # the first clean result after some result of the operation samples the gap (one per batch);
-            # within the batch the previous result came at `now`
+        if clean.size and self._batch:
+            # the first clean result after some result of the operation samples the spacing of results (one
+            # per batch); within the batch the previous result came at `now`
             sampler = clean if op.answered else clean[clean > 0]
-            if self._batch and sampler.size:
-                self.timers.gap.sample(now - op.last_result if sampler[0] == 0 else 0.0)
+            if sampler.size:
+                self.timers.spacing(now - op.last_result if sampler[0] == 0 else 0.0)
                 self._batch = False
-            self.timers.round_trips(now - op.first_sent[i[clean]])
+        op.in_flight_count -= int(np.count_nonzero(op.attempts[i]))
+        self._round_trips(op, i[clean], now)
         if not op.answered:
             op.first_result = now
         op.answered += k
@@ -590,21 +601,22 @@ class WorkerProtocol:
         if op.outstanding == 0:
             self._finish(op)
             return
-        self.timers.result_in(now)
         self.schedule.answered(i, op.n)
 
-    def _accept(self, op: Operation, i: int, now: float, detect: bool = True) -> None:
+    def _accept(self, op: Operation, i: int, now: float, detect: bool = False) -> None:
         """The result of request i is in (it fits and is stored): bookkeeping, loss detection (`detect`
         False: loss.quiet() found that there is none to do)."""
         op.done[i] = True
         op.answered_at[i] = now
         op.outstanding -= 1
         self.counters.results += 1
-        if op.attempts[i] == 1:  # Karn: a retransmitted request's round trip is ambiguous
-            if op.answered and self._batch:
-                self.timers.gap.sample(now - op.last_result)
-                self._batch = False
-            self.timers.round_trip(now - float(op.first_sent[i]))
+        clean = op.attempts[i] == 1  # Karn: a retransmitted request's round trip is ambiguous
+        if clean and op.answered and self._batch:
+            self.timers.spacing(now - op.last_result)
+            self._batch = False
+        if op.attempts[i]:
+            op.in_flight_count -= 1
+        self._round_trips(op, np.array([i] if clean else [], np.int64), now)
         if not op.answered:
             op.first_result = now
         op.answered += 1
@@ -612,13 +624,20 @@ class WorkerProtocol:
         if op.outstanding == 0:
             self._finish(op)
             return
-        self.timers.result_in(now)
-        if detect and self.dupthresh:
+        if detect:
             self._retransmit_lost(op, i, now)
         self.schedule.answered(np.array([i], np.int64), op.n)
 
+    def _round_trips(self, op: Operation, clean: np.ndarray, now: float) -> None:
+        """Results of requests `clean` (sent once) came at `now`: round-trip samples, and the timers run
+        on from here."""
+        per_window = max(1, min(self.window, op.n))
+        left = op.in_flight_count
+        tail = 0 < left and (left <= self.timers.tail or loss.starved(op))
+        self.timers.answered(now, now - op.first_sent[clean], per_window, left, tail)
+
     def _finish(self, op: Operation) -> None:
-        self.timers.finish()
+        self.timers.stop()
         op.finished = self.clock()
         elapsed = op.finished - op.started
         c = self.counters
@@ -672,10 +691,11 @@ class WorkerProtocol:
             rto=timers.rto,
             srtt=timers.rtt.mean,
             rttvar=timers.rtt.var,
+            rto_backoffs=timers.backoffs,
+            pto=timers.pto,
+            gap=timers.gap.mean,
             min_rto=self.min_timeout,
             dupthresh=self.dupthresh,
-            gap=timers.gap.mean,
-            gap_timeout=timers.gap.timeout,
             straggler_timeout=self.straggler_timeout,
         )
         return out

@@ -1,8 +1,13 @@
 """When a worker sends a request again on its own: round-trip estimates (RFC 6298), the retransmission
-timers, and the gap timer that probes an operation's tail.
+timer and the tail probe.
 
 Loss that later results reveal is loss.py's; these timers cover the rest: the last requests of an
-operation, a lost retransmission, a switch that stopped answering.
+operation, a lost retransmission, a switch that stopped answering. A slow link or a slow switch queues an
+operation's results one behind the other, and a result queued behind others of the same window is late,
+not lost. So the timers run from the latest progress (every result restarts them, as every new
+acknowledgement restarts TCP's, RFC 6298 §5.3), the retransmission timeout follows round trips that
+include that queue, and the probe waits for a tail: while more results are due than fast retransmission
+needs to reveal a loss among them (`tail`), a pause is a late queue or a busy switch, not a lost request.
 """
 
 from __future__ import annotations
@@ -17,7 +22,11 @@ from host_agent.operation import Operation
 
 class Smoothed:
     """RFC 6298's estimator over a series of durations: the smoothed mean (srtt) and mean deviation
-    (rttvar), and the timeout srtt + 4·rttvar, kept within [floor, cap]."""
+    (rttvar), and the timeout srtt + 4·rttvar, kept within [floor, cap].
+
+    `samples(xs, per_window)` takes many samples of one round trip's worth of results with gains divided
+    by `per_window` (RFC 7323 §4.2): a window's results then move the estimate as one sample would, so the
+    deviation is that between windows, not the one within a burst, whose results are all alike."""
 
     def __init__(self, timeout: float, floor: float, cap: float):
         self.mean: float | None = None
@@ -26,153 +35,179 @@ class Smoothed:
         self.floor, self.cap = floor, cap
 
     def sample(self, x: float) -> None:
+        self.samples((x,))
+
+    def samples(self, xs, per_window: int = 1) -> None:
+        xs = list(xs)
+        if not xs:
+            return
         if self.mean is None:
-            self.mean, self.var = x, x / 2
-        else:
-            self.var = 0.75 * self.var + 0.25 * abs(self.mean - x)
-            self.mean = 0.875 * self.mean + 0.125 * x
-        self.timeout = min(max(self.mean + 4 * self.var, self.floor), self.cap)
+            self.mean, self.var = xs[0], xs[0] / 2
+            xs = xs[1:]
+        alpha, beta = 0.125 / per_window, 0.25 / per_window
+        mean, var = self.mean, self.var
+        for x in xs:
+            var += beta * (abs(mean - x) - var)
+            mean += alpha * (x - mean)
+        self.mean, self.var = mean, var
+        self.timeout = min(max(mean + 4 * var, self.floor), self.cap)
 
 
 class Timers:
-    """One worker's timers for the operation in flight.
+    """One worker's retransmission timer, tail probe and deadline (times on the protocol's clock).
 
-    - Retransmission timers: each request sent is armed with its retransmission timeout (RTO); requests
-      sent together share one heap entry. The RTO starts at `timeout`; with `adaptive` it follows the
-      measured round trip (`rtt`), sampled once per W clean results with the slowest of them (every request
-      of a window is sent within one round trip, so the timer must cover the slowest, and per-request
-      samples of one burst are so alike that rttvar would collapse). An expired timer backs its requests'
-      timeouts off (× `backoff`, at most `max_timeout`) and the RTO of new requests with them, until the
-      next sample.
-    - The gap timer (a tail loss probe): once a result of the operation is back, every worker is in it and
-      results follow at the switch's pace; when none has come for the gap timeout (`gap`: the spacing of
-      arrivals of results, smoothed as the round trip is, never below `min_timeout`), the oldest
-      unanswered request is probed, and the gap timeout doubles until the next result.
+    - The retransmission timer (RFC 6298 §5): started when requests go out and none was in flight,
+      restarted by every result, stopped when nothing is in flight. The RTO is srtt + 4·rttvar (within
+      [`min_timeout`, `max_timeout`]; `timeout` before the first sample) over the round trips of requests
+      sent once (Karn's rule), from first transmission to result, every result a sample with the gains of
+      one per window: they include the queue in front of the results and the wait for the slowest worker,
+      which nothing tells apart from loss before an operation's first result. On expiry the RTO backs off
+      (× `backoff`, at most `max_timeout`) until the next sample (RFC 6298 §5.5–5.7).
+    - A retransmission has a timer of its own, an RTO after it was sent: no later transmission may reveal
+      its loss (an operation's first transmissions all went before it), and the results of the others
+      keep restarting the retransmission timer. It fires only if a result came since the retransmission
+      went out; otherwise the retransmission timer, which nothing restarted, covers it.
+    - The tail probe (RACK-TLP's, RFC 8985 §7): armed by a result that leaves a tail in flight (at most
+      `tail` requests, or requests no result still to come can show lost); when no result has come for the
+      probe timeout, the protocol sends the tail again (the oldest, or all once none can be shown lost),
+      and the next probe waits twice as long. The PTO is the RFC 6298 timeout of the spacing of results within an
+      operation (`gap`: per batch of results after the operation's first, the time since the previous
+      result), at most the RTO.
+    - The deadline: `deadline` s after a request's first transmission without a result the worker gives up.
+      `deadline_at` is never later than the oldest waiting request's; when it comes, the protocol looks at
+      the requests in flight and either gives up or moves it on (check_deadline).
+
+    `adaptive` False keeps the RTO at `timeout` (backoff still applies) and the PTO at `min_timeout`.
     """
 
     def __init__(
-        self, window: int, *, timeout: float, min_timeout: float, max_timeout: float, backoff: float, adaptive: bool
+        self,
+        *,
+        timeout: float,
+        min_timeout: float,
+        max_timeout: float,
+        backoff: float,
+        deadline: float,
+        tail: int,
+        adaptive: bool,
     ):
-        self.window = window
-        self.max_timeout, self.backoff, self.adaptive = max_timeout, backoff, adaptive
-        self.rtt = Smoothed(timeout, min_timeout, max_timeout)  # .timeout is the RTO of new requests
-        self.gap = Smoothed(min_timeout, min_timeout, max_timeout)  # .timeout is the gap timeout
-        # (time, order, requests, their attempt numbers when armed)
-        self.heap: list[tuple[float, int, np.ndarray, np.ndarray]] = []
-        self._order = itertools.count()
+        self.min_timeout, self.max_timeout, self.backoff, self.adaptive = min_timeout, max_timeout, backoff, adaptive
+        self.deadline, self.tail = deadline, tail
+        self.rtt = Smoothed(timeout, min_timeout, max_timeout)  # .timeout is the RTO
+        self.gap = Smoothed(min_timeout, min_timeout, max_timeout)  # the spacing of results
+        self.retransmit_at: float | None = None
         self.probe_at: float | None = None
+        self.deadline_at: float | None = None
+        # retransmissions' own timers: (due, order, operation, requests, their attempt numbers, when sent)
+        self._resent: list[tuple[float, int, Operation, np.ndarray, np.ndarray, float]] = []
+        self._order = itertools.count()
+        self.backoffs = 0  # expiries since the last round-trip sample
+        self._progress = float("-inf")  # when the latest result came
         self._probe_backoff = 1.0
-        self._rtt_max: float | None = None  # the slowest clean round trip since the last RTT sample
-        self._rtt_results = 0
 
     @property
     def rto(self) -> float:
         return self.rtt.timeout
 
+    @property
+    def pto(self) -> float:
+        return min(self.gap.timeout, self.rto)
+
     def carry_over(self, other: Timers) -> None:
-        """Start from `other`'s round-trip estimate (the same worker on the same path, in another job)."""
-        self.rtt.mean, self.rtt.var, self.rtt.timeout = other.rtt.mean, other.rtt.var, other.rtt.timeout
+        """Start from `other`'s estimates (the same worker on the same path, in another job)."""
+        for mine, theirs in ((self.rtt, other.rtt), (self.gap, other.gap)):
+            mine.mean, mine.var, mine.timeout = theirs.mean, theirs.var, theirs.timeout
 
-    def start(self) -> None:
-        """A new operation: no timer of the last one is left."""
-        self.clear()
-        self._probe_backoff = 1.0
-        self._rtt_max, self._rtt_results = None, 0
-
-    def finish(self) -> None:
-        """The operation is complete: its round trips since the last sample are one more."""
-        if self.adaptive and self._rtt_max is not None:
-            self.rtt.sample(self._rtt_max)
-        self.clear()
-
-    def clear(self) -> None:
-        """No timer is left running (the operation is complete or abandoned)."""
-        self.heap = []
-        self.probe_at = None
-
-    # ---- retransmission timers ---------------------------------------------------------------------
-
-    def arm(self, op: Operation, idx: np.ndarray, when: np.ndarray) -> None:
-        """Retransmission timers for requests `idx` at times `when`: one heap entry per distinct time."""
-        attempts = op.attempts[idx]
-        if len(when) == 1 or (when == when[0]).all():
-            heapq.heappush(self.heap, (float(when[0]), next(self._order), idx, attempts))
-            return
-        for t in np.unique(when):
-            sel = when == t
-            heapq.heappush(self.heap, (float(t), next(self._order), idx[sel], attempts[sel]))
-
-    def next_timer(self, op: Operation | None) -> float | None:
-        """When the earliest retransmission timer of a request still waiting expires (stale ones dropped)."""
-        heap = self.heap
-        while heap:
-            _, _, idx, attempts = heap[0]
-            if op is not None and ((op.attempts[idx] == attempts) & ~op.done[idx]).any():
-                return heap[0][0]
+    def next_due(self) -> float | None:
+        """The earliest of the timers, or None."""
+        heap = self._resent
+        while heap and not self._waiting(heap[0]).any():
             heapq.heappop(heap)
-        return None
+        due = [t for t in (self.retransmit_at, self.probe_at, self.deadline_at) if t is not None]
+        if heap:
+            due.append(heap[0][0])
+        return min(due) if due else None
 
-    def next_due(self, op: Operation | None) -> float | None:
-        """The earliest retransmission timer or probe."""
-        due = self.next_timer(op)
-        if op is not None and self.probe_at is not None and (due is None or self.probe_at < due):
-            due = self.probe_at
-        return due
+    @staticmethod
+    def _waiting(entry) -> np.ndarray:
+        """Which requests of a retransmission timer still wait for the transmission it was set for."""
+        _, _, op, idx, attempts, _ = entry
+        return (op.attempts[idx] == attempts) & ~op.done[idx]
 
-    def expired(self, op: Operation, now: float) -> list[tuple[float, np.ndarray]]:
-        """The timers due by `now`, each with its requests that still wait for the transmission it was
-        armed for."""
-        heap, due = self.heap, []
-        while heap and heap[0][0] <= now:
-            when, _, idx, attempts = heapq.heappop(heap)
-            idx = idx[(op.attempts[idx] == attempts) & ~op.done[idx]]
-            if idx.size:
-                due.append((when, idx))
-        return due
+    # ---- events ------------------------------------------------------------------------------------
 
-    def back_off(self, op: Operation, idx: np.ndarray) -> None:
-        """Requests idx timed out: their timeouts grow, and so does the RTO of new requests until the next
-        round-trip sample."""
-        op.rto[idx] = np.minimum(op.rto[idx] * self.backoff, self.max_timeout)
-        if self.adaptive:
-            self.rtt.timeout = max(self.rtt.timeout, float(op.rto[idx].max()))
+    def sent(self, now: float) -> None:
+        """Requests went out: the retransmission timer and the deadline run if they did not."""
+        if self.retransmit_at is None:
+            self.retransmit_at = now + self.rto
+        if self.deadline_at is None:
+            self.deadline_at = now + self.deadline
 
-    # ---- round-trip samples ------------------------------------------------------------------------
-
-    def round_trips(self, rtts: np.ndarray) -> None:
-        """Round trips of clean results (sent once: Karn's rule), in arrival order: one sample per W."""
-        pos = 0
-        while pos < len(rtts):
-            take = len(rtts) - pos
-            if self.adaptive:
-                take = min(take, max(1, self.window - self._rtt_results))
-            chunk_max = float(rtts[pos : pos + take].max())
-            self._rtt_max = chunk_max if self._rtt_max is None else max(self._rtt_max, chunk_max)
-            self._rtt_results += take
-            pos += take
-            if self.adaptive and self._rtt_results >= self.window:
-                self.rtt.sample(self._rtt_max)
-                self._rtt_max, self._rtt_results = None, 0
-
-    def round_trip(self, rtt: float) -> None:
-        """round_trips() of one result."""
-        self._rtt_max = rtt if self._rtt_max is None else max(self._rtt_max, rtt)
-        self._rtt_results += 1
-        if self.adaptive and self._rtt_results >= self.window:
-            self.rtt.sample(self._rtt_max)
-            self._rtt_max, self._rtt_results = None, 0
-
-    # ---- the gap timer -----------------------------------------------------------------------------
-
-    def result_in(self, now: float) -> None:
-        """A result of the operation came: the gap timer starts again from its smoothed timeout."""
+    def answered(self, now: float, rtts: np.ndarray, per_window: int, in_flight: int, tail: bool) -> None:
+        """Results came at `now`: `rtts`, the round trips of those sent once, in arrival order (of a
+        window of `per_window` requests); `in_flight` requests still wait for theirs; `tail`: whether
+        they are the operation's tail (no result still to come can show them lost)."""
+        if self.adaptive and len(rtts):
+            self.rtt.samples(rtts.tolist(), per_window)
+            self.backoffs = 0
+        self._progress = now
+        if not in_flight:
+            self.stop()
+            return
+        self.retransmit_at = now + self.rto
         self._probe_backoff = 1.0
-        self.probe_at = now + self.gap.timeout
+        self.probe_at = now + self.pto if tail or in_flight <= self.tail else None
+
+    def spacing(self, gap: float) -> None:
+        """A batch of results came `gap` s after the operation's previous result."""
+        if self.adaptive:
+            self.gap.sample(gap)
+
+    def resent(self, op: Operation, idx: np.ndarray, now: float) -> None:
+        """Requests idx of `op` were sent again at `now`: each is lost too if no result comes within the RTO."""
+        heapq.heappush(self._resent, (now + self.rto, next(self._order), op, idx, op.attempts[idx], now))
+
+    def lost_resends(self, now: float) -> list[tuple[Operation, np.ndarray]]:
+        """The retransmissions whose own timers are due and that still wait for their results."""
+        heap, due = self._resent, []
+        while heap and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            waiting = self._waiting(entry)
+            if waiting.any() and self._progress > entry[5]:
+                due.append((entry[2], entry[3][waiting]))
+        return due
+
+    def check_deadline(self, now: float, oldest_sent: float) -> bool:
+        """Whether the request first sent at `oldest_sent`, the oldest waiting, is past the deadline; if
+        not, the deadline moves on to it."""
+        if now - oldest_sent >= self.deadline:
+            return True
+        self.deadline_at = oldest_sent + self.deadline
+        return False
+
+    def expired(self, now: float) -> bool:
+        """Whether the retransmission timer is due (the protocol then resends and calls backed_off())."""
+        return self.retransmit_at is not None and self.retransmit_at <= now
+
+    def back_off(self) -> None:
+        """A timer expired: the RTO doubles until the next sample (RFC 6298 §5.5–5.7)."""
+        self.rtt.timeout = min(self.rtt.timeout * self.backoff, self.max_timeout)
+        self.backoffs += 1
+
+    def restart(self, now: float) -> None:
+        """The retransmission timer expired and was served: it runs again with the backed-off RTO."""
+        self.back_off()
+        self.retransmit_at = now + self.rto
 
     def probe_due(self, now: float) -> bool:
         return self.probe_at is not None and self.probe_at <= now
 
     def probed(self, now: float) -> None:
-        """A probe went out: the next one waits twice as long, unless a result comes first."""
-        self._probe_backoff = min(self._probe_backoff * self.backoff, 1e6)
-        self.probe_at = now + min(self.gap.timeout * self._probe_backoff, self.max_timeout)
+        """A probe went out: the next waits twice as long, unless a result comes first."""
+        self._probe_backoff *= self.backoff
+        self.probe_at = now + min(self.pto * self._probe_backoff, self.max_timeout)
+
+    def stop(self) -> None:
+        """Nothing is in flight (the operation is complete or abandoned)."""
+        self.retransmit_at = self.probe_at = self.deadline_at = None
+        self._resent = []

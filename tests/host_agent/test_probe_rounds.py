@@ -183,8 +183,8 @@ def test_no_hold_when_turned_off_or_on_a_virtual_clock():
 
 @pytest.mark.parametrize("held", [False, True])
 def test_a_batch_taken_in_after_a_hold_does_not_sample_the_gap(held):
-    """The gap timer follows the spacing of the switch's results; after a hold, the spacing of batches is
-    the hold's own, so that batch gives no gap sample."""
+    """The tail probe follows the spacing of the switch's results; after a hold, the spacing of batches is
+    the hold's own, so that batch gives no sample of it."""
     job, sw = served(8, 2, 8)
     _, workers = attach_workers(sw, job, clock=ManualClock())
     ops = [w.start_sum_indices([np.full(5 * K - 100, 1, np.uint8)]) for w in workers]

@@ -162,8 +162,8 @@ def test_a_lost_result_is_recovered_by_its_worker_alone(new_engine):
     assert event_counts(engine)["RETX_ANSWERED"] == 1  # answered from the stored result
 
 
-def test_a_lost_last_request_is_resent_by_the_gap_timer(new_engine):
-    """The last request of an operation has no later one to reveal its loss: the gap timer (no result for
+def test_a_lost_last_request_is_resent_by_the_tail_probe(new_engine):
+    """The last request of an operation has no later one to reveal its loss: the tail probe (no result for
     the spacing of results) resends it, well before the round-trip timer would."""
     rng = np.random.default_rng(2)
     workers, engine, recorder, _, _ = timed_cluster(new_engine, drop_up={(0, 7, 1): 1})
@@ -178,7 +178,7 @@ def test_a_lost_last_request_is_resent_by_the_gap_timer(new_engine):
     for w in workers:
         timer, fast, probe = counts(w, *KINDS)
         assert timer == 0 and probe == 1
-        assert w.stats()["gap_timeout"] == w.min_timeout  # results 80 µs apart: the floor
+        assert w.stats()["pto"] == w.min_timeout  # results 80 µs apart: the floor
     assert event_counts(engine)["COMPLETED"] == 16
 
 

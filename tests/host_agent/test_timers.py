@@ -1,0 +1,127 @@
+"""The timers follow the measured round trip (issue 31): a switch whose answers come later and later, then
+sooner again, behind a slow link that queues each window's results one behind the other. On the timed
+loopback wire and the virtual clock: every assertion is on counters and virtual times."""
+
+import numpy as np
+
+from host_agent import wire
+from host_agent.timers import Smoothed
+from tests.host_agent.test_protocol import K, expected_sums, random_indices
+from tests.host_agent.test_retransmission import KINDS, counts, run_sum, timed_cluster
+
+WINDOW = 16
+RESULT_RATE = 8.7e6  # bit/s to each worker: a result (1,086 bytes) a millisecond, a window's results 16 ms
+LEVELS = [0.0005 * 1.5**k for k in range(8)]  # one-way delay of the answers, 0.5 .. 8.5 ms
+OPS_PER_LEVEL = 4
+
+
+class Pausing:
+    """Wraps an engine: the switch stops for `pause` s when worker 3's request for `slot` reaches it (a
+    software switch descheduled in the middle of every window; worker 3's requests complete the slots)."""
+
+    def __init__(self, engine, slot: int, pause: float):
+        self.engine, self.slot, self.pause = engine, slot, pause
+        self.wire = None
+
+    def process(self, port, frame):
+        p = wire.parse_frame(frame)
+        if self.pause and p.worker_id == 3 and p.slot == self.slot and p.kind == wire.KIND_REQUEST:
+            self.wire.hold_switch(self.pause)
+        return self.engine.process(port, frame)
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def slow_cluster(new_engine, pause=0.0, **options):
+    """Workers whose results come at RESULT_RATE, from a switch that stops for `pause` s in every window."""
+    pausing = []
+
+    def engine(job):
+        pausing.append(Pausing(new_engine(job), WINDOW // 2, pause))
+        return pausing[0]
+
+    workers, engine, recorder, lw, clock = timed_cluster(engine, window=WINDOW, **options)
+    lw.rate_down = RESULT_RATE
+    pausing[0].wire = lw
+    return workers, engine, recorder, lw, clock
+
+
+def exact_sum(workers, rng):
+    """One operation of a window of requests on every worker, its sums checked; worker 0's operation."""
+    data = random_indices(rng, 4, [K * WINDOW])
+    ops = run_sum(workers, data)
+    for op in ops:
+        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
+    return ops[0]
+
+
+def round_trips(op) -> np.ndarray:
+    return op.answered_at - op.first_sent
+
+
+def test_the_timers_follow_answers_that_come_later_then_sooner(new_engine):
+    """The delay grows ×1.5 every four operations from 0.5 to 8.5 ms and comes back. Each window's results
+    queue behind each other for 16 ms, far longer than the path's round trip, and in the middle of every
+    window the switch stops for 12 ms, longer than the results queued ahead: the worker hears nothing for
+    several milliseconds with half its window in flight. Those results are late, not lost: no timer, probe
+    or fast retransmission at all. Stated bounds, at the end of each level: the RTO covers the level's
+    longest round trip but is at most twice it, and srtt lies within the level's round trips (it follows
+    the delay up and down, queue included)."""
+    rng = np.random.default_rng(0)
+    workers, _, _, lw, _ = slow_cluster(new_engine, pause=0.012)
+    for delay in LEVELS + LEVELS[-2::-1]:
+        lw.delay_down = delay
+        for _ in range(OPS_PER_LEVEL):
+            rtt = round_trips(exact_sum(workers, rng))
+        for w in workers:
+            assert counts(w, *KINDS) == (0, 0, 0)
+            stats = w.stats()
+            assert rtt.max() < stats["rto"] < 2 * rtt.max(), (delay, stats["rto"], rtt.max())
+            assert rtt.min() < stats["srtt"] < rtt.max(), (delay, stats["srtt"])
+
+
+def test_a_loss_behind_a_long_delay_is_recovered_within_a_few_round_trips(new_engine):
+    """At the longest delay (a round trip of 11 ms, 26 ms for the last of a window's results), worker 1's
+    request in the middle of a window and its last request are lost once each, and worker 2 loses a result:
+    the operation takes at most three round trips (srtt) longer than the same operation without loss."""
+    rng = np.random.default_rng(1)
+    durations = []
+    for drop in (False, True):
+        workers, _, _, lw, clock = slow_cluster(
+            new_engine,
+            drop_up={(1, 5, 6): 1, (1, 15, 6): 1} if drop else None,
+            drop_down={(3, 9, 6): 1} if drop else None,  # port 3: worker 2
+        )
+        lw.delay_down = LEVELS[-1]
+        for _ in range(6):  # rounds 0..5: the estimates settle at this delay
+            exact_sum(workers, rng)
+        start = clock()
+        exact_sum(workers, rng)  # round 6: the losses
+        durations.append(clock() - start)
+        srtt = workers[1].stats()["srtt"]
+    assert durations[1] - durations[0] <= 3 * srtt, (durations, srtt)
+    fast = [counts(w, *KINDS)[1] for w in workers]
+    assert fast[1] >= 1 and fast[2] >= 1  # the middle request and the lost result: fast retransmission
+    assert sum(counts(w, *KINDS)[2] for w in workers) >= 1  # the last request: the tail probe
+
+
+def test_many_samples_of_one_window_weigh_as_one():
+    """RFC 7323 §4.2: a window's results, each a sample with the gains divided by the window, move the
+    estimate as one sample of their mean would (to first order), and the deviation within a burst does not
+    collapse rttvar the way per-result samples with full gains would."""
+    one, many = Smoothed(1.0, 0.001, 10.0), Smoothed(1.0, 0.001, 10.0)
+    one.sample(0.010)
+    many.sample(0.010)
+    one.sample(0.020)
+    many.samples([0.020] * 16, per_window=16)
+    assert abs(many.mean - one.mean) < 0.0005 and abs(many.var - one.var) < 0.0005
+    full = Smoothed(1.0, 0.001, 10.0)
+    full.sample(0.010)
+    for _ in range(3):
+        full.samples([0.010] * 16)  # a steady burst: rttvar falls to nothing with the full gains
+    scaled = Smoothed(1.0, 0.001, 10.0)
+    scaled.sample(0.010)
+    for _ in range(3):
+        scaled.samples([0.010] * 16, per_window=16)
+    assert full.var < 0.0001 < scaled.var
