@@ -31,12 +31,21 @@ Format::
           "s1": {"service_ip": "10.0.0.251", "service_mac": "02:00:00:00:00:f1"}
         }                                               each leaf sums its workers, sends one partial up
       },
-      "workers": ["h1", "h2", "h3", "h4"]               optional; default: every host, in file order
+      "workers": ["h1", "h2", "h3", "h4"],              optional; default: every host, in file order
+      "servers": {                                      optional: parameter servers (thc-run's *-ps modes)
+        "dedicated1": [                                 a placement: 1..n servers, each a share of the sums
+          {"host": "p1", "service_ip": "10.0.0.201", "service_mac": "02:00:00:00:02:01"}
+        ]                                               a worker's host: colocated, sharing its link
+      }
     }
 
 Link options: ``bw`` in Mbit/s (0 < bw <= 1000), ``delay`` as "2ms"/"500us" or a number of milliseconds,
 ``loss`` in percent (0 <= loss < 100), ``max_queue_size`` in packets; they apply to both directions,
 as Mininet's TCLink does. A worker's id in a THC job is its index in ``workers``.
+
+A parameter server is the THC program run by a software switch on a host's one interface, at a service
+address of its own that the host's kernel does not hold (topologies/servers.py); every switch routes that
+address to the host. Each server of a placement sums a share of the coordinates (host_agent/sharded.py).
 
 Errors name the file, the line and the entry (``star4.json:12: links[3]: unknown node 'h9'``), and a file
 with several errors reports all of them at once.
@@ -65,12 +74,14 @@ _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 _DELAY = re.compile(r"^(\d+(\.\d+)?)(us|ms|s)$")
 _SWITCH_PORT = re.compile(r"^(?P<node>[^-]+)-p(?P<port>\d+)$")
 
-_TOP_KEYS = {"name", "description", "hosts", "switches", "links", "aggregation", "workers"}
+_TOP_KEYS = {"name", "description", "hosts", "switches", "links", "aggregation", "workers", "servers"}
 _HOST_KEYS = {"ip", "mac"}
 _SWITCH_KEYS = {"device_id", "grpc_port"}
 _AGG_KEYS = {"switch", "service_ip", "service_mac", "leaves"}
 _LEAF_KEYS = {"service_ip", "service_mac"}
 _LINK_KEYS = {"bw", "delay", "loss", "max_queue_size"}
+_SERVER_KEYS = {"host", "service_ip", "service_mac"}
+_PLACEMENT = re.compile(r"^[a-z][a-z0-9]{0,15}$")  # in server names, log files and mode names (thc-ps:NAME)
 
 
 class TopologyError(ValueError):
@@ -169,6 +180,20 @@ class Aggregation:
 
 
 @dataclass(frozen=True)
+class ParameterServer:
+    """One server of a placement: the THC program on ``host``'s interface, serving ``service_ip``."""
+
+    placement: str
+    host: str
+    service_ip: ipaddress.IPv4Address
+    service_mac: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.placement}-{self.host}"  # unique: one server per host and placement
+
+
+@dataclass(frozen=True)
 class Route:
     """One ``ipv4_lpm`` entry: packets to ``prefix`` leave on ``port`` with destination MAC ``dst_mac``."""
 
@@ -195,6 +220,7 @@ class Topology:
     aggregation: Aggregation
     workers: tuple[str, ...]
     description: str = ""
+    servers: dict[str, tuple[ParameterServer, ...]] = field(default_factory=dict)  # placement -> its servers
 
     # ---- loading ----------------------------------------------------------------------------------
 
@@ -286,7 +312,25 @@ class Topology:
             if switch != leaf.switch:
                 port, _ = self.next_hop(switch, leaf.switch)
                 routes.append(Route(f"{leaf.service_ip}/32", leaf.service_mac, port))
+        for server in self.all_servers():
+            port, _ = self.next_hop(switch, server.host)
+            routes.append(Route(f"{server.service_ip}/32", server.service_mac, port))
         return routes
+
+    # ---- parameter servers ------------------------------------------------------------------------
+
+    def all_servers(self) -> list[ParameterServer]:
+        return [server for placement in self.servers.values() for server in placement]
+
+    def placement(self, name: str | None = None) -> tuple[ParameterServer, ...]:
+        """The servers of placement ``name`` (None: the file's first); KeyError naming the ones there are."""
+        if not self.servers:
+            raise KeyError(f"topology {self.name} has no parameter servers (a 'servers' entry, e.g. star4_ps.json)")
+        if name is None:
+            return next(iter(self.servers.values()))
+        if name not in self.servers:
+            raise KeyError(f"topology {self.name} has no placement '{name}' (it has {', '.join(self.servers)})")
+        return self.servers[name]
 
     # ---- two-level aggregation ----------------------------------------------------------------------
 
@@ -351,15 +395,28 @@ class Topology:
         first_link = self.links_of(first.name)[0]
         base_ip = int(first.ip.ip) - 1
         base_mac = int(first.mac.replace(":", ""), 16) - 1
+        others = [h for h in self.hosts.values() if h.name not in self.workers]  # dedicated servers' hosts stay
+        taken = {self.aggregation.service_ip} | {h.ip.ip for h in others} | {s.service_ip for s in self.all_servers()}
+        taken_ports = {self.links_of(h.name)[0].end(switch).port: h.name for h in others}
         hosts, links = {}, []
         for i in range(1, n + 1):
             ip = ipaddress.IPv4Interface(f"{ipaddress.IPv4Address(base_ip + i)}/{first.ip.network.prefixlen}")
-            if ip.ip == self.aggregation.service_ip or ip.ip not in first.ip.network:
+            if ip.ip in taken or ip.ip not in first.ip.network:
                 raise TopologyError(self.name, [f"--workers {n}: host address {ip.ip} is not free"])
+            if i in taken_ports:
+                raise TopologyError(self.name, [f"--workers {n}: port {switch}-p{i} is host {taken_ports[i]}'s"])
             mac = ":".join(f"{base_mac + i:012x}"[j : j + 2] for j in range(0, 12, 2))
             hosts[f"h{i}"] = Host(f"h{i}", ip, mac)
             links.append(Link(Endpoint(f"h{i}", None), Endpoint(switch, i), first_link.params))
-        return replace(self, hosts=hosts, links=tuple(links), workers=tuple(hosts))
+        workers = tuple(hosts)
+        hosts.update((h.name, h) for h in others)
+        links += [self.links_of(h.name)[0] for h in others]
+        servers = {  # the placements whose hosts are all still there, with no more servers than workers
+            name: placement
+            for name, placement in self.servers.items()
+            if len(placement) <= n and all(s.host in hosts for s in placement)
+        }
+        return replace(self, hosts=hosts, links=tuple(links), workers=workers, servers=servers)
 
     def with_link_params(self, **overrides: Any) -> Topology:
         """Every link with the given LinkParams fields replaced (``None`` values are ignored)."""
@@ -408,7 +465,19 @@ class Topology:
                 else {}
             ),
             "workers": list(self.workers),
-        }
+        } | (
+            {
+                "servers": {
+                    name: [
+                        {"host": s.host, "service_ip": str(s.service_ip), "service_mac": s.service_mac}
+                        for s in placement
+                    ]
+                    for name, placement in self.servers.items()
+                }
+            }
+            if self.servers
+            else {}
+        )
 
 
 class _Parser:
@@ -449,6 +518,7 @@ class _Parser:
         links = self._links(data.get("links", []), hosts, switches)
         aggregation = self._aggregation(data.get("aggregation"), hosts, switches)
         workers = self._workers(data.get("workers"), hosts)
+        servers = self._servers(data.get("servers", {}), hosts, workers, aggregation)
         name = data.get("name", self.default_name)
         if not isinstance(name, str) or not name:
             self.problem(("name",), "must be a non-empty string")
@@ -464,6 +534,7 @@ class _Parser:
             aggregation=aggregation,
             workers=workers,
             description=str(data.get("description", "")),
+            servers=servers,
         )
 
     def _unknown_keys(self, obj: dict, allowed: set[str], path: tuple) -> None:
@@ -738,6 +809,64 @@ class _Parser:
         if not 1 <= len(workers) <= MAX_WORKERS:
             self.problem(("workers",), f"{len(workers)} workers; a THC job has 1..{MAX_WORKERS}")
         return workers
+
+    def _servers(
+        self, raw: Any, hosts: dict[str, Host], workers: tuple[str, ...], agg: Aggregation | None
+    ) -> dict[str, tuple[ParameterServer, ...]]:
+        """Placements of parameter servers: 1..n servers each, one per host, every service address its own."""
+        if not isinstance(raw, dict):
+            self.problem(("servers",), "must be an object {placement: [{host, service_ip, service_mac}, ...]}")
+            return {}
+        taken: dict[Any, str] = {h.ip.ip: f"host {h.name}'s address" for h in hosts.values()}
+        taken.update((h.mac, f"host {h.name}'s MAC") for h in hosts.values())
+        if agg is not None:
+            for owner in (agg, *agg.leaves):
+                taken[owner.service_ip] = "an aggregating switch's service address"
+                taken[owner.service_mac] = "an aggregating switch's service MAC"
+        placements = {}
+        for name, entries in raw.items():
+            path = ("servers", name)
+            if not _PLACEMENT.match(name):
+                self.problem(path, f"bad placement name '{name}': lower-case letter then letters/digits, at most 16")
+                continue
+            if not isinstance(entries, list) or not 1 <= len(entries) <= max(len(workers), 1):
+                self.problem(path, f"must be a list of 1..{len(workers)} servers (at most one per worker)")
+                continue
+            servers = []
+            for i, entry in enumerate(entries):
+                server = self._server(name, entry, path + (i,), hosts, taken)
+                if server is not None and any(s.host == server.host for s in servers):
+                    self.problem(path + (i, "host"), f"host {server.host} already holds a server of {name}")
+                elif server is not None:
+                    servers.append(server)
+            if len(servers) == len(entries):
+                placements[name] = tuple(servers)
+        return placements
+
+    def _server(self, placement: str, raw: Any, path: tuple, hosts: dict, taken: dict) -> ParameterServer | None:
+        if not isinstance(raw, dict):
+            self.problem(path, "must be an object {host, service_ip, service_mac}")
+            return None
+        self._unknown_keys(raw, _SERVER_KEYS, path)
+        host = raw.get("host")
+        if host not in hosts:
+            if host not in self.declared:
+                self.problem(path + ("host",), f"unknown host {json.dumps(host)}")
+            return None
+        if "service_mac" not in raw:
+            self.problem(path, "missing 'service_mac': every server needs a MAC of its own")
+            return None
+        ip = self._ip(raw.get("service_ip"), path + ("service_ip",))
+        mac = self._mac(raw["service_mac"], path + ("service_mac",))
+        if ip is None or mac is None:
+            return None
+        for value, key in ((ip, "service_ip"), (mac, "service_mac")):
+            if value in taken:
+                self.problem(path + (key,), f"{value} is {taken[value]}")
+                return None
+        server = ParameterServer(placement, host, ip, mac)
+        taken[ip], taken[mac] = f"server {server.name}'s service address", f"server {server.name}'s service MAC"
+        return server
 
     def _check_graph(self, hosts, switches, links, workers) -> None:
         """Every node must reach the aggregating switch."""
