@@ -265,7 +265,7 @@ class ExprCompiler:
             return self._choice(cond, lv, rv)
         if op in ("+", "-") and left is None:
             r = self.data(right)
-            return _data(f"(-{r.src})") if op == "-" else r
+            return self._unary("-", r) if op == "-" else r
         if op in ("+", "-", "*", "&", "|", "^", "<<", ">>", "%", "/"):
             if op == "&":
                 shifted = self._masked_shift(left, right)
@@ -281,23 +281,21 @@ class ExprCompiler:
                 return _bool(src if op == "==" else f"({self.NOT}{src})")
             if lv.kind not in ("data", "bool"):
                 raise unsupported(f"'{op}' on {lv.kind} values", self.path, e)
-            return _bool(f"({lv.src} {op} {rv.src})")
+            return self._compare(op, lv, rv)
         if op in (">", ">=", "<", "<="):
-            lv, rv = self.data(left), self.data(right)
-            return _bool(f"({lv.src} {op} {rv.src})")
+            return self._compare(op, self.data(left), self.data(right))
         if op in ("and", "or"):
             lv, rv = self.boolean(left), self.boolean(right)
             return _bool(f"({lv.src} {self.AND if op == 'and' else self.OR} {rv.src})")
         if op == "not":
             return _bool(f"({self.NOT}{self.boolean(right).src})")
         if op == "~":
-            r = self.data(right)
-            return _data(f"(~{r.src})")
+            return self._unary("~", self.data(right))
         if op == "valid":
             h = self.header(right)
             return _bool(f"(F[{self._slot(h, h.htype.nfields)}] != 0)")
         if op == "d2b":
-            return _bool(f"({self.data(right).src} != 0)")
+            return self._d2b(self.data(right))
         if op == "b2d":
             return self._b2d(self.boolean(right))
         if op in ("two_comp_mod", "sat_cast", "usat_cast"):
@@ -387,6 +385,17 @@ class ExprCompiler:
 
     def _b2d(self, b: Value) -> Value:
         return _data(f"(1 if {b.src} else 0)", bits=1)
+
+    def _d2b(self, v: Value) -> Value:
+        return _bool(f"({v.src} != 0)")
+
+    def _unary(self, op: str, v: Value) -> Value:
+        """`-v` or `~v`."""
+        return _data(f"({op}{v.src})")
+
+    def _compare(self, op: str, a: Value, b: Value) -> Value:
+        """`a op b` for ==, !=, <, <=, >, >= of two values of one kind (data, or bool for == and !=)."""
+        return _bool(f"({a.src} {op} {b.src})")
 
     def _header_eq(self, a: Value, b: Value) -> str:
         """BMv2's Header::cmp: equal iff both are valid and all fields are equal."""
