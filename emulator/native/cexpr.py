@@ -1,16 +1,19 @@
 """BMv2 JSON expressions -> C expressions over the PHV, with the Python engine's arithmetic.
 
 The Python engine (emulator/engine/expressions.py) is the reference: BMv2 computes with arbitrary
-precision and truncates on store. Here every value is a signed 128-bit `V`, which gives the same
+precision and truncates on store. Here a value is exact as a signed 128-bit `V`, which gives the same
 results for the fields the native backend accepts (at most 64 bits wide): sums, differences and
-products of such values fit, and the low bits of a left shift are what a store keeps. Operations
-that raise in Python (a negative shift, division by zero, a bad stack index) `RAISE` here, which
-drops the packet the same way.
+products of such values fit, and the low bits of a left shift are what a store keeps. Where its
+range allows, a value is computed in uint64_t instead (cvalues: which operators, in which width).
+Operations that raise in Python (a negative shift, division by zero, a bad stack index) `RAISE` here,
+which drops the packet the same way.
 """
 
 from emulator.engine.expressions import ExprCompiler, Value, fold
 from emulator.engine.jsonutil import malformed, unsupported
 from emulator.engine.layout import StackSlots, UnionSlots, UnionStackSlots
+from emulator.native import cvalues
+from emulator.native.cvalues import CValue, exact64, ring, u64_lit
 
 MAX_CONSTANT_BITS = 126  # a constant keeps a margin below V's 128 bits, so sums of two still fit
 
@@ -32,7 +35,7 @@ def c_data(src: str) -> Value:
 
 
 def _const(value: int) -> Value:
-    return Value(c_int(value), "data", const=value)
+    return cvalues.constant(value, c_int(value))
 
 
 def _fits(value: int) -> bool:
@@ -84,9 +87,15 @@ class CExpr(ExprCompiler):
         """An integer value; in C a boolean is one too (0 or 1)."""
         v = self.value(j)
         if v.kind == "bool":
-            return c_data(f"((V)({v.src}))")
+            return cvalues.from_bool(v.src)
         if v.kind != "data":
             raise malformed(f"expected an integer value, got {v.kind}", self.path, j)
+        return v
+
+    def value(self, j) -> Value:
+        v = super().value(j)
+        if isinstance(j, dict) and j.get("type") in ("runtime_data", "local"):
+            return CValue(v.src, "data", bits=v.bits, u64=f"P[{j['value']}]")  # P: the uint64_t action data
         return v
 
     # ------------------------------------------------------------------ places
@@ -118,13 +127,25 @@ class CExpr(ExprCompiler):
         off, width = self._lookahead_window(j)
         if width > 64:
             raise unsupported(f"lookahead of {width} bits (native backend: at most 64)", self.path, j)
-        return c_data(f"((V)lookahead(cx, D, L, pos, {off}, {width}))")
+        return cvalues.narrow(f"lookahead(cx, D, L, pos, {off}, {width})", width)
 
     def _choice(self, cond: Value, a: Value, b: Value) -> Value:
+        if a.kind == "data":
+            return cvalues.choice(cond.src, a, b)
         return Value(f"(({cond.src}) ? {a.src} : {b.src})", a.kind, htype=a.htype)
 
     def _b2d(self, b: Value) -> Value:
-        return c_data(f"((V)({b.src}))")
+        return cvalues.from_bool(b.src)
+
+    def _d2b(self, v: Value) -> Value:
+        return Value(f"({ring(v)} != 0)", "bool") if exact64(v) else super()._d2b(v)
+
+    def _unary(self, op: str, v: Value) -> Value:
+        return cvalues.unary(op, v)
+
+    def _compare(self, op: str, a: Value, b: Value) -> Value:
+        narrow = cvalues.compare(op, a, b) if a.kind == "data" else None
+        return Value(narrow, "bool") if narrow else super()._compare(op, a, b)
 
     def _header_eq(self, a: Value, b: Value) -> str:
         return f"header_eq(F, {a.src}, {b.src}, {a.htype.nfields})"
@@ -133,14 +154,18 @@ class CExpr(ExprCompiler):
         raise unsupported(f"'{e.get('op')}' on union values (native backend)", self.path, e)
 
     def _cast(self, op, src: Value, width: Value, e) -> Value:
-        return c_data(f"v_{op}(cx, {src.src}, {width.src})")
+        bits = width.const if op == "usat_cast" and width.const is not None and width.const > 0 else None
+        return cvalues.wide(f"v_{op}(cx, {src.src}, {width.src})", bits)
 
     def _masked_shift(self, left, right):
         operands = self.masked_shift_operands(left, right)
         if operands is None:
             return None
         a, amount, mask = operands
-        return c_data(f"v_shl_masked(cx, {a.src}, {amount.src}, {c_int(mask.const)}, {mask.const.bit_length()})")
+        m = mask.const
+        return cvalues.masked_shift_left(
+            a, amount, m, f"v_shl_masked(cx, {a.src}, {amount.src}, {c_int(m)}, {m.bit_length()})"
+        )
 
     def _arith(self, op, a: Value, b: Value) -> Value:
         if a.const is not None and b.const is not None:
@@ -148,38 +173,33 @@ class CExpr(ExprCompiler):
             if folded is not None and _fits(folded):
                 return _const(folded)
         if op in ("&", "|", "^", "+", "-", "*"):
-            return c_data(f"({a.src} {op} {b.src})")
-        if op == ">>":
-            if b.const is not None:
-                if b.const < 0:
-                    raise malformed("negative shift amount", self.path)
-                return c_data(f"({a.src} >> {min(b.const, 127)})")
-            return c_data(f"v_shr(cx, {a.src}, {b.src})")
-        if op == "<<":
-            if b.const is not None:
-                if b.const < 0:
-                    raise malformed("negative shift amount", self.path)
-                if b.const >= 127:
-                    return c_data(f"((V)0 * {a.src})")
-                return c_data(f"((V)((UV){a.src} << {b.const}))")
-            return c_data(f"v_shl(cx, {a.src}, {b.src})")
+            return cvalues.ring_op(op, a, b)
+        if op in (">>", "<<"):
+            if b.const is not None and b.const < 0:
+                raise malformed("negative shift amount", self.path)
+            return cvalues.shift_right(a, b) if op == ">>" else cvalues.shift_left(a, b)
         if op == "/":
-            return c_data(f"v_div(cx, {a.src}, {b.src})")
+            return cvalues.wide(f"v_div(cx, {a.src}, {b.src})", a.bits)
         if op == "%":
-            return c_data(f"v_mod(cx, {a.src}, {b.src})")
+            bits = b.const.bit_length() if b.const is not None and b.const > 0 else a.bits
+            return cvalues.wide(f"v_mod(cx, {a.src}, {b.src})", bits)
         raise AssertionError(op)
 
 
 def store(dst: str, width: int, signed: bool, value: Value) -> str:
-    """`F[dst] = value` truncated as BMv2's Field::set (two's complement for signed fields)."""
+    """`F[dst] = value` truncated as BMv2's Field::set (two's complement for signed fields): the value's
+    low `width` bits, so its uint64_t text suffices."""
     if width > 64:
         raise unsupported(f"a {width}-bit field (native backend: at most 64 bits)", "store")
-    mask = c_int((1 << width) - 1)
+    mask = (1 << width) - 1
     if value.kind == "bool":
-        value = c_data(f"((V)({value.src}))")
+        value = cvalues.from_bool(value.src)
+    if value.const is not None:
+        v = value.const & mask
+        return f"F[{dst}] = {c_int(v - (1 << width) if signed and width and v >> (width - 1) else v)};"
     if not signed:
-        if value.const is not None:
-            return f"F[{dst}] = {c_int(value.const & ((1 << width) - 1))};"
-        return f"F[{dst}] = ({value.src}) & {mask};"
-    half = c_int(1 << (width - 1)) if width else c_int(0)
-    return f"F[{dst}] = ((({value.src}) + {half}) & {mask}) - {half};"
+        if exact64(value) and value.bits <= width:
+            return f"F[{dst}] = {value.src};"
+        return f"F[{dst}] = (V)({ring(value)} & {u64_lit(mask)});"
+    half = 1 << (width - 1)
+    return f"F[{dst}] = (V)(({ring(value)} + {u64_lit(half)}) & {u64_lit(mask)}) - {c_int(half)};"

@@ -8,7 +8,9 @@ one `_p_<op>` method, as in the Python engine's ActionBody (emulator/engine/prim
 
 from emulator.engine.jsonutil import hexstr, malformed, unsupported
 from emulator.engine.logmsg import parse_log_format
+from emulator.native import cvalues
 from emulator.native.cexpr import CExpr, c_data, c_int, store
+from emulator.native.cvalues import exact64, ring, u64_lit
 
 JUMPS = ("_jump", "_jump_if_zero")
 BINARY = {"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|", "bit_xor": "^"}
@@ -79,7 +81,7 @@ class CPrimitives:
         dst, width, signed = ex.lvalue(params[0])
         v = ex.data(params[1])
         sign = "+" if prim.get("op") == "add_to_field" else "-"
-        src.emit(store(dst, width, signed, c_data(f"F[{dst}] {sign} ({v.src})")))
+        src.emit(store(dst, width, signed, cvalues.ring_op(sign, c_data(f"F[{dst}]"), v)))
 
     _p_subtract_from_field = _p_add_to_field
 
@@ -88,16 +90,22 @@ class CPrimitives:
         dst, width, signed = ex.lvalue(params[0])
         a, b = ex.data(params[1]), ex.data(params[2])
         c_op = BINARY.get(prim.get("op"))
-        value = f"({a.src}) {c_op} ({b.src})" if c_op else f"v_shr(cx, {a.src}, {b.src})"
-        src.emit(store(dst, width, signed, c_data(value)))
+        if c_op:
+            value = cvalues.ring_op(c_op, a, b)
+        elif b.const is not None and b.const < 0:
+            value = c_data(f"v_shr(cx, {a.src}, {b.src})")  # raises
+        else:
+            value = cvalues.shift_right(a, b)
+        src.emit(store(dst, width, signed, value))
 
     _p_subtract = _p_bit_and = _p_bit_or = _p_bit_xor = _p_shift_right = _p_add
 
     def _p_shift_left(self, src, ex, params, path, prim):
         dst, width, signed = ex.lvalue(params[0])
         a, b = ex.data(params[1]), ex.data(params[2])
-        value = f"v_shl_masked(cx, {a.src}, {b.src}, {c_int((1 << width) - 1)}, {width})"
-        src.emit(store(dst, width, signed, c_data(value)))
+        mask = (1 << width) - 1
+        wide = f"v_shl_masked(cx, {a.src}, {b.src}, {c_int(mask)}, {width})"
+        src.emit(store(dst, width, signed, cvalues.masked_shift_left(a, b, mask, wide)))
 
     def _p_no_op(self, src, ex, params, path, prim):
         pass
@@ -191,19 +199,19 @@ class CPrimitives:
         dst, width, signed = ex.lvalue(params[0])
         reg, cells = self._register(params[1], path, prim)
         i = src.tmp("i")
-        src.emit(f"{{ V {i} = {ex.data(params[2]).src};")
-        src.emit(
-            f"  if ({i} >= 0 && {i} < {reg.size}) " + store(dst, width, signed, c_data(f"(V){cells}[(size_t){i}]"))
-        )
+        in_range = _open_index(src, i, ex.data(params[2]), reg.size)
+        cell = cvalues.narrow(f"{cells}[(size_t){i}]", reg.bitwidth)
+        src.emit(f"  if ({in_range}) " + store(dst, width, signed, cell))
         src.emit("  else sw->stats[ST_OUT_OF_BOUNDS]++; }")
 
     def _p_register_write(self, src, ex, params, path, prim):
         reg, cells = self._register(params[0], path, prim)
         i, v = src.tmp("i"), ex.data(params[2])
-        src.emit(f"{{ V {i} = {ex.data(params[1]).src};")
-        src.emit(
-            f"  if ({i} >= 0 && {i} < {reg.size}) {cells}[(size_t){i}] = (uint64_t)(({v.src}) & {c_int(reg.mask)});"
-        )
+        in_range = _open_index(src, i, ex.data(params[1]), reg.size)
+        value = ring(v)
+        if not (exact64(v) and v.bits <= reg.bitwidth or reg.bitwidth == 64):
+            value = f"({value} & {u64_lit(reg.mask)})"
+        src.emit(f"  if ({in_range}) {cells}[(size_t){i}] = {value};")
         src.emit("  else sw->stats[ST_OUT_OF_BOUNDS]++; }")
 
     def _p_count(self, src, ex, params, path, prim):
@@ -213,9 +221,9 @@ class CPrimitives:
             raise malformed(f"unknown counter {name!r}", path, prim)
         c = self.gen.counters.index(name)
         i = src.tmp("i")
-        src.emit(f"{{ V {i} = {ex.data(params[1]).src};")
+        in_range = _open_index(src, i, ex.data(params[1]), self.gen.prog.counters[name].size)
         src.emit(
-            f"  if ({i} >= 0 && {i} < {self.gen.prog.counters[name].size}) {{ sw->ctr_pk[{c}][(size_t){i}]++; "
+            f"  if ({in_range}) {{ sw->ctr_pk[{c}][(size_t){i}]++; "
             f"sw->ctr_by[{c}][(size_t){i}] += (uint64_t)F[{self.layout.ILEN}]; }}"
         )
         src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* counter {name} */")
@@ -230,9 +238,9 @@ class CPrimitives:
         dst, width, signed = ex.lvalue(params[2])
         amount = f"(uint64_t)F[{self.layout.ILEN}]" if meter.by_bytes else "1"
         i = src.tmp("i")
-        src.emit(f"{{ V {i} = {ex.data(params[1]).src};")
+        in_range = _open_index(src, i, ex.data(params[1]), meter.size)
         color = c_data(f"(V)meter_execute(&sw->meter_{m}[(size_t){i}], SW_NOW(sw), {amount})")
-        src.emit(f"  if ({i} >= 0 && {i} < {meter.size}) " + store(dst, width, signed, color))
+        src.emit(f"  if ({in_range}) " + store(dst, width, signed, color))
         src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* meter {name} */")
 
     def _register(self, j, path, prim) -> tuple:
@@ -337,3 +345,13 @@ class CPrimitives:
         args = ", ".join(ex.data(item).src for item in items)
         a = src.tmp("args")
         src.emit(f"{{ const V {a}[] = {{{args}}}; log_msg(cx->sw, {k}, {len(items)}, {a}); }}")
+
+
+def _open_index(src, name: str, index, size: int) -> str:
+    """Opens a block holding `index` in variable `name`; returns the C test that it is in 0..size-1
+    (an index known non-negative and below 2**64 needs no sign test)."""
+    if exact64(index):
+        src.emit(f"{{ uint64_t {name} = {ring(index)};")
+        return f"{name} < {size}"
+    src.emit(f"{{ V {name} = {index.src};")
+    return f"{name} >= 0 && {name} < {size}"

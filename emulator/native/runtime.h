@@ -5,7 +5,8 @@
  * controls and deparser, then driver.h (simple_switch's packet semantics, shared by all programs).
  * Semantics follow the Python engine (emulator/engine/), which is the reference: BMv2's arbitrary
  * precision arithmetic becomes signed 128-bit arithmetic, exact for fields up to 64 bits (wider
- * fields are refused by the generator).
+ * fields are refused by the generator), or uint64_t arithmetic where a value's range allows
+ * (emulator/native/cvalues.py).
  */
 #ifndef SW_RUNTIME_H
 #define SW_RUNTIME_H
@@ -117,6 +118,11 @@ static inline V v_shr(pass_ctx_t *cx, V a, V b) {
     if (b >= 127) return a < 0 ? -1 : 0;
     return a >> (unsigned)b;
 }
+
+/* uint64_t shifts by a run-time amount known to be >= 0 (cvalues.py): a shift by 64 or more, undefined
+ * in C, leaves no bit of the low 64. */
+static inline uint64_t shr64(uint64_t a, uint64_t b) { return b < 64 ? a >> b : 0; }
+static inline uint64_t shl64(uint64_t a, uint64_t b) { return b < 64 ? a << b : 0; }
 
 static inline V v_div(pass_ctx_t *cx, V a, V b) {
     if (a < 0 || b <= 0) RAISE(cx);
