@@ -15,6 +15,7 @@ Operators that look past the low 64 bits (>>, comparisons, d2b, /, %, casts, ind
 texts only of operands exact in 64 bits; otherwise they compute in V, as BMv2's Data would.
 """
 
+import re
 from dataclasses import dataclass
 
 from emulator.engine.expressions import Value
@@ -177,9 +178,19 @@ def compare(op: str, a: Value, b: Value) -> str | None:
 
 
 def choice(cond: str, a: Value, b: Value) -> CValue:
-    """`cond ? a : b` of two integer values."""
+    """`cond ? a : b` of two integer values. In uint64_t without a branch (runtime.h's sel64) when neither
+    arm can raise, so both may be computed: a selection on data, such as a table value picked by an index
+    bit, would be mispredicted half the time."""
     bits = None if a.bits is None or b.bits is None else max(a.bits, b.bits)
-    return both(f"(({cond}) ? {a.src} : {b.src})", f"(({cond}) ? {ring(a)} : {ring(b)})", bits)
+    ua, ub = ring(a), ring(b)
+    u = f"sel64({cond}, {ua}, {ub})" if _pure(ua) and _pure(ub) else f"(({cond}) ? {ua} : {ub})"
+    return both(f"(({cond}) ? {a.src} : {b.src})", u, bits)
+
+
+def _pure(text: str) -> bool:
+    """C text that cannot raise nor read the packet: every helper that may (v_shr, stack_at, lookahead,
+    ...) takes the pass context `cx`."""
+    return re.search(r"\bcx\b", text) is None
 
 
 def unary(op: str, v: Value) -> CValue:

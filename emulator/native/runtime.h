@@ -124,6 +124,12 @@ static inline V v_shr(pass_ctx_t *cx, V a, V b) {
 static inline uint64_t shr64(uint64_t a, uint64_t b) { return b < 64 ? a >> b : 0; }
 static inline uint64_t shl64(uint64_t a, uint64_t b) { return b < 64 ? a << b : 0; }
 
+/* c ? a : b without a branch, for arms that cannot raise (cvalues.py): a selection on packet data is
+ * as often one way as the other, and a mispredicted branch costs more than computing both arms. */
+static inline uint64_t sel64(int c, uint64_t a, uint64_t b) {
+    return b ^ ((a ^ b) & (0 - (uint64_t)(c != 0)));  /* a ^ b: once for many selections between the same two */
+}
+
 static inline V v_div(pass_ctx_t *cx, V a, V b) {
     if (a < 0 || b <= 0) RAISE(cx);
     return a / b;
