@@ -96,6 +96,9 @@ class CExpr(ExprCompiler):
         v = super().value(j)
         if isinstance(j, dict) and j.get("type") in ("runtime_data", "local"):
             return CValue(v.src, "data", bits=v.bits, u64=f"P[{j['value']}]")  # P: the uint64_t action data
+        if v.field is not None and not v.field.signed and v.field.width in (8, 16, 32):
+            # read through its C type, so the compiler knows the range too (a 1-bit slice is 0 or 1)
+            return CValue(v.src, "data", bits=v.bits, field=v.field, u64=f"(uint64_t)(uint{v.field.width}_t){v.src}")
         return v
 
     # ------------------------------------------------------------------ places
