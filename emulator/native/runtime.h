@@ -60,14 +60,33 @@ typedef struct pass_ctx {
 typedef void (*log_msg_fn)(uint32_t id, uint32_t n, const V *args);
 
 /* ------------------------------------------------------------------ bits */
-static inline uint64_t rd_be(const uint8_t *p, unsigned n) {
+/* n big-endian bytes at p. The parser and deparser pass constant sizes: the common ones become one load
+ * or store and a byte swap (THC's 128-word headers are 128 of them a packet). */
+static inline __attribute__((always_inline)) uint64_t rd_be(const uint8_t *p, unsigned n) {
+    uint16_t v16;
+    uint32_t v32;
     uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++) v = (v << 8) | p[i];
-    return v;
+    switch (n) {
+    case 2: memcpy(&v16, p, 2); return __builtin_bswap16(v16);
+    case 4: memcpy(&v32, p, 4); return __builtin_bswap32(v32);
+    case 8: memcpy(&v, p, 8); return __builtin_bswap64(v);
+    default:
+        for (unsigned i = 0; i < n; i++) v = (v << 8) | p[i];
+        return v;
+    }
 }
 
-static inline void wr_be(uint8_t *p, unsigned n, uint64_t v) {
-    for (unsigned i = n; i-- > 0;) { p[i] = (uint8_t)v; v >>= 8; }
+static inline __attribute__((always_inline)) void wr_be(uint8_t *p, unsigned n, uint64_t v) {
+    uint16_t v16 = __builtin_bswap16((uint16_t)v);
+    uint32_t v32 = __builtin_bswap32((uint32_t)v);
+    uint64_t v64 = __builtin_bswap64(v);
+    switch (n) {
+    case 2: memcpy(p, &v16, 2); return;
+    case 4: memcpy(p, &v32, 4); return;
+    case 8: memcpy(p, &v64, 8); return;
+    default:
+        for (unsigned i = n; i-- > 0;) { p[i] = (uint8_t)v; v >>= 8; }
+    }
 }
 
 /* `width` (<= 64) bits starting `bit` bits into p, big-endian bit order (BMv2's field packing). */
