@@ -14,6 +14,9 @@ rendezvous and DDP's initial parameter broadcast. Gradients are then aggregated 
          DDP without a communication hook on the switch's torch.distributed backend "thc"
          (host_agent.dist_backend): DDP's own all-reduce of each bucket, through the switch as THC or FIX32
   plan   each DDP bucket through the mode a plan file gives it (thc-plan plan --save; thc.mixed)
+  thc-ps, fix32-ps
+         THC or FIX32 summed by parameter servers instead of the switch: the same hook, its calls split
+         over the servers that ``--servers FILE`` lists (host_agent.sharded), each the THC program on a host
 
 and, over gloo through DDP communication hooks (thc.hooks), no switch program either:
 
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
 TABLE_MODES = ("thc", "terngrad-switch")  # the job's table codec through the switch (thc.ddp.thc_hook)
 BACKEND_MODES = {"thc-backend": "thc", "fix32-backend": "fix32"}  # -> the "thc" backend's THC_MODE
 SWITCH_MODES = (*TABLE_MODES, "fix32", *BACKEND_MODES, "plan")  # the modes that need the switch's THC service
+PS_MODES = {"thc-ps": "thc", "fix32-ps": "fix32"}  # through parameter servers (--servers) -> the codec's mode
 # JobSpec field -> the dest of the job option (spec.job.add_job_options) that sets it without --job FILE
 JOB_OPTIONS = {
     "bits": "bits",
@@ -75,14 +79,32 @@ JOB_OPTIONS = {
 FLAGS = {"error_feedback": "--error-feedback", "transform": "--no-transform"}  # job fields set by a bare flag
 FAILOVER_MODES = (*TABLE_MODES, "fix32")  # the modes that go on without a failed worker (--membership)
 GLOO_MODES = ("gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")  # thc.hooks.GLOO_MODES
-MODES = ("thc", "fix32", *GLOO_MODES, "terngrad-switch", *BACKEND_MODES, "plan")
+MODES = ("thc", "fix32", *GLOO_MODES, "terngrad-switch", *BACKEND_MODES, "plan", *PS_MODES)
 PROGRESS_PREFIX = "@thc "
 EXIT_SWITCH_TIMEOUT = 3
 
 
+def codec_mode(mode: str) -> str:
+    """The switch mode whose codec and hook a mode uses: a ps mode's, else the mode itself."""
+    return PS_MODES.get(mode, mode)
+
+
+def uses_job(mode: str) -> bool:
+    """Does the mode aggregate in a THC job (on the switch or on parameter servers)?"""
+    return mode in SWITCH_MODES or mode in PS_MODES
+
+
 def switch_aggregator(args, on_rejoin=lambda record: None):
     """The worker's SwitchAggregator on its interface, with the protocol options of the command line;
-    with ``--membership FILE`` it follows the runner's notices of a new membership after a failure."""
+    with ``--membership FILE`` it follows the runner's notices of a new membership after a failure. In a
+    ps mode a ShardedAggregator over the servers of ``--servers FILE`` (no failover there)."""
+    if args.mode in PS_MODES:
+        from host_agent.sharded import ShardedAggregator, load_servers
+
+        servers = load_servers(args.servers)
+        return ShardedAggregator.open(
+            args.iface, args.spec, args.rank, servers, args.src_ip, args.src_mac, **protocol_options(args)
+        )
     from host_agent.aggregator import SwitchAggregator
     from host_agent.membership import MembershipFile
 
@@ -94,14 +116,21 @@ def switch_aggregator(args, on_rejoin=lambda record: None):
         args.service_mac,
         args.src_ip,
         args.src_mac,
+        membership=MembershipFile(args.membership).poll if args.membership else None,
+        on_rejoin=on_rejoin,
+        **protocol_options(args),
+    )
+
+
+def protocol_options(args) -> dict:
+    """SwitchAggregator.open's protocol options from the command line."""
+    return dict(
         timeout=args.retransmit_timeout,
         max_timeout=args.max_retransmit_timeout,
         deadline=args.switch_timeout,
         min_timeout=args.min_retransmit_timeout,
         dupthresh=args.dupthresh,
         coalesce=args.coalesce,
-        membership=MembershipFile(args.membership).poll if args.membership else None,
-        on_rejoin=on_rejoin,
         straggler_timeout=None if args.straggler_timeout is None else args.straggler_timeout / 1000,
     )
 
@@ -143,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s = p.add_argument_group("switch (thc and fix32)")
     s.add_argument("--service-ip", help="the aggregating switch's THC service address")
+    s.add_argument(
+        "--servers",
+        type=Path,
+        metavar="FILE",
+        help="thc-ps and fix32-ps: the parameter servers, in shard order, with their service addresses and the "
+        "keys of the job on each (JSON, as thc-run writes it: host_agent/sharded.py); instead of --service-ip",
+    )
     s.add_argument(
         "--service-mac",
         help="MAC the service address resolves to: the switch's, or the next hop's (default: the kernel's "
@@ -383,9 +419,9 @@ def probe(args) -> dict:
         aggregator = switch_aggregator(args)
         barrier = lambda: aggregator.all_max(torch.zeros(1))  # a NORM round waits for every worker
     rounds = {"thc": _thc_round, "terngrad-switch": _thc_round, "fix32": _fix32_round, "gloo": _gloo_round}
-    if args.mode not in rounds:
-        raise ValueError(f"--probe aggregates with {', '.join(rounds)}, not {args.mode}")
-    one_round = rounds[args.mode]
+    if codec_mode(args.mode) not in rounds:
+        raise ValueError(f"--probe aggregates with {', '.join([*rounds, *PS_MODES])}, not {args.mode}")
+    one_round = rounds[codec_mode(args.mode)]
     codec = probe_codec(args)
     saved = {}
     try:
@@ -434,13 +470,13 @@ def probe_codec(args):
     import numpy as np
     import torch
 
-    if args.mode in TABLE_MODES:
+    if codec_mode(args.mode) in TABLE_MODES:
         from thc.compressor import THCCompressor
 
         # the job's codec without error feedback: a probe round depends on its own gradient only
         config = dataclasses.replace(args.spec.thc_config(), error_feedback=False)
         codec = THCCompressor(config, worker_id=args.rank)
-    elif args.mode == "fix32":
+    elif codec_mode(args.mode) == "fix32":
         from thc.baselines import FixedPoint32
 
         codec = FixedPoint32(args.world_size, worker_id=args.rank)
@@ -450,7 +486,7 @@ def probe_codec(args):
     prep = codec.prepare(warm, step=0)
     stats = prep.stats
     encoded = codec.encode(prep, stats)
-    if args.mode in TABLE_MODES:
+    if codec_mode(args.mode) in TABLE_MODES:
         sums = [codec.table.values[i].astype(np.int64) for i in encoded]
     else:
         sums = [np.asarray(e, np.int64) for e in encoded]
@@ -661,7 +697,7 @@ def make_hook(args, model, on_rejoin=lambda record: None):
     config = args.spec.thc_config()  # the codec the job was described with, on every worker
     if args.mode == "plan":
         return mixed.MixedHookState(plan, aggregator, config, workers=args.world_size), mixed.mixed_hook, aggregator
-    if args.mode in TABLE_MODES:
+    if codec_mode(args.mode) in TABLE_MODES:
         return ddp.THCHookState(config, aggregator), ddp.thc_hook, aggregator
     return ddp.FixedPointHookState(aggregator), ddp.fix32_hook, aggregator
 
@@ -759,7 +795,7 @@ def run(args) -> dict:
         "world_size": args.world_size,
         "workers_at_end": aggregator.n_workers if aggregator is not None else args.world_size,
         "config": config.to_dict(),
-        "job": args.spec.to_dict() if args.mode in SWITCH_MODES else None,
+        "job": args.spec.to_dict() if uses_job(args.mode) else None,
         "parameters": train.count_parameters(model.module),
         "parameter_sha256": train.parameter_digest(model.module),
         "setup_s": setup_seconds,
@@ -805,7 +841,7 @@ def resolve_identity(args) -> None:
     args.rank, args.world_size, args.init_method = who.rank, who.world_size, who.init_method
     if args.result is not None:
         args.result = Path(str(args.result).replace("{rank}", str(args.rank)))
-    if args.mode not in SWITCH_MODES:
+    if not uses_job(args.mode):
         return
     if args.iface is None:
         raise identity.IdentityError(f"--mode {args.mode} needs --iface: the interface on the way to the switch")
@@ -860,8 +896,12 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
-    missing = [o for o in ("service_ip", "service_mac", "src_ip", "src_mac") if getattr(args, o) is None]
-    if args.mode in SWITCH_MODES and missing:
+    if args.servers is not None and args.mode not in PS_MODES:
+        print(f"thc-worker: --servers is for --mode {' or '.join(PS_MODES)}, not {args.mode}", file=sys.stderr)
+        return 2
+    addresses = ("servers",) if args.mode in PS_MODES else ("service_ip", "service_mac")
+    missing = [o for o in (*addresses, "src_ip", "src_mac") if getattr(args, o) is None]
+    if uses_job(args.mode) and missing:
         print(
             f"thc-worker: --mode {args.mode} needs " + ", ".join("--" + m.replace("_", "-") for m in missing),
             file=sys.stderr,
@@ -870,6 +910,8 @@ def main(argv=None) -> int:
     print(f"thc-worker: {Path(__file__).resolve()}", flush=True)  # which checkout runs (logs)
     if args.mode in SWITCH_MODES:
         print(f"thc-worker: {args.spec.describe()}, key {args.spec.key:#x}", flush=True)
+    elif args.mode in PS_MODES:
+        print(f"thc-worker: {args.spec.describe()}, summed by the servers of {args.servers}", flush=True)
     try:
         result = probe(args) if args.probe else run(args)
     except KeyboardInterrupt:
@@ -877,8 +919,9 @@ def main(argv=None) -> int:
     except Exception as exc:  # one clear line for the runner, the traceback for the log
         traceback.print_exc()
         timeout = is_switch_timeout(exc)
+        where = f"the servers of {args.servers}" if args.mode in PS_MODES else f"the switch at {args.service_ip}"
         message = (
-            f"no answer from the switch at {args.service_ip} for {args.switch_timeout:g} s: is it up and "
+            f"no answer from {where} for {args.switch_timeout:g} s: is it up and "
             f"is job {args.spec.job_id} installed? ({exc})"
             if timeout
             else f"{type(exc).__name__}: {exc}"

@@ -48,26 +48,30 @@ class P4RuntimeSwitchNode(Switch):
 
     def wait_ready(self, timeout: float) -> None:
         """Return once gRPC answers on 127.0.0.1:grpc_port; raise naming the log otherwise."""
-        deadline = time.monotonic() + timeout
-        while True:
-            code = self.process.poll()
-            if code is not None:
-                raise SwitchStartError(
-                    f"switch {self.name} exited with code {code} during start-up; "
-                    f"see {self.launch.log_file}:\n{tail(self.launch.log_file)}"
-                )
-            if port_open("127.0.0.1", self.grpc_port):
-                return
-            if time.monotonic() > deadline:
-                raise SwitchStartError(
-                    f"switch {self.name} did not answer on gRPC 127.0.0.1:{self.grpc_port} within {timeout:.0f} s; "
-                    f"see {self.launch.log_file}:\n{tail(self.launch.log_file)}"
-                )
-            time.sleep(0.1)
+        address = f"gRPC 127.0.0.1:{self.grpc_port}"
+        answers = lambda: port_open("127.0.0.1", self.grpc_port)
+        wait_answering(self.process, answers, f"switch {self.name}", address, self.launch.log_file, timeout)
 
     def stop(self, deleteIntfs=True):
         stop_process(self.process, timeout=5)
         super().stop(deleteIntfs)
+
+
+def wait_answering(process, answers, who: str, where: str, log_file: Path, timeout: float) -> None:
+    """p4lang/tutorials' start check: return once `answers()` (the process's P4Runtime server accepts a
+    connection at `where`) while the process is alive; raise naming its log otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        code = process.poll()
+        if code is not None:
+            raise SwitchStartError(f"{who} exited with code {code} during start-up; see {log_file}:\n{tail(log_file)}")
+        if answers():
+            return
+        if time.monotonic() > deadline:
+            raise SwitchStartError(
+                f"{who} did not answer on {where} within {timeout:.0f} s; see {log_file}:\n{tail(log_file)}"
+            )
+        time.sleep(0.1)
 
 
 def port_open(host: str, port: int) -> bool:

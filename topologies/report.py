@@ -3,7 +3,8 @@
 Figures come from the workers' own records (host_agent/worker.py): test accuracy per epoch on rank 0,
 time per step, the time each DDP bucket's aggregation took, and the bytes the worker's interface actually
 sent and received during training (/proc/net/dev inside its namespace, so headers, retransmissions and
-gloo's TCP are all counted). Switch figures are counter deltas over the mode.
+gloo's TCP are all counted). Switch figures are counter deltas over the mode; the busiest link is counted
+at the switches' ends of every link (topologies/link_bytes.py), so a parameter server's link counts too.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from host_agent.worker import SWITCH_MODES  # the modes with retransmission figures
+from host_agent.worker import PS_MODES, SWITCH_MODES  # the modes with retransmission figures
 
 MODE_LABELS = {
     "thc": "THC via switch",
@@ -26,7 +27,20 @@ MODE_LABELS = {
     "terngrad": "TernGrad hook (gloo)",
     "thc-backend": "THC backend (DDP, no hook)",
     "fix32-backend": "FIX32 backend (DDP, no hook)",
+    "thc-ps": "THC via PS",
+    "fix32-ps": "FIX32 via PS",
 }
+
+
+def label(mode: str) -> str:
+    """A mode's name in tables and plots; a ps mode's with its placement: "THC via PS (colocated4)"."""
+    base, _, placement = mode.partition(":")
+    return MODE_LABELS.get(base, base) + (f" ({placement})" if placement else "")
+
+
+def via_job(mode: str) -> bool:
+    """A mode that aggregates in a THC job, whose workers count retransmissions (switch or servers)."""
+    return mode in SWITCH_MODES or mode.partition(":")[0] in PS_MODES
 
 
 @dataclass
@@ -57,6 +71,8 @@ class ModeSummary:
     steps_to_target: int | None = None  # the optimizer steps done by the evaluation that reached it
     failures: list = field(default_factory=list)  # workers that died and the recovery (topologies/failover.py)
     events_by_switch: dict = field(default_factory=dict)  # every switch: event -> packets (two levels: leaves too)
+    busiest_link: str = ""  # the link and direction that carried the most bytes, e.g. "p1-s1 from p1"
+    busiest_link_bytes_per_step: float | None = None  # its bytes per step (None: not counted)
 
 
 def summarize(
@@ -66,8 +82,10 @@ def summarize(
     switch_events: dict | None = None,
     failures: list | None = None,
     events_by_switch: dict | None = None,
+    busiest=None,
 ) -> ModeSummary:
-    """The mode's row from the workers' records (after a failure: the survivors')."""
+    """The mode's row from the workers' records (after a failure: the survivors'); `busiest`: the run's
+    link_bytes.Busiest, when counted."""
     rank0 = min(results, key=lambda r: r["rank"])
     steps = rank0["config"]["steps"]
     metric = rank0.get("metric", "accuracy")
@@ -110,6 +128,8 @@ def summarize(
         target=target,
         steps_to_target=None if hit is None else hit["step"],
         failures=list(failures or []),
+        busiest_link="" if busiest is None else f"{busiest.link} {busiest.direction}",
+        busiest_link_bytes_per_step=None if busiest is None else busiest.bytes_per_step,
     )
 
 
@@ -129,13 +149,14 @@ def table(rows: list[ModeSummary]) -> str:
         "coords/s",
         "sent B/step",
         "recv B/step",
+        "busiest link B/step",
         "retx timer/fast/probe",
     ]
     lines = []
     for r in rows:
         lines.append(
             [
-                MODE_LABELS.get(r.mode, r.mode) + (f" [{r.workers} left]" if r.failures else ""),
+                label(r.mode) + (f" [{r.workers} left]" if r.failures else ""),
                 f"{r.final_metric:.3f}" if bpc else f"{r.final_acc:.3f}",
                 "-" if r.time_to_target_s is None else f"{r.time_to_target_s:.1f} s",
                 f"{r.train_s:.1f}",
@@ -144,7 +165,8 @@ def table(rows: list[ModeSummary]) -> str:
                 f"{r.goodput_coords_s:,.0f}",
                 f"{r.sent_bytes_per_step:,.0f}",
                 f"{r.received_bytes_per_step:,.0f}",
-                retx_split(r) if r.mode in SWITCH_MODES else "-",
+                "-" if r.busiest_link_bytes_per_step is None else f"{r.busiest_link_bytes_per_step:,.0f}",
+                retx_split(r) if via_job(r.mode) else "-",
             ]
         )
     widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(header)]
@@ -165,7 +187,7 @@ def failure_lines(rows: list[ModeSummary]) -> list[str]:
                 else "not all survivors moved"
             )
             lines.append(
-                f"{MODE_LABELS.get(r.mode, r.mode)}: worker {f['host']} (rank {f['rank']}) {how} ({f['signal']}) "
+                f"{label(r.mode)}: worker {f['host']} (rank {f['rank']}) {how} ({f['signal']}) "
                 f"after step {f['step']}; survivors re-admitted as job {f['job_id']} (epoch {f['epoch']}, "
                 f"{f['workers']} workers) {f['readmitted_s']:.2f} s after it, {recovered}"
             )
@@ -182,13 +204,13 @@ def loss_lines(rows: list[ModeSummary], loss_pct: float | None, lossless: dict[s
     gap-timer probes (the tail of an operation)."""
     lines = []
     for r in rows:
-        if r.mode not in SWITCH_MODES:
+        if not via_job(r.mode):
             continue
         base = (lossless or {}).get(r.mode)
         versus = f" vs {base:.1f} ms lossless ({r.step_ms / base:.2f}x)" if base else ""
         per = r.retransmissions / r.requests if r.requests else 0.0
         lines.append(
-            f"{MODE_LABELS.get(r.mode, r.mode)} at {loss_pct or 0:g}% loss: step {r.step_ms:.1f} ms{versus}; "
+            f"{label(r.mode)} at {loss_pct or 0:g}% loss: step {r.step_ms:.1f} ms{versus}; "
             f"retransmissions {r.retransmissions} ({per:.1%} of {r.requests} requests): "
             f"timer {r.timer_retransmissions}, fast {r.fast_retransmissions}, probe {r.probe_retransmissions}"
             + (f"; {r.rejected_results} results rejected" if r.rejected_results else "")
@@ -197,14 +219,15 @@ def loss_lines(rows: list[ModeSummary], loss_pct: float | None, lossless: dict[s
 
 
 def speedups(rows: list[ModeSummary]) -> dict[str, dict]:
-    """mode -> {"speedup_vs_gloo", "speedup_vs_fix32"}: the other mode's time to target over this one's
-    (None when either mode did not run or did not reach the target); and {"bytes_allow_vs_gloo",
-    "bytes_allow_vs_fix32"}: the speed-up the bytes on the busiest direction of a link alone would allow."""
+    """mode -> {"speedup_vs_gloo", "speedup_vs_fix32", "speedup_vs_thc"}: the other mode's time to target
+    over this one's (None when either mode did not run or did not reach the target); and
+    {"bytes_allow_vs_gloo", ...}: the speed-up the bytes on the busiest direction of a worker's link alone
+    would allow."""
     by_mode = {r.mode: r for r in rows}
     out = {}
     for r in rows:
         out[r.mode] = {}
-        for base in ("gloo", "fix32"):
+        for base in ("gloo", "fix32", "thc"):
             other = by_mode.get(base)
             ok = other is not None and other.time_to_target_s is not None and r.time_to_target_s
             out[r.mode][f"speedup_vs_{base}"] = other.time_to_target_s / r.time_to_target_s if ok else None
@@ -213,8 +236,36 @@ def speedups(rows: list[ModeSummary]) -> dict[str, dict]:
 
 
 def verdict_lines(rows: list[ModeSummary]) -> list[str]:
-    """Under the table: how bandwidth-bound gloo was, and THC's time to target against FIX32's and gloo's
-    with the final metrics side by side."""
+    """Under the table: how bandwidth-bound gloo was, THC's time to target against FIX32's and gloo's with
+    the final metrics side by side, and in-network aggregation against each ps mode."""
+    return _thc_lines(rows) + ps_lines(rows)
+
+
+def ps_lines(rows: list[ModeSummary]) -> list[str]:
+    """One line per ps mode: its time to target against the same codec summed in the switch, and both
+    modes' busiest links per step (the bound a server's link sets)."""
+    by_mode = {r.mode: r for r in rows}
+    lines = []
+    for r in rows:
+        codec = PS_MODES.get(r.mode.partition(":")[0])
+        switch = by_mode.get(codec)
+        if codec is None:
+            continue
+        target = _target_text(r)
+        reached = f"reached {target} in {r.time_to_target_s:.1f} s" if r.time_to_target_s else f"missed {target}"
+        line = f"{label(r.mode)} {reached} (final {_metric_text(r)})"
+        if switch is not None and switch.time_to_target_s and r.time_to_target_s:
+            line += f"; {label(codec)} was {r.time_to_target_s / switch.time_to_target_s:.2f}x sooner"
+        if r.busiest_link_bytes_per_step and switch is not None and switch.busiest_link_bytes_per_step:
+            line += (
+                f"; busiest link {r.busiest_link_bytes_per_step:,.0f} B/step ({r.busiest_link}) against "
+                f"{switch.busiest_link_bytes_per_step:,.0f} ({switch.busiest_link})"
+            )
+        lines.append(line)
+    return lines
+
+
+def _thc_lines(rows: list[ModeSummary]) -> list[str]:
     by_mode = {r.mode: r for r in rows}
     lines = []
     gloo = by_mode.get("gloo")
@@ -300,13 +351,13 @@ def plot(path: Path, curves: dict[str, dict], title: str, rows: list[ModeSummary
         first = record["steps"][0]["loss"] if record["steps"] else None
         loss = [first] + [e["test_loss"] for e in record["epochs"]]
         acc = [0.1] + [e["test_acc"] for e in record["epochs"]]  # untrained: chance on 10 classes
-        label = MODE_LABELS.get(mode, mode)
+        name = label(mode)
         row = next((r for r in rows or () if r.mode == mode), None)
         if row is not None and row.metric == "accuracy":
             reached = "not reached" if row.time_to_target_s is None else f"{row.time_to_target_s:.1f} s"
-            label += f" ({reached} to {row.target_acc:.0%})"
-        ax_loss.plot(t, loss, marker=".", label=label)
-        (line,) = ax_acc.plot(t, acc, marker=".", label=label)
+            name += f" ({reached} to {row.target_acc:.0%})"
+        ax_loss.plot(t, loss, marker=".", label=name)
+        (line,) = ax_acc.plot(t, acc, marker=".", label=name)
         if row is not None and row.metric == "accuracy" and row.time_to_target_s is not None:
             at = next(e["test_acc"] for e in record["epochs"] if e["t"] == row.time_to_target_s)
             ax_acc.plot(

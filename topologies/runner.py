@@ -27,7 +27,7 @@ from pathlib import Path
 from controller.topology import MAX_WORKERS, Topology, TopologyError
 from controller.usage import OneLineParser, positive_number
 from host_agent import workloads
-from host_agent.worker import SWITCH_MODES
+from host_agent.worker import PS_MODES, SWITCH_MODES
 from spec import contract
 from spec.job import JobSpec, JobSpecError, add_job_options, spec_from_options
 from topologies import interrupts, link_rate, pcap_room, supervisor
@@ -40,7 +40,7 @@ SUPERVISOR_WAIT = 30.0  # seconds a dead run's supervisor gets to finish before 
 MODES = ("thc", "fix32", "gloo")  # the default --modes
 # thc-worker's, less plan
 ALL_MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad", "terngrad-switch")
-ALL_MODES += ("thc-backend", "fix32-backend")
+ALL_MODES += ("thc-backend", "fix32-backend", *PS_MODES)  # a ps mode may name its placement: thc-ps:colocated4
 
 
 class RunError(RuntimeError):
@@ -188,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP), thc-backend, "
         "fix32-backend (DDP without a hook on the switch's torch.distributed backend), and over gloo "
         "through DDP communication hooks: fp16, powersgd (torch's hooks), topk, qsgd, terngrad (thc's "
-        f"baselines) (default {','.join(MODES)})",
+        "baselines); thc-ps, fix32-ps (THC or FIX32 summed by parameter servers on hosts: the topology's "
+        "first placement of servers, or thc-ps:NAME for placement NAME, e.g. with topologies/star4_ps.json "
+        f"thc-ps:dedicated1, thc-ps:colocated4) (default {','.join(MODES)})",
     )
     tr.add_argument(
         "--model",
@@ -394,11 +396,29 @@ def check_pcap_room(args, topo: Topology, pcap_dir: Path, parameters: int, modes
 
 
 def parse_modes(text: str) -> list[str]:
+    from topologies.workers import split_mode
+
     modes = [m.strip() for m in text.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in ALL_MODES]
-    if unknown or not modes:
-        raise RunError(f"--modes {text!r}: choose from {', '.join(ALL_MODES)}")
+    unknown = [m for m in modes if split_mode(m)[0] not in ALL_MODES or (":" in m and split_mode(m)[0] not in PS_MODES)]
+    if unknown or not modes or len(set(modes)) != len(modes):
+        raise RunError(
+            f"--modes {text!r}: choose from {', '.join(ALL_MODES)}, each once (a ps mode may name the topology's "
+            "placement of servers: thc-ps:colocated4)"
+        )
     return modes
+
+
+def check_placements(modes: list[str], topo: Topology) -> None:
+    """Every ps mode's placement of servers must be in the topology (no placement named: its first)."""
+    from topologies.workers import split_mode
+
+    for mode in modes:
+        worker_mode, placement = split_mode(mode)
+        if worker_mode in PS_MODES:
+            try:
+                topo.placement(placement)
+            except KeyError as exc:
+                raise RunError(f"--modes {mode}: {exc.args[0]}") from None
 
 
 def check_model(name: str) -> str:
@@ -556,6 +576,7 @@ def run(args) -> int:
         if step >= args.steps:
             raise RunError(f"--kill {host}:{step}: the run has {args.steps} steps, so the kill would never happen")
     check_stragglers(args.straggler, topo)
+    check_placements(modes, topo)
     job = job_spec(args, topo)
     check_switch_exe(args.switch_exe)
     pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
@@ -624,6 +645,10 @@ def run(args) -> int:
             if mode in SWITCH_MODES:
                 where = ", ".join([topo.aggregation.switch] + [leaf.switch for leaf in topo.aggregation.leaves])
                 say(f"{mode}: {options.job_for(topo).describe()} on {where} (fresh epoch and key)")
+            elif options.worker_mode in PS_MODES:
+                servers = topo.placement(options.placement)
+                where = ", ".join(f"{s.host}" for s in servers)
+                say(f"{mode}: {options.job_for(topo).describe()} on {len(servers)} servers ({where}), each a share")
             progress = Progress(mode, args.steps, len(topo.workers))
             try:
                 results = bed.run_workers(
@@ -638,7 +663,9 @@ def run(args) -> int:
             events = bed.last_switch_events.get(topo.aggregation.switch, {})
             target_acc = args.target_acc if args.target_acc is not None else workloads.get(args.model).target
             summaries.append(
-                report.summarize(mode, results, target_acc, events, bed.last_failures, bed.last_switch_events)
+                report.summarize(
+                    mode, results, target_acc, events, bed.last_failures, bed.last_switch_events, bed.last_busiest
+                )
             )
             curves[mode] = min(results, key=lambda r: r["rank"])
             report.write_json(summary_path, summaries, run_info)  # each mode's results as soon as they exist

@@ -15,11 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from controller.topology import Topology
-from host_agent.worker import FAILOVER_MODES, SWITCH_MODES
+from host_agent.sharded import save_servers
+from host_agent.worker import FAILOVER_MODES, PS_MODES, SWITCH_MODES
+from topologies import link_bytes
 from topologies.control_plane import ControlPlane, counter_delta
 from topologies.failover import Failover, KillSwitch
 from topologies.ledger import Ledger
 from topologies.network import EmulatedNetwork
+from topologies.servers import ServerSet
 from topologies.workers import Worker, WorkerOptions, follow, load_results, start_workers, stop_workers
 
 
@@ -57,6 +60,7 @@ class Testbed:
         self.control: ControlPlane | None = None
         self.last_switch_events: dict = {}
         self.last_failures: list[dict] = []  # the last run's worker failures (topologies/failover.py)
+        self.last_busiest: link_bytes.Busiest | None = None  # the last run's busiest link, per step
 
     def __enter__(self) -> Testbed:
         try:
@@ -93,6 +97,17 @@ class Testbed:
         spec.save(path)
         return dataclasses.replace(options, job=spec, job_file=path)
 
+    def start_ps_job(self, options: WorkerOptions, servers: ServerSet) -> WorkerOptions:
+        """Install the job on every server of a ps mode (each its own epoch and key) and write what the
+        workers start from: the description (job.json) and the servers with their keys (servers.json)."""
+        spec = options.job_for(self.topo)
+        mode_dir = self.log_dir / options.mode
+        mode_dir.mkdir(parents=True, exist_ok=True)
+        job_file, servers_file = mode_dir / "job.json", mode_dir / "servers.json"
+        spec.save(job_file)
+        save_servers(servers_file, servers.add_job(spec))
+        return dataclasses.replace(options, job=spec, job_file=job_file, servers_file=servers_file)
+
     def end_job(self, options: WorkerOptions, job_ids: list[int] | None = None) -> None:
         """Remove the job (and the survivors' jobs after a failure) once its run is over, so its slots are
         free for the next run: with windows of 256 slots, four runs' jobs would fill the switch's 1024
@@ -118,7 +133,19 @@ class Testbed:
         left in ``last_switch_events``. In the modes that survive a worker failure (thc, fix32 training)
         a worker that dies is left behind and the others go on as a new job (topologies/failover.py);
         its record is in ``last_failures``. ``kill``: (host, step) pairs, SIGKILL to that worker once it
-        reports that step (an injected failure)."""
+        reports that step (an injected failure). A ps mode's servers (topologies/servers.py) run for the
+        mode only; the link that carried the most bytes per step (probes: per round) from the moment every
+        worker was ready is left in ``last_busiest``."""
+        run = dict(on_event=on_event, stall_timeout=stall_timeout, start_timeout=start_timeout, kill=kill)
+        if options.worker_mode not in PS_MODES:
+            return self._run(options, **run)
+        net = self.net
+        placement, level, backend = options.placement, net.switch_log_level, net.switch_backend
+        with ServerSet(net, self.topo, placement, self.ledger, self.log_dir, level, backend, self.say) as servers:
+            return self._run(self.start_ps_job(options, servers), servers=servers, **run)
+
+    def _run(self, options, on_event, stall_timeout, start_timeout, kill, servers: ServerSet | None = None) -> list:
+        """run_workers' run, with a ps mode's servers up."""
         failover = None
         self.last_failures = []
         killer = KillSwitch(kill)
@@ -130,17 +157,28 @@ class Testbed:
         if failover_mode:
             failover = Failover(self.control, self.topo, options.job, options.membership, say=self.say)
             failover.killed = killer.killed
+        self.last_busiest = None
         try:
-            before = self.control.stats()
+            before = self._stats(servers)
             workers = start_workers(self.net, self.topo, options, self.ledger, self.log_dir)
             if failover is not None:
                 failover.workers = workers
+            ready, links = set(), {}
 
             def events(w, e):
                 killer.on_event(w, e)
                 if failover is not None:
                     failover.on_event(w, e)
+                if e.get("event") == "start":
+                    ready.add(w.rank)
+                    if len(ready) == len(workers):
+                        links.update(link_bytes.snapshot(self.topo))
                 on_event(w, e)
+
+            def check():
+                self.net.check_switches()
+                if servers is not None:
+                    servers.check()
 
             try:
                 follow(
@@ -148,13 +186,16 @@ class Testbed:
                     events,
                     stall_timeout=stall_timeout,
                     start_timeout=start_timeout,
-                    check=self.net.check_switches,
+                    check=check,
                     on_death=failover.on_death if failover is not None else None,
                 )
             except Exception:
                 stop_workers(workers, self.ledger)  # the others would only wait for the failed one
                 raise
-            self.last_switch_events = counter_delta(self.control.stats(), before)
+            if links:  # per training step, or per probe round
+                steps = options.probe_rounds or options.steps
+                self.last_busiest = link_bytes.busiest(links, link_bytes.snapshot(self.topo), steps)
+            self.last_switch_events = counter_delta(self._stats(servers), before)
             if failover is not None:
                 self.last_failures = [f.record() for f in failover.failures]
         finally:
@@ -165,6 +206,10 @@ class Testbed:
 
             return [np.load(w.result_path) for w in workers]
         return load_results(workers)
+
+    def _stats(self, servers: ServerSet | None) -> dict:
+        """Event counters of every switch, and of a ps mode's servers: {name: {event: packets}}."""
+        return self.control.stats() | (servers.stats() if servers is not None else {})
 
     def set_loss(self, loss_percent: float) -> None:
         self.net.set_loss(loss_percent)

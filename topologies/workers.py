@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.topology import Topology
-from host_agent.worker import EXIT_SWITCH_TIMEOUT, SWITCH_MODES, mode_job
+from host_agent.worker import EXIT_SWITCH_TIMEOUT, PS_MODES, SWITCH_MODES, mode_job
 from spec.job import JobSpec
 from topologies import interrupts
 from topologies.ledger import Ledger
@@ -31,6 +31,13 @@ MASTER_PORT = 29500
 
 class WorkerFailed(RuntimeError):
     pass
+
+
+def split_mode(mode: str) -> tuple[str, str | None]:
+    """thc-run's mode -> thc-worker's mode and a ps mode's placement: "thc-ps:colocated4" -> ("thc-ps",
+    "colocated4"); "thc-ps" -> ("thc-ps", None), the topology's first placement."""
+    worker_mode, _, placement = mode.partition(":")
+    return worker_mode, placement or None
 
 
 @dataclass
@@ -44,6 +51,7 @@ class WorkerOptions:
     seed: int = 0
     job: JobSpec | None = None  # the switch modes' job (None: the default description for the topology)
     job_file: Path | None = None  # where the job's description, key included, is written for the workers
+    servers_file: Path | None = None  # a ps mode's servers and their keys (host_agent/sharded.py), for the workers
     switch_timeout: float = 30.0
     coalesce: float = 0.5  # thc-worker --coalesce
     master_port: int = MASTER_PORT
@@ -55,6 +63,16 @@ class WorkerOptions:
     membership: Path | None = None  # thc-worker --membership: notices after a worker failure (failover.py)
     straggler_timeout_ms: float | None = None  # thc-worker --straggler-timeout (None: wait for every worker)
     stragglers: dict[str, float] = field(default_factory=dict)  # host -> ms slept per step (thc-worker --step-delay)
+
+    @property
+    def worker_mode(self) -> str:
+        """thc-worker's --mode (a ps mode without its placement)."""
+        return split_mode(self.mode)[0]
+
+    @property
+    def placement(self) -> str | None:
+        """A ps mode's placement of servers (None: the topology's first)."""
+        return split_mode(self.mode)[1]
 
     def job_for(self, topo: Topology) -> JobSpec:
         """The job's description for `topo`'s workers (n follows the topology), as the mode runs it
@@ -90,7 +108,7 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
     argv = [str(exe)] if exe.exists() else [sys.executable, "-m", "host_agent.worker"]
     argv += [
         "--mode",
-        options.mode,
+        options.worker_mode,
         "--rank",
         str(rank),
         "--world-size",
@@ -128,11 +146,11 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
         if options.stragglers.get(host):
             argv += ["--step-delay", str(options.stragglers[host])]
     if options.mode in SWITCH_MODES:
+        argv += ["--service-ip", str(service_ip), "--service-mac", service_mac]
+    elif options.worker_mode in PS_MODES:
+        argv += ["--servers", str(options.servers_file)]
+    if options.mode in SWITCH_MODES or options.worker_mode in PS_MODES:
         argv += [
-            "--service-ip",
-            str(service_ip),
-            "--service-mac",
-            service_mac,
             "--src-ip",
             h.address,
             "--src-mac",
