@@ -1,17 +1,20 @@
 """Time to target per model and mode at several link rates: where THC's compression starts to pay.
 
     sudo .venv/bin/python bench/bench_tta.py [--models cnn-digits,mlp2-digits] [--modes thc,fix32,gloo]
-                                             [--bw 50,20,10] [--steps 200] [--workers 4]
+                                             [--bw 50,20,10] [--steps 200] [--workers 4] [--topo FILE]
+    sudo .venv/bin/python bench/bench_tta.py --models cnn-digits --bw 16 \
+        --modes thc,thc-ps:dedicated1,thc-ps:colocated4,fix32,gloo       # parameter servers: star4_ps.json
 
 For every model the star topology is brought up once; at every link rate of --bw (set on the running
 links) each mode trains the model from the same initialisation for --steps steps (thc-worker on every
 host, as `thc-run` runs them), and the time to the model's target is taken from rank 0's evaluations.
 
 Printed per model: for every rate and mode the time to target, the steps it took, the final metric, the
-time per step and beside it the link-bytes bound of a step (the busiest worker link's busiest direction
-at the link rate), and THC's speed-ups over gloo and FIX32. Written: bench/out/bench_tta.json and
-bench/out/bench_tta.png (THC's time-to-target speed-up over gloo and over FIX32 against link rate, one
-panel per model: the crossover). Figures only, no assertion: they depend on the machine and its load.
+time per step and beside it the link-bytes bound of a step (the busiest link's busiest direction at the
+link rate: a worker's link, or a parameter server's), the bytes on that link per step, and THC's
+speed-ups over every other mode. Written: bench/out/bench_tta.json and bench/out/bench_tta.png (THC's
+time-to-target speed-up over the other modes against link rate, one panel per model: the crossover).
+Figures only, no assertion: they depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from controller.topology import Topology  # noqa: E402
 from host_agent import workloads  # noqa: E402
+from host_agent.worker import PS_MODES  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
 from topologies import report  # noqa: E402
 
@@ -48,6 +52,12 @@ def parse_args(argv=None):
     p.add_argument("--bw", default="50,20,10", help="link rates in Mbit/s, comma-separated (default 50,20,10)")
     p.add_argument("--steps", type=int, default=200, help="training steps per mode (default 200)")
     p.add_argument("--workers", type=int, default=4, help="workers in the star (default 4)")
+    p.add_argument(
+        "--topo",
+        type=Path,
+        default=None,
+        help="a star topology file (default topologies/star4.json, or star4_ps.json when a mode is a ps mode)",
+    )
     p.add_argument(
         "--backend",
         choices=("auto", "native", "python"),
@@ -70,8 +80,16 @@ def parse_args(argv=None):
     except workloads.UnknownModel as exc:
         p.error(str(exc))
     args.modes = [m for m in args.modes.split(",") if m]
-    if unknown := [m for m in args.modes if m not in report.MODE_LABELS]:
+    if unknown := [m for m in args.modes if m.partition(":")[0] not in report.MODE_LABELS]:
         p.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(report.MODE_LABELS)}")
+    ps = [m for m in args.modes if m.partition(":")[0] in PS_MODES]
+    args.topo = args.topo or REPO / "topologies" / ("star4_ps.json" if ps else "star4.json")
+    topo = Topology.load(args.topo)
+    for mode in ps:
+        try:
+            topo.placement(mode.partition(":")[2] or None)
+        except KeyError as exc:
+            p.error(f"--modes {mode}: {exc.args[0]}")
     try:
         args.rates = sorted({float(b) for b in args.bw.split(",") if b}, reverse=True)
     except ValueError:
@@ -82,9 +100,10 @@ def parse_args(argv=None):
 
 
 def step_bound_ms(row: report.ModeSummary, bw_mbit: float) -> float:
-    """The link-bytes bound of one step: the busier direction of a worker's link at the link rate (the
-    mean worker; links are full duplex)."""
-    return max(row.sent_bytes_per_step, row.received_bytes_per_step) * 8 / (bw_mbit * 1e3)
+    """The link-bytes bound of one step: the busiest direction of any link at the link rate (links are full
+    duplex; a parameter server's link is counted too), else of the mean worker's link."""
+    busiest = row.busiest_link_bytes_per_step or max(row.sent_bytes_per_step, row.received_bytes_per_step)
+    return busiest * 8 / (bw_mbit * 1e3)
 
 
 def record(model: str, bw: float, row: report.ModeSummary) -> dict:
@@ -99,19 +118,22 @@ def record(model: str, bw: float, row: report.ModeSummary) -> dict:
         "final_metric": row.final_metric,
         "step_ms": row.step_ms,
         "step_bound_ms": step_bound_ms(row, bw),
+        "busiest_link": row.busiest_link,
+        "busiest_link_bytes_per_step": row.busiest_link_bytes_per_step,
+        "load_average": os.getloadavg(),  # 1, 5 and 15 minutes, when the mode ended
         "summary": asdict(row),
     }
 
 
 def speedups(records: list[dict]) -> dict[tuple[str, float], dict]:
-    """(model, rate) -> THC's time-to-target speed-up over gloo and over FIX32 (None where one of the two
-    did not reach the target)."""
+    """(model, rate) -> THC's time-to-target speed-up over every other mode that ran (None where one of the
+    two did not reach the target)."""
     out = {}
     for model, bw in dict.fromkeys((r["model"], r["bw_mbit"]) for r in records):
         tta = {r["mode"]: r["time_to_target_s"] for r in records if (r["model"], r["bw_mbit"]) == (model, bw)}
         thc = tta.get("thc")
         out[(model, bw)] = {
-            f"thc_vs_{base}": (tta[base] / thc if thc and tta.get(base) else None) for base in ("gloo", "fix32")
+            f"thc_vs_{base}": (tta[base] / thc if thc and tta.get(base) else None) for base in tta if base != "thc"
         }
     return out
 
@@ -123,17 +145,22 @@ def print_model(model: str, records: list[dict], faster: dict) -> None:
     first = rows[0]
     target = f"{first['target']:g} bits/char" if first["metric"] == "bpc" else f"{first['target']:.0%}"
     print(f"\n{model}: time to {target} (rank 0's evaluations); step ms beside its link-bytes bound")
-    print(f"{'Mbit/s':>6s}  {'mode':22s} {'to target':>10s} {'steps':>6s} {'final':>7s} {'step ms':>8s} {'bound':>7s}")
+    print(
+        f"{'Mbit/s':>6s}  {'mode':28s} {'to target':>10s} {'steps':>6s} {'final':>7s} {'step ms':>8s} "
+        f"{'bound':>7s}  busiest link B/step"
+    )
     for r in rows:
         tta = "-" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.1f} s"
         steps = "-" if r["steps_to_target"] is None else str(r["steps_to_target"])
+        busiest = r.get("busiest_link_bytes_per_step")
+        link = "-" if busiest is None else f"{busiest:,.0f} ({r['busiest_link']})"
         print(
-            f"{r['bw_mbit']:6g}  {report.MODE_LABELS[r['mode']]:22s} {tta:>10s} {steps:>6s} "
-            f"{r['final_metric']:7.3f} {r['step_ms']:8.1f} {r['step_bound_ms']:7.1f}"
+            f"{r['bw_mbit']:6g}  {report.label(r['mode']):28s} {tta:>10s} {steps:>6s} "
+            f"{r['final_metric']:7.3f} {r['step_ms']:8.1f} {r['step_bound_ms']:7.1f}  {link}"
         )
     for (m, bw), s in faster.items():
         if m == model:
-            parts = [f"{v:.2f}x over {k[7:]}" for k, v in s.items() if v is not None]
+            parts = [f"{v:.2f}x over {report.label(k[7:])}" for k, v in s.items() if v is not None]
             print(f"  THC at {bw:g} Mbit/s: " + (", ".join(parts) if parts else "no speed-up to report"))
 
 
@@ -146,10 +173,11 @@ def plot(path: Path, models: list[str], faster: dict) -> None:
     fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False)
     for ax, model in zip(axes[0], models):
         rates = sorted(bw for m, bw in faster if m == model)
-        for key, label in (("thc_vs_gloo", "THC over gloo all-reduce"), ("thc_vs_fix32", "THC over FIX32 via switch")):
-            points = [(bw, faster[(model, bw)][key]) for bw in rates if faster[(model, bw)][key] is not None]
+        keys = dict.fromkeys(key for bw in rates for key in faster[(model, bw)])
+        for key in keys:
+            points = [(bw, faster[(model, bw)][key]) for bw in rates if faster[(model, bw)].get(key) is not None]
             if points:
-                ax.plot(*zip(*points), marker="o", label=label)
+                ax.plot(*zip(*points), marker="o", label=f"THC via switch over {report.label(key[7:])}")
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set(xscale="log", xlabel="link rate (Mbit/s)", ylabel="time-to-target speed-up (x)", title=model)
         ax.set_xticks(rates, [f"{r:g}" for r in rates])  # the measured rates, not powers of ten
@@ -191,7 +219,7 @@ def main(argv=None) -> int:
     from topologies.workers import WorkerOptions
 
     setLogLevel("critical")
-    topo = Topology.load(REPO / "topologies" / "star4.json").with_workers(args.workers)
+    topo = Topology.load(args.topo).with_workers(args.workers)
     topo = topo.with_link_params(bw=args.rates[0])
     args.out.mkdir(parents=True, exist_ok=True)
     say = lambda message: print(f"bench_tta: {message}", flush=True)
@@ -220,7 +248,7 @@ def main(argv=None) -> int:
                         )
                     finally:
                         progress.close()
-                    row = report.summarize(mode, results, workloads.get(model).target)
+                    row = report.summarize(mode, results, workloads.get(model).target, busiest=bed.last_busiest)
                     records.append(record(model, bw, row))
                     tta = "not reached" if row.time_to_target_s is None else f"{row.time_to_target_s:.1f} s"
                     say(f"  {mode}: time to target {tta}, step {row.step_ms:.1f} ms")
@@ -228,6 +256,7 @@ def main(argv=None) -> int:
     faster = speedups(records)
     report_all(records, args.models, args.out)
     document = {
+        "topology": str(args.topo),
         "workers": args.workers,
         "steps": args.steps,
         "rates_mbit": args.rates,
