@@ -5,6 +5,7 @@ equal thc's reference aggregation exactly."""
 import pytest
 
 from controller.topology import Topology
+from spec.job import JobSpec
 from tests.support.e2e import (
     REPO,
     assert_fix32_probes_exact,
@@ -29,11 +30,25 @@ def test_bmv2_aggregates_exactly(tmp_path):
     bed = open_testbed(topo, tmp_path, target="bmv2")
     with bed:
         thc = bed.run_workers(
-            WorkerOptions(mode="thc", steps=0, job_id=1, probe_rounds=2, probe_size=PROBE_SIZE, switch_timeout=20),
+            WorkerOptions(
+                mode="thc",
+                steps=0,
+                job=JobSpec(job_id=1, workers=4),
+                probe_rounds=2,
+                probe_size=PROBE_SIZE,
+                switch_timeout=20,
+            ),  # fmt: skip
             stall_timeout=90,
         )
         fix32 = bed.run_workers(
-            WorkerOptions(mode="fix32", steps=0, job_id=2, probe_rounds=1, probe_size=PROBE_SIZE, switch_timeout=20),
+            WorkerOptions(
+                mode="fix32",
+                steps=0,
+                job=JobSpec(job_id=2, workers=4),
+                probe_rounds=1,
+                probe_size=PROBE_SIZE,
+                switch_timeout=20,
+            ),  # fmt: skip
             stall_timeout=90,
         )
     assert_nothing_left(bed.ledger)

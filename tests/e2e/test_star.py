@@ -8,6 +8,7 @@ the job again, which gives it a fresh epoch, as a new training run would.
 import pytest
 
 from controller.topology import Topology
+from spec.job import JobSpec
 from tests.support.e2e import (
     REPO,
     assert_fix32_probes_exact,
@@ -20,7 +21,11 @@ from topologies.workers import WorkerFailed, WorkerOptions, follow, start_worker
 
 pytestmark = mininet_marks()
 
-PROBE_SIZE = 3000  # chunks of 2048 and 952 -> 1024 coordinates: 32 + 16 THC requests, 2 norms
+PROBE_SIZE = 3000  # chunks of 2048 and 952 -> 1024 coordinates: 2 + 1 THC requests (one cell each), 2 norms
+
+
+def job(job_id: int) -> JobSpec:
+    return JobSpec(job_id=job_id, workers=4)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +39,9 @@ def star(tmp_path_factory):
 
 def probe(bed, rounds: int, job_id: int, mode: str = "thc"):
     return bed.run_workers(
-        WorkerOptions(mode=mode, steps=0, job_id=job_id, probe_rounds=rounds, probe_size=PROBE_SIZE, switch_timeout=20),
+        WorkerOptions(
+            mode=mode, steps=0, job=job(job_id), probe_rounds=rounds, probe_size=PROBE_SIZE, switch_timeout=20
+        ),
         stall_timeout=60,
     )
 
@@ -43,9 +50,9 @@ def test_one_round_is_exact(star):
     probes = probe(star, rounds=1, job_id=1)
     assert_thc_probes_exact(probes, 1, PROBE_SIZE)
     events = star.last_switch_events["s1"]
-    # 4 workers x (barrier norm + 2 chunk norms + 48 THC requests); one multicast result per request slot
-    assert events["CONSUMED"] + events["COMPLETED"] == 4 * 51
-    assert events["COMPLETED"] == 51
+    # 4 workers x (barrier norm + 2 chunk norms + 3 THC requests, one cell each); one multicast result per slot
+    assert events["CONSUMED"] + events["COMPLETED"] == 4 * 6
+    assert events["COMPLETED"] == 6
 
 
 def test_fix32_round_is_exact(star):
@@ -66,7 +73,7 @@ def test_rounds_are_exact_under_loss(star, loss):
 
 
 def test_short_training_reaches_85_percent(star):
-    records = star.run_workers(WorkerOptions(mode="thc", steps=66, job_id=3, switch_timeout=20))
+    records = star.run_workers(WorkerOptions(mode="thc", steps=66, job=job(3), switch_timeout=20))
     rank0 = min(records, key=lambda r: r["rank"])
     assert rank0["final_test_acc"] >= 0.85, rank0["epochs"]
     # data parallel: every worker ends with the same model, hence the same test accuracy
@@ -75,7 +82,11 @@ def test_short_training_reaches_85_percent(star):
 
 def test_a_worker_whose_switch_never_answers_times_out_clearly(star):
     # job 9 was never installed: the switch drops every request (UNKNOWN_JOB) and no result comes back
-    options = WorkerOptions(mode="thc", steps=0, job_id=9, probe_rounds=1, probe_size=64, switch_timeout=3)
+    described = star.log_dir / "unanswered-job.json"
+    job(9).save(described)
+    options = WorkerOptions(
+        mode="thc", steps=0, job=job(9), job_file=described, probe_rounds=1, probe_size=64, switch_timeout=3
+    )
     workers = start_workers(star.net, star.topo, options, star.ledger, star.log_dir / "unanswered")
     with pytest.raises(WorkerFailed, match=r"no answer from the switch at 10\.0\.0\.254 for 3 s"):
         follow(workers, lambda w, e: None, stall_timeout=60, start_timeout=120)
