@@ -25,7 +25,7 @@ from emulator.native.cexpr import Consts
 from emulator.native.cparser import CParser
 from emulator.native.cprimitives import CPrimitives
 from emulator.native.csource import RESUME, CSource, cname, identifiers, name_slots, resume_lines
-from emulator.native.ctarget import emit_prelude, emit_state_and_api, phv_slots
+from emulator.native.ctarget import emit_prelude, emit_state_and_api, phv_slots, register_banks
 
 METER_MAX_RATES = 4  # meters.h
 MAX_WIDTH = 64
@@ -52,7 +52,8 @@ class CGen:
         self.tables = list(prog.tables)  # table names, by index in the C table array
         self.table_index = {n: i for i, n in enumerate(self.tables)}
         self.registers = list(prog.registers)
-        self.register_macros = identifiers(((n, n) for n in self.registers), "REG_")
+        self.register_macros = identifiers(((n, n) for n in self.registers), "REG_")  # REG_x(i): cell i
+        self.register_banks = register_banks(prog.registers)
         self.counters = list(prog.counters)
         self.meters = list(prog.meters)  # indirect and direct meter arrays, by index in C
         self.profiles = list(prog.action_profiles)  # action profiles, by index in C

@@ -200,7 +200,7 @@ class CPrimitives:
         reg, cells = self._register(params[1], path, prim)
         i = src.tmp("i")
         in_range = _open_index(src, i, ex.data(params[2]), reg.size)
-        cell = cvalues.narrow(f"{cells}[(size_t){i}]", reg.bitwidth)
+        cell = cvalues.narrow(f"{cells}({i})", reg.bitwidth)
         src.emit(f"  if ({in_range}) " + store(dst, width, signed, cell))
         src.emit("  else sw->stats[ST_OUT_OF_BOUNDS]++; }")
 
@@ -211,7 +211,7 @@ class CPrimitives:
         value = ring(v)
         if not (exact64(v) and v.bits <= reg.bitwidth or reg.bitwidth == 64):
             value = f"({value} & {u64_lit(reg.mask)})"
-        src.emit(f"  if ({in_range}) {cells}[(size_t){i}] = {value};")
+        src.emit(f"  if ({in_range}) {cells}({i}) = {value};")
         src.emit("  else sw->stats[ST_OUT_OF_BOUNDS]++; }")
 
     def _p_count(self, src, ex, params, path, prim):
@@ -244,7 +244,7 @@ class CPrimitives:
         src.emit(f"  else sw->stats[ST_OUT_OF_BOUNDS]++; }} /* meter {name} */")
 
     def _register(self, j, path, prim) -> tuple:
-        """(RegisterArray, the C name of its cells) of a register reference."""
+        """(RegisterArray, the C macro of its cells: REG_x(i)) of a register reference."""
         name = j.get("value") if isinstance(j, dict) else None
         if name not in self.gen.prog.registers:
             raise malformed(f"unknown register {name!r}", path, prim)

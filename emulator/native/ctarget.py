@@ -50,6 +50,7 @@ def emit_prelude(gen, h) -> None:
     h.emit()
     h.emit(f"#define NTABLES {len(gen.tables)}")
     h.emit(f"#define NREGS {len(gen.registers)}")
+    h.emit(f"#define NBANKS {len(gen.register_banks)} /* registers by size (register banks) */")
     h.emit(f"#define NCTRS {len(gen.counters)}")
     h.emit(f"#define NVSETS {len(gen.vset_views)}")
     h.emit(f"#define NCRCS {len(gen.custom_crcs)}")
@@ -70,14 +71,42 @@ def emit_prelude(gen, h) -> None:
         h.emit("}")
     h.emit("}")
     h.emit()
-    for i, name in enumerate(gen.registers):
-        r = prog.registers[name]
-        h.emit(f"#define {gen.register_macros[name]} sw->regs[{i}] /* register {name}[{r.size}], {r.bitwidth} bits */")
-    reg_sizes = ", ".join(str(prog.registers[n].size) for n in gen.registers) or "0"
+    _register_banks(gen, h)
     ctr_sizes = ", ".join(str(prog.counters[n].size) for n in gen.counters) or "0"
-    h.emit(f"static const uint32_t reg_size[] = {{{reg_sizes}}};")
     h.emit(f"static const uint32_t ctr_size[] = {{{ctr_sizes}}};")
     h.emit()
+
+
+def register_banks(registers) -> list:
+    """[(size, [register names])]: the registers of one size share a bank, in the program's order."""
+    banks = {}
+    for name, reg in registers.items():
+        banks.setdefault(reg.size, []).append(name)
+    return list(banks.items())
+
+
+def _register_banks(gen, h) -> None:
+    """A bank holds the registers of one size cell-major: row i is cell i of each of them, so the cells a
+    packet reads at one index (THC: a slot's 128 words and its state) share cache lines, not one line
+    in each of 133 arrays. REG_x(i) is cell i of register x; reg_bank, reg_column and bank_width map a
+    register for the control plane (driver.h reg_cell)."""
+    prog = gen.prog
+    column, bank_of = {}, {}
+    for b, (size, names) in enumerate(gen.register_banks):
+        h.emit(f"/* bank {b}: {len(names)} registers of {size} cells, a row of {len(names)} per cell */")
+        for k, name in enumerate(names):
+            bank_of[name], column[name] = b, k
+            r = prog.registers[name]
+            cell = f"sw->banks[{b}][(size_t)(i) * {len(names)} + {k}]"
+            h.emit(f"#define {gen.register_macros[name]}(i) {cell} /* register {name}[{r.size}], {r.bitwidth} bits */")
+    listed = {
+        "reg_size": [prog.registers[n].size for n in gen.registers],
+        "reg_bank": [bank_of[n] for n in gen.registers],
+        "reg_column": [column[n] for n in gen.registers],
+        "bank_width": [len(names) for _, names in gen.register_banks],
+    }
+    for array, values in listed.items():
+        h.emit(f"static const uint32_t {array}[] = {{{', '.join(map(str, values)) or '0'}}};")
 
 
 def _struct_sw(gen, h) -> None:
@@ -87,7 +116,7 @@ def _struct_sw(gen, h) -> None:
         h.emit("uint64_t stats[NSTATS];")
         h.emit("uint64_t start_ns, rng;")
         h.emit("table_t tables[NTABLES > 0 ? NTABLES : 1];")
-        h.emit("uint64_t *regs[NREGS > 0 ? NREGS : 1];")
+        h.emit("uint64_t *banks[NBANKS > 0 ? NBANKS : 1]; /* the registers (ctarget: register banks) */")
         h.emit("uint64_t *ctr_pk[NCTRS > 0 ? NCTRS : 1], *ctr_by[NCTRS > 0 ? NCTRS : 1];")
         h.emit("mc_group_t *mc[MC_GROUPS];")
         h.emit("vset_t vsets[NVSETS > 0 ? NVSETS : 1]; /* one per select case on a value set */")
@@ -201,8 +230,8 @@ def _tables_init(gen, t) -> None:
             t.emit(f"  pr->grp_mbrs = calloc({2 * cap}, sizeof(uint32_t *));")
             t.emit("  if (!pr->mbr_action || !pr->mbr_params || !pr->grp_n || !pr->grp_mbrs)")
             t.emit("    pr->mcap = pr->gcap = 0; /* out of memory: the control plane's pushes fail */ }")
-        for i, name in enumerate(gen.registers):
-            t.emit(f"sw->regs[{i}] = calloc({prog.registers[name].size} + 1, sizeof(uint64_t));")
+        for b, (size, names) in enumerate(gen.register_banks):
+            t.emit(f"sw->banks[{b}] = calloc((size_t){size} * {len(names)} + 1, sizeof(uint64_t));")
         for i, name in enumerate(gen.counters):
             size = prog.counters[name].size
             t.emit(f"sw->ctr_pk[{i}] = calloc({size} + 1, sizeof(uint64_t));")

@@ -318,7 +318,7 @@ static void tbl_free(table_t *t) {
 void sw_destroy(sw_t *sw) {
     if (!sw) return;
     for (int i = 0; i < NTABLES; i++) tbl_free(&sw->tables[i]);
-    for (int i = 0; i < NREGS; i++) free(sw->regs[i]);
+    for (int b = 0; b < NBANKS; b++) free(sw->banks[b]);
     for (int i = 0; i < NCTRS; i++) { free(sw->ctr_pk[i]); free(sw->ctr_by[i]); }
     free(sw->digests.ids);
     free(sw->digests.vals);
@@ -580,11 +580,16 @@ void sw_tbl_counter_reset(sw_t *sw, uint32_t ti) {
 }
 
 /* ------------------------------------------------------------------ registers and counters */
+/* Cell idx of register r, in its bank (ctarget: register banks). */
+static uint64_t *reg_cell(sw_t *sw, uint32_t r, uint32_t idx) {
+    return &sw->banks[reg_bank[r]][(size_t)idx * bank_width[reg_bank[r]] + reg_column[r]];
+}
+
 int sw_reg(sw_t *sw, uint32_t r, uint32_t idx, uint64_t *v, int write) {
     if (r >= NREGS || idx >= reg_size[r]) return -1;
     sw_lock(sw);
-    if (write) sw->regs[r][idx] = *v;
-    else *v = sw->regs[r][idx];
+    if (write) *reg_cell(sw, r, idx) = *v;
+    else *v = *reg_cell(sw, r, idx);
     sw_unlock(sw);
     return 0;
 }
@@ -593,8 +598,10 @@ int sw_reg(sw_t *sw, uint32_t r, uint32_t idx, uint64_t *v, int write) {
 int sw_reg_all(sw_t *sw, uint32_t r, uint64_t *v, int write) {
     if (r >= NREGS) return -1;
     sw_lock(sw);
-    if (write) memcpy(sw->regs[r], v, sizeof(uint64_t) * reg_size[r]);
-    else memcpy(v, sw->regs[r], sizeof(uint64_t) * reg_size[r]);
+    for (uint32_t i = 0; i < reg_size[r]; i++) {
+        if (write) *reg_cell(sw, r, i) = v[i];
+        else v[i] = *reg_cell(sw, r, i);
+    }
     sw_unlock(sw);
     return 0;
 }
