@@ -147,3 +147,36 @@ def test_contributors_per_coordinate_when_one_server_released_slots():
     assert join_counts(sizes, plan, {0: 3, 1: 3}) == 3
     counts = join_counts(sizes, plan, {0: 3, 1: [np.array([2, 3]), np.array([3, 2])]})
     assert [c.tolist() for c in counts] == [[3, 3, 2, 3], [3, 3, 3, 3, 3, 2]]
+
+
+def test_a_shards_socket_takes_only_its_own_servers_results(veth):
+    """On a real interface each shard's kernel filter passes the results of its own server only."""
+    import socket
+    from types import SimpleNamespace
+
+    from host_agent import wire
+    from host_agent.sharded import accept_only_from
+    from host_agent.transport import RawSocketTransport
+
+    a, b = veth
+    me = wire.Endpoint("02:00:00:00:01:01", "10.0.0.1")
+    servers = [wire.Endpoint("02:00:00:00:02:01", "10.0.0.201"), wire.Endpoint("02:00:00:00:02:02", "10.0.0.202")]
+    results = [
+        wire.FrameBuilder(server, me).frame(wire.OP_THC, wire.KIND_RESULT, 1, 0, 0, 0, payload=bytes(1024), count=2)
+        for server in servers
+    ]
+    peer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    peer.bind((b, 0))
+    with RawSocketTransport(a) as mine, RawSocketTransport(a) as everyone:
+        accept_only_from(SimpleNamespace(protocol=SimpleNamespace(transport=mine)), servers[0].ip)
+        for frame in results:
+            peer.send(frame)
+        got, seen = [], []
+        deadline = time.monotonic() + 5
+        while len(seen) < 2 and time.monotonic() < deadline:
+            got += mine.recv(0.1)
+            seen += everyone.recv(0.1)
+        got += mine.recv(0.2)
+    peer.close()
+    assert seen == results  # the unfiltered socket gets both: they did arrive
+    assert got == results[:1]
