@@ -3,6 +3,7 @@ maxima and contributor counts are bit for bit those of one switch, and a model t
 parameters. Each server is an engine on a loopback wire of its own, serving the same job, as a ps mode's
 servers each hold the job on their own host."""
 
+import threading
 import time
 
 import numpy as np
@@ -34,20 +35,21 @@ def engine_for(kind: str, job: SimJob):
     return sw
 
 
-def per_worker(kind: str, n: int, servers: int, job_id: int = 3) -> list[list[SwitchAggregator]]:
-    """Per worker its SwitchAggregators, one per server (each server an engine serving the job)."""
+def per_worker(kind: str, n: int, servers: int, job_id: int = 3, **options) -> list[list[SwitchAggregator]]:
+    """Per worker its SwitchAggregators, one per server (each server an engine serving the job); `options`:
+    WorkerProtocol's (e.g. straggler_timeout)."""
     job = SimJob.plan(thc_spec(CONFIG, job_id, n, window=64, slots=64))
     out = [[] for _ in range(n)]
     for _ in range(servers):
-        _, protocols = attach_workers(engine_for(kind, job), job, **TIMERS)
+        _, protocols = attach_workers(engine_for(kind, job), job, **TIMERS, **options)
         for w, protocol in enumerate(protocols):
             out[w].append(SwitchAggregator(protocol))
     return out
 
 
-def sharded(kind: str, n: int, servers: int) -> list[ShardedAggregator]:
+def sharded(kind: str, n: int, servers: int, **options) -> list[ShardedAggregator]:
     cell = SimJob.plan(thc_spec(CONFIG, 3, n)).spec.fix32_per_request
-    return [ShardedAggregator(shards, cell) for shards in per_worker(kind, n, servers)]
+    return [ShardedAggregator(shards, cell) for shards in per_worker(kind, n, servers, **options)]
 
 
 def single(kind: str, n: int) -> list[SwitchAggregator]:
@@ -122,6 +124,36 @@ def test_a_model_trains_to_the_same_parameters_through_shards(mode):
     for rank in range(2):
         assert torch.equal(alone[rank]["params"], spread[rank]["params"]), rank
     assert alone[0]["after"] < alone[0]["before"]
+
+
+@pytest.mark.parametrize("kind", ["fake", "p4"])
+def test_partial_aggregation_releases_on_every_server(kind):
+    """A worker that sends nothing until the others are done: each server releases its slots with the two
+    that came, every worker (the straggler too, answered as LATE) gets their sums, and the norms' maximum
+    is a partial one."""
+    n, sizes = 3, [2048, 1024, 2048]
+    aggregators = sharded(kind, n, 2, straggler_timeout=0.02)
+    indices = worker_indices(n, sizes, seed=11)
+    norms = [torch.tensor([1.0, 2.0, 3.0]) * (w + 1) for w in range(n)]
+    table = CONFIG.make_table()
+    others_done = threading.Barrier(n)
+
+    def one(w):
+        if w == n - 1:
+            others_done.wait()  # the straggler starts once the others have their results
+        maxima = aggregators[w].all_max(norms[w])
+        partial = aggregators[w].last_max_partial
+        sums, contributors = aggregators[w].all_sum_table_values(indices[w], table)
+        if w < n - 1:
+            others_done.wait()
+        return maxima, partial, sums, contributors
+
+    out = in_threads(n, one, timeout=120)
+    expected = [sum(table.values[idx[j]].astype(np.int64) for idx in indices[:2]) for j in range(len(sizes))]
+    for maxima, partial, sums, contributors in out:
+        assert torch.equal(maxima, norms[1]) and partial
+        assert contributors == 2
+        assert [s.astype(np.int64).tolist() for s in sums] == [e.tolist() for e in expected]
 
 
 def test_plans_cover_every_coordinate_once():
