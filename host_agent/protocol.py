@@ -15,7 +15,7 @@ This module is the orchestration; each mechanism has its own:
 | module | what it decides |
 |---|---|
 | operation.py | an aggregation call's requests (prebuilt frames), per-request state and assembled results |
-| window.py | the schedule (slot, round of request q) and which requests it lets go |
+| window.py | the schedule (slot, round of request q), which requests it lets go, the congestion window |
 | timers.py | round-trip estimates, retransmission timers, the tail probe |
 | loss.py | which requests the results of later ones show lost (fast and early retransmission) |
 | receive.py | how a batch of received frames is sorted and stored; receive coalescing |
@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 _NEVER = np.iinfo(np.int64).max
+TIMER, FAST, PROBE = "timer_retransmissions", "fast_retransmissions", "probe_retransmissions"
 
 
 class AggregationTimeout(TimeoutError):
@@ -119,6 +120,10 @@ class WorkerProtocol:
     spec.fix32_per_request int32 values per FIX32 request. Requests are numbered from `first_request` (0
     for a freshly added job).
 
+    A congestion window (window.py) holds back how many of the requests the schedule lets go are in flight:
+    the job's window at first, halved when a timeout says the switch cannot take that much, growing back
+    with every result.
+
     Loss recovery, all counted in `stats()`:
 
     - fast retransmission (`dupthresh` results of later requests, 0: off) and early retransmission
@@ -128,11 +133,12 @@ class WorkerProtocol:
       `adaptive` follows the measured round trips and their variation (RFC 6298: srtt + 4·rttvar, never
       below `min_timeout`, at most `max_timeout`; Karn's rule; × `backoff` per expiry). When it expires
       before the operation's first result (a late worker looks the same), the request waiting longest is
-      sent again; after it, everything in flight. A retransmission is lost too if nothing answers it within
-      the RTO while other results come. The tail probe resends the oldest request (the whole tail once no
-      result still to come can show it lost) when nothing has come for the PTO, the measured spacing of
-      results, while no more than `dupthresh` requests are in flight. `deadline` s after its first
-      transmission without a result, AggregationTimeout is raised.
+      sent again; after it, also everything else in flight, as the halved window lets it. A
+      retransmission is lost too if nothing answers it within the RTO while other results come. The tail
+      probe resends the oldest request (the whole tail, as the window lets it, once no result still to
+      come can show it lost) when nothing has come for the PTO, the measured spacing of results, while no
+      more than `dupthresh` requests are in flight. `deadline` s after its first transmission without a
+      result, AggregationTimeout is raised.
 
     Partial aggregation (`straggler_timeout`, None: off; p4/README.md, "Partial aggregation"): a request
     still unanswered `straggler_timeout` s after its first transmission sends a RELEASE for its slot, and
@@ -431,22 +437,30 @@ class WorkerProtocol:
     # ---- sending ---------------------------------------------------------------------------------
 
     def _send_ready(self) -> bool:
+        """Send what the window lets go: requests presumed lost again, then new ones. Whether any went."""
         op = self._op
         if op is None or not self.schedule:
             return False
-        idx = self.schedule.take()
-        if self._early is not None:
-            idx = idx[~op.done[idx]]  # answered early (a released slot's result came first)
-        if idx.size:
-            now = self.clock()
-            op.first_sent[idx] = now
-            if self.straggler_timeout is not None:
-                op.release_at[idx] = now + self.straggler_timeout
-            self._transmit(op, idx, now)
-            self.timers.sent(now)
-            self.counters.requests += len(idx)
+        ready = self.schedule.take(op)
+        now = self.clock()
+        for idx, why in ready:
+            if why is None:
+                op.first_sent[idx] = now
+                if self.straggler_timeout is not None:
+                    op.release_at[idx] = now + self.straggler_timeout
+                self._transmit(op, idx, now)
+                self.timers.sent(now)
+                self.counters.requests += len(idx)
+            else:
+                self._retransmit(op, idx[np.argsort(op.seq[idx], kind="stable")], now, why)
         self._flush()
-        return True
+        return bool(ready)
+
+    def _retransmit(self, op: Operation, idx: np.ndarray, now: float, why: str) -> None:
+        """Send requests idx again now, counted in `why` (one of WorkerStats' *_retransmissions)."""
+        self._transmit(op, idx, now)
+        self.counters.retransmissions += len(idx)
+        setattr(self.counters, why, getattr(self.counters, why) + len(idx))
 
     def _transmit(self, op: Operation, idx: np.ndarray, now: float) -> None:
         """Book transmissions of requests `idx` (distinct, in this order) and queue their frames; _flush()
@@ -506,36 +520,47 @@ class WorkerProtocol:
                     raise self._timeout_error(op, oldest, now)
         fired = False
         if timers.expired(now):
-            # Before the operation's first result the silence may be a late worker: send the request
-            # waiting longest, as TCP sends its oldest segment. After it every worker is in the operation,
-            # and a silence as long as the RTO says that what is in flight is lost: send it all again.
-            lost = (np.flatnonzero(flying) + lo) if op.answered else self._oldest(op, flying, lo)
-            if lost.size:
-                self._transmit(op, lost[np.argsort(op.seq[lost], kind="stable")], now)
-                self.counters.retransmissions += len(lost)
-                self.counters.timer_retransmissions += len(lost)
+            # The request waiting longest goes again, as TCP sends its oldest segment on a timeout. Before
+            # the operation's first result the silence may be a late worker; after it every worker is in
+            # the operation, and a silence as long as the RTO says that what is in flight is lost, and that
+            # the switch or the path cannot take that much: the window closes, and the rest goes again as
+            # results come back.
+            oldest = self._oldest(op, flying, lo)
+            if oldest.size:
+                if op.answered:
+                    self.schedule.cut()
+                    self.schedule.presume_lost(op, self._by_age(op, np.flatnonzero(flying) + lo)[1:], TIMER)
+                self._retransmit(op, oldest, now, TIMER)
             timers.restart(now)
             fired = True
         for resent_op, lost in timers.lost_resends(now):
-            self._transmit(resent_op, lost, now)
-            self.counters.retransmissions += len(lost)
-            self.counters.timer_retransmissions += len(lost)
+            self._retransmit(resent_op, lost, now, TIMER)
             fired = True
         if self.straggler_timeout is not None:
             fired |= self._release_due(op, now)
         if timers.probe_due(now):
             timers.probed(now)
             flying, lo = op.in_flight()
-            if flying.any():
+            oldest = self._oldest(op, flying, lo)
+            if oldest.size:
                 # The oldest: its result, fast retransmission or the next probe find the rest. Once no
-                # result still to come can show any of them lost, all: they are the last of the flow.
-                lost = (np.flatnonzero(flying) + lo) if loss.starved(op) else self._oldest(op, flying, lo)
-                self._transmit(op, lost[np.argsort(op.seq[lost], kind="stable")], now)
-                self.counters.retransmissions += len(lost)
-                self.counters.probe_retransmissions += len(lost)
+                # result still to come can show any of them lost, all: they are the last of the flow, and
+                # go as the window lets them. More of them lost together than one fast retransmission
+                # needs to see is a burst: a queue overflowed, and the window halves.
+                if loss.starved(op):
+                    tail = self._by_age(op, np.flatnonzero(flying) + lo)
+                    if len(tail) > self.timers.tail:
+                        self.schedule.cut()
+                    self.schedule.presume_lost(op, tail[1:], PROBE)
+                self._retransmit(op, oldest, now, PROBE)
                 fired = True
         self._flush()
         return fired
+
+    @staticmethod
+    def _by_age(op: Operation, idx: np.ndarray) -> np.ndarray:
+        """Requests idx, the oldest latest transmission first."""
+        return idx[np.argsort(op.seq[idx], kind="stable")]
 
     @staticmethod
     def _oldest(op: Operation, flying: np.ndarray, lo: int) -> np.ndarray:
@@ -548,9 +573,7 @@ class WorkerProtocol:
         """The result of request j is in: send again at once what it shows lost (loss.py)."""
         lost = loss.lost_before(op, j, self.dupthresh, self.early_retransmit)
         if lost.size:
-            self._transmit(op, lost, now)
-            self.counters.retransmissions += len(lost)
-            self.counters.fast_retransmissions += len(lost)
+            self._retransmit(op, lost, now, FAST)
 
     # ---- taking results in -----------------------------------------------------------------------
 
@@ -594,6 +617,7 @@ class WorkerProtocol:
                 self._batch = False
         op.in_flight_count -= int(np.count_nonzero(op.attempts[i]))
         self._round_trips(op, i[clean], now)
+        self.schedule.grow(k)
         if not op.answered:
             op.first_result = now
         op.answered += k
@@ -617,6 +641,7 @@ class WorkerProtocol:
         if op.attempts[i]:
             op.in_flight_count -= 1
         self._round_trips(op, np.array([i] if clean else [], np.int64), now)
+        self.schedule.grow(1)
         if not op.answered:
             op.first_result = now
         op.answered += 1
@@ -692,6 +717,9 @@ class WorkerProtocol:
             srtt=timers.rtt.mean,
             rttvar=timers.rtt.var,
             rto_backoffs=timers.backoffs,
+            window_limit=self.schedule.limit,
+            ssthresh=self.schedule.ssthresh,
+            window_cuts=self.schedule.cuts,
             pto=timers.pto,
             gap=timers.gap.mean,
             min_rto=self.min_timeout,
