@@ -296,3 +296,31 @@ def test_exact_under_loss_duplication_and_reordering(new_engine):
     events = event_counts(engine)
     slot_uses = 31 + 1 + 12 + 21
     assert events["COMPLETED"] == slot_uses and events["CONSUMED"] == 3 * slot_uses
+
+
+def test_a_lost_request_costs_its_own_retransmission_not_the_window(new_engine):
+    """FIX32, 40 requests through a window of 8 (five uses of every slot): worker 1's request 19 (slot 3,
+    round 2) is lost once. Each worker sends it again once, at once (fast retransmission: nobody's timer
+    or probe fires); the congestion window stays the job's; the other slots go on meanwhile, so the
+    operation takes at most one round trip (srtt) longer than without the loss."""
+    rng = np.random.default_rng(7)
+    values = [[rng.integers(-(2**31), 2**31, size=F * 40, dtype=np.int64).astype(np.int32)] for _ in range(4)]
+    want = np.sum([v[0] for v in values], axis=0, dtype=np.int32)
+    durations, srtts = [], []
+    for drop in (None, {(1, 3, 2): 1}):
+        workers, engine, _, _, clock = timed_cluster(new_engine, window=8, drop_up=drop)
+        warm = [[rng.integers(0, 16, size=K * 8, dtype=np.uint8)] for _ in range(4)]
+        run_sum(workers, warm)  # round 0: the round trip is measured
+        start = clock()
+        ops = [w.start_sum_fix32(v) for w, v in zip(workers, values)]
+        drive(workers)
+        durations.append(clock() - start)
+        srtts.append(workers[1].stats()["srtt"])
+        for op in ops:
+            np.testing.assert_array_equal(op.result()[0][0], want)
+    assert durations[1] - durations[0] <= srtts[1], (durations, srtts)
+    for w in workers:
+        assert counts(w, *KINDS) == (0, 1, 0)
+        assert w.stats()["window_limit"] == 8 and w.stats()["window_cuts"] == 0
+    events = event_counts(engine)
+    assert events["DROP_DUPLICATE"] + events["RETX_ANSWERED"] == 3  # the three copies that were not lost

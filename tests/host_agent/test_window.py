@@ -1,8 +1,11 @@
 """The congestion window (issue 31 item 2): requests in flight follow the switch, within the schedule. On
 the timed loopback wire and the virtual clock: assertions are on counters, window sizes and virtual times."""
 
+import math
+
 import numpy as np
 
+from spec.job import JobSpec
 from tests.host_agent.test_protocol import K, event_counts
 from tests.host_agent.test_retransmission import timed_cluster
 from tests.host_agent.test_timers import Pausing, exact_sum
@@ -72,3 +75,14 @@ def test_a_small_window_holds_requests_back_within_the_schedule(new_engine):
     w.pump()
     assert w.stats()["requests"] - sent == limit
     assert op.first_transmissions == limit and op.in_flight_count == limit
+
+
+def test_the_default_window_holds_a_fix32_step_of_the_default_model():
+    """A FIX32 step of `make run`'s model (cnn-digits, one DDP bucket, one chunk per MiB) fits the default
+    description's window: its requests all go at once, and a loss holds back no refill of the window."""
+    from host_agent import workloads
+
+    spec = JobSpec(job_id=1, workers=4)
+    model = workloads.get("cnn-digits").build(0)
+    params = sum(p.numel() for p in model.parameters())
+    assert math.ceil(params / spec.fix32_per_request) <= spec.window
