@@ -34,6 +34,7 @@ from topologies import interrupts, link_rate, pcap_room, supervisor
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOPO = "topologies/star4.json"
+PS_TOPO = "topologies/star4_ps.json"  # the default when a mode is a ps mode: star4 with server placements
 STATE_FILE = "run-state.json"
 SUPERVISOR_LOG = "supervisor.log"
 SUPERVISOR_WAIT = 30.0  # seconds a dead run's supervisor gets to finish before --stop does it
@@ -121,9 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     net = p.add_argument_group("network")
     net.add_argument(
         "--topo",
-        default=DEFAULT_TOPO,
+        default=None,
         metavar="FILE",
-        help=f"topology JSON (default {DEFAULT_TOPO}; format: controller/topology.py)",
+        help=f"topology JSON (default {DEFAULT_TOPO}, or {PS_TOPO} when a mode is a ps mode; format: "
+        "controller/topology.py)",
     )
     net.add_argument(
         "--target",
@@ -356,7 +358,8 @@ def _let_supervisor_finish(ledger, log_dir: Path) -> bool:
 
 
 def load_topology(args) -> Topology:
-    path = Path(args.topo)
+    ps = any(m.partition(":")[0] in PS_MODES for m in args.modes.split(","))
+    path = Path(args.topo or (PS_TOPO if ps else DEFAULT_TOPO))
     if not path.exists() and not path.is_absolute() and (REPO / path).exists():
         path = REPO / path  # the shipped topologies also work from another directory
     topo = Topology.load(path)

@@ -49,6 +49,11 @@ def test_ps_modes_with_their_placements_get_as_far_as_the_root_check(as_user, ca
     assert "needs root" in capsys.readouterr().err
 
 
+def test_without_a_topology_a_ps_mode_runs_on_star4_ps(as_user, capsys):
+    assert runner.main(["--modes", "thc,thc-ps,fix32,gloo", "--log-dir", str(as_user / "logs"), "--no-pcap"]) == 1
+    assert "needs root" in capsys.readouterr().err  # star4.json would have no servers to run thc-ps on
+
+
 def test_a_ps_worker_is_started_with_its_servers_not_a_service_address(tmp_path):
     topo = Topology.load(STAR_PS)
     options = WorkerOptions(
