@@ -2,7 +2,10 @@
 results cross s1 as ordinary IPv4 (forwarded, never aggregated there), and every worker still gets the
 exact THC aggregate."""
 
+import math
+
 from controller.topology import Topology
+from spec.job import JobSpec
 from tests.support.e2e import REPO, assert_nothing_left, assert_thc_probes_exact, mininet_marks, open_testbed
 from topologies.workers import WorkerOptions
 
@@ -23,7 +26,9 @@ def test_two_tier_aggregates_exactly(tmp_path):
         events = bed.last_switch_events
     assert_nothing_left(bed.ledger)
     assert_thc_probes_exact(probes, 2, PROBE_SIZE)
-    requests = 4 * (1 + 2 * (1 + 32))  # workers x (barrier + rounds x (norm + 2048/64 THC requests))
+    # workers x (barrier + rounds x (norm + one THC request per cell)); 2000 coordinates fit one chunk
+    per_round = 1 + math.ceil(PROBE_SIZE / JobSpec(job_id=1, workers=4).coords_per_request)
+    requests = 4 * (1 + 2 * per_round)
     assert events["s2"]["CONSUMED"] + events["s2"]["COMPLETED"] == requests
     assert events["s1"]["CONSUMED"] + events["s1"]["COMPLETED"] == 0
     # s1 forwards h1's and h2's requests up and the results for them down
