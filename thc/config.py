@@ -4,50 +4,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from .errors import ConfigError
+from .limits import (
+    MAX_BITS,
+    QUANTIZERS,
+    TABLE_KINDS,
+    TERNGRAD,
+    check_bits,
+    check_granularity,
+    parse_probability,
+    terngrad_conflict,
+)
+from .tables import Table, make_table
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .tables import Table
-
-__all__ = ["THCConfig", "parse_probability", "TABLE_KINDS", "QUANTIZERS", "TERNGRAD", "MAX_BITS"]
-
-TABLE_KINDS = ("optimal", "uniform")
-QUANTIZERS = ("thc", "terngrad")
-MAX_BITS = 8
-# TernGrad as a table codec: its three levels {-s, 0, s} are the uniform 2-bit table at g = 2, (0, 1, 1, 2)
-# (both middle indices stand for 0), and its scale is the largest |x| itself, with no transform before it
-TERNGRAD = {"bits": 2, "granularity": 2, "table": "uniform", "transform": False}
-
-
-def parse_probability(value: str | float | Fraction) -> float:
-    """Read a probability written as a float or a fraction ("1/32"); it must lie strictly in (0, 1)."""
-    try:
-        p = float(Fraction(value.strip())) if isinstance(value, str) else float(value)
-    except (ValueError, ZeroDivisionError, TypeError) as exc:
-        raise ConfigError(f"clip probability {value!r} is not a number or a fraction like 1/32") from exc
-    if not (math.isfinite(p) and 0.0 < p < 1.0):
-        raise ConfigError(f"clip probability p={value!r} must lie strictly between 0 and 1")
-    return p
-
-
-def check_bits(bits: object) -> int:
-    if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= MAX_BITS:
-        raise ConfigError(f"bits={bits!r} out of range: THC supports 1 to {MAX_BITS} bits per coordinate")
-    return bits
-
-
-def check_granularity(granularity: object) -> int:
-    if isinstance(granularity, bool) or not isinstance(granularity, int) or not 1 <= granularity <= 65535:
-        raise ConfigError(f"granularity g={granularity!r} out of range: it must be an integer from 1 to 65535")
-    return granularity
-
-
-def terngrad_conflict(described: object) -> str | None:
-    """The first field TERNGRAD fixes that a terngrad config or job description has otherwise."""
-    return next((name for name, want in TERNGRAD.items() if getattr(described, name) != want), None)
+__all__ = [
+    "THCConfig",
+    "parse_probability",
+    "check_bits",
+    "check_granularity",
+    "terngrad_conflict",
+    "TABLE_KINDS",
+    "QUANTIZERS",
+    "TERNGRAD",
+    "MAX_BITS",
+]
 
 
 @dataclass(frozen=True)
@@ -86,8 +67,6 @@ class THCConfig:
             if self.table not in TABLE_KINDS:
                 raise ConfigError(f"table kind {self.table!r} unknown: use one of {', '.join(TABLE_KINDS)}")
         else:
-            from .tables import Table
-
             if not isinstance(self.table, Table):
                 raise ConfigError(f"table must be 'optimal', 'uniform' or a Table, not {type(self.table).__name__}")
             if (self.table.bits, self.table.granularity) != (self.bits, self.granularity) or not math.isclose(
@@ -115,8 +94,6 @@ class THCConfig:
 
     def make_table(self) -> Table:
         """The lookup table this config names (computed once per process, then cached)."""
-        from .tables import Table, make_table
-
         if isinstance(self.table, Table):
             return self.table
         return make_table(self.bits, self.granularity, self.clip, kind=self.table)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import check_bits
 from .errors import AggregationError
+from .limits import check_bits
 
 __all__ = ["pack_indices", "unpack_indices", "packed_size"]
 

@@ -20,10 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import norm
 
-from .config import TABLE_KINDS, check_bits, check_granularity, parse_probability
 from .errors import ConfigError, TableError
+from .limits import TABLE_KINDS, check_bits, check_granularity, parse_probability
 
 __all__ = [
     "Table",
@@ -36,13 +35,23 @@ __all__ = [
     "clipping_error",
 ]
 
+
+@functools.cache
+def _normal():
+    """scipy's standard normal, imported on first use: scipy.stats takes most of a second to import, and a
+    process that only reads a job's config (the controller, a worker's argv check) never needs it."""
+    from scipy.stats import norm
+
+    return norm
+
+
 # The exact DP touches (g+1)^2 * 2**(b-1) cells; beyond this it is slow enough to be a mistake.
 _MAX_DP_CELLS = 2_000_000_000
 
 
 def clip_threshold(clip: float) -> float:
     """T = Phi^-1(1 - p/2): a standard normal falls outside [-T, T] with probability p."""
-    return float(norm.isf(parse_probability(clip) / 2.0))
+    return float(_normal().isf(parse_probability(clip) / 2.0))
 
 
 def segment_cost(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -53,8 +62,8 @@ def segment_cost(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
-    m0 = norm.cdf(hi) - norm.cdf(lo)
-    pl, ph = norm.pdf(lo), norm.pdf(hi)
+    m0 = _normal().cdf(hi) - _normal().cdf(lo)
+    pl, ph = _normal().pdf(lo), _normal().pdf(hi)
     m1 = pl - ph
     m2 = m0 + lo * pl - hi * ph
     cost = -m2 + (lo + hi) * m1 - lo * hi * m0
@@ -193,7 +202,7 @@ def clipping_error(clip: float) -> float:
     """E[(z - clamp(z, -T, T))^2] for z ~ N(0,1): 2 ((1 + T^2) Q(T) - T phi(T))."""
     p = parse_probability(clip)
     t = clip_threshold(p)
-    return float(2.0 * ((1.0 + t * t) * (p / 2.0) - t * norm.pdf(t)))
+    return float(2.0 * ((1.0 + t * t) * (p / 2.0) - t * _normal().pdf(t)))
 
 
 @functools.lru_cache(maxsize=256)
