@@ -13,7 +13,7 @@ Targets: `thc-switch` on the fixture IPv4 program (tests/fixtures/p4/build), `pa
 port loop with an engine that forwards without parsing: the ceiling the I/O allows), and `bmv2`
 (`simple_switch_grpc` where thc-run looks for it: /opt/p4/bin, /usr/local/bin or PATH) on the same
 program, and `native` (the C port loop, emulator/native/portloop.c, with the stub switch of
-tests/support/native_stub.c doing the same MAC rewrite: the ceiling of the native backend's I/O; needs
+emulator/native/stub_switch.c doing the same MAC rewrite: the ceiling of the native backend's I/O; needs
 gcc; `native-recvmmsg` is the same without the TPACKET_V2 receive ring). Logging is off for all of them.
 """
 
@@ -58,7 +58,7 @@ loop.close()
 NATIVE = """
 import os, signal, sys
 from emulator.native.portloop import NativePortLoop
-from tests.support.native_stub import StubSwitch, load_stub_library
+from emulator.native.stub_switch import StubSwitch, load_stub_library
 
 lib = load_stub_library()
 switch = StubSwitch(lib)

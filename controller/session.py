@@ -28,8 +28,8 @@ from spec import contract
 from spec.job import JobSpec
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_P4INFO = REPO / "p4" / "build" / "thc.p4info.txtpb"
-DEFAULT_BMV2_JSON = REPO / "p4" / "build" / "thc.json"
+DEFAULT_P4INFO = contract.PROGRAM_P4INFO
+DEFAULT_BMV2_JSON = contract.PROGRAM_JSON
 
 Update = p4runtime_pb2.Update
 

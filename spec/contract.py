@@ -10,6 +10,7 @@ first missing or different object instead of failing later with an opaque P4Runt
 
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 
 from p4.config.v1 import p4info_pb2
 
@@ -56,6 +57,11 @@ WORD_BYTES = 8
 WORDS = 128  # the default build: 1 KiB cells, the largest whose result frame fits a 1500-byte MTU
 WORDS_VARIANTS = (32, 64, 128)  # p4/build/variants/thc_words{32,64}.json and the default build
 MTU = 1500  # the links' MTU the default build is sized for
+
+# p4c's outputs for p4/thc.p4, committed (make p4 rebuilds them)
+BUILD_DIR = Path(__file__).resolve().parents[1] / "p4" / "build"
+PROGRAM_JSON = BUILD_DIR / "thc.json"
+PROGRAM_P4INFO = BUILD_DIR / "thc.p4info.txtpb"
 
 
 def lanes_per_word(lane_bits: int) -> int:

@@ -18,9 +18,9 @@ import pytest
 
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
 from spec import contract
+from spec import frames as tp
 from spec.job import JobSpec
 from tests.support import paths
-from tests.support import thc_packets as tp
 from tests.support.thc_ctl import cli, star4
 
 REPO = paths.REPO

@@ -11,12 +11,12 @@ import pytest
 from controller import two_level
 from controller.errors import BadInput
 from controller.topology import Topology
+from spec import frames as tp
 from spec.job import JobSpec
-from tests.support import thc_packets as tp
-from tests.support.leaf_spine import walk, worker_request
-from tests.support.paths import REPO
-from tests.support.targets import THC_JSON, SoftwareTarget
+from tests.support.paths import REPO, THC_JSON
 from thc.aggregate import reference_aggregate
+from topologies.inprocess.leaf_spine import walk, worker_request
+from topologies.inprocess.switches import SoftwareTarget
 
 TOPOLOGY = REPO / "topologies" / "leaf_spine8.json"
 

@@ -12,8 +12,7 @@ import pytest
 
 from emulator.switch import CLONE_DIGEST_STAT_KEYS, STAT_KEYS, SoftwareSwitch
 from tests.support.frames import guided_frames, mutate, random_entries, random_value_sets
-from tests.support.paths import FIXTURE_BUILD
-from tests.support.targets import THC_JSON
+from tests.support.paths import FIXTURE_BUILD, THC_JSON
 
 # fixtures whose constructs only the Python backend runs (varbit fields): the native refusal is
 # tested in test_engine_v1model_constructs instead
@@ -158,7 +157,7 @@ def test_native_thc_job_matches_python_through_real_requests():
     """A real THC job (routes, job and its table, multicast) and worker requests of every op and kind,
     mutated."""
     from tests.p4 import test_thc_pipeline as pipe
-    from tests.support.targets import SoftwareTarget
+    from topologies.inprocess.switches import SoftwareTarget
 
     rng = random.Random(7)
     targets = [SoftwareTarget("python"), SoftwareTarget("native")]

@@ -19,8 +19,8 @@ import pytest
 
 from emulator.native.build import NativeBuildError, build_shared
 from emulator.native.portloop import NativePortLoop
+from emulator.native.stub_switch import StubSwitch, load_stub_library, stub_library_path
 from emulator.ports import InterfaceError
-from tests.support.native_stub import StubSwitch, load_stub_library, stub_library_path
 from tests.support.veths import VethLab, make_frame, needs_netns, read_pcap, receive_marked
 
 CPU_PORT = 64
@@ -268,7 +268,7 @@ def test_stop_from_a_signal_handler_ends_run_on_the_main_thread(lib, switch):
         """
         import os, signal, threading
         from emulator.native.portloop import NativePortLoop
-        from tests.support.native_stub import StubSwitch, load_stub_library
+        from emulator.native.stub_switch import StubSwitch, load_stub_library
         lib = load_stub_library()
         loop = NativePortLoop(lib, StubSwitch(lib).handle, {})
         signal.signal(signal.SIGTERM, lambda *a: loop.stop())

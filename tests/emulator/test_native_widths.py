@@ -194,7 +194,7 @@ def test_the_edge_cases_take_the_64_bit_path():
 
 def test_thc_lookup_computes_in_64_bits():
     """The widened THC lookup (1,024 selections by a run-time shift): no 128-bit arithmetic, no v_shr."""
-    from tests.support.targets import THC_JSON
+    from tests.support.paths import THC_JSON
 
     sw = SoftwareSwitch.from_json(json.loads(THC_JSON.read_text()), backend="native")
     body = _body(sw.generated_c, "act_ThcIngress_index_lookup_lookup8")

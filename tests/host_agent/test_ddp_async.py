@@ -2,7 +2,7 @@
 thread completes when the switch's results are in, and training with it gives bit-identical parameters to
 the blocking hook (thc_blocking_hook, fix32_blocking_hook) after N steps with the same seed: 2 DDP workers
 in threads with several buckets each, through the fake switch on the loopback wire
-(tests/support/cluster.py)."""
+(topologies/inprocess/ddp_cluster.py)."""
 
 import threading
 
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from tests.support import cluster
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import ddp
 from thc.config import THCConfig
 from thc.errors import AggregationError
+from topologies.inprocess import ddp_cluster as cluster
 
 
 class LocalAggregator:

@@ -121,8 +121,8 @@ def test_training_with_a_straggler_keeps_every_rank_identical():
     """Four DDP workers through the fake switch with partial aggregation on, one of them sleeping 30 ms
     per step: the others release its slots, it takes the released results (mostly before it would send),
     and every rank, the straggler included, ends with the same parameters, having trained."""
-    from tests.support.cluster import jobs_aggregators, thc_spec, train_ddp
     from thc.config import THCConfig
+    from topologies.inprocess.ddp_cluster import jobs_aggregators, thc_spec, train_ddp
 
     config = THCConfig(chunk=2048)
     job = SimJob.plan(thc_spec(config, 3, 4, window=64, slots=64))

@@ -16,8 +16,8 @@ from host_agent.fake_switch import FakeSwitch
 from host_agent.sharded import ShardedAggregator, cell_pieces, join_counts, whole_chunks
 from host_agent.sim import SimJob, attach_workers, program_engine
 from tests.support import paths
-from tests.support.cluster import in_threads, thc_spec, train_ddp
 from thc.config import THCConfig
+from topologies.inprocess.ddp_cluster import in_threads, thc_spec, train_ddp
 
 CONFIG = THCConfig(chunk=2048)
 TIMERS = dict(clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=60.0)

@@ -16,8 +16,9 @@ from host_agent.protocol import drive
 from host_agent.sim import SimJob, attach_workers, program_engine
 from host_agent.worker import mode_job
 from spec.job import JobSpec
-from tests.support import cluster, paths
+from tests.support import paths
 from thc import THCCompressor
+from topologies.inprocess import ddp_cluster as cluster
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

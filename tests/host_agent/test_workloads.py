@@ -1,6 +1,6 @@
 """The workloads (host_agent/workloads.py): their data need no download and are the same every time, their
 models have the sizes the README gives, an unknown name is one line listing the models, and every model
-trains in every mode (2 DDP workers in threads, tests/support/cluster.py: thc and fix32 through the fake
+trains in every mode (2 DDP workers in threads, topologies/inprocess/ddp_cluster.py: thc and fix32 through the fake
 switch on the loopback wire, the gloo modes through thc.hooks): its loss on a fixed batch falls."""
 
 import numpy as np
@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from host_agent import train, worker, workloads
-from tests.support import cluster
 from thc import hooks
 from topologies import runner
+from topologies.inprocess import ddp_cluster as cluster
 
 MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")
 NAMES = ("mlp-digits", "mlp2-digits", "cnn-digits", "cnn1d-signals", "charlm-stdlib")
@@ -23,9 +23,18 @@ def params(model) -> int:
 def test_the_registry_holds_the_models_the_clis_offer():
     assert workloads.names() == list(NAMES)
     # terngrad-switch is the thc hook with another codec: it trains in tests/host_agent/test_switch_quantizers.py;
-    # the backend modes are DDP without a hook on the switch's process group: tests/host_agent/test_dist_backend.py
-    assert set(worker.MODES) == {*MODES, "terngrad-switch", "thc-backend", "fix32-backend", "plan"}
-    assert set(runner.ALL_MODES) == {*MODES, "terngrad-switch", "thc-backend", "fix32-backend"}
+    # the backend modes are DDP without a hook on the switch's process group: tests/host_agent/test_dist_backend.py;
+    # the ps modes are the thc and fix32 hooks at parameter servers: tests/host_agent/test_sharded.py
+    assert set(worker.MODES) == {
+        *MODES,
+        "terngrad-switch",
+        "thc-backend",
+        "fix32-backend",
+        "plan",
+        "thc-ps",
+        "fix32-ps",
+    }
+    assert set(runner.ALL_MODES) == {*MODES, "terngrad-switch", "thc-backend", "fix32-backend", "thc-ps", "fix32-ps"}
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,12 @@ import os
 import numpy as np
 import pytest
 
-from tests.support import thc_packets as tp
-from tests.support.leaf_spine import LeafSpine
-from tests.support.targets import THC_JSON, bmv2_binary
+from spec import frames as tp
+from tests.support.paths import THC_JSON
+from tests.support.targets import bmv2_binary, bmv2_switches
 from thc import make_table
 from thc.aggregate import reference_aggregate
+from topologies.inprocess.leaf_spine import LeafSpine
 
 pytestmark = pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built")
 
@@ -54,9 +55,14 @@ def backend(request):
     return request.param
 
 
+def on(backend: str, workdir) -> dict:
+    """LeafSpine's arguments for a fabric of `backend` switches (BMv2 logs in workdir)."""
+    return {"switches": bmv2_switches(workdir)} if backend == "bmv2" else {"backend": backend}
+
+
 @pytest.mark.parametrize("table", [SMALL, LARGE], ids=["8-bit", "16-bit"])
 def test_two_level_sums_equal_the_reference_of_all_workers(backend, table, tmp_path):
-    fabric = LeafSpine(leaves=2, per_leaf=4, table=table, backend=backend, workdir=tmp_path)
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=table, **on(backend, tmp_path))
     rng = np.random.default_rng(1)
     try:
         for q in range(6):  # two uses of each of three slots: the shadow cells on both levels
@@ -89,7 +95,7 @@ def test_two_level_sums_stay_exact_under_one_percent_loss(backend):
 
 
 def test_a_lost_partial_is_recovered_by_a_workers_retransmission(backend, tmp_path):
-    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, backend=backend, workdir=tmp_path)
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, **on(backend, tmp_path))
     rng = np.random.default_rng(3)
     idx = indices(rng, fabric)
     try:
@@ -108,7 +114,7 @@ def test_a_lost_partial_is_recovered_by_a_workers_retransmission(backend, tmp_pa
 
 
 def test_a_retransmitted_partial_is_not_counted_twice_and_a_complete_spine_answers_it(backend, tmp_path):
-    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, backend=backend, workdir=tmp_path)
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, **on(backend, tmp_path))
     rng = np.random.default_rng(4)
     idx = indices(rng, fabric)
     try:
@@ -136,7 +142,7 @@ def test_a_release_at_a_leaf_completes_both_levels_with_the_workers_that_made_it
     partial up with count 3, the spine completes with 3 + 4 = 7, and every worker (the straggler too, by
     the fan-out) gets the sums of those seven. The straggler's late request is counted (LATE) and never
     added: its answer is the same result again."""
-    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, backend=backend, workdir=tmp_path)
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, **on(backend, tmp_path))
     rng = np.random.default_rng(6)
     idx = indices(rng, fabric)
     made_it = [w for w in range(fabric.n) if w != 3]
@@ -169,7 +175,7 @@ def test_a_release_reaches_the_spine_past_a_leaf_that_completed_so_a_silent_leaf
     leaf 1. A RELEASE from a leaf-0 worker finds leaf 0's use complete, so leaf 0 passes it to the spine
     (RELEASE_UP), which releases its use with the four contributions it has: leaf 0's workers get those
     sums with count 4, and the next rounds go on the same way."""
-    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, backend=backend, workdir=tmp_path)
+    fabric = LeafSpine(leaves=2, per_leaf=4, table=SMALL, **on(backend, tmp_path))
     rng = np.random.default_rng(8)
     alive = fabric.local_workers(0)
     try:

@@ -1,105 +1,19 @@
-"""Switch targets for the pipeline's packet tests: the same tests run on every target that is present.
-
-A target takes the program's control-plane state in contract terms (p4/README.md), programs it with the
-controller's own writes, and answers `send(port, frame) -> [(port, frame), ...]`. The software switch
-runs in-process; `simple_switch_grpc` is driven over P4Runtime and veth pairs when it is installed.
+"""BMv2 as a switch target for the pipeline's packet tests (the software switch's target is
+topologies/inprocess/switches.py): simple_switch_grpc on veth pairs, programmed over P4Runtime by the
+project's controller, with the same calls, so the same tests run on every target that is present.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from controller import jobs, lookup_tables
-from controller.jobs import Job
-from controller.writes import INSERT, MODIFY, EngineWriter, GroupWrite, TableWrite, to_updates
+from controller.writes import to_updates
 from spec import contract
-from tests.support import paths
-from tests.support.bmv2 import bmv2_binary  # noqa: F401  (re-exported for the pipeline tests)
-
-BUILD, THC_JSON, THC_P4INFO = paths.BUILD, paths.THC_JSON, paths.THC_P4INFO
+from tests.support.bmv2 import bmv2_binary
+from topologies.inprocess.switches import SwitchTarget
 
 
-class _Target:
-    """Control-plane calls in contract terms, carried out by the controller's writes (controller/writes.py);
-    a target only says how writes reach its switch (`apply`) and how events are read."""
-
-    def apply(self, writes: list) -> None:
-        raise NotImplementedError
-
-    def add_route(self, prefix: int, length: int, mac: int, port: int) -> None:
-        self.apply([TableWrite(INSERT, contract.IPV4_LPM, ((prefix, length),), contract.IPV4_FORWARD, (mac, port))])
-
-    def add_service(self, ip: int) -> None:
-        self.apply([TableWrite(INSERT, contract.SERVICE_ADDR, (ip,), contract.SERVE, ())])
-
-    def set_job(
-        self,
-        job_id: int,
-        *,
-        n_workers,
-        slot_base,
-        n_slots,
-        mcast_grp,
-        worker_mask,
-        lane_bits,
-        epoch,
-        key=0,
-        replace: bool = False,
-    ) -> None:
-        job = Job(job_id, n_workers, slot_base, n_slots, mcast_grp, worker_mask, lane_bits, epoch, key)
-        self.apply([jobs.job_write(MODIFY if replace else INSERT, job)])
-
-    def set_group(self, group: int, replicas: list[tuple[int, int]]) -> None:
-        self.apply([GroupWrite(INSERT, group, tuple(replicas))])
-
-    def add_result_dst(self, job_id: int, worker_id: int, mac: int, ip: int) -> None:
-        self.apply([TableWrite(INSERT, contract.RESULT_DST, (job_id, worker_id), contract.SET_RESULT_DST, (mac, ip))])
-
-    def set_table(self, job_id: int, values, bits: int | None = None, replace: bool = False) -> None:
-        """The job's lookup table (a 2**bits table), as thc-ctl job add installs it."""
-        self.apply([lookup_tables.values_write(MODIFY if replace else INSERT, job_id, list(values), bits)])
-
-
-class SoftwareTarget(_Target):
-    """The software switch, in-process: writes go straight to the engine."""
-
-    name = "emulator"
-
-    def __init__(self, backend: str = "python"):
-        from emulator.switch import SoftwareSwitch
-
-        self.sw = SoftwareSwitch.from_json(THC_JSON, backend=backend)
-        self.name = "emulator" if backend == "python" else f"emulator-{backend}"
-        self.words = sum(1 for r in self.sw.program.registers if r.startswith(contract.ACC_PREFIX))
-        self.writer = EngineWriter(self.sw)
-
-    def apply(self, writes: list) -> None:
-        self.writer.apply(writes)
-
-    def send(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
-        return self.sw.process(port, frame)
-
-    def events(self) -> dict[str, int]:
-        return {name: self.sw.counter_read(contract.THC_EVENTS, i)[0] for i, name in enumerate(contract.EVENTS)}
-
-    def job_events(self, job_id: int) -> dict[str, int]:
-        return {
-            name: self.sw.counter_read(contract.THC_JOB_EVENTS, contract.job_event_cell(job_id, name))[0]
-            for name in contract.EVENTS
-        }
-
-    def close(self) -> None:
-        assert self.sw.stats.get("exceptions", 0) == 0, "the engine raised while processing a packet"
-
-
-def program_words(path: Path = THC_JSON) -> int:
-    """Register words per cell of a compiled program (THC_WORDS), for tests that must not hard-code K."""
-    program = json.loads(path.read_text())
-    return sum(1 for r in program["register_arrays"] if r["name"].startswith(contract.ACC_PREFIX))
-
-
-class Bmv2Target(_Target):
+class Bmv2Target(SwitchTarget):
     """BMv2's simple_switch_grpc on veth pairs, programmed over P4Runtime by the project's controller.
 
     Port p of the switch is veth `<prefix>p-sw`; the test sends into and listens on its peer. A packet is
@@ -174,3 +88,16 @@ class Bmv2Target(_Target):
             self.proc.stop()
         if self.veths is not None:
             self.veths.close()
+
+
+def bmv2_switches(workdir: Path):
+    """A LeafSpine switch factory: each switch a Bmv2Target with its logs in workdir/<name> (root)."""
+    import os
+
+    def make(name: str, ports: int) -> Bmv2Target:
+        where = workdir / name
+        where.mkdir(parents=True, exist_ok=True)
+        prefix = f"ls{os.getpid() % 1000}{name[0]}{name[-1]}"  # short: interface names have 15 characters
+        return Bmv2Target(bmv2_binary(), where, tuple(range(1, ports + 1)), settle=0.1, veth_prefix=prefix)
+
+    return make

@@ -1,5 +1,6 @@
-"""The native port loop compiled with the stub switch (native_stub.c): what the native tests and the
-port benchmark drive until generated switch libraries exist. This module holds no tests."""
+"""The native port loop compiled with a stub switch (stub_switch.c) that only rewrites MACs and routes by
+port: the port loop alone, without a pipeline, for its tests and for bench_switch_ports (the ceiling of
+the native backend's I/O)."""
 
 import ctypes
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 from emulator.native.build import build_shared
 from emulator.native.portloop import PORTLOOP_C, declare_portloop_api
 
-STUB_C = Path(__file__).resolve().parent / "native_stub.c"
+STUB_C = Path(__file__).resolve().parent / "stub_switch.c"
 
 
 def stub_library_path(extra_flags=()) -> Path:
@@ -15,7 +16,7 @@ def stub_library_path(extra_flags=()) -> Path:
 
 
 def load_stub_library(extra_flags=()) -> ctypes.CDLL:
-    """portloop.c + native_stub.c as one loaded library, every function declared."""
+    """portloop.c + stub_switch.c as one loaded library, every function declared."""
     lib = declare_portloop_api(ctypes.CDLL(str(stub_library_path(extra_flags)), use_errno=True))
     lib.stub_route.restype = None
     lib.stub_route.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int32, ctypes.c_char_p]

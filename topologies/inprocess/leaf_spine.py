@@ -1,7 +1,7 @@
 """Two-level aggregation in-process: leaf switches and a spine, each a software switch running the compiled
 program, chained by a packet loop with seeded loss, and workers that retransmit what is still unanswered.
 With `levels=1` the same network aggregates at the spine only (the leaves just route), for comparison.
-`backend="bmv2"` runs three simple_switch_grpc processes on veth pairs instead (root, and `workdir`).
+`backend` picks the software switch's engine; `switches` builds other switches instead (BMv2 in the tests).
 
 Addresses and ports follow p4/README.md, "Two-level aggregation": leaf L serves its workers on ports 1..W
 and reaches the spine on port W + 1; the spine reaches leaf L on port L + 1. Worker ids are global
@@ -13,16 +13,16 @@ from __future__ import annotations
 import random
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from controller.writes import INSERT, TableWrite
 from spec import contract
+from spec import frames as tp
 from spec.job import JobSpec
-from tests.support import thc_packets as tp
-from tests.support.targets import SoftwareTarget
+from topologies.inprocess.switches import SoftwareTarget, SwitchTarget
 
 SPINE_IP = "10.0.9.254"
 KEY = 0x7EAF5917
@@ -66,9 +66,11 @@ class LeafSpine:
     seed: int = 0
     backend: str = "python"
     levels: int = 2
-    workdir: Path | None = None  # backend "bmv2": where the switches' logs go
-    spine: SoftwareTarget = field(init=False)
-    leaf: list[SoftwareTarget] = field(init=False)
+    # other switches than the software switch: switches(name, ports) -> a SwitchTarget with those ports
+    # (tests/support/targets.py's bmv2_switches runs simple_switch_grpc on veth pairs)
+    switches: Callable[[str, int], SwitchTarget] | None = None
+    spine: SwitchTarget = field(init=False)
+    leaf: list[SwitchTarget] = field(init=False)
     spine_link_bytes: int = field(init=False, default=0)
 
     def __post_init__(self):
@@ -88,18 +90,11 @@ class LeafSpine:
         else:
             self._program_single_level()
 
-    def _switch(self, name: str, ports: int):
-        if self.backend != "bmv2":
+    def _switch(self, name: str, ports: int) -> SwitchTarget:
+        if self.switches is None:
             return SoftwareTarget(self.backend)
-        import os
-
-        from tests.support.targets import Bmv2Target, bmv2_binary
-
-        workdir = self.workdir / name
-        workdir.mkdir(parents=True, exist_ok=True)
-        prefix = f"ls{os.getpid() % 1000}{name[0]}{name[-1]}"  # short: interface names have 15 characters
         try:
-            return Bmv2Target(bmv2_binary(), workdir, tuple(range(1, ports + 1)), settle=0.1, veth_prefix=prefix)
+            return self.switches(name, ports)
         except BaseException:
             self.close()
             raise
