@@ -8,7 +8,7 @@ VENV        := .venv
 VPY         := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed
 APT_PKGS    := mininet iputils-ping ethtool iproute2 tcpdump gcc libc6-dev
-TOPO        ?= topologies/star4.json
+TOPO        ?=# empty: thc-run picks topologies/star4.json (star4_ps.json when a mode is a ps mode)
 TARGET      ?= emulator
 WORKERS     ?=
 STEPS       ?=
@@ -47,7 +47,7 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $(STAMP)
 
 run: setup
-	$(VENV)/bin/thc-run --topo $(TOPO) --target $(TARGET) $(if $(WORKERS),--workers $(WORKERS)) \
+	$(VENV)/bin/thc-run $(if $(TOPO),--topo $(TOPO)) --target $(TARGET) $(if $(WORKERS),--workers $(WORKERS)) \
 	    $(if $(STEPS),--steps $(STEPS)) $(if $(MODES),--modes $(MODES)) $(if $(LOSS),--loss $(LOSS)) \
 	    $(if $(BW),--bw $(BW)) $(if $(MODEL),--model $(MODEL))
 

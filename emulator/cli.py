@@ -304,10 +304,11 @@ def _serve(args, ports) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    host = args.grpc_server_addr.rsplit(":", 1)[0]
+    addr = args.grpc_server_addr
+    where = addr if addr.startswith("unix:") else f"{addr.rsplit(':', 1)[0]}:{grpc_port}"  # port 0: the one bound
     port_list = " ".join(f"{p}@{i}" for p, i in sorted(ports.items())) or "none"
     ready = (
-        f"thc-switch ready: device {args.device_id}, P4Runtime on {host}:{grpc_port}, "
+        f"thc-switch ready: device {args.device_id}, P4Runtime on {where}, "
         f"ports {port_list}, program {args.program or '(none: waiting for SetForwardingPipelineConfig)'}"
     )
     log.info("%s", ready)
