@@ -566,7 +566,7 @@ def aggregation_text(topo: Topology) -> str:
 
 
 def run(args) -> int:
-    from topologies import report
+    from topologies import one_run, report
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 
@@ -587,6 +587,8 @@ def run(args) -> int:
     if pcap_dir is not None:
         check_pcap_room(args, topo, pcap_dir, parameters, modes)
     check_prerequisites()
+    # held until this process ends: Mininet's interface names are the machine's, and --bw auto measures its CPU
+    args.machine_lock = one_run.hold(say)
     auto = None
     if args.bw == "auto":
         auto, topo = choose_link_rate(args, topo, parameters)
