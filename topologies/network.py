@@ -98,9 +98,15 @@ class EmulatedNetwork:
             tc_params = link.params.mininet_kwargs()
             tc_params.pop("loss", None)  # netem may be missing: topologies.loss does it
             with interrupts.critical():
-                self.net.addLink(
-                    link.a.node, link.b.node, port1=self._port(link.a), port2=self._port(link.b), **tc_params
-                )
+                try:
+                    self.net.addLink(
+                        link.a.node, link.b.node, port1=self._port(link.a), port2=self._port(link.b), **tc_params
+                    )
+                except Exception as exc:  # Mininet raises a bare Exception, e.g. when a name appeared since the check
+                    raise NetworkError(
+                        f"cannot create the link {link.a.node}-{link.b.node}: {str(exc).strip()} (another program "
+                        "made an interface of the same name after this run checked; stop it and run again)"
+                    ) from None
                 for end in (link.a, link.b):
                     if end.node in self.topo.switches:
                         self.ledger.add_interface(self.topo.switches[end.node].interface(end.port))
