@@ -21,7 +21,6 @@ and thcW<pid>a/b and delete them at the end; they stop only the processes they s
 from __future__ import annotations
 
 import argparse
-import hashlib
 import multiprocessing
 import os
 import shutil
@@ -336,17 +335,9 @@ def report_worker(quick: bool) -> None:
 def build_echo_switch() -> Path:
     """bench/echo_switch.c compiled (once per source) into the native cache: a THC echo in C, far faster
     than the worker, so the figures over the veth pair are the worker's."""
-    from host_agent import native
+    from native_build import build_executable
 
-    source = Path(__file__).resolve().parent / "echo_switch.c"
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    target = native.cache_dir() / f"echo_switch-{digest}"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".partial")
-        subprocess.run([shutil.which("cc") or "gcc", "-O2", "-Wall", "-o", str(partial), str(source)], check=True)
-        os.replace(partial, target)
-    return target
+    return build_executable([Path(__file__).resolve().parent / "echo_switch.c"], "echo_switch")
 
 
 class _PerPacket:

@@ -284,9 +284,9 @@ def c_blaster():
     import ctypes
     from pathlib import Path
 
-    from emulator.native.build import build_shared
+    from emulator.native.build import build_native
 
-    lib = ctypes.CDLL(str(build_shared([Path(ROOT, "bench", "native_blast.c")], "native_blast")))
+    lib = ctypes.CDLL(str(build_native([Path(ROOT, "bench", "native_blast.c")], "native_blast")))
     lib.blast_send.restype = ctypes.c_uint64
     lib.blast_send.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64]
     lib.blast_receive.restype = ctypes.c_uint64

@@ -7,18 +7,19 @@ import pytest
 
 from tests.support import paths
 
-PACKAGES = ("thc", "emulator", "spec", "controller", "host_agent", "topologies", "bench")
+PACKAGES = ("thc", "native_build", "emulator", "spec", "controller", "host_agent", "topologies", "bench")
 
 # What each package may import of the others. Anything else is a layering mistake.
 ALLOWED = {
     "thc": set(),  # the maths: no packets, no switch
-    "emulator": set(),  # the switch runs any P4 program: it knows nothing of THC
+    "native_build": set(),  # compiles C at run time for the switch and the workers alike: imports nothing
+    "emulator": {"native_build"},  # the switch runs any P4 program: it knows nothing of THC
     "spec": {"thc"},  # the contract and a job's description (its THC config and table)
     "controller": {"spec", "thc"},  # programs the switch
     # workers; the in-process engines (host_agent.sim, fake_switch) are programmed by the controller's writes
-    "host_agent": {"spec", "thc", "controller"},
+    "host_agent": {"spec", "thc", "controller", "native_build"},
     "topologies": {"spec", "thc", "controller", "host_agent", "emulator"},  # the runner brings everything up
-    "bench": {"spec", "thc", "controller", "host_agent", "topologies", "emulator"},
+    "bench": {"spec", "thc", "controller", "host_agent", "topologies", "emulator", "native_build"},
 }  # and none imports the tests: their harnesses live in the packages (topologies/inprocess)
 
 

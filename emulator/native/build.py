@@ -1,99 +1,20 @@
-"""Compile C sources into a cached shared object for ctypes.
+"""The switch's C builds: native_build's compile-and-cache step with the flags the generated program and
+the port loop need, and this folder's headers (driver.h, sw_api.h, ...) on the include path.
 
-    from emulator.native.build import build_shared
-    so_path = build_shared([Path("emulator/native/portloop.c"), generated_c_text], "sw_prog")
-    lib = ctypes.CDLL(str(so_path))
-
-Used by the native port loop and the BMv2-JSON-to-C generator alike. A source is either a `Path` (a
-file, compiled where it lies so its own relative #includes and debug info work) or a `str` holding C
-text (written to a scratch file). The object is cached under `$THC_NATIVE_CACHE` (default
-`~/.cache/thc-native`) by the sha256 of the sources, the flags, the compiler and every header in the
-include directories, so a rebuild happens only when something that goes into it changed. It is
-compiled into a temporary file and renamed into place, so concurrent builders never load half a file.
+    from emulator.native.build import build_native
+    lib = ctypes.CDLL(str(build_native([generated_c_text, PORTLOOP_C], "sw_prog")))
 """
 
-import hashlib
-import os
-import shlex
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
+from native_build import build_shared
+
 NATIVE_DIR = Path(__file__).resolve().parent
-BASE_FLAGS = ("-O2", "-g", "-fPIC", "-shared", "-pthread", "-Wall", "-Wno-unused-label", "-Wno-unused-function")
+# -g: a gdb or sanitizer report names the P4 lines (#line); -pthread: the port loop's threads; the generated
+# program has labels and helpers it may not use
+FLAGS = ("-O2", "-g", "-pthread", "-Wall", "-Wno-unused-label", "-Wno-unused-function")
 
 
-class NativeBuildError(Exception):
-    """No C compiler, or the compiler rejected the sources (its output is in the message)."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("THC_NATIVE_CACHE") or Path.home() / ".cache" / "thc-native")
-
-
-def find_compiler() -> list[str]:
-    """`$CC` if set, else cc or gcc from PATH, as an argv prefix."""
-    if os.environ.get("CC"):
-        return shlex.split(os.environ["CC"])
-    for name in ("cc", "gcc"):
-        path = shutil.which(name)
-        if path:
-            return [path]
-    raise NativeBuildError(
-        "no C compiler found (looked for $CC, cc, gcc): install the Debian package gcc (apt-get install gcc)"
-    )
-
-
-def _compiler_identity(compiler: list[str]) -> bytes:
-    try:
-        return subprocess.run([*compiler, "--version"], capture_output=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NativeBuildError(
-            f"C compiler {compiler[0]} does not run ({exc}): install the Debian package gcc (apt-get install gcc) "
-            "or point $CC at a working compiler"
-        ) from None
-
-
-def build_shared(
-    sources: list[Path | str],
-    name: str,
-    extra_flags: list[str] | tuple[str, ...] = (),
-    include_dirs: list[Path] | tuple[Path, ...] = (NATIVE_DIR,),
-) -> Path:
-    """Compile `sources` (Paths or C text) with BASE_FLAGS + `extra_flags` into `<cache>/<name>-<hash>.so`."""
-    compiler = find_compiler()
-    flags = [*BASE_FLAGS, *(f"-I{d}" for d in include_dirs), *extra_flags]
-    digest = hashlib.sha256()
-    for part in (_compiler_identity(compiler), " ".join([*compiler, *flags]).encode()):
-        digest.update(len(part).to_bytes(8, "little") + part)
-    texts = []
-    for source in sources:
-        text = source.read_bytes() if isinstance(source, Path) else source.encode()
-        texts.append(text)
-        digest.update(len(text).to_bytes(8, "little") + text)
-    for directory in include_dirs:
-        for header in sorted(Path(directory).glob("*.h")):
-            digest.update(header.name.encode() + b"\0" + header.read_bytes())
-    target_dir = cache_dir()
-    target = target_dir / f"{name}-{digest.hexdigest()[:20]}.so"
-    if target.exists():
-        return target
-    target_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=target_dir) as scratch:
-        files = []
-        for index, (source, text) in enumerate(zip(sources, texts)):
-            if isinstance(source, Path):
-                files.append(str(source.resolve()))
-            else:
-                path = Path(scratch) / f"source{index}.c"
-                path.write_bytes(text)
-                files.append(str(path))
-        partial = Path(scratch) / "out.so"
-        done = subprocess.run([*compiler, *flags, "-o", str(partial), *files], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise NativeBuildError(
-                f"compiling {name} failed ({' '.join(compiler)} exit {done.returncode}):\n{done.stderr.strip()}"
-            )
-        os.replace(partial, target)
-    return target
+def build_native(sources: list[Path | str], name: str, extra_flags: list[str] | tuple[str, ...] = ()) -> Path:
+    """Compile `sources` (Paths or C text) with FLAGS + `extra_flags` into the cache; the object's path."""
+    return build_shared(sources, name, (*FLAGS, *extra_flags), include_dirs=(NATIVE_DIR,))

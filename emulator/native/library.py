@@ -8,8 +8,9 @@ dependency), and it releases the GIL during every call, which the port loop's th
 
 import ctypes
 
-from emulator.native.build import build_shared
+from emulator.native.build import build_native
 from emulator.native.portloop import PORTLOOP_C  # compiled into every program's library: it calls sw_process
+from native_build import SANITIZER_FLAGS
 
 SW_MAX_OUT = 256
 SW_OUT_BUF = 1 << 20
@@ -78,7 +79,7 @@ def _bind(lib):
 
 def load_program_library(c_source: str, program_name: str, sanitize: bool = False):
     """Compile (or take from the cache) the generated C of one program; returns the bound library."""
-    flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1"] if sanitize else []
+    flags = [*SANITIZER_FLAGS, "-O1"] if sanitize else []
     name = "sw_" + "".join(c if c.isalnum() else "_" for c in program_name)[:40]
-    path = build_shared([c_source, PORTLOOP_C], name, extra_flags=flags)
+    path = build_native([c_source, PORTLOOP_C], name, extra_flags=flags)
     return _bind(ctypes.CDLL(str(path)))

@@ -4,7 +4,7 @@ portloop.c is compiled into the same shared object as a switch library (sw_api.h
 sw_process() directly. This class keeps PortLoop's surface (open/close/run/stop/inject, `stats`,
 `packet_in`) so the CLI can pick either:
 
-    lib = ctypes.CDLL(str(build_shared([PORTLOOP_C, switch_c], "sw_prog")))
+    lib = ctypes.CDLL(str(build_native([PORTLOOP_C, switch_c], "sw_prog")))
     loop = NativePortLoop(lib, lib.sw_create(), {1: "veth0", 2: "veth2"}, cpu_port=255, pcap_dir="pcaps")
     loop.packet_in = server.packet_in
     loop.open(); loop.run()  # until loop.stop() from a signal handler or another thread

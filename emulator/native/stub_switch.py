@@ -5,14 +5,14 @@ the native backend's I/O)."""
 import ctypes
 from pathlib import Path
 
-from emulator.native.build import build_shared
+from emulator.native.build import build_native
 from emulator.native.portloop import PORTLOOP_C, declare_portloop_api
 
 STUB_C = Path(__file__).resolve().parent / "stub_switch.c"
 
 
 def stub_library_path(extra_flags=()) -> Path:
-    return build_shared([PORTLOOP_C, STUB_C], "portloop_stub", list(extra_flags))
+    return build_native([PORTLOOP_C, STUB_C], "portloop_stub", list(extra_flags))
 
 
 def load_stub_library(extra_flags=()) -> ctypes.CDLL:

@@ -1,10 +1,6 @@
 """The worker's native helper: fastio.c (sendmmsg/recvmmsg over rows of a numpy buffer), compiled at run
-time with the system C compiler into a cached shared object and loaded with ctypes.
-
-The compile step is deliberately small and private: it mirrors emulator/native/build.py's `build_shared`
-(same cache directory, `$THC_NATIVE_CACHE` or ~/.cache/thc-native, keyed by the sha256 of source, flags and
-compiler), and should become a call to it once that helper is shared by both packages (host_agent may not
-import emulator today: tests/test_architecture.py).
+time with the system C compiler into a cached shared object (native_build, the switch's build step too)
+and loaded with ctypes.
 
 `load()` returns the library, or None with a one-line notice on stderr when it cannot be built (no C
 compiler: install the Debian package gcc); the transport then batches in Python, with the same results.
@@ -14,61 +10,26 @@ compiler: install the Debian package gcc); the transport then batches in Python,
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import shlex
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from native_build import NativeBuildError, build_shared
+
 SOURCE = Path(__file__).resolve().parent / "fastio.c"
-FLAGS = ("-O2", "-fPIC", "-shared", "-Wall")
+FLAGS = ("-O2", "-Wall")
 
 
 class NativeUnavailable(RuntimeError):
     """fastio.c could not be compiled or loaded (the message says why and what to install)."""
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("THC_NATIVE_CACHE") or Path.home() / ".cache" / "thc-native")
-
-
-def _compiler() -> list[str]:
-    if os.environ.get("CC"):
-        return shlex.split(os.environ["CC"])
-    for name in ("cc", "gcc"):
-        if shutil.which(name):
-            return [name]
-    raise NativeUnavailable(
-        "no C compiler found (looked for $CC, cc, gcc) to build host_agent/native/fastio.c: "
-        "install the Debian package gcc (apt-get install gcc)"
-    )
-
-
 def build() -> Path:
     """Compile fastio.c into the cache (once per source, flags and compiler) and return the .so path."""
-    compiler = _compiler()
     try:
-        version = subprocess.run([*compiler, "--version"], capture_output=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NativeUnavailable(
-            f"C compiler {compiler[0]} does not run ({exc}): install the Debian package gcc"
-        ) from None
-    text = SOURCE.read_bytes()
-    digest = hashlib.sha256(b"\0".join([version, " ".join([*compiler, *FLAGS]).encode(), text])).hexdigest()[:20]
-    target = cache_dir() / f"host_fastio-{digest}.so"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="host_fastio-", dir=target.parent) as scratch:
-        partial = Path(scratch) / "out.so"
-        done = subprocess.run([*compiler, *FLAGS, "-o", str(partial), str(SOURCE)], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise NativeUnavailable(f"compiling {SOURCE.name} failed ({compiler[0]}): {done.stderr.strip()}")
-        os.replace(partial, target)  # atomic: a concurrent worker never loads half a file
-    return target
+        return build_shared([SOURCE], "host_fastio", FLAGS)
+    except NativeBuildError as exc:
+        raise NativeUnavailable(f"building host_agent/native/{SOURCE.name}: {exc}") from None
 
 
 _TAKE_INTS = "job_id key window next_request q0 n op per_packet n_workers lane_bits result_bytes outstanding ref_count"

@@ -11,8 +11,8 @@ import random
 import pytest
 
 from emulator.errors import EntryError
-from emulator.native.build import NativeBuildError
 from emulator.switch import SoftwareSwitch
+from native_build import NativeBuildError
 from tests.emulator.test_native_parity import PROGRAMS
 from tests.support import sanitizers
 from tests.support.frames import random_entries

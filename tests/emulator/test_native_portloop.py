@@ -17,10 +17,10 @@ import threading
 
 import pytest
 
-from emulator.native.build import NativeBuildError, build_shared
 from emulator.native.portloop import NativePortLoop
 from emulator.native.stub_switch import StubSwitch, load_stub_library, stub_library_path
 from emulator.ports import InterfaceError
+from native_build import SANITIZER_FLAGS, NativeBuildError
 from tests.support.veths import VethLab, make_frame, needs_netns, read_pcap, receive_marked
 
 CPU_PORT = 64
@@ -81,27 +81,6 @@ def serving(loop: NativePortLoop):
         runner.join(60)  # a guard against hanging the suite, not a timing assertion
         assert not runner.is_alive(), "run() did not return after stop()"
         loop.close()
-
-
-# ------------------------------------------------------------------ build helper
-
-
-def test_build_shared_caches_by_content_and_names_the_compiler_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("THC_NATIVE_CACHE", str(tmp_path / "cache"))
-    first = build_shared(["int answer(void) { return 42; }\n"], "answer")
-    assert build_shared(["int answer(void) { return 42; }\n"], "answer") == first
-    other = build_shared(["int answer(void) { return 43; }\n"], "answer")
-    assert other != first and first.exists() and other.exists()
-    assert not [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]  # no scratch dirs left behind
-    with pytest.raises(NativeBuildError, match="(?s)compiling broken failed.*error: expected expression"):
-        build_shared(["int broken(void) { return }\n"], "broken")
-
-
-def test_build_shared_without_a_compiler_names_the_debian_package(tmp_path, monkeypatch):
-    monkeypatch.delenv("CC", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(NativeBuildError, match="Debian package gcc"):
-        build_shared(["int x;\n"], "nothing")
 
 
 # ------------------------------------------------------------------ socketpairs (no root)
@@ -385,7 +364,7 @@ def test_a_frame_longer_than_its_ring_slot_is_counted_and_dropped(lib, switch):
 @pytest.mark.slow
 def test_the_loop_under_address_and_undefined_behaviour_sanitizers(lib):
     """The other tests of this file again (veths too when root), in a child whose library has ASan+UBSan."""
-    flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+    flags = [*SANITIZER_FLAGS, "-fno-sanitize-recover=undefined"]
     try:
         stub_library_path(flags)
     except NativeBuildError as exc:

@@ -1,0 +1,114 @@
+"""Compile C at run time into a cached shared object for ctypes: the one build step of the switch's native
+backend (emulator/native), the worker's batched socket helper (host_agent/native) and the benchmarks' C.
+
+    from native_build import build_shared
+    lib = ctypes.CDLL(str(build_shared([Path("fastio.c")], "host_fastio", flags=("-O2", "-Wall"))))
+
+A top-level package of its own because both packages build C and neither may import the other
+(tests/test_architecture.py); it imports nothing of the project. A source is either a `Path` (a file,
+compiled where it lies so its own relative #includes and debug information work) or a `str` holding C text
+(written to a scratch file). The object is cached under `$THC_NATIVE_CACHE` (default
+`~/.cache/thc-native`) by the sha256 of the sources, the flags, the compiler and every header in the
+include directories, so a rebuild happens only when something that goes into it changed. It is compiled
+into a temporary file and renamed into place, so concurrent builders never load half a file.
+"""
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+SHARED_FLAGS = ("-fPIC", "-shared")  # what makes an object ctypes can load; every build has them
+SANITIZER_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer")  # tests' ASan and UBSan builds
+
+
+class NativeBuildError(Exception):
+    """No C compiler, or the compiler rejected the sources (its output is in the message)."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("THC_NATIVE_CACHE") or Path.home() / ".cache" / "thc-native")
+
+
+def find_compiler() -> list[str]:
+    """`$CC` if set, else cc or gcc from PATH, as an argv prefix."""
+    if os.environ.get("CC"):
+        return shlex.split(os.environ["CC"])
+    for name in ("cc", "gcc"):
+        path = shutil.which(name)
+        if path:
+            return [path]
+    raise NativeBuildError(
+        "no C compiler found (looked for $CC, cc, gcc): install the Debian package gcc (apt-get install gcc)"
+    )
+
+
+def _compiler_identity(compiler: list[str]) -> bytes:
+    try:
+        return subprocess.run([*compiler, "--version"], capture_output=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NativeBuildError(
+            f"C compiler {compiler[0]} does not run ({exc}): install the Debian package gcc (apt-get install gcc) "
+            "or point $CC at a working compiler"
+        ) from None
+
+
+def build_shared(
+    sources: list[Path | str],
+    name: str,
+    flags: list[str] | tuple[str, ...] = ("-O2", "-Wall"),
+    include_dirs: list[Path] | tuple[Path, ...] = (),
+) -> Path:
+    """Compile `sources` (Paths or C text) with SHARED_FLAGS + `flags` into `<cache>/<name>-<hash>.so`."""
+    return _build(sources, name, [*SHARED_FLAGS, *flags], include_dirs, ".so")
+
+
+def build_executable(
+    sources: list[Path | str],
+    name: str,
+    flags: list[str] | tuple[str, ...] = ("-O2", "-Wall"),
+    include_dirs: list[Path] | tuple[Path, ...] = (),
+) -> Path:
+    """Compile `sources` into a program `<cache>/<name>-<hash>` (a benchmark's helper process)."""
+    return _build(sources, name, list(flags), include_dirs, "")
+
+
+def _build(sources, name, flags, include_dirs, suffix) -> Path:
+    compiler = find_compiler()
+    argv_flags = [*flags, *(f"-I{d}" for d in include_dirs)]
+    digest = hashlib.sha256()
+    for part in (_compiler_identity(compiler), " ".join([*compiler, *argv_flags]).encode()):
+        digest.update(len(part).to_bytes(8, "little") + part)
+    texts = []
+    for source in sources:
+        text = source.read_bytes() if isinstance(source, Path) else source.encode()
+        texts.append(text)
+        digest.update(len(text).to_bytes(8, "little") + text)
+    for directory in include_dirs:
+        for header in sorted(Path(directory).glob("*.h")):
+            digest.update(header.name.encode() + b"\0" + header.read_bytes())
+    target_dir = cache_dir()
+    target = target_dir / f"{name}-{digest.hexdigest()[:20]}{suffix}"
+    if target.exists():
+        return target
+    target_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=target_dir) as scratch:
+        files = []
+        for index, (source, text) in enumerate(zip(sources, texts)):
+            if isinstance(source, Path):
+                files.append(str(source.resolve()))
+            else:
+                path = Path(scratch) / f"source{index}.c"
+                path.write_bytes(text)
+                files.append(str(path))
+        partial = Path(scratch) / f"out{suffix}"
+        done = subprocess.run([*compiler, *argv_flags, "-o", str(partial), *files], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise NativeBuildError(
+                f"compiling {name} failed ({' '.join(compiler)} exit {done.returncode}):\n{done.stderr.strip()}"
+            )
+        os.replace(partial, target)
+    return target

@@ -1,0 +1,35 @@
+"""native_build: the one compile-and-cache step of emulator/native and host_agent/native."""
+
+import pytest
+
+from native_build import NativeBuildError, build_shared
+
+
+def test_build_shared_caches_by_content_and_names_the_compiler_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("THC_NATIVE_CACHE", str(tmp_path / "cache"))
+    first = build_shared(["int answer(void) { return 42; }\n"], "answer")
+    assert build_shared(["int answer(void) { return 42; }\n"], "answer") == first
+    other = build_shared(["int answer(void) { return 43; }\n"], "answer")
+    assert other != first and first.exists() and other.exists()
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]  # no scratch dirs left behind
+    with pytest.raises(NativeBuildError, match="(?s)compiling broken failed.*error: expected expression"):
+        build_shared(["int broken(void) { return }\n"], "broken")
+
+
+def test_a_changed_header_in_an_include_directory_rebuilds(tmp_path, monkeypatch):
+    monkeypatch.setenv("THC_NATIVE_CACHE", str(tmp_path / "cache"))
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "answer.h").write_text("#define ANSWER 42\n")
+    source = '#include "answer.h"\nint answer(void) { return ANSWER; }\n'
+    first = build_shared([source], "answer", include_dirs=(include,))
+    assert build_shared([source], "answer", include_dirs=(include,)) == first
+    (include / "answer.h").write_text("#define ANSWER 43\n")
+    assert build_shared([source], "answer", include_dirs=(include,)) != first
+
+
+def test_build_shared_without_a_compiler_names_the_debian_package(tmp_path, monkeypatch):
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(NativeBuildError, match="Debian package gcc"):
+        build_shared(["int x;\n"], "nothing")
