@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from emulator.errors import EmulatorError
 from emulator.switch import CLONE_DIGEST_STAT_KEYS, STAT_KEYS, SoftwareSwitch
 from tests.support.frames import guided_frames, mutate, random_entries, random_value_sets
 from tests.support.paths import FIXTURE_BUILD, THC_JSON
@@ -43,13 +44,14 @@ def _both(cfg):
 
 
 def _apply(switches, method, *args, **kw):
-    """Call `method` on both; both must succeed, or both refuse with the same code."""
+    """Call `method` on both; both must succeed, or both refuse with the same code. Only a refusal
+    (EmulatorError) is compared: any other exception is a crash and fails the test, even in both."""
     outcomes = []
     for sw in switches:
         try:
             getattr(sw, method)(*args, **kw)
             outcomes.append("ok")
-        except Exception as exc:  # noqa: BLE001 - compared, not swallowed
+        except EmulatorError as exc:
             outcomes.append(getattr(exc, "code", type(exc).__name__))
     assert outcomes[0] == outcomes[1], f"{method}{args}: python {outcomes[0]}, native {outcomes[1]}"
     return outcomes[0] == "ok"
