@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from emulator.errors import LoadError
 from emulator.p4rt.binding import PipelineBinding, bind
 from emulator.p4rt.digests import DigestManager
 from emulator.p4rt.errors import FAILED_PRECONDITION, INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, P4RTError
@@ -24,15 +25,6 @@ def _default_engine_factory(config):
     from emulator.switch import SoftwareSwitch
 
     return SoftwareSwitch.from_json(config)
-
-
-def _engine_load_errors():
-    try:
-        from emulator.errors import LoadError
-
-        return (LoadError,)
-    except ImportError:  # pragma: no cover - only before the engine lands
-        return ()
 
 
 @dataclass
@@ -90,7 +82,7 @@ class Device:
             raise P4RTError(INVALID_ARGUMENT, f"p4_device_config is not BMv2 JSON: {exc}") from None
         try:
             engine = self.engine_factory(document)
-        except _engine_load_errors() as exc:
+        except LoadError as exc:
             raise P4RTError(INVALID_ARGUMENT, f"device config cannot be loaded: {exc}") from None
         except Exception as exc:  # malformed JSON the engine trips over: still the client's input
             raise P4RTError(INVALID_ARGUMENT, f"device config cannot be loaded: {type(exc).__name__}: {exc}") from None
