@@ -145,6 +145,7 @@ class SwitchProcessGroup(dist.ProcessGroup):
         # held it: the wall time during which the switch path was busy (thc-worker's timed() for a hook)
         self.aggregation_seconds: list[float] = []
         self._last_done = 0.0
+        self.errors: list[BaseException] = []  # what the aggregation thread raised, as raised
 
     def getBackendName(self) -> str:
         return NAME
@@ -187,7 +188,8 @@ class SwitchProcessGroup(dist.ProcessGroup):
             try:
                 _reduce_in_place(self._sum, tensors, step, average)
             except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the work
-                # the type's name stays in the message: DDP re-raises only the text
+                # DDP re-raises only the text: the type's name stays in it, the exception in `errors`
+                self.errors.append(exc)
                 future.set_exception(RuntimeError(f"{type(exc).__name__}: {exc}"))
                 return
             done = time.perf_counter()

@@ -41,6 +41,7 @@ Exit status: 0 done, 3 the switch never answered (timeout), 1 any other failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
 import json
@@ -703,7 +704,26 @@ def make_hook(args, model, on_rejoin=lambda record: None):
 
 
 def is_switch_timeout(exc: BaseException) -> bool:
-    return type(exc).__name__ == "AggregationTimeout" or "AggregationTimeout" in repr(exc)
+    """The switch (or a server) did not answer: an AggregationTimeout, found by its type (run() raises what
+    the aggregation raised, not DDP's RuntimeError of its text)."""
+    from host_agent.protocol import AggregationTimeout
+
+    return isinstance(exc, AggregationTimeout)
+
+
+@contextlib.contextmanager
+def aggregation_errors_as_raised(state, group):
+    """Training under it raises an aggregation thread's error itself. DDP re-raises the error of a future a
+    communication hook or the process group's all-reduce returned as a RuntimeError carrying only its text
+    (a blocking hook's error passes unchanged); the threads keep the exception (the hook state's
+    ``runner.errors``, the thc process group's ``errors``), and the first of them replaces the RuntimeError."""
+    try:
+        yield
+    except RuntimeError as exc:
+        kept = [*getattr(getattr(state, "runner", None), "errors", ()), *getattr(group, "errors", ())]
+        if not kept:
+            raise
+        raise kept[0] from exc
 
 
 def process_group(args) -> tuple[str, object]:
@@ -776,16 +796,17 @@ def run(args) -> dict:
             emit(dict(record, rank=args.rank))
 
     try:
-        history = train.train(
-            model,
-            data,
-            config,
-            args.rank,
-            args.world_size,
-            report,
-            metric=workload.metric_of,
-            step_delay=args.step_delay / 1000,
-        )
+        with aggregation_errors_as_raised(state, dist.group.WORLD):
+            history = train.train(
+                model,
+                data,
+                config,
+                args.rank,
+                args.world_size,
+                report,
+                metric=workload.metric_of,
+                step_delay=args.step_delay / 1000,
+            )
     finally:
         at_end = interface_counters(args.iface)
     result = {
