@@ -92,7 +92,7 @@ class SerialRunner:
                 result = fn()
             except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
                 # DDP re-raises a hook future's error as a RuntimeError carrying only its message: keep the
-                # type's name in it (thc-worker tells a switch timeout from other failures by that name)
+                # type's name in it, and the exception in `errors` (where thc-worker reads its type)
                 self.errors.append(exc)
                 fut.set_exception(RuntimeError(f"{type(exc).__name__}: {exc}"))
             else:
