@@ -2,6 +2,6 @@
 
 import sys
 
-from emulator.cli import main
+from emulator.switch_cli import main
 
 sys.exit(main())

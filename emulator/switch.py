@@ -71,7 +71,7 @@ def load_config(path_or_dict) -> dict:
 class SoftwareSwitch(SwitchAPI):
     """The Python engine's data plane over the shared control-plane API; `from_json` chooses the backend."""
 
-    backend = "python"  # the reference engine; emulator.native.switch.NativeSwitch says "native"
+    backend = "python"  # the reference engine; emulator.native.native_switch.NativeSwitch says "native"
 
     def __init__(self, program, drop_port: int = 511, trace_level: int = logging.DEBUG, clock=None):
         super().__init__(program, drop_port=drop_port, trace_level=trace_level, clock=clock)

@@ -3,7 +3,7 @@
 Tables, registers, counters, parse value sets, custom CRCs, multicast groups, mirroring sessions and
 digests (meters and action profiles: switch_extern_api) keep the reference implementation's checks,
 errors, handles and state here. SoftwareSwitch (emulator.switch) runs packets over that state; a
-backend that keeps packet state elsewhere (emulator.native.switch.NativeSwitch) mirrors each change.
+backend that keeps packet state elsewhere (emulator.native.native_switch.NativeSwitch) mirrors each change.
 Every call takes the switch's lock, which is not reentrant.
 """
 

@@ -20,7 +20,7 @@ cannot point at an empty group (BMv2's MBR_STILL_USED, GRP_STILL_USED, EMPTY_GRP
 
 import heapq
 
-from emulator.engine.tables import Entry, MatchTable
+from emulator.engine.match_tables import Entry, MatchTable
 from emulator.errors import EntryError
 
 _NO_ACTION = Entry(lambda F, P: None, (), None, None)

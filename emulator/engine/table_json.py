@@ -9,7 +9,7 @@ import logging
 
 from emulator.engine.action_profiles import IndirectTable
 from emulator.engine.jsonutil import hexstr, malformed, unsupported, where
-from emulator.engine.tables import BMV2_MAX_PRIORITY, ActionRef, KeyField, MatchTable
+from emulator.engine.match_tables import BMV2_MAX_PRIORITY, ActionRef, KeyField, MatchTable
 from emulator.errors import EntryError, LoadError
 
 log = logging.getLogger("emulator.switch")

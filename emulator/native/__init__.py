@@ -25,7 +25,7 @@ def c_source(cfg, program, drop_port=511) -> str:
 def load_native(cfg, program, drop_port, trace_level, sanitize=False, required=False):
     """A NativeSwitch for `program`, or None (after a one-line notice) when `required` is false and
     the native backend cannot run it: a construct it does not support, or no C compiler."""
-    from emulator.native.switch import NativeSwitch
+    from emulator.native.native_switch import NativeSwitch
     from native_build import NativeBuildError
 
     try:

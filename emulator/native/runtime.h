@@ -329,7 +329,7 @@ static uint64_t h_xor16(const uint8_t *b, uint32_t n) {
     return r;
 }
 
-/* ------------------------------------------------------------------ match tables (tables.py)
+/* ------------------------------------------------------------------ match tables (engine/match_tables.py)
  * Entries live in parallel arrays. Exact tables find an entry through an open-addressing hash of
  * the key; lpm, ternary and range tables scan `order` (entries sorted by the Python engine's
  * preference: longest prefix, or highest priority then lowest handle) and take the first match.

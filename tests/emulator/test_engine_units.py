@@ -10,7 +10,7 @@ from emulator.engine.expressions import HELPERS, ExprCompiler, store
 from emulator.engine.hashes import crc16, crc32, csum16, identity, xor16
 from emulator.engine.headercodec import HeaderCodec
 from emulator.engine.layout import HeaderType, build_layout
-from emulator.engine.tables import ActionRef, KeyField, MatchTable
+from emulator.engine.match_tables import ActionRef, KeyField, MatchTable
 from emulator.errors import EntryError
 
 

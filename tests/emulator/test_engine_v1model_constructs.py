@@ -593,7 +593,7 @@ def test_random_and_truncated_frames_never_raise(build):
 
 # ------------------------------------------------------------------------------------------ thc-switch options
 def test_seed_and_crc_parameters_options():
-    from emulator.cli import configure_engine, parse_args
+    from emulator.switch_cli import configure_engine, parse_args
 
     args = parse_args(["--seed", "0x2a", "--crc-parameters", "calc_0=0x1021,0xffff,0,false,false", "x.json"])
     assert args.seed == 42 and args.crc_parameters == [("calc_0", (0x1021, 0xFFFF, 0, False, False))]
