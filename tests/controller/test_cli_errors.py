@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import run
 from controller.connection import SwitchConnection
+from controller.ctl_cli import run
 from controller.errors import NotPrimary
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO
 from tests.support.thc_ctl import cli

@@ -9,7 +9,7 @@ import pytest
 from p4.v1 import p4runtime_pb2
 
 from controller import jobs, lookup_tables
-from controller.cli import run
+from controller.ctl_cli import run
 from controller.errors import BadInput, JobRefused, NotPrimary, PipelineMismatch, SwitchUnreachable, WriteRejected
 from controller.p4info import P4Info
 from controller.session import SwitchSession

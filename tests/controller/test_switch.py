@@ -249,7 +249,7 @@ def test_thc_ctl_drives_a_thc_switch_process(tmp_path):
         assert match, ready + switch.stderr.read()
         addr = match.group(1)
         thc_ctl = VENV_BIN / "thc-ctl"
-        command = [str(thc_ctl)] if thc_ctl.exists() else [sys.executable, "-m", "controller.cli"]
+        command = [str(thc_ctl)] if thc_ctl.exists() else [sys.executable, "-m", "controller.ctl_cli"]
         pushed = subprocess.run(
             command + ["push", "--grpc-addr", addr], capture_output=True, text=True, cwd=REPO, timeout=300
         )

@@ -2,7 +2,7 @@
 
 import io
 
-from controller.cli import run
+from controller.ctl_cli import run
 
 
 def cli(*argv) -> tuple[int, str, str]:
