@@ -19,11 +19,10 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller import wire
 from controller.errors import ControlError, NotPrimary, PipelineMismatch, SwitchUnreachable, WriteRejected
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # a BMv2 JSON with its P4Info can be many MB
-UPDATES_PER_WRITE = 2048  # ~100 kB per WriteRequest; a lookup table is a few of them
+UPDATES_PER_WRITE = 2048  # ~100 kB per WriteRequest at most
 RPC_TIMEOUT = 60.0  # seconds: no call may hang forever on a wedged switch
 SHOWN_FAILURES = 5  # rejected updates quoted in an error message
 
@@ -97,13 +96,6 @@ class SwitchConnection:
             ) from None
         self._channel = channel
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
-        # Raw-bytes twins of Write and Read, for requests encoded by controller/wire.py.
-        self._write_raw = channel.unary_unary(
-            "/p4.v1.P4Runtime/Write", response_deserializer=p4runtime_pb2.WriteResponse.FromString
-        )
-        self._read_raw = channel.unary_stream(
-            "/p4.v1.P4Runtime/Read", request_serializer=p4runtime_pb2.ReadRequest.SerializeToString
-        )
 
     def become_primary(self) -> None:
         """Arbitrate on the StreamChannel; raise NotPrimary if another controller outranks us."""
@@ -225,19 +217,16 @@ class SwitchConnection:
             raise self._rpc_error(exc, "setting the pipeline") from None
 
     def write(self, updates: list, describe=None) -> None:
-        """Send `updates` (Update messages, or serialized ones from controller/wire.py) in as few
-        WriteRequests as the size limit allows; stop at the first refusal.
+        """Send `updates` (Update messages) in as few WriteRequests as the size limit allows; stop at the
+        first refusal.
 
         `describe(update) -> str` names a rejected update in the error message.
         """
         self.become_primary()
         for start in range(0, len(updates), UPDATES_PER_WRITE):
-            chunk = [
-                u if isinstance(u, bytes) else u.SerializeToString() for u in updates[start : start + UPDATES_PER_WRITE]
-            ]
-            request = wire.write_request(self.device_id, self.election_id, chunk)
+            chunk = updates[start : start + UPDATES_PER_WRITE]
             try:
-                self._write_raw(request, timeout=RPC_TIMEOUT)
+                self._stub.Write(self.write_request(chunk), timeout=RPC_TIMEOUT)
             except grpc.RpcError as exc:
                 raise self._write_error(exc, chunk, start, len(updates), describe) from None
 
@@ -245,7 +234,7 @@ class SwitchConnection:
         """The WriteRequest message `write` would send (for dry runs)."""
         request = p4runtime_pb2.WriteRequest(device_id=self.device_id)
         request.election_id.high, request.election_id.low = self.election_id
-        request.updates.extend(p4runtime_pb2.Update.FromString(u) if isinstance(u, bytes) else u for u in updates)
+        request.updates.extend(updates)
         return request
 
     def read(self, entities: list) -> list:
@@ -260,16 +249,6 @@ class SwitchConnection:
         except grpc.RpcError as exc:
             raise self._rpc_error(exc, "reading") from None
         return found
-
-    def read_raw(self, entities: list) -> list[bytes]:
-        """Like `read`, but the serialized ReadResponses (decoded by controller/wire.py)."""
-        self.connect()
-        request = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        request.entities.extend(entities)
-        try:
-            return list(self._read_raw(request, timeout=RPC_TIMEOUT))
-        except grpc.RpcError as exc:
-            raise self._rpc_error(exc, "reading") from None
 
     # ---- errors ---------------------------------------------------------------------------------
 
@@ -308,7 +287,7 @@ class SwitchConnection:
         for index, error in _detail_errors(exc):
             what = f"update {offset + index}"
             if describe and index < len(chunk):
-                what = describe(p4runtime_pb2.Update.FromString(chunk[index]))
+                what = describe(chunk[index])
             failures.append((offset + index, what, f"{code_pb2.Code.Name(error.canonical_code)}: {error.message}"))
         if not failures:
             return ControlError(f"{self.label}: write failed: {exc.details()}")

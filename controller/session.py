@@ -19,7 +19,7 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
-from controller import entries, forwarding, jobs, runtime_file, stats, wire, writes
+from controller import entries, forwarding, jobs, runtime_file, stats, writes
 from controller.connection import SwitchConnection
 from controller.errors import BadInput, ControlError, JobRefused, SwitchUnreachable
 from controller.p4info import P4Info, load_p4info
@@ -46,7 +46,7 @@ class WriteSummary:
     def of(cls, updates) -> "WriteSummary":
         s = cls()
         for u in updates:
-            kind = wire.update_type(u) if isinstance(u, bytes) else u.type
+            kind = u.type
             if kind == Update.INSERT:
                 s.inserted += 1
             elif kind == Update.MODIFY:
