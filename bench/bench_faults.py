@@ -261,8 +261,7 @@ def silent_leaf_rows(rounds: int) -> list[dict]:
 
 
 def run_inprocess(args) -> list[dict]:
-    warm = SimpleNamespace(inprocess_steps=5)
-    inprocess_run(warm, args.modes[0], "lossless")  # the process's first run pays its warm-up: not measured
+    inprocess_run(args, args.modes[0], "lossless")  # the process's first run pays its warm-up: not measured
     rows = []
     for mode in args.modes:
         baseline = None
