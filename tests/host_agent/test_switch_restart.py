@@ -16,8 +16,7 @@ from host_agent.aggregator import SwitchAggregator
 from host_agent.fake_switch import FakeSwitch
 from host_agent.membership import Membership, MembershipBoard
 from host_agent.sim import SimJob, attach_workers
-from tests.host_agent.test_worker_failure import CONFIG, DIES_IN, ROUNDS, Gate, reference, thc_round
-from thc.compressor import THCCompressor
+from tests.host_agent.test_worker_failure import CONFIG, DIES_IN, ROUNDS, StalledCluster, reference
 from thc.config import THCConfig
 from topologies.inprocess.ddp_cluster import thc_spec, train_ddp
 
@@ -50,48 +49,20 @@ def restart_notice(job: SimJob, generation: int = 1) -> Membership:
 
 def test_a_restart_with_a_worker_one_call_behind_redoes_that_call_for_everyone(new_engine):
     before, after = jobs(thc_spec(CONFIG, 1, N, window=8, slots=8))
-    lw, protocols = attach_workers(
-        new_engine(before), before, seed=5, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=30.0
-    )
     behind = 1
-    gate = Gate(protocols[behind].transport)
-    protocols[behind].transport = gate
-    board = MembershipBoard()
-    aggs = [SwitchAggregator(p, membership=board.reader()) for p in protocols]
-    records = {r: [] for r in range(N)}
-    errors = []
-
-    def work(rank):
-        comp = THCCompressor(CONFIG, worker_id=rank)
-        try:
-            for k in range(ROUNDS):
-                if rank == behind and k == DIES_IN:
-                    gate.held = True  # round 3's norm is sent, its result lost while the worker stalls
-                records[rank].append(thc_round(aggs[rank], comp, rank, k))
-        except Exception as exc:  # surfaced below with the worker's id
-            errors.append((rank, exc))
-
-    threads = {r: threading.Thread(target=work, args=(r,), daemon=True) for r in range(N)}
-    for t in threads.values():
-        t.start()
-    ahead = [r for r in range(N) if r != behind]
-    deadline = time.monotonic() + 60
-    while any(aggs[r].calls < 2 * DIES_IN + 1 for r in ahead) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert all(aggs[r].calls == 2 * DIES_IN + 1 for r in ahead)  # in call 7, round 3's sums
+    cluster = StalledCluster(new_engine(before), before, behind)
+    cluster.wait_for_the_others()  # the three ahead wait in call 7, round 3's sums
     restarted = new_engine(after)  # the switch as it will be once restarted, program and job pushed again
     down = Down()
-    lw.engine = down  # the switch process dies: cells, stored results and the job are gone
+    cluster.lw.engine = down  # the switch process dies: cells, stored results and the job are gone
     time.sleep(0.1)
-    gate.released.set()  # the one behind resends round 3's norm into the void
+    cluster.gate.released.set()  # the one behind resends round 3's norm into the void
     time.sleep(0.1)
-    lw.engine = restarted
-    board.post(restart_notice(after))
-    for r in range(N):
-        threads[r].join(60)
-        assert not threads[r].is_alive(), f"worker {r} hangs"
-    assert not errors, errors
+    cluster.lw.engine = restarted
+    cluster.board.post(restart_notice(after))
+    cluster.join(range(N))
     assert down.frames > 0
+    aggs, records = cluster.aggs, cluster.records
 
     for k in range(ROUNDS):
         max_norms, indices, sums = reference(list(range(N)), k)
