@@ -109,7 +109,7 @@ def mininet_faults(args, topo, mode: str) -> list[tuple[str, float, dict]]:
 
 def run_mininet(args) -> list[dict]:
     from controller.topology import Topology
-    from topologies import report
+    from topologies import one_run, report
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 
@@ -117,7 +117,8 @@ def run_mininet(args) -> list[dict]:
     if args.bw:
         topo = topo.with_link_params(bw=args.bw)
     rows, index = [], 0
-    with Testbed(topo, args.log_dir, args.target, None, say=lambda m: None) as bed:
+    # thc-run's machine lock first: one Mininet network at a time (they share interface names)
+    with one_run.hold(print), Testbed(topo, args.log_dir, args.target, None, say=lambda m: None) as bed:
         for mode in args.modes:
             baseline = None
             for fault, loss, extra in mininet_faults(args, topo, mode):
