@@ -28,6 +28,8 @@ from spec import contract
 from spec.job import JobSpec
 from thc.errors import MembershipChanged
 
+_CALLS_MAX = 2**24 - 1  # completed calls are agreed on as float32 NORM values, exact below 2**24
+
 
 class SwitchAggregator:
     """Aggregates through the switch for one worker of one job. Blocking; raises AggregationTimeout.
@@ -51,8 +53,9 @@ class SwitchAggregator:
         self.generation = 0
         self.calls = 0  # aggregation calls completed, over all generations
         self.rejoins: list[dict] = []
-        self._pending: tuple | None = None  # (notice, its protocol, X, when noticed, calls then)
+        self._pending: tuple | None = None  # (notice, its protocol, X, lowest, when noticed, calls then)
         self._retired: list[WorkerProtocol] = []
+        self._last: Callable[[WorkerProtocol], Operation] | None = None  # the last completed call, to replay
 
     @classmethod
     def open(
@@ -120,7 +123,7 @@ class SwitchAggregator:
 
     def all_max(self, t: torch.Tensor) -> torch.Tensor:
         """Element-wise max over workers of non-negative float32 values (the chunk norms)."""
-        values = t.detach().to("cpu", torch.float32).reshape(-1).numpy()
+        values = self._kept(t.detach().to("cpu", torch.float32).reshape(-1).numpy())
         maxima = self._call(lambda p: p.start_max(values))
         op = self.protocol.last_operation
         self.last_max_partial = bool(op is not None and op.n and int(op.counts.min()) < self.n_workers)
@@ -156,12 +159,19 @@ class SwitchAggregator:
                     f"index {int(np.max(chunk))} is outside the table of {values.size} entries: "
                     f"the switch would drop the packet (BAD_INDEX)"
                 )
+        indices = [self._kept(chunk) for chunk in indices]
         return self._call(lambda p: p.start_sum_indices(indices))
 
     def all_sum_int32(self, values: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
         """FIX32 baseline: per chunk and coordinate the int32 sum over workers (wrapping), and the number
         of workers summed."""
+        values = [self._kept(chunk) for chunk in values]
         return self._call(lambda p: p.start_sum_fix32(values))
+
+    def _kept(self, values: np.ndarray) -> np.ndarray:
+        """A call's input as the call saw it: a copy when notices may come (a restarted switch makes a worker
+        replay its last call, whose input buffers the caller may have reused since)."""
+        return np.array(values, copy=True) if self.membership is not None else values
 
     def _job_table(self, spec: JobSpec) -> np.ndarray:
         """The job's table values (computed once per description: an optimal table is a dynamic programme)."""
@@ -169,17 +179,24 @@ class SwitchAggregator:
             self._tables[spec] = np.asarray(spec.table_values())
         return self._tables[spec]
 
-    # ---- worker failure ---------------------------------------------------------------------------
+    # ---- worker failure and switch restart -------------------------------------------------------
     #
     # A notice names the survivors' new job. Each survivor first agrees with the others on where the old
-    # job ends: a NORM round in the new job (request 0) of the number of calls it has completed gives the
-    # maximum X over the survivors. No survivor can have completed a call that the dead worker did not
-    # contribute to, and a survivor that completed call X − 1 proves every worker sent all of X − 1's
-    # requests, so one that is behind can still finish its calls below X in the old job (the switch answers
-    # their retransmissions from the stored results). Call X then raises MembershipChanged on every
-    # survivor, before or while it runs, and it and everything after go to the new job: the survivors
-    # redo the same round from its norm phase, with the same request numbers, and no round mixes the two
-    # memberships.
+    # job ends: a NORM round in the new job (requests 0 and 1) of the number of calls it has completed, and
+    # of its complement, gives the maximum X and the minimum over the survivors. No survivor can have
+    # completed a call that the dead worker did not contribute to, and a survivor that completed call X − 1
+    # proves every worker sent all of X − 1's requests, so one that is behind is at most one call behind and
+    # can still finish its calls below X in the old job (the switch answers their retransmissions from the
+    # stored results). Call X then raises MembershipChanged on every survivor, before or while it runs, and
+    # it and everything after go to the new job: the survivors redo the same round from its norm phase,
+    # with the same request numbers, and no round mixes the two memberships.
+    #
+    # A notice that the switch restarted names the same workers in the job re-added with a fresh key and
+    # epoch. The switch lost the old job's cells and stored results, so nothing can finish there: every
+    # worker runs the call it was in again in the new job, with the same input (the membership is the same,
+    # so are the sums, and no round needs redoing). One that is behind needs the others' part of its call
+    # once more: if the minimum is below X, the workers that completed call X − 1 send it again first (its
+    # result, the one they already have, is dropped).
 
     def _call(self, start: Callable[[WorkerProtocol], Operation]):
         """One aggregation call in the current job (or MembershipChanged, see above)."""
@@ -189,9 +206,11 @@ class SwitchAggregator:
             try:
                 result = self.protocol.wait(op, interrupt=self._notice if self.membership else None)
             except Interrupted:
-                self._follow_membership(waiting=True)  # raises unless this worker is behind the others
+                if self._follow_membership(waiting=True):
+                    op = start(self.protocol)  # the switch restarted: this call again, in the new job
                 continue
             self.calls += 1
+            self._last = start
             return result
 
     def _notice(self) -> bool:
@@ -204,31 +223,42 @@ class SwitchAggregator:
         self._agree(notice)
         return True
 
-    def _follow_membership(self, waiting: bool) -> None:
+    def _follow_membership(self, waiting: bool) -> bool:
+        """Move to the noticed job once it is time; True when the move was a switch restart's (the call in
+        progress starts again in the new job); MembershipChanged when it was a worker failure's."""
         if self._pending is None:
             self._notice()
         if self._pending is None:
-            return
-        notice, protocol, switch_at, noticed, calls_then = self._pending
-        if self.calls < switch_at:
-            return  # finish this call in the old job first
+            return False
+        notice, protocol, switch_at, lowest, noticed, calls_then = self._pending
+        if not notice.restarted and self.calls < switch_at:
+            return False  # finish this call in the old job first
         if waiting:
             self.protocol.abandon()
         self._retired.append(self.protocol)
         self.protocol, self.generation = protocol, notice.generation
         self._pending = None
+        replayed = notice.restarted and self.calls > lowest
+        if replayed:
+            if self.calls != lowest + 1 or self._last is None:
+                raise RuntimeError(f"worker {protocol.worker_id} is {self.calls - lowest} calls ahead of another")
+            protocol.wait(self._last(protocol))  # the one behind needs this worker's part of call `lowest`
         record = {
             "generation": notice.generation,
             "job_id": notice.job_id,
             "epoch": notice.epoch,
             "n_workers": notice.n_workers,
             "failed": list(notice.failed),
-            "at_call": switch_at,
+            "restarted": notice.restarted,
+            "at_call": lowest if notice.restarted else switch_at,  # the first call made in the new job
             "calls_at_notice": calls_then,  # below at_call: this worker finished calls in the old job first
+            "replayed": replayed,  # a restart: this worker sent its last completed call again
             "rejoin_s": time.monotonic() - noticed,
         }
         self.rejoins.append(record)
         self.on_rejoin(record)
+        if notice.restarted:
+            return True
         raise MembershipChanged(
             f"job {notice.job_id} (generation {notice.generation}): {notice.n_workers} workers from call {switch_at}"
         )
@@ -239,8 +269,10 @@ class SwitchAggregator:
             raise RuntimeError(f"worker {me} is not among job {notice.job_id}'s workers {list(notice.workers)}")
         noticed = time.monotonic()
         protocol = self.protocol.for_job(notice.job_id, notice.n_workers, notice.key)
-        agreed = protocol.all_max(np.array([self.calls], np.float32))  # exact: calls < 2**24
-        self._pending = (notice, protocol, int(agreed[0]), noticed, self.calls)
+        # the maximum and the minimum of the completed calls, both as a max (exact: calls < 2**24)
+        agreed = protocol.all_max(np.array([self.calls, _CALLS_MAX - self.calls], np.float32))
+        highest, lowest = int(agreed[0]), _CALLS_MAX - int(agreed[1])
+        self._pending = (notice, protocol, highest, lowest, noticed, self.calls)
 
     # ---- bookkeeping ------------------------------------------------------------------------------
 

@@ -6,6 +6,10 @@ notice into a small JSON file that every worker of the mode was started with (`t
 FILE`). The file is the whole channel: Mininet's hosts share the file system, it is written atomically (a
 rename), and a worker only has to look at its modification time now and then while it waits for the
 switch. A notice is never taken back; a later failure writes a later generation.
+
+The same notice tells the workers that the switch restarted (`restarted`): the switch lost every cell and
+stored result, the runner pushed the program again and re-added the job with every worker, a fresh key and
+a fresh epoch, and the workers redo the call that was unfinished there (host_agent/aggregator.py).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ class Membership:
     epoch: int = 0  # the epoch the controller gave the new job (for the record: workers send no epoch)
     failed: tuple[int, ...] = field(default=())  # the worker ids that left since the previous generation
     key: int = 0  # the new job's key: the survivors put it in every packet (the switch drops other keys)
+    restarted: bool = False  # the switch restarted and lost its state; nobody failed (failed is empty)
 
     @property
     def n_workers(self) -> int:
@@ -46,6 +51,7 @@ class Membership:
             int(d.get("epoch", 0)),
             tuple(d.get("failed", ())),
             int(d.get("key", 0)),
+            bool(d.get("restarted", False)),
         )
 
 

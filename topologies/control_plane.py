@@ -46,19 +46,36 @@ class ControlPlane:
             routes = session.install_forwarding(self.topo)
             say(f"{name}: program pushed ({pushed['bmv2_json_bytes'] // 1024} KiB BMv2 JSON), routes {routes}")
 
+    def reprogram(self, name: str) -> None:
+        """Switch `name` restarted with nothing: a new session to it (the old one's stream died with the
+        process), the program pushed and its routes installed again, as `program` did at the start."""
+        from controller.session import SwitchSession
+
+        self.sessions[name].close()
+        switch = self.topo.switches[name]
+        self.sessions[name] = SwitchSession(switch.grpc_addr, device_id=switch.device_id, name=name)
+        pushed = self.sessions[name].push()
+        routes = self.sessions[name].install_forwarding(self.topo)
+        self.say(f"{name}: program pushed again ({pushed['bmv2_json_bytes'] // 1024} KiB BMv2 JSON), routes {routes}")
+
+    def last_epoch(self) -> int:
+        """The latest epoch any aggregating switch gave a job since its program was pushed."""
+        return max(self.sessions[name].last_epoch() for name in self.aggregating)
+
     @property
     def aggregating(self) -> list[str]:
         """The switches that hold jobs and sum: the aggregating switch, or the spine and its leaves."""
         return [self.topo.aggregation.switch] + [leaf.switch for leaf in self.topo.aggregation.leaves]
 
-    def add_job(self, spec: JobSpec, hosts: list[str] | None = None):
+    def add_job(self, spec: JobSpec, hosts: list[str] | None = None, epoch: int | None = None):
         """Add (or renew) the job `spec` for `hosts` (default: every worker) wherever this topology
-        aggregates, with a fresh epoch and, unless the description has one, a fresh key: a jobs.Job, or a
-        two_level.TwoLevelJob (both have job_id, epoch, slot_base, n_slots, key)."""
+        aggregates, with a fresh epoch (`epoch`: this one, above every switch's last) and, unless the
+        description has one, a fresh key: a jobs.Job, or a two_level.TwoLevelJob (both have job_id, epoch,
+        slot_base, n_slots, key)."""
         hosts = list(self.topo.workers) if hosts is None else hosts
         if self.topo.two_level:
-            return two_level.add_job(self.sessions, self.topo, spec, hosts)
-        return self.aggregator.add_job(spec, hosts, self.topo)
+            return two_level.add_job(self.sessions, self.topo, spec, hosts, epoch=epoch)
+        return self.aggregator.add_job(spec, hosts, self.topo, epoch=epoch)
 
     def end_job(self, job_id: int) -> None:
         """Remove the job (its jobs entries, result_dst and uplink entries and multicast groups) if it is there."""

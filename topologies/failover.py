@@ -9,7 +9,8 @@ the new one; a fresh epoch and slots of its own; the dead worker's multicast rep
 Then it writes the notice the workers poll. The old job stays until every survivor reports that it moved
 (a survivor that is behind may still need the old job's stored results, see host_agent/aggregator.py),
 and is removed then. Each failure becomes a record for the summary: who, at which step, how long the
-recovery took.
+recovery took. After a switch restart (topologies/switch_restart.py) ``readmit`` adds the same job again
+with every worker and writes a restart notice.
 
 ``KillSwitch`` injects failures: SIGKILL to a worker once it reports a given step (``thc-run --kill``).
 """
@@ -109,9 +110,11 @@ class Failover:
         notice_path: Path,
         say: Callable[[str], None] = print,
         clock: Callable[[], float] = time.monotonic,
+        epoch: int = 0,
     ):
         self.control, self.topo = control, topo
         self.spec = spec  # the job the workers are in now
+        self.epoch = epoch  # and its epoch
         self.job_id = spec.job_id
         self.used_ids = {spec.job_id}  # never reused within the run: an old request can never match a new job
         self.notices = MembershipFile(notice_path)
@@ -119,6 +122,7 @@ class Failover:
         self.say, self.clock = say, clock
         self.generation = 0
         self.failures: list[Failure] = []
+        self.restarts: list = []  # switch restarts the workers followed (topologies/switch_restart.py)
         self.workers: list[Worker] = []
         self.killed: dict[str, float] = {}  # host -> when an injected failure killed it (KillSwitch.killed)
 
@@ -152,7 +156,7 @@ class Failover:
                 f"worker {dead.host} died at step {dead.step} and the survivors could not be admitted as job "
                 f"{new_id}: {exc} (the new job needs {spec.slots} free slots next to the old job's)"
             ) from exc
-        self.spec = spec.replace(key=job.key)
+        self.spec, self.epoch = spec.replace(key=job.key), job.epoch
         self.used_ids.add(new_id)
         self.generation += 1
         ranks = tuple(sorted(w.rank for w in alive))
@@ -169,6 +173,28 @@ class Failover:
             f"{job.slot_base + job.n_slots - 1})"
         )
 
+    def readmit(self, restart) -> None:
+        """The switch restarted (topologies/switch_restart.py's Restart): add the job again with every
+        worker still in it, a fresh key and an epoch above the job's last, and tell them. The job keeps its
+        id: the restarted switch holds nothing of it, and a request with the old key is dropped."""
+        alive = [w for w in self.workers if not w.lost and w.process.poll() is None]
+        spec = self.spec.replace(key=0)
+        epoch = max(self.epoch, self.control.last_epoch()) + 1
+        try:
+            job = self.control.add_job(spec, [w.host for w in alive], epoch=epoch)
+        except ControlError as exc:
+            raise WorkerFailed(
+                f"{restart.switch} restarted, but job {spec.job_id} could not be added again: {exc}"
+            ) from exc
+        self.spec, self.epoch = spec.replace(key=job.key), job.epoch
+        self.generation += 1
+        ranks = tuple(sorted(w.rank for w in alive))
+        self.notices.write(Membership(self.generation, spec.job_id, ranks, job.epoch, key=job.key, restarted=True))
+        restart.admitted = self.clock()
+        restart.generation, restart.job_id, restart.epoch = self.generation, spec.job_id, job.epoch
+        restart.workers, restart.waiting = len(alive), set(ranks)
+        self.restarts.append(restart)
+
     # ---- internals -------------------------------------------------------------------------------
 
     def _fresh_job_id(self) -> int:
@@ -180,21 +206,30 @@ class Failover:
         raise WorkerFailed("no free job id on the switch for the survivors")
 
     def _rejoined(self, worker: Worker, event: dict) -> None:
-        failure = next((f for f in self.failures if f.generation == event.get("generation")), None)
-        if failure is None or worker.rank not in failure.waiting:
+        """A worker moved to the job of a failure's or a restart's notice; once every one has, the record is
+        complete (and after a failure the old job is removed)."""
+        entries = [*self.failures, *self.restarts]
+        entry = next((e for e in entries if e.generation == event.get("generation")), None)
+        if entry is None or worker.rank not in entry.waiting:
             return
-        failure.waiting.discard(worker.rank)
-        failure.survivors_step = max(failure.survivors_step, int(event.get("step", 0)) + 1)
-        failure.at_call = event.get("at_call")
-        if failure.waiting:
+        entry.waiting.discard(worker.rank)
+        entry.survivors_step = max(entry.survivors_step, int(event.get("step", 0)) + 1)
+        entry.at_call = event.get("at_call")
+        if entry.waiting:
             return
-        failure.rejoined = self.clock()
+        entry.rejoined = self.clock()
+        recovered = entry.record()["recovered_s"]
+        if not isinstance(entry, Failure):  # a restart: the switch lost the old job, nothing to remove
+            self.say(
+                f"every worker moved to job {entry.job_id} (epoch {entry.epoch}) in step {entry.survivors_step}, "
+                f"{recovered:.2f} s after {entry.switch} was killed"
+            )
+            return
         try:  # every survivor is in the new job: nothing needs the old one's stored results any more
-            self.control.end_job(failure.old_job_id)
+            self.control.end_job(entry.old_job_id)
         except ControlError as exc:
-            self.say(f"could not remove job {failure.old_job_id}: {exc}")
-        r = failure.record()
+            self.say(f"could not remove job {entry.old_job_id}: {exc}")
         self.say(
-            f"survivors of {failure.host} rejoined as job {failure.job_id} in step {failure.survivors_step}, "
-            f"{r['recovered_s']:.2f} s after the failure"
+            f"survivors of {entry.host} rejoined as job {entry.job_id} in step {entry.survivors_step}, "
+            f"{recovered:.2f} s after the failure"
         )

@@ -231,6 +231,23 @@ class EmulatedNetwork:
             if code is not None:
                 raise NetworkError(f"switch {node.name} exited with code {code}; see {node.launch.log_file}")
 
+    def kill_switch(self, name: str) -> None:
+        """SIGKILL switch `name`'s process and reap it (an injected failure, ``thc-run --restart-switch``): its
+        interfaces, links and the hosts stay, everything it held (program, tables, registers) is gone."""
+        process = self.net[name].process
+        if process is not None and process.poll() is None:
+            process.kill()
+        if process is not None:
+            process.wait()
+
+    def restart_switch(self, name: str, ready_timeout: float = 60.0) -> None:
+        """Start switch `name` again after it died: the same command line (interfaces, ports, gRPC port),
+        its log appended to; return once it answers on gRPC. It runs no program until one is pushed."""
+        node = self.net[name]
+        with interrupts.critical():
+            node.start([], append=True)
+        node.wait_ready(ready_timeout)
+
     def host(self, name: str) -> Host:
         return self.net[name]
 

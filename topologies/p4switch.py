@@ -36,10 +36,11 @@ class P4RuntimeSwitchNode(Switch):
         self.process: subprocess.Popen | None = None
         self.launch: SwitchLaunch | None = None
 
-    def start(self, controllers):  # Mininet's signature; we have no OpenFlow controllers
+    def start(self, controllers, append: bool = False):  # Mininet's signature; we have no OpenFlow controllers
+        """Start the switch process; `append`: keep its log (a restart after a crash, whose last words are there)."""
         self.launch = self.launch_factory(self)
         self.launch.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.launch.log_file, "wb") as log:
+        with open(self.launch.log_file, "ab" if append else "wb") as log:
             self.process = subprocess.Popen(
                 self.launch.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )

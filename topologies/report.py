@@ -156,7 +156,7 @@ def table(rows: list[ModeSummary]) -> str:
     for r in rows:
         lines.append(
             [
-                label(r.mode) + (f" [{r.workers} left]" if r.failures else ""),
+                label(r.mode) + (f" [{r.workers} left]" if worker_failures(r) else ""),
                 f"{r.final_metric:.3f}" if bpc else f"{r.final_acc:.3f}",
                 "-" if r.time_to_target_s is None else f"{r.time_to_target_s:.1f} s",
                 f"{r.train_s:.1f}",
@@ -175,11 +175,41 @@ def table(rows: list[ModeSummary]) -> str:
     return "\n".join([fmt(header), rule] + [fmt(row) for row in lines])
 
 
+def worker_failures(r: ModeSummary) -> list[dict]:
+    """The mode's worker failures (not its switch restarts)."""
+    return [f for f in r.failures if f.get("kind") != "switch_restart"]
+
+
+def restart_line(mode: str, f: dict) -> str:
+    """A switch restart: how long the switch, its program, the job and the workers took (the pause)."""
+    if f["recovered_s"] is not None:
+        resumed = f"every worker moved in step {f['resumed_step']}: a pause of {f['recovered_s']:.2f} s"
+    elif f["readmitted_s"] is None and f.get("resumed_s") is not None:  # a mode without a job: gloo, ps
+        resumed = (
+            f"training went on: every worker past step {f['resumed_past_step']} {f['resumed_s']:.2f} s after the kill"
+        )
+    else:
+        resumed = "not every worker moved to the re-added job"
+    job = (
+        f", job {f['job_id']} re-added (epoch {f['epoch']}) at {f['readmitted_s']:.2f} s"
+        if f["readmitted_s"] is not None
+        else ""
+    )
+    return (
+        f"{label(mode)}: switch {f['switch']} killed after step {f['step']} and restarted; answering "
+        f"{f['answering_s']:.2f} s after the kill, programmed at {f['reprogrammed_s']:.2f} s{job}; {resumed}"
+    )
+
+
 def failure_lines(rows: list[ModeSummary]) -> list[str]:
-    """One line per worker failure: who, after which step, and how the survivors recovered."""
+    """One line per worker failure (who, after which step, how the survivors recovered) and per switch
+    restart."""
     lines = []
     for r in rows:
         for f in r.failures:
+            if f.get("kind") == "switch_restart":
+                lines.append(restart_line(r.mode, f))
+                continue
             how = "killed by the runner" if f["injected"] else "died"
             recovered = (
                 f"all moved in step {f['survivors_step']}, {f['recovered_s']:.2f} s after the failure"

@@ -64,11 +64,15 @@ def _int_range(lo: int, hi: int | None = None, why: str = ""):
     return parse
 
 
-def _host_step(text: str) -> tuple[str, int]:
+def _host_step(text: str, example: str = "h3:50", what: str = "HOST") -> tuple[str, int]:
     host, sep, step = text.rpartition(":")
     if not sep or not host or not step.isdigit() or int(step) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:STEP, like h3:50")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {what}:STEP, like {example}")
     return host, int(step)
+
+
+def _switch_step(text: str) -> tuple[str, int]:
+    return _host_step(text, "s1:50", "SWITCH")
 
 
 def _fraction(text: str) -> float:
@@ -268,6 +272,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:STEP",
         help="inject a worker failure: SIGKILL to worker HOST once it reports step STEP (thc and fix32 go on "
         "with the survivors as a new job; other modes stop with an error); may be repeated",
+    )
+    tr.add_argument(
+        "--restart-switch",
+        action="append",
+        default=[],
+        type=_switch_step,
+        metavar="SWITCH:STEP",
+        help="inject a switch crash: SIGKILL to SWITCH's process once a worker reports step STEP, then start it "
+        "again (same ports), push the program, routes and the job again (fresh key, new epoch); thc, fix32 and "
+        "terngrad-switch redo the unfinished round there, gloo and the ps modes lose packets meanwhile, the "
+        "backend modes may time out; the summary gives the pause in seconds. Its pcaps start over. May be "
+        "repeated; applies to every mode",
     )
     add_job_options(p)
     out = p.add_argument_group("files and control")
@@ -502,9 +518,10 @@ class Progress:
             self.bar.write(f"  {self.mode}: worker {worker.host} (rank {worker.rank}) died after step {event['step']}")
         elif kind == "rejoined":
             if worker.rank == min(r for r in range(self.n_workers) if r not in self.lost):
+                why = " after the switch restart" if event.get("restarted") else ""
                 self.bar.write(
                     f"  {self.mode}: {event['n_workers']} workers go on as job {event['job_id']} "
-                    f"(epoch {event['epoch']}) from step {event['step'] + 1}"
+                    f"(epoch {event['epoch']}){why} from step {event['step'] + 1}"
                 )
         elif kind == "epoch":
             self.acc = event["test_acc"]
@@ -578,6 +595,16 @@ def run(args) -> int:
             raise RunError(f"--kill {host}:{step}: {host} is not a worker of {topo.name} ({', '.join(topo.workers)})")
         if step >= args.steps:
             raise RunError(f"--kill {host}:{step}: the run has {args.steps} steps, so the kill would never happen")
+    for switch, step in args.restart_switch:
+        if switch not in topo.switches:
+            raise RunError(
+                f"--restart-switch {switch}:{step}: {switch} is not a switch of {topo.name} "
+                f"({', '.join(topo.switches)})"
+            )
+        if step >= args.steps:
+            raise RunError(
+                f"--restart-switch {switch}:{step}: the run has {args.steps} steps, so it would never happen"
+            )
     check_stragglers(args.straggler, topo)
     check_placements(modes, topo)
     job = job_spec(args, topo)
@@ -662,6 +689,7 @@ def run(args) -> int:
                     stall_timeout=args.stall_timeout,
                     start_timeout=args.stall_timeout + 60,
                     kill=args.kill,
+                    restart=args.restart_switch,
                 )
             finally:
                 progress.close()

@@ -23,6 +23,7 @@ from topologies.failover import Failover, KillSwitch
 from topologies.ledger import Ledger
 from topologies.network import EmulatedNetwork
 from topologies.servers import ServerSet
+from topologies.switch_restart import SwitchRestarter
 from topologies.workers import Worker, WorkerOptions, follow, load_results, start_workers, stop_workers
 
 
@@ -59,7 +60,9 @@ class Testbed:
         )
         self.control: ControlPlane | None = None
         self.last_switch_events: dict = {}
-        self.last_failures: list[dict] = []  # the last run's worker failures (topologies/failover.py)
+        self.last_failures: list[dict] = []  # the last run's worker failures and switch restarts
+        self._kept_counters: dict = {}  # switch -> event counters read just before it was killed
+        self._job_epoch = 0  # the epoch of the job start_job installed last
         self.last_busiest: link_bytes.Busiest | None = None  # the last run's busiest link, per step
 
     def __enter__(self) -> Testbed:
@@ -92,6 +95,7 @@ class Testbed:
         spec = options.job_for(self.topo)
         job = self.control.add_job(spec)
         spec = spec.replace(key=job.key)
+        self._job_epoch = job.epoch
         path = self.log_dir / options.mode / "job.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         spec.save(path)
@@ -127,16 +131,21 @@ class Testbed:
         stall_timeout: float = 120.0,
         start_timeout: float = 180.0,
         kill: list[tuple[str, int]] = (),
+        restart: list[tuple[str, int]] = (),
     ) -> list:
         """Run one worker per worker host to the end: the training records (JSON) or, for probes, the
         saved arrays (numpy NpzFile per worker, in rank order). Switch counter deltas of the run are
         left in ``last_switch_events``. In the modes that survive a worker failure (thc, fix32 training)
         a worker that dies is left behind and the others go on as a new job (topologies/failover.py);
         its record is in ``last_failures``. ``kill``: (host, step) pairs, SIGKILL to that worker once it
-        reports that step (an injected failure). A ps mode's servers (topologies/servers.py) run for the
-        mode only; the link that carried the most bytes per step (probes: per round) from the moment every
-        worker was ready is left in ``last_busiest``."""
-        run = dict(on_event=on_event, stall_timeout=stall_timeout, start_timeout=start_timeout, kill=kill)
+        reports that step (an injected failure). ``restart``: (switch, step) pairs, that switch killed and
+        restarted once a worker reports that step (topologies/switch_restart.py; in ``last_failures`` too).
+        A ps mode's servers (topologies/servers.py) run for the mode only; the link that carried the most
+        bytes per step (probes: per round) from the moment every worker was ready is left in
+        ``last_busiest``."""
+        run = dict(
+            on_event=on_event, stall_timeout=stall_timeout, start_timeout=start_timeout, kill=kill, restart=restart
+        )
         if options.worker_mode not in PS_MODES:
             return self._run(options, **run)
         net = self.net
@@ -144,10 +153,13 @@ class Testbed:
         with ServerSet(net, self.topo, placement, self.ledger, self.log_dir, level, backend, self.say) as servers:
             return self._run(self.start_ps_job(options, servers), servers=servers, **run)
 
-    def _run(self, options, on_event, stall_timeout, start_timeout, kill, servers: ServerSet | None = None) -> list:
+    def _run(
+        self, options, on_event, stall_timeout, start_timeout, kill, restart, servers: ServerSet | None = None
+    ) -> list:
         """run_workers' run, with a ps mode's servers up."""
         failover = None
         self.last_failures = []
+        self._kept_counters = {}
         killer = KillSwitch(kill)
         failover_mode = options.mode in FAILOVER_MODES and not options.probe_rounds
         if failover_mode:
@@ -155,8 +167,12 @@ class Testbed:
         if options.mode in SWITCH_MODES:
             options = self.start_job(options)
         if failover_mode:
-            failover = Failover(self.control, self.topo, options.job, options.membership, say=self.say)
+            failover = Failover(
+                self.control, self.topo, options.job, options.membership, say=self.say, epoch=self._job_epoch
+            )
             failover.killed = killer.killed
+        readd = (lambda: self.control.add_job(options.job)) if options.mode in SWITCH_MODES else None
+        restarter = SwitchRestarter(restart, self, failover, readd, self.start_timeout, self.say)
         self.last_busiest = None
         try:
             before = self._stats(servers)
@@ -167,6 +183,7 @@ class Testbed:
 
             def events(w, e):
                 killer.on_event(w, e)
+                restarter.on_event(w, e)
                 if failover is not None:
                     failover.on_event(w, e)
                 if e.get("event") == "start":
@@ -198,6 +215,7 @@ class Testbed:
             self.last_switch_events = counter_delta(self._stats(servers), before)
             if failover is not None:
                 self.last_failures = [f.record() for f in failover.failures]
+            self.last_failures += [r.record() for r in restarter.restarts]
         finally:
             if options.mode in SWITCH_MODES:
                 self.end_job(options, failover.jobs if failover is not None else None)
@@ -208,8 +226,18 @@ class Testbed:
         return load_results(workers)
 
     def _stats(self, servers: ServerSet | None) -> dict:
-        """Event counters of every switch, and of a ps mode's servers: {name: {event: packets}}."""
-        return self.control.stats() | (servers.stats() if servers is not None else {})
+        """Event counters of every switch, and of a ps mode's servers: {name: {event: packets}}; a switch
+        restarted during the run counts what it counted before it was killed too."""
+        out = self.control.stats() | (servers.stats() if servers is not None else {})
+        for name, kept in self._kept_counters.items():
+            out[name] = {event: n + kept.get(event, 0) for event, n in out[name].items()}
+        return out
+
+    def keep_counters(self, name: str) -> None:
+        """Switch `name` is about to be killed: keep what it counted (a restarted one counts from 0)."""
+        now = self.control.stats()[name]
+        kept = self._kept_counters.get(name, {})
+        self._kept_counters[name] = {event: n + kept.get(event, 0) for event, n in now.items()}
 
     def set_loss(self, loss_percent: float) -> None:
         self.net.set_loss(loss_percent)

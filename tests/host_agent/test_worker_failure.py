@@ -160,48 +160,65 @@ class Gate:
         return self.port.describe()
 
 
+class StalledCluster:
+    """N workers running ROUNDS probe rounds in threads, each with a SwitchAggregator that follows `board`'s
+    notices; worker `behind` stalls in round DIES_IN (its norm result lost while it waits on its gate), and
+    worker `dead` (None: nobody) stops after round DIES_IN's norm. `records[rank]`: its rounds' results."""
+
+    def __init__(self, engine, job: SimJob, behind: int, dead: int | None = None):
+        self.lw, protocols = attach_workers(
+            engine, job, seed=5, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=30.0
+        )
+        self.behind, self.dead = behind, dead
+        self.gate = Gate(protocols[behind].transport)
+        protocols[behind].transport = self.gate
+        self.board = MembershipBoard()
+        self.aggs = [SwitchAggregator(p, membership=self.board.reader()) for p in protocols]
+        self.records = {r: [] for r in range(N)}
+        self.errors = []
+        self.threads = {r: threading.Thread(target=self._work, args=(r,), daemon=True) for r in range(N)}
+        for t in self.threads.values():
+            t.start()
+
+    def _work(self, rank):
+        comp, agg = THCCompressor(CONFIG, worker_id=rank), self.aggs[rank]
+        try:
+            for k in range(ROUNDS):
+                if rank == self.dead and k == DIES_IN:
+                    agg.all_max(comp.prepare(probe_gradient(7, rank, k, SIZE), step=k).norms)
+                    return  # gone after round 3's norm (call 6): nobody completes call 7, its sums
+                if rank == self.behind and k == DIES_IN:
+                    self.gate.held = True  # round 3's norm is sent, and its result lost while the worker stalls
+                self.records[rank].append(thc_round(agg, comp, rank, k))
+        except Exception as exc:  # surfaced by join() with the worker's id
+            self.errors.append((rank, exc))
+
+    def wait_for_the_others(self) -> None:
+        """Until every worker but the one behind and the dead one has completed round 3's norm (call 6)."""
+        ahead = [r for r in range(N) if r not in (self.behind, self.dead)]
+        deadline = time.monotonic() + 60
+        while any(self.aggs[r].calls < 2 * DIES_IN + 1 for r in ahead) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert all(self.aggs[r].calls == 2 * DIES_IN + 1 for r in ahead)  # stuck in call 7, round 3's sums
+
+    def join(self, ranks) -> None:
+        for r in ranks:
+            self.threads[r].join(60)
+            assert not self.threads[r].is_alive(), f"worker {r} hangs"
+        assert not self.errors, self.errors
+
+
 def test_a_survivor_behind_the_others_finishes_its_call_in_the_old_job_first(new_engine):
     old, new = jobs()
     engine = new_engine(old)
-    _, protocols = attach_workers(
-        engine, old, seed=5, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=30.0
-    )
     behind = 1
-    gate = Gate(protocols[behind].transport)
-    protocols[behind].transport = gate
-    board = MembershipBoard()
-    aggs = [SwitchAggregator(p, membership=board.reader()) for p in protocols]
-    records = {r: [] for r in range(N)}
-    errors = []
-
-    def work(rank):
-        comp = THCCompressor(CONFIG, worker_id=rank)
-        try:
-            for k in range(ROUNDS):
-                if rank == DEAD and k == DIES_IN:
-                    aggs[rank].all_max(comp.prepare(probe_gradient(7, rank, k, SIZE), step=k).norms)
-                    return  # gone after round 3's norm (call 6): nobody completes call 7, its sums
-                if rank == behind and k == DIES_IN:
-                    gate.held = True  # round 3's norm is sent, and its result lost while the worker stalls
-                records[rank].append(thc_round(aggs[rank], comp, rank, k))
-        except Exception as exc:  # surfaced below with the worker's id
-            errors.append((rank, exc))
-
-    threads = {r: threading.Thread(target=work, args=(r,), daemon=True) for r in range(N)}
-    for t in threads.values():
-        t.start()
-    ahead = [r for r in SURVIVORS if r != behind]
-    deadline = time.monotonic() + 60
-    while any(aggs[r].calls < 2 * DIES_IN + 1 for r in ahead) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert all(aggs[r].calls == 2 * DIES_IN + 1 for r in ahead)  # stuck in call 7, round 3's sums
+    cluster = StalledCluster(engine, old, behind, dead=DEAD)
+    cluster.wait_for_the_others()
     admit(engine, new)
-    board.post(notice(new))
-    gate.released.set()
-    for r in SURVIVORS:
-        threads[r].join(60)
-        assert not threads[r].is_alive(), f"worker {r} hangs"
-    assert not errors, errors
+    cluster.board.post(notice(new))
+    cluster.gate.released.set()
+    cluster.join(SURVIVORS)
+    aggs, records = cluster.aggs, cluster.records
 
     for r in SURVIVORS:
         (rejoin,) = aggs[r].rejoins

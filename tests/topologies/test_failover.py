@@ -2,7 +2,9 @@
 one killed with SIGKILL at a step (KillSwitch), follow() noticing its death, Failover admitting the
 survivors as a new job on a stand-in control plane and writing the notice, the survivors reporting that
 they moved, the old job removed, and the failure's record. In a mode without failover the same kill ends
-the run with a clear error."""
+the run with a clear error. A switch restarted at a step (SwitchRestarter): killed, started again,
+reprogrammed, the job re-added with every worker under a new epoch and key, a restart notice, and the
+pause in the record."""
 
 import json
 import subprocess
@@ -13,6 +15,8 @@ import pytest
 
 from spec.job import JobSpec
 from topologies.failover import Failover, KillSwitch
+from topologies.report import restart_line
+from topologies.switch_restart import SwitchRestarter
 from topologies.workers import Worker, WorkerFailed, follow, load_results
 
 # a stand-in worker: steps every 20 ms; once the notice names a new job it reports that it moved to it
@@ -42,12 +46,18 @@ class Control:
         self.jobs = {1: None}
         self.calls = []
 
-    def add_job(self, spec, hosts):
+    def add_job(self, spec, hosts, epoch=None):
         self.calls.append(("add", spec.job_id, spec.workers, spec.key, tuple(hosts)))
         self.jobs[spec.job_id] = SimpleNamespace(
-            job_id=spec.job_id, epoch=77, slot_base=256, n_slots=spec.slots, key=0x5EED
+            job_id=spec.job_id, epoch=epoch or 77, slot_base=256, n_slots=spec.slots, key=0x5EED
         )
         return self.jobs[spec.job_id]
+
+    def last_epoch(self):
+        return 0  # a switch that restarted: its program was pushed again
+
+    def reprogram(self, name):
+        self.calls.append(("reprogram", name))
 
     def job_ids(self):
         return set(self.jobs)
@@ -95,6 +105,7 @@ def test_a_killed_worker_is_left_behind_and_the_survivors_go_on_as_a_new_job(tmp
         "epoch": 77,
         "failed": [2],
         "key": 0x5EED,
+        "restarted": False,
     }
     # the survivors' job: the same description for three workers, and a fresh key (0 asks for one)
     assert switch.calls == [("add", 2, 3, 0, ("h1", "h2", "h4")), ("remove", 1)]
@@ -127,3 +138,58 @@ def test_without_failover_a_killed_worker_stops_the_run_with_a_clear_error(tmp_p
         for w in workers:
             w.process.kill()
             w.process.wait()
+
+
+class Bed:
+    """The testbed as SwitchRestarter uses it: its network, control plane and counters."""
+
+    def __init__(self, control):
+        self.control = control
+        self.net = SimpleNamespace(
+            kill_switch=lambda name: control.calls.append(("kill", name)),
+            restart_switch=lambda name, timeout: control.calls.append(("start", name)),
+        )
+
+    def keep_counters(self, name):
+        self.control.calls.append(("counters", name))
+
+
+def test_a_restarted_switch_gets_its_program_and_the_job_again_and_every_worker_follows(tmp_path):
+    notice = tmp_path / "membership.json"
+    control = Control()
+    failover = Failover(control, None, JobSpec(job_id=1, workers=3, key=0x01D), notice, say=lambda m: None, epoch=4)
+    restarter = SwitchRestarter([("s1", 5)], Bed(control), failover, say=lambda m: None)
+    workers = failover.workers = start(tmp_path, 3, 40, notice)
+
+    def on_event(w, e):
+        restarter.on_event(w, e)
+        failover.on_event(w, e)
+
+    follow(workers, on_event, stall_timeout=30, start_timeout=30, on_death=failover.on_death)
+
+    # killed, started, programmed, then the same job with every worker, a fresh key and a later epoch
+    assert control.calls == [
+        ("counters", "s1"),
+        ("kill", "s1"),
+        ("start", "s1"),
+        ("reprogram", "s1"),
+        ("add", 1, 3, 0, ("h1", "h2", "h3")),
+    ]
+    assert json.loads(notice.read_text()) == {
+        "generation": 1,
+        "job_id": 1,
+        "workers": [0, 1, 2],
+        "epoch": 5,
+        "failed": [],
+        "key": 0x5EED,
+        "restarted": True,
+    }
+    assert failover.jobs == [1] and failover.spec == JobSpec(job_id=1, workers=3, key=0x5EED)
+    (restart,) = restarter.restarts
+    record = restart.record()
+    assert record["kind"] == "switch_restart" and record["switch"] == "s1" and 5 <= record["step"] < 40
+    assert record["job_id"] == 1 and record["epoch"] == 5 and record["workers"] == 3
+    assert 0 <= record["answering_s"] <= record["reprogrammed_s"] <= record["readmitted_s"] <= record["recovered_s"]
+    assert record["resumed_s"] >= record["reprogrammed_s"]  # every worker reported a later step
+    assert f"a pause of {record['recovered_s']:.2f} s" in restart_line("thc", record)
+    assert all(r["moved"] for r in load_results(workers))

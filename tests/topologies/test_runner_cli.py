@@ -64,6 +64,9 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
         (["--kill", "h3:0"], 2, ["argument --kill", "expected HOST:STEP"]),
         (["--kill", "h9:5"], 1, ["--kill h9:5: h9 is not a worker of"]),
         (["--kill", "h3:200", "--steps", "150"], 1, ["--kill h3:200: the run has 150 steps"]),
+        (["--restart-switch", "s1"], 2, ["argument --restart-switch", "expected SWITCH:STEP, like s1:50"]),
+        (["--restart-switch", "s9:5"], 1, ["--restart-switch s9:5: s9 is not a switch of"]),
+        (["--restart-switch", "s1:200", "--steps", "150"], 1, ["--restart-switch s1:200: the run has 150 steps"]),
         (["--topo", "/nonexistent.json"], 1, ["cannot read topology file /nonexistent.json"]),
         (
             ["--model", "charlm-stdlib", "--steps", "1000000"],
