@@ -93,6 +93,7 @@ print("fuzzed", total)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3300)  # the sanitized child gets 3000 s; pytest's global 600 s would cut a loaded run short
 def test_100000_fuzzed_frames_under_address_and_undefined_behaviour_sanitizers(tmp_path):
     paths = [str(p) for p in PROGRAMS]
     per_program = -(-100_000 // len(paths))
