@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from emulator import cli
+from emulator import switch_cli as cli
 from emulator.p4rt.device import Device
 from emulator.pcap import PcapWriter
 from emulator.ports import PortLoop
