@@ -49,7 +49,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from host_agent.worker import mode_job  # noqa: E402
+from host_agent.worker_cli import mode_job  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
 
 MODEL = "cnn-digits"  # the time-to-target workload, make run's

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from controller.topology import Topology  # noqa: E402
 from host_agent import workloads  # noqa: E402
-from host_agent.worker import PS_MODES  # noqa: E402
+from host_agent.modes import PS_MODES  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
 from topologies import report  # noqa: E402
 

@@ -14,7 +14,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from host_agent.worker import PS_MODES, SWITCH_MODES  # the modes with retransmission figures
+from host_agent.modes import PS_MODES, SWITCH_MODES  # the modes with retransmission figures
 
 MODE_LABELS = {
     "thc": "THC via switch",

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.topology import Topology
-from host_agent.worker import EXIT_SWITCH_TIMEOUT, PS_MODES, SWITCH_MODES, mode_job
+from host_agent.modes import PS_MODES, SWITCH_MODES
+from host_agent.worker import EXIT_SWITCH_TIMEOUT
+from host_agent.worker_cli import mode_job
 from spec.job import JobSpec
 from topologies import interrupts
 from topologies.ledger import Ledger
@@ -76,7 +78,7 @@ class WorkerOptions:
 
     def job_for(self, topo: Topology) -> JobSpec:
         """The job's description for `topo`'s workers (n follows the topology), as the mode runs it
-        (terngrad-switch: with TernGrad's codec, host_agent.worker.mode_job)."""
+        (terngrad-switch: with TernGrad's codec, host_agent.worker_cli.mode_job)."""
         spec = self.job or JobSpec(job_id=1, workers=len(topo.workers))
         spec = spec if spec.workers == len(topo.workers) else spec.replace(workers=len(topo.workers))
         return mode_job(self.mode, spec)

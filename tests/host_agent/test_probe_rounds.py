@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from host_agent import worker
+from host_agent import probe, worker
 from host_agent.fake_switch import FakeSwitch
 from host_agent.loopback import VirtualClock
 from host_agent.protocol import drive
@@ -66,7 +66,7 @@ def test_rounds_with_one_codec_equal_rounds_with_a_fresh_codec_each(mode):
     """The probe builds (and warms up) its codec once, outside the timed rounds: every round must still
     be the one a freshly built codec computes (THC's signs and rounding depend on the round only)."""
     args = probe_args(mode)
-    one_round = {"thc": worker._thc_round, "fix32": worker._fix32_round}[mode]
+    one_round = probe.switch_round  # one round function for every codec of the switch
     codec = worker.probe_codec(args)
     agg = EchoAggregator()
     for k in range(3):

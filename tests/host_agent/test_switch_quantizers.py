@@ -14,7 +14,7 @@ from emulator.switch import SoftwareSwitch
 from host_agent.loopback import VirtualClock
 from host_agent.protocol import drive
 from host_agent.sim import SimJob, attach_workers, program_engine
-from host_agent.worker import mode_job
+from host_agent.worker_cli import mode_job
 from spec.job import JobSpec
 from tests.support import paths
 from thc import THCCompressor

@@ -13,8 +13,8 @@ import torch
 
 from host_agent.aggregator import SwitchAggregator
 from host_agent.membership import Membership, MembershipBoard
+from host_agent.probe import probe_gradient
 from host_agent.sim import SimJob, admit, attach_workers, retire
-from host_agent.worker import probe_gradient
 from thc.compressor import THCCompressor
 from thc.config import THCConfig
 from thc.ddp import redo_on_membership_change

@@ -102,7 +102,7 @@ PROBE_CHUNK = 2048  # thc-worker's default --chunk
 def reference_thc_round(n: int, round_: int, size: int, probe_seed: int = 7):
     """What every worker must get in probe round ``round_``, computed in-process with thc: per worker
     (indices, sums, decoded vector)."""
-    from host_agent.worker import probe_gradient
+    from host_agent.probe import probe_gradient
     from thc.compressor import THCCompressor
     from thc.config import THCConfig
 
@@ -132,7 +132,7 @@ def assert_thc_probes_exact(probes: list, rounds: int, size: int) -> None:
 
 def assert_fix32_probes_exact(probes: list, rounds: int, size: int, probe_seed: int = 7) -> None:
     """FIX32 through the switch equals thc.baselines.FixedPoint32's own aggregation, bit for bit."""
-    from host_agent.worker import probe_gradient
+    from host_agent.probe import probe_gradient
     from thc.baselines import FixedPoint32
 
     n = len(probes)

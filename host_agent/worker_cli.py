@@ -1,0 +1,367 @@
+"""thc-worker's command line: its options, the job description they make (``--job FILE`` or the job
+options, checked against each other and the mode), the worker's identity (rank, rendezvous, addresses) and
+the aggregator they describe. The training loop and the probe rounds read what this module resolved."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from host_agent import identity, workloads
+from host_agent.modes import MODES, PS_MODES, uses_job
+
+DESCRIPTION = "`thc-worker`: one data-parallel training worker, run on one Mininet host by `thc-run`."
+# JobSpec field -> the dest of the job option (spec.job.add_job_options) that sets it without --job FILE
+JOB_OPTIONS = {
+    "bits": "bits",
+    "granularity": "granularity",
+    "clip": "clip",
+    "table": "table",
+    "chunk": "chunk",
+    "seed": "thc_seed",
+    "error_feedback": "error_feedback",
+    "transform": "transform",
+    "quantizer": "quantizer",
+    "window": "window",
+    "slots": "slots",
+}
+FLAGS = {"error_feedback": "--error-feedback", "transform": "--no-transform"}  # job fields set by a bare flag
+
+
+def switch_aggregator(args, on_rejoin=lambda record: None):
+    """The worker's SwitchAggregator on its interface, with the protocol options of the command line;
+    with ``--membership FILE`` it follows the runner's notices of a new membership after a failure. In a
+    ps mode a ShardedAggregator over the servers of ``--servers FILE`` (no failover there)."""
+    if args.mode in PS_MODES:
+        from host_agent.sharded import ShardedAggregator, load_servers
+
+        servers = load_servers(args.servers)
+        return ShardedAggregator.open(
+            args.iface, args.spec, args.rank, servers, args.src_ip, args.src_mac, **protocol_options(args)
+        )
+    from host_agent.aggregator import SwitchAggregator
+    from host_agent.membership import MembershipFile
+
+    return SwitchAggregator.open(
+        args.iface,
+        args.spec,
+        args.rank,
+        args.service_ip,
+        args.service_mac,
+        args.src_ip,
+        args.src_mac,
+        membership=MembershipFile(args.membership).poll if args.membership else None,
+        on_rejoin=on_rejoin,
+        **protocol_options(args),
+    )
+
+
+def protocol_options(args) -> dict:
+    """SwitchAggregator.open's protocol options from the command line."""
+    return dict(
+        timeout=args.retransmit_timeout,
+        max_timeout=args.max_retransmit_timeout,
+        deadline=args.switch_timeout,
+        min_timeout=args.min_retransmit_timeout,
+        dupthresh=args.dupthresh,
+        coalesce=args.coalesce,
+        straggler_timeout=None if args.straggler_timeout is None else args.straggler_timeout / 1000,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """thc-worker's options, group by group in the order --help lists them."""
+    from spec.job import add_job_options
+
+    p = argparse.ArgumentParser(
+        prog="thc-worker", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    _add_job_group(p.add_argument_group("job"))
+    s = p.add_argument_group("switch (thc and fix32)")
+    _add_switch_addresses(s)
+    _add_retransmission(s)
+    _add_failure_handling(s)
+    add_job_options(p)
+    _add_training(p.add_argument_group("training"))
+    _add_probe(p.add_argument_group("probe (instead of training)"))
+    return p
+
+
+def _add_job_group(g) -> None:
+    """The job this worker joins: its mode, rank, rendezvous, interface and description."""
+    g.add_argument("--mode", choices=MODES, default="thc", help="how gradients are aggregated (default thc)")
+    g.add_argument(
+        "--rank",
+        type=int,
+        help="this worker's rank = its worker id in the THC job (default: $RANK, which torchrun sets)",
+    )
+    g.add_argument("--world-size", type=int, help="number of workers (default: $WORLD_SIZE, which torchrun sets)")
+    g.add_argument(
+        "--master-addr",
+        help="IPv4 address of rank 0 for a TCP rendezvous (default: torch's env:// rendezvous from "
+        "$MASTER_ADDR and $MASTER_PORT, which torchrun sets)",
+    )
+    g.add_argument(
+        "--master-port", type=int, default=29500, help="TCP rendezvous port with --master-addr (default 29500)"
+    )
+    g.add_argument(
+        "--iface",
+        help="this host's interface: gloo and the switch transport use it, and --src-ip/--src-mac default to "
+        "its addresses (required for the switch modes; without it gloo picks an interface itself)",
+    )
+    g.add_argument(
+        "--rendezvous-timeout", type=float, default=120.0, help="seconds to wait for all workers to join (default 120)"
+    )
+    g.add_argument(
+        "--job",
+        type=Path,
+        metavar="FILE",
+        help="the job's description (JSON, as thc-ctl job add --save FILE writes it): id, workers, compression, "
+        "framing and key, the same on the switch and every worker (default: the job options below)",
+    )
+
+
+def _add_switch_addresses(s) -> None:
+    """Where the switch (or the parameter servers) and this host are; the job's id and key."""
+    s.add_argument("--service-ip", help="the aggregating switch's THC service address")
+    s.add_argument(
+        "--servers",
+        type=Path,
+        metavar="FILE",
+        help="thc-ps and fix32-ps: the parameter servers, in shard order, with their service addresses and the "
+        "keys of the job on each (JSON, as thc-run writes it: host_agent/sharded.py); instead of --service-ip",
+    )
+    s.add_argument(
+        "--service-mac",
+        help="MAC the service address resolves to: the switch's, or the next hop's (default: the kernel's "
+        "neighbour entry for --service-ip on --iface; the switch answers no ARP, so a permanent one: ip neigh "
+        "replace IP lladdr MAC dev IFACE nud permanent)",
+    )
+    s.add_argument("--src-ip", help="this host's IPv4 address (default: --iface's)")
+    s.add_argument("--src-mac", help="this host's MAC address (default: --iface's)")
+    s.add_argument(
+        "--job-id", type=int, default=None, help="THC job id installed on the switch (default: --job's, else 1)"
+    )
+    s.add_argument(
+        "--key",
+        type=job_key,
+        default=None,
+        help="the job's key without --job (thc-ctl job add draws one; the switch drops packets with another)",
+    )
+
+
+def _add_retransmission(s) -> None:
+    """When a request is sent again, and when the worker gives up on the switch."""
+    s.add_argument(
+        "--retransmit-timeout",
+        type=float,
+        default=0.05,
+        help="first retransmission timeout in seconds (default 0.05; then it follows the measured "
+        "round trip, RFC 6298)",
+    )
+    s.add_argument(
+        "--min-retransmit-timeout",
+        type=float,
+        default=0.002,
+        help="floor of the adaptive retransmission timeout in seconds (default 0.002: the emulated "
+        "star's round trip is about a millisecond)",
+    )
+    s.add_argument(
+        "--dupthresh",
+        type=int,
+        default=3,
+        help="results of later requests after which a missing request is sent again without "
+        "waiting for its timer (default 3; 0: timers only)",
+    )
+    s.add_argument(
+        "--coalesce",
+        type=float,
+        default=0.5,
+        help="once all of an operation's requests are sent, let results accumulate for this share of the "
+        "time the outstanding ones should take (fewer wake-ups on slow links; default 0.5, 0: off)",
+    )
+    s.add_argument(
+        "--max-retransmit-timeout",
+        type=float,
+        default=0.25,
+        help="longest retransmission timeout in seconds (default 0.25: on a LAN a lost packet "
+        "should cost a fraction of a second, not the 1 s of backoff a WAN needs)",
+    )
+    s.add_argument(
+        "--switch-timeout",
+        type=float,
+        default=30.0,
+        help="give up when a result is missing for this many seconds (default 30)",
+    )
+
+
+def _add_failure_handling(s) -> None:
+    """A failed worker (the runner's notices) and stragglers (partial aggregation)."""
+    s.add_argument(
+        "--membership",
+        type=Path,
+        metavar="FILE",
+        help="the runner's membership notices (JSON, host_agent/membership.py): when a worker fails the "
+        "survivors continue as the job this file names (default: no failure handling)",
+    )
+    s.add_argument(
+        "--straggler-timeout",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="partial aggregation: a request unanswered after MS milliseconds releases its slot, and the "
+        "switch returns the sums of the workers that made it, with their count (default off: wait for all; "
+        "every worker of the job must use the same setting)",
+    )
+
+
+def _add_training(r) -> None:
+    """The workload and its optimisation."""
+    r.add_argument("--steps", type=int, default=200, help="optimizer steps (default 200)")
+    r.add_argument(
+        "--batch-size", type=int, default=None, help="samples per worker per step (default: the model's, 32 or 16)"
+    )
+    r.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's, e.g. 0.1 for SGD)")
+    r.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
+    r.add_argument(
+        "--result",
+        type=Path,
+        help="write the final record (JSON) here; '{rank}' in the path becomes the rank (for torchrun, "
+        "whose workers share one command line)",
+    )
+    r.add_argument(
+        "--step-delay",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="sleep MS milliseconds in every step before the backward pass: an injected straggler (thc-run "
+        "--straggler HOST:MS sets it on one worker; default 0)",
+    )
+    r.add_argument(
+        "--model",
+        default="mlp-digits",
+        metavar="NAME",
+        help="the workload (host_agent/workloads.py): " + ", ".join(workloads.names()) + " (default mlp-digits)",
+    )
+    r.add_argument(
+        "--bucket-cap-kb",
+        type=float,
+        default=None,
+        help="DDP bucket size limit in KiB, also for the first bucket (default: DDP's 1 MiB, then 25 MiB)",
+    )
+    r.add_argument(
+        "--plan",
+        type=Path,
+        metavar="FILE.json",
+        help="--mode plan: bucket index -> mode (thc, fix32, gloo, gloo-fp16), as thc-plan plan --save writes it",
+    )
+
+
+def _add_probe(q) -> None:
+    """Probe rounds instead of training (bench and the exactness tests)."""
+    q.add_argument(
+        "--probe",
+        type=Path,
+        metavar="FILE.npz",
+        help="aggregate seeded random gradients through the switch, save inputs and results, exit",
+    )
+    q.add_argument("--probe-size", type=int, default=5000, help="coordinates per probe gradient (default 5000)")
+    q.add_argument("--probe-rounds", type=int, default=1, help="probe rounds (default 1)")
+    q.add_argument("--probe-seed", type=int, default=7, help="seed of the probe gradients (default 7)")
+
+
+def job_key(text: str) -> int:
+    """A job key as thc-ctl prints it: decimal or 0x-hex, 32 bits."""
+    try:
+        key = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (decimal or 0x...)") from None
+    if not 0 <= key < 2**32:
+        raise argparse.ArgumentTypeError(f"{text}: a job key is 32 bits")
+    return key
+
+
+def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
+    """The job options (their dests) given on the command line, whatever their value: argparse sets a
+    default only where the namespace has no value yet."""
+    unset = object()
+    seen = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(JOB_OPTIONS.values(), unset)))
+    return {dest for dest in JOB_OPTIONS.values() if getattr(seen, dest) is not unset}
+
+
+def mode_job(mode: str, spec):
+    """The job a switch mode runs from the description `spec`: terngrad-switch puts TernGrad's codec on its
+    framing (thc.config.TERNGRAD), every other mode runs it as described."""
+    if mode != "terngrad-switch":
+        return spec
+    from thc.config import TERNGRAD
+
+    return spec.replace(quantizer="terngrad", **TERNGRAD)
+
+
+def job_description(args, given: set[str] = frozenset()):
+    """The job's JobSpec: ``--job FILE``, refused when it disagrees with this worker's job id, world size,
+    key, mode (mode_job) or a job option `given` on the command line (given_options); else the job options
+    as the mode runs them, refused when the mode overrides one of them."""
+    from spec.job import JobSpec, JobSpecError, spec_from_options
+
+    stated = {field for field, dest in JOB_OPTIONS.items() if dest in given}
+    if args.job is None:
+        job_id = 1 if args.job_id is None else args.job_id
+        options = spec_from_options(args, job_id, args.world_size, key=args.key or 0)
+        spec = mode_job(args.mode, options)
+        _refuse_other_options(args, stated, spec, options, f"--mode {args.mode} runs", "drop the option")
+        return spec
+    spec = JobSpec.load(args.job)
+    where = f"{args.job} describes job {spec.job_id}"
+    if args.job_id is not None and args.job_id != spec.job_id:
+        raise JobSpecError(f"{where}, not --job-id {args.job_id}: give the workers the job's own description")
+    if spec.workers != args.world_size:
+        raise JobSpecError(
+            f"{where} with {spec.workers} workers, but the world size is {args.world_size}: start one worker "
+            "per worker of the job, each with its rank"
+        )
+    if args.key is not None and args.key != spec.key:
+        raise JobSpecError(f"{where} with key {spec.key:#x}, not --key {args.key:#x}: the file's key is the job's")
+    wanted = mode_job(args.mode, spec).quantizer
+    if wanted != spec.quantizer:
+        raise JobSpecError(
+            f"{where} with quantizer {spec.quantizer}, but --mode {args.mode} runs {wanted}: give the workers "
+            "the mode's own description"
+        )
+    if stated:
+        options = spec_from_options(args, spec.job_id, spec.workers)
+        advice = "the description is the job's; drop the option"
+        _refuse_other_options(args, stated, spec, options, f"{where} with", advice)
+    return spec
+
+
+def _refuse_other_options(args, stated: set[str], spec, options, says: str, advice: str) -> None:
+    """JobSpecError for the first field `stated` on the command line whose value in `options` is not the
+    one in `spec`, naming the option as it was given (a flag, or the option and its value)."""
+    from spec.job import JobSpecError
+
+    for field in sorted(stated):
+        if getattr(options, field) != getattr(spec, field):
+            dest = JOB_OPTIONS[field]
+            given = FLAGS.get(field) or f"--{dest.replace('_', '-')} {getattr(args, dest)}"
+            raise JobSpecError(f"{says} {field} = {getattr(spec, field)}, not {given}: {advice}")
+
+
+def resolve_identity(args) -> None:
+    """Fill in rank, world size and rendezvous (``args.init_method``) from the options or torchrun's
+    environment, and, for the switch modes, the addresses the options left out from ``--iface``."""
+    who = identity.resolve(args.rank, args.world_size, args.master_addr, args.master_port)
+    args.rank, args.world_size, args.init_method = who.rank, who.world_size, who.init_method
+    if args.result is not None:
+        args.result = Path(str(args.result).replace("{rank}", str(args.rank)))
+    if not uses_job(args.mode):
+        return
+    if args.iface is None:
+        raise identity.IdentityError(f"--mode {args.mode} needs --iface: the interface on the way to the switch")
+    if args.src_mac is None:
+        args.src_mac = identity.interface_mac(args.iface)
+    if args.src_ip is None:
+        args.src_ip = identity.interface_ipv4(args.iface)
+    if args.service_mac is None and args.service_ip is not None:
+        args.service_mac = identity.neighbour_mac(args.service_ip, args.iface)
