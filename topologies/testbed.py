@@ -40,14 +40,16 @@ class Testbed:
         say: Callable[[str], None] = print,
         ledger: Ledger | None = None,
         start_timeout: float = 60.0,
+        net: EmulatedNetwork | None = None,
     ):
+        """``net``: the network to run on (tests pass a stand-in); by default the topology's EmulatedNetwork."""
         self.topo = topo
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.say = say
         self.start_timeout = start_timeout
         self.ledger = ledger or Ledger(self.log_dir / "run-state.json")
-        self.net = EmulatedNetwork(
+        self.net = net or EmulatedNetwork(
             topo,
             target,
             self.ledger,

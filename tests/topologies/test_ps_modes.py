@@ -14,6 +14,7 @@ from host_agent import worker
 from host_agent.sharded import Server, load_servers
 from spec.job import JobSpec
 from tests.support import paths
+from tests.support.testbed_standins import bed_with
 from topologies import interrupts, link_bytes, report, runner
 from topologies import testbed as testbed_module
 from topologies.workers import WorkerOptions, worker_command
@@ -109,11 +110,8 @@ def test_a_ps_run_installs_the_job_on_every_server_and_stops_them_after(monkeypa
     monkeypatch.setattr(testbed_module, "follow", follow)
     monkeypatch.setattr(testbed_module, "stop_workers", lambda *args: None)
     monkeypatch.setattr(testbed_module, "load_results", lambda workers: [])
-    bed = object.__new__(testbed_module.Testbed)
-    bed.topo, bed.log_dir, bed.ledger = Topology.load(STAR_PS), tmp_path, None
-    bed.control = SimpleNamespace(stats=lambda: {}, add_job=None)  # the switch gets no job in a ps mode
-    bed.net = SimpleNamespace(check_switches=lambda: None, switch_log_level="info", switch_backend="auto")
-    bed.say = lambda message: None
+    control = SimpleNamespace(stats=lambda: {}, add_job=None)  # the switch gets no job in a ps mode
+    bed = bed_with(control, tmp_path, Topology.load(STAR_PS))
     Servers.log = []
     options = WorkerOptions(mode="thc-ps:colocated4", steps=1, job=JobSpec(job_id=5, workers=4, window=64))
     if fails:

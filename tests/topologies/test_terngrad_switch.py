@@ -7,8 +7,8 @@ from pathlib import Path
 
 from controller.topology import Topology
 from spec.job import JobSpec
+from tests.support.testbed_standins import Control, bed_with
 from tests.topologies.test_runner_cli import as_user  # noqa: F401 - the fixture
-from tests.topologies.test_testbed_jobs import Control, bed_with
 from topologies import runner
 from topologies import testbed as testbed_module
 from topologies.workers import WorkerOptions, worker_command

@@ -2,37 +2,13 @@
 do not fill the switch's 1024 slots (no Mininet: the network, workers and control plane are stand-ins)."""
 
 import json
-from types import SimpleNamespace
 
 import pytest
 
 from spec.job import JobSpec
+from tests.support.testbed_standins import Control, bed_with
 from topologies import testbed as testbed_module
 from topologies.workers import WorkerOptions
-
-
-class Control:
-    def __init__(self):
-        self.calls = []
-
-    def add_job(self, spec, hosts=None):
-        self.calls.append(("start", spec.job_id, spec.workers, spec.window))
-        return SimpleNamespace(key=0xBEEF)
-
-    def end_job(self, job_id):
-        self.calls.append(("end", job_id))
-
-    def stats(self):
-        return {}
-
-
-def bed_with(control, log_dir=None) -> testbed_module.Testbed:
-    bed = object.__new__(testbed_module.Testbed)
-    bed.control, bed.ledger, bed.log_dir = control, None, log_dir
-    bed.net = type("Net", (), {"check_switches": lambda self: None})()
-    bed.topo = SimpleNamespace(workers=["h1", "h2", "h3"], aggregation=SimpleNamespace(switch="s1"))
-    bed.say, bed.last_switch_events = lambda message: None, {}
-    return bed
 
 
 @pytest.mark.parametrize("fails", [False, True])
@@ -58,11 +34,11 @@ def test_the_job_is_removed_after_its_run(monkeypatch, tmp_path, fails):
     assert (described["job_id"], described["workers"], described["window"], described["key"]) == (5, 3, 64, 0xBEEF)
 
 
-def test_gloo_runs_add_and_remove_no_job(monkeypatch):
+def test_gloo_runs_add_and_remove_no_job(monkeypatch, tmp_path):
     monkeypatch.setattr(testbed_module, "start_workers", lambda *args: [])
     monkeypatch.setattr(testbed_module, "follow", lambda *args, **kwargs: None)
     monkeypatch.setattr(testbed_module, "stop_workers", lambda *args: None)
     monkeypatch.setattr(testbed_module, "load_results", lambda workers: [])
     control = Control()
-    bed_with(control).run_workers(WorkerOptions(mode="gloo", steps=1))
+    bed_with(control, tmp_path).run_workers(WorkerOptions(mode="gloo", steps=1))
     assert control.calls == []
