@@ -605,6 +605,7 @@ class WorkerProtocol:
         k = len(i)
         op.done[i] = True
         op.answered_at[i] = now
+        self.timers.results_of(int(op.seq[i].max()))
         op.outstanding -= k
         self.counters.results += k
         clean = np.flatnonzero(op.attempts[i] == 1)  # Karn: a retransmitted request's round trip is ambiguous
@@ -632,6 +633,7 @@ class WorkerProtocol:
         False: loss.quiet() found that there is none to do)."""
         op.done[i] = True
         op.answered_at[i] = now
+        self.timers.results_of(int(op.seq[i]))
         op.outstanding -= 1
         self.counters.results += 1
         clean = op.attempts[i] == 1  # Karn: a retransmitted request's round trip is ambiguous

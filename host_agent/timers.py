@@ -65,8 +65,10 @@ class Timers:
       (× `backoff`, at most `max_timeout`) until the next sample (RFC 6298 §5.5–5.7).
     - A retransmission has a timer of its own, an RTO after it was sent: no later transmission may reveal
       its loss (an operation's first transmissions all went before it), and the results of the others
-      keep restarting the retransmission timer. It fires only if a result came since the retransmission
-      went out; otherwise the retransmission timer, which nothing restarted, covers it.
+      keep restarting the retransmission timer. It fires only if a request sent after the retransmission
+      has had its result (RACK's rule, RFC 8985: the path keeps its order, so a retransmission queued
+      behind the worker's own requests on a slow uplink is late, not lost); otherwise the retransmission
+      timer or the tail probe covers it once the results stop.
     - The tail probe (RACK-TLP's, RFC 8985 §7): armed by a result that leaves a tail in flight (at most
       `tail` requests, or requests no result still to come can show lost); when no result has come for the
       probe timeout, the protocol sends the tail again (the oldest, or all once none can be shown lost),
@@ -98,11 +100,13 @@ class Timers:
         self.retransmit_at: float | None = None
         self.probe_at: float | None = None
         self.deadline_at: float | None = None
-        # retransmissions' own timers: (due, order, operation, requests, their attempt numbers, when sent)
-        self._resent: list[tuple[float, int, Operation, np.ndarray, np.ndarray, float]] = []
+        # retransmissions' own timers: (due, order, operation, requests, their attempt numbers, the
+        # transmission order of the last of them)
+        self._resent: list[tuple[float, int, Operation, np.ndarray, np.ndarray, int]] = []
         self._order = itertools.count()
         self.backoffs = 0  # expiries since the last round-trip sample
         self._progress = float("-inf")  # when the latest result came
+        self.newest_answered = -1  # the latest transmission (protocol's order) that a result answered
         self._probe_backoff = 1.0
 
     @property
@@ -164,16 +168,25 @@ class Timers:
             self.gap.sample(gap)
 
     def resent(self, op: Operation, idx: np.ndarray, now: float) -> None:
-        """Requests idx of `op` were sent again at `now`: each is lost too if no result comes within the RTO."""
-        heapq.heappush(self._resent, (now + self.rto, next(self._order), op, idx, op.attempts[idx], now))
+        """Requests idx of `op` were sent again at `now` (op.seq holds their transmission order): each is lost
+        too if no result comes within the RTO while a request sent after it had its result."""
+        entry = (now + self.rto, next(self._order), op, idx, op.attempts[idx], int(op.seq[idx].max()))
+        heapq.heappush(self._resent, entry)
+
+    def results_of(self, seq: int) -> None:
+        """Results came for requests whose latest transmissions were up to `seq` (protocol's order)."""
+        self.newest_answered = max(self.newest_answered, seq)
 
     def lost_resends(self, now: float) -> list[tuple[Operation, np.ndarray]]:
-        """The retransmissions whose own timers are due and that still wait for their results."""
+        """The retransmissions whose own timers are due, that still wait for their results, and behind which
+        a request sent later has had its result: the path keeps its order, so one that is only queued
+        (behind the worker's own requests on a slow uplink, or their results on the downlink) is not lost.
+        One that nothing later overtook is the retransmission timer's or the tail probe's."""
         heap, due = self._resent, []
         while heap and heap[0][0] <= now:
             entry = heapq.heappop(heap)
             waiting = self._waiting(entry)
-            if waiting.any() and self._progress > entry[5]:
+            if waiting.any() and self.newest_answered > entry[5]:
                 due.append((entry[2], entry[3][waiting]))
         return due
 

@@ -2,10 +2,12 @@
 sooner again, behind a slow link that queues each window's results one behind the other. On the timed
 loopback wire and the virtual clock: every assertion is on counters and virtual times."""
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from host_agent import wire
-from host_agent.timers import Smoothed
+from host_agent.timers import Smoothed, Timers
 from tests.host_agent.test_protocol import K, expected_sums, random_indices
 from tests.host_agent.test_retransmission import KINDS, counts, run_sum, timed_cluster
 
@@ -125,3 +127,21 @@ def test_many_samples_of_one_window_weigh_as_one():
     for _ in range(3):
         scaled.samples([0.010] * 16, per_window=16)
     assert full.var < 0.0001 < scaled.var
+
+
+def test_a_retransmission_is_lost_only_once_a_request_sent_after_it_came_back():
+    """A retransmission's own timer: past its RTO, results of requests sent before it (queued ahead of it on
+    the worker's slow uplink) do not make it lost; a result of one sent after it does (RACK's rule)."""
+    timers = Timers(
+        timeout=0.01, min_timeout=0.002, max_timeout=1.0, backoff=2.0, deadline=30.0, tail=3, adaptive=False
+    )
+    # requests 0 and 1 were sent again as transmissions 10 and 11; request 2 was first sent as 12
+    op = SimpleNamespace(attempts=np.array([2, 2, 1]), done=np.zeros(3, bool), seq=np.array([10, 11, 12]))
+    timers.resent(op, np.array([0]), now=0.0)
+    timers.results_of(9)  # what was queued ahead of it keeps coming
+    timers.answered(0.4, np.zeros(0), per_window=1, in_flight=2, tail=False)
+    assert timers.lost_resends(now=0.5) == []  # late, not lost (and left to the other timers from here)
+    timers.resent(op, np.array([1]), now=0.5)
+    timers.results_of(12)  # request 2, sent after it, came back
+    ((lost_op, lost),) = timers.lost_resends(now=1.0)
+    assert lost_op is op and lost.tolist() == [1]
