@@ -65,10 +65,10 @@ class Timers:
       (× `backoff`, at most `max_timeout`) until the next sample (RFC 6298 §5.5–5.7).
     - A retransmission has a timer of its own, an RTO after it was sent: no later transmission may reveal
       its loss (an operation's first transmissions all went before it), and the results of the others
-      keep restarting the retransmission timer. It fires only if a request sent after the retransmission
+      keep restarting the retransmission timer. It fires only once a request sent after the retransmission
       has had its result (RACK's rule, RFC 8985: the path keeps its order, so a retransmission queued
-      behind the worker's own requests on a slow uplink is late, not lost); otherwise the retransmission
-      timer or the tail probe covers it once the results stop.
+      behind the worker's own requests on a slow uplink is late, not lost), and is looked at again every
+      probe timeout until then; the retransmission timer and the tail probe cover the rest.
     - The tail probe (RACK-TLP's, RFC 8985 §7): armed by a result that leaves a tail in flight (at most
       `tail` requests, or requests no result still to come can show lost); when no result has come for the
       probe timeout, the protocol sends the tail again (the oldest, or all once none can be shown lost),
@@ -105,7 +105,6 @@ class Timers:
         self._resent: list[tuple[float, int, Operation, np.ndarray, np.ndarray, int]] = []
         self._order = itertools.count()
         self.backoffs = 0  # expiries since the last round-trip sample
-        self._progress = float("-inf")  # when the latest result came
         self.newest_answered = -1  # the latest transmission (protocol's order) that a result answered
         self._probe_backoff = 1.0
 
@@ -154,7 +153,6 @@ class Timers:
         if self.adaptive and len(rtts):
             self.rtt.samples(rtts.tolist(), per_window)
             self.backoffs = 0
-        self._progress = now
         if not in_flight:
             self.stop()
             return
@@ -179,15 +177,21 @@ class Timers:
 
     def lost_resends(self, now: float) -> list[tuple[Operation, np.ndarray]]:
         """The retransmissions whose own timers are due, that still wait for their results, and behind which
-        a request sent later has had its result: the path keeps its order, so one that is only queued
-        (behind the worker's own requests on a slow uplink, or their results on the downlink) is not lost.
-        One that nothing later overtook is the retransmission timer's or the tail probe's."""
-        heap, due = self._resent, []
+        a request sent later has had its result: the path keeps its order, so one still queued (behind the
+        worker's own requests on a slow uplink, or their results on the downlink) is late, not lost. One
+        that nothing overtook yet is looked at again a probe timeout later."""
+        heap, due, later = self._resent, [], []
         while heap and heap[0][0] <= now:
             entry = heapq.heappop(heap)
             waiting = self._waiting(entry)
-            if waiting.any() and self.newest_answered > entry[5]:
+            if not waiting.any():
+                continue
+            if self.newest_answered > entry[5]:
                 due.append((entry[2], entry[3][waiting]))
+            else:
+                later.append((now + self.pto, *entry[1:]))
+        for entry in later:
+            heapq.heappush(heap, entry)
         return due
 
     def check_deadline(self, now: float, oldest_sent: float) -> bool:
