@@ -61,7 +61,8 @@ def worker_endpoint(w: int) -> wire.Endpoint:
 class VethSwitch:
     """A switch process (thc-switch or simple_switch_grpc) on one veth pair per worker."""
 
-    def __init__(self, target: str, executable: str, workdir: Path):
+    def __init__(self, target: str, executable: str, workdir: Path, switch_args=()):
+        """`switch_args`: more options for the switch's command line (thc-switch --pps N)."""
         self.proc = None
         self.veths = VethPorts(f"bp{os.getpid() % 10000}p", range(1, WORKERS + 1))
         try:
@@ -80,6 +81,7 @@ class VethSwitch:
                 ]
             else:
                 argv += ["--grpc-server-addr", self.grpc]
+            argv += list(switch_args)
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except Exception:
             self.close()
@@ -184,12 +186,12 @@ def closed_loop_batched(switch: VethSwitch, spec: JobSpec, rounds: int, patience
     return {"sent": sent, "results": results, "seconds": seconds, "incomplete_rounds": incomplete_rounds}
 
 
-def bench_veth(target: str, k: int, rounds: int, window: int) -> dict | None:
+def bench_veth(target: str, k: int, rounds: int, window: int, switch_args=()) -> dict | None:
     executable = find_executable("emulator" if target == "thc-switch" else "bmv2")
     if executable is None or os.geteuid() != 0:
         return None
     program_json, p4info, words = PROGRAMS[k]
-    switch = VethSwitch("bmv2" if target == "bmv2" else "emulator", executable, OUT.parent)
+    switch = VethSwitch("bmv2" if target == "bmv2" else "emulator", executable, OUT.parent, switch_args)
     try:
         with SwitchSession(
             switch.grpc, p4info=p4info, bmv2_json=program_json, connect_timeout=60.0, name=target
