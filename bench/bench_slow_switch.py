@@ -59,6 +59,7 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=60, help="training steps per mode (default 60)")
     p.add_argument("--bw", type=float, default=20.0, help="link rate in Mbit/s (default 20)")
     p.add_argument("--model", default="cnn-digits", help="workload (default cnn-digits, make run's)")
+    p.add_argument("--topo", default=None, help="topology file for thc-run (default: thc-run's, star4.json)")
     p.add_argument("--pipeline-window", type=int, default=32, help="slots per closed-loop round (default 32)")
     p.add_argument("--pipeline-rounds", type=int, default=25, help="closed-loop rounds (default 25)")
     p.add_argument("--no-pcap", action="store_true", help="run without pcaps (make run writes them)")
@@ -80,6 +81,8 @@ def run_modes(args, workdir: Path) -> dict:
         argv += ["--switch-pps", f"{args.pps:g}"]
     if args.no_pcap:
         argv.append("--no-pcap")
+    if args.topo:
+        argv += ["--topo", str(Path(args.topo).resolve())]
     log = workdir / "thc-run.log"
     print(f"running: {' '.join(argv[1:])} (console: {log})", file=sys.stderr, flush=True)
     with open(log, "wb") as out:

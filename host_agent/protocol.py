@@ -131,7 +131,8 @@ class WorkerProtocol:
     - the retransmission timer and the tail probe (timers.py): both run from the latest result, so a
       result queued behind others of its window is late, not lost. The RTO starts at `timeout` and with
       `adaptive` follows the measured round trips and their variation (RFC 6298: srtt + 4·rttvar, never
-      below `min_timeout`, at most `max_timeout`; Karn's rule; × `backoff` per expiry). When it expires
+      below `min_timeout`; Karn's rule; × `backoff` per expiry, up to `max_timeout` or the estimate,
+      whichever is longer). When it expires
       before the operation's first result (a late worker looks the same), the request waiting longest is
       sent again; after it, also everything else in flight, as the halved window lets it. A
       retransmission is lost too if nothing answers it within the RTO while other results come. The tail

@@ -5,7 +5,7 @@ loopback wire and the virtual clock: every assertion is on counters and virtual 
 import numpy as np
 
 from host_agent import wire
-from host_agent.timers import Smoothed
+from host_agent.timers import Smoothed, Timers
 from tests.host_agent.test_protocol import K, expected_sums, random_indices
 from tests.host_agent.test_retransmission import KINDS, counts, run_sum, timed_cluster
 
@@ -125,3 +125,21 @@ def test_many_samples_of_one_window_weigh_as_one():
     for _ in range(3):
         scaled.samples([0.010] * 16, per_window=16)
     assert full.var < 0.0001 < scaled.var
+
+
+def test_max_timeout_bounds_the_backoff_never_the_measured_round_trip():
+    """Behind a slow switch (BMv2) a window's round trips vary by more than a LAN's max_timeout: the RTO
+    follows srtt + 4·rttvar above it, and backs off from there without shrinking; on a fast path with loss
+    the backoff still stops at max_timeout (issue 24's figures)."""
+    slow = Timers(timeout=0.05, min_timeout=0.002, max_timeout=0.25, backoff=2.0, deadline=30.0, tail=3, adaptive=True)
+    for rtts in ([0.1] * 8, [0.5] * 8, [0.1] * 8, [0.6] * 8):  # a queue of 0.1 .. 0.6 s in front of results
+        slow.answered(0.0, np.array(rtts), per_window=8, in_flight=8, tail=False)
+    estimate = slow.rtt.mean + 4 * slow.rtt.var
+    assert slow.rto == estimate > 0.25 + 0.2
+    slow.back_off()
+    assert slow.rto == estimate  # the backoff's ceiling is the estimate: the RTO never shrinks on a timeout
+    fast = Timers(timeout=0.05, min_timeout=0.002, max_timeout=0.25, backoff=2.0, deadline=30.0, tail=3, adaptive=True)
+    fast.answered(0.0, np.array([0.001] * 8), per_window=8, in_flight=8, tail=False)
+    for _ in range(10):
+        fast.back_off()
+    assert fast.rto == 0.25
