@@ -52,6 +52,16 @@ WORKERS = 4
 SERVICE = wire.Endpoint("00:00:00:00:00:fe", "10.0.0.254")
 JOB_ID = 1
 SENDER = "c"  # --sender
+OP = "thc"  # --op
+
+
+def request_parts(spec: JobSpec) -> tuple[int, bytes, dict]:
+    """(op, payload, header fields) of the requests the closed loop sends: THC's 4-bit indices (K a
+    request) or, with --op fix32, FIX32's int32 values (a cell's words), both one full cell."""
+    op = wire.OP_FIX32 if OP == "fix32" else wire.OP_THC
+    lane_bits = wire.op_lane_bits(op, spec.lane_bits)
+    length = wire.payload_length(op, wire.KIND_REQUEST, lane_bits, spec.words)
+    return op, bytes((i * 37) & 0xFF for i in range(length)), dict(lane_bits=lane_bits, key=spec.key)
 
 
 def worker_endpoint(w: int) -> wire.Endpoint:
@@ -104,17 +114,15 @@ def program(session: SwitchSession, window: int, words: int) -> JobSpec:
 def closed_loop(switch: VethSwitch, spec: JobSpec, rounds: int, patience: float = 2.0) -> dict:
     """Rounds of `window` slots from every worker; returns requests sent, results seen, seconds."""
     builders = [wire.FrameBuilder(worker_endpoint(w), SERVICE, sport=40000 + w) for w in range(WORKERS)]
-    payload = bytes((i * 37) & 0xFF for i in range(spec.coords_per_request // 2))
-    window, header = spec.window, dict(lane_bits=spec.lane_bits, key=spec.key)
+    op, payload, header = request_parts(spec)
+    window = spec.window
     sent = results = 0
     incomplete_rounds = 0
     start = time.perf_counter()
     for rnd in range(rounds):
         for slot in range(window):
             for w, sock in enumerate(switch.socks):
-                sock.send(
-                    builders[w].frame(wire.OP_THC, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload, **header)
-                )
+                sock.send(builders[w].frame(op, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload, **header))
                 sent += 1
         expected, seen = window * WORKERS, 0
         while seen < expected:
@@ -141,14 +149,14 @@ def closed_loop_batched(switch: VethSwitch, spec: JobSpec, rounds: int, patience
 
     lib = native.load()
     builders = [wire.FrameBuilder(worker_endpoint(w), SERVICE, sport=40000 + w) for w in range(WORKERS)]
-    payload = bytes((i * 37) & 0xFF for i in range(spec.coords_per_request // 2))
-    window, header = spec.window, dict(lane_bits=spec.lane_bits, key=spec.key)
+    op, payload, header = request_parts(spec)
+    window = spec.window
     rows = []  # rows[rnd][w]: (window, frame length) uint8
     for rnd in range(rounds):
         per_worker = []
         for w in range(WORKERS):
             frames = [
-                builders[w].frame(wire.OP_THC, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload, **header)
+                builders[w].frame(op, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload, **header)
                 for slot in range(window)
             ]
             per_worker.append(np.frombuffer(b"".join(frames), dtype=np.uint8).reshape(window, -1).copy())
@@ -205,7 +213,7 @@ def bench_veth(target: str, k: int, rounds: int, window: int, switch_args=()) ->
     aggregated = stats.aggregated
     return {
         "packets_per_s": aggregated / run["seconds"],
-        "coordinates_per_s": aggregated * k / run["seconds"],
+        "coordinates_per_s": aggregated * (spec.fix32_per_request if OP == "fix32" else k) / run["seconds"],
         "aggregated": aggregated,
         "sent": run["sent"],
         "results": run["results"],
@@ -245,21 +253,28 @@ def main(argv=None) -> int:
         help="how the 4 workers send and receive on veths: 'c' = prebuilt rows through sendmmsg/recvmmsg "
         "(host_agent's native helper; default), 'python' = one send()/recv() per frame",
     )
+    ap.add_argument(
+        "--op",
+        choices=("thc", "fix32"),
+        default="thc",
+        help="requests of THC (K 4-bit indices, default) or FIX32 (a cell of int32 values: BMv2's cost of "
+        "an uncompressed frame, beside THC's)",
+    )
     args = ap.parse_args(argv)
-    global SENDER
-    SENDER = args.sender
+    global SENDER, OP
+    SENDER, OP = args.sender, args.op
     targets = args.targets.split(",")
     ks = [int(k) for k in args.k.split(",")]
     results: dict[str, dict[int, dict | None]] = {t: {} for t in targets}
     for k in ks:
         for target in targets:
             if target == "engine":
-                results[target][k] = bench_engine(k, args.packets)
+                results[target][k] = None if OP == "fix32" else bench_engine(k, args.packets)  # THC only
             else:
                 results[target][k] = bench_veth(target, k, args.rounds, args.window)
             print(f"  measured {target} K={k}", file=sys.stderr)
 
-    print(f"\nTHC data packets through the pipeline ({WORKERS} workers; packets/s | coordinates aggregated/s)")
+    print(f"\n{OP.upper()} data packets through the pipeline ({WORKERS} workers; packets/s | coordinates aggregated/s)")
     print(f"{'K':>5} " + " ".join(f"{t:>26}" for t in targets))
     for k in ks:
         cells = []
