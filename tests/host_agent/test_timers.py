@@ -33,12 +33,27 @@ class Pausing:
         return getattr(self.engine, name)
 
 
-def slow_cluster(new_engine, pause=0.0, **options):
+class PausingOnce(Pausing):
+    """Pausing, but once per round: copies of worker 3's request (a timeout's) do not stop it again."""
+
+    def __init__(self, engine, slot: int, pause: float):
+        super().__init__(engine, slot, pause)
+        self.rounds = set()
+
+    def process(self, port, frame):
+        p = wire.parse_frame(frame)
+        if p.worker_id == 3 and p.slot == self.slot and p.kind == wire.KIND_REQUEST and p.round not in self.rounds:
+            self.rounds.add(p.round)
+            self.wire.hold_switch(self.pause)
+        return self.engine.process(port, frame)
+
+
+def slow_cluster(new_engine, pause=0.0, pausing_class=Pausing, **options):
     """Workers whose results come at RESULT_RATE, from a switch that stops for `pause` s in every window."""
     pausing = []
 
     def engine(job):
-        pausing.append(Pausing(new_engine(job), WINDOW // 2, pause))
+        pausing.append(pausing_class(new_engine(job), WINDOW // 2, pause))
         return pausing[0]
 
     workers, engine, recorder, lw, clock = timed_cluster(engine, window=WINDOW, **options)
@@ -143,3 +158,22 @@ def test_max_timeout_bounds_the_backoff_never_the_measured_round_trip():
     for _ in range(10):
         fast.back_off()
     assert fast.rto == 0.25
+
+
+def test_a_stall_longer_than_the_rto_costs_one_copy_and_no_window(new_engine):
+    """The switch stops for 0.3 s in the middle of every window (far longer than the RTO its 16 ms queue
+    taught the workers) and then answers everything it had: the timeouts fire, but the first result of a
+    request sent once shows the rest was queued, not lost (F-RTO's test, RFC 5682). Each expiry resends
+    the lowest request only: 4 in the first stall (the RTO doubling from ~20 ms), at most one in each later
+    one (the round trips of the stall taught the RTO), no cut, and the window stays whole. Before, every
+    stall sent the half window still in flight again (22 copies per worker in the first)."""
+    rng = np.random.default_rng(2)
+    workers, _, _, _, _ = slow_cluster(new_engine, pause=0.3, pausing_class=PausingOnce)
+    stalls = 3
+    for _ in range(stalls):
+        exact_sum(workers, rng)
+    for w in workers:
+        stats = w.stats()
+        timer, fast, probe = counts(w, *KINDS)
+        assert timer <= 4 + (stalls - 1) and fast == 0 and probe == 0, (timer, fast, probe)
+        assert stats["spurious_timeouts"] >= 1 and stats["window_cuts"] == 0 and stats["window_limit"] == WINDOW
