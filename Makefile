@@ -1,6 +1,6 @@
 # THC in-network aggregation testbed.
 #   make run    bring up the default topology on the software switch and train through it
-#               (SWITCH_PPS=2000: the software switch slowed to BMv2's pace; TARGET=bmv2: BMv2 itself)
+#               (SWITCH_PPS=900: the software switch slowed to BMv2's pace; TARGET=bmv2: BMv2 itself)
 #   make test   run the test suite
 # Both install what is missing first (apt packages, then the virtual environment in .venv/).
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from emulator.switch_cli import parse_args
 from emulator.pacing import Pacer, service_ns
+from emulator.switch_cli import parse_args
 
 
 class FakeTime:

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from emulator.native.build import NativeBuildError
+from native_build import NativeBuildError
 from tests.host_agent.test_protocol import F, K, expected_sums, job_of, random_indices
 from topologies.inprocess.paced_switch import PacedSwitch
 
