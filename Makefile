@@ -1,5 +1,6 @@
 # THC in-network aggregation testbed.
 #   make run    bring up the default topology on the software switch and train through it
+#               (SWITCH_PPS=900: the software switch slowed to BMv2's pace; TARGET=bmv2: BMv2 itself)
 #   make test   run the test suite
 # Both install what is missing first (apt packages, then the virtual environment in .venv/).
 
@@ -16,6 +17,7 @@ MODES       ?=
 MODEL       ?= cnn-digits
 LOSS        ?=
 BW          ?= auto
+SWITCH_PPS  ?=
 P4C         ?= p4c-bm2-ss
 
 .PHONY: all setup apt venv run stop test test-fast lint format bench bench-e2e p4 clean
@@ -49,7 +51,7 @@ $(STAMP): requirements.lock pyproject.toml
 run: setup
 	$(VENV)/bin/thc-run $(if $(TOPO),--topo $(TOPO)) --target $(TARGET) $(if $(WORKERS),--workers $(WORKERS)) \
 	    $(if $(STEPS),--steps $(STEPS)) $(if $(MODES),--modes $(MODES)) $(if $(LOSS),--loss $(LOSS)) \
-	    $(if $(BW),--bw $(BW)) $(if $(MODEL),--model $(MODEL))
+	    $(if $(BW),--bw $(BW)) $(if $(MODEL),--model $(MODEL)) $(if $(SWITCH_PPS),--switch-pps $(SWITCH_PPS))
 
 stop:
 	-$(VENV)/bin/thc-run --stop

@@ -52,6 +52,16 @@ WORKERS = 4
 SERVICE = wire.Endpoint("00:00:00:00:00:fe", "10.0.0.254")
 JOB_ID = 1
 SENDER = "c"  # --sender
+OP = "thc"  # --op
+
+
+def request_parts(spec: JobSpec) -> tuple[int, bytes, dict]:
+    """(op, payload, header fields) of the requests the closed loop sends: THC's 4-bit indices (K a
+    request) or, with --op fix32, FIX32's int32 values (a cell's words), both one full cell."""
+    op = wire.OP_FIX32 if OP == "fix32" else wire.OP_THC
+    lane_bits = wire.op_lane_bits(op, spec.lane_bits)
+    length = wire.payload_length(op, wire.KIND_REQUEST, lane_bits, spec.words)
+    return op, bytes((i * 37) & 0xFF for i in range(length)), dict(lane_bits=lane_bits, key=spec.key)
 
 
 def worker_endpoint(w: int) -> wire.Endpoint:
@@ -61,7 +71,8 @@ def worker_endpoint(w: int) -> wire.Endpoint:
 class VethSwitch:
     """A switch process (thc-switch or simple_switch_grpc) on one veth pair per worker."""
 
-    def __init__(self, target: str, executable: str, workdir: Path):
+    def __init__(self, target: str, executable: str, workdir: Path, switch_args=()):
+        """`switch_args`: more options for the switch's command line (thc-switch --pps N)."""
         self.proc = None
         self.veths = VethPorts(f"bp{os.getpid() % 10000}p", range(1, WORKERS + 1))
         try:
@@ -80,6 +91,7 @@ class VethSwitch:
                 ]
             else:
                 argv += ["--grpc-server-addr", self.grpc]
+            argv += list(switch_args)
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except Exception:
             self.close()
@@ -102,17 +114,15 @@ def program(session: SwitchSession, window: int, words: int) -> JobSpec:
 def closed_loop(switch: VethSwitch, spec: JobSpec, rounds: int, patience: float = 2.0) -> dict:
     """Rounds of `window` slots from every worker; returns requests sent, results seen, seconds."""
     builders = [wire.FrameBuilder(worker_endpoint(w), SERVICE, sport=40000 + w) for w in range(WORKERS)]
-    payload = bytes((i * 37) & 0xFF for i in range(spec.coords_per_request // 2))
-    window, header = spec.window, dict(lane_bits=spec.lane_bits, key=spec.key)
+    op, payload, header = request_parts(spec)
+    window = spec.window
     sent = results = 0
     incomplete_rounds = 0
     start = time.perf_counter()
     for rnd in range(rounds):
         for slot in range(window):
             for w, sock in enumerate(switch.socks):
-                sock.send(
-                    builders[w].frame(wire.OP_THC, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload, **header)
-                )
+                sock.send(builders[w].frame(op, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload, **header))
                 sent += 1
         expected, seen = window * WORKERS, 0
         while seen < expected:
@@ -139,14 +149,14 @@ def closed_loop_batched(switch: VethSwitch, spec: JobSpec, rounds: int, patience
 
     lib = native.load()
     builders = [wire.FrameBuilder(worker_endpoint(w), SERVICE, sport=40000 + w) for w in range(WORKERS)]
-    payload = bytes((i * 37) & 0xFF for i in range(spec.coords_per_request // 2))
-    window, header = spec.window, dict(lane_bits=spec.lane_bits, key=spec.key)
+    op, payload, header = request_parts(spec)
+    window = spec.window
     rows = []  # rows[rnd][w]: (window, frame length) uint8
     for rnd in range(rounds):
         per_worker = []
         for w in range(WORKERS):
             frames = [
-                builders[w].frame(wire.OP_THC, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload, **header)
+                builders[w].frame(op, wire.KIND_REQUEST, JOB_ID, w, slot, rnd, payload=payload, **header)
                 for slot in range(window)
             ]
             per_worker.append(np.frombuffer(b"".join(frames), dtype=np.uint8).reshape(window, -1).copy())
@@ -184,12 +194,12 @@ def closed_loop_batched(switch: VethSwitch, spec: JobSpec, rounds: int, patience
     return {"sent": sent, "results": results, "seconds": seconds, "incomplete_rounds": incomplete_rounds}
 
 
-def bench_veth(target: str, k: int, rounds: int, window: int) -> dict | None:
+def bench_veth(target: str, k: int, rounds: int, window: int, switch_args=()) -> dict | None:
     executable = find_executable("emulator" if target == "thc-switch" else "bmv2")
     if executable is None or os.geteuid() != 0:
         return None
     program_json, p4info, words = PROGRAMS[k]
-    switch = VethSwitch("bmv2" if target == "bmv2" else "emulator", executable, OUT.parent)
+    switch = VethSwitch("bmv2" if target == "bmv2" else "emulator", executable, OUT.parent, switch_args)
     try:
         with SwitchSession(
             switch.grpc, p4info=p4info, bmv2_json=program_json, connect_timeout=60.0, name=target
@@ -203,7 +213,7 @@ def bench_veth(target: str, k: int, rounds: int, window: int) -> dict | None:
     aggregated = stats.aggregated
     return {
         "packets_per_s": aggregated / run["seconds"],
-        "coordinates_per_s": aggregated * k / run["seconds"],
+        "coordinates_per_s": aggregated * (spec.fix32_per_request if OP == "fix32" else k) / run["seconds"],
         "aggregated": aggregated,
         "sent": run["sent"],
         "results": run["results"],
@@ -243,21 +253,28 @@ def main(argv=None) -> int:
         help="how the 4 workers send and receive on veths: 'c' = prebuilt rows through sendmmsg/recvmmsg "
         "(host_agent's native helper; default), 'python' = one send()/recv() per frame",
     )
+    ap.add_argument(
+        "--op",
+        choices=("thc", "fix32"),
+        default="thc",
+        help="requests of THC (K 4-bit indices, default) or FIX32 (a cell of int32 values: BMv2's cost of "
+        "an uncompressed frame, beside THC's)",
+    )
     args = ap.parse_args(argv)
-    global SENDER
-    SENDER = args.sender
+    global SENDER, OP
+    SENDER, OP = args.sender, args.op
     targets = args.targets.split(",")
     ks = [int(k) for k in args.k.split(",")]
     results: dict[str, dict[int, dict | None]] = {t: {} for t in targets}
     for k in ks:
         for target in targets:
             if target == "engine":
-                results[target][k] = bench_engine(k, args.packets)
+                results[target][k] = None if OP == "fix32" else bench_engine(k, args.packets)  # THC only
             else:
                 results[target][k] = bench_veth(target, k, args.rounds, args.window)
             print(f"  measured {target} K={k}", file=sys.stderr)
 
-    print(f"\nTHC data packets through the pipeline ({WORKERS} workers; packets/s | coordinates aggregated/s)")
+    print(f"\n{OP.upper()} data packets through the pipeline ({WORKERS} workers; packets/s | coordinates aggregated/s)")
     print(f"{'K':>5} " + " ".join(f"{t:>26}" for t in targets))
     for k in ks:
         cells = []

@@ -19,9 +19,15 @@ trace_log = logging.getLogger("emulator.trace")
 
 
 class DataPlane:
-    def __init__(self, device, ports: dict, pcap_dir=None, packet_in=None, dump_packet_bytes: int = 0):
+    def __init__(
+        self, device, ports: dict, pcap_dir=None, packet_in=None, dump_packet_bytes: int = 0, service_ns: int = 0
+    ):
+        """`service_ns` > 0 paces whichever loop serves to one received frame per service_ns (--pps)."""
         self.device = device
-        self.python = PortLoop(device, ports, pcap_dir=pcap_dir, dump_packet_bytes=dump_packet_bytes)
+        self.service_ns = service_ns
+        self.python = PortLoop(
+            device, ports, pcap_dir=pcap_dir, dump_packet_bytes=dump_packet_bytes, service_ns=service_ns
+        )
         self.packet_in = packet_in
         self.native_allowed = dump_packet_bytes == 0
         self._native_stats = collections.Counter()
@@ -99,7 +105,13 @@ class DataPlane:
         from emulator.native.portloop import NativePortLoop
 
         loop = NativePortLoop(
-            engine.lib, engine.handle, {}, cpu_port=self.device.cpu_port, packet_in=self.packet_in, rx_ring=False
+            engine.lib,
+            engine.handle,
+            {},
+            cpu_port=self.device.cpu_port,
+            packet_in=self.packet_in,
+            rx_ring=False,
+            service_ns=self.service_ns,
         )
         sockets, captures = self.python.open_ports()
         for port, sock in sorted(sockets.items()):

@@ -18,6 +18,7 @@ import selectors
 import socket
 import struct
 
+from emulator.pacing import Pacer
 from emulator.pcap import PortCapture
 
 log = logging.getLogger("emulator.ports")
@@ -76,13 +77,23 @@ def open_port_socket(iface: str):
 class PortLoop:
     """The data plane: sockets for the ports, the engine in between."""
 
-    def __init__(self, device, ports: dict, pcap_dir: str | None = None, packet_in=None, dump_packet_bytes: int = 0):
-        """`ports` maps port number -> interface name; `packet_in(frame)` receives CPU-port frames."""
+    def __init__(
+        self,
+        device,
+        ports: dict,
+        pcap_dir: str | None = None,
+        packet_in=None,
+        dump_packet_bytes: int = 0,
+        service_ns: int = 0,
+    ):
+        """`ports` maps port number -> interface name; `packet_in(frame)` receives CPU-port frames;
+        `service_ns` > 0 paces the loop to one received frame per service_ns (emulator/pacing.py)."""
         self.device = device
         self.ports = dict(ports)
         self.pcap_dir = pcap_dir
         self.packet_in = packet_in
         self.dump_packet_bytes = dump_packet_bytes
+        self.pacer = Pacer(service_ns) if service_ns else None
         self.stats = collections.Counter()
         self._sockets = {}  # port -> socket
         self._captures = {}  # port -> PortCapture
@@ -201,9 +212,10 @@ class PortLoop:
         sockets = self._sockets
         captures = self._captures
         process = engine.process if engine is not None else None
+        pacer = self.pacer
         rx = tx = tx_errors = no_port = engine_errors = to_cpu = 0
         try:
-            for _ in range(BATCH):
+            for _ in range(BATCH if pacer is None else 1):  # paced: one frame at a time
                 try:
                     if filters_outgoing:
                         n = sock.recv_into(buffer)
@@ -225,6 +237,8 @@ class PortLoop:
                     trace.info("Packet data received on port %d: %s", port, frame[:dump].hex())
                 if process is None:
                     continue
+                if pacer is not None:
+                    pacer.wait()
                 try:
                     outputs = process(port, frame)
                 except Exception as exc:  # never let one frame stop the switch

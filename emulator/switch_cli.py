@@ -23,6 +23,7 @@ from emulator.native import c_source
 from emulator.p4rt.device import Device
 from emulator.p4rt.errors import P4RTError
 from emulator.p4runtime_server import BindError, P4RuntimeServer
+from emulator.pacing import MIN_PPS, service_ns
 from emulator.ports import InterfaceError, interface_exists
 from emulator.switch import SoftwareSwitch, load_config
 
@@ -125,6 +126,16 @@ def build_parser() -> argparse.ArgumentParser:
         "runtime CLI set_crc16_parameters/set_crc32_parameters sets them, e.g. calc_0=0x1021,0xffff,0,false,false; "
         "repeatable, applied to every pipeline loaded (not a simple_switch_grpc option)",
     )
+    p.add_argument(
+        "--pps",
+        type=_pps,
+        default=None,
+        metavar="N",
+        help="a slower switch: serve at most N received frames a second (all ports together), one at a time, "
+        "the rest waiting in the ports' socket queues; stands in for a slower target, e.g. BMv2's simple_switch "
+        f"at a few thousand THC frames a second (at least {MIN_PPS:g}; default: as fast as it can; not a "
+        "simple_switch_grpc option)",
+    )
     p.add_argument("--log-file", metavar="PATH", help="write the log to PATH")
     p.add_argument("--log-console", action="store_true", help="write the log to stdout")
     p.add_argument(
@@ -166,6 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
         "source of the native backend instead (not a simple_switch_grpc option)",
     )
     return p
+
+
+def _pps(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of frames per second") from None
+    if not value >= MIN_PPS or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: give a rate of at least {MIN_PPS:g} frame a second")
+    return value
 
 
 def _crc_parameters(text: str):
@@ -284,7 +305,9 @@ def _serve(args, ports) -> int:
     elif args.p4info:
         return _fail("--p4info needs PROGRAM.json")
 
-    loop = DataPlane(device, ports, pcap_dir=args.pcap, dump_packet_bytes=args.dump_packet_data)
+    loop = DataPlane(
+        device, ports, pcap_dir=args.pcap, dump_packet_bytes=args.dump_packet_data, service_ns=service_ns(args.pps)
+    )
     server = P4RuntimeServer(device, packet_out_sink=loop.inject)
     loop.packet_in = server.packet_in
     try:
@@ -310,6 +333,7 @@ def _serve(args, ports) -> int:
     ready = (
         f"thc-switch ready: device {args.device_id}, P4Runtime on {where}, "
         f"ports {port_list}, program {args.program or '(none: waiting for SetForwardingPipelineConfig)'}"
+        + (f", paced to {args.pps:g} frames/s" if args.pps else "")
     )
     log.info("%s", ready)
     print(ready, flush=True)

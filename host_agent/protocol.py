@@ -131,7 +131,8 @@ class WorkerProtocol:
     - the retransmission timer and the tail probe (timers.py): both run from the latest result, so a
       result queued behind others of its window is late, not lost. The RTO starts at `timeout` and with
       `adaptive` follows the measured round trips and their variation (RFC 6298: srtt + 4·rttvar, never
-      below `min_timeout`, at most `max_timeout`; Karn's rule; × `backoff` per expiry). When it expires
+      below `min_timeout`; Karn's rule; × `backoff` per expiry, up to `max_timeout` or the estimate,
+      whichever is longer). When it expires
       before the operation's first result (a late worker looks the same), the request waiting longest is
       sent again; after it, also everything else in flight, as the halved window lets it. A
       retransmission is lost too if nothing answers it within the RTO while other results come. The tail
@@ -522,14 +523,18 @@ class WorkerProtocol:
         if timers.expired(now):
             # The request waiting longest goes again, as TCP sends its oldest segment on a timeout. Before
             # the operation's first result the silence may be a late worker; after it every worker is in
-            # the operation, and a silence as long as the RTO says that what is in flight is lost, and that
-            # the switch or the path cannot take that much: the window closes, and the rest goes again as
-            # results come back.
+            # the operation, and a silence as long as the RTO says that what is in flight is lost (the
+            # switch or the path cannot take that much) or only late (a switch that stalled): the next
+            # results judge (window.judge); if lost, the window closes and the rest goes again. Then, as
+            # TCP resends its first unacknowledged segment at every expiry, the lowest request in flight
+            # goes, the same one through a long stall: the others stay sent once, so that their results
+            # can show the stall for what it was.
             oldest = self._oldest(op, flying, lo)
+            if oldest.size and op.answered:
+                waiting = np.flatnonzero(flying) + lo
+                oldest = waiting[:1]
+                self.schedule.timed_out(op, waiting[1:], TIMER)
             if oldest.size:
-                if op.answered:
-                    self.schedule.cut()
-                    self.schedule.presume_lost(op, self._by_age(op, np.flatnonzero(flying) + lo)[1:], TIMER)
                 self._retransmit(op, oldest, now, TIMER)
             timers.restart(now)
             fired = True
@@ -590,6 +595,7 @@ class WorkerProtocol:
         if not len(i):
             return
         now = self.clock()
+        clean = i[op.attempts[i] == 1]  # before any is sent again: a timeout's verdict (window.judge)
         if self.dupthresh and not loss.quiet(op, i):
             for j in i.tolist():
                 self._accept(op, j, now, detect=True)
@@ -598,6 +604,8 @@ class WorkerProtocol:
                 self._accept(op, j, now)
         else:
             self._accept_many(op, i, now)
+        if self._op is op:
+            self.schedule.judge(op, clean)
 
     def _accept_many(self, op: Operation, i: np.ndarray, now: float) -> None:
         """_accept for every request of i, in order, when no result among them is evidence of loss: the
@@ -722,6 +730,7 @@ class WorkerProtocol:
             window_limit=self.schedule.limit,
             ssthresh=self.schedule.ssthresh,
             window_cuts=self.schedule.cuts,
+            spurious_timeouts=self.schedule.undone,
             pto=timers.pto,
             gap=timers.gap.mean,
             min_rto=self.min_timeout,

@@ -31,7 +31,7 @@ class Smoothed:
     def __init__(self, timeout: float, floor: float, cap: float):
         self.mean: float | None = None
         self.var: float | None = None
-        self.timeout = timeout
+        self.timeout = self.initial = timeout
         self.floor, self.cap = floor, cap
 
     def sample(self, x: float) -> None:
@@ -50,19 +50,29 @@ class Smoothed:
             var += beta * (abs(mean - x) - var)
             mean += alpha * (x - mean)
         self.mean, self.var = mean, var
-        self.timeout = min(max(mean + 4 * var, self.floor), self.cap)
+        self.timeout = self.estimate
+
+    @property
+    def estimate(self) -> float:
+        """srtt + 4·rttvar within [floor, cap]; the timeout before the first sample."""
+        if self.mean is None:
+            return self.initial
+        return min(max(self.mean + 4 * self.var, self.floor), self.cap)
 
 
 class Timers:
     """One worker's retransmission timer, tail probe and deadline (times on the protocol's clock).
 
     - The retransmission timer (RFC 6298 §5): started when requests go out and none was in flight,
-      restarted by every result, stopped when nothing is in flight. The RTO is srtt + 4·rttvar (within
-      [`min_timeout`, `max_timeout`]; `timeout` before the first sample) over the round trips of requests
+      restarted by every result, stopped when nothing is in flight. The RTO is srtt + 4·rttvar (at least
+      `min_timeout`, at most `deadline`; `timeout` before the first sample) over the round trips of requests
       sent once (Karn's rule), from first transmission to result, every result a sample with the gains of
       one per window: they include the queue in front of the results and the wait for the slowest worker,
       which nothing tells apart from loss before an operation's first result. On expiry the RTO backs off
-      (× `backoff`, at most `max_timeout`) until the next sample (RFC 6298 §5.5–5.7).
+      (× `backoff`, at most `max_timeout` or the estimate, whichever is longer) until the next sample (RFC
+      6298 §5.5–5.7). `max_timeout` bounds the backoff, never the estimate: behind a slow switch (BMv2
+      serves ~1,000 THC frames a second) a window's round trips vary by more than a LAN's `max_timeout`,
+      and an RTO cut below srtt + 4·rttvar fires while results are only queued (issue 31).
     - A retransmission has a timer of its own, an RTO after it was sent: no later transmission may reveal
       its loss (an operation's first transmissions all went before it), and the results of the others
       keep restarting the retransmission timer. It fires only once a request sent after the retransmission
@@ -95,7 +105,7 @@ class Timers:
     ):
         self.min_timeout, self.max_timeout, self.backoff, self.adaptive = min_timeout, max_timeout, backoff, adaptive
         self.deadline, self.tail = deadline, tail
-        self.rtt = Smoothed(timeout, min_timeout, max_timeout)  # .timeout is the RTO
+        self.rtt = Smoothed(timeout, min_timeout, max(deadline, max_timeout))  # .timeout is the RTO
         self.gap = Smoothed(min_timeout, min_timeout, max_timeout)  # the spacing of results
         self.retransmit_at: float | None = None
         self.probe_at: float | None = None
@@ -208,7 +218,7 @@ class Timers:
 
     def back_off(self) -> None:
         """A timer expired: the RTO doubles until the next sample (RFC 6298 §5.5–5.7)."""
-        self.rtt.timeout = min(self.rtt.timeout * self.backoff, self.max_timeout)
+        self.rtt.timeout = min(self.rtt.timeout * self.backoff, max(self.max_timeout, self.rtt.estimate))
         self.backoffs += 1
 
     def restart(self, now: float) -> None:

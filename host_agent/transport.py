@@ -2,7 +2,8 @@
 
 A transport has three methods the protocol needs: `send(frame)`, `recv(timeout) -> list[bytes]` (every
 frame that is there, waiting up to `timeout` seconds for the first one; [] on timeout) and `close()`,
-plus `describe()` for error messages. loopback.py has the in-process one for tests.
+plus `describe()` for error messages. loopback.py has the in-process one for tests; DatagramTransport
+takes any connected datagram socket (an AF_UNIX socketpair's end facing a switch's port loop, no root).
 
 A transport may also move many frames per call (`BatchTransport`): `send_many(rows)` sends every row of a
 (n, length) uint8 array as one frame, `recv_into(buf, lengths, timeout) -> n` fills rows of a preallocated
@@ -169,6 +170,40 @@ def attach_filter(sock: socket.socket, program: list[tuple[int, int, int, int]])
     buf = ctypes.create_string_buffer(raw)
     fprog = struct.pack("HL", len(program), ctypes.addressof(buf))
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+
+
+class DatagramTransport:
+    """A connected datagram socket whose every frame is the worker's (an AF_UNIX socketpair's end whose
+    other end is a switch port): what the port sends to it is what the worker gets, so no filter."""
+
+    def __init__(self, sock: socket.socket, name: str = "datagram socket"):
+        self._sock = sock
+        self.name = name
+        sock.setblocking(False)
+
+    def send(self, frame: bytes) -> None:
+        try:
+            self._sock.send(frame)
+        except OSError as exc:
+            if exc.errno in (errno.ENOBUFS, errno.EAGAIN):
+                return  # the queue is full: a loss like any other, the timer retransmits
+            raise
+
+    def recv(self, timeout: float) -> list[bytes]:
+        frames: list[bytes] = []
+        if timeout > 0 and not select.select([self._sock], [], [], timeout)[0]:
+            return frames
+        while True:
+            try:
+                frames.append(self._sock.recv(65536))
+            except BlockingIOError:
+                return frames
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def describe(self) -> str:
+        return self.name
 
 
 class RawSocketTransport:

@@ -15,6 +15,14 @@ what was in flight is presumed lost, sent again as results come back. A single l
 a few percent of random loss per link the window would never grow back, and a lost request costs its
 own retransmission, not a smaller window. A switch that answers ~2,000 packets/s would otherwise get another copy
 of every queued request at each timeout, and never catch up (congestion collapse).
+
+A timeout may be spurious (F-RTO's question, RFC 5682): a switch that stalls for longer than the RTO (BMv2
+descheduled on a busy machine) answers the requests afterwards. So a timeout sends only the lowest request
+again (`timed_out`), and the results judge it (`judge`): the result of a request that was in flight at the
+timeout and has not been sent again since can only answer its first transmission, so what was in flight
+was queued, not lost, and stays in flight with the window whole. When only the resent request is answered
+and the silence comes back for another RTO, it was lost: the window halves and the rest goes again. That
+is an RTO later than presuming the loss at once, but a stall no longer costs a window's worth of copies.
 """
 
 from __future__ import annotations
@@ -36,6 +44,10 @@ class Window:
         self.limit = float(size)  # the congestion window: requests in flight, at most
         self.ssthresh = float(size)
         self.cuts = 0  # multiplicative decreases so far
+        self.undone = 0  # timeouts the next results showed spurious (no cut, nothing presumed lost)
+        # a timeout not judged yet: (requests in flight then, their attempts then, why)
+        self._suspect: tuple[np.ndarray, np.ndarray, str] | None = None
+        self._heard = False  # a result came since that timeout, none that judged it
         self._free: list[np.ndarray] = []  # request indices within the operation, in the order freed
         # presumed lost, to go again first: (requests, their attempts then, why)
         self._lost: list[tuple[np.ndarray, np.ndarray, str]] = []
@@ -56,6 +68,7 @@ class Window:
         """A new operation of n requests: the first W may go (the previous one is complete)."""
         self._free = [np.arange(min(self.size, n_requests), dtype=np.int64)]
         self._lost = []
+        self._suspect = None
 
     def answered(self, i: np.ndarray, n_requests: int) -> None:
         """Requests i of the operation are answered: each lets request i + W of the operation go."""
@@ -127,6 +140,7 @@ class Window:
 
     def clear(self) -> None:
         self._free, self._lost = [], []
+        self._suspect = None
 
     def __bool__(self) -> bool:
         """Whether requests are waiting to be sent (new ones, or presumed lost)."""
@@ -146,6 +160,34 @@ class Window:
                 limit += 1 / limit
                 results -= 1
         self.limit = min(limit, cap)
+
+    def timed_out(self, op: Operation, idx: np.ndarray, why: str) -> None:
+        """Nothing came for the RTO while results had been flowing; requests idx of `op` are in flight (but
+        for the lowest, which the protocol resends). Lost or only late? A result of one of them, sent once,
+        says late (`judge`). If instead only the resent request was answered and the silence came back,
+        they are lost: the window halves and they go again as it lets them. Until then nothing more goes."""
+        if self._suspect is None:
+            self._suspect, self._heard = (idx, op.attempts[idx].copy(), why), False
+            return
+        if not self._heard:
+            return  # the same silence goes on (a long stall, or the switch is gone): the deadline decides
+        idx, attempts, why = self._suspect
+        self._suspect = None
+        self.cut()
+        self.presume_lost(op, idx[(op.attempts[idx] == attempts) & ~op.done[idx]], why)
+
+    def judge(self, op: Operation, clean: np.ndarray) -> None:
+        """A batch of results came after a timeout, `clean` those of requests sent once. One of the
+        requests in flight at the timeout among them, not sent again since, can only answer its first
+        transmission: the timeout was spurious (counted in `undone`), and nothing was lost."""
+        if self._suspect is None:
+            return
+        idx, attempts, _ = self._suspect
+        if np.isin(idx[op.attempts[idx] == attempts], clean).any():
+            self._suspect = None
+            self.undone += 1
+        else:
+            self._heard = True
 
     def cut(self) -> None:
         """The switch (or the path) cannot take as much as the window lets go: nothing came for the RTO

@@ -184,8 +184,9 @@ def _add_retransmission(s) -> None:
         "--max-retransmit-timeout",
         type=float,
         default=0.25,
-        help="longest retransmission timeout in seconds (default 0.25: on a LAN a lost packet "
-        "should cost a fraction of a second, not the 1 s of backoff a WAN needs)",
+        help="longest backed-off retransmission timeout in seconds (default 0.25: on a LAN a lost packet "
+        "should cost a fraction of a second, not the 1 s of backoff a WAN needs); it bounds the backoff, "
+        "never the measured round trip (srtt + 4 rttvar), which behind a slow switch such as BMv2 is longer",
     )
     s.add_argument(
         "--switch-timeout",

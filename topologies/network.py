@@ -46,6 +46,7 @@ class EmulatedNetwork:
         say=print,
         switch_log_level: str = "info",
         switch_backend: str = "auto",
+        switch_pps: float | None = None,
     ):
         self.topo = topo
         self.target = target
@@ -55,6 +56,7 @@ class EmulatedNetwork:
         self.say = say
         self.switch_log_level = switch_log_level
         self.switch_backend = switch_backend
+        self.switch_pps = switch_pps
         self.net: Mininet | None = None
         self.executable = executable or find_executable(target)
         if self.executable is None:
@@ -160,6 +162,7 @@ class EmulatedNetwork:
             self.pcap_dir,
             self.switch_log_level,
             backend=self.switch_backend,
+            pps=self.switch_pps,
         )
 
     def _refuse_existing_interfaces(self) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from controller.topology import MAX_WORKERS, Topology, TopologyError
 from controller.usage import OneLineParser, positive_number
+from emulator.pacing import MIN_PPS
 from host_agent import workloads
 from host_agent.worker import PS_MODES, SWITCH_MODES
 from spec import contract
@@ -175,6 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="engine of the software switch (target emulator): 'native' = the program compiled to C, "
         "'python' = the reference engine, 'auto' = native unless it cannot run the program (default auto)",
+    )
+    net.add_argument(
+        "--switch-pps",
+        type=positive_number(),
+        default=None,
+        metavar="N",
+        help="slow the software switch (target emulator) to N received frames a second (thc-switch --pps): "
+        "BMv2's pace on any machine, e.g. 2000 (default: as fast as it can)",
     )
     net.add_argument("--no-pcap", action="store_true", help="do not write pcaps (default: pcaps/ per interface)")
     net.add_argument(
@@ -455,6 +464,19 @@ def check_switch_exe(path: str | None) -> None:
         )
 
 
+def check_switch_pps(args) -> None:
+    if args.switch_pps is None:
+        return
+    if args.target != "emulator":
+        raise RunError(
+            "--switch-pps paces the software switch; BMv2 runs at its own pace: drop it or use --target emulator"
+        )
+    if args.switch_pps < MIN_PPS:
+        raise RunError(
+            f"--switch-pps {args.switch_pps:g}: the software switch serves at least {MIN_PPS:g} frame a second"
+        )
+
+
 def check_prerequisites() -> None:
     if os.geteuid() != 0:
         raise RunError("needs root for Mininet's network namespaces: run `sudo make run` (or sudo thc-run ...)")
@@ -609,6 +631,7 @@ def run(args) -> int:
     check_placements(modes, topo)
     job = job_spec(args, topo)
     check_switch_exe(args.switch_exe)
+    check_switch_pps(args)
     pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
     parameters = model_parameters(args)
     if pcap_dir is not None:
@@ -634,6 +657,7 @@ def run(args) -> int:
         executable=args.switch_exe,
         switch_log_level=args.switch_log_level,
         switch_backend=args.backend,
+        switch_pps=args.switch_pps,
         say=say,
         ledger=ledger,
         start_timeout=args.start_timeout,

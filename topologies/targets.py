@@ -62,12 +62,14 @@ def switch_command(
     pcap_dir: Path | None,
     log_level: str = "info",
     backend: str = "auto",
+    pps: float | None = None,
 ) -> SwitchLaunch:
     """The command line that starts switch ``name`` with ``interfaces`` (port -> interface name).
 
     The switch starts without a program (``--no-p4``): the controller pushes it over P4Runtime, as on
     a real switch. Its console log (``--log-console`` at ``log_level``) goes to ``log_dir/<name>.log``,
-    where a failed start is explained.
+    where a failed start is explained. ``pps`` paces the software switch (thc-switch --pps); BMv2 has no
+    such option, so the runner refuses it there.
     """
     log_file = log_dir / f"{name}.log"
     argv = [executable]
@@ -85,6 +87,8 @@ def switch_command(
         argv += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
     else:
         argv += ["--backend", backend, "--no-p4", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+        if pps:
+            argv += ["--pps", f"{pps:g}"]
     return SwitchLaunch(argv, log_file)
 
 

@@ -37,6 +37,7 @@ class Testbed:
         executable: str | None = None,
         switch_log_level: str = "info",
         switch_backend: str = "auto",
+        switch_pps: float | None = None,
         say: Callable[[str], None] = print,
         ledger: Ledger | None = None,
         start_timeout: float = 60.0,
@@ -59,6 +60,7 @@ class Testbed:
             say=say,
             switch_log_level=switch_log_level,
             switch_backend=switch_backend,
+            switch_pps=switch_pps,
         )
         self.control: ControlPlane | None = None
         self.last_switch_events: dict = {}

@@ -16,6 +16,11 @@
  * Sending: sendmmsg, one call per egress port per batch. A TX ring would save little: the per-frame
  * cost of a send is the skb and the veth path, which a ring does not remove.
  *
+ * Pacing (service_ns > 0, thc-switch --pps): the loop takes one frame at a time and starts each no sooner
+ * than service_ns after the one before, sleeping until then (clock_nanosleep to an absolute deadline, so
+ * oversleeping does not lower the rate while frames wait); frames wait in the sockets' queues meanwhile,
+ * as they wait in front of a slower switch. An idle loop saves up no credit (a burst of one).
+ *
  * Threads: sw_portloop_run() is the only thread that touches sockets, rings, pcap buffers and the
  * output batch. inject() and take_packet_in() come from Python threads and meet it only in two mutex-
  * guarded queues and eventfds. Counters are relaxed atomics, summed per batch.
@@ -108,6 +113,8 @@ struct run {                        /* the loop's private state, from sw_portloo
     uint8_t *rx_buf;                /* batch * PORTLOOP_MAX_FRAME */
     sw_out_t *out;
     int pcap_dirty;
+    uint64_t service_ns;            /* 0: unpaced */
+    uint64_t next_ns;               /* CLOCK_MONOTONIC time the next frame may start (paced) */
 };
 
 /* ------------------------------------------------------------------ queues */
@@ -419,6 +426,30 @@ static void make_room(struct run *r)
 
 /* ------------------------------------------------------------------ input */
 
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A paced loop waits for the next frame's turn (see the top of this file); call before each frame. */
+static void pace(struct run *r)
+{
+    if (!r->service_ns)
+        return;
+    uint64_t now = monotonic_ns();
+    if (r->next_ns > now) {
+        struct timespec until = {.tv_sec = (time_t)(r->next_ns / 1000000000u),
+                                 .tv_nsec = (long)(r->next_ns % 1000000000u)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+            ;
+    } else {
+        r->next_ns = now;
+    }
+    r->next_ns += r->service_ns;
+}
+
 
 /* One recvmmsg batch from `s`; returns the frames read (0: nothing waiting or an error). */
 static int receive_batch(struct run *r, struct slot *s)
@@ -434,6 +465,7 @@ static int receive_batch(struct run *r, struct slot *s)
             STAT_ADD(r->pl, rx_errors, 1);
         return 0;
     }
+    pace(r); /* paced: n == 1 */
     struct timespec now = {0};
     if (s->cap_in.fd >= 0)
         clock_gettime(CLOCK_REALTIME, &now);
@@ -523,6 +555,7 @@ static void receive_ring(struct run *r, struct slot *s)
         if (!(__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER))
             break;
         if (!locked) {
+            pace(r); /* paced: one frame per call */
             if (s->cap_in.fd >= 0)
                 clock_gettime(CLOCK_REALTIME, &now);
             sw_lock(r->sw);
@@ -609,6 +642,9 @@ static int setup_run(struct run *r, sw_t *sw, portloop_t *pl, const struct portl
     r->batch = cfg->batch ? cfg->batch : DEFAULT_BATCH;
     if (r->batch > PORTLOOP_MAX_BATCH)
         r->batch = PORTLOOP_MAX_BATCH;
+    r->service_ns = cfg->service_ns;
+    if (r->service_ns)
+        r->batch = 1; /* one frame at a time: a batch would leave in bursts */
     r->has_cpu_port = cfg->has_cpu_port;
     r->deliver_packet_in = cfg->deliver_packet_in;
     r->cpu_port = cfg->cpu_port;

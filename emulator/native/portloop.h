@@ -31,6 +31,8 @@ struct portloop_cfg {
     int32_t deliver_packet_in;      /* 1: CPU-port frames are queued for sw_portloop_take_packet_in */
     uint32_t batch;                 /* frames per recvmmsg/sendmmsg (1..PORTLOOP_MAX_BATCH; 0: 64) */
     int32_t idle_flush_ms;          /* flush pcap buffers after this long without traffic (0: 100) */
+    uint64_t service_ns;            /* >0: a paced switch, one received frame per service_ns at most, one
+                                       at a time (batch 1), the rest waiting in the sockets (thc-switch --pps) */
 };
 
 /* Read with sw_portloop_stats() at any time; the loop adds to them once per batch. */

@@ -59,6 +59,7 @@ class LoopConfig(ctypes.Structure):
         ("deliver_packet_in", ctypes.c_int32),
         ("batch", ctypes.c_uint32),
         ("idle_flush_ms", ctypes.c_int32),
+        ("service_ns", ctypes.c_uint64),
     ]
 
 
@@ -127,10 +128,12 @@ class NativePortLoop:
         pcap_dir=None,
         packet_in=None,
         rx_ring: bool = True,
+        service_ns: int = 0,
     ):
         """`ports` maps port number -> interface name; `packet_in(frame)` receives CPU-port frames.
 
         `rx_ring=False` receives with recvmmsg instead of a TPACKET_V2 ring (see portloop.c).
+        `service_ns` > 0 paces the loop: one received frame per service_ns at most (emulator/pacing.py).
         """
         self.lib = declare_portloop_api(library)
         self.switch = switch
@@ -139,6 +142,7 @@ class NativePortLoop:
         self.pcap_dir = pcap_dir
         self.packet_in = packet_in
         self.rx_ring = rx_ring
+        self.service_ns = service_ns
         self.batch = BATCH
         self._sockets = {}  # port -> socket
         self._captures = {}  # port -> PortCapture
@@ -254,6 +258,7 @@ class NativePortLoop:
             deliver_packet_in=int(self.packet_in is not None),
             batch=self.batch,
             idle_flush_ms=100,
+            service_ns=self.service_ns,
         )
         if self.lib.sw_portloop_open(self._handle, self.switch, ctypes.byref(config)) != 0:
             raise OSError(ctypes.get_errno(), "sw_portloop_open failed")

@@ -35,12 +35,27 @@ class Pausing:
         return getattr(self.engine, name)
 
 
-def slow_cluster(new_engine, pause=0.0, **options):
+class PausingOnce(Pausing):
+    """Pausing, but once per round: copies of worker 3's request (a timeout's) do not stop it again."""
+
+    def __init__(self, engine, slot: int, pause: float):
+        super().__init__(engine, slot, pause)
+        self.rounds = set()
+
+    def process(self, port, frame):
+        p = wire.parse_frame(frame)
+        if p.worker_id == 3 and p.slot == self.slot and p.kind == wire.KIND_REQUEST and p.round not in self.rounds:
+            self.rounds.add(p.round)
+            self.wire.hold_switch(self.pause)
+        return self.engine.process(port, frame)
+
+
+def slow_cluster(new_engine, pause=0.0, pausing_class=Pausing, **options):
     """Workers whose results come at RESULT_RATE, from a switch that stops for `pause` s in every window."""
     pausing = []
 
     def engine(job):
-        pausing.append(Pausing(new_engine(job), WINDOW // 2, pause))
+        pausing.append(pausing_class(new_engine(job), WINDOW // 2, pause))
         return pausing[0]
 
     workers, engine, recorder, lw, clock = timed_cluster(engine, window=WINDOW, **options)
@@ -146,3 +161,40 @@ def test_a_retransmission_is_lost_only_once_a_request_sent_after_it_came_back():
     timers.results_of(12)  # request 2, sent after both, came back
     ((lost_op, lost),) = timers.lost_resends(now=1.0)
     assert lost_op is op and lost.tolist() == [0]
+
+
+def test_max_timeout_bounds_the_backoff_never_the_measured_round_trip():
+    """Behind a slow switch (BMv2) a window's round trips vary by more than a LAN's max_timeout: the RTO
+    follows srtt + 4·rttvar above it, and backs off from there without shrinking; on a fast path with loss
+    the backoff still stops at max_timeout (issue 24's figures)."""
+    slow = Timers(timeout=0.05, min_timeout=0.002, max_timeout=0.25, backoff=2.0, deadline=30.0, tail=3, adaptive=True)
+    for rtts in ([0.1] * 8, [0.5] * 8, [0.1] * 8, [0.6] * 8):  # a queue of 0.1 .. 0.6 s in front of results
+        slow.answered(0.0, np.array(rtts), per_window=8, in_flight=8, tail=False)
+    estimate = slow.rtt.mean + 4 * slow.rtt.var
+    assert slow.rto == estimate > 0.25 + 0.2
+    slow.back_off()
+    assert slow.rto == estimate  # the backoff's ceiling is the estimate: the RTO never shrinks on a timeout
+    fast = Timers(timeout=0.05, min_timeout=0.002, max_timeout=0.25, backoff=2.0, deadline=30.0, tail=3, adaptive=True)
+    fast.answered(0.0, np.array([0.001] * 8), per_window=8, in_flight=8, tail=False)
+    for _ in range(10):
+        fast.back_off()
+    assert fast.rto == 0.25
+
+
+def test_a_stall_longer_than_the_rto_costs_one_copy_and_no_window(new_engine):
+    """The switch stops for 0.3 s in the middle of every window (far longer than the RTO its 16 ms queue
+    taught the workers) and then answers everything it had: the timeouts fire, but the first result of a
+    request sent once shows the rest was queued, not lost (F-RTO's test, RFC 5682). Each expiry resends
+    the lowest request only: 4 in the first stall (the RTO doubling from ~20 ms), at most one in each later
+    one (the round trips of the stall taught the RTO), no cut, and the window stays whole. Before, every
+    stall sent the half window still in flight again (22 copies per worker in the first)."""
+    rng = np.random.default_rng(2)
+    workers, _, _, _, _ = slow_cluster(new_engine, pause=0.3, pausing_class=PausingOnce)
+    stalls = 3
+    for _ in range(stalls):
+        exact_sum(workers, rng)
+    for w in workers:
+        stats = w.stats()
+        timer, fast, probe = counts(w, *KINDS)
+        assert timer <= 4 + (stalls - 1) and fast == 0 and probe == 0, (timer, fast, probe)
+        assert stats["spurious_timeouts"] >= 1 and stats["window_cuts"] == 0 and stats["window_limit"] == WINDOW

@@ -74,35 +74,49 @@ def cli_binary(binary: str | None = None) -> str | None:
     return str(beside) if beside and os.access(beside, os.X_OK) else shutil.which("simple_switch_CLI")
 
 
-def cli_interpreter(cli: str) -> list[str]:
-    """The command simple_switch_CLI's own line `#!` runs it with: that Python has thrift and BMv2's
-    Python runtime (bm_runtime), which the project's venv has not."""
+def cli_interpreters(cli: str) -> list[list[str]]:
+    """The commands that may run simple_switch_CLI, best first: $BMV2_PYTHON when set, then the interpreter
+    its own line `#!` names, found in every PATH directory in order (not only the first: the project's venv
+    comes first on PATH here and has no thrift; the Python BMv2 was installed for, e.g. a venv with thrift,
+    may come later)."""
     first = Path(cli).read_text(errors="replace").splitlines()[0]
     argv = first[2:].split() if first.startswith("#!") else ["python3"]
     if Path(argv[0]).name == "env":
         argv = argv[1:]
-    found = shutil.which(argv[0])
-    if found is None:
-        pytest.skip(f"{argv[0]}, the interpreter of {cli}, is not on PATH")
-    return [found, *argv[1:]]
+    found = []
+    if os.environ.get("BMV2_PYTHON"):
+        found.append([os.environ["BMV2_PYTHON"]])
+    if os.path.isabs(argv[0]):
+        found.append(argv)
+    else:
+        seen = set()  # /bin is often /usr/bin (a venv's python3 is a link to the system's: not resolved)
+        for directory in os.environ.get("PATH", "").split(os.pathsep):
+            candidate = Path(directory or ".") / argv[0]
+            where = Path(directory or ".").resolve()
+            if candidate.is_file() and os.access(candidate, os.X_OK) and where not in seen:
+                seen.add(where)
+                found.append([str(candidate), *argv[1:]])
+    return found
 
 
 def cli_runner(cli: str) -> tuple[list[str], dict]:
-    """(argv prefix, environment) that run a script the way simple_switch_CLI runs: its own Python, with
-    BMv2's bm_runtime (under a hand-built BMv2's prefix) on the path. Skips, saying which Python and what
-    it lacks, when that Python cannot import thrift (`#!/usr/bin/env python3` takes the first python3 on
-    PATH, which may be another than the one BMv2 was installed for)."""
-    interpreter = cli_interpreter(cli)
+    """(argv prefix, environment) that run a script the way simple_switch_CLI runs: the first interpreter of
+    cli_interpreters that can import thrift (BMv2's CLI needs it; the project's venv has not), with BMv2's
+    bm_runtime (under a hand-built BMv2's prefix) on the path. Skips naming every Python tried when none
+    can."""
     prefix = Path(cli).resolve().parent.parent
     search = [str(d) for d in sorted(prefix.glob("lib/python3*/site-packages")) if (d / "bm_runtime").is_dir()]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(search + [os.environ.get("PYTHONPATH", "")])}
-    probe = subprocess.run([*interpreter, "-c", "import thrift"], env=env, capture_output=True, timeout=60)
-    if probe.returncode != 0:
-        pytest.skip(
-            f"{interpreter[0]}, the python3 that runs {cli}, cannot import thrift: put a Python with the thrift "
-            "package first on PATH (BMv2's install instructions make one)"
-        )
-    return interpreter, env
+    tried = []
+    for interpreter in cli_interpreters(cli):
+        probe = subprocess.run([*interpreter, "-c", "import thrift"], env=env, capture_output=True, timeout=60)
+        if probe.returncode == 0:
+            return interpreter, env
+        tried.append(interpreter[0])
+    pytest.skip(
+        f"no Python that can run {cli} (it needs the thrift package): tried {', '.join(tried) or 'none on PATH'}; "
+        "put the Python BMv2 was installed for (e.g. its venv's bin/) on PATH, or name it in BMV2_PYTHON"
+    )
 
 
 def replace_parse_value_set(thrift_port: int, name: str, members: list[bytes], cli: str | None = None) -> list[bytes]:

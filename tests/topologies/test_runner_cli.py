@@ -67,6 +67,9 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
         (["--restart-switch", "s1"], 2, ["argument --restart-switch", "expected SWITCH:STEP, like s1:50"]),
         (["--restart-switch", "s9:5"], 1, ["--restart-switch s9:5: s9 is not a switch of"]),
         (["--restart-switch", "s1:200", "--steps", "150"], 1, ["--restart-switch s1:200: the run has 150 steps"]),
+        (["--target", "bmv2", "--switch-pps", "2000"], 1, ["--switch-pps paces the software switch", "emulator"]),
+        (["--switch-pps", "0.5"], 1, ["--switch-pps 0.5", "at least 1 frame a second"]),
+        (["--switch-pps", "0"], 2, ["argument --switch-pps", "positive"]),
         (["--topo", "/nonexistent.json"], 1, ["cannot read topology file /nonexistent.json"]),
         (
             ["--model", "charlm-stdlib", "--steps", "1000000"],
@@ -159,3 +162,14 @@ def test_a_modes_time_estimate_is_its_own_average_pace_from_its_first_step():
         assert bar.bar.n == 40 and "[00:16<00:25]" in str(bar.bar)
     finally:
         bar.close()
+
+
+def test_switch_pps_reaches_the_software_switchs_command_line_and_thc_switch_takes_it(tmp_path):
+    from emulator.switch_cli import parse_args
+    from topologies.targets import switch_command
+
+    launch = switch_command("emulator", "thc-switch", "s1", 0, 50051, {1: "s1-eth1"}, tmp_path, None, pps=2000)
+    assert launch.argv[launch.argv.index("--pps") + 1] == "2000"
+    assert parse_args(launch.argv[1:]).pps == 2000
+    plain = switch_command("emulator", "thc-switch", "s1", 0, 50051, {1: "s1-eth1"}, tmp_path, None)
+    assert "--pps" not in plain.argv
