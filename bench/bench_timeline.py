@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 from controller.topology import Topology  # noqa: E402
 from spec import contract  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
-from thc import plan_cli, planner, profiles, profiling  # noqa: E402
+from thc import models_zoo, plan_cli, planner, profiles, profiling  # noqa: E402
 from thc.timeline import INACost, StepProfile  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
@@ -40,8 +40,8 @@ from topologies.workers import WorkerOptions  # noqa: E402
 MODELS = ("mlp-digits", "mlp2-digits")
 BUCKET_KB = {"mlp-digits": 1.0, "mlp2-digits": 4.0}  # a few buckets each, so a plan can mix paths
 CHUNK = 2048  # thc-worker's default Hadamard chunk
-HEADER_BYTES = 42 + contract.THC_HEADER_BYTES  # Ethernet + IPv4 + UDP + the THC header
-K = 2 * contract.THC_PAIRS  # coordinates per THC request
+HEADER_BYTES = contract.FRAME_HEADER_BYTES  # Ethernet + IPv4 + UDP + the THC header
+CELL_BYTES = contract.WORDS * contract.WORD_BYTES  # a request carries what one cell holds
 
 
 def parse_args(argv=None):
@@ -67,7 +67,60 @@ def parse_args(argv=None):
     )
     p.add_argument("--probe-rounds", type=int, default=6, help="calibration rounds per size and mode (default 6)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="output folder (default bench/out)")
+    p.add_argument(
+        "--planner-only",
+        action="store_true",
+        help="only time the planner on the zoo's models (no root, no Mininet) and exit",
+    )
+    p.add_argument(
+        "--planner-gbps",
+        default="1,10,25,100",
+        help="link rates in Gbit/s the planner is timed at (default 1,10,25,100)",
+    )
     return p.parse_args(argv)
+
+
+# ---- the planner's speed -------------------------------------------------------------------------------
+
+
+def planner_speed(rates_gbps: list[float], say=print, repeats: int = 5) -> list[dict]:
+    """Time the plan search per zoo model, preset and link rate (median of ``repeats``), with the partial
+    timelines it built and whether its plan is provably the model's best."""
+    rows = []
+    for name in ("tofino", "bmv2"):
+        base = profiles.preset(name)
+        for model in models_zoo.MODELS:
+            for gbps in rates_gbps:
+                hw = base.with_link(gbps * 1e9)
+                step = plan_cli.step_profile_for(model, hw)
+                modes = profiles.modes_for(hw, profiles.EXECUTABLE_MODES)
+                plans = [planner.best_plan(step, modes) for _ in range(repeats)]
+                ms = statistics.median(p.search_s for p in plans) * 1e3
+                rows.append(
+                    {
+                        "preset": name,
+                        "model": model,
+                        "gbps": gbps,
+                        "buckets": len(step.buckets),
+                        "search_ms": ms,
+                        "built": plans[0].evaluations,
+                        "plans": len(modes) ** len(step.buckets),
+                        "exact": plans[0].exact,
+                    }
+                )
+    say(f"{'preset':7s} {'model':12s} {'Gbit/s':>6s} {'buckets':>7s} {'plans':>10s} {'built':>6s} {'ms':>7s} exact")
+    for r in rows:
+        say(
+            f"{r['preset']:7s} {r['model']:12s} {r['gbps']:6g} {r['buckets']:7d} {r['plans']:10.3g} {r['built']:6d} "
+            f"{r['search_ms']:7.2f} {r['exact']}"
+        )
+    worst = max(rows, key=lambda r: r["search_ms"])
+    say(
+        f"planner: at most {worst['search_ms']:.2f} ms per model and rate ({worst['model']}, {worst['preset']}, "
+        f"{worst['gbps']:g} Gbit/s; median of {repeats}; floor 50 ms), "
+        f"{sum(r['exact'] for r in rows)}/{len(rows)} plans provably best under the model"
+    )
+    return rows
 
 
 # ---- local profiling --------------------------------------------------------------------------------
@@ -169,7 +222,7 @@ def calibrate(bed: Testbed, sizes: list[int], rounds: int, compression: dict, n:
             "rtt_us": (thc_icpt + fix_icpt) / 4 * 1e6,  # two operations (norms, data) per bucket
             "window": WorkerOptions.window,  # the window the calibration probes ran with
             "blocking": True,
-            "coords_per_packet": K,
+            "cell_bytes": CELL_BYTES,
             "header_bytes": HEADER_BYTES,
             "chunk": CHUNK,
         },
@@ -192,6 +245,9 @@ def measured_step_ms(results: list[dict], warmup: int) -> float:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    speed = planner_speed([float(g) for g in args.planner_gbps.split(",") if g])
+    if args.planner_only:
+        return 0
     if os.geteuid() != 0:
         print(
             "bench_timeline needs root (Mininet): sudo flock /tmp/mininet.lock .venv/bin/python bench/bench_timeline.py"
@@ -248,7 +304,7 @@ def main(argv=None) -> int:
             for m in models:
                 step = steps[m]
                 mode_set = profiles.modes_for(hw, profiles.EXECUTABLE_MODES)
-                plan = planner.greedy_plan(step, mode_set, start="gloo")
+                plan = planner.best_plan(step, mode_set)
                 plan_path = out / f"plan-{m}-{bw:g}.json"
                 plan_path.write_text(
                     json.dumps(
@@ -312,6 +368,7 @@ def main(argv=None) -> int:
         "steps": args.steps,
         "warmup": args.warmup,
         "elapsed_s": elapsed,
+        "planner": speed,
     }
     (args.out / "bench_timeline.json").write_text(json.dumps(result, indent=1, default=str))
     if mixes:

@@ -190,7 +190,7 @@ def cmd_project(args) -> int:
             ring = planner.uniform(step, modes, "gloo").iteration_s
             fix = planner.uniform(step, modes, "fix32").iteration_s
             thc = planner.uniform(step, modes, "thc").iteration_s
-            plan = planner.greedy_plan(step, modes, start="gloo")
+            plan = planner.best_plan(step, modes)
             rows.append(
                 {
                     "model": model,
@@ -234,7 +234,7 @@ def cmd_plan(args) -> int:
     baseline = args.baseline
     if baseline not in modes:
         raise UsageError(f"--baseline {baseline!r} is not one of --modes {','.join(names)}")
-    plan = planner.greedy_plan(step, modes, start=baseline)
+    plan = planner.best_plan(step, modes)
     strategies = {"plan": plan.timeline}
     if "thc" in modes:
         strategies["all THC"] = planner.uniform(step, modes, "thc").timeline
@@ -248,7 +248,10 @@ def cmd_plan(args) -> int:
         print(f"{b.index:6d} {b.numel:11,d} {b.ready_s * 1e3:9.2f}  {plan.modes[b.index]}")
     for label, tl in strategies.items():
         print(f"predicted step, {label:14s}: {tl.iteration_s * 1e3:9.2f} ms")
-    print(f"search: {plan.evaluations} simulations in {plan.search_s * 1e3:.1f} ms")
+    print(
+        f"search: {plan.evaluations} partial timelines in {plan.search_s * 1e3:.1f} ms"
+        + ("" if plan.exact else " (front capped: the plan may not be the best)")
+    )
     if args.save:
         Path(args.save).write_text(
             json.dumps(
