@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -213,10 +214,51 @@ def cmd_project(args) -> int:
                 f"{cell(thc):>15s} {cell(plan.iteration_s):>15s}  "
                 + ", ".join(f"{k} {v}" for k, v in sorted(plan.counts().items()))
             )
+    headline = {}
+    if args.headline:
+        print(
+            f"\nWhere the model reproduces THC's headline ({HEADLINE[0]:.2f}-{HEADLINE[1]:.2f}x time to accuracy) on "
+            f"{base.name}, {base.workers} workers:"
+        )
+        for model in models:
+            headline[model] = headline_rates(model, base)
+            print(
+                f"{model:10s} over ring fp32: {_band(headline[model]['ring'])}; over FIX32-INA: "
+                f"{_band(headline[model]['fix32'])}"
+            )
     if args.json:
-        Path(args.json).write_text(json.dumps({"profile": base.to_dict(), "rows": rows}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"profile": base.to_dict(), "rows": rows, "headline": headline}, indent=1)
+        )
         print(f"wrote {args.json}")
     return 0
+
+
+HEADLINE = (1.40, 1.47)  # THC's time to accuracy over the state of the art with in-network aggregation (NSDI'24)
+
+
+def speedups(step: StepProfile, hw: profiles.HardwareProfile) -> dict[str, float]:
+    """THC-INA's predicted step speed-up over ring fp32 and over FIX32-INA (uncompressed INA) on ``hw``."""
+    modes = profiles.modes_for(hw, ("gloo", "fix32", "thc"))
+    t = {m: planner.uniform(step, modes, m).iteration_s for m in modes}
+    return {"ring": t["gloo"] / t["thc"], "fix32": t["fix32"] / t["thc"]}
+
+
+def headline_rates(model: str, base: profiles.HardwareProfile, points: int = 400) -> dict[str, list[float]]:
+    """Per baseline, the link rates (Gbit/s, a log grid 1..400) at which THC's predicted speed-up is within
+    the paper's 1.40-1.47x (the step's speed-up stands for time to accuracy: same accuracy per step)."""
+    step = step_profile_for(model, base)  # the compute does not depend on the link
+    grid = [10 ** (k * math.log10(400) / (points - 1)) for k in range(points)]
+    out: dict[str, list[float]] = {"ring": [], "fix32": []}
+    for gbps in grid:
+        for base_name, x in speedups(step, base.with_link(gbps * 1e9)).items():
+            if HEADLINE[0] <= x <= HEADLINE[1]:
+                out[base_name].append(gbps)
+    return out
+
+
+def _band(rates: list[float]) -> str:
+    return f"{min(rates):.3g}-{max(rates):.3g} Gbit/s" if rates else "at no rate in 1-400 Gbit/s"
 
 
 def cmd_plan(args) -> int:
@@ -328,6 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--gbps", help="link rates in Gbit/s, comma-separated (default: the profile's)")
     pr.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    pr.add_argument(
+        "--headline",
+        action="store_true",
+        help="also find the link rates (1-400 Gbit/s) at which THC-INA's predicted speed-up over ring fp32 "
+        "and over FIX32-INA is the paper's 1.40-1.47x",
+    )
     pr.set_defaults(func=cmd_project)
 
     pl = sub.add_parser(

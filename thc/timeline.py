@@ -22,6 +22,7 @@ __all__ = [
     "LinearCost",
     "INACost",
     "RingCost",
+    "MeasuredCost",
     "AllGatherCost",
     "Mode",
     "Segment",
@@ -218,6 +219,31 @@ class AllGatherCost:
         if n <= 1 or numel == 0:
             return 0.0
         return (n - 1) * self.alpha_s + (n - 1) * numel * self.bytes_per_coord / (self.link_bps / 8 * self.efficiency)
+
+
+@dataclass(frozen=True)
+class MeasuredCost:
+    """A time measured at a few sizes (``points``: (coordinates, seconds) pairs): piecewise linear between
+    them, along the nearest segment beyond them, never below the smallest measured time (an aggregation
+    always costs at least its round trips). For costs the testbed measures rather than derives."""
+
+    points: tuple[tuple[int, float], ...]
+
+    def __post_init__(self):
+        pts = tuple(sorted((int(n), float(t)) for n, t in self.points))
+        if not pts or len({n for n, _ in pts}) != len(pts):
+            raise ValueError("MeasuredCost needs points at distinct sizes")
+        object.__setattr__(self, "points", pts)
+
+    def seconds(self, numel: int) -> float:
+        if numel == 0:
+            return 0.0
+        pts = self.points
+        if len(pts) == 1:
+            return pts[0][1]
+        k = next((i for i in range(1, len(pts) - 1) if numel <= pts[i][0]), len(pts) - 1)
+        (n0, t0), (n1, t1) = pts[k - 1], pts[k]
+        return max(t0 + (t1 - t0) * (numel - n0) / (n1 - n0), min(t for _, t in pts))
 
 
 @dataclass(frozen=True)

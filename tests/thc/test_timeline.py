@@ -8,7 +8,7 @@ import random
 import pytest
 
 from thc import models_zoo, plan_cli, planner, profiles
-from thc.timeline import AllGatherCost, Bucket, INACost, LinearCost, Mode, RingCost, StepProfile, simulate
+from thc.timeline import AllGatherCost, Bucket, INACost, LinearCost, MeasuredCost, Mode, RingCost, StepProfile, simulate
 
 
 class Fixed:
@@ -252,3 +252,16 @@ def test_flop_profile_readiness_runs_from_the_output_layer_back():
     ready = [b.ready_s for b in sorted(step.buckets, key=lambda b: b.index)]
     assert ready == sorted(ready) and ready[-1] == pytest.approx(step.backward_s)
     assert step.backward_s == pytest.approx(2 * step.forward_s)
+
+
+def test_a_measured_cost_interpolates_between_its_sizes_and_never_drops_below_its_least():
+    cost = MeasuredCost(((2048, 0.004), (256, 0.003), (8192, 0.010)))
+    assert cost.points[0] == (256, 0.003)  # sorted
+    assert cost.seconds(256) == pytest.approx(0.003) and cost.seconds(8192) == pytest.approx(0.010)
+    assert cost.seconds(1152) == pytest.approx(0.0035)  # half-way from 256 to 2048
+    assert cost.seconds(5120) == pytest.approx(0.007)
+    assert cost.seconds(16384) == pytest.approx(0.010 + 0.006 * 8192 / 6144)  # along the last segment
+    assert cost.seconds(10) == pytest.approx(0.003)  # the first segment would go below: the least holds
+    assert cost.seconds(0) == 0.0
+    with pytest.raises(ValueError, match="distinct"):
+        MeasuredCost(((256, 0.001), (256, 0.002)))

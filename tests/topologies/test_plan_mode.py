@@ -1,0 +1,47 @@
+"""thc-run --modes plan without Mininet: the mode is offered, probes become the planner's modes, and the plan
+file the runner writes is the one thc-worker --mode plan reads."""
+
+import json
+
+import pytest
+
+from thc import mixed
+from thc.timeline import Bucket, StepProfile
+from topologies import plan_costs, runner
+
+
+def probes(costs_ms):
+    return [
+        {"mode": mode, "size": size, "seconds": ms * 1e-3}
+        for mode, points in costs_ms.items()
+        for size, ms in points.items()
+    ]
+
+
+def test_plan_is_a_mode_the_runner_takes_beside_the_uniform_ones():
+    assert runner.parse_modes("thc,gloo,plan") == ["thc", "gloo", "plan"]
+
+
+def test_probes_become_non_blocking_modes_and_the_plan_follows_them(tmp_path):
+    """THC is cheap at the big bucket, gloo at the small one (its round trip is shorter): the plan mixes,
+    and its file reads back as thc.mixed's plan."""
+    measured = probes(
+        {
+            "thc": {256: 4.0, 32768: 20.0},
+            "fix32": {256: 4.0, 32768: 90.0},
+            "gloo": {256: 1.0, 32768: 150.0},
+        }
+    )
+    modes = plan_costs.probe_modes(measured)
+    assert set(modes) == set(plan_costs.PROBED_MODES) and not any(m.blocking for m in modes.values())
+    assert modes["thc"].comm_s(32768) == pytest.approx(0.020)
+    step = StepProfile((Bucket(0, 256, 0.001), Bucket(1, 32768, 0.002)), forward_s=0.001, backward_s=0.002)
+    plan = plan_costs.planner.best_plan(step, modes)
+    assert plan.modes == {0: "gloo", 1: "thc"}
+    path = plan_costs.write_plan(plan, tmp_path / "plan.json", note="x")
+    assert mixed.load_plan(json.loads(path.read_text())) == {0: "gloo", 1: "thc"}
+
+
+def test_a_mode_without_probes_is_refused_with_what_to_do():
+    with pytest.raises(ValueError, match="no probe of mode 'gloo'"):
+        plan_costs.probe_modes(probes({"thc": {256: 1.0}, "fix32": {256: 1.0}}))

@@ -1,0 +1,210 @@
+"""The timeline model's costs for this testbed, measured on it as it runs, and the plan for a run.
+
+Two measurements, both in the machine's state of the moment (the bench and ``thc-run --modes plan`` take
+them right before the runs they predict):
+
+- the step: the model's forward pass, when each DDP bucket is ready in the backward pass and the
+  optimizer, profiled in n processes at once on this machine (no network), so the CPU contention of n
+  workers on its cores is in the figures rather than assumed;
+- the aggregation: thc-worker --probe rounds of THC, FIX32 and gloo at a few sizes on the running testbed
+  at its link rate, each round's time from the call to the decoded result (prepare, the norm round's
+  round trip, encode, the window's round trips through the switch, decode), the slowest worker's.
+
+The testbed's THC and FIX32 hooks hand a bucket to one aggregation thread and return (thc.ddp; a plan's
+buckets too, thc.mixed), gloo's all-reduce runs on gloo's thread: every mode is a non-blocking Mode whose
+whole round is its communication, measured, interpolated between the probed sizes (timeline.MeasuredCost).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import statistics
+from pathlib import Path
+
+from spec.job import JobSpec
+from thc import models_zoo, planner
+from thc.timeline import Bucket, MeasuredCost, Mode, StepProfile
+from topologies.workers import WorkerOptions
+
+__all__ = ["PROBED_MODES", "PROBE_SIZES", "local_step", "probe", "probe_modes", "scaled", "plan_for_run", "write_plan"]
+
+PROBED_MODES = ("thc", "fix32", "gloo")  # what a plan chooses from on the testbed (gloo-fp16: not probed)
+PROBE_SIZES = (256, 2048, 8192, 32768)  # powers of two: THC's chunks are too, so no padding in between
+
+
+def _profile_one(args) -> dict:
+    """One process's step profile of ``model`` (runs in a child: torch with one thread, as a worker)."""
+    model_name, cap_kb, repeats, batch = args
+    import torch
+
+    from host_agent import workloads
+    from thc import profiling
+
+    torch.set_num_threads(1)
+    w = workloads.get(model_name)
+    data = w.load()
+    batch = batch or w.batch_size
+    cap = models_zoo.DDP_BUCKET_BYTES if cap_kb is None else int(cap_kb * 1024)
+    first = models_zoo.DDP_FIRST_BUCKET_BYTES if cap_kb is None else cap
+    s = profiling.measure_step(
+        w.build(0), data.x_train[:batch], data.y_train[:batch], bucket_bytes=cap,
+        first_bucket_bytes=first, repeats=repeats, lr=w.lr,
+    )  # fmt: skip
+    return {
+        "forward_s": s.forward_s,
+        "backward_s": s.backward_s,
+        "optimizer_s": s.optimizer_s,
+        "buckets": [(b.index, b.numel, b.ready_s) for b in s.buckets],
+        "ddp_step_s": _ddp_step(w, data, batch, cap, first, repeats),
+    }
+
+
+def _ddp_step(w, data, batch: int, cap: int, first: int, repeats: int) -> float:
+    """The median step of the model under DDP (a world of one) whose hook hands each bucket to an
+    aggregation thread that returns it at once: the step's compute plus what DDP and the hand-over to the
+    thread cost, which a plain step does not have."""
+    import time
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from host_agent import train
+    from thc.ddp import SerialRunner
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        ddp = DDP(w.build(0), bucket_cap_mb=cap / 2**20)
+        runner = SerialRunner("null-aggregation")
+
+        def null_hook(_state, bucket):  # the thc and fix32 hooks' shape: the bucket goes to the thread
+            buffer = bucket.buffer()
+            return runner.submit(lambda: buffer)
+
+        ddp.register_comm_hook(None, null_hook)
+        opt = train.make_optimizer(ddp.parameters(), train.config_for(w, steps=1))
+        x, y = data.x_train[:batch], data.y_train[:batch]
+        times = []
+        for k in range(repeats + 3):
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            train.loss_of(ddp, x, y).backward()
+            opt.step()
+            if k >= 3:
+                times.append(time.perf_counter() - t0)
+        runner.close()
+        return statistics.median(times)
+    finally:
+        dist.destroy_process_group()
+
+
+def local_step(
+    model_name: str, bucket_cap_kb: float | None, workers: int, repeats: int = 40, batch_size: int | None = None
+) -> StepProfile:
+    """``model_name``'s step profiled in ``workers`` processes at once (the median process per figure)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(workers) as pool:
+        runs = pool.map(_profile_one, [(model_name, bucket_cap_kb, repeats, batch_size)] * workers)
+    med = lambda key: statistics.median(r[key] for r in runs)
+    buckets = tuple(
+        Bucket(index, numel, statistics.median(r["buckets"][k][2] for r in runs))
+        for k, (index, numel, _) in enumerate(runs[0]["buckets"])
+    )
+    # what DDP and the hand-over to the aggregation thread add to a step: at its end (the reducer's
+    # finalisation waits for the last bucket's future)
+    overhead = max(0.0, med("ddp_step_s") - med("forward_s") - med("backward_s") - med("optimizer_s"))
+    return StepProfile(buckets, med("forward_s"), med("backward_s"), med("optimizer_s") + overhead, name=model_name)
+
+
+def scaled(step: StepProfile, factor: float) -> StepProfile:
+    """The same step with every compute time multiplied by ``factor``."""
+    return StepProfile(
+        tuple(Bucket(b.index, b.numel, b.ready_s * factor) for b in step.buckets),
+        step.forward_s * factor,
+        step.backward_s * factor,
+        step.optimizer_s * factor,
+        name=step.name,
+    )
+
+
+def probe(bed, mode: str, size: int, rounds: int, job_id: int, port: int) -> dict:
+    """thc-worker --probe rounds of ``mode`` at ``size`` coordinates on the running testbed: the median over
+    rounds of the workers' mean round time (as a training step is timed: per rank, then the mean over ranks;
+    round 0 is a warm-up) and, for the switch modes, its phases' medians."""
+    probes = bed.run_workers(
+        WorkerOptions(
+            mode=mode,
+            steps=0,
+            job=JobSpec(job_id=job_id, workers=len(bed.topo.workers)),
+            probe_rounds=rounds,
+            probe_size=size,
+            master_port=port,
+            switch_timeout=60,
+        ),
+        stall_timeout=300,
+    )
+    per_round = [statistics.mean(float(p[f"r{k}_seconds"]) for p in probes) for k in range(1, rounds)]
+    phases = {}
+    timed = [k for k in range(1, rounds) if f"r{k}_phases" in probes[0].files]
+    for k in timed:
+        for p in probes:
+            for key, value in json.loads(str(p[f"r{k}_phases"])).items():
+                phases.setdefault(key, []).append(value)
+    return {
+        "mode": mode,
+        "size": size,
+        "seconds": statistics.median(per_round),
+        "rounds_s": per_round,
+        "phases_ms": {k: statistics.median(v) for k, v in phases.items() if k.endswith("_ms")},
+    }
+
+
+def probe_modes(probes: list[dict], names=PROBED_MODES) -> dict[str, Mode]:
+    """Non-blocking modes whose communication is the probed round time at each size (module docstring)."""
+    out = {}
+    for name in names:
+        points = [(p["size"], p["seconds"]) for p in probes if p["mode"] == name]
+        if not points:
+            raise ValueError(f"no probe of mode {name!r}: probe it first (topologies.plan_costs.probe)")
+        out[name] = Mode(name, MeasuredCost(tuple(points)), label=f"{name} (measured on the testbed)")
+    return out
+
+
+def plan_for_run(bed, model: str, batch_size: int | None, job_id: int, path: Path, say=print, rounds: int = 8):
+    """``thc-run --modes plan``: the plan for this run's model, workers and link rate, from its step
+    profiled now and probes of every mode at exactly its buckets' sizes on the running testbed; written to
+    ``path`` for the workers. Returns the plan and the predicted step of each uniform mode."""
+    n = len(bed.topo.workers)
+    say(f"plan: profiling {model}'s step in {n} processes at once")
+    step = local_step(model, None, n, batch_size=batch_size)
+    sizes = sorted({b.numel for b in step.buckets})
+    probes = []
+    for k, (mode, size) in enumerate((m, s) for m in PROBED_MODES for s in sizes):
+        probes.append(probe(bed, mode, size, rounds, job_id, 29650 + k))
+        say(f"plan: probe {mode} at {size:,} coordinates: {probes[-1]['seconds'] * 1e3:.2f} ms a round")
+    modes = probe_modes(probes)
+    plan = planner.best_plan(step, modes)
+    uniform = {m: planner.uniform(step, modes, m).iteration_s * 1e3 for m in modes}
+    write_plan(plan, path, predicted_uniform_ms=uniform, probes=probes, search_ms=plan.search_s * 1e3)
+    say(
+        f"plan: {', '.join(f'bucket {i} {m}' for i, m in sorted(plan.modes.items()))}; predicted "
+        f"{plan.iteration_s * 1e3:.1f} ms a step (uniform: "
+        + ", ".join(f"{m} {t:.1f}" for m, t in uniform.items())
+        + f"); searched in {plan.search_s * 1e3:.1f} ms; {path}"
+    )
+    return plan, uniform
+
+
+def write_plan(plan: planner.Plan, path: Path, **extra) -> Path:
+    """The plan as thc-worker --mode plan --plan FILE reads it (thc.mixed.load_plan)."""
+    path.write_text(
+        json.dumps(
+            {
+                "buckets": {str(k): v for k, v in sorted(plan.modes.items())},
+                "predicted_ms": plan.iteration_s * 1e3,
+                **extra,
+            },
+            indent=1,
+        )
+    )
+    return path
