@@ -8,8 +8,8 @@ and link rate, and the planned per-bucket mix against the uniform modes.
 Calibration and validation in one run, on the same machine state (topologies/plan_costs.py):
   - each model's step profiled in n processes at once on this machine (the contention of n workers on its
     cores), before the network comes up;
-  - at every --bw rate, right before that rate's runs: thc-worker --probe rounds of THC, FIX32 and gloo at
-    --probe-sizes on the testbed (prepare, norm round, encode, window of sums, decode: the whole round);
+  - at every --bw rate, right before each model's runs: thc-worker --probe rounds of THC, FIX32 and gloo at
+    the model's bucket sizes on the testbed (prepare, norm round, encode, window of sums, decode);
 Then each model trains in every mode and with the plan the planner made from those costs; the prediction
 never uses a training run. Printed: the planner's time, the per-case error, ``median |error|: <P> %`` and
 the worst case, and the plan's measured step against the best uniform mode's. Files:
@@ -53,10 +53,9 @@ def parse_args(argv=None):
     p.add_argument("--no-plan", action="store_true", help="skip the planned-mix runs")
     p.add_argument(
         "--probe-sizes",
-        default=",".join(map(str, plan_costs.PROBE_SIZES)),
-        help="probe sizes in coordinates, spanning the buckets' (default "
-        + ",".join(map(str, plan_costs.PROBE_SIZES))
-        + ")",
+        default="",
+        help="probe sizes in coordinates, comma-separated (default: each model's own bucket sizes, probed "
+        "right before its runs, as thc-run --modes plan does)",
     )
     p.add_argument(
         "--probe-rounds", type=int, default=8, help="probe rounds per size and mode, the first a warm-up (default 8)"
@@ -125,6 +124,15 @@ def step_times(results: list[dict], warmup: int) -> dict:
     return {"median_ms": 1e3 * statistics.median(means), "mean_ms": 1e3 * statistics.mean(means)}
 
 
+def step_dict(step) -> dict:
+    return {
+        "forward_ms": step.forward_s * 1e3,
+        "backward_ms": step.backward_s * 1e3,
+        "optimizer_ms": step.optimizer_s * 1e3,
+        "buckets": [{"index": b.index, "numel": b.numel, "ready_ms": b.ready_s * 1e3} for b in step.buckets],
+    }
+
+
 def load_average() -> float:
     return os.getloadavg()[0]
 
@@ -146,7 +154,7 @@ def main(argv=None) -> int:
     rates = [float(b) for b in args.bw.split(",") if b]
     models = [m for m in args.models.split(",") if m]
     modes = [m for m in args.modes.split(",") if m]
-    sizes = [int(s) for s in args.probe_sizes.split(",")]
+    sizes = [int(s) for s in args.probe_sizes.split(",") if s]
     topo = Topology.load(args.topo)
     if args.workers:
         topo = topo.with_workers(args.workers)
@@ -157,36 +165,41 @@ def main(argv=None) -> int:
     started = time.monotonic()
 
     say(f"profiling each model's step in {n} processes at once on {os.cpu_count()} cores (load {load_average():.2f})")
-    steps = {m: plan_costs.local_step(m, BUCKET_KB.get(m), n) for m in models}
+    steps = {m: plan_costs.local_step(m, BUCKET_KB.get(m), n, repeats=10) for m in models}
     for m, st in steps.items():
-        plan_cli.save_step_profile(st, out / f"{m}.json")
         say(
             f"{m}: forward {st.forward_s * 1e3:.2f} ms, backward {st.backward_s * 1e3:.2f} ms, optimizer "
             f"{st.optimizer_s * 1e3:.2f} ms, buckets {[b.numel for b in st.buckets]}"
         )
 
-    cases, mixes, probes_by_rate, counter = [], [], {}, [0]
+    cases, mixes, probes_by_rate, profiled, counter = [], [], {}, {}, [0]
 
     def next_job() -> tuple[int, int]:
         counter[0] += 1  # four job ids in turn: adding one again renews it with a fresh epoch
         return 1 + counter[0] % 4, 29700 + counter[0]
 
     run_modes = modes + ([] if args.no_plan else ["plan"])
+    sizes_of = {m: sizes or sorted({b.numel for b in steps[m].buckets}) for m in models}
+    total = len(rates) * sum(len(plan_costs.PROBED_MODES) * len(sizes_of[m]) + len(run_modes) for m in models)
     with Testbed(topo.with_link_params(bw=rates[0]), args.out / "bench_timeline_logs", say=say) as bed:
-        bar = tqdm(total=len(rates) * (len(modes) * len(sizes) + len(models) * len(run_modes)), desc="runs")
+        bar = tqdm(total=total, desc="runs")
         for bw in rates:
             bed.net.set_bandwidth(bw)
-            probes = []
-            for mode in plan_costs.PROBED_MODES:
-                for size in sizes:
-                    probes.append(plan_costs.probe(bed, mode, size, args.probe_rounds, *next_job()))
-                    say(f"{bw:g} Mbit/s probe {mode} {size}: {probes[-1]['seconds'] * 1e3:.2f} ms a round")
-                    bar.update()
-            probes_by_rate[bw] = probes
-            mode_set = plan_costs.probe_modes(probes)
             for m in models:
-                step = steps[m]
-                plan = planner.best_plan(step, mode_set)
+                # right before this model's runs, the machine's state of the moment: its step in n processes
+                # at once (the first profile, before the network came up, gave the bucket sizes), then probes
+                step = steps[m] = plan_costs.local_step(m, BUCKET_KB.get(m), n)
+                profiled.setdefault(str(bw), {})[m] = step_dict(step)
+                plan_cli.save_step_profile(step, out / f"{m}-{bw:g}.json")  # thc-plan plan --step-profile
+                probes = []
+                for mode in plan_costs.PROBED_MODES:
+                    for size in sizes_of[m]:
+                        probes.append(plan_costs.probe(bed, mode, size, args.probe_rounds, *next_job()))
+                        say(f"{bw:g} Mbit/s probe {mode} {size}: {probes[-1]['seconds'] * 1e3:.2f} ms a round")
+                        bar.update()
+                probes_by_rate.setdefault(bw, {})[m] = probes
+                mode_set = plan_costs.probe_modes(probes)
+                plan = plan_costs.choose(step, mode_set)
                 plan_path = plan_costs.write_plan(plan, out / f"plan-{m}-{bw:g}.json")
                 timelines = {"plan": plan.timeline}
                 timelines.update({f"all {x}": planner.uniform(step, mode_set, x).timeline for x in modes})
@@ -242,7 +255,7 @@ def main(argv=None) -> int:
     elapsed = time.monotonic() - started
     result = {
         "workers": n,
-        "steps_profiled": {m: json.loads((out / f"{m}.json").read_text()) for m in models},
+        "steps_profiled": profiled,
         "probes": {str(k): v for k, v in probes_by_rate.items()},
         "cases": cases,
         "mixes": mixes,

@@ -12,6 +12,7 @@ Errors are one line on stderr (``thc-plan: error: ...``) and exit status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -151,6 +152,11 @@ def _hardware(args) -> profiles.HardwareProfile:
     hw = profiles.load_profile(args.profile) if args.profile else profiles.preset(args.preset)
     if getattr(args, "workers", None):
         hw = hw.with_link(hw.link_bps, args.workers)
+    if getattr(args, "gpu_tflops", None):
+        if args.gpu_tflops <= 0:
+            raise UsageError(f"--gpu-tflops {args.gpu_tflops:g}: give a rate > 0")
+        name = f"{hw.name}, GPU at {args.gpu_tflops:g} TFLOPS peak"
+        hw = dataclasses.replace(hw, name=name, compute={**hw.compute, "gpu_tflops": args.gpu_tflops})
     return hw
 
 
@@ -359,6 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
             help="built-in hardware profile when no --profile (default tofino: 8 x V100, 100 Gbit/s)",
         )
         sp.add_argument("--workers", type=int, help="override the profile's number of workers")
+        sp.add_argument(
+            "--gpu-tflops",
+            type=float,
+            metavar="T",
+            help="override the profile's peak GPU rate (TFLOPS; the profile's efficiency still applies)",
+        )
 
     pr = sub.add_parser("project", help="iteration time and speedup of THC-INA, FIX32-INA and ring fp32 per model")
     hardware(pr)

@@ -27,10 +27,18 @@ from thc import models_zoo, planner
 from thc.timeline import Bucket, MeasuredCost, Mode, StepProfile
 from topologies.workers import WorkerOptions
 
-__all__ = ["PROBED_MODES", "PROBE_SIZES", "local_step", "probe", "probe_modes", "scaled", "plan_for_run", "write_plan"]
+__all__ = [
+    "PROBED_MODES",
+    "MIX_MARGIN",
+    "local_step",
+    "probe",
+    "probe_modes",
+    "choose",
+    "plan_for_run",
+    "write_plan",
+]
 
 PROBED_MODES = ("thc", "fix32", "gloo")  # what a plan chooses from on the testbed (gloo-fp16: not probed)
-PROBE_SIZES = (256, 2048, 8192, 32768)  # powers of two: THC's chunks are too, so no padding in between
 
 
 def _profile_one(args) -> dict:
@@ -116,17 +124,6 @@ def local_step(
     return StepProfile(buckets, med("forward_s"), med("backward_s"), med("optimizer_s") + overhead, name=model_name)
 
 
-def scaled(step: StepProfile, factor: float) -> StepProfile:
-    """The same step with every compute time multiplied by ``factor``."""
-    return StepProfile(
-        tuple(Bucket(b.index, b.numel, b.ready_s * factor) for b in step.buckets),
-        step.forward_s * factor,
-        step.backward_s * factor,
-        step.optimizer_s * factor,
-        name=step.name,
-    )
-
-
 def probe(bed, mode: str, size: int, rounds: int, job_id: int, port: int) -> dict:
     """thc-worker --probe rounds of ``mode`` at ``size`` coordinates on the running testbed: the median over
     rounds of the workers' mean round time (as a training step is timed: per rank, then the mean over ranks;
@@ -183,7 +180,7 @@ def plan_for_run(bed, model: str, batch_size: int | None, job_id: int, path: Pat
         probes.append(probe(bed, mode, size, rounds, job_id, 29650 + k))
         say(f"plan: probe {mode} at {size:,} coordinates: {probes[-1]['seconds'] * 1e3:.2f} ms a round")
     modes = probe_modes(probes)
-    plan = planner.best_plan(step, modes)
+    plan = choose(step, modes)
     uniform = {m: planner.uniform(step, modes, m).iteration_s * 1e3 for m in modes}
     write_plan(plan, path, predicted_uniform_ms=uniform, probes=probes, search_ms=plan.search_s * 1e3)
     say(
@@ -193,6 +190,20 @@ def plan_for_run(bed, model: str, batch_size: int | None, job_id: int, path: Pat
         + f"); searched in {plan.search_s * 1e3:.1f} ms; {path}"
     )
     return plan, uniform
+
+
+MIX_MARGIN = 0.05  # a mix must promise this much over the best uniform mode: the model's error is larger
+
+
+def choose(step: StepProfile, modes: dict[str, Mode], margin: float = MIX_MARGIN) -> planner.Plan:
+    """The planner's best plan, unless the best uniform mode is predicted within ``margin`` of it: then that
+    mode for every bucket (a mix's predicted gain below the model's error is no gain)."""
+    best = planner.best_plan(step, modes)
+    uniform = min((planner.uniform(step, modes, m) for m in modes), key=lambda p: p.iteration_s)
+    if len(set(best.modes.values())) > 1 and best.iteration_s > (1 - margin) * uniform.iteration_s:
+        uniform.search_s, uniform.evaluations = best.search_s, best.evaluations
+        return uniform
+    return best
 
 
 def write_plan(plan: planner.Plan, path: Path, **extra) -> Path:

@@ -45,3 +45,13 @@ def test_probes_become_non_blocking_modes_and_the_plan_follows_them(tmp_path):
 def test_a_mode_without_probes_is_refused_with_what_to_do():
     with pytest.raises(ValueError, match="no probe of mode 'gloo'"):
         plan_costs.probe_modes(probes({"thc": {256: 1.0}, "fix32": {256: 1.0}}))
+
+
+def test_a_mix_is_chosen_only_when_it_promises_more_than_the_margin():
+    modes = plan_costs.probe_modes(
+        probes({"thc": {256: 4.0, 32768: 20.0}, "fix32": {256: 9.0, 32768: 90.0}, "gloo": {256: 1.0, 32768: 150.0}})
+    )
+    step = StepProfile((Bucket(0, 256, 0.001), Bucket(1, 32768, 0.002)), forward_s=0.001, backward_s=0.002)
+    # the mix ends at 23 ms, all-THC at 26 ms: 11.5 % better
+    assert plan_costs.choose(step, modes, margin=0.05).modes == {0: "gloo", 1: "thc"}
+    assert plan_costs.choose(step, modes, margin=0.20).modes == {0: "thc", 1: "thc"}
