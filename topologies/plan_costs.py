@@ -30,6 +30,7 @@ from topologies.workers import WorkerOptions
 __all__ = [
     "PROBED_MODES",
     "MIX_MARGIN",
+    "MIXABLE",
     "local_step",
     "probe",
     "probe_modes",
@@ -195,14 +196,22 @@ def plan_for_run(bed, model: str, batch_size: int | None, job_id: int, path: Pat
 MIX_MARGIN = 0.05  # a mix must promise this much over the best uniform mode: the model's error is larger
 
 
+# Modes one plan may mix. THC and FIX32 buckets in one step are not among them: alternating the two ops on
+# one aggregator cost 10-15 ms a step more than either alone on mlp-digits (bench_timeline, 3 runs), which
+# the probes of each op alone do not see.
+MIXABLE = (("thc", "gloo"), ("fix32", "gloo"))
+
+
 def choose(step: StepProfile, modes: dict[str, Mode], margin: float = MIX_MARGIN) -> planner.Plan:
-    """The planner's best plan, unless the best uniform mode is predicted within ``margin`` of it: then that
-    mode for every bucket (a mix's predicted gain below the model's error is no gain)."""
-    best = planner.best_plan(step, modes)
+    """The best plan over each MIXABLE set of ``modes``, unless the best uniform mode is predicted within
+    ``margin`` of it: then that mode for every bucket (a predicted gain below the model's error is none)."""
+    mixes = [planner.best_plan(step, {m: modes[m] for m in group}) for group in MIXABLE if set(group) <= set(modes)]
     uniform = min((planner.uniform(step, modes, m) for m in modes), key=lambda p: p.iteration_s)
-    if len(set(best.modes.values())) > 1 and best.iteration_s > (1 - margin) * uniform.iteration_s:
-        uniform.search_s, uniform.evaluations = best.search_s, best.evaluations
-        return uniform
+    best = min(mixes, key=lambda p: p.iteration_s, default=uniform)
+    searched = sum(p.search_s for p in mixes), sum(p.evaluations for p in mixes)
+    if best.iteration_s > (1 - margin) * uniform.iteration_s:
+        best = uniform
+    best.search_s, best.evaluations = searched
     return best
 
 

@@ -55,3 +55,14 @@ def test_a_mix_is_chosen_only_when_it_promises_more_than_the_margin():
     # the mix ends at 23 ms, all-THC at 26 ms: 11.5 % better
     assert plan_costs.choose(step, modes, margin=0.05).modes == {0: "gloo", 1: "thc"}
     assert plan_costs.choose(step, modes, margin=0.20).modes == {0: "thc", 1: "thc"}
+
+
+def test_a_plan_never_mixes_thc_and_fix32_buckets():
+    """FIX32 is cheapest for the small bucket and THC for the big one, but the two alternating on one
+    aggregator cost more than the model sees: the plan takes one switch op (here THC, with gloo)."""
+    modes = plan_costs.probe_modes(
+        probes({"thc": {256: 6.0, 32768: 20.0}, "fix32": {256: 2.0, 32768: 90.0}, "gloo": {256: 4.0, 32768: 150.0}})
+    )
+    step = StepProfile((Bucket(0, 256, 0.001), Bucket(1, 32768, 0.002)), forward_s=0.001, backward_s=0.002)
+    assert plan_costs.planner.best_plan(step, modes).modes == {0: "fix32", 1: "thc"}
+    assert plan_costs.choose(step, modes).modes == {0: "gloo", 1: "thc"}
