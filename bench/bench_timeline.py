@@ -10,9 +10,13 @@ Calibration and validation in one run, on the same machine state (topologies/pla
     cores), before the network comes up;
   - at every --bw rate, right before each model's runs: thc-worker --probe rounds of THC, FIX32 and gloo at
     the model's bucket sizes on the testbed (prepare, norm round, encode, window of sums, decode);
-Then each model trains in every mode and with the plan the planner made from those costs; the prediction
-never uses a training run. Printed: the planner's time, the per-case error, ``median |error|: <P> %`` and
-the worst case, and the plan's measured step against the best uniform mode's. Files:
+  - at every rate first, --calibrate-model (never validated) trains in every mode: per mode, the factor by
+    which its rounds take longer in training than in probes (plan_costs.contention: the compute thread,
+    the aggregation thread, the switch and the other workers on the cores).
+Then each validated model trains in every mode and with the plan the planner made from those costs; a
+validated model's prediction never uses its own training runs. Printed: the planner's time, the per-case
+error, ``median |error|: <P> %`` and the worst case, and the plan's measured step against the best uniform
+mode's. Files:
 bench/out/bench_timeline.json (thc-plan validate reads it), bench/out/timeline/ (step profiles, probes,
 plans, Gantt PNGs). Figures only, no assertion: the machine is shared (its load average is recorded).
 """
@@ -37,8 +41,10 @@ from topologies import plan_costs  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
-MODELS = ("mlp-digits", "mlp2-digits", "cnn-digits")
-BUCKET_KB = {"mlp-digits": 1.0, "mlp2-digits": 4.0, "cnn-digits": 16.0}  # 2-3 buckets each: a plan can mix
+MODELS = ("mlp2-digits", "cnn-digits", "cnn1d-signals")
+CALIBRATION_MODEL = "mlp-digits"
+# 2-3 buckets each, so a plan can mix
+BUCKET_KB = {"mlp-digits": 1.0, "mlp2-digits": 4.0, "cnn-digits": 16.0, "cnn1d-signals": 64.0}
 
 
 def parse_args(argv=None):
@@ -47,6 +53,12 @@ def parse_args(argv=None):
     p.add_argument("--workers", type=int, default=None, help="workers (a star grows/shrinks; default: the file's)")
     p.add_argument("--bw", default="50,10,5", help="validated link rates in Mbit/s (default 50,10,5)")
     p.add_argument("--models", default=",".join(MODELS), help=f"models (default {','.join(MODELS)})")
+    p.add_argument(
+        "--calibrate-model",
+        default=CALIBRATION_MODEL,
+        help=f"model trained at every rate before the validated ones, in every mode: how much longer each mode's "
+        f"rounds take in training than in probes (never validated; default {CALIBRATION_MODEL})",
+    )
     p.add_argument("--modes", default="thc,fix32,gloo", help="uniform modes to validate (default thc,fix32,gloo)")
     p.add_argument("--steps", type=int, default=40, help="training steps per run (default 40)")
     p.add_argument("--warmup", type=int, default=5, help="first steps left out of the measured mean (default 5)")
@@ -165,7 +177,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
 
     say(f"profiling each model's step in {n} processes at once on {os.cpu_count()} cores (load {load_average():.2f})")
-    steps = {m: plan_costs.local_step(m, BUCKET_KB.get(m), n, repeats=10) for m in models}
+    steps = {m: plan_costs.local_step(m, BUCKET_KB.get(m), n, repeats=10) for m in [args.calibrate_model, *models]}
     for m, st in steps.items():
         say(
             f"{m}: forward {st.forward_s * 1e3:.2f} ms, backward {st.backward_s * 1e3:.2f} ms, optimizer "
@@ -179,26 +191,60 @@ def main(argv=None) -> int:
         return 1 + counter[0] % 4, 29700 + counter[0]
 
     run_modes = modes + ([] if args.no_plan else ["plan"])
-    sizes_of = {m: sizes or sorted({b.numel for b in steps[m].buckets}) for m in models}
-    total = len(rates) * sum(len(plan_costs.PROBED_MODES) * len(sizes_of[m]) + len(run_modes) for m in models)
+    cal = args.calibrate_model
+    everyone = [cal, *models]
+    sizes_of = {m: sizes or sorted({b.numel for b in steps[m].buckets}) for m in everyone}
+    probes_per = {m: len(plan_costs.PROBED_MODES) * len(sizes_of[m]) for m in everyone}
+    total = len(rates) * (probes_per[cal] + len(modes) + sum(probes_per[m] + len(run_modes) for m in models))
+    calibration = {}
+
+    def measure_costs(bed, m: str, bw: float, bar):
+        """Right before a model's runs, the machine's state of the moment: its step in n processes at once
+        (the first profile, before the network came up, gave the bucket sizes), then probes of every mode
+        at its bucket sizes."""
+        step = steps[m] = plan_costs.local_step(m, BUCKET_KB.get(m), n)
+        profiled.setdefault(str(bw), {})[m] = step_dict(step)
+        plan_cli.save_step_profile(step, out / f"{m}-{bw:g}.json")  # thc-plan plan --step-profile
+        probes = []
+        for mode in plan_costs.PROBED_MODES:
+            for size in sizes_of[m]:
+                probes.append(plan_costs.probe(bed, mode, size, args.probe_rounds, *next_job()))
+                say(f"{bw:g} Mbit/s probe {mode} {size}: {probes[-1]['seconds'] * 1e3:.2f} ms a round")
+                bar.update()
+        probes_by_rate.setdefault(bw, {})[m] = probes
+        return step, plan_costs.probe_modes(probes)
+
+    def train(bed, m: str, mode: str, plan_path=None) -> tuple[dict, list]:
+        job_id, port = next_job()
+        options = WorkerOptions(
+            mode=mode,
+            steps=args.steps,
+            job=JobSpec(job_id=job_id, workers=n),
+            master_port=port,
+            switch_timeout=60,
+            model=m,
+            bucket_cap_kb=BUCKET_KB.get(m),
+            plan=str(plan_path) if mode == "plan" else None,
+        )
+        results = bed.run_workers(options)
+        return step_times(results, args.warmup), results
+
     with Testbed(topo.with_link_params(bw=rates[0]), args.out / "bench_timeline_logs", say=say) as bed:
         bar = tqdm(total=total, desc="runs")
         for bw in rates:
             bed.net.set_bandwidth(bw)
+            # the calibration model: how much longer each mode's rounds take in training than in probes
+            step, raw = measure_costs(bed, cal, bw, bar)
+            factors = {}
+            for mode in modes:
+                got, _ = train(bed, cal, mode)
+                factors[mode] = plan_costs.contention(step, raw[mode], got["median_ms"] * 1e-3)
+                say(f"calibration {cal} {mode} at {bw:g} Mbit/s: {got['median_ms']:.1f} ms, x{factors[mode]:.2f}")
+                bar.update()
+            calibration[str(bw)] = factors
             for m in models:
-                # right before this model's runs, the machine's state of the moment: its step in n processes
-                # at once (the first profile, before the network came up, gave the bucket sizes), then probes
-                step = steps[m] = plan_costs.local_step(m, BUCKET_KB.get(m), n)
-                profiled.setdefault(str(bw), {})[m] = step_dict(step)
-                plan_cli.save_step_profile(step, out / f"{m}-{bw:g}.json")  # thc-plan plan --step-profile
-                probes = []
-                for mode in plan_costs.PROBED_MODES:
-                    for size in sizes_of[m]:
-                        probes.append(plan_costs.probe(bed, mode, size, args.probe_rounds, *next_job()))
-                        say(f"{bw:g} Mbit/s probe {mode} {size}: {probes[-1]['seconds'] * 1e3:.2f} ms a round")
-                        bar.update()
-                probes_by_rate.setdefault(bw, {})[m] = probes
-                mode_set = plan_costs.probe_modes(probes)
+                step, raw = measure_costs(bed, m, bw, bar)
+                mode_set = {k: plan_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in raw.items()}
                 plan = plan_costs.choose(step, mode_set)
                 plan_path = plan_costs.write_plan(plan, out / f"plan-{m}-{bw:g}.json")
                 timelines = {"plan": plan.timeline}
@@ -206,21 +252,10 @@ def main(argv=None) -> int:
                 plan_cli.draw_gantt(out / f"gantt-{m}-{bw:g}.png", timelines, f"{m} on the testbed at {bw:g} Mbit/s")
                 measured = {}
                 for mode in run_modes:
-                    job_id, port = next_job()
-                    options = WorkerOptions(
-                        mode=mode,
-                        steps=args.steps,
-                        job=JobSpec(job_id=job_id, workers=n),
-                        master_port=port,
-                        switch_timeout=60,
-                        model=m,
-                        bucket_cap_kb=BUCKET_KB.get(m),
-                        plan=str(plan_path) if mode == "plan" else None,
-                    )
-                    results = bed.run_workers(options)
-                    got = step_times(results, args.warmup)
+                    got, results = train(bed, m, mode, plan_path)
                     measured[mode] = got["median_ms"]
                     predicted = (plan if mode == "plan" else planner.uniform(step, mode_set, mode)).iteration_s * 1e3
+                    raw_ms = None if mode == "plan" else planner.uniform(step, raw, mode).iteration_s * 1e3
                     rank0 = min(results, key=lambda r: r["rank"])
                     cases.append(
                         {
@@ -230,6 +265,7 @@ def main(argv=None) -> int:
                             "measured_ms": got["median_ms"],
                             "measured_mean_ms": got["mean_ms"],
                             "predicted_ms": predicted,
+                            "predicted_probes_only_ms": raw_ms,
                             "aggregation_ms": [1e3 * x for x in rank0.get("aggregation_s", [])[-20:]],
                             "final_acc": rank0["final_test_acc"],
                             "load": load_average(),
@@ -257,6 +293,7 @@ def main(argv=None) -> int:
         "workers": n,
         "steps_profiled": profiled,
         "probes": {str(k): v for k, v in probes_by_rate.items()},
+        "calibration": {"model": cal, "factors": calibration},
         "cases": cases,
         "mixes": mixes,
         "steps": args.steps,

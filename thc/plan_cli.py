@@ -342,6 +342,12 @@ def validation_table(cases: list[dict]) -> str:
             f"{c['model']:12s} {c['mode']:10s} {c['mbps']:7g} {c['measured_ms']:12.2f} "
             f"{c['predicted_ms']:13.2f} {err:+7.1f}%"
         )
+    worst = max(range(len(cases)), key=lambda i: errors[i])
+    w = cases[worst]
+    lines.append(
+        f"worst |error|: {errors[worst]:.1f} % ({w['model']} {w['mode']} at {w['mbps']:g} Mbit/s); cases beyond "
+        f"20 %: {sum(e > 20 for e in errors)} of {len(errors)}"
+    )
     lines.append(f"median |error|: {statistics.median(errors):.1f} %")
     return "\n".join(lines)
 

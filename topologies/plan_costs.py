@@ -34,6 +34,8 @@ __all__ = [
     "local_step",
     "probe",
     "probe_modes",
+    "scaled_mode",
+    "contention",
     "choose",
     "plan_for_run",
     "write_plan",
@@ -191,6 +193,29 @@ def plan_for_run(bed, model: str, batch_size: int | None, job_id: int, path: Pat
         + f"); searched in {plan.search_s * 1e3:.1f} ms; {path}"
     )
     return plan, uniform
+
+
+def scaled_mode(mode: Mode, factor: float) -> Mode:
+    """``mode`` with its measured round times multiplied by ``factor``."""
+    points = tuple((n, t * factor) for n, t in mode.comm.points)
+    return Mode(mode.name, MeasuredCost(points), label=mode.label)
+
+
+def contention(step: StepProfile, mode: Mode, measured_s: float, low: float = 0.25, high: float = 8.0) -> float:
+    """How much longer ``mode``'s rounds take inside training than in probes: the factor on its probed
+    round times under which the model predicts ``measured_s``, a step measured in training on this
+    testbed (bisection; the prediction grows with the factor). Probes run one thread per worker; in
+    training each worker's compute thread, its aggregation thread, the switch and the other workers share
+    the cores, and every round's norm and sum wait for the slowest of them."""
+    predict = lambda f: planner.uniform(step, {mode.name: scaled_mode(mode, f)}, mode.name).iteration_s
+    if predict(low) >= measured_s:
+        return low
+    if predict(high) <= measured_s:
+        return high
+    for _ in range(40):
+        mid = (low * high) ** 0.5
+        low, high = (mid, high) if predict(mid) < measured_s else (low, mid)
+    return (low * high) ** 0.5
 
 
 MIX_MARGIN = 0.05  # a mix must promise this much over the best uniform mode: the model's error is larger

@@ -265,3 +265,14 @@ def test_a_measured_cost_interpolates_between_its_sizes_and_never_drops_below_it
     assert cost.seconds(0) == 0.0
     with pytest.raises(ValueError, match="distinct"):
         MeasuredCost(((256, 0.001), (256, 0.002)))
+
+
+def test_the_validation_table_gives_the_median_and_the_worst_error():
+    cases = [
+        {"model": "a", "mode": "thc", "mbps": 10, "measured_ms": 100.0, "predicted_ms": 105.0},
+        {"model": "a", "mode": "gloo", "mbps": 10, "measured_ms": 100.0, "predicted_ms": 75.0},
+        {"model": "b", "mode": "thc", "mbps": 5, "measured_ms": 50.0, "predicted_ms": 49.0},
+    ]
+    lines = plan_cli.validation_table(cases).splitlines()
+    assert lines[-1] == "median |error|: 5.0 %"
+    assert lines[-2] == "worst |error|: 25.0 % (a gloo at 10 Mbit/s); cases beyond 20 %: 1 of 3"
