@@ -34,6 +34,7 @@ __all__ = [
     "local_step",
     "probe",
     "probe_modes",
+    "median_step_s",
     "scaled_mode",
     "contention",
     "choose",
@@ -159,6 +160,14 @@ def probe(bed, mode: str, size: int, rounds: int, job_id: int, port: int) -> dic
     }
 
 
+def median_step_s(results: list[dict], warmup: int = 5) -> float:
+    """A training run's step: per step the mean over ranks (they run in lockstep), the median after
+    ``warmup`` steps."""
+    per_step = list(zip(*[[s["step_time"] for s in r.get("steps", [])] for r in results]))
+    per_step = per_step[warmup:] or per_step
+    return statistics.median(statistics.mean(x) for x in per_step) if per_step else float("nan")
+
+
 def probe_modes(probes: list[dict], names=PROBED_MODES) -> dict[str, Mode]:
     """Non-blocking modes whose communication is the probed round time at each size (module docstring)."""
     out = {}
@@ -170,26 +179,34 @@ def probe_modes(probes: list[dict], names=PROBED_MODES) -> dict[str, Mode]:
     return out
 
 
-def plan_for_run(bed, model: str, batch_size: int | None, job_id: int, path: Path, say=print, rounds: int = 8):
+def plan_for_run(
+    bed, model: str, batch_size: int | None, job_id: int, path: Path, measured_s: dict[str, float], say=print
+):
     """``thc-run --modes plan``: the plan for this run's model, workers and link rate, from its step
-    profiled now and probes of every mode at exactly its buckets' sizes on the running testbed; written to
-    ``path`` for the workers. Returns the plan and the predicted step of each uniform mode."""
+    profiled now and probes of every mode at exactly its buckets' sizes on the running testbed, written to
+    ``path`` for the workers. ``measured_s``: the median step of the uniform modes this run already trained
+    (mode -> seconds); those modes' contention factors come from them and the plan chooses among them (none
+    ran yet: among every probed mode, as probed). Returns the plan and each mode's predicted step (ms)."""
     n = len(bed.topo.workers)
     say(f"plan: profiling {model}'s step in {n} processes at once")
     step = local_step(model, None, n, batch_size=batch_size)
     sizes = sorted({b.numel for b in step.buckets})
     probes = []
     for k, (mode, size) in enumerate((m, s) for m in PROBED_MODES for s in sizes):
-        probes.append(probe(bed, mode, size, rounds, job_id, 29650 + k))
+        probes.append(probe(bed, mode, size, 8, job_id, 29650 + k))
         say(f"plan: probe {mode} at {size:,} coordinates: {probes[-1]['seconds'] * 1e3:.2f} ms a round")
-    modes = probe_modes(probes)
+    raw = probe_modes(probes)
+    ran = {m: t for m, t in measured_s.items() if m in raw}
+    factors = {m: contention(step, raw[m], t) for m, t in ran.items()}
+    modes = {m: scaled_mode(raw[m], f) for m, f in factors.items()} or raw
     plan = choose(step, modes)
     uniform = {m: planner.uniform(step, modes, m).iteration_s * 1e3 for m in modes}
-    write_plan(plan, path, predicted_uniform_ms=uniform, probes=probes, search_ms=plan.search_s * 1e3)
+    write_plan(plan, path, predicted_uniform_ms=uniform, contention=factors, probes=probes)
     say(
         f"plan: {', '.join(f'bucket {i} {m}' for i, m in sorted(plan.modes.items()))}; predicted "
         f"{plan.iteration_s * 1e3:.1f} ms a step (uniform: "
         + ", ".join(f"{m} {t:.1f}" for m, t in uniform.items())
+        + ("; contention " + ", ".join(f"{m} x{f:.2f}" for m, f in factors.items()) if factors else "")
         + f"); searched in {plan.search_s * 1e3:.1f} ms; {path}"
     )
     return plan, uniform

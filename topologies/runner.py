@@ -640,7 +640,7 @@ def run(args) -> int:
         ledger=ledger,
         start_timeout=args.start_timeout,
     )
-    summaries, curves = [], {}
+    summaries, curves, step_s = [], {}, {}
     run_info = {
         "topology": topo.name,
         "target": args.target,
@@ -678,7 +678,7 @@ def run(args) -> int:
             )
             if mode == "plan":
                 path = log_dir / "plan.json"
-                plan_costs.plan_for_run(bed, args.model, args.batch_size, job.job_id, path, say)
+                plan_costs.plan_for_run(bed, args.model, args.batch_size, job.job_id, path, step_s, say)
                 options.plan = str(path)
             if mode in SWITCH_MODES:
                 where = ", ".join([topo.aggregation.switch] + [leaf.switch for leaf in topo.aggregation.leaves])
@@ -707,6 +707,7 @@ def run(args) -> int:
                 )
             )
             curves[mode] = min(results, key=lambda r: r["rank"])
+            step_s[mode] = plan_costs.median_step_s(results)  # --modes plan's calibration
             report.write_json(summary_path, summaries, run_info)  # each mode's results as soon as they exist
             args.saved = [row.mode for row in summaries]
         print()

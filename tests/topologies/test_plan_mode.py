@@ -66,3 +66,17 @@ def test_a_plan_never_mixes_thc_and_fix32_buckets():
     step = StepProfile((Bucket(0, 256, 0.001), Bucket(1, 32768, 0.002)), forward_s=0.001, backward_s=0.002)
     assert plan_costs.planner.best_plan(step, modes).modes == {0: "fix32", 1: "thc"}
     assert plan_costs.choose(step, modes).modes == {0: "gloo", 1: "thc"}
+
+
+def test_the_contention_factor_is_the_one_under_which_the_model_predicts_the_measured_step():
+    modes = plan_costs.probe_modes(probes({"thc": {256: 4.0, 32768: 20.0}, "fix32": {256: 1.0}, "gloo": {256: 1.0}}))
+    step = StepProfile((Bucket(0, 256, 0.001), Bucket(1, 32768, 0.002)), forward_s=0.001, backward_s=0.002)
+    # as probed: bucket 0 from 2 to 6 ms, bucket 1 from 6 to 26 ms; with rounds x1.5: 2-8, 8-38 ms
+    factor = plan_costs.contention(step, modes["thc"], 0.038)
+    assert factor == pytest.approx(1.5, rel=1e-6)
+    assert plan_costs.contention(step, modes["thc"], 0.001) == 0.25  # a step faster than any factor gives
+
+
+def test_a_runs_step_is_the_median_over_steps_of_the_mean_over_ranks():
+    ranks = [{"steps": [{"step_time": t} for t in times]} for times in ([1, 1, 9, 3, 5], [3, 3, 1, 5, 7])]
+    assert plan_costs.median_step_s(ranks, warmup=1) == pytest.approx(4.5)  # means 2, 5, 4, 6 after step 1
