@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 from controller.topology import Topology  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
 from thc import models_zoo, plan_cli, planner, profiles  # noqa: E402
-from topologies import plan_costs  # noqa: E402
+from topologies import one_run, plan_costs  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
@@ -229,6 +229,7 @@ def main(argv=None) -> int:
         results = bed.run_workers(options)
         return step_times(results, args.warmup), results
 
+    machine_lock = one_run.hold(say)  # noqa: F841  (held while the bench runs: one Mininet run per machine)
     with Testbed(topo.with_link_params(bw=rates[0]), args.out / "bench_timeline_logs", say=say) as bed:
         bar = tqdm(total=total, desc="runs")
         for bw in rates:
