@@ -216,8 +216,12 @@ def main(argv=None) -> int:
         probes_by_rate.setdefault(bw, {})[m] = probes
         return step, plan_costs.probe_modes(probes)
 
-    def train(bed, m: str, mode: str, plan_path=None) -> tuple[dict, list]:
+    def train(bed, m: str, mode: str, plan_path=None, uniform: str | None = None) -> tuple[dict, list]:
+        """``mode``'s run of model ``m``; a plan that is one mode for every bucket (``uniform``) runs with that
+        mode's own hook (the mixed hook would do the same work)."""
         job_id, port = next_job()
+        if mode == "plan" and uniform is not None:
+            mode = uniform
         options = WorkerOptions(
             mode=mode,
             steps=args.steps,
@@ -256,7 +260,8 @@ def main(argv=None) -> int:
                 plan_cli.draw_gantt(out / f"gantt-{m}-{bw:g}.png", timelines, f"{m} on the testbed at {bw:g} Mbit/s")
                 measured = {}
                 for mode in run_modes:
-                    got, results = train(bed, m, mode, plan_path)
+                    one = set(plan.modes.values())
+                    got, results = train(bed, m, mode, plan_path, one.pop() if len(one) == 1 else None)
                     measured[mode] = got["median_ms"]
                     predicted = (plan if mode == "plan" else planner.uniform(step, mode_set, mode)).iteration_s * 1e3
                     raw_ms = None if mode == "plan" else planner.uniform(step, raw, mode).iteration_s * 1e3
