@@ -5,6 +5,10 @@
     gloo       fp32 all-reduce over the process group (DDP's own allreduce_hook, asynchronous)
     gloo-fp16  fp16 all-reduce over the process group (fp16_compress_hook, asynchronous)
 
+THC and FIX32 buckets run as in the uniform modes, off the backward pass (thc.ddp's non-blocking hooks), on
+one aggregation thread the two share: the aggregator serves one operation at a time, in hook order. So a
+plan's THC bucket costs what it costs in an all-THC run, and the timeline model needs one mode per name.
+
 The state counts calls, coordinates and bucket bytes per mode, so a run (or a test) can check that every
 bucket went where the plan says. The THC and FIX32 states' round counters advance at the end of every
 backward pass, whichever mode the last bucket took, so the Hadamard signs still change every round.
@@ -71,12 +75,20 @@ class MixedHookState:
             self.thc = ddp.THCHookState(config or THCConfig(), aggregator, worker_id=worker_id)
         if "fix32" in used:
             self.fix32 = ddp.FixedPointHookState(aggregator, workers=workers)
+            if self.thc is not None:  # one thread for the one aggregator: THC and FIX32 buckets in hook order
+                self.fix32.runner = self.thc.runner
         self.counts = {m: {"calls": 0, "coordinates": 0, "bytes": 0} for m in MIXED_MODES}
         self.bucket_modes: dict[int, str] = {}
         self.iteration = 0
 
     def mode_for(self, index: int) -> str:
         return self.plan.get(index, self.default)
+
+    def close(self) -> None:
+        """End the aggregation thread (after the buckets it holds)."""
+        for sub in (self.thc, self.fix32):
+            if sub is not None:
+                sub.close()
 
     def end_round(self) -> None:
         self.iteration += 1
@@ -96,11 +108,9 @@ def mixed_hook(state: MixedHookState, bucket: dist.GradBucket) -> torch.futures.
     state.bucket_modes[bucket.index()] = mode
     inner = _NotLast(bucket)
     if mode == "thc":
-        # blocking, both: thc and fix32 buckets share one aggregator, which serves one operation at a time; the
-        # non-blocking thc_hook's thread would run a THC bucket while the caller runs a FIX32 one
-        fut = ddp.thc_blocking_hook(state.thc, inner)
+        fut = ddp.thc_hook(state.thc, inner)
     elif mode == "fix32":
-        fut = ddp.fix32_blocking_hook(state.fix32, inner)
+        fut = ddp.fix32_hook(state.fix32, inner)
     elif mode == "gloo":
         fut = default_hooks.allreduce_hook(state.process_group, bucket)
     else:

@@ -1,12 +1,21 @@
-"""A per-bucket choice of aggregation mode that minimises the simulated iteration time (Espresso §4.4).
+"""A per-bucket choice of aggregation mode that minimises the simulated iteration time (Espresso §4.4,
+made exact by the timeline's structure).
 
-Espresso's greedy order: the largest buckets first (their fixed costs are amortised best, so they gain
-most), ties broken by closeness to the output layer (DDP's bucket 0 is ready first and overlaps least).
-Each bucket takes the mode that gives the shortest simulated step with every other choice fixed. One
-greedy pass can be undone by a later choice (a bucket made blocking delays those after it), so passes
-repeat until none changes anything: a coordinate descent that ends in a plan no single change improves,
-and then no change of two buckets at once either.
-``brute_force`` tries every plan, for tests and small models.
+Espresso simulates whole candidate strategies greedily. Here the step's timeline is built bucket by
+bucket in hook order (timeline.advance), and what the rest of the step depends on after k buckets is
+three numbers (timeline.Progress: the backward pass's delay, when the network is free, the last bucket's
+decode). Every plan's prefix is therefore simulated once, shared by all its completions, and a prefix is
+dropped when
+
+  - another prefix is no worse in all three numbers (dominance: every later time is monotone in them), or
+  - a lower bound on any step it can lead to (the backward pass's end, the network's remaining minimum
+    work, each later bucket's fastest path) already exceeds the best uniform plan (Espresso's bubble
+    rule in bound form: a bucket whose communication hides in a gap cannot gain, and its options collapse
+    into one state).
+
+What remains is a Pareto front of a few states per bucket, so the search is exact (it returns a plan as
+fast as ``brute_force``'s) in milliseconds. ``max_front`` caps the front for adversarial profiles: past
+it the states with the lowest bounds are kept and the plan says ``exact=False``.
 """
 
 from __future__ import annotations
@@ -16,19 +25,21 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .timeline import Mode, StepProfile, Timeline, simulate
+from .timeline import Mode, Progress, StepProfile, Timeline, advance, finish, simulate
 
-__all__ = ["Plan", "greedy_plan", "brute_force", "uniform"]
+__all__ = ["Plan", "best_plan", "brute_force", "uniform"]
 
 
 @dataclass
 class Plan:
-    """Bucket index -> mode name, its timeline, and how long the search took."""
+    """Bucket index -> mode name, its timeline, how long the search took, how many partial timelines it
+    built, and whether it is provably optimal under the model."""
 
     modes: dict[int, str]
     timeline: Timeline
     search_s: float = 0.0
     evaluations: int = 0
+    exact: bool = True
 
     @property
     def iteration_s(self) -> float:
@@ -51,53 +62,84 @@ def uniform(profile: StepProfile, modes: Mapping[str, Mode], name: str) -> Plan:
     return Plan(choice, simulate(profile, _resolve(choice, modes)))
 
 
-def greedy_plan(
-    profile: StepProfile, modes: Mapping[str, Mode], start: str | None = None, max_passes: int = 10, pairs: bool = True
-) -> Plan:
-    """Espresso's greedy search over ``modes`` (name -> Mode), from every bucket in ``start`` (default the
-    first mode: uncompressed, as Espresso starts), then repeated passes until no bucket changes; with
-    ``pairs``, also until no change of two buckets at once helps (O(buckets² · modes²) simulations a pass)."""
+def _cost_table(profile: StepProfile, modes: Mapping[str, Mode]) -> list[list[tuple[float, float, float, bool]]]:
+    """Per bucket in hook order, per mode: (encode, communication, decode seconds, blocking), computed once."""
+    return [
+        [(m.encode.seconds(b.numel), m.comm_s(b.numel), m.decode.seconds(b.numel), m.blocking) for m in modes.values()]
+        for b in profile.buckets
+    ]
+
+
+def _pareto(states: list[tuple[Progress, tuple[int, ...]]]) -> list[tuple[Progress, tuple[int, ...]]]:
+    """The states no other state beats in delay, network and last decode at once (first of equals kept)."""
+    states.sort(key=lambda s: (s[0].delay, s[0].net_free, s[0].last_done))
+    kept: list[tuple[Progress, tuple[int, ...]]] = []
+    for state in states:
+        p = state[0]
+        if not any(k.net_free <= p.net_free and k.last_done <= p.last_done for k, _ in kept):
+            kept.append(state)
+    return kept
+
+
+def best_plan(profile: StepProfile, modes: Mapping[str, Mode], max_front: int = 2048) -> Plan:
+    """The plan with the shortest simulated step over ``modes`` (name -> Mode), by the pruned search above."""
     if not modes:
         raise ValueError("the planner needs at least one mode")
     began = time.perf_counter()
-    start = start if start is not None else next(iter(modes))
-    if start not in modes:
-        raise ValueError(f"start mode {start!r} is not one of {sorted(modes)}")
-    choice = {b.index: start for b in profile.buckets}
-    best = simulate(profile, _resolve(choice, modes)).iteration_s
-    order = sorted(profile.buckets, key=lambda b: (-b.numel, b.index))
-    evaluations = 1
-    for _ in range(max_passes):
-        changed = False
-        for b in order:
-            for name in modes:
-                if name == choice[b.index]:
-                    continue
-                trial = {**choice, b.index: name}
-                t = simulate(profile, _resolve(trial, modes)).iteration_s
-                evaluations += 1
-                if t < best * (1 - 1e-12):
-                    best, choice, changed = t, trial, True
-        if not changed and pairs and len(order) > 1:
-            # no single change helps: try changing two buckets at once (a bucket made blocking can pay off
-            # only once another one stops queueing behind it), then go back to single changes
-            for a, b in itertools.combinations(order, 2):
-                for na, nb in itertools.product(modes, repeat=2):
-                    if na == choice[a.index] or nb == choice[b.index]:
-                        continue
-                    trial = {**choice, a.index: na, b.index: nb}
-                    t = simulate(profile, _resolve(trial, modes)).iteration_s
-                    evaluations += 1
-                    if t < best * (1 - 1e-12):
-                        best, choice, changed = t, trial, True
-        if not changed:
-            break
+    names = list(modes)
+    buckets = profile.buckets
+    costs = _cost_table(profile, modes)
+    t0 = profile.forward_s
+    # lower-bound pieces for what follows bucket k: the least network time left, and the latest
+    # "ready + fastest own path" of any later bucket (both before the delay the prefix adds)
+    rest_comm = [0.0] * (len(buckets) + 1)
+    rest_path = [0.0] * (len(buckets) + 1)
+    for k in range(len(buckets) - 1, -1, -1):
+        rest_comm[k] = rest_comm[k + 1] + min(c[1] for c in costs[k])
+        fastest = min(c[0] + c[1] + c[2] for c in costs[k])
+        rest_path[k] = max(rest_path[k + 1], t0 + buckets[k].ready_s + fastest)
+
+    def bound(p: Progress, k: int) -> float:
+        """No step that continues this state after bucket k-1 can end before this."""
+        return (
+            max(
+                t0 + profile.backward_s + p.delay,
+                p.last_done,
+                p.net_free + rest_comm[k],
+                rest_path[k] + p.delay if k < len(buckets) else 0.0,
+            )
+            + profile.optimizer_s
+        )
+
+    ceiling = min(uniform(profile, modes, n).iteration_s for n in names)
+    front: list[tuple[Progress, tuple[int, ...]]] = [(Progress(net_free=t0), ())]
+    built, exact = 0, True
+    for k, b in enumerate(buckets):
+        grown = []
+        for state, path in front:
+            called = t0 + b.ready_s + state.delay
+            for m, (enc, comm, dec, blocking) in enumerate(costs[k]):
+                after = advance(state, called, enc, comm, dec, blocking)[4]
+                built += 1
+                if bound(after, k + 1) <= ceiling * (1 + 1e-9):
+                    grown.append((after, (*path, m)))
+        front = _pareto(grown)
+        if len(front) > max_front:
+            front.sort(key=lambda s: bound(s[0], k + 1))
+            front, exact = front[:max_front], False
+    if not front:  # rounding lost the uniform plan's own path: it is the answer
+        best = min(names, key=lambda n: uniform(profile, modes, n).iteration_s)
+        choice = {b.index: best for b in buckets}
+    else:
+        _, path = min(front, key=lambda s: finish(profile, s[0])[2])
+        choice = {b.index: names[m] for b, m in zip(buckets, path)}
     timeline = simulate(profile, _resolve(choice, modes))
-    return Plan(choice, timeline, time.perf_counter() - began, evaluations)
+    return Plan(choice, timeline, time.perf_counter() - began, built, exact)
 
 
 def brute_force(profile: StepProfile, modes: Mapping[str, Mode], limit: int = 200_000) -> Plan:
-    """The best of every |modes|^buckets plan (refused above ``limit`` plans)."""
+    """The best of every |modes|^buckets plan, each simulated in full (refused above ``limit`` plans); the
+    reference the search is tested against."""
     indices = [b.index for b in profile.buckets]
     names: Sequence[str] = list(modes)
     if len(names) ** len(indices) > limit:

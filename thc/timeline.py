@@ -22,11 +22,15 @@ __all__ = [
     "LinearCost",
     "INACost",
     "RingCost",
+    "MeasuredCost",
     "AllGatherCost",
     "Mode",
     "Segment",
     "Timeline",
     "simulate",
+    "Progress",
+    "advance",
+    "finish",
     "ETH_IP_UDP_BYTES",
     "THC_HEADER_BYTES",
     "CELL_BYTES",
@@ -85,13 +89,15 @@ class LinearCost:
         return self.base_s + numel * self.per_coord_s if numel else 0.0
 
 
-def _padded_chunks(numel: int, chunk: int, pad_to_power_of_two: bool) -> list[int]:
-    """Lengths on the wire of ``numel`` coordinates cut into chunks (THC pads the last to a power of two)."""
+def _chunk_packets(numel: int, chunk: int, per_packet: int, pad_to_power_of_two: bool) -> tuple[int, int]:
+    """(chunks, packets) of ``numel`` coordinates cut into chunks (THC pads the last to a power of two),
+    each chunk in packets of ``per_packet``: arithmetic, not a list (a VGG bucket has thousands of chunks)."""
     full, rest = divmod(numel, chunk)
-    out = [chunk] * full
+    packets = full * math.ceil(chunk / per_packet)
     if rest:
-        out.append(1 << (rest - 1).bit_length() if pad_to_power_of_two else rest)
-    return out
+        last = 1 << (rest - 1).bit_length() if pad_to_power_of_two else rest
+        packets += math.ceil(last / per_packet)
+    return full + (1 if rest else 0), packets
 
 
 @dataclass(frozen=True)
@@ -139,10 +145,8 @@ class INACost:
     def packets(self, numel: int) -> tuple[int, int]:
         """(norm requests, data requests) one worker sends for ``numel`` coordinates."""
         if self.op == "thc":
-            chunks = _padded_chunks(numel, self.chunk, True)
-            return len(chunks), sum(math.ceil(c / self.thc_per_packet()) for c in chunks)
-        chunks = _padded_chunks(numel, self.fix32_chunk, False)
-        return len(chunks), sum(math.ceil(c / self.fix32_per_packet()) for c in chunks)
+            return _chunk_packets(numel, self.chunk, self.thc_per_packet(), True)
+        return _chunk_packets(numel, self.fix32_chunk, self.fix32_per_packet(), False)
 
     def frame_bytes(self) -> tuple[int, int]:
         """(request, result) bytes on the wire of one data packet."""
@@ -218,6 +222,31 @@ class AllGatherCost:
 
 
 @dataclass(frozen=True)
+class MeasuredCost:
+    """A time measured at a few sizes (``points``: (coordinates, seconds) pairs): piecewise linear between
+    them, along the nearest segment beyond them, never below the smallest measured time (an aggregation
+    always costs at least its round trips). For costs the testbed measures rather than derives."""
+
+    points: tuple[tuple[int, float], ...]
+
+    def __post_init__(self):
+        pts = tuple(sorted((int(n), float(t)) for n, t in self.points))
+        if not pts or len({n for n, _ in pts}) != len(pts):
+            raise ValueError("MeasuredCost needs points at distinct sizes")
+        object.__setattr__(self, "points", pts)
+
+    def seconds(self, numel: int) -> float:
+        if numel == 0:
+            return 0.0
+        pts = self.points
+        if len(pts) == 1:
+            return pts[0][1]
+        k = next((i for i in range(1, len(pts) - 1) if numel <= pts[i][0]), len(pts) - 1)
+        (n0, t0), (n1, t1) = pts[k - 1], pts[k]
+        return max(t0 + (t1 - t0) * (numel - n0) / (n1 - n0), min(t for _, t in pts))
+
+
+@dataclass(frozen=True)
 class Mode:
     """One way to aggregate a bucket: encode on the compute thread, communicate on the network, decode.
 
@@ -261,47 +290,71 @@ class Timeline:
         return self.iteration_s - compute
 
 
+@dataclass(frozen=True)
+class Progress:
+    """What the rest of a step depends on after some buckets' hooks have run: how far blocking work and
+    encodings have pushed the backward pass back (``delay``), when the network is free, and when the last
+    bucket so far was decoded. Every later time grows with each of the three, so a state no larger in all
+    three is at least as good (the planner prunes on this)."""
+
+    delay: float = 0.0
+    net_free: float = 0.0
+    last_done: float = 0.0
+
+
+def advance(state: Progress, called_s: float, encode_s: float, comm_s: float, decode_s: float, blocking: bool):
+    """One bucket's hook called at ``called_s``: (encode end, communication start, its end, decode end, the
+    state after it). DDP's rules: the encoding runs on the compute thread; communications use the network
+    one at a time in hook order; decoding follows; a blocking mode holds the compute thread until decoded."""
+    enc_end = called_s + encode_s
+    comm_start = max(enc_end, state.net_free)
+    comm_end = comm_start + comm_s
+    dec_end = comm_end + decode_s
+    held = dec_end if blocking else enc_end
+    after = Progress(state.delay + (held - called_s), comm_end, max(state.last_done, dec_end))
+    return enc_end, comm_start, comm_end, dec_end, after
+
+
+def finish(profile: StepProfile, state: Progress) -> tuple[float, float, float]:
+    """(end of the backward pass, when every bucket is in, end of the step) after the last bucket."""
+    backward_end = profile.forward_s + profile.backward_s + state.delay
+    synced = max(backward_end, state.last_done)
+    return backward_end, synced, synced + profile.optimizer_s
+
+
 def simulate(profile: StepProfile, plan: Mapping[int, Mode] | Sequence[Mode] | Mode) -> Timeline:
     """The step's timeline when bucket i goes through ``plan[i]`` (a Mode for all buckets, a sequence in
     bucket order, or a mapping from bucket index).
 
-    Rules (DDP's): a bucket's hook is called when its gradient is ready; its encoding runs on the compute
-    thread and delays the rest of the backward pass; communications use the network one at a time in the
-    order the hooks were called; decoding follows its communication; a blocking mode holds the compute
-    thread until it has decoded. The optimizer runs once the backward pass and every bucket are done.
+    Rules (DDP's; ``advance``): a bucket's hook is called when its gradient is ready; its encoding delays
+    the rest of the backward pass; communications queue on the network in hook order; decoding follows;
+    a blocking mode holds the compute thread until it has decoded. The optimizer runs once the backward
+    pass and every bucket are done.
     """
     modes = _modes_by_bucket(profile, plan)
     segments = [Segment("compute", "forward", 0.0, profile.forward_s)]
     t0 = profile.forward_s
-    delay = 0.0  # how much blocking work and encodings have pushed the backward pass back
+    state = Progress(net_free=t0)
     cursor = t0  # where the compute thread is
-    net_free = t0
     done: dict[int, float] = {}
     for b in profile.buckets:
         mode = modes[b.index]
-        called = t0 + b.ready_s + delay
+        called = t0 + b.ready_s + state.delay
         if called > cursor:
             segments.append(Segment("compute", "backward", cursor, called))
         tag = f"b{b.index} {mode.name}"
-        enc_end = called + mode.encode.seconds(b.numel)
+        enc, comm, dec = mode.encode.seconds(b.numel), mode.comm_s(b.numel), mode.decode.seconds(b.numel)
+        enc_end, comm_start, comm_end, dec_end, state = advance(state, called, enc, comm, dec, mode.blocking)
         if enc_end > called:
             segments.append(Segment("encode", tag, called, enc_end))
-        comm_start = max(enc_end, net_free)
-        comm_end = comm_start + mode.comm_s(b.numel)
         segments.append(Segment("network", tag, comm_start, comm_end))
-        net_free = comm_end
-        dec_end = comm_end + mode.decode.seconds(b.numel)
         if dec_end > comm_end:
             segments.append(Segment("decode", tag, comm_end, dec_end))
         done[b.index] = dec_end
-        held = dec_end if mode.blocking else enc_end
-        delay += held - called
-        cursor = held
-    backward_end = t0 + profile.backward_s + delay
+        cursor = dec_end if mode.blocking else enc_end
+    backward_end, synced, end = finish(profile, state)
     if backward_end > cursor:
         segments.append(Segment("compute", "backward", cursor, backward_end))
-    synced = max([backward_end, *done.values()])
-    end = synced + profile.optimizer_s
     if profile.optimizer_s:
         segments.append(Segment("compute", "optimizer", synced, end))
     return Timeline(end, backward_end, done, segments, {i: m.name for i, m in modes.items()})

@@ -31,7 +31,7 @@ from host_agent import workloads
 from host_agent.worker import PS_MODES, SWITCH_MODES
 from spec import contract
 from spec.job import JobSpec, JobSpecError, add_job_options, spec_from_options
-from topologies import interrupts, link_rate, pcap_room, supervisor
+from topologies import interrupts, link_rate, pcap_room, plan_costs, supervisor
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TOPO = "topologies/star4.json"
@@ -40,8 +40,8 @@ STATE_FILE = "run-state.json"
 SUPERVISOR_LOG = "supervisor.log"
 SUPERVISOR_WAIT = 30.0  # seconds a dead run's supervisor gets to finish before --stop does it
 MODES = ("thc", "fix32", "gloo")  # the default --modes
-# thc-worker's, less plan
-ALL_MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad", "terngrad-switch")
+# thc-worker's; plan: the timeline model's per-bucket plan for this run (topologies/plan_costs.py)
+ALL_MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad", "terngrad-switch", "plan")
 ALL_MODES += ("thc-backend", "fix32-backend", *PS_MODES)  # a ps mode may name its placement: thc-ps:colocated4
 
 
@@ -203,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(uncompressed fixed point through the switch), gloo (DDP all-reduce over TCP), thc-backend, "
         "fix32-backend (DDP without a hook on the switch's torch.distributed backend), and over gloo "
         "through DDP communication hooks: fp16, powersgd (torch's hooks), topk, qsgd, terngrad (thc's "
-        "baselines); thc-ps, fix32-ps (THC or FIX32 summed by parameter servers on hosts: the topology's "
+        "baselines); plan (each DDP bucket through thc, fix32 or gloo as the timeline model's planner chooses "
+        "for this model, workers and link rate, from probes of each mode taken just before; logs/plan.json); "
+        "thc-ps, fix32-ps (THC or FIX32 summed by parameter servers on hosts: the topology's "
         "first placement of servers, or thc-ps:NAME for placement NAME, e.g. with topologies/star4_ps.json "
         f"thc-ps:dedicated1, thc-ps:colocated4) (default {','.join(MODES)})",
     )
@@ -662,7 +664,7 @@ def run(args) -> int:
         ledger=ledger,
         start_timeout=args.start_timeout,
     )
-    summaries, curves = [], {}
+    summaries, curves, step_s = [], {}, {}
     run_info = {
         "topology": topo.name,
         "target": args.target,
@@ -698,6 +700,10 @@ def run(args) -> int:
                 straggler_timeout_ms=args.straggler_timeout,
                 stragglers=dict(args.straggler),
             )
+            if mode == "plan":
+                path = log_dir / "plan.json"
+                plan_costs.plan_for_run(bed, args.model, args.batch_size, job.job_id, path, step_s, say)
+                options.plan = str(path)
             if mode in SWITCH_MODES:
                 where = ", ".join([topo.aggregation.switch] + [leaf.switch for leaf in topo.aggregation.leaves])
                 say(f"{mode}: {options.job_for(topo).describe()} on {where} (fresh epoch and key)")
@@ -725,6 +731,7 @@ def run(args) -> int:
                 )
             )
             curves[mode] = min(results, key=lambda r: r["rank"])
+            step_s[mode] = plan_costs.median_step_s(results)  # --modes plan's calibration
             report.write_json(summary_path, summaries, run_info)  # each mode's results as soon as they exist
             args.saved = [row.mode for row in summaries]
         print()

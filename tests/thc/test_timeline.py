@@ -1,13 +1,14 @@
 """The timeline simulator on hand-built steps whose answer is known, the planner against brute force, the
 cost models' packet arithmetic, profile files, and the shape-only models."""
 
+import itertools
 import json
 import random
 
 import pytest
 
 from thc import models_zoo, plan_cli, planner, profiles
-from thc.timeline import AllGatherCost, Bucket, INACost, LinearCost, Mode, RingCost, StepProfile, simulate
+from thc.timeline import AllGatherCost, Bucket, INACost, LinearCost, MeasuredCost, Mode, RingCost, StepProfile, simulate
 
 
 class Fixed:
@@ -116,27 +117,50 @@ def random_case(rng, buckets):
     return step, modes
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_the_planner_finds_the_brute_force_optimum_on_small_cases(seed):
-    """Greedy + descent is a heuristic: on 200 such cases 197 are exact and the worst is 2 % off (the
-    next test); these 12 it must get exactly."""
+def optimal_plans(step, modes):
+    """Every plan whose simulated step is the shortest (brute force: all |modes|^buckets of them)."""
+    indices = [b.index for b in step.buckets]
+    times = {
+        combo: simulate(step, {i: modes[n] for i, n in zip(indices, combo)}).iteration_s
+        for combo in itertools.product(modes, repeat=len(indices))
+    }
+    best = min(times.values())
+    return best, [dict(zip(indices, c)) for c, t in times.items() if t <= best * (1 + 1e-9)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_search_picks_a_plan_the_exhaustive_search_finds_best(seed):
+    """The pruned search is exact, not a heuristic: on random small steps its plan is one of the optimal
+    plans brute force finds (ties happen: modes equal on a bucket), and it says so."""
     rng = random.Random(seed)
-    step, modes = random_case(rng, rng.randint(1, 5))
-    best = planner.brute_force(step, modes)
-    found = planner.greedy_plan(step, modes, start="ring")
-    assert found.iteration_s == pytest.approx(best.iteration_s, rel=1e-9)
+    step, modes = random_case(rng, rng.randint(1, 6))
+    best, optimal = optimal_plans(step, modes)
+    found = planner.best_plan(step, modes)
+    assert found.exact
+    assert found.modes in optimal, (found.modes, optimal)
+    assert found.iteration_s == pytest.approx(best, rel=1e-9)
+    assert planner.brute_force(step, modes).iteration_s == pytest.approx(best, rel=1e-9)
 
 
-def test_the_planner_is_within_3_percent_of_the_optimum_on_random_cases():
-    gaps = []
-    for seed in range(100, 160):
-        rng = random.Random(seed)
-        step, modes = random_case(rng, rng.randint(2, 5))
-        gaps.append(
-            planner.greedy_plan(step, modes, start="ring").iteration_s / planner.brute_force(step, modes).iteration_s
-            - 1
-        )
-    assert min(gaps) > -1e-9 and max(gaps) < 0.03, max(gaps)
+def test_the_search_prunes_most_partial_timelines():
+    """Seven buckets, three modes: 3^7 = 2,187 plans; the search builds far fewer partial timelines than
+    brute force simulates buckets (2,187 x 7), and finds the same step."""
+    rng = random.Random(7)
+    step, modes = random_case(rng, 7)
+    found = planner.best_plan(step, modes)
+    exhaustive = planner.brute_force(step, modes)
+    assert found.iteration_s == pytest.approx(exhaustive.iteration_s, rel=1e-9)
+    assert found.evaluations < exhaustive.evaluations * len(step.buckets) / 10
+
+
+def test_a_capped_front_still_gives_a_whole_plan_and_says_it_may_not_be_best():
+    rng = random.Random(3)  # a step whose front holds several states after some bucket
+    step, modes = random_case(rng, 6)
+    capped = planner.best_plan(step, modes, max_front=1)
+    assert not capped.exact
+    assert set(capped.modes) == {b.index for b in step.buckets}
+    assert capped.iteration_s >= planner.brute_force(step, modes).iteration_s * (1 - 1e-9)
+    assert capped.iteration_s <= min(planner.uniform(step, modes, n).iteration_s for n in modes) * (1 + 1e-9)
 
 
 def test_the_planner_compresses_only_where_it_pays():
@@ -144,15 +168,9 @@ def test_the_planner_compresses_only_where_it_pays():
     cheap one (a blocking fast mode would cost it more than it saves)."""
     step = StepProfile((Bucket(0, 1000, 0.0), Bucket(1, 1000, 0.010)), forward_s=0.0, backward_s=0.010)
     modes = {"slow": mode("slow", 0.008), "fast": mode("fast", 0.001, enc=0.0005, blocking=True)}
-    plan = planner.greedy_plan(step, modes, start="slow")
+    plan = planner.best_plan(step, modes)
     assert plan.modes == {0: "slow", 1: "fast"}
     assert plan.iteration_s == pytest.approx(planner.brute_force(step, modes).iteration_s)
-
-
-def test_the_planner_visits_larger_buckets_first():
-    step = StepProfile((Bucket(0, 10, 0.0), Bucket(1, 1000, 0.0), Bucket(2, 1000, 0.0)), 0.0, 0.001)
-    order = sorted(step.buckets, key=lambda b: (-b.numel, b.index))
-    assert [b.index for b in order] == [1, 2, 0]
 
 
 # ---- profiles -----------------------------------------------------------------------------------------
@@ -234,3 +252,27 @@ def test_flop_profile_readiness_runs_from_the_output_layer_back():
     ready = [b.ready_s for b in sorted(step.buckets, key=lambda b: b.index)]
     assert ready == sorted(ready) and ready[-1] == pytest.approx(step.backward_s)
     assert step.backward_s == pytest.approx(2 * step.forward_s)
+
+
+def test_a_measured_cost_interpolates_between_its_sizes_and_never_drops_below_its_least():
+    cost = MeasuredCost(((2048, 0.004), (256, 0.003), (8192, 0.010)))
+    assert cost.points[0] == (256, 0.003)  # sorted
+    assert cost.seconds(256) == pytest.approx(0.003) and cost.seconds(8192) == pytest.approx(0.010)
+    assert cost.seconds(1152) == pytest.approx(0.0035)  # half-way from 256 to 2048
+    assert cost.seconds(5120) == pytest.approx(0.007)
+    assert cost.seconds(16384) == pytest.approx(0.010 + 0.006 * 8192 / 6144)  # along the last segment
+    assert cost.seconds(10) == pytest.approx(0.003)  # the first segment would go below: the least holds
+    assert cost.seconds(0) == 0.0
+    with pytest.raises(ValueError, match="distinct"):
+        MeasuredCost(((256, 0.001), (256, 0.002)))
+
+
+def test_the_validation_table_gives_the_median_and_the_worst_error():
+    cases = [
+        {"model": "a", "mode": "thc", "mbps": 10, "measured_ms": 100.0, "predicted_ms": 105.0},
+        {"model": "a", "mode": "gloo", "mbps": 10, "measured_ms": 100.0, "predicted_ms": 75.0},
+        {"model": "b", "mode": "thc", "mbps": 5, "measured_ms": 50.0, "predicted_ms": 49.0},
+    ]
+    lines = plan_cli.validation_table(cases).splitlines()
+    assert lines[-1] == "median |error|: 5.0 %"
+    assert lines[-2] == "worst |error|: 25.0 % (a gloo at 10 Mbit/s); cases beyond 20 %: 1 of 3"

@@ -1,0 +1,82 @@
+"""thc-run --modes plan without Mininet: the mode is offered, probes become the planner's modes, and the plan
+file the runner writes is the one thc-worker --mode plan reads."""
+
+import json
+
+import pytest
+
+from thc import mixed
+from thc.timeline import Bucket, StepProfile
+from topologies import plan_costs, runner
+
+
+def probes(costs_ms):
+    return [
+        {"mode": mode, "size": size, "seconds": ms * 1e-3}
+        for mode, points in costs_ms.items()
+        for size, ms in points.items()
+    ]
+
+
+def test_plan_is_a_mode_the_runner_takes_beside_the_uniform_ones():
+    assert runner.parse_modes("thc,gloo,plan") == ["thc", "gloo", "plan"]
+
+
+def test_probes_become_non_blocking_modes_and_the_plan_follows_them(tmp_path):
+    """THC is cheap at the big bucket, gloo at the small one (its round trip is shorter): the plan mixes,
+    and its file reads back as thc.mixed's plan."""
+    measured = probes(
+        {
+            "thc": {256: 4.0, 32768: 20.0},
+            "fix32": {256: 4.0, 32768: 90.0},
+            "gloo": {256: 1.0, 32768: 150.0},
+        }
+    )
+    modes = plan_costs.probe_modes(measured)
+    assert set(modes) == set(plan_costs.PROBED_MODES) and not any(m.blocking for m in modes.values())
+    assert modes["thc"].comm_s(32768) == pytest.approx(0.020)
+    step = StepProfile((Bucket(0, 256, 0.001), Bucket(1, 32768, 0.002)), forward_s=0.001, backward_s=0.002)
+    plan = plan_costs.planner.best_plan(step, modes)
+    assert plan.modes == {0: "gloo", 1: "thc"}
+    path = plan_costs.write_plan(plan, tmp_path / "plan.json", note="x")
+    assert mixed.load_plan(json.loads(path.read_text())) == {0: "gloo", 1: "thc"}
+
+
+def test_a_mode_without_probes_is_refused_with_what_to_do():
+    with pytest.raises(ValueError, match="no probe of mode 'gloo'"):
+        plan_costs.probe_modes(probes({"thc": {256: 1.0}, "fix32": {256: 1.0}}))
+
+
+def test_a_mix_is_chosen_only_when_it_promises_more_than_the_margin():
+    modes = plan_costs.probe_modes(
+        probes({"thc": {256: 4.0, 32768: 20.0}, "fix32": {256: 9.0, 32768: 90.0}, "gloo": {256: 1.0, 32768: 150.0}})
+    )
+    step = StepProfile((Bucket(0, 256, 0.001), Bucket(1, 32768, 0.002)), forward_s=0.001, backward_s=0.002)
+    # the mix ends at 23 ms, all-THC at 26 ms: 11.5 % better
+    assert plan_costs.choose(step, modes, margin=0.05).modes == {0: "gloo", 1: "thc"}
+    assert plan_costs.choose(step, modes, margin=0.20).modes == {0: "thc", 1: "thc"}
+
+
+def test_a_plan_never_mixes_thc_and_fix32_buckets():
+    """FIX32 is cheapest for the small bucket and THC for the big one, but the two alternating on one
+    aggregator cost more than the model sees: the plan takes one switch op (here THC, with gloo)."""
+    modes = plan_costs.probe_modes(
+        probes({"thc": {256: 6.0, 32768: 20.0}, "fix32": {256: 2.0, 32768: 90.0}, "gloo": {256: 4.0, 32768: 150.0}})
+    )
+    step = StepProfile((Bucket(0, 256, 0.001), Bucket(1, 32768, 0.002)), forward_s=0.001, backward_s=0.002)
+    assert plan_costs.planner.best_plan(step, modes).modes == {0: "fix32", 1: "thc"}
+    assert plan_costs.choose(step, modes).modes == {0: "gloo", 1: "thc"}
+
+
+def test_the_contention_factor_is_the_one_under_which_the_model_predicts_the_measured_step():
+    modes = plan_costs.probe_modes(probes({"thc": {256: 4.0, 32768: 20.0}, "fix32": {256: 1.0}, "gloo": {256: 1.0}}))
+    step = StepProfile((Bucket(0, 256, 0.001), Bucket(1, 32768, 0.002)), forward_s=0.001, backward_s=0.002)
+    # as probed: bucket 0 from 2 to 6 ms, bucket 1 from 6 to 26 ms; with rounds x1.5: 2-8, 8-38 ms
+    factor = plan_costs.contention(step, modes["thc"], 0.038)
+    assert factor == pytest.approx(1.5, rel=1e-6)
+    assert plan_costs.contention(step, modes["thc"], 0.001) == 0.25  # a step faster than any factor gives
+
+
+def test_a_runs_step_is_the_median_over_steps_of_the_mean_over_ranks():
+    ranks = [{"steps": [{"step_time": t} for t in times]} for times in ([1, 1, 9, 3, 5], [3, 3, 1, 5, 7])]
+    assert plan_costs.median_step_s(ranks, warmup=1) == pytest.approx(4.5)  # means 2, 5, 4, 6 after step 1
