@@ -145,7 +145,7 @@ def conditions() -> dict:
 def gradient_rounds(source: str, workers: int, rounds: int, seed: int) -> list[list]:
     """`rounds` rounds of one flat float32 gradient per worker."""
     if source == "gaussian":
-        from thc.workloads import gaussian_rounds
+        from thc.gradient_sources import gaussian_rounds
 
         return list(gaussian_rounds(workers, GAUSSIAN_DIM, rounds, seed))
     return model_gradient_rounds(source, workers, rounds, seed)

@@ -12,7 +12,7 @@ On Mininet (root; topologies/testbed.Testbed, the network thc-run builds, the so
 one network for the whole campaign, the loss changed between runs with Testbed.set_loss):
 
   lossless        the baseline (make run's setting: --bw 9 Mbit/s, cnn-digits, 200 steps)
-  loss 1/5/10 %   random loss on every link, each direction (topologies/loss.py, a BPF drop filter)
+  loss 1/5/10 %   random loss on every link, each direction (topologies/link_loss.py, a BPF drop filter)
   killed worker   thc-run --kill: SIGKILL to the third worker at half the steps; the survivors go on
   straggler       thc-run --straggler LAST:50, with --straggler-timeout 10 in thc (partial aggregation;
                   fix32 waits for it: its hook decodes one count per bucket)

@@ -46,10 +46,10 @@ from thc.baselines import (  # noqa: E402
     TernGrad,
     TopK,
 )
+from thc.gradient_sources import digits_gradient_rounds, gaussian_rounds  # noqa: E402
 from thc.hadamard import fwht  # noqa: E402
 from thc.simulate import mean_nmse  # noqa: E402
 from thc.tables import clipping_error, make_table  # noqa: E402
-from thc.workloads import digits_gradient_rounds, gaussian_rounds  # noqa: E402
 from thc.workspace import Workspace, empty_cpu  # noqa: E402
 
 DEFAULT_CHUNK = 2**20

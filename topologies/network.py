@@ -23,7 +23,7 @@ from mininet.node import Host
 from controller.topology import Topology
 from topologies import interrupts
 from topologies.ledger import Ledger, interface_index
-from topologies.loss import loss_commands, netem_available
+from topologies.link_loss import loss_commands, netem_available
 from topologies.p4switch import P4RuntimeSwitchNode
 from topologies.targets import find_executable, missing_message, switch_command
 
@@ -98,7 +98,7 @@ class EmulatedNetwork:
                 self.ledger.add_process(node.pid, f"switch {switch.name} (shell)", "SIGHUP")
         for link in self.topo.links:
             tc_params = link.params.mininet_kwargs()
-            tc_params.pop("loss", None)  # netem may be missing: topologies.loss does it
+            tc_params.pop("loss", None)  # netem may be missing: topologies.link_loss does it
             with interrupts.critical():
                 try:
                     self.net.addLink(

@@ -22,7 +22,7 @@ MODES = ("allreduce", "thc", "thc_ef", "fix32")
 def _train(rank: int, store_path: str, out_dir: str) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from thc.workloads import load_digits_tensors
+    from thc.gradient_sources import load_digits_tensors
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", store=dist.FileStore(store_path, WORLD), rank=rank, world_size=WORLD)

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from tests.support import paths
-from topologies.loss import drop_program, loss_commands
+from topologies.link_loss import drop_program, loss_commands
 
 
 def test_program_threshold():
@@ -34,7 +34,7 @@ def test_zero_loss_removes_the_filter_and_bad_values_are_refused():
 MEASURE = textwrap.dedent("""
     import socket, subprocess, sys
     sys.path.insert(0, sys.argv[1])
-    from topologies.loss import loss_commands
+    from topologies.link_loss import loss_commands
     def sh(cmd):
         subprocess.run(cmd, shell=True, check=True, capture_output=True)
     sh("ip link add lossa type veth peer name lossb && ip link set lossa up && ip link set lossb up")
