@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 from .config import parse_probability
 from .errors import THCError
+from .gradient_sources import WORKLOADS, make_rounds
 from .registry import COMPRESSORS, make_compressor
 from .simulate import mean_nmse
 from .tables import clipping_error, make_table
-from .workloads import WORKLOADS, make_rounds
 
 __all__ = ["main", "build_parser"]
 
