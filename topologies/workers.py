@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import selectors
 import subprocess
 import sys
@@ -235,22 +236,18 @@ def follow(
                     open_streams -= 1
                     closed.append(w)
                     continue
-                w.log.write(chunk)
-                w.log.flush()
-                w.buffer += chunk
-                *lines, w.buffer = w.buffer.split(b"\n")
-                for line in lines:
-                    text = line.decode(errors="replace").rstrip("\r")
-                    if text.startswith(PROGRESS_PREFIX):
-                        event = json.loads(text[len(PROGRESS_PREFIX) :])
-                        last_progress = time.monotonic()
-                        _note(w, event)
-                        on_event(w, event)
+                if _take(w, chunk, on_event):
+                    last_progress = time.monotonic()
             check()
             failed = _failed(workers)
             if failed and not any(_killed(w) for w in failed):
                 time.sleep(0.2)  # an error can be the echo of another worker's death (gloo: connection reset)
                 failed = _failed(workers)
+            for w in failed:  # what a worker wrote before it exited says why: its error record, its traceback
+                if w not in closed and _drain(w, on_event):
+                    selector.unregister(w.process.stdout)
+                    open_streams -= 1
+                    closed.append(w)
             failed.sort(key=_cause_first)
             for w in failed:
                 if on_death is None or w.error or w.process.poll() > 0:
@@ -274,6 +271,44 @@ def follow(
         selector.close()
         for w in workers:
             w.log.close()
+
+
+def _take(w: Worker, chunk: bytes, on_event: Callable[[Worker, dict], None]) -> bool:
+    """Log a chunk of a worker's output and pass on its progress records; whether it held one."""
+    w.log.write(chunk)
+    w.log.flush()
+    w.buffer += chunk
+    *lines, w.buffer = w.buffer.split(b"\n")
+    progressed = False
+    for line in lines:
+        text = line.decode(errors="replace").rstrip("\r")
+        if text.startswith(PROGRESS_PREFIX):
+            event = json.loads(text[len(PROGRESS_PREFIX) :])
+            progressed = True
+            _note(w, event)
+            on_event(w, event)
+    return progressed
+
+
+def _drain(w: Worker, on_event: Callable[[Worker, dict], None], within: float = 2.0) -> bool:
+    """Read what an exited worker left in its pipe (it can exit before the loop has read its last lines);
+    whether its output reached its end within ``within`` seconds (a child may still hold the pipe)."""
+    if w.process.poll() is None:
+        return False
+    fd = w.process.stdout.fileno()
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return False
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            return True
+        _take(w, chunk, on_event)
+    return False
 
 
 def _failed(workers: list[Worker]) -> list[Worker]:
