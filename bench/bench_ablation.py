@@ -301,7 +301,7 @@ def tta_part(args) -> dict:
     from controller.topology import Topology
     from host_agent import workloads
     from topologies import report
-    from topologies.runner import Progress
+    from topologies.progress import Progress
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 

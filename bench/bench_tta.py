@@ -214,7 +214,7 @@ def main(argv=None) -> int:
         return 2
     from mininet.log import setLogLevel
 
-    from topologies.runner import Progress
+    from topologies.progress import Progress
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 

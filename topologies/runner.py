@@ -30,7 +30,7 @@ from host_agent.modes import PS_MODES, SWITCH_MODES
 from spec.job import JobSpec, JobSpecError, spec_from_options
 from topologies import interrupts, link_rate, pcap_room, plan_costs, supervisor
 from topologies.progress import Progress
-from topologies.run_cli import ALL_MODES, DEFAULT_TOPO, MODES, PS_TOPO, build_parser  # noqa: F401  (re-exported)
+from topologies.run_cli import ALL_MODES, DEFAULT_TOPO, PS_TOPO, build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 STATE_FILE = "run-state.json"
