@@ -150,11 +150,13 @@ def test_overlapping_buckets_count_their_aggregation_time_once():
 
 class HoldsTheSums:
     """Wraps a switch engine: the results of the first THC round are held back until every worker has sent
-    the next norm round (a NORM request numbered after its first THC request), or, if one never comes,
-    until a THC request is sent again (its worker gave up waiting). `opened_by` says which happened."""
+    the next norm round (a NORM request numbered after its first THC request), or, unless `patient`, until a
+    THC request is sent again (its worker gave up waiting: the blocking hook's next norm round never comes
+    while its sums are out). `opened_by` says which happened. A patient gate opens on nothing else, so
+    how slowly the workers run cannot open it (without the overlap, their requests time out)."""
 
-    def __init__(self, engine, workers: int, window: int):
-        self.engine, self.workers, self.window = engine, workers, window
+    def __init__(self, engine, workers: int, window: int, patient: bool = False):
+        self.engine, self.workers, self.window, self.patient = engine, workers, window, patient
         self.held: list = []
         self.first_sum: dict[int, int] = {}  # worker -> request number of its first THC request
         self.seen: set[tuple[int, int]] = set()  # (worker, request number) of the THC requests held
@@ -169,7 +171,7 @@ class HoldsTheSums:
         q = p.round * self.window + p.slot
         if p.op == wire.OP_THC:
             self.first_sum.setdefault(p.worker_id, q)
-            if (p.worker_id, q) in self.seen:
+            if (p.worker_id, q) in self.seen and not self.patient:
                 return self._open("retransmission", out)  # a THC request seen before: sent again
             self.seen.add((p.worker_id, q))
             self.held += out
@@ -199,8 +201,8 @@ def test_the_next_buckets_norm_round_goes_out_while_this_buckets_sums_are_in_fli
         job = SimJob.plan(cluster.thc_spec(config, 3, 2, window=64, slots=64))
         switch = FakeSwitch()
         switch.add_job(job)
-        gate = HoldsTheSums(switch, 2, 64)
-        _, protocols = attach_workers(gate, job, clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=60.0)
+        gate = HoldsTheSums(switch, 2, 64, patient=hook is ddp.thc_hook)
+        _, protocols = attach_workers(gate, job, clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=20.0)
 
         def work(rank, hook=hook, protocols=protocols):
             state = ddp.THCHookState(config, SwitchAggregator(protocols[rank]), worker_id=rank)
