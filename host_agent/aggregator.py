@@ -10,12 +10,18 @@ from the switch.
 
 The FIX32 baseline (uncompressed, SwitchML-style fixed point) goes through the same program without a
 table: `all_sum_int32`.
+
+Every call also comes in two halves, `start_*` and `finish`: a call may start while earlier ones are in
+flight (the protocol numbers its requests after theirs), so the hook can send the next bucket's norm round
+while this bucket's sums are on the wire. Calls finish in the order they started; every worker must start
+them in the same order (DDP hands every rank its buckets in the same order).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -29,6 +35,20 @@ from spec.job import JobSpec
 from thc.errors import MembershipChanged
 
 _CALLS_MAX = 2**24 - 1  # completed calls are agreed on as float32 NORM values, exact below 2**24
+
+
+@dataclass
+class Call:
+    """An aggregation call started and not finished (SwitchAggregator.start_*): how it starts in a job (to
+    start it again there after a switch restart), its operation, the protocol (job) that runs it, the
+    worker failures the worker had moved past when it started, and what turns the operation's result into
+    the call's."""
+
+    start: Callable[[WorkerProtocol], Operation]
+    op: Operation
+    protocol: WorkerProtocol
+    failures: int
+    result: Callable[[Operation, object], object]
 
 
 class SwitchAggregator:
@@ -56,6 +76,7 @@ class SwitchAggregator:
         self._pending: tuple | None = None  # (notice, its protocol, X, lowest, when noticed, calls then)
         self._retired: list[WorkerProtocol] = []
         self._last: Callable[[WorkerProtocol], Operation] | None = None  # the last completed call, to replay
+        self._failures = 0  # moves to a new job after a worker failure (a call started before one is redone)
 
     @classmethod
     def open(
@@ -123,11 +144,7 @@ class SwitchAggregator:
 
     def all_max(self, t: torch.Tensor) -> torch.Tensor:
         """Element-wise max over workers of non-negative float32 values (the chunk norms)."""
-        values = self._kept(t.detach().to("cpu", torch.float32).reshape(-1).numpy())
-        maxima = self._call(lambda p: p.start_max(values))
-        op = self.protocol.last_operation
-        self.last_max_partial = bool(op is not None and op.n and int(op.counts.min()) < self.n_workers)
-        return torch.from_numpy(maxima).reshape(t.shape).to(device=t.device, dtype=t.dtype)
+        return self.finish(self.start_max(t))
 
     def all_sum_table_values(self, indices: Sequence[np.ndarray], table) -> tuple[list[np.ndarray], int]:
         """Per chunk and coordinate, Σ_workers table[index]; and the number of workers summed (per chunk and
@@ -137,6 +154,25 @@ class SwitchAggregator:
         integer values the caller decodes with (a sequence, array or an object with `.values`): the job's,
         which the switch sums with.
         """
+        return self.finish(self.start_sum_table_values(indices, table))
+
+    def all_sum_int32(self, values: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
+        """FIX32 baseline: per chunk and coordinate the int32 sum over workers (wrapping), and the number
+        of workers summed."""
+        return self.finish(self.start_sum_int32(values))
+
+    def start_max(self, t: torch.Tensor) -> Call | None:
+        """all_max's first half: the NORM requests go out; finish() returns the maxima."""
+        values = self._kept(t.detach().to("cpu", torch.float32).reshape(-1).numpy())
+
+        def maxima(op: Operation, result: np.ndarray) -> torch.Tensor:
+            self.last_max_partial = bool(op.n and int(op.counts.min()) < self.n_workers)
+            return torch.from_numpy(result).reshape(t.shape).to(device=t.device, dtype=t.dtype)
+
+        return self._begin(lambda p: p.start_max(values), maxima)
+
+    def start_sum_table_values(self, indices: Sequence[np.ndarray], table) -> Call | None:
+        """all_sum_table_values' first half (the table is checked against the job's at once)."""
         values = np.asarray(getattr(table, "values", table)).reshape(-1)
         spec = self.protocol.spec
         if not 2 <= values.size <= 2**contract.MAX_BITS:
@@ -160,13 +196,12 @@ class SwitchAggregator:
                     f"the switch would drop the packet (BAD_INDEX)"
                 )
         indices = [self._kept(chunk) for chunk in indices]
-        return self._call(lambda p: p.start_sum_indices(indices))
+        return self._begin(lambda p: p.start_sum_indices(indices), lambda op, result: result)
 
-    def all_sum_int32(self, values: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
-        """FIX32 baseline: per chunk and coordinate the int32 sum over workers (wrapping), and the number
-        of workers summed."""
+    def start_sum_int32(self, values: Sequence[np.ndarray]) -> Call | None:
+        """all_sum_int32's first half."""
         values = [self._kept(chunk) for chunk in values]
-        return self._call(lambda p: p.start_sum_fix32(values))
+        return self._begin(lambda p: p.start_sum_fix32(values), lambda op, result: result)
 
     def _kept(self, values: np.ndarray) -> np.ndarray:
         """A call's input as the call saw it: a copy when notices may come (a restarted switch makes a worker
@@ -198,20 +233,56 @@ class SwitchAggregator:
     # once more: if the minimum is below X, the workers that completed call X − 1 send it again first (its
     # result, the one they already have, is dropped).
 
-    def _call(self, start: Callable[[WorkerProtocol], Operation]):
-        """One aggregation call in the current job (or MembershipChanged, see above)."""
-        self._follow_membership(waiting=False)
-        op = start(self.protocol)
+    # Calls in flight together (the next bucket's norm round started while this bucket's sums are out):
+    # a move abandons every call in flight of the old job. After a worker failure each of them raises
+    # MembershipChanged when it is finished, and the survivors redo the round in the new job in the order
+    # they would have started its calls; after a switch restart each starts again in the new job when it
+    # is finished, in the order they started, as a worker that never started one early starts it then.
+
+    def _begin(self, start: Callable[[WorkerProtocol], Operation], result: Callable) -> Call | None:
+        """Start a call in the current job (or MembershipChanged, see above). A call started while others
+        are in flight (the next bucket's norm round) never moves the worker to a new job: the calls in
+        flight come first, and a move abandons them and starts them again in the new job ahead of this one.
+        So with a notice pending it is not started (None): the caller starts it again once they are
+        finished, when the move has happened or is known not to be due yet."""
+        if self.protocol.busy:
+            if self._pending is not None:
+                return None
+        else:
+            self._follow_membership(waiting=False)
+        return Call(start, start(self.protocol), self.protocol, self._failures, result)
+
+    def finish(self, call: Call, meanwhile: Callable[[], bool] | None = None, poll: float = 0.05):
+        """Wait for `call` (the oldest call not finished) and return its result, or raise MembershipChanged
+        (see above). `meanwhile`, when given, is called at least every `poll` s while the call waits, until
+        it returns False: other work, e.g. starting the next call."""
         while True:
+            if self._follow_membership(waiting=True) or call.protocol is not self.protocol:
+                if call.failures != self._failures:
+                    raise MembershipChanged(
+                        f"a call started in job {call.protocol.job_id} before this worker moved to job "
+                        f"{self.protocol.job_id} after a worker failure: the round is redone in the new job"
+                    )
+                call.op, call.protocol = call.start(self.protocol), self.protocol  # the switch restarted
+            notice = self._notice if self.membership else None
+            interrupt, every = notice, 0.05
+            if meanwhile is not None:
+                every = poll
+
+                def interrupt():
+                    nonlocal meanwhile
+                    if not meanwhile():
+                        meanwhile = None
+                        return True  # wait again, with the ordinary poll
+                    return notice is not None and notice()
+
             try:
-                result = self.protocol.wait(op, interrupt=self._notice if self.membership else None)
+                result = self.protocol.wait(call.op, interrupt=interrupt, poll=every)
             except Interrupted:
-                if self._follow_membership(waiting=True):
-                    op = start(self.protocol)  # the switch restarted: this call again, in the new job
-                continue
+                continue  # meanwhile's work is done, or a notice: _follow_membership decides
             self.calls += 1
-            self._last = start
-            return result
+            self._last = call.start
+            return call.result(call.op, result)
 
     def _notice(self) -> bool:
         """A notice of a new generation is there (and not yet agreed on)."""
@@ -259,6 +330,7 @@ class SwitchAggregator:
         self.on_rejoin(record)
         if notice.restarted:
             return True
+        self._failures += 1
         raise MembershipChanged(
             f"job {notice.job_id} (generation {notice.generation}): {notice.n_workers} workers from call {switch_at}"
         )

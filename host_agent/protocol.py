@@ -20,7 +20,12 @@ This module is the orchestration; each mechanism has its own:
 | loss.py | which requests the results of later ones show lost (fast and early retransmission) |
 | receive.py | how a batch of received frames is sorted and stored; receive coalescing |
 
-One `WorkerProtocol` runs one operation at a time (a NORM max, a THC index sum or a FIX32 sum). It can be
+An operation is one aggregation call (a NORM max, a THC index sum or a FIX32 sum). Several may be in flight
+at once: an operation started while others are numbers its requests after theirs, and each request goes
+once its slot's previous use is answered, in whichever operation that was (window.py). So a DDP hook can
+send the next bucket's norm round while this bucket's sums are on the wire (thc.ddp). Operations complete
+in any order; every worker must start them in the same order. Loss detection spans them: a result is
+evidence against every earlier transmission still unanswered, in any operation (loss.py). It can be
 driven two ways:
 
 - blocking, one worker per process: `all_max`, `all_sum_indices`, `all_sum_fix32` return the results, and
@@ -229,7 +234,7 @@ class WorkerProtocol:
         self._batch = True  # the next batch of results is one arrival, a sample of their spacing
         self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
         self.next_request = first_request
-        self._op: Operation | None = None
+        self._firsts = 0  # first transmissions so far (loss.py: what "later" means across operations)
         self.last_operation: Operation | None = None  # the latest completed operation (its timings)
         self._outq: list[np.ndarray] = []  # frames booked as sent, for _flush()
 
@@ -277,8 +282,6 @@ class WorkerProtocol:
         return self._start(wire.OP_FIX32, len(payloads) // (4 * k), payloads, 4 * k, None, lengths, k)
 
     def _start(self, op, n_requests, payloads, payload_size, values, lengths, per_packet) -> Operation:
-        if self._op is not None:
-            raise RuntimeError("this worker already has an operation in flight")
         if self._early is not None:  # released results that came while we were away: kept
             while n := self._io.recv(0.0):
                 self._on_results(n)
@@ -301,8 +304,7 @@ class WorkerProtocol:
             self.straggler_timeout is not None,
         )
         self.next_request += n_requests
-        self._op = operation
-        self.schedule.open(n_requests)
+        self.schedule.open(operation)
         if n_requests == 0:
             self._finish(operation)
         elif self._early:
@@ -325,17 +327,22 @@ class WorkerProtocol:
 
     @property
     def busy(self) -> bool:
-        return self._op is not None
+        return bool(self.schedule.ops)
+
+    @property
+    def in_flight(self) -> list[Operation]:
+        """The operations started and not complete, oldest first."""
+        return list(self.schedule.ops)
 
     def pump(self, wait: float = 0.0) -> bool:
         """Send what the window allows, take in the results that are there (waiting up to `wait` s for the
         first, never past the next retransmission time), retransmit what is due. True if anything moved."""
         moved = self._send_ready()
-        if self._op is not None and wait > 0:
+        if self.busy and wait > 0:
             due = self.next_deadline()
             if due is not None:
                 wait = min(wait, max(0.0, due - self.clock()))
-        n = self._io.recv(wait if self._op is not None else 0.0)
+        n = self._io.recv(wait if self.busy else 0.0)
         # results that come together are one arrival for the spacing of results; after a hold (receive
         # coalescing) their spacing is the hold's, not the switch's, and must not stretch the probe timeout
         self._batch, self._held = not self._held, False
@@ -365,12 +372,12 @@ class WorkerProtocol:
             self.pump(wait if interrupt is None else min(wait, poll))
         return operation.result()
 
-    def abandon(self) -> Operation | None:
-        """Drop the operation in flight (nothing of it is sent again) and return it."""
-        op, self._op = self._op, None
+    def abandon(self) -> list[Operation]:
+        """Drop the operations in flight (nothing of them is sent again) and return them."""
+        ops = self.in_flight
         self.schedule.clear()
         self.timers.stop()
-        return op
+        return ops
 
     def for_job(self, job_id: int, n_workers: int, key: int) -> WorkerProtocol:
         """A protocol for this worker in another job (the survivors' job after a failure: this job's
@@ -392,8 +399,8 @@ class WorkerProtocol:
         0 when requests are still to be sent, with a virtual clock, or when `coalesce` is 0."""
         if (
             not self.coalesce
-            or op is not self._op
-            or self.schedule
+            or self.schedule.ops != [op]
+            or self.schedule.waiting
             or op.first_transmissions < op.n
             or isinstance(self.clock, VirtualClock)
         ):
@@ -402,12 +409,12 @@ class WorkerProtocol:
 
     def next_deadline(self) -> float | None:
         """When the earliest retransmission (or the deadline) is due; None if no request is waiting."""
-        op = self._op
-        due = self.timers.next_due() if op is not None else None
-        if op is not None and self.straggler_timeout is not None:
-            release = self._next_release(op)
-            if release is not None and (due is None or release < due):
-                due = release
+        due = self.timers.next_due() if self.busy else None
+        if self.straggler_timeout is not None:
+            for op in self.schedule.ops:
+                release = self._next_release(op)
+                if release is not None and (due is None or release < due):
+                    due = release
         return due
 
     def _next_release(self, op: Operation) -> float | None:
@@ -439,12 +446,11 @@ class WorkerProtocol:
 
     def _send_ready(self) -> bool:
         """Send what the window lets go: requests presumed lost again, then new ones. Whether any went."""
-        op = self._op
-        if op is None or not self.schedule:
+        if not self.schedule.waiting:
             return False
-        ready = self.schedule.take(op)
+        ready = self.schedule.take()
         now = self.clock()
-        for idx, why in ready:
+        for op, idx, why in ready:
             if why is None:
                 op.first_sent[idx] = now
                 if self.straggler_timeout is not None:
@@ -473,11 +479,12 @@ class WorkerProtocol:
         first = attempts == 0
         if first.all():  # first transmissions (from _send_ready)
             op.first_seq[idx] = seqs
-            op.firsts_before[idx] = np.arange(op.first_transmissions + 1, op.first_transmissions + k + 1)
+            op.firsts_before[idx] = np.arange(self._firsts + 1, self._firsts + k + 1)
         else:
             op.first_seq[idx[first]] = seqs[first]
-            op.firsts_before[idx] = op.first_transmissions + np.cumsum(first)
+            op.firsts_before[idx] = self._firsts + np.cumsum(first)
         n_first = int(np.count_nonzero(first))
+        self._firsts += n_first
         op.first_transmissions += n_first
         op.in_flight_count += n_first
         op.attempts[idx] = attempts + 1
@@ -507,96 +514,115 @@ class WorkerProtocol:
     # ---- sending again ---------------------------------------------------------------------------
 
     def _fire_timers(self) -> bool:
-        op, timers = self._op, self.timers
-        if op is None:
+        timers = self.timers
+        if not self.busy:
             return False
         now = self.clock()
-        flying, lo = op.in_flight()
+        flying = self._flying()
         if timers.deadline_at is not None and timers.deadline_at <= now:
-            if not flying.any():
+            if not flying:
                 timers.deadline_at = None
             else:
-                oldest = lo + int(np.argmin(np.where(flying, op.first_sent[lo : lo + len(flying)], np.inf)))
-                if timers.check_deadline(now, float(op.first_sent[oldest])):
-                    raise self._timeout_error(op, oldest, now)
+                op, i = min(((op, int(idx[np.argmin(op.first_sent[idx])])) for op, idx in flying),
+                            key=lambda oi: oi[0].first_sent[oi[1]])  # fmt: skip
+                if timers.check_deadline(now, float(op.first_sent[i])):
+                    raise self._timeout_error(op, i, now)
         fired = False
         if timers.expired(now):
             # The request waiting longest goes again, as TCP sends its oldest segment on a timeout. Before
-            # the operation's first result the silence may be a late worker; after it every worker is in
+            # its operation's first result the silence may be a late worker; after it every worker is in
             # the operation, and a silence as long as the RTO says that what is in flight is lost (the
             # switch or the path cannot take that much) or only late (a switch that stalled): the next
             # results judge (window.judge); if lost, the window closes and the rest goes again. Then, as
-            # TCP resends its first unacknowledged segment at every expiry, the lowest request in flight
-            # goes, the same one through a long stall: the others stay sent once, so that their results
-            # can show the stall for what it was.
-            oldest = self._oldest(op, flying, lo)
-            if oldest.size and op.answered:
-                waiting = np.flatnonzero(flying) + lo
-                oldest = waiting[:1]
-                self.schedule.timed_out(op, waiting[1:], TIMER)
-            if oldest.size:
-                self._retransmit(op, oldest, now, TIMER)
+            # TCP resends its first unacknowledged segment at every expiry, the lowest request in flight of
+            # the operations answered so far goes, the same one through a long stall: the others stay sent
+            # once, so that their results can show the stall for what it was.
+            if flying:
+                op, i = self._oldest(flying)
+                if op.answered:
+                    answered = [(o, idx) for o, idx in flying if o.answered]  # in request order
+                    op, i = answered[0][0], int(answered[0][1][0])
+                    self.schedule.timed_out([(o, idx[idx != i] if o is op else idx) for o, idx in answered], TIMER)
+                self._retransmit(op, np.array([i], np.int64), now, TIMER)
             timers.restart(now)
             fired = True
         for resent_op, lost in timers.lost_resends(now):
             self._retransmit(resent_op, lost, now, TIMER)
             fired = True
         if self.straggler_timeout is not None:
-            fired |= self._release_due(op, now)
+            for op in self.in_flight:
+                fired |= self._release_due(op, now)
         if timers.probe_due(now):
             timers.probed(now)
-            flying, lo = op.in_flight()
-            oldest = self._oldest(op, flying, lo)
-            if oldest.size:
+            flying = self._flying()
+            if flying:
                 # The oldest: its result, fast retransmission or the next probe find the rest. Once no
                 # result still to come can show any of them lost, all: they are the last of the flow, and
                 # go as the window lets them. More of them lost together than one fast retransmission
                 # needs to see is a burst: a queue overflowed, and the window halves.
-                if loss.starved(op):
-                    tail = self._by_age(op, np.flatnonzero(flying) + lo)
-                    if len(tail) > self.timers.tail:
+                op, i = self._oldest(flying)
+                if loss.starved(self.schedule.ops):
+                    if sum(len(idx) for _, idx in flying) > timers.tail:
                         self.schedule.cut()
-                    self.schedule.presume_lost(op, tail[1:], PROBE)
-                self._retransmit(op, oldest, now, PROBE)
+                    self._presume_lost(flying, (op, i), PROBE)
+                self._retransmit(op, np.array([i], np.int64), now, PROBE)
                 fired = True
         self._flush()
         return fired
 
-    @staticmethod
-    def _by_age(op: Operation, idx: np.ndarray) -> np.ndarray:
-        """Requests idx, the oldest latest transmission first."""
-        return idx[np.argsort(op.seq[idx], kind="stable")]
+    def _flying(self) -> list[tuple[Operation, np.ndarray]]:
+        """Per operation in flight, its requests sent and unanswered."""
+        out = []
+        for op in self.schedule.ops:
+            mask, lo = op.in_flight()
+            if mask.any():
+                out.append((op, np.flatnonzero(mask) + lo))
+        return out
 
     @staticmethod
-    def _oldest(op: Operation, flying: np.ndarray, lo: int) -> np.ndarray:
-        """The request in flight whose latest transmission is the oldest (flying: in_flight()'s mask)."""
-        if not flying.any():
-            return np.zeros(0, np.int64)
-        return np.array([lo + int(np.argmin(np.where(flying, op.seq[lo : lo + len(flying)], _NEVER)))], np.int64)
+    def _oldest(flying: list[tuple[Operation, np.ndarray]]) -> tuple[Operation, int]:
+        """Of the requests in flight, the one whose latest transmission is the oldest."""
+        return min(((op, int(idx[np.argmin(op.seq[idx])])) for op, idx in flying), key=lambda oi: oi[0].seq[oi[1]])
 
-    def _retransmit_lost(self, op: Operation, j: int, now: float) -> None:
-        """The result of request j is in: send again at once what it shows lost (loss.py)."""
-        lost = loss.lost_before(op, j, self.dupthresh, self.early_retransmit)
-        if lost.size:
+    def _presume_lost(self, flying, but: tuple[Operation, int], why: str) -> None:
+        """Every request of `flying` but `but` (sent again at once) is lost: it goes as the window lets it."""
+        for op, idx in flying:
+            if op is but[0]:
+                idx = idx[idx != but[1]]
+            self.schedule.presume_lost(op, idx[np.argsort(op.seq[idx], kind="stable")], why)
+
+    def _retransmit_lost(self, bound: int, now: float) -> None:
+        """A result for a request first sent as transmission `bound` is in: send again at once what it shows
+        lost (loss.py)."""
+        for op, lost in loss.lost_before(self.schedule.ops, bound, self.dupthresh, self.early_retransmit, self._firsts):
             self._retransmit(op, lost, now, FAST)
 
     # ---- taking results in -----------------------------------------------------------------------
 
     def _on_results(self, n: int) -> None:
         """Take in the batch of n received frames in the transport's buffer, in arrival order."""
-        io, c, op = self._io, self.counters, self._op
+        io, c, ops = self._io, self.counters, self.in_flight
         lengths = io.lengths[:n]
         c.packets_received += n
         c.bytes_received += int(lengths.sum())
-        if self._native is not None:
-            rows, i = self._native.take(op, io, n, self.next_request)
+        if self._native is not None and len(ops) <= 1:  # the C take sorts for one operation
+            rows, i = self._native.take(ops[0] if ops else None, io, n, self.next_request)
+            which = np.zeros(len(i), np.int64)
         else:
-            rows, i = self._sorter.take(op, wire.parse_rows(io.buf[:n], lengths), self.next_request)
+            rows, which, i = self._sorter.take_all(ops, wire.parse_rows(io.buf[:n], lengths), self.next_request)
         if not len(i):
             return
         now = self.clock()
-        clean = i[op.attempts[i] == 1]  # before any is sent again: a timeout's verdict (window.judge)
-        if self.dupthresh and not loss.quiet(op, i):
+        # Results of requests sent once judge a timeout (window.judge), before any is sent again and before
+        # an operation they complete is closed.
+        if self.schedule.judging:
+            by_op = [(ops[k], i[which == k]) for k in np.unique(which).tolist()]
+            self.schedule.judge([(o, idx[o.attempts[idx] == 1]) for o, idx in by_op])
+        op = ops[int(which[0])]
+        if not (which == which[0]).all():  # results of several operations: one by one, in arrival order
+            for k, j in zip(which.tolist(), i.tolist()):
+                self._accept(ops[k], j, now, detect=bool(self.dupthresh))
+        elif self.dupthresh and not loss.quiet(ops, op, i):
             for j in i.tolist():
                 self._accept(op, j, now, detect=True)
         elif len(i) <= 8:  # a few results: Python per result costs less than numpy per batch
@@ -604,8 +630,6 @@ class WorkerProtocol:
                 self._accept(op, j, now)
         else:
             self._accept_many(op, i, now)
-        if self._op is op:
-            self.schedule.judge(op, clean)
 
     def _accept_many(self, op: Operation, i: np.ndarray, now: float) -> None:
         """_accept for every request of i, in order, when no result among them is evidence of loss: the
@@ -631,10 +655,9 @@ class WorkerProtocol:
             op.first_result = now
         op.answered += k
         op.last_result = now
+        self.schedule.answered(op, i)
         if op.outstanding == 0:
             self._finish(op)
-            return
-        self.schedule.answered(i, op.n)
 
     def _accept(self, op: Operation, i: int, now: float, detect: bool = False) -> None:
         """The result of request i is in (it fits and is stored): bookkeeping, loss detection (`detect`
@@ -656,23 +679,25 @@ class WorkerProtocol:
             op.first_result = now
         op.answered += 1
         op.last_result = now
+        self.schedule.answered(op, np.array([i], np.int64))
         if op.outstanding == 0:
             self._finish(op)
-            return
         if detect:
-            self._retransmit_lost(op, i, now)
-        self.schedule.answered(np.array([i], np.int64), op.n)
+            self._retransmit_lost(int(op.first_seq[i]), now)
 
     def _round_trips(self, op: Operation, clean: np.ndarray, now: float) -> None:
-        """Results of requests `clean` (sent once) came at `now`: round-trip samples, and the timers run
-        on from here."""
+        """Results of requests `clean` of `op` (sent once) came at `now`: round-trip samples, and the timers
+        run on from here."""
+        ops = self.schedule.ops
         per_window = max(1, min(self.window, op.n))
-        left = op.in_flight_count
-        tail = 0 < left and (left <= self.timers.tail or loss.starved(op))
+        left = sum(other.in_flight_count for other in ops)
+        tail = 0 < left and (left <= self.timers.tail or loss.starved(ops))
         self.timers.answered(now, now - op.first_sent[clean], per_window, left, tail)
 
     def _finish(self, op: Operation) -> None:
-        self.timers.stop()
+        self.schedule.close(op)
+        if not self.busy:
+            self.timers.stop()
         op.finished = self.clock()
         elapsed = op.finished - op.started
         c = self.counters
@@ -682,9 +707,7 @@ class WorkerProtocol:
         c.max_operation_seconds = max(c.max_operation_seconds, elapsed)
         if op.n:
             c.partial_results += int(np.count_nonzero(op.counts < self.n_workers))
-        self._op = None
         self.last_operation = op
-        self.schedule.clear()
 
     def _timeout_error(self, op: Operation, i: int, now: float) -> AggregationTimeout:
         q = op.q0 + i

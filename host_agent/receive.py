@@ -82,6 +82,14 @@ class Sorter:
     def take(self, op: Operation | None, results: wire.ResultBatch, next_request: int) -> tuple[np.ndarray, np.ndarray]:
         """Sort a batch of frames (ignored, stale, duplicate, rejected, accepted: counted), store the
         accepted results; their rows and request numbers within `op`, in order."""
+        rows, _, i = self.take_all([] if op is None else [op], results, next_request)
+        return rows, i
+
+    def take_all(
+        self, ops: list[Operation], results: wire.ResultBatch, next_request: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """take() for the operations in flight `ops` (in request order): the accepted results' rows, which
+        operation each answers (an index into ops) and its request number within it, in arrival order."""
         c = self.counters
         n = len(results.valid)
         ours = (
@@ -104,15 +112,26 @@ class Sorter:
             ours[early[:kept]] = False
         c.stale_results += int(np.count_nonzero(unsent))
         rows = np.flatnonzero(ours & ~unsent)  # results of requests this worker has numbered
-        if not rows.size:
-            return _NONE, _NONE
-        if op is None:
-            c.duplicate_results += len(rows)
-            return _NONE, _NONE
-        i = q[rows] - op.q0
-        mine = i >= 0
-        mine[mine] = ~op.done[i[mine]]
-        c.duplicate_results += len(rows) - int(np.count_nonzero(mine))  # answered before, or an older op's
+        found = [(_NONE, _NONE)] * len(ops)
+        for k, op in enumerate(ops):
+            i = q[rows] - op.q0
+            mine = (i >= 0) & (i < op.n)
+            found[k] = self._take_for(op, results, rows[mine], i[mine], is_released)
+            rows = rows[~mine]
+        c.duplicate_results += len(rows)  # of an operation that is complete
+        which = np.concatenate([np.full(len(r), k, np.int64) for k, (r, _) in enumerate(found)] + [_NONE])
+        accepted = np.concatenate([r for r, _ in found] + [_NONE])
+        i = np.concatenate([i for _, i in found] + [_NONE])
+        order = np.argsort(accepted, kind="stable")
+        return accepted[order], which[order], i[order]
+
+    def _take_for(
+        self, op: Operation, results: wire.ResultBatch, rows: np.ndarray, i: np.ndarray, is_released: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The per-frame rules for results `rows` of requests i of `op`, in arrival order."""
+        c = self.counters
+        mine = ~op.done[i]
+        c.duplicate_results += len(rows) - int(np.count_nonzero(mine))  # answered before
         rows, i = rows[mine], i[mine]
         sent = op.attempts[i] > 0
         early = ~sent & is_released[rows]  # a released slot's result: the answer, the request need not go out

@@ -35,9 +35,9 @@ from host_agent.operation import Operation
 
 
 class Window:
-    """The schedule of a job's requests over its W slots, the requests it lets go (an operation's first W
-    at its start, then q + W once q is answered, in that order), requests presumed lost, and the congestion
-    window over both."""
+    """The schedule of a job's requests over its W slots, the operations whose requests are numbered and not
+    all answered (`ops`, in request order: one may start while others are in flight), the requests it lets
+    go (q once q − W is answered), requests presumed lost, and the congestion window over them."""
 
     def __init__(self, size: int):
         self.size = size
@@ -45,12 +45,14 @@ class Window:
         self.ssthresh = float(size)
         self.cuts = 0  # multiplicative decreases so far
         self.undone = 0  # timeouts the next results showed spurious (no cut, nothing presumed lost)
-        # a timeout not judged yet: (requests in flight then, their attempts then, why)
-        self._suspect: tuple[np.ndarray, np.ndarray, str] | None = None
+        # a timeout not judged yet: per operation (operation, requests in flight then, their attempts then),
+        # and why
+        self._suspect: tuple[list[tuple[Operation, np.ndarray, np.ndarray]], str] | None = None
         self._heard = False  # a result came since that timeout, none that judged it
-        self._free: list[np.ndarray] = []  # request indices within the operation, in the order freed
-        # presumed lost, to go again first: (requests, their attempts then, why)
-        self._lost: list[tuple[np.ndarray, np.ndarray, str]] = []
+        self.ops: list[Operation] = []
+        self._free: list[tuple[Operation, np.ndarray]] = []  # requests let go, in the order freed
+        # presumed lost, to go again first: (operation, requests, their attempts then, why)
+        self._lost: list[tuple[Operation, np.ndarray, np.ndarray, str]] = []
 
     def slot(self, q):
         return q % self.size
@@ -64,85 +66,107 @@ class Window:
 
     # ---- the schedule ------------------------------------------------------------------------------
 
-    def open(self, n_requests: int) -> None:
-        """A new operation of n requests: the first W may go (the previous one is complete)."""
-        self._free = [np.arange(min(self.size, n_requests), dtype=np.int64)]
-        self._lost = []
-        self._suspect = None
+    def open(self, op: Operation) -> None:
+        """A new operation, numbered after every other: those of its first W requests whose slot's previous
+        use is answered may go; the others go when it is (answered())."""
+        head = np.arange(min(self.size, op.n), dtype=np.int64)
+        ready = np.ones(len(head), np.bool_)
+        for other in self.ops:  # only operations still in flight hold unanswered requests
+            before = op.q0 + head - self.size - other.q0
+            mine = (before >= 0) & (before < other.n)
+            ready[mine] = other.done[before[mine]]
+        self.ops.append(op)
+        if ready.any():
+            self._free.append((op, head[ready]))
 
-    def answered(self, i: np.ndarray, n_requests: int) -> None:
-        """Requests i of the operation are answered: each lets request i + W of the operation go."""
-        following = i + self.size
-        following = following[following < n_requests]
-        if following.size:
-            self._free.append(following)
+    def answered(self, op: Operation, i: np.ndarray) -> None:
+        """Requests i of `op` are answered: each lets the request W later go, in whichever operation it is
+        (or, not numbered yet, once its operation starts)."""
+        following = op.q0 + i + self.size
+        for other in self.ops:
+            mine = following[(following >= other.q0) & (following < other.q0 + other.n)] - other.q0
+            if mine.size:
+                self._free.append((other, mine))
+
+    def close(self, op: Operation) -> None:
+        """`op` is complete (or abandoned): nothing of it is left to send."""
+        self.ops = [other for other in self.ops if other is not op]
+        self._free = [(o, idx) for o, idx in self._free if o is not op]
+        self._lost = [entry for entry in self._lost if entry[0] is not op]
+        if self._suspect is not None:  # what it had in flight at a timeout can no longer judge it
+            entries, why = self._suspect
+            entries = [entry for entry in entries if entry[0] is not op]
+            self._suspect = (entries, why) if entries else None
 
     def presume_lost(self, op: Operation, idx: np.ndarray, why: str) -> None:
         """Requests idx of `op`, in flight, are presumed lost: they go again, before any new request, as the
         window lets them, unless their results come or they are sent again otherwise first (`why` names
         the counter their retransmissions count in)."""
-        queued = [q for q, _, _ in self._lost]
+        queued = [q for o, q, _, _ in self._lost if o is op]
         if queued:
             idx = idx[~np.isin(idx, np.concatenate(queued))]
         if idx.size:
-            self._lost.append((idx, op.attempts[idx], why))
+            self._lost.append((op, idx, op.attempts[idx], why))
 
-    def _still_lost(self, op: Operation) -> list[tuple[np.ndarray, str]]:
-        """The presumed lost requests that still wait for their retransmission."""
-        out = []
-        for idx, attempts, why in self._lost:
-            keep = (op.attempts[idx] == attempts) & ~op.done[idx]
-            if keep.any():
-                out.append((idx[keep], why))
-        return out
-
-    def take(self, op: Operation) -> list[tuple[np.ndarray, str | None]]:
-        """What may be sent now: (requests, why) of presumed lost ones, then (requests, None) of new ones,
-        the lowest request numbers first, as many as the congestion window has room for besides the
-        requests in flight (those presumed lost do not count: they are out of the network).
+    def take(self) -> list[tuple[Operation, np.ndarray, str | None]]:
+        """What may be sent now: (operation, requests, why) of presumed lost ones, then (operation,
+        requests, None) of new ones, the lowest request numbers first, as many as the congestion window has
+        room for besides the requests in flight (those presumed lost do not count: they are out of the
+        network).
 
         Lowest first, and the lowest waiting request goes even into a full window when it is older than
         every request in flight: a slot completes only once every worker has sent its request, so a
         window full of requests that wait for other workers must never hold back one they wait for. The
         lowest incomplete slot is then always sent by every worker, and none waits on another's window."""
-        lost = self._still_lost(op)
-        new = np.concatenate(self._free) if self._free else np.zeros(0, np.int64)
-        new = new[~op.done[new]]  # answered early (a released slot's result came first)
-        pending = np.concatenate([idx for idx, _ in lost] + [new])
-        waiting = len(pending) - len(new)  # presumed lost: in flight, but out of the network
-        room = math.floor(self.limit) - (op.in_flight_count - waiting)
+        entries = []  # (operation, requests, why: None for new ones)
+        for op, idx, attempts, why in self._lost:
+            keep = (op.attempts[idx] == attempts) & ~op.done[idx]
+            entries.append((op, idx[keep], why))
+        waiting = sum(len(idx) for _, idx, _ in entries)  # in flight, but out of the network
+        for op, idx in self._free:
+            entries.append((op, idx[~op.done[idx]], None))  # answered early: a released slot's result
+        if not any(len(idx) for _, idx, _ in entries):
+            self._free, self._lost = [], []
+            return []
+        pending = np.concatenate([op.q0 + idx for op, idx, _ in entries])
+        room = math.floor(self.limit) - (sum(op.in_flight_count for op in self.ops) - waiting)
         order = np.argsort(pending, kind="stable")
-        if room <= 0 and pending.size and pending[order[0]] < self._oldest_in_pipe(op, pending[:waiting]):
+        if room <= 0 and pending[order[0]] < self._oldest_in_pipe(pending[:waiting]):
             room = 1
         chosen = np.zeros(len(pending), np.bool_)
         chosen[order[: max(room, 0)]] = True
-        groups, self._lost, start = [], [], 0
-        for idx, why in lost:
+        groups, self._lost, self._free, start = [], [], [], 0
+        for op, idx, why in entries:
             mine = chosen[start : start + len(idx)]
-            if mine.any():
-                groups.append((np.sort(idx[mine]), why))
-            if not mine.all():
-                self._lost.append((idx[~mine], op.attempts[idx[~mine]], why))
             start += len(idx)
-        mine = chosen[waiting:]
-        self._free = [new[~mine]] if not mine.all() else []
-        if mine.any():
-            groups.append((np.sort(new[mine]), None))
+            if mine.any():
+                groups.append((op, np.sort(idx[mine]), why))
+            rest = idx[~mine]
+            if rest.size and why is None:
+                self._free.append((op, rest))
+            elif rest.size:
+                self._lost.append((op, rest, op.attempts[rest], why))
+        groups.sort(key=lambda group: (group[2] is None, group[0].q0))  # retransmissions first
         return groups
 
-    @staticmethod
-    def _oldest_in_pipe(op: Operation, lost: np.ndarray) -> int:
-        """The lowest request in flight and not presumed lost (the operation's size if there is none)."""
-        flying, lo = op.in_flight()
-        pipe = np.flatnonzero(flying) + lo
-        pipe = pipe[~np.isin(pipe, lost)]
-        return int(pipe[0]) if pipe.size else op.n
+    def _oldest_in_pipe(self, lost: np.ndarray) -> int:
+        """The lowest request number in flight and not presumed lost (`lost`, numbers); past all if none."""
+        lowest = None
+        for op in self.ops:
+            flying, lo = op.in_flight()
+            pipe = op.q0 + lo + np.flatnonzero(flying)
+            pipe = pipe[~np.isin(pipe, lost)]
+            if pipe.size and (lowest is None or pipe[0] < lowest):
+                lowest = int(pipe[0])
+        return lowest if lowest is not None else np.iinfo(np.int64).max
 
     def clear(self) -> None:
-        self._free, self._lost = [], []
+        """Every operation is abandoned."""
+        self.ops, self._free, self._lost = [], [], []
         self._suspect = None
 
-    def __bool__(self) -> bool:
+    @property
+    def waiting(self) -> bool:
         """Whether requests are waiting to be sent (new ones, or presumed lost)."""
         return bool(self._free or self._lost)
 
@@ -161,33 +185,42 @@ class Window:
                 results -= 1
         self.limit = min(limit, cap)
 
-    def timed_out(self, op: Operation, idx: np.ndarray, why: str) -> None:
-        """Nothing came for the RTO while results had been flowing; requests idx of `op` are in flight (but
-        for the lowest, which the protocol resends). Lost or only late? A result of one of them, sent once,
-        says late (`judge`). If instead only the resent request was answered and the silence came back,
-        they are lost: the window halves and they go again as it lets them. Until then nothing more goes."""
+    def timed_out(self, flying: list[tuple[Operation, np.ndarray]], why: str) -> None:
+        """Nothing came for the RTO while results had been flowing; `flying` are the requests in flight, per
+        operation (but for the lowest, which the protocol resends). Lost or only late? A result of one of
+        them, sent once, says late (`judge`). If instead only the resent request was answered and the silence
+        came back, they are lost: the window halves and they go again as it lets them. Until then nothing
+        more goes."""
         if self._suspect is None:
-            self._suspect, self._heard = (idx, op.attempts[idx].copy(), why), False
+            entries = [(op, idx, op.attempts[idx].copy()) for op, idx in flying if idx.size]
+            self._suspect, self._heard = (entries, why), False
             return
         if not self._heard:
             return  # the same silence goes on (a long stall, or the switch is gone): the deadline decides
-        idx, attempts, why = self._suspect
+        entries, why = self._suspect
         self._suspect = None
         self.cut()
-        self.presume_lost(op, idx[(op.attempts[idx] == attempts) & ~op.done[idx]], why)
+        for op, idx, attempts in entries:
+            self.presume_lost(op, idx[(op.attempts[idx] == attempts) & ~op.done[idx]], why)
 
-    def judge(self, op: Operation, clean: np.ndarray) -> None:
-        """A batch of results came after a timeout, `clean` those of requests sent once. One of the
-        requests in flight at the timeout among them, not sent again since, can only answer its first
+    @property
+    def judging(self) -> bool:
+        """Whether a timeout waits for the results to judge it."""
+        return self._suspect is not None
+
+    def judge(self, clean: list[tuple[Operation, np.ndarray]]) -> None:
+        """A batch of results came after a timeout, `clean` those of requests sent once, per operation. One
+        of the requests in flight at the timeout among them, not sent again since, can only answer its first
         transmission: the timeout was spurious (counted in `undone`), and nothing was lost."""
-        if self._suspect is None:
+        if self._suspect is None or not clean:
             return
-        idx, attempts, _ = self._suspect
-        if np.isin(idx[op.attempts[idx] == attempts], clean).any():
-            self._suspect = None
-            self.undone += 1
-        else:
-            self._heard = True
+        for op, idx, attempts in self._suspect[0]:
+            unsent = idx[op.attempts[idx] == attempts]
+            if any(other is op and np.isin(unsent, answered).any() for other, answered in clean):
+                self._suspect = None
+                self.undone += 1
+                return
+        self._heard = True
 
     def cut(self) -> None:
         """The switch (or the path) cannot take as much as the window lets go: nothing came for the RTO

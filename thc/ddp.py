@@ -23,9 +23,13 @@ Example::
 returns a future that the thread completes when the bucket's sums are in and decoded, as torch's own
 hooks return the future of an asynchronous all-reduce. DDP's backward therefore computes the next
 bucket's gradients while this one is on the wire. The thread takes buckets in the order DDP hands them
-over, one at a time (the switch protocol, the shared workspace and the per-bucket error feedback see
-exactly the calls the blocking hook makes), so ``thc_blocking_hook``, which does the same work in the
-caller, gives bit-identical results.
+over. An aggregator that can start a call before the previous one is finished (``start_max``,
+``start_sum_table_values``, ``finish``: the switch's) also gets the next bucket's norm round while this
+bucket's sums are in flight: the thread prepares the next bucket as soon as it is handed over and sends its
+norm round, so that round trip and the preparation overlap the sums. The calls still start in the blocking
+order (norm, sums, next norm, next sums: every worker numbers its requests alike), each bucket has its own
+compressor (error feedback) and the shared workspace is used only by encode and decode, which stay in
+order, so ``thc_blocking_hook``, which does the same work in the caller, gives bit-identical results.
 """
 
 # No "from __future__ import annotations": DDP compares the hook's annotations with real types.
@@ -61,16 +65,21 @@ __all__ = [
 ]
 
 
+_STOP = object()  # SerialRunner's end of work
+
+
 class SerialRunner:
     """One daemon thread that runs submitted functions in order, each completing its own torch Future with
     the function's result, or with a RuntimeError "<type>: <message>" of what it raised (the exception
-    itself is kept in ``errors``). Started on the first submit; ``close()`` ends it."""
+    itself is kept in ``errors``). Started on the first submit; ``close()`` ends it. A running function may
+    look at the next one (``peek``) to start part of its work early."""
 
     def __init__(self, name: str = "thc-aggregation") -> None:
         self.name = name
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._ahead = None  # the next item, taken off the queue by peek()
         self.errors: list[BaseException] = []  # what the submitted functions raised, in order
 
     def submit(self, fn: Callable[[], torch.Tensor]) -> torch.futures.Future[torch.Tensor]:
@@ -82,10 +91,20 @@ class SerialRunner:
         self._queue.put((fn, fut))
         return fut
 
+    def peek(self) -> Callable | None:
+        """The function submitted after the running one, if one is (for the running function, on the
+        runner's thread: it runs next all the same)."""
+        if self._ahead is None:
+            try:
+                self._ahead = self._queue.get_nowait()
+            except queue.Empty:
+                return None
+        return None if self._ahead is _STOP else self._ahead[0]
+
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
+            item, self._ahead = (self._ahead if self._ahead is not None else self._queue.get()), None
+            if item is _STOP:
                 return
             fn, fut = item
             try:
@@ -103,7 +122,7 @@ class SerialRunner:
         with self._lock:
             thread, self._thread = self._thread, None
         if thread is not None:
-            self._queue.put(None)
+            self._queue.put(_STOP)
             thread.join()
 
 
@@ -200,25 +219,86 @@ class THCHookState:
         return comp
 
 
-def _thc_reduce(state: THCHookState, buffer: torch.Tensor, index: int, iteration: int) -> torch.Tensor:
+NEXT_BUCKET_POLL = 0.001  # s: while a bucket's sums are in flight, how often the thread looks for the next
+
+
+def _overlaps(aggregator) -> bool:
+    """Whether the aggregator can start a call while another is in flight (SwitchAggregator can)."""
+    return all(callable(getattr(aggregator, m, None)) for m in ("start_max", "start_sum_table_values", "finish"))
+
+
+class _THCRound:
     """One bucket's THC round: norm round (all_max), encode to table indices, integer sums
-    (all_sum_table_values), decode into ``buffer`` in place (the bucket takes the average)."""
-    comp = state.compressor_for(index, buffer.numel())
-    prep = comp.prepare(buffer, iteration, key=index)
+    (all_sum_table_values), decode into the bucket in place (the bucket takes the average). Its
+    preparation and norm round may start early (``start_norm``), on the aggregation thread, while the
+    previous bucket's sums are in flight."""
 
-    def norm_encode_sum():
-        max_norms = state.aggregator.all_max(prep.norms)
-        # sets the EF memory anew: a redone round overwrites it; a partial norm round may lack our own norm
-        partial = bool(getattr(state.aggregator, "last_max_partial", False))
-        indices = comp.encode(prep, max_norms, partial=partial)
-        return max_norms, *state.aggregator.all_sum_table_values(indices, comp.table)
+    def __init__(
+        self, state: THCHookState, buffer: torch.Tensor, index: int, iteration: int, last: bool = True
+    ) -> None:
+        self.state, self.buffer, self.index, self.iteration = state, buffer, index, iteration
+        self.last = last  # the last bucket of its backward pass: no next one comes while its sums are out
+        self.comp: THCCompressor | None = None
+        self.prep = None
+        self.norm = None  # the norm round's call, started early
 
-    max_norms, sums, contributors = redo_on_membership_change(norm_encode_sum)
-    if isinstance(contributors, (int, np.integer)) and contributors < 1:
-        raise AggregationError(f"the aggregator reported {contributors} contributors")
-    comp.decode(prep, sums, contributors, max_norms, out=buffer)
-    state.buckets_seen += 1
-    return buffer
+    def _prepare(self) -> None:
+        if self.prep is None:
+            self.comp = self.state.compressor_for(self.index, self.buffer.numel())
+            self.prep = self.comp.prepare(self.buffer, self.iteration, key=self.index)
+
+    def start_norm(self) -> None:
+        """Prepare the bucket and send its norm round now."""
+        self._prepare()
+        if self.norm is None:
+            self.norm = self.state.aggregator.start_max(self.prep.norms)
+
+    def __call__(self, overlap: bool = True) -> torch.Tensor:
+        """The round (on the aggregation thread; ``overlap`` False: in the caller, nothing started early)."""
+        state, agg = self.state, self.state.aggregator
+        overlapped = _overlaps(agg)
+        self._prepare()
+        comp, prep = self.comp, self.prep
+        meanwhile = self._start_next if overlap and overlapped and not self.last else None
+
+        def norm_encode_sum():
+            if overlapped:
+                norm, self.norm = self.norm or agg.start_max(prep.norms), None
+                max_norms = agg.finish(norm)
+            else:
+                max_norms = agg.all_max(prep.norms)
+            # sets the EF memory anew: a redone round overwrites it; a partial norm round may lack our own norm
+            partial = bool(getattr(agg, "last_max_partial", False))
+            indices = comp.encode(prep, max_norms, partial=partial)
+            if overlapped:
+                call = agg.start_sum_table_values(indices, comp.table)
+                return max_norms, *agg.finish(call, meanwhile=meanwhile, poll=NEXT_BUCKET_POLL)
+            return max_norms, *agg.all_sum_table_values(indices, comp.table)
+
+        max_norms, sums, contributors = redo_on_membership_change(norm_encode_sum)
+        if isinstance(contributors, (int, np.integer)) and contributors < 1:
+            raise AggregationError(f"the aggregator reported {contributors} contributors")
+        comp.decode(prep, sums, contributors, max_norms, out=self.buffer)
+        state.buckets_seen += 1
+        return self.buffer
+
+    def _start_next(self) -> bool:
+        """While this bucket's sums are in flight: once the next bucket is handed over, its norm round goes
+        out (after this bucket's sums, as in the blocking order). Whether to keep looking."""
+        nxt = self.state.runner.peek()
+        if not isinstance(nxt, _THCRound):
+            return nxt is None
+        try:
+            nxt._prepare()
+        except Exception:  # noqa: BLE001 - the next bucket's own error (its gradient): raised again when it runs
+            return False
+        nxt.start_norm()
+        return False
+
+
+def _thc_reduce(state: THCHookState, buffer: torch.Tensor, index: int, iteration: int) -> torch.Tensor:
+    """One bucket's THC round in the caller (the blocking hook)."""
+    return _THCRound(state, buffer, index, iteration)(overlap=False)
 
 
 MAX_REDOS = 32  # a round is redone once per membership change, and a job has at most 32 workers
@@ -252,9 +332,9 @@ def thc_hook(state: THCHookState, bucket: dist.GradBucket) -> torch.futures.Futu
     Returns at once: the state's aggregation thread runs the round (see the module docstring) and then
     completes the future with the AVERAGE gradient, like DDP's default all-reduce hook.
     """
-    buffer, index = bucket.buffer(), bucket.index()
+    buffer, index, last = bucket.buffer(), bucket.index(), bucket.is_last()
     iteration = _round_of(state, bucket)
-    return state.runner.submit(lambda: _thc_reduce(state, buffer, index, iteration))
+    return state.runner.submit(_THCRound(state, buffer, index, iteration, last))
 
 
 def thc_blocking_hook(state: THCHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:

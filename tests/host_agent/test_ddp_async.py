@@ -5,11 +5,16 @@ in threads with several buckets each, through the fake switch on the loopback wi
 (topologies/inprocess/ddp_cluster.py)."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
 import torch
 
+from host_agent import wire
+from host_agent.aggregator import SwitchAggregator
+from host_agent.fake_switch import FakeSwitch
+from host_agent.sim import SimJob, attach_workers
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import ddp
 from thc.config import THCConfig
@@ -141,3 +146,75 @@ def test_overlapping_buckets_count_their_aggregation_time_once():
     futures[1].set_result(torch.ones(1))  # bucket 1 at 1.5
     assert [f.wait().item() for f in done] == [0.0, 1.0]
     assert seconds == [1.0, 0.5]  # 1.0 + 0.5 = the 1.5 s in progress, not 1.0 + 1.4
+
+
+class HoldsTheSums:
+    """Wraps a switch engine: the results of the first THC round are held back until every worker has sent
+    the next norm round (a NORM request numbered after its first THC request), or, unless `patient`, until a
+    THC request is sent again (its worker gave up waiting: the blocking hook's next norm round never comes
+    while its sums are out). `opened_by` says which happened. A patient gate opens on nothing else, so
+    how slowly the workers run cannot open it (without the overlap, their requests time out)."""
+
+    def __init__(self, engine, workers: int, window: int, patient: bool = False):
+        self.engine, self.workers, self.window, self.patient = engine, workers, window, patient
+        self.held: list = []
+        self.first_sum: dict[int, int] = {}  # worker -> request number of its first THC request
+        self.seen: set[tuple[int, int]] = set()  # (worker, request number) of the THC requests held
+        self.next_norm: set[int] = set()  # workers whose next norm round came while the sums were held
+        self.opened_by: str | None = None
+
+    def process(self, port, frame):
+        p = wire.parse_frame(frame)
+        out = self.engine.process(port, frame)
+        if self.opened_by is not None or p is None or p.kind != wire.KIND_REQUEST:
+            return out
+        q = p.round * self.window + p.slot
+        if p.op == wire.OP_THC:
+            self.first_sum.setdefault(p.worker_id, q)
+            if (p.worker_id, q) in self.seen and not self.patient:
+                return self._open("retransmission", out)  # a THC request seen before: sent again
+            self.seen.add((p.worker_id, q))
+            self.held += out
+            return []
+        if p.op == wire.OP_NORM and p.worker_id in self.first_sum and q > self.first_sum[p.worker_id]:
+            self.next_norm.add(p.worker_id)
+            if len(self.next_norm) == self.workers:
+                return self._open("next norm round", out)
+        return out
+
+    def _open(self, why, out):
+        self.opened_by = why
+        held, self.held = self.held, []
+        return held + out
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+
+def test_the_next_buckets_norm_round_goes_out_while_this_buckets_sums_are_in_flight():
+    """Two workers hand over three buckets at once. The switch holds back the first bucket's sums until both
+    workers have sent the second bucket's norm round: with the norm round overlapped it comes while the
+    sums are in flight, and the results are bit for bit those of the blocking hook."""
+    config = THCConfig(chunk=2048, error_feedback=True, seed=3)
+    results = {}
+    for hook in (ddp.thc_hook, ddp.thc_blocking_hook):
+        job = SimJob.plan(cluster.thc_spec(config, 3, 2, window=64, slots=64))
+        switch = FakeSwitch()
+        switch.add_job(job)
+        gate = HoldsTheSums(switch, 2, 64, patient=hook is ddp.thc_hook)
+        _, protocols = attach_workers(gate, job, clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=20.0)
+
+        def work(rank, hook=hook, protocols=protocols):
+            state = ddp.THCHookState(config, SwitchAggregator(protocols[rank]), worker_id=rank)
+            buckets = [Bucket(grad(10 * rank + k), index=k, last=k == 2) for k in range(3)]
+            futures = [hook(state, bucket) for bucket in buckets]  # all three handed over before any is done
+            out = [f.wait().clone() for f in futures]
+            state.close()
+            return out
+
+        results[hook] = (cluster.in_threads(2, work), gate.opened_by)
+    (overlapped, opened_by), (blocking, _) = results[ddp.thc_hook], results[ddp.thc_blocking_hook]
+    assert opened_by == "next norm round"
+    for rank in range(2):
+        for a, b in zip(overlapped[rank], blocking[rank]):
+            assert torch.equal(a, b)

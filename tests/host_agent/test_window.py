@@ -6,6 +6,8 @@ import math
 import numpy as np
 
 from host_agent import wire
+from host_agent.operation import Operation
+from host_agent.window import Window
 from spec.job import JobSpec
 from tests.host_agent.test_protocol import K, event_counts
 from tests.host_agent.test_retransmission import timed_cluster
@@ -110,3 +112,60 @@ def test_the_default_window_holds_a_fix32_step_of_the_default_model():
     model = workloads.get("cnn-digits").build(0)
     params = sum(p.numel() for p in model.parameters())
     assert math.ceil(params / spec.fix32_per_request) <= spec.window
+
+
+def _send(groups) -> None:
+    """What Window.take() let go is sent, as WorkerProtocol._retransmit records it."""
+    for op, idx, _ in groups:
+        op.in_flight_count += int(np.count_nonzero(op.attempts[idx] == 0))
+        op.attempts[idx] += 1
+        op.sent_hi = max(op.sent_hi, int(idx.max()) + 1)
+
+
+def _answer(window, op, idx) -> None:
+    op.done[idx] = True
+    op.in_flight_count -= len(idx)
+    op.answered += len(idx)
+    window.answered(op, idx)
+
+
+def _overlapped_timeout():
+    """W = 4: a bucket's sums (requests 0-3, 0 and 1 answered) and the next bucket's norm round (requests
+    4-5, the slots 0 and 1 freed) in flight together when the timer expires: the protocol resends the
+    lowest, sums' 2, and the window records the rest of both operations."""
+    window = Window(4)
+    sums = Operation(wire.OP_THC, 0, 4, np.zeros((4, 62 + K // 2), np.uint8), [4 * K], K, 8, 0.0)
+    norm = Operation(wire.OP_NORM, 4, 2, np.zeros((2, 62), np.uint8), [2], 1, 8, 0.0)
+    window.open(sums)
+    _send(window.take())
+    _answer(window, sums, np.array([0, 1]))
+    window.open(norm)
+    _send(window.take())
+    assert norm.attempts.tolist() == [1, 1]
+    window.timed_out([(sums, np.array([3])), (norm, np.array([0, 1]))], "timer")
+    sums.attempts[2] += 1
+    return window, sums, norm
+
+
+def test_a_timeout_is_judged_by_the_results_of_every_operation_in_flight():
+    """F-RTO with the norm round overlapping the previous bucket's sums: a first result of the later
+    operation shows the stall spurious (no cut, nothing resent); the earlier one's completion leaves the
+    verdict to the later one's results; when only the resent request is answered and the silence comes back,
+    both operations' requests are presumed lost and go again, lowest first, as the halved window lets them."""
+    window, sums, norm = _overlapped_timeout()
+    window.judge([(norm, np.array([1]))])
+    assert not window.judging and window.undone == 1 and window.cuts == 0 and window.take() == []
+
+    window, sums, norm = _overlapped_timeout()
+    window.close(sums)
+    assert window.judging
+    window.judge([(norm, np.array([0]))])
+    assert window.undone == 1 and window.cuts == 0
+
+    window, sums, norm = _overlapped_timeout()
+    window.judge([(sums, np.array([], np.int64))])  # the resent request's result: it judges nothing
+    _answer(window, sums, np.array([2]))
+    assert window.judging and window.undone == 0
+    window.timed_out([(sums, np.array([3])), (norm, np.array([0, 1]))], "timer")
+    assert window.cuts == 1 and window.limit == 2
+    assert [(op, idx.tolist(), why) for op, idx, why in window.take()] == [(sums, [3], "timer"), (norm, [0], "timer")]

@@ -232,3 +232,84 @@ def test_a_survivor_behind_the_others_finishes_its_call_in_the_old_job_first(new
             assert got["n"] == len(ranks), where
             assert np.array_equal(got["max_norms"], max_norms), where
             assert np.array_equal(got["sums"], sums), where
+
+
+@pytest.mark.parametrize("handed_over", ["before the notice", "after the notice", "mixed"])
+def test_overlapped_hook_survivors_redo_the_round_and_the_early_norm_round_in_the_new_job(new_engine, handed_over):
+    """thc_hook with two buckets a step, through the switch: while bucket 0's sums are out, bucket 1's norm
+    round goes out early. The dead worker never completes round 3's bucket 0 sums. Bucket 1 of that round is
+    handed over before the notice (its norm round is out when the survivors move) or after it (its early
+    start must not move the worker, which would number it before the redone bucket 0), or before it on one
+    survivor and after it on the others (they must still number alike). Either way the
+    survivors abandon what is in flight and redo the round in the new job in the blocking order (bucket 0's
+    norm, its sums, bucket 1's norm ...): every bucket before the failure is the four workers' average,
+    every one from round 3 on the survivors'."""
+    from tests.support.grad_bucket import GradBucket
+    from thc import ddp
+
+    old, new = jobs()
+    engine = new_engine(old)
+    _, protocols = attach_workers(
+        engine, old, seed=5, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=30.0
+    )
+    board = MembershipBoard()
+    aggs = [SwitchAggregator(p, membership=board.reader()) for p in protocols]
+    decoded = {r: [] for r in range(N)}
+    errors = []
+    posted = threading.Event()
+    late = {r: handed_over == "after the notice" or (handed_over == "mixed" and r != SURVIVORS[0]) for r in SURVIVORS}
+
+    def grads(rank, k):
+        return [probe_gradient(7, rank, 2 * k + b, SIZE) for b in range(2)]
+
+    def work(rank):
+        state = ddp.THCHookState(CONFIG, aggs[rank], worker_id=rank)
+        try:
+            for k in range(ROUNDS):
+                if rank == DEAD and k == DIES_IN:
+                    comp = state.compressor_for(0, SIZE)
+                    prep = comp.prepare(grads(rank, k)[0], k, key=0)
+                    indices = comp.encode(prep, aggs[rank].all_max(prep.norms))
+                    aggs[rank].protocol.start_sum_indices([indices[0][: 4 * K]])  # 4 of 16, then gone
+                    aggs[rank].protocol.pump()
+                    return
+                buckets = [GradBucket(g, index=b, last=b == 1) for b, g in enumerate(grads(rank, k))]
+                futures = [ddp.thc_hook(state, buckets[0])]
+                if k == DIES_IN and late[rank]:
+                    assert posted.wait(60)
+                futures.append(ddp.thc_hook(state, buckets[1]))
+                decoded[rank].append([f.wait().clone() for f in futures])
+        except Exception as exc:  # surfaced below with the worker's id
+            errors.append((rank, exc))
+        finally:
+            state.close()
+
+    threads = {r: threading.Thread(target=work, args=(r,), daemon=True) for r in range(N)}
+    for t in threads.values():
+        t.start()
+    threads[DEAD].join(60)
+    assert not threads[DEAD].is_alive()
+    out = {r: 1 if late[r] else 2 for r in SURVIVORS}  # bucket 0's sums, and bucket 1's norm round
+    deadline = time.monotonic() + 60
+    while any(len(aggs[r].protocol.in_flight) < out[r] for r in SURVIVORS) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(len(aggs[r].protocol.in_flight) == out[r] for r in SURVIVORS)
+    admit(engine, new)
+    board.post(notice(new))
+    posted.set()
+    for r in SURVIVORS:
+        threads[r].join(60)
+        assert not threads[r].is_alive(), f"worker {r} hangs"
+    assert not errors, errors
+
+    for k in range(ROUNDS):
+        ranks = list(range(N)) if k < DIES_IN else SURVIVORS
+        for b in range(2):
+            comps = {r: THCCompressor(CONFIG, worker_id=r) for r in ranks}
+            preps = {r: comps[r].prepare(grads(r, k)[b], step=k, key=b) for r in ranks}
+            max_norms = torch.stack([p.norms for p in preps.values()]).amax(0)
+            sums = comps[ranks[0]].aggregate([comps[r].encode(preps[r], max_norms) for r in ranks])
+            for r in SURVIVORS:
+                want = comps[r].decode(preps[r], sums, len(ranks), max_norms)
+                assert torch.equal(decoded[r][k][b], want), f"round {k}, bucket {b}, worker {r}"
+    assert {aggs[r].rejoins[0]["at_call"] for r in SURVIVORS} == {4 * DIES_IN + 1}
