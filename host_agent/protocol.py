@@ -16,6 +16,8 @@ This module is the orchestration; each mechanism has its own:
 |---|---|
 | operation.py | an aggregation call's requests (prebuilt frames), per-request state and assembled results |
 | window.py | the schedule (slot, round of request q), which requests it lets go, the congestion window |
+| sender.py | booking transmissions (their sequence numbers) and sending what the window lets go |
+| recovery.py | what goes again and when: timer expiry, tail probe, fast retransmission, deadline, RELEASE |
 | timers.py | round-trip estimates, retransmission timers, the tail probe |
 | loss.py | which requests the results of later ones show lost (fast and early retransmission) |
 | receive.py | how a batch of received frames is sorted and stored; receive coalescing |
@@ -54,6 +56,8 @@ import numpy as np
 from host_agent import loss, native, receive, wire
 from host_agent.loopback import VirtualClock
 from host_agent.operation import Operation, ProtocolError, norm_bits, pack_fix32, pack_indices
+from host_agent.recovery import Recovery
+from host_agent.sender import Sender
 from host_agent.timers import Timers
 from host_agent.transport import BatchIO, Transport
 from host_agent.window import Window
@@ -68,9 +72,6 @@ __all__ = [
     "WorkerStats",
     "drive",
 ]
-
-_NEVER = np.iinfo(np.int64).max
-TIMER, FAST, PROBE = "timer_retransmissions", "fast_retransmissions", "probe_retransmissions"
 
 
 class AggregationTimeout(TimeoutError):
@@ -229,14 +230,17 @@ class WorkerProtocol:
         # released results that came before their request (partial aggregation only)
         self._early = receive.EarlyResults(early_capacity) if straggler_timeout is not None else None
         self._sorter = receive.Sorter(self.job_id, self.key, self.schedule, self.n_workers, self.counters, self._early)
+        self.sender = Sender(self.schedule, self.timers, self.counters, clock, straggler_timeout)
+        self.recovery = Recovery(
+            self.schedule, self.timers, self.sender, self.counters, clock,
+            dupthresh=dupthresh, early_retransmit=early_retransmit, straggler_timeout=straggler_timeout,
+            timeout_error=self._timeout_error, release_frames=self._release_frames,
+        )  # fmt: skip
         self.transport, self.builder = transport, builder
-        self._tx = 0  # transmissions so far: orders every transmission of this worker
         self._batch = True  # the next batch of results is one arrival, a sample of their spacing
         self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
         self.next_request = first_request
-        self._firsts = 0  # first transmissions so far (loss.py: what "later" means across operations)
         self.last_operation: Operation | None = None  # the latest completed operation (its timings)
-        self._outq: list[np.ndarray] = []  # frames booked as sent, for _flush()
 
     @property
     def transport(self) -> Transport:
@@ -246,7 +250,7 @@ class WorkerProtocol:
     def transport(self, transport: Transport) -> None:
         """The worker's transport; replacing it (e.g. with a wrapper) takes effect at the next send."""
         self._transport = transport
-        self._io = BatchIO(transport)
+        self._io = self.sender.io = BatchIO(transport)
         # the C take of a batch of results, or None: the numpy one (partial aggregation keeps early results)
         lib = native.load() if self._early is None else None
         self._native = (
@@ -337,7 +341,7 @@ class WorkerProtocol:
     def pump(self, wait: float = 0.0) -> bool:
         """Send what the window allows, take in the results that are there (waiting up to `wait` s for the
         first, never past the next retransmission time), retransmit what is due. True if anything moved."""
-        moved = self._send_ready()
+        moved = self.sender.send_ready()
         if self.busy and wait > 0:
             due = self.next_deadline()
             if due is not None:
@@ -348,10 +352,10 @@ class WorkerProtocol:
         self._batch, self._held = not self._held, False
         if n:
             self._on_results(n)
-            self._flush()
+            self.sender.flush()
             moved = True
-            moved |= self._send_ready()
-        moved |= self._fire_timers()
+            moved |= self.sender.send_ready()
+        moved |= self.recovery.fire()
         return moved
 
     def wait(self, operation: Operation, interrupt: Callable[[], bool] | None = None, poll: float = 0.05):
@@ -408,194 +412,17 @@ class WorkerProtocol:
         return receive.coalescing_hold(op, self.coalesce, self.max_hold, self.timers.next_due(), self.clock())
 
     def next_deadline(self) -> float | None:
-        """When the earliest retransmission (or the deadline) is due; None if no request is waiting."""
-        due = self.timers.next_due() if self.busy else None
-        if self.straggler_timeout is not None:
-            for op in self.schedule.ops:
-                release = self._next_release(op)
-                if release is not None and (due is None or release < due):
-                    due = release
-        return due
+        """When the earliest retransmission (or the deadline, or a RELEASE) is due; None if no request is
+        waiting."""
+        return self.recovery.next_deadline()
 
-    def _next_release(self, op: Operation) -> float | None:
-        """When the earliest unanswered request sends a RELEASE (partial aggregation), or None."""
-        flying, lo = op.in_flight()
-        if not flying.any():
-            return None
-        return float(op.release_at[lo : lo + len(flying)][flying].min())
-
-    def _release_due(self, op: Operation, now: float) -> bool:
-        """Send a RELEASE for every unanswered request that has waited past the straggler timeout; it
-        releases again after another timeout if its result still has not come."""
-        flying, lo = op.in_flight()
-        due = np.flatnonzero(flying & (op.release_at[lo : lo + len(flying)] <= now)) + lo
-        if not due.size:
-            return False
-        q = op.q0 + due
-        self._outq.append(
-            wire.build_rows(self.builder, op.op, wire.KIND_RELEASE, self.job_id, self.worker_id,
-                            self.schedule.slot(q), self.schedule.round(q), lane_bits=op.lane_bits, key=self.key)
+    def _release_frames(self, op: Operation, q: np.ndarray) -> np.ndarray:
+        """RELEASE frames for requests q of op (partial aggregation, recovery.py)."""
+        slots, rounds = self.schedule.slot(q), self.schedule.round(q)
+        return wire.build_rows(
+            self.builder, op.op, wire.KIND_RELEASE, self.job_id, self.worker_id, slots, rounds,
+            lane_bits=op.lane_bits, key=self.key,
         )  # fmt: skip
-        op.release_at[due] = now + self.straggler_timeout
-        self.counters.releases += len(due)
-        self.counters.packets_sent += len(due)
-        self.counters.bytes_sent += len(due) * wire.PAYLOAD_OFFSET
-        return True
-
-    # ---- sending ---------------------------------------------------------------------------------
-
-    def _send_ready(self) -> bool:
-        """Send what the window lets go: requests presumed lost again, then new ones. Whether any went."""
-        if not self.schedule.waiting:
-            return False
-        ready = self.schedule.take()
-        now = self.clock()
-        for op, idx, why in ready:
-            if why is None:
-                op.first_sent[idx] = now
-                if self.straggler_timeout is not None:
-                    op.release_at[idx] = now + self.straggler_timeout
-                self._transmit(op, idx, now)
-                self.timers.sent(now)
-                self.counters.requests += len(idx)
-            else:
-                self._retransmit(op, idx[np.argsort(op.seq[idx], kind="stable")], now, why)
-        self._flush()
-        return bool(ready)
-
-    def _retransmit(self, op: Operation, idx: np.ndarray, now: float, why: str) -> None:
-        """Send requests idx again now, counted in `why` (one of WorkerStats' *_retransmissions)."""
-        self._transmit(op, idx, now)
-        self.counters.retransmissions += len(idx)
-        setattr(self.counters, why, getattr(self.counters, why) + len(idx))
-
-    def _transmit(self, op: Operation, idx: np.ndarray, now: float) -> None:
-        """Book transmissions of requests `idx` (distinct, in this order) and queue their frames; _flush()
-        sends them."""
-        k = len(idx)
-        seqs = np.arange(self._tx, self._tx + k, dtype=np.int64)
-        self._tx += k
-        attempts = op.attempts[idx]
-        first = attempts == 0
-        if first.all():  # first transmissions (from _send_ready)
-            op.first_seq[idx] = seqs
-            op.firsts_before[idx] = np.arange(self._firsts + 1, self._firsts + k + 1)
-        else:
-            op.first_seq[idx[first]] = seqs[first]
-            op.firsts_before[idx] = self._firsts + np.cumsum(first)
-        n_first = int(np.count_nonzero(first))
-        self._firsts += n_first
-        op.first_transmissions += n_first
-        op.in_flight_count += n_first
-        op.attempts[idx] = attempts + 1
-        op.seq[idx] = seqs
-        op.evidence[idx] = 0
-        if n_first < k:
-            self.timers.resent(op, idx[~first], now)
-        op.sent_hi = max(op.sent_hi, int(idx.max()) + 1)
-        self._outq.append(op.frames[idx])
-        self.counters.packets_sent += k
-        self.counters.bytes_sent += k * op.frames.shape[1]
-
-    def _flush(self) -> None:
-        """Send the queued frames, in the order they were queued."""
-        queue = self._outq
-        if not queue:
-            return
-        if len(queue) == 1:
-            self._io.send(queue[0])
-        elif all(rows.shape[1] == queue[0].shape[1] for rows in queue):
-            self._io.send(np.concatenate(queue))
-        else:
-            for rows in queue:
-                self._io.send(rows)
-        queue.clear()
-
-    # ---- sending again ---------------------------------------------------------------------------
-
-    def _fire_timers(self) -> bool:
-        timers = self.timers
-        if not self.busy:
-            return False
-        now = self.clock()
-        flying = self._flying()
-        if timers.deadline_at is not None and timers.deadline_at <= now:
-            if not flying:
-                timers.deadline_at = None
-            else:
-                op, i = min(((op, int(idx[np.argmin(op.first_sent[idx])])) for op, idx in flying),
-                            key=lambda oi: oi[0].first_sent[oi[1]])  # fmt: skip
-                if timers.check_deadline(now, float(op.first_sent[i])):
-                    raise self._timeout_error(op, i, now)
-        fired = False
-        if timers.expired(now):
-            # The request waiting longest goes again, as TCP sends its oldest segment on a timeout. Before
-            # its operation's first result the silence may be a late worker; after it every worker is in
-            # the operation, and a silence as long as the RTO says that what is in flight is lost (the
-            # switch or the path cannot take that much) or only late (a switch that stalled): the next
-            # results judge (window.judge); if lost, the window closes and the rest goes again. Then, as
-            # TCP resends its first unacknowledged segment at every expiry, the lowest request in flight of
-            # the operations answered so far goes, the same one through a long stall: the others stay sent
-            # once, so that their results can show the stall for what it was.
-            if flying:
-                op, i = self._oldest(flying)
-                if op.answered:
-                    answered = [(o, idx) for o, idx in flying if o.answered]  # in request order
-                    op, i = answered[0][0], int(answered[0][1][0])
-                    self.schedule.timed_out([(o, idx[idx != i] if o is op else idx) for o, idx in answered], TIMER)
-                self._retransmit(op, np.array([i], np.int64), now, TIMER)
-            timers.restart(now)
-            fired = True
-        for resent_op, lost in timers.lost_resends(now):
-            self._retransmit(resent_op, lost, now, TIMER)
-            fired = True
-        if self.straggler_timeout is not None:
-            for op in self.in_flight:
-                fired |= self._release_due(op, now)
-        if timers.probe_due(now):
-            timers.probed(now)
-            flying = self._flying()
-            if flying:
-                # The oldest: its result, fast retransmission or the next probe find the rest. Once no
-                # result still to come can show any of them lost, all: they are the last of the flow, and
-                # go as the window lets them. More of them lost together than one fast retransmission
-                # needs to see is a burst: a queue overflowed, and the window halves.
-                op, i = self._oldest(flying)
-                if loss.starved(self.schedule.ops):
-                    if sum(len(idx) for _, idx in flying) > timers.tail:
-                        self.schedule.cut()
-                    self._presume_lost(flying, (op, i), PROBE)
-                self._retransmit(op, np.array([i], np.int64), now, PROBE)
-                fired = True
-        self._flush()
-        return fired
-
-    def _flying(self) -> list[tuple[Operation, np.ndarray]]:
-        """Per operation in flight, its requests sent and unanswered."""
-        out = []
-        for op in self.schedule.ops:
-            mask, lo = op.in_flight()
-            if mask.any():
-                out.append((op, np.flatnonzero(mask) + lo))
-        return out
-
-    @staticmethod
-    def _oldest(flying: list[tuple[Operation, np.ndarray]]) -> tuple[Operation, int]:
-        """Of the requests in flight, the one whose latest transmission is the oldest."""
-        return min(((op, int(idx[np.argmin(op.seq[idx])])) for op, idx in flying), key=lambda oi: oi[0].seq[oi[1]])
-
-    def _presume_lost(self, flying, but: tuple[Operation, int], why: str) -> None:
-        """Every request of `flying` but `but` (sent again at once) is lost: it goes as the window lets it."""
-        for op, idx in flying:
-            if op is but[0]:
-                idx = idx[idx != but[1]]
-            self.schedule.presume_lost(op, idx[np.argsort(op.seq[idx], kind="stable")], why)
-
-    def _retransmit_lost(self, bound: int, now: float) -> None:
-        """A result for a request first sent as transmission `bound` is in: send again at once what it shows
-        lost (loss.py)."""
-        for op, lost in loss.lost_before(self.schedule.ops, bound, self.dupthresh, self.early_retransmit, self._firsts):
-            self._retransmit(op, lost, now, FAST)
 
     # ---- taking results in -----------------------------------------------------------------------
 
@@ -683,7 +510,7 @@ class WorkerProtocol:
         if op.outstanding == 0:
             self._finish(op)
         if detect:
-            self._retransmit_lost(int(op.first_seq[i]), now)
+            self.recovery.lost_before(int(op.first_seq[i]), now)
 
     def _round_trips(self, op: Operation, clean: np.ndarray, now: float) -> None:
         """Results of requests `clean` of `op` (sent once) came at `now`: round-trip samples, and the timers

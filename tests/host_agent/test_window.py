@@ -115,7 +115,7 @@ def test_the_default_window_holds_a_fix32_step_of_the_default_model():
 
 
 def _send(groups) -> None:
-    """What Window.take() let go is sent, as WorkerProtocol._retransmit records it."""
+    """What Window.take() let go is sent, as Sender.transmit records it."""
     for op, idx, _ in groups:
         op.in_flight_count += int(np.count_nonzero(op.attempts[idx] == 0))
         op.attempts[idx] += 1

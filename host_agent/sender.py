@@ -1,0 +1,108 @@
+"""Booking and sending a worker's transmissions (`Sender`): what the window lets go leaves here, first
+transmissions and retransmissions alike, each numbered in one sequence over all operations.
+
+The numbering is what loss detection and the timers reason with: a request's latest transmission (`seq`)
+orders it against every other transmission of the worker; its first (`first_seq`) and the count of first
+transmissions before it (`firsts_before`) say which later results are evidence that it was lost (loss.py).
+Frames are queued as rows of the operations' prebuilt arrays and sent together by `flush()`, one
+`send_many` for what one pump lets go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from host_agent import wire
+from host_agent.operation import Operation
+from host_agent.timers import Timers
+from host_agent.transport import BatchIO
+from host_agent.window import Window
+
+
+class Sender:
+    """One worker's transmissions: the sequence numbers, the queue of frames booked as sent, and the
+    counters of what went (`counters`: the worker's WorkerStats). `io` is the worker's BatchIO, replaced
+    when its transport is."""
+
+    def __init__(self, schedule: Window, timers: Timers, counters, clock: Callable[[], float], straggler_timeout):
+        self.schedule, self.timers, self.counters, self.clock = schedule, timers, counters, clock
+        self.straggler_timeout = straggler_timeout
+        self.io: BatchIO | None = None
+        self.tx = 0  # transmissions so far: orders every transmission of this worker
+        self.firsts = 0  # first transmissions so far (loss.py: what "later" means across operations)
+        self._queue: list[np.ndarray] = []  # frames booked as sent, for flush()
+
+    def send_ready(self) -> bool:
+        """Send what the window lets go: requests presumed lost again, then new ones. Whether any went."""
+        if not self.schedule.waiting:
+            return False
+        ready = self.schedule.take()
+        now = self.clock()
+        for op, idx, why in ready:
+            if why is None:
+                op.first_sent[idx] = now
+                if self.straggler_timeout is not None:
+                    op.release_at[idx] = now + self.straggler_timeout
+                self.transmit(op, idx, now)
+                self.timers.sent(now)
+                self.counters.requests += len(idx)
+            else:
+                self.retransmit(op, idx[np.argsort(op.seq[idx], kind="stable")], now, why)
+        self.flush()
+        return bool(ready)
+
+    def retransmit(self, op: Operation, idx: np.ndarray, now: float, why: str) -> None:
+        """Send requests idx again now, counted in `why` (one of WorkerStats' *_retransmissions)."""
+        self.transmit(op, idx, now)
+        self.counters.retransmissions += len(idx)
+        setattr(self.counters, why, getattr(self.counters, why) + len(idx))
+
+    def transmit(self, op: Operation, idx: np.ndarray, now: float) -> None:
+        """Book transmissions of requests `idx` (distinct, in this order) and queue their frames; flush()
+        sends them."""
+        k = len(idx)
+        seqs = np.arange(self.tx, self.tx + k, dtype=np.int64)
+        self.tx += k
+        attempts = op.attempts[idx]
+        first = attempts == 0
+        if first.all():  # first transmissions (from send_ready)
+            op.first_seq[idx] = seqs
+            op.firsts_before[idx] = np.arange(self.firsts + 1, self.firsts + k + 1)
+        else:
+            op.first_seq[idx[first]] = seqs[first]
+            op.firsts_before[idx] = self.firsts + np.cumsum(first)
+        n_first = int(np.count_nonzero(first))
+        self.firsts += n_first
+        op.first_transmissions += n_first
+        op.in_flight_count += n_first
+        op.attempts[idx] = attempts + 1
+        op.seq[idx] = seqs
+        op.evidence[idx] = 0
+        if n_first < k:
+            self.timers.resent(op, idx[~first], now)
+        op.sent_hi = max(op.sent_hi, int(idx.max()) + 1)
+        self._queue.append(op.frames[idx])
+        self.counters.packets_sent += k
+        self.counters.bytes_sent += k * op.frames.shape[1]
+
+    def control(self, rows: np.ndarray) -> None:
+        """Queue frames that are no request (RELEASEs), counted as sent."""
+        self._queue.append(rows)
+        self.counters.packets_sent += len(rows)
+        self.counters.bytes_sent += len(rows) * wire.PAYLOAD_OFFSET
+
+    def flush(self) -> None:
+        """Send the queued frames, in the order they were queued."""
+        queue = self._queue
+        if not queue:
+            return
+        if len(queue) == 1:
+            self.io.send(queue[0])
+        elif all(rows.shape[1] == queue[0].shape[1] for rows in queue):
+            self.io.send(np.concatenate(queue))
+        else:
+            for rows in queue:
+                self.io.send(rows)
+        queue.clear()
