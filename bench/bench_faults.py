@@ -214,11 +214,10 @@ def inprocess_run(args, mode: str, fault: str, n: int = 4) -> dict:
 def silent_leaf_rows(rounds: int) -> list[dict]:
     """Rounds through two leaves of 4 workers with every worker, then with leaf 1 silent."""
     from spec import frames
-    from thc import make_table
     from thc.aggregate import reference_aggregate
     from topologies.inprocess.leaf_spine import LeafSpine
 
-    table = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")
+    table = THCConfig().make_table()  # the codec's default table
     rows = []
     for fault in ("lossless", "silent leaf"):
         fabric = LeafSpine(leaves=2, per_leaf=4, table=table, backend="native")

@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spec import frames  # noqa: E402
-from thc import make_table  # noqa: E402
+from thc import THCConfig  # noqa: E402
 from thc.aggregate import reference_aggregate  # noqa: E402
 from topologies.inprocess.leaf_spine import LeafSpine  # noqa: E402
 
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--loss", type=float, default=0.0, help="loss probability per frame and link (0..1)")
     args = parser.parse_args(argv)
-    table = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")
+    table = THCConfig().make_table()  # the codec's default table
     runs = [measure(1, args, table), measure(2, args, table)]
     for run in runs:
         print(

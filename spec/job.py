@@ -47,10 +47,11 @@ class JobSpec:
 
     job_id: int
     workers: int
-    bits: int = 4
-    granularity: int = 30
-    clip: float = 1 / 32
-    table: str = "optimal"
+    # THC's own parameters default to the codec's (thc.config.THCConfig, the paper's): one place holds them
+    bits: int = THCConfig.bits
+    granularity: int = THCConfig.granularity
+    clip: float = THCConfig.clip
+    table: str = THCConfig.table
     chunk: int = 2048  # small chunks pad little: 2,410 parameters are 2048 + 512 coordinates, not 4096
     seed: int = 0
     error_feedback: bool = False

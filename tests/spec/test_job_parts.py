@@ -76,3 +76,12 @@ def test_thc_ctl_checks_the_parts_before_it_connects(tmp_path):
     assert_one_line(status, err, "job field 'bits' = 4", TERNGRAD_OPTIONS)
     status, _, err = job_add(tmp_path, *TERNGRAD_OPTIONS.split())
     assert status == 1 and "no P4Runtime server answers" in err  # a valid description gets as far as the switch
+
+
+def test_a_job_left_to_its_defaults_has_the_codecs_thc_parameters():
+    """bits, g, clip and the table kind have one home (thc.config.THCConfig): a job's defaults are those."""
+    job, codec = JobSpec(job_id=1, workers=4).thc_config(), THCConfig()
+    assert (job.bits, job.granularity, job.clip, job.table) == (codec.bits, codec.granularity, codec.clip, codec.table)
+    parser = argparse.ArgumentParser()
+    add_job_options(parser)
+    assert parser.parse_args([]).bits == codec.bits
