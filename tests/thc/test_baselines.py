@@ -68,6 +68,26 @@ def test_fixed_point_refuses_values_beyond_the_shared_max():
         comp.encode(prep, torch.tensor([1.0]))
 
 
+def test_fixed_point_after_a_released_max_round_clips_and_averages_per_coordinate_counts():
+    """Partial aggregation: the max round may lack a worker (its values beyond the shared max are clipped
+    to the headroom, not refused), and released slots sum fewer workers (each coordinate divided by its own
+    count)."""
+    comps = [FixedPoint32(2, chunk=2) for _ in range(2)]
+    x0, x1 = torch.tensor([1.0, -4.0, 0.5]), torch.tensor([0.5, 0.25, -1.0])
+    preps = [c.prepare(x, 0) for c, x in zip(comps, (x0, x1))]
+    stats = torch.tensor([1.0, 1.0])  # worker 0's -4.0 is missing from the released max of chunk 0
+    w0, w1 = (c.encode(p, stats, partial=True) for c, p in zip(comps, preps))
+    assert int(w0[0][1]) == -(INT32_MAX // 2)  # clipped to the headroom of 2 workers
+    # chunk 0 summed both workers; chunk 1 was released with worker 1 only
+    sums = [w0[0].astype(np.int64) + w1[0], w1[1].astype(np.int64)]
+    counts = [np.array([2, 2]), np.array([1])]
+    out = comps[1].decode(preps[1], sums, counts, stats)
+    clipped = -(INT32_MAX // 2) / fixed_point_scale(1.0, 2)
+    torch.testing.assert_close(out, torch.tensor([0.75, (clipped + 0.25) / 2, -1.0]), rtol=1e-6, atol=1e-6)
+    with pytest.raises(AggregationError, match="counts of chunk 1"):
+        comps[1].decode(preps[1], sums, [np.array([2, 2]), np.array([0])], stats)
+
+
 def test_topk_keeps_the_largest_and_error_feedback_telescopes():
     x = torch.tensor([0.1, -5.0, 0.2, 3.0, -0.3, 0.05, 0.0, 1.0, -0.01, 0.02])
     comp = TopK(ratio=0.2, chunk=16)

@@ -56,13 +56,20 @@ class FixedPoint32(ChunkedCompressor):
             raise AggregationError(f"got {stats.numel()} max |x| values for {len(prepared.chunks)} chunks")
         return [fixed_point_scale(float(s), self.workers) for s in stats]
 
-    def encode(self, prepared: Prepared, global_stats: torch.Tensor) -> list[np.ndarray]:
-        out = []
+    def encode(self, prepared: Prepared, global_stats: torch.Tensor, partial: bool = False) -> list[np.ndarray]:
+        """int32 values per chunk. ``partial``: the max round was released without some workers (partial
+        aggregation), so the shared max |x| may lie below this worker's own: its values beyond it are
+        clipped to the headroom (as THC clips an outlier) instead of refused."""
+        out, limit = [], INT32_MAX // self.workers
         for c, f in zip(prepared.chunks, self._scales(prepared, global_stats)):
             x = prepared.data[c.start : c.stop].cpu().numpy().astype(np.float64)
             q = np.rint(x * f)
-            if q.size and np.abs(q).max() > INT32_MAX // self.workers:
-                raise AggregationError("a value exceeds the shared max |x|: the max round must include every worker")
+            if q.size and np.abs(q).max() > limit:
+                if not partial:
+                    raise AggregationError(
+                        "a value exceeds the shared max |x|: the max round must include every worker"
+                    )
+                np.clip(q, -limit, limit, out=q)
             out.append(q.astype(np.int32))
         return out
 
@@ -74,11 +81,15 @@ class FixedPoint32(ChunkedCompressor):
         return [s.astype(np.int32) for s in sums]
 
     def decode(self, prepared, aggregated, contributors, global_stats) -> torch.Tensor:
-        n = self.check_contributors(contributors)
+        """The average: sums / (scale · contributors). ``contributors``: one count, or per chunk an integer
+        array of per-coordinate counts (partial aggregation released some slots with fewer workers)."""
         self.check_chunks(prepared, aggregated)
-        parts = [
-            np.asarray(s, dtype=np.float64) / (f * n) for s, f in zip(aggregated, self._scales(prepared, global_stats))
-        ]
+        if isinstance(contributors, (list, tuple)):
+            counts = self.check_counts(prepared, contributors)
+        else:
+            counts = [self.check_contributors(contributors)] * len(prepared.chunks)
+        scales = self._scales(prepared, global_stats)
+        parts = [np.asarray(s, dtype=np.float64) / (f * n) for s, f, n in zip(aggregated, scales, counts)]
         return self.finish(prepared, torch.from_numpy(np.concatenate(parts).astype(np.float32)))
 
     def bits_per_coordinate(self, n: int) -> Bits:
