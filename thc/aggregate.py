@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .chunking import Chunk
 from .errors import AggregationError, ConfigError, LaneOverflowError
 from .tables import Table
 
-__all__ = ["lane_bits_needed", "check_lanes", "max_workers", "lane_dtype", "reference_aggregate"]
+__all__ = ["lane_bits_needed", "check_lanes", "check_counts", "max_workers", "lane_dtype", "reference_aggregate"]
 
 
 def _check_positive(name: str, value: object) -> int:
@@ -89,3 +90,21 @@ def reference_aggregate(indices: Sequence[np.ndarray], table: Table, lane_bits: 
             raise AggregationError(f"worker {i} sent index {int(a.max())}; a {table.bits}-bit table has {table.size}")
         np.add(acc, np.take(lut, a), out=acc)
     return acc.astype(np.int64)
+
+
+def check_counts(chunks: Sequence[Chunk], counts: Sequence, padded: bool) -> list[np.ndarray]:
+    """Per-chunk arrays of per-coordinate contributor counts (partial aggregation), as int64: one integer
+    >= 1 per coordinate of each chunk (of its padded buffer if ``padded``, as THC's sums are)."""
+    if len(counts) != len(chunks):
+        raise AggregationError(f"got counts for {len(counts)} chunks, the tensor has {len(chunks)}")
+    arrays = []
+    for chunk, c in zip(chunks, counts):
+        a, size = np.asarray(c), chunk.padded if padded else chunk.length
+        if a.dtype.kind not in "iu" or a.shape != (size,):
+            raise AggregationError(
+                f"counts of chunk {chunk.index} must be integers of shape ({size},), got {a.dtype} {a.shape}"
+            )
+        if a.size and int(a.min()) < 1:
+            raise AggregationError(f"counts of chunk {chunk.index} must be >= 1, got {int(a.min())}")
+        arrays.append(a.astype(np.int64))
+    return arrays

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from . import direct, parallel
-from .aggregate import lane_bits_needed, reference_aggregate
+from .aggregate import check_counts, lane_bits_needed, reference_aggregate
 from .chunking import Chunk, ChunkGroup, group_chunks, plan_chunks
 from .config import THCConfig
 from .errors import AggregationError, ConfigError
@@ -299,7 +299,7 @@ class THCCompressor(Compressor):
                 raise AggregationError(f"contributors={contributors!r} must be a positive integer")
             n: int | list[np.ndarray] = int(contributors)
         elif isinstance(contributors, (list, tuple)):
-            n = self._check_counts(prep, contributors)
+            n = check_counts(prep.chunks, contributors, padded=True)
         else:
             raise AggregationError(
                 f"contributors={contributors!r} must be a positive integer or per-chunk arrays of counts"
@@ -516,23 +516,6 @@ class THCCompressor(Compressor):
                     f"the max-norm round must include every contributor"
                 )
         return m
-
-    def _check_counts(self, prep: THCPrepared, counts) -> list[np.ndarray]:
-        """Per-chunk arrays of per-coordinate contributor counts: shaped like the sums, all >= 1."""
-        if len(counts) != len(prep.chunks):
-            raise AggregationError(f"got counts for {len(counts)} chunks, the tensor has {len(prep.chunks)}")
-        arrays = []
-        for chunk, c in zip(prep.chunks, counts):
-            a = np.asarray(c)
-            if a.dtype.kind not in "iu" or a.shape != (chunk.padded,):
-                raise AggregationError(
-                    f"counts of chunk {chunk.index} must be integers of shape ({chunk.padded},), "
-                    f"got {a.dtype} {a.shape}"
-                )
-            if a.size and int(a.min()) < 1:
-                raise AggregationError(f"counts of chunk {chunk.index} must be >= 1, got {int(a.min())}")
-            arrays.append(a.astype(np.int64))
-        return arrays
 
     def _check_sums(self, prep: THCPrepared, sums) -> list[np.ndarray]:
         """Chunk count, shape and integer dtype; the value range is checked while decoding."""

@@ -77,24 +77,6 @@ class ChunkedCompressor(Compressor):
         return int(contributors)
 
     @staticmethod
-    def check_counts(prepared: Prepared, counts: Sequence) -> list[np.ndarray]:
-        """Per-chunk arrays of per-coordinate contributor counts: one integer >= 1 per coordinate."""
-        if len(counts) != len(prepared.chunks):
-            raise AggregationError(f"got counts for {len(counts)} chunks, the tensor has {len(prepared.chunks)}")
-        arrays = []
-        for chunk, c in zip(prepared.chunks, counts):
-            a = np.asarray(c)
-            if a.dtype.kind not in "iu" or a.shape != (chunk.length,):
-                raise AggregationError(
-                    f"counts of chunk {chunk.index} must be integers of shape ({chunk.length},), "
-                    f"got {a.dtype} {a.shape}"
-                )
-            if a.size and int(a.min()) < 1:
-                raise AggregationError(f"counts of chunk {chunk.index} must be >= 1, got {int(a.min())}")
-            arrays.append(a.astype(np.int64))
-        return arrays
-
-    @staticmethod
     def check_chunks(prepared: Prepared, aggregated: Sequence) -> None:
         if len(aggregated) != len(prepared.chunks):
             raise AggregationError(f"got {len(aggregated)} aggregated chunks, the tensor has {len(prepared.chunks)}")

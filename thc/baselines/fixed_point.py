@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ..aggregate import check_counts
 from ..errors import AggregationError
 from ..interface import Bits, Prepared
 from .base import ChunkedCompressor, check_workers
@@ -85,7 +86,7 @@ class FixedPoint32(ChunkedCompressor):
         array of per-coordinate counts (partial aggregation released some slots with fewer workers)."""
         self.check_chunks(prepared, aggregated)
         if isinstance(contributors, (list, tuple)):
-            counts = self.check_counts(prepared, contributors)
+            counts = check_counts(prepared.chunks, contributors, padded=False)
         else:
             counts = [self.check_contributors(contributors)] * len(prepared.chunks)
         scales = self._scales(prepared, global_stats)
