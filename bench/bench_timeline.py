@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 from controller.topology import Topology  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
 from thc import models_zoo, plan_cli, planner, profiles  # noqa: E402
-from topologies import one_run, plan_costs  # noqa: E402
+from topologies import interrupts, one_run, plan_costs  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
@@ -279,9 +279,12 @@ def main(argv=None) -> int:
         results = bed.run_workers(options)
         return step_times(results, args.warmup), results
 
+    interrupts.install()  # Ctrl-C, SIGTERM, SIGHUP: KeyboardInterrupt, held while a process is being recorded
+    interrupted = False
     machine_lock = one_run.hold(say)  # noqa: F841  (held while the bench runs: one Mininet run per machine)
-    with Testbed(topo.with_link_params(bw=rates[0]), args.out / "bench_timeline_logs", say=say) as bed:
-        bar = tqdm(total=total, desc="runs")
+
+    def validate(bed, bar) -> None:
+        """Every rate: the calibration model's runs if any, then each model's costs, plan and runs."""
         for bw in rates:
             bed.net.set_bandwidth(bw)
             # the calibration model: how much longer each mode's rounds take in training than in probes
@@ -303,7 +306,7 @@ def main(argv=None) -> int:
                 timelines = {"plan": plan.timeline}
                 timelines.update({f"all {x}": planner.uniform(step, mode_set, x).timeline for x in modes})
                 plan_cli.draw_gantt(out / f"gantt-{m}-{bw:g}.png", timelines, f"{m} on the testbed at {bw:g} Mbit/s")
-                measured = {}
+                measured, sizes = {}, [b.numel for b in step.buckets]
                 for mode in run_modes:
                     one = set(plan.modes.values())
                     got, results = train(bed, m, mode, plan_path, one.pop() if len(one) == 1 else None)
@@ -320,7 +323,8 @@ def main(argv=None) -> int:
                             "measured_mean_ms": got["mean_ms"],
                             "predicted_ms": predicted,
                             "predicted_probes_only_ms": raw_ms,
-                            "aggregation_ms": [1e3 * x for x in rank0.get("aggregation_s", [])[-20:]],
+                            # the last 10 steps' per-bucket aggregation times, in completion order
+                            "aggregation_ms": [1e3 * x for x in rank0.get("aggregation_s", [])[-10 * len(sizes) :]],
                             "switch_ops": switch_ops(rank0, args.steps),
                             "final_acc": rank0["final_test_acc"],
                             "load": load_average(),
@@ -345,7 +349,17 @@ def main(argv=None) -> int:
                             "measured": measured,
                         }
                     )
-        bar.close()
+
+    with Testbed(topo.with_link_params(bw=rates[0]), args.out / "bench_timeline_logs", say=say) as bed:
+        bar = tqdm(total=total, desc="runs")
+        try:
+            validate(bed, bar)
+        except KeyboardInterrupt:
+            interrupted = True
+            say("interrupted: stopping the network; the cases measured so far are written")
+        finally:
+            interrupts.ignore()  # a second Ctrl-C must not cut the cleanup short
+            bar.close()
     elapsed = time.monotonic() - started
     result = {
         "workers": n,
@@ -358,13 +372,14 @@ def main(argv=None) -> int:
         "warmup": args.warmup,
         "elapsed_s": elapsed,
         "planner": speed,
+        "interrupted": interrupted,
     }
     (args.out / "bench_timeline.json").write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwrote {args.out / 'bench_timeline.json'} and {out}/ ({elapsed:.0f} s)\n")
     print(plan_cli.validation_table([c for c in cases if c["mode"] != "plan"]))
     if mixes:
         print(plan_comparison(mixes))
-    return 0
+    return 130 if interrupted else 0
 
 
 if __name__ == "__main__":
