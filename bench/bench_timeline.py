@@ -2,6 +2,7 @@
 and link rate, and the planned per-bucket mix against the uniform modes.
 
     .venv/bin/python bench/bench_timeline.py --planner-only          # planner speed, no root
+    .venv/bin/python bench/bench_timeline.py --replay bench/out/bench_timeline.json  # the current model on a run
     sudo flock /tmp/mininet.lock .venv/bin/python bench/bench_timeline.py [--bw 50,10,5] [--steps 40]
                                                     [--models mlp-digits,mlp2-digits,cnn-digits]
 
@@ -37,6 +38,7 @@ sys.path.insert(0, str(REPO))
 from controller.topology import Topology  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
 from thc import models_zoo, plan_cli, planner, profiles  # noqa: E402
+from thc.timeline import Bucket, StepProfile  # noqa: E402
 from topologies import interrupts, one_run, plan_costs  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
@@ -77,6 +79,14 @@ def parse_args(argv=None):
         "--planner-only",
         action="store_true",
         help="only time the planner on the zoo's models (no root, no Mininet) and exit",
+    )
+    p.add_argument(
+        "--replay",
+        type=Path,
+        metavar="BENCH_TIMELINE.json",
+        help="no runs: predict the cases of an earlier run's file again with the current model, from that run's "
+        "own step profiles and probes, and print its validation table and the plans the planner now makes "
+        "(no root; for trying a model change on measured runs)",
     )
     p.add_argument(
         "--planner-gbps",
@@ -193,8 +203,41 @@ def load_average() -> float:
     return os.getloadavg()[0]
 
 
+def replay(path: Path) -> int:
+    """--replay: the cases of an earlier run predicted again by the current model from what that run measured
+    before them (step profiles, probes, calibration factors), never from the runs themselves."""
+    try:
+        run = json.loads(path.read_text())
+        profiles_by_rate, probes_by_rate, runs = run["steps_profiled"], run["probes"], run["cases"]
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"bench_timeline --replay: {path} is not a bench_timeline.json ({exc}); give the file a run wrote")
+        return 2
+    factors_by_rate = run.get("calibration", {}).get("factors", {})
+    cases = []
+    for rate, by_model in probes_by_rate.items():
+        factors = factors_by_rate.get(rate) or {}
+        for m, probes in by_model.items():
+            s = profiles_by_rate[rate][m]
+            buckets = tuple(Bucket(b["index"], b["numel"], b["ready_ms"] * 1e-3) for b in s["buckets"])
+            ms = (s["forward_ms"], s["backward_ms"], s["optimizer_ms"])
+            step = StepProfile(buckets, *(x * 1e-3 for x in ms), name=m)
+            scale = lambda modes: {k: plan_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in modes.items()}
+            modes = scale(plan_costs.probe_modes(probes))
+            upper = scale(plan_costs.probe_modes(probes, quantile=plan_costs.UPPER_QUANTILE))
+            for c in runs:
+                if c["model"] == m and str(c["mbps"]) == rate and c["mode"] in modes:
+                    predicted = planner.uniform(step, modes, c["mode"]).iteration_s * 1e3
+                    cases.append(dict(c, predicted_ms=predicted))
+            plan = plan_costs.choose(step, modes, upper=upper)
+            print(f"{m} at {float(rate):g} Mbit/s: the plan now {plan.modes}, {plan.iteration_s * 1e3:.1f} ms")
+    print(plan_cli.validation_table(cases))
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.replay:
+        return replay(args.replay)
     speed = planner_speed([float(g) for g in args.planner_gbps.split(",") if g])
     if args.planner_only:
         return 0
