@@ -2,6 +2,7 @@
 and link rate, and the planned per-bucket mix against the uniform modes.
 
     .venv/bin/python bench/bench_timeline.py --planner-only          # planner speed, no root
+    .venv/bin/python bench/bench_timeline.py --replay bench/out/bench_timeline.json  # the current model on a run
     sudo flock /tmp/mininet.lock .venv/bin/python bench/bench_timeline.py [--bw 50,10,5] [--steps 40]
                                                     [--models mlp-digits,mlp2-digits,cnn-digits]
 
@@ -37,7 +38,8 @@ sys.path.insert(0, str(REPO))
 from controller.topology import Topology  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
 from thc import models_zoo, plan_cli, planner, profiles  # noqa: E402
-from topologies import one_run, plan_costs  # noqa: E402
+from thc.timeline import Bucket, StepProfile  # noqa: E402
+from topologies import interrupts, one_run, plan_costs  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
@@ -77,6 +79,14 @@ def parse_args(argv=None):
         "--planner-only",
         action="store_true",
         help="only time the planner on the zoo's models (no root, no Mininet) and exit",
+    )
+    p.add_argument(
+        "--replay",
+        type=Path,
+        metavar="BENCH_TIMELINE.json",
+        help="no runs: predict the cases of an earlier run's file again with the current model, from that run's "
+        "own step profiles and probes, and print its validation table and the plans the planner now makes "
+        "(no root; for trying a model change on measured runs)",
     )
     p.add_argument(
         "--planner-gbps",
@@ -145,12 +155,89 @@ def step_dict(step) -> dict:
     }
 
 
+def switch_ops(result: dict, steps: int) -> dict | None:
+    """A training run's aggregation calls through the switch (norm rounds and sums), from the worker's
+    aggregator counters: per step, their mean time and the retransmissions; None for gloo."""
+    agg = result.get("aggregator")
+    if not agg or not agg.get("operations"):
+        return None
+    return {
+        "per_step": agg["operations"] / max(1, steps),
+        "mean_ms": agg["operation_seconds"] / agg["operations"] * 1e3,
+        "retransmissions": agg.get("retransmissions", 0),
+        "srtt_ms": agg.get("srtt", 0.0) * 1e3,
+    }
+
+
+def plan_comparison(mixes: list[dict]) -> str:
+    """The plan's measured step against the best uniform mode's. A plan that is one mode for every bucket
+    runs that mode's own hook: its run repeats that mode's run, so its ratio is the spread between two runs
+    of one configuration, and the choice itself is judged by that mode's own run ("chosen / best")."""
+    lines = ["\nThe plan against the best uniform mode (measured ms per step, median over steps):"]
+    for x in mixes:
+        ratio = x["plan_ms"] / x["best_uniform_ms"]
+        same = x.get("uniform")
+        note = f"  = uniform {same}: chosen / best {x['measured'][same] / x['best_uniform_ms']:.3f}" if same else ""
+        lines.append(
+            f"{x['model']:12s} {x['mbps']:5g} Mbit/s  plan {x['plan_ms']:7.1f}  best uniform "
+            f"{x['best_uniform']} {x['best_uniform_ms']:7.1f}  ratio {ratio:.3f}  plan {x['plan']}{note}"
+        )
+    ratios = [x["plan_ms"] / x["best_uniform_ms"] for x in mixes]
+    own = [x["measured"][x["uniform"]] if x.get("uniform") else x["plan_ms"] for x in mixes]
+    chosen = [t / x["best_uniform_ms"] for x, t in zip(mixes, own)]
+    repeats = [x["plan_ms"] / x["measured"][x["uniform"]] for x in mixes if x.get("uniform")]
+    lines.append(
+        f"worst plan / best uniform: {max(ratios):.3f} (floor 1.05), within 1.05: {sum(r <= 1.05 for r in ratios)} "
+        f"of {len(ratios)}; the choice (a uniform plan judged by its mode's own run): worst {max(chosen):.3f}, "
+        f"within 1.05: {sum(c <= 1.05 for c in chosen)} of {len(chosen)}"
+    )
+    if repeats:
+        lines.append(
+            f"two runs of one configuration (a uniform plan's run / its mode's run): "
+            f"{min(repeats):.3f}-{max(repeats):.3f}, median {statistics.median(repeats):.3f} (the machine's spread)"
+        )
+    return "\n".join(lines)
+
+
 def load_average() -> float:
     return os.getloadavg()[0]
 
 
+def replay(path: Path) -> int:
+    """--replay: the cases of an earlier run predicted again by the current model from what that run measured
+    before them (step profiles, probes, calibration factors), never from the runs themselves."""
+    try:
+        run = json.loads(path.read_text())
+        profiles_by_rate, probes_by_rate, runs = run["steps_profiled"], run["probes"], run["cases"]
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"bench_timeline --replay: {path} is not a bench_timeline.json ({exc}); give the file a run wrote")
+        return 2
+    factors_by_rate = run.get("calibration", {}).get("factors", {})
+    cases = []
+    for rate, by_model in probes_by_rate.items():
+        factors = factors_by_rate.get(rate) or {}
+        for m, probes in by_model.items():
+            s = profiles_by_rate[rate][m]
+            buckets = tuple(Bucket(b["index"], b["numel"], b["ready_ms"] * 1e-3) for b in s["buckets"])
+            ms = (s["forward_ms"], s["backward_ms"], s["optimizer_ms"])
+            step = StepProfile(buckets, *(x * 1e-3 for x in ms), name=m)
+            scale = lambda modes: {k: plan_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in modes.items()}
+            modes = scale(plan_costs.probe_modes(probes))
+            upper = scale(plan_costs.probe_modes(probes, quantile=plan_costs.UPPER_QUANTILE))
+            for c in runs:
+                if c["model"] == m and str(c["mbps"]) == rate and c["mode"] in modes:
+                    predicted = planner.uniform(step, modes, c["mode"]).iteration_s * 1e3
+                    cases.append(dict(c, predicted_ms=predicted))
+            plan = plan_costs.choose(step, modes, upper=upper)
+            print(f"{m} at {float(rate):g} Mbit/s: the plan now {plan.modes}, {plan.iteration_s * 1e3:.1f} ms")
+    print(plan_cli.validation_table(cases))
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.replay:
+        return replay(args.replay)
     speed = planner_speed([float(g) for g in args.planner_gbps.split(",") if g])
     if args.planner_only:
         return 0
@@ -214,7 +301,7 @@ def main(argv=None) -> int:
                 say(f"{bw:g} Mbit/s probe {mode} {size}: {probes[-1]['seconds'] * 1e3:.2f} ms a round")
                 bar.update()
         probes_by_rate.setdefault(bw, {})[m] = probes
-        return step, plan_costs.probe_modes(probes)
+        return step, plan_costs.probe_modes(probes), plan_costs.probe_modes(probes, quantile=plan_costs.UPPER_QUANTILE)
 
     def train(bed, m: str, mode: str, plan_path=None, uniform: str | None = None) -> tuple[dict, list]:
         """``mode``'s run of model ``m``; a plan that is one mode for every bucket (``uniform``) runs with that
@@ -235,15 +322,18 @@ def main(argv=None) -> int:
         results = bed.run_workers(options)
         return step_times(results, args.warmup), results
 
+    interrupts.install()  # Ctrl-C, SIGTERM, SIGHUP: KeyboardInterrupt, held while a process is being recorded
+    interrupted = False
     machine_lock = one_run.hold(say)  # noqa: F841  (held while the bench runs: one Mininet run per machine)
-    with Testbed(topo.with_link_params(bw=rates[0]), args.out / "bench_timeline_logs", say=say) as bed:
-        bar = tqdm(total=total, desc="runs")
+
+    def validate(bed, bar) -> None:
+        """Every rate: the calibration model's runs if any, then each model's costs, plan and runs."""
         for bw in rates:
             bed.net.set_bandwidth(bw)
             # the calibration model: how much longer each mode's rounds take in training than in probes
             factors = {}
             if cal:
-                step, raw = measure_costs(bed, cal, bw, bar)
+                step, raw, _ = measure_costs(bed, cal, bw, bar)
             for mode in modes if cal else ():
                 got, _ = train(bed, cal, mode)
                 factors[mode] = plan_costs.contention(step, raw[mode], got["median_ms"] * 1e-3)
@@ -251,14 +341,15 @@ def main(argv=None) -> int:
                 bar.update()
             calibration[str(bw)] = factors
             for m in models:
-                step, raw = measure_costs(bed, m, bw, bar)
+                step, raw, raw_upper = measure_costs(bed, m, bw, bar)
                 mode_set = {k: plan_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in raw.items()}
-                plan = plan_costs.choose(step, mode_set)
+                upper = {k: plan_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in raw_upper.items()}
+                plan = plan_costs.choose(step, mode_set, upper=upper)
                 plan_path = plan_costs.write_plan(plan, out / f"plan-{m}-{bw:g}.json")
                 timelines = {"plan": plan.timeline}
                 timelines.update({f"all {x}": planner.uniform(step, mode_set, x).timeline for x in modes})
                 plan_cli.draw_gantt(out / f"gantt-{m}-{bw:g}.png", timelines, f"{m} on the testbed at {bw:g} Mbit/s")
-                measured = {}
+                measured, sizes = {}, [b.numel for b in step.buckets]
                 for mode in run_modes:
                     one = set(plan.modes.values())
                     got, results = train(bed, m, mode, plan_path, one.pop() if len(one) == 1 else None)
@@ -275,7 +366,9 @@ def main(argv=None) -> int:
                             "measured_mean_ms": got["mean_ms"],
                             "predicted_ms": predicted,
                             "predicted_probes_only_ms": raw_ms,
-                            "aggregation_ms": [1e3 * x for x in rank0.get("aggregation_s", [])[-20:]],
+                            # the last 10 steps' per-bucket aggregation times, in completion order
+                            "aggregation_ms": [1e3 * x for x in rank0.get("aggregation_s", [])[-10 * len(sizes) :]],
+                            "switch_ops": switch_ops(rank0, args.steps),
                             "final_acc": rank0["final_test_acc"],
                             "load": load_average(),
                         }
@@ -284,11 +377,14 @@ def main(argv=None) -> int:
                     bar.update()
                 if "plan" in measured:
                     best = min((x for x in modes), key=lambda x: measured[x])
+                    one = set(plan.modes.values())
                     mixes.append(
                         {
                             "model": m,
                             "mbps": bw,
                             "plan": plan.modes,
+                            "uniform": one.pop() if len(one) == 1 else None,
+                            "predicted_upper_ms": plan_costs.upper_step_s(step, plan, upper) * 1e3,
                             "executed": min(results, key=lambda r: r["rank"]).get("bucket_modes"),
                             "plan_ms": measured["plan"],
                             "best_uniform": best,
@@ -296,7 +392,17 @@ def main(argv=None) -> int:
                             "measured": measured,
                         }
                     )
-        bar.close()
+
+    with Testbed(topo.with_link_params(bw=rates[0]), args.out / "bench_timeline_logs", say=say) as bed:
+        bar = tqdm(total=total, desc="runs")
+        try:
+            validate(bed, bar)
+        except KeyboardInterrupt:
+            interrupted = True
+            say("interrupted: stopping the network; the cases measured so far are written")
+        finally:
+            interrupts.ignore()  # a second Ctrl-C must not cut the cleanup short
+            bar.close()
     elapsed = time.monotonic() - started
     result = {
         "workers": n,
@@ -309,20 +415,14 @@ def main(argv=None) -> int:
         "warmup": args.warmup,
         "elapsed_s": elapsed,
         "planner": speed,
+        "interrupted": interrupted,
     }
     (args.out / "bench_timeline.json").write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwrote {args.out / 'bench_timeline.json'} and {out}/ ({elapsed:.0f} s)\n")
     print(plan_cli.validation_table([c for c in cases if c["mode"] != "plan"]))
     if mixes:
-        print("\nThe plan against the best uniform mode (measured ms per step, median over steps):")
-        for x in mixes:
-            ratio = x["plan_ms"] / x["best_uniform_ms"]
-            print(
-                f"{x['model']:12s} {x['mbps']:5g} Mbit/s  plan {x['plan_ms']:7.1f}  best uniform "
-                f"{x['best_uniform']} {x['best_uniform_ms']:7.1f}  ratio {ratio:.3f}  plan {x['plan']}"
-            )
-        print(f"worst plan / best uniform: {max(x['plan_ms'] / x['best_uniform_ms'] for x in mixes):.3f} (floor 1.05)")
-    return 0
+        print(plan_comparison(mixes))
+    return 130 if interrupted else 0
 
 
 if __name__ == "__main__":

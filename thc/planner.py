@@ -3,11 +3,11 @@ made exact by the timeline's structure).
 
 Espresso simulates whole candidate strategies greedily. Here the step's timeline is built bucket by
 bucket in hook order (timeline.advance), and what the rest of the step depends on after k buckets is
-three numbers (timeline.Progress: the backward pass's delay, when the network is free, the last bucket's
-decode). Every plan's prefix is therefore simulated once, shared by all its completions, and a prefix is
-dropped when
+four numbers (timeline.Progress: the backward pass's delay, when the network is free, the last bucket's
+decode, from when a pipelined round's early part may start). Every plan's prefix is therefore simulated
+once, shared by all its completions, and a prefix is dropped when
 
-  - another prefix is no worse in all three numbers (dominance: every later time is monotone in them), or
+  - another prefix is no worse in all four numbers (dominance: every later time is monotone in them), or
   - a lower bound on any step it can lead to (the backward pass's end, the network's remaining minimum
     work, each later bucket's fastest path) already exceeds the best uniform plan (Espresso's bubble
     rule in bound form: a bucket whose communication hides in a gap cannot gain, and its options collapse
@@ -62,21 +62,29 @@ def uniform(profile: StepProfile, modes: Mapping[str, Mode], name: str) -> Plan:
     return Plan(choice, simulate(profile, _resolve(choice, modes)))
 
 
-def _cost_table(profile: StepProfile, modes: Mapping[str, Mode]) -> list[list[tuple[float, float, float, bool]]]:
-    """Per bucket in hook order, per mode: (encode, communication, decode seconds, blocking), computed once."""
+def _cost_table(profile: StepProfile, modes: Mapping[str, Mode]) -> list[list[tuple]]:
+    """Per bucket in hook order, per mode: (encode, communication, decode seconds, blocking, pipeline),
+    computed once (pipeline: Mode.pipeline_s)."""
     return [
-        [(m.encode.seconds(b.numel), m.comm_s(b.numel), m.decode.seconds(b.numel), m.blocking) for m in modes.values()]
+        [
+            (m.encode.seconds(b.numel), m.comm_s(b.numel), m.decode.seconds(b.numel), m.blocking, m.pipeline_s(b.numel))
+            for m in modes.values()
+        ]
         for b in profile.buckets
     ]
 
 
 def _pareto(states: list[tuple[Progress, tuple[int, ...]]]) -> list[tuple[Progress, tuple[int, ...]]]:
-    """The states no other state beats in delay, network and last decode at once (first of equals kept)."""
-    states.sort(key=lambda s: (s[0].delay, s[0].net_free, s[0].last_done))
+    """The states no other state beats in delay, network, last decode and pipeline start at once (first of
+    equals kept)."""
+    states.sort(key=lambda s: (s[0].delay, s[0].net_free, s[0].last_done, s[0].pipeline_from()))
     kept: list[tuple[Progress, tuple[int, ...]]] = []
     for state in states:
         p = state[0]
-        if not any(k.net_free <= p.net_free and k.last_done <= p.last_done for k, _ in kept):
+        if not any(
+            k.net_free <= p.net_free and k.last_done <= p.last_done and k.pipeline_from() <= p.pipeline_from()
+            for k, _ in kept
+        ):
             kept.append(state)
     return kept
 
@@ -95,7 +103,8 @@ def best_plan(profile: StepProfile, modes: Mapping[str, Mode], max_front: int = 
     rest_comm = [0.0] * (len(buckets) + 1)
     rest_path = [0.0] * (len(buckets) + 1)
     for k in range(len(buckets) - 1, -1, -1):
-        rest_comm[k] = rest_comm[k + 1] + min(c[1] for c in costs[k])
+        # a pipelined round's early part may overlap the previous round: only the rest queues for sure
+        rest_comm[k] = rest_comm[k + 1] + min(c[1] - (c[4][0] if c[4] else 0.0) for c in costs[k])
         fastest = min(c[0] + c[1] + c[2] for c in costs[k])
         rest_path[k] = max(rest_path[k + 1], t0 + buckets[k].ready_s + fastest)
 
@@ -118,8 +127,8 @@ def best_plan(profile: StepProfile, modes: Mapping[str, Mode], max_front: int = 
         grown = []
         for state, path in front:
             called = t0 + b.ready_s + state.delay
-            for m, (enc, comm, dec, blocking) in enumerate(costs[k]):
-                after = advance(state, called, enc, comm, dec, blocking)[4]
+            for m, (enc, comm, dec, blocking, pipeline) in enumerate(costs[k]):
+                after = advance(state, called, enc, comm, dec, blocking, pipeline)[4]
                 built += 1
                 if bound(after, k + 1) <= ceiling * (1 + 1e-9):
                     grown.append((after, (*path, m)))

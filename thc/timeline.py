@@ -252,7 +252,13 @@ class Mode:
 
     ``blocking``: the hook runs synchronously on the thread that runs the backward pass (this testbed's
     THC and FIX32 hooks wait for the switch's results before returning), so the backward pass stops until
-    the bucket is decoded; otherwise only the encoding delays it (DDP's asynchronous all-reduce)."""
+    the bucket is decoded; otherwise only the encoding delays it (DDP's asynchronous all-reduce).
+
+    ``early`` and ``sums_at`` (costs, or None) describe a pipelined round (thc.ddp's THC hook through the
+    switch): ``early`` is the first part of the communication (preparation and the norm round), which may
+    start while the previous bucket's sums are out if that bucket's mode is pipelined too; ``sums_at`` is
+    when, counted from the start of this mode's own round, its sums go out (from then on the next
+    pipelined bucket's early part may run). Both are parts of ``comm``, not additions to it."""
 
     name: str
     comm: object  # anything with seconds(numel)
@@ -260,9 +266,24 @@ class Mode:
     decode: LinearCost = LinearCost()
     blocking: bool = False
     label: str = ""
+    early: object | None = None
+    sums_at: object | None = None
+
+    def __post_init__(self):
+        if (self.early is None) != (self.sums_at is None):
+            raise ValueError(f"mode {self.name!r}: a pipelined round needs both early and sums_at")
 
     def comm_s(self, numel: int) -> float:
         return self.comm.seconds(numel)
+
+    def pipeline_s(self, numel: int) -> tuple[float, float] | None:
+        """(early part, when the sums go out) of a round of ``numel`` coordinates, each within the round;
+        None for a mode that is not pipelined."""
+        if self.early is None:
+            return None
+        comm = self.comm_s(numel)
+        early = min(self.early.seconds(numel), comm)
+        return early, min(max(self.sums_at.seconds(numel), early), comm)
 
 
 @dataclass(frozen=True)
@@ -293,25 +314,49 @@ class Timeline:
 @dataclass(frozen=True)
 class Progress:
     """What the rest of a step depends on after some buckets' hooks have run: how far blocking work and
-    encodings have pushed the backward pass back (``delay``), when the network is free, and when the last
-    bucket so far was decoded. Every later time grows with each of the three, so a state no larger in all
-    three is at least as good (the planner prunes on this)."""
+    encodings have pushed the backward pass back (``delay``), when the network is free, when the last
+    bucket so far was decoded, and from when the next bucket's early part may run (``early_from``: the
+    last bucket's sums going out if its mode is pipelined, else ``net_free``; None: from the start).
+    Every later time grows with each of the four, so a state no larger in all four is at least as good
+    (the planner prunes on this)."""
 
     delay: float = 0.0
     net_free: float = 0.0
     last_done: float = 0.0
+    early_from: float | None = None
+
+    def pipeline_from(self) -> float:
+        return self.net_free if self.early_from is None else self.early_from
 
 
-def advance(state: Progress, called_s: float, encode_s: float, comm_s: float, decode_s: float, blocking: bool):
+def advance(
+    state: Progress,
+    called_s: float,
+    encode_s: float,
+    comm_s: float,
+    decode_s: float,
+    blocking: bool,
+    pipeline: tuple[float, float] | None = None,
+):
     """One bucket's hook called at ``called_s``: (encode end, communication start, its end, decode end, the
     state after it). DDP's rules: the encoding runs on the compute thread; communications use the network
-    one at a time in hook order; decoding follows; a blocking mode holds the compute thread until decoded."""
+    one at a time in hook order; decoding follows; a blocking mode holds the compute thread until decoded.
+    A pipelined round (``pipeline``: its early part and when its sums go out, Mode.pipeline_s) starts its
+    early part once the previous pipelined bucket's sums are out and the rest once the network is free."""
     enc_end = called_s + encode_s
-    comm_start = max(enc_end, state.net_free)
-    comm_end = comm_start + comm_s
+    if pipeline is None:
+        comm_start = max(enc_end, state.net_free)
+        comm_end = comm_start + comm_s
+        next_from = comm_end
+    else:
+        early_s, sums_at_s = pipeline
+        comm_start = max(enc_end, state.pipeline_from())
+        rest_start = max(comm_start + early_s, state.net_free)
+        comm_end = rest_start + comm_s - early_s
+        next_from = rest_start + sums_at_s - early_s
     dec_end = comm_end + decode_s
     held = dec_end if blocking else enc_end
-    after = Progress(state.delay + (held - called_s), comm_end, max(state.last_done, dec_end))
+    after = Progress(state.delay + (held - called_s), comm_end, max(state.last_done, dec_end), next_from)
     return enc_end, comm_start, comm_end, dec_end, after
 
 
@@ -327,7 +372,8 @@ def simulate(profile: StepProfile, plan: Mapping[int, Mode] | Sequence[Mode] | M
     bucket order, or a mapping from bucket index).
 
     Rules (DDP's; ``advance``): a bucket's hook is called when its gradient is ready; its encoding delays
-    the rest of the backward pass; communications queue on the network in hook order; decoding follows;
+    the rest of the backward pass; communications queue on the network in hook order (a pipelined round's
+    early part may overlap the previous pipelined round's sums); decoding follows;
     a blocking mode holds the compute thread until it has decoded. The optimizer runs once the backward
     pass and every bucket are done.
     """
@@ -344,10 +390,15 @@ def simulate(profile: StepProfile, plan: Mapping[int, Mode] | Sequence[Mode] | M
             segments.append(Segment("compute", "backward", cursor, called))
         tag = f"b{b.index} {mode.name}"
         enc, comm, dec = mode.encode.seconds(b.numel), mode.comm_s(b.numel), mode.decode.seconds(b.numel)
-        enc_end, comm_start, comm_end, dec_end, state = advance(state, called, enc, comm, dec, mode.blocking)
+        pipeline = mode.pipeline_s(b.numel)
+        enc_end, comm_start, comm_end, dec_end, state = advance(state, called, enc, comm, dec, mode.blocking, pipeline)
         if enc_end > called:
             segments.append(Segment("encode", tag, called, enc_end))
-        segments.append(Segment("network", tag, comm_start, comm_end))
+        if pipeline is None:
+            segments.append(Segment("network", tag, comm_start, comm_end))
+        else:  # the early part, then the rest once the network is free (the early part may overlap the last)
+            segments.append(Segment("network", f"b{b.index} early {mode.name}", comm_start, comm_start + pipeline[0]))
+            segments.append(Segment("network", tag, comm_end - (comm - pipeline[0]), comm_end))
         if dec_end > comm_end:
             segments.append(Segment("decode", tag, comm_end, dec_end))
         done[b.index] = dec_end

@@ -17,6 +17,7 @@ whole round is its communication, measured, interpolated between the probed size
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import statistics
@@ -24,12 +25,14 @@ from pathlib import Path
 
 from spec.job import JobSpec
 from thc import models_zoo, planner
-from thc.timeline import Bucket, MeasuredCost, Mode, StepProfile
+from thc.timeline import Bucket, MeasuredCost, Mode, StepProfile, simulate
 from topologies.workers import WorkerOptions
 
 __all__ = [
     "PROBED_MODES",
+    "PIPELINED_MODES",
     "MIX_MARGIN",
+    "UPPER_QUANTILE",
     "MIXABLE",
     "local_step",
     "probe",
@@ -38,11 +41,17 @@ __all__ = [
     "scaled_mode",
     "contention",
     "choose",
+    "upper_step_s",
     "plan_for_run",
     "write_plan",
 ]
 
 PROBED_MODES = ("thc", "fix32", "gloo")  # what a plan chooses from on the testbed (gloo-fp16: not probed)
+# thc.ddp's THC hook sends the next bucket's norm round while this bucket's sums are out (the switch's
+# aggregator starts calls before the last one finished); FIX32's hook runs its rounds one after another
+PIPELINED_MODES = ("thc",)
+# the probe phases of a round before its sums go out: the early part is preparation and the norm round
+EARLY_PHASES, BEFORE_SUMS = ("prepare_ms", "norm_ms"), ("prepare_ms", "norm_ms", "encode_ms")
 
 
 def _profile_one(args) -> dict:
@@ -168,15 +177,30 @@ def median_step_s(results: list[dict], warmup: int = 5) -> float:
     return statistics.median(statistics.mean(x) for x in per_step) if per_step else float("nan")
 
 
-def probe_modes(probes: list[dict], names=PROBED_MODES) -> dict[str, Mode]:
-    """Non-blocking modes whose communication is the probed round time at each size (module docstring)."""
+def probe_modes(probes: list[dict], names=PROBED_MODES, quantile: float | None = None) -> dict[str, Mode]:
+    """Non-blocking modes whose communication is the probed round time at each size (module docstring): the
+    median round, or the ``quantile`` (0-1) of the probe's rounds. A PIPELINED_MODES mode whose probes
+    timed their phases gets its early part and when its sums go out from them (timeline.Mode)."""
     out = {}
     for name in names:
-        points = [(p["size"], p["seconds"]) for p in probes if p["mode"] == name]
-        if not points:
+        mine = [p for p in probes if p["mode"] == name]
+        if not mine:
             raise ValueError(f"no probe of mode {name!r}: probe it first (topologies.plan_costs.probe)")
-        out[name] = Mode(name, MeasuredCost(tuple(points)), label=f"{name} (measured on the testbed)")
+        points = tuple((p["size"], _round_s(p, quantile)) for p in mine)
+        pipeline = {}
+        if name in PIPELINED_MODES and all(set(BEFORE_SUMS) <= set(p.get("phases_ms", {})) for p in mine):
+            ms = lambda p, keys: sum(p["phases_ms"][k] for k in keys) / 1e3
+            part = lambda keys: MeasuredCost(tuple((p["size"], ms(p, keys)) for p in mine))
+            pipeline = {"early": part(EARLY_PHASES), "sums_at": part(BEFORE_SUMS)}
+        out[name] = Mode(name, MeasuredCost(points), label=f"{name} (measured on the testbed)", **pipeline)
     return out
+
+
+def _round_s(probe: dict, quantile: float | None) -> float:
+    rounds = sorted(probe.get("rounds_s") or ())
+    if quantile is None or len(rounds) < 2:
+        return probe["seconds"]
+    return statistics.quantiles(rounds, n=100, method="inclusive")[min(98, max(0, round(quantile * 100) - 1))]
 
 
 def plan_for_run(
@@ -199,7 +223,8 @@ def plan_for_run(
     ran = {m: t for m, t in measured_s.items() if m in raw}
     factors = {m: contention(step, raw[m], t) for m, t in ran.items()}
     modes = {m: scaled_mode(raw[m], f) for m, f in factors.items()} or raw
-    plan = choose(step, modes)
+    upper = probe_modes(probes, quantile=UPPER_QUANTILE)
+    plan = choose(step, modes, upper={m: scaled_mode(upper[m], factors.get(m, 1.0)) for m in modes})
     uniform = {m: planner.uniform(step, modes, m).iteration_s * 1e3 for m in modes}
     write_plan(plan, path, predicted_uniform_ms=uniform, contention=factors, probes=probes)
     say(
@@ -213,9 +238,9 @@ def plan_for_run(
 
 
 def scaled_mode(mode: Mode, factor: float) -> Mode:
-    """``mode`` with its measured round times multiplied by ``factor``."""
-    points = tuple((n, t * factor) for n, t in mode.comm.points)
-    return Mode(mode.name, MeasuredCost(points), label=mode.label)
+    """``mode`` with its measured round times (and their parts) multiplied by ``factor``."""
+    scale = lambda cost: None if cost is None else MeasuredCost(tuple((n, t * factor) for n, t in cost.points))
+    return dataclasses.replace(mode, comm=scale(mode.comm), early=scale(mode.early), sums_at=scale(mode.sums_at))
 
 
 def contention(step: StepProfile, mode: Mode, measured_s: float, low: float = 0.25, high: float = 8.0) -> float:
@@ -235,7 +260,8 @@ def contention(step: StepProfile, mode: Mode, measured_s: float, low: float = 0.
     return (low * high) ** 0.5
 
 
-MIX_MARGIN = 0.05  # a mix must promise this much over the best uniform mode: the model's error is larger
+MIX_MARGIN = 0.05  # a mix must promise this much over the best uniform mode: the model's median error
+UPPER_QUANTILE = 0.75  # the probes' rounds a mix must still win with (choose's ``upper``)
 
 
 # Modes one plan may mix. THC and FIX32 buckets in one step are not among them: the six plans that mixed
@@ -245,17 +271,29 @@ MIX_MARGIN = 0.05  # a mix must promise this much over the best uniform mode: th
 MIXABLE = (("thc", "gloo"), ("fix32", "gloo"))
 
 
-def choose(step: StepProfile, modes: dict[str, Mode], margin: float = MIX_MARGIN) -> planner.Plan:
+def choose(
+    step: StepProfile, modes: dict[str, Mode], margin: float = MIX_MARGIN, upper: dict[str, Mode] | None = None
+) -> planner.Plan:
     """The best plan over each MIXABLE set of ``modes``, unless the best uniform mode is predicted within
-    ``margin`` of it: then that mode for every bucket (a predicted gain below the model's error is none)."""
+    ``margin`` of it: then that mode for every bucket (a predicted gain below the model's error is none).
+    ``upper``: the same modes with each probe's upper-quartile round (probe_modes(quantile=UPPER_QUANTILE),
+    scaled as ``modes`` are); a mix must then win by ``margin`` even with its own modes' rounds there,
+    against the uniform mode's median: on a loaded machine the probes spread and the planner stays uniform
+    unless a mix gains more than that spread (two runs of one configuration differ by up to 1.4x then)."""
     mixes = [planner.best_plan(step, {m: modes[m] for m in group}) for group in MIXABLE if set(group) <= set(modes)]
     uniform = min((planner.uniform(step, modes, m) for m in modes), key=lambda p: p.iteration_s)
     best = min(mixes, key=lambda p: p.iteration_s, default=uniform)
     searched = sum(p.search_s for p in mixes), sum(p.evaluations for p in mixes)
-    if best.iteration_s > (1 - margin) * uniform.iteration_s:
+    bar = (1 - margin) * uniform.iteration_s
+    if best.iteration_s > bar or (upper is not None and upper_step_s(step, best, upper) > bar):
         best = uniform
     best.search_s, best.evaluations = searched
     return best
+
+
+def upper_step_s(step: StepProfile, plan: planner.Plan, upper: dict[str, Mode]) -> float:
+    """``plan``'s predicted step with its modes' rounds at the probes' upper quartile."""
+    return simulate(step, {i: upper[m] for i, m in plan.modes.items()}).iteration_s
 
 
 def write_plan(plan: planner.Plan, path: Path, **extra) -> Path:

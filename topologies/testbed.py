@@ -210,7 +210,7 @@ class Testbed:
                     check=check,
                     on_death=failover.on_death if failover is not None else None,
                 )
-            except Exception:
+            except BaseException:  # a failed worker, or Ctrl-C: stop the workers before their job is removed
                 stop_workers(workers, self.ledger)  # the others would only wait for the failed one
                 raise
             if links:  # per training step, or per probe round

@@ -57,6 +57,34 @@ def test_communications_queue_on_the_network_in_hook_order():
     assert tl.iteration_s == pytest.approx(0.007)
 
 
+def piped(name, comm_s, early_s, sums_at_s):
+    """A pipelined round (thc.ddp's THC hook): its early part may overlap the previous one's sums."""
+    return Mode(name, Fixed(comm_s), early=Fixed(early_s), sums_at=Fixed(sums_at_s))
+
+
+def test_a_pipelined_round_starts_its_norm_round_while_the_previous_sums_are_out():
+    """Bucket 1's early part (preparation, norm round) runs from when bucket 0's sums go out (2 ms), its
+    rest once the network is free (4 ms): 6.5 ms, not 8. After a round that is not pipelined, or as the
+    first bucket, nothing overlaps."""
+    step = StepProfile((Bucket(0, 10, 0.0), Bucket(1, 10, 0.0)), forward_s=0.0, backward_s=0.001)
+    thc = piped("thc", 0.004, early_s=0.0015, sums_at_s=0.002)
+    tl = simulate(step, thc)
+    assert tl.bucket_done_s == {0: pytest.approx(0.004), 1: pytest.approx(0.0065)}
+    assert [(s.what, s.start_s) for s in tl.segments if s.lane == "network"] == [
+        ("b0 early thc", 0.0),
+        ("b0 thc", pytest.approx(0.0015)),
+        ("b1 early thc", pytest.approx(0.002)),
+        ("b1 thc", pytest.approx(0.004)),
+    ]
+    assert simulate(step, [mode("fix32", 0.004), thc]).bucket_done_s[1] == pytest.approx(0.008)
+    assert simulate(step, [thc, mode("fix32", 0.004)]).bucket_done_s[1] == pytest.approx(0.008)
+
+
+def test_a_pipelined_round_needs_both_of_its_parts():
+    with pytest.raises(ValueError, match="early and sums_at"):
+        Mode("thc", Fixed(0.004), early=Fixed(0.001))
+
+
 def test_encoding_delays_the_rest_of_the_backward_pass():
     step = StepProfile((Bucket(0, 10, 0.001),), forward_s=0.0, backward_s=0.005)
     tl = simulate(step, mode("m", 0.0, enc=0.002))
@@ -113,6 +141,12 @@ def random_case(rng, buckets):
             LinearCost(rng.uniform(0, 1e-3)),
         ),
         "block": Mode("block", RingCost(1e11, 4, 1e-5), LinearCost(rng.uniform(0, 5e-4)), blocking=True),
+        "piped": Mode(
+            "piped",
+            RingCost(rng.uniform(1e8, 1e10), 4, rng.uniform(0, 1e-3)),
+            early=Fixed(rng.uniform(0, 2e-3)),
+            sums_at=Fixed(rng.uniform(0, 3e-3)),
+        ),
     }
     return step, modes
 

@@ -57,6 +57,46 @@ def test_a_mix_is_chosen_only_when_it_promises_more_than_the_margin():
     assert plan_costs.choose(step, modes, margin=0.20).modes == {0: "thc", 1: "thc"}
 
 
+def test_a_mix_must_still_win_with_its_modes_rounds_at_their_upper_quartile():
+    """The same costs as above at the median; gloo's rounds at the small bucket spread (1 ms median, 9 ms
+    upper quartile: a loaded machine). The mix wins at the medians but not at gloo's upper quartile, so the
+    plan stays uniform; with rounds that do not spread the mix is kept."""
+    costs = {"thc": {256: 4.0, 32768: 20.0}, "fix32": {256: 9.0, 32768: 90.0}, "gloo": {256: 1.0, 32768: 150.0}}
+    spread = {("gloo", 256): [1.0, 1.0, 1.0, 9.0, 9.0]}
+    measured = [
+        dict(p, rounds_s=[x * 1e-3 for x in spread.get((p["mode"], p["size"]), [p["seconds"] * 1e3] * 5)])
+        for p in probes(costs)
+    ]
+    step = StepProfile((Bucket(0, 256, 0.001), Bucket(1, 32768, 0.002)), forward_s=0.001, backward_s=0.002)
+    modes = plan_costs.probe_modes(measured)
+    upper = plan_costs.probe_modes(measured, quantile=plan_costs.UPPER_QUANTILE)
+    assert upper["gloo"].comm_s(256) == pytest.approx(0.009) and upper["thc"].comm_s(256) == pytest.approx(0.004)
+    assert plan_costs.choose(step, modes).modes == {0: "gloo", 1: "thc"}
+    assert plan_costs.choose(step, modes, upper=upper).modes == {0: "thc", 1: "thc"}
+    assert plan_costs.choose(step, modes, upper=modes).modes == {0: "gloo", 1: "thc"}
+
+
+def test_thc_probes_with_phases_become_a_pipelined_mode():
+    """THC's early part (prepare + norm round) and when its sums go out (+ encode) come from the probe's
+    phases, scaled with the mode; FIX32, whose hook does not pipeline, and a probe without phases stay plain."""
+    phases = {"prepare_ms": 0.5, "norm_ms": 1.5, "encode_ms": 0.5, "sum_ms": 2.0, "decode_ms": 0.5}
+    measured = [dict(p, phases_ms=phases) for p in probes({"thc": {256: 5.0}, "fix32": {256: 5.0}, "gloo": {256: 1.0}})]
+    modes = plan_costs.probe_modes(measured)
+    assert modes["thc"].pipeline_s(256) == (pytest.approx(0.002), pytest.approx(0.0025))
+    assert modes["fix32"].pipeline_s(256) is None and modes["gloo"].pipeline_s(256) is None
+    assert plan_costs.scaled_mode(modes["thc"], 2.0).pipeline_s(256) == (pytest.approx(0.004), pytest.approx(0.005))
+    assert (
+        plan_costs.probe_modes(probes({"thc": {256: 5.0}, "fix32": {256: 5.0}, "gloo": {256: 1.0}}))["thc"].pipeline_s(
+            256
+        )
+        is None
+    )
+    # two THC buckets ready together: the second's norm round runs during the first's sums (from 2.5 ms)
+    step = StepProfile((Bucket(0, 256, 0.0), Bucket(1, 256, 0.0)), forward_s=0.0, backward_s=0.0)
+    assert plan_costs.planner.uniform(step, modes, "thc").iteration_s == pytest.approx(0.008)
+    assert plan_costs.planner.uniform(step, modes, "fix32").iteration_s == pytest.approx(0.010)
+
+
 def test_a_plan_never_mixes_thc_and_fix32_buckets():
     """FIX32 is cheapest for the small bucket and THC for the big one, but the two alternating on one
     aggregator cost more than the model sees: the plan takes one switch op (here THC, with gloo)."""

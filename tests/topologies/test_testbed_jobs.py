@@ -42,3 +42,22 @@ def test_gloo_runs_add_and_remove_no_job(monkeypatch, tmp_path):
     control = Control()
     bed_with(control, tmp_path).run_workers(WorkerOptions(mode="gloo", steps=1))
     assert control.calls == []
+
+
+@pytest.mark.parametrize("mode", ["thc", "gloo"])
+def test_ctrl_c_while_waiting_for_the_workers_stops_them_and_reaches_the_caller(monkeypatch, tmp_path, mode):
+    """A KeyboardInterrupt in the wait for the workers is not taken for a worker failure or swallowed: the
+    workers are stopped, the job removed, and the interrupt goes on to the caller (a bench's Ctrl-C)."""
+    events = []
+
+    def follow(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(testbed_module, "start_workers", lambda *args: ["worker"])
+    monkeypatch.setattr(testbed_module, "follow", follow)
+    monkeypatch.setattr(testbed_module, "stop_workers", lambda workers, ledger: events.append(("stop", workers)))
+    control = Control()
+    with pytest.raises(KeyboardInterrupt):
+        bed_with(control, tmp_path).run_workers(WorkerOptions(mode=mode, steps=1, job=JobSpec(job_id=5, workers=3)))
+    assert events == [("stop", ["worker"])]
+    assert control.calls == ([("start", 5, 3, 256), ("end", 5)] if mode == "thc" else [])
