@@ -303,7 +303,7 @@ def assert_maxima(out, norms: np.ndarray, kind=RESULT, count=N, lanes=NPR) -> No
     want[:lanes] = norms.max(axis=0)[:lanes]
     for port, data in out:
         p = parsed(data)
-        assert (p.op, p.kind, p.count, p.lane_bits, p.key) == (NORM, kind, count, 32, KEY)
+        assert (p.op, p.kind, p.count, p.lane_bits, p.key, p.worker_id) == (NORM, kind, count, 32, KEY, port - 1)
         assert len(data) == tp.PAYLOAD_AT + 8 * contract.NORM_WORDS
         assert p.norms().view(np.uint32).tolist() == want.view(np.uint32).tolist()
 
@@ -326,7 +326,8 @@ def test_a_norm_round_reusing_a_cell_ignores_what_it_held(target):
     idx = random_indices(rng)
     assert_exact(one_round(target, idx, slot=2, rnd=0), idx)  # large lanes in every word
     small = random_norms(rng) * np.float32(1e-30)
-    assert_maxima(send_all(target, [(worker_port(w), norm_request(w, small[w], slot=2, round_=2)) for w in range(N)]), small)
+    out = send_all(target, [(worker_port(w), norm_request(w, small[w], slot=2, round_=2)) for w in range(N)])
+    assert_maxima(out, small)
     smaller = small * np.float32(1e-3)
     out = send_all(target, [(worker_port(w), norm_request(w, smaller[w], slot=2, round_=4)) for w in range(N)])
     assert_maxima(out, smaller)
