@@ -125,7 +125,7 @@ def aggregation_figures(
         WorkerOptions(
             mode=mode,
             steps=0,
-            job=JobSpec(job_id=job_id, workers=len(bed.topo.workers), window=window),
+            job=(job := JobSpec(job_id=job_id, workers=len(bed.topo.workers), window=window)),
             probe_rounds=rounds,
             probe_size=size,
             master_port=port,
@@ -165,11 +165,19 @@ def aggregation_figures(
         "goodput_coords_s": size / seconds,
         "retransmissions": retx,
         "sent_bytes_per_round": statistics.mean(w["tx_bytes"] for w in wire) / rounds,
+        # what a worker's round must send at least: its indices (THC, b bits each) or int32 values (FIX32)
+        "payload_bytes_per_round": {"thc": size * job.bits / 8, "fix32": size * 4}.get(mode),
         "received_bytes_per_round": statistics.mean(w["rx_bytes"] for w in wire) / rounds,
         "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {}),
         "phases": phase_medians(phases),
         "cpu": per_round_cpu,
     } | link_bound(wire, rounds, bw, seconds)
+
+
+def sent_over_payload(a: dict) -> str:
+    """Bytes a worker sent per round over its payload's bytes, '-' for gloo (no payload figure)."""
+    payload = a.get("payload_bytes_per_round")
+    return f"{a['sent_bytes_per_round'] / payload:.3f}" if payload else "-"
 
 
 def phase_medians(phases: list[list[dict]]) -> dict:
@@ -281,11 +289,12 @@ def main(argv=None) -> int:
     if aggregation:
         print(
             f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers ({args.target}), "
-            f"median of {args.rounds} rounds; bytes per worker per round on its interface:"
+            f"median of {args.rounds} rounds; bytes per worker per round on its interface (x payload: sent over "
+            "the bytes of the THC indices, b bits a coordinate, or of the FIX32 int32 values):"
         )
         print(
             f"{'Mbit/s':>6s}  {'mode':18s} {'ms/round':>9s} {'bound ms':>9s} {'x bound':>8s} {'coords/s':>12s} "
-            f"{'sent B':>10s} {'recv B':>10s} {'retx':>5s} {'switch pkts':>11s}"
+            f"{'sent B':>10s} {'x payload':>9s} {'recv B':>10s} {'retx':>5s} {'switch pkts':>11s}"
         )
         for a in aggregation:
             events = a["switch_events"]
@@ -294,7 +303,7 @@ def main(argv=None) -> int:
                 f"{a['bw_mbit']:6g}  {report.MODE_LABELS[a['mode']]:18s} {a['median_s'] * 1e3:9.1f} "
                 f"{a['bound_s'] * 1e3:9.1f} {a['x_bound']:8.2f} "
                 f"{a['goodput_coords_s']:12,.0f} {a['sent_bytes_per_round']:10,.0f} "
-                f"{a['received_bytes_per_round']:10,.0f} "
+                f"{sent_over_payload(a):>9s} {a['received_bytes_per_round']:10,.0f} "
                 f"{a['retransmissions']:5d} {aggregated if a['mode'] != 'gloo' else '-':>11}"
             )
     if any(a.get("cpu") for a in aggregation):

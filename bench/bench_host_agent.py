@@ -208,7 +208,7 @@ def bench_veth(n: int) -> None:
 class EchoSwitch:
     """A switch stand-in that costs next to nothing, so the worker's own cost shows: every request is
     answered at once with the result that all n workers of the job sending the same request would get
-    (count n, sums n·table[index] in the job's lanes, the max of one norm), computed with numpy for
+    (count n, sums n·table[index] in the job's lanes, a NORM request's own norms as the maxima), computed with numpy for
     everything sent since the last recv; results carry the request's key. This class has only the
     per-packet interface (send one bytes, recv a list of bytes); BatchedEchoSwitch adds send_many /
     recv_into (rows of a numpy buffer)."""
@@ -242,7 +242,7 @@ class EchoSwitch:
         out[:, h + 16 : h + 20] = reqs[:, h + 16 : h + 20]  # key
         body = reqs[:, wire.PAYLOAD_OFFSET :]
         if op == wire.OP_NORM:
-            out[:, h + 12 : h + 16] = reqs[:, h + 12 : h + 16]  # value
+            out[:, wire.PAYLOAD_OFFSET :] = body  # every worker sent these norms: they are the maxima
         elif op == wire.OP_THC:
             idx = np.empty((len(reqs), 2 * body.shape[1]), np.uint8)
             idx[:, 0::2], idx[:, 1::2] = body >> 4, body & 0x0F

@@ -217,7 +217,7 @@ class SwitchAggregator:
     # ---- worker failure and switch restart -------------------------------------------------------
     #
     # A notice names the survivors' new job. Each survivor first agrees with the others on where the old
-    # job ends: a NORM round in the new job (requests 0 and 1) of the number of calls it has completed, and
+    # job ends: a NORM round in the new job (request 0) of the number of calls it has completed, and
     # of its complement, gives the maximum X and the minimum over the survivors. No survivor can have
     # completed a call that the dead worker did not contribute to, and a survivor that completed call X − 1
     # proves every worker sent all of X − 1's requests, so one that is behind is at most one call behind and

@@ -20,7 +20,12 @@ from host_agent import wire
 from host_agent.sim import SERVICE, SimJob
 
 # Request payloads the parser extracts (op, lane_bits), so that a shorter request is MALFORMED.
-_PARSED = {(wire.OP_THC, wire.LANES_8), (wire.OP_THC, wire.LANES_16), (wire.OP_FIX32, wire.LANES_INT32)}
+_PARSED = {
+    (wire.OP_THC, wire.LANES_8),
+    (wire.OP_THC, wire.LANES_16),
+    (wire.OP_FIX32, wire.LANES_INT32),
+    (wire.OP_NORM, wire.LANES_INT32),
+}
 
 
 class FakeSwitch:
@@ -86,7 +91,7 @@ class FakeSwitch:
         if refused:
             return refused, []
         if cell["tag"] is None or cell["tag"][:2] != (job.epoch, p.round):
-            cell.update(tag=(job.epoch, p.round, p.op), bitmap=0, remaining=job.n_workers, count=0, sums=None, norm=0)
+            cell.update(tag=(job.epoch, p.round, p.op), bitmap=0, remaining=job.n_workers, count=0, sums=None)
         bit = 1 << p.worker_id
         if cell["bitmap"] & bit or cell["remaining"] == 0:
             if cell["remaining"]:
@@ -97,14 +102,16 @@ class FakeSwitch:
         cell["bitmap"] |= bit
         cell["remaining"] -= 1
         cell["count"] += 1
-        if p.op == wire.OP_NORM:
-            cell["norm"] = max(cell["norm"], p.value)
+        if p.op == wire.OP_THC:
+            contribution = np.asarray(job.table, np.int64)[indices]
+        else:  # FIX32 int32 values, NORM float32 bit patterns (reduced with an unsigned max)
+            contribution = np.frombuffer(payload, ">i4" if p.op == wire.OP_FIX32 else ">u4").astype(np.int64)
+        if cell["sums"] is None:
+            cell["sums"] = contribution
+        elif p.op == wire.OP_NORM:
+            cell["sums"] = np.maximum(cell["sums"], contribution)
         else:
-            if p.op == wire.OP_THC:
-                contribution = np.asarray(job.table, np.int64)[indices]
-            else:
-                contribution = np.frombuffer(payload, ">i4").astype(np.int64)
-            cell["sums"] = contribution if cell["sums"] is None else cell["sums"] + contribution
+            cell["sums"] = cell["sums"] + contribution
         if cell["remaining"]:
             return "CONSUMED", []
         return "COMPLETED", self._multicast(job, p, cell)
@@ -143,16 +150,12 @@ class FakeSwitch:
         return [(w.port, self._result(job, p, cell, w, wire.KIND_RESULT)) for w in job.workers]
 
     def _result(self, job: Job, p: wire.ThcFrame, cell: dict, to: JobWorker, kind: int) -> bytes:
-        """A result as the program writes it: the cell's words in the op's lanes (none for NORM, whose max
-        is the value), its count, the request's key, lengths that match the payload."""
+        """A result as the program writes it: the cell's words in the op's lanes (NORM: the lane-wise maxima),
+        its count, the request's key, lengths that match the payload."""
         builder = wire.FrameBuilder(self.service, wire.Endpoint(to.mac, to.ip))
         lane_bits = wire.op_lane_bits(p.op, job.lane_bits)
-        if p.op == wire.OP_NORM:
-            value, payload = cell["norm"], b""
-        else:
-            value = p.value
-            lanes = cell["sums"] if p.op == wire.OP_THC else (cell["sums"] + 2**31) % 2**32 - 2**31
-            payload = lanes.astype(wire.LANE_DTYPES[lane_bits]).tobytes()
+        lanes = cell["sums"] if p.op == wire.OP_THC else (cell["sums"] + 2**31) % 2**32 - 2**31
+        payload = lanes.astype(wire.LANE_DTYPES[lane_bits]).tobytes()
         return builder.frame(
-            p.op, kind, job.job_id, to.worker_id, p.slot, p.round, value, payload, cell["count"], lane_bits, p.key
+            p.op, kind, job.job_id, to.worker_id, p.slot, p.round, p.value, payload, cell["count"], lane_bits, p.key
         )

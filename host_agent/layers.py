@@ -85,7 +85,7 @@ class THC(Packet):
         ByteField("worker_id", 0),
         ShortField("slot", 0),
         ByteField("count", 0),
-        ByteEnumField("lane_bits", 0, {0: "none", 8: "8-bit", 16: "16-bit", 32: "int32"}),
+        ByteEnumField("lane_bits", 0, {0: "none", 8: "8-bit", 16: "16-bit", 32: "32-bit"}),
         IntField("round", 0),
         XIntField("value", 0),
         XIntField("key", 0),
@@ -93,6 +93,8 @@ class THC(Packet):
 
     def guess_payload_class(self, payload):
         lanes = {wire.LANES_8: THCResult8, wire.LANES_16: THCResult16, wire.LANES_INT32: THCFix32}
+        if self.op == wire.OP_NORM and self.lane_bits == wire.LANES_INT32 and self.kind != wire.KIND_RELEASE:
+            return THCNorms
         if self.kind == wire.KIND_REQUEST:
             if self.op == wire.OP_THC and self.lane_bits in (wire.LANES_8, wire.LANES_16):
                 return THCIndices
@@ -138,7 +140,19 @@ class THCFix32(Packet):
     fields_desc = [_lanes("values", SignedIntField("value", 0), wire.LANES_INT32)]
 
 
-for _payload in (THCIndices, THCResult8, THCResult16, THCFix32):
+class THCNorms(Packet):
+    """NORM request, result or partial payload: NORMS_PER_REQUEST float32 bit patterns of non-negative norms
+    (a result's: the maxima), two per 64-bit word, the first in the high bits; unused lanes 0."""
+
+    name = "THC norms"
+    fields_desc = [
+        FieldListField(
+            "norms", [0] * wire.NORMS_PER_REQUEST, XIntField("norm", 0), count_from=lambda _: wire.NORMS_PER_REQUEST
+        )
+    ]
+
+
+for _payload in (THCIndices, THCResult8, THCResult16, THCFix32, THCNorms):
     _payload.extract_padding = lambda self, s: (b"", s)
 
 # Dissect on either port (requests and results both use 21576); build with both ports set.
@@ -146,4 +160,4 @@ bind_bottom_up(UDP, THC, dport=wire.THC_UDP_PORT)
 bind_bottom_up(UDP, THC, sport=wire.THC_UDP_PORT)
 bind_top_down(UDP, THC, sport=wire.THC_UDP_PORT, dport=wire.THC_UDP_PORT)
 
-__all__ = ["THC", "THCIndices", "THCResult8", "THCResult16", "THCFix32", "NibbleListField"]
+__all__ = ["THC", "THCIndices", "THCResult8", "THCResult16", "THCFix32", "THCNorms", "NibbleListField"]

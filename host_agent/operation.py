@@ -19,14 +19,18 @@ class ProtocolError(RuntimeError):
     """Results that cannot be combined (e.g. different contributor counts within one operation)."""
 
 
-def norm_bits(values: Sequence[float] | np.ndarray) -> np.ndarray:
-    """NORM requests' values: the float32 bit patterns the switch takes the max of (values must be ≥ 0)."""
+def pack_norms(values: Sequence[float] | np.ndarray) -> tuple[bytes, list[int]]:
+    """NORM requests' payloads: the values' float32 bit patterns (the switch takes their unsigned max lane by
+    lane), big-endian, wire.NORMS_PER_REQUEST a request, the last request's unused lanes 0; and [the number
+    of values]."""
     v = np.asarray(values, dtype=np.float32).reshape(-1)
-    if np.any(v < 0):
+    if np.any(v < 0) or np.any(np.isnan(v)):
         raise ValueError(
             "NORM values must be non-negative: the switch compares float32 bit patterns as unsigned integers"
         )
-    return (v + np.float32(0)).view(np.uint32)  # -0.0 + 0.0 = +0.0: its bits would sort above everything
+    padded = np.zeros(-(-v.size // wire.NORMS_PER_REQUEST) * wire.NORMS_PER_REQUEST, np.float32)
+    padded[: v.size] = v + np.float32(0)  # -0.0 + 0.0 = +0.0: its bits would sort above everything
+    return padded.view(np.uint32).astype(">u4").tobytes(), [v.size]
 
 
 def pack_indices(chunks: Sequence[np.ndarray], k: int) -> tuple[bytes, list[int]]:
@@ -87,7 +91,7 @@ class Operation:
         self.chunk_lengths = chunk_lengths
         self.per_packet = per_packet  # coordinates (THC) or values (FIX32) per request, lanes per result
         self.lane_bits = lane_bits  # what every request and result of the op carries
-        self.result_bytes = 0 if op == wire.OP_NORM else per_packet * wire.LANE_DTYPES[lane_bits].itemsize
+        self.result_bytes = per_packet * wire.LANE_DTYPES[lane_bits].itemsize
         self.started = started
         self.finished: float | None = None
         self.first_result: float | None = None  # when the first result came (the slowest worker had joined)
@@ -115,10 +119,7 @@ class Operation:
         self.count: int | None = None  # every accepted result's count must match the first
         self.mixed_counts = mixed_counts  # partial aggregation: counts may differ between requests
         self.release_at = np.full(n_requests, np.inf)  # when an unanswered request sends a RELEASE
-        if op == wire.OP_NORM:
-            self.sums = np.zeros(n_requests, np.uint32)  # float32 bit patterns
-        else:
-            self.sums = np.zeros(n_requests * per_packet, np.int32)
+        self.sums = np.zeros(n_requests * per_packet, np.int32)  # NORM: the maxima's float32 bit patterns
 
     @property
     def complete(self) -> bool:
@@ -141,8 +142,8 @@ class Operation:
     def fit_rows(self, op: np.ndarray, count: np.ndarray, lane_bits: np.ndarray, size: np.ndarray, n_workers: int):
         """Which results (arrays of their header fields, in arrival order) can be answers to requests of
         this operation: the same op; a count in 1..n_workers and the same in every result; the lane width
-        the op has in the job (NORM 0, FIX32 32, THC the job's 8 or 16) and the cell's words as payload
-        (none for NORM). The first that fits fixes the operation's count. A result that does not fit is
+        the op has in the job (NORM and FIX32 32, THC the job's 8 or 16) and the cell's words as payload
+        (NORM: its NORM_WORDS words). The first that fits fixes the operation's count. A result that does not fit is
         another op's or a misprogrammed job's, and storing it would corrupt the sums."""
         count, lane_bits, size = (np.asarray(a, np.int64) for a in (count, lane_bits, size))
         ok = (op == self.op) & (count >= 1) & (count <= n_workers)
@@ -158,12 +159,9 @@ class Operation:
 
     def store_rows(self, requests: np.ndarray, results: wire.ResultBatch, rows: np.ndarray) -> None:
         """Keep the results in rows `rows` of the batch as the answers to `requests` (results that fit)."""
-        if self.op == wire.OP_NORM:
-            self.sums[requests] = results.value[rows]
-        else:
-            raw = results.rows[rows, wire.PAYLOAD_OFFSET : wire.PAYLOAD_OFFSET + self.result_bytes]
-            lanes = np.ascontiguousarray(raw).view(wire.LANE_DTYPES[self.lane_bits])
-            self.sums.reshape(-1, self.per_packet)[requests] = lanes
+        raw = results.rows[rows, wire.PAYLOAD_OFFSET : wire.PAYLOAD_OFFSET + self.result_bytes]
+        lanes = np.ascontiguousarray(raw).view(wire.LANE_DTYPES[self.lane_bits])
+        self.sums.reshape(-1, self.per_packet)[requests] = lanes
         self.counts[requests] = results.count[rows]
 
     def contributors(self) -> int | list[np.ndarray]:
@@ -194,5 +192,5 @@ class Operation:
         if not self.complete:
             raise RuntimeError("operation still in flight")
         if self.op == wire.OP_NORM:
-            return self.sums.view(np.float32).copy()
+            return self.sums[: self.chunk_lengths[0]].view(np.float32).copy()
         return self._per_chunk(self.sums), self.contributors()

@@ -55,7 +55,7 @@ import numpy as np
 
 from host_agent import loss, native, receive, wire
 from host_agent.loopback import VirtualClock
-from host_agent.operation import Operation, ProtocolError, norm_bits, pack_fix32, pack_indices
+from host_agent.operation import Operation, ProtocolError, pack_fix32, pack_indices, pack_norms
 from host_agent.recovery import Recovery
 from host_agent.sender import Sender
 from host_agent.timers import Timers
@@ -267,9 +267,11 @@ class WorkerProtocol:
     # ---- starting operations -------------------------------------------------------------------
 
     def start_max(self, values: Sequence[float] | np.ndarray) -> Operation:
-        """Element-wise max over workers of non-negative float32 values: one NORM request per value."""
-        bits = norm_bits(values)
-        return self._start(wire.OP_NORM, len(bits), b"", 0, bits, [len(bits)], 1)
+        """Element-wise max over workers of non-negative float32 values: wire.NORMS_PER_REQUEST a NORM
+        request (operation.pack_norms)."""
+        k, size = wire.NORMS_PER_REQUEST, wire.request_payload_bytes(wire.OP_NORM, wire.LANES_INT32)
+        payloads, lengths = pack_norms(values)
+        return self._start(wire.OP_NORM, len(payloads) // size, payloads, size, None, lengths, k)
 
     def start_sum_indices(self, chunks: Sequence[np.ndarray]) -> Operation:
         """Per-coordinate sums over workers of the table values of 4-bit indices, chunk by chunk: K =

@@ -26,8 +26,8 @@ from spec.contract import (  # noqa: F401  (re-exported: the host agent's view o
     LANES_8,
     LANES_16,
     LANES_INT32,
-    LANES_NONE,
     MAX_WORKERS,
+    NORMS_PER_REQUEST,
     OP_FIX32,
     OP_NAMES,
     OP_NORM,
@@ -63,10 +63,8 @@ def op_lane_bits(op: int, job_lane_bits: int) -> int:
     """The lane_bits every packet of `op` carries in a job whose THC sums have `job_lane_bits` lanes."""
     if op == OP_THC:
         return job_lane_bits
-    if op == OP_FIX32:
-        return LANES_INT32
-    if op == OP_NORM:
-        return LANES_NONE
+    if op in (OP_FIX32, OP_NORM):
+        return LANES_INT32  # int32 values, or float32 norms' bit patterns
     raise ValueError(f"unknown THC op {op}")
 
 

@@ -1,6 +1,7 @@
 /*
  * The sums. A cell is THC_WORDS 64-bit register words, one register per word: THC sums in 8- or 16-bit
- * lanes (eight or four coordinates a word), FIX32 sums in two int32 lanes; norms are reduced with max.
+ * lanes (eight or four coordinates a word), FIX32 sums in two int32 lanes; NORM maxima in two float32
+ * lanes of the first NORM_WORDS words.
  * Each read-modify-write is one action (BMv2 locks a register for the duration of an action).
  */
 #ifndef THC_AGGREGATOR_P4
@@ -23,11 +24,20 @@
                 ((meta.tmp & 0xffffffff00000000) + (meta.w##k & 0xffffffff00000000));  \
     acc_##k.write(meta.cell, meta.w##k);
 
+/* NORM lanes: non-negative float32 values order like their bit patterns, so max is an unsigned compare,
+ * each 32-bit lane alone. */
+#define MAX_FLOAT32(k)                                                                                  \
+    acc_##k.read(meta.tmp, meta.cell);                                                                  \
+    meta.tmp = meta.tmp & meta.keep;                                                                    \
+    meta.hi = (meta.tmp[63:32] > meta.w##k[63:32]) ? meta.tmp[63:32] : meta.w##k[63:32];                \
+    meta.lo = (meta.tmp[31:0] > meta.w##k[31:0]) ? meta.tmp[31:0] : meta.w##k[31:0];                    \
+    meta.w##k = meta.hi ++ meta.lo;                                                                     \
+    acc_##k.write(meta.cell, meta.w##k);
+
 #define ACC_READ(k) acc_##k.read(meta.w##k, meta.cell);
 
 control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     FOR_EACH_WORD(ACC_REGISTER)
-    register<bit<32>>(THC_CELLS) norm_max;
 
     /* First packet of a use: keep = 0, so the old cell content is ignored (write); later: add. */
     action add_lanes() {
@@ -42,17 +52,12 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
         FOR_EACH_WORD(ACC_READ)
     }
 
-    /* Non-negative float32 values order like their bit patterns: max is an unsigned compare. */
-    action max_norm() {
-        norm_max.read(meta.norm, meta.cell);
-        meta.norm = meta.norm & meta.keep[31:0];
-        meta.norm = (hdr.thc.value > meta.norm) ? hdr.thc.value : meta.norm;
-        norm_max.write(meta.cell, meta.norm);
-        hdr.thc.value = meta.norm;
+    action max_float32() {
+        FOR_EACH_NORM_WORD(MAX_FLOAT32)
     }
 
-    action read_norm() {
-        norm_max.read(hdr.thc.value, meta.cell);
+    action read_norms() {
+        FOR_EACH_NORM_WORD(ACC_READ)
     }
 
     apply {
@@ -63,7 +68,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
         }
         if (meta.dup == 0) {
             if (hdr.thc.op == OP_NORM) {
-                max_norm();
+                max_float32();
             } else if (hdr.thc.op == OP_THC) {
                 add_lanes();
             } else {
@@ -71,7 +76,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
             }
         } else {
             if (hdr.thc.op == OP_NORM) {
-                read_norm();
+                read_norms();
             } else {
                 read_sums();
             }

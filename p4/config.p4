@@ -13,6 +13,14 @@
 #define THC_WORDS 128
 #endif
 
+/*
+ * A NORM request's payload: NORM_WORDS 64-bit words, two float32 norms a word (first norm in the high
+ * bits), 16 norms a request; the switch keeps their lane-wise maxima in the cell's first NORM_WORDS words.
+ */
+#define NORM_WORDS 8
+#define NORMS_BYTES (8 * NORM_WORDS)
+#define FOR_EACH_NORM_WORD(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
+
 #define THC_SLOTS 1024          /* slots shared by all jobs */
 #define THC_CELLS 2048          /* two cells per slot: the shadow copy */
 #define THC_EVENTS 32           /* cells of the thc_events counter: 24 events, room for more */
@@ -20,7 +28,7 @@
 #define THC_JOB_EVENTS 8192     /* thc_job_events: THC_EVENTS cells per job id (job_id * 32 + event) */
 
 const bit<16> THC_UDP_PORT = 21576;   /* 0x5448, "TH" */
-const bit<8>  THC_VERSION  = 2;       /* 2: wide cells and the job key (1 carried 64 coordinates) */
+const bit<8>  THC_VERSION  = 3;       /* 3: NORM_WORDS norms a NORM request (2: one, in the header) */
 const bit<8>  THC_MAX_WORKERS = 32;   /* the worker bitmap is 32 bits */
 
 const bit<4> OP_NORM  = 1;
@@ -34,10 +42,9 @@ const bit<4> KIND_RELEASE     = 3;   /* worker -> switch: complete the slot's us
 const bit<4> KIND_PARTIAL     = 4;   /* leaf -> spine: a leaf's sums and their count */
 
 /* Lane widths: what a packet's lane_bits says about its payload. */
-const bit<8> LANES_NONE  = 0;    /* NORM: no payload */
 const bit<8> LANES_8     = 8;    /* THC, n * g <= 255 */
 const bit<8> LANES_16    = 16;   /* THC, n * g <= 65535 */
-const bit<8> LANES_INT32 = 32;   /* FIX32 */
+const bit<8> LANES_INT32 = 32;   /* FIX32 (int32), NORM (float32 bit patterns) */
 
 /* One event per packet, counted in ThcIngress.thc_events. */
 const bit<32> EV_CONSUMED            = 0;

@@ -65,6 +65,13 @@ header thc_idx16_t { FOR_EACH_WORD(IDX16_FIELD) }
 header thc_words_t { FOR_EACH_WORD(WORD_FIELD) }
 
 /*
+ * NORM requests, results and partials: NORM_WORDS words of two float32 norms (non-negative, as bit
+ * patterns), the first norm in the high bits; unused lanes 0.
+ */
+#define NORM_FIELD(k) bit<64> n##k;
+header thc_norms_t { FOR_EACH_NORM_WORD(NORM_FIELD) }
+
+/*
  * Padding, read and thrown away. simple_switch gives a received packet 512 bytes of headroom
  * (PacketBuffer(len + 512) in simple_switch.cpp), so a result may be at most 512 bytes longer than the
  * packet that makes it: a request with 16-bit lanes (318 bytes) carries 256 bytes of padding after its
@@ -81,6 +88,7 @@ struct headers_t {
     thc_idx8_t  thc_idx8;
     thc_idx16_t thc_idx16;
     thc_words_t thc_words;
+    thc_norms_t thc_norms;
     thc_pad_t   thc_pad_a;
     thc_pad_t   thc_pad_b;
 }
@@ -120,7 +128,8 @@ struct metadata_t {
     /* aggregation */
     bit<64> keep;          /* 0 on the first packet of a use (write), all ones after (add) */
     bit<64> tmp;
-    bit<32> norm;          /* the cell's running max of the norms */
+    bit<32> hi;            /* NORM: a word's high lane's max */
+    bit<32> lo;            /* NORM: its low lane's max */
     bit<1>  rewrite_result;
     /* two-level aggregation (README.md, "Two-level aggregation") */
     bit<1>  leaf;          /* this switch is a leaf of the job: completed sums go up as a PARTIAL */

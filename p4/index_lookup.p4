@@ -5,7 +5,7 @@
  * g <= 255) as the bytes of two 64-bit parameters, installed by the controller over P4Runtime with the job.
  * An index x then selects byte x of that vector, and the eight (or four) values of one register word are
  * concatenated into its lanes, so one 64-bit add in the aggregator sums eight (or four) coordinates.
- * FIX32 requests and a leaf's PARTIAL skip the lookup: their words are already values.
+ * FIX32 and NORM requests and a leaf's PARTIAL skip the lookup: their words are already values.
  * Programmed by controller/lookup_tables.py.
  */
 #ifndef THC_INDEX_LOOKUP_P4
@@ -26,6 +26,7 @@
 #define IDX8(k) hdr.thc_idx8.q##k
 #define IDX16(k) hdr.thc_idx16.q##k
 #define COPY_WORD(k) meta.w##k = hdr.thc_words.v##k;
+#define COPY_NORMS(k) meta.w##k = hdr.thc_norms.n##k;
 
 control IndexLookup(inout headers_t hdr, inout metadata_t meta) {
     /* The job's table: V[0..7] in values_lo and V[8..15] in values_hi, V[j] in bits 8(j % 8) + 7 .. 8(j % 8).
@@ -64,6 +65,10 @@ control IndexLookup(inout headers_t hdr, inout metadata_t meta) {
         FOR_EACH_WORD(COPY_WORD)
     }
 
+    action copy_norms() {
+        FOR_EACH_NORM_WORD(COPY_NORMS)
+    }
+
     apply {
         if (hdr.thc.op == OP_THC && hdr.thc.kind == KIND_REQUEST) {
             values.apply();
@@ -77,8 +82,10 @@ control IndexLookup(inout headers_t hdr, inout metadata_t meta) {
                     bad_index();
                 }
             }
-        } else if (hdr.thc.op != OP_NORM) {
-            copy_words();  /* FIX32 requests, and partials of either op */
+        } else if (hdr.thc.op == OP_NORM) {
+            copy_norms();  /* NORM requests and partials */
+        } else {
+            copy_words();  /* FIX32 requests, and partials of THC or FIX32 */
         }
     }
 }

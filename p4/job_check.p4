@@ -93,8 +93,7 @@ control JobCheck(inout headers_t hdr, inout metadata_t meta) {
                 } else if (hdr.thc.op != OP_NORM && hdr.thc.op != OP_THC && hdr.thc.op != OP_FIX32) {
                     reject(EV_DROP_BAD_OP);
                 } else if ((hdr.thc.op == OP_THC && hdr.thc.lane_bits != meta.lane_bits) ||
-                           (hdr.thc.op == OP_FIX32 && hdr.thc.lane_bits != LANES_INT32) ||
-                           (hdr.thc.op == OP_NORM && hdr.thc.lane_bits != LANES_NONE)) {
+                           (hdr.thc.op != OP_THC && hdr.thc.lane_bits != LANES_INT32)) {
                     /* framed for another cell than the job's: the workers' job description is not the switch's */
                     reject(EV_DROP_LANE_MISMATCH);
                 }

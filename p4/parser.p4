@@ -1,4 +1,4 @@
-/* Parser, checksums and deparser. Only THC requests carry a parsed payload: results crossing a
+/* Parser, checksums and deparser. Only requests and partials carry a parsed payload: results crossing a
  * non-aggregating switch are forwarded with their payload untouched. */
 #ifndef THC_PARSER_P4
 #define THC_PARSER_P4
@@ -32,11 +32,13 @@ parser ThcParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
             (OP_THC, KIND_REQUEST, LANES_8): parse_indices8;
             (OP_THC, KIND_REQUEST, LANES_16): parse_indices16;
             (OP_FIX32, KIND_REQUEST, LANES_INT32): parse_words;
+            (OP_NORM, KIND_REQUEST, LANES_INT32): parse_norms;
+            (OP_NORM, KIND_PARTIAL, _): parse_norms;
             (OP_THC, KIND_PARTIAL, _): parse_words;
             (OP_FIX32, KIND_PARTIAL, _): parse_words;
             (OP_THC, KIND_RELEASE, _): parse_release_pad;
             (OP_FIX32, KIND_RELEASE, _): parse_release_pad;
-            default: accept;   /* NORM, results; a request with another lane width is refused in ingress */
+            default: accept;   /* results, NORM RELEASE; a request with another lane width is refused in ingress */
         }
     }
     state parse_indices8 {
@@ -51,6 +53,10 @@ parser ThcParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
     state parse_release_pad {
         packet.extract(hdr.thc_pad_a);
         packet.extract(hdr.thc_pad_b);
+        transition accept;
+    }
+    state parse_norms {
+        packet.extract(hdr.thc_norms);
         transition accept;
     }
     state parse_words {
@@ -88,6 +94,7 @@ control ThcDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.thc_idx8);
         packet.emit(hdr.thc_idx16);
         packet.emit(hdr.thc_words);
+        packet.emit(hdr.thc_norms);
         packet.emit(hdr.thc_pad_a);
         packet.emit(hdr.thc_pad_b);
     }

@@ -5,6 +5,7 @@
 #define THC_RESULT_P4
 
 #define WORD_OUT(k) hdr.thc_words.v##k = meta.w##k;
+#define NORM_OUT(k) hdr.thc_norms.n##k = meta.w##k;
 
 control Result(inout headers_t hdr, inout metadata_t meta,
                inout standard_metadata_t standard_metadata) {
@@ -38,11 +39,13 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.udp.length = THC_L4_BYTES + WORDS_BYTES;
     }
 
-    /* NORM: the maximum travels in the header's value; no payload. */
+    /* NORM: the cell's lane-wise maxima, NORM_WORDS words (a RELEASE gets a payload). */
     action norm_result() {
-        hdr.thc.lane_bits = LANES_NONE;
-        hdr.ipv4.totalLen = 20 + THC_L4_BYTES;
-        hdr.udp.length = THC_L4_BYTES;
+        hdr.thc_norms.setValid();
+        FOR_EACH_NORM_WORD(NORM_OUT)
+        hdr.thc.lane_bits = LANES_INT32;
+        hdr.ipv4.totalLen = 20 + THC_L4_BYTES + NORMS_BYTES;
+        hdr.udp.length = THC_L4_BYTES + NORMS_BYTES;
     }
 
     /* Every worker gets a copy; egress rewrites each copy's destination (ThcEgress.result_dst). */

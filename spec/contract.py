@@ -17,7 +17,7 @@ from p4.config.v1 import p4info_pb2
 # ---- wire format (config.p4, headers.p4) ---------------------------------------------------------
 
 THC_UDP_PORT = 21576  # 0x5448, "TH": UDP destination port of requests and results
-THC_VERSION = 2  # 2: wide cells and the job key (version 1 carried 64 coordinates a request)
+THC_VERSION = 3  # 3: NORM requests carry NORMS_PER_REQUEST norms (2: one, in the header's value)
 
 OP_NORM, OP_THC, OP_FIX32 = 1, 2, 3
 KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX, KIND_RELEASE, KIND_PARTIAL = 0, 1, 2, 3, 4
@@ -48,8 +48,9 @@ THC_HEADER = struct.Struct("!BBBBHBBIII")  # the same 20 bytes, op/kind packed i
 THC_HEADER_BYTES = THC_HEADER.size
 FRAME_HEADER_BYTES = 14 + 20 + 8 + THC_HEADER_BYTES  # Ethernet, IPv4 (no options), UDP, THC: 62
 
-# A packet's lane_bits: what its payload's lanes are (LANES_* in config.p4).
-LANES_NONE, LANES_8, LANES_16, LANES_INT32 = 0, 8, 16, 32
+# A packet's lane_bits: what its payload's lanes are (LANES_* in config.p4). NORM's are 32-bit too: float32
+# bit patterns, each lane reduced with max.
+LANES_8, LANES_16, LANES_INT32 = 8, 16, 32
 THC_LANE_BITS = (LANES_8, LANES_16)  # THC sums: 8-bit lanes when n * g <= 255, else 16 (per job)
 
 # A cell is WORDS 64-bit register words (THC_WORDS); a request carries what one cell holds.
@@ -57,6 +58,12 @@ WORD_BYTES = 8
 WORDS = 128  # the default build: 1 KiB cells, the largest whose result frame fits a 1500-byte MTU
 WORDS_VARIANTS = (32, 64, 128)  # p4/build/variants/thc_words{32,64}.json and the default build
 MTU = 1500  # the links' MTU the default build is sized for
+
+# A NORM request, result and partial carry NORM_WORDS words (thc_norms), two float32 norms a word, the first
+# in the high bits; the switch keeps the lane-wise maxima in the cell's first NORM_WORDS words.
+NORM_WORDS = 8
+NORMS_PER_REQUEST = NORM_WORDS * (64 // LANES_INT32)  # 16
+NORM_PAYLOAD_BYTES = NORM_WORDS * WORD_BYTES  # 64
 
 # p4c's outputs for p4/thc.p4, committed (make p4 rebuilds them)
 BUILD_DIR = Path(__file__).resolve().parents[1] / "p4" / "build"
@@ -86,9 +93,9 @@ RELEASE_PAD_BYTES = 512
 
 def request_payload_bytes(op: int, lane_bits: int, words: int = WORDS) -> int:
     """Bytes after the THC header of a REQUEST: 4-bit indices for THC (and 16-bit lanes' padding), the
-    words for FIX32, none for NORM."""
+    words for FIX32, NORM_WORDS words of norms for NORM."""
     if op == OP_NORM:
-        return 0
+        return NORM_PAYLOAD_BYTES
     if op == OP_THC:
         return per_request(lane_bits, words) // 2 + (PAD16_BYTES if lane_bits == LANES_16 else 0)
     if op == OP_FIX32:
@@ -97,13 +104,15 @@ def request_payload_bytes(op: int, lane_bits: int, words: int = WORDS) -> int:
 
 
 def release_payload_bytes(op: int) -> int:
-    """Bytes after the THC header of a RELEASE: padding for THC and FIX32 (their results carry a cell)."""
+    """Bytes after the THC header of a RELEASE: padding for THC and FIX32 (their results carry a cell); none
+    for NORM (its 64-byte result fits the headroom)."""
     return 0 if op == OP_NORM else RELEASE_PAD_BYTES
 
 
 def result_payload_bytes(op: int, words: int = WORDS) -> int:
-    """Bytes after the THC header of a RESULT, RESULT_RETX or PARTIAL: the cell's words (none for NORM)."""
-    return 0 if op == OP_NORM else words * WORD_BYTES
+    """Bytes after the THC header of a RESULT, RESULT_RETX or PARTIAL: the cell's words (NORM: its
+    NORM_WORDS words of maxima)."""
+    return NORM_PAYLOAD_BYTES if op == OP_NORM else words * WORD_BYTES
 
 
 # ---- compile-time limits (config.p4 and the table sizes) -----------------------------------------
@@ -147,7 +156,6 @@ SLOT_BITMAP = "ThcIngress.slot_state.slot_bitmap"
 SLOT_REMAINING = "ThcIngress.slot_state.slot_remaining"
 SLOT_COUNT = "ThcIngress.slot_state.slot_count"
 ACC_PREFIX = "ThcIngress.aggregator.acc_"
-NORM_MAX = "ThcIngress.aggregator.norm_max"
 
 # set_job's parameters, in the action's order, with their widths.
 SET_JOB_PARAMS = (

@@ -87,6 +87,17 @@ def pack_int32(values) -> bytes:
     return np.asarray(values, dtype=">i4").tobytes()
 
 
+def pack_norms(values) -> bytes:
+    """A NORM request's payload: up to NORMS_PER_REQUEST float32 values' bit patterns, big-endian, the
+    first in the high bits of the first word, unused lanes 0."""
+    v = np.asarray(values, dtype=np.float32).reshape(-1)
+    if v.size > contract.NORMS_PER_REQUEST:
+        raise ValueError(f"{v.size} norms: a NORM request carries {contract.NORMS_PER_REQUEST}")
+    lanes = np.zeros(contract.NORMS_PER_REQUEST, ">u4")
+    lanes[: v.size] = v.view(np.uint32)
+    return lanes.tobytes()
+
+
 @dataclass
 class Parsed:
     """A frame the switch sent: addresses, lengths, the THC header and the payload's lanes."""
@@ -151,3 +162,7 @@ class Parsed:
     def lanes(self) -> list[int]:
         """The sums, one per lane, in coordinate order."""
         return [int(v) for v in np.frombuffer(self.payload, dtype=LANE_DTYPE[self.lane_bits])]
+
+    def norms(self) -> np.ndarray:
+        """A NORM result's maxima: its NORMS_PER_REQUEST lanes as float32 values."""
+        return np.frombuffer(self.payload, dtype=">u4").astype(np.uint32).view(np.float32)

@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 from native_build import NativeBuildError, build_shared
+from spec.contract import THC_VERSION
 
 SOURCE = Path(__file__).resolve().parent / "fastio.c"
-FLAGS = ("-O2", "-Wall")
+FLAGS = ("-O2", "-Wall", f"-DTHC_VERSION={THC_VERSION}")  # the wire format's version, from the contract
 
 
 class NativeUnavailable(RuntimeError):

@@ -113,9 +113,12 @@ long thc_recv_rows(int fd, uint8_t *base, long stride, long n, long timeout_ns, 
 enum {
     THC_AT = 42,
     PAYLOAD_AT = 62,
-    THC_VERSION = 2,
-    OP_NORM = 1,
 };
+
+/* spec/contract.py's THC_VERSION: host_agent/native/__init__.py passes it with -D. */
+#ifndef THC_VERSION
+#error "compile with -DTHC_VERSION=<spec.contract.THC_VERSION>"
+#endif
 
 struct thc_take {
     int64_t job_id, key, window, next_request;
@@ -125,7 +128,7 @@ struct thc_take {
     int64_t ref_count;                        /* in/out: -1 until the operation's first accepted result */
     uint8_t *done;                            /* per request of the operation: answered */
     const int64_t *attempts;                  /* per request: transmissions so far */
-    int32_t *sums;                            /* n * per_packet (THC, FIX32) or n (NORM: float bits) */
+    int32_t *sums;                            /* n * per_packet (NORM: the maxima's float32 bits) */
     uint8_t *counts;                          /* per request: the accepted result's count */
     int64_t ignored, bad_key, stale, duplicate, rejected, accepted; /* out: this batch's counts */
 };
@@ -202,10 +205,7 @@ long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_
             continue;
         }
         st->ref_count = count;
-        if (st->op == OP_NORM)
-            st->sums[i] = (int32_t)be32(h + 12);
-        else
-            store_lanes(st->sums + i * st->per_packet, f + PAYLOAD_AT, st->per_packet, lane);
+        store_lanes(st->sums + i * st->per_packet, f + PAYLOAD_AT, st->per_packet, lane);
         st->counts[i] = (uint8_t)count;
         st->done[i] = 1; /* for the rest of the batch; undone below */
         acc_row[taken] = r;

@@ -184,7 +184,10 @@ def test_native_thc_job_matches_python_through_real_requests():
                 port = pipe.worker_port(w)
                 idx = nrng.integers(0, 16, size=pipe.K8, dtype=np.uint8)
                 seeds.append((port, pipe.thc_request(w, idx, slot=slot, round_=rnd)))
-                seeds.append((port, pipe.request(w, pipe.NORM, slot=slot, round_=rnd, value=rnd * 77 + w)))
+                norms = nrng.uniform(0, 2.0 ** nrng.integers(-126, 127), size=int(nrng.integers(1, pipe.NPR + 1)))
+                seeds.append((port, pipe.norm_request(w, norms, slot=slot, round_=rnd)))
+                if w == 1:
+                    seeds.append((port, pipe.release(w, pipe.NORM, slot=slot, round_=rnd)))
                 values = nrng.integers(-(2**31), 2**31, size=pipe.KFIX)
                 seeds.append((port, pipe.fix32_request(w, values, slot=slot, round_=rnd)))
                 if w == 0:

@@ -76,7 +76,7 @@ def test_hook_calls_give_every_worker_the_same_exact_aggregates():
         np.testing.assert_array_equal(fsums[0], want_fix)
     stats = aggs[0].stats()
     # 1,024 coordinates a THC request (8-bit lanes: n·g = 120), 256 int32 a FIX32 request
-    assert stats["operations"] == 3 and stats["requests"] == 5 + (5 + 1 + 1) + 3
+    assert stats["operations"] == 3 and stats["requests"] == 1 + (5 + 1 + 1) + 3  # the 5 norms: one NORM request
 
 
 def test_refuses_what_the_switch_would_drop_or_sum_with_another_table():

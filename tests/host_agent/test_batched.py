@@ -26,6 +26,7 @@ TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]  # the defau
 JOB = 7
 K, K16, F = contract.per_request(8), contract.per_request(16), contract.per_request(32)  # per request, 1 KiB cells
 CELL = 8 * contract.WORDS  # bytes of a result's payload
+NORMS = 8 * contract.NORM_WORDS  # bytes of a NORM result's payload
 KEY = 0x5EED
 
 
@@ -78,7 +79,7 @@ def test_build_rows_equals_frame_builder_byte_for_byte(op):
     slots = rng.integers(0, 1024, n)
     rounds = rng.integers(0, 2**33, n)  # beyond 32 bits: the round field wraps, as frame() does
     values = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
-    lane_bits = {wire.OP_NORM: 0, wire.OP_THC: 16, wire.OP_FIX32: 32}[op]
+    lane_bits = {wire.OP_NORM: 32, wire.OP_THC: 16, wire.OP_FIX32: 32}[op]
     padding = wire.padding(op, wire.KIND_REQUEST, lane_bits)  # 16-bit requests carry 256 bytes of it
     size = wire.payload_length(op, wire.KIND_REQUEST, lane_bits) - padding
     payloads = rng.integers(0, 256, (n, size), dtype=np.uint8) if size else None
@@ -103,7 +104,7 @@ def _frames_to_parse(rng):
         wire.OP_THC, wire.KIND_RESULT_RETX, JOB, 2, 1, 2**32 - 1, payload=bytes(CELL), count=2, lane_bits=8,
         key=0xFFFFFFFF,
     )  # fmt: skip
-    norm = back.frame(wire.OP_NORM, wire.KIND_RESULT, 1, 0, 3, 4, 0x3F800000, count=4)
+    norm = back.frame(wire.OP_NORM, wire.KIND_RESULT, 1, 0, 3, 4, payload=bytes(range(64)), count=4, lane_bits=32)
     fix = back.frame(wire.OP_FIX32, wire.KIND_RESULT, 1, 0, 3, 4, payload=bytes(CELL), count=4, lane_bits=32)
     request = wire.FrameBuilder(worker_endpoint(0), SERVICE).frame(
         wire.OP_THC, wire.KIND_REQUEST, 1, 0, 0, 0, 0, bytes(K // 2), lane_bits=8
@@ -312,7 +313,7 @@ def test_malformed_and_unfitting_results_in_one_batch_are_counted_not_stored(per
         _crafted(wire.OP_THC, 0, 0, 3, 8, bytes(CELL)),  # rejected: count > n
         good0,  # accepted
         good0,  # duplicate
-        _crafted(wire.OP_NORM, 0, 0, 2, 0),  # after slot 0's answer: a duplicate, as before
+        _crafted(wire.OP_NORM, 0, 0, 2, 32, bytes(NORMS)),  # after slot 0's answer: a duplicate, as before
         _crafted(wire.OP_THC, 1, 0, 2, 16, bytes(CELL)),  # rejected: not the job's lane width
         _crafted(wire.OP_THC, 1, 0, 2, 8, bytes(CELL // 2)),  # rejected: half a cell
         good1[:-3],  # ignored: cut short
@@ -344,7 +345,7 @@ def _twin_workers(op_kind, lane_bits):
         engine.add_job(job)
         _, (w, *_) = attach_workers(engine, job, clock=VirtualClock())
         if op_kind == wire.OP_NORM:
-            op = w.start_max(np.ones(24, np.float32))
+            op = w.start_max(np.ones(24 * wire.NORMS_PER_REQUEST, np.float32))
         elif op_kind == wire.OP_THC:
             op = w.start_sum_indices([np.zeros(job.spec.coords_per_request * 24, np.uint8)])
         else:
@@ -375,12 +376,12 @@ def test_native_and_numpy_take_sort_random_batches_alike(op_kind):
         for _ in range(int(rng.integers(1, 60))):
             q = int(rng.integers(0, 30))
             op = int(rng.choice([op_kind, op_kind, op_kind, wire.OP_NORM, wire.OP_THC, wire.OP_FIX32]))
-            lanes = {wire.OP_NORM: 0, wire.OP_FIX32: 32, wire.OP_THC: lane_bits}[op]
+            lanes = {wire.OP_NORM: 32, wire.OP_FIX32: 32, wire.OP_THC: lane_bits}[op]
             if rng.random() < 0.1:
                 lanes = int(rng.choice([0, 8, 16, 32, 12]))
-            size = CELL if op != wire.OP_NORM else 0
+            size = CELL if op != wire.OP_NORM else NORMS
             if rng.random() < 0.1:
-                size = int(rng.choice([0, K // 2, CELL - 8, CELL + 8, int(rng.integers(0, 1100))]))
+                size = int(rng.choice([0, K // 2, NORMS, CELL - 8, CELL + 8, int(rng.integers(0, 1100))]))
             key = a.key if rng.random() < 0.9 else int(rng.integers(0, 2**32))
             frame = back.frame(
                 op, int(rng.choice([1, 1, 1, 2, 0])), JOB if rng.random() < 0.9 else JOB + 1, 0, q % 8, q // 8,
@@ -474,7 +475,7 @@ def test_raw_socket_batches_recover_losses_over_a_veth_pair(veth, python_loop):
         norms = rng.uniform(0, 1, 20).astype(np.float32)
         assert worker.all_max(norms).tobytes() == norms.tobytes()
         stats = worker.stats()
-        assert stats["results"] == stats["requests"] == 41 + 1 + 20
+        assert stats["results"] == stats["requests"] == 41 + 1 + 2  # 20 norms: two NORM requests
         assert stats["retransmissions"] > 0  # the dropped requests and results were recovered
 
 

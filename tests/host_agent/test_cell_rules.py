@@ -55,7 +55,6 @@ def frame(job: SimJob, worker, op, slot, rnd, **changes) -> bytes:
     """A request of `job` as its workers frame it; `changes`: header fields or the payload, made wrong."""
     lane_bits = wire.op_lane_bits(op, job.spec.lane_bits)
     fields = dict(
-        value=1 if op == NORM else 0,
         payload=bytes(wire.payload_length(op, wire.KIND_REQUEST, lane_bits)),
         lane_bits=lane_bits,
         key=job.spec.key,
@@ -106,6 +105,8 @@ MISFITS = [
     ((0, THC, 0, 0, ("lane_bits", 16), ("payload", bytes(512))), "DROP_LANE_MISMATCH"),  # 16-bit framing, padded
     ((0, FIX32, 0, 0, ("lane_bits", 16)), "DROP_LANE_MISMATCH"),
     ((0, NORM, 0, 0, ("lane_bits", 8)), "DROP_LANE_MISMATCH"),
+    ((0, NORM, 0, 0, ("lane_bits", 0), ("payload", b"")), "DROP_LANE_MISMATCH"),  # version 2's one-norm framing
+    ((0, NORM, 0, 0, ("payload", bytes(8 * contract.NORM_WORDS - 1))), "DROP_MALFORMED"),
     ((0, THC, 0, 0, ("payload", bytes(511))), "DROP_MALFORMED"),  # a byte short of 1,024 indices
     ((0, FIX32, 0, 0, ("payload", bytes(1000))), "DROP_MALFORMED"),
     ((0, THC, 0, 0, ("payload", bytes([0x0F]) * 512)), "DROP_BAD_INDEX"),  # index 15 of a 3-bit table
@@ -124,24 +125,28 @@ def test_requests_that_do_not_fit_their_job_are_dropped_with_their_event(new_eng
 
 def test_results_carry_the_cells_words_the_jobs_lanes_and_key(new_engine):
     """A completed slot's result: the job's key, the op's lane width, the cell's 1 KiB of words in those
-    lanes (none for NORM: the max is the value), lengths that match; the same for 16-bit lanes."""
+    lanes (NORM: the lane-wise maxima of its NORM_WORDS words), lengths that match; the same for 16-bit
+    lanes."""
+    a = np.float32([3.5, 0.0, 1e-45, np.inf] * (wire.NORMS_PER_REQUEST // 4))
+    b = np.float32([2.0, 1e30, 0.0, 7.0] * (wire.NORMS_PER_REQUEST // 4))
+    norms = [v.view(np.uint32).astype(">u4").tobytes() for v in (a, b)]
     for spec in (SPEC, SPEC.replace(granularity=200)):
         job = SimJob.plan(spec)
         engine = new_engine(job)
         table = job.job.table
-        for slot, (op, payload) in enumerate(((THC, bytes([0x12]) * 512), (FIX32, b"\xff" * 1024), (NORM, b""))):
+        for slot, (op, payload) in enumerate(((THC, bytes([0x12]) * 512), (FIX32, b"\xff" * 1024), (NORM, None))):
             if op == THC and spec.lane_bits == 16:
                 payload = payload[:256] + bytes(contract.PAD16_BYTES)  # 512 indices and the padding
             lane_bits = wire.op_lane_bits(op, spec.lane_bits)
-            engine.process(worker_port(0), frame(job, 0, op, slot, 0, payload=payload, value=7))
-            out = engine.process(worker_port(1), frame(job, 1, op, slot, 0, payload=payload, value=9))
+            engine.process(worker_port(0), frame(job, 0, op, slot, 0, payload=payload or norms[0]))
+            out = engine.process(worker_port(1), frame(job, 1, op, slot, 0, payload=payload or norms[1]))
             assert sorted(port for port, _ in out) == [worker_port(0), worker_port(1)]
             for port, result in out:
                 r = wire.parse_frame(result)
                 assert (r.kind, r.op, r.count, r.lane_bits, r.key) == (wire.KIND_RESULT, op, 2, lane_bits, job.spec.key)
                 assert r.worker_id == port - 1 and len(result) == wire.PAYLOAD_OFFSET + len(r.payload)
                 if op == NORM:
-                    assert (r.value, r.payload) == (9, b"")
+                    assert r.payload == np.maximum(a, b).view(np.uint32).astype(">u4").tobytes()
                     continue
                 lanes = np.frombuffer(r.payload, wire.LANE_DTYPES[lane_bits])
                 want = [2 * table[1], 2 * table[2]] * (len(lanes) // 2) if op == THC else [-2] * len(lanes)

@@ -12,7 +12,7 @@ from scapy.packet import Raw
 from scapy.utils import rdpcap, wrpcap
 
 from host_agent import wire
-from host_agent.layers import THC, THCFix32, THCIndices, THCResult8, THCResult16
+from host_agent.layers import THC, THCFix32, THCIndices, THCNorms, THCResult8, THCResult16
 from spec import contract
 
 SRC = wire.Endpoint("02:00:00:00:01:02", "10.0.1.3")
@@ -33,7 +33,11 @@ def scapy_frame(thc, payload=None):
 
 # (header fields, payload layer, frame length): what one 1 KiB cell's request or result is on the wire
 CASES = {
-    "norm request": (dict(op=wire.OP_NORM, kind=wire.KIND_REQUEST, value=wire.float_bits(2.5)), None, 62),
+    "norm request": (
+        dict(op=wire.OP_NORM, kind=wire.KIND_REQUEST, lane_bits=32),
+        THCNorms(norms=[wire.float_bits(2.5 * i) for i in range(wire.NORMS_PER_REQUEST)]),
+        62 + 8 * contract.NORM_WORDS,
+    ),
     "thc request, 8-bit lanes": (
         dict(op=wire.OP_THC, kind=wire.KIND_REQUEST, lane_bits=8),
         THCIndices(idx=[i % 16 for i in range(8 * W)]),
@@ -50,7 +54,7 @@ CASES = {
         62 + 8 * W,
     ),
     "thc release": (dict(op=wire.OP_THC, kind=wire.KIND_RELEASE, lane_bits=16), None, 62 + 512),
-    "norm release": (dict(op=wire.OP_NORM, kind=wire.KIND_RELEASE), None, 62),
+    "norm release": (dict(op=wire.OP_NORM, kind=wire.KIND_RELEASE, lane_bits=32), None, 62),
     "thc result 8": (
         dict(op=wire.OP_THC, kind=wire.KIND_RESULT, count=4, lane_bits=8),
         THCResult8(sums=[i % 256 for i in range(8 * W)]),
@@ -71,7 +75,11 @@ CASES = {
         THCFix32(values=[-(2**31), 2**31 - 1] + list(range(2 - 2 * W, 0))),
         62 + 8 * W,
     ),
-    "norm result": (dict(op=wire.OP_NORM, kind=wire.KIND_RESULT, count=4, value=wire.float_bits(9.5)), None, 62),
+    "norm result": (
+        dict(op=wire.OP_NORM, kind=wire.KIND_RESULT, count=4, lane_bits=32),
+        THCNorms(norms=[wire.float_bits(9.5)] + [0] * (wire.NORMS_PER_REQUEST - 1)),
+        62 + 8 * contract.NORM_WORDS,
+    ),
 }
 
 
@@ -119,9 +127,11 @@ def test_payload_lengths_follow_the_cell_size(words):
         for kind in (wire.KIND_RESULT, wire.KIND_RESULT_RETX, wire.KIND_PARTIAL):
             assert wire.payload_length(op, kind, 0, words) == 8 * words
         assert wire.payload_length(op, wire.KIND_RELEASE, 32 if op == wire.OP_FIX32 else 8, words) == 512
-    assert wire.payload_length(wire.OP_NORM, wire.KIND_RELEASE, 0, words) == 0
-    assert wire.payload_length(wire.OP_NORM, wire.KIND_RESULT, 0, words) == 0
-    for op, lanes in ((wire.OP_THC, 32), (wire.OP_THC, 0), (wire.OP_FIX32, 8), (wire.OP_NORM, 8)):
+    # NORM: NORM_WORDS words of norms whatever the cell size; a RELEASE's 64-byte result needs no padding
+    assert wire.payload_length(wire.OP_NORM, wire.KIND_REQUEST, 32, words) == 8 * contract.NORM_WORDS
+    assert wire.payload_length(wire.OP_NORM, wire.KIND_RELEASE, 32, words) == 0
+    assert wire.payload_length(wire.OP_NORM, wire.KIND_RESULT, 32, words) == 8 * contract.NORM_WORDS
+    for op, lanes in ((wire.OP_THC, 32), (wire.OP_THC, 0), (wire.OP_FIX32, 8), (wire.OP_NORM, 8), (wire.OP_NORM, 0)):
         with pytest.raises(ValueError, match="LANE_MISMATCH"):
             wire.payload_length(op, wire.KIND_REQUEST, lanes, words)
 
@@ -147,7 +157,18 @@ def test_capture_dissects_thc_fields_and_payload_by_op_kind_lanes(tmp_path):
     back = wire.FrameBuilder(DST, SRC)
     k8, k16 = 8 * W, 4 * W
     frames = [
-        builder.frame(wire.OP_NORM, wire.KIND_REQUEST, 3, 1, 7, 12, wire.float_bits(1.5), key=KEY) + bytes(2),
+        builder.frame(
+            wire.OP_NORM,
+            wire.KIND_REQUEST,
+            3,
+            1,
+            7,
+            12,
+            payload=np.float32([1.5] * wire.NORMS_PER_REQUEST).view(np.uint32).astype(">u4").tobytes(),
+            lane_bits=32,
+            key=KEY,
+        )
+        + bytes(2),
         builder.frame(
             wire.OP_THC, wire.KIND_REQUEST, 3, 1, 7, 12, payload=wire.pack_nibbles(np.arange(k8) % 16), lane_bits=8
         ),
@@ -189,7 +210,7 @@ def test_capture_dissects_thc_fields_and_payload_by_op_kind_lanes(tmp_path):
         7,
         12,
     )
-    assert wire.bits_float(norm[THC].value) == 1.5 and norm[THC].key == KEY
+    assert norm[THCNorms].norms == [wire.float_bits(1.5)] * wire.NORMS_PER_REQUEST and norm[THC].key == KEY
     assert idx[THCIndices].idx == [i % 16 for i in range(k8)]
     assert res8[THCResult8].sums == list(range(256)) * (k8 // 256)
     assert res16[THCResult16].sums == list(range(k16))
@@ -322,7 +343,7 @@ def test_switch_aggregator_open_over_a_real_interface(veth):
             norms = torch.tensor([[3.0, 0.5]])
             assert torch.equal(agg.all_max(norms), norms)
             stats = agg.stats()
-            assert stats["results"] == stats["requests"] == 16 + 1 + 2
+            assert stats["results"] == stats["requests"] == 16 + 1 + 1  # both norms in one NORM request
     finally:
         stop.set()
         server.join(5)

@@ -65,13 +65,13 @@ def test_a_worker_inside_the_deadline_completes_the_round_normally(new_engine):
 
 def test_the_norm_round_can_be_released_too(new_engine):
     workers, engine, _, _, _ = cluster(new_engine, n=3, window=4, straggler_timeout=0.02)
-    ops = [w.start_max([float(w.worker_id + 1), 0.5]) for w in workers[:2]]
+    ops = [w.start_max([float(w.worker_id + 1), 0.5] * 10) for w in workers[:2]]  # two NORM requests
     drive(workers[:2])
-    assert all(op.result().tolist() == [2.0, 0.5] for op in ops)
+    assert all(op.result().tolist() == [2.0, 0.5] * 10 for op in ops)
     workers[2].transport.recv(0.0)  # the straggler lost the multicast results: it must ask
-    late = workers[2].start_max([9.0, 9.0])  # too late: its norms are not in the maximum
+    late = workers[2].start_max([9.0] * 20)  # too late: its norms are not in the maximum
     drive([workers[2]])
-    assert late.result().tolist() == [2.0, 0.5]
+    assert late.result().tolist() == [2.0, 0.5] * 10
     events = event_counts(engine)
     assert (events["RELEASED"], events["LATE"], workers[2].stats()["early_results"]) == (2, 2, 0)
 

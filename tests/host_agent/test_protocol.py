@@ -126,18 +126,19 @@ def test_sixteen_bit_lanes(new_engine):
 
 def test_consecutive_operations_reuse_slots_on_the_q_schedule(new_engine):
     workers, engine, recorder, _, _ = cluster(new_engine, n=2, window=4)
-    for value in (1.0, 2.0):
-        for got in run_all(workers, [lambda w, v=value: w.start_max([v, v * w.worker_id, 3.0, 0.5, 7.0, v])] * 2):
-            np.testing.assert_array_equal(got, np.float32([value, value, 3.0, 0.5, 7.0, value]))
+    for value in (1.0, 2.0):  # 42 norms: three NORM requests of 16 (the last with 6 unused lanes)
+        start = lambda w, v=value: w.start_max([v, v * w.worker_id, 3.0, 0.5, 7.0, v] * 7)
+        for got in run_all(workers, [start] * 2):
+            np.testing.assert_array_equal(got, np.float32([value, value, 3.0, 0.5, 7.0, value] * 7))
     data = [[np.full(K * 5, 2, np.uint8)], [np.full(K * 5, 15, np.uint8)]]
     for sums, _ in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
         assert sums[0].tolist() == [TABLE[2] + TABLE[15]] * (5 * K)
     mine = [(slot, rnd, op) for worker, slot, rnd, op in recorder.arrivals if worker == 0]
     assert mine == (
-        [(q % 4, q // 4, wire.OP_NORM) for q in range(12)] + [(q % 4, q // 4, wire.OP_THC) for q in range(12, 17)]
+        [(q % 4, q // 4, wire.OP_NORM) for q in range(6)] + [(q % 4, q // 4, wire.OP_THC) for q in range(6, 11)]
     )
-    assert workers[0].next_request == 17
-    assert event_counts(engine) == Counter(CONSUMED=17, COMPLETED=17)
+    assert workers[0].next_request == 11
+    assert event_counts(engine) == Counter(CONSUMED=11, COMPLETED=11)
 
 
 def test_norm_max_over_workers(new_engine):
@@ -181,8 +182,8 @@ def test_exact_under_loss_both_ways_and_no_contribution_counted_twice(new_engine
     assert sum(w.stats()["retransmissions"] for w in workers) > 0
     events = event_counts(engine)
     # every slot use completed exactly once, with exactly n contributions: retransmissions never counted twice
-    assert events["COMPLETED"] == 51 + 40
-    assert events["CONSUMED"] == 3 * (51 + 40)
+    assert events["COMPLETED"] == 51 + 3  # 40 norms: three NORM requests of 16
+    assert events["CONSUMED"] == 3 * (51 + 3)
     assert events["RETX_ANSWERED"] > 0  # a lost result was recovered from the stored copy
     assert set(events) <= {"COMPLETED", "CONSUMED", "RETX_ANSWERED", "DROP_DUPLICATE"}
 
@@ -269,7 +270,7 @@ def test_a_rerun_of_the_job_needs_a_new_epoch(new_engine):
     """Workers restarting from request 0 on cells that hold later rounds are dropped as STALE_ROUND:
     the AggregationTimeout must say what to check."""
     workers, engine, _, lw, clock = cluster(new_engine, n=1, window=2, timeout=0.1, max_timeout=0.2, deadline=1.0)
-    workers[0].all_max([1.0] * 6)  # rounds 0..2 on both slots
+    workers[0].all_max([1.0] * 6 * wire.NORMS_PER_REQUEST)  # rounds 0..2 on both slots
     rerun = WorkerProtocol(
         workers[0].transport, workers[0].builder, workers[0].spec, 0, clock=clock, timeout=0.1, max_timeout=0.2,
         deadline=1.0,
@@ -312,10 +313,10 @@ def test_retransmission_backoff_then_clear_timeout(new_engine):
 def test_window_limits_requests_in_flight(new_engine):
     workers, _, recorder, _, _ = cluster(new_engine, n=2, window=3)
     a, b = workers
-    a.start_max([1.0] * 10)
+    a.start_max([1.0] * 10 * wire.NORMS_PER_REQUEST)  # ten NORM requests
     a.pump()
     assert [slot for w, slot, r, op in recorder.arrivals] == [0, 1, 2]  # only W requests before any result
-    b.start_max([2.0] * 10)
+    b.start_max([2.0] * 10 * wire.NORMS_PER_REQUEST)
     b.pump()
     a.pump()
     assert [(slot, r) for w, slot, r, op in recorder.arrivals if w == 0] == [
@@ -536,8 +537,8 @@ def test_results_whose_op_count_lanes_or_key_do_not_fit_are_rejected(new_engine)
 
 def test_results_must_agree_within_one_operation(new_engine):
     """The count is fixed by the first accepted result of an operation: a later result for another slot
-    that disagrees (count 1 of 2) is rejected. NORM and FIX32 results must carry lane_bits 0 and 32."""
-    from host_agent.layers import THCFix32
+    that disagrees (count 1 of 2) is rejected. NORM and FIX32 results must carry lane_bits 32."""
+    from host_agent.layers import THCFix32, THCNorms
 
     workers, _, _, _, _ = cluster(new_engine, n=2, window=4)
     a, b = workers
@@ -560,17 +561,19 @@ def test_results_must_agree_within_one_operation(new_engine):
     # NORM and FIX32: the lane width the op implies
     op3 = a.start_max([1.0])  # request 5: slot 1 round 1
     a.pump()
-    a.transport.deliver(_crafted_result(wire.OP_NORM, 1, 1, 2, 8, value=wire.float_bits(9.0)))
+    maxima = THCNorms(norms=[wire.float_bits(9.0)] + [0] * (wire.NORMS_PER_REQUEST - 1))
+    a.transport.deliver(_crafted_result(wire.OP_NORM, 1, 1, 2, 8, maxima))
+    a.transport.deliver(_crafted_result(wire.OP_NORM, 1, 1, 2, 32))  # without its payload
     a.pump()
-    assert a.stats()["rejected_results"] == 2 and not op3.complete
-    a.transport.deliver(_crafted_result(wire.OP_NORM, 1, 1, 2, 0, value=wire.float_bits(9.0)))
+    assert a.stats()["rejected_results"] == 3 and not op3.complete
+    a.transport.deliver(_crafted_result(wire.OP_NORM, 1, 1, 2, 32, maxima))
     a.pump()
     assert op3.result().tolist() == [9.0]
     op4 = a.start_sum_fix32([np.arange(F, dtype=np.int32)])  # request 6: slot 2 round 1
     a.pump()
     a.transport.deliver(_crafted_result(wire.OP_FIX32, 2, 1, 2, 16, THCFix32(values=[3] * F)))
     a.pump()
-    assert a.stats()["rejected_results"] == 3 and not op4.complete
+    assert a.stats()["rejected_results"] == 4 and not op4.complete
     a.transport.deliver(_crafted_result(wire.OP_FIX32, 2, 1, 2, 32, THCFix32(values=[-3] * F)))
     a.pump()
     assert op4.result()[0][0].tolist() == [-3] * F and op4.result()[1] == 2

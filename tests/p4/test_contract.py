@@ -31,8 +31,9 @@ def test_wire_constants_and_limits_match_config_p4():
     assert contract.EVENT_CELLS == p4_const("THC_EVENTS")
     assert contract.JOB_IDS == p4_const("THC_JOB_IDS") and contract.JOB_EVENT_CELLS == p4_const("THC_JOB_EVENTS")
     assert contract.WORDS == p4_const("THC_WORDS")
-    for name in ("LANES_NONE", "LANES_8", "LANES_16", "LANES_INT32"):
+    for name in ("LANES_8", "LANES_16", "LANES_INT32"):
         assert getattr(contract, name) == p4_const(name)
+    assert contract.NORM_WORDS == p4_const("NORM_WORDS")
     assert 20 + 8 + contract.THC_HEADER_BYTES == 20 + p4_const("THC_L4_BYTES")
     for name, value in contract.OP_NAMES.items():
         assert p4_const(f"OP_{value}") == name
@@ -67,10 +68,26 @@ def test_every_table_and_action_of_the_contract_is_in_the_p4info(variant):
         assert [(p.name, p.bitwidth) for p in actions[spec.action].params] == list(spec.params), spec.action
     registers = {r.preamble.name: r for r in p4info.registers}
     expected = {contract.SLOT_TAG, contract.SLOT_BITMAP, contract.SLOT_REMAINING, contract.SLOT_COUNT}
-    expected |= {contract.NORM_MAX}
     expected |= {contract.acc_register(i) for i in range(words)}
     assert expected <= set(registers)
     assert {registers[contract.acc_register(i)].type_spec.bitstring.bit.bitwidth for i in range(words)} == {64}
+
+
+def test_the_norm_payload_matches_headers_p4():
+    """thc_norms_t is NORM_WORDS 64-bit words: NORMS_PER_REQUEST float32 lanes, the request, result and
+    partial payload of NORM."""
+    headers = (paths.P4_DIR / "headers.p4").read_text()
+    assert re.search(r"#define\s+NORM_FIELD\(k\)\s+bit<64>\s+n##k;", headers)
+    assert re.search(r"header\s+thc_norms_t\s*\{\s*FOR_EACH_NORM_WORD\(NORM_FIELD\)\s*\}", headers)
+    unrolled = re.search(r"#define\s+FOR_EACH_NORM_WORD\(M\)\s+(.*)", CONFIG).group(1)
+    assert re.findall(r"M\((\d+)\)", unrolled) == [str(k) for k in range(contract.NORM_WORDS)]
+    assert contract.NORMS_PER_REQUEST == 2 * contract.NORM_WORDS == 16
+    norm_bytes = contract.NORM_WORDS * contract.WORD_BYTES
+    assert contract.request_payload_bytes(contract.OP_NORM, contract.LANES_INT32) == norm_bytes
+    assert contract.result_payload_bytes(contract.OP_NORM) == norm_bytes
+    assert contract.result_payload_bytes(contract.OP_NORM) - contract.release_payload_bytes(contract.OP_NORM) <= (
+        contract.BMV2_HEADROOM
+    )
 
 
 def test_a_request_and_a_result_fit_the_mtu():

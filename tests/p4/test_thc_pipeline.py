@@ -36,7 +36,8 @@ REQUEST, RESULT, RESULT_RETX, RELEASE, PARTIAL = (
     contract.KIND_RELEASE,
     contract.KIND_PARTIAL,
 )
-LANES_OF = {NORM: 0, THC: 8, FIX32: 32}
+LANES_OF = {NORM: 32, THC: 8, FIX32: 32}
+NPR = contract.NORMS_PER_REQUEST
 
 
 def ip_int(ip: str) -> int:
@@ -119,6 +120,10 @@ def thc_request(w: int, idx: np.ndarray, lane_bits: int = 8, **kw) -> bytes:
 
 def fix32_request(w: int, values, **kw) -> bytes:
     return request(w, FIX32, payload=tp.pack_int32(values), **kw)
+
+
+def norm_request(w: int, values, **kw) -> bytes:
+    return request(w, NORM, payload=tp.pack_norms(values), **kw)
 
 
 def release(w: int, op: int = THC, **kw) -> bytes:
@@ -282,17 +287,65 @@ def test_fix32_sums_wrap_like_int32_in_each_lane_alone(target):
         assert p.lanes() == want
 
 
-def test_the_norm_round_returns_the_maximum_in_a_frame_of_its_own_length(target):
-    norms = [3.25, 117.5, 0.001]
-    bits = [struct.unpack("!I", struct.pack("!f", v))[0] for v in norms]
-    frames = [(worker_port(w), request(w, NORM, slot=3, value=bits[w])) for w in range(N)]
-    frames[1] = (2, request(1, NORM, slot=3, value=bits[1], total_len=100))  # says 100 bytes, carries 48
+def random_norms(rng, n: int = N, k: int = NPR) -> np.ndarray:
+    """Non-negative float32 norms over many magnitudes, with the edge cases the unsigned compare must order:
+    zero, the smallest subnormal, the largest finite value, infinity, and a tie."""
+    v = (rng.uniform(0, 1, (n, k)) * 10.0 ** rng.integers(-40, 38, (n, k))).astype(np.float32)
+    v[0, 0], v[1 % n, 0] = 0.0, np.float32(1e-45)
+    v[0, 1 % k], v[1 % n, 2 % k], v[:, 3 % k] = np.finfo(np.float32).max, np.inf, 7.5
+    return v
+
+
+def assert_maxima(out, norms: np.ndarray, kind=RESULT, count=N, lanes=NPR) -> None:
+    """Every worker got the lane-wise maxima bit for bit (unused lanes 0) in a 64-byte payload."""
+    assert sorted(port for port, _ in out) == [worker_port(w) for w in range(N)]
+    want = np.zeros(NPR, np.float32)
+    want[:lanes] = norms.max(axis=0)[:lanes]
+    for port, data in out:
+        p = parsed(data)
+        assert (p.op, p.kind, p.count, p.lane_bits, p.key, p.worker_id) == (NORM, kind, count, 32, KEY, port - 1)
+        assert len(data) == tp.PAYLOAD_AT + 8 * contract.NORM_WORDS
+        assert p.norms().view(np.uint32).tolist() == want.view(np.uint32).tolist()
+
+
+@pytest.mark.parametrize("lanes", [1, 7, NPR])
+def test_the_norm_round_returns_the_lane_wise_maxima_in_a_frame_of_its_own_length(target, lanes):
+    norms = random_norms(np.random.default_rng(lanes), k=lanes)
+    frames = [(worker_port(w), norm_request(w, norms[w], slot=3)) for w in range(N)]
+    frames[1] = (2, norm_request(1, norms[1], slot=3, total_len=200))  # says 200 bytes, carries 112
     out = send_all(target, frames)
-    assert len(out) == N
+    assert_maxima(out, norms, lanes=lanes)  # lengths: those of what the result carries
     for _, data in out:
-        p = parsed(data)  # lengths: those of what the result carries, whatever the request said
-        assert struct.unpack("!f", struct.pack("!I", p.value))[0] == 117.5
-        assert (p.kind, p.lane_bits, p.count, p.payload) == (RESULT, 0, N, b"")
+        assert parsed(data).norms()[lanes:].tolist() == [0.0] * (NPR - lanes)
+
+
+def test_a_norm_round_reusing_a_cell_ignores_what_it_held(target):
+    """The first NORM request of a use writes (keep = 0): a cell that held THC sums, or larger norms, two
+    rounds before does not leak into the maxima."""
+    rng = np.random.default_rng(31)
+    idx = random_indices(rng)
+    assert_exact(one_round(target, idx, slot=2, rnd=0), idx)  # large lanes in every word
+    small = random_norms(rng) * np.float32(1e-30)
+    out = send_all(target, [(worker_port(w), norm_request(w, small[w], slot=2, round_=2)) for w in range(N)])
+    assert_maxima(out, small)
+    smaller = small * np.float32(1e-3)
+    out = send_all(target, [(worker_port(w), norm_request(w, smaller[w], slot=2, round_=4)) for w in range(N)])
+    assert_maxima(out, smaller)
+
+
+def test_a_norm_duplicate_is_dropped_and_a_retransmission_answered_with_the_maxima(target):
+    norms = random_norms(np.random.default_rng(32))
+    assert target.send(1, norm_request(0, norms[0], slot=1)) == []
+    big = norms[0] * 0 + np.float32(3e38)
+    assert target.send(1, norm_request(0, big, slot=1)) == []  # a duplicate never counts, whatever it says
+    assert_maxima(send_all(target, [(worker_port(w), norm_request(w, norms[w], slot=1)) for w in (1, 2)]), norms)
+    retx = target.send(2, norm_request(1, norms[1], slot=1))
+    assert len(retx) == 1
+    p = parsed(retx[0][1])
+    assert (p.kind, p.count, p.dst_ip) == (RESULT_RETX, N, worker(1)[1])
+    assert p.norms().view(np.uint32).tolist() == norms.max(axis=0).view(np.uint32).tolist()
+    events = target.events()
+    assert (events["DROP_DUPLICATE"], events["COMPLETED"], events["RETX_ANSWERED"]) == (1, 1, 1)
 
 
 def test_two_jobs_sum_with_their_own_tables_at_once(target):
@@ -411,12 +464,15 @@ def test_a_new_epoch_starts_on_fresh_cells(target):
         (lambda idx: release(0, key=0), "DROP_BAD_KEY"),
         (lambda idx: thc_request(3, idx), "DROP_FOREIGN_WORKER"),
         (lambda idx: thc_request(0, idx, slot=4), "DROP_SLOT_RANGE"),
-        (lambda idx: request(0, NORM, version=1), "DROP_BAD_OP"),  # the 64-coordinate format of version 1
+        (lambda idx: norm_request(0, [1.0], version=1), "DROP_BAD_OP"),  # the 64-coordinate format of version 1
+        (lambda idx: request(0, NORM, version=2, lane_bits=0), "DROP_BAD_OP"),  # version 2: one norm, no payload
         (lambda idx: request(0, 5), "DROP_BAD_OP"),
         (lambda idx: thc_request(0, idx[:K16], lane_bits=16), "DROP_LANE_MISMATCH"),  # the job's lanes are 8
         (lambda idx: request(0, FIX32, lane_bits=8, payload=bytes(512)), "DROP_LANE_MISMATCH"),
-        (lambda idx: request(0, NORM, lane_bits=8), "DROP_LANE_MISMATCH"),
+        (lambda idx: request(0, NORM, lane_bits=8, payload=tp.pack_norms([1.0])), "DROP_LANE_MISMATCH"),
+        (lambda idx: request(0, NORM, lane_bits=0), "DROP_LANE_MISMATCH"),  # a NORM request without lanes
         (lambda idx: request(0, NORM)[:-6], "DROP_MALFORMED"),  # THC header cut short
+        (lambda idx: norm_request(0, [1.0])[:-1], "DROP_MALFORMED"),  # one byte short of NORM_WORDS words
         (lambda idx: thc_request(0, idx)[:-1], "DROP_MALFORMED"),  # one index byte short of a cell
         (lambda idx: release(0, payload=b""), "DROP_MALFORMED"),  # without its padding (BMv2's headroom)
         (lambda idx: release(0, FIX32, payload=bytes(100)), "DROP_MALFORMED"),
@@ -435,7 +491,7 @@ def test_a_host_without_the_key_can_neither_take_nor_block_a_cell(target):
     the workers' own round goes through."""
     idx = random_indices(np.random.default_rng(15))
     for op in (NORM, FIX32, THC):
-        payload = {NORM: b"", FIX32: bytes(8 * WORDS), THC: tp.pack_indices(idx[0])}[op]
+        payload = {NORM: tp.pack_norms([1.0]), FIX32: bytes(8 * WORDS), THC: tp.pack_indices(idx[0])}[op]
         assert target.send(1, request(0, op, key=0, payload=payload)) == []
     assert_exact(one_round(target, idx), idx)
     assert target.events()["DROP_BAD_KEY"] == 3
@@ -449,7 +505,7 @@ def test_a_worker_id_beyond_the_bitmap_is_foreign(target):
 
 
 def test_a_bad_ipv4_checksum_is_malformed(target):
-    data = bytearray(request(0, NORM))
+    data = bytearray(norm_request(0, [1.0]))
     data[24] ^= 0xFF  # IPv4 header checksum
     assert target.send(1, bytes(data)) == []
     assert target.events()["DROP_MALFORMED"] == 1
@@ -502,14 +558,10 @@ def test_ordinary_ipv4_and_results_for_others_are_forwarded(target):
 # one is complete.
 
 
-def norm_bits(value: float) -> int:
-    return struct.unpack("!I", struct.pack("!f", value))[0]
-
-
 @pytest.mark.parametrize("intruder", [NORM, FIX32])
 def test_another_op_on_a_thc_rounds_cell_is_dropped_and_the_round_stays_exact(target, intruder):
     idx = random_indices(np.random.default_rng(20))
-    other = request(2, NORM, value=norm_bits(1.5)) if intruder == NORM else fix32_request(2, [1] * KFIX)
+    other = norm_request(2, [1.5]) if intruder == NORM else fix32_request(2, [1] * KFIX)
     assert send_all(target, [(1, thc_request(0, idx[0])), (2, thc_request(1, idx[1]))]) == []
     assert target.send(3, other) == []  # worker 2's bit is still free: it must not complete the round
     assert_exact(target.send(3, thc_request(2, idx[2])), idx)
@@ -531,14 +583,10 @@ def test_another_op_on_a_thc_rounds_cell_is_dropped_and_the_round_stays_exact(ta
 
 def test_a_thc_request_on_a_norm_rounds_cell_is_dropped(target):
     idx = random_indices(np.random.default_rng(21), 1)[0]
-    norms = [norm_bits(v) for v in (2.0, 8.0, 4.0)]
-    assert send_all(target, [(worker_port(w), request(w, NORM, slot=3, value=norms[w])) for w in (0, 1)]) == []
+    norms = random_norms(np.random.default_rng(21))
+    assert send_all(target, [(worker_port(w), norm_request(w, norms[w], slot=3)) for w in (0, 1)]) == []
     assert target.send(3, thc_request(2, idx, slot=3)) == []
-    out = target.send(3, request(2, NORM, slot=3, value=norms[2]))
-    assert len(out) == N
-    for _, data in out:
-        p = parsed(data)
-        assert (p.op, p.count, p.value) == (NORM, N, norm_bits(8.0))
+    assert_maxima(target.send(3, norm_request(2, norms[2], slot=3)), norms)
     assert target.events()["DROP_OP_MISMATCH"] == 1
 
 
@@ -678,13 +726,12 @@ def test_a_release_of_a_use_the_cell_does_not_hold_is_ignored_or_stale(target):
 
 
 def test_norm_and_fix32_rounds_release_with_their_payload(target):
-    norms = [norm_bits(v) for v in (2.0, 8.0)]
-    send_all(target, [(worker_port(w), request(w, NORM, slot=0, value=norms[w])) for w in range(2)])
-    out = target.send(1, release(0, NORM, slot=0))
-    assert len(out) == N
-    for _, data in out:
-        p = parsed(data)
-        assert (p.op, p.count, p.value, p.lane_bits, p.payload) == (NORM, 2, norm_bits(8.0), 0, b"")
+    norms = random_norms(np.random.default_rng(33))
+    send_all(target, [(worker_port(w), norm_request(w, norms[w], slot=0)) for w in range(2)])
+    out = target.send(1, release(0, NORM, slot=0))  # 62 bytes: its result gets the NORM_WORDS words
+    assert_maxima(out, norms[:2], count=2)
+    late = target.send(3, norm_request(2, norms[2] * 0 + np.float32(1e38), slot=0))  # never added: answered
+    assert len(late) == 1 and parsed(late[0][1]).norms().tolist() == norms[:2].max(axis=0).tolist()
     values = [[7] * KFIX, [-3] * KFIX]
     send_all(target, [(worker_port(w), fix32_request(w, values[w], slot=1)) for w in (0, 1)])
     out = target.send(2, release(1, FIX32, slot=1))  # a RELEASE without payload: the result gets one

@@ -171,24 +171,30 @@ class LeafSpine:
     def local_workers(self, leaf: int) -> list[int]:
         return list(range(leaf * self.per_leaf, (leaf + 1) * self.per_leaf))
 
-    def request(self, w: int, idx: np.ndarray, slot: int, rnd: int, kind: int = contract.KIND_REQUEST) -> bytes:
-        """Worker `w`'s request (or RELEASE) of (slot, round), to its leaf (or the spine, on one level)."""
+    def request(
+        self, w: int, idx: np.ndarray, slot: int, rnd: int, kind: int = contract.KIND_REQUEST, op: int = contract.OP_THC
+    ) -> bytes:
+        """Worker `w`'s request (or RELEASE) of (slot, round), to its leaf (or the spine, on one level): THC
+        indices `idx`, or with op NORM up to NORMS_PER_REQUEST norms."""
         leaf = w // self.per_leaf
         service = leaf_ip(leaf) if self.levels == 2 else SPINE_IP
-        if kind == contract.KIND_REQUEST:
-            payload = tp.request_payload(idx, self.lane_bits)
+        lane_bits = self.lane_bits if op == contract.OP_THC else contract.LANES_INT32
+        if kind != contract.KIND_REQUEST:
+            payload = tp.release_payload(op)
+        elif op == contract.OP_NORM:
+            payload = tp.pack_norms(idx)
         else:
-            payload = tp.release_payload(contract.OP_THC)
+            payload = tp.request_payload(idx, self.lane_bits)
         return tp.frame(
             (mac_str(worker_mac(w)), worker_ip(w)),
             (mac_str(switch_mac(leaf)), service),
-            op=contract.OP_THC,
+            op=op,
             kind=kind,
             job_id=self.job_id,
             worker_id=w,
             slot=slot,
             round_=rnd,
-            lane_bits=self.lane_bits,
+            lane_bits=lane_bits,
             key=KEY,
             payload=payload,
             sport=40000 + w,
@@ -197,9 +203,9 @@ class LeafSpine:
     def _lost(self) -> bool:
         return self.loss > 0 and self.rng.random() < self.loss
 
-    def release(self, w: int, slot: int, rnd: int) -> bytes:
+    def release(self, w: int, slot: int, rnd: int, op: int = contract.OP_THC) -> bytes:
         """Worker `w`'s RELEASE of (slot, round), to its leaf (or the spine, on one level)."""
-        return self.request(w, np.zeros(0, dtype=np.uint8), slot, rnd, kind=contract.KIND_RELEASE)
+        return self.request(w, np.zeros(0, dtype=np.uint8), slot, rnd, kind=contract.KIND_RELEASE, op=op)
 
     def carry(self, sent: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
         """Frames sent by workers [(w, frame)], carried through the fabric (each link losing `loss`) until
@@ -225,7 +231,9 @@ class LeafSpine:
                     received.setdefault(self.local_workers(index)[out_port - 1], []).append(out)
         return received
 
-    def run_round(self, idx: list[np.ndarray], slot: int, rnd: int, max_tries: int = 50) -> dict[int, bytes]:
+    def run_round(
+        self, idx: list[np.ndarray], slot: int, rnd: int, max_tries: int = 50, op: int = contract.OP_THC
+    ) -> dict[int, bytes]:
         """Every worker sends its request (and retransmits it while unanswered, like a timeout would);
         returns the first result frame each worker received for (slot, round)."""
         results: dict[int, bytes] = {}
@@ -233,7 +241,7 @@ class LeafSpine:
             waiting = [w for w in range(self.n) if w not in results]
             if not waiting:
                 return results
-            received = self.carry([(w, self.request(w, idx[w], slot, rnd)) for w in waiting])
+            received = self.carry([(w, self.request(w, idx[w], slot, rnd, op=op)) for w in waiting])
             for w, frames in received.items():
                 for out in frames:
                     thc = tp.Parsed.of(out)
