@@ -38,10 +38,13 @@ __all__ = [
 
 # The P4 program's defaults (p4/README.md): 14 + 20 + 8 bytes of Ethernet/IPv4/UDP, a 20-byte THC header,
 # and a 1 KiB cell: a request carries what a cell holds (1,024 coordinates in 8-bit lanes, 512 in 16-bit
-# lanes, 256 int32), and a result is the cell.
+# lanes, 256 int32), and a result is the cell. A NORM request and its result carry 16 float32 norms (64
+# bytes). thc imports nothing of the contract (spec/contract.py); tests/p4/test_contract.py checks these.
 ETH_IP_UDP_BYTES = 42
 THC_HEADER_BYTES = 20
 CELL_BYTES = 1024
+NORMS_PER_REQUEST = 16
+NORM_PAYLOAD_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,9 @@ def _chunk_packets(numel: int, chunk: int, per_packet: int, pad_to_power_of_two:
 class INACost:
     """One bucket through the aggregating switch (THC or FIX32), per operation as the host agent runs it.
 
-    A norm round (one request per chunk), then the data requests: each worker sends P packets with a
-    window of ``window`` in flight; the switch answers each slot once all n have arrived. The transfer is
+    A norm round (one norm per chunk, ``norms_per_packet`` a request), then the data requests: each worker
+    sends P packets with a window of ``window`` in flight; the switch answers each slot once all n have
+    arrived. The transfer is
     bounded by the slowest of: the worker's link up (requests) or down (results), the switch's packet
     rate over n·P requests, and one round trip per window; one round trip of latency is added per
     operation. ``switch_pps`` is requests (of all workers) the switch turns into results per second.
@@ -126,6 +130,8 @@ class INACost:
     granularity: int = 30
     chunk: int = 2048  # THC's Hadamard chunk (thc-worker --chunk)
     fix32_chunk: int = 2**20
+    norms_per_packet: int = NORMS_PER_REQUEST
+    norm_bytes: int = NORM_PAYLOAD_BYTES  # a NORM request's and result's payload
 
     def __post_init__(self):
         if self.op not in ("thc", "fix32"):
@@ -145,8 +151,10 @@ class INACost:
     def packets(self, numel: int) -> tuple[int, int]:
         """(norm requests, data requests) one worker sends for ``numel`` coordinates."""
         if self.op == "thc":
-            return _chunk_packets(numel, self.chunk, self.thc_per_packet(), True)
-        return _chunk_packets(numel, self.fix32_chunk, self.fix32_per_packet(), False)
+            chunks, data = _chunk_packets(numel, self.chunk, self.thc_per_packet(), True)
+        else:
+            chunks, data = _chunk_packets(numel, self.fix32_chunk, self.fix32_per_packet(), False)
+        return math.ceil(chunks / self.norms_per_packet), data
 
     def frame_bytes(self) -> tuple[int, int]:
         """(request, result) bytes on the wire of one data packet."""
@@ -167,13 +175,15 @@ class INACost:
     def seconds(self, numel: int) -> float:
         norms, data = self.packets(numel)
         up, down = self.frame_bytes()
-        return self._operation(norms, self.header_bytes, self.header_bytes) + self._operation(data, up, down)
+        norm = self.header_bytes + self.norm_bytes
+        return self._operation(norms, norm, norm) + self._operation(data, up, down)
 
     def bytes_per_worker(self, numel: int) -> tuple[int, int]:
         """(sent, received) bytes of one worker for ``numel`` coordinates."""
         norms, data = self.packets(numel)
         up, down = self.frame_bytes()
-        return norms * self.header_bytes + data * up, norms * self.header_bytes + data * down
+        norm = self.header_bytes + self.norm_bytes
+        return norms * norm + data * up, norms * norm + data * down
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,6 @@ def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torc
         assert state.counts["gloo-fp16"]["calls"] == 0
 
     framing = dict(coords_per_packet=job.spec.coords_per_request, fix32_coords_per_packet=job.spec.fix32_per_request)
-    # the timeline model counts one NORM request per chunk; the wire packs NORMS_PER_REQUEST norms a request
-    thc_chunks, thc_data = INACost(1e9, N, 1e9, 0.0, op="thc", chunk=2048, **framing).packets(2080)
-    thc_slots = -(-thc_chunks // contract.NORMS_PER_REQUEST) + thc_data
+    thc_slots = sum(INACost(1e9, N, 1e9, 0.0, op="thc", chunk=2048, **framing).packets(2080))
     fix_slots = sum(INACost(1e9, N, 1e9, 0.0, op="fix32", **framing).packets(1056))
     assert completed(engine) == STEPS * (thc_slots + fix_slots)

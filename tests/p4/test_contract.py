@@ -90,6 +90,17 @@ def test_the_norm_payload_matches_headers_p4():
     )
 
 
+def test_the_timeline_models_frames_are_the_contracts():
+    """thc.timeline may not import the contract (thc knows nothing of packets): its copy of the frame sizes
+    is checked here."""
+    from thc import timeline
+
+    assert timeline.ETH_IP_UDP_BYTES + timeline.THC_HEADER_BYTES == contract.FRAME_HEADER_BYTES
+    assert timeline.CELL_BYTES == contract.WORDS * contract.WORD_BYTES
+    assert timeline.NORMS_PER_REQUEST == contract.NORMS_PER_REQUEST
+    assert timeline.NORM_PAYLOAD_BYTES == contract.NORM_PAYLOAD_BYTES
+
+
 def test_a_request_and_a_result_fit_the_mtu():
     result = contract.result_payload_bytes(contract.OP_THC)
     assert result == contract.WORDS * contract.WORD_BYTES

@@ -99,10 +99,11 @@ def test_a_plan_must_name_every_bucket():
 
 def test_ina_packets_and_bytes_follow_the_p4_program():
     cost = INACost(link_bps=1e9, workers=4, switch_pps=1e9, rtt_s=0.0)
-    assert cost.packets(2410) == (2, 2 + 1)  # 2048 + 512 padded: two cells and a part of one
+    assert cost.packets(2410) == (1, 2 + 1)  # 2048 + 512 padded: two chunks' norms in one NORM request; 3 cells
+    assert cost.packets(17 * 2048) == (2, 34)  # 17 norms: 16 a NORM request
     assert cost.frame_bytes() == (574, 1086)  # p4/README.md, "Cells": 1,024 coordinates in 8-bit lanes
     sixteen = INACost(1e9, 16, 1e9, 0.0)  # n·g = 480 > 255: 16-bit lanes, 512 coordinates a request
-    assert sixteen.frame_bytes() == (318, 1086) and sixteen.packets(2410) == (2, 4 + 1)
+    assert sixteen.frame_bytes() == (318, 1086) and sixteen.packets(2410) == (1, 4 + 1)
     fix = INACost(1e9, 4, 1e9, 0.0, op="fix32")
     assert fix.packets(2410) == (1, 10) and fix.frame_bytes() == (1086, 1086)
 
@@ -110,12 +111,14 @@ def test_ina_packets_and_bytes_follow_the_p4_program():
 def test_ina_time_is_bounded_by_the_slowest_resource():
     link = INACost(link_bps=8e6, workers=4, switch_pps=1e12, rtt_s=0.001, window=1024)
     norms, data = link.packets(1024 * 100)
-    assert link.seconds(102400) == pytest.approx(0.001 + norms * 62 / 1e6 + 0.001 + data * 1086 / 1e6)
+    assert link.seconds(102400) == pytest.approx(0.001 + norms * 126 / 1e6 + 0.001 + data * 1086 / 1e6)
     switch = INACost(link_bps=1e12, workers=4, switch_pps=1000, rtt_s=0.0, window=1024)
     assert switch.seconds(102400) == pytest.approx(4 * (norms + data) / 1000)
     window = INACost(link_bps=1e12, workers=4, switch_pps=1e12, rtt_s=0.001, window=10)
-    # 50 norms (2048-coordinate chunks) in 5 windows, then 100 cells in 10: a round trip per window
-    assert window.seconds(102400) == pytest.approx((0.001 + 0.001 * 4) + (0.001 + 0.001 * 9))
+    # 50 norms (2048-coordinate chunks) in 4 NORM requests, one window, then 100 cells in 10: a round trip
+    # per window
+    assert norms == 4
+    assert window.seconds(102400) == pytest.approx(0.001 + (0.001 + 0.001 * 9))
 
 
 def test_ring_and_allgather_costs():
