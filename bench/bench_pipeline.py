@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_switch import bench_thc, measure, measure_batched  # noqa: E402
+from bench.bench_switch import THC_SPEC, bench_thc, measure, measure_batched  # noqa: E402
 from controller.jobs import JobWorker  # noqa: E402
 from controller.session import SwitchSession  # noqa: E402
 from host_agent import wire  # noqa: E402
@@ -224,7 +224,9 @@ def bench_veth(target: str, k: int, rounds: int, window: int, switch_args=()) ->
 
 def bench_engine(k: int, packets: int, backend: str = "python") -> dict:
     """The engine in this process: Python process() per frame, or the native backend batched."""
-    sw, traffic = bench_thc(packets, seconds=30.0, json_path=PROGRAMS[k][0], backend=backend)
+    json_path, _, words = PROGRAMS[k]
+    spec = THC_SPEC.replace(words=words)  # the job framed for the variant's cells
+    sw, traffic = bench_thc(packets, seconds=30.0, json_path=json_path, backend=backend, spec=spec)
     if backend == "native":
         result = measure_batched(sw, traffic, packets)
     else:
