@@ -214,6 +214,15 @@ def _training_options(tr) -> None:
         "--lr", type=positive_number(), default=None, help="learning rate (default: the model's, 0.1 for mlp-digits)"
     )
     tr.add_argument(
+        "--bucket-cap-kb",
+        type=positive_number(),
+        default=None,
+        metavar="KB",
+        help="DDP's gradient bucket limit in KiB, for every mode (default: DDP's, 25 MiB: one bucket for the "
+        "small models); smaller buckets let the first ones' aggregation overlap the rest of the backward pass "
+        "and THC's norm round overlap the previous bucket's sums",
+    )
+    tr.add_argument(
         "--seed", type=_int_range(0, 2**32 - 1), default=0, help="model initialisation and batch order (default 0)"
     )
     tr.add_argument(

@@ -342,6 +342,7 @@ def run(args) -> int:
                 master_port=29500 + index,
                 straggler_timeout_ms=args.straggler_timeout,
                 stragglers=dict(args.straggler),
+                bucket_cap_kb=args.bucket_cap_kb,
             )
             if mode == "plan":
                 path = log_dir / "plan.json"

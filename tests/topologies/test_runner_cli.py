@@ -48,6 +48,7 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
         (["--steps", "five"], 2, ["argument --steps", "'five': expected an integer"]),
         (["--batch-size", "0"], 2, ["argument --batch-size", "must be at least 1"]),
         (["--lr", "0"], 2, ["argument --lr", "must be a positive number"]),
+        (["--bucket-cap-kb", "0"], 2, ["argument --bucket-cap-kb", "must be a positive number"]),
         (["--switch-timeout", "-1"], 2, ["argument --switch-timeout", "positive"]),
         (["--straggler", "h4"], 2, ["argument --straggler", "'h4' is not HOST:MS"]),
         (["--straggler", "h4:-3"], 2, ["argument --straggler", "milliseconds >= 0"]),
