@@ -50,9 +50,10 @@ def test_one_round_is_exact(star):
     probes = probe(star, rounds=1, job_id=1)
     assert_thc_probes_exact(probes, 1, PROBE_SIZE)
     events = star.last_switch_events["s1"]
-    # 4 workers x (barrier norm + 2 chunk norms + 3 THC requests, one cell each); one multicast result per slot
-    assert events["CONSUMED"] + events["COMPLETED"] == 4 * 6
-    assert events["COMPLETED"] == 6
+    # 4 workers x (barrier norm + one NORM request of the 2 chunk norms + 3 THC requests, one cell each); one
+    # multicast result per slot
+    assert events["CONSUMED"] + events["COMPLETED"] == 4 * 5
+    assert events["COMPLETED"] == 5
 
 
 def test_fix32_round_is_exact(star):
