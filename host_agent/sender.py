@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from host_agent import wire
 from host_agent.operation import Operation
 from host_agent.timers import Timers
 from host_agent.transport import BatchIO
@@ -88,10 +87,10 @@ class Sender:
         self.counters.bytes_sent += k * op.frames.shape[1]
 
     def control(self, rows: np.ndarray) -> None:
-        """Queue frames that are no request (RELEASEs), counted as sent."""
+        """Queue frames that are no request (RELEASEs, with the padding their results need), counted as sent."""
         self._queue.append(rows)
         self.counters.packets_sent += len(rows)
-        self.counters.bytes_sent += len(rows) * wire.PAYLOAD_OFFSET
+        self.counters.bytes_sent += rows.size
 
     def flush(self) -> None:
         """Send the queued frames, in the order they were queued."""

@@ -22,14 +22,35 @@ from tests.host_agent.test_protocol import (
 )
 
 
+class _CountingTransport:
+    """A worker's transport that adds the bytes of every frame it sends to totals[key]."""
+
+    def __init__(self, inner, totals: dict, key: int):
+        self.inner, self.totals, self.key = inner, totals, key
+        totals[key] = 0
+
+    def send(self, frame: bytes) -> None:
+        self.totals[self.key] += len(frame)
+        self.inner.send(frame)
+
+    def __getattr__(self, name):  # recv, describe, next_event: the wrapped transport's
+        if name == "send_many":  # one frame at a time, so that every frame is counted
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
 @pytest.mark.parametrize("n_requests", [4, 12], ids=["one-round", "three-rounds"])
 def test_released_slots_carry_the_sums_so_far_and_a_late_worker_gets_them_unadded(new_engine, n_requests):
     workers, engine, _, _, _ = cluster(new_engine, n=3, window=4, straggler_timeout=0.05)
     rng = np.random.default_rng(40)
     idx = random_indices(rng, 3, [K * n_requests])
     fast = workers[:2]
+    wire_bytes = {}
+    for w in fast:  # what goes on the wire, frame by frame, beside the worker's own count
+        w.transport = _CountingTransport(w.transport, wire_bytes, w.worker_id)
     ops = [w.start_sum_indices(idx[w.worker_id]) for w in fast]
     drive(fast)  # worker 2 has not started: only the RELEASEs can finish the rounds
+    assert all(w.stats()["bytes_sent"] == wire_bytes[w.worker_id] for w in fast)  # RELEASEs with their padding
     expected = expected_sums(idx[:2])
     for op in ops:
         sums, count = op.result()
