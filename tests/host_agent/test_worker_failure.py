@@ -68,6 +68,14 @@ def reference(ranks, k):
     return max_norms.numpy(), {r: np.concatenate(i) for r, i in indices.items()}, np.concatenate(sums)
 
 
+def join_workers(threads, errors, ranks) -> None:
+    """Wait for the worker threads of `ranks`: none may hang, none may have failed."""
+    for r in ranks:
+        threads[r].join(60)
+        assert not threads[r].is_alive(), f"worker {r} hangs"
+    assert not errors, errors
+
+
 @pytest.mark.parametrize("loss", [0.0, 0.03])
 def test_survivors_readmitted_as_a_new_job_aggregate_only_their_own_rounds(new_engine, loss):
     old, new = jobs()
@@ -110,10 +118,7 @@ def test_survivors_readmitted_as_a_new_job_aggregate_only_their_own_rounds(new_e
     while any(aggs[r].generation < 1 for r in SURVIVORS) and not errors and time.monotonic() < deadline:
         time.sleep(0.01)
     retire(engine, old)  # every survivor is in the new job: the old one's cells are of no use now
-    for r in SURVIVORS:
-        threads[r].join(60)
-        assert not threads[r].is_alive(), f"worker {r} hangs"
-    assert not errors, errors
+    join_workers(threads, errors, SURVIVORS)
 
     for k in range(ROUNDS):
         ranks = list(range(N)) if k < DIES_IN else SURVIVORS
@@ -202,10 +207,7 @@ class StalledCluster:
         assert all(self.aggs[r].calls == 2 * DIES_IN + 1 for r in ahead)  # stuck in call 7, round 3's sums
 
     def join(self, ranks) -> None:
-        for r in ranks:
-            self.threads[r].join(60)
-            assert not self.threads[r].is_alive(), f"worker {r} hangs"
-        assert not self.errors, self.errors
+        join_workers(self.threads, self.errors, ranks)
 
 
 def test_a_survivor_behind_the_others_finishes_its_call_in_the_old_job_first(new_engine):
@@ -297,10 +299,7 @@ def test_overlapped_hook_survivors_redo_the_round_and_the_early_norm_round_in_th
     admit(engine, new)
     board.post(notice(new))
     posted.set()
-    for r in SURVIVORS:
-        threads[r].join(60)
-        assert not threads[r].is_alive(), f"worker {r} hangs"
-    assert not errors, errors
+    join_workers(threads, errors, SURVIVORS)
 
     for k in range(ROUNDS):
         ranks = list(range(N)) if k < DIES_IN else SURVIVORS
