@@ -98,6 +98,7 @@ class SwitchAggregator:
         membership: Callable[[], Membership | None] | None = None,
         on_rejoin: Callable[[dict], None] = lambda record: None,
         straggler_timeout: float | None = None,
+        query_first: bool = True,
     ) -> SwitchAggregator:
         """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
@@ -112,7 +113,8 @@ class SwitchAggregator:
         `membership` polls for notices of a new membership
         (e.g. MembershipFile(path).poll); `on_rejoin` gets a record each time this worker moves to one.
         `straggler_timeout`: seconds after which an unanswered request releases its slot (partial
-        aggregation; None: wait for every worker).
+        aggregation; None: wait for every worker). `query_first`: a retransmission asks the switch with a QUERY
+        before the request goes again (False: the request goes at once).
         """
         transport = RawSocketTransport(iface, src_ip=src_ip)
         builder = wire.FrameBuilder(wire.Endpoint(src_mac, src_ip), wire.Endpoint(service_mac, service_ip))
@@ -129,6 +131,7 @@ class SwitchAggregator:
                 dupthresh=dupthresh,
                 coalesce=coalesce,
                 straggler_timeout=straggler_timeout,
+                query_first=query_first,
             )
         except Exception:
             transport.close()

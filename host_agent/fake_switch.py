@@ -58,7 +58,7 @@ class FakeSwitch:
         p = wire.parse_frame(frame)
         if p is None or frame[30:34] != wire.ip_bytes(self.service.ip):
             return "FORWARDED", []
-        if p.kind not in (wire.KIND_REQUEST, wire.KIND_RELEASE):
+        if p.kind not in (wire.KIND_REQUEST, wire.KIND_RELEASE, wire.KIND_QUERY):
             return "FORWARDED", []
         need = wire.request_payload_bytes(p.op, p.lane_bits, self.words) if (p.op, p.lane_bits) in _PARSED else 0
         if p.kind == wire.KIND_REQUEST and len(p.payload) < need:
@@ -81,6 +81,8 @@ class FakeSwitch:
         cell_at = (job.slot_base + p.slot, p.round & 1)
         if p.kind == wire.KIND_RELEASE:
             return self._release(job, p, self.cells.get(cell_at, {"tag": None}))
+        if p.kind == wire.KIND_QUERY:
+            return self._query(job, p, port, self.cells.get(cell_at, {"tag": None}))
         payload = p.payload[: need - wire.padding(p.op, p.kind, p.lane_bits)]
         if p.op == wire.OP_THC:
             indices = wire.unpack_nibbles(payload)
@@ -129,6 +131,26 @@ class FakeSwitch:
             return "RELEASE_IGNORED", []
         cell["remaining"] = 0
         return "RELEASED", self._multicast(job, p, cell)
+
+    def _query(self, job: Job, p: wire.ThcFrame, port: int, cell: dict) -> tuple[str, list[tuple[int, bytes]]]:
+        """A QUERY is answered with the cell's STATUS for the use it names: the bitmap of the workers in
+        it and the contributions it still lacks (0: complete); a use not started here has none in."""
+        tag = cell["tag"]
+        if tag is None or tag[0] != job.epoch or p.round > tag[1]:
+            bitmap, lacking = 0, job.n_workers
+        elif p.round < tag[1]:
+            return "DROP_STALE_ROUND", []
+        elif p.op != tag[2]:
+            return "DROP_OP_MISMATCH", []
+        else:
+            bitmap, lacking = cell["bitmap"], cell["remaining"]
+        sender = next(w for w in job.workers if w.worker_id == p.worker_id)
+        builder = wire.FrameBuilder(self.service, wire.Endpoint(sender.mac, sender.ip))
+        status = builder.frame(
+            p.op, wire.KIND_STATUS, job.job_id, p.worker_id, p.slot, p.round, bitmap, b"", lacking, p.lane_bits,
+            p.key,
+        )  # fmt: skip
+        return "QUERY_ANSWERED", [(port, status)]
 
     @staticmethod
     def _refusal(cell: dict, epoch: int, p: wire.ThcFrame) -> str | None:

@@ -93,7 +93,11 @@ class THC(Packet):
 
     def guess_payload_class(self, payload):
         lanes = {wire.LANES_8: THCResult8, wire.LANES_16: THCResult16, wire.LANES_INT32: THCFix32}
-        if self.op == wire.OP_NORM and self.lane_bits == wire.LANES_INT32 and self.kind != wire.KIND_RELEASE:
+        if (
+            self.op == wire.OP_NORM
+            and self.lane_bits == wire.LANES_INT32
+            and self.kind not in (wire.KIND_RELEASE, wire.KIND_QUERY, wire.KIND_STATUS)
+        ):
             return THCNorms
         if self.kind == wire.KIND_REQUEST:
             if self.op == wire.OP_THC and self.lane_bits in (wire.LANES_8, wire.LANES_16):

@@ -97,6 +97,8 @@ class WorkerStats:
     fast_retransmissions: int = 0  # results of later requests showed it lost (incl. early retransmission)
     probe_retransmissions: int = 0  # the tail probe: nothing came for the PTO with only a tail in flight
     releases: int = 0  # RELEASE frames sent: a request waited past the straggler timeout
+    statuses: int = 0  # STATUS answers to this worker's QUERY frames taken in
+    status_resends: int = 0  # requests sent again because a STATUS said the switch lacks them or their result
     partial_results: int = 0  # results accepted with a count below the job's n (a released slot)
     early_results: int = 0  # released results taken before this worker sent the request (never sent)
     results: int = 0  # results accepted (one per request)
@@ -190,6 +192,7 @@ class WorkerProtocol:
         first_request: int = 0,
         straggler_timeout: float | None = None,
         early_capacity: int = 65536,
+        query_first: bool = True,
     ):
         if not isinstance(spec, JobSpec):
             raise TypeError(f"a WorkerProtocol takes the job's JobSpec (spec/job.py), not {type(spec).__name__}")
@@ -209,7 +212,7 @@ class WorkerProtocol:
             timeout=timeout, min_timeout=min_timeout, backoff=backoff, max_timeout=max_timeout,
             deadline=deadline, adaptive=adaptive, dupthresh=dupthresh, early_retransmit=early_retransmit,
             coalesce=coalesce, max_hold=max_hold, clock=clock,
-            straggler_timeout=straggler_timeout, early_capacity=early_capacity,
+            straggler_timeout=straggler_timeout, early_capacity=early_capacity, query_first=query_first,
         )  # fmt: skip
         self.spec = spec
         self.job_id, self.worker_id, self.window = spec.job_id, worker_id, spec.window
@@ -230,7 +233,10 @@ class WorkerProtocol:
         # released results that came before their request (partial aggregation only)
         self._early = receive.EarlyResults(early_capacity) if straggler_timeout is not None else None
         self._sorter = receive.Sorter(self.job_id, self.key, self.schedule, self.n_workers, self.counters, self._early)
-        self.sender = Sender(self.schedule, self.timers, self.counters, clock, straggler_timeout)
+        self.sender = Sender(
+            self.schedule, self.timers, self.counters, clock, straggler_timeout,
+            query_frames=self._query_frames if query_first else None,
+        )  # fmt: skip
         self.recovery = Recovery(
             self.schedule, self.timers, self.sender, self.counters, clock,
             dupthresh=dupthresh, early_retransmit=early_retransmit, straggler_timeout=straggler_timeout,
@@ -420,10 +426,18 @@ class WorkerProtocol:
 
     def _release_frames(self, op: Operation, q: np.ndarray) -> np.ndarray:
         """RELEASE frames for requests q of op (partial aggregation, recovery.py)."""
+        return self._header_frames(op, q, wire.KIND_RELEASE)
+
+    def _query_frames(self, op: Operation, idx: np.ndarray) -> np.ndarray:
+        """QUERY frames for requests idx of op: what a retransmission sends first (Sender.retransmit)."""
+        return self._header_frames(op, op.q0 + idx, wire.KIND_QUERY)
+
+    def _header_frames(self, op: Operation, q: np.ndarray, kind: int) -> np.ndarray:
+        """Frames of `kind` that name requests q of op by their slot and round (and the padding the kind needs)."""
         slots, rounds = self.schedule.slot(q), self.schedule.round(q)
         return wire.build_rows(
-            self.builder, op.op, wire.KIND_RELEASE, self.job_id, self.worker_id, slots, rounds,
-            lane_bits=op.lane_bits, key=self.key,
+            self.builder, op.op, kind, self.job_id, self.worker_id, slots, rounds, lane_bits=op.lane_bits,
+            key=self.key,
         )  # fmt: skip
 
     # ---- taking results in -----------------------------------------------------------------------
@@ -434,6 +448,10 @@ class WorkerProtocol:
         lengths = io.lengths[:n]
         c.packets_received += n
         c.bytes_received += int(lengths.sum())
+        statuses = np.flatnonzero((io.buf[:n, wire.THC_OFFSET + 1] & 0x0F) == wire.KIND_STATUS)
+        if statuses.size:
+            self._on_statuses(wire.parse_rows(io.buf[statuses], lengths[statuses]))
+            c.ignored_frames -= statuses.size  # the take below passes over them as no result
         if self._native is not None and len(ops) <= 1:  # the C take sorts for one operation
             rows, i = self._native.take(ops[0] if ops else None, io, n, self.next_request)
             which = np.zeros(len(i), np.int64)
@@ -459,6 +477,34 @@ class WorkerProtocol:
                 self._accept(op, j, now)
         else:
             self._accept_many(op, i, now)
+
+    def _on_statuses(self, statuses: wire.ResultBatch) -> None:
+        """STATUS answers to QUERY frames (Sender.retransmit): a request whose contribution the cell holds
+        while it waits for others' waits on, as if sent now; any other (the switch lacks the contribution,
+        or the use is complete and its result, which the path would have delivered before the STATUS, was
+        lost) is sent again at once, itself."""
+        ours = (
+            statuses.valid & (statuses.job_id == self.job_id) & (statuses.key == self.key)
+            & (statuses.payload_len == 0)
+        )  # fmt: skip
+        self.counters.ignored_frames += len(ours) - int(np.count_nonzero(ours))
+        now = self.clock()
+        q = self.schedule.number(statuses.slot, statuses.round)
+        for k in np.flatnonzero(ours).tolist():
+            op = next((o for o in self.in_flight if o.q0 <= q[k] < o.q0 + o.n), None)
+            if op is None:
+                continue
+            i = int(q[k]) - op.q0
+            if op.done[i] or not op.attempts[i] or int(statuses.op[k]) != op.op:
+                continue
+            self.counters.statuses += 1
+            self.timers.heard(now)
+            held = int(statuses.value[k]) >> self.worker_id & 1 and int(statuses.count[k]) > 0
+            if held:
+                self.sender.hold(op, i)
+            else:
+                self.sender.resend_full(op, np.array([i], np.int64), now)
+        self.sender.flush()
 
     def _accept_many(self, op: Operation, i: np.ndarray, now: float) -> None:
         """_accept for every request of i, in order, when no result among them is evidence of loss: the

@@ -25,9 +25,20 @@ class Sender:
     counters of what went (`counters`: the worker's WorkerStats). `io` is the worker's BatchIO, replaced
     when its transport is."""
 
-    def __init__(self, schedule: Window, timers: Timers, counters, clock: Callable[[], float], straggler_timeout):
+    def __init__(
+        self,
+        schedule: Window,
+        timers: Timers,
+        counters,
+        clock: Callable[[], float],
+        straggler_timeout,
+        query_frames: Callable[[Operation, np.ndarray], np.ndarray] | None = None,
+    ):
         self.schedule, self.timers, self.counters, self.clock = schedule, timers, counters, clock
         self.straggler_timeout = straggler_timeout
+        # QUERY frames for requests of an operation: a retransmission asks the switch first (its STATUS says
+        # whether the request itself must go again, resend_full); None: retransmissions carry the request
+        self.query_frames = query_frames
         self.io: BatchIO | None = None
         self.tx = 0  # transmissions so far: orders every transmission of this worker
         self.firsts = 0  # first transmissions so far (loss.py: what "later" means across operations)
@@ -53,14 +64,27 @@ class Sender:
         return bool(ready)
 
     def retransmit(self, op: Operation, idx: np.ndarray, now: float, why: str) -> None:
-        """Send requests idx again now, counted in `why` (one of WorkerStats' *_retransmissions)."""
-        self.transmit(op, idx, now)
+        """Send requests idx again now, counted in `why` (one of WorkerStats' *_retransmissions): as QUERY
+        frames when the worker queries first, else the requests themselves."""
+        self.transmit(op, idx, now, None if self.query_frames is None else self.query_frames(op, idx))
         self.counters.retransmissions += len(idx)
         setattr(self.counters, why, getattr(self.counters, why) + len(idx))
 
-    def transmit(self, op: Operation, idx: np.ndarray, now: float) -> None:
-        """Book transmissions of requests `idx` (distinct, in this order) and queue their frames; flush()
-        sends them."""
+    def resend_full(self, op: Operation, idx: np.ndarray, now: float) -> None:
+        """Send requests idx again now, themselves: a STATUS said the switch lacks them (or their results)."""
+        self.transmit(op, idx, now)
+        self.counters.status_resends += len(idx)
+
+    def hold(self, op: Operation, i: int) -> None:
+        """Request i of op is in its cell, which waits for other workers: it counts as sent now (loss.py
+        then finds it lost only by results of requests sent after this), with no evidence against it."""
+        op.seq[i] = self.tx
+        self.tx += 1
+        op.evidence[i] = 0
+
+    def transmit(self, op: Operation, idx: np.ndarray, now: float, frames: np.ndarray | None = None) -> None:
+        """Book transmissions of requests `idx` (distinct, in this order) and queue their frames (`frames`, one
+        row per request, or the requests' own); flush() sends them."""
         k = len(idx)
         seqs = np.arange(self.tx, self.tx + k, dtype=np.int64)
         self.tx += k
@@ -82,9 +106,11 @@ class Sender:
         if n_first < k:
             self.timers.resent(op, idx[~first], now)
         op.sent_hi = max(op.sent_hi, int(idx.max()) + 1)
-        self._queue.append(op.frames[idx])
+        if frames is None:
+            frames = op.frames[idx]
+        self._queue.append(frames)
         self.counters.packets_sent += k
-        self.counters.bytes_sent += k * op.frames.shape[1]
+        self.counters.bytes_sent += frames.size
 
     def control(self, rows: np.ndarray) -> None:
         """Queue frames that are no request (RELEASEs, with the padding their results need), counted as sent."""

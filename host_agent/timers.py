@@ -170,6 +170,14 @@ class Timers:
         self._probe_backoff = 1.0
         self.probe_at = now + self.pto if tail or in_flight <= self.tail else None
 
+    def heard(self, now: float) -> None:
+        """A STATUS came (the switch answered a QUERY): the path and the switch are alive, so the running
+        retransmission timer and tail probe wait anew from `now`, as after a result."""
+        if self.retransmit_at is not None:
+            self.retransmit_at = now + self.rto
+        if self.probe_at is not None:
+            self.probe_at = now + self.pto
+
     def spacing(self, gap: float) -> None:
         """A batch of results came `gap` s after the operation's previous result."""
         if self.adaptive:

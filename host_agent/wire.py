@@ -19,10 +19,12 @@ import numpy as np
 from spec.contract import (  # noqa: F401  (re-exported: the host agent's view of the contract)
     KIND_NAMES,
     KIND_PARTIAL,
+    KIND_QUERY,
     KIND_RELEASE,
     KIND_REQUEST,
     KIND_RESULT,
     KIND_RESULT_RETX,
+    KIND_STATUS,
     LANES_8,
     LANES_16,
     LANES_INT32,
@@ -82,6 +84,8 @@ def payload_length(op: int, kind: int, lane_bits: int, words: int = WORDS) -> in
         return request_payload_bytes(op, lane_bits, words)
     if kind in (KIND_RESULT, KIND_RESULT_RETX, KIND_PARTIAL):
         return result_payload_bytes(op, words)
+    if kind in (KIND_QUERY, KIND_STATUS):
+        return 0  # the header says it all
     raise ValueError(f"unknown THC kind {kind}")
 
 

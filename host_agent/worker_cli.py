@@ -66,6 +66,7 @@ def protocol_options(args) -> dict:
         dupthresh=args.dupthresh,
         coalesce=args.coalesce,
         straggler_timeout=None if args.straggler_timeout is None else args.straggler_timeout / 1000,
+        query_first=not args.no_query,
     )
 
 
@@ -187,6 +188,13 @@ def _add_retransmission(s) -> None:
         help="longest backed-off retransmission timeout in seconds (default 0.25: on a LAN a lost packet "
         "should cost a fraction of a second, not the 1 s of backoff a WAN needs); it bounds the backoff, "
         "never the measured round trip (srtt + 4 rttvar), which behind a slow switch such as BMv2 is longer",
+    )
+    s.add_argument(
+        "--no-query",
+        action="store_true",
+        help="retransmit the request itself instead of asking the switch first with a header-only QUERY, "
+        "whose STATUS says whether this worker's request (or its result) is missing (p4/README.md, "
+        '"Queries"); for comparison: every worker then resends a request that one worker lost',
     )
     s.add_argument(
         "--switch-timeout",

@@ -23,7 +23,7 @@
 
 #define THC_SLOTS 1024          /* slots shared by all jobs */
 #define THC_CELLS 2048          /* two cells per slot: the shadow copy */
-#define THC_EVENTS 32           /* cells of the thc_events counter: 24 events, room for more */
+#define THC_EVENTS 32           /* cells of the thc_events counter: 25 events, room for more */
 #define THC_JOB_IDS 256         /* hdr.thc.job_id is 8 bits */
 #define THC_JOB_EVENTS 8192     /* thc_job_events: THC_EVENTS cells per job id (job_id * 32 + event) */
 
@@ -40,6 +40,8 @@ const bit<4> KIND_RESULT      = 1;
 const bit<4> KIND_RESULT_RETX = 2;
 const bit<4> KIND_RELEASE     = 3;   /* worker -> switch: complete the slot's use with what it has */
 const bit<4> KIND_PARTIAL     = 4;   /* leaf -> spine: a leaf's sums and their count */
+const bit<4> KIND_QUERY       = 5;   /* worker -> switch, header only: what does the cell hold of this use? */
+const bit<4> KIND_STATUS      = 6;   /* switch -> the querying worker, header only: value = bitmap, count = lacking */
 
 /* Lane widths: what a packet's lane_bits says about its payload. */
 const bit<8> LANES_8     = 8;    /* THC, n * g <= 255 */
@@ -71,6 +73,7 @@ const bit<32> EV_FANNED_OUT          = 20;  /* leaf: a spine's result multicast 
 const bit<32> EV_DROP_BAD_KEY        = 21;  /* the packet's key is not its job's */
 const bit<32> EV_DROP_LANE_MISMATCH  = 22;  /* framed for another lane width than its op has in its job */
 const bit<32> EV_RELEASE_UP          = 23;  /* leaf: a RELEASE for a use the leaf completed went on to the spine */
+const bit<32> EV_QUERY_ANSWERED      = 24;  /* a QUERY answered with the cell's STATUS for the use it names */
 
 /* Bytes after the IPv4 header: UDP (8) + THC header (20) + payload. */
 #define THC_L4_BYTES 28

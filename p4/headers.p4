@@ -125,6 +125,7 @@ struct metadata_t {
     bit<1>  late;          /* a contribution to a released use */
     bit<1>  release;       /* a RELEASE that completes the use */
     bit<1>  release_up;    /* leaf: a RELEASE of a use it completed, for the spine (which may still wait) */
+    bit<1>  query;         /* a QUERY: answered with the cell's bitmap and remaining, nothing read or written */
     /* aggregation */
     bit<64> keep;          /* 0 on the first packet of a use (write), all ones after (add) */
     bit<64> tmp;

@@ -1,6 +1,7 @@
 /* What happens to a counted request: wait for the others (drop), multicast the finished sums to the job's
  * group, or answer a retransmission of a finished slot with the stored sums, unicast. A RELEASE multicasts
- * the sums so far; a late contribution to a released slot is answered like a retransmission. */
+ * the sums so far; a late contribution to a released slot is answered like a retransmission; a QUERY gets
+ * the cell's STATUS. */
 #ifndef THC_RESULT_P4
 #define THC_RESULT_P4
 
@@ -70,6 +71,26 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.event = EV_RETX_ANSWERED;
     }
 
+    /* A QUERY's answer, header only, to the sender: the workers whose contributions the named use holds,
+     * and how many it still lacks (0: complete, its result went out). On a leaf, the leaf's own cell. */
+    action status() {
+        hdr.thc.kind = KIND_STATUS;
+        hdr.thc.value = meta.bitmap;
+        hdr.thc.count = meta.remaining;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+        hdr.ipv4.totalLen = 20 + THC_L4_BYTES;
+        hdr.udp.length = THC_L4_BYTES;
+        standard_metadata.egress_spec = standard_metadata.ingress_port;
+        macAddr_t mac = hdr.ethernet.dstAddr;
+        hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
+        hdr.ethernet.srcAddr = mac;
+        ip4Addr_t ip = hdr.ipv4.dstAddr;
+        hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
+        hdr.ipv4.srcAddr = ip;
+        meta.event = EV_QUERY_ANSWERED;
+    }
+
     /* A leaf sends what it completed (or answers a retransmission with its stored partial) to the spine:
      * the cell's words in the job's lanes, the count of its contributions, its own id. ipv4_lpm routes it
      * (meta.up). */
@@ -105,6 +126,8 @@ control Result(inout headers_t hdr, inout metadata_t meta,
     apply {
         if (meta.down == 1) {
             fan_out();
+        } else if (meta.query == 1) {
+            status();
         } else if (meta.release_up == 1) {
             release_to_spine();
         } else if (meta.remaining != 0) {

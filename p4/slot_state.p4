@@ -3,7 +3,8 @@
  * stays readable for retransmissions while round r + 1 accumulates in the other cell.
  * A use is identified by (epoch, op, round); which newer rounds may start one is README.md's "Round window".
  * A RELEASE completes a use with the k < n contributions it has (README.md, "Partial aggregation"); on a
- * leaf whose use is complete it goes on to the spine, which releases its own use ("Two-level aggregation"). */
+ * leaf whose use is complete it goes on to the spine, which releases its own use ("Two-level aggregation").
+ * A QUERY changes nothing: the Result control answers it with what the cell holds ("Queries"). */
 #ifndef THC_SLOT_STATE_P4
 #define THC_SLOT_STATE_P4
 
@@ -29,7 +30,19 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
         slot_remaining.read(meta.remaining, meta.cell);
         slot_count.read(meta.count, meta.cell);
         bit<32> stored = meta.tag[31:0];
-        if (hdr.thc.kind == KIND_RELEASE) {
+        if (hdr.thc.kind == KIND_QUERY) {
+            /* a QUERY reads the cell's use as a retransmission of the request would find it, and writes
+             * nothing: a use not started here has no contribution in and lacks all n */
+            meta.query = 1;
+            if (meta.tag[51:36] != meta.epoch || hdr.thc.round > stored) {
+                meta.bitmap = 0;
+                meta.remaining = meta.n_workers;
+            } else if (hdr.thc.round < stored) {
+                refuse(EV_DROP_STALE_ROUND);
+            } else if (meta.tag[35:32] != hdr.thc.op) {
+                refuse(EV_DROP_OP_MISMATCH);
+            }
+        } else if (hdr.thc.kind == KIND_RELEASE) {
             /* a RELEASE acts only on the cell's current, incomplete use: it completes it as it is */
             if (meta.tag[51:36] != meta.epoch || hdr.thc.round > stored) {
                 refuse(EV_RELEASE_IGNORED);  /* the use has not started here */

@@ -21,6 +21,9 @@ THC_VERSION = 3  # 3: NORM requests carry NORMS_PER_REQUEST norms (2: one, in th
 
 OP_NORM, OP_THC, OP_FIX32 = 1, 2, 3
 KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX, KIND_RELEASE, KIND_PARTIAL = 0, 1, 2, 3, 4
+# A header-only QUERY (worker -> switch) asks what a cell holds of a use; the STATUS answer (switch -> the
+# worker) carries the cell's worker bitmap in `value` and the contributions it still lacks in `count`.
+KIND_QUERY, KIND_STATUS = 5, 6
 OP_NAMES = {OP_NORM: "NORM", OP_THC: "THC", OP_FIX32: "FIX32"}
 KIND_NAMES = {
     KIND_REQUEST: "REQUEST",
@@ -28,6 +31,8 @@ KIND_NAMES = {
     KIND_RESULT_RETX: "RESULT_RETX",
     KIND_RELEASE: "RELEASE",
     KIND_PARTIAL: "PARTIAL",
+    KIND_QUERY: "QUERY",
+    KIND_STATUS: "STATUS",
 }
 
 # header thc_t, in order: (field, bits). op and kind share byte 1 (op in the high nibble).
@@ -208,6 +213,7 @@ EVENTS = (
     "DROP_BAD_KEY",
     "DROP_LANE_MISMATCH",
     "RELEASE_UP",
+    "QUERY_ANSWERED",
 )
 EVENT_INDEX = {name: i for i, name in enumerate(EVENTS)}
 

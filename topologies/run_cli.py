@@ -267,6 +267,12 @@ def _fault_options(tr) -> None:
         "the switch returns the sums so far with their count (default off: wait for every worker)",
     )
     tr.add_argument(
+        "--no-query",
+        action="store_true",
+        help="workers retransmit the request itself instead of asking the switch with a QUERY first "
+        '(p4/README.md, "Queries"): every worker then resends a request that one worker lost; for comparison',
+    )
+    tr.add_argument(
         "--stall-timeout",
         type=positive_number(),
         default=120.0,

@@ -185,7 +185,8 @@ def test_exact_under_loss_both_ways_and_no_contribution_counted_twice(new_engine
     assert events["COMPLETED"] == 51 + 3  # 40 norms: three NORM requests of 16
     assert events["CONSUMED"] == 3 * (51 + 3)
     assert events["RETX_ANSWERED"] > 0  # a lost result was recovered from the stored copy
-    assert set(events) <= {"COMPLETED", "CONSUMED", "RETX_ANSWERED", "DROP_DUPLICATE"}
+    assert events["QUERY_ANSWERED"] > 0  # retransmissions asked first
+    assert set(events) <= {"COMPLETED", "CONSUMED", "RETX_ANSWERED", "DROP_DUPLICATE", "QUERY_ANSWERED"}
 
 
 def test_same_seed_same_run(new_engine):
@@ -303,10 +304,12 @@ def test_retransmission_backoff_then_clear_timeout(new_engine):
     ):
         assert fragment in message
     stats = w0.stats()
-    # sent at 0, again at 0.1, 0.3, 0.7 (waits 0.1, 0.2, 0.4), then every 0.5 s (the cap): 1.2 … 2.7
+    # sent at 0, asked again at 0.1, 0.3, 0.7 (waits 0.1, 0.2, 0.4), then every 0.5 s (the cap): 1.2 … 2.7;
+    # every STATUS said its contribution is in and the use waits for worker 1, so the request went once
     assert (stats["requests"], stats["retransmissions"]) == (1, 7)
-    assert recorder.arrivals == [(0, 0, 0, wire.OP_NORM)] * 8
-    assert event_counts(engine) == Counter(CONSUMED=1, DROP_DUPLICATE=7)
+    assert (stats["statuses"], stats["status_resends"]) == (7, 0)
+    assert recorder.arrivals == [(0, 0, 0, wire.OP_NORM)]
+    assert event_counts(engine) == Counter(CONSUMED=1, QUERY_ANSWERED=7)
     assert clock() == pytest.approx(3.0)
 
 
