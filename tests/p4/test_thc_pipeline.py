@@ -388,6 +388,38 @@ def test_a_retransmission_after_completion_gets_the_stored_result(target):
     assert target.events()["RETX_ANSWERED"] == 1
 
 
+def query(w: int, op: int = THC, **kw) -> bytes:
+    return request(w, op, kind=contract.KIND_QUERY, **kw)
+
+
+def status_of(out, w: int) -> tuple[int, int]:
+    """The one STATUS `out` holds, checked for its address and framing: (bitmap, contributions lacking)."""
+    ((port, data),) = out
+    p = parsed(data)
+    assert port == worker_port(w) and len(data) == contract.FRAME_HEADER_BYTES
+    assert (p.kind, p.op, p.worker_id, p.key) == (contract.KIND_STATUS, THC, w, KEY)
+    assert (p.dst_mac, p.dst_ip, p.src_ip) == (*worker(w), SERVICE[1])
+    return p.value, p.count
+
+
+def test_a_query_gets_the_cells_status_and_changes_nothing(target):
+    """p4/README.md, "Queries": a QUERY is answered, header only, with the bitmap of the contributions the
+    named use holds and how many it lacks; it writes nothing, so the round completes as if never asked."""
+    idx = random_indices(np.random.default_rng(11))
+    assert status_of(target.send(1, query(0)), 0) == (0, N)  # not started
+    assert target.send(1, thc_request(0, idx[0])) == []
+    assert status_of(target.send(2, query(1)), 1) == (0b001, N - 1)  # worker 1's request is missing
+    assert status_of(target.send(1, query(0)), 0) == (0b001, N - 1)  # worker 0's is in
+    assert status_of(target.send(1, query(0, round_=2)), 0) == (0, N)  # a later use: not started here
+    assert_exact(send_all(target, [(2, thc_request(1, idx[1])), (3, thc_request(2, idx[2]))]), idx)
+    assert status_of(target.send(3, query(2)), 2) == (0b111, 0)  # complete
+    assert target.send(1, query(0, FIX32)) == []  # another op's use
+    assert target.send(1, query(0, key=KEY ^ 1)) == []  # not the job's key
+    events = target.events()
+    assert (events["QUERY_ANSWERED"], events["COMPLETED"], events["CONSUMED"]) == (5, 1, N - 1)
+    assert (events["DROP_OP_MISMATCH"], events["DROP_BAD_KEY"]) == (1, 1)
+
+
 def test_loss_duplicates_and_reordering_leave_every_worker_the_exact_sums(target):
     """Rounds over all slots with requests lost (sent again, as a worker's timer would), duplicated and
     arriving in any order; every worker must end each round with the reference sums."""
