@@ -172,11 +172,13 @@ class Timers:
 
     def heard(self, now: float) -> None:
         """A STATUS came (the switch answered a QUERY): the path and the switch are alive, so the running
-        retransmission timer and tail probe wait anew from `now`, as after a result."""
+        retransmission timer and tail probe wait anew from `now`; the probe keeps its backoff (a STATUS is
+        no result: a probe answered only by STATUSes waits longer each time, or it would cut the window
+        at every answer)."""
         if self.retransmit_at is not None:
             self.retransmit_at = now + self.rto
         if self.probe_at is not None:
-            self.probe_at = now + self.pto
+            self.probe_at = now + min(self.pto * self._probe_backoff, self.max_timeout)
 
     def spacing(self, gap: float) -> None:
         """A batch of results came `gap` s after the operation's previous result."""
