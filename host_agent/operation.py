@@ -8,6 +8,7 @@ again), loss.py (what later results show lost), receive.py (how a batch of resul
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -95,6 +96,7 @@ class Operation:
         self.started = started
         self.finished: float | None = None
         self.first_result: float | None = None  # when the first result came (the slowest worker had joined)
+        self.min_rtt = math.inf  # the shortest round trip of a request sent once
         self.answered_at = np.zeros(n_requests, np.float64)  # when each request's result came (diagnostics)
         self.first_sent = np.zeros(n_requests, np.float64)
         self.attempts = np.zeros(n_requests, np.int64)

@@ -47,6 +47,7 @@ at a time.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ from host_agent.timers import Timers
 from host_agent.transport import BatchIO, Transport
 from host_agent.window import Window
 from spec.job import JobSpec
+
+PACED_AFTER = 16  # results an operation needs before its pace bounds the window (Window.pace)
 
 __all__ = [
     "AggregationTimeout",
@@ -244,6 +247,7 @@ class WorkerProtocol:
         )  # fmt: skip
         self.transport, self.builder = transport, builder
         self._batch = True  # the next batch of results is one arrival, a sample of their spacing
+        self._last_min_rtt = math.inf  # the previous operation's shortest round trip (_pace)
         self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
         self.next_request = first_request
         self.last_operation: Operation | None = None  # the latest completed operation (its timings)
@@ -563,6 +567,8 @@ class WorkerProtocol:
     def _round_trips(self, op: Operation, clean: np.ndarray, now: float) -> None:
         """Results of requests `clean` of `op` (sent once) came at `now`: round-trip samples, and the timers
         run on from here."""
+        if clean.size:
+            op.min_rtt = min(op.min_rtt, now - float(op.first_sent[clean].max()))
         ops = self.schedule.ops
         per_window = max(1, min(self.window, op.n))
         left = sum(other.in_flight_count for other in ops)
@@ -571,6 +577,7 @@ class WorkerProtocol:
 
     def _finish(self, op: Operation) -> None:
         self.schedule.close(op)
+        self._pace(op)
         if not self.busy:
             self.timers.stop()
         op.finished = self.clock()
@@ -583,6 +590,15 @@ class WorkerProtocol:
         if op.n:
             c.partial_results += int(np.count_nonzero(op.counts < self.n_workers))
         self.last_operation = op
+
+    def _pace(self, op: Operation) -> None:
+        """The paced window (Window.pace) from a completed operation: the pace its results came at (one with
+        PACED_AFTER of them or more) and the shortest round trip of it and the operation before, which for
+        a training step is a small max or norm round on an empty path."""
+        base = min(op.min_rtt, self._last_min_rtt)
+        self._last_min_rtt = op.min_rtt
+        if op.answered >= PACED_AFTER and op.last_result > op.first_result and math.isfinite(base):
+            self.schedule.pace(base, (op.answered - 1) / (op.last_result - op.first_result))
 
     def _timeout_error(self, op: Operation, i: int, now: float) -> AggregationTimeout:
         q = op.q0 + i
@@ -626,6 +642,7 @@ class WorkerProtocol:
             rttvar=timers.rtt.var,
             rto_backoffs=timers.backoffs,
             window_limit=self.schedule.limit,
+            window_paced=self.schedule.paced,
             ssthresh=self.schedule.ssthresh,
             window_cuts=self.schedule.cuts,
             spurious_timeouts=self.schedule.undone,

@@ -16,6 +16,9 @@ a few percent of random loss per link the window would never grow back, and a lo
 own retransmission, not a smaller window. A switch that answers ~2,000 packets/s would otherwise get another copy
 of every queued request at each timeout, and never catch up (congestion collapse).
 
+The pace of results bounds the window too (`pace`): about a round trip of the empty path in front of the
+bottleneck, so that a lost request's recovery does not wait behind a long queue.
+
 A timeout may be spurious (F-RTO's question, RFC 5682): a switch that stalls for longer than the RTO (BMv2
 descheduled on a busy machine) answers the requests afterwards. So a timeout sends only the lowest request
 again (`timed_out`), and the results judge it (`judge`): the result of a request that was in flight at the
@@ -33,6 +36,9 @@ import numpy as np
 
 from host_agent.operation import Operation
 
+PACE_HEADROOM = 2.0  # requests in flight per request a round trip of the empty path holds at the results' pace
+MIN_PACED = 16  # the paced window never holds fewer
+
 
 class Window:
     """The schedule of a job's requests over its W slots, the operations whose requests are numbered and not
@@ -43,6 +49,7 @@ class Window:
         self.size = size
         self.limit = float(size)  # the congestion window: requests in flight, at most
         self.ssthresh = float(size)
+        self.paced = float(size)  # what the pace of results allows in flight (pace())
         self.cuts = 0  # multiplicative decreases so far
         self.undone = 0  # timeouts the next results showed spurious (no cut, nothing presumed lost)
         # a timeout not judged yet: per operation (operation, requests in flight then, their attempts then),
@@ -129,7 +136,7 @@ class Window:
             self._free, self._lost = [], []
             return []
         pending = np.concatenate([op.q0 + idx for op, idx, _ in entries])
-        room = math.floor(self.limit) - (sum(op.in_flight_count for op in self.ops) - waiting)
+        room = math.floor(min(self.limit, self.paced)) - (sum(op.in_flight_count for op in self.ops) - waiting)
         order = np.argsort(pending, kind="stable")
         if room <= 0 and pending[order[0]] < self._oldest_in_pipe(pending[:waiting]):
             room = 1
@@ -171,6 +178,15 @@ class Window:
         return bool(self._free or self._lost)
 
     # ---- the congestion window ---------------------------------------------------------------------
+
+    def pace(self, base_rtt: float, rate: float) -> None:
+        """Results came at `rate` a second, and a round trip of the empty path takes `base_rtt` s. More in
+        flight than PACE_HEADROOM × their product only waits in a queue in front of the bottleneck (a slow
+        link's, a slow switch's), and a lost request's recovery waits behind that queue: its QUERY, the
+        STATUS and its copy. So no more than that goes (at least MIN_PACED), whatever the window allows:
+        the queue stays about one round trip of the empty path. If the pace itself was held back by this
+        bound, the round trips are no longer than the empty path's and the bound doubles each time."""
+        self.paced = min(float(self.size), max(float(MIN_PACED), PACE_HEADROOM * base_rtt * rate))
 
     def grow(self, results: int) -> None:
         """Results came: the window grows."""

@@ -4,12 +4,14 @@ the timed loopback wire and the virtual clock: assertions are on counters, windo
 import math
 
 import numpy as np
+import pytest
 
 from host_agent import wire
 from host_agent.operation import Operation
+from host_agent.protocol import drive
 from host_agent.window import Window
 from spec.job import JobSpec
-from tests.host_agent.test_protocol import K, event_counts
+from tests.host_agent.test_protocol import F, K, event_counts
 from tests.host_agent.test_retransmission import timed_cluster
 from tests.host_agent.test_timers import exact_sum
 
@@ -169,3 +171,37 @@ def test_a_timeout_is_judged_by_the_results_of_every_operation_in_flight():
     window.timed_out([(sums, np.array([3])), (norm, np.array([0, 1]))], "timer")
     assert window.cuts == 1 and window.limit == 2
     assert [(op, idx.tolist(), why) for op, idx, why in window.take()] == [(sums, [3], "timer"), (norm, [0], "timer")]
+
+
+def test_the_pace_of_results_bounds_what_is_in_flight_to_a_round_trip_of_the_empty_path(new_engine):
+    """FIX32 through 9 Mbit/s links with 5 ms of delay each way: after one operation the window holds about
+    PACE_HEADROOM × the requests a round trip of the empty path holds at the pace results came (~1,040 a
+    second × ~12 ms), not the job's 64, so the queue in front of the link stays short; the link stays as
+    busy (the next operation takes no longer), and what is in flight never exceeds the paced window."""
+    from host_agent.window import MIN_PACED, PACE_HEADROOM
+
+    rng = np.random.default_rng(8)
+    workers, _, _, lw, clock = timed_cluster(new_engine, window=64, delay=0.005)
+    lw.rate_up = lw.rate_down = 9e6
+    frame_time = (wire.PAYLOAD_OFFSET + 4 * F) * 8 / 9e6
+    values = [[rng.integers(-1000, 1000, size=F * 60, dtype=np.int64).astype(np.int32)] for _ in range(4)]
+    sender, in_flight = workers[0].sender, []
+    flush = sender.flush
+
+    def watched_flush():  # what worker 0 has in flight each time it sends
+        flush()
+        in_flight.append(sum(op.in_flight_count for op in workers[0].in_flight))
+
+    sender.flush = watched_flush
+    durations = []
+    for _ in range(2):
+        in_flight.clear()
+        start = clock()
+        [w.start_sum_fix32(v) for w, v in zip(workers, values)]
+        drive(workers)
+        durations.append(clock() - start)
+    paced = workers[0].stats()["window_paced"]
+    empty_path = 2 * 0.005 + 2 * frame_time
+    assert MIN_PACED <= paced == pytest.approx(PACE_HEADROOM * empty_path / frame_time, rel=0.25)
+    assert paced < 64 and max(in_flight) <= paced
+    assert durations[1] <= durations[0] * 1.02
