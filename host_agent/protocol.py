@@ -47,7 +47,6 @@ at a time.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,8 +62,6 @@ from host_agent.timers import Timers
 from host_agent.transport import BatchIO, Transport
 from host_agent.window import Window
 from spec.job import JobSpec
-
-PACED_AFTER = 16  # results an operation needs before its pace bounds the window (Window.pace)
 
 __all__ = [
     "AggregationTimeout",
@@ -244,10 +241,10 @@ class WorkerProtocol:
             self.schedule, self.timers, self.sender, self.counters, clock,
             dupthresh=dupthresh, early_retransmit=early_retransmit, straggler_timeout=straggler_timeout,
             timeout_error=self._timeout_error, release_frames=self._release_frames,
+            identity=(self.job_id, self.key, worker_id),
         )  # fmt: skip
         self.transport, self.builder = transport, builder
         self._batch = True  # the next batch of results is one arrival, a sample of their spacing
-        self._last_min_rtt = math.inf  # the previous operation's shortest round trip (_pace)
         self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
         self.next_request = first_request
         self.last_operation: Operation | None = None  # the latest completed operation (its timings)
@@ -454,7 +451,7 @@ class WorkerProtocol:
         c.bytes_received += int(lengths.sum())
         statuses = np.flatnonzero((io.buf[:n, wire.THC_OFFSET + 1] & 0x0F) == wire.KIND_STATUS)
         if statuses.size:
-            self._on_statuses(wire.parse_rows(io.buf[statuses], lengths[statuses]))
+            self.recovery.on_statuses(wire.parse_rows(io.buf[statuses], lengths[statuses]))
             c.ignored_frames -= statuses.size  # the take below passes over them as no result
         if self._native is not None and len(ops) <= 1:  # the C take sorts for one operation
             rows, i = self._native.take(ops[0] if ops else None, io, n, self.next_request)
@@ -481,34 +478,6 @@ class WorkerProtocol:
                 self._accept(op, j, now)
         else:
             self._accept_many(op, i, now)
-
-    def _on_statuses(self, statuses: wire.ResultBatch) -> None:
-        """STATUS answers to QUERY frames (Sender.retransmit): a request whose contribution the cell holds
-        while it waits for others' waits on, as if sent now; any other (the switch lacks the contribution,
-        or the use is complete and its result, which the path would have delivered before the STATUS, was
-        lost) is sent again at once, itself."""
-        ours = (
-            statuses.valid & (statuses.job_id == self.job_id) & (statuses.key == self.key)
-            & (statuses.payload_len == 0)
-        )  # fmt: skip
-        self.counters.ignored_frames += len(ours) - int(np.count_nonzero(ours))
-        now = self.clock()
-        q = self.schedule.number(statuses.slot, statuses.round)
-        for k in np.flatnonzero(ours).tolist():
-            op = next((o for o in self.in_flight if o.q0 <= q[k] < o.q0 + o.n), None)
-            if op is None:
-                continue
-            i = int(q[k]) - op.q0
-            if op.done[i] or not op.attempts[i] or int(statuses.op[k]) != op.op:
-                continue
-            self.counters.statuses += 1
-            self.timers.heard(now)
-            held = int(statuses.value[k]) >> self.worker_id & 1 and int(statuses.count[k]) > 0
-            if held:
-                self.sender.hold(op, i)
-            else:
-                self.sender.resend_full(op, np.array([i], np.int64), now)
-        self.sender.flush()
 
     def _accept_many(self, op: Operation, i: np.ndarray, now: float) -> None:
         """_accept for every request of i, in order, when no result among them is evidence of loss: the
@@ -577,7 +546,7 @@ class WorkerProtocol:
 
     def _finish(self, op: Operation) -> None:
         self.schedule.close(op)
-        self._pace(op)
+        self.schedule.paced_by(op)
         if not self.busy:
             self.timers.stop()
         op.finished = self.clock()
@@ -590,15 +559,6 @@ class WorkerProtocol:
         if op.n:
             c.partial_results += int(np.count_nonzero(op.counts < self.n_workers))
         self.last_operation = op
-
-    def _pace(self, op: Operation) -> None:
-        """The paced window (Window.pace) from a completed operation: the pace its results came at (one with
-        PACED_AFTER of them or more) and the shortest round trip of it and the operation before, which for
-        a training step is a small max or norm round on an empty path."""
-        base = min(op.min_rtt, self._last_min_rtt)
-        self._last_min_rtt = op.min_rtt
-        if op.answered >= PACED_AFTER and op.last_result > op.first_result and math.isfinite(base):
-            self.schedule.pace(base, (op.answered - 1) / (op.last_result - op.first_result))
 
     def _timeout_error(self, op: Operation, i: int, now: float) -> AggregationTimeout:
         q = op.q0 + i

@@ -1,5 +1,6 @@
 """When a worker's requests go again (`Recovery`): the retransmission timer, the tail probe, fast
-retransmission on the evidence of later results, the deadline, and the RELEASEs of partial aggregation.
+retransmission on the evidence of later results (first as a QUERY, and again itself only if the switch's
+STATUS says so), the deadline, and the RELEASEs of partial aggregation.
 
 The mechanisms decide elsewhere (timers.py: when a timer is due; loss.py: what later results show lost;
 window.py: what a timeout does to the window); this module acts on their verdicts across the operations in
@@ -12,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from host_agent import loss
+from host_agent import loss, wire
 from host_agent.operation import Operation
 from host_agent.sender import Sender
 from host_agent.timers import Timers
@@ -24,8 +25,9 @@ Flying = list[tuple[Operation, np.ndarray]]  # per operation in flight, its requ
 
 
 class Recovery:
-    """Retransmissions and RELEASEs of one worker. `timeout_error(op, i, now)` is the exception raised when
-    request i of op passes the deadline; `release_frames(op, q)` builds the RELEASE frames of requests q."""
+    """Retransmissions and RELEASEs of one worker, and what the switch's STATUS answers make of its QUERY
+    frames. `timeout_error(op, i, now)` is the exception raised when request i of op passes the deadline;
+    `release_frames(op, q)` builds the RELEASE frames of requests q; `identity` is (job id, key, worker id)."""
 
     def __init__(
         self,
@@ -40,11 +42,13 @@ class Recovery:
         straggler_timeout: float | None,
         timeout_error: Callable[[Operation, int, float], Exception],
         release_frames: Callable[[Operation, np.ndarray], np.ndarray],
+        identity: tuple[int, int, int],
     ):
         self.schedule, self.timers, self.sender, self.counters, self.clock = schedule, timers, sender, counters, clock
         self.dupthresh, self.early_retransmit = dupthresh, early_retransmit
         self.straggler_timeout = straggler_timeout
         self._timeout_error, self._release_frames = timeout_error, release_frames
+        self.job_id, self.key, self.worker_id = identity  # whose STATUS answers are ours
 
     def next_deadline(self) -> float | None:
         """When the earliest retransmission (or the deadline, or a RELEASE) is due; None if no request is
@@ -121,6 +125,33 @@ class Recovery:
         lost = loss.lost_before(self.schedule.ops, bound, self.dupthresh, self.early_retransmit, self.sender.firsts)
         for op, idx in lost:
             self.sender.retransmit(op, idx, now, FAST)
+
+    def on_statuses(self, statuses: wire.ResultBatch) -> None:
+        """STATUS answers to QUERY frames (Sender.retransmit): a request whose contribution the cell holds
+        while it waits for others' waits on, as if sent now; any other (the switch lacks the contribution,
+        or the use is complete and its result, which the path would have delivered before the STATUS, was
+        lost) is sent again at once, itself."""
+        ours = (
+            statuses.valid & (statuses.job_id == self.job_id) & (statuses.key == self.key)
+            & (statuses.payload_len == 0)
+        )  # fmt: skip
+        self.counters.ignored_frames += len(ours) - int(np.count_nonzero(ours))
+        now = self.clock()
+        q = self.schedule.number(statuses.slot, statuses.round)
+        for k in np.flatnonzero(ours).tolist():
+            op = next((o for o in self.schedule.ops if o.q0 <= q[k] < o.q0 + o.n), None)
+            if op is None:
+                continue
+            i = int(q[k]) - op.q0
+            if op.done[i] or not op.attempts[i] or int(statuses.op[k]) != op.op:
+                continue
+            self.counters.statuses += 1
+            self.timers.heard(now)
+            if int(statuses.value[k]) >> self.worker_id & 1 and int(statuses.count[k]) > 0:
+                self.sender.hold(op, i)
+            else:
+                self.sender.resend_full(op, np.array([i], np.int64), now)
+        self.sender.flush()
 
     def flying(self) -> Flying:
         """Per operation in flight, its requests sent and unanswered."""

@@ -38,6 +38,7 @@ from host_agent.operation import Operation
 
 PACE_HEADROOM = 2.0  # requests in flight per request a round trip of the empty path holds at the results' pace
 MIN_PACED = 16  # the paced window never holds fewer
+PACED_AFTER = 16  # results an operation needs before its pace bounds the window
 
 
 class Window:
@@ -50,6 +51,7 @@ class Window:
         self.limit = float(size)  # the congestion window: requests in flight, at most
         self.ssthresh = float(size)
         self.paced = float(size)  # what the pace of results allows in flight (pace())
+        self._last_min_rtt = math.inf  # the shortest round trip of the operation completed before (paced_by)
         self.cuts = 0  # multiplicative decreases so far
         self.undone = 0  # timeouts the next results showed spurious (no cut, nothing presumed lost)
         # a timeout not judged yet: per operation (operation, requests in flight then, their attempts then),
@@ -178,6 +180,15 @@ class Window:
         return bool(self._free or self._lost)
 
     # ---- the congestion window ---------------------------------------------------------------------
+
+    def paced_by(self, op: Operation) -> None:
+        """`op` is complete: the pace its results came at (if PACED_AFTER or more came) and the shortest
+        round trip of it and of the operation before (for a training step, a small max or norm round that
+        found the path empty) bound the window (pace)."""
+        base = min(op.min_rtt, self._last_min_rtt)
+        self._last_min_rtt = op.min_rtt
+        if op.answered >= PACED_AFTER and op.last_result > op.first_result and math.isfinite(base):
+            self.pace(base, (op.answered - 1) / (op.last_result - op.first_result))
 
     def pace(self, base_rtt: float, rate: float) -> None:
         """Results came at `rate` a second, and a round trip of the empty path takes `base_rtt` s. More in
