@@ -76,4 +76,5 @@ def test_two_concurrent_jobs_train_exactly_as_each_alone():
         ]
     assert not torch.equal(together[first.job_id][0]["params"], together[second.job_id][0]["params"])
     events = job_events(shared, first.job_id)
-    assert events["COMPLETED"] > 0 and set(events) <= {"CONSUMED", "COMPLETED", "RETX_ANSWERED", "DROP_DUPLICATE"}
+    retransmission = {"RETX_ANSWERED", "DROP_DUPLICATE", "QUERY_ANSWERED"}  # as timing has it under load
+    assert events["COMPLETED"] > 0 and set(events) <= {"CONSUMED", "COMPLETED"} | retransmission
