@@ -98,7 +98,7 @@ class SwitchAggregator:
         membership: Callable[[], Membership | None] | None = None,
         on_rejoin: Callable[[dict], None] = lambda record: None,
         straggler_timeout: float | None = None,
-        query_first: bool = True,
+        query_first: bool = False,
     ) -> SwitchAggregator:
         """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).

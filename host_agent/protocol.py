@@ -192,7 +192,7 @@ class WorkerProtocol:
         first_request: int = 0,
         straggler_timeout: float | None = None,
         early_capacity: int = 65536,
-        query_first: bool = True,
+        query_first: bool = False,
     ):
         if not isinstance(spec, JobSpec):
             raise TypeError(f"a WorkerProtocol takes the job's JobSpec (spec/job.py), not {type(spec).__name__}")

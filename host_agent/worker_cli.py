@@ -66,7 +66,7 @@ def protocol_options(args) -> dict:
         dupthresh=args.dupthresh,
         coalesce=args.coalesce,
         straggler_timeout=None if args.straggler_timeout is None else args.straggler_timeout / 1000,
-        query_first=not args.no_query,
+        query_first=args.query,
     )
 
 
@@ -190,11 +190,11 @@ def _add_retransmission(s) -> None:
         "never the measured round trip (srtt + 4 rttvar), which behind a slow switch such as BMv2 is longer",
     )
     s.add_argument(
-        "--no-query",
+        "--query",
         action="store_true",
-        help="retransmit the request itself instead of asking the switch first with a header-only QUERY, "
-        "whose STATUS says whether this worker's request (or its result) is missing (p4/README.md, "
-        '"Queries"); for comparison: every worker then resends a request that one worker lost',
+        help="ask the switch with a header-only QUERY before retransmitting: its STATUS says whether this "
+        'worker\'s request (or its result) is missing (p4/README.md, "Queries"), so only that worker resends '
+        "it; fewer bytes under loss, one more round trip per lost request (default off: resend at once)",
     )
     s.add_argument(
         "--switch-timeout",

@@ -267,10 +267,11 @@ def _fault_options(tr) -> None:
         "the switch returns the sums so far with their count (default off: wait for every worker)",
     )
     tr.add_argument(
-        "--no-query",
+        "--query",
         action="store_true",
-        help="workers retransmit the request itself instead of asking the switch with a QUERY first "
-        '(p4/README.md, "Queries"): every worker then resends a request that one worker lost; for comparison',
+        help='workers ask the switch with a header-only QUERY before they retransmit (p4/README.md, "Queries"): '
+        "only a worker whose request or result is missing sends it again; fewer bytes under loss, one more "
+        "round trip per lost request (default off: every worker resends the request itself)",
     )
     tr.add_argument(
         "--stall-timeout",

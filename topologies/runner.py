@@ -341,7 +341,7 @@ def run(args) -> int:
                 switch_timeout=args.switch_timeout,
                 master_port=29500 + index,
                 straggler_timeout_ms=args.straggler_timeout,
-                query_first=not args.no_query,
+                query_first=args.query,
                 stragglers=dict(args.straggler),
                 bucket_cap_kb=args.bucket_cap_kb,
             )

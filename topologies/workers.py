@@ -65,7 +65,7 @@ class WorkerOptions:
     plan: str | None = None  # mode "plan": the plan file (thc-plan plan --save)
     membership: Path | None = None  # thc-worker --membership: notices after a worker failure (failover.py)
     straggler_timeout_ms: float | None = None  # thc-worker --straggler-timeout (None: wait for every worker)
-    query_first: bool = True  # False: thc-worker --no-query (retransmissions carry the request)
+    query_first: bool = False  # thc-worker --query: a retransmission asks the switch first
     stragglers: dict[str, float] = field(default_factory=dict)  # host -> ms slept per step (thc-worker --step-delay)
 
     @property
@@ -168,8 +168,8 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
         ]
         if options.straggler_timeout_ms is not None:
             argv += ["--straggler-timeout", str(options.straggler_timeout_ms)]
-        if not options.query_first:
-            argv += ["--no-query"]
+        if options.query_first:
+            argv += ["--query"]
     if options.membership is not None:
         argv += ["--membership", str(options.membership)]
     return argv

@@ -170,7 +170,7 @@ def test_fix32_sums_wrap_like_int32(new_engine):
 
 def test_exact_under_loss_both_ways_and_no_contribution_counted_twice(new_engine):
     rng = np.random.default_rng(4)
-    workers, engine, _, lw, _ = cluster(new_engine, loss_up=0.05, loss_down=0.05, seed=42)
+    workers, engine, _, lw, _ = cluster(new_engine, loss_up=0.05, loss_down=0.05, seed=42, query_first=True)
     data = random_indices(rng, 4, [K * 50 + 7])
     for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
         np.testing.assert_array_equal(sums[0], expected_sums(data)[0])
@@ -284,7 +284,7 @@ def test_a_rerun_of_the_job_needs_a_new_epoch(new_engine):
 def test_retransmission_backoff_then_clear_timeout(new_engine):
     # worker 1 of the job never sends: worker 0's request can never complete
     workers, engine, recorder, _, clock = cluster(
-        new_engine, n=2, window=4, timeout=0.1, backoff=2.0, max_timeout=0.5, deadline=3.0
+        new_engine, n=2, window=4, timeout=0.1, backoff=2.0, max_timeout=0.5, deadline=3.0, query_first=True
     )
     w0 = workers[0]
     with pytest.raises(AggregationTimeout) as info:

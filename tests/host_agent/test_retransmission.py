@@ -134,7 +134,7 @@ KINDS = ("timer_retransmissions", "fast_retransmissions", "probe_retransmissions
 def test_a_lost_request_is_resent_after_one_round_trip_not_after_the_timer(new_engine):
     rng = np.random.default_rng(0)
     # request q = 10 (slot 2, round 1) of worker 1 is lost on its way to the switch, once
-    workers, engine, recorder, _, clock = timed_cluster(new_engine, drop_up={(1, 2, 1): 1})
+    workers, engine, recorder, _, clock = timed_cluster(new_engine, drop_up={(1, 2, 1): 1}, query_first=True)
     warm = random_indices(rng, 4, [K * 8])
     run_sum(workers, warm)  # a clean operation: the round trip is measured
     srtt, rto = workers[1].stats()["srtt"], workers[1].stats()["rto"]
@@ -163,7 +163,7 @@ def test_a_lost_request_is_resent_after_one_round_trip_not_after_the_timer(new_e
 def test_a_lost_result_is_recovered_by_its_worker_alone(new_engine):
     rng = np.random.default_rng(1)
     # the result of slot 4 round 0 never reaches worker 2, once
-    workers, engine, _, _, _ = timed_cluster(new_engine, drop_down={(worker_port(2), 4, 0): 1})
+    workers, engine, _, _, _ = timed_cluster(new_engine, drop_down={(worker_port(2), 4, 0): 1}, query_first=True)
     data = random_indices(rng, 4, [K * 8])
     for op in run_sum(workers, data):
         np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
@@ -178,7 +178,7 @@ def test_a_lost_last_request_is_resent_by_the_tail_probe(new_engine):
     """The last request of an operation has no later one to reveal its loss: the tail probe (no result for
     the spacing of results) resends it, well before the round-trip timer would."""
     rng = np.random.default_rng(2)
-    workers, engine, recorder, _, _ = timed_cluster(new_engine, drop_up={(0, 7, 1): 1})
+    workers, engine, recorder, _, _ = timed_cluster(new_engine, drop_up={(0, 7, 1): 1}, query_first=True)
     run_sum(workers, random_indices(rng, 4, [K * 8]))
     rto = workers[0].stats()["rto"]
     data = random_indices(rng, 4, [K * 8])
@@ -327,7 +327,7 @@ def test_a_lost_request_costs_its_own_retransmission_not_the_window(new_engine):
     want = np.sum([v[0] for v in values], axis=0, dtype=np.int32)
     durations, srtts = [], []
     for drop in (None, {(1, 3, 2): 1}):
-        workers, engine, _, _, clock = timed_cluster(new_engine, window=8, drop_up=drop)
+        workers, engine, _, _, clock = timed_cluster(new_engine, window=8, drop_up=drop, query_first=True)
         warm = [[rng.integers(0, 16, size=K * 8, dtype=np.uint8)] for _ in range(4)]
         run_sum(workers, warm)  # round 0: the round trip is measured
         start = clock()
