@@ -59,15 +59,20 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.event = EV_COMPLETED;
     }
 
-    action to_sender() {
+    /* Out of the port it came in, addresses swapped: the answer goes back to the sender, unicast. */
+    action back_to_sender() {
         standard_metadata.egress_spec = standard_metadata.ingress_port;
-        hdr.thc.kind = KIND_RESULT_RETX;
         macAddr_t mac = hdr.ethernet.dstAddr;
         hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
         hdr.ethernet.srcAddr = mac;
         ip4Addr_t ip = hdr.ipv4.dstAddr;
         hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
         hdr.ipv4.srcAddr = ip;
+    }
+
+    action to_sender() {
+        back_to_sender();
+        hdr.thc.kind = KIND_RESULT_RETX;
         meta.event = EV_RETX_ANSWERED;
     }
 
@@ -81,13 +86,7 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         hdr.udp.checksum = 0;
         hdr.ipv4.totalLen = 20 + THC_L4_BYTES;
         hdr.udp.length = THC_L4_BYTES;
-        standard_metadata.egress_spec = standard_metadata.ingress_port;
-        macAddr_t mac = hdr.ethernet.dstAddr;
-        hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
-        hdr.ethernet.srcAddr = mac;
-        ip4Addr_t ip = hdr.ipv4.dstAddr;
-        hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
-        hdr.ipv4.srcAddr = ip;
+        back_to_sender();
         meta.event = EV_QUERY_ANSWERED;
     }
 
