@@ -77,20 +77,18 @@ def test_a_mix_must_still_win_with_its_modes_rounds_at_their_upper_quartile():
 
 
 def test_thc_probes_with_phases_become_a_pipelined_mode():
-    """THC's early part (prepare + norm round) and when its sums go out (+ encode) come from the probe's
-    phases, scaled with the mode; FIX32, whose hook does not pipeline, and a probe without phases stay plain."""
+    """Asked to (the testbed's model runs every mode's rounds one after another, PIPELINED_MODES), THC's
+    early part (prepare + norm round) and when its sums go out (+ encode) come from the probe's phases,
+    scaled with the mode; FIX32, whose hook does not pipeline, and a probe without phases stay plain."""
     phases = {"prepare_ms": 0.5, "norm_ms": 1.5, "encode_ms": 0.5, "sum_ms": 2.0, "decode_ms": 0.5}
     measured = [dict(p, phases_ms=phases) for p in probes({"thc": {256: 5.0}, "fix32": {256: 5.0}, "gloo": {256: 1.0}})]
-    modes = plan_costs.probe_modes(measured)
+    assert plan_costs.probe_modes(measured)["thc"].pipeline_s(256) is None  # the testbed's model: serial
+    modes = plan_costs.probe_modes(measured, pipelined=("thc",))
     assert modes["thc"].pipeline_s(256) == (pytest.approx(0.002), pytest.approx(0.0025))
     assert modes["fix32"].pipeline_s(256) is None and modes["gloo"].pipeline_s(256) is None
     assert plan_costs.scaled_mode(modes["thc"], 2.0).pipeline_s(256) == (pytest.approx(0.004), pytest.approx(0.005))
-    assert (
-        plan_costs.probe_modes(probes({"thc": {256: 5.0}, "fix32": {256: 5.0}, "gloo": {256: 1.0}}))["thc"].pipeline_s(
-            256
-        )
-        is None
-    )
+    without_phases = probes({"thc": {256: 5.0}, "fix32": {256: 5.0}, "gloo": {256: 1.0}})
+    assert plan_costs.probe_modes(without_phases, pipelined=("thc",))["thc"].pipeline_s(256) is None
     # two THC buckets ready together: the second's norm round runs during the first's sums (from 2.5 ms)
     step = StepProfile((Bucket(0, 256, 0.0), Bucket(1, 256, 0.0)), forward_s=0.0, backward_s=0.0)
     assert plan_costs.planner.uniform(step, modes, "thc").iteration_s == pytest.approx(0.008)
