@@ -449,12 +449,11 @@ class WorkerProtocol:
         lengths = io.lengths[:n]
         c.packets_received += n
         c.bytes_received += int(lengths.sum())
-        # STATUS answers come only to a worker's QUERY frames: looked for only when it sends them
-        querying = self.sender.query_frames is not None
-        statuses = np.flatnonzero((io.buf[:n, wire.THC_OFFSET + 1] & 0x0F) == wire.KIND_STATUS) if querying else ()
-        if len(statuses):
-            self.recovery.on_statuses(wire.parse_rows(io.buf[statuses], lengths[statuses]))
-            c.ignored_frames -= len(statuses)  # the take below passes over them as no result
+        if self.sender.query_frames is not None:  # STATUS answers come only to a worker's QUERY frames
+            statuses = np.flatnonzero((io.buf[:n, wire.THC_OFFSET + 1] & 0x0F) == wire.KIND_STATUS)
+            if statuses.size:
+                self.recovery.on_statuses(wire.parse_rows(io.buf[statuses], lengths[statuses]))
+                c.ignored_frames -= statuses.size  # the take below passes over them as no result
         if self._native is not None and len(ops) <= 1:  # the C take sorts for one operation
             rows, i = self._native.take(ops[0] if ops else None, io, n, self.next_request)
             which = np.zeros(len(i), np.int64)
