@@ -141,6 +141,7 @@ def train(
     evaluate_model: nn.Module | None = None,
     metric: Callable[[float, float], float] | None = None,
     step_delay: float = 0.0,
+    evaluates: Callable[[], bool] = lambda: True,
 ) -> dict:
     """Train ``model`` (DDP-wrapped, or plain for world = 1) for ``config.steps`` steps.
 
@@ -149,7 +150,10 @@ def train(
     both with ``t``, seconds since training started. ``metric`` (test loss, accuracy -> value) adds the
     workload's metric to each evaluation record. ``step_delay`` s are slept in every step before the
     backward pass (an injected straggler: its gradients reach the aggregation that much later). Returns
-    the history.
+    the history. ``evaluates`` says, at each evaluation point, whether this rank evaluates there: the
+    replicas are identical, so one rank's evaluation stands for all, and the others go on training instead
+    of each spending the same forward pass over the test set on the same shared cores. The evaluation after
+    the last step runs on every rank, so each history ends with the final model's figures.
     """
     evaluate_model = evaluate_model or getattr(model, "module", model)
     optimizer = make_optimizer(model.parameters(), config)
@@ -157,7 +161,9 @@ def train(
     start = time.perf_counter()
     last_epoch = 0
 
-    def end_epoch(epoch: int) -> None:
+    def end_epoch(epoch: int, final: bool = False) -> None:
+        if not (final or evaluates()):
+            return
         test_loss, test_acc = evaluate(evaluate_model, data.x_test, data.y_test)
         record = {
             "event": "epoch",
@@ -195,6 +201,6 @@ def train(
         }
         history["steps"].append(record)
         report(record)
-    end_epoch(last_epoch)
+    end_epoch(last_epoch, final=True)
     history["train_time"] = time.perf_counter() - start
     return history

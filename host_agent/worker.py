@@ -216,9 +216,16 @@ def run(args) -> dict:
     tolerant = {"broadcast_buffers": False} if args.membership else {}
     model = DDP(workload.build(config.seed), **cap, **tolerant)  # broadcasts rank 0's parameters
     last_step = [0]
+    failed: set[int] = set()
 
     def rejoined(record):
+        failed.update(record["failed"])
         emit(dict(record, event="rejoined", rank=args.rank, step=last_step[0]))
+
+    def evaluates() -> bool:
+        """The lowest surviving rank evaluates at each epoch's end (its records are the run's: report.py);
+        the others train on."""
+        return args.rank == min(set(range(args.world_size)) - failed)
 
     state, hook, aggregator = make_hook(args, model, rejoined)
     aggregation_seconds: list[float] = []
@@ -242,7 +249,7 @@ def run(args) -> dict:
     def report(record):
         if record["event"] == "step":
             last_step[0] = record["step"]
-        if record["event"] == "step" or args.rank == 0:
+        if record["event"] == "step" or evaluates():
             emit(dict(record, rank=args.rank))
 
     try:
@@ -256,6 +263,7 @@ def run(args) -> dict:
                 report,
                 metric=workload.metric_of,
                 step_delay=args.step_delay / 1000,
+                evaluates=evaluates,
             )
     finally:
         at_end = interface_counters(args.iface)

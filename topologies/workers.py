@@ -358,14 +358,25 @@ def _failure_message(w: Worker, recoverable: bool = False) -> str:
 
 
 def load_results(workers: list[Worker]) -> list[dict]:
-    """The final records of the workers that finished (not of those lost on the way)."""
-    workers = [w for w in workers if not w.lost]
-    missing = [w for w in workers if not w.result_path.exists()]
+    """The final records of the workers that finished (not of those lost on the way).
+
+    Only the lowest surviving rank evaluates at each epoch's end (host_agent/worker.py), and its record is
+    the run's (report.py): a lost worker that evaluated before it died had its evaluations in its events,
+    so they go first into that record's ``epochs``."""
+    survivors = [w for w in workers if not w.lost]
+    missing = [w for w in survivors if not w.result_path.exists()]
     if missing:
         raise WorkerFailed(
             f"worker {missing[0].host} exited without writing {missing[0].result_path}; see {missing[0].log_path}"
         )
-    return [json.loads(w.result_path.read_text()) for w in workers]
+    results = [json.loads(w.result_path.read_text()) for w in survivors]
+    lost = [e for w in workers if w.lost for e in w.events if e.get("event") == "epoch"]
+    if lost and results:
+        reporter = min(results, key=lambda r: r["rank"])
+        own = {e["step"] for e in reporter["epochs"]}
+        earlier = [{k: v for k, v in e.items() if k != "rank"} for e in lost if e["step"] not in own]
+        reporter["epochs"] = sorted(earlier + reporter["epochs"], key=lambda e: e["step"])
+    return results
 
 
 def stop_workers(workers: list[Worker], ledger: Ledger) -> None:

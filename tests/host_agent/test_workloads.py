@@ -130,6 +130,17 @@ def test_the_training_loop_evaluates_every_eval_every_steps(one_torch_thread):
     assert all(e["metric"] == e["test_acc"] for e in history["epochs"])
 
 
+def test_a_rank_that_does_not_evaluate_trains_on_and_evaluates_only_the_final_model(one_torch_thread):
+    w = workloads.get("mlp-digits")
+    cfg = train.TrainConfig(steps=10, batch_size=8, eval_every=4)
+    asked = []
+    history = train.train(
+        w.build(0), w.load(), cfg, 0, 1, lambda r: None, metric=w.metric_of, evaluates=lambda: asked.append(1)
+    )
+    assert len(asked) == 2  # at steps 4 and 8; the evaluation after the last step is not asked
+    assert [e["step"] for e in history["epochs"]] == [10] and len(history["steps"]) == 10
+
+
 def test_accuracy_is_counted_exactly_so_a_target_on_the_boundary_is_reached():
     logits = torch.zeros(360, 2)
     logits[:342, 0] = 1  # 342 of 360 right: exactly 95 %, which a float32 mean makes 0.94999999

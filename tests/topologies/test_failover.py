@@ -193,3 +193,27 @@ def test_a_restarted_switch_gets_its_program_and_the_job_again_and_every_worker_
     assert record["resumed_s"] >= record["reprogrammed_s"]  # every worker reported a later step
     assert f"a pause of {record['recovered_s']:.2f} s" in restart_line("thc", record)
     assert all(r["moved"] for r in load_results(workers))
+
+
+def test_a_lost_evaluators_evaluations_open_the_record_of_the_lowest_surviving_rank(tmp_path):
+    """Only the lowest surviving rank evaluates at each epoch's end: when rank 0 dies, the evaluations it
+    emitted before go into the record the report reads (rank 1's), ahead of those rank 1 made after it."""
+
+    def epoch(step, acc, **extra):
+        return {"event": "epoch", "step": step, "t": step / 10, "test_acc": acc, **extra}
+
+    def worker(host, rank, epochs=None, events=()):
+        path = tmp_path / f"{host}.json"
+        if epochs is not None:
+            path.write_text(json.dumps({"rank": rank, "epochs": epochs}))
+        return Worker(host, rank, None, tmp_path / f"{host}.log", path, events=list(events), lost=epochs is None)
+
+    workers = [
+        worker("h1", 0, events=[{"event": "step", "step": 11}, epoch(11, 0.5, rank=0), epoch(22, 0.7, rank=0)]),
+        worker("h2", 1, [epoch(33, 0.8), epoch(40, 0.9)]),
+        worker("h3", 2, [epoch(40, 0.9)]),  # the final evaluation: every rank makes it
+    ]
+    by_rank = {r["rank"]: r for r in load_results(workers)}
+    assert [(e["step"], e["test_acc"]) for e in by_rank[1]["epochs"]] == [(11, 0.5), (22, 0.7), (33, 0.8), (40, 0.9)]
+    assert all("rank" not in e for e in by_rank[1]["epochs"])
+    assert [e["step"] for e in by_rank[2]["epochs"]] == [40]
