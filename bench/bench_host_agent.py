@@ -4,15 +4,15 @@ transport interface against the batched one), and the protocol's goodput through
 for 4 workers. Every run's job is a JobSpec (spec/job.py) of 4 workers with the default codec (b = 4,
 g = 30: n*g = 120, so 8-bit lanes): a THC request carries K = spec.coords_per_request = 1,024 coordinates
 (512 bytes of indices, a 574-byte frame) and its result the cell's 1 KiB of sums (a 1,086-byte frame),
-the wire format's version 2 (p4/README.md, "Cells").
+the wire format's version 3 (spec/contract.py's THC_VERSION; p4/README.md, "Cells").
 
     .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth] [--worker-only]
         [--before TREE]
 
 Run it with the tree's root on PYTHONPATH (PYTHONPATH=. from the root) so this tree's host_agent is the one
 imported. `--before TREE` also times, over the veth pair, the worker of another source tree (e.g. an older
-commit unpacked with `git archive`; it must speak the wire format's version 2 and have its API, i.e. be
-commit 62763f8 or later). The veth parts need root and a C compiler (bench/echo_switch.c).
+commit unpacked with `git archive`; it must speak this tree's wire format and have its API, i.e. be
+commit f929127 or later). The veth parts need root and a C compiler (bench/echo_switch.c).
 
 Prints figures only; nothing here asserts a speed. The veth parts create veth pairs named thcB<pid>a/b
 and thcW<pid>a/b and delete them at the end; they stop only the processes they started.
@@ -336,8 +336,10 @@ def build_echo_switch() -> Path:
     """bench/echo_switch.c compiled (once per source) into the native cache: a THC echo in C, far faster
     than the worker, so the figures over the veth pair are the worker's."""
     from native_build import build_executable
+    from spec.contract import THC_VERSION
 
-    return build_executable([Path(__file__).resolve().parent / "echo_switch.c"], "echo_switch")
+    source = Path(__file__).resolve().parent / "echo_switch.c"
+    return build_executable([source], "echo_switch", ("-O2", "-Wall", f"-DTHC_VERSION={THC_VERSION}"))
 
 
 class _PerPacket:

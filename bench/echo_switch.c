@@ -4,12 +4,14 @@
  *
  *     echo_switch IFACE N WORDS V0 V1 ... V15      (built and started by bench/bench_host_agent.py)
  *
- * The wire format is version 2 (p4/README.md, "Packet formats"): a 20-byte THC header at byte 42, the
- * payload at 62. A request carries what one cell of WORDS 64-bit words holds, in the lanes its lane_bits
- * says: THC 8-bit lanes 8 * WORDS indices, 16-bit lanes 4 * WORDS (two a byte), FIX32 2 * WORDS int32,
- * NORM nothing. The result keeps the request's header (slot, round, value, lane_bits and the job's key),
- * with kind RESULT and count N, and carries the cell's WORDS * 8 bytes of sums (none for NORM). A request
- * whose lane_bits or payload length is not one of these is dropped, as the program drops it.
+ * The wire format's version comes from spec/contract.py (-DTHC_VERSION=, as host_agent/native/fastio.c
+ * gets it; p4/README.md, "Packet formats"): a 20-byte THC header at byte 42, the payload at 62. A request
+ * carries what one cell of WORDS 64-bit words holds, in the lanes its lane_bits says: THC 8-bit lanes
+ * 8 * WORDS indices, 16-bit lanes 4 * WORDS (two a byte, then 256 bytes of padding), FIX32 2 * WORDS int32,
+ * NORM 16 float32 norms in 32-bit lanes (NORM_WORDS = 8 words). The result keeps the request's header (slot,
+ * round, value, lane_bits and the job's key), with kind RESULT and count N, and carries the cell's
+ * WORDS * 8 bytes of sums (NORM: the norms themselves, the maxima of N equal requests). A request whose
+ * lane_bits or payload length is not one of these is dropped, as the program drops it.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -27,14 +29,19 @@
 #define THC 42     /* the THC header */
 #define PAYLOAD 62 /* its payload */
 #define MAX_WORDS ((FRAME - PAYLOAD) / 8)
+#define NORM_BYTES 64 /* NORM_PAYLOAD_BYTES */
+#define PAD16 256     /* PAD16_BYTES: a 16-bit-lane request's padding */
+#ifndef THC_VERSION
+#error "build with -DTHC_VERSION=<spec/contract.py's THC_VERSION>"
+#endif
 
 /* Bytes after the THC header of a request of `op` with lanes `lane` (-1: the program drops it). */
 static int request_payload(int op, int lane, int words)
 {
     if (op == 1)
-        return lane == 0 ? 0 : -1;
+        return lane == 32 ? NORM_BYTES : -1;
     if (op == 2)
-        return lane == 8 || lane == 16 ? words * (64 / lane) / 2 : -1;
+        return lane == 8 || lane == 16 ? words * (64 / lane) / 2 + (lane == 16 ? PAD16 : 0) : -1;
     if (op == 3)
         return lane == 32 ? words * 8 : -1;
     return -1;
@@ -99,14 +106,14 @@ int main(int argc, char **argv)
             const uint8_t *f = in[r];
             unsigned len = rmsg[r].msg_len;
             if (len < PAYLOAD || f[12] != 0x08 || f[13] != 0 || f[14] != 0x45 || f[23] != 17 || f[36] != 0x54
-                || f[37] != 0x48 || f[THC] != 2 || (f[THC + 1] & 0x0F) != 0)
-                continue; /* not a version-2 THC request */
+                || f[37] != 0x48 || f[THC] != THC_VERSION || (f[THC + 1] & 0x0F) != 0)
+                continue; /* not a THC request of this wire format */
             int op = f[THC + 1] >> 4, lane = f[THC + 7];
             int in_payload = request_payload(op, lane, words);
             unsigned ip_len = (unsigned)f[16] << 8 | f[17];
             if (in_payload < 0 || 14 + ip_len > len || ip_len != 20 + 8 + 20 + (unsigned)in_payload)
                 continue; /* LANE_MISMATCH or MALFORMED in the program */
-            int payload = op == 1 ? 0 : 8 * words;
+            int payload = op == 1 ? NORM_BYTES : 8 * words;
             uint8_t *o = out[k];
             memcpy(o, f + 6, 6); /* back to the sender */
             memcpy(o + 6, f, 6);
@@ -123,8 +130,10 @@ int main(int argc, char **argv)
             o[THC + 6] = (uint8_t)n;             /* count; lane_bits stays the request's */
             const uint8_t *p = f + PAYLOAD;
             uint8_t *q = o + PAYLOAD;
-            if (op == 2) {
-                for (int i = 0; i < in_payload; i++) {
+            if (op == 1) {
+                memcpy(q, p, NORM_BYTES);
+            } else if (op == 2) {
+                for (int i = 0; i < in_payload - (lane == 16 ? PAD16 : 0); i++) {
                     int hi = n * table[p[i] >> 4], lo = n * table[p[i] & 15];
                     if (lane == 16) {
                         q[4 * i] = (uint8_t)(hi >> 8), q[4 * i + 1] = (uint8_t)hi;
