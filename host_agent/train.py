@@ -13,7 +13,10 @@ global batch, so the n workers together see the same samples as one worker with 
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -131,6 +134,51 @@ def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
     raise ValueError(f"optimizer {config.optimizer!r}: choose sgd or adam")
 
 
+class BackgroundEvaluation:
+    """Evaluations of snapshots of the model, one at a time, on a thread of their own at a lower CPU priority
+    (nice ``NICE``), so that the rank evaluating goes on training meanwhile instead of holding every other
+    rank at the next step's aggregation; torch releases the GIL in its kernels. ``run(model)`` evaluates the
+    snapshot it is given; an error it raises comes back at the next ``submit`` or ``wait``."""
+
+    NICE = 10  # a share of the cores the training threads leave idle, not theirs
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self._snapshot: nn.Module | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, run: Callable[[nn.Module], None]) -> None:
+        """Snapshot the model's parameters and buffers (after the evaluation before has finished) and start
+        ``run`` on the snapshot."""
+        self.wait()
+        if self._snapshot is None:
+            self._snapshot = copy.deepcopy(self.model).requires_grad_(False)
+        self._snapshot.load_state_dict(self.model.state_dict())
+        snapshot = self._snapshot
+
+        def body() -> None:
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.NICE)  # this thread only (Linux)
+            except OSError:
+                pass
+            try:
+                run(snapshot)
+            except BaseException as exc:  # noqa: BLE001 - raised again in the training thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=body, name="evaluation", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
 def train(
     model: nn.Module,
     data: Digits,
@@ -142,6 +190,7 @@ def train(
     metric: Callable[[float, float], float] | None = None,
     step_delay: float = 0.0,
     evaluates: Callable[[], bool] = lambda: True,
+    background: bool = False,
 ) -> dict:
     """Train ``model`` (DDP-wrapped, or plain for world = 1) for ``config.steps`` steps.
 
@@ -153,7 +202,9 @@ def train(
     the history. ``evaluates`` says, at each evaluation point, whether this rank evaluates there: the
     replicas are identical, so one rank's evaluation stands for all, and the others go on training instead
     of each spending the same forward pass over the test set on the same shared cores. The evaluation after
-    the last step runs on every rank, so each history ends with the final model's figures.
+    the last step runs on every rank, so each history ends with the final model's figures. ``background``:
+    the evaluations before it run on a snapshot in the background (BackgroundEvaluation) while training goes
+    on; each record's ``step`` is the snapshot's and its ``t`` the evaluation's end, as before.
     """
     evaluate_model = evaluate_model or getattr(model, "module", model)
     optimizer = make_optimizer(model.parameters(), config)
@@ -161,22 +212,35 @@ def train(
     start = time.perf_counter()
     last_epoch = 0
 
+    evaluations = BackgroundEvaluation(evaluate_model) if background else None
+
     def end_epoch(epoch: int, final: bool = False) -> None:
         if not (final or evaluates()):
             return
-        test_loss, test_acc = evaluate(evaluate_model, data.x_test, data.y_test)
-        record = {
-            "event": "epoch",
-            "epoch": epoch,
-            "step": len(history["steps"]),
-            "t": time.perf_counter() - start,
-            "test_loss": test_loss,
-            "test_acc": test_acc,
-        }
-        if metric is not None:
-            record["metric"] = metric(test_loss, test_acc)
-        history["epochs"].append(record)
-        report(record)
+        step = len(history["steps"])
+
+        def run(m: nn.Module) -> None:
+            test_loss, test_acc = evaluate(m, data.x_test, data.y_test)
+            record = {
+                "event": "epoch",
+                "epoch": epoch,
+                "step": step,
+                "t": time.perf_counter() - start,
+                "test_loss": test_loss,
+                "test_acc": test_acc,
+            }
+            if metric is not None:
+                record["metric"] = metric(test_loss, test_acc)
+            history["epochs"].append(record)
+            report(record)
+
+        if evaluations is None:
+            run(evaluate_model)
+        elif final:
+            evaluations.wait()
+            run(evaluate_model)
+        else:
+            evaluations.submit(run)
 
     for epoch, step, idx in batches(len(data.x_train), config.batch_size, rank, world, config.seed, config.steps):
         if config.eval_every and step and step % config.eval_every == 0:

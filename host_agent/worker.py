@@ -264,6 +264,7 @@ def run(args) -> dict:
                 metric=workload.metric_of,
                 step_delay=args.step_delay / 1000,
                 evaluates=evaluates,
+                background=True,
             )
     finally:
         at_end = interface_counters(args.iface)

@@ -141,6 +141,31 @@ def test_a_rank_that_does_not_evaluate_trains_on_and_evaluates_only_the_final_mo
     assert [e["step"] for e in history["epochs"]] == [10] and len(history["steps"]) == 10
 
 
+def test_evaluations_in_the_background_see_the_model_of_their_step(one_torch_thread):
+    """Each background evaluation runs on a snapshot taken at its step, so the figures are those the loop
+    would have measured had it stopped there, while training went on."""
+    w = workloads.get("mlp-digits")
+    cfg = train.TrainConfig(steps=10, batch_size=8, eval_every=4)
+
+    def run(background):
+        history = train.train(w.build(0), w.load(), cfg, 0, 1, lambda r: None, background=background)
+        return [(e["step"], e["test_loss"], e["test_acc"]) for e in history["epochs"]]
+
+    assert run(True) == run(False) and [s for s, _, _ in run(True)] == [4, 8, 10]
+
+
+def test_an_error_in_a_background_evaluation_comes_back_to_the_training_thread():
+    evaluations = train.BackgroundEvaluation(torch.nn.Linear(2, 2))
+
+    def fail(_model):
+        raise ValueError("bad evaluation")
+
+    evaluations.submit(fail)
+    with pytest.raises(ValueError, match="bad evaluation"):
+        evaluations.wait()
+    evaluations.wait()  # raised once
+
+
 def test_accuracy_is_counted_exactly_so_a_target_on_the_boundary_is_reached():
     logits = torch.zeros(360, 2)
     logits[:342, 0] = 1  # 342 of 360 right: exactly 95 %, which a float32 mean makes 0.94999999
