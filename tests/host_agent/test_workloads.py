@@ -122,6 +122,11 @@ def test_each_model_trains_in_every_mode(name, mode, one_torch_thread, tmp_path)
     assert torch.equal(ranks[0]["params"], ranks[1]["params"])  # the replicas stay identical
 
 
+def test_a_rank_process_that_dies_ends_the_wait_with_its_exit_code(tmp_path):
+    with pytest.raises(RuntimeError, match=r"rank \d of gloo exited with code 1 before it reported"):
+        cluster.train_ddp_in_processes("no-such-model", "gloo", 1, tmp_path, timeout=120)
+
+
 def test_the_training_loop_evaluates_every_eval_every_steps(one_torch_thread):
     w = workloads.get("mlp-digits")
     cfg = train.TrainConfig(steps=10, batch_size=8, eval_every=4)

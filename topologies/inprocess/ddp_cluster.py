@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import sys
 import threading
 import time
 
@@ -220,8 +221,27 @@ def train_ddp_in_processes(
 ) -> list[dict]:
     """``train_ddp`` for the gloo modes with every rank a process of its own, as thc-worker runs them: for
     hooks that must not share a process (torch's powerSGD_hook, whose future callbacks wait on nested
-    all-reduces, aborts the interpreter now and then with ranks as threads)."""
+    all-reduces, aborts the interpreter now and then with ranks as threads, and rarely as processes too:
+    "terminate called ... Resource deadlock avoided"). A rank that dies ends the wait at once; a run in which
+    one aborted (SIGABRT) is run once more, with a notice, and a second abort is an error."""
+    for attempt in (1, 2):
+        try:
+            return _train_in_processes(model_name, mode, steps, tmp_path, n, batch_size, timeout)
+        except RankAborted as exc:
+            if attempt == 2:
+                raise
+            print(f"ddp_cluster: {exc}; running the {n} ranks once more", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
+class RankAborted(RuntimeError):
+    """A rank process died of SIGABRT before it reported."""
+
+
+def _train_in_processes(model_name, mode, steps, tmp_path, n, batch_size, timeout) -> list[dict]:
     import multiprocessing
+    import queue
+    import signal
 
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
@@ -233,9 +253,22 @@ def train_ddp_in_processes(
     for p in procs:
         p.start()
     out: dict[int, dict] = {}
+    deadline = time.monotonic() + timeout
     try:
-        for _ in range(n):
-            rank, record = results.get(timeout=timeout)
+        while len(out) < n:
+            try:
+                rank, record = results.get(timeout=0.5)
+            except queue.Empty:
+                dead = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in out]
+                if dead:
+                    rank, code = dead[0]
+                    if code == -signal.SIGABRT:
+                        raise RankAborted(f"rank {rank} of {mode} aborted (SIGABRT) before it reported") from None
+                    raise RuntimeError(f"rank {rank} of {mode} exited with code {code} before it reported") from None
+                if time.monotonic() > deadline:
+                    missing = n - len(out)
+                    raise TimeoutError(f"{missing} of {n} ranks of {mode} did not report in {timeout:g} s") from None
+                continue
             out[rank] = dict(record, params=torch.from_numpy(record["params"]))
     finally:
         for p in procs:
