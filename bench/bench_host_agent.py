@@ -336,10 +336,15 @@ def build_echo_switch() -> Path:
     """bench/echo_switch.c compiled (once per source) into the native cache: a THC echo in C, far faster
     than the worker, so the figures over the veth pair are the worker's."""
     from native_build import build_executable
-    from spec.contract import THC_VERSION
+    from spec import contract
 
     source = Path(__file__).resolve().parent / "echo_switch.c"
-    return build_executable([source], "echo_switch", ("-O2", "-Wall", f"-DTHC_VERSION={THC_VERSION}"))
+    wire_format = (
+        f"-DTHC_VERSION={contract.THC_VERSION}",
+        f"-DNORM_BYTES={contract.NORM_PAYLOAD_BYTES}",
+        f"-DPAD16={contract.PAD16_BYTES}",
+    )
+    return build_executable([source], "echo_switch", ("-O2", "-Wall", *wire_format))
 
 
 class _PerPacket:
