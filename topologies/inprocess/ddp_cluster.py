@@ -224,14 +224,11 @@ def train_ddp_in_processes(
     all-reduces, aborts the interpreter now and then with ranks as threads, and rarely as processes too:
     "terminate called ... Resource deadlock avoided"). A rank that dies ends the wait at once; a run in which
     one aborted (SIGABRT) is run once more, with a notice, and a second abort is an error."""
-    for attempt in (1, 2):
-        try:
-            return _train_in_processes(model_name, mode, steps, tmp_path, n, batch_size, timeout)
-        except RankAborted as exc:
-            if attempt == 2:
-                raise
-            print(f"ddp_cluster: {exc}; running the {n} ranks once more", file=sys.stderr)
-    raise AssertionError("unreachable")
+    try:
+        return _train_in_processes(model_name, mode, steps, tmp_path, n, batch_size, timeout)
+    except RankAborted as exc:
+        print(f"ddp_cluster: {exc}; running the {n} ranks once more", file=sys.stderr)
+    return _train_in_processes(model_name, mode, steps, tmp_path, n, batch_size, timeout)
 
 
 class RankAborted(RuntimeError):
