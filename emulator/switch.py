@@ -33,7 +33,14 @@ from emulator.engine.mirroring import (
 )
 from emulator.engine.runtime import RNG_DEFAULT_SEED, ParserError
 from emulator.errors import LoadError
-from emulator.switch_api import CLONE_DIGEST_STAT_KEYS, STAT_KEYS, SwitchAPI
+from emulator.switch_api import (
+    CLONE_DIGEST_STAT_KEYS,
+    COPY_LIMIT_NOTICE,
+    MAX_COPIES,
+    MAX_PASSES,
+    STAT_KEYS,
+    SwitchAPI,
+)
 
 log = logging.getLogger("emulator.switch")
 trace_log = logging.getLogger("emulator.trace")
@@ -44,7 +51,6 @@ PKT_INSTANCE_TYPE_REPLICATION = 5
 PKT_INSTANCE_TYPE_RESUBMIT = 6
 
 BACKENDS = ("auto", "native", "python")
-MAX_PASSES = 16  # resubmit/recirculate passes per received frame (BMv2 has no limit: it would loop)
 MAX_LOGGED_TRACEBACKS = 20
 
 
@@ -77,6 +83,8 @@ class SoftwareSwitch(SwitchAPI):
         super().__init__(program, drop_port=drop_port, trace_level=trace_level, clock=clock)
         self._stats = dict.fromkeys(STAT_KEYS + CLONE_DIGEST_STAT_KEYS, 0)
         self._tracebacks = 0
+        self._copies = 0  # made from the frame process() is on (MAX_COPIES)
+        self._copy_limit_logged = False
         self._template = program.layout.template()
         fns = program.fns
         self._plain = (fns["parse"], fns["verify_checksums"], fns["ingress"], fns["egress"], fns["deparse"])
@@ -162,6 +170,7 @@ class SoftwareSwitch(SwitchAPI):
                 L = self._L
                 F[L.PKTLEN] = n
                 F[L.ILEN] = n
+                self._copies = 0
                 self._ingress_pass(F, frame, out, self._traced if tracing else self._plain, tracing, 1)
             except Exception:  # noqa: BLE001 - a packet must never take the switch down
                 self._exception("packet from port %r", port)
@@ -238,6 +247,8 @@ class SoftwareSwitch(SwitchAPI):
                 trace_log.log(self.trace_level, "resubmit with field list %d", resubmit)
             if passes >= MAX_PASSES:
                 self._drop("dropped_pass_limit", tracing, f"more than {MAX_PASSES} passes")
+                return
+            if not self._copy_allowed(tracing):
                 return
             G = self._fresh_with_field_list(F, resubmit, PKT_INSTANCE_TYPE_RESUBMIT, ingress_length)
             G[L.ILEN] = F[L.ILEN]
@@ -324,6 +335,8 @@ class SoftwareSwitch(SwitchAPI):
             if passes >= MAX_PASSES:
                 self._drop("dropped_pass_limit", tracing, f"more than {MAX_PASSES} passes")
                 return
+            if not self._copy_allowed(tracing):
+                return
             G = self._fresh_with_field_list(F, recirc, PKT_INSTANCE_TYPE_RECIRC, len(frame))
             G[L.ILEN] = len(frame)
             self._ingress_pass(G, frame, out, fns, tracing, passes + 1)
@@ -405,12 +418,26 @@ class SoftwareSwitch(SwitchAPI):
         its port, as simple_switch does (the port copy keeps the last replica's egress_rid)."""
         if session.mgid is not None:
             for eg_port, rid in self._prog.pre.groups.get(session.mgid, ()):
+                if not self._copy_allowed(tracing):
+                    return
                 self._stats["clones"] += 1
                 self._set(G, "egress_rid", rid)
                 self._egress_pass(G[:], eg_port, payload, out, fns, tracing, passes)
-        if session.egress_port is not None:
+        if session.egress_port is not None and self._copy_allowed(tracing):
             self._stats["clones"] += 1
             self._egress_pass(G, session.egress_port, payload, out, fns, tracing, passes)
+
+    def _copy_allowed(self, tracing) -> bool:
+        """One more packet made from the received frame (a clone copy, a resubmit, a recirculation):
+        False past MAX_COPIES, the copy dropped and counted (logged the first time)."""
+        self._copies += 1
+        if self._copies <= MAX_COPIES:
+            return True
+        self._drop("dropped_copy_limit", tracing, f"more than {MAX_COPIES} copies of one frame")
+        if not self._copy_limit_logged:
+            self._copy_limit_logged = True
+            log.warning(COPY_LIMIT_NOTICE, MAX_COPIES)
+        return False
 
     def _learn(self, F, learn_id, tracing):
         learn_list = self._prog.learn_lists.get(learn_id)

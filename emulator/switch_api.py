@@ -24,6 +24,7 @@ STAT_KEYS = (
     "dropped_priority",
     "dropped_exception",
     "dropped_pass_limit",
+    "dropped_copy_limit",
     "parser_errors",
     "checksum_errors",
     "exceptions",
@@ -32,6 +33,19 @@ STAT_KEYS = (
     "recirculations",
     "out_of_bounds",
 )
+# Bounds on what one received frame may become, so that no program and no entries can make process()
+# run forever (an egress clone whose clones clone again grows a tree of copies). BMv2 has neither bound:
+# it queues every clone, resubmit and recirculation, and a cascade there fills its queues (64 packets a
+# port by default) and drops, while it goes on answering other frames. Past a bound the copy is dropped
+# and counted, and the first time is logged, on both backends alike (native/ctarget.py hands both numbers
+# to driver.h).
+MAX_PASSES = 16  # passes in a chain: resubmits, recirculations and clones of clones
+MAX_COPIES = 64  # packets made from one received frame by clones, resubmits and recirculations: a queue's worth
+COPY_LIMIT_NOTICE = (
+    "a frame made more than %d copies through clones, resubmits and recirculations: the rest were dropped "
+    "(stats['dropped_copy_limit']; logged once)"
+)
+
 # kept by both backends too (in runtime.h's enum they follow the native-only "dropped_output_full")
 CLONE_DIGEST_STAT_KEYS = ("clones", "clones_unconfigured", "digests", "digests_dropped")
 

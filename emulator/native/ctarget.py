@@ -5,6 +5,7 @@ API read, written after it."""
 from emulator.engine.layout import ENGINE_REGISTERS
 from emulator.native.cexpr import c_int
 from emulator.native.csource import identifiers
+from emulator.switch_api import MAX_COPIES, MAX_PASSES
 
 GENERATOR_VERSION = 1
 
@@ -126,6 +127,9 @@ def _struct_sw(gen, h) -> None:
         h.emit("int clock_pinned; int64_t pinned_now;")
         h.emit("profile_t prof[NPROFILES > 0 ? NPROFILES : 1];")
         h.emit("log_msg_fn log_msg; /* formats and logs log_msg calls (sw_set_log_msg); NULL: not logged */")
+        h.emit("notice_fn notice; /* the switch's own notices (sw_set_notice); NULL: not logged */")
+        h.emit("uint32_t copies; /* made from the frame sw_process is on (driver.h MAX_COPIES) */")
+        h.emit("int copy_limit_noticed;")
         for i, name in enumerate(gen.meters):
             h.emit(f"meter_t meter_{i}[{max(gen.prog.meters[name].size, 1)}]; /* meter {name} */")
     h.emit("};")
@@ -141,6 +145,8 @@ def emit_state_and_api(gen, t) -> None:
         t.emit(f"#define SLOT_{name.upper()} {gen.slot_macros[ref.slot] if ref is not None else -1}")
         t.emit(f"#define MASK_{name.upper()} {c_int(ref.mask) if ref is not None else 0}")
     t.emit(f"#define HAS_VERIFY {1 if gen.prog.has_verify else 0}")
+    t.emit(f"#define MAX_PASSES {MAX_PASSES} /* switch_api.py: passes in a chain */")
+    t.emit(f"#define MAX_COPIES {MAX_COPIES} /* switch_api.py: packets one received frame may make */")
     t.emit(f"#define QUEUEING {1 if gen.prog.queueing else 0}")
     t.emit(f"#define DROP_PORT {gen.drop_port}")
     t.emit(f"#define PORT_MAX {std.egress_port.mask}")

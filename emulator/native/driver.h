@@ -4,12 +4,12 @@
  * egress/deparse functions and its SLOT_* / MASK_* / L_* macros. It mirrors emulator/switch.py
  * (SoftwareSwitch.process, _ingress_pass, _egress_pass) line for line, so both backends agree:
  * parser errors still run ingress, resubmit and recirculate carry their field lists (at most
- * MAX_PASSES passes per received frame), multicast copies get instance_type 5 and their egress_rid,
- * an exception (RAISE) drops the packet or the copy and is counted; clones (ingress: the received frame
- * parsed again; egress: the headers egress wrote) go to their mirror session's group and/or port,
- * metadata reset but their field list's; `truncate` cuts the frame that leaves.
+ * MAX_PASSES passes in a chain and MAX_COPIES copies per received frame: switch_api.py's bounds,
+ * defined by ctarget.py), multicast copies get instance_type 5 and their egress_rid, an exception
+ * (RAISE) drops the packet or the copy and is counted; clones (ingress: the received frame parsed again;
+ * egress: the headers egress wrote) go to their mirror session's group and/or port, metadata reset but
+ * their field list's; `truncate` cuts the frame that leaves.
  */
-#define MAX_PASSES 16
 #define RNG_DEFAULT_SEED 0x853C49E6748FEA9Bull /* runtime.py */
 #define PKT_INSTANCE_TYPE_NORMAL 0
 #define PKT_INSTANCE_TYPE_INGRESS_CLONE 1 /* mirroring.py */
@@ -30,6 +30,18 @@ static void drop(sw_t *sw, int reason) {
 static void exception_drop(sw_t *sw) {
     sw->stats[ST_EXCEPTIONS]++;
     drop(sw, ST_DROPPED_EXCEPTION);
+}
+
+/* One more packet made from the received frame (a clone copy, a resubmit, a recirculation): 0 past
+ * MAX_COPIES, the copy dropped and counted (noticed the first time). switch.py _copy_allowed. */
+static int copy_allowed(sw_t *sw) {
+    if (++sw->copies <= MAX_COPIES) return 1;
+    drop(sw, ST_DROPPED_COPY_LIMIT);
+    if (!sw->copy_limit_noticed) {
+        sw->copy_limit_noticed = 1;
+        if (sw->notice) sw->notice(NOTICE_COPY_LIMIT);
+    }
+    return 0;
 }
 
 static void ingress_pass(sw_t *sw, pkt_t *pk, const uint8_t *frame, uint32_t len, sw_out_t *out, int passes);
@@ -79,6 +91,7 @@ static void send_clone(sw_t *sw, pkt_t *g, const mirror_session_t *s, const uint
     if (s->mgid >= 0) {
         mc_group_t *grp = s->mgid < MC_GROUPS ? sw->mc[s->mgid] : NULL;
         for (uint32_t i = 0; grp && i < grp->n; i++) {
+            if (!copy_allowed(sw)) return;
             sw->stats[ST_CLONES]++;
             SET(g, EGRESS_RID, grp->rids[i]);
             pkt_t r;
@@ -86,7 +99,7 @@ static void send_clone(sw_t *sw, pkt_t *g, const mirror_session_t *s, const uint
             egress_pass(sw, &r, grp->ports[i], payload, plen, out, passes);
         }
     }
-    if (s->port >= 0) {
+    if (s->port >= 0 && copy_allowed(sw)) {
         sw->stats[ST_CLONES]++;
         egress_pass(sw, g, (uint32_t)s->port, payload, plen, out, passes);
     }
@@ -107,7 +120,7 @@ static void finish_egress(sw_t *sw, pkt_t *pk, pass_ctx_t *cx, uint32_t port, sw
             drop(sw, ST_DROPPED_OUTPUT_FULL);
         } else if (passes >= MAX_PASSES) {
             drop(sw, ST_DROPPED_PASS_LIMIT);
-        } else {
+        } else if (copy_allowed(sw)) {
             pkt_t g;
             fresh_with_field_list(&g, pk, (uint32_t)pk->F[L_RECIRC], PKT_INSTANCE_TYPE_RECIRC, flen);
             g.F[L_ILEN] = flen;
@@ -264,6 +277,7 @@ static void ingress_pass(sw_t *sw, pkt_t *pk, const uint8_t *frame, uint32_t len
             drop(sw, ST_DROPPED_PASS_LIMIT);
             return;
         }
+        if (!copy_allowed(sw)) return;
         pkt_t g;
         fresh_with_field_list(&g, pk, (uint32_t)pk->F[L_RESUBMIT], PKT_INSTANCE_TYPE_RESUBMIT, ingress_length);
         g.F[L_ILEN] = pk->F[L_ILEN];
@@ -372,6 +386,7 @@ int sw_process(sw_t *sw, uint32_t port, const uint8_t *frame, uint32_t len, sw_o
     if (SLOT_INGRESS_TS >= 0) SET(&pk, INGRESS_TS, SW_NOW(sw));
     pk.F[L_PKTLEN] = len;
     pk.F[L_ILEN] = len;
+    sw->copies = 0;
     ingress_pass(sw, &pk, frame, len, out, 1);
     sw->stats[ST_PACKETS_OUT] += out->count - before;
     return (int)(out->count - before);
@@ -409,6 +424,12 @@ void sw_stats(sw_t *sw, uint64_t *dst) {
 void sw_set_log_msg(sw_t *sw, log_msg_fn fn) {
     sw_lock(sw);
     sw->log_msg = fn;
+    sw_unlock(sw);
+}
+
+void sw_set_notice(sw_t *sw, notice_fn fn) {
+    sw_lock(sw);
+    sw->notice = fn;
     sw_unlock(sw);
 }
 

@@ -16,6 +16,9 @@ SW_MAX_OUT = 256
 SW_OUT_BUF = 1 << 20
 # runtime.h's log_msg_fn: (call index, argument count, the arguments as C's 128-bit V values)
 LOG_MSG_FN = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p)
+# runtime.h's notice_fn: one of the switch's own notices (NOTICE_*), once each
+NOTICE_FN = ctypes.CFUNCTYPE(None, ctypes.c_uint32)
+NOTICE_COPY_LIMIT = 1
 
 
 class SwOut(ctypes.Structure):
@@ -45,6 +48,7 @@ def _bind(lib):
         "sw_stats": (None, [P, u64p]),
         "sw_seed": (None, [P, U64]),
         "sw_set_log_msg": (None, [P, LOG_MSG_FN]),
+        "sw_set_notice": (None, [P, NOTICE_FN]),
         "sw_tbl_add": (ctypes.c_int, [P, U32, I32, I32, u64p, I64, I64, u64p]),
         "sw_tbl_modify": (ctypes.c_int, [P, U32, I32, I32, u64p]),
         "sw_tbl_delete": (ctypes.c_int, [P, U32, I32]),

@@ -11,8 +11,8 @@ import logging
 
 from emulator.errors import EntryError
 from emulator.native.cgen import CGen
-from emulator.native.library import LOG_MSG_FN, SwOut, load_program_library
-from emulator.switch_api import CLONE_DIGEST_STAT_KEYS, STAT_KEYS, SwitchAPI
+from emulator.native.library import LOG_MSG_FN, NOTICE_COPY_LIMIT, NOTICE_FN, SwOut, load_program_library
+from emulator.switch_api import CLONE_DIGEST_STAT_KEYS, COPY_LIMIT_NOTICE, MAX_COPIES, STAT_KEYS, SwitchAPI
 
 log = logging.getLogger("emulator.switch")
 trace_log = logging.getLogger("emulator.trace")
@@ -49,6 +49,12 @@ def log_msg_receiver(formats):
     return receive
 
 
+def _notice(code):
+    """The switch's own notices from C, logged as the Python backend logs them."""
+    if code == NOTICE_COPY_LIMIT:
+        log.warning(COPY_LIMIT_NOTICE, MAX_COPIES)
+
+
 def _signed128(x):
     return x - (1 << 128) if x >> 127 else x
 
@@ -71,6 +77,8 @@ class NativeSwitch(SwitchAPI):
         if gen.log_formats:
             self._log_msg_fn = LOG_MSG_FN(log_msg_receiver(gen.log_formats))
             self.lib.sw_set_log_msg(self.handle, self._log_msg_fn)
+        self._notice_fn = NOTICE_FN(_notice)  # kept alive as long as the library may call it
+        self.lib.sw_set_notice(self.handle, self._notice_fn)
         self._table_index = {name: i for i, name in enumerate(program.tables)}
         self._reg_index = {name: i for i, name in enumerate(program.registers)}
         self._ctr_index = {name: i for i, name in enumerate(program.counters)}

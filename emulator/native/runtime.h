@@ -33,6 +33,7 @@ typedef unsigned __int128 UV;
 enum {
     ST_PACKETS_IN, ST_PACKETS_OUT, ST_DROPPED, ST_DROPPED_INGRESS, ST_DROPPED_EGRESS,
     ST_DROPPED_NO_GROUP, ST_DROPPED_PRIORITY, ST_DROPPED_EXCEPTION, ST_DROPPED_PASS_LIMIT,
+    ST_DROPPED_COPY_LIMIT,
     ST_PARSER_ERRORS, ST_CHECKSUM_ERRORS, ST_EXCEPTIONS, ST_MULTICAST_REPLICAS, ST_RESUBMITS,
     ST_RECIRCULATIONS, ST_OUT_OF_BOUNDS, ST_DROPPED_OUTPUT_FULL, ST_CLONES, ST_CLONES_UNCONFIGURED,
     ST_DIGESTS, ST_DIGESTS_DROPPED, NSTATS
@@ -58,6 +59,11 @@ typedef struct pass_ctx {
 /* Receives a log_msg call: its index among the program's calls and its n arguments (Python's
  * NativeSwitch formats them the way BMv2 does). Called with the switch locked, from the packet's thread. */
 typedef void (*log_msg_fn)(uint32_t id, uint32_t n, const V *args);
+
+/* Receives the switch's own notices, once each (NOTICE_*; Python's NativeSwitch logs them as the Python
+ * backend does). Called with the switch locked, from the packet's thread. */
+typedef void (*notice_fn)(uint32_t code);
+#define NOTICE_COPY_LIMIT 1 /* switch.py COPY_LIMIT_NOTICE */
 
 /* ------------------------------------------------------------------ bits */
 /* n big-endian bytes at p. The parser and deparser pass constant sizes: the common ones become one load

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from emulator.switch_api import MAX_COPIES
 from tests.support.bmv2 import Bmv2Process, cli_binary, cli_runner, replace_parse_value_set
 from tests.support.paths import FIXTURE_BUILD
 from topologies.targets import find_executable
@@ -353,13 +354,16 @@ SETTLE_S = 1.0  # once the expected number is out, frames BMv2 sends beyond it a
 HANG_GUARD_S = 300  # only so that a BMv2 that stops sending cannot hang the run
 
 
-def run_bmv2(tmp_path, program, setup, frames, expected_count, ports=range(0, 9), log_level="error", after=None):
+def run_bmv2(
+    tmp_path, program, setup, frames, expected_count, ports=range(0, 9), log_level="error", after=None, until=None
+):
     """Frames [(port, bytes)] through BMv2 with `setup(client)` applied; [(port, bytes)] out, sorted.
 
     BMv2 reads and writes pcap files (`--use-files`); the input files are named pipes that get their
     frames only after `setup` has returned, so every frame meets the fully programmed switch.
     A `log_level` other than error also logs BMv2's lines to tmp_path/bmv2/bmv2.log; `after(client)`
-    runs once the frames are out, before the client closes."""
+    runs once the frames are out, before the client closes. `until(out)`: return as soon as it holds
+    (for a switch that never stops sending)."""
     ports = sorted(set(ports) | {p for p, _ in frames})
     run_dir = tmp_path / "bmv2"
     run_dir.mkdir()
@@ -375,7 +379,7 @@ def run_bmv2(tmp_path, program, setup, frames, expected_count, ports=range(0, 9)
             setup(client)
             for p, fifo in inputs.items():
                 fifo.feed(_pcap_records([(i, f) for i, (q, f) in enumerate(frames) if q == p]))
-            out = _collect_output(run_dir, ports, expected_count, switch)
+            out = _collect_output(run_dir, ports, expected_count, switch, until)
             if after is not None:
                 after(client)
             return out
@@ -393,13 +397,16 @@ def _log_args(level):
     return ["--log-level", level] if level == "error" else ["--log-console", "--log-level", level]
 
 
-def _collect_output(run_dir, ports, expected_count, switch):
-    """What BMv2 wrote to the output pcaps, once `expected_count` frames are there and no more come."""
+def _collect_output(run_dir, ports, expected_count, switch, until=None):
+    """What BMv2 wrote to the output pcaps, once `expected_count` frames are there and no more come
+    (or as soon as `until(out)` holds)."""
     deadline = time.monotonic() + HANG_GUARD_S
     out, last_total, last_change = [], -1, time.monotonic()
     while True:
         out = [(p, f) for p in ports for f in _read_pcap(run_dir / f"p{p}_out.pcap")]
         now = time.monotonic()
+        if until is not None and until(out):
+            return sorted(out)
         if len(out) != last_total:
             last_total, last_change = len(out), now
         if len(out) >= expected_count and now - last_change > SETTLE_S:
@@ -711,6 +718,23 @@ def test_random_frames_match_bmv2(tmp_path, program, ether_type):
             body = b"\x03" + body[1:]  # kind 6 clones its clones: BMv2 would loop forever
         frames.append((1, bytes(12) + ether_type + body))
     compare(tmp_path, program, setups[program], frames)
+
+
+def test_bmv2_goes_on_forwarding_while_clones_clone_again(tmp_path):
+    """The software switch bounds such a cascade (switch_api.MAX_COPIES, test_engine_clone_digest.py);
+    BMv2 queues it without end, and still forwards the next frame."""
+
+    def c(kind, session=0):
+        return bytes.fromhex("00000000000200000000000188b5") + bytes([kind, session]) + bytes(10) + b"TAIL"
+
+    def setup(sw):
+        clone_session_set(sw, 7, [(3, 1), (4, 2), (5, 3)])
+
+    def forwarded(out):  # the frame after the cascade (its c header's kind byte is 0), and the cascade past
+        return any(f[14] == 0 for _, f in out) and len(out) > MAX_COPIES + 1  # the software switch's bound
+
+    out = run_bmv2(tmp_path, "clone_mirror", setup, [(1, c(6, 7)), (1, c(0))], 0, until=forwarded)
+    assert forwarded(out), f"BMv2 sent {len(out)} frames; the frame after the cascade is not among them"
 
 
 def test_meters_match_bmv2(tmp_path):

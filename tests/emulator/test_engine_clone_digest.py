@@ -7,7 +7,7 @@ import random
 import pytest
 
 from emulator.errors import EntryError
-from emulator.switch import MAX_PASSES, SoftwareSwitch
+from emulator.switch import MAX_COPIES, MAX_PASSES, SoftwareSwitch
 from tests.support.frames import guided_frames, mutate
 from tests.support.paths import FIXTURE_BUILD
 
@@ -118,6 +118,27 @@ def test_an_egress_clone_loop_stops_at_the_pass_limit(sw):
     out = sw.process(1, c_frame(6, session=6))
     assert [p for p, _ in out] == [2] + [4] * (MAX_PASSES - 1)
     assert sw.stats["dropped_pass_limit"] == 1
+
+
+@pytest.mark.timeout(60)  # a regression hangs (a tree of 4^16 copies); the bound makes it 64 egress passes
+@pytest.mark.parametrize("backend", ["python", "native"])
+def test_clones_that_clone_again_stop_at_the_copy_limit_and_are_logged_once(backend, caplog):
+    if not CLONE_JSON.exists():
+        pytest.skip("clone_mirror.p4 is not compiled")
+    sw = SoftwareSwitch.from_json(CLONE_JSON, backend=backend)
+    sw.mc_group_set(1, [(1, 0), (2, 1), (3, 2)])
+    sw.mirroring_add(7, egress_port=4, mgid=1)  # every egress pass makes four clones, each of which clones again
+    with caplog.at_level("WARNING", logger="emulator.switch"):
+        out = sw.process(1, c_frame(6, session=7))
+        again = sw.process(1, c_frame(6, session=7))
+        other = sw.process(1, c_frame(0))  # the switch goes on forwarding other frames
+    assert len(out) == len(again) == MAX_COPIES + 1  # the original and every copy the bound let through
+    assert other == [(2, c_out(c_frame(0), seen=0x11, itype=0, kept=0x5A, lost=0x77, eport=2))]
+    stats = sw.stats
+    assert stats["clones"] == 2 * MAX_COPIES
+    assert stats["dropped_copy_limit"] >= 2 and stats["dropped_copy_limit"] % 2 == 0
+    notices = [r for r in caplog.records if "copies through clones" in r.getMessage()]
+    assert len(notices) == 1
 
 
 def test_mirroring_api_checks_its_arguments(sw):
