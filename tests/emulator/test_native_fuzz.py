@@ -7,6 +7,7 @@ Python (the sanitizer runtime must be preloaded), which must end cleanly with no
 
 import json
 import random
+import shutil
 
 import pytest
 
@@ -14,10 +15,11 @@ from emulator.errors import EntryError
 from emulator.switch import SoftwareSwitch
 from native_build import NativeBuildError
 from tests.emulator.test_native_parity import PROGRAMS
-from tests.support import sanitizers
+from tests.support import sanitizers, switch_fuzz
 from tests.support.frames import random_entries
 
 MAX_LEN = 9000
+FUZZ_BUDGET = 900  # seconds for the sanitized child's builds and 100,000 frames: about twice a loaded run's
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
@@ -49,55 +51,28 @@ def test_no_compiler_is_a_clear_error_and_auto_falls_back(monkeypatch, tmp_path,
 
 
 FUZZ_CHILD = r"""
-import json, random, sys
-from emulator.errors import EntryError
-from emulator.switch import SoftwareSwitch
-from tests.support.frames import guided_frames, mutate, random_entries, random_value_sets
+import json, sys
+from tests.support.switch_fuzz import fuzz_program
 paths, per_program = json.loads(sys.argv[1]), int(sys.argv[2])
-total = 0
-for path in paths:
-    cfg = json.load(open(path))
-    sw = SoftwareSwitch.from_json(cfg, backend="native", sanitize=True)
-    rng = random.Random(path)
-    for t, k, a, p, pr in random_entries(sw.program, rng):
-        try:
-            sw.table_add(t, k, a, p, priority=pr)
-        except EntryError:  # duplicates of random keys
-            pass
-    sw.mc_group_set(1, [(1, 0), (2, 1), (3, 2)])
-    for s in range(0, 256, 5):  # mirror sessions: clone_mirror takes the session id from the frame
-        sw.mirroring_add(s, egress_port=s % 8, mgid=1 if s % 2 else None)
-    sw.seed(rng.getrandbits(64))
-    value_sets = random_value_sets(sw.program, rng)
-    for name, members in value_sets.items():
-        sw.value_set_replace(name, members)
-    for name, width in sw.program.custom_crcs.items():
-        sw.set_crc_parameters(name, rng.getrandbits(width) | 1, rng.getrandbits(width), rng.getrandbits(width),
-                              rng.random() < 0.5, rng.random() < 0.5)
-    seeds = guided_frames(cfg, 200, rng, value_sets=value_sets)
-    for i in range(per_program):
-        r = rng.random()
-        if r < 0.6:
-            frame = mutate(rng.choice(seeds), rng)
-        elif r < 0.95:
-            frame = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 120)))
-        else:
-            frame = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 9000)))
-        sw.process(rng.randrange(8), frame)
-        if i % 500 == 0:
-            sw.digests()  # and the digest queue drained now and then
-        total += 1
-    sw.close()
-print("fuzzed", total)
+print("fuzzed", sum(fuzz_program(path, per_program, sanitize=True) for path in paths))
 """
 
 
+def test_the_fuzzed_frames_are_the_same_in_every_folder(tmp_path):
+    """The campaign is seeded from program names: copies of the programs in two folders get the same frames."""
+    copies = []
+    for folder in ("a", "b/deeper"):
+        (tmp_path / folder).mkdir(parents=True)
+        copies.append([shutil.copy(p, tmp_path / folder / p.name) for p in PROGRAMS])
+    assert switch_fuzz.frames_digest(copies[0], 300) == switch_fuzz.frames_digest(copies[1], 300)
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(3300)  # the sanitized child gets 3000 s; pytest's global 600 s would cut a loaded run short
+@pytest.mark.timeout(FUZZ_BUDGET + 120)  # pytest's global 600 s would cut a loaded run short
 def test_100000_fuzzed_frames_under_address_and_undefined_behaviour_sanitizers(tmp_path):
     paths = [str(p) for p in PROGRAMS]
     per_program = -(-100_000 // len(paths))
     proc = sanitizers.run_sanitized(
-        FUZZ_CHILD, json.dumps(paths), str(per_program), cache=tmp_path / "cache", timeout=3000
+        FUZZ_CHILD, json.dumps(paths), str(per_program), cache=tmp_path / "cache", timeout=FUZZ_BUDGET
     )
     sanitizers.assert_clean(proc, per_program * len(paths))
