@@ -398,6 +398,64 @@ def veth_worker(iface: str, mode: str, quick: bool) -> None:
     transport.close()
 
 
+ROUND_SIZES = (16_384, 1_048_576)  # a small DDP bucket (the figures issue 38 sets floors on), and 1 M
+
+
+def veth_round(iface: str, quick: bool) -> None:
+    """One worker's full THC rounds on `iface` (echo_switch.c on the other end): prepare, the norm round,
+    encode, the sums and decode, each phase's CPU (this process, every thread) per round. The echo
+    answers a NORM with the worker's own norms and a THC request with n times its own table values, so
+    the round decodes to this worker's own quantized gradient. Which codec runs is the environment's
+    (THC_NATIVE, as everywhere)."""
+    import torch
+
+    from host_agent.protocol import WorkerProtocol
+    from host_agent.transport import RawSocketTransport
+    from thc.compressor import THCCompressor
+
+    transport = RawSocketTransport(iface)
+    for i, coords in enumerate(ROUND_SIZES):
+        job = job_for(1024 if coords > 100_000 else 128)
+        worker = WorkerProtocol(
+            transport, wire.FrameBuilder(worker_endpoint(0), SERVICE), job.spec, 0, deadline=20.0,
+            first_request=i * 10**7,
+        )  # fmt: skip
+        comp = THCCompressor(job.spec.thc_config(), worker_id=0)
+        grad = torch.from_numpy(np.random.default_rng(coords).standard_normal(coords).astype(np.float32))
+        phases = dict.fromkeys(("prepare", "norm round", "encode", "sums", "decode"), 0.0)
+
+        def timed(phase, fn, *args):
+            t = time.process_time()
+            out = fn(*args)
+            phases[phase] += time.process_time() - t
+            return out
+
+        def one_round(step):
+            prep = timed("prepare", comp.prepare, grad, step)
+            top = timed("norm round", worker.all_max, prep.norms.numpy())
+            indices = timed("encode", comp.encode, prep, top)
+            sums, n = timed("sums", worker.all_sum_indices, indices)
+            return timed("decode", comp.decode, prep, sums, n, top)
+
+        one_round(0)  # warm up: builds, the RTO adapts
+        phases = dict.fromkeys(phases, 0.0)
+        repeats = 3 if quick else max(5, 400_000 // coords)
+        wall = time.perf_counter()
+        for step in range(1, repeats + 1):
+            out = one_round(step)
+        wall = (time.perf_counter() - wall) / repeats
+        if not torch.isfinite(out).all() or out.shape != grad.shape:
+            raise SystemExit("veth_round: WRONG RESULT")
+        cpu = sum(phases.values()) / repeats
+        split = ", ".join(f"{name} {seconds / repeats * 1e3:.3f}" for name, seconds in phases.items())
+        print(
+            f"  full THC round, {coords} coordinates: {cpu * 1e3:.3f} ms of CPU ({split}); "
+            f"{wall * 1e3:.3f} ms wall, {coords / cpu:,.0f} coordinates/s of CPU",
+            flush=True,
+        )
+    transport.close()
+
+
 def bench_veth_worker(quick: bool, before: str | None) -> None:
     """veth_worker in a child process per mode, echo_switch.c in another, over a fresh veth pair; `before`:
     also the worker of another source tree (the code before this change), per packet as it was."""
@@ -430,6 +488,10 @@ def bench_veth_worker(quick: bool, before: str | None) -> None:
             if mode == "before":
                 print(f"  (before: the worker of {tree}, per packet)", flush=True)
             subprocess.run([*args, *(["--quick"] if quick else [])], env=dict(env, PYTHONPATH=tree), check=False)
+        for label, native in (("native", ""), ("numpy (THC_NATIVE=0)", "0")):
+            print(f"  {label}:", flush=True)
+            child = [*me, "--veth-round", a, *(["--quick"] if quick else [])]
+            subprocess.run(child, env=dict(env, THC_NATIVE=native), check=False)
     finally:
         if echo is not None:
             echo.terminate()
@@ -498,10 +560,14 @@ def main(argv=None) -> int:
     parser.add_argument("--before", metavar="TREE", help="also time the worker of this source tree over the veth")
     parser.add_argument("--veth-worker", metavar="IFACE", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="native", help=argparse.SUPPRESS)
+    parser.add_argument("--veth-round", metavar="IFACE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     n = 20_000 if args.quick else 100_000
     if args.veth_worker:
         veth_worker(args.veth_worker, args.mode, args.quick)
+        return 0
+    if args.veth_round:
+        veth_round(args.veth_round, args.quick)
         return 0
     if args.worker_only:
         report_worker(args.quick)
