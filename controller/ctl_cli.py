@@ -25,9 +25,9 @@ from controller import two_level
 from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
-from controller.usage import OneLineParser, positive_number
 from spec import contract
 from spec.job import JobSpec, JobSpecError, add_job_options, spec_from_options
+from spec.usage import OneLineParser, output_file, positive_number
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"  # simple_switch_grpc's default
 
@@ -184,7 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--key", type=_integer("the job key"), metavar="K", help="the job's key, 1..2**32-1 (default: a fresh one)"
     )
     add.add_argument(
-        "--save", metavar="FILE", help="write the job's description, key included, for the workers (thc-worker --job)"
+        "--save",
+        metavar="FILE",
+        type=output_file,
+        help="write the job's description, key included, for the workers (thc-worker --job)",
     )
     remove = command(job, "remove", "remove a job (jobs entry, multicast group, result_dst entries)")
     remove.add_argument("--id", type=int, required=True, metavar="J", help="job id")

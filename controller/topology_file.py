@@ -95,9 +95,11 @@ def load(path: str | Path, make: Callable[..., Any]) -> Any:
     """The topology in the file at ``path``, built by ``make`` (the Topology class)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TopologyError(str(path), [f"cannot read topology file {path}: {exc.strerror}"]) from None
+    except UnicodeDecodeError as exc:
+        raise TopologyError(str(path), [f"{path}: byte {exc.start} is not UTF-8: save the file as UTF-8"]) from None
     return parse(text, make, source=str(path), default_name=path.stem)
 
 

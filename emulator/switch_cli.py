@@ -274,6 +274,9 @@ def main(argv=None) -> int:
         except OSError as exc:
             return _fail(f"cannot create pcap directory '{args.pcap}': {exc.strerror}")
 
+    for option, path in (("--log-file", args.log_file), ("--p4runtime-log", args.p4runtime_log)):
+        if path is not None and (os.path.isdir(path) or not os.path.isdir(os.path.dirname(path) or ".")):
+            return _fail(f"{option} {path}: name a file in an existing folder")
     handlers = logging_setup.configure(args.log_level, args.log_console, args.log_file, args.p4runtime_log)
     try:
         return _serve(args, ports)

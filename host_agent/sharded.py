@@ -58,6 +58,8 @@ def load_servers(path: str | Path) -> list[Server]:
         servers = [Server(str(e["name"]), str(e["service_ip"]), str(e["service_mac"]), int(e["key"])) for e in entries]
     except OSError as exc:
         raise ValueError(f"cannot read the servers file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text (a JSON list of servers)") from None
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"{path}: not a list of servers {{name, service_ip, service_mac, key}} ({exc})") from None
     if not servers:

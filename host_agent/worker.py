@@ -71,6 +71,7 @@ from host_agent.worker_cli import (
     build_parser,
     given_options,
     job_description,
+    load_files,
     mode_job,
     resolve_identity,
     switch_aggregator,
@@ -139,7 +140,7 @@ def make_hook(args, model, on_rejoin=lambda record: None):
     if args.mode == "plan":
         from thc import mixed
 
-        plan = mixed.load_plan(json.loads(args.plan.read_text()))
+        plan = args.plan_buckets
         if not set(plan.values()) & {"thc", "fix32"}:
             return mixed.MixedHookState(plan), mixed.mixed_hook, None
     aggregator = switch_aggregator(args, on_rejoin)
@@ -330,6 +331,11 @@ def main(argv=None) -> int:
         return 2
     if (args.mode == "plan") != (args.plan is not None):
         print("thc-worker: --mode plan and --plan FILE go together", file=sys.stderr)
+        return 2
+    try:
+        load_files(args)
+    except ValueError as exc:
+        print(f"thc-worker: {exc}", file=sys.stderr)
         return 2
     try:
         resolve_identity(args)

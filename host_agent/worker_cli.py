@@ -5,10 +5,12 @@ the aggregator they describe. The training loop and the probe rounds read what t
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from host_agent import identity, workloads
 from host_agent.modes import MODES, PS_MODES, uses_job
+from spec.usage import OneLineParser, int_in, non_negative_number, positive_number
 
 DESCRIPTION = "`thc-worker`: one data-parallel training worker, run on one Mininet host by `thc-run`."
 # JobSpec field -> the dest of the job option (spec.job.add_job_options) that sets it without --job FILE
@@ -33,11 +35,10 @@ def switch_aggregator(args, on_rejoin=lambda record: None):
     with ``--membership FILE`` it follows the runner's notices of a new membership after a failure. In a
     ps mode a ShardedAggregator over the servers of ``--servers FILE`` (no failover there)."""
     if args.mode in PS_MODES:
-        from host_agent.sharded import ShardedAggregator, load_servers
+        from host_agent.sharded import ShardedAggregator
 
-        servers = load_servers(args.servers)
         return ShardedAggregator.open(
-            args.iface, args.spec, args.rank, servers, args.src_ip, args.src_mac, **protocol_options(args)
+            args.iface, args.spec, args.rank, args.server_list, args.src_ip, args.src_mac, **protocol_options(args)
         )
     from host_agent.aggregator import SwitchAggregator
     from host_agent.membership import MembershipFile
@@ -54,6 +55,27 @@ def switch_aggregator(args, on_rejoin=lambda record: None):
         on_rejoin=on_rejoin,
         **protocol_options(args),
     )
+
+
+def load_files(args) -> None:
+    """Read ``--plan`` and ``--servers`` at start (``args.plan_buckets``, ``args.server_list``), before the
+    rendezvous, so that a bad file is one line and no worker waits for this one. ValueError says which."""
+    args.plan_buckets = args.server_list = None
+    if args.plan is not None:
+        from thc import mixed
+
+        try:
+            args.plan_buckets = mixed.load_plan(json.loads(args.plan.read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise ValueError(f"cannot read --plan {args.plan}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"--plan {args.plan} is not UTF-8 text (thc-plan plan --save writes JSON)") from None
+        except ValueError as exc:  # not JSON, or not a plan
+            raise ValueError(f"--plan {args.plan}: {exc}") from None
+    if args.servers is not None and args.mode in PS_MODES:
+        from host_agent.sharded import load_servers
+
+        args.server_list = load_servers(args.servers)
 
 
 def protocol_options(args) -> dict:
@@ -74,9 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     """thc-worker's options, group by group in the order --help lists them."""
     from spec.job import add_job_options
 
-    p = argparse.ArgumentParser(
-        prog="thc-worker", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = OneLineParser(prog="thc-worker", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_job_group(p.add_argument_group("job"))
     s = p.add_argument_group("switch (thc and fix32)")
     _add_switch_addresses(s)
@@ -103,7 +123,10 @@ def _add_job_group(g) -> None:
         "$MASTER_ADDR and $MASTER_PORT, which torchrun sets)",
     )
     g.add_argument(
-        "--master-port", type=int, default=29500, help="TCP rendezvous port with --master-addr (default 29500)"
+        "--master-port",
+        type=int_in(1, 65535),
+        default=29500,
+        help="TCP rendezvous port with --master-addr (default 29500)",
     )
     g.add_argument(
         "--iface",
@@ -111,7 +134,10 @@ def _add_job_group(g) -> None:
         "its addresses (required for the switch modes; without it gloo picks an interface itself)",
     )
     g.add_argument(
-        "--rendezvous-timeout", type=float, default=120.0, help="seconds to wait for all workers to join (default 120)"
+        "--rendezvous-timeout",
+        type=positive_number("seconds"),
+        default=120.0,
+        help="seconds to wait for all workers to join (default 120)",
     )
     g.add_argument(
         "--job",
@@ -155,35 +181,35 @@ def _add_retransmission(s) -> None:
     """When a request is sent again, and when the worker gives up on the switch."""
     s.add_argument(
         "--retransmit-timeout",
-        type=float,
+        type=positive_number("seconds"),
         default=0.05,
         help="first retransmission timeout in seconds (default 0.05; then it follows the measured "
         "round trip, RFC 6298)",
     )
     s.add_argument(
         "--min-retransmit-timeout",
-        type=float,
+        type=positive_number("seconds"),
         default=0.002,
         help="floor of the adaptive retransmission timeout in seconds (default 0.002: the emulated "
         "star's round trip is about a millisecond)",
     )
     s.add_argument(
         "--dupthresh",
-        type=int,
+        type=int_in(0),
         default=3,
         help="results of later requests after which a missing request is sent again without "
         "waiting for its timer (default 3; 0: timers only)",
     )
     s.add_argument(
         "--coalesce",
-        type=float,
+        type=non_negative_number(),
         default=0.5,
         help="once all of an operation's requests are sent, let results accumulate for this share of the "
         "time the outstanding ones should take (fewer wake-ups on slow links; default 0.5, 0: off)",
     )
     s.add_argument(
         "--max-retransmit-timeout",
-        type=float,
+        type=positive_number("seconds"),
         default=0.25,
         help="longest backed-off retransmission timeout in seconds (default 0.25: on a LAN a lost packet "
         "should cost a fraction of a second, not the 1 s of backoff a WAN needs); it bounds the backoff, "
@@ -198,7 +224,7 @@ def _add_retransmission(s) -> None:
     )
     s.add_argument(
         "--switch-timeout",
-        type=float,
+        type=positive_number("seconds"),
         default=30.0,
         help="give up when a result is missing for this many seconds (default 30)",
     )
@@ -215,7 +241,7 @@ def _add_failure_handling(s) -> None:
     )
     s.add_argument(
         "--straggler-timeout",
-        type=float,
+        type=positive_number("milliseconds"),
         default=None,
         metavar="MS",
         help="partial aggregation: a request unanswered after MS milliseconds releases its slot, and the "
@@ -226,11 +252,16 @@ def _add_failure_handling(s) -> None:
 
 def _add_training(r) -> None:
     """The workload and its optimisation."""
-    r.add_argument("--steps", type=int, default=200, help="optimizer steps (default 200)")
+    r.add_argument("--steps", type=int_in(1), default=200, help="optimizer steps (default 200)")
     r.add_argument(
-        "--batch-size", type=int, default=None, help="samples per worker per step (default: the model's, 32 or 16)"
+        "--batch-size",
+        type=int_in(1),
+        default=None,
+        help="samples per worker per step (default: the model's, 32 or 16)",
     )
-    r.add_argument("--lr", type=float, default=None, help="learning rate (default: the model's, e.g. 0.1 for SGD)")
+    r.add_argument(
+        "--lr", type=positive_number(), default=None, help="learning rate (default: the model's, e.g. 0.1 for SGD)"
+    )
     r.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
     r.add_argument(
         "--result",
@@ -240,7 +271,7 @@ def _add_training(r) -> None:
     )
     r.add_argument(
         "--step-delay",
-        type=float,
+        type=non_negative_number("milliseconds"),
         default=0.0,
         metavar="MS",
         help="sleep MS milliseconds in every step before the backward pass: an injected straggler (thc-run "
@@ -254,7 +285,7 @@ def _add_training(r) -> None:
     )
     r.add_argument(
         "--bucket-cap-kb",
-        type=float,
+        type=positive_number("KiB"),
         default=None,
         help="DDP bucket size limit in KiB, also for the first bucket (default: DDP's 1 MiB, then 25 MiB)",
     )
@@ -274,8 +305,10 @@ def _add_probe(q) -> None:
         metavar="FILE.npz",
         help="aggregate seeded random gradients through the switch, save inputs and results, exit",
     )
-    q.add_argument("--probe-size", type=int, default=5000, help="coordinates per probe gradient (default 5000)")
-    q.add_argument("--probe-rounds", type=int, default=1, help="probe rounds (default 1)")
+    q.add_argument(
+        "--probe-size", type=int_in(1, 2**30), default=5000, help="coordinates per probe gradient (default 5000)"
+    )
+    q.add_argument("--probe-rounds", type=int_in(1), default=1, help="probe rounds (default 1)")
     q.add_argument("--probe-seed", type=int, default=7, help="seed of the probe gradients (default 7)")
 
 

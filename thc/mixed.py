@@ -126,6 +126,10 @@ def load_plan(data) -> dict[int, str]:
     if not isinstance(body, dict):
         raise ConfigError('a plan file is a JSON object {"buckets": {"<bucket index>": "<mode>"}}')
     try:
-        return {int(k): str(v) for k, v in body.items()}
+        plan = {int(k): v for k, v in body.items()}
     except ValueError:
         raise ConfigError(f"plan: bucket keys must be integers, got {sorted(body)[:3]}") from None
+    for index, mode in plan.items():
+        if mode not in MIXED_MODES:
+            raise ConfigError(f"plan: bucket {index} has mode {mode!r}; choose from {', '.join(MIXED_MODES)}")
+    return plan

@@ -70,9 +70,19 @@ def load_step_profile(path: Path) -> StepProfile:
         raise profiles.ProfileError(f"{path}: cannot read the step profile ({exc.strerror})") from None
     except json.JSONDecodeError as exc:
         raise profiles.ProfileError(f"{path}: not JSON at line {exc.lineno}: {exc.msg}") from None
+    except UnicodeDecodeError:
+        raise profiles.ProfileError(f"{path}: not UTF-8 text (the step profile is JSON)") from None
+    if not isinstance(data, dict):
+        raise profiles.ProfileError(f"{path}: expected a JSON object with forward_ms, backward_ms and buckets")
     for key in ("forward_ms", "backward_ms", "buckets"):
         if key not in data:
             raise profiles.ProfileError(f"{path}: field '{key}' is missing")
+    for key in ("forward_ms", "backward_ms", "optimizer_ms"):
+        v = data.get(key, 0.0)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < math.inf:
+            raise profiles.ProfileError(f"{path}: field '{key}' must be a number >= 0, got {json.dumps(v)}")
+    if not isinstance(data["buckets"], list) or not data["buckets"]:
+        raise profiles.ProfileError(f"{path}: field 'buckets' must be a non-empty list of buckets")
     buckets = []
     for i, b in enumerate(data["buckets"]):
         for key in ("index", "numel", "ready_ms"):
@@ -148,12 +158,22 @@ def draw_gantt(path: Path, timelines: dict[str, Timeline], title: str) -> None:
 # ---- subcommands ----------------------------------------------------------------------------------------
 
 
+def _check_outputs(args) -> None:
+    """Every file the command will write names a file in an existing folder: checked before any work."""
+    for option in ("json", "png", "save"):
+        path = getattr(args, option, None)
+        if path is not None and (Path(path).is_dir() or not Path(path).parent.is_dir()):
+            raise UsageError(f"--{option} {path}: name a file in an existing folder")
+
+
 def _hardware(args) -> profiles.HardwareProfile:
     hw = profiles.load_profile(args.profile) if args.profile else profiles.preset(args.preset)
-    if getattr(args, "workers", None):
+    if getattr(args, "workers", None) is not None:
+        if args.workers < 1:
+            raise UsageError(f"--workers {args.workers}: give 1 or more workers")
         hw = hw.with_link(hw.link_bps, args.workers)
-    if getattr(args, "gpu_tflops", None):
-        if args.gpu_tflops <= 0:
+    if getattr(args, "gpu_tflops", None) is not None:
+        if not 0 < args.gpu_tflops < math.inf:
             raise UsageError(f"--gpu-tflops {args.gpu_tflops:g}: give a rate > 0")
         name = f"{hw.name}, GPU at {args.gpu_tflops:g} TFLOPS peak"
         hw = dataclasses.replace(hw, name=name, compute={**hw.compute, "gpu_tflops": args.gpu_tflops})
@@ -325,8 +345,36 @@ def cmd_validate(args) -> int:
         raise UsageError(f"{args.results}: {exc.strerror}; run bench/bench_timeline.py first (it writes it)") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"{args.results}: not JSON ({exc.msg})") from None
-    print(validation_table(data.get("cases", [])))
+    except UnicodeDecodeError:
+        raise UsageError(f"{args.results}: not UTF-8 text (bench/bench_timeline.py writes JSON)") from None
+    cases = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(cases, list):
+        raise UsageError(f'{args.results}: expected an object {{"cases": [...]}} as bench/bench_timeline.py writes')
+    for i, case in enumerate(cases):
+        problem = _case_problem(case)
+        if problem:
+            raise UsageError(f"{args.results}: cases[{i}]: {problem}")
+    print(validation_table(cases))
     return 0
+
+
+NUMBER = (int, float)
+CASE_FIELDS = {"model": str, "mode": str, "mbps": NUMBER, "measured_ms": NUMBER, "predicted_ms": NUMBER}
+
+
+def _case_problem(case) -> str | None:
+    """What is wrong with one validation case (None: nothing): its fields, their types, a measured time > 0."""
+    if not isinstance(case, dict):
+        return f"expected an object with {', '.join(CASE_FIELDS)}"
+    for name, kind in CASE_FIELDS.items():
+        value = case.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"field '{name}' is missing or not a {'string' if kind is str else 'number'}"
+        if kind is not str and not (value >= 0 and math.isfinite(value)):
+            return f"field '{name}' is {value}: must be a finite number >= 0"
+    if case["measured_ms"] == 0:
+        return "field 'measured_ms' is 0: a measured step takes time"
+    return None
 
 
 def validation_table(cases: list[dict]) -> str:
@@ -439,6 +487,7 @@ def main(argv=None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     try:
+        _check_outputs(args)
         return args.func(args)
     except (UsageError, profiles.ProfileError, ValueError) as exc:
         print(f"thc-plan: error: {exc}", file=sys.stderr)

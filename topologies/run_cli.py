@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 
 from controller.topology import MAX_WORKERS
-from controller.usage import OneLineParser, positive_number
 from host_agent import workloads
 from host_agent.modes import PS_MODES
 from spec import contract
 from spec.job import add_job_options
+from spec.usage import OneLineParser, folder, int_in, positive_number
 from topologies import link_rate
 
 DEFAULT_TOPO = "topologies/star4.json"
@@ -19,22 +19,6 @@ MODES = ("thc", "fix32", "gloo")  # the default --modes
 # thc-worker's; plan: the timeline model's per-bucket plan for this run (topologies/plan_costs.py)
 ALL_MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad", "terngrad-switch", "plan")
 ALL_MODES += ("thc-backend", "fix32-backend", *PS_MODES)  # a ps mode may name its placement: thc-ps:colocated4
-
-
-def _int_range(lo: int, hi: int | None = None, why: str = ""):
-    """argparse type: an integer in lo..hi (hi None: no upper bound); the message says the range and why."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer") from None
-        if value < lo or (hi is not None and value > hi):
-            bound = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
-            raise argparse.ArgumentTypeError(f"{value}: must be {bound}{why}")
-        return value
-
-    return parse
 
 
 def _host_step(text: str, example: str = "h3:50", what: str = "HOST") -> tuple[str, int]:
@@ -122,7 +106,7 @@ def _network_options(net) -> None:
     )
     net.add_argument(
         "--workers",
-        type=_int_range(1, MAX_WORKERS, " (the switch's worker bitmap)"),
+        type=int_in(1, MAX_WORKERS, " (the switch's worker bitmap)"),
         metavar="N",
         help="number of workers: a star topology grows/shrinks to N hosts, others use their first N",
     )
@@ -200,12 +184,10 @@ def _training_options(tr) -> None:
         metavar="NAME",
         help="the workload: " + ", ".join(workloads.names()) + " (default mlp-digits; host_agent/workloads.py)",
     )
-    tr.add_argument(
-        "--steps", type=_int_range(1), default=200, metavar="N", help="training steps per mode (default 200)"
-    )
+    tr.add_argument("--steps", type=int_in(1), default=200, metavar="N", help="training steps per mode (default 200)")
     tr.add_argument(
         "--batch-size",
-        type=_int_range(1),
+        type=int_in(1),
         default=None,
         metavar="N",
         help="samples per worker per step (default: the model's, 32 or 16)",
@@ -223,7 +205,7 @@ def _training_options(tr) -> None:
         "and THC's norm round overlap the previous bucket's sums",
     )
     tr.add_argument(
-        "--seed", type=_int_range(0, 2**32 - 1), default=0, help="model initialisation and batch order (default 0)"
+        "--seed", type=int_in(0, 2**32 - 1), default=0, help="model initialisation and batch order (default 0)"
     )
     tr.add_argument(
         "--target-acc",
@@ -235,7 +217,7 @@ def _training_options(tr) -> None:
     )
     tr.add_argument(
         "--job-id",
-        type=_int_range(0, contract.JOB_ID_MAX, " (the THC header's 8-bit job id)"),
+        type=int_in(0, contract.JOB_ID_MAX, " (the THC header's 8-bit job id)"),
         default=1,
         help="THC job id on the switch (default 1)",
     )
@@ -305,8 +287,8 @@ def _fault_options(tr) -> None:
 
 def _file_options(out) -> None:
     """Where logs and pcaps go, and --stop."""
-    out.add_argument("--log-dir", default="logs", metavar="DIR", help="logs and results (default logs/)")
-    out.add_argument("--pcap-dir", default="pcaps", metavar="DIR", help="pcap files (default pcaps/)")
+    out.add_argument("--log-dir", default="logs", type=folder, metavar="DIR", help="logs and results (default logs/)")
+    out.add_argument("--pcap-dir", default="pcaps", type=folder, metavar="DIR", help="pcap files (default pcaps/)")
     out.add_argument(
         "--stop",
         action="store_true",

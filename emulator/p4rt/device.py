@@ -97,14 +97,21 @@ class Device:
         p4info = None
         if p4info_path:
             from google.protobuf import text_format
+            from google.protobuf.message import DecodeError
 
             p4info = p4info_pb2.P4Info()
             with open(p4info_path, "rb") as f:
                 data = f.read()
-            if p4info_path.endswith((".bin", ".pb")):
-                p4info.ParseFromString(data)
-            else:
-                text_format.Parse(data.decode(), p4info, allow_unknown_field=True)
+            try:
+                if p4info_path.endswith((".bin", ".pb")):
+                    p4info.ParseFromString(data)
+                else:
+                    text_format.Parse(data.decode(), p4info, allow_unknown_field=True)
+            except (DecodeError, text_format.ParseError, UnicodeDecodeError) as exc:
+                kind = "binary" if p4info_path.endswith((".bin", ".pb")) else "text"
+                raise P4RTError(
+                    INVALID_ARGUMENT, f"{p4info_path} is not a P4Info ({kind} protobuf, as p4c writes it): {exc}"
+                ) from None
         self.commit(self.build(p4info, device_config))
 
     def add_commit_listener(self, callback) -> None:

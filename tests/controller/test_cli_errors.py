@@ -90,6 +90,19 @@ def test_usage_errors_are_one_line_not_a_usage_block(capsys, argv, words):
     assert_one_line(status, err, *words)
 
 
+@pytest.mark.parametrize("where", ["no/such/folder/job.json", "."], ids=["missing-folder", "a-folder"])
+def test_a_save_file_that_cannot_be_written_is_refused_before_anything_is_installed(capsys, tmp_path, where):
+    status, _, _ = job_add(tmp_path, "--save", tmp_path / where)
+    assert_one_line(status, capsys.readouterr().err, "argument --save")
+
+
+def test_a_topology_file_that_is_not_utf8_is_one_line(tmp_path):
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"hosts": {"h\xe9": {}}}')
+    status, _, err = cli("stats", "--topology", path)
+    assert_one_line(status, err, str(path), "not UTF-8")
+
+
 def test_a_missing_topology_file_is_named():
     status, _, err = cli("stats", "--topology", "/nonexistent.json")
     assert_one_line(status, err, "/nonexistent.json", "cannot read topology file")

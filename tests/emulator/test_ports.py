@@ -16,6 +16,7 @@ from emulator.p4rt.device import Device
 from emulator.pcap import PcapWriter
 from emulator.ports import PortLoop
 from tests.support.fake_program import FAKE_JSON, FakeSwitch, fake_p4info
+from tests.support.paths import P4_DIR
 from tests.support.veths import VethLab, make_frame, needs_netns, read_pcap, receive_marked
 
 # ------------------------------------------------------------------ no root needed
@@ -75,6 +76,24 @@ def test_missing_program_or_both_program_and_no_p4_exit_2(capsys, tmp_path):
     assert cli.main([str(tmp_path / "nope.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert cli.main([str(tmp_path / "x.json"), "--no-p4"]) == 2
+
+
+@pytest.mark.parametrize("content", [b"tables { nonsense", b"\xff\xfe\x00"], ids=["not-protobuf", "not-utf8"])
+def test_a_p4info_that_does_not_parse_is_one_line_and_exit_2(capsys, tmp_path, content):
+    p4info = tmp_path / "bad.p4info.txtpb"
+    p4info.write_bytes(content)
+    program = str(P4_DIR / "build" / "thc.json")
+    assert cli.main([program, "--p4info", str(p4info), "--grpc-server-addr", "127.0.0.1:0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{p4info} is not a P4Info" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("option", ["--log-file", "--p4runtime-log"])
+def test_a_log_file_in_a_missing_folder_is_one_line_and_exit_2(capsys, tmp_path, option):
+    path = tmp_path / "no" / "such" / "switch.log"
+    assert cli.main(["--no-p4", option, str(path), "--grpc-server-addr", "127.0.0.1:0"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"thc-switch: {option} {path}: name a file in an existing folder"
 
 
 # ------------------------------------------------------------------ veths

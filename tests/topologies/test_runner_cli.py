@@ -97,6 +97,23 @@ def test_bad_options_are_one_line_before_the_root_check(as_user, capsys, argv, s
     assert captured.out == "" and not (as_user / "logs").exists()  # nothing was started or written
 
 
+@pytest.mark.parametrize("option", ["--log-dir", "--pcap-dir"])
+def test_a_folder_option_naming_a_file_is_one_line(as_user, capsys, option):
+    taken = as_user / "taken"
+    taken.write_text("a file")
+    assert runner.main([option, str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"argument {option}" in err and "is a file, not a folder" in err, err
+
+
+def test_a_topology_file_that_is_not_utf8_is_one_line(as_user, capsys):
+    path = as_user / "latin1.json"
+    path.write_bytes(b'{"name": "caf\xe9"}')
+    assert runner.main(["--topo", str(path), "--log-dir", str(as_user / "logs")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not UTF-8" in err and str(path) in err, err
+
+
 def test_a_valid_command_line_gets_as_far_as_the_root_check(as_user, capsys):
     assert (
         runner.main(
