@@ -13,16 +13,35 @@ include directories, so a rebuild happens only when something that goes into it 
 into a temporary file and renamed into place, so concurrent builders never load half a file.
 """
 
+import ctypes
 import hashlib
 import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 SHARED_FLAGS = ("-fPIC", "-shared")  # what makes an object ctypes can load; every build has them
 SANITIZER_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer")  # tests' ASan and UBSan builds
+
+
+def load_switched(build: Callable[[], Path], errors: tuple[type[Exception], ...], notice: str) -> ctypes.CDLL | None:
+    """A built library loaded as `$THC_NATIVE` says: "0" skips it (None); "1" lets a failure to build or load
+    it raise; otherwise a failure prints `notice: <why>` once on stderr and returns None, and the caller
+    takes its own fallback. `errors`: what `build` raises when it cannot build."""
+    mode = os.environ.get("THC_NATIVE", "")
+    if mode == "0":
+        return None
+    try:
+        return ctypes.CDLL(str(build()))
+    except (*errors, OSError) as exc:
+        if mode == "1":
+            raise
+        print(f"{notice}: {exc}", file=sys.stderr)
+        return None
 
 
 class NativeBuildError(Exception):
