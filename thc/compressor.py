@@ -187,6 +187,11 @@ class THCCompressor(Compressor):
             self.name = f"THC-{kind} b={self.table.bits} g={self.table.granularity}"
             self.name += "" if self.config.transform else " no-RHT"
 
+    @property
+    def native(self) -> bool:
+        """Whether encode and decode of CPU tensors run in the C codec (thc.native) rather than in numpy."""
+        return self._native is not None
+
     # ----------------------------------------------------------------------------------------- phases
     def prepare(self, grad: torch.Tensor, step: int, key: int = 0) -> THCPrepared:
         """Validate (NaN/Inf, empty, dtype), add the EF memory, flatten and chunk; compute the chunk norms.
@@ -427,6 +432,26 @@ class THCCompressor(Compressor):
             if not direct:
                 out.copy_(flat.view(out.shape))
             return out
+
+    def decode_lanes(
+        self,
+        prep: THCPrepared,
+        lanes: np.ndarray,
+        per_packet: int,
+        contributors: int | Sequence[np.ndarray],
+        max_norms: torch.Tensor | Sequence[float],
+        out: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """decode, with the sums read from one flat integer array in the request layout (encode_packed's):
+        chunk c's padded sums start where the chunks before it end, each rounded up to a multiple of
+        per_packet, as host_agent's operation scatters results into its int32 sums. Read in place: the
+        per-chunk views go to decode, which on the native path reads int32 rows without a copy."""
+        spans = self._check_layout(prep, per_packet)
+        if not isinstance(lanes, np.ndarray) or lanes.ndim != 1 or lanes.size < sum(spans):
+            raise AggregationError(f"lanes must be a 1-D array of at least {sum(spans)} sums")
+        starts = np.concatenate([[0], np.cumsum(spans)[:-1]])
+        sums = [lanes[at : at + c.padded] for at, c in zip(starts.tolist(), prep.chunks)]
+        return self.decode(prep, sums, contributors, max_norms, out=out)
 
     def bits_per_coordinate(self, n: int) -> Bits:
         """b bits up; ceil(log2(n g + 1)) bits down (the sums), plus one float norm per chunk each way."""
