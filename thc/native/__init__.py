@@ -24,6 +24,16 @@ SOURCE = Path(__file__).resolve().parent / "codec.c"
 FLAGS = ("-O3", "-Wall", "-Wextra", "-ffp-contract=off", "-fno-math-errno")
 
 
+def _vector_flags() -> tuple[str, ...]:
+    """-mavx2 where this CPU has AVX2: the transform's and the quantizer's loops run 8 floats at a time.
+    The flag is part of the cache key, so a machine without AVX2 never loads an object built with it."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            return ("-mavx2",) if " avx2" in info.read() else ()
+    except OSError:
+        return ()
+
+
 class NativeUnavailable(RuntimeError):
     """codec.c could not be compiled or loaded (the message says why and what to install)."""
 
@@ -57,7 +67,7 @@ class Chunks(ctypes.Structure):
 
 def flags(sanitize: bool = False) -> tuple[str, ...]:
     """The compiler flags: optimised, or with the sanitizers (-O1, as the switch's sanitized build)."""
-    return (*SANITIZER_FLAGS, "-O1", *FLAGS[1:]) if sanitize else FLAGS
+    return (*SANITIZER_FLAGS, "-O1", *FLAGS[1:]) if sanitize else (*FLAGS, *_vector_flags())
 
 
 def build(sanitize: bool = False) -> Path:

@@ -58,6 +58,21 @@ static inline uint64_t pcg64_next(pcg64 *rng) {
     return (x >> rot) | (x << ((64 - rot) & 63));
 }
 
+/* numpy's pcg64_advance (pcg_advance_lcg_128): the state `delta` steps on, in O(log delta) */
+static void pcg64_advance(pcg64 *rng, uint64_t delta) {
+    u128 acc_mult = 1u, acc_plus = 0u, cur_mult = PCG_MULT, cur_plus = rng->inc;
+    while (delta > 0) {
+        if (delta & 1) {
+            acc_mult *= cur_mult;
+            acc_plus = acc_plus * cur_mult + cur_plus;
+        }
+        cur_plus = (cur_mult + 1) * cur_plus;
+        cur_mult *= cur_mult;
+        delta /= 2;
+    }
+    rng->state = acc_mult * rng->state + acc_plus;
+}
+
 /* PCG64(SeedSequence) for the assembled entropy words[0..n) followed by the words of `last` (the chunk
  * index: numpy appends an integer as its little-endian 32-bit words, at least one). words is what
  * SeedSequence.get_assembled_entropy() returns without its last key: the entropy padded to the pool,
@@ -147,25 +162,23 @@ static void draw_signs(uint64_t *signs, int64_t d, const uint32_t *key, int64_t 
     for (int64_t w = 0; w < (d + 63) / 64; w++) signs[w] = pcg64_next(&rng);
 }
 
-static inline uint32_t sign_mask(const uint64_t *signs, int64_t i) {
-    return (uint32_t)((signs[i >> 6] >> ((i & 63) ^ 7)) & 1u) << 31;
-}
-
-static inline float flip(float x, uint32_t mask) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u ^= mask;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-/* _flip_scale: dst[i] = (D src)[i] 2^e for i < n, the factors applied one after another */
-static void flip_scale(float *dst, const float *src, int64_t n, const uint64_t *signs, const float *factors,
+/* _flip_scale: dst[i] = (D src)[i] 2^e for i < n: the sign flip, then the factors one after another,
+ * each a pass of its own (the same operations per coordinate, in loops the compiler vectorises) */
+static void flip_scale(float *restrict dst, const float *restrict src, int64_t n, const uint64_t *signs, const float *factors,
                        int steps) {
-    for (int64_t i = 0; i < n; i++) {
-        float x = flip(src[i], sign_mask(signs, i));
-        for (int s = 0; s < steps; s++) x *= factors[s];
-        dst[i] = x;
+    for (int64_t w = 0; w < (n + 63) / 64; w++) {
+        uint64_t word = signs[w];
+        int64_t base = w * 64, top = n - base < 64 ? n - base : 64;
+        for (int64_t i = 0; i < top; i++) {
+            uint32_t u;
+            memcpy(&u, src + base + i, 4);
+            u ^= (uint32_t)((word >> (i ^ 7)) & 1u) << 31;
+            memcpy(dst + base + i, &u, 4);
+        }
+    }
+    for (int s = 0; s < steps; s++) {
+        const float f = factors[s];
+        for (int64_t i = 0; i < n; i++) dst[i] *= f;
     }
 }
 
@@ -176,7 +189,7 @@ static void flip_scale(float *dst, const float *src, int64_t n, const uint64_t *
 #define FWHT_BLOCK 4096 /* floats: the stages within a block run while the block sits in L1/L2 */
 
 /* stage h on x[0..n) */
-static void fwht_stage(float *x, int64_t n, int64_t h) {
+static void fwht_stage(float *restrict x, int64_t n, int64_t h) {
     for (int64_t i = 0; i < n; i += 2 * h)
         for (int64_t j = i; j < i + h; j++) {
             float a = x[j], b = x[j + h];
@@ -186,7 +199,7 @@ static void fwht_stage(float *x, int64_t n, int64_t h) {
 }
 
 /* stages h and 2h in one pass: the same four sums and four differences, in the same order */
-static void fwht_stage_pair(float *x, int64_t n, int64_t h) {
+static void fwht_stage_pair(float *restrict x, int64_t n, int64_t h) {
     for (int64_t i = 0; i < n; i += 4 * h)
         for (int64_t j = i; j < i + h; j++) {
             float x0 = x[j], x1 = x[j + h], x2 = x[j + 2 * h], x3 = x[j + 3 * h];
@@ -282,6 +295,23 @@ static inline double sum_value(const void *sums, int64_t bytes, int64_t i) {
  * per-coordinate counts k: f = float32((S / k) * alpha), total = numpy's sum of S/k per piece, added up. */
 static int64_t sums_to_floats(float *f, const void *sums, int64_t bytes, const int64_t *counts, int64_t n,
                               int64_t g, double alpha, int64_t d, int64_t piece, double *total, double *scratch) {
+    if (!counts && bytes == 4) { /* the common case, in passes the compiler vectorises */
+        const int32_t *s = sums;
+        uint32_t top = 0;
+        int64_t acc = 0;
+        for (int64_t i = 0; i < d; i++) top = (uint32_t)s[i] > top ? (uint32_t)s[i] : top;
+        if ((uint64_t)top > (uint64_t)n * (uint64_t)g) {
+            for (int64_t i = 0;; i++)
+                if ((uint64_t)(int64_t)s[i] > (uint64_t)n * (uint64_t)g) return i;
+        }
+        float a32 = (float)alpha;
+        for (int64_t i = 0; i < d; i++) {
+            acc += s[i];
+            f[i] = (float)s[i] * a32;
+        }
+        *total = (double)acc;
+        return -1;
+    }
     if (!counts) {
         uint64_t limit = (uint64_t)n * (uint64_t)g, acc = 0;
         float a32 = (float)alpha;
@@ -353,26 +383,71 @@ int64_t thc_decode(const struct thc_job *job, const struct thc_chunks *chunks, c
  * Encode (compressor._transformed_indices, TableQuantizer.quantize_, the error-feedback update)
  * ------------------------------------------------------------------------------------------------------ */
 
-/* TableQuantizer.quantize_ of one chunk's transformed coordinates x[0..d): grid position u = x scale + g/2,
- * clipped to [0, g], mapped by F (one LUT entry per unit cell) and rounded with the chunk's own PCG64
- * stream: coordinate 2i takes the low, 2i+1 the high 32 bits of draw i, as 24-bit uniforms. */
-static void quantize(const struct thc_job *job, const float *x, int64_t d, float scale, pcg64 *rng, uint8_t *idx) {
-    const float *lut = job->lut;
+/* TableQuantizer.quantize_ of coordinates [lo, hi) of a chunk's transformed x, with r[i - lo] the 32-bit
+ * draw of coordinate i: grid position u = x scale + g/2, clipped to [0, g], mapped by F (one LUT entry per
+ * unit cell) and rounded with the 24-bit uniform of r. */
+static void quantize_run(const struct thc_job *job, const float *restrict x, int64_t lo, int64_t hi, float scale,
+                         const uint32_t *restrict r, uint8_t *restrict idx) {
+    const float *restrict lut = job->lut;
     const float g = job->g32, shift = job->shift, top = (float)job->last;
-    uint64_t draw = 0;
-    for (int64_t i = 0; i < d; i++) {
-        if (!(i & 1)) draw = pcg64_next(rng);
-        uint32_t r = (uint32_t)(i & 1 ? draw >> 32 : draw);
+    for (int64_t i = lo; i < hi; i++) {
         float u = x[i] * scale;
         u = u + shift;
         u = u >= 0.0f ? u : 0.0f; /* np.maximum, np.minimum: the operand itself unless it is past the bound */
         u = u <= g ? u : g;
-        int64_t cell = (int64_t)u;
+        int32_t cell = (int32_t)u;
         u = u * lut[2 * cell + 1];
         u = u + lut[2 * cell];
-        u = u + (float)(r >> 8) * 0x1p-24f;
+        u = u + (float)(r[i - lo] >> 8) * 0x1p-24f;
         u = u <= top ? u : top; /* F + r may round up to 2^b in float32 */
         idx[i] = (uint8_t)(int32_t)u;
+    }
+}
+
+#define CHAINS 4   /* PCG64 chains stepped together: one chain's multiply latency would bound the draws */
+#define QBLOCK 256 /* draws per chain between quantizing passes */
+
+/* The chunk's rounding: coordinate 2i takes the low, 2i+1 the high 32 bits of draw i of the chunk's PCG64
+ * stream (numpy's random_raw viewed as uint32). The draws are split into CHAINS consecutive runs, each
+ * from its own copy of the stream advanced to the run's start, so the same draws come out of
+ * independent multiplies. */
+static void quantize(const struct thc_job *job, const float *x, int64_t d, float scale, const pcg64 *stream,
+                     uint8_t *idx) {
+    int64_t draws = (d + 1) / 2;
+    int chains = draws >= CHAINS * QBLOCK ? CHAINS : 1;
+    int64_t run = (draws + chains - 1) / chains;
+    pcg64 rng[CHAINS];
+    for (int j = 0; j < chains; j++) {
+        rng[j] = *stream;
+        pcg64_advance(&rng[j], (uint64_t)(j * run));
+    }
+    uint64_t buf[CHAINS][QBLOCK];
+    for (int64_t t = 0; t < run; t += QBLOCK) {
+        int64_t count = run - t < QBLOCK ? run - t : QBLOCK;
+        if (chains == CHAINS) { /* the four states in locals, so that they stay in registers */
+            pcg64 r0 = rng[0], r1 = rng[1], r2 = rng[2], r3 = rng[3];
+            for (int64_t k = 0; k < count; k++) {
+                buf[0][k] = pcg64_next(&r0);
+                buf[1][k] = pcg64_next(&r1);
+                buf[2][k] = pcg64_next(&r2);
+                buf[3][k] = pcg64_next(&r3);
+            }
+            rng[0] = r0, rng[1] = r1, rng[2] = r2, rng[3] = r3;
+        } else {
+            for (int64_t k = 0; k < count; k++) buf[0][k] = pcg64_next(&rng[0]);
+        }
+        for (int j = 0; j < chains; j++) {
+            int64_t first = j * run + t, last = first + count; /* draws [first, last) */
+            last = last < draws ? last : draws;
+            if (first >= last) continue;
+            uint32_t halves[2 * QBLOCK];
+            for (int64_t k = 0; k < last - first; k++) {
+                halves[2 * k] = (uint32_t)buf[j][k];
+                halves[2 * k + 1] = (uint32_t)(buf[j][k] >> 32);
+            }
+            int64_t hi = 2 * last < d ? 2 * last : d;
+            quantize_run(job, x, 2 * first, hi, scale, halves, idx);
+        }
     }
 }
 
