@@ -1,5 +1,6 @@
 """Compile C at run time into a cached shared object for ctypes: the one build step of the switch's native
-backend (emulator/native), the worker's batched socket helper (host_agent/native) and the benchmarks' C.
+backend (emulator/native), the worker's batched socket helper (host_agent/native), THC's codec
+(thc/native) and the benchmarks' C.
 
     from native_build import build_shared
     lib = ctypes.CDLL(str(build_shared([Path("fastio.c")], "host_fastio", flags=("-O2", "-Wall"))))
