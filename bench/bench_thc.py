@@ -1,6 +1,11 @@
 """THC compression speed and accuracy, next to a plain FWHT, a memory copy and the baselines.
 
     .venv/bin/python bench/bench_thc.py [--quick] [--workers N] [--threads T] [--out DIR]
+    .venv/bin/python bench/bench_thc.py --native [--threads T]   # only the native vs numpy codec table
+
+--native: encode (after prepare) and decode of one worker, 16,384 and 1,048,576 coordinates in one chunk,
+with the C codec (thc.native) and with the numpy reference side by side, interleaved repetition by
+repetition; microseconds per call and coordinates per second, medians. Figures, never assertions.
 
 1. Throughput (coordinates per second) for 2^10 .. 2^24 coordinates, all measured in the same run and
    interleaved, repetition by repetition, so that a busy machine slows every column alike:
@@ -64,6 +69,54 @@ def median_time(fn, reps: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+# ------------------------------------------------------------------------------------------- native
+def codec_table(sizes: list[int], reps: dict[int, int]) -> list[dict]:
+    """Per size and path, median encode and decode seconds of one worker (sums of 4 workers' range)."""
+    from unittest import mock
+
+    from thc import compressor
+
+    paths = {"native": THCCompressor(THCConfig(), worker_id=1)}
+    with mock.patch.object(compressor, "load_native", lambda: None):
+        paths["numpy"] = THCCompressor(THCConfig(), worker_id=1)
+    if not paths["native"].native:
+        print("the native codec is not loaded (THC_NATIVE=0 or no C compiler): only numpy is measured")
+        del paths["native"]
+    rows = []
+    for n in sizes:
+        x = torch.randn(n, generator=torch.Generator().manual_seed(n))
+        calls = {}
+        for name, comp in paths.items():
+            prep = comp.prepare(x, 1)
+            sums = [comp.table.values[i].astype(np.int32) * 4 for i in comp.encode(prep, prep.norms)]
+            calls[name] = (
+                lambda c=comp, p=prep: c.encode(p, p.norms),
+                lambda c=comp, p=prep, s=sums: c.decode(p, s, 4, p.norms),
+            )
+        times = {(name, phase): [] for name in calls for phase in ("encode", "decode")}
+        for _ in range(reps[n]):  # interleaved: a busy moment slows both paths alike
+            for name, (enc, dec) in calls.items():
+                times[name, "encode"].append(median_time(enc, 1))
+                times[name, "decode"].append(median_time(dec, 1))
+        for name in calls:
+            enc, dec = statistics.median(times[name, "encode"]), statistics.median(times[name, "decode"])
+            rows.append({"size": n, "path": name, "encode_s": enc, "decode_s": dec})
+    return rows
+
+
+def print_codec_table(rows: list[dict]) -> None:
+    print(
+        f"{'coordinates':>12} {'path':>7} {'encode us':>10} {'decode us':>10} "
+        f"{'encode coord/s':>15} {'decode coord/s':>15}"
+    )
+    for r in rows:
+        n = r["size"]
+        print(
+            f"{n:>12,} {r['path']:>7} {r['encode_s'] * 1e6:>10.1f} {r['decode_s'] * 1e6:>10.1f} "
+            f"{n / r['encode_s']:>15.3g} {n / r['decode_s']:>15.3g}"
+        )
 
 
 # ------------------------------------------------------------------------------------------- throughput
@@ -324,9 +377,17 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=8, help="simulated workers for the NMSE sweep (default 8)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="output folder (default bench/out)")
+    parser.add_argument("--native", action="store_true", help="only the native vs numpy codec table")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.native:
+        print(
+            f"# THC codec, native vs numpy: torch {torch.__version__}, {torch.get_num_threads()} threads, "
+            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
+        )
+        print_codec_table(codec_table([2**14, 2**20], reps={2**14: 301, 2**20: 21}))
+        return 0
     small = [2**10, 2**12, 2**14, 2**16]
     sizes = small + ([2**20, 2**24] if args.quick else [2**18, 2**20, 2**22, 2**24])
     reps = 5 if args.quick else 9

@@ -1,5 +1,6 @@
 """Compile C at run time into a cached shared object for ctypes: the one build step of the switch's native
-backend (emulator/native), the worker's batched socket helper (host_agent/native) and the benchmarks' C.
+backend (emulator/native), the worker's batched socket helper (host_agent/native), THC's codec
+(thc/native) and the benchmarks' C.
 
     from native_build import build_shared
     lib = ctypes.CDLL(str(build_shared([Path("fastio.c")], "host_fastio", flags=("-O2", "-Wall"))))
@@ -13,16 +14,35 @@ include directories, so a rebuild happens only when something that goes into it 
 into a temporary file and renamed into place, so concurrent builders never load half a file.
 """
 
+import ctypes
 import hashlib
 import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 SHARED_FLAGS = ("-fPIC", "-shared")  # what makes an object ctypes can load; every build has them
 SANITIZER_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer")  # tests' ASan and UBSan builds
+
+
+def load_switched(build: Callable[[], Path], errors: tuple[type[Exception], ...], notice: str) -> ctypes.CDLL | None:
+    """A built library loaded as `$THC_NATIVE` says: "0" skips it (None); "1" lets a failure to build or load
+    it raise; otherwise a failure prints `notice: <why>` once on stderr and returns None, and the caller
+    takes its own fallback. `errors`: what `build` raises when it cannot build."""
+    mode = os.environ.get("THC_NATIVE", "")
+    if mode == "0":
+        return None
+    try:
+        return ctypes.CDLL(str(build()))
+    except (*errors, OSError) as exc:
+        if mode == "1":
+            raise
+        print(f"{notice}: {exc}", file=sys.stderr)
+        return None
 
 
 class NativeBuildError(Exception):

@@ -15,6 +15,10 @@ Parts can be switched off for the ablation (THCConfig): ``transform=False`` quan
 as they are, and ``quantizer="terngrad"`` is TernGrad with a shared scale on the same table machinery
 (thc.direct holds both).
 
+Native: where the C codec (thc.native) is loaded, encode and decode of THC's transform and quantizer on
+CPU tensors run in C, bit for bit equal to the numpy path here (its reference); TernGrad, transform=False
+and other devices always take the numpy path.
+
 Scale: every finite float32 gradient whose norm fits float32 is encoded, from subnormals to 3.4e38.
 Norms whose float32 sum of squares would underflow or overflow are recomputed on the chunk scaled by a
 power of two; encode and decode work on v 2^-e and M 2^-e with M 2^-e in [0.5, 1) and scale the result
@@ -36,9 +40,12 @@ from .chunking import Chunk, ChunkGroup, group_chunks, plan_chunks
 from .config import THCConfig
 from .errors import AggregationError, ConfigError
 from .feedback import ErrorFeedback
-from .hadamard import flip_signs_, fwht, sign_bit_rows, sign_mask, sign_masks
+from .hadamard import flip_signs_, fwht, sign_bit_rows, sign_mask, sign_masks, sign_stream_prefix
 from .interface import Bits, Compressor, Prepared
 from .intraop import one_thread_if_small
+from .native import load as load_native
+from .native.codec import NativeCodec, key_words
+from .packing import pack_indices, packed_size
 from .quantize import TableQuantizer
 from .streams import spawn_seeds
 from .validation import check_float32_scale, flatten_gradient, raise_if_not_finite
@@ -114,6 +121,12 @@ def _flip_scale(src: np.ndarray, dst: np.ndarray, bits: np.ndarray, d: int, exps
             block(start, min(start + size, src.size))
 
 
+def _native_codec(quantizer: TableQuantizer) -> NativeCodec | None:
+    """codec.c bound to this table, or None where it is not loaded (THC_NATIVE=0, no C compiler)."""
+    lib = load_native()
+    return None if lib is None else NativeCodec(lib, quantizer)
+
+
 def _scaled_norm(x: torch.Tensor) -> float:
     """L2 norm of x without losing scale: computed on x 2^-e, with 2^e the largest |x| rounded up (float64)."""
     top = float(x.abs().amax())
@@ -166,12 +179,18 @@ class THCCompressor(Compressor):
         self._ws = workspace if workspace is not None else Workspace()
         self._plans: dict[int, tuple[tuple[Chunk, ...], tuple[ChunkGroup, ...]]] = {}
         self.ternary = self.config.quantizer == "terngrad"
+        self._native = _native_codec(self.quantizer) if not self.ternary and self.config.transform else None
         if self.ternary:
             self.name = "TernGrad-switch"
         else:
             kind = self.table.kind
             self.name = f"THC-{kind} b={self.table.bits} g={self.table.granularity}"
             self.name += "" if self.config.transform else " no-RHT"
+
+    @property
+    def native(self) -> bool:
+        """Whether encode and decode of CPU tensors run in the C codec (thc.native) rather than in numpy."""
+        return self._native is not None
 
     # ----------------------------------------------------------------------------------------- phases
     def prepare(self, grad: torch.Tensor, step: int, key: int = 0) -> THCPrepared:
@@ -218,12 +237,96 @@ class THCCompressor(Compressor):
         worker's own norm; its coordinates are then clipped to the table's range like any outlier.
         """
         m = self._check_norms(prep, max_norms, own=not partial)
+        if self._native_for(prep) is not None:
+            flat = np.empty(sum(c.padded for c in prep.chunks), dtype=np.uint8)
+            self._encode_native(prep, m, indices=flat)
+            return np.split(flat, np.cumsum([c.padded for c in prep.chunks[:-1]])) if len(prep.chunks) > 1 else [flat]
         with one_thread_if_small(prep.numel, prep.data.device):
             indices = self._transformed_indices(prep, m) if self.config.transform else self._direct_indices(prep, m)
             if self.feedback is not None:
                 own = [np.take(self.table.values, idx) for idx in indices]
                 self.feedback.update(prep.data, self._decode_flat(prep, own, 1, m))
             return indices
+
+    def encode_packed(
+        self,
+        prep: THCPrepared,
+        max_norms: torch.Tensor | Sequence[float],
+        out: np.ndarray,
+        per_packet: int,
+        partial: bool = False,
+    ) -> list[int]:
+        """encode, with the indices written packed into ``out`` as THC requests carry them: b bits each, the
+        first coordinate in the high bits (b = 4: two a byte, high nibble first; thc.packing), each chunk's
+        padded indices followed by index 0 up to a multiple of ``per_packet`` (host_agent.operation's
+        pack_indices layout, which puts per_packet indices in one request).
+
+        out: writable 1-D uint8 with at least packed_bytes(prep, per_packet) bytes; per_packet * b must be a
+        multiple of 8, so that every chunk starts on a byte. Returns the chunks' padded lengths (the sums'
+        lengths that decode_lanes takes back). Error feedback is updated as by encode.
+        """
+        spans = self._check_layout(prep, per_packet)
+        need = packed_size(int(sum(spans)), self.table.bits)
+        if not (isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.ndim == 1 and out.flags.writeable):
+            raise AggregationError("out must be a writable 1-D uint8 numpy array")
+        if not out.flags.c_contiguous or out.size < need:
+            raise AggregationError(f"out must be contiguous with at least {need} bytes, got {out.size}")
+        m = self._check_norms(prep, max_norms, own=not partial)
+        if self._native_for(prep) is not None:
+            self._encode_native(prep, m, packed=out, per_packet=per_packet)
+        else:
+            at = 0
+            for idx, span in zip(self.encode(prep, max_norms, partial=partial), spans):
+                padded = np.zeros(span, dtype=np.uint8)
+                padded[: idx.size] = idx
+                size = packed_size(span, self.table.bits)
+                out[at : at + size] = pack_indices(padded, self.table.bits)
+                at += size
+        return [c.padded for c in prep.chunks]
+
+    def packed_bytes(self, prep: THCPrepared, per_packet: int) -> int:
+        """Bytes encode_packed writes for this gradient with per_packet indices a request."""
+        return packed_size(int(sum(self._check_layout(prep, per_packet))), self.table.bits)
+
+    def _check_layout(self, prep: THCPrepared, per_packet: int) -> list[int]:
+        """Each chunk's coordinates in requests of per_packet: its padded length rounded up."""
+        if isinstance(per_packet, bool) or not isinstance(per_packet, (int, np.integer)) or per_packet < 1:
+            raise AggregationError(f"per_packet={per_packet!r} must be a positive integer")
+        if per_packet * self.table.bits % 8:
+            raise AggregationError(f"per_packet={per_packet} indices of {self.table.bits} bits do not fill whole bytes")
+        return [-(-c.padded // per_packet) * per_packet for c in prep.chunks]
+
+    def _native_for(self, prep: THCPrepared) -> NativeCodec | None:
+        """The C codec when it is loaded and covers this call: THC's transform and quantizer on the CPU."""
+        return self._native if self._native is not None and prep.data.device.type == "cpu" else None
+
+    def _encode_native(
+        self,
+        prep: THCPrepared,
+        m: np.ndarray,
+        indices: np.ndarray | None = None,
+        packed: np.ndarray | None = None,
+        per_packet: int = 1,
+    ) -> None:
+        """codec.c's encode into indices and/or packed; with error feedback, the new memory too."""
+        memory = empty_cpu(prep.numel) if self.feedback is not None else None
+        self._native.encode(
+            prep.chunks,
+            prep.data,
+            m,
+            self._sign_key(prep),
+            key_words(self.config.seed, self._round_prefix(prep)),
+            self._ws,
+            indices=indices,
+            packed=packed,
+            per_packet=per_packet,
+            memory=memory,
+        )
+        if memory is not None:
+            self.feedback.keep(memory)
+
+    def _sign_key(self, prep: THCPrepared) -> np.ndarray:
+        return key_words(self.config.seed, sign_stream_prefix(prep.step, prep.key))
 
     def _transformed_indices(self, prep: THCPrepared, m: np.ndarray) -> list[np.ndarray]:
         """THC's encode: the indices of H D v scaled by the max norms, one array per chunk."""
@@ -262,8 +365,11 @@ class THCCompressor(Compressor):
 
     def _round_seeds(self, prep: THCPrepared, group: ChunkGroup) -> list:
         """The rounding streams of a group's chunks: this worker's own, per tensor, round and chunk."""
-        stream = (_ROUND_DOMAIN, self.worker_id, prep.key, prep.step)
-        return spawn_seeds(self.config.seed, stream, group.chunks[0].index, group.count)
+        return spawn_seeds(self.config.seed, self._round_prefix(prep), group.chunks[0].index, group.count)
+
+    def _round_prefix(self, prep: THCPrepared) -> tuple[int, ...]:
+        """The spawn key of this worker's rounding streams without the chunk: chunk c's is this + (c,)."""
+        return (_ROUND_DOMAIN, self.worker_id, prep.key, prep.step)
 
     def _steps(self, prep: THCPrepared, m: np.ndarray) -> np.ndarray:
         """Per chunk, what one table unit is worth in the gradient's units without a transform (thc.direct):
@@ -312,12 +418,40 @@ class THCCompressor(Compressor):
             out is not None and out.dtype == torch.float32 and out.is_contiguous() and out.device == prep.data.device
         )
         with one_thread_if_small(prep.numel, prep.data.device):
-            flat = self._decode_flat(prep, arrays, n, m, out=out.view(-1) if direct else None)
+            if self._native_for(prep) is not None:
+                flat = out.view(-1) if direct else empty_cpu(prep.numel)
+                bad = self._native.decode(prep.chunks, arrays, n, m, self._sign_key(prep), self._ws, flat)
+                if bad is not None:
+                    chunk, at = bad
+                    piece = min(parallel.BLOCK, prep.chunks[chunk].padded)
+                    raise self._range_error(prep.chunks[chunk], arrays[chunk], at // piece * piece, piece, n)
+            else:
+                flat = self._decode_flat(prep, arrays, n, m, out=out.view(-1) if direct else None)
             if out is None:
                 return flat.view(prep.shape).to(prep.dtype)
             if not direct:
                 out.copy_(flat.view(out.shape))
             return out
+
+    def decode_lanes(
+        self,
+        prep: THCPrepared,
+        lanes: np.ndarray,
+        per_packet: int,
+        contributors: int | Sequence[np.ndarray],
+        max_norms: torch.Tensor | Sequence[float],
+        out: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """decode, with the sums read from one flat integer array in the request layout (encode_packed's):
+        chunk c's padded sums start where the chunks before it end, each rounded up to a multiple of
+        per_packet, as host_agent's operation scatters results into its int32 sums. Read in place: the
+        per-chunk views go to decode, which on the native path reads int32 rows without a copy."""
+        spans = self._check_layout(prep, per_packet)
+        if not isinstance(lanes, np.ndarray) or lanes.ndim != 1 or lanes.size < sum(spans):
+            raise AggregationError(f"lanes must be a 1-D array of at least {sum(spans)} sums")
+        starts = np.concatenate([[0], np.cumsum(spans)[:-1]])
+        sums = [lanes[at : at + c.padded] for at, c in zip(starts.tolist(), prep.chunks)]
+        return self.decode(prep, sums, contributors, max_norms, out=out)
 
     def bits_per_coordinate(self, n: int) -> Bits:
         """b bits up; ceil(log2(n g + 1)) bits down (the sums), plus one float norm per chunk each way."""
@@ -426,12 +560,7 @@ class THCCompressor(Compressor):
             if tops.max() > limit:
                 first = int(np.flatnonzero(tops > limit)[0])
                 i, offset = divmod(first * piece, d)
-                part = sums[group.chunks[i].index][offset : offset + piece]
-                raise AggregationError(
-                    f"sums of chunk {group.chunks[i].index} leave [0, n*g] = [0, {limit}] (seen {int(part.min())} to "
-                    f"{int(part.max())}) for {n} contributors at g={table.granularity}: wrong contributor count or "
-                    f"overflowed lanes"
-                )
+                raise self._range_error(group.chunks[i], sums[group.chunks[i].index], offset, piece, n)
             # into warm scratch memory: first-touch page faults from several matmul threads cost more than the
             # transform itself; the single pass that flips the signs then writes the fresh output
             z = self._ws.get("decode.z", group.size, torch.float32, device)
@@ -454,6 +583,18 @@ class THCCompressor(Compressor):
                     flip_signs_(dst, sign_mask(bits[i], c.length))
                     _scale_pow2_(dst, int(exps[c.index]))
         return out
+
+    def _range_error(
+        self, chunk: Chunk, sums: np.ndarray, offset: int, piece: int, n: int | list[np.ndarray]
+    ) -> AggregationError:
+        """The error for sums of ``chunk`` out of [0, n g], naming the piece [offset, offset + piece)."""
+        g = self.table.granularity
+        limit = (n if isinstance(n, int) else max(int(c.max()) for c in n)) * g
+        part = sums[offset : offset + piece]
+        return AggregationError(
+            f"sums of chunk {chunk.index} leave [0, n*g] = [0, {limit}] (seen {int(part.min())} to "
+            f"{int(part.max())}) for {n} contributors at g={g}: wrong contributor count or overflowed lanes"
+        )
 
     def _sums_to_floats(
         self, sums: list[np.ndarray], counts: list[np.ndarray] | None, alphas: np.ndarray, piece: int, f: np.ndarray

@@ -28,5 +28,9 @@ class ErrorFeedback:
         """e = v - own decoded contribution."""
         self.memory = compensated - own_decoded
 
+    def keep(self, memory: torch.Tensor) -> None:
+        """e = memory, computed elsewhere (the native codec computes v - own decoded as it encodes)."""
+        self.memory = memory
+
     def reset(self) -> None:
         self.memory = None

@@ -1,10 +1,13 @@
 """Walsh–Hadamard transforms and THC's randomized Hadamard transform (RHT).
 
-The transform of n = 2^k points is computed as a few matmul stages: with n = r_1 r_2 ... r_s (each r_i a
+On the CPU the transform of n = 2^k points is k radix-2 butterfly stages in a fixed order, h = 1, 2, 4, ...,
+n/2, each mapping the pair (a, b) at distance h to (a + b, a - b) as two vectorised torch ops. Each output
+is then a fixed sequence of single IEEE-754 additions and subtractions, so a C loop that runs the same
+stages (thc/native/codec.c) reproduces it bit for bit, and THC's native codec can be checked against this
+reference exactly. On other devices (CUDA) it is a few matmul stages: with n = r_1 r_2 ... r_s (each r_i a
 power of two <= 64) the Sylvester matrix factors as H_n = H_r1 (x) H_r2 (x) ... (x) H_rs, so viewing x as an
-s-dimensional array and multiplying each axis by a small dense H_ri gives H_n x. Four radix-64 stages do a
-2^24-point transform; that is several times faster in torch than log2(n) radix-2 butterflies and runs on
-any device torch supports (CPU, CUDA).
+s-dimensional array and multiplying each axis by a small dense H_ri gives H_n x. Matmuls sum in an order
+the BLAS chooses, so bit-identity with the native codec holds on the CPU only.
 
 The RHT of a chunk v is r = H (D v) / sqrt(d), with D a diagonal of random signs. The signs come from a
 seed shared by all workers and are drawn afresh for every (round, tensor, chunk), so no randomness is
@@ -32,6 +35,7 @@ __all__ = [
     "stage_radices",
     "sign_bits",
     "sign_bit_rows",
+    "sign_stream_prefix",
     "sign_mask",
     "sign_masks",
     "flip_signs_",
@@ -92,9 +96,9 @@ def fwht(
 
     x: float tensor (..., n), n a power of two; it is not modified. out: optional contiguous tensor of x's
     shape for the result. workspace: scratch buffers reused across calls (faster for large n).
-    Returns scale * H x + shift; the affine map is fused into the last matmul stage (addmm), so it is free.
-    The stages call mm and bmm, the kernels torch.matmul would pick, without its dispatch; a small transform
-    runs them on one thread (thc.intraop).
+    Returns scale * H x + shift. On the CPU: radix-2 butterflies, then the scale and the shift as two more
+    ops (never fused, so every step is one rounding); elsewhere matmul stages with the affine map fused into
+    the last one (addmm). A small transform runs on one thread (thc.intraop).
     """
     if not x.is_floating_point():
         raise ConfigError(f"fwht needs a floating-point tensor, got {x.dtype}")
@@ -108,32 +112,70 @@ def fwht(
         if scale != 1.0:
             out.mul_(scale)
         return out.add_(shift) if shift != 0.0 else out
-    src = x.reshape(batch * n)
-    ping = pong = None
-    if len(radices) > 1:
-        ws = workspace if workspace is not None else Workspace()
-        ping = ws.get("fwht.ping", batch * n, x.dtype, x.device)
-        pong = ws.get("fwht.pong", batch * n, x.dtype, x.device) if len(radices) > 2 else None
+    ws = workspace if workspace is not None else Workspace()
     with one_thread_if_small(batch * n, x.device):
-        a = batch
-        for i, r in enumerate(radices):
-            b = n * batch // (a * r)
-            last = i == len(radices) - 1
-            dst = out.view(-1) if last else (ping if i % 2 == 0 else pong)
-            h = _hadamard(r, x.dtype, x.device)
-            if b == 1:  # always the last stage: a plain GEMM, with the affine map fused in
-                if last and (scale != 1.0 or shift != 0.0):
-                    bias = torch.full((1,), shift, dtype=x.dtype, device=x.device)
-                    torch.addmm(bias, src.view(a, r), h, beta=1, alpha=scale, out=dst.view(a, r))
-                else:
-                    torch.mm(src.view(a, r), h, out=dst.view(a, r))
-            elif a == 1:
-                torch.mm(h, src.view(r, b), out=dst.view(r, b))
-            else:  # H applied to each of a matrices: matmul's broadcast, as one bmm
-                torch.bmm(h.expand(a, r, r), src.view(a, r, b), out=dst.view(a, r, b))
-            src = dst
-            a *= r
+        if x.device.type == "cpu":
+            _butterflies(x.reshape(batch * n), out.view(-1), n, ws)
+            if scale != 1.0:
+                out.mul_(scale)
+            return out.add_(shift) if shift != 0.0 else out
+        _matmul_stages(x.reshape(batch * n), out, batch, n, radices, ws, scale, shift)
     return out
+
+
+def _butterflies(src: torch.Tensor, out: torch.Tensor, n: int, ws: Workspace) -> None:
+    """out = H src for rows of n points: stage h = 1, 2, ..., n/2 maps (a, b) at distance h to (a+b, a-b).
+
+    Stages alternate between out and a scratch buffer, arranged so that the last one writes out.
+    """
+    stages = n.bit_length() - 1
+    if src.data_ptr() == out.data_ptr():  # the first stage must not overwrite what it still reads
+        src = src.clone()
+    spare = ws.get("fwht.ping", src.numel(), src.dtype, src.device) if stages > 1 else out
+    for k in range(stages):
+        h = 1 << k
+        dst = out if (stages - 1 - k) % 2 == 0 else spare
+        a, b = src.view(-1, 2, h), dst.view(-1, 2, h)
+        torch.add(a[:, 0], a[:, 1], out=b[:, 0])
+        torch.sub(a[:, 0], a[:, 1], out=b[:, 1])
+        src = dst
+
+
+def _matmul_stages(
+    src: torch.Tensor,
+    out: torch.Tensor,
+    batch: int,
+    n: int,
+    radices: list[int],
+    ws: Workspace,
+    scale: float,
+    shift: float,
+) -> None:
+    """out = scale * H src + shift as matmul stages of radix <= MAX_RADIX (non-CPU devices).
+
+    The stages call mm and bmm, the kernels torch.matmul would pick, without its dispatch.
+    """
+    x = src
+    ping = ws.get("fwht.ping", batch * n, x.dtype, x.device) if len(radices) > 1 else None
+    pong = ws.get("fwht.pong", batch * n, x.dtype, x.device) if len(radices) > 2 else None
+    a = batch
+    for i, r in enumerate(radices):
+        b = n * batch // (a * r)
+        last = i == len(radices) - 1
+        dst = out.view(-1) if last else (ping if i % 2 == 0 else pong)
+        h = _hadamard(r, x.dtype, x.device)
+        if b == 1:  # always the last stage: a plain GEMM, with the affine map fused in
+            if last and (scale != 1.0 or shift != 0.0):
+                bias = torch.full((1,), shift, dtype=x.dtype, device=x.device)
+                torch.addmm(bias, src.view(a, r), h, beta=1, alpha=scale, out=dst.view(a, r))
+            else:
+                torch.mm(src.view(a, r), h, out=dst.view(a, r))
+        elif a == 1:
+            torch.mm(h, src.view(r, b), out=dst.view(r, b))
+        else:  # H applied to each of a matrices: matmul's broadcast, as one bmm
+            torch.bmm(h.expand(a, r, r), src.view(a, r, b), out=dst.view(a, r, b))
+        src = dst
+        a *= r
 
 
 def sign_bits(seed: int, step: int, key: int, chunk: int, n: int) -> np.ndarray:
@@ -145,10 +187,15 @@ def sign_bits(seed: int, step: int, key: int, chunk: int, n: int) -> np.ndarray:
     return _packed_bits(np.random.SeedSequence(entropy=seed, spawn_key=(_SIGN_DOMAIN, key, step, chunk)), n)
 
 
+def sign_stream_prefix(step: int, key: int) -> tuple[int, int, int]:
+    """The spawn key of a round's sign streams without the chunk: chunk c's is this + (c,)."""
+    return (_SIGN_DOMAIN, key, step)
+
+
 def sign_bit_rows(seed: int, step: int, key: int, first: int, count: int, n: int) -> np.ndarray:
     """sign_bits of chunks first .. first + count - 1 (each of n coordinates), one row per chunk."""
     rows = np.empty((count, (n + 7) // 8), dtype=np.uint8)
-    for row, seed_seq in zip(rows, spawn_seeds(seed, (_SIGN_DOMAIN, key, step), first, count)):
+    for row, seed_seq in zip(rows, spawn_seeds(seed, sign_stream_prefix(step, key), first, count)):
         row[:] = _packed_bits(seed_seq, n)
     return rows
 

@@ -45,6 +45,11 @@ class TableQuantizer:
         self._lut = np.ascontiguousarray(lut).view(np.float64).reshape(g + 1)
         self._last = size - 1
 
+    @property
+    def coefficients(self) -> np.ndarray:
+        """Per unit cell k = 0..g of the grid, (A, B) with F(u) = A + B u: float32, shape (g + 1, 2)."""
+        return self._lut.view(np.float32).reshape(-1, 2)
+
     def quantize_(
         self,
         u: np.ndarray,
@@ -70,7 +75,7 @@ class TableQuantizer:
         if out is None:
             out = np.empty(n, dtype=np.uint8)
         g, shift32 = np.float32(self.table.granularity), np.float32(shift)
-        lut, last = self._lut, self._last
+        lut, last = self._lut, np.float32(self._last)
         scales32 = None if scales is None else np.asarray(scales, dtype=np.float32)
         if segment < parallel.BLOCK and n % segment == 0:
             block = segment * (parallel.BLOCK // segment)  # whole short segments
@@ -100,9 +105,9 @@ class TableQuantizer:
             np.right_shift(raw, 8, out=raw)
             uniform = np.multiply(raw, np.float32(2.0**-24), dtype=np.float32, casting="unsafe")
             np.add(ub, uniform, out=ub)
-            ob = out[start:stop]
-            np.copyto(ob, ub, casting="unsafe")
-            np.minimum(ob, last, out=ob)  # guards F + r rounding up to 2^b in float32
+            # F + r can round up to 2^b in float32; clamped before the cast, where 256 would wrap to 0 (b = 8)
+            np.minimum(ub, last, out=ub)
+            np.copyto(out[start:stop], ub, casting="unsafe")
 
         parallel.for_blocks(n, block_fn, block=block)
         return out

@@ -1,10 +1,11 @@
 """THC's outputs pinned bit for bit: speed work on the codec must not change a single index or decoded bit.
 
 Each case runs whole rounds (three workers prepare, max-reduce the norms, encode, sum; worker 0 decodes)
-and hashes every worker's indices and worker 0's decoded tensor. The digests were computed by the codec
-before its per-call fixed costs were cut (commit 301e56c); any change to the signs, the rounding streams,
-the float order of the transform or the scaling shows up here. They depend on float summation order in
-the Hadamard matmuls, so a new torch/MKL could change the decoded digests without any code change.
+and hashes every worker's indices and worker 0's decoded tensor. The digests were computed when the CPU
+transform became fixed-order radix-2 butterflies (so that the native codec can match it bit for bit); any
+change to the signs, the rounding streams, the float order of the transform or the scaling shows up here.
+Every step is now one IEEE operation in a fixed order, so a new torch or BLAS cannot change them. The native
+codec (thc.native) and the numpy path must both give these digests.
 
     python -m tests.thc.test_codec_golden   # from the repository root: the digests of the code as it is
 """
@@ -37,19 +38,19 @@ CASES = {
 
 GOLDEN = {
     "one coordinate": ["9427787082157753"],
-    "padded chunk": ["0a6ddb8c3b2c996a", "4b14da9a96a9fc02"],
-    "16k one chunk": ["619fe876ac65b8a5"],
-    "full chunks and a padded one": ["16808aad8be4bd60"],
-    "ddp bucket": ["500418534a114355", "d4e8e736e4ba4db6"],
-    "several blocks": ["a7d9e3858f8505c1"],
-    "two chunks of many blocks": ["6e928f1a728aa12b"],
-    "b=2 uniform": ["44491b71238f8073"],
-    "b=8": ["091cc05e1c21bfc0"],
-    "error feedback": ["9daf33e49c5e78de", "d3fa0913f9aea6e9", "11fd6834ce0cf27d"],
-    "tiny": ["8e9bc8e2fbc7aad6"],
-    "huge": ["76bdcf32239a46db"],
-    "float16": ["4f4ad5c847f7c6ce"],
-    "per-coordinate counts": ["d9e59035ae354264"],
+    "padded chunk": ["1e9f88814ba1934a", "5176f671e7e21bfa"],
+    "16k one chunk": ["7400bc18c51f4679"],
+    "full chunks and a padded one": ["d15a675da33b7691"],
+    "ddp bucket": ["e70d70577e20a3ab", "7297b431fa214ba0"],
+    "several blocks": ["454ed2d2c9ce39ec"],
+    "two chunks of many blocks": ["d77f7b34f7802fd0"],
+    "b=2 uniform": ["c4dd80437464f8a7"],
+    "b=8": ["93dcffb864fc8e96"],
+    "error feedback": ["772a9b73a1db7539", "939358e6acbbbc2e", "9bb11ca87fa789e5"],
+    "tiny": ["357f0869698624cf"],
+    "huge": ["8506c547d5ac01fb"],
+    "float16": ["2859d7bc92e0773b"],
+    "per-coordinate counts": ["ba2836cdf7edd658"],
 }
 
 

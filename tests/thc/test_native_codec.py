@@ -1,0 +1,314 @@
+"""The native codec (thc/native/codec.c) against the numpy reference, bit for bit.
+
+Both compressors get the same config and worker ids; the reference is built with the native codec
+unloaded. Whole rounds are compared: every worker's indices, the sums, the decoded average (float bit
+patterns) and the error-feedback memory, over sizes from 1 to 2^20, odd and padded chunks, every table
+kind, full and partial contributor counts. Every random input is seeded from the test's name.
+
+A compile error in codec.c fails these tests; only a machine without a C compiler skips them.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+from native_build import NativeBuildError, find_compiler
+from thc import THCCompressor, THCConfig, compressor
+from thc import native as thc_native
+from thc.errors import AggregationError, GradientError
+from thc.limits import TABLE_KINDS
+from thc.packing import pack_indices
+from thc.tables import table_from_values
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def native_codec():
+    """codec.c, built: a missing compiler skips, a compile error fails."""
+    try:
+        find_compiler()
+    except NativeBuildError as exc:
+        pytest.skip(str(exc))
+    thc_native.build()  # raises NativeUnavailable with the compiler's output
+    assert thc_native.load() is not None, "THC_NATIVE=0 is set: these tests compare the native codec"
+
+
+def rng_for(name: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def pair(config: THCConfig, worker_id: int, monkeypatch) -> tuple[THCCompressor, THCCompressor]:
+    """(native, numpy) compressors of one worker."""
+    fast = THCCompressor(config, worker_id=worker_id)
+    assert fast.native
+    with monkeypatch.context() as m:
+        m.setattr(compressor, "load_native", lambda: None)
+        slow = THCCompressor(config, worker_id=worker_id)
+    assert not slow.native
+    return fast, slow
+
+
+def same_bits(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return (
+            a.dtype == b.dtype
+            and a.shape == b.shape
+            and torch.equal(a.view(-1).view(torch.uint8), b.view(-1).view(torch.uint8))
+        )
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def gradients(name: str, numel: int, workers: int) -> list[torch.Tensor]:
+    """Per worker a gradient whose scale varies by coordinate and by worker (heavy tails, zeros)."""
+    rng = rng_for(name)
+    out = []
+    for _ in range(workers):
+        g = rng.standard_normal(numel) * np.exp(rng.normal(0, 2, numel)) * 10.0 ** rng.integers(-6, 6)
+        g[rng.random(numel) < 0.05] = 0.0
+        out.append(torch.from_numpy(g.astype(np.float32)))
+    return out
+
+
+def compare_rounds(name, config, numel, monkeypatch, workers=3, steps=(0, 1), counted=False, partial=False):
+    """Whole rounds on both paths; asserts every output is bit for bit the same."""
+    comps = [pair(config, i, monkeypatch) for i in range(workers)]
+    rng = rng_for(name + "/counts")
+    for step in steps:
+        grads = gradients(f"{name}/{step}", numel, workers)
+        preps = [[c.prepare(g, step, key=3) for c in both] for both, g in zip(comps, grads)]
+        norms = torch.stack([p[0].norms for p in preps])
+        assert same_bits(norms, torch.stack([p[1].norms for p in preps]))
+        # partial: the max norm of a subset of the workers, so some workers' own norms lie above it
+        max_norms = norms[:-1].amax(0) if partial else norms.amax(0)
+        indices = []
+        for (fast, slow), (pf, ps) in zip(comps, preps):
+            got, want = fast.encode(pf, max_norms, partial=partial), slow.encode(ps, max_norms, partial=partial)
+            assert len(got) == len(want) and all(same_bits(a, b) for a, b in zip(got, want)), name
+            indices.append(got)
+            if config.error_feedback:
+                assert same_bits(fast.feedback.memory, slow.feedback.memory), name
+        fast, slow = comps[0]
+        sums = fast.aggregate(indices)
+        if counted:  # a random run of each chunk's coordinates lost the last worker's contribution
+            fewer = fast.aggregate(indices[:-1])
+            n = []
+            for c, (full, part) in enumerate(zip(sums, fewer)):
+                lo = int(rng.integers(0, full.size))
+                hi = int(rng.integers(lo, full.size + 1))
+                sums[c] = np.concatenate([full[:lo], part[lo:hi], full[hi:]])
+                n.append(
+                    np.concatenate(
+                        [np.full(lo, workers), np.full(hi - lo, workers - 1), np.full(full.size - hi, workers)]
+                    )
+                )
+        else:
+            n = workers
+        got = fast.decode(preps[0][0], sums, n, max_norms)
+        want = slow.decode(preps[0][1], sums, n, max_norms)
+        assert same_bits(got, want), name
+
+
+SIZES = [1, 2, 3, 7, 8, 9, 1000, 1023, 1025, 4097, 2**14, 2**14 + 1, 100_003]
+
+
+@pytest.mark.parametrize("numel", SIZES)
+def test_rounds_are_bit_identical_over_sizes(numel, monkeypatch):
+    compare_rounds(f"sizes {numel}", THCConfig(), numel, monkeypatch)
+
+
+@pytest.mark.parametrize("numel", [2**20, 2**20 + 3])
+def test_rounds_are_bit_identical_at_a_million_coordinates(numel, monkeypatch):
+    compare_rounds(f"million {numel}", THCConfig(), numel, monkeypatch, workers=2, steps=(4,))
+
+
+@pytest.mark.parametrize("chunk", [2, 1024, 2**11, 2**13])
+@pytest.mark.parametrize("numel", [5, 3000, 40_000])
+def test_rounds_are_bit_identical_with_many_chunks(chunk, numel, monkeypatch):
+    compare_rounds(f"chunks {chunk} {numel}", THCConfig(chunk=chunk, seed=11), numel, monkeypatch)
+
+
+@pytest.mark.parametrize("kind", TABLE_KINDS)
+@pytest.mark.parametrize("bits", [1, 2, 3, 4, 6, 8])
+def test_every_table_kind_and_width(kind, bits, monkeypatch):
+    g = 2 * (2**bits - 1) if bits < 8 else 254
+    config = THCConfig(bits=bits, granularity=g, table=kind, chunk=2048)
+    compare_rounds(f"table {kind} {bits}", config, 5000, monkeypatch)
+
+
+def test_a_custom_table_with_duplicate_values(monkeypatch):
+    table = table_from_values([0, 0, 3, 7, 7, 11, 14, 14], clip=1 / 16)
+    config = THCConfig(bits=3, granularity=14, clip=1 / 16, table=table, chunk=1024)
+    compare_rounds("custom table", config, 3000, monkeypatch)
+
+
+@pytest.mark.parametrize("numel", [1, 1000, 5000, 2**14 + 7])
+def test_error_feedback_memory_is_bit_identical(numel, monkeypatch):
+    config = THCConfig(chunk=2048, error_feedback=True, seed=5)
+    compare_rounds(f"feedback {numel}", config, numel, monkeypatch, steps=(0, 1, 2))
+
+
+@pytest.mark.parametrize("numel", [1, 3000, 2**14, 2**18 + 5])
+def test_per_coordinate_counts_decode_bit_identically(numel, monkeypatch):
+    compare_rounds(f"counted {numel}", THCConfig(chunk=2**17), numel, monkeypatch, counted=True)
+
+
+def test_a_partial_norm_round_encodes_bit_identically(monkeypatch):
+    config = THCConfig(chunk=1024, error_feedback=True)
+    compare_rounds("partial", config, 5000, monkeypatch, steps=(0, 1), partial=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_other_gradient_dtypes(dtype, monkeypatch):
+    fast, slow = pair(THCConfig(chunk=1024), 0, monkeypatch)
+    g = gradients(f"dtype {dtype}", 3000, 1)[0].to(dtype)
+    pf, ps = fast.prepare(g, 0), slow.prepare(g, 0)
+    got, want = fast.encode(pf, pf.norms), slow.encode(ps, ps.norms)
+    assert all(same_bits(a, b) for a, b in zip(got, want))
+    sums = fast.aggregate([got, got])
+    out_fast, out_slow = fast.decode(pf, sums, 2, pf.norms), slow.decode(ps, sums, 2, ps.norms)
+    assert out_fast.dtype == dtype and same_bits(out_fast, out_slow)
+
+
+def test_tiny_and_huge_scales(monkeypatch):
+    for scale in (1e-40, 1e-30, 1e30, 1e36):
+        fast, slow = pair(THCConfig(chunk=1024), 0, monkeypatch)
+        g = torch.randn(2000, generator=torch.Generator().manual_seed(7), dtype=torch.float64) * scale
+        g = g.clamp(-3.4e38, 3.4e38).float()
+        pf, ps = fast.prepare(g, 0), slow.prepare(g, 0)
+        got, want = fast.encode(pf, pf.norms), slow.encode(ps, ps.norms)
+        assert all(same_bits(a, b) for a, b in zip(got, want)), scale
+        sums = fast.aggregate([got])
+        assert same_bits(fast.decode(pf, sums, 1, pf.norms), slow.decode(ps, sums, 1, ps.norms)), scale
+
+
+def test_zero_max_norms_and_a_zero_gradient(monkeypatch):
+    fast, slow = pair(THCConfig(chunk=1024), 0, monkeypatch)
+    g = torch.zeros(3000)
+    pf, ps = fast.prepare(g, 0), slow.prepare(g, 0)
+    got, want = fast.encode(pf, pf.norms), slow.encode(ps, ps.norms)
+    assert all(same_bits(a, b) for a, b in zip(got, want))
+    sums = fast.aggregate([got, got])
+    assert same_bits(fast.decode(pf, sums, 2, pf.norms), slow.decode(ps, sums, 2, ps.norms))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_gradients_are_refused_as_before(bad, monkeypatch):
+    fast, slow = pair(THCConfig(), 0, monkeypatch)
+    g = torch.ones(100)
+    g[17] = bad
+    messages = []
+    for comp in (fast, slow):
+        with pytest.raises(GradientError) as info:
+            comp.prepare(g, 0)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and "flat index 17" in messages[0]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.uint32, np.uint64, np.int16])
+def test_sums_out_of_range_are_refused_with_the_same_message(dtype, monkeypatch):
+    fast, slow = pair(THCConfig(chunk=2**18), 0, monkeypatch)
+    g = gradients(f"range {dtype}", 2**18 + 2**17, 1)[0]
+    pf, ps = fast.prepare(g, 0), slow.prepare(g, 0)
+    sums = [np.asarray(s, dtype=dtype) for s in fast.aggregate([fast.encode(pf, pf.norms)])]
+    sums[0][2**17 + 5] = 200  # in chunk 0's second piece of 2^17; fits every dtype, above n g = 30
+    if np.dtype(dtype).kind == "i":
+        sums[1][3] = -1
+    for n, wrong in ((1, sums), (2, sums)):
+        messages = []
+        for comp, prep in ((fast, pf), (slow, ps)):
+            with pytest.raises(AggregationError, match="leave") as info:
+                comp.decode(prep, wrong, n, prep.norms)
+            messages.append(str(info.value))
+        assert messages[0] == messages[1]
+    counts = [np.full(s.size, 1) for s in sums]
+    messages = []
+    for comp, prep in ((fast, pf), (slow, ps)):
+        with pytest.raises(AggregationError, match="leave") as info:
+            comp.decode(prep, sums, counts, prep.norms)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 5, 8])
+@pytest.mark.parametrize("numel", [1, 1000, 5000])
+def test_encode_packed_writes_the_request_layout(bits, numel, monkeypatch):
+    config = THCConfig(bits=bits, granularity=2 * (2**bits - 1) if bits < 8 else 254, chunk=2048, error_feedback=True)
+    fast, slow = pair(config, 1, monkeypatch)
+    ref, _ = pair(config, 1, monkeypatch)
+    per_packet = 1024
+    g = gradients(f"packed {bits} {numel}", numel, 1)[0]
+    for step in (0, 1):
+        pf, ps, pr = fast.prepare(g, step), slow.prepare(g, step), ref.prepare(g, step)
+        size = fast.packed_bytes(pf, per_packet)
+        got, want = np.full(size + 3, 0xAB, np.uint8), np.full(size + 3, 0xAB, np.uint8)
+        lengths = fast.encode_packed(pf, pf.norms, got, per_packet)
+        assert lengths == slow.encode_packed(ps, ps.norms, want, per_packet) == [c.padded for c in pf.chunks]
+        assert same_bits(got, want) and (got[size:] == 0xAB).all()
+        expected = []
+        for idx in ref.encode(pr, pr.norms):  # the same indices, padded per chunk and packed by thc.packing
+            span = -(-idx.size // per_packet) * per_packet
+            expected.append(pack_indices(np.concatenate([idx, np.zeros(span - idx.size, np.uint8)]), bits))
+        assert same_bits(got[:size], np.concatenate(expected))
+        assert same_bits(fast.feedback.memory, slow.feedback.memory)
+        assert same_bits(fast.feedback.memory, ref.feedback.memory)
+
+
+def test_encode_packed_refuses_a_layout_that_splits_bytes(monkeypatch):
+    fast, _ = pair(THCConfig(bits=3, granularity=14), 0, monkeypatch)
+    prep = fast.prepare(torch.ones(100), 0)
+    with pytest.raises(AggregationError, match="whole bytes"):
+        fast.encode_packed(prep, prep.norms, np.zeros(1000, np.uint8), 3)
+    with pytest.raises(AggregationError, match="at least"):
+        fast.encode_packed(prep, prep.norms, np.zeros(10, np.uint8), 8)
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_decode_lanes_reads_the_flat_int32_sums_in_place(counted, monkeypatch):
+    config = THCConfig(chunk=2048)
+    fast, slow = pair(config, 0, monkeypatch)
+    per_packet = 1024
+    g = gradients(f"lanes {counted}", 5000, 1)[0]
+    pf, ps = fast.prepare(g, 2), slow.prepare(g, 2)
+    sums = fast.aggregate([fast.encode(pf, pf.norms)] * 3)
+    spans = [-(-s.size // per_packet) * per_packet for s in sums]
+    lanes = np.full(sum(spans), 7, np.int32)  # the padding between chunks is never read
+    at = 0
+    for s, span in zip(sums, spans):
+        lanes[at : at + s.size] = s
+        at += span
+    n = [np.full(s.size, 3) for s in sums] if counted else 3
+    want = slow.decode(ps, sums, n, ps.norms)
+    assert same_bits(fast.decode_lanes(pf, lanes, per_packet, n, pf.norms), want)
+    assert same_bits(slow.decode_lanes(ps, lanes, per_packet, n, ps.norms), want)
+    out = torch.empty(5000)
+    assert fast.decode_lanes(pf, lanes, per_packet, n, pf.norms, out=out) is out and same_bits(out, want)
+
+
+def test_terngrad_and_no_transform_stay_on_numpy():
+    terngrad = THCConfig(quantizer="terngrad", bits=2, granularity=2, table="uniform", transform=False)
+    assert not THCCompressor(terngrad).native
+    assert not THCCompressor(THCConfig(transform=False)).native
+    assert THCCompressor(THCConfig()).native
+
+
+def test_no_compiler_falls_back_with_one_notice_and_THC_NATIVE_1_refuses(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("THC_NATIVE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(thc_native, "_lib", None)
+    monkeypatch.setattr(thc_native, "_tried", False)
+    monkeypatch.setenv("THC_NATIVE", "1")
+    with pytest.raises(thc_native.NativeUnavailable, match="gcc"):
+        thc_native.load()
+    monkeypatch.delenv("THC_NATIVE")
+    assert not THCCompressor(THCConfig()).native and not THCCompressor(THCConfig()).native
+    notices = [line for line in capsys.readouterr().err.splitlines() if "in numpy" in line]
+    assert len(notices) == 1 and "gcc" in notices[0]
+    monkeypatch.setattr(thc_native, "_tried", False)
+    monkeypatch.setenv("THC_NATIVE", "0")
+    assert thc_native.load() is None and capsys.readouterr().err == ""
