@@ -63,6 +63,9 @@ def main(argv=None) -> int:
     parser.add_argument("--per-leaf", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--loss", type=float, default=0.0, help="loss probability per frame and link (0..1)")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parent / "out", help="output folder (default bench/out)"
+    )
     args = parser.parse_args(argv)
     table = THCConfig().make_table()  # the codec's default table
     runs = [measure(1, args, table), measure(2, args, table)]
@@ -71,8 +74,8 @@ def main(argv=None) -> int:
             f"{run['levels']}-level, {run['workers']} workers: {run['spine_link_bytes_per_round']:.0f} bytes "
             f"on the spine links per round ({run['rounds']} rounds, loss {args.loss})"
         )
-    out = Path(__file__).resolve().parent / "out"
-    out.mkdir(exist_ok=True)
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
     (out / "bench_two_level.json").write_text(json.dumps({"loss": args.loss, "runs": runs}, indent=2))
     ratio = runs[1]["spine_link_bytes_per_round"] / runs[0]["spine_link_bytes_per_round"]
     print(f"two-level/one-level spine bytes per round: {ratio:.3f}")

@@ -252,7 +252,7 @@ def _add_failure_handling(s) -> None:
 
 def _add_training(r) -> None:
     """The workload and its optimisation."""
-    r.add_argument("--steps", type=int_in(1), default=200, help="optimizer steps (default 200)")
+    r.add_argument("--steps", type=int_in(0), default=200, help="optimizer steps (default 200; 0 with --probe)")
     r.add_argument(
         "--batch-size",
         type=int_in(1),

@@ -13,7 +13,7 @@ RENDEZVOUS = ["--rank", "0", "--world-size", "2", "--master-addr", "127.0.0.1"] 
 BAD = [
     ("--batch-size", "-1"),
     ("--batch-size", "0"),
-    ("--steps", "0"),
+    ("--steps", "-1"),
     ("--steps", "many"),
     ("--lr", "0"),
     ("--lr", "nan"),

@@ -1,0 +1,76 @@
+"""Every benchmark's quick form runs to its end and prints its table, so that none rots unseen.
+
+No figure is asserted (figures belong to the machine and the moment); only that the benchmark exits 0,
+prints the line that closes its report and writes its results file into a test folder, never bench/out/.
+The Mininet ones need root and Mininet, as the end-to-end tests do.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.e2e import mininet_marks
+from tests.support.paths import REPO
+
+# (benchmark, its quick arguments ({out} is the test's folder), a line its report always prints, file written)
+IN_PROCESS = [
+    ("bench_two_level", ["--rounds", "2", "--out", "{out}"], "two-level/one-level spine bytes", "bench_two_level.json"),
+    ("bench_stragglers", ["--steps", "4", "--out", "{out}/s.json"], "partial/wait step time", "s.json"),
+    (
+        "bench_ablation",
+        ["--no-tta", "--rounds", "1", "--workers", "8", "--sources", "gaussian", "--out", "{out}"],
+        "sums differing from thc's reference aggregation",
+        "bench_ablation.json",
+    ),
+    (
+        "bench_faults",
+        ["--quick", "--no-mininet", "--inprocess-steps", "6", "--out", "{out}/f.json"],
+        "silent leaf",
+        "f.json",
+    ),
+]
+ON_MININET = [
+    ("bench_tta", ["--modes", "thc", "--bw", "50", "--steps", "10", "--out", "{out}"], "THC at 50", "bench_tta.json"),
+    (
+        "bench_timeline",
+        ["--bw", "50", "--models", "mlp-digits", "--modes", "thc", "--steps", "6", "--warmup", "2", "--no-plan"]
+        + ["--out", "{out}"],
+        "median |error|",
+        "bench_timeline.json",
+    ),
+    (
+        "bench_slow_switch",
+        ["--steps", "6", "--pipeline-rounds", "2", "--no-pcap", "--out", "{out}/slow.json"],
+        "THC step / FIX32 step",
+        "slow.json",
+    ),
+]
+
+
+def run_quick(tmp_path, name, args, closing, written):
+    argv = [sys.executable, str(REPO / "bench" / f"{name}.py"), *(a.replace("{out}", str(tmp_path)) for a in args)]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    report = proc.stdout + proc.stderr
+    assert proc.returncode == 0, report[-3000:]
+    assert closing in report, report[-3000:]
+    assert (tmp_path / written).is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize(
+    "name, args, closing, written",
+    [pytest.param(*case, id=case[0]) for case in IN_PROCESS]
+    + [pytest.param(*case, id=case[0], marks=mininet_marks()) for case in ON_MININET],
+)
+def test_a_benchmark_runs_its_quick_form(tmp_path, name, args, closing, written):
+    argv = [sys.executable, str(REPO / "bench" / f"{name}.py"), *(a.replace("{out}", str(tmp_path)) for a in args)]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    report = proc.stdout + proc.stderr
+    assert proc.returncode == 0, report[-3000:]
+    assert closing in report, report[-3000:]
+    assert (tmp_path / written).is_file()
