@@ -49,6 +49,13 @@ class NativeBuildError(Exception):
     """No C compiler, or the compiler rejected the sources (its output is in the message)."""
 
 
+class CompilerMissing(NativeBuildError):
+    """No C compiler runs here (none found, or it does not start): what to install is in the message.
+
+    The one NativeBuildError that is about the machine, not the sources: the tests skip on it and fail on
+    any other (a compiler that rejects the project's C)."""
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("THC_NATIVE_CACHE") or Path.home() / ".cache" / "thc-native")
 
@@ -61,16 +68,23 @@ def find_compiler() -> list[str]:
         path = shutil.which(name)
         if path:
             return [path]
-    raise NativeBuildError(
+    raise CompilerMissing(
         "no C compiler found (looked for $CC, cc, gcc): install the Debian package gcc (apt-get install gcc)"
     )
+
+
+def check_compiler() -> list[str]:
+    """The compiler's argv once it has answered `--version`; CompilerMissing where none runs."""
+    compiler = find_compiler()
+    _compiler_identity(compiler)
+    return compiler
 
 
 def _compiler_identity(compiler: list[str]) -> bytes:
     try:
         return subprocess.run([*compiler, "--version"], capture_output=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NativeBuildError(
+        raise CompilerMissing(
             f"C compiler {compiler[0]} does not run ({exc}): install the Debian package gcc (apt-get install gcc) "
             "or point $CC at a working compiler"
         ) from None

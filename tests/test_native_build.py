@@ -2,7 +2,8 @@
 
 import pytest
 
-from native_build import NativeBuildError, build_shared
+from native_build import CompilerMissing, NativeBuildError, build_shared
+from tests.support.native import build_or_skip, require_c_compiler
 
 
 def test_build_shared_caches_by_content_and_names_the_compiler_error(tmp_path, monkeypatch):
@@ -33,3 +34,18 @@ def test_build_shared_without_a_compiler_names_the_debian_package(tmp_path, monk
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(NativeBuildError, match="Debian package gcc"):
         build_shared(["int x;\n"], "nothing")
+
+
+def test_the_tests_skip_without_a_compiler_and_fail_on_a_compile_error(tmp_path, monkeypatch):
+    """tests/support/native.py: the rule every test of the project's C follows."""
+    monkeypatch.setenv("THC_NATIVE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(NativeBuildError, match="expected expression") as rejected:
+        build_or_skip(build_shared, ["int broken(void) { return }\n"], "broken")
+    assert not isinstance(rejected.value, CompilerMissing)
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(pytest.skip.Exception, match="Debian package gcc"):
+        build_or_skip(build_shared, ["int x;\n"], "nothing")
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(pytest.skip.Exception, match="does not run"):
+        require_c_compiler()

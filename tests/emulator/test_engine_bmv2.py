@@ -193,18 +193,29 @@ class P4RTClient:
         arrived = queue.Queue()
 
         def read():
-            for message in self.stream:
-                for data in message.digest.data if message.HasField("digest") else ():
-                    members = tuple(m.bitstring.lstrip(b"\0") or b"\0" for m in data.struct.members)
-                    arrived.put((names.get(message.digest.digest_id), members))
+            import grpc
+
+            try:
+                for message in self.stream:
+                    for data in message.digest.data if message.HasField("digest") else ():
+                        members = tuple(m.bitstring.lstrip(b"\0") or b"\0" for m in data.struct.members)
+                        arrived.put((names.get(message.digest.digest_id), members))
+            except grpc.RpcError as exc:
+                # close() closes the channel, which cancels the stream under this reader: its normal end.
+                # Anything else goes to the test's thread, which raises it if it is still waiting.
+                if exc.code() != grpc.StatusCode.CANCELLED:
+                    arrived.put(exc)
 
         threading.Thread(target=read, daemon=True).start()
         samples = []
         while len(samples) < count:
             try:
-                samples.append(arrived.get(timeout=HANG_GUARD_S))
+                sample = arrived.get(timeout=HANG_GUARD_S)
             except queue.Empty:
                 break  # the comparison shows what is missing
+            if isinstance(sample, Exception):
+                raise sample
+            samples.append(sample)
         return samples
 
     def _modify(self, fill):

@@ -3,7 +3,7 @@
 The C loop works on any datagram socket, so most tests run without root on AF_UNIX socketpairs: that
 is where zero-length and over-64-KiB frames can be sent at all. The veth tests (`mininet` marker, as
 in test_ports) check the real AF_PACKET path with the shared VethLab. Every test needs a C compiler
-(skipped without one); the sanitizer build is `slow`.
+(skipped without one; a compile error fails them); the sanitizer build is `slow`.
 """
 
 import contextlib
@@ -20,7 +20,9 @@ import pytest
 from emulator.native.portloop import NativePortLoop
 from emulator.native.stub_switch import StubSwitch, load_stub_library, stub_library_path
 from emulator.ports import InterfaceError
-from native_build import SANITIZER_FLAGS, NativeBuildError
+from native_build import SANITIZER_FLAGS
+from tests.support.native import build_or_skip
+from tests.support.sanitizers import libasan
 from tests.support.veths import VethLab, make_frame, needs_netns, read_pcap, receive_marked
 
 CPU_PORT = 64
@@ -31,10 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.fixture(scope="module")
 def lib():
     """The stub library; THC_NATIVE_SANITIZE (set by the sanitizer test for its child) adds flags."""
-    try:
-        return load_stub_library(os.environ.get("THC_NATIVE_SANITIZE", "").split())
-    except NativeBuildError as exc:
-        pytest.skip(str(exc))
+    return build_or_skip(load_stub_library, os.environ.get("THC_NATIVE_SANITIZE", "").split())
 
 
 @pytest.fixture
@@ -365,16 +364,13 @@ def test_a_frame_longer_than_its_ring_slot_is_counted_and_dropped(lib, switch):
 def test_the_loop_under_address_and_undefined_behaviour_sanitizers(lib):
     """The other tests of this file again (veths too when root), in a child whose library has ASan+UBSan."""
     flags = [*SANITIZER_FLAGS, "-fno-sanitize-recover=undefined"]
-    try:
-        stub_library_path(flags)
-    except NativeBuildError as exc:
-        pytest.skip(f"no sanitizer build: {exc}")
-    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    if not os.path.isabs(libasan):
-        pytest.skip("libasan.so not found")
+    asan = libasan()
+    if asan is None:  # gcc without its sanitizer runtime cannot link the build: a missing tool, not our C
+        pytest.skip("gcc's libasan is not installed")
+    build_or_skip(stub_library_path, flags)
     env = dict(
         os.environ,
-        LD_PRELOAD=libasan,
+        LD_PRELOAD=asan,
         ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
         UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
         THC_NATIVE_SANITIZE=" ".join(flags),

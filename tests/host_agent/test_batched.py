@@ -21,6 +21,7 @@ from host_agent.sim import SERVICE, SimJob, attach_workers, worker_endpoint
 from host_agent.transport import BatchIO, RawSocketTransport, copy_into
 from spec import contract
 from spec.job import JobSpec
+from tests.support.native import build_or_skip
 
 TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]  # the default description's
 JOB = 7
@@ -278,6 +279,13 @@ def _crafted(op, slot, rnd, count, lane_bits, payload=b"", value=0, job=JOB, kin
     )
 
 
+def native_helper_or_skip() -> None:
+    """fastio.c built and loaded: skipped where no C compiler runs; a compile error fails the test (load()
+    would only print it and let the transport batch in Python)."""
+    build_or_skip(native.build)
+    assert native.load() is not None, "host_agent/native built but did not load (THC_NATIVE=0 set?)"
+
+
 @pytest.mark.parametrize("take", ["native", "numpy"])
 @pytest.mark.parametrize("per_frame", [False, True], ids=["batched", "per-packet"])
 def test_malformed_and_unfitting_results_in_one_batch_are_counted_not_stored(per_frame, take):
@@ -293,8 +301,8 @@ def test_malformed_and_unfitting_results_in_one_batch_are_counted_not_stored(per
         a.transport = PerFrame(a.transport)
     if take == "numpy":
         a._native = None
-    elif a._native is None:
-        pytest.skip("the native helper could not be built here (no C compiler)")
+    else:
+        native_helper_or_skip()
     op_a = a.start_sum_indices([np.full(K * 3, 3, np.uint8)])  # requests 0..2: slots 0..2, round 0
     a.pump()
     good0 = _crafted(wire.OP_THC, 0, 0, 2, 8, bytes([TABLE[3] + TABLE[5]]) * K)
@@ -362,8 +370,7 @@ def _twin_workers(op_kind, lane_bits):
 def test_native_and_numpy_take_sort_random_batches_alike(op_kind):
     """Batches of results of every kind of fit and misfit, duplicates, other jobs, stale rounds and
     corrupted frames: the C take and the numpy take accept the same rows, count the same, store the same."""
-    if native.load() is None:
-        pytest.skip("the native helper could not be built here (no C compiler)")
+    native_helper_or_skip()
     rng = np.random.default_rng(op_kind)
     back = wire.FrameBuilder(SERVICE, worker_endpoint(0))
     kinds = ("ignored_frames", "bad_key_results", "stale_results", "duplicate_results", "rejected_results")
@@ -465,8 +472,8 @@ def test_raw_socket_batches_recover_losses_over_a_veth_pair(veth, python_loop):
     with LossyEcho(b, job), RawSocketTransport(a, src_ip=None) as transport:
         if python_loop:
             transport._native = None  # as without a C compiler
-        elif transport._native is None:
-            pytest.skip("the native helper could not be built here (no C compiler)")
+        else:
+            native_helper_or_skip()
         worker = WorkerProtocol(
             transport, wire.FrameBuilder(me, SERVICE), job.spec, 0, timeout=0.02, min_timeout=0.002, deadline=20.0
         )

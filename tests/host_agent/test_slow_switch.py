@@ -6,10 +6,9 @@ the timers and the window must take it for a queue, not for losses. Counters onl
 import threading
 
 import numpy as np
-import pytest
 
-from native_build import NativeBuildError
 from tests.host_agent.test_protocol import F, K, expected_sums, job_of, random_indices
+from tests.support.native import build_or_skip
 from topologies.inprocess.paced_switch import PacedSwitch
 
 PPS = 2000  # frames a second: BMv2's order of magnitude for THC frames (README, "BMv2")
@@ -40,10 +39,7 @@ def run_threads(workers, operation) -> list:
 
 def test_workers_against_a_switch_at_bmv2s_pace_sum_exactly_with_at_most_one_percent_timer_and_probe_resends():
     rng = np.random.default_rng(31)
-    try:
-        switch = PacedSwitch(job_of(n=4, window=WINDOW), pps=PPS)
-    except NativeBuildError as exc:
-        pytest.skip(str(exc))
+    switch = build_or_skip(PacedSwitch, job_of(n=4, window=WINDOW), pps=PPS)
     with switch:
         workers = switch.protocols(timeout=0.05)
         for _ in range(OPERATIONS):

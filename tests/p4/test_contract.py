@@ -142,3 +142,29 @@ def test_a_p4_name_is_spelled_only_in_the_contract():
                 continue
             spelled += [f"{path.relative_to(paths.REPO)}:{n}" for n in p4_names_spelled(path)]
     assert spelled == []
+
+
+def test_the_readme_cells_table_frames_what_the_parser_reads():
+    """p4/README.md's Cells table is what a worker written from the text alone frames: its request and result
+    sizes must be the contract's (the parser's), padding included, or every such request is MALFORMED."""
+    readme = (paths.P4_DIR / "README.md").read_text()
+    section = readme.split("## Cells", 1)[1].split("\n## ", 1)[0]
+    ops = {
+        "THC, n·g ≤ 255": (contract.OP_THC, contract.LANES_8),
+        "THC, n·g ≤ 65535": (contract.OP_THC, contract.LANES_16),
+        "FIX32": (contract.OP_FIX32, contract.LANES_INT32),
+        "NORM": (contract.OP_NORM, contract.LANES_INT32),
+    }
+    sizes = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] in ops:
+            sizes[cells[0]] = tuple(int(c.removesuffix(" bytes").replace(",", "")) for c in cells[3:5])
+    assert sorted(sizes) == sorted(ops), "the Cells table lost a row"
+    for row, (op, lanes) in ops.items():
+        expected = (
+            contract.FRAME_HEADER_BYTES + contract.request_payload_bytes(op, lanes),
+            contract.FRAME_HEADER_BYTES + contract.result_payload_bytes(op),
+        )
+        assert sizes[row] == expected, f"p4/README.md, Cells, {row}: {sizes[row]} bytes, the parser's {expected}"
+    assert f"`PAD16_BYTES` = {contract.PAD16_BYTES} bytes of padding" in section
