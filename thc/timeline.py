@@ -38,13 +38,15 @@ __all__ = [
 
 # The P4 program's defaults (p4/README.md): 14 + 20 + 8 bytes of Ethernet/IPv4/UDP, a 20-byte THC header,
 # and a 1 KiB cell: a request carries what a cell holds (1,024 coordinates in 8-bit lanes, 512 in 16-bit
-# lanes, 256 int32), and a result is the cell. A NORM request and its result carry 16 float32 norms (64
-# bytes). thc imports nothing of the contract (spec/contract.py); tests/p4/test_contract.py checks these.
+# lanes, 256 int32), and a result is the cell; a request in 16-bit lanes carries 256 bytes of padding after
+# its indices (the parser reads a whole cell's worth). A NORM request and its result carry 16 float32 norms
+# (64 bytes). thc imports nothing of the contract (spec/contract.py); tests/p4/test_contract.py checks these.
 ETH_IP_UDP_BYTES = 42
 THC_HEADER_BYTES = 20
 CELL_BYTES = 1024
 NORMS_PER_REQUEST = 16
 NORM_PAYLOAD_BYTES = 64
+PAD16_BYTES = 256
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,8 @@ class INACost:
         """(request, result) bytes on the wire of one data packet."""
         if self.op == "thc":
             k = self.thc_per_packet()
-            return self.header_bytes + k * self.index_bits // 8, self.header_bytes + k * self.lanes() // 8
+            pad = PAD16_BYTES if self.lanes() == 16 else 0
+            return self.header_bytes + k * self.index_bits // 8 + pad, self.header_bytes + k * self.lanes() // 8
         size = self.header_bytes + 4 * self.fix32_per_packet()
         return size, size
 

@@ -99,6 +99,7 @@ def test_the_timeline_models_frames_are_the_contracts():
     assert timeline.CELL_BYTES == contract.WORDS * contract.WORD_BYTES
     assert timeline.NORMS_PER_REQUEST == contract.NORMS_PER_REQUEST
     assert timeline.NORM_PAYLOAD_BYTES == contract.NORM_PAYLOAD_BYTES
+    assert timeline.PAD16_BYTES == contract.PAD16_BYTES
 
 
 def test_a_request_and_a_result_fit_the_mtu():

@@ -103,7 +103,7 @@ def test_ina_packets_and_bytes_follow_the_p4_program():
     assert cost.packets(17 * 2048) == (2, 34)  # 17 norms: 16 a NORM request
     assert cost.frame_bytes() == (574, 1086)  # p4/README.md, "Cells": 1,024 coordinates in 8-bit lanes
     sixteen = INACost(1e9, 16, 1e9, 0.0)  # n·g = 480 > 255: 16-bit lanes, 512 coordinates a request
-    assert sixteen.frame_bytes() == (318, 1086) and sixteen.packets(2410) == (1, 4 + 1)
+    assert sixteen.frame_bytes() == (574, 1086) and sixteen.packets(2410) == (1, 4 + 1)  # 256 bytes of padding
     fix = INACost(1e9, 4, 1e9, 0.0, op="fix32")
     assert fix.packets(2410) == (1, 10) and fix.frame_bytes() == (1086, 1086)
 
