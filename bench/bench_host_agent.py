@@ -453,7 +453,34 @@ def veth_round(iface: str, quick: bool) -> None:
             f"{wall * 1e3:.3f} ms wall, {coords / cpu:,.0f} coordinates/s of CPU",
             flush=True,
         )
+        if i == 0:
+            protocol_round(worker, 100 if quick else 1000)
     transport.close()
+
+
+def protocol_round(worker, repeats: int) -> None:
+    """The protocol part of a 16,384-coordinate round alone (no codec): all_max of 8 norms, then
+    all_sum_indices of 8 chunks of 2,048 indices, `repeats` times; CPU of this process per round."""
+    rng = np.random.default_rng(16_384)
+    norms = rng.uniform(0, 1, 8).astype(np.float32)
+    chunks = [rng.integers(0, 16, 2048, dtype=np.uint8) for _ in range(8)]
+    for _ in range(20):  # warm up
+        worker.all_max(norms)
+        worker.all_sum_indices(chunks)
+    norm = sums = 0.0
+    for _ in range(repeats):
+        t0 = time.process_time()
+        worker.all_max(norms)
+        t1 = time.process_time()
+        worker.all_sum_indices(chunks)
+        t2 = time.process_time()
+        norm, sums = norm + t1 - t0, sums + t2 - t1
+    print(
+        f"  protocol part of that round (norm round + 16-request THC sum, no codec): "
+        f"{(norm + sums) / repeats * 1e3:.3f} ms of CPU (norm round {norm / repeats * 1e3:.3f}, "
+        f"sums {sums / repeats * 1e3:.3f})",
+        flush=True,
+    )
 
 
 def bench_veth_worker(quick: bool, before: str | None) -> None:

@@ -38,16 +38,23 @@ def pack_indices(chunks: Sequence[np.ndarray], k: int) -> tuple[bytes, list[int]
     """THC requests' payloads, k indices a request, two per byte (first in the high nibble); each chunk
     padded to a multiple of k with index 0 (valid for every table; its sums are cut off again). And the
     chunks' lengths."""
-    parts, lengths = [], []
-    for chunk in chunks:
-        idx = np.asarray(chunk).reshape(-1)
+    flat = [np.asarray(chunk).reshape(-1) for chunk in chunks]
+    lengths = [idx.size for idx in flat]
+    if not flat:
+        return b"", lengths
+    if all(size % k == 0 for size in lengths):  # no padding: the chunks are the requests' indices
+        whole = np.concatenate(flat) if len(flat) > 1 else flat[0]
+        if whole.size and (whole.min() < 0 or whole.max() > 15):
+            raise ValueError("THC indices must be 0..15 (4 bits)")
+        return wire.pack_nibbles(whole), lengths
+    parts = []
+    for idx in flat:
         if idx.size and (idx.min() < 0 or idx.max() > 15):
             raise ValueError("THC indices must be 0..15 (4 bits)")
-        lengths.append(idx.size)
         padded = np.zeros(-(-idx.size // k) * k, np.uint8)
         padded[: idx.size] = idx
         parts.append(padded)
-    return (wire.pack_nibbles(np.concatenate(parts)) if parts else b""), lengths
+    return wire.pack_nibbles(np.concatenate(parts)), lengths
 
 
 def pack_fix32(chunks: Sequence[np.ndarray], k: int) -> tuple[bytes, list[int]]:
@@ -97,25 +104,27 @@ class Operation:
         self.finished: float | None = None
         self.first_result: float | None = None  # when the first result came (the slowest worker had joined)
         self.min_rtt = math.inf  # the shortest round trip of a request sent once
-        self.answered_at = np.zeros(n_requests, np.float64)  # when each request's result came (diagnostics)
-        self.first_sent = np.zeros(n_requests, np.float64)
-        self.attempts = np.zeros(n_requests, np.int64)
+        times = np.zeros((2, n_requests), np.float64)  # (one allocation per kind: an operation is often small)
+        self.answered_at = times[0]  # when each request's result came (diagnostics)
+        self.first_sent = times[1]
+        ints = np.zeros((5, n_requests), np.int64)
+        self.attempts = ints[0]
         self.done = np.zeros(n_requests, np.bool_)
         self.outstanding = n_requests
         self.counts = np.zeros(n_requests, np.uint8)
         # loss detection: per request the number of its latest transmission and of its first, the first
         # transmissions of this operation made before its latest one, and the results of requests first
         # sent after its latest transmission that came back since
-        self.seq = np.zeros(n_requests, np.int64)
-        self.first_seq = np.zeros(n_requests, np.int64)
-        self.firsts_before = np.zeros(n_requests, np.int64)
-        self.evidence = np.zeros(n_requests, np.int64)
+        self.seq, self.first_seq, self.firsts_before, self.evidence = ints[1], ints[2], ints[3], ints[4]
         self.first_transmissions = 0
         self.in_flight_count = 0  # requests sent and unanswered
         # requests in flight (sent, unanswered) all lie in [low, sent_hi): low is the oldest unanswered
         # request (advanced lazily), sent_hi one past the newest sent
         self.low = 0
         self.sent_hi = 0
+        # every transmission so far a first one, in request order (so a later request's was later): a
+        # result for any request but the lowest unanswered is then the only evidence of loss there can be
+        self.in_order = True
         self.answered = 0
         self.last_result = 0.0  # when the latest result came
         self.count: int | None = None  # every accepted result's count must match the first
@@ -172,6 +181,8 @@ class Operation:
         count fewer: then per chunk, the count of every coordinate (int64 arrays shaped like the sums)."""
         if self.n == 0:
             return 0
+        if not self.mixed_counts and self.count is not None:  # every accepted result's count is the first's
+            return self.count
         counts = np.unique(self.counts)
         if len(counts) == 1:
             return int(counts[0])

@@ -265,6 +265,9 @@ class WorkerProtocol:
             if lib is not None
             else None
         )
+        # a raw socket with the native helper: results can be waited for in C (receive.NativeSorter.take_until)
+        native_io = self._native is not None and getattr(transport, "_native", None) is not None
+        self._wait_fd = transport.fileno() if native_io and hasattr(transport, "fileno") else -1
 
     @property
     def rto(self) -> float:
@@ -347,14 +350,23 @@ class WorkerProtocol:
         """The operations started and not complete, oldest first."""
         return list(self.schedule.ops)
 
-    def pump(self, wait: float = 0.0) -> bool:
+    def pump(self, wait: float = 0.0, linger: bool = False) -> bool:
         """Send what the window allows, take in the results that are there (waiting up to `wait` s for the
-        first, never past the next retransmission time), retransmit what is due. True if anything moved."""
+        first, never past the next retransmission time), retransmit what is due. True if anything moved.
+        `linger`: on a raw socket, go on taking results in natively while Python has nothing to decide."""
         moved = self.sender.send_ready()
         if self.busy and wait > 0:
             due = self.next_deadline()
             if due is not None:
                 wait = min(wait, max(0.0, due - self.clock()))
+        op = self._waitable()
+        if op is not None:
+            if self._take_natively(op, wait, linger):
+                self.sender.flush()
+                moved = True
+                moved |= self.sender.send_ready()
+            moved |= self.recovery.fire()
+            return moved
         n = self._io.recv(wait if self.busy else 0.0)
         # results that come together are one arrival for the spacing of results; after a hold (receive
         # coalescing) their spacing is the hold's, not the switch's, and must not stretch the probe timeout
@@ -367,6 +379,54 @@ class WorkerProtocol:
         moved |= self.recovery.fire()
         return moved
 
+    def _waitable(self) -> Operation | None:
+        """The one operation in flight when Python has nothing to decide until its results come (every
+        request sent once, in order; no timeout being judged, no QUERY): they can be taken in natively,
+        batch after batch (receive.NativeSorter.wait), and booked as one pump per batch would."""
+        ops = self.schedule.ops
+        if self._native is None or len(ops) != 1 or self.schedule.waiting or self.schedule.judging:
+            return None
+        op = ops[0]
+        if not op.in_order or op.first_transmissions < op.n or self.sender.query_frames is not None:
+            return None
+        return op
+
+    def _take_natively(self, op: Operation, wait: float, linger: bool) -> bool:
+        """Results of `op` (see _waitable) until Python must look: on a raw socket with the protocol's clock
+        time.monotonic, in C until the operation completes, a frame needs a decision or a timer could be
+        due; otherwise the one batch the transport has within `wait` s. Each batch is booked as a pump would
+        book it, at its arrival time. Whether any frame came."""
+        io, before = self._io, self.counters.packets_received
+        now = self.clock()
+        fd = self._wait_fd
+        if fd < 0 or self.clock is not time.monotonic:
+            fd, io.preloaded = -1, io.recv(wait)
+            now = self.clock()
+        timers = self.timers
+        fixed = min(timers.deadline_at or np.inf, timers._resent[0][0] if timers._resent else np.inf)
+        until = now + wait
+        bounds = (until, fixed, min(self.timeout, self.min_timeout), np.inf if linger else until)
+        acc, ends, times, stop = self._native.take_until(op, io, fd, bounds, self.next_request)
+        start, last = 0, len(ends) - 1
+        for b, end in enumerate(ends):
+            self._batch = not self._held if b == 0 else True
+            self._held = False
+            if end > start:
+                i = acc[start:end]
+                at = now if fd < 0 else times[b]
+                if b == last and stop & 4 and self.dupthresh and not loss.quiet([op], op, i):
+                    for j in i.tolist():
+                        self._accept(op, j, at, detect=True)
+                elif len(i) <= 8:  # a few results: Python per result costs less than numpy per batch
+                    for j in i.tolist():
+                        self._accept(op, j, at)
+                elif not stop & 4 and int(i[-1]) - int(i[0]) == end - start - 1:  # requests lo..hi-1, in order
+                    self._accept_run(op, int(i[0]), int(i[-1]) + 1, at)
+                else:
+                    self._accept_many(op, i, at)
+            start = end
+        return self.counters.packets_received > before
+
     def wait(self, operation: Operation, interrupt: Callable[[], bool] | None = None, poll: float = 0.05):
         """Block until `operation` completes; its result (see Operation.result).
 
@@ -376,13 +436,14 @@ class WorkerProtocol:
         while not operation.complete:
             if interrupt is not None and interrupt():
                 raise Interrupted(f"job {self.job_id} worker {self.worker_id}: interrupted in request {operation.q0}+")
-            hold = self.hold(operation)
+            # C waits at no cost per result: no hold then
+            hold = 0.0 if self._wait_fd >= 0 and self._waitable() is not None else self.hold(operation)
             if hold > 0:
                 time.sleep(hold)
                 self._held = True
             due = self.next_deadline()
             wait = self.max_timeout if due is None else max(0.0, due - self.clock())
-            self.pump(wait if interrupt is None else min(wait, poll))
+            self.pump(wait if interrupt is None else min(wait, poll), linger=interrupt is None)
         return operation.result()
 
     def abandon(self) -> list[Operation]:
@@ -498,13 +559,37 @@ class WorkerProtocol:
                 self.timers.spacing(now - op.last_result if sampler[0] == 0 else 0.0)
                 self._batch = False
         op.in_flight_count -= int(np.count_nonzero(op.attempts[i]))
-        self._round_trips(op, i[clean], now)
+        self._round_trips(op, op.first_sent[i[clean]], now)
         self.schedule.grow(k)
         if not op.answered:
             op.first_result = now
         op.answered += k
         op.last_result = now
         self.schedule.answered(op, i)
+        if op.outstanding == 0:
+            self._finish(op)
+
+    def _accept_run(self, op: Operation, lo: int, hi: int, now: float) -> None:
+        """_accept_many for requests lo .. hi − 1 of an operation sent in order, once each (op.in_order),
+        answered in that order: the same bookkeeping over slices."""
+        k = hi - lo
+        op.done[lo:hi] = True
+        op.answered_at[lo:hi] = now
+        self.timers.results_of(int(op.seq[hi - 1]))  # in order: the latest transmission is the last's
+        op.outstanding -= k
+        self.counters.results += k
+        if self._batch and (op.answered or k > 1):  # every result is clean (sent once): one spacing sample
+            self.timers.spacing(now - op.last_result if op.answered else 0.0)
+            self._batch = False
+        op.in_flight_count -= k
+        self._round_trips(op, op.first_sent[lo:hi], now)
+        self.schedule.grow(k)
+        if not op.answered:
+            op.first_result = now
+        op.answered += k
+        op.last_result = now
+        if lo + self.window < op.n or len(self.schedule.ops) > 1:  # (else no request W later to let go)
+            self.schedule.answered(op, np.arange(lo, hi, dtype=np.int64))
         if op.outstanding == 0:
             self._finish(op)
 
@@ -522,7 +607,7 @@ class WorkerProtocol:
             self._batch = False
         if op.attempts[i]:
             op.in_flight_count -= 1
-        self._round_trips(op, np.array([i] if clean else [], np.int64), now)
+        self._round_trips(op, op.first_sent[i : i + 1] if clean else op.first_sent[:0], now)
         self.schedule.grow(1)
         if not op.answered:
             op.first_result = now
@@ -534,16 +619,17 @@ class WorkerProtocol:
         if detect:
             self.recovery.lost_before(int(op.first_seq[i]), now)
 
-    def _round_trips(self, op: Operation, clean: np.ndarray, now: float) -> None:
-        """Results of requests `clean` of `op` (sent once) came at `now`: round-trip samples, and the timers
+    def _round_trips(self, op: Operation, sent: np.ndarray, now: float) -> None:
+        """Results of requests of `op` sent once, at `sent`, came at `now`: round-trip samples, and the timers
         run on from here."""
-        if clean.size:
-            op.min_rtt = min(op.min_rtt, now - float(op.first_sent[clean].max()))
+        if sent.size:
+            op.min_rtt = min(op.min_rtt, now - float(sent.max()))
         ops = self.schedule.ops
         per_window = max(1, min(self.window, op.n))
         left = sum(other.in_flight_count for other in ops)
-        tail = 0 < left and (left <= self.timers.tail or loss.starved(ops))
-        self.timers.answered(now, now - op.first_sent[clean], per_window, left, tail)
+        # one operation sent in order: no request in flight can be shown lost only when one is left
+        tail = 0 < left and (left <= self.timers.tail or (not (len(ops) == 1 and op.in_order) and loss.starved(ops)))
+        self.timers.answered(now, now - sent, per_window, left, tail)
 
     def _finish(self, op: Operation) -> None:
         self.schedule.close(op)
@@ -557,8 +643,10 @@ class WorkerProtocol:
         c.operation_seconds += elapsed
         c.last_operation_seconds = elapsed
         c.max_operation_seconds = max(c.max_operation_seconds, elapsed)
-        if op.n:
+        if op.n and (op.mixed_counts or op.count is None):
             c.partial_results += int(np.count_nonzero(op.counts < self.n_workers))
+        elif op.n and op.count < self.n_workers:  # every result has the first's count
+            c.partial_results += op.n
         self.last_operation = op
 
     def _timeout_error(self, op: Operation, i: int, now: float) -> AggregationTimeout:

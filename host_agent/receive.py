@@ -14,6 +14,7 @@ rejected. The first fitting result of a request is its answer.
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 
@@ -172,6 +173,7 @@ class NativeSorter:
         self.job_id, self.key, self.window, self.n_workers = job_id, key, window, n_workers
         self.counters = counters
         self._no_op_take = None
+        self._wait = None
         self._acc_row = self._acc_req = np.zeros(0, np.int64)
 
     def take(self, op: Operation | None, io, n: int, next_request: int) -> tuple[np.ndarray, np.ndarray]:
@@ -192,6 +194,49 @@ class NativeSorter:
         if op is not None and st.ref_count >= 0:
             op.count = st.ref_count
         return self._acc_row[:taken], self._acc_req[:taken].copy()
+
+    MAX_BATCHES = 256  # batches one wait records before Python books them
+
+    def take_until(self, op: Operation, io, fd: int, bounds: tuple[float, float, float, float], next_request: int):
+        """Batches of results for `op` (every request sent once, in order, nothing else in flight), taken in
+        by fastio.c's thc_wait_results (fd < 0: the io.preloaded frames already in io's buffer, one batch)
+        until Python must look; `bounds` are its times (until, fixed, slack, cap). Returns the accepted
+        requests, each batch's end in them, each batch's arrival time and why it stopped (bits: 1 complete,
+        2 a frame not accepted, 4 a result out of order in the last batch, 8 the record full); counts the
+        frames, bytes and unaccepted frames."""
+        st = self._state(op)
+        st.next_request, st.outstanding = next_request, op.outstanding
+        if len(self._acc_row) < max(len(io.buf), op.n):
+            size = max(len(io.buf), op.n)
+            self._acc_row, self._acc_req = np.zeros(size, np.int64), np.zeros(size, np.int64)
+            self._acc_addresses = self._acc_row.ctypes.data, self._acc_req.ctypes.data
+        w = self._wait
+        if w is None:
+            w = self._wait = native.Wait(max_batches=self.MAX_BATCHES)
+            self._ends, self._times = np.zeros(self.MAX_BATCHES, np.int64), np.zeros(self.MAX_BATCHES, np.float64)
+            self._wait_ref = ctypes.byref(w)
+        w.until, w.fixed, w.slack, w.cap = bounds
+        w.low, w.preloaded = op.span()[0], io.preloaded
+        taken = self.lib.thc_wait_results(
+            fd, io.buf_address, io.stride, len(io.buf), io.lengths_address, ctypes.byref(st), self._wait_ref,
+            *self._acc_addresses, self._ends.ctypes.data, self._times.ctypes.data,
+        )  # fmt: skip
+        c = self.counters
+        c.packets_received += w.frames
+        c.bytes_received += w.bytes
+        stop = w.stop
+        if stop < 0:
+            raise OSError(-stop, f"recvmmsg: {os.strerror(-stop)}")
+        if stop & 2:  # frames not accepted (only ever in the last batch)
+            c.ignored_frames += st.ignored
+            c.stale_results += st.stale
+            c.duplicate_results += st.duplicate
+            c.rejected_results += st.rejected
+            c.bad_key_results += st.bad_key
+        if op.count is None and st.ref_count >= 0:
+            op.count = st.ref_count
+        nb = w.batches
+        return self._acc_req[:taken].copy(), self._ends[:nb].tolist(), self._times[:nb].tolist(), stop
 
     def _state(self, op: Operation | None):
         """The native take's view of `op` (kept on the operation: its arrays never move)."""

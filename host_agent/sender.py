@@ -79,6 +79,7 @@ class Sender:
         """Request i of op is in its cell, which waits for other workers: it counts as sent now (loss.py
         then finds it lost only by results of requests sent after this), with no evidence against it."""
         op.seq[i] = self.tx
+        op.in_order = False
         self.tx += 1
         op.evidence[i] = 0
 
@@ -86,6 +87,10 @@ class Sender:
         """Book transmissions of requests `idx` (distinct, in this order) and queue their frames (`frames`, one
         row per request, or the requests' own); flush() sends them."""
         k = len(idx)
+        lo, hi = int(idx[0]), int(idx[-1]) + 1
+        if frames is None and hi - lo == k and lo >= op.sent_hi:  # requests lo..hi-1 not sent before, in order
+            self._first_run(op, lo, hi)
+            return
         seqs = np.arange(self.tx, self.tx + k, dtype=np.int64)
         self.tx += k
         attempts = op.attempts[idx]
@@ -93,7 +98,10 @@ class Sender:
         if first.all():  # first transmissions (from send_ready)
             op.first_seq[idx] = seqs
             op.firsts_before[idx] = np.arange(self.firsts + 1, self.firsts + k + 1)
+            if op.in_order and (int(idx[0]) < op.sent_hi or (k > 1 and bool((idx[1:] <= idx[:-1]).any()))):
+                op.in_order = False
         else:
+            op.in_order = False
             op.first_seq[idx[first]] = seqs[first]
             op.firsts_before[idx] = self.firsts + np.cumsum(first)
         n_first = int(np.count_nonzero(first))
@@ -108,6 +116,25 @@ class Sender:
         op.sent_hi = max(op.sent_hi, int(idx.max()) + 1)
         if frames is None:
             frames = op.frames[idx]
+        else:
+            op.in_order = False
+        self._queue.append(frames)
+        self.counters.packets_sent += k
+        self.counters.bytes_sent += frames.size
+
+    def _first_run(self, op: Operation, lo: int, hi: int) -> None:
+        """transmit() of requests lo .. hi − 1, none sent before (all above op.sent_hi), over slices."""
+        k = hi - lo
+        op.seq[lo:hi] = op.first_seq[lo:hi] = np.arange(self.tx, self.tx + k, dtype=np.int64)
+        self.tx += k
+        op.firsts_before[lo:hi] = np.arange(self.firsts + 1, self.firsts + k + 1)
+        self.firsts += k
+        op.first_transmissions += k
+        op.in_flight_count += k
+        op.attempts[lo:hi] = 1
+        op.evidence[lo:hi] = 0
+        op.sent_hi = hi
+        frames = op.frames[lo:hi]
         self._queue.append(frames)
         self.counters.packets_sent += k
         self.counters.bytes_sent += frames.size

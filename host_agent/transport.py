@@ -81,6 +81,7 @@ class BatchIO:
             getattr(transport, "recv_into", None)
         )
         self.stride = stride
+        self.preloaded = 0  # frames already in the buffer for the native take (receive.NativeSorter.wait)
         self._allocate(capacity)
 
     def _allocate(self, capacity: int) -> None:

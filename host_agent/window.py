@@ -127,6 +127,13 @@ class Window:
         every request in flight: a slot completes only once every worker has sent its request, so a
         window full of requests that wait for other workers must never hold back one they wait for. The
         lowest incomplete slot is then always sent by every worker, and none waits on another's window."""
+        if not self._lost and len(self._free) == 1:  # one run of new requests (an operation's start)
+            op, idx = self._free[0]
+            idx = idx[~op.done[idx]]
+            room = math.floor(min(self.limit, self.paced)) - sum(other.in_flight_count for other in self.ops)
+            if len(idx) and room >= len(idx):  # all go: the general case below would choose every one
+                self._free = []
+                return [(op, np.sort(idx), None)]
         entries = []  # (operation, requests, why: None for new ones)
         for op, idx, attempts, why in self._lost:
             keep = (op.attempts[idx] == attempts) & ~op.done[idx]

@@ -46,6 +46,14 @@ class Take(ctypes.Structure):
     )
 
 
+class Wait(ctypes.Structure):
+    """struct thc_wait of fastio.c: when thc_wait_results stops waiting, and what it took in."""
+
+    _fields_ = [(name, ctypes.c_double) for name in ("until", "fixed", "slack", "cap")] + [
+        (name, ctypes.c_int64) for name in ("low", "max_batches", "preloaded", "frames", "bytes", "batches", "stop")
+    ]
+
+
 _lib: ctypes.CDLL | None = None
 _tried = False
 
@@ -74,5 +82,8 @@ def load() -> ctypes.CDLL | None:
     lib.thc_recv_rows.restype = c_long
     lib.thc_take_results.argtypes = [c_ptr, c_long, c_long, c_ptr, ctypes.POINTER(Take), c_ptr, c_ptr]
     lib.thc_take_results.restype = c_long
+    lib.thc_wait_results.argtypes = [ctypes.c_int, c_ptr, c_long, c_long, c_ptr, ctypes.POINTER(Take),
+                                     ctypes.POINTER(Wait), c_ptr, c_ptr, c_ptr, c_ptr]  # fmt: skip
+    lib.thc_wait_results.restype = c_long
     _lib, _tried = lib, True
     return lib

@@ -151,12 +151,14 @@ static void store_lanes(int32_t *out, const uint8_t *p, int64_t lanes, int64_t l
     }
 }
 
-long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_t *lens, struct thc_take *st,
-                      int64_t *acc_row, int64_t *acc_req)
+/* The per-frame rules over rows 0 .. nrows-1 of `base`, appending accepted rows and requests to
+ * acc_row / acc_req from index `taken` on and adding to st's counts. Accepted requests are marked in done[]
+ * (so a later copy in the same pass is a duplicate) and st->outstanding counts them down; the caller
+ * clears done[] again. `order` (or NULL): the lowest request that may still be in flight, advanced past
+ * answered ones; *out_of_order is set when a result answers any other (a result that may show loss). */
+static long take_rows(const uint8_t *base, long stride, long nrows, const int32_t *lens, struct thc_take *st,
+                      int64_t *acc_row, int64_t *acc_req, long taken, int64_t *order, int *out_of_order)
 {
-    long taken = 0;
-    int64_t left = st->outstanding;
-    st->ignored = st->bad_key = st->stale = st->duplicate = st->rejected = st->accepted = 0;
     for (long r = 0; r < nrows; r++) {
         const uint8_t *f = base + r * stride;
         const uint8_t *h = f + THC_AT;
@@ -187,7 +189,7 @@ long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_
             continue;
         }
         int64_t i = q - st->q0;
-        if (st->n < 0 || left == 0 || i < 0 || st->done[i]) {
+        if (st->n < 0 || st->outstanding == 0 || i < 0 || i >= st->n || st->done[i]) {
             st->duplicate++;
             continue;
         }
@@ -207,14 +209,119 @@ long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_
         st->ref_count = count;
         store_lanes(st->sums + i * st->per_packet, f + PAYLOAD_AT, st->per_packet, lane);
         st->counts[i] = (uint8_t)count;
-        st->done[i] = 1; /* for the rest of the batch; undone below */
+        st->done[i] = 1;
+        if (order) {
+            if (i != *order)
+                *out_of_order = 1;
+            while (*order < st->n && st->done[*order])
+                (*order)++;
+        }
         acc_row[taken] = r;
         acc_req[taken] = i;
         taken++;
-        left--;
+        st->outstanding--;
+    }
+    return taken;
+}
+
+long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_t *lens, struct thc_take *st,
+                      int64_t *acc_row, int64_t *acc_req)
+{
+    int64_t outstanding = st->outstanding;
+    st->ignored = st->bad_key = st->stale = st->duplicate = st->rejected = st->accepted = 0;
+    long taken = take_rows(base, stride, nrows, lens, st, acc_row, acc_req, 0, NULL, NULL);
+    for (long t = 0; t < taken; t++)
+        st->done[acc_req[t]] = 0; /* the caller books the results */
+    st->outstanding = outstanding;
+    st->accepted = taken;
+    return taken;
+}
+
+/* ---- waiting for an operation's results (protocol.WorkerProtocol, natively) ------------------------
+ *
+ * For one operation whose requests are all sent once, in request order, with nothing else in flight:
+ * receive batch after batch and take each in as thc_take_results would, recording per batch how many
+ * results it brought (batch_end: the running count) and when it came (batch_time, CLOCK_MONOTONIC s, as
+ * Python's time.monotonic), until one of these, after which Python must look:
+ *   - the operation is complete (stop bit 1);
+ *   - a batch held a frame that was not accepted: ignored, another key, stale, duplicate, rejected (2);
+ *   - a result answered another request than the lowest in flight: it may show loss (4, of the last
+ *     batch: Python then looks for evidence as it would have);
+ *   - the batch record is full (8);
+ *   - time: `until` before any result, then the earliest of `fixed` and the latest result's arrival +
+ *     `slack` (the timers a result restarts are never shorter than slack), and never past `cap` (0).
+ * With fd < 0 the `preloaded` rows already in the buffer are the one batch, and nothing is received.
+ * The batches' results go to acc_req (each request once: at most n); done[] is left as it was. */
+
+struct thc_wait {
+    double until, fixed, slack, cap;        /* in: CLOCK_MONOTONIC seconds */
+    int64_t low;                            /* in: the lowest request in flight */
+    int64_t max_batches, preloaded;         /* in */
+    int64_t frames, bytes, batches, stop;   /* out; stop < 0: -errno of a receive */
+};
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+long thc_wait_results(int fd, uint8_t *base, long stride, long cap_rows, int32_t *lens, struct thc_take *st,
+                      struct thc_wait *w, int64_t *acc_row, int64_t *acc_req, int64_t *batch_end,
+                      double *batch_time)
+{
+    long taken = 0;
+    int64_t order = w->low, outstanding = st->outstanding;
+    int answered = 0;
+    double last = 0.0;
+    st->ignored = st->bad_key = st->stale = st->duplicate = st->rejected = st->accepted = 0;
+    w->frames = w->bytes = w->batches = w->stop = 0;
+    for (;;) {
+        long n;
+        double deadline = answered ? (w->fixed < last + w->slack ? w->fixed : last + w->slack) : w->until;
+        if (deadline > w->cap)
+            deadline = w->cap;
+        if (fd < 0) {
+            if (w->batches)
+                break;
+            n = w->preloaded;
+        } else {
+            double left = deadline - monotonic_s();
+            n = thc_recv_rows(fd, base, stride, cap_rows, left > 0 ? (long)(left * 1e9) : 0, lens);
+            if (n < 0) {
+                w->stop = n;
+                break;
+            }
+            if (n == 0) {
+                if (monotonic_s() >= deadline)
+                    break;
+                continue; /* a signal: wait on */
+            }
+        }
+        double now = fd < 0 ? 0.0 : monotonic_s();
+        int64_t before = st->ignored + st->bad_key + st->stale + st->duplicate + st->rejected;
+        int disorder = 0;
+        long was = taken;
+        taken = take_rows(base, stride, n, lens, st, acc_row, acc_req, taken, &order, &disorder);
+        w->frames += n;
+        for (long r = 0; r < n; r++)
+            w->bytes += lens[r];
+        batch_end[w->batches] = taken;
+        batch_time[w->batches] = now;
+        w->batches++;
+        if (taken > was) {
+            answered = 1;
+            last = now;
+        }
+        w->stop = (st->outstanding == 0) | (st->ignored + st->bad_key + st->stale + st->duplicate + st->rejected
+                                              != before) << 1 | disorder << 2 | (w->batches >= w->max_batches) << 3;
+        if (w->stop)
+            break;
     }
     for (long t = 0; t < taken; t++)
-        st->done[acc_req[t]] = 0;
+        st->done[acc_req[t]] = 0; /* Python books the results, batch by batch */
+    st->outstanding = outstanding;
     st->accepted = taken;
     return taken;
 }

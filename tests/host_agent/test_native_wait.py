@@ -1,0 +1,193 @@
+"""Waiting for an operation's results in C (fastio.c's thc_wait_results, protocol._take_natively) against
+the numpy path, over a real socket: an AF_UNIX datagram pair whose far end is a switch thread that drops,
+duplicates and holds back results by a script seeded from the test's name. Both recover every loss and
+end with bit-identical, exact sums and one result per request; over a real socket, which retransmission a
+loss costs depends on timing, so those counters are compared only on the virtual clock
+(test_batched.test_per_packet_and_batched_paths_run_identically, whose native run books through the same
+path)."""
+
+import hashlib
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+from host_agent import native, wire
+from host_agent.fake_switch import FakeSwitch
+from host_agent.protocol import WorkerProtocol
+from host_agent.sim import SERVICE, SimJob, worker_endpoint, worker_port
+from host_agent.transport import DatagramTransport
+from spec.job import JobSpec
+
+
+def seed_of(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
+
+
+class SocketTransport(DatagramTransport):
+    """A worker's end of a datagram socket pair; `_native` and fileno() let the protocol wait in C."""
+
+    def __init__(self, sock: socket.socket, lib):
+        super().__init__(sock, "socket pair")
+        self._native = lib
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+
+class ScriptedSwitch:
+    """A FakeSwitch behind the far end of the pair: result number r (in the order the switch makes them)
+    is dropped, sent twice, or held back behind the next one, as the seeded script says."""
+
+    def __init__(self, sock: socket.socket, job: SimJob, seed: int):
+        self.sock, self.switch = sock, FakeSwitch()
+        self.switch.add_job(job)
+        self.rng = np.random.default_rng(seed)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        held = None
+        self.sock.settimeout(0.01)
+        while not self.stop.is_set():
+            try:
+                frame = self.sock.recv(4096)
+            except TimeoutError:
+                if held is not None:
+                    self.sock.send(held)
+                    held = None
+                continue
+            except OSError:
+                return
+            for _, out in self.switch.process(worker_port(0), frame):
+                fate = self.rng.random()
+                if fate < 0.06:
+                    continue  # lost
+                if fate < 0.14 and held is None:
+                    held = out  # goes out behind the next result (or after 10 ms of quiet)
+                    continue
+                self.sock.send(out)
+                if fate < 0.2:
+                    self.sock.send(out)  # duplicated
+                if held is not None:
+                    self.sock.send(held)  # overtaken by this result
+                    held = None
+            # results held back go out behind the next one, or after 10 ms of quiet
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+def _run(use_native: bool, seed: int):
+    lib = native.load()
+    job = SimJob.plan(JobSpec(job_id=5, workers=1, window=16, slots=16))
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    transport = SocketTransport(mine, lib if use_native else None)
+    worker = WorkerProtocol(
+        transport, wire.FrameBuilder(worker_endpoint(0), SERVICE), job.spec, 0,
+        timeout=0.02, min_timeout=0.002, deadline=20.0,
+    )  # fmt: skip
+    if not use_native:
+        worker._native = None
+    else:
+        assert worker._wait_fd >= 0
+    rng = np.random.default_rng(seed)
+    table = np.asarray(job.spec.table_values(), np.int32)
+    results = []
+    switch = ScriptedSwitch(theirs, job, seed)
+    switch.thread.start()
+    try:
+        for _ in range(4):
+            data = [rng.integers(0, 16, n, dtype=np.uint8) for n in (job.spec.coords_per_request * 20 + 5, 77)]
+            sums, count = worker.all_sum_indices(data)
+            assert count == 1
+            for got, want in zip(sums, data):
+                assert got.tobytes() == table[want].tobytes()
+            results.append([s.tobytes() for s in sums])
+            norms = rng.uniform(0, 1, 12).astype(np.float32)
+            assert worker.all_max(norms).tobytes() == norms.tobytes()
+            values = [rng.integers(-(2**31), 2**31, job.spec.fix32_per_request * 3 + 1).astype(np.int32)]
+            fix, _ = worker.all_sum_fix32(values)
+            assert fix[0].tobytes() == values[0].tobytes()
+    finally:
+        switch.close()
+        transport.close()
+    return worker.stats(), results
+
+
+@pytest.mark.parametrize("case", ["a", "b"])
+def test_native_wait_and_numpy_path_agree_under_loss_duplication_and_reordering(request, case):
+    if native.load() is None:
+        pytest.skip("the native helper could not be built here (no C compiler)")
+    seed = seed_of(request.node.name)
+    stats_c, sums_c = _run(True, seed)
+    stats_py, sums_py = _run(False, seed)
+    assert sums_c == sums_py
+    keys = ("requests", "results", "operations")
+    assert {k: stats_c[k] for k in keys} == {k: stats_py[k] for k in keys}
+    assert stats_c["results"] == stats_c["requests"]
+    assert stats_c["retransmissions"] > 0 and stats_py["retransmissions"] > 0  # there was loss
+
+
+FUZZ_CHILD = r"""
+import ctypes, sys
+import numpy as np
+from host_agent import native, wire
+from host_agent.sim import SERVICE, worker_endpoint
+from native_build import SANITIZER_FLAGS, build_shared
+from tests.support import sanitizers
+
+lib = ctypes.CDLL(str(build_shared([native.SOURCE], "host_fastio_asan", (*native.FLAGS, *SANITIZER_FLAGS))))
+lib.thc_wait_results.restype = ctypes.c_long
+rng = np.random.default_rng(int(sys.argv[1]))
+window, n, per_packet, lane_bits = 8, 12, 1024, 8
+builder = wire.FrameBuilder(SERVICE, worker_endpoint(0))
+stride, batches, fuzzed = 2048, int(sys.argv[2]), 0
+buf = np.zeros((64, stride), np.uint8)
+lens = np.zeros(64, np.int32)
+for b in range(batches):
+    sanitizers.progress("thc_wait_results", b)
+    done = (rng.random(n) < 0.3).astype(np.uint8)
+    attempts = rng.integers(0, 3, n).astype(np.int64)
+    sums, counts = np.zeros(n * per_packet, np.int32), np.zeros(n, np.uint8)
+    st = native.Take(job_id=3, key=0x77, window=window, next_request=int(rng.integers(0, 3 * n)),
+                     q0=int(rng.integers(0, n)), n=n, op=wire.OP_THC, per_packet=per_packet, n_workers=4,
+                     lane_bits=lane_bits, result_bytes=per_packet, outstanding=int(rng.integers(0, n + 1)),
+                     ref_count=int(rng.integers(-1, 5)), done=done.ctypes.data, attempts=attempts.ctypes.data,
+                     sums=sums.ctypes.data, counts=counts.ctypes.data)
+    rows = int(rng.integers(0, 65))
+    for r in range(rows):
+        q = int(rng.integers(0, 3 * n))
+        frame = bytearray(builder.frame(wire.OP_THC, int(rng.choice([1, 2, 0, 3])), 3, 0, q % window, q // window, 0,
+                                        bytes(int(rng.choice([per_packet, 0, 10, per_packet + 2]))),
+                                        int(rng.integers(0, 6)), lane_bits, int(rng.choice([0x77, 1]))))
+        for _ in range(int(rng.integers(0, 4))):
+            frame[int(rng.integers(0, len(frame)))] = int(rng.integers(0, 256))
+        size = min(len(frame), stride)
+        buf[r, :size] = np.frombuffer(bytes(frame[:size]), np.uint8)
+        lens[r] = int(rng.integers(0, size + 1)) if rng.random() < 0.2 else size
+    w = native.Wait(until=0.0, fixed=0.0, slack=0.0, cap=0.0, low=int(rng.integers(0, n)), max_batches=4,
+                    preloaded=rows)
+    acc_row, acc_req = np.zeros(max(64, n), np.int64), np.zeros(max(64, n), np.int64)
+    ends, times = np.zeros(4, np.int64), np.zeros(4, np.float64)
+    taken = lib.thc_wait_results(-1, ctypes.c_void_p(buf.ctypes.data), ctypes.c_long(stride), ctypes.c_long(64),
+                                 ctypes.c_void_p(lens.ctypes.data), ctypes.byref(st), ctypes.byref(w),
+                                 ctypes.c_void_p(acc_row.ctypes.data), ctypes.c_void_p(acc_req.ctypes.data),
+                                 ctypes.c_void_p(ends.ctypes.data), ctypes.c_void_p(times.ctypes.data))
+    assert 0 <= taken <= min(rows, n) and w.batches == 1 and w.frames == rows
+    fuzzed += rows
+print("fuzzed", fuzzed)
+"""
+
+
+def test_wait_results_fuzzed_under_address_and_undefined_behaviour_sanitizers(request, tmp_path):
+    from tests.support import sanitizers
+
+    seed = seed_of(request.node.name)
+    proc = sanitizers.run_sanitized(FUZZ_CHILD, str(seed), "1500", cache=tmp_path / "cache", timeout=240)
+    fuzzed = [line for line in proc.stdout.splitlines() if line.startswith("fuzzed ")]
+    assert fuzzed, proc.stderr[-3000:]
+    sanitizers.assert_clean(proc, int(fuzzed[0].split()[1]))
