@@ -413,6 +413,7 @@ def veth_round(iface: str, quick: bool) -> None:
     from host_agent.transport import RawSocketTransport
     from thc.compressor import THCCompressor
 
+    torch.set_num_threads(1)  # as thc-run's workers run (OMP_NUM_THREADS=1): idle OpenMP threads spin on CPU
     transport = RawSocketTransport(iface)
     for i, coords in enumerate(ROUND_SIZES):
         job = job_for(1024 if coords > 100_000 else 128)
