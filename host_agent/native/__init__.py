@@ -10,11 +10,9 @@ compiler: install the Debian package gcc); the transport then batches in Python,
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
 from pathlib import Path
 
-from native_build import NativeBuildError, build_shared
+from native_build import NativeBuildError, build_shared, load_switched
 from spec.contract import THC_VERSION
 
 SOURCE = Path(__file__).resolve().parent / "fastio.c"
@@ -58,23 +56,7 @@ _lib: ctypes.CDLL | None = None
 _tried = False
 
 
-def load() -> ctypes.CDLL | None:
-    """The loaded helper (built on first use), or None if THC_NATIVE=0 or it cannot be built."""
-    global _lib, _tried
-    if _tried:
-        return _lib
-    mode = os.environ.get("THC_NATIVE", "")
-    if mode == "0":
-        _tried = True
-        return None
-    try:
-        lib = ctypes.CDLL(str(build()))
-    except (NativeUnavailable, OSError) as exc:
-        if mode == "1":
-            raise NativeUnavailable(str(exc)) from None
-        print(f"host_agent: batching frames in Python, not natively: {exc}", file=sys.stderr)
-        _tried = True
-        return None
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     c_long, c_ptr = ctypes.c_long, ctypes.c_void_p
     lib.thc_send_rows.argtypes = [ctypes.c_int, c_ptr, c_long, c_long, c_long]
     lib.thc_send_rows.restype = c_long
@@ -85,5 +67,13 @@ def load() -> ctypes.CDLL | None:
     lib.thc_wait_results.argtypes = [ctypes.c_int, c_ptr, c_long, c_long, c_ptr, ctypes.POINTER(Take),
                                      ctypes.POINTER(Wait), c_ptr, c_ptr, c_ptr, c_ptr]  # fmt: skip
     lib.thc_wait_results.restype = c_long
-    _lib, _tried = lib, True
     return lib
+
+
+def load() -> ctypes.CDLL | None:
+    """The loaded helper (built on first use), or None if THC_NATIVE=0 or it cannot be built (one notice)."""
+    global _lib, _tried
+    if not _tried:
+        lib = load_switched(build, (NativeUnavailable,), "host_agent: batching frames in Python, not natively")
+        _lib, _tried = (None if lib is None else _declare(lib)), True
+    return _lib
