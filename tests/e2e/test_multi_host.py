@@ -1,7 +1,7 @@
-"""Beyond one machine, as the README writes it: separate machines (a network namespace per host and one for
-the switch, veths between them, no Mininet; tests/support/machines.py), the README's controller commands
+"""Beyond one machine, as docs/multi-host.md writes it: separate machines (a network namespace per host and one for
+the switch, veths between them, no Mininet; tests/support/machines.py), the page's controller commands
 run verbatim on the switch's machine with topologies/star4.json as mine.json, each host prepared as the
-README says, and the workers started on their hosts by torchrun --nnodes 4 --node-rank R (torchrun's
+page says, and the workers started on their hosts by torchrun --nnodes 4 --node-rank R (torchrun's
 static rendezvous: a c10d TCPStore on node 0 at --master-addr, so rank R is node R, the job's worker R).
 The worker's interface is its own eth0 and the service MAC comes from its neighbour table. Training
 reaches the model's target with the same parameters on every rank: through the DDP hook (thc-worker) and
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from controller.topology import Topology
-from tests.support import paths
+from tests.support import docs, paths
 from tests.support.machines import Machines, host_setup
 
 pytestmark = [
@@ -28,33 +28,20 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip netns"),
 ]
 
-BIN = Path(sys.executable).parent  # the README's commands find thc-ctl, thc-switch and torchrun here
+BIN = Path(sys.executable).parent  # the page's commands find thc-ctl, thc-switch and torchrun here
 
-# The README's "Beyond one machine" commands, as written there.
-SWITCH = (
-    "thc-switch -i 1@s1-eth1 -i 2@s1-eth2 -i 3@s1-eth3 -i 4@s1-eth4 --device-id 0 --no-p4 "
-    "-- --grpc-server-addr 127.0.0.1:50051"
-)
-CONTROLLER = """\
-thc-ctl push --topology mine.json                                 # p4/build/thc.json and its P4Info
-thc-ctl forwarding --topology mine.json                           # routes, the service address
-thc-ctl job add --topology mine.json --id 1 --workers h1,h2,h3,h4 --bits 4 --granularity 30 \\
-    --window 256 --save job1.json                                 # the job, its table, a fresh epoch and key
-"""
-WORKER = """\
-torchrun --nnodes 4 --nproc-per-node 1 --node-rank $R --master-addr 10.0.0.1 --master-port 29500 \\
-    -m host_agent.worker --mode thc --model cnn-digits --iface eth0 --service-ip 10.0.0.254 \\
-    --job job1.json --steps 200 --result logs/rank{rank}.json
-"""
-BACKEND = """\
-THC_JOB=job1.json THC_IFACE=eth0 THC_SERVICE_IP=10.0.0.254 \\
-torchrun --nnodes 4 --nproc-per-node 1 --node-rank $R --master-addr 10.0.0.1 --master-port 29500 train.py
-"""
+# docs/multi-host.md's commands, read from its marked blocks (tests/support/docs.py): an edit there that
+# breaks one fails here. tests/test_docs.py checks the same blocks without root.
+SWITCH = docs.tested_block("multi-host-switch").strip()
+CONTROLLER = docs.tested_block("multi-host-controller")
+WORKER = docs.tested_block("multi-host-worker")
+BACKEND = docs.tested_block("multi-host-backend")
+HOST_H1 = docs.tested_block("multi-host-h1")
 
 
 @pytest.fixture(scope="module")
 def machines(tmp_path_factory):
-    """star4's five machines, the hosts prepared and the switch up; each test programs it with the README's
+    """star4's five machines, the hosts prepared and the switch up; each test programs it with the page's
     controller commands (job add: a fresh run)."""
     cwd = tmp_path_factory.mktemp("multi-host")
     shutil.copy(paths.REPO / "topologies" / "star4.json", cwd / "mine.json")
@@ -65,6 +52,8 @@ def machines(tmp_path_factory):
         m.cwd, m.env, m.topo = cwd, env, topo
         switch = m.start("s1", SWITCH, cwd / "s1.log", cwd=cwd, env=env)
         _wait_for_line(cwd / "s1.log", "thc-switch ready", switch)
+        shown = [docs.words(line) for line in docs.command_lines(HOST_H1)]  # the page shows h1's
+        assert shown == [docs.words(line) for line in host_setup(topo, "h1")]
         for host in topo.workers:
             for line in host_setup(topo, host):
                 m.sh(host, line)
@@ -85,7 +74,7 @@ def _wait_for_line(log: Path, text: str, process, seconds: float = 60) -> None:
 
 
 def add_job(m) -> None:
-    """The README's controller commands: the pipeline, routes, and the job (a fresh run of it)."""
+    """The page's controller commands: the pipeline, routes, and the job (a fresh run of it)."""
     started = time.monotonic()
     m.sh("s1", "set -e\n" + CONTROLLER, cwd=m.cwd, env=m.env)  # verbatim, on the switch's machine
     print(f"\ncontroller commands: {time.monotonic() - started:.1f} s")
@@ -115,7 +104,7 @@ def train_on_every_host(m, command: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def readme_run(machines) -> list[dict]:
-    """The README's workers, trained once for the tests below."""
+    """The page's workers, trained once for the tests below."""
     return train_on_every_host(machines, WORKER)
 
 
@@ -136,6 +125,7 @@ def test_the_readme_commands_train_through_the_switch_with_torchrun_on_four_host
 def test_thc_worker_on_the_thc_backend_trains_bit_for_bit_as_the_readmes_hook(machines, readme_run):
     """DDP without a hook on the "thc" process group: DDP divides by n = 4 and sums, the backend sums n
     times THC's average; both scalings are exact, so the same parameters as the hook's, bit for bit."""
+    assert "--mode thc " in WORKER
     records = train_on_every_host(machines, WORKER.replace("--mode thc ", "--mode thc-backend "))
     assert {r["parameter_sha256"] for r in records} == {readme_run[0]["parameter_sha256"]}
     assert all(r["aggregator"]["requests"] == readme_run[0]["aggregator"]["requests"] for r in records)
