@@ -49,16 +49,6 @@ ON_MININET = [
 ]
 
 
-def run_quick(tmp_path, name, args, closing, written):
-    argv = [sys.executable, str(REPO / "bench" / f"{name}.py"), *(a.replace("{out}", str(tmp_path)) for a in args)]
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    report = proc.stdout + proc.stderr
-    assert proc.returncode == 0, report[-3000:]
-    assert closing in report, report[-3000:]
-    assert (tmp_path / written).is_file()
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize(
