@@ -366,10 +366,20 @@ def write_json(path: Path, rows: list[ModeSummary], run_info: dict) -> None:
 
 
 def plot(path: Path, curves: dict[str, dict], title: str, rows: list[ModeSummary] | None = None) -> None:
+    """The figure of ``draw`` written to ``path`` (PNG)."""
+    import matplotlib.pyplot as plt
+
+    fig = draw(curves, title, rows)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def draw(curves: dict[str, dict], title: str, rows: list[ModeSummary] | None = None):
     """Test loss and accuracy against training wall time, one line per mode; with ``rows`` the accuracy
     target as a dashed line and each mode's time to target marked on its curve and in the legend.
 
-    ``curves``: mode -> rank 0's result record (its ``epochs``)."""
+    ``curves``: mode -> rank 0's result record (its ``epochs``). Returns the matplotlib Figure (its two axes:
+    loss, accuracy), so that a test can read what it shows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -403,5 +413,4 @@ def plot(path: Path, curves: dict[str, dict], title: str, rows: list[ModeSummary
         ax.legend()
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -69,3 +69,31 @@ def test_the_verdict_says_what_the_bytes_alone_would_allow():
     assert "3.00x FIX32 via switch" in line and "the bytes alone would allow 4.00x" in line
     assert "4.00x gloo all-reduce" in line and "the bytes alone would allow 6.00x" in line
     assert report.speedups(rows)["thc"]["bytes_allow_vs_gloo"] == 6.0
+
+
+def test_the_plot_shows_each_modes_evaluations_and_marks_its_time_to_target():
+    """training.png's content comes from the summary: each mode's accuracy curve is its evaluations (from
+    chance at time 0), a circle sits at the time to target on it, the legend says that time, and the target is
+    a dashed line."""
+    curves = {
+        "thc": record("accuracy", 0.9, [(1, 0.5, 0.5), (2, 0.95, 0.95)]),
+        "gloo": record("accuracy", 0.9, [(3, 0.6, 0.6)]),  # never reached it
+    }
+    for curve in curves.values():
+        curve["steps"] = [{"step_time": 0.01, "loss": 2.3}] * 10
+    rows = [report.summarize(mode, [curve], 0.9) for mode, curve in curves.items()]
+    fig = report.draw(curves, "a run", rows)
+    ax_loss, ax_acc = fig.axes
+    lines = {line.get_label(): line for line in ax_acc.get_lines()}
+    thc = lines["THC via switch (2.0 s to 90%)"]
+    assert list(thc.get_xdata()) == [0.0, 1.0, 2.0] and list(thc.get_ydata()) == [0.1, 0.5, 0.95]
+    gloo = lines["gloo all-reduce (not reached to 90%)"]
+    assert list(gloo.get_xdata()) == [0.0, 3.0] and list(gloo.get_ydata()) == [0.1, 0.6]
+    marks = [line for line in ax_acc.get_lines() if line.get_marker() == "o"]
+    assert [(list(m.get_xdata()), list(m.get_ydata())) for m in marks] == [([2.0], [0.95])]
+    target = [line for line in ax_acc.get_lines() if line.get_linestyle() == "--"]
+    assert [list(t.get_ydata()) for t in target] == [[0.9, 0.9]]
+    assert len(ax_loss.get_lines()) == 2
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
