@@ -271,10 +271,11 @@ class THCCompressor(Compressor):
             raise AggregationError("out must be a writable 1-D uint8 numpy array")
         if not out.flags.c_contiguous or out.size < need:
             raise AggregationError(f"out must be contiguous with at least {need} bytes, got {out.size}")
-        m = self._check_norms(prep, max_norms, own=not partial)
         if self._native_for(prep) is not None:
-            self._encode_native(prep, m, packed=out, per_packet=per_packet)
-        else:
+            self._encode_native(
+                prep, self._check_norms(prep, max_norms, own=not partial), packed=out, per_packet=per_packet
+            )
+        else:  # encode checks the norms
             at = 0
             for idx, span in zip(self.encode(prep, max_norms, partial=partial), spans):
                 padded = np.zeros(span, dtype=np.uint8)

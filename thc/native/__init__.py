@@ -85,10 +85,6 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.thc_encode.restype = i64
     lib.thc_decode.argtypes = [job, chunks, ptr, i64, ptr, ptr, i64, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr]
     lib.thc_decode.restype = i64
-    lib.thc_fwht.argtypes = [ptr, i64, i64]
-    lib.thc_fwht.restype = None
-    lib.thc_pcg64_draws.argtypes = [ptr, i64, ctypes.c_uint64, ptr, i64]
-    lib.thc_pcg64_draws.restype = None
     return lib
 
 

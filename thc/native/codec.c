@@ -532,15 +532,3 @@ int64_t thc_encode(const struct thc_job *job, const struct thc_chunks *chunks, c
     }
     return 0;
 }
-
-/* hadamard.fwht on the CPU for `rows` rows of n floats (tests and the reference's own use) */
-void thc_fwht(float *x, int64_t rows, int64_t n) {
-    for (int64_t r = 0; r < rows; r++) fwht(x + r * n, n);
-}
-
-/* the first n draws of PCG64(SeedSequence) for words + (last,), as seed_pcg64 (tests) */
-void thc_pcg64_draws(const uint32_t *words, int64_t n_words, uint64_t last, uint64_t *out, int64_t n) {
-    pcg64 rng;
-    seed_pcg64(&rng, words, n_words, last);
-    for (int64_t i = 0; i < n; i++) out[i] = pcg64_next(&rng);
-}

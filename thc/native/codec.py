@@ -49,20 +49,15 @@ def _address(a: np.ndarray) -> int:
 
 
 class _Plan:
-    """A tensor's chunks as struct thc_chunks, and where each chunk's padded buffer starts."""
+    """A tensor's chunks as struct thc_chunks, and the widest one (what the scratch buffers must hold)."""
 
     def __init__(self, chunks: Sequence[Chunk]) -> None:
         self.start = np.array([c.start for c in chunks], dtype=np.int64)
         self.length = np.array([c.length for c in chunks], dtype=np.int64)
         self.padded = np.array([c.padded for c in chunks], dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(self.padded)])
         self.widest = int(self.padded.max())
         self.struct = Chunks(len(chunks), _address(self.start), _address(self.length), _address(self.padded))
         self.ref = ctypes.byref(self.struct)
-
-    def spans(self, per_packet: int) -> np.ndarray:
-        """Each chunk's padded length rounded up to a multiple of per_packet (its requests' coordinates)."""
-        return -(-self.padded // per_packet) * per_packet
 
 
 class NativeCodec:
