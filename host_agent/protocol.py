@@ -363,8 +363,8 @@ class WorkerProtocol:
         if op is not None:
             if self._take_natively(op, wait, linger):
                 self.sender.flush()
+                self.sender.send_ready()
                 moved = True
-                moved |= self.sender.send_ready()
             moved |= self.recovery.fire()
             return moved
         n = self._io.recv(wait if self.busy else 0.0)
@@ -402,10 +402,8 @@ class WorkerProtocol:
         if fd < 0 or self.clock is not time.monotonic:
             fd, io.preloaded = -1, io.recv(wait)
             now = self.clock()
-        timers = self.timers
-        fixed = min(timers.deadline_at or np.inf, timers._resent[0][0] if timers._resent else np.inf)
         until = now + wait
-        bounds = (until, fixed, min(self.timeout, self.min_timeout), np.inf if linger else until)
+        bounds = (until, self.timers.fixed_due(), min(self.timeout, self.min_timeout), np.inf if linger else until)
         acc, ends, times, stop = self._native.take_until(op, io, fd, bounds, self.next_request)
         start, last = 0, len(ends) - 1
         for b, end in enumerate(ends):
@@ -544,80 +542,63 @@ class WorkerProtocol:
     def _accept_many(self, op: Operation, i: np.ndarray, now: float) -> None:
         """_accept for every request of i, in order, when no result among them is evidence of loss: the
         same bookkeeping, vectorised."""
-        k = len(i)
-        op.done[i] = True
-        op.answered_at[i] = now
-        self.timers.results_of(int(op.seq[i].max()))
-        op.outstanding -= k
-        self.counters.results += k
         clean = np.flatnonzero(op.attempts[i] == 1)  # Karn: a retransmitted request's round trip is ambiguous
+        gap = None
         if clean.size and self._batch:
             # the first clean result after some result of the operation samples the spacing of results (one
             # per batch); within the batch the previous result came at `now`
             sampler = clean if op.answered else clean[clean > 0]
             if sampler.size:
-                self.timers.spacing(now - op.last_result if sampler[0] == 0 else 0.0)
-                self._batch = False
-        op.in_flight_count -= int(np.count_nonzero(op.attempts[i]))
-        self._round_trips(op, op.first_sent[i[clean]], now)
-        self.schedule.grow(k)
-        if not op.answered:
-            op.first_result = now
-        op.answered += k
-        op.last_result = now
-        self.schedule.answered(op, i)
-        if op.outstanding == 0:
-            self._finish(op)
+                gap = now - op.last_result if sampler[0] == 0 else 0.0
+        in_flight = int(np.count_nonzero(op.attempts[i]))
+        self._book(op, i, len(i), int(op.seq[i].max()), gap, in_flight, op.first_sent[i[clean]], now, i)
 
     def _accept_run(self, op: Operation, lo: int, hi: int, now: float) -> None:
         """_accept_many for requests lo .. hi − 1 of an operation sent in order, once each (op.in_order),
         answered in that order: the same bookkeeping over slices."""
         k = hi - lo
-        op.done[lo:hi] = True
-        op.answered_at[lo:hi] = now
-        self.timers.results_of(int(op.seq[hi - 1]))  # in order: the latest transmission is the last's
+        gap = None
+        if self._batch and (op.answered or k > 1):  # every result is clean (sent once): one spacing sample
+            gap = now - op.last_result if op.answered else 0.0
+        # the latest transmission is the last request's; no request W later to let go unless one exists
+        answered = np.arange(lo, hi, dtype=np.int64) if lo + self.window < op.n or len(self.schedule.ops) > 1 else None
+        self._book(op, slice(lo, hi), k, int(op.seq[hi - 1]), gap, k, op.first_sent[lo:hi], now, answered)
+
+    def _accept(self, op: Operation, i: int, now: float, detect: bool = False) -> None:
+        """The result of request i is in (it fits and is stored): bookkeeping, loss detection (`detect`
+        False: loss.quiet() found that there is none to do)."""
+        clean = op.attempts[i] == 1  # Karn: a retransmitted request's round trip is ambiguous
+        gap = now - op.last_result if clean and op.answered and self._batch else None
+        sent = op.first_sent[i : i + 1] if clean else op.first_sent[:0]
+        in_flight = 1 if op.attempts[i] else 0
+        self._book(op, i, 1, int(op.seq[i]), gap, in_flight, sent, now, np.array([i], np.int64))
+        if detect:
+            self.recovery.lost_before(int(op.first_seq[i]), now)
+
+    def _book(self, op, idx, k: int, latest: int, gap, in_flight: int, sent: np.ndarray, now: float, answered) -> None:
+        """What every accepted result does, for `k` of them at once (`idx`: their requests, an index, an array
+        or a slice): done and timed, the timers told of the latest transmission answered (`latest`), one
+        spacing sample (`gap`, None: none), round-trip samples of those sent once (`sent`), the window grown,
+        the schedule told (`answered`, None: nothing to let go) and the operation finished when complete."""
+        op.done[idx] = True
+        op.answered_at[idx] = now
+        self.timers.results_of(latest)
         op.outstanding -= k
         self.counters.results += k
-        if self._batch and (op.answered or k > 1):  # every result is clean (sent once): one spacing sample
-            self.timers.spacing(now - op.last_result if op.answered else 0.0)
+        if gap is not None:
+            self.timers.spacing(gap)
             self._batch = False
-        op.in_flight_count -= k
-        self._round_trips(op, op.first_sent[lo:hi], now)
+        op.in_flight_count -= in_flight
+        self._round_trips(op, sent, now)
         self.schedule.grow(k)
         if not op.answered:
             op.first_result = now
         op.answered += k
         op.last_result = now
-        if lo + self.window < op.n or len(self.schedule.ops) > 1:  # (else no request W later to let go)
-            self.schedule.answered(op, np.arange(lo, hi, dtype=np.int64))
+        if answered is not None:
+            self.schedule.answered(op, answered)
         if op.outstanding == 0:
             self._finish(op)
-
-    def _accept(self, op: Operation, i: int, now: float, detect: bool = False) -> None:
-        """The result of request i is in (it fits and is stored): bookkeeping, loss detection (`detect`
-        False: loss.quiet() found that there is none to do)."""
-        op.done[i] = True
-        op.answered_at[i] = now
-        self.timers.results_of(int(op.seq[i]))
-        op.outstanding -= 1
-        self.counters.results += 1
-        clean = op.attempts[i] == 1  # Karn: a retransmitted request's round trip is ambiguous
-        if clean and op.answered and self._batch:
-            self.timers.spacing(now - op.last_result)
-            self._batch = False
-        if op.attempts[i]:
-            op.in_flight_count -= 1
-        self._round_trips(op, op.first_sent[i : i + 1] if clean else op.first_sent[:0], now)
-        self.schedule.grow(1)
-        if not op.answered:
-            op.first_result = now
-        op.answered += 1
-        op.last_result = now
-        self.schedule.answered(op, np.array([i], np.int64))
-        if op.outstanding == 0:
-            self._finish(op)
-        if detect:
-            self.recovery.lost_before(int(op.first_seq[i]), now)
 
     def _round_trips(self, op: Operation, sent: np.ndarray, now: float) -> None:
         """Results of requests of `op` sent once, at `sent`, came at `now`: round-trip samples, and the timers

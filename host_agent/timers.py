@@ -141,6 +141,10 @@ class Timers:
             due.append(heap[0][0])
         return min(due) if due else None
 
+    def fixed_due(self) -> float:
+        """The earliest timer that results do not move (the deadline, a resent request's), or inf."""
+        return min(self.deadline_at or np.inf, self._resent[0][0] if self._resent else np.inf)
+
     @staticmethod
     def _waiting(entry) -> np.ndarray:
         """Which requests of a retransmission timer still wait for the transmission it was set for."""
