@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from native_build import NativeBuildError, find_compiler
+from tests.support.native import build_or_skip
 from thc import THCCompressor, THCConfig, compressor
 from thc import native as thc_native
 from thc.errors import AggregationError, GradientError
@@ -30,11 +30,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.fixture(scope="module", autouse=True)
 def native_codec():
     """codec.c, built: a missing compiler skips, a compile error fails."""
-    try:
-        find_compiler()
-    except NativeBuildError as exc:
-        pytest.skip(str(exc))
-    thc_native.build()  # raises NativeUnavailable with the compiler's output
+    build_or_skip(thc_native.build)  # raises NativeUnavailable with the compiler's output
     assert thc_native.load() is not None, "THC_NATIVE=0 is set: these tests compare the native codec"
 
 
