@@ -19,8 +19,9 @@ LOSS        ?=
 BW          ?= auto
 SWITCH_PPS  ?=
 P4C         ?= p4c-bm2-ss
+RECORDS     ?=# make results: records to keep in docs/results/ first (bench/out/NAME.record.json, logs/summary.json)
 
-.PHONY: all setup apt venv run stop test test-fast lint format bench bench-e2e p4 clean
+.PHONY: all setup apt venv run stop test test-fast lint format bench bench-e2e results p4 clean
 
 all: run
 
@@ -82,6 +83,11 @@ bench: setup
 
 bench-e2e: setup
 	$(VPY) bench/bench_e2e.py
+
+# docs/results.md's generated tables, rendered from the records kept in docs/results/; RECORDS="..." keeps
+# those runs first (a benchmark's bench/out/<name>.record.json, or thc-run's logs/summary.json).
+results: venv
+	$(VPY) bench/results.py $(if $(RECORDS),--add $(RECORDS))
 
 # Recompile the P4 program when p4c is installed; otherwise the committed build in p4/build/ is used.
 p4:

@@ -31,9 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import record as bench_record  # noqa: E402
 from controller.topology import Topology  # noqa: E402
 from spec.job import DEFAULT_WINDOW, JobSpec  # noqa: E402
-from topologies import report  # noqa: E402
+from topologies import provenance, report  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
@@ -229,6 +230,7 @@ def link_bound(wire: list[dict], rounds: int, bw_mbit: float, seconds: float) ->
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    origin = provenance.started(quick=args.rounds < 5 or 0 < args.steps < 150)
     if os.geteuid() != 0:
         print("bench_e2e needs root (Mininet network namespaces): sudo .venv/bin/python bench/bench_e2e.py")
         return 2
@@ -351,6 +353,7 @@ def main(argv=None) -> int:
         "elapsed_s": elapsed,
     }
     (args.out / "bench_e2e.json").write_text(json.dumps(result, indent=1))
+    bench_record.write(args.out, "bench_e2e", origin, {k: result[k] for k in ("aggregation", "training", "workers")})
     if aggregation:
         plot(args.out / "bench_e2e.png", aggregation, curves, args, len(topo.workers))
     print(f"\nwrote {args.out / 'bench_e2e.json'} and {args.out / 'bench_e2e.png'} ({elapsed:.0f} s)")

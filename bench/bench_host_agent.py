@@ -32,11 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import record as bench_record
 from host_agent import wire
 from host_agent.fake_switch import FakeSwitch
 from host_agent.protocol import drive
 from host_agent.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint
 from spec.job import JobSpec
+from topologies import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 N_WORKERS = 4
@@ -327,6 +329,9 @@ def report_worker(quick: bool) -> None:
                 f"  {coords:>9,} coordinates, window {window:>4}, {label:<28} {seconds * 1e3:8.2f} ms/round "
                 f"{cps:>14,.0f} coordinates/s {cps / k:>10,.0f} requests/s"
             )
+            bench_record.note(
+                {"figure": "in-process", "coords": coords, "window": window, "io": label, "ms": seconds * 1e3}
+            )
 
 
 # ---- the worker side over a real raw socket ----------------------------------------------------------
@@ -395,6 +400,7 @@ def veth_worker(iface: str, mode: str, quick: bool) -> None:
             f"requests/s, {retx / repeats:.1f} retransmissions/round",
             flush=True,
         )
+        bench_record.note({"figure": "veth sums", "coords": coords, "window": window, "io": mode, "ms": seconds * 1e3})
     transport.close()
 
 
@@ -454,6 +460,16 @@ def veth_round(iface: str, quick: bool) -> None:
             f"{wall * 1e3:.3f} ms wall, {coords / cpu:,.0f} coordinates/s of CPU",
             flush=True,
         )
+        bench_record.note(
+            {
+                "figure": "full round",
+                "codec": "numpy" if os.environ.get("THC_NATIVE") == "0" else "native",
+                "coords": coords,
+                "cpu_ms": cpu * 1e3,
+                "wall_ms": wall * 1e3,
+                "phases_ms": {name: seconds / repeats * 1e3 for name, seconds in phases.items()},
+            }
+        )
         if i == 0:
             protocol_round(worker, 100 if quick else 1000)
     transport.close()
@@ -481,6 +497,15 @@ def protocol_round(worker, repeats: int) -> None:
         f"{(norm + sums) / repeats * 1e3:.3f} ms of CPU (norm round {norm / repeats * 1e3:.3f}, "
         f"sums {sums / repeats * 1e3:.3f})",
         flush=True,
+    )
+    bench_record.note(
+        {
+            "figure": "protocol part",
+            "codec": "numpy" if os.environ.get("THC_NATIVE") == "0" else "native",
+            "cpu_ms": (norm + sums) / repeats * 1e3,
+            "norm_ms": norm / repeats * 1e3,
+            "sums_ms": sums / repeats * 1e3,
+        }
     )
 
 
@@ -598,9 +623,12 @@ def main(argv=None) -> int:
         veth_round(args.veth_round, args.quick)
         return 0
     if args.worker_only:
-        report_worker(args.quick)
-        if not args.no_veth:
-            bench_veth_worker(args.quick, args.before)
+        started = provenance.started(quick=args.quick)
+        with bench_record.Notes() as notes:
+            report_worker(args.quick)
+            if not args.no_veth:
+                bench_veth_worker(args.quick, args.before)
+        bench_record.write(ROOT / "bench" / "out", "bench_host_agent_worker", started, notes.figures)
         return 0
     bench_codec(n)
     if not args.no_veth:

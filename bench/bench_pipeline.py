@@ -33,11 +33,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import record as bench_record  # noqa: E402
 from bench.bench_switch import THC_SPEC, bench_thc, measure, measure_batched  # noqa: E402
 from controller.jobs import JobWorker  # noqa: E402
 from controller.session import SwitchSession  # noqa: E402
 from host_agent import wire  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
+from topologies import provenance  # noqa: E402
 from topologies.targets import find_executable, free_tcp_port, stop_process  # noqa: E402
 from topologies.veth import VethPorts  # noqa: E402
 
@@ -263,6 +265,7 @@ def main(argv=None) -> int:
         "an uncompressed frame, beside THC's)",
     )
     args = ap.parse_args(argv)
+    started = provenance.started(quick=args.rounds < 20 or args.packets < 8000)
     global SENDER, OP
     SENDER, OP = args.sender, args.op
     targets = args.targets.split(",")
@@ -309,6 +312,13 @@ def main(argv=None) -> int:
         )
     )
     print(f"wrote {OUT.relative_to(ROOT)}")
+    figures = [
+        {"target": t, "k": k, "op": OP, "window": args.window, "sender": SENDER, **r}
+        for t, by_k in results.items()
+        for k, r in by_k.items()
+        if r is not None
+    ]
+    bench_record.write(OUT.parent, "bench_pipeline", started, figures)
     return 0
 
 

@@ -28,7 +28,7 @@ from emulator.pacing import MIN_PPS
 from host_agent import workloads
 from host_agent.modes import PS_MODES, SWITCH_MODES
 from spec.job import JobSpec, JobSpecError, spec_from_options
-from topologies import interrupts, link_rate, pcap_room, plan_costs, supervisor
+from topologies import interrupts, link_rate, pcap_room, plan_costs, provenance, supervisor
 from topologies.progress import Progress
 from topologies.run_cli import ALL_MODES, DEFAULT_TOPO, PS_TOPO, build_parser
 
@@ -318,6 +318,7 @@ def run(args) -> int:
         "modes": modes,
         "model": args.model,
         "bw_auto": None if auto is None else asdict(auto),
+        "provenance": provenance.started(quick=args.steps < 200),  # docs/results.md names it (make results)
     }
     summary_path = log_dir / "summary.json"
     args.saved = []  # modes whose results are in summary.json (what a full disk leaves: main says so)
@@ -377,6 +378,7 @@ def run(args) -> int:
             )
             curves[mode] = min(results, key=lambda r: r["rank"])
             step_s[mode] = plan_costs.median_step_s(results)  # --modes plan's calibration
+            run_info["provenance"] = provenance.finished(run_info["provenance"])
             report.write_json(summary_path, summaries, run_info)  # each mode's results as soon as they exist
             args.saved = [row.mode for row in summaries]
         print()

@@ -1,0 +1,275 @@
+"""Render docs/results.md's measured tables from the benchmarks' records, so that every generated figure
+names the command, commit, date and machine load that produced it and cannot drift from its record.
+
+    .venv/bin/python bench/results.py [--add RECORD ...] [--check]      (make results [RECORDS="..."])
+
+A record is what a benchmark writes beside its printout (bench/record.py: bench/out/<name>.record.json)
+or thc-run's logs/summary.json; `--add` copies one into docs/results/<name>.json, the records kept in the
+repository. The page keeps its hand-written prose; only the regions between ``<!-- results:NAME -->``
+and ``<!-- /results:NAME -->`` are rewritten, each from docs/results/NAME.json. `--check` rewrites
+nothing and exits 1 when the page differs from what the records render.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "results.md"
+RECORDS = ROOT / "docs" / "results"
+REGION = re.compile(r"(<!-- results:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
+PHASES = ["prepare", "norm round", "encode", "sums", "decode"]  # a THC round's phases, in their order
+TARGET_LABELS = {
+    "engine": "engine `process()` (Python backend)",
+    "thc-switch": "thc-switch on veths",
+    "bmv2": "BMv2 `simple_switch_grpc` on veths",
+}
+MODE_LABELS = {"thc": "THC via switch", "fix32": "FIX32 via switch", "gloo": "gloo all-reduce"}
+
+
+def _n(value, digits: int = 1) -> str:
+    """A figure as the page prints it: thousands separated, `digits` decimals, '–' for none."""
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def _mode(mode: str) -> str:
+    return MODE_LABELS.get(mode, mode)
+
+
+def provenance_line(name: str, record: dict) -> str:
+    """Who made these figures: the command, commit, date and load; a quick run says so."""
+    load = f"load average {record['load_start']:g} → {record['load_end']:g} (1 min, start → end)"
+    line = (
+        f"Generated from [docs/results/{name}.json](results/{name}.json): `{record['command']}`, commit "
+        f"{record['commit'] or 'unknown'}, {record['date']}, {load}."
+    )
+    if record.get("quick"):
+        line += " **Quick run** (fewer rounds or steps than the defaults): its figures are noisier."
+    return line
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_host_agent_worker(figures: list[dict]) -> str:
+    """bench_host_agent.py --worker-only: a worker's full THC round and its protocol part (CPU per round),
+    and the sum phase alone over the veth pair and in process (wall per round)."""
+    out = []
+    rounds = [f for f in figures if f["figure"] == "full round"]
+    if rounds:
+        sizes = sorted({f["coords"] for f in rounds})
+        rows = []
+        for codec in dict.fromkeys(f["codec"] for f in rounds):
+            cells = []
+            for size in sizes:
+                f = next((f for f in rounds if f["codec"] == codec and f["coords"] == size), None)
+                if f is None:
+                    cells.append("–")
+                    continue
+                phases = sorted(f["phases_ms"].items(), key=lambda item: PHASES.index(item[0]))
+                split = ", ".join(f"{phase} {ms:.2f}" for phase, ms in phases)
+                cells.append(f"{f['cpu_ms']:.2f} ({split})")
+            rows.append([codec, *cells])
+        for f in (f for f in figures if f["figure"] == "protocol part"):
+            rows.append(
+                [f"{f['codec']}: the protocol alone (norm round + 16-request sum, no codec)"]
+                + [f"{f['cpu_ms']:.2f} (norm round {f['norm_ms']:.2f}, sums {f['sums_ms']:.2f})"]
+                + ["–"] * (len(sizes) - 1)
+            )
+        out.append("A full THC round of one worker, ms of the worker's CPU per round:\n")
+        out.append(table(["codec", *(f"{s:,} coordinates" for s in sizes)], rows))
+    sums = [f for f in figures if f["figure"] in ("veth sums", "in-process")]
+    if sums:
+        rows = [
+            [
+                "veth pair, C echo" if f["figure"] == "veth sums" else "in process, echo",
+                f["io"],
+                f"{f['coords']:,}",
+                str(f["window"]),
+                f"{f['ms']:.2f}",
+                _n(f["coords"] / f["ms"] * 1e3 / 1e6, 1),
+            ]
+            for f in sums
+        ]
+        out.append("\nThe sum phase alone (all_sum of given indices, no codec), wall time per round:\n")
+        out.append(table(["where", "I/O", "coordinates", "window", "ms/round", "M coordinates/s"], rows))
+    return "\n".join(out)
+
+
+def render_e2e(figures: dict) -> str:
+    """bench_e2e.py: aggregation rounds per link rate and mode with the link-bytes bound beside them, and
+    the training runs when there were any."""
+    out = []
+    aggregation = figures.get("aggregation") or []
+    if aggregation:
+        first = aggregation[0]
+        out.append(
+            f"{figures.get('workers', '?')} workers, median of {first['rounds']} rounds of "
+            f"{first['coordinates']:,} coordinates; bound: the busiest worker link's busiest direction at the "
+            "link rate; bytes per worker per round:\n"
+        )
+        rows = [
+            [
+                f"{a['bw_mbit']:g}",
+                _mode(a["mode"]),
+                _n(a["median_s"] * 1e3),
+                _n(a["bound_s"] * 1e3),
+                f"{a['x_bound']:.2f}×",
+                _n(a["sent_bytes_per_round"], 0),
+                _n(a["received_bytes_per_round"], 0),
+                str(a["retransmissions"]),
+            ]
+            for a in aggregation
+        ]
+        out.append(table(["Mbit/s", "mode", "ms/round", "link bound ms", "× bound", "sent B", "recv B", "retx"], rows))
+    training = figures.get("training") or []
+    if training:
+        out.append("\nTraining:\n")
+        out.append(training_table(training, bw=None))
+    return "\n".join(out)
+
+
+def training_table(modes: list[dict], bw: float | None) -> str:
+    """thc-run's (and bench_e2e's) per-mode training figures; with the link rate, each step's link-bytes
+    bound: the busiest link's bytes per step at that rate."""
+    header = ["mode", "final acc", "time to target", "step ms"]
+    header += ["link bound ms"] if bw else []
+    header += ["aggregation ms/step", "sent B/step/worker", "recv B/step/worker", "retx timer / fast / probe"]
+    rows = []
+    for m in modes:
+        reached = "not reached" if m["time_to_target_s"] is None else f"{m['time_to_target_s']:.1f} s"
+        row = [_mode(m["mode"]), f"{m['final_acc']:.3f}", reached, _n(m["step_ms"])]
+        if bw:
+            busiest = m.get("busiest_link_bytes_per_step")
+            row.append("–" if busiest is None else _n(busiest * 8 / (bw * 1e6) * 1e3))
+        retx = (
+            "–"
+            if m["mode"] == "gloo"
+            else f"{m['timer_retransmissions']} / {m['fast_retransmissions']} / {m['probe_retransmissions']}"
+        )
+        row += [_n(m["aggregation_ms"]), _n(m["sent_bytes_per_step"], 0), _n(m["received_bytes_per_step"], 0), retx]
+        rows.append(row)
+    return table(header, rows)
+
+
+def render_thc_run(figures: dict) -> str:
+    """thc-run's logs/summary.json: the modes' training figures and the speed-ups it printed."""
+    run = figures["run"]
+    bw = figures.get("bw_mbit")
+    head = (
+        f"{run.get('topology')}, {run.get('workers')} workers, {run.get('target')}, {run.get('model')}, "
+        f"{run.get('steps')} steps per mode, "
+        + (f"{bw:g} Mbit/s links" if bw else "links not slowed")
+        + (" (chosen by `--bw auto`)" if run.get("bw_auto") else "")
+        + (f", {run['loss_pct']:g} % loss" if run.get("loss_pct") else "")
+        + ":\n"
+    )
+    lines = [head, training_table(figures["modes"], bw)]
+    thc = next((m for m in figures["modes"] if m["mode"] == "thc"), None)
+    if thc:
+        for key, value in sorted(thc.items()):
+            if key.startswith("speedup_vs_") and key != "speedup_vs_thc" and value is not None:
+                other = _mode(key.removeprefix("speedup_vs_"))
+                lines.append(f"\nTHC reached the target {value:.2f}× sooner than {other}.")
+    return "\n".join(lines)
+
+
+def render_pipeline(figures: list[dict]) -> str:
+    """bench_pipeline.py: requests through the program per target and K."""
+    targets = list(dict.fromkeys(f["target"] for f in figures))
+    ks = sorted({f["k"] for f in figures})
+    rows = []
+    for k in ks:
+        row = [f"{k:,}"]
+        for t in targets:
+            f = next((f for f in figures if f["target"] == t and f["k"] == k), None)
+            row.append(
+                "–" if f is None else f"{f['packets_per_s']:,.0f} pkt/s = {f['coordinates_per_s'] / 1e6:,.1f} M coord/s"
+            )
+        rows.append(row)
+    op = figures[0]["op"].upper() if figures else "THC"
+    window = figures[0]["window"] if figures else "?"
+    lead = f"{op} requests through the program (window {window} on veth targets):\n"
+    return lead + "\n" + table(["K (coordinates/packet)", *(TARGET_LABELS.get(t, t) for t in targets)], rows)
+
+
+RENDERERS = {
+    "bench_host_agent_worker": render_host_agent_worker,
+    "bench_e2e": render_e2e,
+    "bench_pipeline": render_pipeline,
+    "thc_run": render_thc_run,
+}
+
+
+def render_record(name: str, record: dict) -> str:
+    """One generated region's body: the provenance line, then the record's tables."""
+    return f"{provenance_line(name, record)}\n\n{RENDERERS[record['benchmark']](record['figures'])}\n"
+
+
+def load_records(folder: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))}
+
+
+def render(page: str, records: dict[str, dict]) -> str:
+    """`page` with every generated region rewritten from its record; a region without a record is an
+    error, since the page would then show figures no record backs."""
+
+    def body(match: re.Match) -> str:
+        name = match["name"]
+        if name not in records:
+            raise SystemExit(f"results: docs/results.md has a region {name!r} but there is no docs/results/{name}.json")
+        return match.group(1) + render_record(name, records[name]) + match.group(4)
+
+    return REGION.sub(body, page)
+
+
+def as_record(path: Path) -> tuple[str, dict]:
+    """A benchmark's record as is, or thc-run's summary.json made one (benchmark thc_run)."""
+    document = json.loads(Path(path).read_text())
+    if "benchmark" in document:
+        return document["benchmark"], document
+    if "modes" in document and "provenance" in document.get("run", {}):
+        run = document["run"]
+        figures = {k: document[k] for k in ("model", "bw_mbit", "target", "run", "modes")}
+        return "thc_run", {"benchmark": "thc_run", **run["provenance"], "figures": figures}
+    raise SystemExit(f"results: {path} is neither a benchmark's record nor a thc-run summary with its provenance")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--add", nargs="+", type=Path, default=[], metavar="RECORD", help="records to keep first")
+    ap.add_argument("--check", action="store_true", help="exit 1 if docs/results.md is not what the records render")
+    ap.add_argument("--name", help="keep the one --add record under this name (default: its benchmark's)")
+    args = ap.parse_args(argv)
+    for path in args.add:
+        if not path.is_file():
+            ap.error(f"--add: no file {str(path)!r} (a benchmark writes bench/out/<name>.record.json)")
+        name, record = as_record(path)
+        name = args.name or name
+        RECORDS.mkdir(parents=True, exist_ok=True)
+        (RECORDS / f"{name}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        print(f"kept {path} as docs/results/{name}.json")
+    page = PAGE.read_text()
+    rendered = render(page, load_records(RECORDS))
+    if args.check:
+        if rendered != page:
+            print("docs/results.md is not what docs/results/*.json render: run `make results`", file=sys.stderr)
+            return 1
+        return 0
+    if rendered != page:
+        PAGE.write_text(rendered)
+        print("rewrote docs/results.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

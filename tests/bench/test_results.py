@@ -1,0 +1,109 @@
+"""docs/results.md's generated tables are what their records render (bench/results.py), so a figure on the
+page always names the command and commit that produced it and cannot drift from its record."""
+
+import json
+import shutil
+
+import pytest
+
+from bench import results
+from tests.support.paths import REPO
+
+FIXTURES = REPO / "tests" / "fixtures" / "results"
+
+PAGE = """# Results
+
+Prose that stays as written.
+
+<!-- results:bench_e2e -->
+stale text the generator replaces
+<!-- /results:bench_e2e -->
+
+More prose.
+
+<!-- results:bench_pipeline -->
+<!-- /results:bench_pipeline -->
+<!-- results:bench_host_agent_worker -->
+<!-- /results:bench_host_agent_worker -->
+<!-- results:thc_run -->
+<!-- /results:thc_run -->
+"""
+
+
+def fixture_records():
+    records = {p.stem: json.loads(p.read_text()) for p in FIXTURES.glob("bench_*.json")}
+    records["thc_run"] = results.as_record(FIXTURES / "summary.json")[1]
+    return records
+
+
+def test_the_fixture_records_render_the_same_page_every_time_and_only_inside_the_regions():
+    records = fixture_records()
+    once = results.render(PAGE, records)
+    assert once == results.render(PAGE, records)
+    assert results.render(once, records) == once  # a rendered page renders to itself
+    assert "stale text the generator replaces" not in once
+    outside = results.REGION.sub("", once)
+    assert outside == results.REGION.sub("", PAGE)  # the prose around the regions is untouched
+
+
+@pytest.mark.parametrize("name", ["bench_e2e", "bench_pipeline", "bench_host_agent_worker", "thc_run"])
+def test_each_generated_region_names_its_command_commit_date_and_load(name):
+    record = fixture_records()[name]
+    region = next(
+        m["body"] for m in results.REGION.finditer(results.render(PAGE, fixture_records())) if m["name"] == name
+    )
+    assert f"`{record['command']}`" in region
+    assert f"commit {record['commit']}" in region
+    assert record["date"] in region
+    assert f"load average {record['load_start']:g} → {record['load_end']:g}" in region
+    assert ("Quick run" in region) == record["quick"]
+
+
+def test_the_figures_come_from_the_record():
+    page = results.render(PAGE, fixture_records())
+    assert "| 100 | THC via switch | 7.1 | 1.4 | 5.10× | 9,310 | 17,502 | 0 |" in page  # e2e, link bound beside
+    assert "| 1,024 | 2,840 pkt/s = 2.9 M coord/s | 335,260 pkt/s = 343.3 M coord/s |" in page
+    assert "0.79 (prepare 0.07, norm round 0.20, encode 0.12, sums 0.27, decode 0.13)" in page
+    assert "| gloo all-reduce | 0.967 | not reached | 131.3 | 105.1 |" in page  # 249,724 B at 19 Mbit/s
+    assert "THC reached the target 4.38× sooner than gloo all-reduce." in page
+
+
+def test_a_region_without_a_record_is_refused_by_name():
+    with pytest.raises(SystemExit, match="no docs/results/thc_run.json"):
+        results.render(PAGE, {k: v for k, v in fixture_records().items() if k != "thc_run"})
+
+
+def test_a_file_that_is_no_record_is_refused(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"modes": []}))
+    with pytest.raises(SystemExit, match="neither a benchmark's record nor a thc-run summary"):
+        results.as_record(path)
+
+
+def test_add_keeps_a_record_under_its_benchmarks_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "RECORDS", tmp_path / "records")
+    page = tmp_path / "results.md"
+    page.write_text(PAGE)
+    monkeypatch.setattr(results, "PAGE", page)
+    for name in ("bench_e2e", "bench_pipeline", "bench_host_agent_worker"):
+        shutil.copy(FIXTURES / f"{name}.json", tmp_path / f"{name}.record.json")
+    adds = [str(tmp_path / f"{n}.record.json") for n in ("bench_e2e", "bench_pipeline", "bench_host_agent_worker")]
+    assert results.main(["--add", *adds, str(FIXTURES / "summary.json")]) == 0
+    assert sorted(p.name for p in (tmp_path / "records").iterdir()) == [
+        "bench_e2e.json",
+        "bench_host_agent_worker.json",
+        "bench_pipeline.json",
+        "thc_run.json",
+    ]
+    assert page.read_text() == results.render(PAGE, fixture_records())
+    assert results.main(["--check"]) == 0
+    page.write_text(page.read_text().replace("9,310", "9,311"))
+    assert results.main(["--check"]) == 1
+
+
+def test_docs_results_md_is_what_the_committed_records_render():
+    page = results.PAGE.read_text()
+    records = results.load_records(results.RECORDS)
+    assert results.render(page, records) == page, "docs/results.md is stale: run `make results`"
+    regions = {m["name"] for m in results.REGION.finditer(page)}
+    assert regions == set(records), "every kept record has its region on the page, and every region its record"
