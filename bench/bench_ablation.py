@@ -46,6 +46,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from usage.args import OneLineParser, int_in
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -84,14 +86,12 @@ REFERENCES = {"fix32": "FIX32 via switch", "gloo": "gloo all-reduce"}
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"NMSE variants (default {','.join(VARIANTS)})")
     p.add_argument("--workers", default="8,32", help="worker counts of the NMSE part (default 8,32)")
-    p.add_argument("--rounds", type=int, default=5, help="rounds per source and worker count (default 5)")
+    p.add_argument("--rounds", type=int_in(1), default=5, help="rounds per source and worker count (default 5)")
     p.add_argument("--sources", default=",".join(SOURCES), help=f"gradient sources (default {','.join(SOURCES)})")
-    p.add_argument("--seed", type=int, default=0, help="gradients and the codecs' seed (default 0)")
+    p.add_argument("--seed", type=int_in(0), default=0, help="gradients and the codecs' seed (default 0)")
     part = p.add_mutually_exclusive_group()
     part.add_argument("--no-tta", action="store_true", help="the NMSE part only (no root needed)")
     part.add_argument("--tta-only", action="store_true", help="the time-to-target part only")
@@ -102,8 +102,8 @@ def parse_args(argv=None):
         default=",".join(REFERENCES),
         help="other modes trained at the same rate (default fix32,gloo; '' for none)",
     )
-    p.add_argument("--steps", type=int, default=200, help="training steps per run (default 200, as make run)")
-    p.add_argument("--tta-workers", type=int, default=4, help="workers of the time-to-target star (default 4)")
+    p.add_argument("--steps", type=int_in(1), default=200, help="training steps per run (default 200, as make run)")
+    p.add_argument("--tta-workers", type=int_in(1), default=4, help="workers of the time-to-target star (default 4)")
     p.add_argument("--bw", default="auto", help="link rate in Mbit/s, or auto: make run's choice (default auto)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="output directory (default bench/out)")
     args = p.parse_args(argv)

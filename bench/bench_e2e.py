@@ -19,7 +19,6 @@ assertion on them (they depend on the machine and on what else it runs).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -27,6 +26,8 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+
+from usage.args import OneLineParser, input_file, int_in, listed, non_negative_number, number_in, positive_number
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -42,11 +43,16 @@ MODES = ("thc", "fix32", "gloo")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = OneLineParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
-        "--topo", default=str(REPO / "topologies" / "star4.json"), help="topology file (default topologies/star4.json)"
+        "--topo",
+        type=input_file,
+        default=str(REPO / "topologies" / "star4.json"),
+        help="topology file (default topologies/star4.json)",
     )
-    p.add_argument("--workers", type=int, default=None, help="workers (a star grows/shrinks; default: the file's)")
+    p.add_argument(
+        "--workers", type=int_in(1), default=None, help="workers (a star grows/shrinks; default: the file's)"
+    )
     p.add_argument(
         "--backend",
         choices=("auto", "native", "python"),
@@ -59,9 +65,15 @@ def parse_args(argv=None):
         default="emulator",
         help="switch target: our software switch or BMv2's simple_switch_grpc (default emulator)",
     )
-    p.add_argument("--bw", default="50,10,5", help="link rates in Mbit/s, comma-separated (default 50,10,5)")
+    p.add_argument(
+        "--bw",
+        type=listed(positive_number("Mbit/s")),
+        default="50,10,5",
+        help="link rates in Mbit/s, comma-separated (default 50,10,5)",
+    )
     p.add_argument(
         "--loss",
+        type=listed(number_in(0, 100, "a percentage", below_hi=True)),
         default="0",
         help="percent loss on every link, per direction; comma-separated for one training run per "
         "rate, e.g. 0,1,5 (default 0)",
@@ -69,26 +81,31 @@ def parse_args(argv=None):
     p.add_argument("--modes", default=",".join(MODES), help=f"modes, comma-separated (default {','.join(MODES)})")
     p.add_argument(
         "--window",
-        type=int,
+        type=int_in(1),
         default=DEFAULT_WINDOW,
         help=f"requests in flight per worker (the job's window; default {DEFAULT_WINDOW})",
     )
     p.add_argument(
         "--coalesce",
-        type=float,
+        type=non_negative_number("seconds"),
         default=WorkerOptions.coalesce,
         help=f"thc-worker --coalesce (default {WorkerOptions.coalesce}; 0: take every batch of results at once)",
     )
-    p.add_argument("--size", type=int, default=16384, help="coordinates per aggregation round (default 16384)")
+    p.add_argument("--size", type=int_in(1), default=16384, help="coordinates per aggregation round (default 16384)")
     p.add_argument(
         "--rounds",
-        type=int,
+        type=int_in(0),
         default=5,
         help="timed aggregation rounds per mode (default 5; 0 skips the aggregation part)",
     )
-    p.add_argument("--steps", type=int, default=150, help="training steps per mode (default 150; 0 skips training)")
     p.add_argument(
-        "--target-acc", type=float, default=0.9, help="test accuracy for the time-to-accuracy column (default 0.9)"
+        "--steps", type=int_in(0), default=150, help="training steps per mode (default 150; 0 skips training)"
+    )
+    p.add_argument(
+        "--target-acc",
+        type=number_in(0, 1, "an accuracy"),
+        default=0.9,
+        help="test accuracy for the time-to-accuracy column (default 0.9)",
     )
     p.add_argument(
         "--out", type=Path, default=REPO / "bench" / "out", help="where JSON and plots go (default bench/out)"

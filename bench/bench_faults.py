@@ -45,6 +45,8 @@ import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
+from usage.args import OneLineParser, input_file, int_in, positive_number
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -63,19 +65,24 @@ DELAY_S, JITTER_S = 0.001, 0.002
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a short run: mlp-digits, 40 steps (in process 30)")
     p.add_argument("--modes", default="thc,fix32", help="switch modes to run every fault in (default thc,fix32)")
-    p.add_argument("--steps", type=int, help="training steps per run (default 200; --quick 40)")
+    p.add_argument("--steps", type=int_in(1), help="training steps per run (default 200; --quick 40)")
     p.add_argument("--model", help="workload (default cnn-digits, make run's; --quick mlp-digits)")
-    p.add_argument("--bw", type=float, default=9.0, help="Mininet link rate in Mbit/s (default 9: make run's)")
-    p.add_argument("--topo", default="topologies/star4.json", help="Mininet topology (default star4)")
+    p.add_argument(
+        "--bw", type=positive_number("Mbit/s"), default=9.0, help="Mininet link rate in Mbit/s (default 9: make run's)"
+    )
+    p.add_argument(
+        "--topo",
+        type=input_file,
+        default=str(REPO / "topologies" / "star4.json"),
+        help="Mininet topology (default star4)",
+    )
     p.add_argument("--target", choices=("emulator", "bmv2"), default="emulator", help="switch target (Mininet)")
     p.add_argument("--no-mininet", action="store_true", help="skip the Mininet faults (no root needed then)")
     p.add_argument("--no-inprocess", action="store_true", help="skip duplication, reordering and the silent leaf")
-    p.add_argument("--inprocess-steps", type=int, help="training steps of the in-process runs (default 100)")
+    p.add_argument("--inprocess-steps", type=int_in(1), help="training steps of the in-process runs (default 100)")
     p.add_argument("--log-dir", type=Path, default=Path("/tmp/bench_faults"), help="the runs' logs")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "bench_faults.json")
     args = p.parse_args(argv)

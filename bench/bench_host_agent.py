@@ -39,6 +39,7 @@ from host_agent.protocol import drive
 from host_agent.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint
 from spec.job import JobSpec
 from topologies import provenance
+from usage.args import OneLineParser
 
 ROOT = Path(__file__).resolve().parents[1]
 N_WORKERS = 4
@@ -605,7 +606,7 @@ def bench_protocol(kind: str, coords: int, window: int, loss: float) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs")
     parser.add_argument("--engine", choices=["p4", "fake", "auto"], default="auto")
     parser.add_argument("--no-veth", action="store_true")

@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from usage.args import OneLineParser, int_in, listed
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -237,19 +239,35 @@ def bench_engine(k: int, packets: int, backend: str = "python") -> dict:
     return {"packets_per_s": pps, "coordinates_per_s": pps * k}
 
 
+def _program_k(text: str) -> int:
+    """argparse type: a K the program is built for (PROGRAMS)."""
+    k = int_in(1)(text)
+    if k not in PROGRAMS:
+        raise argparse.ArgumentTypeError(f"{k}: the program is built for K = {', '.join(map(str, PROGRAMS))}")
+    return k
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=20, help="closed-loop rounds per veth target (default 20)")
+    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int_in(1), default=20, help="closed-loop rounds per veth target (default 20)")
     ap.add_argument(
-        "--window", type=int, default=1000, help="slots per round on veth targets (default 1000; the program has 1024)"
+        "--window",
+        type=int_in(1, 1024),
+        default=1000,
+        help="slots per round on veth targets (default 1000; the program has 1024)",
     )
-    ap.add_argument("--packets", type=int, default=8000, help="requests through the engine per K (default 8000)")
+    ap.add_argument("--packets", type=int_in(1), default=8000, help="requests through the engine per K (default 8000)")
     ap.add_argument(
         "--targets",
         default="engine,thc-switch,bmv2",
         help="comma-separated subset of engine, thc-switch, bmv2 (absent ones are skipped)",
     )
-    ap.add_argument("--k", default="256,512,1024", help="coordinates per packet to measure (default 256,512,1024)")
+    ap.add_argument(
+        "--k",
+        type=listed(_program_k),
+        default="256,512,1024",
+        help="coordinates per packet to measure (default 256,512,1024)",
+    )
     ap.add_argument(
         "--sender",
         choices=("c", "python"),

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from usage.args import OneLineParser, input_file, int_in, positive_number
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -41,9 +43,7 @@ FLOOR_RETX, FLOOR_STEP, FLOOR_COORDS = 0.01, 0.7, 0.7
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--target",
         choices=("emulator", "bmv2"),
@@ -52,16 +52,20 @@ def parse_args(argv=None):
     )
     p.add_argument(
         "--pps",
-        type=float,
+        type=positive_number("frames a second"),
         default=BMV2_THC_PPS,
         help=f"frames a second the software switch is slowed to (default {BMV2_THC_PPS}: BMv2's THC rate here)",
     )
-    p.add_argument("--steps", type=int, default=60, help="training steps per mode (default 60)")
-    p.add_argument("--bw", type=float, default=20.0, help="link rate in Mbit/s (default 20)")
+    p.add_argument("--steps", type=int_in(1), default=60, help="training steps per mode (default 60)")
+    p.add_argument("--bw", type=positive_number("Mbit/s"), default=20.0, help="link rate in Mbit/s (default 20)")
     p.add_argument("--model", default="cnn-digits", help="workload (default cnn-digits, make run's)")
-    p.add_argument("--topo", default=None, help="topology file for thc-run (default: thc-run's, star4.json)")
-    p.add_argument("--pipeline-window", type=int, default=32, help="slots per closed-loop round (default 32)")
-    p.add_argument("--pipeline-rounds", type=int, default=25, help="closed-loop rounds (default 25)")
+    p.add_argument(
+        "--topo", type=input_file, default=None, help="topology file for thc-run (default: thc-run's, star4.json)"
+    )
+    p.add_argument(
+        "--pipeline-window", type=int_in(1, 1024), default=32, help="slots per closed-loop round (default 32)"
+    )
+    p.add_argument("--pipeline-rounds", type=int_in(1), default=25, help="closed-loop rounds (default 25)")
     p.add_argument("--no-pcap", action="store_true", help="run without pcaps (make run writes them)")
     p.add_argument("--out", type=Path, default=OUT, help="the results file (default bench/out/slow_switch.json)")
     return p.parse_args(argv)

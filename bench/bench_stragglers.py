@@ -21,13 +21,14 @@ only, no assertion: they depend on the machine and what else runs on it (the loa
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from usage.args import OneLineParser, int_in, positive_number
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -43,12 +44,25 @@ MODEL = "mlp-digits"
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=150, help="training steps per run (default 150)")
-    p.add_argument("--workers", type=int, default=4, help="workers; the last one straggles (default 4)")
-    p.add_argument("--delay-ms", type=float, default=50.0, help="the straggler's sleep per step (default 50)")
+    p = OneLineParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int_in(1), default=150, help="training steps per run (default 150)")
     p.add_argument(
-        "--straggler-timeout-ms", type=float, default=10.0, help="partial run's release deadline (default 10)"
+        "--workers",
+        type=int_in(2, why=": one of them straggles"),
+        default=4,
+        help="workers; the last one straggles (default 4)",
+    )
+    p.add_argument(
+        "--delay-ms",
+        type=positive_number("milliseconds"),
+        default=50.0,
+        help="the straggler's sleep per step (default 50)",
+    )
+    p.add_argument(
+        "--straggler-timeout-ms",
+        type=positive_number("milliseconds"),
+        default=10.0,
+        help="partial run's release deadline (default 10)",
     )
     p.add_argument("--backend", choices=("auto", "native", "python"), default="auto", help="software switch engine")
     p.add_argument(

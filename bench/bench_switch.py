@@ -18,7 +18,6 @@ Workloads:
 Prints the figures and writes bench/out/switch.json. Figures, never assertions.
 """
 
-import argparse
 import json
 import os
 import platform
@@ -28,6 +27,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from usage.args import OneLineParser, int_in, positive_number
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -174,9 +175,11 @@ def _thc_check(sw, result):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--packets", type=int, default=20000, help="packets per workload and backend (default 20000)")
-    ap.add_argument("--seconds", type=float, default=10.0, help="time cap of a process() run (default 10)")
+    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--packets", type=int_in(1), default=20000, help="packets per workload and backend (default 20000)")
+    ap.add_argument(
+        "--seconds", type=positive_number("seconds"), default=10.0, help="time cap of a process() run (default 10)"
+    )
     ap.add_argument(
         "--backends",
         default="python,native",

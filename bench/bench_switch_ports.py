@@ -17,7 +17,6 @@ emulator/native/stub_switch.c doing the same MAC rewrite: the ceiling of the nat
 gcc; `native-recvmmsg` is the same without the TPACKET_V2 receive ring). Logging is off for all of them.
 """
 
-import argparse
 import os
 import re
 import shutil
@@ -28,6 +27,7 @@ import time
 import uuid
 
 from topologies.targets import find_executable, free_tcp_port
+from usage.args import OneLineParser, input_file, int_in
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "p4", "build")
@@ -352,11 +352,16 @@ def run(name, starter, pairs, args, program, p4info):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--frames", type=int, default=200_000, help="frames to send per target")
-    parser.add_argument("--size", type=int, default=64, help="frame size in bytes (without FCS)")
-    parser.add_argument("--program", default=os.path.join(FIXTURES, "ipv4_forward.json"))
-    parser.add_argument("--p4info", default=os.path.join(FIXTURES, "ipv4_forward.p4info.txtpb"))
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int_in(1), default=200_000, help="frames to send per target")
+    parser.add_argument(
+        "--size",
+        type=int_in(60, 1514, " (an Ethernet frame without FCS)"),
+        default=64,
+        help="frame size in bytes (without FCS)",
+    )
+    parser.add_argument("--program", type=input_file, default=os.path.join(FIXTURES, "ipv4_forward.json"))
+    parser.add_argument("--p4info", type=input_file, default=os.path.join(FIXTURES, "ipv4_forward.p4info.txtpb"))
     parser.add_argument("--targets", default="thc-switch,passthrough,native,bmv2")
     parser.add_argument(
         "--sender",

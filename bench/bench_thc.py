@@ -27,7 +27,6 @@ Prints the figures and writes DIR/thc.json and DIR/thc.png (default bench/out). 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -35,6 +34,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+from usage.args import OneLineParser, int_in
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -370,12 +371,12 @@ def plot(path: Path, rows: list[dict], nmse: dict[str, list[dict]], floor: dict)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help="sizes 2^10 .. 2^16, 2^20, 2^24; fewer repetitions and rounds"
     )
-    parser.add_argument("--workers", type=int, default=8, help="simulated workers for the NMSE sweep (default 8)")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--workers", type=int_in(1), default=8, help="simulated workers for the NMSE sweep (default 8)")
+    parser.add_argument("--threads", type=int_in(1), default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="output folder (default bench/out)")
     parser.add_argument("--native", action="store_true", help="only the native vs numpy codec table")
     args = parser.parse_args()

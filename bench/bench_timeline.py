@@ -24,13 +24,14 @@ plans, Gantt PNGs). Figures only, no assertion: the machine is shared (its load 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from usage.args import OneLineParser, input_file, int_in, listed, positive_number
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -49,10 +50,19 @@ BUCKET_KB = {"mlp-digits": 1.0, "mlp2-digits": 4.0, "cnn-digits": 16.0, "cnn1d-s
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--topo", default=str(REPO / "topologies" / "star4.json"), help="topology (default star4)")
-    p.add_argument("--workers", type=int, default=None, help="workers (a star grows/shrinks; default: the file's)")
-    p.add_argument("--bw", default="50,10,5", help="validated link rates in Mbit/s (default 50,10,5)")
+    p = OneLineParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--topo", type=input_file, default=str(REPO / "topologies" / "star4.json"), help="topology (default star4)"
+    )
+    p.add_argument(
+        "--workers", type=int_in(1), default=None, help="workers (a star grows/shrinks; default: the file's)"
+    )
+    p.add_argument(
+        "--bw",
+        type=listed(positive_number("Mbit/s")),
+        default="50,10,5",
+        help="validated link rates in Mbit/s (default 50,10,5)",
+    )
     p.add_argument("--models", default=",".join(MODELS), help=f"models (default {','.join(MODELS)})")
     p.add_argument(
         "--calibrate-model",
@@ -62,8 +72,8 @@ def parse_args(argv=None):
         "mlp-digits' factors made the other models' median error 29 %% instead of 13 %%, bench run of Dec 3)",
     )
     p.add_argument("--modes", default="thc,fix32,gloo", help="uniform modes to validate (default thc,fix32,gloo)")
-    p.add_argument("--steps", type=int, default=40, help="training steps per run (default 40)")
-    p.add_argument("--warmup", type=int, default=5, help="first steps left out of the measured mean (default 5)")
+    p.add_argument("--steps", type=int_in(1), default=40, help="training steps per run (default 40)")
+    p.add_argument("--warmup", type=int_in(0), default=5, help="first steps left out of the measured mean (default 5)")
     p.add_argument("--no-plan", action="store_true", help="skip the planned-mix runs")
     p.add_argument(
         "--probe-sizes",
@@ -72,7 +82,10 @@ def parse_args(argv=None):
         "right before its runs, as thc-run --modes plan does)",
     )
     p.add_argument(
-        "--probe-rounds", type=int, default=8, help="probe rounds per size and mode, the first a warm-up (default 8)"
+        "--probe-rounds",
+        type=int_in(2, why=": the first is a warm-up"),
+        default=8,
+        help="probe rounds per size and mode, the first a warm-up (default 8)",
     )
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="output folder (default bench/out)")
     p.add_argument(
@@ -82,7 +95,7 @@ def parse_args(argv=None):
     )
     p.add_argument(
         "--replay",
-        type=Path,
+        type=input_file,
         metavar="BENCH_TIMELINE.json",
         help="no runs: predict the cases of an earlier run's file again with the current model, from that run's "
         "own step profiles and probes, and print its validation table and the plans the planner now makes "
@@ -90,6 +103,7 @@ def parse_args(argv=None):
     )
     p.add_argument(
         "--planner-gbps",
+        type=listed(positive_number("Gbit/s")),
         default="1,10,25,100",
         help="link rates in Gbit/s the planner is timed at (default 1,10,25,100)",
     )
@@ -237,7 +251,7 @@ def replay(path: Path) -> int:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.replay:
-        return replay(args.replay)
+        return replay(Path(args.replay))
     speed = planner_speed([float(g) for g in args.planner_gbps.split(",") if g])
     if args.planner_only:
         return 0

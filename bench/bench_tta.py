@@ -27,6 +27,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from usage.args import OneLineParser, input_file, int_in
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -40,9 +42,7 @@ MODES = ("thc", "fix32", "gloo")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--models",
         default="cnn-digits,mlp2-digits",
@@ -50,11 +50,11 @@ def parse_args(argv=None):
     )
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default thc,fix32,gloo)")
     p.add_argument("--bw", default="50,20,10", help="link rates in Mbit/s, comma-separated (default 50,20,10)")
-    p.add_argument("--steps", type=int, default=200, help="training steps per mode (default 200)")
-    p.add_argument("--workers", type=int, default=4, help="workers in the star (default 4)")
+    p.add_argument("--steps", type=int_in(1), default=200, help="training steps per mode (default 200)")
+    p.add_argument("--workers", type=int_in(1), default=4, help="workers in the star (default 4)")
     p.add_argument(
         "--topo",
-        type=Path,
+        type=input_file,
         default=None,
         help="a star topology file (default topologies/star4.json, or star4_ps.json when a mode is a ps mode)",
     )
@@ -64,11 +64,11 @@ def parse_args(argv=None):
         default="auto",
         help="software switch engine (default auto = native when it can run the program)",
     )
-    p.add_argument("--window", type=int, default=256, help="requests in flight per worker (default 256)")
+    p.add_argument("--window", type=int_in(1), default=256, help="requests in flight per worker (default 256)")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="output directory (default bench/out)")
     p.add_argument(
         "--replot",
-        type=Path,
+        type=input_file,
         nargs="+",
         metavar="JSON",
         help="train nothing: print the tables and draw the plot of earlier runs' bench_tta.json files, "
@@ -203,7 +203,7 @@ def report_all(records: list[dict], models: list[str], out: Path) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.replot is not None:
-        records = [r for path in args.replot for r in json.loads(path.read_text())["runs"]]
+        records = [r for path in args.replot for r in json.loads(Path(path).read_text())["runs"]]
         records.sort(key=lambda r: (r["model"], -r["bw_mbit"]))
         args.out.mkdir(parents=True, exist_ok=True)
         report_all(records, list(dict.fromkeys(r["model"] for r in records)), args.out)

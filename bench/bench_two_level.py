@@ -18,12 +18,13 @@ line is `two-level/one-level spine bytes per round: <R>`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from usage.args import OneLineParser, int_in, number_in
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -58,11 +59,16 @@ def measure(levels: int, args, table) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--leaves", type=int, default=2)
-    parser.add_argument("--per-leaf", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--loss", type=float, default=0.0, help="loss probability per frame and link (0..1)")
+    parser = OneLineParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--leaves", type=int_in(1), default=2)
+    parser.add_argument("--per-leaf", type=int_in(1), default=4)
+    parser.add_argument("--rounds", type=int_in(1), default=40)
+    parser.add_argument(
+        "--loss",
+        type=number_in(0, 1, "a probability", below_hi=True),
+        default=0.0,
+        help="loss probability per frame and link (0..1)",
+    )
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).resolve().parent / "out", help="output folder (default bench/out)"
     )

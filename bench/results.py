@@ -12,11 +12,12 @@ nothing and exits 1 when the page differs from what the records render.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
+
+from usage.args import OneLineParser, input_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results.md"
@@ -245,14 +246,12 @@ def as_record(path: Path) -> tuple[str, dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--add", nargs="+", type=Path, default=[], metavar="RECORD", help="records to keep first")
+    ap = OneLineParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--add", nargs="+", type=input_file, default=[], metavar="RECORD", help="records to keep first")
     ap.add_argument("--check", action="store_true", help="exit 1 if docs/results.md is not what the records render")
     ap.add_argument("--name", help="keep the one --add record under this name (default: its benchmark's)")
     args = ap.parse_args(argv)
     for path in args.add:
-        if not path.is_file():
-            ap.error(f"--add: no file {str(path)!r} (a benchmark writes bench/out/<name>.record.json)")
         name, record = as_record(path)
         name = args.name or name
         RECORDS.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ the topology file, the table) is checked before connecting.
 """
 
 import argparse
+import contextlib
 import json
 import sys
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
 from spec import contract
 from spec.job import JobSpec, JobSpecError, add_job_options, spec_from_options
-from spec.usage import OneLineParser, output_file, positive_number
+from usage.args import OneLineParser, input_file, int_in, output_file, positive_number
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"  # simple_switch_grpc's default
 
@@ -56,9 +57,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--device-id", type=_device_id, metavar="N", help="P4Runtime device id (default: the topology's, else 0)"
     )
     g.add_argument(
-        "--election-id", default="0,1", metavar="[HIGH,]LOW", help="election id for primary arbitration (default: 0,1)"
+        "--election-id",
+        type=_election_id,
+        default="0,1",
+        metavar="[HIGH,]LOW",
+        help="election id for primary arbitration (default: 0,1)",
     )
-    g.add_argument("--topology", metavar="FILE", help="topology file (topologies/*.json): switch addresses, hosts")
+    g.add_argument(
+        "--topology", type=input_file, metavar="FILE", help="topology file (topologies/*.json): switch addresses, hosts"
+    )
     which = g.add_mutually_exclusive_group()
     which.add_argument("--switch", metavar="NAME", help="act on this switch of the topology")
     which.add_argument("--all", action="store_true", help="act on every switch of the topology, one after the other")
@@ -80,13 +87,30 @@ def _common(parser: argparse.ArgumentParser) -> None:
     p = parser.add_argument_group("program")
     p.add_argument(
         "--p4info",
+        type=input_file,
         default=str(DEFAULT_P4INFO),
         metavar="FILE",
         help="P4Info to push (and to encode with in a dry run without a switch) (default: %(default)s)",
     )
     p.add_argument(
-        "--bmv2-json", default=str(DEFAULT_BMV2_JSON), metavar="FILE", help="BMv2 JSON to push (default: %(default)s)"
+        "--bmv2-json",
+        type=input_file,
+        default=str(DEFAULT_BMV2_JSON),
+        metavar="FILE",
+        help="BMv2 JSON to push (default: %(default)s)",
     )
+
+
+JOB_ID = int_in(0, contract.JOB_ID_MAX)  # argparse type of a job id
+
+
+def _election_id(text: str) -> str:
+    """argparse type: an election id as parse_election_id takes it, checked before anything connects."""
+    try:
+        parse_election_id(text)
+    except ControlError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _grpc_addr(text: str) -> str:
@@ -169,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         "topology with aggregation.leaves the job goes on the spine and every leaf of its workers "
         "(two-level aggregation; job remove and list act on all of them too).",
     )
-    add.add_argument("--id", type=int, metavar="J", help=f"job id, 0..{contract.JOB_ID_MAX} (or the --job file's)")
+    add.add_argument("--id", type=JOB_ID, metavar="J", help=f"job id, 0..{contract.JOB_ID_MAX} (or the --job file's)")
     add.add_argument("--workers", required=True, metavar="h1,h2,...", help="worker hosts of the topology")
     add.add_argument(
         "--job",
@@ -178,8 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
         "agree with --id and --workers) instead of the options below",
     )
     add_job_options(add)
-    add.add_argument("--slot-base", type=int, metavar="S", help="first slot (default: the lowest free range)")
-    add.add_argument("--epoch", type=int, metavar="E", help="epoch 1..65535 (default: random, never the previous one)")
+    add.add_argument("--slot-base", type=int_in(0), metavar="S", help="first slot (default: the lowest free range)")
+    add.add_argument(
+        "--epoch", type=int_in(1, 65535), metavar="E", help="epoch 1..65535 (default: random, never the previous one)"
+    )
     add.add_argument(
         "--key", type=_integer("the job key"), metavar="K", help="the job's key, 1..2**32-1 (default: a fresh one)"
     )
@@ -190,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the job's description, key included, for the workers (thc-worker --job)",
     )
     remove = command(job, "remove", "remove a job (jobs entry, multicast group, result_dst entries)")
-    remove.add_argument("--id", type=int, required=True, metavar="J", help="job id")
+    remove.add_argument("--id", type=JOB_ID, required=True, metavar="J", help="job id")
     remove.add_argument("--missing-ok", action="store_true", help="succeed if the job is not installed")
     command(job, "list", "the installed jobs and their workers")
 
@@ -199,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stats_cmd.add_argument(
         "--job",
-        type=int,
+        type=JOB_ID,
         action="append",
         metavar="ID",
         help="only this job's events (repeatable; default: every installed job)",
@@ -542,7 +568,8 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
     err = err or sys.stderr
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        with contextlib.redirect_stderr(err):  # a usage error is one of this run's error lines
+            args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
     results = {}

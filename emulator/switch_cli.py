@@ -26,6 +26,7 @@ from emulator.p4runtime_server import BindError, P4RuntimeServer
 from emulator.pacing import MIN_PPS, service_ns
 from emulator.ports import InterfaceError, interface_exists
 from emulator.switch import SoftwareSwitch, load_config
+from usage.args import OneLineParser, input_file, int_in
 
 log = logging.getLogger("emulator.switch_cli")
 DEFAULT_GRPC_ADDR = "0.0.0.0:9559"  # simple_switch_grpc's default
@@ -43,7 +44,7 @@ def _interface(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="thc-switch",
         allow_abbrev=False,
         description="Software P4 switch (BMv2 v1model JSON from p4c) with a P4Runtime server; "
@@ -69,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PORT@IFACE",
         help="attach Linux interface IFACE as switch port PORT (repeatable)",
     )
-    p.add_argument("--device-id", type=int, default=0, metavar="N", help="P4Runtime device id (default 0)")
+    p.add_argument(
+        "--device-id", type=int_in(0, 2**64 - 1), default=0, metavar="N", help="P4Runtime device id (default 0)"
+    )
     p.add_argument(
         "--grpc-server-addr",
         default=DEFAULT_GRPC_ADDR,
@@ -79,13 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--cpu-port",
-        type=int,
+        type=int_in(0, 511),
         default=None,
         metavar="N",
         help="port number that carries packet-in/packet-out to the P4Runtime controller",
     )
     p.add_argument(
         "--p4info",
+        type=input_file,
         metavar="PATH",
         help="P4Info (text or binary) matching PROGRAM.json, so P4Runtime can read and write "
         "at once without SetForwardingPipelineConfig (not a simple_switch_grpc option)",
@@ -157,14 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--dump-packet-data",
-        type=int,
+        type=int_in(0),
         default=0,
         metavar="N",
         help="log the first N bytes of every received and sent frame at info",
     )
     p.add_argument(
         "--thrift-port",
-        type=int,
+        type=int_in(0, 65535),
         metavar="N",
         help="accepted and ignored: the software switch has no Thrift server (use P4Runtime)",
     )

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from host_agent import identity, workloads
 from host_agent.modes import MODES, PS_MODES, uses_job
-from spec.usage import OneLineParser, int_in, non_negative_number, positive_number
+from spec import contract
+from usage.args import OneLineParser, input_path, int_in, non_negative_number, positive_number
 
 DESCRIPTION = "`thc-worker`: one data-parallel training worker, run on one Mininet host by `thc-run`."
 # JobSpec field -> the dest of the job option (spec.job.add_job_options) that sets it without --job FILE
@@ -113,10 +114,10 @@ def _add_job_group(g) -> None:
     g.add_argument("--mode", choices=MODES, default="thc", help="how gradients are aggregated (default thc)")
     g.add_argument(
         "--rank",
-        type=int,
+        type=int_in(0),
         help="this worker's rank = its worker id in the THC job (default: $RANK, which torchrun sets)",
     )
-    g.add_argument("--world-size", type=int, help="number of workers (default: $WORLD_SIZE, which torchrun sets)")
+    g.add_argument("--world-size", type=int_in(1), help="number of workers (default: $WORLD_SIZE, which torchrun sets)")
     g.add_argument(
         "--master-addr",
         help="IPv4 address of rank 0 for a TCP rendezvous (default: torch's env:// rendezvous from "
@@ -141,7 +142,7 @@ def _add_job_group(g) -> None:
     )
     g.add_argument(
         "--job",
-        type=Path,
+        type=input_path,
         metavar="FILE",
         help="the job's description (JSON, as thc-ctl job add --save FILE writes it): id, workers, compression, "
         "framing and key, the same on the switch and every worker (default: the job options below)",
@@ -153,7 +154,7 @@ def _add_switch_addresses(s) -> None:
     s.add_argument("--service-ip", help="the aggregating switch's THC service address")
     s.add_argument(
         "--servers",
-        type=Path,
+        type=input_path,
         metavar="FILE",
         help="thc-ps and fix32-ps: the parameter servers, in shard order, with their service addresses and the "
         "keys of the job on each (JSON, as thc-run writes it: host_agent/sharded.py); instead of --service-ip",
@@ -167,7 +168,10 @@ def _add_switch_addresses(s) -> None:
     s.add_argument("--src-ip", help="this host's IPv4 address (default: --iface's)")
     s.add_argument("--src-mac", help="this host's MAC address (default: --iface's)")
     s.add_argument(
-        "--job-id", type=int, default=None, help="THC job id installed on the switch (default: --job's, else 1)"
+        "--job-id",
+        type=int_in(0, contract.JOB_ID_MAX),
+        default=None,
+        help="THC job id installed on the switch (default: --job's, else 1)",
     )
     s.add_argument(
         "--key",
@@ -262,7 +266,9 @@ def _add_training(r) -> None:
     r.add_argument(
         "--lr", type=positive_number(), default=None, help="learning rate (default: the model's, e.g. 0.1 for SGD)"
     )
-    r.add_argument("--seed", type=int, default=0, help="model initialisation and batch order (default 0)")
+    r.add_argument(
+        "--seed", type=int_in(0, 2**32 - 1), default=0, help="model initialisation and batch order (default 0)"
+    )
     r.add_argument(
         "--result",
         type=Path,
@@ -291,7 +297,7 @@ def _add_training(r) -> None:
     )
     r.add_argument(
         "--plan",
-        type=Path,
+        type=input_path,
         metavar="FILE.json",
         help="--mode plan: bucket index -> mode (thc, fix32, gloo, gloo-fp16), as thc-plan plan --save writes it",
     )
@@ -309,7 +315,7 @@ def _add_probe(q) -> None:
         "--probe-size", type=int_in(1, 2**30), default=5000, help="coordinates per probe gradient (default 5000)"
     )
     q.add_argument("--probe-rounds", type=int_in(1), default=1, help="probe rounds (default 1)")
-    q.add_argument("--probe-seed", type=int, default=7, help="seed of the probe gradients (default 7)")
+    q.add_argument("--probe-seed", type=int_in(0, 2**32 - 1), default=7, help="seed of the probe gradients (default 7)")
 
 
 def job_key(text: str) -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 from spec import contract
 from thc.config import QUANTIZERS, TABLE_KINDS, THCConfig, parse_probability, terngrad_conflict
 from thc.errors import ConfigError
+from usage.args import int_in
 
 __all__ = ["JobSpec", "JobSpecError", "add_job_options", "DEFAULT_WINDOW", "DEFAULT_SLOTS"]
 
@@ -216,21 +217,23 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     """The compression and framing options of a job, with their defaults."""
     d = JobSpec(job_id=0, workers=1)
     g = parser.add_argument_group("the job (one description for the switch and every worker)")
-    g.add_argument("--bits", type=int, default=d.bits, help=f"bits per coordinate upstream, 1..4 (default {d.bits})")
+    g.add_argument(
+        "--bits", type=int_in(1, 4), default=d.bits, help=f"bits per coordinate upstream, 1..4 (default {d.bits})"
+    )
     g.add_argument(
         "--granularity",
-        type=int,
+        type=int_in(1, 255),
         default=d.granularity,
         help=f"table values are integers 0..g, g <= 255 (default {d.granularity}); n*g sets the lane width",
     )
     g.add_argument("--clip", default="1/32", help="two-sided clip probability of N(0,1), e.g. 1/32 (default)")
     g.add_argument("--table", choices=TABLE_KINDS, default=d.table, help="table kind (default optimal)")
     g.add_argument(
-        "--chunk", type=int, default=d.chunk, help=f"largest Hadamard chunk, a power of two (default {d.chunk})"
+        "--chunk", type=int_in(1), default=d.chunk, help=f"largest Hadamard chunk, a power of two (default {d.chunk})"
     )
     g.add_argument(
         "--thc-seed",
-        type=int,
+        type=int_in(0, 2**64 - 1),
         default=d.seed,
         metavar="S",
         help="the workers' shared seed of the Hadamard signs and rounding streams (default 0)",
@@ -250,12 +253,15 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--window",
-        type=int,
+        type=int_in(1, contract.SLOTS),
         default=d.window,
         help=f"requests in flight per worker, the same on every worker (default {d.window})",
     )
     g.add_argument(
-        "--slots", type=int, default=None, help="the job's slots on the switch (default: the window, at least 256)"
+        "--slots",
+        type=int_in(1, contract.SLOTS),
+        default=None,
+        help="the job's slots on the switch (default: the window, at least 256)",
     )
 
 

@@ -7,10 +7,11 @@ import pytest
 
 from tests.support import paths
 
-PACKAGES = ("thc", "native_build", "emulator", "spec", "controller", "host_agent", "topologies", "bench")
+PACKAGES = ("usage", "thc", "native_build", "emulator", "spec", "controller", "host_agent", "topologies", "bench")
 
 # What each package may import of the others. Anything else is a layering mistake.
 ALLOWED = {
+    "usage": set(),  # how every CLI reads its arguments (one-line errors, checked types): imports nothing
     "thc": {"native_build"},  # the maths: no packets, no switch; its native codec is C built at run time
     "native_build": set(),  # compiles C at run time for the switch and the workers alike: imports nothing
     "emulator": {"native_build"},  # the switch runs any P4 program: it knows nothing of THC
@@ -21,6 +22,7 @@ ALLOWED = {
     "topologies": {"spec", "thc", "controller", "host_agent", "emulator"},  # the runner brings everything up
     "bench": {"spec", "thc", "controller", "host_agent", "topologies", "emulator", "native_build"},
 }  # and none imports the tests: their harnesses live in the packages (topologies/inprocess)
+ALLOWED = {package: allowed | ({"usage"} if package != "usage" else set()) for package, allowed in ALLOWED.items()}
 
 
 def imports_of(package: str) -> dict[str, set[str]]:

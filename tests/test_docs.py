@@ -302,15 +302,21 @@ def test_the_multi_host_host_preparation_is_what_the_multi_host_test_runs():
     assert written == [shlex.split(line) for line in host_setup(topo, "h1")]
 
 
-def test_the_multi_host_commands_parse():
+def test_the_multi_host_commands_parse(tmp_path, monkeypatch):
     """The switch's, workers' and backend's commands use only options their programs have (the e2e test,
-    root only, runs them)."""
+    root only, runs them). They run where the page's earlier steps wrote the job's file (thc-ctl job add
+    --save), which the workers' --job must name: here an empty stand-in."""
+    monkeypatch.chdir(tmp_path)
     switch = docs.words(docs.tested_block("multi-host-switch"))
     assert switch[0] == "thc-switch"
     switch_cli.parse_args(switch[1:])  # thc-switch's own split at `--`, as simple_switch_grpc's
     worker = docs.words(docs.command_lines(docs.tested_block("multi-host-worker"))[0])
     i = worker.index("-m")
     assert worker[i + 1] == "host_agent.worker"
-    worker_cli.build_parser().parse_args([w.replace("$R", "0") for w in worker[i + 2 :]])
+    worker_args = [w.replace("$R", "0") for w in worker[i + 2 :]]
+    for option in ("--job", "--plan", "--servers"):
+        if option in worker_args:
+            (tmp_path / worker_args[worker_args.index(option) + 1]).write_text("{}")
+    worker_cli.build_parser().parse_args(worker_args)
     backend = docs.words(docs.command_lines(docs.tested_block("multi-host-backend"))[0])
     assert [w.split("=")[0] for w in backend[:3]] == ["THC_JOB", "THC_IFACE", "THC_SERVICE_IP"]

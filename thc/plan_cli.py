@@ -19,6 +19,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from usage.args import OneLineParser, input_file, input_path, int_in, output_file, positive_number
+
 from . import models_zoo, planner, profiles
 from .timeline import Bucket, StepProfile, Timeline
 
@@ -401,7 +403,7 @@ def validation_table(cases: list[dict]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="thc-plan",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -411,17 +413,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     def hardware(sp):
         g = sp.add_mutually_exclusive_group()
-        g.add_argument("--profile", metavar="FILE.json", help="hardware profile file (format: thc/profiles.py)")
+        g.add_argument(
+            "--profile", type=input_file, metavar="FILE.json", help="hardware profile file (format: thc/profiles.py)"
+        )
         g.add_argument(
             "--preset",
             default="tofino",
             choices=sorted(profiles.PRESETS),
             help="built-in hardware profile when no --profile (default tofino: 8 x V100, 100 Gbit/s)",
         )
-        sp.add_argument("--workers", type=int, help="override the profile's number of workers")
+        sp.add_argument("--workers", type=int_in(1), help="override the profile's number of workers")
         sp.add_argument(
             "--gpu-tflops",
-            type=float,
+            type=positive_number("TFLOPS"),
             metavar="T",
             help="override the profile's peak GPU rate (TFLOPS; the profile's efficiency still applies)",
         )
@@ -435,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"known: {', '.join(models_zoo.MODELS)})",
     )
     pr.add_argument("--gbps", help="link rates in Gbit/s, comma-separated (default: the profile's)")
-    pr.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    pr.add_argument("--json", type=output_file, metavar="FILE", help="also write the rows as JSON")
     pr.add_argument(
         "--headline",
         action="store_true",
@@ -451,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--model", help=f"shape-only model ({', '.join(models_zoo.MODELS)})")
     pl.add_argument(
         "--step-profile",
-        type=Path,
+        type=input_path,
         metavar="FILE.json",
         help="a measured step instead (bucket sizes, ready times; bench/bench_timeline.py writes them)",
     )
@@ -466,8 +470,15 @@ def build_parser() -> argparse.ArgumentParser:
         default="gloo",
         help="the uncompressed mode the search starts from and compares with (default gloo)",
     )
-    pl.add_argument("--png", metavar="FILE.png", help="draw the step's timeline for the plan, all-THC, all-baseline")
-    pl.add_argument("--save", metavar="FILE.json", help="write the plan for thc-worker --mode plan --plan FILE")
+    pl.add_argument(
+        "--png",
+        type=output_file,
+        metavar="FILE.png",
+        help="draw the step's timeline for the plan, all-THC, all-baseline",
+    )
+    pl.add_argument(
+        "--save", type=output_file, metavar="FILE.json", help="write the plan for thc-worker --mode plan --plan FILE"
+    )
     pl.set_defaults(func=cmd_plan)
 
     va = sub.add_parser("validate", help="predicted vs measured step times of testbed runs (bench/bench_timeline.py)")

@@ -9,8 +9,8 @@ from host_agent import workloads
 from host_agent.modes import PS_MODES
 from spec import contract
 from spec.job import add_job_options
-from spec.usage import OneLineParser, folder, int_in, positive_number
 from topologies import link_rate
+from usage.args import OneLineParser, folder, input_file, int_in, number_in, positive_number
 
 DEFAULT_TOPO = "topologies/star4.json"
 PS_TOPO = "topologies/star4_ps.json"  # the default when a mode is a ps mode: star4 with server placements
@@ -93,6 +93,7 @@ def _network_options(net) -> None:
     """The topology and target, the links (rate, loss) and the switch (executable, engine, pace, logs)."""
     net.add_argument(
         "--topo",
+        type=input_file,
         default=None,
         metavar="FILE",
         help=f"topology JSON (default {DEFAULT_TOPO}, or {PS_TOPO} when a mode is a ps mode; format: "
@@ -127,7 +128,10 @@ def _network_options(net) -> None:
         help=f"with --bw auto: gloo's communication share of its step to aim at (default {link_rate.DEFAULT_SHARE})",
     )
     net.add_argument(
-        "--loss", type=float, metavar="PCT", help="random loss of every link, percent per direction (e.g. 1)"
+        "--loss",
+        type=number_in(0, 100, "a percentage", below_hi=True),
+        metavar="PCT",
+        help="random loss of every link, percent per direction (e.g. 1)",
     )
     net.add_argument("--switch-exe", metavar="PATH", help="switch executable to use instead of the target's")
     net.add_argument(

@@ -589,26 +589,40 @@ def test_dry_run_without_a_switch_encodes_with_the_p4info_file(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "argv, message",
+    "argv, status, message",
     [
-        (["stats", "--grpc-addr", "127.0.0.1:{free}", "--connect-timeout", "0.2"], "no P4Runtime server answers at"),
-        (["job", "add", "--id", "1", "--workers", "h1", "--grpc-addr", "{addr}"], "needs --topology"),
-        (["job", "add", "--id", "1", "--workers", "h9", "--topology", "{topo}"], "unknown host 'h9'"),
-        (["job", "add", "--id", "300", "--workers", "h1", "--topology", "{topo}"], "from 0 to 255"),
-        (["job", "add", "--id", "1", "--workers", "h1", "--bits", "6", "--topology", "{topo}"], "'bits' = 6"),
-        (["job", "add", "--id", "1", "--workers", "h1", "--granularity", "300", "--topology", "{topo}"], "1 to 255"),
+        (["stats", "--grpc-addr", "127.0.0.1:{free}", "--connect-timeout", "0.2"], 1, "no P4Runtime server answers at"),
+        (["job", "add", "--id", "1", "--workers", "h1", "--grpc-addr", "{addr}"], 1, "needs --topology"),
+        (["job", "add", "--id", "1", "--workers", "h9", "--topology", "{topo}"], 1, "unknown host 'h9'"),
+        (
+            ["job", "add", "--id", "300", "--workers", "h1", "--topology", "{topo}"],
+            2,
+            "argument --id: 300: must be 0..255",
+        ),
+        (
+            ["job", "add", "--id", "1", "--workers", "h1", "--bits", "6", "--topology", "{topo}"],
+            2,
+            "argument --bits: 6: must be 1..4",
+        ),
+        (
+            ["job", "add", "--id", "1", "--workers", "h1", "--granularity", "300", "--topology", "{topo}"],
+            2,
+            "argument --granularity: 300: must be 1..255",
+        ),
         (
             ["job", "add", "--id", "1", "--workers", "h1,h2", "--job", "{missing}", "--topology", "{topo}"],
+            1,
             "cannot read",
         ),
-        (["job", "add", "--id", "1", "--workers", "h1", "--clip", "2", "--topology", "{topo}"], "strictly between"),
-        (["stats", "--switch", "s1"], "--switch needs --topology"),
-        (["stats", "--election-id", "x", "--grpc-addr", "{addr}"], "election id"),
-        (["apply", "{missing}", "--grpc-addr", "{addr}"], "cannot read runtime file"),
-        (["forwarding", "--topology", "{bad_topo}"], "unknown node 'h9'"),
+        (["job", "add", "--id", "1", "--workers", "h1", "--clip", "2", "--topology", "{topo}"], 1, "strictly between"),
+        (["stats", "--switch", "s1"], 1, "--switch needs --topology"),
+        (["stats", "--election-id", "x", "--grpc-addr", "{addr}"], 2, "argument --election-id: election id 'x'"),
+        (["apply", "{missing}", "--grpc-addr", "{addr}"], 1, "cannot read runtime file"),
+        (["forwarding", "--topology", "{bad_topo}"], 1, "unknown node 'h9'"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_status_1(mock, tmp_path, argv, message):
+def test_bad_input_is_one_line_and_refused(mock, tmp_path, argv, status, message):
+    """Exit 2: refused as the arguments are read (usage); 1: refused by the checks that follow, before connecting."""
     port = int(mock.addr.rsplit(":", 1)[1])
     topo_file = tmp_path / "star4.json"
     topo_file.write_text(json.dumps(star4(port)))
@@ -623,8 +637,8 @@ def test_bad_input_is_one_line_and_exit_status_1(mock, tmp_path, argv, message):
         "bad_topo": bad_file,
         "missing": tmp_path / "missing.json",
     }
-    status, out, err = cli(*[a.format(**values) for a in argv])
-    assert status == 1
+    got, out, err = cli(*[a.format(**values) for a in argv])
+    assert got == status, err
     assert err.startswith("thc-ctl: error: ") and message in err and err.count("\n") == 1, err
     assert "Traceback" not in err
 

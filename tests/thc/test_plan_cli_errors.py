@@ -66,16 +66,20 @@ def test_plan_refuses_a_step_profile_with_wrong_types(capsys, tmp_path, profile,
 @pytest.mark.parametrize("option", ["--png", "--save"])
 def test_plan_refuses_an_output_in_a_missing_folder_before_any_work(capsys, tmp_path, option):
     target = tmp_path / "no" / "such" / "out.file"
-    one_line(*run(capsys, ["plan", "--model", "resnet50", option, target]), option, "existing folder")
+    one_line(*run(capsys, ["plan", "--model", "resnet50", option, target]), option, "create it first")
     assert not (tmp_path / "no").exists()
 
 
 def test_project_refuses_a_json_output_in_a_missing_folder(capsys, tmp_path):
-    one_line(*run(capsys, ["project", "--json", tmp_path / "no" / "rows.json"]), "--json", "existing folder")
+    one_line(*run(capsys, ["project", "--json", tmp_path / "no" / "rows.json"]), "--json", "create it first")
 
 
 @pytest.mark.parametrize(
-    "option, value, words", [("--workers", 0, ["--workers 0"]), ("--gpu-tflops", 0, ["--gpu-tflops 0"])]
+    "option, value, words",
+    [
+        ("--workers", 0, ["argument --workers", "0: must be at least 1"]),
+        ("--gpu-tflops", 0, ["argument --gpu-tflops", "must be a positive number"]),
+    ],
 )
 def test_a_zero_override_is_refused_not_ignored(capsys, option, value, words):
     one_line(*run(capsys, ["project", "--models", "resnet50", option, value]), *words)

@@ -38,10 +38,10 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     "argv, status, words",
     [
-        (["--window", "5000"], 1, ["job field 'window' = 5000", "from 1 to 1024"]),
-        (["--window", "0"], 1, ["job field 'window' = 0", "from 1 to 1024"]),
-        (["--bits", "5"], 1, ["job field 'bits' = 5", "from 1 to 4"]),
-        (["--granularity", "300"], 1, ["job field 'granularity' = 300", "from 1 to 255"]),
+        (["--window", "5000"], 2, ["argument --window", "5000: must be 1..1024"]),
+        (["--window", "0"], 2, ["argument --window", "0: must be 1..1024"]),
+        (["--bits", "5"], 2, ["argument --bits", "5: must be 1..4"]),
+        (["--granularity", "300"], 2, ["argument --granularity", "300: must be 1..255"]),
         (["--bits", "4", "--granularity", "10"], 1, ["16 levels, so g must be at least 15"]),
         (["--job-id", "300"], 2, ["argument --job-id", "300: must be 0..255"]),
         (["--steps", "-5"], 2, ["argument --steps", "-5: must be at least 1"]),
@@ -71,7 +71,7 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
         (["--target", "bmv2", "--switch-pps", "2000"], 1, ["--switch-pps paces the software switch", "emulator"]),
         (["--switch-pps", "0.5"], 1, ["--switch-pps 0.5", "at least 1 frame a second"]),
         (["--switch-pps", "0"], 2, ["argument --switch-pps", "positive"]),
-        (["--topo", "/nonexistent.json"], 1, ["cannot read topology file /nonexistent.json"]),
+        (["--topo", "/nonexistent.json"], 2, ["argument --topo", "'/nonexistent.json' does not exist"]),
         (
             ["--model", "charlm-stdlib", "--steps", "1000000"],
             1,

@@ -13,18 +13,29 @@ import argparse
 import functools
 from pathlib import Path
 
+LARGEST = 1e9  # no figure these CLIs take (seconds, Mbit/s, rates, a learning rate) means anything larger
+LARGEST_INT = 2**63 - 1  # no count, id or seed they take is wider than a machine word
 
-def _finite_number(what: str, zero_allowed: bool):
+
+def _finite_number(what: str, zero_allowed: bool, negative_allowed: bool = False):
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
-        if not (0 <= value if zero_allowed else 0 < value) or value == float("inf"):  # NaN fails both
+        if abs(value) > LARGEST:
+            raise argparse.ArgumentTypeError(f"{text!r}: too large (at most {LARGEST:g})")
+        low_ok = True if negative_allowed else (0 <= value if zero_allowed else 0 < value)
+        if not low_ok or value != value:  # NaN
             raise argparse.ArgumentTypeError(f"{text!r}: must be {what}")
         return value
 
     return parse
+
+
+def finite_number(text: str) -> float:
+    """argparse type: any finite number within +-1e9 (what OneLineParser makes of type=float)."""
+    return _finite_number("a finite number", zero_allowed=True, negative_allowed=True)(text)
 
 
 def positive_number(unit: str = ""):
@@ -37,20 +48,71 @@ def non_negative_number(unit: str = ""):
     return _finite_number(f"a number of {unit} >= 0" if unit else "a number >= 0", zero_allowed=True)
 
 
+def number_in(lo: float, hi: float, what: str = "", below_hi: bool = False):
+    """argparse type: a finite number in lo..hi (below_hi: hi itself excluded, e.g. a loss probability of 1
+    would never let a round finish); `what` names it in the error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what or 'a number'}") from None
+        if not (lo <= value and (value < hi if below_hi else value <= hi)):  # NaN fails
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: must be {lo:g}..{hi:g}{' (not ' + format(hi, 'g') + ')' if below_hi else ''}"
+            )
+        return value
+
+    return parse
+
+
+def listed(item):
+    """argparse type: comma-separated values, each checked by the argparse type `item`; gives the text back
+    as written (the command splits it where it always has)."""
+
+    def parse(text: str) -> str:
+        parts = [part.strip() for part in text.split(",")]
+        if not all(parts):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated values, none empty")
+        for part in parts:
+            item(part)
+        return text
+
+    return parse
+
+
 def int_in(lo: int, hi: int | None = None, why: str = ""):
-    """argparse type: an integer in lo..hi (hi None: no upper bound); the message says the range and why."""
+    """argparse type: an integer in lo..hi (hi None: what a machine word holds); the message says the range
+    and why."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r}: expected an integer") from None
+        if hi is None and value > LARGEST_INT:
+            raise argparse.ArgumentTypeError(f"{text}: too large (at most {LARGEST_INT:,})")
         if value < lo or (hi is not None and value > hi):
             bound = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
             raise argparse.ArgumentTypeError(f"{value}: must be {bound}{why}")
         return value
 
     return parse
+
+
+def input_file(text: str) -> str:
+    """argparse type: a file the command will read: it must be there now, so a typo fails before anything
+    starts (a rendezvous, a switch, a run), not after. Gives the text back as written."""
+    path = Path(text)
+    if not path.is_file():
+        missing = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r} {missing}")
+    return text
+
+
+def input_path(text: str) -> Path:
+    """input_file as a Path."""
+    return Path(input_file(text))
 
 
 def output_file(text: str) -> Path:
@@ -72,6 +134,9 @@ def folder(text: str) -> Path:
     return path
 
 
+whole_number = int_in(-LARGEST_INT - 1)  # argparse type: an integer a machine word holds (type=int, below)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """ArgumentParser with one-line errors ``<tool>: error: <message> (see `<prog> --help`)``, exit 2.
 
@@ -82,6 +147,11 @@ class OneLineParser(argparse.ArgumentParser):
     def __init__(self, *args, tool: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.tool = tool or self.prog.split()[0]
+        # type=int and type=float read as whole_number and finite_number (argument groups share this
+        # registry): NaN, infinities and numbers no machine word holds get one line, not a failure deep
+        # in the run.
+        self.register("type", int, whole_number)
+        self.register("type", float, finite_number)
 
     def add_subparsers(self, **kwargs):
         kwargs.setdefault("parser_class", functools.partial(type(self), tool=self.tool))
