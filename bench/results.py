@@ -172,6 +172,7 @@ def render_thc_run(figures: dict) -> str:
         + (f"{bw:g} Mbit/s links" if bw else "links not slowed")
         + (" (chosen by `--bw auto`)" if run.get("bw_auto") else "")
         + (f", {run['loss_pct']:g} % loss" if run.get("loss_pct") else "")
+        + (f"; time to {figures['target']:.0%} test accuracy" if figures.get("target") else "")
         + ":\n"
     )
     lines = [head, training_table(figures["modes"], bw)]
