@@ -1,7 +1,11 @@
 """The THC program's own frames through BMv2 and through the software switch (Python and native backends):
 random THC, FIX32 and NORM requests, QUERYs, RELEASEs, PARTIALs, results to a leaf and malformed frames of
 live jobs, each seed a test case. The outputs must be byte-identical (as multisets: BMv2's egress threads
-keep no order between ports) and the event counters, all and per job, equal.
+keep no order between ports), the event counters, all and per job, equal, and every cell of every register
+equal once the frames are through. BMv2's registers are read over its Thrift API, which answers a cell as
+a signed 64-bit number and saturates the wide accumulator cells at 2**63 - 1 (its P4Runtime server reads
+no registers: "Register reads are not supported yet"); such cells are taken from BMv2's trace log, the
+last value it wrote there, and the log is checked against every cell the Thrift API reads exactly.
 
 BMv2 reads the frames from pcap files (`--use-files`), which it replays in order through its one ingress
 thread, so the registers see the frames in the order the software switch does, and 2,000 frames take
@@ -10,7 +14,9 @@ seconds rather than the minutes of a frame-by-frame exchange over veths. Nothing
 
 from __future__ import annotations
 
+import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -18,8 +24,8 @@ import pytest
 from controller.writes import INSERT, TableWrite, to_updates
 from spec import contract
 from spec import frames as tp
-from tests.emulator.test_engine_bmv2 import _collect_output, _InputFifo, _pcap_records
-from tests.support.bmv2 import Bmv2Process, bmv2_binary
+from tests.support.bmv2 import Bmv2Process, bmv2_binary, read_registers
+from tests.support.bmv2_pcap import InputFifo, collect_output, pcap_records
 from tests.support.paths import THC_JSON
 from thc import make_table
 from topologies.inprocess.switches import SoftwareTarget, SwitchTarget
@@ -165,9 +171,11 @@ class PcapBmv2(SwitchTarget):
         from controller.session import SwitchSession
 
         self.workdir = workdir
-        self.inputs = {p: _InputFifo(workdir / f"p{p}_in.pcap") for p in PORTS}
+        self.inputs = {p: InputFifo(workdir / f"p{p}_in.pcap") for p in PORTS}
         interfaces = [arg for p in PORTS for arg in ("-i", f"{p}@p{p}")]
-        self.proc = Bmv2Process(workdir, ["--use-files", "0", "--log-level", "error", "--no-p4", *interfaces])
+        # trace: its "Wrote register" lines give the full value of the cells its Thrift API saturates
+        trace = ["--log-console", "--log-level", "trace"]
+        self.proc = Bmv2Process(workdir, ["--use-files", "0", *trace, "--no-p4", *interfaces])
         self.session = SwitchSession(self.proc.address, name="bmv2", connect_timeout=20.0)
         self.session.push()
         self.p4info = self.session._p4info
@@ -177,14 +185,18 @@ class PcapBmv2(SwitchTarget):
 
     def run(self, frames, expected_count: int) -> list[tuple[int, bytes]]:
         for p, fifo in self.inputs.items():
-            fifo.feed(_pcap_records([(i, f) for i, (q, f) in enumerate(frames) if q == p]))
-        return _collect_output(self.workdir, PORTS, expected_count, self.proc)
+            fifo.feed(pcap_records([(i, f) for i, (q, f) in enumerate(frames) if q == p]))
+        return collect_output(self.workdir, PORTS, expected_count, self.proc)
 
     def counters(self) -> tuple[dict, dict]:
         stats = self.session.read_stats(list(JOBS) + [UNKNOWN_JOB])
         events = {name: stats.packets(name) for name in contract.EVENTS}
         jobs = {j: {name: stats.jobs[j].packets(name) for name in contract.EVENTS} for j in stats.jobs}
         return events, jobs
+
+    def registers(self, widths: dict[str, int]) -> dict[str, list[int]]:
+        """Every cell as the Thrift API reads it (call before close)."""
+        return read_registers(self.proc.thrift_port, sorted(widths))
 
     def close(self) -> None:
         self.session.close()
@@ -194,7 +206,24 @@ class PcapBmv2(SwitchTarget):
                 fifo.close()
 
 
-def software_run(backend: str, frames) -> tuple[list, dict, dict]:
+def register_widths() -> dict[str, int]:
+    """Every register of the compiled program: name -> bit width (BMv2's Thrift API answers a wide cell
+    as a signed 64-bit number, so both sides are read modulo 2**width)."""
+    return {r["name"]: r["bitwidth"] for r in json.loads(THC_JSON.read_text())["register_arrays"]}
+
+
+def software_registers(sw, widths: dict[str, int]) -> dict[str, list[int]]:
+    sizes = {name: reg.size for name, reg in sw.program.registers.items()}
+    cells = {
+        name: sw.register_cells(name)
+        if hasattr(sw, "register_cells")
+        else [sw.register_read(name, i) for i in range(n)]
+        for name, n in sizes.items()
+    }
+    return {name: [cell & ((1 << widths[name]) - 1) for cell in cells[name]] for name in widths}
+
+
+def software_run(backend: str, frames) -> tuple[list, dict, dict, dict]:
     t = SoftwareTarget(backend)
     program(t)
     out = []
@@ -202,8 +231,45 @@ def software_run(backend: str, frames) -> tuple[list, dict, dict]:
         out += t.send(port, frame)
     events = t.events()
     jobs = {j: t.job_events(j) for j in [*JOBS, UNKNOWN_JOB]}
+    registers = software_registers(t.sw, register_widths())
     t.close()
-    return sorted(out), events, jobs
+    return sorted(out), events, jobs, registers
+
+
+SATURATED = 2**63 - 1  # what BMv2's Thrift API answers for a cell of 2**63 or more
+WROTE = re.compile(r"Wrote register '([^']+)' at index (\d+) with value (\d+)")
+
+
+def exact_registers(thrift: dict[str, list[int]], log: str, widths: dict[str, int]) -> tuple[dict, int]:
+    """BMv2's registers with each saturated wide cell replaced by the last value its trace log shows it
+    wrote there; the log must agree with every written cell the Thrift API read exactly. Answers the
+    registers and how many cells came from the log."""
+    last = {}
+    for name, index, value in WROTE.findall(log):
+        last[name, int(index)] = int(value)
+    registers, from_log = {}, 0
+    for name, cells in thrift.items():
+        exact = []
+        for i, cell in enumerate(cells):
+            logged = last.get((name, i))
+            if widths[name] >= 64 and cell == SATURATED:
+                assert logged is not None, f"{name}[{i}] is saturated but BMv2's log shows no write to it"
+                exact.append(logged)
+                from_log += 1
+            else:
+                assert logged is None or logged == cell, f"{name}[{i}]: Thrift {cell}, the log's last write {logged}"
+                exact.append(cell)
+        registers[name] = exact
+    return registers, from_log
+
+
+def first_difference(theirs: dict[str, list[int]], ours: dict[str, list[int]]) -> str:
+    """Where two register dumps differ first, and how many cells differ, for the failure message."""
+    cells = [(name, i, a, b) for name in ours for i, (a, b) in enumerate(zip(theirs[name], ours[name])) if a != b]
+    if not cells:
+        return "the same cells"
+    name, i, a, b = cells[0]
+    return f"{len(cells)} cells differ, the first {name}[{i}]: BMv2 {a:#x}, the software switch {b:#x}"
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -212,7 +278,7 @@ def test_bmv2_and_the_software_switch_send_the_same_bytes_and_count_the_same_eve
     python = software_run("python", frames)
     native = software_run("native", frames)
     assert native == python, "the native backend differs from the Python backend"
-    out, events, jobs = python
+    out, events, jobs, registers = python
     # the frames reached every stage that is compared: aggregation, results, drops of several kinds
     assert events["COMPLETED"] > 0 and events["CONSUMED"] > 0 and events["DROP_MALFORMED"] > 0
     assert events["QUERY_ANSWERED"] > 0 and events["FANNED_OUT"] > 0 and events["DROP_BAD_KEY"] > 0
@@ -221,10 +287,17 @@ def test_bmv2_and_the_software_switch_send_the_same_bytes_and_count_the_same_eve
         program(bmv2)
         theirs = bmv2.run(frames, len(out))
         their_events, their_jobs = bmv2.counters()
+        thrift = bmv2.registers(register_widths())
     finally:
         bmv2.close()
+    their_registers, from_log = exact_registers(thrift, bmv2.proc.log.read_text(), register_widths())
     assert len(theirs) == len(out), f"BMv2 sent {len(theirs)} frames, the software switch {len(out)}"
     differing = [i for i, (a, b) in enumerate(zip(theirs, out)) if a != b]
     assert not differing, f"{len(differing)} of {len(out)} output frames differ, the first at {differing[0]}"
     assert their_events == events
     assert their_jobs == jobs
+    assert sorted(their_registers) == sorted(registers)
+    assert their_registers == registers, first_difference(their_registers, registers)
+    # the registers were written: slots were taken and sums accumulated, so an all-zero dump cannot pass
+    assert any(any(cells) for name, cells in registers.items() if name.startswith(contract.ACC_PREFIX))
+    assert from_log < sum(len(cells) for cells in registers.values()) // 2  # most cells read over Thrift

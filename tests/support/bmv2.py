@@ -5,6 +5,7 @@ takes a free Thrift port and a notifications socket in its own folder; gRPC list
 port. Readiness is p4lang/tutorials' check: the process is alive and its gRPC port accepts connections.
 """
 
+import json
 import os
 import shutil
 import socket
@@ -137,3 +138,21 @@ def replace_parse_value_set(thrift_port: int, name: str, members: list[bytes], c
     )
     assert done.returncode == 0, f"setting BMv2's value set {name} failed: {done.stdout}{done.stderr}"
     return [bytes.fromhex(m) for m in done.stdout.split()]
+
+
+def read_registers(thrift_port: int, names: list[str], cli: str | None = None) -> dict[str, list[int]]:
+    """Every cell of each named register of a running BMv2, over its Thrift API
+    (tests/support/bmv2_registers.py): {name: [cell, ...]}."""
+    cli = cli or cli_binary()
+    if cli is None:
+        pytest.skip("simple_switch_CLI (for its Python with thrift and bm_runtime) is not installed")
+    interpreter, env = cli_runner(cli)
+    done = subprocess.run(
+        [*interpreter, str(Path(__file__).with_name("bmv2_registers.py")), str(thrift_port), *names],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"reading BMv2's registers failed: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return json.loads(done.stdout)
