@@ -33,11 +33,13 @@ from usage.args import OneLineParser, int_in, positive_number
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import record as bench_record  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from host_agent.fake_switch import FakeSwitch  # noqa: E402
 from host_agent.sim import SimJob, program_engine  # noqa: E402
 from spec import contract  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
+from topologies import provenance  # noqa: E402
 from topologies.inprocess.ddp_cluster import jobs_aggregators, thc_spec, train_ddp  # noqa: E402
 
 MODEL = "mlp-digits"
@@ -145,6 +147,7 @@ def one_run(args, straggler_timeout: float | None) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    origin = provenance.started(quick=args.steps < 150)
     workload = workloads.get(MODEL)
     print(
         f"{MODEL}, {args.workers} workers, worker {args.workers - 1} sleeps {args.delay_ms:g} ms per step, "
@@ -171,6 +174,8 @@ def main(argv=None) -> int:
         json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs, "ratio": ratio}, indent=1)
     )
     print(f"partial/wait step time: {ratio:.3f}")
+    figures = {"model": MODEL, "workers": args.workers, "delay_ms": args.delay_ms, "steps": args.steps}
+    bench_record.write(args.out.parent, "bench_stragglers", origin, {**figures, "runs": runs, "ratio": ratio})
     return 0
 
 

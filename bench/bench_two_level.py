@@ -28,9 +28,11 @@ from usage.args import OneLineParser, int_in, number_in
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import record as bench_record  # noqa: E402
 from spec import frames  # noqa: E402
 from thc import THCConfig  # noqa: E402
 from thc.aggregate import reference_aggregate  # noqa: E402
+from topologies import provenance  # noqa: E402
 from topologies.inprocess.leaf_spine import LeafSpine  # noqa: E402
 
 
@@ -73,6 +75,7 @@ def main(argv=None) -> int:
         "--out", type=Path, default=Path(__file__).resolve().parent / "out", help="output folder (default bench/out)"
     )
     args = parser.parse_args(argv)
+    origin = provenance.started(quick=args.rounds < 40)
     table = THCConfig().make_table()  # the codec's default table
     runs = [measure(1, args, table), measure(2, args, table)]
     for run in runs:
@@ -85,6 +88,7 @@ def main(argv=None) -> int:
     (out / "bench_two_level.json").write_text(json.dumps({"loss": args.loss, "runs": runs}, indent=2))
     ratio = runs[1]["spine_link_bytes_per_round"] / runs[0]["spine_link_bytes_per_round"]
     print(f"two-level/one-level spine bytes per round: {ratio:.3f}")
+    bench_record.write(out, "bench_two_level", origin, {"loss": args.loss, "runs": runs, "ratio": ratio})
     return 0
 
 

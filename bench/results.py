@@ -204,11 +204,48 @@ def render_pipeline(figures: list[dict]) -> str:
     return lead + "\n" + table(["K (coordinates/packet)", *(TARGET_LABELS.get(t, t) for t in targets)], rows)
 
 
+def render_two_level(figures: dict) -> str:
+    """bench_two_level.py: bytes on the spine links per round, spine-only against two-level aggregation."""
+    rows = [
+        [f"{r['levels']}", f"{r['workers']}", f"{r['rounds']}", _n(r["spine_link_bytes_per_round"], 0)]
+        for r in figures["runs"]
+    ]
+    lead = f"Loss {figures['loss']:g} per frame and link; sums checked against thc's reference every round:\n\n"
+    ratio = f"\n\ntwo-level/one-level spine bytes per round: **{figures['ratio']:.3f}**"
+    return lead + table(["levels", "workers", "rounds", "spine-link bytes per round"], rows) + ratio
+
+
+def render_stragglers(figures: dict) -> str:
+    """bench_stragglers.py: waiting for every worker against partial aggregation with one straggler."""
+    rows = []
+    for name, r in sorted(figures["runs"].items(), key=lambda item: item[0] != "wait"):  # wait first
+        reached = "not reached" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f} s"
+        rows.append(
+            [
+                "wait for all" if name == "wait" else f"partial ({r['straggler_timeout_ms']:g} ms timeout)",
+                _n(r["step_ms"]),
+                _n(r["straggler_step_ms"]),
+                reached,
+                f"{r['final_metric']:.3f}",
+                "yes" if r["ranks_identical"] else "no",
+                str(r["releases"]),
+            ]
+        )
+    lead = (
+        f"{figures['model']}, {figures['workers']} workers in one process, worker {figures['workers'] - 1} "
+        f"sleeping {figures['delay_ms']:g} ms a step, {figures['steps']} steps:\n\n"
+    )
+    header = ["run", "step ms", "straggler's step ms", "time to target", "final", "ranks identical", "releases"]
+    return lead + table(header, rows) + f"\n\npartial/wait step time: **{figures['ratio']:.3f}**"
+
+
 RENDERERS = {
     "bench_host_agent_worker": render_host_agent_worker,
     "bench_e2e": render_e2e,
     "bench_pipeline": render_pipeline,
     "thc_run": render_thc_run,
+    "bench_two_level": render_two_level,
+    "bench_stragglers": render_stragglers,
 }
 
 

@@ -27,7 +27,12 @@ More prose.
 <!-- /results:bench_host_agent_worker -->
 <!-- results:thc_run -->
 <!-- /results:thc_run -->
+<!-- results:bench_two_level -->
+<!-- /results:bench_two_level -->
+<!-- results:bench_stragglers -->
+<!-- /results:bench_stragglers -->
 """
+NAMES = ["bench_e2e", "bench_pipeline", "bench_host_agent_worker", "thc_run", "bench_two_level", "bench_stragglers"]
 
 
 def fixture_records():
@@ -46,7 +51,7 @@ def test_the_fixture_records_render_the_same_page_every_time_and_only_inside_the
     assert outside == results.REGION.sub("", PAGE)  # the prose around the regions is untouched
 
 
-@pytest.mark.parametrize("name", ["bench_e2e", "bench_pipeline", "bench_host_agent_worker", "thc_run"])
+@pytest.mark.parametrize("name", NAMES)
 def test_each_generated_region_names_its_command_commit_date_and_load(name):
     record = fixture_records()[name]
     region = next(
@@ -66,6 +71,8 @@ def test_the_figures_come_from_the_record():
     assert "0.79 (prepare 0.07, norm round 0.20, encode 0.12, sums 0.27, decode 0.13)" in page
     assert "| gloo all-reduce | 0.967 | not reached | 131.3 | 105.1 |" in page  # 249,724 B at 19 Mbit/s
     assert "THC reached the target 4.38× sooner than gloo all-reduce." in page
+    assert "| 2 | 8 | 40 | 4,344 |" in page and "two-level/one-level spine bytes per round: **0.327**" in page
+    assert "| partial (10 ms timeout) | 41.0 | 76.0 | not reached | 0.972 | yes | 6300 |" in page
 
 
 def test_a_region_without_a_record_is_refused_by_name():
@@ -85,16 +92,12 @@ def test_add_keeps_a_record_under_its_benchmarks_name(tmp_path, monkeypatch):
     page = tmp_path / "results.md"
     page.write_text(PAGE)
     monkeypatch.setattr(results, "PAGE", page)
-    for name in ("bench_e2e", "bench_pipeline", "bench_host_agent_worker"):
+    benches = [n for n in NAMES if n != "thc_run"]
+    for name in benches:
         shutil.copy(FIXTURES / f"{name}.json", tmp_path / f"{name}.record.json")
-    adds = [str(tmp_path / f"{n}.record.json") for n in ("bench_e2e", "bench_pipeline", "bench_host_agent_worker")]
+    adds = [str(tmp_path / f"{n}.record.json") for n in benches]
     assert results.main(["--add", *adds, str(FIXTURES / "summary.json")]) == 0
-    assert sorted(p.name for p in (tmp_path / "records").iterdir()) == [
-        "bench_e2e.json",
-        "bench_host_agent_worker.json",
-        "bench_pipeline.json",
-        "thc_run.json",
-    ]
+    assert sorted(p.name for p in (tmp_path / "records").iterdir()) == sorted(f"{n}.json" for n in NAMES)
     assert page.read_text() == results.render(PAGE, fixture_records())
     assert results.main(["--check"]) == 0
     page.write_text(page.read_text().replace("9,310", "9,311"))
