@@ -33,11 +33,13 @@ from usage.args import OneLineParser, int_in, positive_number
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import record as bench_record  # noqa: E402
 from emulator.switch import SoftwareSwitch  # noqa: E402
 from host_agent import wire  # noqa: E402
 from host_agent.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker_port  # noqa: E402
 from spec import contract  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
+from topologies import provenance  # noqa: E402
 
 IPV4_JSON = ROOT / "tests/fixtures/p4/build/ipv4_forward.json"
 THC_JSON = ROOT / "p4/build/thc.json"
@@ -186,6 +188,7 @@ def main(argv=None):
         help="comma-separated engine backends to measure: python, native (default python,native)",
     )
     args = ap.parse_args(argv)
+    origin = provenance.started(quick=args.packets < 20000)
     backends = [b for b in args.backends.split(",") if b]
     for b in backends:
         if b not in ("python", "native"):
@@ -218,6 +221,15 @@ def main(argv=None):
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}")
+    rows = [
+        {"workload": name, "backend": backend, "mode": mode, "pps": r["pps"], "us_per_packet": r["us_per_packet"]}
+        for name, by_backend in report["workloads"].items()
+        for backend, modes in by_backend.items()
+        if backend in backends
+        for mode, r in modes.items()
+    ]
+    figures = {"rows": rows, "thc_coords_per_request": THC_SPEC.coords_per_request}
+    bench_record.write(OUT.parent, "bench_switch", origin, figures)
     thc = report["workloads"].get("thc_data", {})
     if "python" in thc and "native" in thc:
         ratio = thc["native"]["batched"]["pps"] / thc["python"]["process"]["pps"]

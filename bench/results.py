@@ -239,6 +239,28 @@ def render_stragglers(figures: dict) -> str:
     return lead + table(header, rows) + f"\n\npartial/wait step time: **{figures['ratio']:.3f}**"
 
 
+def render_switch(figures: dict) -> str:
+    """bench_switch.py: the software switch's engine alone, packets a second per workload, backend and call."""
+    columns = [("python", "process"), ("native", "process"), ("native", "batched")]
+    labels = {
+        ("python", "process"): "Python `process()`",
+        ("native", "process"): "native `process()` (a ctypes call per frame)",
+        ("native", "batched"): "native batched (`process_batch`, one C call)",
+    }
+    rows = []
+    for workload in sorted({r["workload"] for r in figures["rows"]}):
+        cells = []
+        for backend, mode in columns:
+            r = next(
+                (r for r in figures["rows"] if (r["workload"], r["backend"], r["mode"]) == (workload, backend, mode)),
+                None,
+            )
+            cells.append("–" if r is None else f"{r['pps']:,.0f} pkt/s")
+        rows.append([workload, *cells])
+    lead = f"A THC data packet is a full request of {figures['thc_coords_per_request']:,} coordinates:\n\n"
+    return lead + table(["workload", *(labels[c] for c in columns)], rows)
+
+
 RENDERERS = {
     "bench_host_agent_worker": render_host_agent_worker,
     "bench_e2e": render_e2e,
@@ -246,6 +268,7 @@ RENDERERS = {
     "thc_run": render_thc_run,
     "bench_two_level": render_two_level,
     "bench_stragglers": render_stragglers,
+    "bench_switch": render_switch,
 }
 
 

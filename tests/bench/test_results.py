@@ -31,8 +31,18 @@ More prose.
 <!-- /results:bench_two_level -->
 <!-- results:bench_stragglers -->
 <!-- /results:bench_stragglers -->
+<!-- results:bench_switch -->
+<!-- /results:bench_switch -->
 """
-NAMES = ["bench_e2e", "bench_pipeline", "bench_host_agent_worker", "thc_run", "bench_two_level", "bench_stragglers"]
+NAMES = [
+    "bench_e2e",
+    "bench_pipeline",
+    "bench_host_agent_worker",
+    "thc_run",
+    "bench_two_level",
+    "bench_stragglers",
+    "bench_switch",
+]
 
 
 def fixture_records():
@@ -72,6 +82,7 @@ def test_the_figures_come_from_the_record():
     assert "| gloo all-reduce | 0.967 | not reached | 131.3 | 105.1 |" in page  # 249,724 B at 19 Mbit/s
     assert "THC reached the target 4.38× sooner than gloo all-reduce." in page
     assert "| 2 | 8 | 40 | 4,344 |" in page and "two-level/one-level spine bytes per round: **0.327**" in page
+    assert "| thc_data | 2,840 pkt/s | – | 335,260 pkt/s |" in page
     assert "| partial (10 ms timeout) | 41.0 | 76.0 | not reached | 0.972 | yes | 6300 |" in page
 
 
