@@ -173,7 +173,9 @@ def test_the_summary_compares_each_ps_mode_with_the_switch():
         (["--mode", "thc", "--service-ip", "10.0.0.254", "--servers", "s.json"], "--servers is for --mode thc-ps"),
     ],
 )
-def test_a_worker_refuses_servers_its_mode_does_not_use(capsys, argv, says):
+def test_a_worker_refuses_servers_its_mode_does_not_use(capsys, tmp_path, monkeypatch, argv, says):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.json").write_text("[]")  # there (a missing --servers file is refused as it is read)
     common = "--iface lo --src-ip 127.0.0.1 --src-mac 02:00:00:00:00:01 --service-mac 02:00:00:00:00:fe".split()
     rank = ["--rank", "1", "--world-size", "4", "--master-addr", "10.0.0.1"]
     assert worker.main([*common, *rank, *argv]) == 2
