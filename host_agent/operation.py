@@ -131,6 +131,7 @@ class Operation:
         self.mixed_counts = mixed_counts  # partial aggregation: counts may differ between requests
         self.release_at = np.full(n_requests, np.inf)  # when an unanswered request sends a RELEASE
         self.sums = np.zeros(n_requests * per_packet, np.int32)  # NORM: the maxima's float32 bit patterns
+        self.flat = False  # result() gives the sums as one flat array (WorkerProtocol.start_sum_packed)
 
     @property
     def complete(self) -> bool:
@@ -201,9 +202,12 @@ class Operation:
         return chunks
 
     def result(self):
-        """NORM: float32 maxima. THC / FIX32: (list of per-chunk sums, contributors: see contributors())."""
+        """NORM: float32 maxima. THC / FIX32: (list of per-chunk sums, contributors: see contributors()); with
+        `flat`, the sums of every request as one int32 array instead of the list."""
         if not self.complete:
             raise RuntimeError("operation still in flight")
         if self.op == wire.OP_NORM:
             return self.sums[: self.chunk_lengths[0]].view(np.float32).copy()
+        if self.flat:  # the operation's own array: nothing else writes it once the operation is complete
+            return self.sums, self.contributors()
         return self._per_chunk(self.sums), self.contributors()
