@@ -327,7 +327,11 @@ class THCCompressor(Compressor):
             self.feedback.keep(memory)
 
     def _sign_key(self, prep: THCPrepared) -> np.ndarray:
-        return key_words(self.config.seed, sign_stream_prefix(prep.step, prep.key))
+        """The Hadamard signs' stream key of this gradient (kept with it: encode and decode both need it)."""
+        key = prep.extra.get("sign_key")
+        if key is None:
+            key = prep.extra["sign_key"] = key_words(self.config.seed, sign_stream_prefix(prep.step, prep.key))
+        return key
 
     def _transformed_indices(self, prep: THCPrepared, m: np.ndarray) -> list[np.ndarray]:
         """THC's encode: the indices of H D v scaled by the max norms, one array per chunk."""

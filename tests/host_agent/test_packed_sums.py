@@ -129,3 +129,26 @@ def test_hook_decodes_the_same_bits_on_the_packed_path(new_engine):
             assert torch.equal(got, want)
     assert sum(s["retransmissions"] for s in stats) > 0  # the packed path recovered from loss
     assert all(s["operations"] == 8 for s in stats)  # 2 steps x 2 buckets x (norm round + sums)
+
+
+def test_packed_sums_in_sixteen_bit_lanes(new_engine):
+    """n·g = 4 × 100 > 255: 16-bit lanes, K = 512 coordinates a request (and the padding 16-bit requests
+    carry): the packed path's sums are exact there too."""
+    job = job_of(4, 8, granularity=100)
+    k = job.spec.coords_per_request
+    assert job.spec.lane_bits == 16 and k == 512
+    _, workers = attach_workers(new_engine(job), job, loss_up=0.05, loss_down=0.05, seed=3, clock=VirtualClock())
+    rng = np.random.default_rng(16)
+    table = np.asarray(job.spec.table_values(), np.int32)
+    data = [[rng.integers(0, 16, n, dtype=np.uint8) for n in (3 * k + 5, k)] for _ in workers]
+    padded = [[np.pad(c, (0, -c.size % k)) for c in d] for d in data]
+    ops = [
+        w.start_sum_packed(np.frombuffer(pack_indices(p, k)[0], np.uint8), [c.size for c in p])
+        for w, p in zip(workers, padded)
+    ]
+    drive(workers)
+    want = np.concatenate([sum(table[p[c]] for p in padded) for c in range(2)])
+    for op in ops:
+        got, count = op.result()
+        assert count == 4
+        np.testing.assert_array_equal(got, want)
