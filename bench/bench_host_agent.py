@@ -409,16 +409,19 @@ ROUND_SIZES = (16_384, 1_048_576)  # a small DDP bucket (the figures issue 38 se
 
 
 def veth_round(iface: str, quick: bool) -> None:
-    """One worker's full THC rounds on `iface` (echo_switch.c on the other end): prepare, the norm round,
-    encode, the sums and decode, each phase's CPU (this process, every thread) per round. The echo
-    answers a NORM with the worker's own norms and a THC request with n times its own table values, so
-    the round decodes to this worker's own quantized gradient. Which codec runs is the environment's
-    (THC_NATIVE, as everywhere)."""
+    """One worker's full THC rounds on `iface` (echo_switch.c on the other end), as the DDP hook runs them
+    in training (thc.ddp's blocking round through a SwitchAggregator): prepare, the norm round, encode, the
+    sums and decode, each phase's CPU (this process, every thread) per round; "sums" is the rest of the
+    round (starting the sum operation, waiting for it, and the hook's own glue). The echo answers a NORM
+    with the worker's own norms and a THC request with n times its own table values, so the round decodes
+    to this worker's own quantized gradient. Which codec runs is the environment's (THC_NATIVE, as
+    everywhere)."""
     import torch
 
+    from host_agent.aggregator import SwitchAggregator
     from host_agent.protocol import WorkerProtocol
     from host_agent.transport import RawSocketTransport
-    from thc.compressor import THCCompressor
+    from thc.ddp import THCHookState, _thc_reduce
 
     torch.set_num_threads(1)  # as thc-run's workers run (OMP_NUM_THREADS=1): idle OpenMP threads spin on CPU
     transport = RawSocketTransport(iface)
@@ -428,25 +431,46 @@ def veth_round(iface: str, quick: bool) -> None:
             transport, wire.FrameBuilder(worker_endpoint(0), SERVICE), job.spec, 0, deadline=20.0,
             first_request=i * 10**7,
         )  # fmt: skip
-        comp = THCCompressor(job.spec.thc_config(), worker_id=0)
+        agg = SwitchAggregator(worker)
+        state = THCHookState(job.spec.thc_config(), agg, worker_id=0)
+        comp = state.compressor_for(0, coords)
         grad = torch.from_numpy(np.random.default_rng(coords).standard_normal(coords).astype(np.float32))
+        bucket = grad.clone()
         phases = dict.fromkeys(("prepare", "norm round", "encode", "sums", "decode"), 0.0)
+        norm_finished, inside = [False], [False]
 
-        def timed(phase, fn, *args):
-            t = time.process_time()
-            out = fn(*args)
-            phases[phase] += time.process_time() - t
-            return out
+        def timed(phase, fn, norm_only=False):
+            def run(*args, **kwargs):
+                if (norm_only and norm_finished[0]) or inside[0]:  # a phase's own inner calls: timed once
+                    return fn(*args, **kwargs)
+                t, inside[0] = time.process_time(), True
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    phases[phase] += time.process_time() - t
+                    norm_finished[0], inside[0] = norm_finished[0] or norm_only, False
+
+            return run
+
+        comp.prepare = timed("prepare", comp.prepare)
+        comp.encode_packed = timed("encode", comp.encode_packed)
+        comp.encode = timed("encode", comp.encode)
+        comp.decode_lanes = timed("decode", comp.decode_lanes)
+        comp.decode = timed("decode", comp.decode)
+        agg.start_max = timed("norm round", agg.start_max)
+        agg.finish = timed("norm round", agg.finish, norm_only=True)
+        total = [0.0]
 
         def one_round(step):
-            prep = timed("prepare", comp.prepare, grad, step)
-            top = timed("norm round", worker.all_max, prep.norms.numpy())
-            indices = timed("encode", comp.encode, prep, top)
-            sums, n = timed("sums", worker.all_sum_indices, indices)
-            return timed("decode", comp.decode, prep, sums, n, top)
+            bucket.copy_(grad)  # the bucket as backward left it (decode writes the average into it)
+            norm_finished[0] = False
+            t = time.process_time()
+            out = _thc_reduce(state, bucket, 0, step)
+            total[0] += time.process_time() - t
+            return out
 
         one_round(0)  # warm up: builds, the RTO adapts
-        phases = dict.fromkeys(phases, 0.0)
+        phases, total[0] = dict.fromkeys(phases, 0.0), 0.0
         repeats = 3 if quick else max(5, 400_000 // coords)
         wall = time.perf_counter()
         for step in range(1, repeats + 1):
@@ -454,7 +478,8 @@ def veth_round(iface: str, quick: bool) -> None:
         wall = (time.perf_counter() - wall) / repeats
         if not torch.isfinite(out).all() or out.shape != grad.shape:
             raise SystemExit("veth_round: WRONG RESULT")
-        cpu = sum(phases.values()) / repeats
+        phases["sums"] = total[0] - sum(phases.values())
+        cpu = total[0] / repeats
         split = ", ".join(f"{name} {seconds / repeats * 1e3:.3f}" for name, seconds in phases.items())
         print(
             f"  full THC round, {coords} coordinates: {cpu * 1e3:.3f} ms of CPU ({split}); "
@@ -471,6 +496,7 @@ def veth_round(iface: str, quick: bool) -> None:
                 "phases_ms": {name: seconds / repeats * 1e3 for name, seconds in phases.items()},
             }
         )
+        state.close()
         if i == 0:
             protocol_round(worker, 100 if quick else 1000)
     transport.close()

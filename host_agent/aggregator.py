@@ -28,6 +28,7 @@ import torch
 
 from host_agent import wire
 from host_agent.membership import Membership
+from host_agent.operation import pack_indices
 from host_agent.protocol import Interrupted, Operation, WorkerProtocol
 from host_agent.transport import RawSocketTransport
 from spec import contract
@@ -67,6 +68,7 @@ class SwitchAggregator:
         self.protocol = protocol  # its job's description (protocol.spec) says n, the framing and the table
         self.last_max_partial = False  # the latest all_max had results of released slots (thc.ddp reads it)
         self._tables: dict[JobSpec, np.ndarray] = {}
+        self._checked: tuple | None = None  # (table object, (job, n), its values): the last table that passed
         # worker failure (see "Worker failure" in host_agent/README.md): `membership` polls for notices
         self.membership = membership
         self.on_rejoin = on_rejoin
@@ -176,8 +178,39 @@ class SwitchAggregator:
 
     def start_sum_table_values(self, indices: Sequence[np.ndarray], table) -> Call | None:
         """all_sum_table_values' first half (the table is checked against the job's at once)."""
-        values = np.asarray(getattr(table, "values", table)).reshape(-1)
+        values = self._check_table(table)
+        for chunk in indices:
+            if chunk.size and int(np.max(chunk)) >= values.size:
+                raise ValueError(
+                    f"index {int(np.max(chunk))} is outside the table of {values.size} entries: "
+                    f"the switch would drop the packet (BAD_INDEX)"
+                )
+        indices = [self._kept(chunk) for chunk in indices]
+        return self._begin(lambda p: p.start_sum_indices(indices), lambda op, result: result)
+
+    def start_sum_encoded(self, comp, prep, max_norms, partial: bool = False) -> Call | None:
+        """Encode `prep` (a THCCompressor's prepared gradient) with `max_norms` straight into the layout of
+        THC requests (THCCompressor.encode_packed) and start their sums: no index array, no packing pass.
+        finish() returns (the sums of every request as one flat int32 array, K: the coordinates a request,
+        contributors), which THCCompressor.decode_lanes takes back. The compressor's table is checked
+        against the job's as all_sum_table_values checks it; its indices are in range by construction."""
+        self._check_table(comp.table)
+        k = self.protocol.spec.coords_per_request
+        if comp.table.bits == 4:  # the wire's indices are nibbles: encode_packed writes them so
+            packed = np.empty(comp.packed_bytes(prep, k), np.uint8)  # the call's own: replayed as it is
+            lengths = comp.encode_packed(prep, max_norms, packed, k, partial=partial)
+        else:  # fewer bits an index: each still takes a nibble on the wire
+            indices = comp.encode(prep, max_norms, partial=partial)
+            packed, lengths = np.frombuffer(pack_indices(indices, k)[0], np.uint8), [i.size for i in indices]
+        return self._begin(lambda p: p.start_sum_packed(packed, lengths), lambda op, result: (result[0], k, result[1]))
+
+    def _check_table(self, table) -> np.ndarray:
+        """The table's values, checked against the job's (once per table object, job and n: a check walks
+        the table)."""
         spec = self.protocol.spec
+        if self._checked is not None and self._checked[0] is table and self._checked[1] == (spec, self.n_workers):
+            return self._checked[2]
+        values = np.asarray(getattr(table, "values", table)).reshape(-1)
         if not 2 <= values.size <= 2**contract.MAX_BITS:
             raise ValueError(f"the switch takes tables of 2..16 entries (b = 1..4 bits), got {values.size}")
         lane_max = (1 << spec.lane_bits) - 1
@@ -192,14 +225,10 @@ class SwitchAggregator:
                 f"the switch sums job {spec.job_id}'s table {job_table.tolist()} but this call decodes with "
                 f"{values.tolist()}: compress with the job's description (JobSpec.thc_config(), thc-worker --job)"
             )
-        for chunk in indices:
-            if chunk.size and int(np.max(chunk)) >= values.size:
-                raise ValueError(
-                    f"index {int(np.max(chunk))} is outside the table of {values.size} entries: "
-                    f"the switch would drop the packet (BAD_INDEX)"
-                )
-        indices = [self._kept(chunk) for chunk in indices]
-        return self._begin(lambda p: p.start_sum_indices(indices), lambda op, result: result)
+        frozen = getattr(table, "values", None)
+        if isinstance(frozen, np.ndarray) and not frozen.flags.writeable:  # a Table; anything else may change
+            self._checked = (table, (spec, self.n_workers), values)
+        return values
 
     def start_sum_int32(self, values: Sequence[np.ndarray]) -> Call | None:
         """all_sum_int32's first half."""

@@ -20,18 +20,20 @@ class ProtocolError(RuntimeError):
     """Results that cannot be combined (e.g. different contributor counts within one operation)."""
 
 
-def pack_norms(values: Sequence[float] | np.ndarray) -> tuple[bytes, list[int]]:
+def pack_norms(values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, list[int]]:
     """NORM requests' payloads: the values' float32 bit patterns (the switch takes their unsigned max lane by
     lane), big-endian, wire.NORMS_PER_REQUEST a request, the last request's unused lanes 0; and [the number
     of values]."""
     v = np.asarray(values, dtype=np.float32).reshape(-1)
-    if np.any(v < 0) or np.any(np.isnan(v)):
+    if v.size and not v.min() >= 0:  # a NaN fails the comparison too
         raise ValueError(
             "NORM values must be non-negative: the switch compares float32 bit patterns as unsigned integers"
         )
-    padded = np.zeros(-(-v.size // wire.NORMS_PER_REQUEST) * wire.NORMS_PER_REQUEST, np.float32)
-    padded[: v.size] = v + np.float32(0)  # -0.0 + 0.0 = +0.0: its bits would sort above everything
-    return padded.view(np.uint32).astype(">u4").tobytes(), [v.size]
+    # big-endian float32: the bytes of the values' bit patterns as >u4; -0.0 + 0.0 = +0.0, whose bits would
+    # otherwise sort above everything
+    padded = np.zeros(-(-v.size // wire.NORMS_PER_REQUEST) * wire.NORMS_PER_REQUEST, ">f4")
+    np.add(v, np.float32(0), out=padded[: v.size])
+    return padded.view(np.uint8), [v.size]
 
 
 def pack_indices(chunks: Sequence[np.ndarray], k: int) -> tuple[bytes, list[int]]:
@@ -109,9 +111,11 @@ class Operation:
         self.first_sent = times[1]
         ints = np.zeros((5, n_requests), np.int64)
         self.attempts = ints[0]
-        self.done = np.zeros(n_requests, np.bool_)
+        flags = np.zeros((2, n_requests), np.uint8)  # done and counts: one allocation, one address
+        self.done = flags[0].view(np.bool_)
         self.outstanding = n_requests
-        self.counts = np.zeros(n_requests, np.uint8)
+        self.counts = flags[1]
+        self._ints, self._flags = ints, flags
         # loss detection: per request the number of its latest transmission and of its first, the first
         # transmissions of this operation made before its latest one, and the results of requests first
         # sent after its latest transmission that came back since
@@ -131,6 +135,12 @@ class Operation:
         self.mixed_counts = mixed_counts  # partial aggregation: counts may differ between requests
         self.release_at = np.full(n_requests, np.inf)  # when an unanswered request sends a RELEASE
         self.sums = np.zeros(n_requests * per_packet, np.int32)  # NORM: the maxima's float32 bit patterns
+        self.flat = False  # result() gives the sums as one flat array (WorkerProtocol.start_sum_packed)
+
+    def addresses(self) -> tuple[int, int, int, int]:
+        """Where done, attempts, sums and counts start in memory (for the native take; they never move)."""
+        flags = self._flags.ctypes.data
+        return flags, self._ints.ctypes.data, self.sums.ctypes.data, flags + self.n
 
     @property
     def complete(self) -> bool:
@@ -201,9 +211,12 @@ class Operation:
         return chunks
 
     def result(self):
-        """NORM: float32 maxima. THC / FIX32: (list of per-chunk sums, contributors: see contributors())."""
+        """NORM: float32 maxima. THC / FIX32: (list of per-chunk sums, contributors: see contributors()); with
+        `flat`, the sums of every request as one int32 array instead of the list."""
         if not self.complete:
             raise RuntimeError("operation still in flight")
         if self.op == wire.OP_NORM:
             return self.sums[: self.chunk_lengths[0]].view(np.float32).copy()
+        if self.flat:  # the operation's own array: nothing else writes it once the operation is complete
+            return self.sums, self.contributors()
         return self._per_chunk(self.sums), self.contributors()

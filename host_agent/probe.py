@@ -204,6 +204,8 @@ def switch_round(args, aggregator, grad, k: int, codec=None) -> dict:
     clock.lap("prepare")
     stats = aggregator.all_max(prep.stats)
     clock.lap("norm")
+    if stats_name == "max_norms" and callable(getattr(aggregator, "start_sum_encoded", None)):
+        return _packed_round(aggregator, codec, prep, stats, clock)
     payload = codec.encode(prep, stats)
     clock.lap("encode")
     sums, contributors = all_sum(aggregator, codec, payload)
@@ -215,6 +217,36 @@ def switch_round(args, aggregator, grad, k: int, codec=None) -> dict:
         payload_name: np.concatenate(payload),
         "sums": _sums_int64(sums),
         "decoded": decoded.numpy(),
+        "contributors": np.int64(contributors),
+        "phases": clock.saved(),
+    }
+
+
+def _packed_round(aggregator, codec, prep, max_norms, clock: PhaseClock) -> dict:
+    """A table codec's round after its norm round as the DDP hook runs it through the switch (thc.ddp):
+    encoded straight into the requests' layout and the sums started ("encode"), the flat sums waited for
+    ("sum"), decoded from them ("decode"). The indices and per-chunk sums are saved as switch_round saves
+    them, read back from the requests' frames and the flat sums after the last lap."""
+    import numpy as np
+    import torch
+
+    from host_agent.wire import PAYLOAD_OFFSET, unpack_nibbles
+
+    call = aggregator.start_sum_encoded(codec, prep, max_norms)
+    clock.lap("encode")
+    lanes, per_packet, contributors = aggregator.finish(call)
+    clock.lap("sum")
+    decoded = codec.decode_lanes(prep, lanes, per_packet, contributors, max_norms, out=torch.empty(prep.numel))
+    clock.lap("decode")
+    payload = call.op.frames[:, PAYLOAD_OFFSET : PAYLOAD_OFFSET + per_packet // 2]
+    indices = unpack_nibbles(np.ascontiguousarray(payload).tobytes())
+    padded = [c.padded for c in prep.chunks]
+    starts = np.cumsum([0] + [-(-n // per_packet) * per_packet for n in padded])
+    return {
+        "max_norms": max_norms.numpy(),
+        "indices": np.concatenate([indices[at : at + n] for at, n in zip(starts.tolist(), padded)]),
+        "sums": np.concatenate([lanes[at : at + n] for at, n in zip(starts.tolist(), padded)]).astype(np.int64),
+        "decoded": decoded.view(prep.shape).numpy(),
         "contributors": np.int64(contributors),
         "phases": clock.saved(),
     }

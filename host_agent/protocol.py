@@ -290,6 +290,21 @@ class WorkerProtocol:
         packed, lengths = pack_indices(chunks, k)
         return self._start(wire.OP_THC, len(packed) // (k // 2), packed, k // 2, None, lengths, k)
 
+    def start_sum_packed(self, packed: np.ndarray, chunk_lengths: Sequence[int]) -> Operation:
+        """start_sum_indices of indices already packed as its requests carry them (THCCompressor.encode_packed
+        writes them so): `packed` holds each chunk's indices two a byte, padded with index 0 to a multiple of
+        K, chunk after chunk. No pass over the indices in Python: the bytes go into the request frames as
+        they are. The result is flat: (every request's sums one after another as int32, contributors), the
+        layout THCCompressor.decode_lanes reads (per-coordinate counts per chunk of `chunk_lengths`)."""
+        k = self.spec.coords_per_request
+        lengths = list(chunk_lengths)
+        n_requests = sum(-(-n // k) for n in lengths)
+        if packed.dtype != np.uint8 or packed.ndim != 1 or packed.size < n_requests * (k // 2):
+            raise ValueError(f"packed indices must be a 1-D uint8 array of {n_requests * (k // 2)} bytes")
+        op = self._start(wire.OP_THC, n_requests, packed[: n_requests * (k // 2)], k // 2, None, lengths, k)
+        op.flat = True
+        return op
+
     def start_sum_fix32(self, chunks: Sequence[np.ndarray]) -> Operation:
         """Per-coordinate int32 sums over workers (wrapping), spec.fix32_per_request values per request,
         chunk by chunk."""

@@ -215,11 +215,12 @@ class NativeSorter:
             w = self._wait = native.Wait(max_batches=self.MAX_BATCHES)
             self._ends, self._times = np.zeros(self.MAX_BATCHES, np.int64), np.zeros(self.MAX_BATCHES, np.float64)
             self._wait_ref = ctypes.byref(w)
+            self._record_addresses = self._ends.ctypes.data, self._times.ctypes.data
         w.until, w.fixed, w.slack, w.cap = bounds
         w.low, w.preloaded = op.span()[0], io.preloaded
         taken = self.lib.thc_wait_results(
-            fd, io.buf_address, io.stride, len(io.buf), io.lengths_address, ctypes.byref(st), self._wait_ref,
-            *self._acc_addresses, self._ends.ctypes.data, self._times.ctypes.data,
+            fd, io.buf_address, io.stride, len(io.buf), io.lengths_address, op._native_ref, self._wait_ref,
+            *self._acc_addresses, *self._record_addresses,
         )  # fmt: skip
         c = self.counters
         c.packets_received += w.frames
@@ -249,9 +250,8 @@ class NativeSorter:
             else:
                 st.q0, st.n, st.op, st.per_packet = op.q0, op.n, op.op, op.per_packet
                 st.lane_bits, st.result_bytes = op.lane_bits, op.result_bytes
-                st.done, st.attempts = op.done.ctypes.data, op.attempts.ctypes.data
-                st.sums, st.counts = op.sums.ctypes.data, op.counts.ctypes.data
-                op._native_take = st
+                st.done, st.attempts, st.sums, st.counts = op.addresses()
+                op._native_take, op._native_ref = st, ctypes.byref(st)
         if op is not None:
             st.ref_count = -1 if op.count is None else op.count
         return st

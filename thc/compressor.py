@@ -327,7 +327,11 @@ class THCCompressor(Compressor):
             self.feedback.keep(memory)
 
     def _sign_key(self, prep: THCPrepared) -> np.ndarray:
-        return key_words(self.config.seed, sign_stream_prefix(prep.step, prep.key))
+        """The Hadamard signs' stream key of this gradient (kept with it: encode and decode both need it)."""
+        key = prep.extra.get("sign_key")
+        if key is None:
+            key = prep.extra["sign_key"] = key_words(self.config.seed, sign_stream_prefix(prep.step, prep.key))
+        return key
 
     def _transformed_indices(self, prep: THCPrepared, m: np.ndarray) -> list[np.ndarray]:
         """THC's encode: the indices of H D v scaled by the max norms, one array per chunk."""
@@ -450,6 +454,30 @@ class THCCompressor(Compressor):
         spans = self._check_layout(prep, per_packet)
         if not isinstance(lanes, np.ndarray) or lanes.ndim != 1 or lanes.size < sum(spans):
             raise AggregationError(f"lanes must be a 1-D array of at least {sum(spans)} sums")
+        native = self._native_for(prep)
+        whole = (
+            native is not None
+            and lanes.dtype == np.int32
+            and lanes.flags.c_contiguous
+            and isinstance(contributors, (int, np.integer))
+            and not isinstance(contributors, bool)
+            and contributors >= 1
+            and out is not None
+            and out.dtype == torch.float32
+            and out.is_contiguous()
+            and out.device == prep.data.device
+            and out.numel() == prep.numel
+        )
+        if whole:  # the common case (one count, int32 lanes, decoded into the bucket): one C call, no views
+            m, n = self._check_norms(prep, max_norms, own=False), int(contributors)
+            bad = native.decode_flat(prep.chunks, lanes, spans, n, m, self._sign_key(prep), self._ws, out)
+            if bad is not None:
+                chunk, at = bad
+                c = prep.chunks[chunk]
+                piece = min(parallel.BLOCK, c.padded)
+                start = int(sum(spans[:chunk]))
+                raise self._range_error(c, lanes[start : start + c.padded], at // piece * piece, piece, n)
+            return out
         starts = np.concatenate([[0], np.cumsum(spans)[:-1]])
         sums = [lanes[at : at + c.padded] for at, c in zip(starts.tolist(), prep.chunks)]
         return self.decode(prep, sums, contributors, max_norms, out=out)
@@ -646,7 +674,7 @@ class THCCompressor(Compressor):
         m = m.astype(np.float64).reshape(-1)
         if m.size != len(prep.chunks):
             raise AggregationError(f"got {m.size} max norms for {len(prep.chunks)} chunks")
-        if not (np.isfinite(m).all() and (m >= 0).all()):
+        if not (m.min() >= 0 and m.max() < math.inf):  # NaN fails both comparisons
             raise AggregationError(f"max norms must be finite and non-negative, got {m.tolist()[:8]}")
         if own:
             mine = prep.norms.numpy().astype(np.float64)

@@ -269,16 +269,25 @@ class _THCRound:
                 max_norms = agg.all_max(prep.norms)
             # sets the EF memory anew: a redone round overwrites it; a partial norm round may lack our own norm
             partial = bool(getattr(agg, "last_max_partial", False))
+            if encodes:  # the aggregator encodes into its requests' layout; the sums come back flat
+                call = agg.start_sum_encoded(comp, prep, max_norms, partial=partial)
+                return max_norms, agg.finish(call, meanwhile=meanwhile, poll=NEXT_BUCKET_POLL)
             indices = comp.encode(prep, max_norms, partial=partial)
             if overlapped:
                 call = agg.start_sum_table_values(indices, comp.table)
-                return max_norms, *agg.finish(call, meanwhile=meanwhile, poll=NEXT_BUCKET_POLL)
-            return max_norms, *agg.all_sum_table_values(indices, comp.table)
+                return max_norms, agg.finish(call, meanwhile=meanwhile, poll=NEXT_BUCKET_POLL)
+            return max_norms, agg.all_sum_table_values(indices, comp.table)
 
-        max_norms, sums, contributors = redo_on_membership_change(norm_encode_sum)
+        encodes = overlapped and callable(getattr(agg, "start_sum_encoded", None))
+        max_norms, summed = redo_on_membership_change(norm_encode_sum)
+        contributors = summed[-1]
         if isinstance(contributors, (int, np.integer)) and contributors < 1:
             raise AggregationError(f"the aggregator reported {contributors} contributors")
-        comp.decode(prep, sums, contributors, max_norms, out=self.buffer)
+        if encodes:
+            lanes, per_packet, _ = summed
+            comp.decode_lanes(prep, lanes, per_packet, contributors, max_norms, out=self.buffer)
+        else:
+            comp.decode(prep, summed[0], contributors, max_norms, out=self.buffer)
         state.buckets_seen += 1
         return self.buffer
 

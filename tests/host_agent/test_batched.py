@@ -197,7 +197,9 @@ def test_batch_io_emulates_batches_over_a_per_frame_transport():
 # ---- the protocol: the per-packet path against the batched one --------------------------------------
 
 
-def _run(new_engine, per_frame, numpy_take, *, loss, duplicate, jitter, window, seed, **options):
+def tapped_workers(new_engine, *, loss, duplicate, jitter, window, seed, **options):
+    """4 workers of a job on a loopback wire with `loss`, `duplicate` and `jitter` each way (a virtual
+    clock), to an engine behind a Wiretap: (the tap, the workers, the clock)."""
     job = job_of(4, window)
     tap = Wiretap(new_engine(job))
     clock = VirtualClock()
@@ -207,6 +209,11 @@ def _run(new_engine, per_frame, numpy_take, *, loss, duplicate, jitter, window, 
         lw.delay_up = lw.delay_down = 0.0005
         lw.service_time = 0.0001
         lw.jitter_up = lw.jitter_down = jitter
+    return tap, workers, clock
+
+
+def _run(new_engine, per_frame, numpy_take, *, seed, **scenario):
+    tap, workers, clock = tapped_workers(new_engine, seed=seed, **scenario)
     for w in workers:
         if per_frame:
             w.transport = PerFrame(w.transport)

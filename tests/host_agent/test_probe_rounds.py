@@ -3,11 +3,14 @@ timings they read (WorkerProtocol.last_operation, Operation.first_result / answe
 assertions: only that the records are there, ordered and consistent."""
 
 import json
+import threading
+import time
 
 import numpy as np
 import pytest
 
 from host_agent import probe, worker
+from host_agent.aggregator import SwitchAggregator
 from host_agent.fake_switch import FakeSwitch
 from host_agent.loopback import VirtualClock
 from host_agent.protocol import drive
@@ -195,3 +198,40 @@ def test_a_batch_taken_in_after_a_hold_does_not_sample_the_gap(held):
     while not ops[0].complete:
         w.pump(0.0)
     assert (w.stats()["gap"] is None) == held
+
+
+def test_a_switch_round_on_the_packed_path_saves_what_the_index_path_saves(new_engine):
+    """switch_round through SwitchAggregators (the hook's packed path: encode_packed, flat sums,
+    decode_lanes) saves the same norms, indices, per-chunk sums and decoded gradient, bit for bit, as
+    the same round on the index path (encode, all_sum_table_values, decode), on both switches."""
+    args = [probe_args("thc") for _ in range(2)]
+    args[0].rank = 0
+    job = SimJob.plan(args[0].spec)
+    saved = {}
+    for packed in (True, False):
+        _, protocols = attach_workers(
+            new_engine(job), job, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=30.0,
+        )  # fmt: skip
+        aggs = [SwitchAggregator(p) for p in protocols]
+        if not packed:
+            for a in aggs:
+                a.start_sum_encoded = None  # not callable: switch_round takes the index path
+        grads = [worker.probe_gradient(a.probe_seed, a.rank, 1, a.probe_size) for a in args]
+        out = [None, None]
+
+        def run(w):
+            out[w] = probe.switch_round(args[w], aggs[w], grads[w], 1)
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert all(a.protocol.last_operation.flat == packed for a in aggs)  # the path the round took
+        saved[packed] = out
+    for w in range(2):
+        assert set(saved[True][w]) == set(saved[False][w])
+        for name, value in saved[False][w].items():
+            if name != "phases":
+                np.testing.assert_array_equal(saved[True][w][name], value, err_msg=name)
+                assert saved[True][w][name].dtype == value.dtype, name

@@ -264,26 +264,55 @@ def test_encode_packed_refuses_a_layout_that_splits_bytes(monkeypatch):
         fast.encode_packed(prep, prep.norms, np.zeros(10, np.uint8), 8)
 
 
-@pytest.mark.parametrize("counted", [False, True])
-def test_decode_lanes_reads_the_flat_int32_sums_in_place(counted, monkeypatch):
-    config = THCConfig(chunk=2048)
-    fast, slow = pair(config, 0, monkeypatch)
-    per_packet = 1024
-    g = gradients(f"lanes {counted}", 5000, 1)[0]
-    pf, ps = fast.prepare(g, 2), slow.prepare(g, 2)
-    sums = fast.aggregate([fast.encode(pf, pf.norms)] * 3)
+def lanes_pair(name: str, monkeypatch):
+    """The native and numpy compressors (chunks of 2,048) and each one's prepared 5,000-coordinate gradient."""
+    fast, slow = pair(THCConfig(chunk=2048), 0, monkeypatch)
+    g = gradients(name, 5000, 1)[0]
+    return fast, slow, fast.prepare(g, 2), slow.prepare(g, 2)
+
+
+def flat_lanes(sums, per_packet: int, fill: int) -> np.ndarray:
+    """Per-chunk sums as one int32 array in the requests' layout: each chunk padded (with `fill`) to whole
+    requests of per_packet."""
     spans = [-(-s.size // per_packet) * per_packet for s in sums]
-    lanes = np.full(sum(spans), 7, np.int32)  # the padding between chunks is never read
+    lanes = np.full(sum(spans), fill, np.int32)
     at = 0
     for s, span in zip(sums, spans):
         lanes[at : at + s.size] = s
         at += span
+    return lanes
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_decode_lanes_reads_the_flat_int32_sums_in_place(counted, monkeypatch):
+    fast, slow, pf, ps = lanes_pair(f"lanes {counted}", monkeypatch)
+    per_packet = 1024
+    sums = fast.aggregate([fast.encode(pf, pf.norms)] * 3)
+    lanes = flat_lanes(sums, per_packet, 7)  # the padding between chunks is never read
     n = [np.full(s.size, 3) for s in sums] if counted else 3
     want = slow.decode(ps, sums, n, ps.norms)
     assert same_bits(fast.decode_lanes(pf, lanes, per_packet, n, pf.norms), want)
     assert same_bits(slow.decode_lanes(ps, lanes, per_packet, n, ps.norms), want)
     out = torch.empty(5000)
     assert fast.decode_lanes(pf, lanes, per_packet, n, pf.norms, out=out) is out and same_bits(out, want)
+
+
+@pytest.mark.parametrize("chunk", [0, 2])
+def test_decode_lanes_into_the_bucket_refuses_sums_out_of_range_as_decode_does(chunk, monkeypatch):
+    """decode_lanes' one-call path (int32 lanes, one count, out given) words a bad sum as decode does."""
+    fast, slow, pf, ps = lanes_pair(f"lanes range {chunk}", monkeypatch)
+    per_packet = 1024
+    sums = [s.astype(np.int32) for s in fast.aggregate([fast.encode(pf, pf.norms)] * 2)]
+    sums[chunk][7] = 61  # above n g = 60
+    lanes = flat_lanes(sums, per_packet, 0)
+    messages = []
+    for comp, prep in ((fast, pf), (slow, ps)):
+        with pytest.raises(AggregationError, match="leave") as info:
+            comp.decode_lanes(prep, lanes, per_packet, 2, prep.norms, out=torch.empty(5000))
+        messages.append(str(info.value))
+    with pytest.raises(AggregationError, match="leave") as info:
+        slow.decode(ps, sums, 2, ps.norms)
+    assert messages[0] == messages[1] == str(info.value) and f"chunk {chunk} " in messages[0]
 
 
 def test_terngrad_and_no_transform_stay_on_numpy():

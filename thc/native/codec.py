@@ -58,6 +58,15 @@ class _Plan:
         self.widest = int(self.padded.max())
         self.struct = Chunks(len(chunks), _address(self.start), _address(self.length), _address(self.padded))
         self.ref = ctypes.byref(self.struct)
+        self._offsets: tuple[tuple[int, ...], np.ndarray] | None = None
+
+    def offsets_for(self, spans: Sequence[int]) -> np.ndarray:
+        """Byte offsets of each chunk's int32 sums when chunk c takes spans[c] sums (kept for the last spans)."""
+        key = tuple(spans)
+        if self._offsets is None or self._offsets[0] != key:
+            starts = np.concatenate([[0], np.cumsum(key)[:-1]]).astype(np.uintp) * np.uintp(4)
+            self._offsets = (key, starts)
+        return self._offsets[1]
 
 
 class NativeCodec:
@@ -152,12 +161,33 @@ class NativeCodec:
         """codec.c thc_decode of per-chunk integer sums into out (flat float32, CPU). n: one contributor count,
         or per chunk int64 per-coordinate counts. Returns None, or (chunk, coordinate) of the first sum that
         leaves [0, n g] (the caller words the error)."""
+        arrays, width = _integer_rows(sums)
+        pointers = np.array([_address(a) for a in arrays], dtype=np.uintp)
+        return self._decode(chunks, pointers, width, n, max_norms, sign_key, ws, out)
+
+    def decode_flat(
+        self,
+        chunks: Sequence[Chunk],
+        lanes: np.ndarray,
+        spans: Sequence[int],
+        n: int,
+        max_norms: np.ndarray,
+        sign_key: np.ndarray,
+        ws: Workspace,
+        out: torch.Tensor,
+    ) -> tuple[int, int] | None:
+        """decode of int32 sums laid out chunk after chunk in one contiguous array, chunk c's `spans[c]` long
+        (its padded length rounded up to whole requests): the rows are pointers into it, no per-chunk array."""
+        plan = self.plan(chunks)
+        offsets = plan.offsets_for(spans)
+        return self._decode(chunks, offsets + np.uintp(_address(lanes)), 4, n, max_norms, sign_key, ws, out)
+
+    def _decode(self, chunks, pointers: np.ndarray, width: int, n, max_norms, sign_key, ws, out):
+        """thc_decode of rows of sums at `pointers` (each `width` bytes a sum)."""
         plan = self.plan(chunks)
         work, _, signs = self._scratch(ws, plan)
         piece = min(parallel.BLOCK, plan.widest)
         scratch = ws.get("native.means", piece, torch.float64).data_ptr()
-        arrays, width = _integer_rows(sums)
-        pointers = np.array([_address(a) for a in arrays], dtype=np.uintp)
         counts = None
         if not isinstance(n, int):
             counts = [np.ascontiguousarray(k, dtype=np.int64) for k in n]
