@@ -2,13 +2,13 @@
 what the switch needs to know about them, and how full it is.
 
 A pool job keeps its bookkeeping slots in the range only pool jobs use (slots SLOTS .. BOOK_SLOTS - 1), and
-each of its uses claims a cell of sums from the pool as it starts: its q-th request's use takes the cell
-ring_offset + q around the pool. The pool is the top of the cells of sums, the largest power of two that no
-static job's slots reach (static jobs are placed first fit from slot 0), unless a size is asked for; every
-pool job on a switch names the same pool. Each job's ring gets RING_WINDOWS windows of cells, placed first
-fit around the pool, or where it overlaps the fewest other rings' cells when the pool is short. A pool job
-is admitted however full the pool is: a use whose cell is taken falls back (KIND_FALLBACK) and is aggregated
-elsewhere.
+each of its uses claims a cell of sums from the pool as it starts: the use of (slot, round) takes the cell
+ring_offset + round * n_slots + slot around the pool. The pool is the top of the cells of sums, the largest
+power of two that no static job's slots reach (static jobs are placed first fit from slot 0), unless a size
+is asked for; every pool job on a switch names the same pool. Each job's ring gets RING_WINDOWS * n_slots
+cells, placed first fit around the pool, or where it overlaps the fewest other rings' cells when the pool
+is short. A pool job is admitted however full the pool is: a use whose cell is taken falls back
+(KIND_FALLBACK) and is aggregated elsewhere.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from controller.p4info import P4Info
 from controller.writes import DELETE, INSERT, MODIFY, TableWrite
 from spec import contract
 
-# A job's uses in flight span fewer than 3 windows of requests (p4/README.md, "Shared pool"), so a ring of 4
-# windows of cells never meets itself.
+# A job's uses in flight lie fewer than 3 * n_slots ring positions apart (p4/README.md, "Shared pool"), so a
+# ring of 4 * n_slots cells never meets itself.
 RING_WINDOWS = 4
 
 

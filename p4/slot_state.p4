@@ -45,9 +45,10 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
         default_action = NoAction();
     }
 
-    /* Where a new use goes: the job's q-th request (q = round * n_slots + slot, the worker protocol's
-     * schedule) uses cell ring_offset + q of the pool, modulo its size, so a job's own uses in flight
-     * (fewer than 3 * n_slots) never meet in a pool of 4 * n_slots cells; and who holds that cell now. */
+    /* Where a new use goes: position q = round * n_slots + slot of the job's ring (its request number when
+     * the window is n_slots; with a smaller window, slots >= window are never used), ring_offset + q
+     * around the pool, so the job's own uses in flight (fewer than 3 * n_slots positions apart) never meet
+     * in a pool of 4 * n_slots cells; and who holds that cell now. */
     action probe_pool() {
         bit<32> q = hdr.thc.round * (bit<32>)meta.n_slots + (bit<32>)hdr.thc.slot;
         meta.candidate = (bit<32>)meta.pool_base +
