@@ -4,7 +4,7 @@
     thc-ctl forwarding --topology T --all          IPv4 routes to every host, on every switch
     thc-ctl job add --topology T --id 1 --workers h1,h2,h3,h4 --bits 4 --granularity 30 --save job1.json
     thc-ctl job list | job remove --id 1 | table show
-    thc-ctl stats | show | apply s1-runtime.json
+    thc-ctl stats | pool | show | apply s1-runtime.json
 
 Every command takes --grpc-addr/--device-id/--election-id (or --topology with --switch/--all),
 --dry-run (print the P4Runtime requests instead of sending them) and --json. Errors are one line on
@@ -22,6 +22,7 @@ import google.protobuf.text_format
 from google.protobuf import json_format
 from p4.v1 import p4runtime_pb2
 
+from controller import pool as pools
 from controller import two_level
 from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
@@ -207,6 +208,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--epoch", type=int_in(1, 65535), metavar="E", help="epoch 1..65535 (default: random, never the previous one)"
     )
     add.add_argument(
+        "--pool",
+        action="store_true",
+        help="claim cells from the shared pool round by round instead of owning a slot range (admitted "
+        "however full the pool is: a round whose cell is taken falls back to the parameter server)",
+    )
+    add.add_argument(
+        "--pool-cells",
+        type=int_in(0),
+        metavar="C",
+        help="with --pool, when no pool job has placed it yet: the pool's size in cells (a power of two, or "
+        "0; default: the largest power of two above the static jobs' slots)",
+    )
+    add.add_argument(
         "--key", type=_integer("the job key"), metavar="K", help="the job's key, 1..2**32-1 (default: a fresh one)"
     )
     add.add_argument(
@@ -219,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("--id", type=JOB_ID, required=True, metavar="J", help="job id")
     remove.add_argument("--missing-ok", action="store_true", help="succeed if the job is not installed")
     command(job, "list", "the installed jobs and their workers")
+    command(sub, "pool", "the shared pool: cells each pool job holds, its rounds that fell back")
 
     stats_cmd = command(
         sub, "stats", f"the program's event counters ({contract.THC_EVENTS}), and per job ({contract.THC_JOB_EVENTS})"
@@ -380,6 +395,8 @@ def run_on(session: SwitchSession, args, topology):
             lines.append(f"job {job_id}:")
             lines += [f"  {name:<18} {p:>12} pkts {b:>14} bytes" for name, (p, b) in job.events.items() if p]
         return s.to_dict(), lines
+    if cmd == "pool":
+        return _pool(session)
     if cmd == "show":
         return _show(session, args)
     if cmd == "apply":
@@ -395,15 +412,30 @@ def _job_command(session: SwitchSession, args, topology):
         hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
         spec = args.job_spec
         previous = {j.job_id: j for j in session.list_jobs()}.get(spec.job_id)
-        job = session.add_job(spec, hosts, topo, session.name, slot_base=args.slot_base, epoch=args.epoch)
+        if args.pool_cells is not None and not args.pool:
+            raise BadInput("--pool-cells sizes the shared pool: it needs --pool")
+        others = [j for j in session.installed_jobs() if j.job_id != spec.job_id]
+        job = session.add_job(
+            spec,
+            hosts,
+            topo,
+            session.name,
+            slot_base=args.slot_base,
+            epoch=args.epoch,
+            pool=args.pool,
+            pool_cells=args.pool_cells,
+        )
         renewed = f" (new run: epoch {previous.epoch} -> {job.epoch})" if previous else ""
         saved = "" if args.dry_run else _saved(spec, job, args.save)
-        return {**job.to_dict(), "spec": spec.replace(key=job.key).to_dict()}, [
+        lines = [
             f"job {job.job_id}{renewed}: {job.n_workers} workers, slots "
             f"[{job.slot_base}, {job.slot_base + job.n_slots}), epoch {job.epoch}, "
             f"{job.lane_bits}-bit lanes ({spec.coords_per_request} coordinates a request), "
             f"multicast group {job.mcast_grp}{saved}"
         ]
+        if job.pool is not None:
+            lines.append(pools.fallback_note(job, others))
+        return {**job.to_dict(), "spec": spec.replace(key=job.key).to_dict()}, lines
     if args.job_command == "remove":
         job = session.remove_job(args.id, missing_ok=args.missing_ok)
         if job is None:
@@ -415,6 +447,7 @@ def _job_command(session: SwitchSession, args, topology):
         lines.append(
             f"job {j.job_id}: {j.n_workers} workers, slots [{j.slot_base}, {j.slot_base + j.n_slots}), "
             f"epoch {j.epoch}, {j.lane_bits}-bit results, group {j.mcast_grp}, mask 0x{j.worker_mask:08x}"
+            + (f", cells from the pool (ring from cell {j.pool[0] + j.pool[2]})" if j.pool else "")
         )
         for w in j.workers:
             port = "?" if w.port is None else w.port
@@ -422,11 +455,31 @@ def _job_command(session: SwitchSession, args, topology):
     return [j.to_dict() for j in listed], lines or ["no jobs"]
 
 
+def _pool(session: SwitchSession):
+    """`thc-ctl pool`: the pool's cells, and per pool job the cells its run holds and its fallbacks."""
+    pool, uses = session.pool_usage()
+    if pool is None:
+        return {"pool": None, "jobs": []}, ["no pool jobs (thc-ctl job add --pool)"]
+    held = sum(u.held for u in uses)
+    lines = [f"pool: {pool.cells} cells ({pool.base}..{pool.base + pool.cells - 1}), {held} held"]
+    lines += [
+        f"job {u.job_id}: epoch {u.epoch}, {u.held} cells held ({u.claimed} claimed, {u.freed} freed), "
+        f"{u.fallbacks} rounds fell back ({u.fallback_answers} more FALLBACK answers)"
+        for u in uses
+    ]
+    data = {"pool": {"base": pool.base, "cells": pool.cells, "held": held}, "jobs": [u.to_dict() for u in uses]}
+    return data, lines
+
+
 def _two_level_job_command(sessions: dict, args, topology):
     """`job add|remove|list` on a two-level topology: the spine and its leaves (controller/two_level.py)."""
     if args.job_command == "add":
         hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
         spec = args.job_spec
+        if args.pool:
+            raise BadInput(
+                "--pool: a two-level job keeps static slots on its leaves and spine (the pool is one switch's)"
+            )
         previous = {j.job_id: j for j in two_level.list_jobs(sessions, topology)}.get(spec.job_id)
         job = two_level.add_job(sessions, topology, spec, hosts, slot_base=args.slot_base, epoch=args.epoch)
         renewed = f" (new run: epoch {previous.epoch} -> {job.epoch})" if previous else ""

@@ -20,11 +20,12 @@ entry first.
 import dataclasses
 import ipaddress
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
 from controller import lookup_tables
+from controller import pool as pools
 from controller.errors import BadInput, JobRefused
 from controller.p4info import P4Info
 from controller.writes import DELETE, INSERT, MODIFY, GroupWrite, TableWrite, Write
@@ -64,6 +65,7 @@ class Job:
     workers: tuple[JobWorker, ...] = field(default=())
     uplink: tuple[int, str] | None = None  # two-level aggregation, on a leaf: (leaf id, spine's service address)
     table: tuple[int, ...] = ()  # the job's lookup table V; () where nothing is looked up (a spine)
+    pool: tuple[int, int, int] | None = None  # a pool job's (pool_base, pool_cells, ring_offset) (controller/pool.py)
 
     @property
     def slots(self) -> range:
@@ -121,6 +123,8 @@ def plan_job(
     jobs_capacity: int = contract.JOBS_CAPACITY,
     rng: random.Random | None = None,
     lookups: bool = True,
+    pool: bool = False,
+    pool_cells: int | None = None,
 ) -> Job:
     """The job entry of `spec` for `workers`, or JobRefused naming the limit it breaks.
 
@@ -130,7 +134,9 @@ def plan_job(
     new one). `last_epoch`: the last epoch the switch gave (its jobs default entry); the job gets the next
     one, or `epoch` if it is above it. `words`: the switch program's cell size, which must be the one the
     description frames for. `lookups`: install the job's lookup table (not on a spine, whose partials hold
-    table values already). The key is the description's, or a fresh one when it has none.
+    table values already). The key is the description's, or a fresh one when it has none. `pool`: the job
+    claims its cells from the shared pool round by round (controller/pool.py) instead of owning a slot
+    range's; `pool_cells` sizes the pool when no pool job names one yet.
     """
     job_id = spec.job_id
     n = len(workers)
@@ -159,8 +165,21 @@ def plan_job(
     previous = next((j for j in existing if j.job_id == job_id), None)
     if previous is None and len(others) >= jobs_capacity:
         raise JobRefused(f"job {job_id}: the jobs table is full ({jobs_capacity} jobs)")
-    if slot_base is None:
-        slot_base = free_range(n_slots, others, prefer=previous.slot_base if previous else None)
+    pool_jobs = [j for j in others if j.pool is not None]
+    static = [j for j in others if j.pool is None]
+    pool_place = None
+    reserved = pools.Pool(*pool_jobs[0].pool[:2]).slots if pool_jobs else range(0)
+    if pool:
+        try:
+            the_pool = pools.Pool(*pool_jobs[0].pool[:2]) if pool_jobs else pools.place_pool(static, pool_cells)
+            pool_place = (*astuple(the_pool), pools.place_ring(n_slots, the_pool, pool_jobs))
+            slot_base = pools.book_slot_base(n_slots, pool_jobs, prefer=previous.slot_base if previous else None)
+        except JobRefused as e:
+            raise JobRefused(f"job {job_id}: {e}") from None
+    elif slot_base is None:
+        # the pool's cells are taken as a static job's slots would be
+        pseudo = [Job(-1, 1, reserved.start, len(reserved), 0, 1, 8, 1)] if reserved else []
+        slot_base = free_range(n_slots, others + pseudo, prefer=previous.slot_base if previous else None)
         if slot_base is None:
             used = ", ".join(
                 f"job {j.job_id}: [{j.slot_base}, {j.slot_base + j.n_slots})"
@@ -174,6 +193,11 @@ def plan_job(
         raise JobRefused(
             f"job {job_id}: slots [{slot_base}, {slot_base + n_slots}) leave the "
             f"{contract.SLOTS} slots of the program (THC_SLOTS)"
+        )
+    if not pool and slot_base < reserved.stop and reserved.start < slot_base + n_slots:
+        raise JobRefused(
+            f"job {job_id}: slots [{slot_base}, {slot_base + n_slots}) overlap the shared pool's "
+            f"[{reserved.start}, {reserved.stop}) (its cells {2 * reserved.start}..{2 * reserved.stop - 1})"
         )
     for other in others:
         if slot_base < other.slot_base + other.n_slots and other.slot_base < slot_base + n_slots:
@@ -194,7 +218,19 @@ def plan_job(
     key = spec.key or choose_key(rng)
     table = tuple(spec.table_values()) if lookups else ()
     return Job(
-        job_id, n, slot_base, n_slots, mcast_group(job_id), mask, spec.lane_bits, epoch, key, ordered, None, table
+        job_id,
+        n,
+        slot_base,
+        n_slots,
+        mcast_group(job_id),
+        mask,
+        spec.lane_bits,
+        epoch,
+        key,
+        ordered,
+        None,
+        table,
+        pool_place,
     )
 
 
@@ -278,13 +314,15 @@ def add_writes(
     result_rids: set[int],
     uplink_installed: bool = False,
     table_installed: bool = False,
+    pool_installed: bool = False,
 ) -> tuple[list[Write], list[Write]]:
     """(first, then) batches installing `job` over what the switch holds.
 
     `previous` is the installed job with this id, `group_exists` whether its multicast group is
     there, `result_rids` the egress_rids of the job's result_dst entries on the switch,
     `uplink_installed` whether it has an `uplink` entry for the job (a leaf of two-level aggregation),
-    `table_installed` whether it has a lookup table (`values` entry) for the job.
+    `table_installed` whether it has a lookup table (`values` entry) for the job, `pool_installed` whether
+    it has a `pool` entry for it (controller/pool.py).
     """
     first: list[Write] = [epoch_mark_write(job.epoch)]
     if job.table:
@@ -296,11 +334,13 @@ def add_writes(
         first.append(uplink_write(MODIFY if uplink_installed else INSERT, job.job_id, *job.uplink))
     elif uplink_installed:
         first.append(uplink_write(DELETE, job.job_id))
+    pool_first, pool_then = pools.add_writes(job, previous, pool_installed)
+    first += pool_first
     then: list[Write] = [job_write(MODIFY if previous else INSERT, job)]
     then += [result_dst_write(DELETE, job.job_id, rid) for rid in sorted(result_rids - wanted)]
     if table_installed and not job.table:
         then.append(lookup_tables.values_write(DELETE, job.job_id))
-    return first, then
+    return first, then + pool_then
 
 
 def remove_writes(
@@ -309,8 +349,10 @@ def remove_writes(
     result_rids: set[int],
     uplink_installed: bool = False,
     table_installed: bool = False,
+    job: Job | None = None,
 ) -> tuple[list[Write], list[Write]]:
-    """(first, then): the jobs entry first, so no request uses the job while its outputs go away."""
+    """(first, then): the jobs entry first, so no request uses the job while its outputs go away (and, for a
+    pool job, its cells are free)."""
     first: list[Write] = [TableWrite(DELETE, contract.JOBS, (job_id,))]
     then: list[Write] = [result_dst_write(DELETE, job_id, rid) for rid in sorted(result_rids)]
     if uplink_installed:
@@ -319,7 +361,7 @@ def remove_writes(
         then.append(lookup_tables.values_write(DELETE, job_id))
     if group_id is not None:
         then.append(group_write(DELETE, group_id))
-    return first, then
+    return first, then + pools.remove_writes(job)
 
 
 def service_address_write(ip: str) -> TableWrite:
@@ -337,12 +379,12 @@ def group_key(group_id: int) -> p4runtime_pb2.PacketReplicationEngineEntry:
 
 
 def read_entities(p4info: P4Info) -> list[p4runtime_pb2.Entity]:
-    """Wildcard reads of the job tables: jobs, result_dst, uplink and values, and the jobs default entry
+    """Wildcard reads of the job tables: jobs, result_dst, uplink, values and pool, and the jobs default entry
     (the last epoch given); groups are read apart (groups_entity)."""
     jobs_id = p4info.table(contract.JOBS).preamble.id
     return [
         p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=p4info.table(name).preamble.id))
-        for name in (contract.JOBS, contract.RESULT_DST, contract.UPLINK, contract.VALUES)
+        for name in (contract.JOBS, contract.RESULT_DST, contract.UPLINK, contract.VALUES, contract.POOL)
     ] + [p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=jobs_id, is_default_action=True))]
 
 
@@ -361,6 +403,7 @@ class JobState:
     uplinks: dict[int, tuple[int, str]] = field(default_factory=dict)  # job -> (leaf id, spine address)
     tables: dict[int, tuple[int, ...]] = field(default_factory=dict)  # job -> its lookup table V
     last_epoch: int = 0  # the last epoch given on the switch (the jobs default entry; 0: none yet)
+    pools: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # pool job -> its use_pool parameters
 
     def job(self, job_id: int, hosts_by_ip: dict[str, str] | None = None) -> Job | None:
         """The job with its workers (addresses from result_dst, ports from its multicast group)."""
@@ -379,12 +422,17 @@ class JobState:
             job, workers=workers, uplink=self.uplinks.get(job_id), table=self.tables.get(job_id, ())
         )
 
+    def pool_jobs(self) -> list[Job]:
+        return [job for job in self.jobs.values() if job.pool is not None]
+
 
 def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
     jobs_id = p4info.table(contract.JOBS).preamble.id
     dst_id = p4info.table(contract.RESULT_DST).preamble.id
     uplink_id = p4info.table(contract.UPLINK).preamble.id
     values_id = p4info.table(contract.VALUES).preamble.id
+    pool_id = p4info.table(contract.POOL).preamble.id
+    pool_of: dict[int, tuple[int, int, int]] = {}
     jobs: dict[int, Job] = {}
     result_dst: dict[int, dict[int, tuple[str, str]]] = {}
     uplinks: dict[int, tuple[int, str]] = {}
@@ -425,13 +473,18 @@ def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
             p = d["action_params"]
             table = lookup_tables.unpack(p["values_lo"], p["values_hi"], p["index_mask"])
             tables[d["match"]["hdr.thc.job_id"]] = tuple(table[0]) if table else ()
+        elif entry.table_id == pool_id:
+            found = pools.decode_entry(p4info, entry)
+            if found is not None:
+                pool_of[found[0]] = found[1]
+    jobs = {j: dataclasses.replace(job, pool=pool_of.get(j)) for j, job in jobs.items()}
     groups = None
     if group_entities is not None:
         groups = {}
         for entity in group_entities:
             g = entity.packet_replication_engine_entry.multicast_group_entry
             groups[g.multicast_group_id] = [(r.egress_port, r.instance) for r in g.replicas]
-    return JobState(jobs, result_dst, groups, uplinks, tables, last_epoch)
+    return JobState(jobs, result_dst, groups, uplinks, tables, last_epoch, pool_of)
 
 
 def workers_from_topology(topology, switch: str, hosts: list[str]) -> list[JobWorker]:

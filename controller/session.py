@@ -20,6 +20,7 @@ from pathlib import Path
 from p4.v1 import p4runtime_pb2
 
 from controller import entries, forwarding, jobs, runtime_file, stats, writes
+from controller import pool as pools
 from controller.connection import SwitchConnection
 from controller.errors import BadInput, ControlError, JobRefused, SwitchUnreachable
 from controller.p4info import P4Info, load_p4info
@@ -249,6 +250,8 @@ class SwitchSession:
         *,
         slot_base: int | None = None,
         epoch: int | None = None,
+        pool: bool = False,
+        pool_cells: int | None = None,
     ) -> jobs.Job:
         """Add (or renew, with a fresh epoch) the job `spec` for topology hosts on the aggregating switch."""
         switch = switch or self.name or topology.aggregation.switch
@@ -260,7 +263,13 @@ class SwitchSession:
             )
         workers = jobs.workers_from_topology(topology, switch, list(hosts))
         return self.add_job_workers(
-            spec, workers, slot_base=slot_base, epoch=epoch, service_ip=str(topology.aggregation.service_ip)
+            spec,
+            workers,
+            slot_base=slot_base,
+            epoch=epoch,
+            service_ip=str(topology.aggregation.service_ip),
+            pool=pool,
+            pool_cells=pool_cells,
         )
 
     def add_job_workers(
@@ -271,12 +280,15 @@ class SwitchSession:
         slot_base: int | None = None,
         epoch: int | None = None,
         service_ip: str | None = None,
+        pool: bool = False,
+        pool_cells: int | None = None,
     ) -> jobs.Job:
         """Add the job `spec` from explicit workers (id, MAC, IP, port); `service_ip` is served if it is not.
 
         The description must count exactly these workers and frame for the running program's cells; its
         lookup table, lane width, slots and key go on the switch (a fresh key when it has none: the
-        returned Job holds it, for the workers' description)."""
+        returned Job holds it, for the workers' description). `pool`: the job's uses claim cells from the
+        shared pool (controller/pool.py; `pool_cells` sizes it when no pool job names one yet)."""
         p4, words = self.thc_pipeline()
         if len(workers) != spec.workers:
             raise JobRefused(f"job {spec.job_id}: {len(workers)} workers but the description counts {spec.workers}")
@@ -291,6 +303,8 @@ class SwitchSession:
             last_epoch=state.last_epoch,
             jobs_capacity=p4.table(contract.JOBS).size or 64,
             rng=self._rng,
+            pool=pool,
+            pool_cells=pool_cells,
         )
         return self.install_job(job, service_ip=service_ip, state=state)
 
@@ -321,6 +335,7 @@ class SwitchSession:
             set(state.result_dst.get(job.job_id, {})),
             job.job_id in state.uplinks,
             job.job_id in state.tables,
+            job.job_id in state.pools,
         )
         if service_ip is not None:
             served = self._read([entries.table_read(p4, contract.SERVICE_ADDR)])
@@ -346,7 +361,12 @@ class SwitchSession:
         if state.groups is not None and group not in state.groups:
             group = None
         first, then = jobs.remove_writes(
-            job_id, group, set(state.result_dst.get(job_id, {})), job_id in state.uplinks, job_id in state.tables
+            job_id,
+            group,
+            set(state.result_dst.get(job_id, {})),
+            job_id in state.uplinks,
+            job_id in state.tables,
+            job,
         )
         self._write(writes.to_updates(p4, first))
         self._write(writes.to_updates(p4, then))
@@ -366,6 +386,28 @@ class SwitchSession:
         if job_ids is None:
             job_ids = [j.job_id for j in self.list_jobs()]
         return stats.decode(p4, self._read([stats.counter_read(p4), *stats.job_counter_reads(p4, job_ids)]))
+
+    def pool_usage(self) -> tuple[pools.Pool | None, list[pools.PoolUse]]:
+        """The shared pool and, per pool job, the cells its run holds (claimed - freed, from pool_claims and
+        pool_frees at its epoch) and its uses that fell back (POOL_TAKEN) with their FALLBACK answers."""
+        p4, _ = self.thc_pipeline()
+        pool_jobs = sorted(self._job_state().pool_jobs(), key=lambda j: j.job_id)
+        if not pool_jobs:
+            return None, []
+        counts = pools.decode_counts(p4, self._read(pools.counter_reads(p4, [j.epoch for j in pool_jobs])))
+        events = self.read_stats([j.job_id for j in pool_jobs]).jobs
+        uses = [
+            pools.PoolUse(
+                j.job_id,
+                j.epoch,
+                counts[contract.POOL_CLAIMS].get(j.epoch, 0),
+                counts[contract.POOL_FREES].get(j.epoch, 0),
+                events[j.job_id].packets("POOL_TAKEN") if j.job_id in events else 0,
+                events[j.job_id].packets("POOL_FALLBACK") if j.job_id in events else 0,
+            )
+            for j in pool_jobs
+        ]
+        return pools.Pool(*pool_jobs[0].pool[:2]), uses
 
     def show(self) -> dict:
         """Every table's entries (runtime-file form) and the multicast groups."""

@@ -248,6 +248,7 @@ class WorkerProtocol:
         self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
         self.next_request = first_request
         self.last_operation: Operation | None = None  # the latest completed operation (its timings)
+        self.pool_fallback = None  # a pool job's host_agent/pool_fallback.PoolFallback: where FALLBACK uses go
 
     @property
     def transport(self) -> Transport:
@@ -528,6 +529,11 @@ class WorkerProtocol:
             if statuses.size:
                 self.recovery.on_statuses(wire.parse_rows(io.buf[statuses], lengths[statuses]))
                 c.ignored_frames -= statuses.size  # the take below passes over them as no result
+        if self.pool_fallback is not None:  # a pool job: the switch sends some uses elsewhere (FALLBACK)
+            fallbacks = np.flatnonzero((io.buf[:n, wire.THC_OFFSET + 1] & 0x0F) == wire.KIND_FALLBACK)
+            if fallbacks.size:
+                self.pool_fallback.on_fallbacks(self, wire.parse_rows(io.buf[fallbacks], lengths[fallbacks]))
+                c.ignored_frames -= fallbacks.size  # the take below passes over them as no result
         if self._native is not None and len(ops) <= 1:  # the C take sorts for one operation
             rows, i = self._native.take(ops[0] if ops else None, io, n, self.next_request)
             which = np.zeros(len(i), np.int64)
@@ -697,6 +703,8 @@ class WorkerProtocol:
             dupthresh=self.dupthresh,
             straggler_timeout=self.straggler_timeout,
         )
+        if self.pool_fallback is not None:
+            out.update(self.pool_fallback.stats())
         return out
 
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from spec.contract import (  # noqa: F401  (re-exported: the host agent's view of the contract)
+    KIND_FALLBACK,
     KIND_NAMES,
     KIND_PARTIAL,
     KIND_QUERY,

@@ -11,30 +11,30 @@
 
 /* THC lanes: the job was admitted only if n * g fits a lane, so one 64-bit add never carries across. */
 #define ADD_LANES(k)                                            \
-    acc_##k.read(meta.tmp, meta.cell);                          \
+    acc_##k.read(meta.tmp, meta.acc_cell);                          \
     meta.w##k = (meta.tmp & meta.keep) + meta.w##k;             \
-    acc_##k.write(meta.cell, meta.w##k);
+    acc_##k.write(meta.acc_cell, meta.w##k);
 
 /* FIX32 lanes wrap as int32: the low lane is the low half of the 64-bit sum, the high lane the sum of
  * the high halves (the carry out of the low lane is dropped, the one out of the high lane falls off). */
 #define ADD_INT32(k)                                                                   \
-    acc_##k.read(meta.tmp, meta.cell);                                                 \
+    acc_##k.read(meta.tmp, meta.acc_cell);                                                 \
     meta.tmp = meta.tmp & meta.keep;                                                   \
     meta.w##k = ((meta.tmp + meta.w##k) & 0x00000000ffffffff) |                        \
                 ((meta.tmp & 0xffffffff00000000) + (meta.w##k & 0xffffffff00000000));  \
-    acc_##k.write(meta.cell, meta.w##k);
+    acc_##k.write(meta.acc_cell, meta.w##k);
 
 /* NORM lanes: non-negative float32 values order like their bit patterns, so max is an unsigned compare,
  * each 32-bit lane alone. */
 #define MAX_FLOAT32(k)                                                                                  \
-    acc_##k.read(meta.tmp, meta.cell);                                                                  \
+    acc_##k.read(meta.tmp, meta.acc_cell);                                                                  \
     meta.tmp = meta.tmp & meta.keep;                                                                    \
     meta.hi = (meta.tmp[63:32] > meta.w##k[63:32]) ? meta.tmp[63:32] : meta.w##k[63:32];                \
     meta.lo = (meta.tmp[31:0] > meta.w##k[31:0]) ? meta.tmp[31:0] : meta.w##k[31:0];                    \
     meta.w##k = meta.hi ++ meta.lo;                                                                     \
-    acc_##k.write(meta.cell, meta.w##k);
+    acc_##k.write(meta.acc_cell, meta.w##k);
 
-#define ACC_READ(k) acc_##k.read(meta.w##k, meta.cell);
+#define ACC_READ(k) acc_##k.read(meta.w##k, meta.acc_cell);
 
 control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     FOR_EACH_WORD(ACC_REGISTER)

@@ -23,7 +23,13 @@
 
 #define THC_SLOTS 1024          /* slots shared by all jobs */
 #define THC_CELLS 2048          /* two cells per slot: the shadow copy */
-#define THC_EVENTS 32           /* cells of the thc_events counter: 25 events, room for more */
+/* Bookkeeping (tag, bitmap, remaining, count, lease) is kept for more slots than there are cells of sums: a
+ * pool job's slots are numbered from THC_SLOTS on (its slot_base >= THC_SLOTS) and its sums live in cells
+ * claimed from the shared pool round by round (slot_state.p4, README.md "Shared pool"). */
+#define THC_BOOK_SLOTS 4096     /* static slots 0..1023, pool jobs' slots 1024..4095 */
+#define THC_BOOK_CELLS 8192     /* two bookkeeping cells per slot */
+#define POOL_EPOCHS 65536       /* cells of pool_claims and pool_frees: one per epoch (16 bits) */
+#define THC_EVENTS 32           /* cells of the thc_events counter: 27 events, room for more */
 #define THC_JOB_IDS 256         /* hdr.thc.job_id is 8 bits */
 #define THC_JOB_EVENTS 8192     /* thc_job_events: THC_EVENTS cells per job id (job_id * 32 + event) */
 
@@ -42,6 +48,11 @@ const bit<4> KIND_RELEASE     = 3;   /* worker -> switch: complete the slot's us
 const bit<4> KIND_PARTIAL     = 4;   /* leaf -> spine: a leaf's sums and their count */
 const bit<4> KIND_QUERY       = 5;   /* worker -> switch, header only: what does the cell hold of this use? */
 const bit<4> KIND_STATUS      = 6;   /* switch -> the querying worker, header only: value = bitmap, count = lacking */
+const bit<4> KIND_FALLBACK    = 7;   /* switch -> the sender, header only: this use has no pool cell, aggregate it elsewhere */
+
+/* A bookkeeping cell's lease (slot_state.cell_lease): where the use's sums are, for a pool job. */
+const bit<16> LEASE_FALLBACK = 0x8000;   /* the use found its pool cell taken: every request of it falls back */
+const bit<16> LEASE_CLAIMED  = 0x4000;   /* the use holds pool cell lease[11:0] */
 
 /* Lane widths: what a packet's lane_bits says about its payload. */
 const bit<8> LANES_8     = 8;    /* THC, n * g <= 255 */
@@ -74,6 +85,8 @@ const bit<32> EV_DROP_BAD_KEY        = 21;  /* the packet's key is not its job's
 const bit<32> EV_DROP_LANE_MISMATCH  = 22;  /* framed for another lane width than its op has in its job */
 const bit<32> EV_RELEASE_UP          = 23;  /* leaf: a RELEASE for a use the leaf completed went on to the spine */
 const bit<32> EV_QUERY_ANSWERED      = 24;  /* a QUERY answered with the cell's STATUS for the use it names */
+const bit<32> EV_POOL_TAKEN          = 25;  /* a pool use's first request found its cell held by another live use: FALLBACK */
+const bit<32> EV_POOL_FALLBACK       = 26;  /* a later request, retransmission or query of a use that fell back: FALLBACK */
 
 /* Bytes after the IPv4 header: UDP (8) + THC header (20) + payload. */
 #define THC_L4_BYTES 28

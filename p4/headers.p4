@@ -126,6 +126,20 @@ struct metadata_t {
     bit<1>  release;       /* a RELEASE that completes the use */
     bit<1>  release_up;    /* leaf: a RELEASE of a use it completed, for the spine (which may still wait) */
     bit<1>  query;         /* a QUERY: answered with the cell's bitmap and remaining, nothing read or written */
+    /* the shared pool (README.md, "Shared pool"): a pool job's use claims a cell of sums as it starts */
+    bit<1>  pool;          /* the job takes its cells from the pool (slot_state.pool) */
+    bit<16> pool_base;     /* the pool: cells pool_base .. pool_base + pool_cells - 1 of the sums */
+    bit<16> pool_cells;    /* a power of two, or 0: no pool cell at all, every use falls back */
+    bit<16> ring_offset;   /* where the job's ring of uses starts in the pool */
+    bit<32> acc_cell;      /* the cell of sums: meta.cell for a static job, the use's pool cell for a pool job */
+    bit<32> candidate;     /* the pool cell a new use of (slot, round) claims */
+    bit<32> owner;         /* pool_owner[candidate] when probed: epoch ++ bookkeeping cell of its use, 0 free */
+    bit<16> owner_epoch;   /* its epoch, the key of pool_live */
+    bit<1>  owner_live;    /* that epoch is a pool job's on this switch: its use holds the cell */
+    bit<16> lease;         /* cell_lease of the bookkeeping cell */
+    bit<1>  fallback;      /* the use has no pool cell: answer FALLBACK */
+    bit<1>  taken;         /* ... decided by this request (its first) */
+    bit<1>  sparse;        /* a fallback server's job: any later round may start a bookkeeping cell's next use */
     /* aggregation */
     bit<64> keep;          /* 0 on the first packet of a use (write), all ones after (add) */
     bit<64> tmp;

@@ -122,9 +122,34 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.event = EV_FANNED_OUT;
     }
 
+    /* A pool job's use without a pool cell (README.md, "Shared pool"): header only, back to the sender, which
+     * aggregates the use elsewhere; every request, retransmission and query of the use gets it. */
+    action fallback() {
+        hdr.thc.kind = KIND_FALLBACK;
+        hdr.thc.count = 0;
+        hdr.thc.value = 0;
+        hdr.thc_idx8.setInvalid();
+        hdr.thc_idx16.setInvalid();
+        hdr.thc_words.setInvalid();
+        hdr.thc_norms.setInvalid();
+        hdr.thc_pad_a.setInvalid();
+        hdr.thc_pad_b.setInvalid();
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+        hdr.ipv4.totalLen = 20 + THC_L4_BYTES;
+        hdr.udp.length = THC_L4_BYTES;
+        back_to_sender();
+        meta.event = EV_POOL_FALLBACK;
+    }
+
     apply {
         if (meta.down == 1) {
             fan_out();
+        } else if (meta.fallback == 1) {
+            fallback();
+            if (meta.taken == 1) {
+                meta.event = EV_POOL_TAKEN;
+            }
         } else if (meta.query == 1) {
             status();
         } else if (meta.release_up == 1) {

@@ -56,7 +56,7 @@ control ThcIngress(inout headers_t hdr, inout metadata_t meta,
                 if (meta.drop == 0) {
                     slot_state.apply(hdr, meta);
                 }
-                if (meta.drop == 0 && meta.release_up == 0 && meta.query == 0) {
+                if (meta.drop == 0 && meta.release_up == 0 && meta.query == 0 && meta.fallback == 0) {
                     aggregator.apply(hdr, meta);
                 }
                 if (meta.drop == 0) {

@@ -24,6 +24,10 @@ KIND_REQUEST, KIND_RESULT, KIND_RESULT_RETX, KIND_RELEASE, KIND_PARTIAL = 0, 1, 
 # A header-only QUERY (worker -> switch) asks what a cell holds of a use; the STATUS answer (switch -> the
 # worker) carries the cell's worker bitmap in `value` and the contributions it still lacks in `count`.
 KIND_QUERY, KIND_STATUS = 5, 6
+# A header-only FALLBACK (switch -> the sender) says that a pool job's use has no pool cell: the worker
+# aggregates that use elsewhere (p4/README.md, "Shared pool"). Every request, retransmission and query of the
+# use gets it, so all workers of the use agree.
+KIND_FALLBACK = 7
 OP_NAMES = {OP_NORM: "NORM", OP_THC: "THC", OP_FIX32: "FIX32"}
 KIND_NAMES = {
     KIND_REQUEST: "REQUEST",
@@ -33,6 +37,7 @@ KIND_NAMES = {
     KIND_PARTIAL: "PARTIAL",
     KIND_QUERY: "QUERY",
     KIND_STATUS: "STATUS",
+    KIND_FALLBACK: "FALLBACK",
 }
 
 # header thc_t, in order: (field, bits). op and kind share byte 1 (op in the high nibble).
@@ -136,6 +141,16 @@ EVENT_CELLS = 32  # THC_EVENTS: cells of the thc_events counter (room for more e
 JOB_IDS = JOB_ID_MAX + 1  # THC_JOB_IDS
 JOB_EVENT_CELLS = JOB_IDS * EVENT_CELLS  # THC_JOB_EVENTS: thc_job_events, cell job_id * EVENT_CELLS + event
 
+# The shared pool (p4/README.md, "Shared pool"): a pool job keeps its bookkeeping (tag, bitmap, remaining,
+# count, lease) in slots numbered from SLOTS on, and claims a cell of sums from the pool as each use starts.
+BOOK_SLOTS = 4096  # THC_BOOK_SLOTS: static slots 0..SLOTS-1, pool jobs' slots SLOTS..BOOK_SLOTS-1
+BOOK_CELLS = 2 * BOOK_SLOTS  # THC_BOOK_CELLS
+POOL_SLOTS = BOOK_SLOTS - SLOTS  # slots pool jobs' windows share
+LEASE_FALLBACK = 0x8000  # cell_lease: the use fell back
+LEASE_CLAIMED = 0x4000  # cell_lease: the use holds pool cell lease & LEASE_CELL_MASK
+LEASE_CELL_MASK = 0x0FFF
+POOL_EPOCHS = EPOCH_MAX + 1  # cells of pool_claims and pool_frees, indexed by epoch
+
 # ---- P4Runtime names -----------------------------------------------------------------------------
 
 IPV4_LPM = "ThcIngress.forwarding.ipv4_lpm"
@@ -160,6 +175,16 @@ SLOT_TAG = "ThcIngress.slot_state.slot_tag"
 SLOT_BITMAP = "ThcIngress.slot_state.slot_bitmap"
 SLOT_REMAINING = "ThcIngress.slot_state.slot_remaining"
 SLOT_COUNT = "ThcIngress.slot_state.slot_count"
+CELL_LEASE = "ThcIngress.slot_state.cell_lease"  # pool jobs: where a use's sums are
+POOL_OWNER = "ThcIngress.slot_state.pool_owner"  # per cell of sums: epoch << 16 | bookkeeping cell, 0 free
+POOL = "ThcIngress.slot_state.pool"  # the jobs that take their cells from the pool
+USE_POOL = "ThcIngress.slot_state.use_pool"
+POOL_LIVE = "ThcIngress.slot_state.pool_live"  # the pool jobs' epochs: a cell held by another epoch is free
+OWNER_LIVE = "ThcIngress.slot_state.owner_live"
+FALLBACK_ROUNDS = "ThcIngress.slot_state.fallback_rounds"  # on a fallback server: the jobs it serves
+ANY_LATER_ROUND = "ThcIngress.slot_state.any_later_round"
+POOL_CLAIMS = "ThcIngress.slot_state.pool_claims"  # per epoch: pool cells claimed
+POOL_FREES = "ThcIngress.slot_state.pool_frees"  # per epoch: pool cells freed by the run's next uses
 ACC_PREFIX = "ThcIngress.aggregator.acc_"
 
 # set_job's parameters, in the action's order, with their widths.
@@ -181,6 +206,17 @@ UNKNOWN_JOB_PARAMS = (("last_epoch", 16),)
 # set_values' parameters: V[0..7] in values_lo, V[8..15] in values_hi (V[j] in bits 8(j % 8) + 7 .. 8(j % 8)),
 # and the index bits a table of 2^b entries never uses, in each of eight nibbles.
 SET_VALUES_PARAMS = (("values_lo", 64), ("values_hi", 64), ("index_mask", 32))
+
+# use_pool's parameters: the pool's first cell of sums, its size (a power of two, or 0: every use falls back)
+# and where the job's ring of uses starts in it.
+USE_POOL_PARAMS = (("pool_base", 16), ("pool_cells", 16), ("ring_offset", 16))
+
+
+def pool_cell(slot: int, round_: int, n_slots: int, pool_base: int, pool_cells: int, ring_offset: int) -> int:
+    """The pool cell a pool job's use of (slot, round) claims (slot_state.p4's probe_pool): its request
+    number q = round * n_slots + slot, from ring_offset on, around the pool."""
+    q = (round_ * n_slots + slot) & 0xFFFFFFFF
+    return pool_base + ((q + ring_offset) & (pool_cells - 1) & 0xFFFFFFFF)
 
 
 def acc_register(word: int) -> str:
@@ -214,6 +250,8 @@ EVENTS = (
     "DROP_LANE_MISMATCH",
     "RELEASE_UP",
     "QUERY_ANSWERED",
+    "POOL_TAKEN",
+    "POOL_FALLBACK",
 )
 EVENT_INDEX = {name: i for i, name in enumerate(EVENTS)}
 
@@ -254,6 +292,9 @@ TABLE_SPECS = (
     ),
     TableSpec(UPLINK, (("hdr.thc.job_id", 8, _EXACT),), TO_SPINE, (("leaf_id", 8), ("spine_addr", 32)), 64),
     TableSpec(VALUES, (("hdr.thc.job_id", 8, _EXACT),), SET_VALUES, SET_VALUES_PARAMS, JOBS_CAPACITY),
+    TableSpec(POOL, (("hdr.thc.job_id", 8, _EXACT),), USE_POOL, USE_POOL_PARAMS, JOBS_CAPACITY),
+    TableSpec(POOL_LIVE, (("meta.owner_epoch", 16, _EXACT),), OWNER_LIVE, (), JOBS_CAPACITY),
+    TableSpec(FALLBACK_ROUNDS, (("hdr.thc.job_id", 8, _EXACT),), ANY_LATER_ROUND, (), JOBS_CAPACITY),
     TableSpec(
         RESULT_DST,
         (("hdr.thc.job_id", 8, _EXACT), ("standard_metadata.egress_rid", 16, _EXACT)),

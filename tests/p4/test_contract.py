@@ -39,6 +39,10 @@ def test_wire_constants_and_limits_match_config_p4():
         assert p4_const(f"OP_{value}") == name
     for name, value in contract.KIND_NAMES.items():
         assert p4_const(f"KIND_{value}") == name
+    assert contract.BOOK_SLOTS == p4_const("THC_BOOK_SLOTS") and contract.BOOK_CELLS == p4_const("THC_BOOK_CELLS")
+    assert contract.POOL_EPOCHS == p4_const("POOL_EPOCHS")
+    assert (contract.LEASE_FALLBACK, contract.LEASE_CLAIMED) == (p4_const("LEASE_FALLBACK"), p4_const("LEASE_CLAIMED"))
+    assert contract.CELLS - 1 <= contract.LEASE_CELL_MASK < contract.LEASE_CLAIMED  # a lease names any cell
 
 
 def test_events_are_config_p4s_ev_constants_in_index_order():
@@ -70,6 +74,11 @@ def test_every_table_and_action_of_the_contract_is_in_the_p4info(variant):
     expected = {contract.SLOT_TAG, contract.SLOT_BITMAP, contract.SLOT_REMAINING, contract.SLOT_COUNT}
     expected |= {contract.acc_register(i) for i in range(words)}
     assert expected <= set(registers)
+    book = {contract.SLOT_TAG, contract.SLOT_BITMAP, contract.SLOT_REMAINING, contract.SLOT_COUNT, contract.CELL_LEASE}
+    assert {registers[name].size for name in book} == {contract.BOOK_CELLS}
+    assert registers[contract.POOL_OWNER].size == contract.CELLS
+    counters = {c.preamble.name: c for c in p4info.counters}
+    assert counters[contract.POOL_CLAIMS].size == counters[contract.POOL_FREES].size == contract.POOL_EPOCHS
     assert {registers[contract.acc_register(i)].type_spec.bitstring.bit.bitwidth for i in range(words)} == {64}
 
 

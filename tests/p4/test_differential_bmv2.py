@@ -1,6 +1,7 @@
 """The THC program's own frames through BMv2 and through the software switch (Python and native backends):
 random THC, FIX32 and NORM requests, QUERYs, RELEASEs, PARTIALs, results to a leaf and malformed frames of
-live jobs, each seed a test case. The outputs must be byte-identical (as multisets: BMv2's egress threads
+live jobs (static ones, a fallback server's, and pool jobs contending for a pool of four cells), each seed a
+test case. The outputs must be byte-identical (as multisets: BMv2's egress threads
 keep no order between ports), the event counters, all and per job, equal, and every cell of every register
 equal once the frames are through. BMv2's registers are read over its Thrift API, which answers a cell as
 a signed 64-bit number and saturates the wide accumulator cells at 2**63 - 1 (its P4Runtime server reads
@@ -21,6 +22,7 @@ import re
 import numpy as np
 import pytest
 
+from controller import pool as pools
 from controller.writes import INSERT, TableWrite, to_updates
 from spec import contract
 from spec import frames as tp
@@ -45,12 +47,17 @@ SPINE = ("00:00:00:00:00:99", "10.0.9.1")
 KEY = 0x5EC2E7A1
 TABLE_8 = make_table(bits=4, granularity=30, clip=1 / 32, kind="optimal")  # 3 · 30 ≤ 255: 8-bit lanes
 TABLE_16 = make_table(bits=3, granularity=200, clip=1 / 32, kind="optimal")  # 16-bit lanes, 3-bit indices
-# job id: (workers, lane bits, table, slot_base, n_slots, multicast group, leaf of a spine?)
+# job id: (workers, lane bits, table, slot_base, n_slots, multicast group, leaf of a spine?, pool ring
+# offset or None: a pool job, p4/README.md "Shared pool", whose uses contend for POOL's few cells)
 JOBS = {
-    7: ((0, 1, 2), 8, TABLE_8, 0, 4, 70, False),
-    9: ((1, 3), 16, TABLE_16, 8, 3, 90, False),
-    12: ((0, 2, 3), 8, TABLE_8, 16, 2, 120, True),
+    7: ((0, 1, 2), 8, TABLE_8, 0, 4, 70, False, None),
+    9: ((1, 3), 16, TABLE_16, 8, 3, 90, False, None),
+    12: ((0, 2, 3), 8, TABLE_8, 16, 2, 120, True, None),
+    20: ((0, 1, 2), 8, TABLE_8, contract.SLOTS, 4, 200, False, 0),
+    21: ((1, 2, 3), 8, TABLE_8, contract.SLOTS + 8, 3, 210, False, 2),
 }
+POOL = (contract.CELLS - 4, 4)  # (pool_base, pool_cells)
+SPARSE_JOB = 9  # a fallback server's job: any later round may start a slot's next use
 UNKNOWN_JOB = 33
 USE_OPS = [contract.OP_THC] * 4 + [contract.OP_FIX32] * 2 + [contract.OP_NORM]
 
@@ -73,7 +80,7 @@ def program(t: SwitchTarget) -> None:
     for w in range(4):
         t.add_route(ip_int(worker(w)[1]), 32, mac_int(worker(w)[0]), w + 1)
     t.add_route(ip_int(SPINE[1]), 32, mac_int(SPINE[0]), 5)
-    for epoch, (job_id, (workers, lanes, table, base, slots, group, leaf)) in enumerate(JOBS.items(), start=3):
+    for epoch, (job_id, (workers, lanes, table, base, slots, group, leaf, ring)) in enumerate(JOBS.items(), start=3):
         t.set_job(
             job_id,
             n_workers=len(workers),
@@ -91,6 +98,9 @@ def program(t: SwitchTarget) -> None:
         t.set_table(job_id, table.values, table.bits)
         if leaf:
             t.apply([TableWrite(INSERT, contract.UPLINK, (job_id,), contract.TO_SPINE, (1, ip_int(SPINE[1])))])
+        if ring is not None:
+            t.apply([pools.pool_write(INSERT, job_id, (*POOL, ring)), pools.live_write(INSERT, epoch)])
+    t.apply([pools.fallback_server_write(INSERT, SPARSE_JOB)])
 
 
 def random_frames(seed: str, count: int) -> list[tuple[int, bytes]]:
@@ -101,7 +111,7 @@ def random_frames(seed: str, count: int) -> list[tuple[int, bytes]]:
     frames, use_ops = [], {}
     for _ in range(count):
         job_id = rng.choice([*JOBS, *JOBS, *JOBS, UNKNOWN_JOB])
-        workers, lanes, table, _, slots, _, leaf = JOBS.get(job_id, JOBS[7])
+        workers, lanes, table, _, slots, _, leaf, _ = JOBS.get(job_id, JOBS[7])
         w = rng.choice(workers) if rng.random() < 0.95 else rng.randrange(40)
         slot = rng.randrange(slots + (1 if rng.random() < 0.05 else 0))
         rnd = rng.choice([0, 0, 1, 1, 2, 3, rng.getrandbits(32)]) if rng.random() < 0.98 else 7
@@ -282,6 +292,9 @@ def test_bmv2_and_the_software_switch_send_the_same_bytes_and_count_the_same_eve
     # the frames reached every stage that is compared: aggregation, results, drops of several kinds
     assert events["COMPLETED"] > 0 and events["CONSUMED"] > 0 and events["DROP_MALFORMED"] > 0
     assert events["QUERY_ANSWERED"] > 0 and events["FANNED_OUT"] > 0 and events["DROP_BAD_KEY"] > 0
+    assert (
+        events["POOL_TAKEN"] > 0 and events["POOL_FALLBACK"] > 0 and jobs[20]["COMPLETED"] + jobs[21]["COMPLETED"] > 0
+    )
     bmv2 = PcapBmv2(tmp_path)
     try:
         program(bmv2)

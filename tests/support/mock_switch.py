@@ -68,6 +68,9 @@ def contract_p4info(words: int = contract.WORDS, drop: set[str] = frozenset()) -
     action(contract.SET_VALUES, list(contract.SET_VALUES_PARAMS))
     action(contract.SET_RESULT_DST, [("dmac", 48), ("dip", 32)])
     action(contract.TO_SPINE, [("leaf_id", 8), ("spine_addr", 32)])
+    action(contract.USE_POOL, list(contract.USE_POOL_PARAMS))
+    action(contract.OWNER_LIVE)
+    action(contract.ANY_LATER_ROUND)
     table(
         contract.IPV4_LPM,
         [("hdr.ipv4.dstAddr", 32, lpm)],
@@ -91,6 +94,12 @@ def contract_p4info(words: int = contract.WORDS, drop: set[str] = frozenset()) -
         contract.BAD_INDEX,
         contract.JOBS_CAPACITY,
     )
+    for name, key, act in (
+        (contract.POOL, ("hdr.thc.job_id", 8), contract.USE_POOL),
+        (contract.POOL_LIVE, ("meta.owner_epoch", 16), contract.OWNER_LIVE),
+        (contract.FALLBACK_ROUNDS, ("hdr.thc.job_id", 8), contract.ANY_LATER_ROUND),
+    ):
+        table(name, [(*key, exact)], [act, "NoAction"], "NoAction", contract.JOBS_CAPACITY)
     table(
         contract.RESULT_DST,
         [("hdr.thc.job_id", 8, exact), ("standard_metadata.egress_rid", 16, exact)],
@@ -118,6 +127,13 @@ def contract_p4info(words: int = contract.WORDS, drop: set[str] = frozenset()) -
         c.preamble.name = contract.THC_JOB_EVENTS
         c.spec.unit = p4info_pb2.CounterSpec.BOTH
         c.size = contract.JOB_EVENT_CELLS
+    for i, name in enumerate((contract.POOL_CLAIMS, contract.POOL_FREES)):
+        if name not in drop:
+            c = p4info.counters.add()
+            c.preamble.id = 0x12000003 + i
+            c.preamble.name = name
+            c.spec.unit = p4info_pb2.CounterSpec.PACKETS
+            c.size = contract.POOL_EPOCHS
     return p4info
 
 
