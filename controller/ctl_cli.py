@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--pool-cells",
-        type=int_in(0),
+        type=int_in(0, contract.CELLS),
         metavar="C",
         help="with --pool, when no pool job has placed it yet: the pool's size in cells (a power of two, or "
         "0; default: the largest power of two above the static jobs' slots)",
