@@ -33,11 +33,12 @@ sys.path.insert(0, str(REPO))
 
 from controller.topology import Topology  # noqa: E402
 from spec.job import DEFAULT_WINDOW, JobSpec  # noqa: E402
+from thc.modes import RUN_DEFAULT  # noqa: E402
 from topologies import report  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
-MODES = ("thc", "fix32", "gloo")
+MODES = RUN_DEFAULT
 
 
 def parse_args(argv=None):

@@ -34,7 +34,7 @@ gradients (``probe_gradient``) through the switch and saves what it sent and got
 every round with thc's reference aggregation and compare exactly (host_agent/probe.py).
 
 The command line and what it resolves (the job's description, rank, addresses) are host_agent/worker_cli.py,
-the modes host_agent/modes.py; this module trains.
+the modes thc/modes.py; this module trains.
 
 Progress goes to stdout as lines ``@thc {json}`` (the runner turns them into progress bars); anything
 else on stdout/stderr is ordinary log text. The final record is also written to ``--result``.
@@ -55,17 +55,6 @@ from datetime import timedelta
 from pathlib import Path
 
 from host_agent import identity, workloads
-from host_agent.modes import (
-    BACKEND_MODES,
-    FAILOVER_MODES,
-    GLOO_MODES,
-    MODES,
-    PS_MODES,
-    SWITCH_MODES,
-    TABLE_MODES,
-    codec_mode,
-    uses_job,
-)
 from host_agent.probe import PhaseClock, probe, probe_codec, probe_gradient
 from host_agent.worker_cli import (
     build_parser,
@@ -77,6 +66,17 @@ from host_agent.worker_cli import (
     switch_aggregator,
 )
 from host_agent.worker_io import emit, interface_counters, use_interface
+from thc.modes import (
+    BACKEND_MODES,
+    FAILOVER_MODES,
+    GLOO_MODES,
+    MODES,
+    PS_MODES,
+    SWITCH_MODES,
+    TABLE_MODES,
+    codec_mode,
+    uses_job,
+)
 
 # thc-worker's face to thc-run, bench and the tests: its modes, and its command line's and probe's parts
 __all__ = [

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from host_agent import identity, workloads
-from host_agent.modes import MODES, PS_MODES, uses_job
 from spec.usage import OneLineParser, int_in, non_negative_number, positive_number
+from thc.modes import MODES, PS_MODES, uses_job
 
 DESCRIPTION = "`thc-worker`: one data-parallel training worker, run on one Mininet host by `thc-run`."
 # JobSpec field -> the dest of the job option (spec.job.add_job_options) that sets it without --job FILE
@@ -293,7 +293,7 @@ def _add_training(r) -> None:
         "--plan",
         type=Path,
         metavar="FILE.json",
-        help="--mode plan: bucket index -> mode (thc, fix32, gloo, gloo-fp16), as thc-plan plan --save writes it",
+        help="--mode plan: bucket index -> mode (thc, fix32, gloo, fp16), as thc-plan plan --save writes it",
     )
 
 

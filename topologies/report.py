@@ -14,22 +14,9 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from host_agent.modes import PS_MODES, SWITCH_MODES  # the modes with retransmission figures
+from thc.modes import PS_MODES, REGISTRY, uses_job
 
-MODE_LABELS = {
-    "thc": "THC via switch",
-    "fix32": "FIX32 via switch",
-    "gloo": "gloo all-reduce",
-    "fp16": "fp16 hook (gloo)",
-    "powersgd": "PowerSGD hook (gloo)",
-    "topk": "TopK+EF hook (gloo)",
-    "qsgd": "QSGD hook (gloo)",
-    "terngrad": "TernGrad hook (gloo)",
-    "thc-backend": "THC backend (DDP, no hook)",
-    "fix32-backend": "FIX32 backend (DDP, no hook)",
-    "thc-ps": "THC via PS",
-    "fix32-ps": "FIX32 via PS",
-}
+MODE_LABELS = {m.name: m.label for m in REGISTRY.values() if m.label}
 
 
 def label(mode: str) -> str:
@@ -40,7 +27,7 @@ def label(mode: str) -> str:
 
 def via_job(mode: str) -> bool:
     """A mode that aggregates in a THC job, whose workers count retransmissions (switch or servers)."""
-    return mode in SWITCH_MODES or mode.partition(":")[0] in PS_MODES
+    return uses_job(mode.partition(":")[0])
 
 
 @dataclass

@@ -26,8 +26,8 @@ from pathlib import Path
 from controller.topology import Topology, TopologyError
 from emulator.pacing import MIN_PPS
 from host_agent import workloads
-from host_agent.modes import PS_MODES, SWITCH_MODES
 from spec.job import JobSpec, JobSpecError, spec_from_options
+from thc.modes import PS_MODES, SWITCH_MODES
 from topologies import interrupts, link_rate, pcap_room, plan_costs, supervisor
 from topologies.progress import Progress
 from topologies.run_cli import ALL_MODES, DEFAULT_TOPO, PS_TOPO, build_parser

@@ -101,7 +101,7 @@ def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torc
         for index, mode in PLAN.items():
             assert state.counts[mode]["calls"] == STEPS
             assert state.counts[mode]["coordinates"] == STEPS * [330, 1056, 2080][index]
-        assert state.counts["gloo-fp16"]["calls"] == 0
+        assert state.counts["fp16"]["calls"] == 0
 
     framing = dict(coords_per_packet=job.spec.coords_per_request, fix32_coords_per_packet=job.spec.fix32_per_request)
     thc_slots = sum(INACost(1e9, N, 1e9, 0.0, op="thc", chunk=2048, **framing).packets(2080))
