@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
+from harness.ddp_cluster import thc_spec, train_ddp
+from harness.fake_switch import FakeSwitch
+from harness.sim import SimJob, attach_workers
 from host_agent.aggregator import SwitchAggregator
-from host_agent.fake_switch import FakeSwitch
 from host_agent.membership import Membership, MembershipBoard
-from host_agent.sim import SimJob, attach_workers
 from tests.host_agent.test_worker_failure import CONFIG, DIES_IN, ROUNDS, StalledCluster, reference
 from thc.config import THCConfig
-from topologies.inprocess.ddp_cluster import thc_spec, train_ddp
 
 N = 4
 

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from controller.writes import INSERT, TableWrite, to_updates
+from harness import frames as tp
+from harness.switches import SoftwareTarget, SwitchTarget
 from spec import contract
-from spec import frames as tp
 from tests.emulator.test_engine_bmv2 import _collect_output, _InputFifo, _pcap_records
 from tests.support.bmv2 import Bmv2Process, bmv2_binary
 from tests.support.paths import THC_JSON
 from thc import make_table
-from topologies.inprocess.switches import SoftwareTarget, SwitchTarget
 
 pytestmark = [
     pytest.mark.bmv2,

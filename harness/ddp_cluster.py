@@ -1,6 +1,6 @@
 """An in-process data-parallel cluster: n worker threads, each a real DDP model on its own gloo process group
 (one shared in-process HashStore), aggregating in any mode: thc and fix32 through the fake switch or the
-compiled program on the loopback wire (host_agent.sim, each worker a SwitchAggregator, as thc-worker has on
+compiled program on the loopback wire (harness.sim, each worker a SwitchAggregator, as thc-worker has on
 a Mininet host), the gloo modes through thc.hooks. No Mininet, no interfaces, no subprocesses."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import time
 import torch
 import torch.distributed as dist
 
+from harness.fake_switch import FakeSwitch
+from harness.loopback import LoopbackWire
+from harness.sim import SimJob, attach_workers
 from host_agent import train, workloads
 from host_agent.aggregator import SwitchAggregator
-from host_agent.fake_switch import FakeSwitch
-from host_agent.loopback import LoopbackWire
-from host_agent.sim import SimJob, attach_workers
 from spec.job import JobSpec
 from thc import ddp, hooks
 from thc.config import THCConfig
