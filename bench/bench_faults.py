@@ -180,7 +180,7 @@ def mininet_row(fault: str, mode: str, results: list[dict], summary, failures: l
 
 
 def inprocess_run(args, mode: str, fault: str, n: int = 4) -> dict:
-    config = THCConfig(chunk=2048)
+    config = THCConfig()
     job = SimJob.plan(thc_spec(config, 3, n, window=64, slots=64))
     sw, backend = make_switch(SimpleNamespace(switch="p4", backend="auto"), job)
     lw, protocols = attach_workers(sw, job, clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=60.0)

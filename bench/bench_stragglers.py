@@ -91,7 +91,7 @@ def switch_events(sw) -> dict[str, int]:
 
 
 def one_run(args, straggler_timeout: float | None) -> dict:
-    config = THCConfig(chunk=2048)
+    config = THCConfig()
     job = SimJob.plan(thc_spec(config, 3, args.workers, window=64, slots=64))
     sw, backend = make_switch(args, job)
     aggregators = jobs_aggregators(sw, [job], straggler_timeout=straggler_timeout)[job.job_id]

@@ -101,7 +101,7 @@ def hook_for(
 ):
     """(state, hook) of ``mode`` for worker ``rank``."""
     if mode == "thc":
-        return ddp.THCHookState(config or THCConfig(chunk=2048), aggregator, worker_id=rank), thc_hook or ddp.thc_hook
+        return ddp.THCHookState(config or THCConfig(), aggregator, worker_id=rank), thc_hook or ddp.thc_hook
     if mode == "fix32":
         return ddp.FixedPointHookState(aggregator, workers=n), fix32_hook or ddp.fix32_hook
     state, hook = hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
@@ -181,7 +181,7 @@ def train_ddp(
     if aggregators is not None:
         aggs = aggregators
     else:
-        aggs = switch_aggregators(n, config or THCConfig(chunk=2048)) if mode in ("thc", "fix32") else [None] * n
+        aggs = switch_aggregators(n, config or THCConfig()) if mode in ("thc", "fix32") else [None] * n
     store = dist.HashStore()
     prefix = f"c{next(_prefixes)}"
 

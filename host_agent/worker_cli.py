@@ -150,6 +150,8 @@ def _add_job_group(g) -> None:
 
 def _add_switch_addresses(s) -> None:
     """Where the switch (or the parameter servers) and this host are; the job's id and key."""
+    from spec.job import job_key
+
     s.add_argument("--service-ip", help="the aggregating switch's THC service address")
     s.add_argument(
         "--servers",
@@ -310,17 +312,6 @@ def _add_probe(q) -> None:
     )
     q.add_argument("--probe-rounds", type=int_in(1), default=1, help="probe rounds (default 1)")
     q.add_argument("--probe-seed", type=int, default=7, help="seed of the probe gradients (default 7)")
-
-
-def job_key(text: str) -> int:
-    """A job key as thc-ctl prints it: decimal or 0x-hex, 32 bits."""
-    try:
-        key = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (decimal or 0x...)") from None
-    if not 0 <= key < 2**32:
-        raise argparse.ArgumentTypeError(f"{text}: a job key is 32 bits")
-    return key
 
 
 def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:

@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .limits import DEFAULT_CHUNK
 from .modes import FIX32, FP16, GLOO, PLANNABLE_MODES, THC
 from .timeline import CELL_BYTES, ETH_IP_UDP_BYTES, THC_HEADER_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
 
@@ -259,7 +260,7 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
         header_bytes=int(s.get("header_bytes", ETH_IP_UDP_BYTES + THC_HEADER_BYTES)),
         lane_bits=s.get("lane_bits"),
         granularity=int(s.get("granularity", 30)),
-        chunk=int(s.get("chunk", 2048)),
+        chunk=int(s.get("chunk", DEFAULT_CHUNK)),
     )
     ring = dict(
         link_bps=hw.link_bps,

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .limits import DEFAULT_CHUNK
 from .models_zoo import DDP_BUCKET_BYTES, DDP_FIRST_BUCKET_BYTES, ddp_buckets
 from .modes import FIX32, FP16, THC
 from .timeline import Bucket, LinearCost, StepProfile
@@ -98,7 +99,7 @@ def _median_time(fn, repeats: int) -> float:
 
 
 def measure_compression(
-    mode: str, sizes=(2048, 16384, 65536), workers: int = 4, repeats: int = 15, chunk: int = 2048
+    mode: str, sizes=(2048, 16384, 65536), workers: int = 4, repeats: int = 15, chunk: int = DEFAULT_CHUNK
 ) -> tuple[LinearCost, LinearCost]:
     """(encode, decode) cost of ``mode`` as the hooks run it: THC's prepare (norms, RHT) + encode and its
     decode; FIX32's prepare + encode and decode; fp16's cast and cast back. The aggregation in between is

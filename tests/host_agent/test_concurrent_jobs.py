@@ -18,7 +18,7 @@ from thc.config import THCConfig
 pytestmark = pytest.mark.skipif(not paths.THC_JSON.exists(), reason="p4/build/thc.json not built")
 
 STEPS = 6
-CONFIG = THCConfig(chunk=2048)
+CONFIG = THCConfig()
 
 
 def jobs() -> tuple[SimJob, SimJob]:

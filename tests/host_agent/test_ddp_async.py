@@ -48,14 +48,14 @@ def grad(k: int) -> torch.Tensor:
 def test_the_hook_returns_before_the_switch_answers_and_the_future_completes_after():
     gate = threading.Event()
     agg = LocalAggregator(gate)
-    state = ddp.THCHookState(THCConfig(chunk=2048, error_feedback=True), agg, worker_id=0)
+    state = ddp.THCHookState(THCConfig(error_feedback=True), agg, worker_id=0)
     futures = [ddp.thc_hook(state, Bucket(grad(k), index=k, last=k == 2)) for k in range(3)]
     assert not any(f.done() for f in futures)  # all three handed over while the "switch" holds the first
     assert state.iteration == 1  # the round ends when its last bucket is handed over
     gate.set()
     got = [f.wait() for f in futures]
     assert agg.threads == {"thc-aggregation"}
-    reference = ddp.THCHookState(THCConfig(chunk=2048, error_feedback=True), LocalAggregator(), worker_id=0)
+    reference = ddp.THCHookState(THCConfig(error_feedback=True), LocalAggregator(), worker_id=0)
     for k in range(3):
         want = blocking_hooks.thc_blocking_hook(reference, Bucket(grad(k), index=k, last=k == 2)).wait()
         assert torch.equal(got[k], want)
@@ -63,12 +63,12 @@ def test_the_hook_returns_before_the_switch_answers_and_the_future_completes_aft
 
 
 def test_an_aggregation_error_reaches_whoever_waits_on_the_future():
-    state = ddp.THCHookState(THCConfig(chunk=2048), LocalAggregator(fail=True), worker_id=0)
+    state = ddp.THCHookState(THCConfig(), LocalAggregator(fail=True), worker_id=0)
     fut = ddp.thc_hook(state, Bucket(grad(0)))
     with pytest.raises(RuntimeError, match="AggregationError: the switch said no"):
         fut.wait()
     assert isinstance(state.runner.errors[0], AggregationError)
-    ok = ddp.THCHookState(THCConfig(chunk=2048), LocalAggregator(), worker_id=0)
+    ok = ddp.THCHookState(THCConfig(), LocalAggregator(), worker_id=0)
     assert ddp.thc_hook(ok, Bucket(grad(1))).wait().shape == (5000,)  # the thread survives a failed bucket
     state.close()
     ok.close()
@@ -76,7 +76,7 @@ def test_an_aggregation_error_reaches_whoever_waits_on_the_future():
 
 @pytest.mark.parametrize("name, mode", [("mlp2-digits", "thc"), ("cnn1d-signals", "thc"), ("cnn1d-signals", "fix32")])
 def test_non_blocking_training_is_bit_identical_to_blocking(name, mode, one_torch_thread):
-    config = THCConfig(chunk=2048, error_feedback=True, seed=3)
+    config = THCConfig(error_feedback=True, seed=3)
     runs = {}
     for blocking in (False, True):
         reference = {"thc_hook": blocking_hooks.thc_blocking_hook, "fix32_hook": blocking_hooks.fix32_blocking_hook}
@@ -197,7 +197,7 @@ def test_the_next_buckets_norm_round_goes_out_while_this_buckets_sums_are_in_fli
     """Two workers hand over three buckets at once. The switch holds back the first bucket's sums until both
     workers have sent the second bucket's norm round: with the norm round overlapped it comes while the
     sums are in flight, and the results are bit for bit those of the blocking hook."""
-    config = THCConfig(chunk=2048, error_feedback=True, seed=3)
+    config = THCConfig(error_feedback=True, seed=3)
     results = {}
     for hook in (ddp.thc_hook, blocking_hooks.thc_blocking_hook):
         job = SimJob.plan(cluster.thc_spec(config, 3, 2, window=64, slots=64))

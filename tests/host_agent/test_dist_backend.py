@@ -23,7 +23,7 @@ from thc.baselines import FixedPoint32
 from thc.compressor import THCCompressor
 from thc.config import THCConfig
 
-CONFIG = THCConfig(chunk=2048)
+CONFIG = THCConfig()
 TIMEOUT = timedelta(seconds=60)
 
 
@@ -247,7 +247,7 @@ def test_a_job_for_another_world_or_with_error_feedback_is_refused():
     spec = cluster.thc_spec(CONFIG, 1, 3)
     with pytest.raises(Unsupported, match="job 1 has 3 workers but the group has 2 ranks"):
         SwitchProcessGroup(dist.HashStore(), 0, 2, TIMEOUT, Options(spec, None, "thc"))
-    feedback = cluster.thc_spec(THCConfig(chunk=2048, error_feedback=True), 1, 1)
+    feedback = cluster.thc_spec(THCConfig(error_feedback=True), 1, 1)
     with pytest.raises(ValueError, match="error feedback needs a tensor's identity"):
         SwitchProcessGroup(dist.HashStore(), 0, 1, TIMEOUT, Options(feedback, None, "thc"))
     with pytest.raises(Unsupported, match="THC_MODE='fix16': use thc or fix32"):

@@ -40,7 +40,7 @@ def completed(engine) -> int:
 
 
 def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torch_thread):
-    config = THCConfig(chunk=2048)
+    config = THCConfig()
     job = SimJob.plan(thc_spec(config, 4, N, window=32, slots=32))
     engine = new_engine(job)
     _, protocols = attach_workers(engine, job, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=60.0)

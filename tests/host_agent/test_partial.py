@@ -148,7 +148,7 @@ def test_training_with_a_straggler_keeps_every_rank_identical(mode):
     from harness.ddp_cluster import jobs_aggregators, thc_spec, train_ddp
     from thc.config import THCConfig
 
-    config = THCConfig(chunk=2048)
+    config = THCConfig()
     job = SimJob.plan(thc_spec(config, 3, 4, window=64, slots=64))
     switch = FakeSwitch()
     switch.add_job(job)

@@ -19,7 +19,7 @@ from host_agent.sharded import ShardedAggregator, cell_pieces, join_counts, whol
 from tests.support import paths
 from thc.config import THCConfig
 
-CONFIG = THCConfig(chunk=2048)
+CONFIG = THCConfig()
 TIMERS = dict(clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=60.0)
 
 

@@ -99,7 +99,7 @@ def _aggregators(engine, job, board=None):
 
 @pytest.mark.parametrize("mode", ["thc", "fix32"])
 def test_training_through_a_switch_restart_ends_as_an_uninterrupted_run(mode):
-    config = THCConfig(chunk=2048)
+    config = THCConfig()
     before, after = jobs(thc_spec(config, 3, 2, window=64, slots=64))
     steps, restart_at = 12, 9  # aggregation calls a step: thc 2 per bucket (norm, sums), fix32 1
     plain, _ = _aggregators(_switch(before), before)
