@@ -13,21 +13,6 @@ from spec.usage import OneLineParser, int_in, non_negative_number, positive_numb
 from thc.modes import MODES, PS_MODES, uses_job
 
 DESCRIPTION = "`thc-worker`: one data-parallel training worker, run on one Mininet host by `thc-run`."
-# JobSpec field -> the dest of the job option (spec.job.add_job_options) that sets it without --job FILE
-JOB_OPTIONS = {
-    "bits": "bits",
-    "granularity": "granularity",
-    "clip": "clip",
-    "table": "table",
-    "chunk": "chunk",
-    "seed": "thc_seed",
-    "error_feedback": "error_feedback",
-    "transform": "transform",
-    "quantizer": "quantizer",
-    "window": "window",
-    "slots": "slots",
-}
-FLAGS = {"error_feedback": "--error-feedback", "transform": "--no-transform"}  # job fields set by a bare flag
 
 
 def switch_aggregator(args, on_rejoin=lambda record: None):
@@ -317,9 +302,11 @@ def _add_probe(q) -> None:
 def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
     """The job options (their dests) given on the command line, whatever their value: argparse sets a
     default only where the namespace has no value yet."""
+    from spec.job import OPTION_DESTS
+
     unset = object()
-    seen = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(JOB_OPTIONS.values(), unset)))
-    return {dest for dest in JOB_OPTIONS.values() if getattr(seen, dest) is not unset}
+    seen = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(OPTION_DESTS.values(), unset)))
+    return {dest for dest in OPTION_DESTS.values() if getattr(seen, dest) is not unset}
 
 
 def mode_job(mode: str, spec):
@@ -336,9 +323,9 @@ def job_description(args, given: set[str] = frozenset()):
     """The job's JobSpec: ``--job FILE``, refused when it disagrees with this worker's job id, world size,
     key, mode (mode_job) or a job option `given` on the command line (given_options); else the job options
     as the mode runs them, refused when the mode overrides one of them."""
-    from spec.job import JobSpec, JobSpecError, spec_from_options
+    from spec.job import OPTION_DESTS, JobSpec, JobSpecError, spec_from_options
 
-    stated = {field for field, dest in JOB_OPTIONS.items() if dest in given}
+    stated = {field for field, dest in OPTION_DESTS.items() if dest in given}
     if args.job is None:
         job_id = 1 if args.job_id is None else args.job_id
         options = spec_from_options(args, job_id, args.world_size, key=args.key or 0)
@@ -372,12 +359,11 @@ def job_description(args, given: set[str] = frozenset()):
 def _refuse_other_options(args, stated: set[str], spec, options, says: str, advice: str) -> None:
     """JobSpecError for the first field `stated` on the command line whose value in `options` is not the
     one in `spec`, naming the option as it was given (a flag, or the option and its value)."""
-    from spec.job import JobSpecError
+    from spec.job import JobSpecError, option_as_given
 
     for field in sorted(stated):
         if getattr(options, field) != getattr(spec, field):
-            dest = JOB_OPTIONS[field]
-            given = FLAGS.get(field) or f"--{dest.replace('_', '-')} {getattr(args, dest)}"
+            given = option_as_given(args, field)
             raise JobSpecError(f"{says} {field} = {getattr(spec, field)}, not {given}: {advice}")
 
 

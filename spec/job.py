@@ -272,22 +272,33 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# JobSpec field -> the dest of its option in add_job_options: what spec_from_options reads, and what
+# thc-worker names when its options disagree with a description
+OPTION_DESTS = {
+    "bits": "bits",
+    "granularity": "granularity",
+    "clip": "clip",
+    "table": "table",
+    "chunk": "chunk",
+    "seed": "thc_seed",
+    "error_feedback": "error_feedback",
+    "transform": "transform",
+    "quantizer": "quantizer",
+    "window": "window",
+    "slots": "slots",
+}
+BARE_FLAGS = {"error_feedback": "--error-feedback", "transform": "--no-transform"}  # fields set by a flag alone
+
+
 def spec_from_options(args: argparse.Namespace, job_id: int, workers: int, **changes) -> JobSpec:
     """The JobSpec that `add_job_options`' parsed options describe."""
-    fields = dict(
-        job_id=job_id,
-        workers=workers,
-        bits=args.bits,
-        granularity=args.granularity,
-        clip=args.clip,
-        table=args.table,
-        chunk=args.chunk,
-        seed=args.thc_seed,
-        error_feedback=args.error_feedback,
-        transform=args.transform,
-        quantizer=args.quantizer,
-        window=args.window,
-        slots=args.slots,
-    )
+    fields = {field: getattr(args, dest) for field, dest in OPTION_DESTS.items()}
+    fields.update(job_id=job_id, workers=workers)
     fields.update(changes)
     return JobSpec(**fields)
+
+
+def option_as_given(args: argparse.Namespace, field: str) -> str:
+    """The option that set `field`, as a command line reads: a bare flag, or the option and its value."""
+    dest = OPTION_DESTS[field]
+    return BARE_FLAGS.get(field) or f"--{dest.replace('_', '-')} {getattr(args, dest)}"
