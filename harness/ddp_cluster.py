@@ -22,6 +22,7 @@ from host_agent.aggregator import SwitchAggregator
 from spec.job import JobSpec
 from thc import ddp, hooks
 from thc.config import THCConfig
+from thc.modes import FIX32, THC
 
 _prefixes = itertools.count()
 _seeding = threading.Lock()  # torch.manual_seed is process-wide: one model initialisation at a time
@@ -100,9 +101,9 @@ def hook_for(
     fix32_hook=None,
 ):
     """(state, hook) of ``mode`` for worker ``rank``."""
-    if mode == "thc":
+    if mode == THC:
         return ddp.THCHookState(config or THCConfig(), aggregator, worker_id=rank), thc_hook or ddp.thc_hook
-    if mode == "fix32":
+    if mode == FIX32:
         return ddp.FixedPointHookState(aggregator, workers=n), fix32_hook or ddp.fix32_hook
     state, hook = hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
     return state, serialized(hook) if mode == "powersgd" else hook
@@ -181,7 +182,7 @@ def train_ddp(
     if aggregators is not None:
         aggs = aggregators
     else:
-        aggs = switch_aggregators(n, config or THCConfig()) if mode in ("thc", "fix32") else [None] * n
+        aggs = switch_aggregators(n, config or THCConfig()) if mode in (THC, FIX32) else [None] * n
     store = dist.HashStore()
     prefix = f"c{next(_prefixes)}"
 

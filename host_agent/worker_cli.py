@@ -10,7 +10,7 @@ from pathlib import Path
 
 from host_agent import identity, workloads
 from spec.usage import OneLineParser, int_in, non_negative_number, positive_number
-from thc.modes import MODES, PS_MODES, uses_job
+from thc.modes import MODES, PS_MODES, TERNGRAD_SWITCH, THC, uses_job
 
 DESCRIPTION = "`thc-worker`: one data-parallel training worker, run on one Mininet host by `thc-run`."
 
@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_job_group(g) -> None:
     """The job this worker joins: its mode, rank, rendezvous, interface and description."""
-    g.add_argument("--mode", choices=MODES, default="thc", help="how gradients are aggregated (default thc)")
+    g.add_argument("--mode", choices=MODES, default=THC, help=f"how gradients are aggregated (default {THC})")
     g.add_argument(
         "--rank",
         type=int,
@@ -312,7 +312,7 @@ def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
 def mode_job(mode: str, spec):
     """The job a switch mode runs from the description `spec`: terngrad-switch puts TernGrad's codec on its
     framing (thc.config.TERNGRAD), every other mode runs it as described."""
-    if mode != "terngrad-switch":
+    if mode != TERNGRAD_SWITCH:
         return spec
     from thc.config import TERNGRAD
 
