@@ -14,7 +14,7 @@ Each variant is one job description (spec/job.py) that changes one part of full 
     terngrad      TernGrad summed by the switch (thc-run --modes terngrad-switch: b = 2, g = 2, table
                   (0, 1, 1, 2), scale max|x| after clipping at T std, no transform, no error feedback)
 
-NMSE (no root): the workers' codecs and the compiled program p4/build/thc.json in one process (host_agent.sim:
+NMSE (no root): the workers' codecs and the compiled program p4/build/thc.json in one process (harness.sim:
 the job planned from its description, its workers on the loopback wire), 8 and 32 workers, --rounds rounds
 of three gradient sources: Gaussian vectors of 2^16 coordinates, and each worker's minibatch gradient of
 cnn-digits and of cnn1d-signals along an SGD trajectory. NMSE = ||mean_i x_i - x_hat||^2 / mean_i ||x_i||^2,
@@ -193,7 +193,7 @@ def model_gradient_rounds(name: str, workers: int, rounds: int, seed: int, warmu
 def program_switch(spec: JobSpec):
     """The compiled program in the software switch (native backend where it can run), with `spec`'s job."""
     from emulator.switch import SoftwareSwitch
-    from host_agent.sim import SimJob, program_engine
+    from harness.sim import SimJob, program_engine
 
     job = SimJob.plan(spec)
     path = str(REPO / "p4" / "build" / "thc.json")
@@ -210,9 +210,9 @@ def nmse_run(spec: JobSpec, rounds: list[list]) -> dict:
     import numpy as np
     import torch
 
-    from host_agent.loopback import VirtualClock
+    from harness.sim import attach_workers
+    from host_agent.clock import VirtualClock
     from host_agent.protocol import drive
-    from host_agent.sim import attach_workers
     from thc import THCCompressor
     from thc.metrics import nmse
 

@@ -35,11 +35,12 @@ sys.path.insert(0, str(REPO))
 from bench import record as bench_record  # noqa: E402
 from controller.topology import Topology  # noqa: E402
 from spec.job import DEFAULT_WINDOW, JobSpec  # noqa: E402
+from thc.modes import RUN_DEFAULT  # noqa: E402
 from topologies import provenance, report  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
-MODES = ("thc", "fix32", "gloo")
+MODES = RUN_DEFAULT
 
 
 def parse_args(argv=None):

@@ -19,12 +19,12 @@ one network for the whole campaign, the loss changed between runs with Testbed.s
   switch restart  thc-run --restart-switch: the aggregating switch killed at half the steps and restarted
 
 In process (no root; this kernel has no sch_netem for duplication and reordering on links): the compiled
-program in the software switch on host_agent.loopback's wire, DDP workers as threads
-(topologies/inprocess/ddp_cluster.py), against their own lossless run:
+program in the software switch on harness.loopback's wire, DDP workers as threads
+(harness/ddp_cluster.py), against their own lossless run:
 
   duplication     5 % of frames duplicated each way
   reordering      1 ms ± up to 2 ms per frame each way, so frames overtake each other
-  silent leaf     two leaves of 4 workers (topologies/inprocess/leaf_spine.py): leaf 1's workers send
+  silent leaf     two leaves of 4 workers (harness/leaf_spine.py): leaf 1's workers send
                   nothing, a leaf-0 worker's RELEASE goes up past its completed leaf (RELEASE_UP) and the
                   spine releases each round with leaf 0's sums; per round, against the same rounds with
                   every leaf (step = round, no protocol retransmissions)
@@ -53,11 +53,11 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from bench.bench_stragglers import make_switch  # noqa: E402
+from harness.ddp_cluster import thc_spec, train_ddp  # noqa: E402
+from harness.sim import SimJob, attach_workers  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from host_agent.aggregator import SwitchAggregator  # noqa: E402
-from host_agent.sim import SimJob, attach_workers  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
-from topologies.inprocess.ddp_cluster import thc_spec, train_ddp  # noqa: E402
 
 LOSSES = (1.0, 5.0, 10.0)
 DUPLICATE = 0.05
@@ -187,7 +187,7 @@ def mininet_row(fault: str, mode: str, results: list[dict], summary, failures: l
 
 
 def inprocess_run(args, mode: str, fault: str, n: int = 4) -> dict:
-    config = THCConfig(chunk=2048)
+    config = THCConfig()
     job = SimJob.plan(thc_spec(config, 3, n, window=64, slots=64))
     sw, backend = make_switch(SimpleNamespace(switch="p4", backend="auto"), job)
     lw, protocols = attach_workers(sw, job, clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=60.0)
@@ -220,9 +220,9 @@ def inprocess_run(args, mode: str, fault: str, n: int = 4) -> dict:
 
 def silent_leaf_rows(rounds: int) -> list[dict]:
     """Rounds through two leaves of 4 workers with every worker, then with leaf 1 silent."""
-    from spec import frames
+    from harness import frames
+    from harness.leaf_spine import LeafSpine
     from thc.aggregate import reference_aggregate
-    from topologies.inprocess.leaf_spine import LeafSpine
 
     table = THCConfig().make_table()  # the codec's default table
     rows = []

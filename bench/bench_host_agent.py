@@ -12,7 +12,7 @@ the wire format's version 3 (spec/contract.py's THC_VERSION; p4/README.md, "Cell
 Run it with the tree's root on PYTHONPATH (PYTHONPATH=. from the root) so this tree's host_agent is the one
 imported. `--before TREE` also times, over the veth pair, the worker of another source tree (e.g. an older
 commit unpacked with `git archive`; it must speak this tree's wire format and have its API, i.e. be
-commit f929127 or later). The veth parts need root and a C compiler (bench/echo_switch.c).
+commit f929127 or later). The veth parts need root and a C compiler (harness/echo_switch.c).
 
 Prints figures only; nothing here asserts a speed. The veth parts create veth pairs named thcB<pid>a/b
 and thcW<pid>a/b and delete them at the end; they stop only the processes they started.
@@ -33,10 +33,10 @@ from pathlib import Path
 import numpy as np
 
 from bench import record as bench_record
+from harness.fake_switch import FakeSwitch
+from harness.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint
 from host_agent import wire
-from host_agent.fake_switch import FakeSwitch
 from host_agent.protocol import drive
-from host_agent.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint
 from spec.job import JobSpec
 from topologies import provenance
 from usage.args import OneLineParser
@@ -339,12 +339,12 @@ def report_worker(quick: bool) -> None:
 
 
 def build_echo_switch() -> Path:
-    """bench/echo_switch.c compiled (once per source) into the native cache: a THC echo in C, far faster
+    """harness/echo_switch.c compiled (once per source) into the native cache: a THC echo in C, far faster
     than the worker, so the figures over the veth pair are the worker's."""
     from native_build import build_executable
     from spec import contract
 
-    source = Path(__file__).resolve().parent / "echo_switch.c"
+    source = ROOT / "harness" / "echo_switch.c"
     wire_format = (
         f"-DTHC_VERSION={contract.THC_VERSION}",
         f"-DNORM_BYTES={contract.NORM_PAYLOAD_BYTES}",
@@ -557,7 +557,7 @@ def bench_veth_worker(quick: bool, before: str | None) -> None:
         echo = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         echo.stdout.readline()
         print(
-            f"the worker over a raw socket on a veth pair ({a}/{b}), bench/echo_switch.c (C) on the other end, "
+            f"the worker over a raw socket on a veth pair ({a}/{b}), harness/echo_switch.c (C) on the other end, "
             f"{job.spec.lane_bits}-bit lanes, K = {job.spec.coords_per_request:,} coordinates a request:"
         )
         runs = [(mode, str(ROOT)) for mode in ("per-packet", "python-loop", "native")]

@@ -4,7 +4,7 @@
                                                [--workers 4] [--backend auto] [--switch p4]
 
 In-process (no Mininet, no root): the compiled program p4/build/thc.json in the software switch, n DDP
-workers as threads on the loopback wire (topologies/inprocess/ddp_cluster.py, the harness of the DDP tests), training
+workers as threads on the loopback wire (harness/ddp_cluster.py, the harness of the DDP tests), training
 mlp-digits with THC through the switch. The last worker sleeps --delay-ms in every step before its
 backward pass. Two runs from the same initial model:
 
@@ -34,13 +34,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import record as bench_record  # noqa: E402
+from harness.ddp_cluster import jobs_aggregators, thc_spec, train_ddp  # noqa: E402
+from harness.fake_switch import FakeSwitch  # noqa: E402
+from harness.sim import SimJob, program_engine  # noqa: E402
 from host_agent import workloads  # noqa: E402
-from host_agent.fake_switch import FakeSwitch  # noqa: E402
-from host_agent.sim import SimJob, program_engine  # noqa: E402
 from spec import contract  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
 from topologies import provenance  # noqa: E402
-from topologies.inprocess.ddp_cluster import jobs_aggregators, thc_spec, train_ddp  # noqa: E402
 
 MODEL = "mlp-digits"
 
@@ -71,7 +71,7 @@ def parse_args(argv=None):
         "--switch",
         choices=("p4", "fake"),
         default="p4",
-        help="p4: the compiled program (default); fake: host_agent.fake_switch (the contract in Python)",
+        help="p4: the compiled program (default); fake: harness.fake_switch (the contract in Python)",
     )
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "bench_stragglers.json")
     return p.parse_args(argv)
@@ -107,7 +107,7 @@ def switch_events(sw) -> dict[str, int]:
 
 
 def one_run(args, straggler_timeout: float | None) -> dict:
-    config = THCConfig(chunk=2048)
+    config = THCConfig()
     job = SimJob.plan(thc_spec(config, 3, args.workers, window=64, slots=64))
     sw, backend = make_switch(args, job)
     aggregators = jobs_aggregators(sw, [job], straggler_timeout=straggler_timeout)[job.job_id]

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench import record as bench_record  # noqa: E402
 from emulator.switch import SoftwareSwitch  # noqa: E402
+from harness.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker_port  # noqa: E402
 from host_agent import wire  # noqa: E402
-from host_agent.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker_port  # noqa: E402
 from spec import contract  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
 from topologies import provenance  # noqa: E402
@@ -138,7 +138,7 @@ THC_SPEC = JobSpec(job_id=1, workers=4, window=256, slots=256)  # the default co
 def bench_thc(packets, seconds, json_path=THC_JSON, backend="python", spec=THC_SPEC):
     """THC data packets: every worker of a 4-worker job sends its request for each (slot, round).
 
-    The job is planned and programmed as the controller does it (host_agent.sim: the controller's writes
+    The job is planned and programmed as the controller does it (harness.sim: the controller's writes
     applied to the engine), and the requests are the host agent's own frames (host_agent.wire.FrameBuilder):
     full cells of spec.coords_per_request 4-bit indices in the job's lanes, with its key."""
     sw = SoftwareSwitch.from_json(json_path, backend=backend)

@@ -52,14 +52,13 @@ from thc.baselines import (  # noqa: E402
     TernGrad,
     TopK,
 )
+from thc.config import DEFAULT_CHUNK, PAPER_CHUNK  # noqa: E402
 from thc.gradient_sources import digits_gradient_rounds, gaussian_rounds  # noqa: E402
 from thc.hadamard import fwht  # noqa: E402
 from thc.simulate import mean_nmse  # noqa: E402
 from thc.tables import clipping_error, make_table  # noqa: E402
 from thc.workspace import Workspace, empty_cpu  # noqa: E402
 
-DEFAULT_CHUNK = 2**20
-WORKER_CHUNK = 2**11  # thc-worker's --chunk default
 SMALL = 2**16  # sizes up to this one: more repetitions, the fixed-cost fit and the 2^11-chunk rows
 
 
@@ -79,9 +78,9 @@ def codec_table(sizes: list[int], reps: dict[int, int]) -> list[dict]:
 
     from thc import compressor
 
-    paths = {"native": THCCompressor(THCConfig(), worker_id=1)}
+    paths = {"native": THCCompressor(THCConfig(chunk=PAPER_CHUNK), worker_id=1)}
     with mock.patch.object(compressor, "load_native", lambda: None):
-        paths["numpy"] = THCCompressor(THCConfig(), worker_id=1)
+        paths["numpy"] = THCCompressor(THCConfig(chunk=PAPER_CHUNK), worker_id=1)
     if not paths["native"].native:
         print("the native codec is not loaded (THC_NATIVE=0 or no C compiler): only numpy is measured")
         del paths["native"]
@@ -165,11 +164,11 @@ def throughput(sizes: list[int], reps: int, baseline_max: int) -> tuple[list[dic
         }
         enc, dec = thc_phases(n, n, x)
         ops["thc encode (1 chunk)"], ops["thc decode (1 chunk)"] = enc, dec
-        if n > DEFAULT_CHUNK:
-            enc, dec = thc_phases(n, DEFAULT_CHUNK, x)
+        if n > PAPER_CHUNK:
+            enc, dec = thc_phases(n, PAPER_CHUNK, x)
             ops["thc encode (2^20 chunks)"], ops["thc decode (2^20 chunks)"] = enc, dec
-        if WORKER_CHUNK < n <= SMALL:
-            enc, dec = thc_phases(n, WORKER_CHUNK, x)
+        if DEFAULT_CHUNK < n <= SMALL:
+            enc, dec = thc_phases(n, DEFAULT_CHUNK, x)
             ops["thc encode (2^11 chunks)"], ops["thc decode (2^11 chunks)"] = enc, dec
         times = {name: [] for name in ops}
         for fn in ops.values():  # warm-up: allocations, caches, lazy imports
@@ -200,8 +199,8 @@ def throughput(sizes: list[int], reps: int, baseline_max: int) -> tuple[list[dic
         if n == max(sizes):
             floor = {"size": n, "limit": 3.0, "fwht_s": statistics.median(times["fwht"])}
             variants = [("one chunk", "1 chunk")]
-            if n > DEFAULT_CHUNK:
-                variants.append(("2^20 chunks (default)", "2^20 chunks"))
+            if n > PAPER_CHUNK:
+                variants.append(("2^20 chunks (the paper's d)", "2^20 chunks"))
             for label, key in variants:
                 enc, dec = times[f"thc encode ({key})"], times[f"thc decode ({key})"]
                 per_rep = [(e + d) / f for e, d, f in zip(enc, dec, times["fwht"])]
@@ -275,7 +274,7 @@ def compressor_grid(workers: int) -> list[tuple[str, str, dict, callable]]:
             "THC-optimal default",
             "b=4 g=30 p=1/32",
             {"bits": 4, "g": 30, "p": 1 / 32},
-            lambda i: THCCompressor(THCConfig(), i),
+            lambda i: THCCompressor(THCConfig(chunk=PAPER_CHUNK), i),
         )
     )
     for bits in (2, 3, 4, 6, 8):

@@ -34,11 +34,11 @@ sys.path.insert(0, str(REPO))
 
 from controller.topology import Topology  # noqa: E402
 from host_agent import workloads  # noqa: E402
-from host_agent.modes import PS_MODES  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
+from thc.modes import PS_MODES, RUN_DEFAULT  # noqa: E402
 from topologies import report  # noqa: E402
 
-MODES = ("thc", "fix32", "gloo")
+MODES = RUN_DEFAULT
 
 
 def parse_args(argv=None):

@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_two_level.py [--leaves 2] [--per-leaf 4] [--rounds 40] [--loss 0.0]
 
 In-process (no Mininet, no root): one spine and `--leaves` leaves, each a software switch running the
-compiled program p4/build/thc.json, chained by topologies/inprocess/leaf_spine.py (the harness of
+compiled program p4/build/thc.json, chained by harness/leaf_spine.py (the harness of
 tests/p4/test_two_level.py). A round is one use of one slot: every worker sends one THC request
 (one cell: 1,024 coordinates) and gets the sums back. Counted: every frame that crosses a leaf–spine link, both
 directions, including retransmissions and answers when `--loss` (per link, per frame) is set.
@@ -29,11 +29,11 @@ from usage.args import OneLineParser, int_in, number_in
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import record as bench_record  # noqa: E402
-from spec import frames  # noqa: E402
+from harness import frames  # noqa: E402
+from harness.leaf_spine import LeafSpine  # noqa: E402
 from thc import THCConfig  # noqa: E402
 from thc.aggregate import reference_aggregate  # noqa: E402
 from topologies import provenance  # noqa: E402
-from topologies.inprocess.leaf_spine import LeafSpine  # noqa: E402
 
 
 def measure(levels: int, args, table) -> dict:

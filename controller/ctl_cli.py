@@ -28,7 +28,7 @@ from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
 from spec import contract
-from spec.job import JobSpec, JobSpecError, add_job_options, spec_from_options
+from spec.job import KEYS, JobSpec, JobSpecError, add_job_options, spec_from_options
 from usage.args import OneLineParser, input_file, int_in, output_file, positive_number
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"  # simple_switch_grpc's default
@@ -343,7 +343,7 @@ def job_spec(args) -> JobSpec:
                 raise BadInput("job add needs --id (or --job FILE)")
             spec = spec_from_options(args, args.id, len(hosts))
         if args.key is not None:
-            if not 1 <= args.key <= 2**32 - 1:
+            if args.key not in KEYS:
                 raise BadInput(f"--key {args.key}: a job key is 1..2**32-1")
             spec = spec.replace(key=args.key)
     except JobSpecError as exc:

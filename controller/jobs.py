@@ -30,7 +30,7 @@ from controller.errors import BadInput, JobRefused
 from controller.p4info import P4Info
 from controller.writes import DELETE, INSERT, MODIFY, GroupWrite, TableWrite, Write
 from spec import contract
-from spec.job import DEFAULT_SLOTS, JobSpec
+from spec.job import DEFAULT_SLOTS, KEYS, JobSpec
 
 __all__ = ["DEFAULT_SLOTS", "Job", "JobWorker", "plan_job"]
 MCAST_GROUP_BASE = 0x1000  # job j uses multicast group 0x1000 + j: clear of small ids runtime files use
@@ -108,7 +108,7 @@ def check_epoch(epoch: int, last: int, job_id: int) -> None:
 
 def choose_key(rng: random.Random | None = None) -> int:
     """A random 32-bit job key, never 0 (0 is what a description without a key says)."""
-    return (rng or random.SystemRandom()).randint(1, 2**32 - 1)
+    return (rng or random.SystemRandom()).randint(KEYS[0], KEYS[-1])
 
 
 def plan_job(

@@ -7,7 +7,7 @@ them out, so there is one way to program a job whoever runs the switch:
 
 - `to_updates` turns them into P4Runtime `Update`s for `SwitchSession` (any switch: ours, BMv2, hardware);
 - `EngineWriter` applies them to an `emulator.switch.SoftwareSwitch` in this process (the in-process
-  cluster of host_agent/sim.py, the packet tests, the benchmarks), with no gRPC in between.
+  cluster of harness/sim.py, the packet tests, the benchmarks), with no gRPC in between.
 """
 
 from __future__ import annotations

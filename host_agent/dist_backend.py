@@ -42,12 +42,13 @@ import torch.distributed as dist
 from host_agent import identity
 from spec.job import JobSpec
 from thc.allreduce import Fix32Sum, THCSum
+from thc.modes import BACKEND_MODES, THC
 from thc.validation import SUPPORTED_DTYPES
 
 __all__ = ["NAME", "MODES", "Options", "SwitchProcessGroup", "Unsupported", "options_from_environ"]
 
 NAME = "thc"
-MODES = ("thc", "fix32")
+MODES = tuple(BACKEND_MODES.values())  # THC_MODE: the codec of thc-worker's backend modes
 SWITCH_OPS = {dist.ReduceOp.SUM: False, dist.ReduceOp.AVG: True}  # RedOpType -> average
 
 
@@ -63,7 +64,7 @@ class Options:
 
     spec: JobSpec
     aggregator: object
-    mode: str = "thc"
+    mode: str = THC
     fallback: bool = False
     iface: str | None = None  # gloo's interface, unless GLOO_SOCKET_IFNAME is set
 
@@ -86,7 +87,7 @@ def options_from_environ(rank: int, environ: Mapping[str, str] = os.environ) -> 
     path = _required(environ, "THC_JOB", "the job's description (thc-ctl job add --save FILE)")
     iface = _required(environ, "THC_IFACE", "the interface towards the switch")
     service_ip = _required(environ, "THC_SERVICE_IP", "the switch's THC service address")
-    mode = environ.get("THC_MODE", "thc")
+    mode = environ.get("THC_MODE", THC)
     fallback = environ.get("THC_FALLBACK", "0")
     if fallback not in ("0", "1"):
         raise Unsupported(f"THC_FALLBACK={fallback!r}: 1 sends the all-reduces the switch cannot do to gloo, 0 refuses")
@@ -133,7 +134,7 @@ class SwitchProcessGroup(dist.ProcessGroup):
                 "the thc backend serves the job's workers, ranks 0..n-1 of the world"
             )
         self.options = options
-        if options.mode == "thc":
+        if options.mode == THC:
             self._sum = THCSum(options.spec.thc_config(), options.aggregator, rank)
         else:
             self._sum = Fix32Sum(options.aggregator, size)

@@ -14,14 +14,12 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from host_agent.modes import PS_MODES, TABLE_MODES, codec_mode
 from host_agent.worker_cli import switch_aggregator
 from host_agent.worker_io import cpu_counters, emit, interface_counters, use_interface
+from thc.modes import FIX32, GLOO, PROBE_MODES, TABLE_MODES, codec_mode
 
 if TYPE_CHECKING:
     import numpy as np
-
-PROBE_MODES = (*TABLE_MODES, "fix32", "gloo")  # and the ps modes, with their codec's round
 
 
 def probe_gradient(seed: int, rank: int, round_: int, size: int):
@@ -41,7 +39,7 @@ def probe(args) -> dict:
 
     torch.set_num_threads(1)
     aggregator = barrier = None
-    if args.mode == "gloo":
+    if args.mode == GLOO:
         import torch.distributed as dist
 
         use_interface(args.iface)
@@ -56,9 +54,9 @@ def probe(args) -> dict:
     else:
         aggregator = switch_aggregator(args)
         barrier = lambda: aggregator.all_max(torch.zeros(1))  # a NORM round waits for every worker
-    if codec_mode(args.mode) not in PROBE_MODES:
-        raise ValueError(f"--probe aggregates with {', '.join([*PROBE_MODES, *PS_MODES])}, not {args.mode}")
-    one_round = _gloo_round if args.mode == "gloo" else switch_round
+    if args.mode not in PROBE_MODES:
+        raise ValueError(f"--probe aggregates with {', '.join(PROBE_MODES)}, not {args.mode}")
+    one_round = _gloo_round if args.mode == GLOO else switch_round
     codec = probe_codec(args)
     # every round's gradient made before the rounds start: making one (~0.5 ms at 16k coordinates) between two
     # rounds would hold the next norm round back for every worker, a cost of this harness, not of aggregation
@@ -115,7 +113,7 @@ def probe_codec(args):
         # the job's codec without error feedback: a probe round depends on its own gradient only
         config = dataclasses.replace(args.spec.thc_config(), error_feedback=False)
         codec = THCCompressor(config, worker_id=args.rank)
-    elif codec_mode(args.mode) == "fix32":
+    elif codec_mode(args.mode) == FIX32:
         from thc.baselines import FixedPoint32
 
         codec = FixedPoint32(args.world_size, worker_id=args.rank)

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from host_agent import loss, native, receive, wire
-from host_agent.loopback import VirtualClock
+from host_agent.clock import VirtualClock
 from host_agent.operation import Operation, ProtocolError, pack_fix32, pack_indices, pack_norms
 from host_agent.recovery import Recovery
 from host_agent.sender import Sender

@@ -2,7 +2,7 @@
 
 A transport has three methods the protocol needs: `send(frame)`, `recv(timeout) -> list[bytes]` (every
 frame that is there, waiting up to `timeout` seconds for the first one; [] on timeout) and `close()`,
-plus `describe()` for error messages. loopback.py has the in-process one for tests; DatagramTransport
+plus `describe()` for error messages. harness/loopback.py has the in-process one for tests; DatagramTransport
 takes any connected datagram socket (an AF_UNIX socketpair's end facing a switch's port loop, no root).
 
 A transport may also move many frames per call (`BatchTransport`): `send_many(rows)` sends every row of a

@@ -34,7 +34,7 @@ gradients (``probe_gradient``) through the switch and saves what it sent and got
 every round with thc's reference aggregation and compare exactly (host_agent/probe.py).
 
 The command line and what it resolves (the job's description, rank, addresses) are host_agent/worker_cli.py,
-the modes host_agent/modes.py; this module trains.
+the modes thc/modes.py; this module trains.
 
 Progress goes to stdout as lines ``@thc {json}`` (the runner turns them into progress bars); anything
 else on stdout/stderr is ordinary log text. The final record is also written to ``--result``.
@@ -55,17 +55,6 @@ from datetime import timedelta
 from pathlib import Path
 
 from host_agent import identity, workloads
-from host_agent.modes import (
-    BACKEND_MODES,
-    FAILOVER_MODES,
-    GLOO_MODES,
-    MODES,
-    PS_MODES,
-    SWITCH_MODES,
-    TABLE_MODES,
-    codec_mode,
-    uses_job,
-)
 from host_agent.probe import PhaseClock, probe, probe_codec, probe_gradient
 from host_agent.worker_cli import (
     build_parser,
@@ -77,6 +66,20 @@ from host_agent.worker_cli import (
     switch_aggregator,
 )
 from host_agent.worker_io import emit, interface_counters, use_interface
+from thc.modes import (
+    BACKEND_MODES,
+    FAILOVER_MODES,
+    FIX32,
+    GLOO_MODES,
+    MODES,
+    PLAN,
+    PS_MODES,
+    SWITCH_MODES,
+    TABLE_MODES,
+    THC,
+    codec_mode,
+    uses_job,
+)
 
 # thc-worker's face to thc-run, bench and the tests: its modes, and its command line's and probe's parts
 __all__ = [
@@ -137,17 +140,17 @@ def make_hook(args, model, on_rejoin=lambda record: None):
         state, hook = hooks.make_gloo_hook(args.mode, worker_id=args.rank, seed=args.spec.seed)
         return state, hook, None
     plan = None
-    if args.mode == "plan":
+    if args.mode == PLAN:
         from thc import mixed
 
         plan = args.plan_buckets
-        if not set(plan.values()) & {"thc", "fix32"}:
+        if not set(plan.values()) & {THC, FIX32}:
             return mixed.MixedHookState(plan), mixed.mixed_hook, None
     aggregator = switch_aggregator(args, on_rejoin)
     from thc import ddp
 
     config = args.spec.thc_config()  # the codec the job was described with, on every worker
-    if args.mode == "plan":
+    if args.mode == PLAN:
         return mixed.MixedHookState(plan, aggregator, config, workers=args.world_size), mixed.mixed_hook, aggregator
     if codec_mode(args.mode) in TABLE_MODES:
         return ddp.THCHookState(config, aggregator), ddp.thc_hook, aggregator
@@ -297,7 +300,7 @@ def run(args) -> dict:
     }
     result["step_delay_ms"] = args.step_delay
     result["straggler_timeout_ms"] = args.straggler_timeout
-    if args.mode == "plan":
+    if args.mode == PLAN:
         result["plan_counts"] = state.counts
         result["bucket_modes"] = {str(k): v for k, v in sorted(state.bucket_modes.items())}
     if hasattr(state, "close"):
@@ -329,7 +332,7 @@ def main(argv=None) -> int:
     if args.step_delay < 0:
         print(f"thc-worker: --step-delay {args.step_delay:g} must be >= 0 ms", file=sys.stderr)
         return 2
-    if (args.mode == "plan") != (args.plan is not None):
+    if (args.mode == PLAN) != (args.plan is not None):
         print("thc-worker: --mode plan and --plan FILE go together", file=sys.stderr)
         return 2
     try:

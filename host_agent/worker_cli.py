@@ -9,26 +9,11 @@ import json
 from pathlib import Path
 
 from host_agent import identity, workloads
-from host_agent.modes import MODES, PS_MODES, uses_job
 from spec import contract
+from thc.modes import MODES, PS_MODES, TERNGRAD_SWITCH, THC, uses_job
 from usage.args import OneLineParser, input_path, int_in, non_negative_number, positive_number
 
 DESCRIPTION = "`thc-worker`: one data-parallel training worker, run on one Mininet host by `thc-run`."
-# JobSpec field -> the dest of the job option (spec.job.add_job_options) that sets it without --job FILE
-JOB_OPTIONS = {
-    "bits": "bits",
-    "granularity": "granularity",
-    "clip": "clip",
-    "table": "table",
-    "chunk": "chunk",
-    "seed": "thc_seed",
-    "error_feedback": "error_feedback",
-    "transform": "transform",
-    "quantizer": "quantizer",
-    "window": "window",
-    "slots": "slots",
-}
-FLAGS = {"error_feedback": "--error-feedback", "transform": "--no-transform"}  # job fields set by a bare flag
 
 
 def switch_aggregator(args, on_rejoin=lambda record: None):
@@ -111,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_job_group(g) -> None:
     """The job this worker joins: its mode, rank, rendezvous, interface and description."""
-    g.add_argument("--mode", choices=MODES, default="thc", help="how gradients are aggregated (default thc)")
+    g.add_argument("--mode", choices=MODES, default=THC, help=f"how gradients are aggregated (default {THC})")
     g.add_argument(
         "--rank",
         type=int_in(0),
@@ -151,6 +136,8 @@ def _add_job_group(g) -> None:
 
 def _add_switch_addresses(s) -> None:
     """Where the switch (or the parameter servers) and this host are; the job's id and key."""
+    from spec.job import job_key
+
     s.add_argument("--service-ip", help="the aggregating switch's THC service address")
     s.add_argument(
         "--servers",
@@ -299,7 +286,7 @@ def _add_training(r) -> None:
         "--plan",
         type=input_path,
         metavar="FILE.json",
-        help="--mode plan: bucket index -> mode (thc, fix32, gloo, gloo-fp16), as thc-plan plan --save writes it",
+        help="--mode plan: bucket index -> mode (thc, fix32, gloo, fp16), as thc-plan plan --save writes it",
     )
 
 
@@ -318,29 +305,20 @@ def _add_probe(q) -> None:
     q.add_argument("--probe-seed", type=int_in(0, 2**32 - 1), default=7, help="seed of the probe gradients (default 7)")
 
 
-def job_key(text: str) -> int:
-    """A job key as thc-ctl prints it: decimal or 0x-hex, 32 bits."""
-    try:
-        key = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (decimal or 0x...)") from None
-    if not 0 <= key < 2**32:
-        raise argparse.ArgumentTypeError(f"{text}: a job key is 32 bits")
-    return key
-
-
 def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
     """The job options (their dests) given on the command line, whatever their value: argparse sets a
     default only where the namespace has no value yet."""
+    from spec.job import OPTION_DESTS
+
     unset = object()
-    seen = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(JOB_OPTIONS.values(), unset)))
-    return {dest for dest in JOB_OPTIONS.values() if getattr(seen, dest) is not unset}
+    seen = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(OPTION_DESTS.values(), unset)))
+    return {dest for dest in OPTION_DESTS.values() if getattr(seen, dest) is not unset}
 
 
 def mode_job(mode: str, spec):
     """The job a switch mode runs from the description `spec`: terngrad-switch puts TernGrad's codec on its
     framing (thc.config.TERNGRAD), every other mode runs it as described."""
-    if mode != "terngrad-switch":
+    if mode != TERNGRAD_SWITCH:
         return spec
     from thc.config import TERNGRAD
 
@@ -351,9 +329,9 @@ def job_description(args, given: set[str] = frozenset()):
     """The job's JobSpec: ``--job FILE``, refused when it disagrees with this worker's job id, world size,
     key, mode (mode_job) or a job option `given` on the command line (given_options); else the job options
     as the mode runs them, refused when the mode overrides one of them."""
-    from spec.job import JobSpec, JobSpecError, spec_from_options
+    from spec.job import OPTION_DESTS, JobSpec, JobSpecError, spec_from_options
 
-    stated = {field for field, dest in JOB_OPTIONS.items() if dest in given}
+    stated = {field for field, dest in OPTION_DESTS.items() if dest in given}
     if args.job is None:
         job_id = 1 if args.job_id is None else args.job_id
         options = spec_from_options(args, job_id, args.world_size, key=args.key or 0)
@@ -387,12 +365,11 @@ def job_description(args, given: set[str] = frozenset()):
 def _refuse_other_options(args, stated: set[str], spec, options, says: str, advice: str) -> None:
     """JobSpecError for the first field `stated` on the command line whose value in `options` is not the
     one in `spec`, naming the option as it was given (a flag, or the option and its value)."""
-    from spec.job import JobSpecError
+    from spec.job import JobSpecError, option_as_given
 
     for field in sorted(stated):
         if getattr(options, field) != getattr(spec, field):
-            dest = JOB_OPTIONS[field]
-            given = FLAGS.get(field) or f"--{dest.replace('_', '-')} {getattr(args, dest)}"
+            given = option_as_given(args, field)
             raise JobSpecError(f"{says} {field} = {getattr(spec, field)}, not {given}: {advice}")
 
 

@@ -135,6 +135,7 @@ TABLE_VALUE_MAX = 0xFF  # table values are bytes of the job's value vector: g <=
 SUM_LANE_MAX = 0xFFFF  # the widest sum lane is 16 bits: n * g <= 65535
 LANE8_MAX = 0xFF  # 8-bit lanes carry sums up to 255
 JOB_ID_MAX = 0xFF  # hdr.thc.job_id is 8 bits
+KEY_MAX = 0xFFFFFFFF  # hdr.thc.key is 32 bits
 EPOCH_MAX = 0xFFFF  # epochs are 1..65535, never 0
 JOBS_CAPACITY = 64  # size of the jobs table
 EVENT_CELLS = 32  # THC_EVENTS: cells of the thc_events counter (room for more events)

@@ -23,10 +23,12 @@ from thc.config import QUANTIZERS, TABLE_KINDS, THCConfig, parse_probability, te
 from thc.errors import ConfigError
 from usage.args import int_in
 
-__all__ = ["JobSpec", "JobSpecError", "add_job_options", "DEFAULT_WINDOW", "DEFAULT_SLOTS"]
+__all__ = ["JobSpec", "JobSpecError", "add_job_options", "job_key", "DEFAULT_WINDOW", "DEFAULT_SLOTS", "KEYS", "NO_KEY"]
 
 DEFAULT_WINDOW = 256  # requests in flight per worker: room for 256 K coordinates with 1 KiB cells
 DEFAULT_SLOTS = 256
+KEYS = range(1, contract.KEY_MAX + 1)  # the keys a job is installed with (thc-ctl --key, controller.jobs.choose_key)
+NO_KEY = 0  # a description without a key yet: the controller draws one from KEYS when it adds the job
 TERNGRAD_OPTIONS = "--quantizer terngrad --bits 2 --granularity 2 --table uniform --no-transform"  # thc.config.TERNGRAD
 
 
@@ -53,7 +55,7 @@ class JobSpec:
     granularity: int = THCConfig.granularity
     clip: float = THCConfig.clip
     table: str = THCConfig.table
-    chunk: int = 2048  # small chunks pad little: 2,410 parameters are 2048 + 512 coordinates, not 4096
+    chunk: int = THCConfig.chunk
     seed: int = 0
     error_feedback: bool = False
     transform: bool = True  # the randomized Hadamard transform before quantizing (off: the ablation)
@@ -61,7 +63,7 @@ class JobSpec:
     window: int = DEFAULT_WINDOW
     slots: int | None = None  # the job's slots on the switch; None: the window, at least DEFAULT_SLOTS
     words: int = contract.WORDS
-    key: int = 0
+    key: int = NO_KEY
 
     def __post_init__(self) -> None:
         _int("job_id", self.job_id, 0, contract.JOB_ID_MAX)
@@ -100,7 +102,7 @@ class JobSpec:
                 f"job field 'words' = {self.words!r}: the program's cells have "
                 f"{', '.join(map(str, contract.WORDS_VARIANTS))} words"
             )
-        _int("key", self.key, 0, 2**32 - 1)
+        _int("key", self.key, NO_KEY, KEYS[-1])  # KEYS, or NO_KEY
         levels = 1 << self.bits
         if self.quantizer == "thc" and self.granularity < levels - 1:
             raise JobSpecError(
@@ -213,6 +215,17 @@ def _clip_text(clip: float) -> str | float:
 # ---- command-line options shared by thc-run, thc-ctl and thc-worker ------------------------------
 
 
+def job_key(text: str) -> int:
+    """argparse type: a job key as thc-ctl prints it, decimal or 0x-hex, in KEYS."""
+    try:
+        key = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer (decimal or 0x...)") from None
+    if key not in KEYS:
+        raise argparse.ArgumentTypeError(f"{text}: a job key is {KEYS[0]}..2**32-1")
+    return key
+
+
 def add_job_options(parser: argparse.ArgumentParser) -> None:
     """The compression and framing options of a job, with their defaults."""
     d = JobSpec(job_id=0, workers=1)
@@ -265,22 +278,33 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# JobSpec field -> the dest of its option in add_job_options: what spec_from_options reads, and what
+# thc-worker names when its options disagree with a description
+OPTION_DESTS = {
+    "bits": "bits",
+    "granularity": "granularity",
+    "clip": "clip",
+    "table": "table",
+    "chunk": "chunk",
+    "seed": "thc_seed",
+    "error_feedback": "error_feedback",
+    "transform": "transform",
+    "quantizer": "quantizer",
+    "window": "window",
+    "slots": "slots",
+}
+BARE_FLAGS = {"error_feedback": "--error-feedback", "transform": "--no-transform"}  # fields set by a flag alone
+
+
 def spec_from_options(args: argparse.Namespace, job_id: int, workers: int, **changes) -> JobSpec:
     """The JobSpec that `add_job_options`' parsed options describe."""
-    fields = dict(
-        job_id=job_id,
-        workers=workers,
-        bits=args.bits,
-        granularity=args.granularity,
-        clip=args.clip,
-        table=args.table,
-        chunk=args.chunk,
-        seed=args.thc_seed,
-        error_feedback=args.error_feedback,
-        transform=args.transform,
-        quantizer=args.quantizer,
-        window=args.window,
-        slots=args.slots,
-    )
+    fields = {field: getattr(args, dest) for field, dest in OPTION_DESTS.items()}
+    fields.update(job_id=job_id, workers=workers)
     fields.update(changes)
     return JobSpec(**fields)
+
+
+def option_as_given(args: argparse.Namespace, field: str) -> str:
+    """The option that set `field`, as a command line reads: a bare flag, or the option and its value."""
+    dest = OPTION_DESTS[field]
+    return BARE_FLAGS.get(field) or f"--{dest.replace('_', '-')} {getattr(args, dest)}"

@@ -1,5 +1,6 @@
 """The data flow is visible in the imports (DEVELOPERS.md): thc knows nothing of packets, the switch knows
-nothing of THC, and no two packages import each other, however indirectly."""
+nothing of THC, no two packages import each other, however indirectly, and no product package imports the
+harness of doubles built around it."""
 
 import ast
 
@@ -7,7 +8,18 @@ import pytest
 
 from tests.support import paths
 
-PACKAGES = ("usage", "thc", "native_build", "emulator", "spec", "controller", "host_agent", "topologies", "bench")
+PACKAGES = (
+    "usage",
+    "thc",
+    "native_build",
+    "emulator",
+    "spec",
+    "controller",
+    "host_agent",
+    "topologies",
+    "harness",
+    "bench",
+)
 
 # What each package may import of the others. Anything else is a layering mistake.
 ALLOWED = {
@@ -17,11 +29,12 @@ ALLOWED = {
     "emulator": {"native_build"},  # the switch runs any P4 program: it knows nothing of THC
     "spec": {"thc"},  # the contract and a job's description (its THC config and table)
     "controller": {"spec", "thc"},  # programs the switch
-    # workers; the in-process engines (host_agent.sim, fake_switch) are programmed by the controller's writes
-    "host_agent": {"spec", "thc", "controller", "native_build"},
+    "host_agent": {"spec", "thc", "native_build"},  # workers: they learn their job from its description alone
     "topologies": {"spec", "thc", "controller", "host_agent", "emulator"},  # the runner brings everything up
-    "bench": {"spec", "thc", "controller", "host_agent", "topologies", "emulator", "native_build"},
-}  # and none imports the tests: their harnesses live in the packages (topologies/inprocess)
+    # the doubles and in-process rigs: above the product, which never imports them
+    "harness": {"spec", "thc", "controller", "host_agent", "emulator", "native_build"},
+    "bench": {"spec", "thc", "controller", "host_agent", "topologies", "emulator", "native_build", "harness"},
+}  # and none imports the tests: their harnesses live in harness/
 ALLOWED = {package: allowed | ({"usage"} if package != "usage" else set()) for package, allowed in ALLOWED.items()}
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .config import parse_probability
+from .config import PAPER_CHUNK, parse_probability
 from .errors import THCError
 from .gradient_sources import WORKLOADS, make_rounds
 from .registry import COMPRESSORS, make_compressor
@@ -98,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     nmse.add_argument("--bits", "-b", type=int, default=4, help="THC bits per coordinate b (default 4)")
     nmse.add_argument("--granularity", "-g", type=int, default=30, help="THC granularity g (default 30)")
     nmse.add_argument("--clip", "-p", type=_probability, default=1 / 32, help="THC clip probability p (default 1/32)")
-    nmse.add_argument("--chunk", type=_power_of_two, default=2**20, help="chunk size, a power of two (default 2**20)")
+    nmse.add_argument(
+        "--chunk", type=_power_of_two, default=PAPER_CHUNK, help="a power of two (default 2**20: the paper's d)"
+    )
     nmse.add_argument("--error-feedback", action="store_true", help="THC with error feedback (single-round NMSE)")
     nmse.add_argument(
         "--topk-ratio", type=float, default=0.01, help="fraction of coordinates TopK keeps (default 0.01)"

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from .errors import ConfigError
 from .limits import (
+    DEFAULT_CHUNK,
     MAX_BITS,
+    PAPER_CHUNK,
     QUANTIZERS,
     TABLE_KINDS,
     TERNGRAD,
@@ -20,6 +22,8 @@ from .tables import Table, make_table
 
 __all__ = [
     "THCConfig",
+    "DEFAULT_CHUNK",
+    "PAPER_CHUNK",
     "parse_probability",
     "check_bits",
     "check_granularity",
@@ -53,7 +57,7 @@ class THCConfig:
     granularity: int = 30
     clip: float = 1 / 32
     table: str | Table = "optimal"
-    chunk: int = 2**20
+    chunk: int = DEFAULT_CHUNK
     seed: int = 0
     error_feedback: bool = False
     transform: bool = True

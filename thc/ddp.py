@@ -29,7 +29,8 @@ bucket's sums are in flight: the thread prepares the next bucket as soon as it i
 norm round, so that round trip and the preparation overlap the sums. The calls still start in the blocking
 order (norm, sums, next norm, next sums: every worker numbers its requests alike), each bucket has its own
 compressor (error feedback) and the shared workspace is used only by encode and decode, which stay in
-order, so ``thc_blocking_hook``, which does the same work in the caller, gives bit-identical results.
+order, so the blocking reference (harness/blocking_hooks.py), which does the same work in the caller,
+gives bit-identical results.
 """
 
 # No "from __future__ import annotations": DDP compares the hook's annotations with real types.
@@ -56,10 +57,11 @@ __all__ = [
     "GlooAggregator",
     "THCHookState",
     "thc_hook",
-    "thc_blocking_hook",
+    "thc_reduce",
     "FixedPointHookState",
     "fix32_hook",
-    "fix32_blocking_hook",
+    "fix32_reduce",
+    "round_of",
     "SerialRunner",
     "redo_on_membership_change",
 ]
@@ -305,8 +307,8 @@ class _THCRound:
         return False
 
 
-def _thc_reduce(state: THCHookState, buffer: torch.Tensor, index: int, iteration: int) -> torch.Tensor:
-    """One bucket's THC round in the caller (the blocking hook)."""
+def thc_reduce(state: THCHookState, buffer: torch.Tensor, index: int, iteration: int) -> torch.Tensor:
+    """One bucket's THC round in the caller (harness/blocking_hooks.py's reference)."""
     return _THCRound(state, buffer, index, iteration)(overlap=False)
 
 
@@ -326,7 +328,7 @@ def redo_on_membership_change(round_fn: Callable[[], tuple]) -> tuple:
     raise AggregationError(f"the job's membership changed {MAX_REDOS} times within one round")
 
 
-def _round_of(state, bucket) -> int:
+def round_of(state, bucket) -> int:
     """The round this bucket belongs to; the last bucket of a backward pass ends it (when handed over, so
     the next pass's buckets take the next round whether or not this one is done)."""
     iteration = state.iteration
@@ -342,16 +344,8 @@ def thc_hook(state: THCHookState, bucket: dist.GradBucket) -> torch.futures.Futu
     completes the future with the AVERAGE gradient, like DDP's default all-reduce hook.
     """
     buffer, index, last = bucket.buffer(), bucket.index(), bucket.is_last()
-    iteration = _round_of(state, bucket)
+    iteration = round_of(state, bucket)
     return state.runner.submit(_THCRound(state, buffer, index, iteration, last))
-
-
-def thc_blocking_hook(state: THCHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """:func:`thc_hook` in the caller: returns a completed future (the backward pass waits for the switch)."""
-    buffer, index = bucket.buffer(), bucket.index()
-    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-    fut.set_result(_thc_reduce(state, buffer, index, _round_of(state, bucket)))
-    return fut
 
 
 class FixedPointHookState:
@@ -381,7 +375,7 @@ class FixedPointHookState:
         self.runner.close()
 
 
-def _fix32_reduce(state: FixedPointHookState, buffer: torch.Tensor, iteration: int) -> torch.Tensor:
+def fix32_reduce(state: FixedPointHookState, buffer: torch.Tensor, iteration: int) -> torch.Tensor:
     """One bucket's FIX32 round: max |x| round, int32 sums, decode into ``buffer``."""
     comp = state.compressor
     prep = comp.prepare(buffer, iteration)
@@ -401,12 +395,5 @@ def fix32_hook(state: FixedPointHookState, bucket: dist.GradBucket) -> torch.fut
     """Average one bucket with int32 fixed point; returns at once, like :func:`thc_hook` (the state's
     thread completes the future with the average), so THC and FIX32 overlap the backward pass alike."""
     buffer = bucket.buffer()
-    iteration = _round_of(state, bucket)
-    return state.runner.submit(lambda: _fix32_reduce(state, buffer, iteration))
-
-
-def fix32_blocking_hook(state: FixedPointHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """:func:`fix32_hook` in the caller: returns a completed future."""
-    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-    fut.set_result(_fix32_reduce(state, bucket.buffer(), _round_of(state, bucket)))
-    return fut
+    iteration = round_of(state, bucket)
+    return state.runner.submit(lambda: fix32_reduce(state, buffer, iteration))

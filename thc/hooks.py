@@ -32,11 +32,11 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from .baselines.terngrad import TernGrad
 from .errors import ConfigError
 from .interface import Compressor
+from .modes import FP16, GLOO, GLOO_MODES
 from .registry import make_compressor
 
 __all__ = ["GLOO_MODES", "CompressorHookState", "compressor_hook", "make_gloo_hook", "pack", "unpack"]
 
-GLOO_MODES = ("gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")
 POWERSGD_RANK = 2
 POWERSGD_START = 2  # the earliest PowerSGD allows with error feedback / warm start
 
@@ -182,9 +182,9 @@ def make_gloo_hook(
     ratio=0.01 for topk, qsgd_bits=4, chunk=...). worker_id: this rank's random stream (default: its rank)."""
     if mode not in GLOO_MODES:
         raise ConfigError(f"unknown gloo mode {mode!r}: choose from {', '.join(GLOO_MODES)}")
-    if mode == "gloo":
+    if mode == GLOO:
         return process_group, default_hooks.allreduce_hook
-    if mode == "fp16":
+    if mode == FP16:
         return process_group, default_hooks.fp16_compress_hook
     if mode == "powersgd":
         state = powerSGD_hook.PowerSGDState(

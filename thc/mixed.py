@@ -3,7 +3,7 @@
     thc        THC table values summed by the aggregator (thc.ddp.thc_hook; the switch's SwitchAggregator)
     fix32      int32 fixed point summed by the aggregator (thc.ddp.fix32_hook)
     gloo       fp32 all-reduce over the process group (DDP's own allreduce_hook, asynchronous)
-    gloo-fp16  fp16 all-reduce over the process group (fp16_compress_hook, asynchronous)
+    fp16       fp16 all-reduce over the process group (fp16_compress_hook, asynchronous)
 
 THC and FIX32 buckets run as in the uniform modes, off the backward pass (thc.ddp's non-blocking hooks), on
 one aggregation thread the two share: the aggregator serves one operation at a time, in hook order. So a
@@ -25,10 +25,11 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from . import ddp
 from .config import THCConfig
 from .errors import ConfigError
+from .modes import FIX32, GLOO, PLANNABLE_MODES, THC
 
 __all__ = ["MIXED_MODES", "MixedHookState", "mixed_hook", "load_plan"]
 
-MIXED_MODES = ("thc", "fix32", "gloo", "gloo-fp16")
+MIXED_MODES = PLANNABLE_MODES  # what a bucket may take
 
 
 class _NotLast:
@@ -58,7 +59,7 @@ class MixedHookState:
         aggregator=None,
         config: THCConfig | None = None,
         process_group=None,
-        default: str = "gloo",
+        default: str = GLOO,
         worker_id: int | None = None,
         workers: int | None = None,
     ) -> None:
@@ -69,11 +70,11 @@ class MixedHookState:
         used = set(plan.values()) | {default}
         self.plan, self.default, self.process_group = plan, default, process_group
         self.thc = self.fix32 = None
-        if used & {"thc", "fix32"} and aggregator is None:
+        if used & {THC, FIX32} and aggregator is None:
             raise ConfigError("the plan sends buckets through the switch (thc/fix32) but no aggregator was given")
-        if "thc" in used:
+        if THC in used:
             self.thc = ddp.THCHookState(config or THCConfig(), aggregator, worker_id=worker_id)
-        if "fix32" in used:
+        if FIX32 in used:
             self.fix32 = ddp.FixedPointHookState(aggregator, workers=workers)
             if self.thc is not None:  # one thread for the one aggregator: THC and FIX32 buckets in hook order
                 self.fix32.runner = self.thc.runner
@@ -107,11 +108,11 @@ def mixed_hook(state: MixedHookState, bucket: dist.GradBucket) -> torch.futures.
     count["bytes"] += buffer.numel() * buffer.element_size()
     state.bucket_modes[bucket.index()] = mode
     inner = _NotLast(bucket)
-    if mode == "thc":
+    if mode == THC:
         fut = ddp.thc_hook(state.thc, inner)
-    elif mode == "fix32":
+    elif mode == FIX32:
         fut = ddp.fix32_hook(state.fix32, inner)
-    elif mode == "gloo":
+    elif mode == GLOO:
         fut = default_hooks.allreduce_hook(state.process_group, bucket)
     else:
         fut = default_hooks.fp16_compress_hook(state.process_group, bucket)

@@ -22,6 +22,7 @@ from pathlib import Path
 from usage.args import OneLineParser, input_file, input_path, int_in, output_file, positive_number
 
 from . import models_zoo, planner, profiles
+from .modes import FIX32, FP16, GLOO, THC
 from .timeline import Bucket, StepProfile, Timeline
 
 __all__ = ["main", "step_profile_for", "load_step_profile", "save_step_profile", "draw_gantt"]
@@ -107,10 +108,10 @@ def load_step_profile(path: Path) -> StepProfile:
 
 LANES = ("compute", "encode", "network", "decode")
 COLOURS = {
-    "thc": "tab:green",
-    "fix32": "tab:orange",
-    "gloo": "tab:blue",
-    "gloo-fp16": "tab:cyan",
+    THC: "tab:green",
+    FIX32: "tab:orange",
+    GLOO: "tab:blue",
+    FP16: "tab:cyan",
     "topk-allgather": "tab:purple",
     "forward": "0.55",
     "backward": "0.75",
@@ -216,9 +217,9 @@ def cmd_project(args) -> int:
             hw = base.with_link(gbps * 1e9)
             step = step_profile_for(model, hw)
             modes = profiles.modes_for(hw, profiles.EXECUTABLE_MODES)
-            ring = planner.uniform(step, modes, "gloo").iteration_s
-            fix = planner.uniform(step, modes, "fix32").iteration_s
-            thc = planner.uniform(step, modes, "thc").iteration_s
+            ring = planner.uniform(step, modes, GLOO).iteration_s
+            fix = planner.uniform(step, modes, FIX32).iteration_s
+            thc = planner.uniform(step, modes, THC).iteration_s
             plan = planner.best_plan(step, modes)
             rows.append(
                 {
@@ -267,9 +268,9 @@ HEADLINE = (1.40, 1.47)  # THC's time to accuracy over the state of the art with
 
 def speedups(step: StepProfile, hw: profiles.HardwareProfile) -> dict[str, float]:
     """THC-INA's predicted step speed-up over ring fp32 and over FIX32-INA (uncompressed INA) on ``hw``."""
-    modes = profiles.modes_for(hw, ("gloo", "fix32", "thc"))
+    modes = profiles.modes_for(hw, (GLOO, FIX32, THC))
     t = {m: planner.uniform(step, modes, m).iteration_s for m in modes}
-    return {"ring": t["gloo"] / t["thc"], "fix32": t["fix32"] / t["thc"]}
+    return {"ring": t[GLOO] / t[THC], "fix32": t[FIX32] / t[THC]}
 
 
 def headline_rates(model: str, base: profiles.HardwareProfile, points: int = 400) -> dict[str, list[float]]:
@@ -306,8 +307,8 @@ def cmd_plan(args) -> int:
         raise UsageError(f"--baseline {baseline!r} is not one of --modes {','.join(names)}")
     plan = planner.best_plan(step, modes)
     strategies = {"plan": plan.timeline}
-    if "thc" in modes:
-        strategies["all THC"] = planner.uniform(step, modes, "thc").timeline
+    if THC in modes:
+        strategies["all THC"] = planner.uniform(step, modes, THC).timeline
     strategies[f"all {baseline}"] = planner.uniform(step, modes, baseline).timeline
     print(
         f"{step.name or 'step'} on {hw.name}: {hw.workers} workers, {hw.link_bps / 1e9:g} Gbit/s; "
@@ -467,8 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pl.add_argument(
         "--baseline",
-        default="gloo",
-        help="the uncompressed mode the search starts from and compares with (default gloo)",
+        default=GLOO,
+        help=f"the uncompressed mode the search starts from and compares with (default {GLOO})",
     )
     pl.add_argument(
         "--png",

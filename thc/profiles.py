@@ -15,9 +15,9 @@ A profile file (JSON; every field optional except ``workers`` and one of ``link_
                              "decode_ns_per_coord": 0.1}}}
 
 A field of the wrong type or range is refused in one line that names it (``ProfileError``).
-Mode names are the testbed's hook modes (thc.mixed): ``thc`` and ``fix32`` through the switch,
-``gloo`` (ring all-reduce, fp32) and ``gloo-fp16``; ``topk-allgather`` (TopK 1 % values + indices,
-all-gathered: a compressor whose payloads cannot be summed) exists only in projections.
+Mode names are the testbed's hook modes (thc.mixed), as thc/modes.py names them: ``thc`` and ``fix32``
+through the switch, ``gloo`` (ring all-reduce, fp32) and ``fp16``; ``topk-allgather`` (TopK 1 % values +
+indices, all-gathered: a compressor whose payloads cannot be summed) exists only in projections.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .limits import DEFAULT_CHUNK
+from .modes import FIX32, FP16, GLOO, PLANNABLE_MODES, THC
 from .timeline import CELL_BYTES, ETH_IP_UDP_BYTES, THC_HEADER_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
 
 __all__ = [
@@ -39,12 +41,12 @@ __all__ = [
     "MODE_LABELS",
 ]
 
-EXECUTABLE_MODES = ("gloo", "gloo-fp16", "fix32", "thc")  # what thc.mixed's hook can run, uncompressed first
+EXECUTABLE_MODES = PLANNABLE_MODES  # what thc.mixed's hook can run, uncompressed first
 MODE_LABELS = {
-    "thc": "THC via switch",
-    "fix32": "FIX32 via switch",
-    "gloo": "ring all-reduce fp32 (gloo)",
-    "gloo-fp16": "ring all-reduce fp16 (gloo)",
+    THC: "THC via switch",
+    FIX32: "FIX32 via switch",
+    GLOO: "ring all-reduce fp32 (gloo)",
+    FP16: "ring all-reduce fp16 (gloo)",
     "topk-allgather": "TopK 1% + all-gather",
 }
 
@@ -199,9 +201,9 @@ def load_profile(path: str | Path) -> HardwareProfile:
 # GPU compression costs are estimates, not measurements (no GPU here): THC is a few memory passes
 # (RHT in log2(chunk) stages, rounding, a table lookup) at ~900 GB/s; fp16 is one cast.
 _GPU_COMPRESSION = {
-    "thc": {"encode_us": 50, "encode_ns_per_coord": 0.1, "decode_us": 50, "decode_ns_per_coord": 0.1},
-    "fix32": {"encode_us": 20, "encode_ns_per_coord": 0.01, "decode_us": 20, "decode_ns_per_coord": 0.01},
-    "gloo-fp16": {"encode_us": 10, "encode_ns_per_coord": 0.005, "decode_us": 10, "decode_ns_per_coord": 0.005},
+    THC: {"encode_us": 50, "encode_ns_per_coord": 0.1, "decode_us": 50, "decode_ns_per_coord": 0.1},
+    FIX32: {"encode_us": 20, "encode_ns_per_coord": 0.01, "decode_us": 20, "decode_ns_per_coord": 0.01},
+    FP16: {"encode_us": 10, "encode_ns_per_coord": 0.005, "decode_us": 10, "decode_ns_per_coord": 0.005},
     "topk-allgather": {"encode_us": 100, "encode_ns_per_coord": 0.3, "decode_us": 50, "decode_ns_per_coord": 0.05},
 }
 
@@ -258,7 +260,7 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
         header_bytes=int(s.get("header_bytes", ETH_IP_UDP_BYTES + THC_HEADER_BYTES)),
         lane_bits=s.get("lane_bits"),
         granularity=int(s.get("granularity", 30)),
-        chunk=int(s.get("chunk", 2048)),
+        chunk=int(s.get("chunk", DEFAULT_CHUNK)),
     )
     ring = dict(
         link_bps=hw.link_bps,
@@ -268,12 +270,12 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
     )
     max_Bps = r.get("max_MBps")
     builders = {
-        "gloo": lambda: RingCost(bytes_per_coord=4, max_Bps=max_Bps and max_Bps * 1e6, **ring),
-        "gloo-fp16": lambda: RingCost(bytes_per_coord=2, max_Bps=max_Bps and max_Bps * 1e6, **ring),
-        "fix32": lambda: INACost(
+        GLOO: lambda: RingCost(bytes_per_coord=4, max_Bps=max_Bps and max_Bps * 1e6, **ring),
+        FP16: lambda: RingCost(bytes_per_coord=2, max_Bps=max_Bps and max_Bps * 1e6, **ring),
+        FIX32: lambda: INACost(
             op="fix32", **{**ina, "switch_pps": float(s.get("fix32_packets_per_s", ina["switch_pps"]))}
         ),
-        "thc": lambda: INACost(op="thc", **ina),
+        THC: lambda: INACost(op="thc", **ina),
         "topk-allgather": lambda: AllGatherCost(bytes_per_coord=0.01 * 8, **ring),
     }
     out = {}
@@ -282,6 +284,6 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
             raise ProfileError(f"unknown mode {name!r}: choose from {', '.join(builders)}")
         enc, dec = _cost(hw, name, compression_scale)
         out[name] = Mode(
-            name, builders[name](), enc, dec, blocking=blocking and name in ("thc", "fix32"), label=MODE_LABELS[name]
+            name, builders[name](), enc, dec, blocking=blocking and name in (THC, FIX32), label=MODE_LABELS[name]
         )
     return out

@@ -15,12 +15,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from .limits import DEFAULT_CHUNK
 from .models_zoo import DDP_BUCKET_BYTES, DDP_FIRST_BUCKET_BYTES, ddp_buckets
+from .modes import FIX32, FP16, THC
 from .timeline import Bucket, LinearCost, StepProfile
 
 __all__ = ["measure_step", "measure_compression", "fit_linear", "PROFILED_MODES"]
 
-PROFILED_MODES = ("thc", "fix32", "gloo-fp16")
+PROFILED_MODES = (THC, FIX32, FP16)  # the plannable modes with a compression to time
 
 
 def measure_step(
@@ -97,7 +99,7 @@ def _median_time(fn, repeats: int) -> float:
 
 
 def measure_compression(
-    mode: str, sizes=(2048, 16384, 65536), workers: int = 4, repeats: int = 15, chunk: int = 2048
+    mode: str, sizes=(2048, 16384, 65536), workers: int = 4, repeats: int = 15, chunk: int = DEFAULT_CHUNK
 ) -> tuple[LinearCost, LinearCost]:
     """(encode, decode) cost of ``mode`` as the hooks run it: THC's prepare (norms, RHT) + encode and its
     decode; FIX32's prepare + encode and decode; fp16's cast and cast back. The aggregation in between is
@@ -110,20 +112,20 @@ def measure_compression(
     rng = np.random.default_rng(0)
     for n in sizes:
         grad = torch.from_numpy(rng.normal(size=n).astype(np.float32))
-        if mode == "thc":
+        if mode == THC:
             comp = THCCompressor(THCConfig(chunk=chunk), worker_id=0)
             prep = comp.prepare(grad, 0)
             idx = comp.encode(prep, prep.norms)
             sums = [np.take(comp.table.values.astype(np.int32), i) * workers for i in idx]
             enc = lambda: comp.encode(comp.prepare(grad, 0), prep.norms)
             dec = lambda: comp.decode(prep, sums, workers, prep.norms)
-        elif mode == "fix32":
+        elif mode == FIX32:
             codec = FixedPoint32(workers)
             prep = codec.prepare(grad, 0)
             words = codec.encode(prep, prep.stats)
             enc = lambda: codec.encode(codec.prepare(grad, 0), prep.stats)
             dec = lambda: codec.decode(prep, words, workers, prep.stats)
-        elif mode == "gloo-fp16":
+        elif mode == FP16:
             half = grad.half()
             enc = lambda: grad.half()
             dec = lambda: grad.copy_(half)

@@ -7,7 +7,7 @@ from typing import Any
 
 from .baselines import FP16, QSGD, FixedPoint32, NoCompression, TernGrad, TopK
 from .compressor import THCCompressor
-from .config import THCConfig
+from .config import DEFAULT_CHUNK, PAPER_CHUNK, THCConfig
 from .errors import ConfigError
 from .interface import Compressor
 
@@ -22,7 +22,7 @@ def _thc(kind: str) -> Callable[..., Compressor]:
         bits: int = 4,
         granularity: int = 30,
         clip: float = 1 / 32,
-        chunk: int = 2**20,
+        chunk: int = DEFAULT_CHUNK,
         seed: int = 0,
         error_feedback: bool = False,
         **_: Any,
@@ -44,16 +44,18 @@ def _thc(kind: str) -> Callable[..., Compressor]:
 COMPRESSORS: dict[str, Callable[..., Compressor]] = {
     "thc": _thc("optimal"),
     "thc-uniform": _thc("uniform"),
-    "fp32": lambda workers, worker_id, *, chunk=2**20, seed=0, **_: NoCompression(chunk, seed, worker_id),
-    "fp16": lambda workers, worker_id, *, chunk=2**20, seed=0, **_: FP16(workers, chunk, seed, worker_id),
-    "fixed32": lambda workers, worker_id, *, chunk=2**20, seed=0, **_: FixedPoint32(workers, chunk, seed, worker_id),
-    "topk": lambda workers, worker_id, *, ratio=0.01, chunk=2**20, seed=0, **_: TopK(
+    "fp32": lambda workers, worker_id, *, chunk=PAPER_CHUNK, seed=0, **_: NoCompression(chunk, seed, worker_id),
+    "fp16": lambda workers, worker_id, *, chunk=PAPER_CHUNK, seed=0, **_: FP16(workers, chunk, seed, worker_id),
+    "fixed32": lambda workers, worker_id, *, chunk=PAPER_CHUNK, seed=0, **_: FixedPoint32(
+        workers, chunk, seed, worker_id
+    ),
+    "topk": lambda workers, worker_id, *, ratio=0.01, chunk=PAPER_CHUNK, seed=0, **_: TopK(
         ratio, True, chunk, seed, worker_id
     ),
-    "qsgd": lambda workers, worker_id, *, qsgd_bits=4, bucket=512, chunk=2**20, seed=0, **_: QSGD(
+    "qsgd": lambda workers, worker_id, *, qsgd_bits=4, bucket=512, chunk=PAPER_CHUNK, seed=0, **_: QSGD(
         qsgd_bits, bucket, chunk, seed, worker_id
     ),
-    "terngrad": lambda workers, worker_id, *, chunk=2**20, seed=0, **_: TernGrad(2.5, chunk, seed, worker_id),
+    "terngrad": lambda workers, worker_id, *, chunk=PAPER_CHUNK, seed=0, **_: TernGrad(2.5, chunk, seed, worker_id),
 }
 
 

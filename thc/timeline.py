@@ -16,6 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .limits import DEFAULT_CHUNK, PAPER_CHUNK
+
 __all__ = [
     "Bucket",
     "StepProfile",
@@ -130,8 +132,8 @@ class INACost:
     index_bits: int = 4
     lane_bits: int | None = None  # None: 8 if n·g ≤ 255, else 16, as the controller chooses
     granularity: int = 30
-    chunk: int = 2048  # THC's Hadamard chunk (thc-worker --chunk)
-    fix32_chunk: int = 2**20
+    chunk: int = DEFAULT_CHUNK  # THC's Hadamard chunk (thc-worker --chunk)
+    fix32_chunk: int = PAPER_CHUNK  # thc.ddp.FixedPointHookState's
     norms_per_packet: int = NORMS_PER_REQUEST
     norm_bytes: int = NORM_PAYLOAD_BYTES  # a NORM request's and result's payload
 

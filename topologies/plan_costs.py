@@ -25,6 +25,7 @@ from pathlib import Path
 
 from spec.job import JobSpec
 from thc import models_zoo, planner
+from thc.modes import FIX32, GLOO, PROBED_PLAN_MODES, THC
 from thc.timeline import Bucket, MeasuredCost, Mode, StepProfile, simulate
 from topologies.workers import WorkerOptions
 
@@ -46,7 +47,7 @@ __all__ = [
     "write_plan",
 ]
 
-PROBED_MODES = ("thc", "fix32", "gloo")  # what a plan chooses from on the testbed (gloo-fp16: not probed)
+PROBED_MODES = PROBED_PLAN_MODES  # what a plan chooses from on the testbed (fp16: not probed)
 # Modes whose next round's early part the model overlaps with this round's sums. thc.ddp's THC hook does
 # send the next bucket's norm round while this bucket's sums are out, but on the testbed that buys no
 # time: 4 workers and the switch on 2 cores, the norm round waits for CPU the sums already use. On a quiet
@@ -274,7 +275,7 @@ UPPER_QUANTILE = 0.75  # the probes' rounds a mix must still win with (choose's 
 # them in two bench runs on Dec 3 measured 0.81-1.77x the best uniform mode (median 1.10; on mlp-digits
 # at 10 Mbit/s 1.77x and 2.3x), which the probes of each op alone cannot see; kept out until that is
 # understood.
-MIXABLE = (("thc", "gloo"), ("fix32", "gloo"))
+MIXABLE = ((THC, GLOO), (FIX32, GLOO))
 
 
 def choose(

@@ -14,22 +14,9 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from host_agent.modes import PS_MODES, SWITCH_MODES  # the modes with retransmission figures
+from thc.modes import FIX32, GLOO, PS_MODES, REGISTRY, THC, uses_job
 
-MODE_LABELS = {
-    "thc": "THC via switch",
-    "fix32": "FIX32 via switch",
-    "gloo": "gloo all-reduce",
-    "fp16": "fp16 hook (gloo)",
-    "powersgd": "PowerSGD hook (gloo)",
-    "topk": "TopK+EF hook (gloo)",
-    "qsgd": "QSGD hook (gloo)",
-    "terngrad": "TernGrad hook (gloo)",
-    "thc-backend": "THC backend (DDP, no hook)",
-    "fix32-backend": "FIX32 backend (DDP, no hook)",
-    "thc-ps": "THC via PS",
-    "fix32-ps": "FIX32 via PS",
-}
+MODE_LABELS = {m.name: m.label for m in REGISTRY.values() if m.label}
 
 
 def label(mode: str) -> str:
@@ -40,7 +27,7 @@ def label(mode: str) -> str:
 
 def via_job(mode: str) -> bool:
     """A mode that aggregates in a THC job, whose workers count retransmissions (switch or servers)."""
-    return mode in SWITCH_MODES or mode.partition(":")[0] in PS_MODES
+    return uses_job(mode.partition(":")[0])
 
 
 @dataclass
@@ -257,7 +244,7 @@ def speedups(rows: list[ModeSummary]) -> dict[str, dict]:
     out = {}
     for r in rows:
         out[r.mode] = {}
-        for base in ("gloo", "fix32", "thc"):
+        for base in (GLOO, FIX32, THC):
             other = by_mode.get(base)
             ok = other is not None and other.time_to_target_s is not None and r.time_to_target_s
             out[r.mode][f"speedup_vs_{base}"] = other.time_to_target_s / r.time_to_target_s if ok else None
@@ -298,7 +285,7 @@ def ps_lines(rows: list[ModeSummary]) -> list[str]:
 def _thc_lines(rows: list[ModeSummary]) -> list[str]:
     by_mode = {r.mode: r for r in rows}
     lines = []
-    gloo = by_mode.get("gloo")
+    gloo = by_mode.get(GLOO)
     if gloo is not None and gloo.step_ms > 0:
         share = gloo.aggregation_ms / gloo.step_ms
         bound = "bandwidth-bound" if share >= 0.6 else "not bandwidth-bound (below 60 %)"
@@ -306,16 +293,16 @@ def _thc_lines(rows: list[ModeSummary]) -> list[str]:
             f"gloo's communication: {share:.0%} of its step "
             f"({gloo.aggregation_ms:.1f} of {gloo.step_ms:.1f} ms): {bound}"
         )
-    thc = by_mode.get("thc")
+    thc = by_mode.get(THC)
     if thc is None:
         return lines
     target = _target_text(thc)
     if thc.time_to_target_s is None:
         lines.append(f"THC via switch did not reach {target} in {thc.steps} steps")
         return lines
-    faster = speedups(rows)["thc"]
+    faster = speedups(rows)[THC]
     parts = []
-    for base in ("fix32", "gloo"):
+    for base in (FIX32, GLOO):
         other = by_mode.get(base)
         if other is None:
             continue

@@ -6,19 +6,20 @@ import argparse
 
 from controller.topology import MAX_WORKERS
 from host_agent import workloads
-from host_agent.modes import PS_MODES
 from spec import contract
 from spec.job import add_job_options
+from thc.modes import MODES as WORKER_MODES
+from thc.modes import RUN_DEFAULT
 from topologies import link_rate
 from usage.args import OneLineParser, folder, input_file, int_in, number_in, positive_number
 
 DEFAULT_TOPO = "topologies/star4.json"
 PS_TOPO = "topologies/star4_ps.json"  # the default when a mode is a ps mode: star4 with server placements
 
-MODES = ("thc", "fix32", "gloo")  # the default --modes
-# thc-worker's; plan: the timeline model's per-bucket plan for this run (topologies/plan_costs.py)
-ALL_MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad", "terngrad-switch", "plan")
-ALL_MODES += ("thc-backend", "fix32-backend", *PS_MODES)  # a ps mode may name its placement: thc-ps:colocated4
+MODES = RUN_DEFAULT  # the default --modes
+# thc-worker's; plan: the timeline model's per-bucket plan for this run (topologies/plan_costs.py); a ps mode
+# may name its placement: thc-ps:colocated4
+ALL_MODES = WORKER_MODES
 
 
 def _host_step(text: str, example: str = "h3:50", what: str = "HOST") -> tuple[str, int]:

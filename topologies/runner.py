@@ -26,8 +26,8 @@ from pathlib import Path
 from controller.topology import Topology, TopologyError
 from emulator.pacing import MIN_PPS
 from host_agent import workloads
-from host_agent.modes import PS_MODES, SWITCH_MODES
 from spec.job import JobSpec, JobSpecError, spec_from_options
+from thc.modes import PLAN, PS_MODES, SWITCH_MODES
 from topologies import interrupts, link_rate, pcap_room, plan_costs, provenance, supervisor
 from topologies.progress import Progress
 from topologies.run_cli import ALL_MODES, DEFAULT_TOPO, PS_TOPO, build_parser
@@ -346,7 +346,7 @@ def run(args) -> int:
                 stragglers=dict(args.straggler),
                 bucket_cap_kb=args.bucket_cap_kb,
             )
-            if mode == "plan":
+            if mode == PLAN:
                 path = log_dir / "plan.json"
                 plan_costs.plan_for_run(bed, args.model, args.batch_size, job.job_id, path, step_s, say)
                 options.plan = str(path)

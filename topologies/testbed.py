@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from controller.topology import Topology
-from host_agent.modes import FAILOVER_MODES, PS_MODES, SWITCH_MODES
 from host_agent.sharded import save_servers
+from thc.modes import FAILOVER_MODES, PS_MODES, SWITCH_MODES
 from topologies import link_bytes
 from topologies.control_plane import ControlPlane, counter_delta
 from topologies.failover import Failover, KillSwitch

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.topology import Topology
-from host_agent.modes import PS_MODES, SWITCH_MODES
 from host_agent.worker import EXIT_SWITCH_TIMEOUT
 from host_agent.worker_cli import mode_job
 from spec.job import JobSpec
+from thc.modes import PS_MODES, SWITCH_MODES
 from topologies import interrupts
 from topologies.ledger import Ledger
 

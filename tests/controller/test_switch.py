@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
+from harness import frames as tp
 from spec import contract
-from spec import frames as tp
 from spec.job import JobSpec
 from tests.support import paths
 from tests.support.thc_ctl import cli, star4

@@ -13,13 +13,13 @@ import pytest
 
 from controller.session import DEFAULT_BMV2_JSON, SwitchSession
 from controller.topology import Topology
+from harness import frames as tp
+from harness.leaf_spine import walk, worker_request
 from spec import contract
-from spec import frames as tp
 from spec.job import JobSpec
 from tests.support.paths import REPO
 from tests.support.thc_ctl import cli
 from thc.aggregate import reference_aggregate
-from topologies.inprocess.leaf_spine import walk, worker_request
 
 pytestmark = pytest.mark.skipif(not DEFAULT_BMV2_JSON.exists(), reason="p4/build/thc.json not built")
 

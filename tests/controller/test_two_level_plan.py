@@ -11,12 +11,12 @@ import pytest
 from controller import two_level
 from controller.errors import BadInput
 from controller.topology import Topology
-from spec import frames as tp
+from harness import frames as tp
+from harness.leaf_spine import walk, worker_request
+from harness.switches import SoftwareTarget
 from spec.job import JobSpec
 from tests.support.paths import REPO, THC_JSON
 from thc.aggregate import reference_aggregate
-from topologies.inprocess.leaf_spine import walk, worker_request
-from topologies.inprocess.switches import SoftwareTarget
 
 TOPOLOGY = REPO / "topologies" / "leaf_spine8.json"
 

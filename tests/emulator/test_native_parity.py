@@ -158,8 +158,8 @@ def test_native_matches_python_on_random_and_mutated_frames(path):
 def test_native_thc_job_matches_python_through_real_requests():
     """A real THC job (routes, job and its table, multicast) and worker requests of every op and kind,
     mutated."""
+    from harness.switches import SoftwareTarget
     from tests.p4 import test_thc_pipeline as pipe
-    from topologies.inprocess.switches import SoftwareTarget
 
     rng = random.Random(7)
     targets = [SoftwareTarget("python"), SoftwareTarget("native")]

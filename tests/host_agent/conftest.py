@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from emulator.switch import SoftwareSwitch
-from host_agent.fake_switch import FakeSwitch
-from host_agent.sim import program_engine
+from harness.fake_switch import FakeSwitch
+from harness.sim import program_engine
 from tests.support import paths
 
 

@@ -12,12 +12,12 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw
 
+from harness.fake_switch import FakeSwitch
+from harness.sim import SERVICE, SimJob, attach_workers, worker_endpoint
 from host_agent import native, wire
-from host_agent.fake_switch import FakeSwitch
+from host_agent.clock import VirtualClock
 from host_agent.layers import THC
-from host_agent.loopback import VirtualClock
 from host_agent.protocol import WorkerProtocol, drive
-from host_agent.sim import SERVICE, SimJob, attach_workers, worker_endpoint
 from host_agent.transport import BatchIO, RawSocketTransport, copy_into
 from spec import contract
 from spec.job import JobSpec

@@ -1,6 +1,6 @@
 """The fake switch keeps a cell's use as the compiled program does (p4/README.md, "Round window") and
 checks a request against its job as the program does (key, lane width, size, indices): scripts of
-requests, their events and answers, against host_agent.fake_switch and the compiled program."""
+requests, their events and answers, against harness.fake_switch and the compiled program."""
 
 from collections import Counter
 
@@ -9,9 +9,9 @@ import pytest
 
 from controller import jobs
 from controller.writes import MODIFY, EngineWriter
+from harness.fake_switch import FakeSwitch
+from harness.sim import SERVICE, SimJob, worker_endpoint, worker_port
 from host_agent import wire
-from host_agent.fake_switch import FakeSwitch
-from host_agent.sim import SERVICE, SimJob, worker_endpoint, worker_port
 from spec import contract
 from spec.job import JobSpec
 

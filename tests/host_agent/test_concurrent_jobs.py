@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from emulator.switch import SoftwareSwitch
-from host_agent.sim import SERVICE, SimJob, program_engine
+from harness.ddp_cluster import jobs_aggregators, thc_spec, train_ddp
+from harness.sim import SERVICE, SimJob, program_engine
 from spec import contract
 from tests.support import paths
 from thc.config import THCConfig
-from topologies.inprocess.ddp_cluster import jobs_aggregators, thc_spec, train_ddp
 
 pytestmark = pytest.mark.skipif(not paths.THC_JSON.exists(), reason="p4/build/thc.json not built")
 
 STEPS = 6
-CONFIG = THCConfig(chunk=2048)
+CONFIG = THCConfig()
 
 
 def jobs() -> tuple[SimJob, SimJob]:

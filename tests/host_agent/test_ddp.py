@@ -9,13 +9,13 @@ import time
 import numpy as np
 import torch
 
+from harness.ddp_cluster import thc_spec
+from harness.sim import SimJob, attach_workers
 from host_agent.aggregator import SwitchAggregator
-from host_agent.sim import SimJob, attach_workers
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import ddp
 from thc.aggregate import reference_aggregate
 from thc.config import THCConfig
-from topologies.inprocess.ddp_cluster import thc_spec
 
 N = 4
 

@@ -2,7 +2,7 @@
 thread completes when the switch's results are in, and training with it gives bit-identical parameters to
 the blocking hook (thc_blocking_hook, fix32_blocking_hook) after N steps with the same seed: 2 DDP workers
 in threads with several buckets each, through the fake switch on the loopback wire
-(topologies/inprocess/ddp_cluster.py)."""
+(harness/ddp_cluster.py)."""
 
 import threading
 import time
@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 import torch
 
+from harness import blocking_hooks
+from harness import ddp_cluster as cluster
+from harness.fake_switch import FakeSwitch
+from harness.sim import SimJob, attach_workers
 from host_agent import wire
 from host_agent.aggregator import SwitchAggregator
-from host_agent.fake_switch import FakeSwitch
-from host_agent.sim import SimJob, attach_workers
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import ddp
 from thc.config import THCConfig
 from thc.errors import AggregationError
-from topologies.inprocess import ddp_cluster as cluster
 
 
 class LocalAggregator:
@@ -47,27 +48,27 @@ def grad(k: int) -> torch.Tensor:
 def test_the_hook_returns_before_the_switch_answers_and_the_future_completes_after():
     gate = threading.Event()
     agg = LocalAggregator(gate)
-    state = ddp.THCHookState(THCConfig(chunk=2048, error_feedback=True), agg, worker_id=0)
+    state = ddp.THCHookState(THCConfig(error_feedback=True), agg, worker_id=0)
     futures = [ddp.thc_hook(state, Bucket(grad(k), index=k, last=k == 2)) for k in range(3)]
     assert not any(f.done() for f in futures)  # all three handed over while the "switch" holds the first
     assert state.iteration == 1  # the round ends when its last bucket is handed over
     gate.set()
     got = [f.wait() for f in futures]
     assert agg.threads == {"thc-aggregation"}
-    reference = ddp.THCHookState(THCConfig(chunk=2048, error_feedback=True), LocalAggregator(), worker_id=0)
+    reference = ddp.THCHookState(THCConfig(error_feedback=True), LocalAggregator(), worker_id=0)
     for k in range(3):
-        want = ddp.thc_blocking_hook(reference, Bucket(grad(k), index=k, last=k == 2)).wait()
+        want = blocking_hooks.thc_blocking_hook(reference, Bucket(grad(k), index=k, last=k == 2)).wait()
         assert torch.equal(got[k], want)
     state.close()
 
 
 def test_an_aggregation_error_reaches_whoever_waits_on_the_future():
-    state = ddp.THCHookState(THCConfig(chunk=2048), LocalAggregator(fail=True), worker_id=0)
+    state = ddp.THCHookState(THCConfig(), LocalAggregator(fail=True), worker_id=0)
     fut = ddp.thc_hook(state, Bucket(grad(0)))
     with pytest.raises(RuntimeError, match="AggregationError: the switch said no"):
         fut.wait()
     assert isinstance(state.runner.errors[0], AggregationError)
-    ok = ddp.THCHookState(THCConfig(chunk=2048), LocalAggregator(), worker_id=0)
+    ok = ddp.THCHookState(THCConfig(), LocalAggregator(), worker_id=0)
     assert ddp.thc_hook(ok, Bucket(grad(1))).wait().shape == (5000,)  # the thread survives a failed bucket
     state.close()
     ok.close()
@@ -75,10 +76,11 @@ def test_an_aggregation_error_reaches_whoever_waits_on_the_future():
 
 @pytest.mark.parametrize("name, mode", [("mlp2-digits", "thc"), ("cnn1d-signals", "thc"), ("cnn1d-signals", "fix32")])
 def test_non_blocking_training_is_bit_identical_to_blocking(name, mode, one_torch_thread):
-    config = THCConfig(chunk=2048, error_feedback=True, seed=3)
+    config = THCConfig(error_feedback=True, seed=3)
     runs = {}
     for blocking in (False, True):
-        hooks = {"thc_hook": ddp.thc_blocking_hook, "fix32_hook": ddp.fix32_blocking_hook} if blocking else {}
+        reference = {"thc_hook": blocking_hooks.thc_blocking_hook, "fix32_hook": blocking_hooks.fix32_blocking_hook}
+        hooks = reference if blocking else {}
         # ~25 KiB buckets: several per backward pass, so buckets overlap the backward of the next
         runs[blocking] = cluster.train_ddp(
             name, mode, steps=6, batch_size=8, config=config, bucket_cap_mb=0.025, **hooks
@@ -113,7 +115,7 @@ def test_a_switch_timeout_is_told_by_its_type_though_ddp_raises_only_its_text(on
         pg = cluster.gloo_group(torch.distributed.PrefixStore("t", store), rank, 2)
         model = DDP(torch.nn.Linear(4, 2), process_group=pg)
         state = ddp.THCHookState(THCConfig(), Silent(), worker_id=rank)
-        model.register_comm_hook(state, ddp.thc_blocking_hook if blocking else ddp.thc_hook)
+        model.register_comm_hook(state, blocking_hooks.thc_blocking_hook if blocking else ddp.thc_hook)
         try:
             with worker.aggregation_errors_as_raised(state, pg):
                 model(torch.randn(3, 4)).sum().backward()
@@ -195,9 +197,9 @@ def test_the_next_buckets_norm_round_goes_out_while_this_buckets_sums_are_in_fli
     """Two workers hand over three buckets at once. The switch holds back the first bucket's sums until both
     workers have sent the second bucket's norm round: with the norm round overlapped it comes while the
     sums are in flight, and the results are bit for bit those of the blocking hook."""
-    config = THCConfig(chunk=2048, error_feedback=True, seed=3)
+    config = THCConfig(error_feedback=True, seed=3)
     results = {}
-    for hook in (ddp.thc_hook, ddp.thc_blocking_hook):
+    for hook in (ddp.thc_hook, blocking_hooks.thc_blocking_hook):
         job = SimJob.plan(cluster.thc_spec(config, 3, 2, window=64, slots=64))
         switch = FakeSwitch()
         switch.add_job(job)
@@ -213,7 +215,7 @@ def test_the_next_buckets_norm_round_goes_out_while_this_buckets_sums_are_in_fli
             return out
 
         results[hook] = (cluster.in_threads(2, work), gate.opened_by)
-    (overlapped, opened_by), (blocking, _) = results[ddp.thc_hook], results[ddp.thc_blocking_hook]
+    (overlapped, opened_by), (blocking, _) = results[ddp.thc_hook], results[blocking_hooks.thc_blocking_hook]
     assert opened_by == "next norm round"
     for rank in range(2):
         for a, b in zip(overlapped[rank], blocking[rank]):

@@ -2,7 +2,7 @@
 the switch (FIX32 exactly the fixed-point sum, THC n times its reference average), every other collective
 through gloo, clear refusals of the all-reduces the switch cannot do, and DDP without a hook training as the
 DDP hook does. Ranks are threads, each a SwitchProcessGroup on one in-process store with a SwitchAggregator
-on the loopback wire to the compiled program or the fake switch (topologies/inprocess/ddp_cluster.py)."""
+on the loopback wire to the compiled program or the fake switch (harness/ddp_cluster.py)."""
 
 import threading
 import time
@@ -13,17 +13,17 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from harness import ddp_cluster as cluster
+from harness.sim import SimJob, attach_workers
 from host_agent import dist_backend, train, worker, workloads
 from host_agent.aggregator import SwitchAggregator
 from host_agent.dist_backend import Options, SwitchProcessGroup, Unsupported
-from host_agent.sim import SimJob, attach_workers
 from thc.aggregate import reference_aggregate
 from thc.baselines import FixedPoint32
 from thc.compressor import THCCompressor
 from thc.config import THCConfig
-from topologies.inprocess import ddp_cluster as cluster
 
-CONFIG = THCConfig(chunk=2048)
+CONFIG = THCConfig()
 TIMEOUT = timedelta(seconds=60)
 
 
@@ -247,7 +247,7 @@ def test_a_job_for_another_world_or_with_error_feedback_is_refused():
     spec = cluster.thc_spec(CONFIG, 1, 3)
     with pytest.raises(Unsupported, match="job 1 has 3 workers but the group has 2 ranks"):
         SwitchProcessGroup(dist.HashStore(), 0, 2, TIMEOUT, Options(spec, None, "thc"))
-    feedback = cluster.thc_spec(THCConfig(chunk=2048, error_feedback=True), 1, 1)
+    feedback = cluster.thc_spec(THCConfig(error_feedback=True), 1, 1)
     with pytest.raises(ValueError, match="error feedback needs a tensor's identity"):
         SwitchProcessGroup(dist.HashStore(), 0, 1, TIMEOUT, Options(feedback, None, "thc"))
     with pytest.raises(Unsupported, match="THC_MODE='fix16': use thc or fix32"):

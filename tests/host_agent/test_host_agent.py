@@ -303,9 +303,9 @@ def test_switch_aggregator_open_over_a_real_interface(veth):
 
     import torch
 
+    from harness.fake_switch import FakeSwitch
+    from harness.sim import SERVICE, SimJob, worker_endpoint
     from host_agent.aggregator import SwitchAggregator
-    from host_agent.fake_switch import FakeSwitch
-    from host_agent.sim import SERVICE, SimJob, worker_endpoint
     from spec.job import JobSpec
 
     a, b = veth

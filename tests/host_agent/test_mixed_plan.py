@@ -11,16 +11,16 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from harness.ddp_cluster import thc_spec
+from harness.fake_switch import FakeSwitch
+from harness.sim import SimJob, attach_workers
 from host_agent import train
 from host_agent.aggregator import SwitchAggregator
-from host_agent.fake_switch import FakeSwitch
-from host_agent.sim import SimJob, attach_workers
 from spec import contract
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import mixed, models_zoo
 from thc.config import THCConfig
 from thc.timeline import INACost
-from topologies.inprocess.ddp_cluster import thc_spec
 
 N = 4
 STEPS = 20
@@ -40,7 +40,7 @@ def completed(engine) -> int:
 
 
 def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torch_thread):
-    config = THCConfig(chunk=2048)
+    config = THCConfig()
     job = SimJob.plan(thc_spec(config, 4, N, window=32, slots=32))
     engine = new_engine(job)
     _, protocols = attach_workers(engine, job, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=60.0)
@@ -101,7 +101,7 @@ def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torc
         for index, mode in PLAN.items():
             assert state.counts[mode]["calls"] == STEPS
             assert state.counts[mode]["coordinates"] == STEPS * [330, 1056, 2080][index]
-        assert state.counts["gloo-fp16"]["calls"] == 0
+        assert state.counts["fp16"]["calls"] == 0
 
     framing = dict(coords_per_packet=job.spec.coords_per_request, fix32_coords_per_packet=job.spec.fix32_per_request)
     thc_slots = sum(INACost(1e9, N, 1e9, 0.0, op="thc", chunk=2048, **framing).packets(2080))

@@ -13,10 +13,10 @@ import threading
 import numpy as np
 import pytest
 
+from harness.fake_switch import FakeSwitch
+from harness.sim import SERVICE, SimJob, worker_endpoint, worker_port
 from host_agent import native, wire
-from host_agent.fake_switch import FakeSwitch
 from host_agent.protocol import WorkerProtocol
-from host_agent.sim import SERVICE, SimJob, worker_endpoint, worker_port
 from host_agent.transport import DatagramTransport
 from spec.job import JobSpec
 
@@ -136,7 +136,7 @@ FUZZ_CHILD = r"""
 import ctypes, sys
 import numpy as np
 from host_agent import native, wire
-from host_agent.sim import SERVICE, worker_endpoint
+from harness.sim import SERVICE, worker_endpoint
 from native_build import SANITIZER_FLAGS, build_shared
 from tests.support import sanitizers
 

@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 import torch
 
+from harness.ddp_cluster import thc_spec
+from harness.sim import SimJob, attach_workers
 from host_agent import native
 from host_agent.aggregator import SwitchAggregator
-from host_agent.loopback import VirtualClock
+from host_agent.clock import VirtualClock
 from host_agent.operation import pack_indices
 from host_agent.protocol import drive
-from host_agent.sim import SimJob, attach_workers
 from tests.host_agent.test_batched import SCENARIOS, TABLE, job_of, tapped_workers
 from tests.host_agent.test_ddp import N, in_threads
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import ddp
 from thc.config import THCConfig
-from topologies.inprocess.ddp_cluster import thc_spec
 
 K = 1024  # the default job's coordinates a THC request (8-bit lanes)
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
+from harness.fake_switch import FakeSwitch
+from harness.sim import SimJob
 from host_agent import wire
-from host_agent.fake_switch import FakeSwitch
 from host_agent.layers import THCResult8
 from host_agent.protocol import ProtocolError, drive
-from host_agent.sim import SimJob
 from tests.host_agent.test_protocol import (
     K,
     _crafted_result,
@@ -145,10 +145,10 @@ def test_training_with_a_straggler_keeps_every_rank_identical(mode):
     and every rank, the straggler included, ends with the same parameters, having trained. FIX32 too: its
     released max round may lack a worker's max |x| (clipped, not refused) and its sums are averaged over
     per-coordinate counts."""
+    from harness.ddp_cluster import jobs_aggregators, thc_spec, train_ddp
     from thc.config import THCConfig
-    from topologies.inprocess.ddp_cluster import jobs_aggregators, thc_spec, train_ddp
 
-    config = THCConfig(chunk=2048)
+    config = THCConfig()
     job = SimJob.plan(thc_spec(config, 3, 4, window=64, slots=64))
     switch = FakeSwitch()
     switch.add_job(job)

@@ -14,11 +14,11 @@ from controller import jobs
 from controller import pool as pools
 from controller.writes import INSERT, EngineWriter
 from emulator.switch import SoftwareSwitch
+from harness.sim import SimJob, attach_workers, program_engine, worker_endpoint, worker_port
 from host_agent import wire
-from host_agent.loopback import VirtualClock
+from host_agent.clock import VirtualClock
 from host_agent.pool_fallback import PoolFallback
 from host_agent.protocol import drive
-from host_agent.sim import SimJob, attach_workers, program_engine, worker_endpoint, worker_port
 from spec import contract
 from spec.job import JobSpec
 from tests.support import paths

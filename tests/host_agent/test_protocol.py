@@ -1,8 +1,8 @@
 """The worker protocol, n workers in one process over the loopback wire, against two switches:
 
-- "fake": host_agent.fake_switch, a few lines of Python that follow p4/README.md;
+- "fake": harness.fake_switch, a few lines of Python that follow p4/README.md;
 - "p4": the software switch running the compiled program p4/build/thc.json, programmed directly through
-  its control API (host_agent.sim.program_engine). Skipped until the engine and the build exist.
+  its control API (harness.sim.program_engine). Skipped until the engine and the build exist.
 
 A virtual clock makes timeouts and retransmissions deterministic and instant."""
 
@@ -16,12 +16,12 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from emulator.switch import SoftwareSwitch
+from harness.fake_switch import FakeSwitch
+from harness.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint, worker_port
 from host_agent import wire
-from host_agent.fake_switch import FakeSwitch
+from host_agent.clock import VirtualClock
 from host_agent.layers import THCResult8
-from host_agent.loopback import VirtualClock
 from host_agent.protocol import AggregationTimeout, WorkerProtocol, drive
-from host_agent.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint, worker_port
 from spec import contract
 from spec.job import JobSpec
 from tests.support import paths

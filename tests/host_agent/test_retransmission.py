@@ -7,10 +7,10 @@ clock: assertions are on counters and virtual-clock times."""
 import numpy as np
 import pytest
 
+from harness.sim import attach_workers, worker_port
 from host_agent import wire
-from host_agent.loopback import VirtualClock
+from host_agent.clock import VirtualClock
 from host_agent.protocol import drive
-from host_agent.sim import attach_workers, worker_port
 from tests.host_agent.test_protocol import F, K, event_counts, expected_sums, job_of, random_indices
 
 DELAY = 0.0005  # one way: a round trip of ~1 ms plus the switch's queue, like the emulated star

@@ -11,15 +11,15 @@ import pytest
 import torch
 
 from emulator.switch import SoftwareSwitch
+from harness.ddp_cluster import in_threads, thc_spec, train_ddp
+from harness.fake_switch import FakeSwitch
+from harness.sim import SimJob, attach_workers, program_engine
 from host_agent.aggregator import SwitchAggregator
-from host_agent.fake_switch import FakeSwitch
 from host_agent.sharded import ShardedAggregator, cell_pieces, join_counts, whole_chunks
-from host_agent.sim import SimJob, attach_workers, program_engine
 from tests.support import paths
 from thc.config import THCConfig
-from topologies.inprocess.ddp_cluster import in_threads, thc_spec, train_ddp
 
-CONFIG = THCConfig(chunk=2048)
+CONFIG = THCConfig()
 TIMERS = dict(clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=60.0)
 
 

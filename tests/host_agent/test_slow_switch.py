@@ -7,9 +7,9 @@ import threading
 
 import numpy as np
 
+from harness.paced_switch import PacedSwitch
 from tests.host_agent.test_protocol import F, K, expected_sums, job_of, random_indices
 from tests.support.native import build_or_skip
-from topologies.inprocess.paced_switch import PacedSwitch
 
 PPS = 2000  # frames a second: BMv2's order of magnitude for THC frames (README, "BMv2")
 WINDOW = 32

@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from emulator.switch import SoftwareSwitch
-from host_agent.loopback import VirtualClock
+from harness import ddp_cluster as cluster
+from harness.sim import SimJob, attach_workers, program_engine
+from host_agent.clock import VirtualClock
 from host_agent.protocol import drive
-from host_agent.sim import SimJob, attach_workers, program_engine
 from host_agent.worker_cli import mode_job
 from spec.job import JobSpec
 from tests.support import paths
 from thc import THCCompressor
-from topologies.inprocess import ddp_cluster as cluster
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

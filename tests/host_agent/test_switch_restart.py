@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
+from harness.ddp_cluster import thc_spec, train_ddp
+from harness.fake_switch import FakeSwitch
+from harness.sim import SimJob, attach_workers
 from host_agent.aggregator import SwitchAggregator
-from host_agent.fake_switch import FakeSwitch
 from host_agent.membership import Membership, MembershipBoard
-from host_agent.sim import SimJob, attach_workers
 from tests.host_agent.test_worker_failure import CONFIG, DIES_IN, ROUNDS, StalledCluster, reference
 from thc.config import THCConfig
-from topologies.inprocess.ddp_cluster import thc_spec, train_ddp
 
 N = 4
 
@@ -99,7 +99,7 @@ def _aggregators(engine, job, board=None):
 
 @pytest.mark.parametrize("mode", ["thc", "fix32"])
 def test_training_through_a_switch_restart_ends_as_an_uninterrupted_run(mode):
-    config = THCConfig(chunk=2048)
+    config = THCConfig()
     before, after = jobs(thc_spec(config, 3, 2, window=64, slots=64))
     steps, restart_at = 12, 9  # aggregation calls a step: thc 2 per bucket (norm, sums), fix32 1
     plain, _ = _aggregators(_switch(before), before)

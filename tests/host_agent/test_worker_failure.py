@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
+from harness.ddp_cluster import thc_spec
+from harness.sim import SimJob, admit, attach_workers, retire
 from host_agent.aggregator import SwitchAggregator
 from host_agent.membership import Membership, MembershipBoard
 from host_agent.probe import probe_gradient
-from host_agent.sim import SimJob, admit, attach_workers, retire
 from thc.compressor import THCCompressor
 from thc.config import THCConfig
 from thc.ddp import redo_on_membership_change
-from topologies.inprocess.ddp_cluster import thc_spec
 
 N, DEAD, ROUNDS, DIES_IN = 4, 2, 6, 3  # worker 2 dies in round 3, after its norm, while sending its sums
 SIZE = 16000  # one chunk of 16,000 coordinates (16,384 after padding): 1 NORM and 16 THC requests, window 8

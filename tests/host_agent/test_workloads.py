@@ -1,16 +1,16 @@
 """The workloads (host_agent/workloads.py): their data need no download and are the same every time, their
 models have the sizes the README gives, an unknown name is one line listing the models, and every model
-trains in every mode (2 DDP workers in threads, topologies/inprocess/ddp_cluster.py: thc and fix32 through the fake
+trains in every mode (2 DDP workers in threads, harness/ddp_cluster.py: thc and fix32 through the fake
 switch on the loopback wire, the gloo modes through thc.hooks): its loss on a fixed batch falls."""
 
 import numpy as np
 import pytest
 import torch
 
+from harness import ddp_cluster as cluster
 from host_agent import train, worker, workloads
 from thc import hooks
 from topologies import runner
-from topologies.inprocess import ddp_cluster as cluster
 
 MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")
 NAMES = ("mlp-digits", "mlp2-digits", "cnn-digits", "cnn1d-signals", "charlm-stdlib")

@@ -24,13 +24,13 @@ import pytest
 
 from controller import pool as pools
 from controller.writes import INSERT, TableWrite, to_updates
+from harness import frames as tp
+from harness.switches import SoftwareTarget, SwitchTarget
 from spec import contract
-from spec import frames as tp
 from tests.support.bmv2 import Bmv2Process, bmv2_binary, read_registers
 from tests.support.bmv2_pcap import InputFifo, collect_output, pcap_records
 from tests.support.paths import THC_JSON
 from thc import make_table
-from topologies.inprocess.switches import SoftwareTarget, SwitchTarget
 
 pytestmark = [
     pytest.mark.bmv2,

@@ -14,6 +14,7 @@ import pytest
 
 from controller import pool as pools
 from controller.writes import DELETE, INSERT
+from harness.switches import SoftwareTarget
 from spec import contract
 from tests.p4.test_thc_pipeline import (
     GROUP,
@@ -33,7 +34,6 @@ from tests.p4.test_thc_pipeline import (
 )
 from tests.support.paths import THC_JSON
 from tests.support.targets import Bmv2Target, bmv2_binary
-from topologies.inprocess.switches import SoftwareTarget
 
 pytestmark = pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built")
 

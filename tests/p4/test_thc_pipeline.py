@@ -1,6 +1,6 @@
 """Packet-level tests of the THC program (p4/README.md is the contract), on every target present.
 
-Frames are built and read from spec/contract.py (spec/frames.py); expected sums come from
+Frames are built and read from spec/contract.py (harness/frames.py); expected sums come from
 thc's reference aggregator, never from the switch itself. A request carries one cell: 1,024 coordinates
 with 8-bit lanes, 512 with 16-bit lanes, 256 int32 for FIX32 (with the default 128-word cells).
 """
@@ -12,13 +12,13 @@ import struct
 import numpy as np
 import pytest
 
+from harness import frames as tp
+from harness.switches import SoftwareTarget, program_words
 from spec import contract
-from spec import frames as tp
 from tests.support.paths import THC_JSON
 from tests.support.targets import Bmv2Target, bmv2_binary
 from thc import make_table
 from thc.aggregate import reference_aggregate
-from topologies.inprocess.switches import SoftwareTarget, program_words
 
 pytestmark = pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built")
 

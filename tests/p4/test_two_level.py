@@ -9,13 +9,13 @@ import os
 import numpy as np
 import pytest
 
+from harness import frames as tp
+from harness.leaf_spine import LeafSpine
 from spec import contract
-from spec import frames as tp
 from tests.support.paths import THC_JSON
 from tests.support.targets import bmv2_binary, bmv2_switches
 from thc import make_table
 from thc.aggregate import reference_aggregate
-from topologies.inprocess.leaf_spine import LeafSpine
 
 pytestmark = pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built")
 

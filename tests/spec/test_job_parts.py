@@ -4,10 +4,12 @@ naming the field when the switch or the codec cannot run it, survives the file, 
 and the switch's table, and has its option in thc-run, thc-ctl and thc-worker (add_job_options)."""
 
 import argparse
+import random
 
 import pytest
 
-from spec.job import TERNGRAD_OPTIONS, JobSpec, JobSpecError, add_job_options, spec_from_options
+from controller.jobs import choose_key
+from spec.job import KEYS, NO_KEY, TERNGRAD_OPTIONS, JobSpec, JobSpecError, add_job_options, job_key, spec_from_options
 from tests.controller.test_cli_errors import assert_one_line, job_add
 from thc.config import THCConfig
 
@@ -82,6 +84,19 @@ def test_a_job_left_to_its_defaults_has_the_codecs_thc_parameters():
     """bits, g, clip and the table kind have one home (thc.config.THCConfig): a job's defaults are those."""
     job, codec = JobSpec(job_id=1, workers=4).thc_config(), THCConfig()
     assert (job.bits, job.granularity, job.clip, job.table) == (codec.bits, codec.granularity, codec.clip, codec.table)
+    assert job.chunk == codec.chunk == options().chunk  # one chunk default, for the codec and every job
     parser = argparse.ArgumentParser()
     add_job_options(parser)
     assert parser.parse_args([]).bits == codec.bits
+
+
+def test_a_key_is_one_range_for_the_description_thc_ctl_the_controller_and_thc_worker():
+    """KEYS, or NO_KEY in a description that has none yet: the same numbers wherever a key is taken."""
+    assert JobSpec(job_id=1, workers=2, key=KEYS[-1]).key == KEYS[-1] and JobSpec(job_id=1, workers=2).key == NO_KEY
+    with pytest.raises(JobSpecError, match="key"):
+        JobSpec(job_id=1, workers=2, key=KEYS[-1] + 1)
+    assert job_key(hex(KEYS[-1])) == KEYS[-1] and job_key(str(KEYS[0])) == KEYS[0]
+    for outside in (str(NO_KEY), str(KEYS[-1] + 1), "-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="a job key is 1..2"):
+            job_key(outside)
+    assert choose_key(random.Random("keys")) in KEYS

@@ -1,5 +1,5 @@
 """BMv2 as a switch target for the pipeline's packet tests (the software switch's target is
-topologies/inprocess/switches.py): simple_switch_grpc on veth pairs, programmed over P4Runtime by the
+harness/switches.py): simple_switch_grpc on veth pairs, programmed over P4Runtime by the
 project's controller, with the same calls, so the same tests run on every target that is present.
 """
 
@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 
 from controller.writes import to_updates
+from harness.switches import SwitchTarget
 from spec import contract
 from tests.support.bmv2 import bmv2_binary
-from topologies.inprocess.switches import SwitchTarget
 
 # A frame the THC program drops in ingress as NOT_IPV4 (etherType 0x88b5, local experimental), sent after each
 # test frame on the same port: BMv2 has one ingress thread, so once it has begun the barrier it is done with

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from thc import THCCompressor, THCConfig
+from thc.config import PAPER_CHUNK
 
 # name: (gradient length, config, steps, key, dtype, scale, per-coordinate counts)
 CASES = {
@@ -57,7 +58,7 @@ GOLDEN = {
 def digests(name: str) -> list[str]:
     """Per step: one digest of all workers' indices and worker 0's decoded average."""
     numel, kw, steps, key, dtype, scale, counted = CASES[name]
-    cfg = THCConfig(**kw)
+    cfg = THCConfig(**{"chunk": PAPER_CHUNK, **kw})  # pinned with the paper's chunk where a case names none
     comps = [THCCompressor(cfg, worker_id=i) for i in range(3)]
     gen = torch.Generator().manual_seed(numel)
     out = []

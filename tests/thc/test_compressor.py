@@ -383,7 +383,7 @@ def test_protocol_mismatches_are_caught():
 def test_bits_per_coordinate():
     bits = THCCompressor(THCConfig(chunk=2**20)).bits_per_coordinate(8)
     assert bits.up == pytest.approx(4, abs=1e-4) and bits.down == pytest.approx(8, abs=1e-4)
-    assert THCCompressor().bits_per_coordinate(9).down == pytest.approx(9, abs=1e-4)
+    assert THCCompressor(THCConfig(chunk=2**20)).bits_per_coordinate(9).down == pytest.approx(9, abs=1e-4)
 
 
 def test_per_coordinate_counts_decode_each_part_with_its_own_contributors():

@@ -9,11 +9,11 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
+from harness.ddp_cluster import gloo_group, in_threads, serialized
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import hooks
 from thc.errors import ConfigError
 from thc.registry import make_compressor
-from topologies.inprocess.ddp_cluster import gloo_group, in_threads, serialized
 
 N = 2
 SHAPES = [(48, 40), (40,), (10, 48), (10,)]  # two matrices (PowerSGD compresses them) and two vectors

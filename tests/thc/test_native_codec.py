@@ -19,6 +19,7 @@ import torch
 from tests.support.native import build_or_skip
 from thc import THCCompressor, THCConfig, compressor
 from thc import native as thc_native
+from thc.config import PAPER_CHUNK
 from thc.errors import AggregationError, GradientError
 from thc.limits import TABLE_KINDS
 from thc.packing import pack_indices
@@ -115,12 +116,12 @@ SIZES = [1, 2, 3, 7, 8, 9, 1000, 1023, 1025, 4097, 2**14, 2**14 + 1, 100_003]
 
 @pytest.mark.parametrize("numel", SIZES)
 def test_rounds_are_bit_identical_over_sizes(numel, monkeypatch):
-    compare_rounds(f"sizes {numel}", THCConfig(), numel, monkeypatch)
+    compare_rounds(f"sizes {numel}", THCConfig(chunk=PAPER_CHUNK), numel, monkeypatch)
 
 
 @pytest.mark.parametrize("numel", [2**20, 2**20 + 3])
 def test_rounds_are_bit_identical_at_a_million_coordinates(numel, monkeypatch):
-    compare_rounds(f"million {numel}", THCConfig(), numel, monkeypatch, workers=2, steps=(4,))
+    compare_rounds(f"million {numel}", THCConfig(chunk=PAPER_CHUNK), numel, monkeypatch, workers=2, steps=(4,))
 
 
 @pytest.mark.parametrize("chunk", [2, 1024, 2**11, 2**13])

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from controller import jobs
 from controller.jobs import Job, JobWorker
 from controller.writes import EngineWriter
+from harness.loopback import LoopbackWire
 from host_agent import wire
-from host_agent.loopback import LoopbackWire
 from host_agent.protocol import WorkerProtocol
 from spec import contract
 from spec.job import JobSpec

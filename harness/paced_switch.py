@@ -17,9 +17,9 @@ import threading
 from emulator.native.portloop import NativePortLoop
 from emulator.pacing import service_ns
 from emulator.switch import SoftwareSwitch
+from harness.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker_port
 from host_agent import wire
 from host_agent.protocol import WorkerProtocol
-from host_agent.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker_port
 from host_agent.transport import DatagramTransport
 from spec import contract
 

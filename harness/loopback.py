@@ -22,22 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-
-class VirtualClock:
-    """A clock that only moves when told to: `clock()` reads it, `advance`/`advance_to` move it."""
-
-    def __init__(self, start: float = 0.0):
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += max(0.0, seconds)
-
-    def advance_to(self, when: float) -> None:
-        self.now = max(self.now, when)
-
+from host_agent.clock import VirtualClock
 
 _TO_SWITCH, _TO_WORKER = 0, 1
 

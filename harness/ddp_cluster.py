@@ -1,6 +1,6 @@
 """An in-process data-parallel cluster: n worker threads, each a real DDP model on its own gloo process group
 (one shared in-process HashStore), aggregating in any mode: thc and fix32 through the fake switch or the
-compiled program on the loopback wire (host_agent.sim, each worker a SwitchAggregator, as thc-worker has on
+compiled program on the loopback wire (harness.sim, each worker a SwitchAggregator, as thc-worker has on
 a Mininet host), the gloo modes through thc.hooks. No Mininet, no interfaces, no subprocesses."""
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ import time
 import torch
 import torch.distributed as dist
 
+from harness.fake_switch import FakeSwitch
+from harness.loopback import LoopbackWire
+from harness.sim import SimJob, attach_workers
 from host_agent import train, workloads
 from host_agent.aggregator import SwitchAggregator
-from host_agent.fake_switch import FakeSwitch
-from host_agent.loopback import LoopbackWire
-from host_agent.sim import SimJob, attach_workers
 from spec.job import JobSpec
 from thc import ddp, hooks
 from thc.config import THCConfig
+from thc.modes import FIX32, THC
 
 _prefixes = itertools.count()
 _seeding = threading.Lock()  # torch.manual_seed is process-wide: one model initialisation at a time
@@ -100,9 +101,9 @@ def hook_for(
     fix32_hook=None,
 ):
     """(state, hook) of ``mode`` for worker ``rank``."""
-    if mode == "thc":
-        return ddp.THCHookState(config or THCConfig(chunk=2048), aggregator, worker_id=rank), thc_hook or ddp.thc_hook
-    if mode == "fix32":
+    if mode == THC:
+        return ddp.THCHookState(config or THCConfig(), aggregator, worker_id=rank), thc_hook or ddp.thc_hook
+    if mode == FIX32:
         return ddp.FixedPointHookState(aggregator, workers=n), fix32_hook or ddp.fix32_hook
     state, hook = hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
     return state, serialized(hook) if mode == "powersgd" else hook
@@ -181,7 +182,7 @@ def train_ddp(
     if aggregators is not None:
         aggs = aggregators
     else:
-        aggs = switch_aggregators(n, config or THCConfig(chunk=2048)) if mode in ("thc", "fix32") else [None] * n
+        aggs = switch_aggregators(n, config or THCConfig()) if mode in (THC, FIX32) else [None] * n
     store = dist.HashStore()
     prefix = f"c{next(_prefixes)}"
 

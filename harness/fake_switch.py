@@ -2,7 +2,7 @@
 
 It has the engine's `process(port, frame)` interface, one service address, cells of `words` 64-bit words
 and any number of jobs, each with its own key, lane width and lookup table, as the controller plans them
-(host_agent.sim.SimJob). Per cell it keeps the (epoch, round, op) tag, the worker bitmap, the remaining
+(harness.sim.SimJob). Per cell it keeps the (epoch, round, op) tag, the worker bitmap, the remaining
 count, the contributions' count and the sums as the contract describes (partial aggregation too: RELEASE,
 LATE), and records every decision so tests can check what the switch saw. It is independent of emulator/
 and p4/build/ on purpose: host-agent tests can check the protocol against the contract alone, and the same
@@ -16,8 +16,8 @@ from collections import Counter
 import numpy as np
 
 from controller.jobs import Job, JobWorker
+from harness.sim import SERVICE, SimJob
 from host_agent import wire
-from host_agent.sim import SERVICE, SimJob
 
 # Request payloads the parser extracts (op, lane_bits), so that a shorter request is MALFORMED.
 _PARSED = {

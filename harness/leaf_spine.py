@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.writes import INSERT, TableWrite
+from harness import frames as tp
+from harness.switches import SoftwareTarget, SwitchTarget
 from spec import contract
-from spec import frames as tp
 from spec.job import JobSpec
-from topologies.inprocess.switches import SoftwareTarget, SwitchTarget
 
 SPINE_IP = "10.0.9.254"
 KEY = 0x7EAF5917
