@@ -2,6 +2,7 @@
 page always names the command and commit that produced it and cannot drift from its record."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -121,3 +122,47 @@ def test_docs_results_md_is_what_the_committed_records_render():
     assert results.render(page, records) == page, "docs/results.md is stale: run `make results`"
     regions = {m["name"] for m in results.REGION.finditer(page)}
     assert regions == set(records), "every kept record has its region on the page, and every region its record"
+
+
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+CODE = re.compile(r"`([^`]+)`")  # a backticked span, which may wrap over lines
+COMMAND = re.compile(r"\.py\b|\bthc-[a-z]+|^make\b")
+FIGURES = re.compile(r"(?m)^\||\d\.\d")
+
+
+def unsourced_sections(page: str) -> list[str]:
+    """Headings of the hand-written sections that show figures (a table or a decimal number) but name no
+    commit or no backticked command; generated regions carry their own and are left out."""
+    text = results.REGION.sub("", page)
+    sections = re.split(r"(?m)^(?=#{1,6} )", text)
+    return [
+        section.splitlines()[0]
+        for section in sections
+        if FIGURES.search(section)
+        and not (COMMIT.search(section) and any(COMMAND.search(code) for code in CODE.findall(section)))
+    ]
+
+
+def test_a_section_with_figures_but_no_commit_or_no_command_is_named():
+    page = """# Results
+
+## Sourced
+(`.venv/bin/python bench/bench_x.py`, commit 1a2b3c4): 3.5 ms.
+
+## No commit
+(`.venv/bin/python bench/bench_x.py`): 3.5 ms.
+
+## No command
+Recorded in commit 1a2b3c4:
+
+| a | b |
+|---|---|
+
+## Prose only
+Nothing measured here, 12 words.
+"""
+    assert unsourced_sections(page) == ["## No commit", "## No command"]
+
+
+def test_every_figure_on_docs_results_md_names_its_command_and_commit():
+    assert unsourced_sections(results.PAGE.read_text()) == []
