@@ -21,6 +21,7 @@ This module is the orchestration; each mechanism has its own:
 | timers.py | round-trip estimates, retransmission timers, the tail probe |
 | loss.py | which requests the results of later ones show lost (fast and early retransmission) |
 | receive.py | how a batch of received frames is sorted and stored; receive coalescing |
+| booking.py | booking a native wait's in-order results in one pass |
 
 An operation is one aggregation call (a NORM max, a THC index sum or a FIX32 sum). Several may be in flight
 at once: an operation started while others are numbers its requests after theirs, and each request goes
@@ -53,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from host_agent import loss, native, receive, wire
+from host_agent import booking, loss, native, receive, wire
 from host_agent.loopback import VirtualClock
 from host_agent.operation import Operation, ProtocolError, pack_fix32, pack_indices, pack_norms
 from host_agent.recovery import Recovery
@@ -410,7 +411,8 @@ class WorkerProtocol:
         """Results of `op` (see _waitable) until Python must look: on a raw socket with the protocol's clock
         time.monotonic, in C until the operation completes, a frame needs a decision or a timer could be
         due; otherwise the one batch the transport has within `wait` s. Each batch is booked as a pump would
-        book it, at its arrival time. Whether any frame came."""
+        book it, at its arrival time (in one pass when the results are in order: booking.py). Whether any
+        frame came."""
         io, before = self._io, self.counters.packets_received
         now = self.clock()
         fd = self._wait_fd
@@ -420,13 +422,22 @@ class WorkerProtocol:
         until = now + wait
         bounds = (until, self.timers.fixed_due(), min(self.timeout, self.min_timeout), np.inf if linger else until)
         acc, ends, times, stop = self._native.take_until(op, io, fd, bounds, self.next_request)
+        if fd < 0:
+            times = [now] * len(ends)
+        if stop & 4 or (len(acc) and int(acc[-1]) - int(acc[0]) != len(acc) - 1):  # may show loss, or has holes
+            self._book_batches(op, acc, ends, times, stop)
+        else:
+            booking.book_in_order(self, op, acc, ends, times)
+        return self.counters.packets_received > before
+
+    def _book_batches(self, op: Operation, acc: np.ndarray, ends: list, times: list, stop: int) -> None:
+        """Book the batches of one native wait one by one, each as a pump would (at its arrival time)."""
         start, last = 0, len(ends) - 1
         for b, end in enumerate(ends):
             self._batch = not self._held if b == 0 else True
             self._held = False
             if end > start:
-                i = acc[start:end]
-                at = now if fd < 0 else times[b]
+                i, at = acc[start:end], times[b]
                 if b == last and stop & 4 and self.dupthresh and not loss.quiet([op], op, i):
                     for j in i.tolist():
                         self._accept(op, j, at, detect=True)
@@ -438,7 +449,6 @@ class WorkerProtocol:
                 else:
                     self._accept_many(op, i, at)
             start = end
-        return self.counters.packets_received > before
 
     def wait(self, operation: Operation, interrupt: Callable[[], bool] | None = None, poll: float = 0.05):
         """Block until `operation` completes; its result (see Operation.result).
