@@ -244,6 +244,7 @@ class WorkerProtocol:
             timeout_error=self._timeout_error, release_frames=self._release_frames,
             identity=(self.job_id, self.key, worker_id),
         )  # fmt: skip
+        self._frame_lib = native.load()  # builds request frames in C (wire.build_requests); None: numpy
         self.transport, self.builder = transport, builder
         self._batch = True  # the next batch of results is one arrival, a sample of their spacing
         self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
@@ -282,14 +283,14 @@ class WorkerProtocol:
         request (operation.pack_norms)."""
         k, size = wire.NORMS_PER_REQUEST, wire.request_payload_bytes(wire.OP_NORM, wire.LANES_INT32)
         payloads, lengths = pack_norms(values)
-        return self._start(wire.OP_NORM, len(payloads) // size, payloads, size, None, lengths, k)
+        return self._start(wire.OP_NORM, len(payloads) // size, payloads, size, lengths, k)
 
     def start_sum_indices(self, chunks: Sequence[np.ndarray]) -> Operation:
         """Per-coordinate sums over workers of the table values of 4-bit indices, chunk by chunk: K =
         spec.coords_per_request a request (operation.pack_indices)."""
         k = self.spec.coords_per_request
         packed, lengths = pack_indices(chunks, k)
-        return self._start(wire.OP_THC, len(packed) // (k // 2), packed, k // 2, None, lengths, k)
+        return self._start(wire.OP_THC, len(packed) // (k // 2), packed, k // 2, lengths, k)
 
     def start_sum_packed(self, packed: np.ndarray, chunk_lengths: Sequence[int]) -> Operation:
         """start_sum_indices of indices already packed as its requests carry them (THCCompressor.encode_packed
@@ -302,7 +303,7 @@ class WorkerProtocol:
         n_requests = sum(-(-n // k) for n in lengths)
         if packed.dtype != np.uint8 or packed.ndim != 1 or packed.size < n_requests * (k // 2):
             raise ValueError(f"packed indices must be a 1-D uint8 array of {n_requests * (k // 2)} bytes")
-        op = self._start(wire.OP_THC, n_requests, packed[: n_requests * (k // 2)], k // 2, None, lengths, k)
+        op = self._start(wire.OP_THC, n_requests, packed[: n_requests * (k // 2)], k // 2, lengths, k)
         op.flat = True
         return op
 
@@ -311,18 +312,17 @@ class WorkerProtocol:
         chunk by chunk."""
         k = self.spec.fix32_per_request
         payloads, lengths = pack_fix32(chunks, k)
-        return self._start(wire.OP_FIX32, len(payloads) // (4 * k), payloads, 4 * k, None, lengths, k)
+        return self._start(wire.OP_FIX32, len(payloads) // (4 * k), payloads, 4 * k, lengths, k)
 
-    def _start(self, op, n_requests, payloads, payload_size, values, lengths, per_packet) -> Operation:
+    def _start(self, op, n_requests, payloads, payload_size, lengths, per_packet) -> Operation:
         if self._early is not None:  # released results that came while we were away: kept
             while n := self._io.recv(0.0):
                 self._on_results(n)
-        q = self.next_request + np.arange(n_requests, dtype=np.int64)
         rows = np.frombuffer(payloads, np.uint8).reshape(n_requests, payload_size) if payload_size else None
         lane_bits = wire.op_lane_bits(op, self.spec.lane_bits)
-        frames = wire.build_rows(
-            self.builder, op, wire.KIND_REQUEST, self.job_id, self.worker_id, self.schedule.slot(q),
-            self.schedule.round(q), values, rows, lane_bits=lane_bits, key=self.key,
+        frames = wire.build_requests(
+            self.builder, op, self.job_id, self.worker_id, self.next_request, n_requests, self.window, rows, lane_bits,
+            self.key, self._frame_lib,
         )  # fmt: skip
         operation = Operation(
             op,
