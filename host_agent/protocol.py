@@ -21,6 +21,7 @@ This module is the orchestration; each mechanism has its own:
 | timers.py | round-trip estimates, retransmission timers, the tail probe |
 | loss.py | which requests the results of later ones show lost (fast and early retransmission) |
 | receive.py | how a batch of received frames is sorted and stored; receive coalescing |
+| booking.py | booking a native wait's in-order results in one pass |
 
 An operation is one aggregation call (a NORM max, a THC index sum or a FIX32 sum). Several may be in flight
 at once: an operation started while others are numbers its requests after theirs, and each request goes
@@ -53,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from host_agent import loss, native, receive, wire
+from host_agent import booking, loss, native, receive, wire
 from host_agent.clock import VirtualClock
 from host_agent.operation import Operation, ProtocolError, pack_fix32, pack_indices, pack_norms
 from host_agent.recovery import Recovery
@@ -243,6 +244,7 @@ class WorkerProtocol:
             timeout_error=self._timeout_error, release_frames=self._release_frames,
             identity=(self.job_id, self.key, worker_id),
         )  # fmt: skip
+        self._frame_lib = native.load()  # builds request frames in C (wire.build_requests); None: numpy
         self.transport, self.builder = transport, builder
         self._batch = True  # the next batch of results is one arrival, a sample of their spacing
         self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
@@ -282,14 +284,14 @@ class WorkerProtocol:
         request (operation.pack_norms)."""
         k, size = wire.NORMS_PER_REQUEST, wire.request_payload_bytes(wire.OP_NORM, wire.LANES_INT32)
         payloads, lengths = pack_norms(values)
-        return self._start(wire.OP_NORM, len(payloads) // size, payloads, size, None, lengths, k)
+        return self._start(wire.OP_NORM, len(payloads) // size, payloads, size, lengths, k)
 
     def start_sum_indices(self, chunks: Sequence[np.ndarray]) -> Operation:
         """Per-coordinate sums over workers of the table values of 4-bit indices, chunk by chunk: K =
         spec.coords_per_request a request (operation.pack_indices)."""
         k = self.spec.coords_per_request
         packed, lengths = pack_indices(chunks, k)
-        return self._start(wire.OP_THC, len(packed) // (k // 2), packed, k // 2, None, lengths, k)
+        return self._start(wire.OP_THC, len(packed) // (k // 2), packed, k // 2, lengths, k)
 
     def start_sum_packed(self, packed: np.ndarray, chunk_lengths: Sequence[int]) -> Operation:
         """start_sum_indices of indices already packed as its requests carry them (THCCompressor.encode_packed
@@ -302,7 +304,7 @@ class WorkerProtocol:
         n_requests = sum(-(-n // k) for n in lengths)
         if packed.dtype != np.uint8 or packed.ndim != 1 or packed.size < n_requests * (k // 2):
             raise ValueError(f"packed indices must be a 1-D uint8 array of {n_requests * (k // 2)} bytes")
-        op = self._start(wire.OP_THC, n_requests, packed[: n_requests * (k // 2)], k // 2, None, lengths, k)
+        op = self._start(wire.OP_THC, n_requests, packed[: n_requests * (k // 2)], k // 2, lengths, k)
         op.flat = True
         return op
 
@@ -311,18 +313,17 @@ class WorkerProtocol:
         chunk by chunk."""
         k = self.spec.fix32_per_request
         payloads, lengths = pack_fix32(chunks, k)
-        return self._start(wire.OP_FIX32, len(payloads) // (4 * k), payloads, 4 * k, None, lengths, k)
+        return self._start(wire.OP_FIX32, len(payloads) // (4 * k), payloads, 4 * k, lengths, k)
 
-    def _start(self, op, n_requests, payloads, payload_size, values, lengths, per_packet) -> Operation:
+    def _start(self, op, n_requests, payloads, payload_size, lengths, per_packet) -> Operation:
         if self._early is not None:  # released results that came while we were away: kept
             while n := self._io.recv(0.0):
                 self._on_results(n)
-        q = self.next_request + np.arange(n_requests, dtype=np.int64)
         rows = np.frombuffer(payloads, np.uint8).reshape(n_requests, payload_size) if payload_size else None
         lane_bits = wire.op_lane_bits(op, self.spec.lane_bits)
-        frames = wire.build_rows(
-            self.builder, op, wire.KIND_REQUEST, self.job_id, self.worker_id, self.schedule.slot(q),
-            self.schedule.round(q), values, rows, lane_bits=lane_bits, key=self.key,
+        frames = wire.build_requests(
+            self.builder, op, self.job_id, self.worker_id, self.next_request, n_requests, self.window, rows, lane_bits,
+            self.key, self._frame_lib,
         )  # fmt: skip
         operation = Operation(
             op,
@@ -411,7 +412,8 @@ class WorkerProtocol:
         """Results of `op` (see _waitable) until Python must look: on a raw socket with the protocol's clock
         time.monotonic, in C until the operation completes, a frame needs a decision or a timer could be
         due; otherwise the one batch the transport has within `wait` s. Each batch is booked as a pump would
-        book it, at its arrival time. Whether any frame came."""
+        book it, at its arrival time (in one pass when the results are in order: booking.py). Whether any
+        frame came."""
         io, before = self._io, self.counters.packets_received
         now = self.clock()
         fd = self._wait_fd
@@ -421,13 +423,22 @@ class WorkerProtocol:
         until = now + wait
         bounds = (until, self.timers.fixed_due(), min(self.timeout, self.min_timeout), np.inf if linger else until)
         acc, ends, times, stop = self._native.take_until(op, io, fd, bounds, self.next_request)
+        if fd < 0:
+            times = [now] * len(ends)
+        if stop & 4 or (len(acc) and int(acc[-1]) - int(acc[0]) != len(acc) - 1):  # may show loss, or has holes
+            self._book_batches(op, acc, ends, times, stop)
+        else:
+            booking.book_in_order(self, op, acc, ends, times)
+        return self.counters.packets_received > before
+
+    def _book_batches(self, op: Operation, acc: np.ndarray, ends: list, times: list, stop: int) -> None:
+        """Book the batches of one native wait one by one, each as a pump would (at its arrival time)."""
         start, last = 0, len(ends) - 1
         for b, end in enumerate(ends):
             self._batch = not self._held if b == 0 else True
             self._held = False
             if end > start:
-                i = acc[start:end]
-                at = now if fd < 0 else times[b]
+                i, at = acc[start:end], times[b]
                 if b == last and stop & 4 and self.dupthresh and not loss.quiet([op], op, i):
                     for j in i.tolist():
                         self._accept(op, j, at, detect=True)
@@ -439,7 +450,6 @@ class WorkerProtocol:
                 else:
                     self._accept_many(op, i, at)
             start = end
-        return self.counters.packets_received > before
 
     def wait(self, operation: Operation, interrupt: Callable[[], bool] | None = None, poll: float = 0.05):
         """Block until `operation` completes; its result (see Operation.result).

@@ -172,7 +172,8 @@ class NativeSorter:
         self.lib = lib
         self.job_id, self.key, self.window, self.n_workers = job_id, key, window, n_workers
         self.counters = counters
-        self._no_op_take = None
+        self._no_op_take = self._op_take = self._op_ref = None
+        self._filled_for = None  # the operation _op_take describes
         self._wait = None
         self._acc_row = self._acc_req = np.zeros(0, np.int64)
 
@@ -219,7 +220,7 @@ class NativeSorter:
         w.until, w.fixed, w.slack, w.cap = bounds
         w.low, w.preloaded = op.span()[0], io.preloaded
         taken = self.lib.thc_wait_results(
-            fd, io.buf_address, io.stride, len(io.buf), io.lengths_address, op._native_ref, self._wait_ref,
+            fd, io.buf_address, io.stride, len(io.buf), io.lengths_address, self._op_ref, self._wait_ref,
             *self._acc_addresses, *self._record_addresses,
         )  # fmt: skip
         c = self.counters
@@ -240,20 +241,28 @@ class NativeSorter:
         return self._acc_req[:taken].copy(), self._ends[:nb].tolist(), self._times[:nb].tolist(), stop
 
     def _state(self, op: Operation | None):
-        """The native take's view of `op` (kept on the operation: its arrays never move)."""
-        st = getattr(op, "_native_take", None) if op is not None else self._no_op_take
+        """The native take's view of `op`: one struct, filled anew when the operation changes (building one
+        per operation cost more than the take itself); the operation's arrays never move."""
+        if op is None:
+            st = self._no_op_take
+            if st is None:
+                st = self._no_op_take = self._new_take()
+            return st
+        st = self._op_take
         if st is None:
-            st = native.Take(job_id=self.job_id, key=self.key, window=self.window, n=-1, ref_count=-1)
-            st.n_workers = self.n_workers
-            if op is None:
-                self._no_op_take = st
-            else:
-                st.q0, st.n, st.op, st.per_packet = op.q0, op.n, op.op, op.per_packet
-                st.lane_bits, st.result_bytes = op.lane_bits, op.result_bytes
-                st.done, st.attempts, st.sums, st.counts = op.addresses()
-                op._native_take, op._native_ref = st, ctypes.byref(st)
-        if op is not None:
-            st.ref_count = -1 if op.count is None else op.count
+            st = self._op_take = self._new_take()
+            self._op_ref = ctypes.byref(st)
+        if self._filled_for is not op:
+            st.q0, st.n, st.op, st.per_packet = op.q0, op.n, op.op, op.per_packet
+            st.lane_bits, st.result_bytes = op.lane_bits, op.result_bytes
+            st.done, st.attempts, st.sums, st.counts = op.addresses()
+            self._filled_for = op
+        st.ref_count = -1 if op.count is None else op.count
+        return st
+
+    def _new_take(self):
+        st = native.Take(job_id=self.job_id, key=self.key, window=self.window, n=-1, ref_count=-1)
+        st.n_workers = self.n_workers
         return st
 
 

@@ -1,6 +1,6 @@
-"""The worker's native helper: fastio.c (sendmmsg/recvmmsg over rows of a numpy buffer), compiled at run
-time with the system C compiler into a cached shared object (native_build, the switch's build step too)
-and loaded with ctypes.
+"""The worker's native helper: fastio.c (sendmmsg/recvmmsg over rows of a numpy buffer, request frames
+built from a template, the per-frame rules for results), compiled at run time with the system C compiler
+into a cached shared object (native_build, the switch's build step too) and loaded with ctypes.
 
 `load()` returns the library, or None with a one-line notice on stderr when it cannot be built (no C
 compiler: install the Debian package gcc); the transport then batches in Python, with the same results.
@@ -62,6 +62,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.thc_send_rows.restype = c_long
     lib.thc_recv_rows.argtypes = [ctypes.c_int, c_ptr, c_long, c_long, c_long, c_ptr]
     lib.thc_recv_rows.restype = c_long
+    lib.thc_build_requests.argtypes = [c_ptr, c_long, c_ptr, ctypes.c_int64, ctypes.c_int64, c_ptr, c_long, c_long]
+    lib.thc_build_requests.restype = c_long
     lib.thc_take_results.argtypes = [c_ptr, c_long, c_long, c_ptr, ctypes.POINTER(Take), c_ptr, c_ptr]
     lib.thc_take_results.restype = c_long
     lib.thc_wait_results.argtypes = [ctypes.c_int, c_ptr, c_long, c_long, c_ptr, ctypes.POINTER(Take),

@@ -3,7 +3,8 @@
  *
  * Frames live in caller-owned buffers laid out as rows: frame i is base[i * stride .. i * stride + len).
  * Compiled at run time by host_agent/native/__init__.py and loaded with ctypes (which releases the GIL
- * around each call). Nothing here knows the THC format.
+ * around each call). The I/O knows nothing of the THC format; the sections below it (request frames,
+ * taking results in) know the header's offsets, from spec/contract.py.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -119,6 +120,32 @@ enum {
 #ifndef THC_VERSION
 #error "compile with -DTHC_VERSION=<spec.contract.THC_VERSION>"
 #endif
+
+/* ---- building an operation's request frames (wire.build_requests, natively) ---------------------------
+ *
+ * Frames for requests q0 .. q0 + n - 1, each `frame_len` bytes, rows of `out`: the template (the frame with
+ * slot 0, round 0 and a zero payload; any padding after the payload stays as the template has it), slot
+ * q mod window and round q div window (its low 32 bits) written into the header, and `carried` bytes of
+ * row i of `payloads` after it. Returns n, or -1 if the arguments cannot describe such frames. */
+long thc_build_requests(uint8_t *out, long frame_len, const uint8_t *tmpl, int64_t q0, int64_t window,
+                        const uint8_t *payloads, long carried, long n)
+{
+    if (n < 0 || q0 < 0 || window <= 0 || carried < 0 || frame_len < PAYLOAD_AT || carried > frame_len - PAYLOAD_AT
+        || q0 > INT64_MAX - n)
+        return -1;
+    for (long i = 0; i < n; i++) {
+        uint8_t *f = out + i * frame_len;
+        int64_t q = q0 + i, slot = q % window;
+        uint32_t round = (uint32_t)(q / window);
+        memcpy(f, tmpl, (size_t)frame_len);
+        f[THC_AT + 4] = (uint8_t)(slot >> 8), f[THC_AT + 5] = (uint8_t)slot;
+        f[THC_AT + 8] = (uint8_t)(round >> 24), f[THC_AT + 9] = (uint8_t)(round >> 16);
+        f[THC_AT + 10] = (uint8_t)(round >> 8), f[THC_AT + 11] = (uint8_t)round;
+        if (carried)
+            memcpy(f + PAYLOAD_AT, payloads + i * carried, (size_t)carried);
+    }
+    return n;
+}
 
 struct thc_take {
     int64_t job_id, key, window, next_request;

@@ -3,6 +3,7 @@ parse_rows), transports that move a batch per call (send_many / recv_into, nativ
 and the protocol on top, which must behave exactly as the per-packet path does: the same frames on the
 wire in the same order, the same counters, bit-identical sums."""
 
+import ctypes
 import socket
 import threading
 
@@ -93,6 +94,25 @@ def test_build_rows_equals_frame_builder_byte_for_byte(op):
             (payloads[i].tobytes() if size else b"") + bytes(padding), lane_bits=lane_bits, key=KEY,
         )  # fmt: skip
         assert rows[i].tobytes() == want
+
+
+@pytest.mark.parametrize("case", [(wire.OP_NORM, 32), (wire.OP_THC, 8), (wire.OP_THC, 16), (wire.OP_FIX32, 32)])
+def test_build_requests_in_c_equals_build_rows_byte_for_byte(case):
+    op, lane_bits = case
+    lib = native._declare(ctypes.CDLL(str(build_or_skip(native.build))))  # whatever THC_NATIVE says
+    rng = np.random.default_rng(op * 100 + lane_bits)
+    builder = wire.FrameBuilder(worker_endpoint(2), SERVICE)
+    size = wire.payload_length(op, wire.KIND_REQUEST, lane_bits) - wire.padding(op, wire.KIND_REQUEST, lane_bits)
+    for q0, n, window in [(0, 1, 8), (5, 40, 16), (2**32 * 3 - 7, 9, 1), (12345, 300, 1024), (2**40 + 3, 17, 65536)]:
+        payloads = rng.integers(0, 256, (n, size), dtype=np.uint8)
+        q = q0 + np.arange(n, dtype=np.int64)
+        want = wire.build_rows(builder, op, wire.KIND_REQUEST, JOB, 2, q % window, q // window, None, payloads,
+                               lane_bits=lane_bits, key=KEY)  # fmt: skip
+        args = (builder, op, JOB, 2, q0, n, window, payloads, lane_bits, KEY)
+        assert wire.build_requests(*args, lib).tobytes() == want.tobytes()
+        assert wire.build_requests(*args, None).tobytes() == want.tobytes()  # the numpy fallback
+    with pytest.raises(ValueError, match="cannot build"):
+        wire.build_requests(builder, op, JOB, 2, -1, 2, 8, np.zeros((2, size), np.uint8), lane_bits, KEY, lib)
 
 
 def _frames_to_parse(rng):

@@ -4,7 +4,7 @@ duplicates and holds back results by a script seeded from the test's name. Both 
 end with bit-identical, exact sums and one result per request; over a real socket, which retransmission a
 loss costs depends on timing, so those counters are compared only on the virtual clock
 (test_batched.test_per_packet_and_batched_paths_run_identically, whose native run books through the same
-path)."""
+path). The C it runs (thc_wait_results, thc_build_requests) is fuzzed under ASan/UBSan."""
 
 import hashlib
 import socket
@@ -183,11 +183,55 @@ print("fuzzed", fuzzed)
 """
 
 
-def test_wait_results_fuzzed_under_address_and_undefined_behaviour_sanitizers(request, tmp_path):
+def fuzz_sanitized(child: str, seed: int, rounds: int, cache) -> None:
+    """Run a fuzzing child under ASan/UBSan; it must finish, print what it fuzzed and report nothing."""
     from tests.support import sanitizers
 
-    seed = seed_of(request.node.name)
-    proc = sanitizers.run_sanitized(FUZZ_CHILD, str(seed), "1500", cache=tmp_path / "cache", timeout=240)
+    proc = sanitizers.run_sanitized(child, str(seed), str(rounds), cache=cache, timeout=240)
     fuzzed = [line for line in proc.stdout.splitlines() if line.startswith("fuzzed ")]
     assert fuzzed, proc.stderr[-3000:]
     sanitizers.assert_clean(proc, int(fuzzed[0].split()[1]))
+
+
+def test_wait_results_fuzzed_under_address_and_undefined_behaviour_sanitizers(request, tmp_path):
+    fuzz_sanitized(FUZZ_CHILD, seed_of(request.node.name), 1500, tmp_path / "cache")
+
+
+BUILD_FUZZ_CHILD = r"""
+import ctypes, sys
+import numpy as np
+from host_agent import native
+from native_build import SANITIZER_FLAGS, build_shared
+from tests.support import sanitizers
+
+lib = ctypes.CDLL(str(build_shared([native.SOURCE], "host_fastio_asan", (*native.FLAGS, *SANITIZER_FLAGS))))
+lib.thc_build_requests.restype = ctypes.c_long
+lib.thc_build_requests.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                   ctypes.c_void_p, ctypes.c_long, ctypes.c_long]
+rng = np.random.default_rng(int(sys.argv[1]))
+built = 0
+for b in range(int(sys.argv[2])):
+    sanitizers.progress("thc_build_requests", b)
+    frame_len = int(rng.choice([0, 61, 62, 63, 126, 574, 1086, 2000]))
+    carried = int(rng.choice([0, 1, 64, 512, 1024, frame_len - 62, frame_len - 61, -1]))
+    n = int(rng.choice([0, 1, 2, 17, -1]))
+    q0 = int(rng.choice([0, 7, 2**40, 2**63 - 2, -3]))
+    window = int(rng.choice([1, 8, 1024, 65536, 0, -1]))
+    valid = n >= 0 and q0 >= 0 and window > 0 and 0 <= carried <= frame_len - 62 and q0 <= 2**63 - 1 - n
+    out = np.zeros(max(n, 0) * max(frame_len, 0) if valid else 1, np.uint8)  # exactly what valid frames need
+    template = rng.integers(0, 256, max(frame_len, 1), dtype=np.uint8)
+    payloads = rng.integers(0, 256, max(n, 0) * max(carried, 0) if valid else 1, dtype=np.uint8)
+    got = lib.thc_build_requests(out.ctypes.data, frame_len, template.ctypes.data, q0, window, payloads.ctypes.data,
+                                 carried, n)
+    assert got == (n if valid else -1), (frame_len, carried, n, q0, window, got)
+    if valid and n:
+        rows = out.reshape(n, frame_len)
+        assert (rows[:, 62 + carried :] == template[62 + carried :]).all()
+        assert (rows[:, 62 : 62 + carried].reshape(-1) == payloads).all()
+        built += n
+print("fuzzed", built)
+"""
+
+
+def test_build_requests_fuzzed_under_address_and_undefined_behaviour_sanitizers(request, tmp_path):
+    fuzz_sanitized(BUILD_FUZZ_CHILD, seed_of(request.node.name), 3000, tmp_path / "cache")

@@ -1,0 +1,62 @@
+"""Booking a native wait's results in one pass (`book_in_order`): what WorkerProtocol._book_batches does
+batch after batch, for the common case of a wait whose results all answered the lowest request in flight.
+
+fastio.c's thc_wait_results takes in batch after batch of one operation's results and records each batch's
+end and arrival time; Python then books them (done, timed, round-trip and spacing samples, the timers, the
+window). Booked batch by batch, each result of a small batch costs a pass through the protocol's per-result
+bookkeeping; booked here, the batches of a wait cost one pass, and leave the very state batch-by-batch
+booking leaves (tests/host_agent/test_bulk_booking.py holds the two side by side).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from host_agent.operation import Operation
+
+
+def book_in_order(worker, op: Operation, acc: np.ndarray, ends: list, times: list) -> None:
+    """Book the batches of one native wait of `worker` (a WorkerProtocol) for `op`, the only operation in
+    flight, sent in order, once each: acc[: ends[-1]] are requests lo, lo + 1, ... answered in that order,
+    batch b ending at ends[b] and arriving at times[b]. One spacing sample per batch (the first result of a
+    batch after an earlier one, or a batch of several), the round trips in arrival order, the timers as the
+    last batch sets them."""
+    start, gaps, rtts, total = 0, [], [], ends[-1] if ends else 0
+    lo = int(acc[0]) if total else 0
+    for b, end in enumerate(ends):
+        fresh = not worker._held if b == 0 else True  # a batch is one arrival: one sample of the spacing
+        worker._held = False
+        k = end - start
+        if k:
+            at, a, z = times[b], lo + start, lo + end
+            if fresh and (op.answered or k > 1):
+                gaps.append(at - op.last_result if op.answered else 0.0)
+                fresh = False
+            op.answered_at[a:z] = at
+            sent = op.first_sent[a:z]
+            op.min_rtt = min(op.min_rtt, at - float(sent.max()))
+            rtts.append(at - sent)
+            if not op.answered:
+                op.first_result = at
+            op.answered += k
+            op.last_result = at
+        worker._batch = fresh
+        start = end
+    if not total:
+        return
+    hi, timers = lo + total, worker.timers
+    op.done[lo:hi] = True
+    timers.results_of(int(op.seq[hi - 1]))
+    op.outstanding -= total
+    worker.counters.results += total
+    for gap in gaps:
+        timers.spacing(gap)
+    op.in_flight_count -= total
+    left = op.in_flight_count  # the only operation, sent in order: its tail is what is left
+    per_window = max(1, min(worker.window, op.n))
+    timers.answered(op.last_result, np.concatenate(rtts), per_window, left, 0 < left <= timers.tail)
+    worker.schedule.grow(total)
+    if lo + worker.window < op.n:
+        worker.schedule.answered(op, np.arange(lo, hi, dtype=np.int64))
+    if op.outstanding == 0:
+        worker._finish(op)
