@@ -349,10 +349,10 @@ def job_description(args, given: set[str] = frozenset()):
         )
     if args.key is not None and args.key != spec.key:
         raise JobSpecError(f"{where} with key {spec.key:#x}, not --key {args.key:#x}: the file's key is the job's")
-    wanted = mode_job(args.mode, spec).quantizer
-    if wanted != spec.quantizer:
+    wanted = mode_job(args.mode, spec).codec.quantizer
+    if wanted != spec.codec.quantizer:
         raise JobSpecError(
-            f"{where} with quantizer {spec.quantizer}, but --mode {args.mode} runs {wanted}: give the workers "
+            f"{where} with quantizer {spec.codec.quantizer}, but --mode {args.mode} runs {wanted}: give the workers "
             "the mode's own description"
         )
     if stated:
@@ -367,10 +367,11 @@ def _refuse_other_options(args, stated: set[str], spec, options, says: str, advi
     one in `spec`, naming the option as it was given (a flag, or the option and its value)."""
     from spec.job import JobSpecError, option_as_given
 
+    said, wanted = options.to_dict(), spec.to_dict()  # flat, as the file has them
     for field in sorted(stated):
-        if getattr(options, field) != getattr(spec, field):
+        if said[field] != wanted[field]:
             given = option_as_given(args, field)
-            raise JobSpecError(f"{says} {field} = {getattr(spec, field)}, not {given}: {advice}")
+            raise JobSpecError(f"{says} {field} = {wanted[field]}, not {given}: {advice}")
 
 
 def resolve_identity(args) -> None:
