@@ -51,7 +51,7 @@ def test_a_description_is_the_codec_it_names(files):
     "argv, says",
     [
         (("--mode", "terngrad-switch", "--bits", "4"), "--mode terngrad-switch runs bits = 2, not --bits 4"),
-        (("--mode", "terngrad-switch", "--job", "thc.json"), "with quantizer thc, but --mode terngrad-switch runs"),
+        (("--mode", "terngrad-switch", "--job", "thc.json"), "with quantizer = thc, not --mode terngrad-switch"),
         (("--job", "thc.json", "--no-transform"), "with transform = True, not --no-transform"),
         (("--job", "thc.json", "--quantizer", "terngrad"), "field 'bits': bits=4: the terngrad quantizer needs"),
         (("--job", "tern.json", "--error-feedback"), "with error_feedback = False, not --error-feedback"),
