@@ -53,6 +53,7 @@ sys.path.insert(0, str(REPO))
 
 from host_agent.worker_cli import mode_job  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
+from thc.config import THCConfig  # noqa: E402
 
 MODEL = "cnn-digits"  # the time-to-target workload, make run's
 SOURCES = ("gaussian", "cnn-digits", "cnn1d-signals")
@@ -64,10 +65,10 @@ class Variant:
     name: str
     label: str
     mode: str = "thc"  # the switch mode that runs it (thc-run --modes)
-    fields: dict = field(default_factory=dict)  # JobSpec fields that differ from the default job
+    fields: dict = field(default_factory=dict)  # THCConfig fields that differ from the default codec
 
     def spec(self, job_id: int, workers: int, **framing) -> JobSpec:
-        return mode_job(self.mode, JobSpec(job_id=job_id, workers=workers, **self.fields, **framing))
+        return mode_job(self.mode, JobSpec(job_id=job_id, workers=workers, codec=THCConfig(**self.fields), **framing))
 
 
 VARIANTS = {
@@ -218,7 +219,7 @@ def nmse_run(spec: JobSpec, rounds: list[list]) -> dict:
 
     engine, job = program_switch(spec)
     _, workers = attach_workers(engine, job, clock=VirtualClock())
-    comps = [THCCompressor(job.spec.thc_config(), worker_id=w) for w in job.worker_ids]
+    comps = [THCCompressor(job.spec.codec, worker_id=w) for w in job.worker_ids]
     per_round, drift, energy, wrong = [], None, 0.0, 0
     for t, grads in enumerate(rounds):
         preps = [c.prepare(g, t) for c, g in zip(comps, grads)]
@@ -376,11 +377,12 @@ def describe(name: str) -> str:
     if name not in VARIANTS:
         return {"fix32": "int32 fixed point", "gloo": "fp32 ring all-reduce"}[name]
     spec = VARIANTS[name].spec(1, 8)
-    table = "(0,1,1,2) max scale" if spec.quantizer == "terngrad" else spec.table
+    codec = spec.codec
+    table = "(0,1,1,2) max scale" if codec.quantizer == "terngrad" else codec.table
     return (
-        f"b={spec.bits} g={spec.granularity} {table}, "
-        + ("RHT" if spec.transform else "no RHT")
-        + (", EF" if spec.error_feedback else "")
+        f"b={codec.bits} g={codec.granularity} {table}, "
+        + ("RHT" if codec.transform else "no RHT")
+        + (", EF" if codec.error_feedback else "")
     )
 
 

@@ -185,7 +185,7 @@ def aggregation_figures(
         "retransmissions": retx,
         "sent_bytes_per_round": statistics.mean(w["tx_bytes"] for w in wire) / rounds,
         # what a worker's round must send at least: its indices (THC, b bits each) or int32 values (FIX32)
-        "payload_bytes_per_round": {"thc": size * job.bits / 8, "fix32": size * 4}.get(mode),
+        "payload_bytes_per_round": {"thc": size * job.codec.bits / 8, "fix32": size * 4}.get(mode),
         "received_bytes_per_round": statistics.mean(w["rx_bytes"] for w in wire) / rounds,
         "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {}),
         "phases": phase_medians(phases),

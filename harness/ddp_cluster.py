@@ -31,18 +31,7 @@ _seeding = threading.Lock()  # torch.manual_seed is process-wide: one model init
 def thc_spec(config: THCConfig, job_id: int, workers: int, **framing) -> JobSpec:
     """The job description whose codec is ``config`` (so the switch sums the table the hooks decode with);
     ``framing``: the rest of the description (window, slots, ...)."""
-    return JobSpec(
-        job_id=job_id,
-        workers=workers,
-        bits=config.bits,
-        granularity=config.granularity,
-        clip=config.clip,
-        table=config.table,
-        chunk=config.chunk,
-        seed=config.seed,
-        error_feedback=config.error_feedback,
-        **framing,
-    )
+    return JobSpec(job_id=job_id, workers=workers, codec=config, **framing)
 
 
 def switch_aggregators(n: int, config: THCConfig, engine=None) -> list[SwitchAggregator]:

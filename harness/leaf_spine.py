@@ -23,6 +23,7 @@ from harness import frames as tp
 from harness.switches import SoftwareTarget, SwitchTarget
 from spec import contract
 from spec.job import JobSpec
+from thc.config import THCConfig
 
 SPINE_IP = "10.0.9.254"
 KEY = 0x7EAF5917
@@ -76,7 +77,7 @@ class LeafSpine:
     def __post_init__(self):
         self.n = self.leaves * self.per_leaf
         self.rng = random.Random(self.seed)
-        self.lane_bits = JobSpec(job_id=self.job_id, workers=self.n, granularity=int(max(self.table.values))).lane_bits
+        self.lane_bits = JobSpec(self.job_id, self.n, THCConfig(granularity=int(max(self.table.values)))).lane_bits
         self.coords = contract.per_request(self.lane_bits)
         self.leaf = []
         self.spine = self._switch("spine", self.leaves)

@@ -223,7 +223,7 @@ class SwitchAggregator:
         if values.shape != job_table.shape or (values != job_table).any():
             raise ValueError(
                 f"the switch sums job {spec.job_id}'s table {job_table.tolist()} but this call decodes with "
-                f"{values.tolist()}: compress with the job's description (JobSpec.thc_config(), thc-worker --job)"
+                f"{values.tolist()}: compress with the job's description (JobSpec.codec, thc-worker --job)"
             )
         frozen = getattr(table, "values", None)
         if isinstance(frozen, np.ndarray) and not frozen.flags.writeable:  # a Table; anything else may change

@@ -135,7 +135,7 @@ class SwitchProcessGroup(dist.ProcessGroup):
             )
         self.options = options
         if options.mode == THC:
-            self._sum = THCSum(options.spec.thc_config(), options.aggregator, rank)
+            self._sum = THCSum(options.spec.codec, options.aggregator, rank)
         else:
             self._sum = Fix32Sum(options.aggregator, size)
         self._gloo = gloo_group(dist.PrefixStore("gloo/", store), rank, size, timeout, options.iface)

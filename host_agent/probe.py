@@ -111,7 +111,7 @@ def probe_codec(args):
         from thc.compressor import THCCompressor
 
         # the job's codec without error feedback: a probe round depends on its own gradient only
-        config = dataclasses.replace(args.spec.thc_config(), error_feedback=False)
+        config = dataclasses.replace(args.spec.codec, error_feedback=False)
         codec = THCCompressor(config, worker_id=args.rank)
     elif codec_mode(args.mode) == FIX32:
         from thc.baselines import FixedPoint32

@@ -27,7 +27,7 @@ and, over gloo through DDP communication hooks (thc.hooks), no switch program ei
 The switch modes aggregate in one job, described once for the switch and every worker (spec/job.py's
 JobSpec): ``--job FILE``, as ``thc-ctl job add --save FILE`` writes it (its id, workers, compression,
 framing and key), or, without a file, the job options (``--bits``, ``--granularity``, ..., ``--key``).
-The THC codec is the description's (``JobSpec.thc_config()``).
+The THC codec is the description's (``JobSpec.codec``).
 
 With ``--probe FILE`` the worker does not train: it aggregates ``--probe-rounds`` rounds of seeded random
 gradients (``probe_gradient``) through the switch and saves what it sent and got, so a test can recompute
@@ -137,7 +137,7 @@ def make_hook(args, model, on_rejoin=lambda record: None):
     if args.mode in GLOO_MODES:
         from thc import hooks
 
-        state, hook = hooks.make_gloo_hook(args.mode, worker_id=args.rank, seed=args.spec.seed)
+        state, hook = hooks.make_gloo_hook(args.mode, worker_id=args.rank, seed=args.spec.codec.seed)
         return state, hook, None
     plan = None
     if args.mode == PLAN:
@@ -149,7 +149,7 @@ def make_hook(args, model, on_rejoin=lambda record: None):
     aggregator = switch_aggregator(args, on_rejoin)
     from thc import ddp
 
-    config = args.spec.thc_config()  # the codec the job was described with, on every worker
+    config = args.spec.codec  # the codec the job was described with, on every worker
     if args.mode == PLAN:
         return mixed.MixedHookState(plan, aggregator, config, workers=args.world_size), mixed.mixed_hook, aggregator
     if codec_mode(args.mode) in TABLE_MODES:

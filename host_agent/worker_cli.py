@@ -326,51 +326,49 @@ def mode_job(mode: str, spec):
 
 
 def job_description(args, given: set[str] = frozenset()):
-    """The job's JobSpec: ``--job FILE``, refused when it disagrees with this worker's job id, world size,
-    key, mode (mode_job) or a job option `given` on the command line (given_options); else the job options
-    as the mode runs them, refused when the mode overrides one of them."""
-    from spec.job import OPTION_DESTS, JobSpec, JobSpecError, spec_from_options
+    """The job's JobSpec. ``--job FILE``: the file is the job, as the controller saved it (its key the
+    switch's), and is trusted as it is; a flag of this worker that speaks of the job (job id, world size,
+    key, mode, a job option `given` on the command line, see given_options) must say what the file says.
+    Without a file: the job options as the mode runs them, refused when the mode overrides one given."""
+    from spec.job import OPTION_DESTS, JobSpec, spec_from_options
 
     stated = {field for field, dest in OPTION_DESTS.items() if dest in given}
     if args.job is None:
         job_id = 1 if args.job_id is None else args.job_id
         options = spec_from_options(args, job_id, args.world_size, key=args.key or 0)
         spec = mode_job(args.mode, options)
-        _refuse_other_options(args, stated, spec, options, f"--mode {args.mode} runs", "drop the option")
+        _refuse_disagreeing(_option_flags(args, stated, options), spec, f"--mode {args.mode} runs", "drop the option")
         return spec
     spec = JobSpec.load(args.job)
-    where = f"{args.job} describes job {spec.job_id}"
-    if args.job_id is not None and args.job_id != spec.job_id:
-        raise JobSpecError(f"{where}, not --job-id {args.job_id}: give the workers the job's own description")
-    if spec.workers != args.world_size:
-        raise JobSpecError(
-            f"{where} with {spec.workers} workers, but the world size is {args.world_size}: start one worker "
-            "per worker of the job, each with its rank"
-        )
-    if args.key is not None and args.key != spec.key:
-        raise JobSpecError(f"{where} with key {spec.key:#x}, not --key {args.key:#x}: the file's key is the job's")
-    wanted = mode_job(args.mode, spec).quantizer
-    if wanted != spec.quantizer:
-        raise JobSpecError(
-            f"{where} with quantizer {spec.quantizer}, but --mode {args.mode} runs {wanted}: give the workers "
-            "the mode's own description"
-        )
+    flags = [] if args.job_id is None else [("job_id", args.job_id, f"--job-id {args.job_id}")]
+    flags += [("workers", args.world_size, f"world size {args.world_size}")]
+    flags += [] if args.key is None else [("key", args.key, f"--key {args.key:#x}")]
+    flags += [("quantizer", mode_job(args.mode, spec).codec.quantizer, f"--mode {args.mode}")]
     if stated:
-        options = spec_from_options(args, spec.job_id, spec.workers)
-        advice = "the description is the job's; drop the option"
-        _refuse_other_options(args, stated, spec, options, f"{where} with", advice)
+        flags += _option_flags(args, stated, spec_from_options(args, spec.job_id, spec.workers))
+    where = f"{args.job} describes job {spec.job_id} with"
+    _refuse_disagreeing(flags, spec, where, "the file is the job's; drop the flag or give the job's own file")
     return spec
 
 
-def _refuse_other_options(args, stated: set[str], spec, options, says: str, advice: str) -> None:
-    """JobSpecError for the first field `stated` on the command line whose value in `options` is not the
-    one in `spec`, naming the option as it was given (a flag, or the option and its value)."""
-    from spec.job import JobSpecError, option_as_given
+def _option_flags(args, stated: set[str], options) -> list[tuple[str, object, str]]:
+    """(field, its value in `options`, the option as given) for each job option `stated` on the command line."""
+    from spec.job import option_as_given
 
-    for field in sorted(stated):
-        if getattr(options, field) != getattr(spec, field):
-            given = option_as_given(args, field)
-            raise JobSpecError(f"{says} {field} = {getattr(spec, field)}, not {given}: {advice}")
+    said = options.to_dict()  # flat, as the file has them
+    return [(field, said[field], option_as_given(args, field)) for field in sorted(stated)]
+
+
+def _refuse_disagreeing(flags, spec, says: str, advice: str) -> None:
+    """JobSpecError, in one line, for the first of `flags` (field, value, the flag as given) whose value is
+    not the one `spec` holds."""
+    from spec.job import JobSpecError
+
+    holds = spec.to_dict()
+    for field, value, flag in flags:
+        if value != holds[field]:
+            shown = f"{holds[field]:#x}" if field == "key" else holds[field]
+            raise JobSpecError(f"{says} {field} = {shown}, not {flag}: {advice}", field)
 
 
 def resolve_identity(args) -> None:

@@ -1,7 +1,7 @@
 """One description of a job: everything the switch and every worker must agree on, in one place.
 
-A THC job is a compression (bits, granularity, clip, table kind, chunk, seed, error feedback, the transform
-and the quantizer: THC's, or TernGrad's with a shared scale) and a framing
+A THC job is a compression (the codec's THCConfig: bits, granularity, clip, table kind, chunk, seed, error
+feedback, the transform and the quantizer, checked by the codec itself) and a framing
 (the program's cell size, hence coordinates per request; the window of slots; the job's key). `thc-run` or
 `thc-ctl job add` makes a JobSpec once; the switch's entries (the job's lookup table, its lane width, its
 slots and key) and each worker's codec and protocol are derived from it, and a worker is handed the whole
@@ -19,11 +19,21 @@ from fractions import Fraction
 from pathlib import Path
 
 from spec import contract
-from thc.config import QUANTIZERS, TABLE_KINDS, THCConfig, parse_probability, terngrad_conflict
+from thc.config import MAX_SEED, QUANTIZERS, TABLE_KINDS, TERNGRAD, THCConfig
 from thc.errors import ConfigError
 from usage.args import int_in
 
-__all__ = ["JobSpec", "JobSpecError", "add_job_options", "job_key", "DEFAULT_WINDOW", "DEFAULT_SLOTS", "KEYS", "NO_KEY"]
+__all__ = [
+    "JobSpec",
+    "JobSpecError",
+    "CODEC_FIELDS",
+    "add_job_options",
+    "job_key",
+    "DEFAULT_WINDOW",
+    "DEFAULT_SLOTS",
+    "KEYS",
+    "NO_KEY",
+]
 
 DEFAULT_WINDOW = 256  # requests in flight per worker: room for 256 K coordinates with 1 KiB cells
 DEFAULT_SLOTS = 256
@@ -32,34 +42,30 @@ NO_KEY = 0  # a description without a key yet: the controller draws one from KEY
 TERNGRAD_OPTIONS = "--quantizer terngrad --bits 2 --granularity 2 --table uniform --no-transform"  # thc.config.TERNGRAD
 
 
-class JobSpecError(ValueError):
-    """A job description that cannot be used as given; the message names the field and what to change."""
+class JobSpecError(ConfigError):
+    """A job description that cannot be used as given; the message names the field and what to change. A
+    ConfigError, like the codec's own (THCConfig's): one family of errors for a description that is wrong."""
 
 
 def _int(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise JobSpecError(f"job field '{name}' = {value!r}: must be an integer from {low} to {high}")
+        raise JobSpecError(f"job field '{name}' = {value!r}: must be an integer from {low} to {high}", name)
     return value
+
+
+CODEC_FIELDS = tuple(f.name for f in dataclasses.fields(THCConfig))  # a description's file holds them flat
 
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A job as the switch and its workers see it. `workers` is n, the contributions a complete sum holds
-    (on two levels: every worker under the spine). `key` is installed in the switch with the job and put in
-    every packet: a packet with another key is dropped (DROP_BAD_KEY); `thc-ctl job add` draws a fresh one."""
+    """A job as the switch and its workers see it: the workers' codec (a THCConfig, which validates its own
+    fields) and what the switch fixes. `workers` is n, the contributions a complete sum holds (on two levels:
+    every worker under the spine). `key` is installed in the switch with the job and put in every packet: a
+    packet with another key is dropped (DROP_BAD_KEY); `thc-ctl job add` draws a fresh one."""
 
     job_id: int
     workers: int
-    # THC's own parameters default to the codec's (thc.config.THCConfig, the paper's): one place holds them
-    bits: int = THCConfig.bits
-    granularity: int = THCConfig.granularity
-    clip: float = THCConfig.clip
-    table: str = THCConfig.table
-    chunk: int = THCConfig.chunk
-    seed: int = 0
-    error_feedback: bool = False
-    transform: bool = True  # the randomized Hadamard transform before quantizing (off: the ablation)
-    quantizer: str = "thc"  # or "terngrad": TernGrad's three levels, which fix bits, g, table and transform
+    codec: THCConfig = THCConfig()
     window: int = DEFAULT_WINDOW
     slots: int | None = None  # the job's slots on the switch; None: the window, at least DEFAULT_SLOTS
     words: int = contract.WORDS
@@ -68,30 +74,9 @@ class JobSpec:
     def __post_init__(self) -> None:
         _int("job_id", self.job_id, 0, contract.JOB_ID_MAX)
         _int("workers", self.workers, 1, contract.MAX_WORKERS)
-        _int("bits", self.bits, 1, contract.MAX_BITS)
-        _int("granularity", self.granularity, 1, contract.TABLE_VALUE_MAX)
-        try:
-            object.__setattr__(self, "clip", parse_probability(self.clip))
-        except ConfigError as exc:
-            raise JobSpecError(f"job field 'clip': {exc}") from None
-        if self.table not in TABLE_KINDS:
-            raise JobSpecError(f"job field 'table' = {self.table!r}: use one of {', '.join(TABLE_KINDS)}")
-        c = self.chunk
-        if isinstance(c, bool) or not isinstance(c, int) or c < 2 or c > 2**30 or c & (c - 1):
-            raise JobSpecError(f"job field 'chunk' = {c!r}: must be a power of two from 2 to 2**30")
-        _int("seed", self.seed, 0, 2**63 - 1)
-        if not isinstance(self.error_feedback, bool):
-            raise JobSpecError(f"job field 'error_feedback' = {self.error_feedback!r}: must be true or false")
-        if not isinstance(self.transform, bool):
-            raise JobSpecError(f"job field 'transform' = {self.transform!r}: must be true or false")
-        if self.quantizer not in QUANTIZERS:
-            raise JobSpecError(f"job field 'quantizer' = {self.quantizer!r}: use one of {', '.join(QUANTIZERS)}")
-        conflict = terngrad_conflict(self) if self.quantizer == "terngrad" else None
-        if conflict:
-            raise JobSpecError(
-                f"job field '{conflict}' = {getattr(self, conflict)!r}: the terngrad quantizer's three levels are the "
-                f"uniform 2-bit table at g = 2 with no transform ({TERNGRAD_OPTIONS})"
-            )
+        if not isinstance(self.codec, THCConfig):
+            raise JobSpecError(f"job field 'codec' = {self.codec!r}: must be a thc.config.THCConfig", "codec")
+        self._check_codec_fits_the_switch()
         if self.slots is None:
             _int("window", self.window, 1, contract.SLOTS)
             object.__setattr__(self, "slots", max(self.window, DEFAULT_SLOTS))
@@ -100,22 +85,37 @@ class JobSpec:
         if self.words not in contract.WORDS_VARIANTS:
             raise JobSpecError(
                 f"job field 'words' = {self.words!r}: the program's cells have "
-                f"{', '.join(map(str, contract.WORDS_VARIANTS))} words"
+                f"{', '.join(map(str, contract.WORDS_VARIANTS))} words",
+                "words",
             )
         _int("key", self.key, NO_KEY, KEYS[-1])  # KEYS, or NO_KEY
-        levels = 1 << self.bits
-        if self.quantizer == "thc" and self.granularity < levels - 1:
+
+    def _check_codec_fits_the_switch(self) -> None:
+        """The codec is valid (THCConfig said so); what the program fixes on top: indices of at most
+        contract.MAX_BITS bits, table values in a byte, a table named by its kind, sums that fit a lane, and
+        (for THC's tables) a value of its own for every index."""
+        c = self.codec
+        _int("bits", c.bits, 1, contract.MAX_BITS)
+        _int("granularity", c.granularity, 1, contract.TABLE_VALUE_MAX)
+        if not isinstance(c.table, str):
             raise JobSpecError(
-                f"job {self.job_id}: a {self.bits}-bit table has {levels} levels, so g must be at least "
-                f"{levels - 1} for each index to stand for its own value (got g={self.granularity}); raise g or "
-                "lower --bits"
+                f"job field 'table' = {c.table!r}: a job names its table kind ({', '.join(TABLE_KINDS)})", "table"
             )
-        total = self.workers * self.granularity
+        levels = 1 << c.bits
+        if c.quantizer == "thc" and c.granularity < levels - 1:
+            raise JobSpecError(
+                f"job {self.job_id}: a {c.bits}-bit table has {levels} levels, so g must be at least "
+                f"{levels - 1} for each index to stand for its own value (got g={c.granularity}); raise g or "
+                "lower --bits",
+                "granularity",
+            )
+        total = self.workers * c.granularity
         if total > contract.SUM_LANE_MAX:
             raise JobSpecError(
-                f"job {self.job_id}: sums need n*g = {self.workers}*{self.granularity} = {total}, more than "
+                f"job {self.job_id}: sums need n*g = {self.workers}*{c.granularity} = {total}, more than "
                 f"the switch's widest lanes hold ({contract.SUM_LANE_MAX}); use fewer workers or a smaller "
-                "granularity"
+                "granularity",
+                "workers",
             )
 
     # ---- what follows from it ---------------------------------------------------------------------
@@ -123,7 +123,7 @@ class JobSpec:
     @property
     def lane_bits(self) -> int:
         """THC sum lanes: 8 bits when every sum fits a byte (n*g <= 255), else 16."""
-        return contract.LANES_8 if self.workers * self.granularity <= contract.LANE8_MAX else contract.LANES_16
+        return contract.LANES_8 if self.workers * self.codec.granularity <= contract.LANE8_MAX else contract.LANES_16
 
     @property
     def coords_per_request(self) -> int:
@@ -136,48 +136,50 @@ class JobSpec:
         return contract.per_request(contract.LANES_INT32, self.words)
 
     def thc_config(self) -> THCConfig:
-        """The workers' codec."""
-        return THCConfig(
-            bits=self.bits,
-            granularity=self.granularity,
-            clip=self.clip,
-            table=self.table,
-            chunk=self.chunk,
-            seed=self.seed,
-            error_feedback=self.error_feedback,
-            transform=self.transform,
-            quantizer=self.quantizer,
-        )
+        """`codec`, under its old name: bench/bench_host_agent.py still calls it (another branch edits that file)."""
+        return self.codec
 
     def table_values(self) -> list[int]:
         """V[0 .. 2^b - 1], the table the switch sums with and the workers decode with."""
-        return [int(v) for v in self.thc_config().make_table().values]
+        return [int(v) for v in self.codec.make_table().values]
 
     def replace(self, **changes) -> JobSpec:
+        """This job with other framing (window, slots, key, ...) or, for a codec field, another codec."""
+        codec = {name: changes.pop(name) for name in CODEC_FIELDS if name in changes}
+        if codec:
+            changes["codec"] = dataclasses.replace(changes.get("codec", self.codec), **codec)
         return dataclasses.replace(self, **changes)
 
-    # ---- as a file --------------------------------------------------------------------------------
+    # ---- as a file: one flat JSON object, the codec's fields beside the framing ---------------------
 
     def to_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out["clip"] = _clip_text(self.clip)
-        return out
+        codec = dataclasses.asdict(self.codec)
+        codec["clip"] = _clip_text(self.codec.clip)
+        framing = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "codec"}
+        return {"job_id": self.job_id, "workers": self.workers, **codec, **framing}
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "the job description") -> JobSpec:
         if not isinstance(data, dict):
             raise JobSpecError(f"{where}: a job description is a JSON object, not {type(data).__name__}")
-        names = {f.name for f in dataclasses.fields(cls)}
+        framing = {f.name for f in dataclasses.fields(cls)} - {"codec"}
+        names = framing | set(CODEC_FIELDS)
         unknown = sorted(set(data) - names)
         if unknown:
-            raise JobSpecError(f"{where}: unknown field '{unknown[0]}' (fields: {', '.join(sorted(names))})")
+            fields = ", ".join(sorted(names))
+            raise JobSpecError(f"{where}: unknown field '{unknown[0]}' (fields: {fields})", unknown[0])
         missing = [n for n in ("job_id", "workers") if n not in data]
         if missing:
-            raise JobSpecError(f"{where}: field '{missing[0]}' is missing")
+            raise JobSpecError(f"{where}: field '{missing[0]}' is missing", missing[0])
         try:
-            return cls(**data)
-        except JobSpecError as exc:
-            raise JobSpecError(f"{where}: {exc}") from None
+            codec = THCConfig(**{name: data[name] for name in CODEC_FIELDS if name in data})
+            return cls(codec=codec, **{name: data[name] for name in framing if name in data})
+        except ConfigError as exc:
+            field = f"field '{exc.field}': " if exc.field and f"'{exc.field}'" not in str(exc) else ""
+            tern = data.get("quantizer") == "terngrad" and exc.field in TERNGRAD
+            raise JobSpecError(
+                f"{where}: {field}{exc}" + (f" ({TERNGRAD_OPTIONS})" if tern else ""), exc.field
+            ) from None
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
@@ -194,12 +196,13 @@ class JobSpec:
 
     def describe(self) -> str:
         """One line for logs: what the job compresses and how it is framed."""
-        parts = "" if self.transform else ", no transform"
-        parts += ", error feedback" if self.error_feedback else ""
-        codec = "TernGrad" if self.quantizer == "terngrad" else f"{self.table} table"
+        c = self.codec
+        parts = "" if c.transform else ", no transform"
+        parts += ", error feedback" if c.error_feedback else ""
+        kind = "TernGrad" if c.quantizer == "terngrad" else f"{c.table} table"
         return (
-            f"job {self.job_id}: {self.workers} workers, b={self.bits} g={self.granularity} "
-            f"p={_clip_text(self.clip)} {codec}{parts}, {self.lane_bits}-bit lanes, "
+            f"job {self.job_id}: {self.workers} workers, b={c.bits} g={c.granularity} "
+            f"p={_clip_text(c.clip)} {kind}{parts}, {self.lane_bits}-bit lanes, "
             f"{self.coords_per_request} coordinates a request, window {self.window} of {self.slots} slots"
         )
 
@@ -228,7 +231,7 @@ def job_key(text: str) -> int:
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:
     """The compression and framing options of a job, with their defaults."""
-    d = JobSpec(job_id=0, workers=1)
+    d = THCConfig()
     g = parser.add_argument_group("the job (one description for the switch and every worker)")
     g.add_argument(
         "--bits", type=int_in(1, 4), default=d.bits, help=f"bits per coordinate upstream, 1..4 (default {d.bits})"
@@ -246,7 +249,7 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--thc-seed",
-        type=int_in(0, 2**64 - 1),
+        type=int_in(0, MAX_SEED),
         default=d.seed,
         metavar="S",
         help="the workers' shared seed of the Hadamard signs and rounding streams (default 0)",
@@ -267,8 +270,8 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--window",
         type=int_in(1, contract.SLOTS),
-        default=d.window,
-        help=f"requests in flight per worker, the same on every worker (default {d.window})",
+        default=DEFAULT_WINDOW,
+        help=f"requests in flight per worker, the same on every worker (default {DEFAULT_WINDOW})",
     )
     g.add_argument(
         "--slots",
@@ -301,7 +304,7 @@ def spec_from_options(args: argparse.Namespace, job_id: int, workers: int, **cha
     fields = {field: getattr(args, dest) for field, dest in OPTION_DESTS.items()}
     fields.update(job_id=job_id, workers=workers)
     fields.update(changes)
-    return JobSpec(**fields)
+    return JobSpec.from_dict(fields, "the job options")
 
 
 def option_as_given(args: argparse.Namespace, field: str) -> str:

@@ -20,6 +20,8 @@ from .limits import (
 )
 from .tables import Table, make_table
 
+MAX_SEED = 2**64 - 1  # numpy's SeedSequence takes any; a seed is written to job.json and given as --thc-seed
+
 __all__ = [
     "THCConfig",
     "DEFAULT_CHUNK",
@@ -32,6 +34,7 @@ __all__ = [
     "QUANTIZERS",
     "TERNGRAD",
     "MAX_BITS",
+    "MAX_SEED",
 ]
 
 
@@ -69,32 +72,35 @@ class THCConfig:
         object.__setattr__(self, "clip", parse_probability(self.clip))
         if isinstance(self.table, str):
             if self.table not in TABLE_KINDS:
-                raise ConfigError(f"table kind {self.table!r} unknown: use one of {', '.join(TABLE_KINDS)}")
+                raise ConfigError(f"table kind {self.table!r} unknown: use one of {', '.join(TABLE_KINDS)}", "table")
         else:
             if not isinstance(self.table, Table):
-                raise ConfigError(f"table must be 'optimal', 'uniform' or a Table, not {type(self.table).__name__}")
+                raise ConfigError(
+                    f"table must be 'optimal', 'uniform' or a Table, not {type(self.table).__name__}", "table"
+                )
             if (self.table.bits, self.table.granularity) != (self.bits, self.granularity) or not math.isclose(
                 self.table.clip, self.clip, rel_tol=1e-12
             ):
                 raise ConfigError(
                     f"table (b={self.table.bits}, g={self.table.granularity}, p={self.table.clip}) does not match "
-                    f"the config (b={self.bits}, g={self.granularity}, p={self.clip})"
+                    f"the config (b={self.bits}, g={self.granularity}, p={self.clip})",
+                    "table",
                 )
         c = self.chunk
         if isinstance(c, bool) or not isinstance(c, int) or c < 2 or c > 2**30 or c & (c - 1):
-            raise ConfigError(f"chunk={c!r} must be a power of two from 2 to 2**30")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed={self.seed!r} must be a non-negative integer")
+            raise ConfigError(f"chunk={c!r} must be a power of two from 2 to 2**30", "chunk")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"seed={self.seed!r} must be an integer from 0 to 2**64-1", "seed")
         if not isinstance(self.error_feedback, bool):
-            raise ConfigError(f"error_feedback={self.error_feedback!r} must be True or False")
+            raise ConfigError(f"error_feedback={self.error_feedback!r} must be True or False", "error_feedback")
         if not isinstance(self.transform, bool):
-            raise ConfigError(f"transform={self.transform!r} must be True or False")
+            raise ConfigError(f"transform={self.transform!r} must be True or False", "transform")
         if self.quantizer not in QUANTIZERS:
-            raise ConfigError(f"quantizer {self.quantizer!r} unknown: use one of {', '.join(QUANTIZERS)}")
+            raise ConfigError(f"quantizer {self.quantizer!r} unknown: use one of {', '.join(QUANTIZERS)}", "quantizer")
         conflict = terngrad_conflict(self) if self.quantizer == "terngrad" else None
         if conflict:
             fixed = ", ".join(f"{name}={value!r}" for name, value in TERNGRAD.items())
-            raise ConfigError(f"{conflict}={getattr(self, conflict)!r}: the terngrad quantizer needs {fixed}")
+            raise ConfigError(f"{conflict}={getattr(self, conflict)!r}: the terngrad quantizer needs {fixed}", conflict)
 
     def make_table(self) -> Table:
         """The lookup table this config names (computed once per process, then cached)."""

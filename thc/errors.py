@@ -21,7 +21,13 @@ class THCError(ValueError):
 
 
 class ConfigError(THCError):
-    """A parameter is out of range: bits, granularity, clip probability, chunk size, seed, kind."""
+    """A parameter is out of range: bits, granularity, clip probability, chunk size, seed, kind. `field` names
+    the THCConfig field when there is one, so that a job description read from a file can say which line
+    to change."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class TableError(THCError):

@@ -39,21 +39,23 @@ def parse_probability(value: str | float | Fraction) -> float:
     try:
         p = float(Fraction(value.strip())) if isinstance(value, str) else float(value)
     except (ValueError, ZeroDivisionError, TypeError) as exc:
-        raise ConfigError(f"clip probability {value!r} is not a number or a fraction like 1/32") from exc
+        raise ConfigError(f"clip probability {value!r} is not a number or a fraction like 1/32", "clip") from exc
     if not (math.isfinite(p) and 0.0 < p < 1.0):
-        raise ConfigError(f"clip probability p={value!r} must lie strictly between 0 and 1")
+        raise ConfigError(f"clip probability p={value!r} must lie strictly between 0 and 1", "clip")
     return p
 
 
 def check_bits(bits: object) -> int:
     if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= MAX_BITS:
-        raise ConfigError(f"bits={bits!r} out of range: THC supports 1 to {MAX_BITS} bits per coordinate")
+        raise ConfigError(f"bits={bits!r} out of range: THC supports 1 to {MAX_BITS} bits per coordinate", "bits")
     return bits
 
 
 def check_granularity(granularity: object) -> int:
     if isinstance(granularity, bool) or not isinstance(granularity, int) or not 1 <= granularity <= 65535:
-        raise ConfigError(f"granularity g={granularity!r} out of range: it must be an integer from 1 to 65535")
+        raise ConfigError(
+            f"granularity g={granularity!r} out of range: it must be an integer from 1 to 65535", "granularity"
+        )
     return granularity
 
 

@@ -18,6 +18,7 @@ from spec import contract
 from spec.job import JobSpec
 from tests.support.mock_switch import MockSwitch, contract_p4info
 from tests.support.thc_ctl import cli, star4
+from thc.config import THCConfig
 from topologies.targets import free_tcp_port
 
 Update = p4runtime_pb2.Update
@@ -27,7 +28,7 @@ WORDS = contract.WORDS  # the mock's program has the default build's cells
 def spec(job_id: int, workers: int, **kw) -> JobSpec:
     """A job's description with a fixed key (the tests spell the bytes sent)."""
     kw.setdefault("key", 0xC0FFEE)
-    return JobSpec(job_id=job_id, workers=workers, **kw)
+    return JobSpec.from_dict({"job_id": job_id, "workers": workers, **kw})  # flat fields, as in a job.json
 
 
 def two_tier(port1: int, port2: int) -> dict:
@@ -519,7 +520,7 @@ def test_cli_end_to_end_on_one_switch(mock, tmp_path):
     added = json.loads(out)
     assert added["worker_mask"] == 0xF and added["n_slots"] == 64 and added["lane_bits"] == 8
     described = JobSpec.load(saved)  # what the workers get: the job's description with the switch's key
-    assert (described.job_id, described.workers, described.bits, described.window) == (1, 4, 3, 64)
+    assert (described.job_id, described.workers, described.codec.bits, described.window) == (1, 4, 3, 64)
     assert described.key == added["key"] != 0 and list(added["table"]) == described.table_values()
     status, out, _ = cli("table", "show", "--grpc-addr", mock.addr)
     assert status == 0 and f"job 1: V={described.table_values()} (b=3, g=30), 8-bit lanes" in out
@@ -681,7 +682,7 @@ def test_a_job_file_is_the_description_it_installs(mock, tmp_path):
     topo_file = tmp_path / "star4.json"
     topo_file.write_text(json.dumps(star4(port)))
     described = tmp_path / "described.json"
-    JobSpec(job_id=4, workers=2, granularity=60, table="uniform", bits=2, key=77).save(described)
+    JobSpec(job_id=4, workers=2, codec=THCConfig(granularity=60, table="uniform", bits=2), key=77).save(described)
     status, out, err = cli("job", "add", "--topology", str(topo_file), "--workers", "h1,h2", "--job", str(described),
                            "--json")  # fmt: skip
     assert status == 0, err

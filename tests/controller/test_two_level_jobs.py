@@ -65,7 +65,7 @@ def aggregate(fabric, spec: JobSpec, hosts: list[str], slot: int, rnd: int, seed
     idx = {h: rng.integers(0, 16, size=spec.coords_per_request, dtype=np.uint8) for h in hosts}
     frames = [(h, worker_request(fabric.topo, h, spec, slot, rnd, idx[h])) for h in hosts]
     received = walk(fabric.topo, lambda sw, port, f: fabric.devices[sw].engine.process(port, f), frames)
-    table = spec.thc_config().make_table()
+    table = spec.codec.make_table()
     return received, [int(v) for v in reference_aggregate([idx[h] for h in hosts], table)]
 
 

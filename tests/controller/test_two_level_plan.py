@@ -64,7 +64,7 @@ def test_planned_writes_aggregate_all_eight_workers_exactly():
         host: frames[0] for host, frames in walk(topo, lambda sw, port, f: switches[sw].send(port, f), requests).items()
     }
     assert sorted(received) == sorted(topo.workers)
-    expected = [int(v) for v in reference_aggregate(idx, spec.thc_config().make_table())]
+    expected = [int(v) for v in reference_aggregate(idx, spec.codec.make_table())]
     for host, frame in received.items():
         thc = tp.Parsed.of(frame)
         assert (thc.kind, thc.count, thc.worker_id, thc.key) == (1, 8, topo.worker_id(host), spec.key)

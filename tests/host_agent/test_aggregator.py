@@ -16,7 +16,7 @@ TABLE = np.array([0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30])  #
 
 
 def aggregators(n, window=16, loss=0.0, **spec):
-    job = SimJob.plan(JobSpec(job_id=1, workers=n, window=window, slots=window, **spec))
+    job = SimJob.plan(JobSpec.from_dict({"job_id": 1, "workers": n, "window": window, "slots": window, **spec}))
     switch = FakeSwitch()
     switch.add_job(job)
     _, protocols = attach_workers(

@@ -33,7 +33,7 @@ KEY = 0x5EED
 
 
 def job_of(n: int, window: int, **spec) -> SimJob:
-    return SimJob.plan(JobSpec(job_id=JOB, workers=n, window=window, slots=window, **spec))
+    return SimJob.plan(JobSpec.from_dict({"job_id": JOB, "workers": n, "window": window, "slots": window, **spec}))
 
 
 class PerFrame:

@@ -307,9 +307,10 @@ def test_switch_aggregator_open_over_a_real_interface(veth):
     from harness.sim import SERVICE, SimJob, worker_endpoint
     from host_agent.aggregator import SwitchAggregator
     from spec.job import JobSpec
+    from thc.config import THCConfig
 
     a, b = veth
-    job = SimJob.plan(JobSpec(job_id=9, workers=1, bits=3, granularity=64, table="uniform", window=8, slots=8))
+    job = SimJob.plan(JobSpec(9, 1, THCConfig(bits=3, granularity=64, table="uniform"), window=8, slots=8))
     table = list(job.job.table)
     switch = FakeSwitch()
     switch.add_job(job)

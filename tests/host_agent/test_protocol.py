@@ -62,7 +62,10 @@ def event_counts(engine) -> Counter:
 
 def job_of(n=4, window=8, slots=None, epoch=1, **spec) -> SimJob:
     """Job JOB of n workers (`spec`: more of its description, e.g. granularity for 16-bit lanes)."""
-    return SimJob.plan(JobSpec(job_id=JOB, workers=n, window=window, slots=slots or window, **spec), epoch=epoch)
+    return SimJob.plan(
+        JobSpec.from_dict({"job_id": JOB, "workers": n, "window": window, "slots": slots or window, **spec}),
+        epoch=epoch,
+    )
 
 
 def cluster(
@@ -418,7 +421,7 @@ def test_sums_equal_thc_reference_aggregate(new_engine, bits, n, g):
     rng = np.random.default_rng(8)
     data = [[rng.integers(0, 2**bits, size=s, dtype=np.uint8) for s in (7777, 64)] for _ in range(n)]
     workers, _, _, _, _ = cluster(new_engine, n=n, spec=dict(bits=bits, granularity=g))
-    table = workers[0].spec.thc_config().make_table()
+    table = workers[0].spec.codec.make_table()
     for sums, count in run_all(workers, [lambda w, d=d: w.start_sum_indices(d) for d in data]):
         assert count == n
         for c in range(2):

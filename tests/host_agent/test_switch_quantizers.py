@@ -19,6 +19,7 @@ from host_agent.worker_cli import mode_job
 from spec.job import JobSpec
 from tests.support import paths
 from thc import THCCompressor
+from thc.config import THCConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,7 +31,7 @@ def through_the_program(spec: JobSpec, grads: list[torch.Tensor]):
     engine = SoftwareSwitch.from_json(str(paths.THC_JSON))
     program_engine(engine, job)
     _, workers = attach_workers(engine, job, clock=VirtualClock())
-    comps = [THCCompressor(job.spec.thc_config(), worker_id=w) for w in job.worker_ids]
+    comps = [THCCompressor(job.spec.codec, worker_id=w) for w in job.worker_ids]
     preps = [c.prepare(g, 0) for c, g in zip(comps, grads)]
     ops = [w.start_max(p.norms.numpy()) for w, p in zip(workers, preps)]
     drive(workers)
@@ -47,12 +48,12 @@ def through_the_program(spec: JobSpec, grads: list[torch.Tensor]):
 
 def reference(spec: JobSpec, maxima, indices, prep) -> tuple[list[np.ndarray], np.ndarray]:
     """Sums of the job's table values and x_hat = (S/n - g/2) step per chunk, in numpy."""
-    values, g, n = np.array(spec.table_values()), spec.granularity, spec.workers
-    table = spec.thc_config().make_table()
+    values, g, n = np.array(spec.table_values()), spec.codec.granularity, spec.workers
+    table = spec.codec.make_table()
     sums, decoded = [], []
     for c, m in zip(prep.chunks, maxima.double().numpy()):
         s = sum(values[i[c.index]] for i in indices)
-        step = 2 * m / g if spec.quantizer == "terngrad" else table.inc * m / math.sqrt(c.padded)
+        step = 2 * m / g if spec.codec.quantizer == "terngrad" else table.inc * m / math.sqrt(c.padded)
         sums.append(s)
         decoded.append((s[: c.length] / n - g / 2) * step)
     return sums, np.concatenate(decoded).astype(np.float32)
@@ -68,7 +69,9 @@ def reference(spec: JobSpec, maxima, indices, prep) -> tuple[list[np.ndarray], n
     ],
 )
 def test_every_worker_decodes_the_reference_bit_for_bit(mode, workers, fields, lanes):
-    spec = mode_job(mode, JobSpec(job_id=2, workers=workers, chunk=1024, window=16, slots=16, **fields))
+    spec = mode_job(
+        mode, JobSpec(job_id=2, workers=workers, codec=THCConfig(chunk=1024, **fields), window=16, slots=16)
+    )
     assert spec.lane_bits == lanes
     gen = torch.Generator().manual_seed(workers)
     grads = [torch.randn(2500, generator=gen) * (1 + w % 3) for w in range(workers)]
@@ -87,6 +90,6 @@ def test_a_model_trains_in_terngrad_switch_mode_through_the_program():
     engine = SoftwareSwitch.from_json(str(paths.THC_JSON))
     program_engine(engine, job)
     aggregators = cluster.jobs_aggregators(engine, [job])[job.job_id]
-    ranks = cluster.train_ddp("mlp-digits", "thc", 8, config=spec.thc_config(), aggregators=aggregators)
+    ranks = cluster.train_ddp("mlp-digits", "thc", 8, config=spec.codec, aggregators=aggregators)
     assert ranks[0]["after"] < ranks[0]["before"], ranks[0]
     assert torch.equal(ranks[0]["params"], ranks[1]["params"])

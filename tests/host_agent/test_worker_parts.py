@@ -7,8 +7,9 @@ import pytest
 from host_agent import worker
 from spec.job import TERNGRAD_OPTIONS, JobSpec
 from tests.host_agent.test_worker_job import SWITCH, parsed
+from thc.config import THCConfig
 
-TERN = dict(quantizer="terngrad", bits=2, granularity=2, table="uniform", transform=False)
+TERN = THCConfig(quantizer="terngrad", bits=2, granularity=2, table="uniform", transform=False)
 
 
 def described(*argv: str, mode: str = "thc") -> JobSpec:
@@ -17,22 +18,21 @@ def described(*argv: str, mode: str = "thc") -> JobSpec:
 
 
 def test_the_options_switch_the_parts_off():
-    assert described("--no-transform", "--error-feedback") == JobSpec(
-        job_id=1, workers=4, transform=False, error_feedback=True
-    )
-    assert described(*TERNGRAD_OPTIONS.split()) == JobSpec(job_id=1, workers=4, **TERN)
+    want = JobSpec(job_id=1, workers=4, codec=THCConfig(transform=False, error_feedback=True))
+    assert described("--no-transform", "--error-feedback") == want
+    assert described(*TERNGRAD_OPTIONS.split()) == JobSpec(job_id=1, workers=4, codec=TERN)
 
 
 def test_the_terngrad_switch_mode_runs_terngrad_on_the_jobs_framing():
     spec = described("--window", "64", mode="terngrad-switch")
-    assert spec == JobSpec(job_id=1, workers=4, window=64, **TERN)
+    assert spec == JobSpec(job_id=1, workers=4, codec=TERN, window=64)
     assert described("--bits", "2", mode="terngrad-switch") == spec.replace(window=256)  # agrees: fine
     assert "terngrad-switch" in worker.SWITCH_MODES and "terngrad-switch" in worker.FAILOVER_MODES
 
 
 @pytest.fixture
 def files(tmp_path):
-    thc, tern = JobSpec(job_id=5, workers=4, key=7), JobSpec(job_id=6, workers=4, key=8, **TERN)
+    thc, tern = JobSpec(job_id=5, workers=4, key=7), JobSpec(job_id=6, workers=4, codec=TERN, key=8)
     thc.save(tmp_path / "thc.json")
     tern.save(tmp_path / "tern.json")
     return tmp_path, thc, tern
@@ -51,9 +51,9 @@ def test_a_description_is_the_codec_it_names(files):
     "argv, says",
     [
         (("--mode", "terngrad-switch", "--bits", "4"), "--mode terngrad-switch runs bits = 2, not --bits 4"),
-        (("--mode", "terngrad-switch", "--job", "thc.json"), "with quantizer thc, but --mode terngrad-switch runs"),
+        (("--mode", "terngrad-switch", "--job", "thc.json"), "with quantizer = thc, not --mode terngrad-switch"),
         (("--job", "thc.json", "--no-transform"), "with transform = True, not --no-transform"),
-        (("--job", "thc.json", "--quantizer", "terngrad"), "job field 'bits' = 4"),
+        (("--job", "thc.json", "--quantizer", "terngrad"), "field 'bits': bits=4: the terngrad quantizer needs"),
         (("--job", "tern.json", "--error-feedback"), "with error_feedback = False, not --error-feedback"),
     ],
 )

@@ -241,9 +241,10 @@ def test_no_result_outgrows_the_packet_that_makes_it_by_more_than_bmv2s_headroom
 
 def test_a_sum_of_256_takes_16_bit_lanes_which_hold_it(target):
     from spec.job import JobSpec
+    from thc.config import THCConfig
 
-    assert JobSpec(job_id=JOB, workers=N, granularity=85).lane_bits == 8  # n*g = 255
-    assert JobSpec(job_id=JOB, workers=4, granularity=64).lane_bits == 16  # n*g = 256
+    assert JobSpec(JOB, N, THCConfig(granularity=85)).lane_bits == 8  # n*g = 255
+    assert JobSpec(JOB, 4, THCConfig(granularity=64)).lane_bits == 16  # n*g = 256
     four = JOB + 2
     set_job(target, four, lane_bits=16, slot_base=0, n=4, mask=0b1111, group=GROUP + 2, epoch=6)
     target.set_group(GROUP + 2, [(worker_port(w), w) for w in range(4)])

@@ -9,6 +9,7 @@ from controller.topology import Topology
 from spec.job import JobSpec
 from tests.support.testbed_standins import Control, bed_with
 from tests.topologies.test_runner_cli import as_user  # noqa: F401 - the fixture
+from thc.config import THCConfig
 from topologies import runner
 from topologies import testbed as testbed_module
 from topologies.workers import WorkerOptions, worker_command
@@ -28,7 +29,7 @@ def test_the_parts_options_get_as_far_as_the_root_check(as_user, capsys):  # noq
 
 
 def test_the_job_each_mode_runs():
-    job = JobSpec(job_id=4, workers=8, window=64, error_feedback=True)
+    job = JobSpec(job_id=4, workers=8, codec=THCConfig(error_feedback=True), window=64)
     topo = type("Topo", (), {"workers": ["h1", "h2", "h3"]})()
     assert WorkerOptions(mode="thc", steps=1, job=job).job_for(topo) == job.replace(workers=3)
     tern = WorkerOptions(mode="terngrad-switch", steps=1, job=job).job_for(topo)
@@ -49,7 +50,7 @@ def test_a_terngrad_switch_run_installs_the_three_level_job_its_workers_get(monk
 
     options = WorkerOptions(mode="terngrad-switch", steps=1, job=JobSpec(job_id=5, workers=3))
     bed_with(Recording(), tmp_path).run_workers(options)
-    assert installed[0].quantizer == "terngrad" and installed[0].table_values() == [0, 1, 1, 2]
+    assert installed[0].codec.quantizer == "terngrad" and installed[0].table_values() == [0, 1, 1, 2]
     given = JobSpec.load(tmp_path / "terngrad-switch" / "job.json")
     assert given == installed[0].replace(key=0xBEEF)  # the workers' description is the switch's, key included
     assert json.loads((tmp_path / "terngrad-switch" / "job.json").read_text())["quantizer"] == "terngrad"
