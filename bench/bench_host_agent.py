@@ -432,7 +432,7 @@ def veth_round(iface: str, quick: bool) -> None:
             first_request=i * 10**7,
         )  # fmt: skip
         agg = SwitchAggregator(worker)
-        state = THCHookState(job.spec.thc_config(), agg, worker_id=0)
+        state = THCHookState(job.spec.codec, agg, worker_id=0)
         comp = state.compressor_for(0, coords)
         grad = torch.from_numpy(np.random.default_rng(coords).standard_normal(coords).astype(np.float32))
         bucket = grad.clone()

@@ -135,10 +135,6 @@ class JobSpec:
         """FIX32 values per request: two int32 per word (256 with 1 KiB cells)."""
         return contract.per_request(contract.LANES_INT32, self.words)
 
-    def thc_config(self) -> THCConfig:
-        """`codec`, under its old name: bench/bench_host_agent.py still calls it (another branch edits that file)."""
-        return self.codec
-
     def table_values(self) -> list[int]:
         """V[0 .. 2^b - 1], the table the switch sums with and the workers decode with."""
         return [int(v) for v in self.codec.make_table().values]
