@@ -67,8 +67,10 @@ class Variant:
     mode: str = "thc"  # the switch mode that runs it (thc-run --modes)
     fields: dict = field(default_factory=dict)  # THCConfig fields that differ from the default codec
 
-    def spec(self, job_id: int, workers: int, **framing) -> JobSpec:
-        return mode_job(self.mode, JobSpec(job_id=job_id, workers=workers, codec=THCConfig(**self.fields), **framing))
+    def spec(self, job_id: int, workers: int, **changes) -> JobSpec:
+        """The variant's job; `changes` are framing or codec fields (seed=...), as JobSpec.replace takes them."""
+        job = JobSpec(job_id=job_id, workers=workers, codec=THCConfig(**self.fields)).replace(**changes)
+        return mode_job(self.mode, job)
 
 
 VARIANTS = {
