@@ -421,7 +421,7 @@ def veth_round(iface: str, quick: bool) -> None:
     from host_agent.aggregator import SwitchAggregator
     from host_agent.protocol import WorkerProtocol
     from host_agent.transport import RawSocketTransport
-    from thc.ddp import THCHookState, _thc_reduce
+    from thc.ddp import THCHookState, thc_reduce
 
     torch.set_num_threads(1)  # as thc-run's workers run (OMP_NUM_THREADS=1): idle OpenMP threads spin on CPU
     transport = RawSocketTransport(iface)
@@ -465,7 +465,7 @@ def veth_round(iface: str, quick: bool) -> None:
             bucket.copy_(grad)  # the bucket as backward left it (decode writes the average into it)
             norm_finished[0] = False
             t = time.process_time()
-            out = _thc_reduce(state, bucket, 0, step)
+            out = thc_reduce(state, bucket, 0, step)
             total[0] += time.process_time() - t
             return out
 
