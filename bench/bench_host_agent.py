@@ -32,14 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import record as bench_record
-from harness.fake_switch import FakeSwitch
-from harness.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint
-from host_agent import wire
-from host_agent.protocol import drive
-from spec.job import JobSpec
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as `python bench/bench_host_agent.py`
+
+from bench import record as bench_record  # noqa: E402
+from harness.fake_switch import FakeSwitch  # noqa: E402
+from harness.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint  # noqa: E402
+from host_agent import wire  # noqa: E402
+from host_agent.protocol import drive  # noqa: E402
+from spec.job import JobSpec  # noqa: E402
 from topologies import provenance
-from usage.args import OneLineParser
+from usage.args import OneLineParser, folder
 
 ROOT = Path(__file__).resolve().parents[1]
 N_WORKERS = 4
@@ -638,6 +640,13 @@ def main(argv=None) -> int:
     parser.add_argument("--no-veth", action="store_true")
     parser.add_argument("--worker-only", action="store_true", help="only the worker side (echo switch, veth)")
     parser.add_argument("--before", metavar="TREE", help="also time the worker of this source tree over the veth")
+    parser.add_argument(
+        "--out",
+        type=folder,
+        default=ROOT / "bench" / "out",
+        metavar="DIR",
+        help="where --worker-only writes its record (default bench/out)",
+    )
     parser.add_argument("--veth-worker", metavar="IFACE", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="native", help=argparse.SUPPRESS)
     parser.add_argument("--veth-round", metavar="IFACE", help=argparse.SUPPRESS)
@@ -655,7 +664,7 @@ def main(argv=None) -> int:
             report_worker(args.quick)
             if not args.no_veth:
                 bench_veth_worker(args.quick, args.before)
-        bench_record.write(ROOT / "bench" / "out", "bench_host_agent_worker", started, notes.figures)
+        bench_record.write(Path(args.out), "bench_host_agent_worker", started, notes.figures)
         return 0
     bench_codec(n)
     if not args.no_veth:

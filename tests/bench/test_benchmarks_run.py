@@ -31,7 +31,13 @@ IN_PROCESS = [
         "f.json",
     ),
 ]
-ON_MININET = [
+ON_MININET = [  # and the ones that make veth pairs (root)
+    (
+        "bench_host_agent",
+        ["--worker-only", "--quick", "--out", "{out}"],
+        "full THC round, 1048576 coordinates",
+        "bench_host_agent_worker.record.json",
+    ),
     ("bench_tta", ["--modes", "thc", "--bw", "50", "--steps", "10", "--out", "{out}"], "THC at 50", "bench_tta.json"),
     (
         "bench_timeline",
