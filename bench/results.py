@@ -17,7 +17,10 @@ import re
 import sys
 from pathlib import Path
 
-from usage.args import OneLineParser, input_file
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as `python bench/results.py`
+
+from topologies.report import label  # noqa: E402  (a mode's name in tables: thc/modes.py's registry)
+from usage.args import OneLineParser, input_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results.md"
@@ -29,7 +32,6 @@ TARGET_LABELS = {
     "thc-switch": "thc-switch on veths",
     "bmv2": "BMv2 `simple_switch_grpc` on veths",
 }
-MODE_LABELS = {"thc": "THC via switch", "fix32": "FIX32 via switch", "gloo": "gloo all-reduce"}
 
 
 def _n(value, digits: int = 1) -> str:
@@ -37,10 +39,6 @@ def _n(value, digits: int = 1) -> str:
     if value is None:
         return "–"
     return f"{value:,.{digits}f}"
-
-
-def _mode(mode: str) -> str:
-    return MODE_LABELS.get(mode, mode)
 
 
 def provenance_line(name: str, record: dict) -> str:
@@ -121,7 +119,7 @@ def render_e2e(figures: dict) -> str:
         rows = [
             [
                 f"{a['bw_mbit']:g}",
-                _mode(a["mode"]),
+                label(a["mode"]),
                 _n(a["median_s"] * 1e3),
                 _n(a["bound_s"] * 1e3),
                 f"{a['x_bound']:.2f}×",
@@ -148,7 +146,7 @@ def training_table(modes: list[dict], bw: float | None) -> str:
     rows = []
     for m in modes:
         reached = "not reached" if m["time_to_target_s"] is None else f"{m['time_to_target_s']:.1f} s"
-        row = [_mode(m["mode"]), f"{m['final_acc']:.3f}", reached, _n(m["step_ms"])]
+        row = [label(m["mode"]), f"{m['final_acc']:.3f}", reached, _n(m["step_ms"])]
         if bw:
             busiest = m.get("busiest_link_bytes_per_step")
             row.append("–" if busiest is None else _n(busiest * 8 / (bw * 1e6) * 1e3))
@@ -180,7 +178,7 @@ def render_thc_run(figures: dict) -> str:
     if thc:
         for key, value in sorted(thc.items()):
             if key.startswith("speedup_vs_") and key != "speedup_vs_thc" and value is not None:
-                other = _mode(key.removeprefix("speedup_vs_"))
+                other = label(key.removeprefix("speedup_vs_"))
                 lines.append(f"\nTHC reached the target {value:.2f}× sooner than {other}.")
     return "\n".join(lines)
 
