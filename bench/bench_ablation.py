@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ sys.path.insert(0, str(REPO))
 from host_agent.worker_cli import mode_job  # noqa: E402
 from spec.job import JobSpec  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
+from topologies import provenance  # noqa: E402
 
 MODEL = "cnn-digits"  # the time-to-target workload, make run's
 SOURCES = ("gaussian", "cnn-digits", "cnn1d-signals")
@@ -133,13 +133,8 @@ def _names(parser, option: str, text: str, known) -> list[str]:
 
 
 def conditions() -> dict:
-    """When and on what the figures were taken: the commit, the tree's modified files, the load."""
-
-    def git(*argv) -> str:
-        return subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True).stdout.strip()
-
-    modified = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()]
-    return {"commit": git("rev-parse", "--short", "HEAD"), "modified": modified, "load": list(os.getloadavg())}
+    """When and on what the figures were taken: the commit ("+changes" for a modified tree) and the load."""
+    return {"commit": provenance.commit(), "load": list(os.getloadavg())}
 
 
 # ---- gradients -----------------------------------------------------------------------------------
