@@ -173,7 +173,14 @@ def plan_job(
         try:
             the_pool = pools.Pool(*pool_jobs[0].pool[:2]) if pool_jobs else pools.place_pool(static, pool_cells)
             pool_place = (*astuple(the_pool), pools.place_ring(n_slots, the_pool, pool_jobs))
-            slot_base = pools.book_slot_base(n_slots, pool_jobs, prefer=previous.slot_base if previous else None)
+            slot_base = free_range(
+                n_slots, pool_jobs, previous.slot_base if previous else None, range(contract.SLOTS, contract.BOOK_SLOTS)
+            )
+            if slot_base is None:
+                raise JobRefused(
+                    f"no free range of {n_slots} bookkeeping slots among the {contract.POOL_SLOTS} pool jobs' slots "
+                    "(THC_BOOK_SLOTS - THC_SLOTS); ask for fewer with --slots or remove a pool job"
+                )
         except JobRefused as e:
             raise JobRefused(f"job {job_id}: {e}") from None
     elif slot_base is None:
@@ -234,17 +241,22 @@ def plan_job(
     )
 
 
-def free_range(n_slots: int, others: list[Job], prefer: int | None) -> int | None:
-    """The lowest slot_base (or `prefer`, if still free) whose range overlaps none of `others`."""
+def free_range(
+    n_slots: int, others: list[Job], prefer: int | None, within: range = range(contract.SLOTS)
+) -> int | None:
+    """The lowest slot_base in `within` (or `prefer`, if still free) whose range overlaps none of `others`:
+    the static slots by default, a pool job's bookkeeping slots (SLOTS .. BOOK_SLOTS) for pool jobs."""
 
     def free(base: int) -> bool:
-        return base + n_slots <= contract.SLOTS and all(
-            base >= j.slot_base + j.n_slots or j.slot_base >= base + n_slots for j in others
+        return (
+            within.start <= base
+            and base + n_slots <= within.stop
+            and all(base >= j.slot_base + j.n_slots or j.slot_base >= base + n_slots for j in others)
         )
 
     if prefer is not None and free(prefer):
         return prefer
-    candidates = [0] + sorted(j.slot_base + j.n_slots for j in others)
+    candidates = [within.start] + sorted(j.slot_base + j.n_slots for j in others)
     for base in candidates:
         if free(base):
             return base

@@ -90,25 +90,6 @@ def place_ring(n_slots: int, pool: Pool, pool_jobs) -> int:
     return min(starts, key=lambda offset: (overlap(offset), offset))
 
 
-def book_slot_base(n_slots: int, pool_jobs, prefer: int | None = None) -> int:
-    """The lowest bookkeeping slot base (from SLOTS on) for a pool job's window clear of other pool jobs'."""
-
-    def free(base: int) -> bool:
-        return base + n_slots <= contract.BOOK_SLOTS and all(
-            base >= j.slot_base + j.n_slots or j.slot_base >= base + n_slots for j in pool_jobs
-        )
-
-    for base in (
-        ([prefer] if prefer is not None else []) + [contract.SLOTS] + sorted(j.slot_base + j.n_slots for j in pool_jobs)
-    ):
-        if base >= contract.SLOTS and free(base):
-            return base
-    raise JobRefused(
-        f"no free range of {n_slots} bookkeeping slots among the {contract.POOL_SLOTS} pool jobs' slots "
-        f"(THC_BOOK_SLOTS - THC_SLOTS); ask for fewer with --slots or remove a pool job"
-    )
-
-
 def fallback_note(job, others) -> str:
     """One line on how the pool job `job` will be served: its uses in flight against the pool's cells, and
     what happens to a use that finds its cell taken."""
