@@ -26,6 +26,7 @@ import sys
 import time
 import uuid
 
+from harness.shell import route_to_port_2
 from topologies.targets import find_executable, free_tcp_port
 from usage.args import OneLineParser, input_file, int_in
 
@@ -210,23 +211,6 @@ def start_bmv2(pairs):
     return proc, address
 
 
-def install_route(address: str, p4info: str, program: str) -> None:
-    """Push the pipeline and route 10.0.2.0/24 out of port 2 with p4runtime-shell."""
-    import p4runtime_sh.shell as sh
-
-    sh.setup(
-        device_id=0, grpc_addr=address, election_id=(0, 1), config=sh.FwdPipeConfig(p4info, program), verbose=False
-    )
-    try:
-        te = sh.TableEntry("MyIngress.ipv4_lpm")(action="MyIngress.ipv4_forward")
-        te.match["hdr.ipv4.dstAddr"] = "10.0.2.0/24"
-        te.action["dstAddr"] = "08:00:00:00:02:02"
-        te.action["port"] = "2"
-        te.insert()
-    finally:
-        sh.teardown()
-
-
 def raw_socket(iface: str, blocking: bool) -> socket.socket:
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
@@ -337,7 +321,7 @@ def run(name, starter, pairs, args, program, p4info):
     proc, address = starter(pairs)
     try:
         if address is not None:
-            install_route(address, p4info, program)
+            route_to_port_2(address, p4info, program)
         send(pairs, ipv4_udp_frame(args.size), 2000, idle=0.3)  # warm up
         received, seconds = send(pairs, ipv4_udp_frame(args.size), args.frames)
     finally:

@@ -8,6 +8,7 @@ the product imports it, so no double can leak into a real run and host_agent nee
 - wires and clusters: ``loopback`` (an in-process wire with seeded loss, delay and reordering), ``sim`` (a
   switch engine and n workers on it), ``ddp_cluster`` (DDP workers as threads), ``leaf_spine`` (two levels
   of in-process switches);
+- controllers: ``shell`` (p4runtime-shell, unmodified, pushing a pipeline and entries to a switch under test);
 - oracles: ``frames`` (THC frames built from spec/contract.py alone, not from host_agent's code under test)
   and ``blocking_hooks`` (the DDP hooks' rounds in the caller, what the overlapping hooks must equal).
 

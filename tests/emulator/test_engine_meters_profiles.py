@@ -14,6 +14,7 @@ from scapy.packet import raw
 
 from emulator.errors import EntryError
 from emulator.switch import SoftwareSwitch
+from tests.support.checksums import crc16_arc
 from tests.support.extern_programs import METER_SIZE, metered_router, selector_router
 from tests.support.frames import guided_frames, mutate
 
@@ -172,16 +173,6 @@ def test_native_meters_match_python_frame_for_frame():
 
 
 # ----------------------------------------------------------------------------------- selectors
-def crc16_arc(data: bytes) -> int:
-    """CRC-16/ARC (BMv2's crc16), bit by bit: the reference the selector's choice is checked against."""
-    crc = 0
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
-
-
 @pytest.fixture
 def ecmp():
     sw = SoftwareSwitch.from_json(selector_router())

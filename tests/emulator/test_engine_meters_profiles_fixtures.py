@@ -6,6 +6,7 @@ meters.p4 writes each meter's colour into the frame: Ethernet (0x88b5), then ind
 byte colour, direct colour (0xff when the direct meter's table missed).
 """
 
+import contextlib
 import json
 import random
 from pathlib import Path
@@ -18,7 +19,9 @@ from scapy.packet import raw
 
 from emulator.p4runtime_server import Device, P4RuntimeServer
 from emulator.switch import SoftwareSwitch
-from tests.emulator.test_engine_meters_profiles import BACKENDS, Clock, crc16_arc
+from harness.shell import shell_session
+from tests.emulator.test_engine_meters_profiles import BACKENDS, Clock
+from tests.support.checksums import crc16_arc
 from tests.support.frames import guided_frames, mutate
 from tests.support.p4runtime import compiled
 
@@ -137,19 +140,13 @@ def shell():
     device = Device(device_id=0)
     server = P4RuntimeServer(device)
     address = f"127.0.0.1:{server.start('127.0.0.1:0')}"
-    started = []
+    with contextlib.ExitStack() as sessions:
 
-    def setup(name):
-        p4info, program = compiled(name)
-        started.append(name)
-        sh.setup(
-            device_id=0, grpc_addr=address, election_id=(0, 1), config=sh.FwdPipeConfig(p4info, program), verbose=False
-        )
-        return device
+        def setup(name):
+            sessions.enter_context(shell_session(address, *compiled(name)))
+            return device
 
-    yield setup
-    if started:
-        sh.teardown()
+        yield setup
     server.stop(0)
 
 

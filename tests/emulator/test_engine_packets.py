@@ -13,6 +13,7 @@ from scapy.layers.l2 import ARP, Ether
 from scapy.packet import raw
 
 from emulator.switch import SoftwareSwitch
+from tests.support.checksums import crc16_arc
 from tests.support.paths import FIXTURE_BUILD
 
 BUILD = FIXTURE_BUILD
@@ -389,15 +390,6 @@ def p_fields(frame):
     return dict(zip(names, struct.unpack(P_FMT, frame[14:30])))
 
 
-def _crc16_arc_bitwise(data: bytes) -> int:
-    crc = 0
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
-
-
 def test_hash_extern_uses_bmv2_algorithms(passw):
     import zlib
 
@@ -405,7 +397,7 @@ def test_hash_extern_uses_bmv2_algorithms(passw):
     v = p_fields(frame)
     data = SRC_MAC.to_bytes(6, "big") + b"\x00"  # the hashed field list: srcAddr, kind
     assert port == 2
-    assert v["crc16"] == _crc16_arc_bitwise(data)
+    assert v["crc16"] == crc16_arc(data)
     assert v["crc32"] == zlib.crc32(data) % 0xFFFFFFFF
     s = sum(struct.unpack("!3H", data[:6])) + (data[6] << 8)
     while s >> 16:

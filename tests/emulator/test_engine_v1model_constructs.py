@@ -11,6 +11,7 @@ import pytest
 from emulator.errors import EntryError
 from emulator.switch import SoftwareSwitch
 from tests.support.bmv2_json import case, default, expr, field, hexv, prim, program, state
+from tests.support.checksums import csum16
 from tests.support.frames import mutate
 
 ETH = ("ethernet_t", [("dstAddr", 48, False), ("srcAddr", 48, False), ("etherType", 16, False)])
@@ -20,15 +21,6 @@ PACKET_TOO_SHORT, HEADER_TOO_SHORT, STACK_OUT_OF_BOUNDS, INVALID_ARGUMENT = 1, 4
 
 def eth(ether_type: int, src_low: int = 0xAA) -> bytes:
     return bytes.fromhex("000000000002") + (src_low).to_bytes(6, "big") + ether_type.to_bytes(2, "big")
-
-
-def csum16(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
 
 
 # ------------------------------------------------------------------------------------------ varbit

@@ -14,6 +14,7 @@ import zlib
 import pytest
 
 from emulator.switch import SoftwareSwitch
+from tests.support.checksums import csum16
 from tests.support.frames import guided_frames, mutate
 from tests.support.paths import FIXTURE_BUILD
 
@@ -36,15 +37,6 @@ def backends(program: str) -> list[str]:
 
 def eth(ether_type: int, src: bytes = SRC) -> bytes:
     return DST + src + ether_type.to_bytes(2, "big")
-
-
-def csum16(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
 
 
 # ------------------------------------------------------------------------------------ varbit_options

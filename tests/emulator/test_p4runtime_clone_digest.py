@@ -14,6 +14,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2
 
+from harness.shell import shell_session
 from tests.emulator.test_engine_clone_digest import c_frame, c_out
 from tests.support.p4runtime import Controller, compiled, entity, served_device, update, write_errors
 
@@ -26,16 +27,8 @@ def switch():
 
 @pytest.fixture
 def mirror(switch):
-    p4info, program = compiled("clone_mirror")
-    sh.setup(
-        device_id=0,
-        grpc_addr=switch.address,
-        election_id=(0, 1),
-        config=sh.FwdPipeConfig(p4info, program),
-        verbose=False,
-    )
-    yield switch
-    sh.teardown()
+    with shell_session(switch.address, *compiled("clone_mirror")):
+        yield switch
 
 
 def test_clone_session_written_with_the_shell_clones_through_its_replicas(mirror):
@@ -175,15 +168,7 @@ def test_a_list_waits_for_max_list_size(learner):
 
 
 def test_the_shell_configures_digests_and_sniffs_lists(switch):
-    p4info, program = compiled("digest_learn")
-    sh.setup(
-        device_id=0,
-        grpc_addr=switch.address,
-        election_id=(0, 1),
-        config=sh.FwdPipeConfig(p4info, program),
-        verbose=False,
-    )
-    try:
+    with shell_session(switch.address, *compiled("digest_learn")):
         d = sh.DigestEntry("mac_learn_t")
         d.max_list_size = 1
         d.insert()
@@ -193,8 +178,6 @@ def test_the_shell_configures_digests_and_sniffs_lists(switch):
         switch.engine.process(4, bytes(6) + MAC_A + b"\x08\x00")
         message = lists.digest_list_queue.get(timeout=10)  # what sniff() collects, without its wait
         assert [m.bitstring for m in message.digest.data[0].struct.members] == [MAC_A, b"\x04"]
-    finally:
-        sh.teardown()
 
 
 def test_a_digest_in_the_deparser_reaches_no_controller(switch):

@@ -13,6 +13,7 @@ from p4runtime_sh.p4runtime import P4RuntimeWriteException
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from harness.shell import shell_session
 from tests.support.extern_programs import (
     METER_ID,
     metered_router,
@@ -32,29 +33,16 @@ def switch():
         yield device
 
 
-def _shell(device, files):
-    p4info, program = files
-    sh.setup(
-        device_id=0,
-        grpc_addr=device.address,
-        election_id=(0, 1),
-        config=sh.FwdPipeConfig(p4info, program),
-        verbose=False,
-    )
-
-
 @pytest.fixture
 def metered(switch, tmp_path):
-    _shell(switch, write_program(tmp_path, metered_router(), metered_router_p4info()))
-    yield switch
-    sh.teardown()
+    with shell_session(switch.address, *write_program(tmp_path, metered_router(), metered_router_p4info())):
+        yield switch
 
 
 @pytest.fixture
 def ecmp(switch, tmp_path):
-    _shell(switch, write_program(tmp_path, selector_router(), selector_router_p4info()))
-    yield switch
-    sh.teardown()
+    with shell_session(switch.address, *write_program(tmp_path, selector_router(), selector_router_p4info())):
+        yield switch
 
 
 def _frame(src="192.168.0.1"):

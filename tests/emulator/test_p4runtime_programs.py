@@ -12,6 +12,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from emulator.p4runtime_server import Device, P4RuntimeServer
+from harness.shell import shell_session
 from tests.support.p4runtime import compiled, served_device
 from tests.support.paths import PACKET_IO
 
@@ -24,29 +25,16 @@ def switch():
         yield device
 
 
-def _shell_on(device, name):
-    p4info, program = compiled(name)
-    sh.setup(
-        device_id=0,
-        grpc_addr=device.address,
-        election_id=(0, 1),
-        config=sh.FwdPipeConfig(p4info, program),
-        verbose=False,
-    )
-
-
 @pytest.fixture
 def ipv4(switch):
-    _shell_on(switch, "ipv4_forward")
-    yield switch
-    sh.teardown()
+    with shell_session(switch.address, *compiled("ipv4_forward")):
+        yield switch
 
 
 @pytest.fixture
 def tagged(switch):
-    _shell_on(switch, "counter_register_multicast")
-    yield switch
-    sh.teardown()
+    with shell_session(switch.address, *compiled("counter_register_multicast")):
+        yield switch
 
 
 def test_ipv4_route_installed_by_the_shell_forwards_and_rewrites(ipv4):
@@ -126,32 +114,27 @@ def test_packet_out_and_packet_in_with_the_header_layout_p4c_writes():
     device = Device(device_id=0, cpu_port=CPU_PORT)
     server = P4RuntimeServer(device, packet_out_sink=lambda port, frame: injected.put((port, frame)))
     address = f"127.0.0.1:{server.start('127.0.0.1:0')}"
-    p4info, program = compiled("packet_io", PACKET_IO)
-    sh.setup(
-        device_id=0, grpc_addr=address, election_id=(0, 1), config=sh.FwdPipeConfig(p4info, program), verbose=False
-    )
     try:
-        ethernet = bytes.fromhex("02000000000202000000000188b5") + b"payload"
-        sh.PacketOut(ethernet, egress_port="2", flags="3").send()
-        port, frame = injected.get(timeout=10)
-        assert port == CPU_PORT and device.engine.process(port, frame) == [(2, ethernet)]
+        with shell_session(address, *compiled("packet_io", PACKET_IO)):
+            ethernet = bytes.fromhex("02000000000202000000000188b5") + b"payload"
+            sh.PacketOut(ethernet, egress_port="2", flags="3").send()
+            port, frame = injected.get(timeout=10)
+            assert port == CPU_PORT and device.engine.process(port, frame) == [(2, ethernet)]
 
-        [(port, frame)] = device.engine.process(1, ethernet)  # the program sends it to the CPU port
-        assert port == CPU_PORT and server.packet_in(frame)
-        message = sh.client.get_stream_packet("packet", timeout=10)
-        assert message.packet.payload == ethernet
-        assert [(m.metadata_id, m.value) for m in message.packet.metadata] == [(1, b"\x01"), (2, b"\x05")]
+            [(port, frame)] = device.engine.process(1, ethernet)  # the program sends it to the CPU port
+            assert port == CPU_PORT and server.packet_in(frame)
+            message = sh.client.get_stream_packet("packet", timeout=10)
+            assert message.packet.payload == ethernet
+            assert [(m.metadata_id, m.value) for m in message.packet.metadata] == [(1, b"\x01"), (2, b"\x05")]
     finally:
-        sh.teardown()
         server.stop(0)
 
 
 # ------------------------------------------------------------------------------ value sets
 @pytest.fixture
 def vsets(switch):
-    _shell_on(switch, "value_sets")
-    yield switch
-    sh.teardown()
+    with shell_session(switch.address, *compiled("value_sets")):
+        yield switch
 
 
 def _vset_update(name, *members, kind=p4runtime_pb2.Update.MODIFY):

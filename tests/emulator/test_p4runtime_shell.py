@@ -15,6 +15,7 @@ from google.protobuf import text_format
 from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeWriteException
 
 from emulator.p4runtime_server import Device, P4RuntimeServer
+from harness.shell import shell_session
 from tests.support.fake_program import CPU_PORT, FAKE_JSON, FakeSwitch, fake_p4info
 
 
@@ -35,15 +36,8 @@ def shell(switch, tmp_path):
     p4info.write_text(text_format.MessageToString(fake_p4info()))
     program = tmp_path / "fake.json"
     program.write_bytes(FAKE_JSON)
-    sh.setup(
-        device_id=0,
-        grpc_addr=switch.address,
-        election_id=(0, 1),
-        config=sh.FwdPipeConfig(str(p4info), str(program)),
-        verbose=False,
-    )
-    yield switch.device
-    sh.teardown()
+    with shell_session(switch.address, p4info, program):
+        yield switch.device
 
 
 def test_table_entry_insert_read_modify_delete(shell):
