@@ -43,6 +43,14 @@ def interface_exists(iface: str) -> bool:
     return os.path.exists(f"/sys/class/net/{iface}")
 
 
+def close_ports(sockets: dict, captures: dict) -> None:
+    """Close a port loop's sockets and pcap captures (port -> each) and forget them."""
+    for held in (sockets, captures):
+        for each in held.values():
+            each.close()
+        held.clear()
+
+
 def open_port_socket(iface: str):
     """A non-blocking raw socket on `iface`; returns (socket, kernel filters our own sends)."""
     if not interface_exists(iface):
@@ -121,12 +129,7 @@ class PortLoop:
             raise
 
     def close(self) -> None:
-        for sock in self._sockets.values():
-            sock.close()
-        self._sockets.clear()
-        for capture in self._captures.values():
-            capture.close()
-        self._captures.clear()
+        close_ports(self._sockets, self._captures)
         for fd in (self._wake_r, self._wake_w):
             try:
                 os.close(fd)

@@ -240,19 +240,8 @@ class SoftwareSwitch(SwitchAPI):
             self._learn(F, F[L.LEARN], tracing)
             F[L.LEARN] = 0
 
-        resubmit = F[L.RESUBMIT]
-        if resubmit:
-            self._stats["resubmits"] += 1
-            if tracing:
-                trace_log.log(self.trace_level, "resubmit with field list %d", resubmit)
-            if passes >= MAX_PASSES:
-                self._drop("dropped_pass_limit", tracing, f"more than {MAX_PASSES} passes")
-                return
-            if not self._copy_allowed(tracing):
-                return
-            G = self._fresh_with_field_list(F, resubmit, PKT_INSTANCE_TYPE_RESUBMIT, ingress_length)
-            G[L.ILEN] = F[L.ILEN]
-            self._ingress_pass(G, frame, out, fns, tracing, passes + 1)
+        if F[L.RESUBMIT]:
+            self._pass_again("resubmit", F, frame, ingress_length, F[L.ILEN], out, fns, tracing, passes)
             return
 
         mgid = F[f["mcast_grp"][0]] if f["mcast_grp"] is not None else 0
@@ -327,23 +316,34 @@ class SoftwareSwitch(SwitchAPI):
     def _after_egress(self, F, port, frame, out, fns, tracing, passes):
         """A deparsed packet: recirculated, or sent (cut to its `truncate` length)."""
         L = self._L
-        recirc = F[L.RECIRC]
-        if recirc:
-            self._stats["recirculations"] += 1
-            if tracing:
-                trace_log.log(self.trace_level, "recirculate with field list %d", recirc)
-            if passes >= MAX_PASSES:
-                self._drop("dropped_pass_limit", tracing, f"more than {MAX_PASSES} passes")
-                return
-            if not self._copy_allowed(tracing):
-                return
-            G = self._fresh_with_field_list(F, recirc, PKT_INSTANCE_TYPE_RECIRC, len(frame))
-            G[L.ILEN] = len(frame)
-            self._ingress_pass(G, frame, out, fns, tracing, passes + 1)
+        if F[L.RECIRC]:
+            self._pass_again("recirculate", F, frame, len(frame), len(frame), out, fns, tracing, passes)
             return
         if F[L.TRUNC] >= 0:
             frame = frame[: F[L.TRUNC]]
         out.append((port, frame))
+
+    _PASSES = {  # another pass through ingress: (its field list register, counter, instance type)
+        "resubmit": ("RESUBMIT", "resubmits", PKT_INSTANCE_TYPE_RESUBMIT),
+        "recirculate": ("RECIRC", "recirculations", PKT_INSTANCE_TYPE_RECIRC),
+    }
+
+    def _pass_again(self, kind, F, frame, length, ilen, out, fns, tracing, passes):
+        """A resubmitted (the packet as it came in) or recirculated (the deparsed one) packet goes through
+        ingress again, its field list's metadata kept, unless it has made MAX_PASSES passes already."""
+        register, counter, instance_type = self._PASSES[kind]
+        field_list = F[getattr(self._L, register)]
+        self._stats[counter] += 1
+        if tracing:
+            trace_log.log(self.trace_level, "%s with field list %d", kind, field_list)
+        if passes >= MAX_PASSES:
+            self._drop("dropped_pass_limit", tracing, f"more than {MAX_PASSES} passes")
+            return
+        if not self._copy_allowed(tracing):
+            return
+        G = self._fresh_with_field_list(F, field_list, instance_type, length)
+        G[self._L.ILEN] = ilen
+        self._ingress_pass(G, frame, out, fns, tracing, passes + 1)
 
     # ------------------------------------------------------------------ clones and digests
     def _clear_registers(self, R):

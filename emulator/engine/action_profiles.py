@@ -292,20 +292,13 @@ class IndirectTable(MatchTable):
         ident = self._identity(keys, priority)
         if ident in self.entries:
             raise self._err(f"an entry with key {list(ident[0])} already exists", "ALREADY_EXISTS")
-        if oneshot is not None:
-            if member is not None or group is not None:
-                raise self._err("a one-shot action set excludes a member or group")
-            m, g = None, _oneshot_add(self, keys, priority, oneshot)
-        else:
-            m, g = self.profile.target(member, group)
+        m, g = self._target(keys, priority, member, group, oneshot)
         if len(self.entries) >= self.size:
             if oneshot is not None:
                 _oneshot_release(self, g)
             raise self._err(f"table is full ({self.size} entries)", "RESOURCE_EXHAUSTED")
         entry = IndirectEntry(None, (), None, None, list(ident[0]), ident[1])
-        entry.member, entry.group = m, g
-        entry.oneshot = None if oneshot is None else _oneshot_items(oneshot)
-        (m or g).uses += 1
+        self._link(entry, m, g, oneshot)
         entry.handle = heapq.heappop(self._free_handles) if self._free_handles else self._next_handle
         if entry.handle == self._next_handle:
             self._next_handle += 1
@@ -314,16 +307,22 @@ class IndirectTable(MatchTable):
 
     def modify_indirect(self, keys, priority=None, member=None, group=None, oneshot=None) -> None:
         _, entry = self._find(keys, priority)
-        if oneshot is not None:
-            if member is not None or group is not None:
-                raise self._err("a one-shot action set excludes a member or group")
-            m, g = None, _oneshot_add(self, keys, priority, oneshot)
-        else:
-            m, g = self.profile.target(member, group)
+        m, g = self._target(keys, priority, member, group, oneshot)
         self._unlink(entry)
-        entry.member, entry.group = m, g
+        self._link(entry, m, g, oneshot)
+
+    def _target(self, keys, priority, member, group, oneshot):
+        """(member, group) an entry is to point at: the profile's, or a one-shot action set's new group."""
+        if oneshot is None:
+            return self.profile.target(member, group)
+        if member is not None or group is not None:
+            raise self._err("a one-shot action set excludes a member or group")
+        return None, _oneshot_add(self, keys, priority, oneshot)
+
+    def _link(self, entry, member, group, oneshot):
+        entry.member, entry.group = member, group
         entry.oneshot = None if oneshot is None else _oneshot_items(oneshot)
-        (m or g).uses += 1
+        (member or group).uses += 1
 
     def _unlink(self, entry):
         (entry.member or entry.group).uses -= 1

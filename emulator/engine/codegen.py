@@ -63,6 +63,37 @@ class Source:
         return "\n".join(self.lines) + "\n"
 
 
+def tail_call(functions: dict, pending: list, node, prefix: str) -> str:
+    """The function `node` compiles to when it is reached from several places (called in tail position):
+    named `prefix` + its number in first-use order, and queued in `pending` to be emitted the first time."""
+    if node not in functions:
+        functions[node] = f"{prefix}{len(functions)}"
+        pending.append(node)
+    return functions[node]
+
+
+def each_once(pending: list):
+    """The nodes of `pending`, which grows while they are emitted, each once, until none is left."""
+    done = set()
+    while pending:
+        node = pending.pop()
+        if node not in done:
+            done.add(node)
+            yield node
+
+
+def emit_branches(src: Source, cases, default, goto) -> None:
+    """if/elif/.../else over `cases`, (condition, target) pairs (an iterable: each taken when its branch is
+    emitted), and `default`; each branch's body is goto(target)."""
+    for k, (cond, target) in enumerate(cases):
+        src.emit(f"{'if' if k == 0 else 'elif'} {cond}:")
+        with src.indent():
+            goto(target)
+    src.emit("else:")
+    with src.indent():
+        goto(default)
+
+
 class _Indent:
     def __init__(self, src: Source):
         self.src = src

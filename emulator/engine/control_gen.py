@@ -10,7 +10,7 @@ With `trace=True` the same code is generated with log calls (table hits and miss
 and action, conditions), so tracing costs nothing when it is off.
 """
 
-from emulator.engine.codegen import Source
+from emulator.engine.codegen import Source, each_once, emit_branches, tail_call
 from emulator.engine.expressions import ExprCompiler, Value, store
 from emulator.engine.jsonutil import malformed, source_of, unsupported
 from emulator.engine.varbit import field_spec
@@ -200,12 +200,7 @@ class PipelineGen:
         with src.indent():
             self._goto(src, self.p.get("init_table"), pending, 0)
         src.emit()
-        done = set()
-        while pending:
-            name = pending.pop()
-            if name in done:
-                continue
-            done.add(name)
+        for name in each_once(pending):
             src.emit(f"def {self.functions[name]}(F):")
             with src.indent():
                 self._follow(src, self._node(src, name), pending, 0)
@@ -218,23 +213,14 @@ class PipelineGen:
         if self.sites[name] == 1 and depth < MAX_INLINE_DEPTH and name not in self.functions:
             self._follow(src, self._node(src, name), pending, depth + 1)
             return
-        if name not in self.functions:
-            self.functions[name] = f"{self.fname}_n{len(self.functions)}"
-            pending.append(name)
-        src.emit(f"return {self.functions[name]}(F)")
+        src.emit(f"return {tail_call(self.functions, pending, name, f'{self.fname}_n')}(F)")
 
     def _follow(self, src, cont, pending, depth):
         if cont[0] == "next":
             self._goto(src, cont[1], pending, depth)
             return
         _, conds, other = cont
-        for k, (cond, target) in enumerate(conds):
-            src.emit(f"{'if' if k == 0 else 'elif'} {cond}:")
-            with src.indent():
-                self._goto(src, target, pending, depth)
-        src.emit("else:")
-        with src.indent():
-            self._goto(src, other, pending, depth)
+        emit_branches(src, conds, other, lambda target: self._goto(src, target, pending, depth))
 
     def _node(self, src, name):
         """Emit one node's own work; returns ("next", node) or ("branch", [(cond, node)], else_node)."""

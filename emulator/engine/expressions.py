@@ -71,11 +71,14 @@ class ExprCompiler:
         self.parser = parser
 
     # ----------------------------------------------------------------- entry points
-    def data(self, j) -> Value:
+    def _of_kind(self, j, kind: str, what: str) -> Value:
         v = self.value(j)
-        if v.kind != "data":
-            raise malformed(f"expected an integer value, got {v.kind}", self.path, j)
+        if v.kind != kind:
+            raise malformed(f"expected {what}, got {v.kind}", self.path, j)
         return v
+
+    def data(self, j) -> Value:
+        return self._of_kind(j, "data", "an integer value")
 
     def boolean(self, j) -> Value:
         v = self.value(j)
@@ -86,16 +89,10 @@ class ExprCompiler:
         return v
 
     def header(self, j) -> Value:
-        v = self.value(j)
-        if v.kind != "header":
-            raise malformed(f"expected a header, got {v.kind}", self.path, j)
-        return v
+        return self._of_kind(j, "header", "a header")
 
     def stack(self, j) -> Value:
-        v = self.value(j)
-        if v.kind != "stack":
-            raise malformed(f"expected a header stack, got {v.kind}", self.path, j)
-        return v
+        return self._of_kind(j, "stack", "a header stack")
 
     def lvalue(self, j):
         """(index source, width, signed) of an assignable field reference."""

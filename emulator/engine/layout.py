@@ -150,22 +150,13 @@ class Layout:
             raise malformed(f"unknown header instance {name!r}", path) from None
 
     def stack(self, name: str, path: str = "?") -> StackSlots:
-        try:
-            return self.stacks[name]
-        except KeyError:
-            raise malformed(f"unknown header stack {name!r}", path) from None
+        return _named(self.stacks, name, "header stack", path)
 
     def union(self, name: str, path: str = "?") -> UnionSlots:
-        try:
-            return self.unions[name]
-        except KeyError:
-            raise malformed(f"unknown header union {name!r}", path) from None
+        return _named(self.unions, name, "header union", path)
 
     def union_stack(self, name: str, path: str = "?") -> UnionStackSlots:
-        try:
-            return self.union_stacks[name]
-        except KeyError:
-            raise malformed(f"unknown header union stack {name!r}", path) from None
+        return _named(self.union_stacks, name, "header union stack", path)
 
     def field(self, header: str, name: str, path: str = "?") -> FieldRef:
         h = self.header(header, path)
@@ -331,3 +322,11 @@ def _build_unions(cfg: dict, layout: Layout, slot: int) -> int:
         layout.union_stacks[s["name"]] = UnionStackSlots(s["name"], unions, slot)
         slot += 1
     return slot
+
+
+def _named(instances: dict, name: str, what: str, path: str):
+    """The program's `what` called `name`, or the malformed-program error that names it."""
+    try:
+        return instances[name]
+    except KeyError:
+        raise malformed(f"unknown {what} {name!r}", path) from None

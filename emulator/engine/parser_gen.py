@@ -12,6 +12,7 @@ Generated code: states entered from exactly one place are inlined into their pre
 others become functions `st_<n>(F, D, L, pos)` that return the final position.
 """
 
+from emulator.engine.codegen import each_once, emit_branches, tail_call
 from emulator.engine.expressions import ExprCompiler, store
 from emulator.engine.headercodec import HeaderCodec
 from emulator.engine.jsonutil import hexstr, hexstr_bytes, malformed, unsupported
@@ -146,14 +147,8 @@ class ParserGen:
         init = self.parser["init_state"]
         pending = [init]
         self.functions[init] = "st_0"
-        done = set()
-        while pending:
-            name = pending.pop()
-            if name in done:
-                continue
-            done.add(name)
-            fname = self.functions[name]
-            src.emit(f"def {fname}(F, D, L, pos):")
+        for name in each_once(pending):
+            src.emit(f"def {self.functions[name]}(F, D, L, pos):")
             with src.indent():
                 self._state(src, name, pending, 0)
             src.emit()
@@ -170,10 +165,7 @@ class ParserGen:
         if self.indegree[name] == 1 and depth < MAX_INLINE_DEPTH and name not in self.functions:
             self._state(src, name, pending, depth + 1)
             return
-        if name not in self.functions:
-            self.functions[name] = f"st_{len(self.functions)}"
-            pending.append(name)
-        src.emit(f"return {self.functions[name]}(F, D, L, pos)")
+        src.emit(f"return {tail_call(self.functions, pending, name, 'st_')}(F, D, L, pos)")
 
     def _state(self, src, name, pending, depth):
         i, st = self.states[name]
@@ -325,19 +317,19 @@ class ParserGen:
         kv = src.tmp("key")
         src.emit(f"{kv} = " + " | ".join(f"({v.src} << {shift})" if shift else v.src for v, _, shift in fields))
         widths = [width for _, width, _ in fields]
-        for k, (next_state, value, mask, vset) in enumerate(select_cases(cases, nbytes, widths, self.vsets)):
+
+        def condition(value, mask, vset) -> str:
             if vset is not None:
-                cond = self._vset_condition(vset, widths, mask, kv)
-            elif mask is None:
-                cond = f"{kv} == {value}"
-            else:
-                cond = f"{kv} & {mask} == {value & mask}"
-            src.emit(f"{'if' if k == 0 else 'elif'} {cond}:")
-            with src.indent():
-                self._goto(src, next_state, pending, depth)
-        src.emit("else:")
-        with src.indent():
-            self._goto(src, default, pending, depth)
+                return self._vset_condition(vset, widths, mask, kv)
+            if mask is None:
+                return f"{kv} == {value}"
+            return f"{kv} & {mask} == {value & mask}"
+
+        branches = (
+            (condition(value, mask, vset), next_state)
+            for next_state, value, mask, vset in select_cases(cases, nbytes, widths, self.vsets)
+        )
+        emit_branches(src, branches, default, lambda target: self._goto(src, target, pending, depth))
 
     def _vset_condition(self, vset, widths, mask, kv) -> str:
         """`key in value set` (BMv2's ParseSwitchCaseVSet: members byte-padded per key field, then

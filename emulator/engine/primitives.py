@@ -434,52 +434,52 @@ class ActionBody:
         v = self._int_value(ex, j)
         return v.src, v.bits is None
 
+    def _bounded(self, src, index, kind, name, size, body):
+        """Emit body(i)'s statements for the cell i = `index` (an _index) of an extern array of `size`
+        cells; an index out of range runs none of them and is counted (_out_of_bounds), as BMv2 logs it."""
+        idx, check_low = index
+        i = src.tmp("i")
+        src.emit(f"{i} = {idx}")
+        cond = f"0 <= {i} < {size}" if check_low else f"{i} < {size}"
+        src.emit(f"if {cond}:")
+        with src.indent():
+            for statement in body(i):
+                src.emit(statement)
+        src.emit("else:")
+        with src.indent():
+            src.emit(f"_out_of_bounds({kind!r}, {name!r}, {size}, {i})")
+
     def _p_register_read(self, src, ex, params, path, prim):
         dst, width, signed = ex.lvalue(params[0])
         reg = self._named(params[1], "register_array", self.env.registers, path, prim)
         cells = self.env.ns.add("_reg", reg.cells, reg.name)
-        idx, check_low = self._index(ex, params[2])
-        i = src.tmp("i")
-        src.emit(f"{i} = {idx}")
-        cond = f"0 <= {i} < {reg.size}" if check_low else f"{i} < {reg.size}"
-        src.emit(f"if {cond}:")
-        with src.indent():
-            src.emit(store(dst, width, signed, Value(f"{cells}[{i}]", "data", bits=reg.bitwidth)))
-        src.emit("else:")
-        with src.indent():
-            src.emit(f"_out_of_bounds('register', {reg.name!r}, {reg.size}, {i})")
+        index = self._index(ex, params[2])
+        self._bounded(
+            src,
+            index,
+            "register",
+            reg.name,
+            reg.size,
+            lambda i: [store(dst, width, signed, Value(f"{cells}[{i}]", "data", bits=reg.bitwidth))],
+        )
 
     def _p_register_write(self, src, ex, params, path, prim):
         reg = self._named(params[0], "register_array", self.env.registers, path, prim)
         cells = self.env.ns.add("_reg", reg.cells, reg.name)
-        idx, check_low = self._index(ex, params[1])
+        index = self._index(ex, params[1])
         v = self._int_value(ex, params[2])
-        i = src.tmp("i")
-        src.emit(f"{i} = {idx}")
-        cond = f"0 <= {i} < {reg.size}" if check_low else f"{i} < {reg.size}"
         value = v.src if v.bits is not None and v.bits <= reg.bitwidth else f"({v.src}) & {reg.mask}"
-        src.emit(f"if {cond}:")
-        with src.indent():
-            src.emit(f"{cells}[{i}] = {value}")
-        src.emit("else:")
-        with src.indent():
-            src.emit(f"_out_of_bounds('register', {reg.name!r}, {reg.size}, {i})")
+        self._bounded(src, index, "register", reg.name, reg.size, lambda i: [f"{cells}[{i}] = {value}"])
 
     def _p_count(self, src, ex, params, path, prim):
         ctr = self._named(params[0], "counter_array", self.env.counters, path, prim)
         pk = self.env.ns.add("_ctrp", ctr.packets, ctr.name)
         by = self.env.ns.add("_ctrb", ctr.bytes, ctr.name)
-        idx, check_low = self._index(ex, params[1])
-        i = src.tmp("i")
-        src.emit(f"{i} = {idx}")
-        cond = f"0 <= {i} < {ctr.size}" if check_low else f"{i} < {ctr.size}"
-        src.emit(f"if {cond}:")
-        with src.indent():
-            src.emit(f"{pk}[{i}] += 1")
-            src.emit(f"{by}[{i}] += F[{self.env.layout.ILEN}]")
-        src.emit("else:")
-        with src.indent():
-            src.emit(f"_out_of_bounds('counter', {ctr.name!r}, {ctr.size}, {i})")
+        index = self._index(ex, params[1])
+        ilen = self.env.layout.ILEN
+        self._bounded(
+            src, index, "counter", ctr.name, ctr.size, lambda i: [f"{pk}[{i}] += 1", f"{by}[{i}] += F[{ilen}]"]
+        )
 
     def _p_execute_meter(self, src, ex, params, path, prim):
         """BMv2's execute_meter: an out-of-range index updates neither the meter nor the field."""
@@ -488,18 +488,17 @@ class ActionBody:
         if arr.table is not None:
             raise malformed(f"execute_meter on the direct meter '{arr.name}'", path, prim)
         mname = self.env.ns.add("_meter", arr, arr.name)
-        idx, check_low = self._index(ex, params[1])
+        index = self._index(ex, params[1])
         dst, width, signed = ex.lvalue(params[2])
-        i = src.tmp("i")
-        src.emit(f"{i} = {idx}")
-        cond = f"0 <= {i} < {arr.size}" if check_low else f"{i} < {arr.size}"
-        src.emit(f"if {cond}:")
-        with src.indent():
-            color = Value(f"{mname}.execute({i}, F[{self.env.layout.ILEN}])", "data", bits=arr.rate_count.bit_length())
-            src.emit(store(dst, width, signed, color))
-        src.emit("else:")
-        with src.indent():
-            src.emit(f"_out_of_bounds('meter', {arr.name!r}, {arr.size}, {i})")
+        ilen, bits = self.env.layout.ILEN, arr.rate_count.bit_length()
+        self._bounded(
+            src,
+            index,
+            "meter",
+            arr.name,
+            arr.size,
+            lambda i: [store(dst, width, signed, Value(f"{mname}.execute({i}, F[{ilen}])", "data", bits=bits))],
+        )
 
     def _p_modify_field_with_hash_based_offset(self, src, ex, params, path, prim):
         dst, width, signed = ex.lvalue(params[0])

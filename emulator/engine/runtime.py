@@ -57,29 +57,42 @@ def _swap_unions(F, a, b):
         _swap(F, base_a, base_b, size)
 
 
-def _union_stack_push(F, spans, next_slot, num):
-    """push_front(num) on a header union stack (StackP4_16<HeaderUnion>): no invalidation."""
+def _push_front(F, n, next_slot, num, swap):
+    """push_front(num) over a stack of n elements as BMv2's StackP4_16 (stacks.cpp): the count grows and
+    element i moves to i + num (swap(i, j) exchanges two elements). Returns how many front elements are new."""
     if num < 0:
         raise PacketError(f"push_front({num})")
     if num == 0:
-        return
-    n = len(spans)
+        return 0
     F[next_slot] = min(n, F[next_slot] + num)
     for i in range(n - 1, num - 1, -1):
-        _swap_unions(F, spans[i], spans[i - num])
+        swap(i, i - num)
+    return min(n, num)
+
+
+def _pop_front(F, n, next_slot, num, swap):
+    """pop_front(num) over a stack of n elements: the count shrinks and element i + num moves to i. Returns
+    the index from which the back elements are stale (n: none)."""
+    if num < 0:
+        raise PacketError(f"pop_front({num})")
+    if num == 0:
+        return n
+    F[next_slot] -= min(F[next_slot], num)
+    if num >= n:
+        return 0
+    for i in range(n - num):
+        swap(i, i + num)
+    return n - num
+
+
+def _union_stack_push(F, spans, next_slot, num):
+    """push_front(num) on a header union stack (StackP4_16<HeaderUnion>): no invalidation."""
+    _push_front(F, len(spans), next_slot, num, lambda i, j: _swap_unions(F, spans[i], spans[j]))
 
 
 def _union_stack_pop(F, spans, next_slot, num):
     """pop_front(num) on a header union stack (StackP4_16<HeaderUnion>): no invalidation."""
-    if num < 0:
-        raise PacketError(f"pop_front({num})")
-    if num == 0:
-        return
-    n = len(spans)
-    F[next_slot] -= min(F[next_slot], num)
-    if num < n:
-        for i in range(n - num):
-            _swap_unions(F, spans[i], spans[i + num])
+    _pop_front(F, len(spans), next_slot, num, lambda i, j: _swap_unions(F, spans[i], spans[j]))
 
 
 def _swap(F, a, b, size):
@@ -87,33 +100,16 @@ def _swap(F, a, b, size):
 
 
 def _stack_push(F, bases, size, next_slot, num):
-    """push_front(num) as BMv2 with P4_16 stacks (stacks.cpp, StackP4_16)."""
-    if num < 0:
-        raise PacketError(f"push_front({num})")
-    if num == 0:
-        return
-    n = len(bases)
-    F[next_slot] = min(n, F[next_slot] + num)
-    for i in range(n - 1, num - 1, -1):
-        _swap(F, bases[i], bases[i - num], size)
-    for i in range(min(n, num)):
+    """push_front(num) on a header stack: the new front headers are invalid."""
+    for i in range(_push_front(F, len(bases), next_slot, num, lambda i, j: _swap(F, bases[i], bases[j], size))):
         F[bases[i] + size - 1] = 0
 
 
 def _stack_pop(F, bases, size, next_slot, num):
-    """pop_front(num) as BMv2 with P4_16 stacks."""
-    if num < 0:
-        raise PacketError(f"pop_front({num})")
-    if num == 0:
-        return
-    n = len(bases)
-    F[next_slot] -= min(F[next_slot], num)
-    i = 0
-    if num < n:
-        for i in range(n - num):
-            _swap(F, bases[i], bases[i + num], size)
-        i = n - num
-    for k in range(i, n):
+    """pop_front(num) on a header stack: the emptied back headers are invalid."""
+    for k in range(
+        _pop_front(F, len(bases), next_slot, num, lambda i, j: _swap(F, bases[i], bases[j], size)), len(bases)
+    ):
         F[bases[k] + size - 1] = 0
 
 

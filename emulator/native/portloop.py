@@ -31,7 +31,7 @@ import threading
 
 from emulator.native.build import NATIVE_DIR
 from emulator.pcap import PortCapture
-from emulator.ports import open_port_socket
+from emulator.ports import close_ports, open_port_socket
 
 log = logging.getLogger("emulator.ports")
 
@@ -198,12 +198,7 @@ class NativePortLoop:
                 self._final_stats = self._read_stats()
                 self.lib.sw_portloop_destroy(self._handle)
                 self._handle = None
-        for sock in self._sockets.values():
-            sock.close()
-        self._sockets.clear()
-        for capture in self._captures.values():
-            capture.close()
-        self._captures.clear()
+        close_ports(self._sockets, self._captures)
 
     # ------------------------------------------------------------ control from other threads
 

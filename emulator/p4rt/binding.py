@@ -137,40 +137,30 @@ class PipelineBinding:
     action_by_name: dict = field(default_factory=dict)
 
     def table(self, table_id: int) -> TableBinding:
-        try:
-            return self.tables[table_id]
-        except KeyError:
-            raise P4RTError(INVALID_ARGUMENT, f"unknown table id {table_id}") from None
+        return _by_id(self.tables, table_id, "table")
 
     def action(self, action_id: int) -> ActionBinding:
-        try:
-            return self.actions[action_id]
-        except KeyError:
-            raise P4RTError(INVALID_ARGUMENT, f"unknown action id {action_id}") from None
+        return _by_id(self.actions, action_id, "action")
 
     def counter(self, counter_id: int) -> CounterBinding:
-        try:
-            return self.counters[counter_id]
-        except KeyError:
-            raise P4RTError(INVALID_ARGUMENT, f"unknown counter id {counter_id}") from None
+        return _by_id(self.counters, counter_id, "counter")
 
     def meter(self, meter_id: int) -> MeterBinding:
-        try:
-            return self.meters[meter_id]
-        except KeyError:
-            raise P4RTError(INVALID_ARGUMENT, f"unknown meter id {meter_id}") from None
+        return _by_id(self.meters, meter_id, "meter")
 
     def action_profile(self, profile_id: int) -> ActionProfileBinding:
-        try:
-            return self.action_profiles[profile_id]
-        except KeyError:
-            raise P4RTError(INVALID_ARGUMENT, f"unknown action profile id {profile_id}") from None
+        return _by_id(self.action_profiles, profile_id, "action profile")
 
     def register(self, register_id: int) -> RegisterBinding:
-        try:
-            return self.registers[register_id]
-        except KeyError:
-            raise P4RTError(INVALID_ARGUMENT, f"unknown register id {register_id}") from None
+        return _by_id(self.registers, register_id, "register")
+
+
+def _by_id(bindings: dict, entity_id: int, what: str):
+    """The binding of P4Info id `entity_id` among `bindings`; an unknown id is the request's error."""
+    try:
+        return bindings[entity_id]
+    except KeyError:
+        raise P4RTError(INVALID_ARGUMENT, f"unknown {what} id {entity_id}") from None
 
 
 def _refuse(message: str):

@@ -14,6 +14,7 @@ from emulator.p4rt.errors import (
     UNKNOWN,
     P4RTError,
     engine_error,
+    modify_only,
 )
 from emulator.p4rt.extern_entities import fill_meter_config, meter_config
 from emulator.p4rt.match_action import decode_key
@@ -62,8 +63,7 @@ def _written_entry(pipe, update_type, entry, kind: str, default_refusal: tuple) 
     a table with that resource, of an entry (`default_refusal`: the code and message for the default
     entry, which has none)."""
     table = pipe.binding.table(entry.table_entry.table_id)
-    if update_type != MODIFY:
-        raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}': direct {kind} entries can only be modified")
+    modify_only(update_type, f"table '{table.name}'", f"direct {kind}")
     if getattr(table, f"direct_{kind}") is None:
         raise P4RTError(INVALID_ARGUMENT, f"table '{table.name}' has no direct {kind}")
     if entry.table_entry.is_default_action:

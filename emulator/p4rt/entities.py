@@ -19,6 +19,7 @@ from emulator.p4rt.errors import (
     UNIMPLEMENTED,
     P4RTError,
     engine_error,
+    modify_only,
 )
 from emulator.p4rt.match_action import decode_action, decode_key, encode_action, encode_key, key_id
 
@@ -233,8 +234,7 @@ def read_counter_entries(pipe, request, new=p4runtime_pb2.CounterEntry) -> list:
 def write_counter_entry(pipe, update_type, entry) -> None:
     counter = pipe.binding.counter(entry.counter_id)
     what = f"counter '{counter.name}'"
-    if update_type != MODIFY:
-        raise P4RTError(INVALID_ARGUMENT, f"{what}: counter entries can only be modified")
+    modify_only(update_type, what, "counter")
     if not entry.HasField("data"):
         return
     for i in _indices(counter.size, entry.index, entry.HasField("index"), what):
@@ -263,8 +263,7 @@ def read_register_entries(pipe, request, new=p4runtime_pb2.RegisterEntry) -> lis
 def write_register_entry(pipe, update_type, entry) -> None:
     reg = pipe.binding.register(entry.register_id)
     what = f"register '{reg.name}'"
-    if update_type != MODIFY:
-        raise P4RTError(INVALID_ARGUMENT, f"{what}: register entries can only be modified")
+    modify_only(update_type, what, "register")
     if entry.data.WhichOneof("data") != "bitstring":
         raise P4RTError(INVALID_ARGUMENT, f"{what}: data must be a bitstring of {reg.bitwidth} bits")
     value = bytestrings.decode(entry.data.bitstring, reg.bitwidth, what)

@@ -44,6 +44,13 @@ class P4RTError(Exception):
         return f"{code_name(self.code)}: {self.message}"
 
 
+def modify_only(update_type: int, what: str, kind: str) -> None:
+    """Entries that live as long as the program (counters, registers, meters, value sets) are only
+    modified: PI's server refuses INSERT and DELETE of them with INVALID_ARGUMENT."""
+    if update_type != p4runtime_pb2.Update.MODIFY:
+        raise P4RTError(INVALID_ARGUMENT, f"{what}: {kind} entries can only be modified")
+
+
 def engine_error(exc: Exception, what: str) -> P4RTError:
     """Map an engine refusal to a canonical code.
 

@@ -25,6 +25,7 @@ from emulator.p4rt.errors import (
     UNKNOWN,
     P4RTError,
     engine_error,
+    modify_only,
 )
 from emulator.p4rt.match_action import decode_action, encode_action
 
@@ -92,8 +93,7 @@ def _meter_index(entry, size, what, write):
 def write_meter_entry(pipe, update_type, entry) -> None:
     meter = pipe.binding.meter(entry.meter_id)
     what = f"meter '{meter.name}'"
-    if update_type != MODIFY:
-        raise P4RTError(INVALID_ARGUMENT, f"{what}: meter entries can only be modified")
+    modify_only(update_type, what, "meter")
     index = _meter_index(entry, meter.size, what, write=True)
     if index is None:
         raise P4RTError(UNIMPLEMENTED, f"{what}: wildcard write is not supported for indirect meters")

@@ -11,8 +11,14 @@ from dataclasses import dataclass
 
 from emulator.errors import EntryError as EngineEntryError  # the engine's refusal of an entry
 from emulator.p4rt import bytestrings
-from emulator.p4rt.entities import MODIFY
-from emulator.p4rt.errors import INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNIMPLEMENTED, P4RTError, engine_error
+from emulator.p4rt.errors import (
+    INVALID_ARGUMENT,
+    RESOURCE_EXHAUSTED,
+    UNIMPLEMENTED,
+    P4RTError,
+    engine_error,
+    modify_only,
+)
 
 
 @dataclass(frozen=True)
@@ -73,8 +79,7 @@ def _member_value(vs: ValueSetBinding, member, k: int) -> int:
 
 def write_value_set_entry(pipe, update_type, entry) -> None:
     vs = _binding(pipe, entry.value_set_id)
-    if update_type != MODIFY:
-        raise P4RTError(INVALID_ARGUMENT, f"value set '{vs.name}': value set entries can only be modified")
+    modify_only(update_type, f"value set '{vs.name}'", "value set")
     values = [_member_value(vs, m, k) for k, m in enumerate(entry.members)]
     if vs.size and len(values) > vs.size:
         raise P4RTError(RESOURCE_EXHAUSTED, f"value set '{vs.name}' holds at most {vs.size} members")
