@@ -74,11 +74,12 @@ class P4RTClient:
         self.requests.put(None)
         self.channel.close()
 
-    def _write(self, fill):
+    def _write(self, fill, update_type=None):
+        """One update (an INSERT unless told), filled in by fill(update)."""
         req = self.pb.WriteRequest(device_id=0)
         req.election_id.low = 1
         update = req.updates.add()
-        update.type = self.pb.Update.INSERT
+        update.type = self.pb.Update.INSERT if update_type is None else update_type
         fill(update)
         self.stub.Write(req)
 
@@ -156,20 +157,19 @@ class P4RTClient:
         assert done.returncode == 0 and "Error" not in done.stdout, done.stdout + done.stderr
 
     def mc_group_set(self, group_id, replicas):
-        def fill(update):
-            group = update.entity.packet_replication_engine_entry.multicast_group_entry
-            group.multicast_group_id = group_id
-            for port, rid in replicas:
-                group.replicas.add(egress_port=port, instance=rid)
-
-        self._write(fill)
+        self._write_replicas("multicast_group_entry", "multicast_group_id", group_id, replicas)
 
     def clone_session_set(self, session_id, replicas):
+        self._write_replicas("clone_session_entry", "session_id", session_id, replicas)
+
+    def _write_replicas(self, kind, id_field, ident, replicas):
+        """A packet replication engine entry (multicast group or clone session) with its (port, rid) replicas."""
+
         def fill(update):
-            session = update.entity.packet_replication_engine_entry.clone_session_entry
-            session.session_id = session_id
+            entry = getattr(update.entity.packet_replication_engine_entry, kind)
+            setattr(entry, id_field, ident)
             for port, rid in replicas:
-                session.replicas.add(egress_port=port, instance=rid)
+                entry.replicas.add(egress_port=port, instance=rid)
 
         self._write(fill)
 
@@ -218,12 +218,7 @@ class P4RTClient:
         return samples
 
     def _modify(self, fill):
-        req = self.pb.WriteRequest(device_id=0)
-        req.election_id.low = 1
-        update = req.updates.add()
-        update.type = self.pb.Update.MODIFY
-        fill(update)
-        self.stub.Write(req)
+        self._write(fill, self.pb.Update.MODIFY)
 
     def _id(self, section, name):
         return next(x.preamble.id for x in getattr(self.p4info, section) if x.preamble.name == name)

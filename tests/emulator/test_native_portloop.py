@@ -6,7 +6,6 @@ in test_ports) check the real AF_PACKET path with the shared VethLab. Every test
 (skipped without one; a compile error fails them); the sanitizer build is `slow`.
 """
 
-import contextlib
 import os
 import re
 import socket
@@ -22,6 +21,7 @@ from emulator.native.stub_switch import StubSwitch, load_stub_library, stub_libr
 from emulator.ports import InterfaceError
 from native_build import SANITIZER_FLAGS
 from tests.support.native import build_or_skip
+from tests.support.port_loops import PacketIns, serving
 from tests.support.sanitizers import libasan
 from tests.support.veths import VethLab, make_frame, needs_netns, read_pcap, receive_marked
 
@@ -66,20 +66,6 @@ class SocketPorts:
 
     def send_buffer(self, port: int) -> int:
         return self.outside[port].getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
-
-
-@contextlib.contextmanager
-def serving(loop: NativePortLoop):
-    """run() on a thread for the block; stopped, joined and closed after it."""
-    runner = threading.Thread(target=loop.run)
-    runner.start()
-    try:
-        yield loop
-    finally:
-        loop.stop()
-        runner.join(60)  # a guard against hanging the suite, not a timing assertion
-        assert not runner.is_alive(), "run() did not return after stop()"
-        loop.close()
 
 
 # ------------------------------------------------------------------ socketpairs (no root)
@@ -270,14 +256,7 @@ def test_native_loop_forwards_between_veths_with_pcaps_packet_in_and_packet_out(
     switch.route(1, 2)
     switch.route(2, CPU_PORT)
     switch.route(CPU_PORT, 1)
-    to_controller = []
-    got_packet_in = threading.Event()
-
-    def packet_in(frame):
-        to_controller.append(frame)
-        got_packet_in.set()
-        return True
-
+    packet_in = PacketIns()
     with VethLab(2) as lab:
         s1, s2 = lab.switch_ifaces
         h1, h2 = lab.host_socket(0), lab.host_socket(1)
@@ -294,14 +273,14 @@ def test_native_loop_forwards_between_veths_with_pcaps_packet_in_and_packet_out(
                         h1.send(make_frame(b"hello%d" % i))
                     assert receive_marked(h2, b"hello%d" % i) == make_frame(b"hello%d" % i)
                 h2.send(make_frame(b"TO_CPU"))
-                assert got_packet_in.wait(10)
+                assert packet_in.arrived.wait(10)
                 loop.inject(CPU_PORT, make_frame(b"from-controller"))
                 assert receive_marked(h1, b"from-controller") == make_frame(b"from-controller")
             stats = loop.stats
         finally:
             h1.close()
             h2.close()
-    assert make_frame(b"TO_CPU") in to_controller
+    assert make_frame(b"TO_CPU") in packet_in.frames
     assert stats["tx"] >= 4 and stats["injected"] == 1 and stats["tx_errors"] == 0
     assert stats["rx_rings"] == (2 if rx_ring else 0)
     assert [f for f in read_pcap(str(tmp_path / f"{s1}_in.pcap")) if b"hello" in f] == [

@@ -200,19 +200,27 @@ def _ternary_scenario(address):
         ctl.close()
 
 
+def answers(scenario, bmv2, ours) -> tuple[dict, dict]:
+    """The scenario's answers, by request, from BMv2 and from our switch."""
+    return scenario(bmv2), scenario(ours)
+
+
+def assert_same_answers(mine: dict, theirs: dict) -> None:
+    """Every request BMv2 answered, ours answered alike (the differences: ours, BMv2's)."""
+    differing = {k: (mine[k], theirs[k]) for k in theirs if mine.get(k) != theirs[k]}
+    assert differing == {}
+
+
 def test_same_requests_same_answers_as_bmv2(bmv2, ours):
-    theirs = _scenario(bmv2)
-    mine = _scenario(ours)
+    theirs, mine = answers(_scenario, bmv2, ours)
     assert len(theirs) > 5, "the scenario answered too few requests to compare"
     assert mine == theirs
 
 
 def test_same_answers_for_priorities_defaults_and_counters(bmv2, ours):
-    theirs = _ternary_scenario(bmv2)
-    mine = _ternary_scenario(ours)
+    theirs, mine = answers(_ternary_scenario, bmv2, ours)
     assert theirs, "the scenario answered no request to compare"
-    differing = {k: (mine[k], theirs[k]) for k in theirs if mine.get(k) != theirs[k]}
-    assert differing == {}
+    assert_same_answers(mine, theirs)
 
 
 def _clone_digest_scenario(address):
@@ -313,14 +321,12 @@ PI_GAPS = {
 
 
 def test_same_answers_for_clone_sessions_and_digests(bmv2, ours):
-    theirs = _clone_digest_scenario(bmv2)
-    mine = _clone_digest_scenario(ours)
+    theirs, mine = answers(_clone_digest_scenario, bmv2, ours)
     for request, (pi_answer, spec_answer) in PI_GAPS.items():
         assert theirs.pop(request) == pi_answer, f"{request}: BMv2 no longer answers as emulator/README says"
         assert mine.pop(request) == spec_answer(mine), request
     assert theirs["digest read"][0] == "OK" and theirs["clone read all"][0] == "OK"
-    differing = {k: (mine[k], theirs[k]) for k in theirs if mine.get(k) != theirs[k]}
-    assert differing == {}
+    assert_same_answers(mine, theirs)
 
 
 def _weights_scenario(address):
@@ -416,9 +422,7 @@ def _weights_scenario(address):
 
 
 def test_same_answers_for_weighted_selector_members(bmv2, ours):
-    theirs = _weights_scenario(bmv2)
-    mine = _weights_scenario(ours)
+    theirs, mine = answers(_weights_scenario, bmv2, ours)
     assert theirs["weighted insert"][0] == "OK" and len(theirs["members read all"][1]) == 7
     assert len(theirs["oneshot read"][1]) == 1
-    differing = {k: (mine[k], theirs[k]) for k in theirs if mine.get(k) != theirs[k]}
-    assert differing == {}
+    assert_same_answers(mine, theirs)

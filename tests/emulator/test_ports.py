@@ -5,9 +5,10 @@ a unique prefix and remove them afterwards. Host ends live in namespaces; the sw
 root namespace, where the switch (or its loop) runs (helpers in tests/support/veths.py).
 """
 
+import contextlib
+import signal
 import socket
 import subprocess
-import threading
 
 import pytest
 
@@ -15,8 +16,10 @@ from emulator import switch_cli as cli
 from emulator.p4rt.device import Device
 from emulator.pcap import PcapWriter
 from emulator.ports import PortLoop
+from harness.shell import route_to_port_2, shell_session
 from tests.support.fake_program import FAKE_JSON, FakeSwitch, fake_p4info
 from tests.support.paths import P4_DIR
+from tests.support.port_loops import PacketIns, serving
 from tests.support.veths import VethLab, make_frame, needs_netns, read_pcap, receive_marked
 
 # ------------------------------------------------------------------ no root needed
@@ -115,18 +118,14 @@ def test_port_loop_forwards_between_veths_survives_engine_errors_and_writes_pcap
         device.commit(device.build(fake_p4info(), FAKE_JSON))
         loop = PortLoop(device, {1: lab.switch_ifaces[0], 2: lab.switch_ifaces[1]}, pcap_dir=str(tmp_path))
         loop.open()
-        runner = threading.Thread(target=loop.run)
-        runner.start()
         h1, h2 = lab.host_socket(0), lab.host_socket(1)
         try:
-            h1.send(make_frame(b"BOOM"))
-            for i in range(3):
-                h1.send(make_frame(b"hello%d" % i))
-                assert receive_marked(h2, b"hello%d" % i) == make_frame(b"hello%d" % i)
+            with serving(loop):
+                h1.send(make_frame(b"BOOM"))
+                for i in range(3):
+                    h1.send(make_frame(b"hello%d" % i))
+                    assert receive_marked(h2, b"hello%d" % i) == make_frame(b"hello%d" % i)
         finally:
-            loop.stop()
-            runner.join()
-            loop.close()
             h1.close()
             h2.close()
         engine = device.engine
@@ -147,31 +146,20 @@ def test_packet_out_is_injected_on_the_cpu_port_and_packet_in_reaches_the_callba
     with VethLab(2) as lab:
         device = Device(cpu_port=64, engine_factory=lambda _: FakeSwitch())
         device.commit(device.build(fake_p4info(), FAKE_JSON))
-        to_controller = []
-        got_packet_in = threading.Event()
-
-        def packet_in(frame):
-            to_controller.append(frame)
-            got_packet_in.set()
-            return True
-
+        packet_in = PacketIns()
         loop = PortLoop(device, {1: lab.switch_ifaces[0], 2: lab.switch_ifaces[1]}, packet_in=packet_in)
         loop.open()
-        runner = threading.Thread(target=loop.run)
-        runner.start()
         h1, h2 = lab.host_socket(0), lab.host_socket(1)
         try:
-            loop.inject(64, (2 << 7).to_bytes(2, "big") + make_frame(b"from-controller"))
-            assert receive_marked(h2, b"from-controller") == make_frame(b"from-controller")
-            h1.send(make_frame(b"TO_CPU"))
-            assert got_packet_in.wait(5)
+            with serving(loop):
+                loop.inject(64, (2 << 7).to_bytes(2, "big") + make_frame(b"from-controller"))
+                assert receive_marked(h2, b"from-controller") == make_frame(b"from-controller")
+                h1.send(make_frame(b"TO_CPU"))
+                assert packet_in.arrived.wait(5)
         finally:
-            loop.stop()
-            runner.join()
-            loop.close()
             h1.close()
             h2.close()
-        assert to_controller == [((1 << 7) | 5).to_bytes(2, "big") + make_frame(b"TO_CPU")]
+        assert packet_in.frames == [((1 << 7) | 5).to_bytes(2, "big") + make_frame(b"TO_CPU")]
 
 
 # ------------------------------------------------------------------ the process
@@ -193,44 +181,53 @@ def start_switch(*args, cwd=None):
     raise AssertionError(f"thc-switch did not start (exit {proc.returncode}): {proc.stderr.read()}")
 
 
+@contextlib.contextmanager
+def switch_process(*args, stop=signal.SIGTERM):
+    """thc-switch started with `args` for the block (yields its gRPC address); sent `stop` after it, on
+    which it must exit 0."""
+    proc, address = start_switch(*args)
+    try:
+        yield address
+    finally:
+        proc.send_signal(stop)
+        assert proc.wait(timeout=30) == 0
+
+
+@contextlib.contextmanager
+def host_sockets(lab, *ethertype):
+    """Raw sockets on the lab's first two hosts for the block."""
+    h1, h2 = lab.host_socket(0, *ethertype), lab.host_socket(1, *ethertype)
+    try:
+        yield h1, h2
+    finally:
+        h1.close()
+        h2.close()
+
+
 @pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
 def test_switch_process_serves_p4runtime_logs_requests_and_exits_0_on_signal(tmp_path, signum):
-    import signal
-
     import grpc
     from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-    log_file = tmp_path / "s1.log"
-    requests_file = tmp_path / "s1-p4runtime-requests.txt"
-    proc, address = start_switch(
-        "--no-p4",
-        "--grpc-server-addr",
-        "127.0.0.1:0",
-        "--log-file",
-        str(log_file),
-        "-L",
-        "info",
-        "--thrift-port",
-        "9090",
-        "--p4runtime-log",
-        str(requests_file),
-    )
     from tests.support.p4runtime import Controller
 
+    log_file = tmp_path / "s1.log"
+    requests_file = tmp_path / "s1-p4runtime-requests.txt"
+    args = ["--no-p4", "--grpc-server-addr", "127.0.0.1:0", "--log-file", str(log_file), "-L", "info"]
+    args += ["--thrift-port", "9090", "--p4runtime-log", str(requests_file)]
     controller = None
     try:
-        with grpc.insecure_channel(address) as channel:
-            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
-            assert stub.Capabilities(p4runtime_pb2.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
-            read = p4runtime_pb2.ReadRequest(device_id=0)
-            read.entities.add().table_entry.table_id = 7
-            with pytest.raises(grpc.RpcError) as err:
-                list(stub.Read(read))
-            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # no pipeline yet
-        controller = Controller(address)  # an open StreamChannel must not hold the shutdown up
+        with switch_process(*args, stop=getattr(signal, signum)) as address:
+            with grpc.insecure_channel(address) as channel:
+                stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+                assert stub.Capabilities(p4runtime_pb2.CapabilitiesRequest()).p4runtime_api_version == "1.4.1"
+                read = p4runtime_pb2.ReadRequest(device_id=0)
+                read.entities.add().table_entry.table_id = 7
+                with pytest.raises(grpc.RpcError) as err:
+                    list(stub.Read(read))
+                assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # no pipeline yet
+            controller = Controller(address)  # an open StreamChannel must not hold the shutdown up
     finally:
-        proc.send_signal(getattr(signal, signum))
-        assert proc.wait(timeout=30) == 0
         if controller is not None:
             controller.close()
     log = log_file.read_text()
@@ -263,9 +260,6 @@ def test_switch_process_refuses_a_busy_grpc_address_with_exit_2():
 
 @needs_netns()
 def test_thc_switch_on_veths_forwards_with_a_route_from_p4runtime_and_writes_pcaps(tmp_path):
-    import signal
-
-    import p4runtime_sh.shell as sh
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
@@ -275,54 +269,20 @@ def test_thc_switch_on_veths_forwards_with_a_route_from_p4runtime_and_writes_pca
     pcaps = tmp_path / "pcaps"
     with VethLab(2) as lab:
         s1, s2 = lab.switch_ifaces
-        proc, address = start_switch(
-            program,
-            "-i",
-            f"1@{s1}",
-            "-i",
-            f"2@{s2}",
-            "--grpc-server-addr",
-            "127.0.0.1:0",
-            "--pcap",
-            str(pcaps),
-            "--log-file",
-            str(tmp_path / "s1.log"),
-            "-L",
-            "info",
-        )
-        h1 = h2 = None
-        try:
-            sh.setup(
-                device_id=0,
-                grpc_addr=address,
-                election_id=(0, 1),
-                config=sh.FwdPipeConfig(p4info, program),
-                verbose=False,
-            )
-            try:
-                route = sh.TableEntry("MyIngress.ipv4_lpm")(action="MyIngress.ipv4_forward")
-                route.match["hdr.ipv4.dstAddr"] = "10.0.2.0/24"
-                route.action["dstAddr"] = "08:00:00:00:02:02"
-                route.action["port"] = "2"
-                route.insert()
-            finally:
-                sh.teardown()
-            h1, h2 = lab.host_socket(0, 0x0800), lab.host_socket(1, 0x0800)
-            frame = bytes(
-                Ether(dst="08:00:00:00:01:00", src="08:00:00:00:01:01")
-                / IP(src="10.0.1.1", dst="10.0.2.2", ttl=64)
-                / UDP(sport=7, dport=7)
-                / b"veth-test-payload"
-            )
-            h1.send(frame)
-            out = Ether(receive_marked(h2, b"veth-test-payload"))
-            assert (out.dst, out.src, out[IP].ttl) == ("08:00:00:00:02:02", "08:00:00:00:01:00", 63)
-        finally:
-            for sock in (h1, h2):
-                if sock is not None:
-                    sock.close()
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0
+        args = [program, "-i", f"1@{s1}", "-i", f"2@{s2}", "--grpc-server-addr", "127.0.0.1:0"]
+        args += ["--pcap", str(pcaps), "--log-file", str(tmp_path / "s1.log"), "-L", "info"]
+        with switch_process(*args) as address:
+            route_to_port_2(address, p4info, program)
+            with host_sockets(lab, 0x0800) as (h1, h2):
+                frame = bytes(
+                    Ether(dst="08:00:00:00:01:00", src="08:00:00:00:01:01")
+                    / IP(src="10.0.1.1", dst="10.0.2.2", ttl=64)
+                    / UDP(sport=7, dport=7)
+                    / b"veth-test-payload"
+                )
+                h1.send(frame)
+                out = Ether(receive_marked(h2, b"veth-test-payload"))
+                assert (out.dst, out.src, out[IP].ttl) == ("08:00:00:00:02:02", "08:00:00:00:01:00", 63)
         assert frame in read_pcap(str(pcaps / f"{s1}_in.pcap"))
         assert bytes(out) in read_pcap(str(pcaps / f"{s2}_out.pcap"))
         log = (tmp_path / "s1.log").read_text()
@@ -331,41 +291,18 @@ def test_thc_switch_on_veths_forwards_with_a_route_from_p4runtime_and_writes_pca
 
 @needs_netns()
 def test_thc_switch_cpu_port_packet_io_with_target_options_after_double_dash():
-    import signal
-
-    import p4runtime_sh.shell as sh
-
     from tests.support.p4runtime import compiled
     from tests.support.paths import PACKET_IO
 
     p4info, program = compiled("packet_io", PACKET_IO)
     with VethLab(2) as lab:
         s1, s2 = lab.switch_ifaces
-        proc, address = start_switch(
-            "--no-p4", "-i", f"1@{s1}", "-i", f"2@{s2}", "--", "--grpc-server-addr", "127.0.0.1:0", "--cpu-port", "255"
-        )
-        h1 = h2 = None
-        try:
-            sh.setup(
-                device_id=0,
-                grpc_addr=address,
-                election_id=(0, 1),
-                config=sh.FwdPipeConfig(p4info, program),
-                verbose=False,
-            )
-            try:
-                h1, h2 = lab.host_socket(0), lab.host_socket(1)
+        args = ["--no-p4", "-i", f"1@{s1}", "-i", f"2@{s2}", "--", "--grpc-server-addr", "127.0.0.1:0"]
+        with switch_process(*args, "--cpu-port", "255") as address:
+            with shell_session(address, p4info, program) as sh, host_sockets(lab) as (h1, h2):
                 sh.PacketOut(make_frame(b"from-controller"), egress_port="2").send()
                 assert receive_marked(h2, b"from-controller") == make_frame(b"from-controller")
                 h1.send(make_frame(b"to-controller"))
                 message = sh.client.get_stream_packet("packet", timeout=10)
                 assert message.packet.payload == make_frame(b"to-controller")
                 assert message.packet.metadata[0].value == b"\x01"  # ingress port
-            finally:
-                sh.teardown()
-        finally:
-            for sock in (h1, h2):
-                if sock is not None:
-                    sock.close()
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0
