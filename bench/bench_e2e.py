@@ -37,6 +37,7 @@ from controller.topology import Topology  # noqa: E402
 from spec.job import DEFAULT_WINDOW, JobSpec  # noqa: E402
 from thc.modes import RUN_DEFAULT  # noqa: E402
 from topologies import provenance, report  # noqa: E402
+from topologies.targets import add_target_option  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
@@ -60,12 +61,7 @@ def parse_args(argv=None):
         default="auto",
         help="software switch engine (target emulator; default auto = native when it can run the program)",
     )
-    p.add_argument(
-        "--target",
-        choices=("emulator", "bmv2"),
-        default="emulator",
-        help="switch target: our software switch or BMv2's simple_switch_grpc (default emulator)",
-    )
+    add_target_option(p)
     p.add_argument(
         "--bw",
         type=listed(positive_number("Mbit/s")),

@@ -58,6 +58,7 @@ from harness.sim import SimJob, attach_workers  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from host_agent.aggregator import SwitchAggregator  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
+from topologies.targets import add_target_option  # noqa: E402
 
 LOSSES = (1.0, 5.0, 10.0)
 DUPLICATE = 0.05
@@ -79,7 +80,7 @@ def parse_args(argv=None):
         default=str(REPO / "topologies" / "star4.json"),
         help="Mininet topology (default star4)",
     )
-    p.add_argument("--target", choices=("emulator", "bmv2"), default="emulator", help="switch target (Mininet)")
+    add_target_option(p)
     p.add_argument("--no-mininet", action="store_true", help="skip the Mininet faults (no root needed then)")
     p.add_argument("--no-inprocess", action="store_true", help="skip duplication, reordering and the silent leaf")
     p.add_argument("--inprocess-steps", type=int_in(1), help="training steps of the in-process runs (default 100)")

@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_pipeline import bench_veth  # noqa: E402
+from topologies.targets import add_target_option  # noqa: E402
 
 OUT = REPO / "bench" / "out" / "slow_switch.json"
 BMV2_THC_PPS = 900  # THC requests/s bench_pipeline measured through BMv2 here (K = 1,024, window 32; README)
@@ -44,12 +45,7 @@ FLOOR_RETX, FLOOR_STEP, FLOOR_COORDS = 0.01, 0.7, 0.7
 
 def parse_args(argv=None):
     p = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        "--target",
-        choices=("emulator", "bmv2"),
-        default="emulator",
-        help="the software switch slowed to --pps (default), or BMv2 at its own pace",
-    )
+    add_target_option(p, help="the software switch slowed to --pps (default), or BMv2 at its own pace")
     p.add_argument(
         "--pps",
         type=positive_number("frames a second"),

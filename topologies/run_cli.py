@@ -11,6 +11,7 @@ from spec.job import add_job_options
 from thc.modes import MODES as WORKER_MODES
 from thc.modes import RUN_DEFAULT
 from topologies import link_rate
+from topologies.targets import add_target_option
 from usage.args import OneLineParser, folder, input_file, int_in, number_in, positive_number
 
 DEFAULT_TOPO = "topologies/star4.json"
@@ -100,12 +101,7 @@ def _network_options(net) -> None:
         help=f"topology JSON (default {DEFAULT_TOPO}, or {PS_TOPO} when a mode is a ps mode; format: "
         "controller/topology_file.py)",
     )
-    net.add_argument(
-        "--target",
-        choices=("emulator", "bmv2"),
-        default="emulator",
-        help="switch: 'emulator' = our thc-switch (default), 'bmv2' = simple_switch_grpc (from /opt/p4/bin or PATH)",
-    )
+    add_target_option(net)
     net.add_argument(
         "--workers",
         type=int_in(1, MAX_WORKERS, " (the switch's worker bitmap)"),

@@ -28,6 +28,15 @@ class SwitchLaunch:
     log_file: Path
 
 
+def add_target_option(
+    parser,
+    help: str = "switch: 'emulator' = our thc-switch (default), 'bmv2' = simple_switch_grpc (from /opt/p4/bin or PATH)",
+) -> None:
+    """--target, one of TARGETS (the software switch unless asked): thc-run's option, and the benchmarks'
+    that start a testbed the way it does."""
+    parser.add_argument("--target", choices=TARGETS, default="emulator", help=help)
+
+
 def find_executable(target: str) -> str | None:
     """The switch executable of ``target``, or None when it is not installed."""
     if target == "emulator":
