@@ -214,7 +214,6 @@ def main(argv=None) -> int:
         return 2
     from mininet.log import setLogLevel
 
-    from topologies.progress import Progress
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 
@@ -233,21 +232,16 @@ def main(argv=None) -> int:
                 for mode in args.modes:
                     run += 1
                     say(f"{model} at {bw:g} Mbit/s: {mode}, {args.steps} steps")
-                    progress = Progress(mode, args.steps, len(topo.workers))
-                    try:
-                        results = bed.run_workers(
-                            WorkerOptions(
-                                mode=mode,
-                                steps=args.steps,
-                                model=model,
-                                job=JobSpec(job_id=run % 250 + 1, workers=len(topo.workers), window=args.window),
-                                master_port=29600 + run % 1000,
-                                switch_timeout=60,
-                            ),
-                            progress,
-                        )
-                    finally:
-                        progress.close()
+                    job = JobSpec(job_id=run % 250 + 1, workers=len(topo.workers), window=args.window)
+                    options = WorkerOptions(
+                        mode=mode,
+                        steps=args.steps,
+                        model=model,
+                        job=job,
+                        master_port=29600 + run % 1000,
+                        switch_timeout=60,
+                    )
+                    results = bed.train(mode, options)
                     row = report.summarize(mode, results, workloads.get(model).target, busiest=bed.last_busiest)
                     records.append(record(model, bw, row))
                     tta = "not reached" if row.time_to_target_s is None else f"{row.time_to_target_s:.1f} s"

@@ -29,7 +29,6 @@ from host_agent import workloads
 from spec.job import JobSpec, JobSpecError, spec_from_options
 from thc.modes import PLAN, PS_MODES, SWITCH_MODES
 from topologies import interrupts, link_rate, pcap_room, plan_costs, provenance, supervisor
-from topologies.progress import Progress
 from topologies.run_cli import ALL_MODES, DEFAULT_TOPO, PS_TOPO, build_parser
 
 REPO = Path(__file__).resolve().parents[1]
@@ -357,18 +356,14 @@ def run(args) -> int:
                 servers = topo.placement(options.placement)
                 where = ", ".join(f"{s.host}" for s in servers)
                 say(f"{mode}: {options.job_for(topo).describe()} on {len(servers)} servers ({where}), each a share")
-            progress = Progress(mode, args.steps, len(topo.workers))
-            try:
-                results = bed.run_workers(
-                    options,
-                    progress,
-                    stall_timeout=args.stall_timeout,
-                    start_timeout=args.stall_timeout + 60,
-                    kill=args.kill,
-                    restart=args.restart_switch,
-                )
-            finally:
-                progress.close()
+            results = bed.train(
+                mode,
+                options,
+                stall_timeout=args.stall_timeout,
+                start_timeout=args.stall_timeout + 60,
+                kill=args.kill,
+                restart=args.restart_switch,
+            )
             events = bed.last_switch_events.get(topo.aggregation.switch, {})
             target_acc = args.target_acc if args.target_acc is not None else workloads.get(args.model).target
             summaries.append(

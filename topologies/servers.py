@@ -34,6 +34,7 @@ from host_agent.sharded import Server
 from spec.job import JobSpec
 from topologies import interrupts
 from topologies.ledger import Ledger
+from topologies.lifecycle import StartStop
 from topologies.p4switch import SwitchStartError, wait_answering
 from topologies.targets import find_executable, missing_message
 
@@ -62,7 +63,7 @@ class RunningServer:
     session: object = None  # controller.session.SwitchSession, once it answers
 
 
-class ServerSet:
+class ServerSet(StartStop):
     """One placement's servers for one mode: started in their hosts, programmed, given the job, stopped.
 
     `net` is the run's EmulatedNetwork (its hosts' namespaces), `ledger` records every process."""
@@ -90,17 +91,6 @@ class ServerSet:
         self.executable = find_executable("emulator")  # servers are the software switch on either target
         if self.executable is None:
             raise SwitchStartError(missing_message("emulator"))
-
-    def __enter__(self) -> ServerSet:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self, ready_timeout: float = 60.0) -> None:
         """Start every server in its host, wait until each answers P4Runtime, push the program."""

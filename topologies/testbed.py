@@ -21,13 +21,15 @@ from topologies import link_bytes
 from topologies.control_plane import ControlPlane, counter_delta
 from topologies.failover import Failover, KillSwitch
 from topologies.ledger import Ledger
+from topologies.lifecycle import StartStop
 from topologies.network import EmulatedNetwork
+from topologies.progress import Progress
 from topologies.servers import ServerSet
 from topologies.switch_restart import SwitchRestarter
 from topologies.workers import Worker, WorkerOptions, follow, load_results, start_workers, stop_workers
 
 
-class Testbed:
+class Testbed(StartStop):
     def __init__(
         self,
         topo: Topology,
@@ -68,17 +70,6 @@ class Testbed:
         self._kept_counters: dict = {}  # switch -> event counters read just before it was killed
         self._job_epoch = 0  # the epoch of the job start_job installed last
         self.last_busiest: link_bytes.Busiest | None = None  # the last run's busiest link, per step
-
-    def __enter__(self) -> Testbed:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self) -> None:
         self.net.start(ready_timeout=self.start_timeout)
@@ -156,6 +147,15 @@ class Testbed:
         placement, level, backend = options.placement, net.switch_log_level, net.switch_backend
         with ServerSet(net, self.topo, placement, self.ledger, self.log_dir, level, backend, self.say) as servers:
             return self._run(self.start_ps_job(options, servers), servers=servers, **run)
+
+    def train(self, label: str, options: WorkerOptions, **run) -> list:
+        """run_workers with a progress bar of the run (`label`: the mode as the user named it), closed when
+        the run ends; `run`: run_workers' other arguments."""
+        progress = Progress(label, options.steps, len(self.topo.workers))
+        try:
+            return self.run_workers(options, progress, **run)
+        finally:
+            progress.close()
 
     def _run(
         self, options, on_event, stall_timeout, start_timeout, kill, restart, servers: ServerSet | None = None

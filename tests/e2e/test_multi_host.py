@@ -50,7 +50,7 @@ def machines(tmp_path_factory):
     started = time.monotonic()
     with Machines(topo) as m:
         m.cwd, m.env, m.topo = cwd, env, topo
-        switch = m.start("s1", SWITCH, cwd / "s1.log", cwd=cwd, env=env)
+        switch = m.launch("s1", SWITCH, cwd / "s1.log", cwd=cwd, env=env)
         _wait_for_line(cwd / "s1.log", "thc-switch ready", switch)
         shown = [docs.words(line) for line in docs.command_lines(HOST_H1)]  # the page shows h1's
         assert shown == [docs.words(line) for line in host_setup(topo, "h1")]
@@ -86,7 +86,7 @@ def on_every_host(m, command: str, env: dict, timeout: float = 900) -> float:
     runs = []
     for host in m.topo.workers:
         line = f"R={m.topo.worker_id(host)}; {command}"
-        runs.append((host, m.start(host, line, m.cwd / f"{host}.log", cwd=m.cwd, env=env)))
+        runs.append((host, m.launch(host, line, m.cwd / f"{host}.log", cwd=m.cwd, env=env)))
     for host, run in runs:
         code = run.wait(timeout)
         assert code == 0, f"{host} exited {code}:\n" + (m.cwd / f"{host}.log").read_text()[-3000:]

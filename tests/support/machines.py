@@ -5,7 +5,7 @@ user types them on that machine, so a test can run the README's commands as writ
 Hosts get the topology's MAC and address on ``eth0`` and the setup a P4 switch that answers no ARP and
 sees whole frames needs (``host_setup``: permanent neighbour entries, checksum and segmentation offloads
 off); switch ports are named as the topology names them (``s1-eth1``). Everything is named with a prefix
-that holds this process's pid, and ``close()`` ends the processes it started (by pid) and deletes the
+that holds this process's pid, and ``stop()`` ends the processes it started (by pid) and deletes the
 namespaces it made, which takes their veths along.
 """
 
@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from controller.topology import Topology
+from topologies.lifecycle import StartStop
 
 HOST_IFACE = "eth0"
 OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
@@ -38,7 +39,7 @@ def host_setup(topo: Topology, host: str) -> list[str]:
     return [*lines, f"ethtool -K {HOST_IFACE} {OFFLOADS_OFF}"]
 
 
-class Machines:
+class Machines(StartStop):
     """The nodes of ``topo`` in namespaces ``<prefix><node>``; use as a context manager."""
 
     def __init__(self, topo: Topology, prefix: str | None = None):
@@ -50,18 +51,8 @@ class Machines:
     def ns(self, node: str) -> str:
         return f"{self.prefix}{node}"
 
-    def __enter__(self) -> Machines:
-        try:
-            self._build()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _build(self) -> None:
+    def start(self) -> None:
+        """Make the namespaces and the links between them (`with machines:` does, and stops them after)."""
         for node in (*self.topo.hosts, *self.topo.switches):
             _ip("netns", "add", self.ns(node))
             self.namespaces.append(self.ns(node))
@@ -90,7 +81,7 @@ class Machines:
             raise AssertionError(f"on {node}: {command}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}")
         return done
 
-    def start(self, node: str, command: str, log: Path, **kwargs) -> subprocess.Popen:
+    def launch(self, node: str, command: str, log: Path, **kwargs) -> subprocess.Popen:
         """Start ``command`` on ``node`` in a session of its own, its output to ``log``."""
         with open(log, "w") as out:
             process = subprocess.Popen(
@@ -102,7 +93,7 @@ class Machines:
     def _argv(self, node: str, command: str) -> list[str]:
         return ["ip", "netns", "exec", self.ns(node), "bash", "-c", command]
 
-    def close(self) -> None:
+    def stop(self) -> None:
         """End what was started here (SIGTERM to each session, then SIGKILL to whatever is still in our
         namespaces), then delete the namespaces."""
         for process in self.processes:

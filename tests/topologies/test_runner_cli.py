@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from topologies import interrupts, runner
+from topologies.progress import Progress
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -166,7 +167,7 @@ def test_a_modes_time_estimate_is_its_own_average_pace_from_its_first_step():
     """Steps come in bursts between evaluations; the estimate must not swing with each pause, nor count
     the workers' start-up or another mode's steps."""
     now = [100.0]
-    bar = runner.Progress("thc", steps=100, n_workers=2, clock=lambda: now[0])
+    bar = Progress("thc", steps=100, n_workers=2, clock=lambda: now[0])
     try:
         worker = [type("W", (), {"rank": r, "host": f"h{r + 1}"})() for r in range(2)]
         now[0] = 160.0  # a minute of imports and rendezvous: not the mode's pace
