@@ -355,6 +355,13 @@ def add_writes(
     return first, then + pool_then
 
 
+def fresh_writes(job: Job, service_ip: str | None) -> list[Write]:
+    """The writes that install `job` on a switch that holds nothing of it yet, after its service address
+    (`service_ip`; None: the switch serves one already)."""
+    first, then = add_writes(job, None, False, set())
+    return ([service_address_write(service_ip)] if service_ip is not None else []) + first + then
+
+
 def remove_writes(
     job_id: int,
     group_id: int | None,

@@ -159,11 +159,7 @@ def plan(
 def fresh_writes(job: TwoLevelJob) -> dict[str, list[Write]]:
     """The writes that install `job` on switches that hold nothing yet: per switch its service address,
     then its job (group, result_dst, uplink, jobs entry)."""
-    out = {}
-    for name, part in job.parts.items():
-        first, then = jobs.add_writes(part, None, False, set())
-        out[name] = [jobs.service_address_write(job.service_ips[name]), *first, *then]
-    return out
+    return {name: jobs.fresh_writes(part, job.service_ips[name]) for name, part in job.parts.items()}
 
 
 def add_job(

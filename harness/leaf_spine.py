@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from controller.writes import INSERT, TableWrite
+from controller import jobs, two_level
+from controller.topology import Topology
 from harness import frames as tp
 from harness.switches import SoftwareTarget, SwitchTarget
 from spec import contract
@@ -55,7 +56,8 @@ def worker_mac(w: int) -> int:
 
 @dataclass
 class LeafSpine:
-    """`leaves` leaf switches of `per_leaf` workers each and one spine, programmed for one job."""
+    """`leaves` leaf switches of `per_leaf` workers each and one spine, running one job (`spec`) as `thc-ctl`
+    would: placed by the controller's planners on the fabric's topology and installed with its writes."""
 
     leaves: int
     per_leaf: int
@@ -75,21 +77,21 @@ class LeafSpine:
     spine_link_bytes: int = field(init=False, default=0)
 
     def __post_init__(self):
+        if self.levels not in (1, 2):
+            raise ValueError(f"levels must be 1 or 2, not {self.levels}")
         self.n = self.leaves * self.per_leaf
         self.rng = random.Random(self.seed)
-        self.lane_bits = JobSpec(self.job_id, self.n, THCConfig(granularity=int(max(self.table.values)))).lane_bits
+        table = self.table
+        codec = THCConfig(bits=table.bits, granularity=table.granularity, clip=table.clip, table=table.kind)
+        self.spec = JobSpec(self.job_id, self.n, codec, window=self.n_slots, slots=self.n_slots, key=KEY)
+        self.lane_bits = self.spec.lane_bits
         self.coords = contract.per_request(self.lane_bits)
+        self.topology = self._topology()
         self.leaf = []
         self.spine = self._switch("spine", self.leaves)
         self.leaf = [self._switch(f"leaf{i}", self.per_leaf + 1) for i in range(self.leaves)]
-        if self.levels not in (1, 2):
-            raise ValueError(f"levels must be 1 or 2, not {self.levels}")
-        if self.levels == 2:
-            self._program_spine()
-            for leaf in range(self.leaves):
-                self._program_leaf(leaf)
-        else:
-            self._program_single_level()
+        self._route()
+        self._program()
 
     def _switch(self, name: str, ports: int) -> SwitchTarget:
         if self.switches is None:
@@ -100,74 +102,50 @@ class LeafSpine:
             self.close()
             raise
 
-    def _program_single_level(self) -> None:
-        """The spine aggregates all n workers; the leaves forward requests up and results down."""
-        sw, group = self.spine, 100
-        sw.add_service(ip_int(SPINE_IP))
-        for w in range(self.n):
-            leaf = w // self.per_leaf
-            sw.add_route(ip_int(worker_ip(w)), 32, worker_mac(w), leaf + 1)
-            sw.add_result_dst(self.job_id, w, worker_mac(w), ip_int(worker_ip(w)))
-        sw.set_job(
-            self.job_id,
-            n_workers=self.n,
-            slot_base=0,
-            n_slots=self.n_slots,
-            mcast_grp=group,
-            worker_mask=(1 << self.n) - 1,
-            lane_bits=self.lane_bits,
-            epoch=self.epoch,
-            key=KEY,
-        )
-        sw.set_group(group, [(w // self.per_leaf + 1, w) for w in range(self.n)])
-        sw.set_table(self.job_id, self.table.values, self.table.bits)
+    def _topology(self) -> Topology:
+        """The fabric as a topology file would describe it (the addresses and ports above): what the
+        controller's planners place a job on. On one level the spine aggregates and the leaves only route."""
+        hosts = {f"h{w + 1}": {"ip": f"{worker_ip(w)}/24", "mac": mac_str(worker_mac(w))} for w in range(self.n)}
+        links = [[f"h{w + 1}", f"leaf{w // self.per_leaf}-p{w % self.per_leaf + 1}"] for w in range(self.n)]
+        links += [[f"leaf{i}-p{self.per_leaf + 1}", f"spine-p{i + 1}"] for i in range(self.leaves)]
+        aggregation = {"switch": "spine", "service_ip": SPINE_IP, "service_mac": mac_str(switch_mac(99))}
+        if self.levels == 2:
+            aggregation["leaves"] = {
+                f"leaf{i}": {"service_ip": leaf_ip(i), "service_mac": mac_str(switch_mac(i))}
+                for i in range(self.leaves)
+            }
+        switches = {"spine": {}} | {f"leaf{i}": {} for i in range(self.leaves)}
+        data = {"name": "leafspine", "hosts": hosts, "switches": switches, "links": links, "aggregation": aggregation}
+        return Topology.from_dict(data)
+
+    def _route(self) -> None:
+        """IPv4 routes, the fabric's own (no job's): each leaf reaches its workers and the spine; the spine
+        reaches the leaves (two levels) or every worker through its leaf (one level)."""
         for leaf in range(self.leaves):
             self.leaf[leaf].add_route(ip_int(SPINE_IP), 32, switch_mac(99), self.per_leaf + 1)
             for port, w in enumerate(self.local_workers(leaf), start=1):
                 self.leaf[leaf].add_route(ip_int(worker_ip(w)), 32, worker_mac(w), port)
+                if self.levels == 1:
+                    self.spine.add_route(ip_int(worker_ip(w)), 32, worker_mac(w), leaf + 1)
+            if self.levels == 2:
+                self.spine.add_route(ip_int(leaf_ip(leaf)), 32, switch_mac(leaf), leaf + 1)
 
-    def _program_spine(self) -> None:
-        sw, group = self.spine, 100
-        sw.add_service(ip_int(SPINE_IP))
-        for leaf in range(self.leaves):
-            sw.add_route(ip_int(leaf_ip(leaf)), 32, switch_mac(leaf), leaf + 1)
-            sw.add_result_dst(self.job_id, leaf, switch_mac(leaf), ip_int(leaf_ip(leaf)))
-        # the spine's job: its "workers" are the leaves; the result lanes are sized for all n workers
-        sw.set_job(
-            self.job_id,
-            n_workers=self.leaves,
-            slot_base=0,
-            n_slots=self.n_slots,
-            mcast_grp=group,
-            worker_mask=(1 << self.leaves) - 1,
-            lane_bits=self.lane_bits,
-            epoch=self.epoch,
-            key=KEY,
-        )
-        sw.set_group(group, [(leaf + 1, leaf) for leaf in range(self.leaves)])
+    def _program(self) -> None:
+        """The job, placed by the controller's planners (two_level.plan: the spine's part, whose workers are
+        the leaves, and each leaf's, with its uplink) and installed with the controller's writes."""
+        hosts = list(self.topology.workers)
+        options = {"words": getattr(self.spine, "words", None), "slot_base": 0, "epoch": self.epoch}
+        if self.levels == 2:
+            for name, writes in two_level.fresh_writes(
+                two_level.plan(self.topology, self.spec, hosts, **options)
+            ).items():
+                self._target(name).apply(writes)
+            return
+        job = jobs.plan_job(self.spec, jobs.workers_from_topology(self.topology, "spine", hosts), [], **options)
+        self.spine.apply(jobs.fresh_writes(job, SPINE_IP))
 
-    def _program_leaf(self, leaf: int) -> None:
-        sw, group = self.leaf[leaf], 10 + leaf
-        sw.add_service(ip_int(leaf_ip(leaf)))
-        sw.add_route(ip_int(SPINE_IP), 32, switch_mac(99), self.per_leaf + 1)
-        local = self.local_workers(leaf)
-        for port, w in enumerate(local, start=1):
-            sw.add_route(ip_int(worker_ip(w)), 32, worker_mac(w), port)
-            sw.add_result_dst(self.job_id, w, worker_mac(w), ip_int(worker_ip(w)))
-        sw.set_job(
-            self.job_id,
-            n_workers=self.per_leaf,
-            slot_base=0,
-            n_slots=self.n_slots,
-            mcast_grp=group,
-            worker_mask=sum(1 << w for w in local),
-            lane_bits=self.lane_bits,  # a leaf's partials are added at the spine: the whole job's lanes
-            epoch=self.epoch,
-            key=KEY,
-        )
-        sw.set_group(group, [(port, w) for port, w in enumerate(local, start=1)])
-        sw.apply([TableWrite(INSERT, contract.UPLINK, (self.job_id,), contract.TO_SPINE, (leaf, ip_int(SPINE_IP)))])
-        sw.set_table(self.job_id, self.table.values, self.table.bits)
+    def _target(self, name: str) -> SwitchTarget:
+        return self.spine if name == "spine" else self.leaf[int(name.removeprefix("leaf"))]
 
     def local_workers(self, leaf: int) -> list[int]:
         return list(range(leaf * self.per_leaf, (leaf + 1) * self.per_leaf))

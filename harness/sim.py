@@ -88,9 +88,7 @@ def program_engine(sw, job: SimJob, service: wire.Endpoint | None = SERVICE) -> 
             f"job {job.job_id} is described for {job.spec.words}-word cells but the engine's program has "
             f"{words}: plan it with JobSpec(words={words}), or load the program it was made for"
         )
-    first, then = jobs.add_writes(job.job, None, False, set())
-    service_write = [jobs.service_address_write(service.ip)] if service is not None else []
-    EngineWriter(sw).apply([*service_write, *first, *then])
+    EngineWriter(sw).apply(jobs.fresh_writes(job.job, service.ip if service is not None else None))
 
 
 def admit(engine, job: SimJob) -> None:
@@ -135,3 +133,21 @@ def attach_workers(
         builder = wire.FrameBuilder(worker_endpoint(w), service)
         protocols.append(WorkerProtocol(lw.attach(worker_port(w)), builder, job.spec, w, clock=clock, **options))
     return lw, protocols
+
+
+def thc_round(workers: list[WorkerProtocol], comps: list, grads: list, step: int) -> tuple:
+    """One THC round of `workers` (blocking protocols, driven here) with their compressors `comps`: the NORM
+    round of the prepared `grads`, their encoding against its maxima, the THC sums. Returns (preps, maxima,
+    indices, ops); ops[w].result() is worker w's (sums, count)."""
+    import torch
+
+    from host_agent.protocol import drive
+
+    preps = [c.prepare(g, step) for c, g in zip(comps, grads)]
+    ops = [w.start_max(p.norms.numpy()) for w, p in zip(workers, preps)]
+    drive(workers)
+    maxima = torch.from_numpy(ops[0].result())
+    indices = [c.encode(p, maxima) for c, p in zip(comps, preps)]
+    ops = [w.start_sum_indices(i) for w, i in zip(workers, indices)]
+    drive(workers)
+    return preps, maxima, indices, ops
