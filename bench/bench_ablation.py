@@ -208,9 +208,8 @@ def nmse_run(spec: JobSpec, rounds: list[list]) -> dict:
     import numpy as np
     import torch
 
-    from harness.sim import attach_workers
+    from harness.sim import attach_workers, thc_round
     from host_agent.clock import VirtualClock
-    from host_agent.protocol import drive
     from thc import THCCompressor
     from thc.metrics import nmse
 
@@ -219,13 +218,7 @@ def nmse_run(spec: JobSpec, rounds: list[list]) -> dict:
     comps = [THCCompressor(job.spec.codec, worker_id=w) for w in job.worker_ids]
     per_round, drift, energy, wrong = [], None, 0.0, 0
     for t, grads in enumerate(rounds):
-        preps = [c.prepare(g, t) for c, g in zip(comps, grads)]
-        ops = [w.start_max(p.norms.numpy()) for w, p in zip(workers, preps)]
-        drive(workers)
-        maxima = torch.from_numpy(ops[0].result())
-        indices = [c.encode(p, maxima) for c, p in zip(comps, preps)]
-        ops = [w.start_sum_indices(i) for w, i in zip(workers, indices)]
-        drive(workers)
+        preps, maxima, indices, ops = thc_round(workers, comps, grads, t)
         sums, count = ops[0].result()
         reference = comps[0].aggregate(indices)
         wrong += sum(int((np.asarray(s) != r).sum()) for s, r in zip(sums, reference))
@@ -299,7 +292,6 @@ def tta_part(args) -> dict:
     from controller.topology import Topology
     from host_agent import workloads
     from topologies import report
-    from topologies.progress import Progress
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 
@@ -319,22 +311,11 @@ def tta_part(args) -> dict:
                 else JobSpec(index % 250 + 1, args.tta_workers)
             )
             say(f"{name} at {bw:g} Mbit/s: {mode}, {args.steps} steps" + (f" ({job.describe()})" if variant else ""))
-            progress = Progress(mode, args.steps, args.tta_workers)
             load = os.getloadavg()[0]
-            try:
-                results = bed.run_workers(
-                    WorkerOptions(
-                        mode=mode,
-                        steps=args.steps,
-                        model=MODEL,
-                        job=job,
-                        master_port=29700 + index,
-                        switch_timeout=60,
-                    ),
-                    progress,
-                )
-            finally:
-                progress.close()
+            options = WorkerOptions(
+                mode=mode, steps=args.steps, model=MODEL, job=job, master_port=29700 + index, switch_timeout=60
+            )
+            results = bed.train(mode, options)
             summary = report.summarize(mode, results, workloads.get(MODEL).target)
             rows.append(
                 {

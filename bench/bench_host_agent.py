@@ -488,15 +488,12 @@ def veth_round(iface: str, quick: bool) -> None:
             f"{wall * 1e3:.3f} ms wall, {coords / cpu:,.0f} coordinates/s of CPU",
             flush=True,
         )
-        bench_record.note(
-            {
-                "figure": "full round",
-                "codec": "numpy" if os.environ.get("THC_NATIVE") == "0" else "native",
-                "coords": coords,
-                "cpu_ms": cpu * 1e3,
-                "wall_ms": wall * 1e3,
-                "phases_ms": {name: seconds / repeats * 1e3 for name, seconds in phases.items()},
-            }
+        note_round(
+            "full round",
+            coords=coords,
+            cpu_ms=cpu * 1e3,
+            wall_ms=wall * 1e3,
+            phases_ms={name: seconds / repeats * 1e3 for name, seconds in phases.items()},
         )
         state.close()
         if i == 0:
@@ -527,15 +524,18 @@ def protocol_round(worker, repeats: int) -> None:
         f"sums {sums / repeats * 1e3:.3f})",
         flush=True,
     )
-    bench_record.note(
-        {
-            "figure": "protocol part",
-            "codec": "numpy" if os.environ.get("THC_NATIVE") == "0" else "native",
-            "cpu_ms": (norm + sums) / repeats * 1e3,
-            "norm_ms": norm / repeats * 1e3,
-            "sums_ms": sums / repeats * 1e3,
-        }
+    note_round(
+        "protocol part",
+        cpu_ms=(norm + sums) / repeats * 1e3,
+        norm_ms=norm / repeats * 1e3,
+        sums_ms=sums / repeats * 1e3,
     )
+
+
+def note_round(figure: str, **values) -> None:
+    """A veth round's figure for the record, with the codec that ran it (THC_NATIVE=0: numpy's)."""
+    codec = "numpy" if os.environ.get("THC_NATIVE") == "0" else "native"
+    bench_record.note({"figure": figure, "codec": codec, **values})
 
 
 def bench_veth_worker(quick: bool, before: str | None) -> None:

@@ -34,14 +34,20 @@ def thc_spec(config: THCConfig, job_id: int, workers: int, **framing) -> JobSpec
     return JobSpec(job_id=job_id, workers=workers, codec=config, **framing)
 
 
+def aggregators_on(engine, job: SimJob, *, loss: float = 0.0, seed: int = 0, **options) -> list[SwitchAggregator]:
+    """One SwitchAggregator per worker of ``job`` on a loopback wire to ``engine`` (real clock), each link
+    losing ``loss`` of its frames each way (seeded); ``options``: WorkerProtocol's (timeout, deadline, ...)."""
+    _, protocols = attach_workers(engine, job, loss_up=loss, loss_down=loss, seed=seed, clock=time.monotonic, **options)
+    return [SwitchAggregator(p) for p in protocols]
+
+
 def switch_aggregators(n: int, config: THCConfig, engine=None) -> list[SwitchAggregator]:
     """n SwitchAggregators on a loopback wire to ``engine`` (default: a FakeSwitch) serving one job."""
     job = SimJob.plan(thc_spec(config, 3, n, window=64, slots=64))
     if engine is None:
         engine = FakeSwitch()
         engine.add_job(job)
-    _, protocols = attach_workers(engine, job, clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=60.0)
-    return [SwitchAggregator(p) for p in protocols]
+    return aggregators_on(engine, job, timeout=0.01, max_timeout=0.1, deadline=60.0)
 
 
 def jobs_aggregators(engine, jobs: list[SimJob], **options) -> dict[int, list[SwitchAggregator]]:

@@ -1,15 +1,12 @@
 """SwitchAggregator, the THC DDP hook's aggregator: several workers in threads over the loopback wire."""
 
-import threading
-import time
-
 import numpy as np
 import pytest
 import torch
 
+from harness.ddp_cluster import aggregators_on, in_threads
 from harness.fake_switch import FakeSwitch
-from harness.sim import SimJob, attach_workers
-from host_agent.aggregator import SwitchAggregator
+from harness.sim import SimJob
 from spec.job import JobSpec
 
 TABLE = np.array([0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30])  # the default description's
@@ -19,36 +16,7 @@ def aggregators(n, window=16, loss=0.0, **spec):
     job = SimJob.plan(JobSpec.from_dict({"job_id": 1, "workers": n, "window": window, "slots": window, **spec}))
     switch = FakeSwitch()
     switch.add_job(job)
-    _, protocols = attach_workers(
-        switch,
-        job,
-        loss_up=loss,
-        loss_down=loss,
-        seed=11,
-        clock=time.monotonic,
-        timeout=0.005,
-        max_timeout=0.05,
-        deadline=20.0,
-    )
-    return [SwitchAggregator(p) for p in protocols]
-
-
-def in_threads(fn, n):
-    out, errors = [None] * n, []
-
-    def run(w):
-        try:
-            out[w] = fn(w)
-        except Exception as exc:  # surfaced below with the worker's id
-            errors.append((w, exc))
-
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors
-    return out
+    return aggregators_on(switch, job, loss=loss, seed=11, timeout=0.005, max_timeout=0.05, deadline=20.0)
 
 
 def test_hook_calls_give_every_worker_the_same_exact_aggregates():
@@ -63,7 +31,7 @@ def test_hook_calls_give_every_worker_the_same_exact_aggregates():
         a = aggs[w]
         return a.all_max(norms[w]), a.all_sum_table_values(indices[w], TABLE), a.all_sum_int32(fixed[w])
 
-    results = in_threads(step, n)
+    results = in_threads(n, step, timeout=60)
     want_max = torch.stack(norms).max(dim=0).values
     want_sums = [sum(TABLE[indices[w][c]] for w in range(n)) for c in range(3)]
     want_fix = sum(f[0] for f in fixed)

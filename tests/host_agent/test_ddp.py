@@ -3,15 +3,11 @@ the loopback wire, run thc_hook and fix32_hook on their gradient buckets, agains
 it exists) the compiled program. Every worker must get the same average, and it must be the average THC
 itself computes from the same indices with the library's reference aggregation."""
 
-import threading
-import time
-
 import numpy as np
 import torch
 
-from harness.ddp_cluster import thc_spec
-from harness.sim import SimJob, attach_workers
-from host_agent.aggregator import SwitchAggregator
+from harness.ddp_cluster import aggregators_on, in_threads, thc_spec
+from harness.sim import SimJob
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import ddp
 from thc.aggregate import reference_aggregate
@@ -43,36 +39,7 @@ class Recording:
 def switch_aggregators(new_engine, config, loss=0.0):  # noqa: F811
     job = SimJob.plan(thc_spec(config, 3, N, window=32, slots=32))
     engine = new_engine(job)
-    _, protocols = attach_workers(
-        engine,
-        job,
-        loss_up=loss,
-        loss_down=loss,
-        seed=5,
-        clock=time.monotonic,
-        timeout=0.005,
-        max_timeout=0.05,
-        deadline=30.0,
-    )
-    return [SwitchAggregator(p) for p in protocols]
-
-
-def in_threads(fn):
-    out, errors = [None] * N, []
-
-    def run(w):
-        try:
-            out[w] = fn(w)
-        except Exception as exc:
-            errors.append((w, repr(exc)))
-
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(N)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
-    return out
+    return aggregators_on(engine, job, loss=loss, seed=5, timeout=0.005, max_timeout=0.05, deadline=30.0)
 
 
 def test_thc_hook_averages_through_the_switch(new_engine):  # noqa: F811
@@ -90,7 +57,7 @@ def test_thc_hook_averages_through_the_switch(new_engine):  # noqa: F811
             outs.append(ddp.thc_hook(states[w], Bucket(buf)).wait().clone())
         return outs
 
-    results = in_threads(step)
+    results = in_threads(N, step, timeout=120)
     for it in range(2):
         for w in range(1, N):
             assert torch.equal(results[w][it], results[0][it])
@@ -108,7 +75,7 @@ def test_fix32_hook_averages_through_the_switch(new_engine):  # noqa: F811
     states = [ddp.FixedPointHookState(aggs[w]) for w in range(N)]
     rng = np.random.default_rng(1)
     grads = [torch.tensor(rng.normal(size=3000), dtype=torch.float32) for _ in range(N)]
-    results = in_threads(lambda w: ddp.fix32_hook(states[w], Bucket(grads[w].clone())).wait())
+    results = in_threads(N, lambda w: ddp.fix32_hook(states[w], Bucket(grads[w].clone())).wait(), timeout=120)
     truth = torch.stack(grads).mean(0)
     for w in range(N):
         assert torch.equal(results[w], results[0])

@@ -5,7 +5,6 @@ DDP hook does. Ranks are threads, each a SwitchProcessGroup on one in-process st
 on the loopback wire to the compiled program or the fake switch (harness/ddp_cluster.py)."""
 
 import threading
-import time
 from datetime import timedelta
 
 import numpy as np
@@ -14,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from harness import ddp_cluster as cluster
-from harness.sim import SimJob, attach_workers
+from harness.sim import SimJob
 from host_agent import dist_backend, train, worker, workloads
 from host_agent.aggregator import SwitchAggregator
 from host_agent.dist_backend import Options, SwitchProcessGroup, Unsupported
@@ -31,9 +30,7 @@ def on_engine(new_engine, n: int) -> list[SwitchAggregator]:
     """n workers' aggregators on the loopback wire to a fresh engine (new_engine: the fake switch or the
     compiled program) serving their job."""
     job = SimJob.plan(cluster.thc_spec(CONFIG, 3, n, window=64, slots=64))
-    timers = dict(timeout=0.01, max_timeout=0.1, deadline=60.0)
-    _, protocols = attach_workers(new_engine(job), job, clock=time.monotonic, **timers)
-    return [SwitchAggregator(p) for p in protocols]
+    return cluster.aggregators_on(new_engine(job), job, timeout=0.01, max_timeout=0.1, deadline=60.0)
 
 
 def groups(n: int, mode: str, fallback: bool = False, aggregators=None) -> list[SwitchProcessGroup]:

@@ -4,14 +4,13 @@ buckets) and a gloo process group on a shared in-process store (the gloo bucket)
 events must be exactly the slots the cost model counts for the switch buckets, so the gloo bucket sent it
 nothing; the hook state's counters must show every bucket on its planned path."""
 
-import threading
 import time
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from harness.ddp_cluster import thc_spec
+from harness.ddp_cluster import in_threads, thc_spec
 from harness.fake_switch import FakeSwitch
 from harness.sim import SimJob, attach_workers
 from host_agent import train
@@ -51,43 +50,35 @@ def test_a_mixed_plan_trains_and_each_bucket_takes_its_path(new_engine, one_torc
     models = [make_model() for _ in range(N)]
     assignment = models_zoo.ddp_buckets(models[0], BUCKET_BYTES, BUCKET_BYTES)
     assert [sum(dict(models[0].named_parameters())[p].numel() for p in b) for b in assignment] == [330, 1056, 2080]
-    states, errors = [None] * N, []
+    states = [None] * N
 
     def work(w):
-        try:
-            pg = dist.ProcessGroupGloo(dist.PrefixStore("mixed", store), w, N)
-            state = mixed.MixedHookState(
-                PLAN, SwitchAggregator(protocols[w]), config, process_group=pg, worker_id=w, workers=N
-            )
-            states[w] = state
-            model = models[w]
-            params = dict(model.named_parameters())
-            opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-            for step in range(STEPS):
-                rows = slice((step * N + w) * 16, (step * N + w + 1) * 16)
-                opt.zero_grad()
-                loss = nn.functional.cross_entropy(model(x[rows]), y[rows])
-                loss.backward()
-                futures = []
-                for i, names in enumerate(assignment):
-                    flat = torch.cat([params[n].grad.reshape(-1) for n in names])
-                    futures.append((names, mixed.mixed_hook(state, Bucket(flat, i, i == len(assignment) - 1))))
-                for names, fut in futures:
-                    avg, start = fut.wait(), 0
-                    for n in names:
-                        g = params[n].grad
-                        g.copy_(avg[start : start + g.numel()].view_as(g))
-                        start += g.numel()
-                opt.step()
-        except Exception as exc:
-            errors.append((w, repr(exc)))
+        pg = dist.ProcessGroupGloo(dist.PrefixStore("mixed", store), w, N)
+        state = mixed.MixedHookState(
+            PLAN, SwitchAggregator(protocols[w]), config, process_group=pg, worker_id=w, workers=N
+        )
+        states[w] = state
+        model = models[w]
+        params = dict(model.named_parameters())
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        for step in range(STEPS):
+            rows = slice((step * N + w) * 16, (step * N + w + 1) * 16)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x[rows]), y[rows])
+            loss.backward()
+            futures = []
+            for i, names in enumerate(assignment):
+                flat = torch.cat([params[n].grad.reshape(-1) for n in names])
+                futures.append((names, mixed.mixed_hook(state, Bucket(flat, i, i == len(assignment) - 1))))
+            for names, fut in futures:
+                avg, start = fut.wait(), 0
+                for n in names:
+                    g = params[n].grad
+                    g.copy_(avg[start : start + g.numel()].view_as(g))
+                    start += g.numel()
+            opt.step()
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(N)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    assert not errors, errors
+    in_threads(N, work, timeout=300)
 
     for w in range(1, N):  # every path gave every worker the same average
         for a, b in zip(models[0].parameters(), models[w].parameters()):

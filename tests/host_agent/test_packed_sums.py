@@ -4,21 +4,18 @@ order, as start_sum_indices of the same indices, under loss, duplication and reo
 and the compiled program; the flat sums exact; and the DDP hook through the switch decodes to the same
 bits on the packed path as on the index path."""
 
-import time
-
 import numpy as np
 import pytest
 import torch
 
-from harness.ddp_cluster import thc_spec
+from harness.ddp_cluster import aggregators_on, in_threads, thc_spec
 from harness.sim import SimJob, attach_workers
 from host_agent import native
-from host_agent.aggregator import SwitchAggregator
 from host_agent.clock import VirtualClock
 from host_agent.operation import pack_indices
 from host_agent.protocol import drive
 from tests.host_agent.test_batched import SCENARIOS, TABLE, job_of, tapped_workers
-from tests.host_agent.test_ddp import N, in_threads
+from tests.host_agent.test_ddp import N
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import ddp
 from thc.config import THCConfig
@@ -92,11 +89,7 @@ def _hook_outputs(new_engine, config, encoded: bool, loss: float):
     """Each worker's thc_hook output for two steps of two buckets, through SwitchAggregators on the
     loopback wire; `encoded` False hides start_sum_encoded (the index path)."""
     job = SimJob.plan(thc_spec(config, 3, N, window=32, slots=32))
-    _, protocols = attach_workers(
-        new_engine(job), job, loss_up=loss, loss_down=loss, seed=5, clock=time.monotonic,
-        timeout=0.005, max_timeout=0.05, deadline=30.0,
-    )  # fmt: skip
-    aggs = [SwitchAggregator(p) for p in protocols]
+    aggs = aggregators_on(new_engine(job), job, loss=loss, seed=5, timeout=0.005, max_timeout=0.05, deadline=30.0)
     if not encoded:
         for a in aggs:
             a.start_sum_encoded = None  # not callable: the hook encodes indices and sums them
@@ -114,7 +107,7 @@ def _hook_outputs(new_engine, config, encoded: bool, loss: float):
             outs += [f.wait().clone() for f in futures]
         return outs
 
-    out = in_threads(run)
+    out = in_threads(N, run, timeout=120)
     for s in states:
         s.close()
     return out, [a.stats() for a in aggs]

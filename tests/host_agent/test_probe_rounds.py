@@ -4,15 +4,14 @@ assertions: only that the records are there, ordered and consistent."""
 
 import json
 import threading
-import time
 
 import numpy as np
 import pytest
 
+from harness.ddp_cluster import aggregators_on
 from harness.fake_switch import FakeSwitch
 from harness.sim import SimJob, attach_workers
 from host_agent import probe, worker
-from host_agent.aggregator import SwitchAggregator
 from host_agent.clock import VirtualClock
 from host_agent.protocol import drive
 from spec.job import JobSpec
@@ -209,10 +208,7 @@ def test_a_switch_round_on_the_packed_path_saves_what_the_index_path_saves(new_e
     job = SimJob.plan(args[0].spec)
     saved = {}
     for packed in (True, False):
-        _, protocols = attach_workers(
-            new_engine(job), job, clock=time.monotonic, timeout=0.005, max_timeout=0.05, deadline=30.0,
-        )  # fmt: skip
-        aggs = [SwitchAggregator(p) for p in protocols]
+        aggs = aggregators_on(new_engine(job), job, timeout=0.005, max_timeout=0.05, deadline=30.0)
         if not packed:
             for a in aggs:
                 a.start_sum_encoded = None  # not callable: switch_round takes the index path

@@ -7,6 +7,7 @@ clock: assertions are on counters and virtual-clock times."""
 import numpy as np
 import pytest
 
+from harness.loopback import LoopbackWire
 from harness.sim import attach_workers, worker_port
 from host_agent import wire
 from host_agent.clock import VirtualClock
@@ -46,6 +47,14 @@ class TimedRecorder:
                 continue
             out.append((out_port, out_frame))
         return out
+
+    def sends(self, worker, slot, rnd) -> list[float]:
+        """When `worker`'s request for (slot, rnd) reached the switch, each time it did."""
+        return [t for t, w, s, r in self.arrivals if (w, s, r) == (worker, slot, rnd)]
+
+    def asked(self, slot, rnd) -> list[tuple[float, int]]:
+        """(time, worker) of every QUERY about (slot, rnd)."""
+        return [(t, w) for t, w, s, r in self.queries if (s, r) == (slot, rnd)]
 
     def __getattr__(self, name):
         return getattr(self.engine, name)
@@ -92,29 +101,39 @@ def timed_cluster(
     *,
     drop_up=None,
     drop_down=None,
-    loss_up=0.0,
-    loss_down=0.0,
-    jitter_up=0.0,
-    jitter_down=0.0,
-    duplicate_up=0.0,
-    duplicate_down=0.0,
     seed=1,
     delay=DELAY,
     service_time=SERVICE,
+    link=None,
     **options,
 ):
+    """n workers on a timed loopback wire (virtual clock) to the engine behind a TimedRecorder; `link`: the
+    wire's faults (LoopbackWire's loss_up, jitter_down, duplicate_up, ...); `options`: WorkerProtocol's."""
     job = job_of(n, window)
     engine = new_engine(job)
     clock = VirtualClock()
     recorder = TimedRecorder(engine, clock, drop_up, drop_down)
-    lw, workers = attach_workers(recorder, job, loss_up=loss_up, loss_down=loss_down, seed=seed, clock=clock, **options)
-    lw.delay_up = lw.delay_down = delay
-    lw.service_time = service_time
-    lw.jitter_up, lw.jitter_down = jitter_up, jitter_down
-    lw.duplicate_up, lw.duplicate_down = duplicate_up, duplicate_down
+    lw = LoopbackWire(
+        recorder, seed=seed, clock=clock, delay_up=delay, delay_down=delay, service_time=service_time, **(link or {})
+    )
+    lw, workers = attach_workers(recorder, job, clock=clock, lw=lw, **options)
     for w in workers:
         w.transport = Tap(w.transport)
     return workers, engine, recorder, lw, clock
+
+
+def exact_sum(workers, rng, length=K * 8) -> list:
+    """One operation of `length` random indices on every worker, every worker's sums checked; the operations."""
+    data = random_indices(rng, 4, [length])
+    ops = run_sum(workers, data)
+    for op in ops:
+        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
+    return ops
+
+
+def both_ways(**faults) -> dict:
+    """LoopbackWire's keyword arguments for `faults` (loss=0.05, ...) on the way up and the way down alike."""
+    return {f"{name}_{way}": value for name, value in faults.items() for way in ("up", "down")}
 
 
 def run_sum(workers, data):
@@ -139,12 +158,8 @@ def test_a_lost_request_is_resent_after_one_round_trip_not_after_the_timer(new_e
     run_sum(workers, warm)  # a clean operation: the round trip is measured
     srtt, rto = workers[1].stats()["srtt"], workers[1].stats()["rto"]
     assert 2 * DELAY < srtt < 4 * DELAY
-    data = random_indices(rng, 4, [K * 8])
-    ops = run_sum(workers, data)
-    for op in ops:
-        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
-    sends = [t for t, w, slot, rnd in recorder.arrivals if (w, slot, rnd) == (1, 2, 1)]
-    queries = [(t, w) for t, w, slot, rnd in recorder.queries if (slot, rnd) == (2, 1)]
+    ops = exact_sum(workers, rng)
+    sends, queries = recorder.sends(1, 2, 1), recorder.asked(2, 1)
     assert len(sends) == 2 and sorted(w for _, w in queries) == [0, 1, 2, 3]
     # worker 1 asked about one round trip after the first transmission, long before its timer, and sent the
     # request again as soon as the switch's STATUS said its contribution was missing
@@ -164,9 +179,7 @@ def test_a_lost_result_is_recovered_by_its_worker_alone(new_engine):
     rng = np.random.default_rng(1)
     # the result of slot 4 round 0 never reaches worker 2, once
     workers, engine, _, _, _ = timed_cluster(new_engine, drop_down={(worker_port(2), 4, 0): 1}, query_first=True)
-    data = random_indices(rng, 4, [K * 8])
-    for op in run_sum(workers, data):
-        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
+    exact_sum(workers, rng)
     assert [counts(w, *KINDS) for w in workers] == [(0, 0, 0), (0, 0, 0), (0, 1, 0), (0, 0, 0)]
     # its QUERY found the use complete: the request went again and was answered from the stored result
     assert counts(workers[2], "statuses", "status_resends") == (1, 1)
@@ -181,12 +194,8 @@ def test_a_lost_last_request_is_resent_by_the_tail_probe(new_engine):
     workers, engine, recorder, _, _ = timed_cluster(new_engine, drop_up={(0, 7, 1): 1}, query_first=True)
     run_sum(workers, random_indices(rng, 4, [K * 8]))
     rto = workers[0].stats()["rto"]
-    data = random_indices(rng, 4, [K * 8])
-    ops = run_sum(workers, data)
-    for op in ops:
-        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
-    sends = [t for t, w, slot, rnd in recorder.arrivals if (w, slot, rnd) == (0, 7, 1)]
-    queries = [(t, w) for t, w, slot, rnd in recorder.queries if (slot, rnd) == (7, 1)]
+    exact_sum(workers, rng)
+    sends, queries = recorder.sends(0, 7, 1), recorder.asked(7, 1)
     # every worker probed with a QUERY before its timer; only worker 0's request was missing, and only it
     # went again, as soon as the STATUS said so
     assert sorted(w for _, w in queries) == [0, 1, 2, 3]
@@ -206,13 +215,11 @@ def test_a_request_is_fast_retransmitted_at_most_once_per_transmission(new_engin
     timers, since no request sent after it can reveal it."""
     rng = np.random.default_rng(3)
     workers, engine, recorder, _, _ = timed_cluster(new_engine, drop_up={(1, 2, 0): 2})
-    data = random_indices(rng, 4, [K * 8])
-    for op in run_sum(workers, data):
-        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
+    exact_sum(workers, rng)
     for w in workers:
         timer, fast, probe = counts(w, *KINDS)
         assert fast == 1 and timer + probe >= 1
-    assert len([1 for t, w, slot, rnd in recorder.arrivals if (w, slot, rnd) == (1, 2, 0)]) == 3
+    assert len(recorder.sends(1, 2, 0)) == 3
 
 
 @pytest.mark.parametrize("early", [False, True])
@@ -223,7 +230,7 @@ def test_reordering_within_dupthresh_costs_no_retransmission(new_engine, early):
     the RTO (min_timeout 5 ms here, against round trips of ~1.7 ms)."""
     rng = np.random.default_rng(4)
     workers, _, _, _, _ = timed_cluster(
-        new_engine, jitter_down=2.5 * SERVICE, early_retransmit=early, min_timeout=0.005
+        new_engine, link={"jitter_down": 2.5 * SERVICE}, early_retransmit=early, min_timeout=0.005
     )
     operations = 0
     for lengths in ([K * 8], [K * 40 + 5], [K * 3], [K * 17, 64]):
@@ -252,10 +259,7 @@ def test_reordering_and_duplication_without_loss_stay_within_the_bound(new_engin
     workers, engine, _, lw, _ = timed_cluster(
         new_engine,
         window=16,
-        jitter_up=0.001,
-        jitter_down=0.001,
-        duplicate_up=0.1,
-        duplicate_down=0.1,
+        link=both_ways(jitter=0.001, duplicate=0.1),
         min_timeout=0.005,
     )
     for lengths in ([K * 16], [K * 9 + 1], [K * 16]):
@@ -280,8 +284,8 @@ def test_exact_under_loss_duplication_and_reordering(new_engine):
     fix = [[rng.integers(-(2**31), 2**31, size=F * 20 + 3, dtype=np.int64).astype(np.int32)] for _ in range(4)]
     norms = rng.uniform(0, 10, size=(4, 100)).astype(np.float32)  # 7 NORM requests of 16
 
-    def run(**link):
-        workers, engine, _, _, _ = timed_cluster(new_engine, window=16, **link)
+    def run(link=None, seed=1):
+        workers, engine, _, _, _ = timed_cluster(new_engine, window=16, link=link, seed=seed)
         out = []
         for start in (
             lambda w: w.start_sum_indices(thc[w.worker_id]),
@@ -294,15 +298,7 @@ def test_exact_under_loss_duplication_and_reordering(new_engine):
         return out, workers, engine
 
     clean, _, _ = run()
-    lossy, workers, engine = run(
-        loss_up=0.05,
-        loss_down=0.05,
-        duplicate_up=0.05,
-        duplicate_down=0.05,
-        jitter_up=0.0005,
-        jitter_down=0.0005,
-        seed=11,
-    )
+    lossy, workers, engine = run(both_ways(loss=0.05, duplicate=0.05, jitter=0.0005), seed=11)
     for sums_c, sums_l in zip(clean[0] + clean[2], lossy[0] + lossy[2]):
         assert sums_c[1] == sums_l[1] == 4
         for a, b in zip(sums_c[0], sums_l[0]):

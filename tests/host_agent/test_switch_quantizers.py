@@ -12,9 +12,8 @@ import torch
 
 from emulator.switch import SoftwareSwitch
 from harness import ddp_cluster as cluster
-from harness.sim import SimJob, attach_workers, program_engine
+from harness.sim import SimJob, attach_workers, program_engine, thc_round
 from host_agent.clock import VirtualClock
-from host_agent.protocol import drive
 from host_agent.worker_cli import mode_job
 from spec.job import JobSpec
 from tests.support import paths
@@ -32,13 +31,7 @@ def through_the_program(spec: JobSpec, grads: list[torch.Tensor]):
     program_engine(engine, job)
     _, workers = attach_workers(engine, job, clock=VirtualClock())
     comps = [THCCompressor(job.spec.codec, worker_id=w) for w in job.worker_ids]
-    preps = [c.prepare(g, 0) for c, g in zip(comps, grads)]
-    ops = [w.start_max(p.norms.numpy()) for w, p in zip(workers, preps)]
-    drive(workers)
-    maxima = torch.from_numpy(ops[0].result())
-    indices = [c.encode(p, maxima) for c, p in zip(comps, preps)]
-    ops = [w.start_sum_indices(i) for w, i in zip(workers, indices)]
-    drive(workers)
+    preps, maxima, indices, ops = thc_round(workers, comps, grads, 0)
     out = []
     for c, p, op in zip(comps, preps, ops):
         sums, count = op.result()

@@ -8,8 +8,8 @@ import numpy as np
 
 from host_agent import wire
 from host_agent.timers import Smoothed, Timers
-from tests.host_agent.test_protocol import K, expected_sums, random_indices
-from tests.host_agent.test_retransmission import KINDS, counts, run_sum, timed_cluster
+from tests.host_agent.test_protocol import K
+from tests.host_agent.test_retransmission import KINDS, counts, exact_sum, timed_cluster
 
 WINDOW = 16
 RESULT_RATE = 8.7e6  # bit/s to each worker: a result (1,086 bytes) a millisecond, a window's results 16 ms
@@ -64,15 +64,6 @@ def slow_cluster(new_engine, pause=0.0, pausing_class=Pausing, **options):
     return workers, engine, recorder, lw, clock
 
 
-def exact_sum(workers, rng):
-    """One operation of a window of requests on every worker, its sums checked; worker 0's operation."""
-    data = random_indices(rng, 4, [K * WINDOW])
-    ops = run_sum(workers, data)
-    for op in ops:
-        np.testing.assert_array_equal(op.result()[0][0], expected_sums(data)[0])
-    return ops[0]
-
-
 def round_trips(op) -> np.ndarray:
     return op.answered_at - op.first_sent
 
@@ -90,7 +81,7 @@ def test_the_timers_follow_answers_that_come_later_then_sooner(new_engine):
     for delay in LEVELS + LEVELS[-2::-1]:
         lw.delay_down = delay
         for _ in range(OPS_PER_LEVEL):
-            rtt = round_trips(exact_sum(workers, rng))
+            rtt = round_trips(exact_sum(workers, rng, K * WINDOW)[0])
         for w in workers:
             assert counts(w, *KINDS) == (0, 0, 0)
             stats = w.stats()
@@ -112,9 +103,9 @@ def test_a_loss_behind_a_long_delay_is_recovered_within_a_few_round_trips(new_en
         )
         lw.delay_down = LEVELS[-1]
         for _ in range(6):  # rounds 0..5: the estimates settle at this delay
-            exact_sum(workers, rng)
+            exact_sum(workers, rng, K * WINDOW)
         start = clock()
-        exact_sum(workers, rng)  # round 6: the losses
+        exact_sum(workers, rng, K * WINDOW)  # round 6: the losses
         durations.append(clock() - start)
         srtt = workers[1].stats()["srtt"]
     assert durations[1] - durations[0] <= 3 * srtt, (durations, srtt)
@@ -192,7 +183,7 @@ def test_a_stall_longer_than_the_rto_costs_one_copy_and_no_window(new_engine):
     workers, _, _, _, _ = slow_cluster(new_engine, pause=0.3, pausing_class=PausingOnce)
     stalls = 3
     for _ in range(stalls):
-        exact_sum(workers, rng)
+        exact_sum(workers, rng, K * WINDOW)
     for w in workers:
         stats = w.stats()
         timer, fast, probe = counts(w, *KINDS)

@@ -12,8 +12,7 @@ from host_agent.protocol import drive
 from host_agent.window import Window
 from spec.job import JobSpec
 from tests.host_agent.test_protocol import F, K, event_counts
-from tests.host_agent.test_retransmission import timed_cluster
-from tests.host_agent.test_timers import exact_sum
+from tests.host_agent.test_retransmission import exact_sum, timed_cluster
 
 WINDOW = 16
 
@@ -69,17 +68,17 @@ def test_the_window_shrinks_while_the_switch_overflows_and_grows_back_when_it_is
     rng = np.random.default_rng(0)
     workers, engine, stalling, _ = stalling_cluster(new_engine)
     for _ in range(3):
-        exact_sum(workers, rng)
+        exact_sum(workers, rng, K * WINDOW)
     assert limits(workers) == [WINDOW] * 4
     stalling.armed = True
     for _ in range(4):
-        exact_sum(workers, rng)
+        exact_sum(workers, rng, K * WINDOW)
     assert all(limit <= 0.4 * WINDOW for limit in limits(workers))
     assert all(w.stats()["window_cuts"] >= 4 for w in workers)
     stalling.armed = False
     ops = 0
     while min(limits(workers)) < WINDOW:
-        exact_sum(workers, rng)
+        exact_sum(workers, rng, K * WINDOW)
         ops += 1
         assert ops <= 12, limits(workers)
     events = event_counts(stalling.engine)
@@ -93,7 +92,7 @@ def test_a_small_window_holds_requests_back_within_the_schedule(new_engine):
     workers, engine, stalling, _ = stalling_cluster(new_engine)
     stalling.armed = True
     for _ in range(4):
-        exact_sum(workers, rng)
+        exact_sum(workers, rng, K * WINDOW)
     stalling.armed = False
     w = workers[0]
     limit = int(w.stats()["window_limit"])

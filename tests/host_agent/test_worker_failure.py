@@ -58,6 +58,20 @@ def thc_round(agg, comp, rank, k):
     }
 
 
+def assert_survivors_rounds_are_the_reference(records) -> None:
+    """Every survivor's rounds are thc's aggregation over the workers in them: all N before round DIES_IN,
+    the survivors from it on."""
+    for k in range(ROUNDS):
+        ranks = list(range(N)) if k < DIES_IN else SURVIVORS
+        max_norms, indices, sums = reference(ranks, k)
+        for r in SURVIVORS:
+            got, where = records[r][k], f"round {k}, worker {r}"
+            assert got["n"] == len(ranks), where
+            assert np.array_equal(got["max_norms"], max_norms), where
+            assert np.array_equal(got["indices"], indices[r]), where
+            assert np.array_equal(got["sums"], sums), where
+
+
 def reference(ranks, k):
     """thc's own aggregation of round k over the workers ``ranks`` (their norm max, their indices)."""
     comps = {r: THCCompressor(CONFIG, worker_id=r) for r in ranks}
@@ -120,15 +134,7 @@ def test_survivors_readmitted_as_a_new_job_aggregate_only_their_own_rounds(new_e
     retire(engine, old)  # every survivor is in the new job: the old one's cells are of no use now
     join_workers(threads, errors, SURVIVORS)
 
-    for k in range(ROUNDS):
-        ranks = list(range(N)) if k < DIES_IN else SURVIVORS
-        max_norms, indices, sums = reference(ranks, k)
-        for r in SURVIVORS:
-            got, where = records[r][k], f"round {k}, worker {r}"
-            assert got["n"] == len(ranks), where
-            assert np.array_equal(got["max_norms"], max_norms), where
-            assert np.array_equal(got["indices"], indices[r]), where
-            assert np.array_equal(got["sums"], sums), where
+    assert_survivors_rounds_are_the_reference(records)
     # every survivor moved at the same call: the sum of round 3 (calls 0..5 are rounds 0..2, 6 its norm)
     assert {aggs[r].rejoins[0]["at_call"] for r in SURVIVORS} == {2 * DIES_IN + 1}
     stats = aggs[SURVIVORS[0]].stats()
@@ -226,14 +232,7 @@ def test_a_survivor_behind_the_others_finishes_its_call_in_the_old_job_first(new
         (rejoin,) = aggs[r].rejoins
         assert rejoin["at_call"] == 2 * DIES_IN + 1
         assert rejoin["calls_at_notice"] == (2 * DIES_IN if r == behind else 2 * DIES_IN + 1)
-    for k in range(ROUNDS):
-        ranks = list(range(N)) if k < DIES_IN else SURVIVORS
-        max_norms, indices, sums = reference(ranks, k)
-        for r in SURVIVORS:
-            got, where = records[r][k], f"round {k}, worker {r}"
-            assert got["n"] == len(ranks), where
-            assert np.array_equal(got["max_norms"], max_norms), where
-            assert np.array_equal(got["sums"], sums), where
+    assert_survivors_rounds_are_the_reference(records)
 
 
 @pytest.mark.parametrize("handed_over", ["before the notice", "after the notice", "mixed"])
