@@ -10,16 +10,9 @@ import json
 
 import pytest
 
-from controller.topology import Topology
 from spec.job import JobSpec
-from tests.support.e2e import (
-    REPO,
-    assert_fix32_probes_exact,
-    assert_nothing_left,
-    assert_thc_probes_exact,
-    mininet_marks,
-    open_testbed,
-)
+from tests.support import e2e
+from tests.support.e2e import assert_fix32_probes_exact, assert_thc_probes_exact, mininet_marks, served
 from topologies.workers import WorkerOptions
 
 pytestmark = mininet_marks()
@@ -29,17 +22,12 @@ PROBE_SIZE = 5000  # chunks of 2048, 2048 and 904: three shards of four have THC
 
 @pytest.fixture(scope="module")
 def star(tmp_path_factory):
-    topo = Topology.load(REPO / "topologies" / "star4_ps.json")
-    bed = open_testbed(topo, tmp_path_factory.mktemp("star_ps"))
-    with bed:
+    with served("star4_ps.json", tmp_path_factory.mktemp("star_ps")) as bed:
         yield bed
-    assert_nothing_left(bed.ledger)
 
 
 def probe(bed, mode: str, rounds: int = 1):
-    job = JobSpec(job_id=1, workers=4)
-    options = WorkerOptions(mode, steps=0, job=job, probe_rounds=rounds, probe_size=PROBE_SIZE, switch_timeout=20)
-    return bed.run_workers(options, stall_timeout=60)
+    return e2e.probe(bed, mode, rounds, PROBE_SIZE)
 
 
 def aggregated(events: dict) -> int:

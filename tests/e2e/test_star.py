@@ -7,16 +7,9 @@ the job again, which gives it a fresh epoch, as a new training run would.
 
 import pytest
 
-from controller.topology import Topology
 from spec.job import JobSpec
-from tests.support.e2e import (
-    REPO,
-    assert_fix32_probes_exact,
-    assert_nothing_left,
-    assert_thc_probes_exact,
-    mininet_marks,
-    open_testbed,
-)
+from tests.support import e2e
+from tests.support.e2e import assert_fix32_probes_exact, assert_thc_probes_exact, mininet_marks, served
 from topologies.workers import WorkerFailed, WorkerOptions, follow, start_workers, stop_workers
 
 pytestmark = mininet_marks()
@@ -30,20 +23,12 @@ def job(job_id: int) -> JobSpec:
 
 @pytest.fixture(scope="module")
 def star(tmp_path_factory):
-    topo = Topology.load(REPO / "topologies" / "star4.json")
-    bed = open_testbed(topo, tmp_path_factory.mktemp("star"))
-    with bed:
+    with served("star4.json", tmp_path_factory.mktemp("star")) as bed:
         yield bed
-    assert_nothing_left(bed.ledger)
 
 
 def probe(bed, rounds: int, job_id: int, mode: str = "thc"):
-    return bed.run_workers(
-        WorkerOptions(
-            mode=mode, steps=0, job=job(job_id), probe_rounds=rounds, probe_size=PROBE_SIZE, switch_timeout=20
-        ),
-        stall_timeout=60,
-    )
+    return e2e.probe(bed, mode, rounds, PROBE_SIZE, job_id=job_id)
 
 
 def test_one_round_is_exact(star):

@@ -4,9 +4,8 @@ exact THC aggregate."""
 
 import math
 
-from controller.topology import Topology
 from spec.job import JobSpec
-from tests.support.e2e import REPO, assert_nothing_left, assert_thc_probes_exact, mininet_marks, open_testbed
+from tests.support.e2e import assert_thc_probes_exact, mininet_marks, served
 from topologies.workers import WorkerOptions
 
 pytestmark = mininet_marks()
@@ -15,16 +14,13 @@ PROBE_SIZE = 2000
 
 
 def test_two_tier_aggregates_exactly(tmp_path):
-    topo = Topology.load(REPO / "topologies" / "two_tier.json")
-    assert topo.aggregation.switch == "s2"
-    bed = open_testbed(topo, tmp_path)
-    with bed:
+    with served("two_tier.json", tmp_path) as bed:
+        assert bed.topo.aggregation.switch == "s2"
         probes = bed.run_workers(
             WorkerOptions(mode="thc", steps=0, probe_rounds=2, probe_size=PROBE_SIZE, switch_timeout=20),
             stall_timeout=60,
         )
         events = bed.last_switch_events
-    assert_nothing_left(bed.ledger)
     assert_thc_probes_exact(probes, 2, PROBE_SIZE)
     # workers x (barrier + rounds x (norm + one THC request per cell)); 2000 coordinates fit one chunk
     per_round = 1 + math.ceil(PROBE_SIZE / JobSpec(job_id=1, workers=4).coords_per_request)

@@ -3,6 +3,7 @@ and the reference recomputation of a probe round with thc's own aggregation."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -94,6 +95,27 @@ def assert_nothing_left(ledger) -> None:
     """Every process and interface the testbed recorded is gone."""
     assert ledger.live_processes() == []
     assert ledger.live_interfaces() == []
+
+
+@contextlib.contextmanager
+def served(topology: str, log_dir: Path, target: str = "emulator"):
+    """The testbed of topologies/<topology> up for the block; after it, nothing of it is left."""
+    from controller.topology import Topology
+
+    bed = open_testbed(Topology.load(REPO / "topologies" / topology), log_dir, target=target)
+    with bed:
+        yield bed
+    assert_nothing_left(bed.ledger)
+
+
+def probe(bed, mode: str, rounds: int, size: int, job_id: int = 1, stall_timeout: float = 60):
+    """`rounds` probe rounds (thc-worker --probe) of `size` coordinates in `mode` by four workers, job `job_id`."""
+    from spec.job import JobSpec
+    from topologies.workers import WorkerOptions
+
+    job = JobSpec(job_id=job_id, workers=4)
+    options = WorkerOptions(mode, steps=0, job=job, probe_rounds=rounds, probe_size=size, switch_timeout=20)
+    return bed.run_workers(options, stall_timeout=stall_timeout)
 
 
 PROBE_CHUNK = 2048  # thc-worker's default --chunk
