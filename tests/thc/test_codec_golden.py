@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.support.torch_threads import torch_threads
 from thc import THCCompressor, THCConfig
 from thc.config import PAPER_CHUNK
 
@@ -86,12 +87,8 @@ def digests(name: str) -> list[str]:
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("name", list(CASES))
 def test_outputs_are_bit_identical_to_the_pinned_ones(name, threads):
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         assert digests(name) == GOLDEN[name]
-    finally:
-        torch.set_num_threads(before)
 
 
 def test_the_digests_see_a_one_ulp_change(monkeypatch):

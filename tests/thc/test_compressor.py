@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import thc.parallel
+from tests.support.torch_threads import torch_threads
 from thc import THCCompressor, THCConfig, make_table
 from thc.chunking import group_chunks, plan_chunks
 from thc.errors import AggregationError, ConfigError, GradientError, THCError
@@ -161,13 +162,13 @@ def test_quantizer_result_does_not_depend_on_blocks_or_threads(monkeypatch):
     a = quantizer.quantize_(u.copy(), np.random.SeedSequence(9))
     monkeypatch.setattr(thc.parallel, "BLOCK", 256)
     assert np.array_equal(a, quantizer.quantize_(u.copy(), np.random.SeedSequence(9)))
-    torch.set_num_threads(2)  # several blocks on a thread pool
-    assert np.array_equal(a, quantizer.quantize_(u.copy(), np.random.SeedSequence(9)))
+    with torch_threads(2):  # several blocks on a thread pool
+        assert np.array_equal(a, quantizer.quantize_(u.copy(), np.random.SeedSequence(9)))
     x = torch.randn(3000, generator=torch.Generator().manual_seed(2))
     outs = []
     for threads in (1, 2):
-        torch.set_num_threads(threads)
-        outs.append(run_round(workers(2, chunk=1024), [x, -x])[0])
+        with torch_threads(threads):
+            outs.append(run_round(workers(2, chunk=1024), [x, -x])[0])
     assert torch.equal(outs[0], outs[1])
 
 

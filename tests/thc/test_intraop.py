@@ -5,6 +5,7 @@ import threading
 import pytest
 import torch
 
+from tests.support.torch_threads import torch_threads
 from thc.intraop import SMALL, _knobs, one_thread_if_small
 
 CPU = torch.device("cpu")
@@ -12,10 +13,8 @@ CPU = torch.device("cpu")
 
 @pytest.fixture
 def two_torch_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
+    with torch_threads(2):
+        yield
 
 
 def mkl_threads() -> str:
@@ -43,20 +42,17 @@ def test_small_work_has_one_thread_here_and_the_counts_come_back(two_torch_threa
 def test_a_thread_that_first_uses_torch_in_the_block_gets_torchs_count_afterwards():
     """torch gives a thread its counts (here 3, more than the cores) at its first parallel op; the block must not
     undo them with OpenMP's default when it ends."""
-    before, seen = torch.get_num_threads(), []
+    seen = []
 
     def fresh():
         with one_thread_if_small(100, CPU):
             torch.ones(2**17).sum()  # large enough for a parallel op, which sets up the thread
         seen.append(torch.get_num_threads())
 
-    torch.set_num_threads(3)
-    try:
+    with torch_threads(3):
         thread = threading.Thread(target=fresh)
         thread.start()
         thread.join()
-    finally:
-        torch.set_num_threads(before)
     assert seen == [3]
 
 
