@@ -3,6 +3,8 @@ written, failures) is tested without Mininet or a switch."""
 
 from types import SimpleNamespace
 
+import pytest
+
 from topologies import testbed as testbed_module
 
 
@@ -19,6 +21,29 @@ class Control:
 
     def stats(self):
         return {}
+
+
+def stand_in_workers(monkeypatch, fails: bool = False) -> None:
+    """The Testbed's worker processes as stand-ins that finish at once (or, when `fails`, whose following
+    raises a worker's failure), with nothing to stop or load."""
+
+    def follow(*args, **kwargs):
+        if fails:
+            raise RuntimeError("worker failed")
+
+    monkeypatch.setattr(testbed_module, "start_workers", lambda *args: [])
+    monkeypatch.setattr(testbed_module, "follow", follow)
+    monkeypatch.setattr(testbed_module, "stop_workers", lambda *args: None)
+    monkeypatch.setattr(testbed_module, "load_results", lambda workers: [])
+
+
+def run_workers(bed, options, fails: bool) -> None:
+    """bed.run_workers(options), which must raise the stand-in workers' failure when they fail."""
+    if fails:
+        with pytest.raises(RuntimeError):
+            bed.run_workers(options)
+    else:
+        bed.run_workers(options)
 
 
 def bed_with(control, log_dir, topo=None) -> testbed_module.Testbed:

@@ -14,7 +14,7 @@ from host_agent import worker
 from host_agent.sharded import Server, load_servers
 from spec.job import JobSpec
 from tests.support import paths
-from tests.support.testbed_standins import bed_with
+from tests.support.testbed_standins import bed_with, run_workers, stand_in_workers
 from topologies import interrupts, link_bytes, report, runner
 from topologies import testbed as testbed_module
 from topologies.workers import WorkerOptions, worker_command
@@ -101,24 +101,13 @@ class Servers:
 
 @pytest.mark.parametrize("fails", [False, True])
 def test_a_ps_run_installs_the_job_on_every_server_and_stops_them_after(monkeypatch, tmp_path, fails):
-    def follow(*args, **kwargs):
-        if fails:
-            raise RuntimeError("worker failed")
-
     monkeypatch.setattr(testbed_module, "ServerSet", Servers)
-    monkeypatch.setattr(testbed_module, "start_workers", lambda *args: [])
-    monkeypatch.setattr(testbed_module, "follow", follow)
-    monkeypatch.setattr(testbed_module, "stop_workers", lambda *args: None)
-    monkeypatch.setattr(testbed_module, "load_results", lambda workers: [])
+    stand_in_workers(monkeypatch, fails)
     control = SimpleNamespace(stats=lambda: {}, add_job=None)  # the switch gets no job in a ps mode
     bed = bed_with(control, tmp_path, Topology.load(STAR_PS))
     Servers.log = []
     options = WorkerOptions(mode="thc-ps:colocated4", steps=1, job=JobSpec(job_id=5, workers=4, window=64))
-    if fails:
-        with pytest.raises(RuntimeError):
-            bed.run_workers(options)
-    else:
-        bed.run_workers(options)
+    run_workers(bed, options, fails)
     assert Servers.log == ["start", ("job", 5, 4), "stop"]
     mode_dir = tmp_path / "thc-ps:colocated4"
     assert JobSpec.load(mode_dir / "job.json") == JobSpec(job_id=5, workers=4, window=64)

@@ -7,11 +7,10 @@ from pathlib import Path
 
 from controller.topology import Topology
 from spec.job import JobSpec
-from tests.support.testbed_standins import Control, bed_with
+from tests.support.testbed_standins import Control, bed_with, stand_in_workers
 from tests.topologies.test_runner_cli import as_user  # noqa: F401 - the fixture
 from thc.config import THCConfig
 from topologies import runner
-from topologies import testbed as testbed_module
 from topologies.workers import WorkerOptions, worker_command
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,9 +37,7 @@ def test_the_job_each_mode_runs():
 
 
 def test_a_terngrad_switch_run_installs_the_three_level_job_its_workers_get(monkeypatch, tmp_path):
-    monkeypatch.setattr(testbed_module, "start_workers", lambda *args: [])
-    monkeypatch.setattr(testbed_module, "follow", lambda *args, **kwargs: None)
-    monkeypatch.setattr(testbed_module, "load_results", lambda workers: [])
+    stand_in_workers(monkeypatch)
     installed = []
 
     class Recording(Control):

@@ -6,39 +6,24 @@ import json
 import pytest
 
 from spec.job import JobSpec
-from tests.support.testbed_standins import Control, bed_with
+from tests.support.testbed_standins import Control, bed_with, run_workers, stand_in_workers
 from topologies import testbed as testbed_module
 from topologies.workers import WorkerOptions
 
 
 @pytest.mark.parametrize("fails", [False, True])
 def test_the_job_is_removed_after_its_run(monkeypatch, tmp_path, fails):
-    def follow(*args, **kwargs):
-        if fails:
-            raise RuntimeError("worker failed")
-
-    monkeypatch.setattr(testbed_module, "start_workers", lambda *args: [])
-    monkeypatch.setattr(testbed_module, "follow", follow)
-    monkeypatch.setattr(testbed_module, "stop_workers", lambda *args: None)
-    monkeypatch.setattr(testbed_module, "load_results", lambda workers: [])
+    stand_in_workers(monkeypatch, fails)
     control = Control()
-    bed = bed_with(control, tmp_path)
     options = WorkerOptions(mode="thc", steps=1, job=JobSpec(job_id=5, workers=8, window=64))
-    if fails:
-        with pytest.raises(RuntimeError):
-            bed.run_workers(options)
-    else:
-        bed.run_workers(options)
+    run_workers(bed_with(control, tmp_path), options, fails)
     assert control.calls == [("start", 5, 3, 64), ("end", 5)]  # n follows the topology's three workers
     described = json.loads((tmp_path / "thc" / "job.json").read_text())  # what the workers are started with
     assert (described["job_id"], described["workers"], described["window"], described["key"]) == (5, 3, 64, 0xBEEF)
 
 
 def test_gloo_runs_add_and_remove_no_job(monkeypatch, tmp_path):
-    monkeypatch.setattr(testbed_module, "start_workers", lambda *args: [])
-    monkeypatch.setattr(testbed_module, "follow", lambda *args, **kwargs: None)
-    monkeypatch.setattr(testbed_module, "stop_workers", lambda *args: None)
-    monkeypatch.setattr(testbed_module, "load_results", lambda workers: [])
+    stand_in_workers(monkeypatch)
     control = Control()
     bed_with(control, tmp_path).run_workers(WorkerOptions(mode="gloo", steps=1))
     assert control.calls == []
