@@ -38,7 +38,7 @@ from spec.job import DEFAULT_WINDOW, JobSpec  # noqa: E402
 from thc.modes import RUN_DEFAULT  # noqa: E402
 from topologies import provenance, report  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
-from topologies.workers import WorkerOptions  # noqa: E402
+from topologies.workers import WorkerOptions, add_codec_option  # noqa: E402
 
 MODES = RUN_DEFAULT
 
@@ -108,6 +108,7 @@ def parse_args(argv=None):
         default=0.9,
         help="test accuracy for the time-to-accuracy column (default 0.9)",
     )
+    add_codec_option(p)
     p.add_argument(
         "--out", type=Path, default=REPO / "bench" / "out", help="where JSON and plots go (default bench/out)"
     )
@@ -127,7 +128,16 @@ def switch_cpu_s(bed: Testbed) -> float:
 
 
 def aggregation_figures(
-    bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float, window: int, coalesce: float
+    bed: Testbed,
+    mode: str,
+    size: int,
+    rounds: int,
+    job_id: int,
+    port: int,
+    bw: float,
+    window: int,
+    coalesce: float,
+    codec: str = "native",
 ) -> dict:
     marks = {}  # the switch's CPU when every worker has started (before the barrier) and at the last round
 
@@ -150,6 +160,7 @@ def aggregation_figures(
             master_port=port,
             switch_timeout=60,
             coalesce=coalesce,
+            codec=codec,
         ),
         on_event=on_event,
         stall_timeout=300,
@@ -276,7 +287,7 @@ def main(argv=None) -> int:
                 say(f"aggregation at {bw:g} Mbit/s: {mode}, {args.rounds} rounds of {args.size} coordinates")
                 aggregation.append(
                     aggregation_figures(
-                        bed, mode, args.size, args.rounds, job, 29600 + job, bw, args.window, args.coalesce
+                        bed, mode, args.size, args.rounds, job, 29600 + job, bw, args.window, args.coalesce, args.codec
                     )
                 )
                 job += 1
@@ -294,6 +305,7 @@ def main(argv=None) -> int:
                         job=JobSpec(job_id=run, workers=len(topo.workers), window=args.window),
                         master_port=29600 + run,
                         switch_timeout=60,
+                        codec=args.codec,
                     )
                 )
                 training.append(
@@ -308,9 +320,9 @@ def main(argv=None) -> int:
 
     if aggregation:
         print(
-            f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers ({args.target}), "
-            f"median of {args.rounds} rounds; bytes per worker per round on its interface (x payload: sent over "
-            "the bytes of the THC indices, b bits a coordinate, or of the FIX32 int32 values):"
+            f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers ({args.target}, "
+            f"{args.codec} codec), median of {args.rounds} rounds; bytes per worker per round on its interface "
+            "(x payload: sent over the bytes of the THC indices, b bits a coordinate, or of the FIX32 int32 values):"
         )
         print(
             f"{'Mbit/s':>6s}  {'mode':18s} {'ms/round':>9s} {'bound ms':>9s} {'x bound':>8s} {'coords/s':>12s} "
@@ -366,6 +378,7 @@ def main(argv=None) -> int:
         "bw_mbit": rates,
         "loss_pct": losses,
         "target": args.target,
+        "codec": args.codec,
         "aggregation": aggregation,
         "training": [dict(asdict(t), loss_pct=pct) for t, pct in zip(training, training_loss)],
         "elapsed_s": elapsed,
