@@ -181,6 +181,7 @@ def aggregation_figures(
             "workers_ms": sum(c["process_s"] for c in cpu) / rounds * 1e3,
             "wall_ms": cpu[0]["wall_s"] / rounds * 1e3,
             "switch_ms": switch_cpu / rounds * 1e3,  # from the last worker's start to the last round's end
+            "sleeps_per_worker": statistics.mean(c.get("sleeps", float("nan")) for c in cpu) / rounds,
         }
     else:
         per_round_cpu = {}
@@ -341,11 +342,12 @@ def main(argv=None) -> int:
     if any(a.get("cpu") for a in aggregation):
         print(
             "\nCPU per round (mean over the timed rounds; machine = all cores, everything running, incl. the "
-            "switch and the kernel; workers = the worker processes' own CPU):"
+            "switch and the kernel; workers = the worker processes' own CPU; sleeps = the times a worker went "
+            "to sleep waiting, each a wake-up):"
         )
         print(
             f"{'Mbit/s':>6s}  {'mode':6s} {'wall ms':>8s} {'machine busy ms':>16s} {'busy share':>11s} "
-            f"{'workers ms':>11s} {'switch ms':>10s} {'(w+s)/2 ms':>11s}"
+            f"{'workers ms':>11s} {'switch ms':>10s} {'(w+s)/2 ms':>11s} {'sleeps/worker':>14s}"
         )
         for a in aggregation:
             c = a.get("cpu")
@@ -354,7 +356,8 @@ def main(argv=None) -> int:
                 print(
                     f"{a['bw_mbit']:6g}  {a['mode']:6s} {c['wall_ms']:8.1f} {c['machine_busy_ms']:16.1f} "
                     f"{share:11.0%} {c['workers_ms']:11.1f} {c.get('switch_ms', float('nan')):10.1f} "
-                    f"{(c['workers_ms'] + c.get('switch_ms', float('nan'))) / 2:11.1f}"
+                    f"{(c['workers_ms'] + c.get('switch_ms', float('nan'))) / 2:11.1f} "
+                    f"{c.get('sleeps_per_worker', float('nan')):14.1f}"
                 )
     if any(a.get("phases") for a in aggregation):
         print("\nWhere a round goes per worker (ms wall, thread CPU in brackets; mean over workers, median of rounds):")
