@@ -18,6 +18,7 @@ MODEL       ?= cnn-digits
 LOSS        ?=
 BW          ?= auto
 SWITCH_PPS  ?=
+CODEC       ?=# empty: native (thc-run --codec numpy: the numpy codec and Python I/O, for a before/after)
 P4C         ?= p4c-bm2-ss
 RECORDS     ?=# make results: records to keep in docs/results/ first (bench/out/NAME.record.json, logs/summary.json)
 
@@ -52,7 +53,8 @@ $(STAMP): requirements.lock pyproject.toml
 run: setup
 	$(VENV)/bin/thc-run $(if $(TOPO),--topo $(TOPO)) --target $(TARGET) $(if $(WORKERS),--workers $(WORKERS)) \
 	    $(if $(STEPS),--steps $(STEPS)) $(if $(MODES),--modes $(MODES)) $(if $(LOSS),--loss $(LOSS)) \
-	    $(if $(BW),--bw $(BW)) $(if $(MODEL),--model $(MODEL)) $(if $(SWITCH_PPS),--switch-pps $(SWITCH_PPS))
+	    $(if $(BW),--bw $(BW)) $(if $(MODEL),--model $(MODEL)) $(if $(SWITCH_PPS),--switch-pps $(SWITCH_PPS)) \
+	    $(if $(CODEC),--codec $(CODEC))
 
 stop:
 	-$(VENV)/bin/thc-run --stop

@@ -39,7 +39,7 @@ from thc.modes import RUN_DEFAULT  # noqa: E402
 from topologies import provenance, report  # noqa: E402
 from topologies.targets import add_target_option  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
-from topologies.workers import WorkerOptions  # noqa: E402
+from topologies.workers import WorkerOptions, add_codec_option  # noqa: E402
 
 MODES = RUN_DEFAULT
 
@@ -104,6 +104,7 @@ def parse_args(argv=None):
         default=0.9,
         help="test accuracy for the time-to-accuracy column (default 0.9)",
     )
+    add_codec_option(p)
     p.add_argument(
         "--out", type=Path, default=REPO / "bench" / "out", help="where JSON and plots go (default bench/out)"
     )
@@ -123,7 +124,16 @@ def switch_cpu_s(bed: Testbed) -> float:
 
 
 def aggregation_figures(
-    bed: Testbed, mode: str, size: int, rounds: int, job_id: int, port: int, bw: float, window: int, coalesce: float
+    bed: Testbed,
+    mode: str,
+    size: int,
+    rounds: int,
+    job_id: int,
+    port: int,
+    bw: float,
+    window: int,
+    coalesce: float,
+    codec: str = "native",
 ) -> dict:
     marks = {}  # the switch's CPU when every worker has started (before the barrier) and at the last round
 
@@ -146,6 +156,7 @@ def aggregation_figures(
             master_port=port,
             switch_timeout=60,
             coalesce=coalesce,
+            codec=codec,
         ),
         on_event=on_event,
         stall_timeout=300,
@@ -166,6 +177,7 @@ def aggregation_figures(
             "workers_ms": sum(c["process_s"] for c in cpu) / rounds * 1e3,
             "wall_ms": cpu[0]["wall_s"] / rounds * 1e3,
             "switch_ms": switch_cpu / rounds * 1e3,  # from the last worker's start to the last round's end
+            "sleeps_per_worker": statistics.mean(c.get("sleeps", float("nan")) for c in cpu) / rounds,
         }
     else:
         per_round_cpu = {}
@@ -272,7 +284,7 @@ def main(argv=None) -> int:
                 say(f"aggregation at {bw:g} Mbit/s: {mode}, {args.rounds} rounds of {args.size} coordinates")
                 aggregation.append(
                     aggregation_figures(
-                        bed, mode, args.size, args.rounds, job, 29600 + job, bw, args.window, args.coalesce
+                        bed, mode, args.size, args.rounds, job, 29600 + job, bw, args.window, args.coalesce, args.codec
                     )
                 )
                 job += 1
@@ -290,6 +302,7 @@ def main(argv=None) -> int:
                         job=JobSpec(job_id=run, workers=len(topo.workers), window=args.window),
                         master_port=29600 + run,
                         switch_timeout=60,
+                        codec=args.codec,
                     )
                 )
                 training.append(
@@ -304,9 +317,9 @@ def main(argv=None) -> int:
 
     if aggregation:
         print(
-            f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers ({args.target}), "
-            f"median of {args.rounds} rounds; bytes per worker per round on its interface (x payload: sent over "
-            "the bytes of the THC indices, b bits a coordinate, or of the FIX32 int32 values):"
+            f"\nAggregation of {args.size} coordinates, {len(topo.workers)} workers ({args.target}, "
+            f"{args.codec} codec), median of {args.rounds} rounds; bytes per worker per round on its interface "
+            "(x payload: sent over the bytes of the THC indices, b bits a coordinate, or of the FIX32 int32 values):"
         )
         print(
             f"{'Mbit/s':>6s}  {'mode':18s} {'ms/round':>9s} {'bound ms':>9s} {'x bound':>8s} {'coords/s':>12s} "
@@ -325,11 +338,12 @@ def main(argv=None) -> int:
     if any(a.get("cpu") for a in aggregation):
         print(
             "\nCPU per round (mean over the timed rounds; machine = all cores, everything running, incl. the "
-            "switch and the kernel; workers = the worker processes' own CPU):"
+            "switch and the kernel; workers = the worker processes' own CPU; sleeps = the times a worker went "
+            "to sleep waiting, each a wake-up):"
         )
         print(
             f"{'Mbit/s':>6s}  {'mode':6s} {'wall ms':>8s} {'machine busy ms':>16s} {'busy share':>11s} "
-            f"{'workers ms':>11s} {'switch ms':>10s} {'(w+s)/2 ms':>11s}"
+            f"{'workers ms':>11s} {'switch ms':>10s} {'(w+s)/2 ms':>11s} {'sleeps/worker':>14s}"
         )
         for a in aggregation:
             c = a.get("cpu")
@@ -338,7 +352,8 @@ def main(argv=None) -> int:
                 print(
                     f"{a['bw_mbit']:6g}  {a['mode']:6s} {c['wall_ms']:8.1f} {c['machine_busy_ms']:16.1f} "
                     f"{share:11.0%} {c['workers_ms']:11.1f} {c.get('switch_ms', float('nan')):10.1f} "
-                    f"{(c['workers_ms'] + c.get('switch_ms', float('nan'))) / 2:11.1f}"
+                    f"{(c['workers_ms'] + c.get('switch_ms', float('nan'))) / 2:11.1f} "
+                    f"{c.get('sleeps_per_worker', float('nan')):14.1f}"
                 )
     if any(a.get("phases") for a in aggregation):
         print("\nWhere a round goes per worker (ms wall, thread CPU in brackets; mean over workers, median of rounds):")
@@ -362,6 +377,7 @@ def main(argv=None) -> int:
         "bw_mbit": rates,
         "loss_pct": losses,
         "target": args.target,
+        "codec": args.codec,
         "aggregation": aggregation,
         "training": [dict(asdict(t), loss_pct=pct) for t, pct in zip(training, training_loss)],
         "elapsed_s": elapsed,

@@ -15,16 +15,16 @@ import numpy as np
 from host_agent.operation import Operation
 
 
-def book_in_order(worker, op: Operation, acc: np.ndarray, ends: list, times: list) -> None:
+def book_in_order(worker, op: Operation, acc: np.ndarray, ends: list, times: list, held: list | None = None) -> None:
     """Book the batches of one native wait of `worker` (a WorkerProtocol) for `op`, the only operation in
     flight, sent in order, once each: acc[: ends[-1]] are requests lo, lo + 1, ... answered in that order,
-    batch b ending at ends[b] and arriving at times[b]. One spacing sample per batch (the first result of a
-    batch after an earlier one, or a batch of several), the round trips in arrival order, the timers as the
-    last batch sets them."""
+    batch b ending at ends[b] and arriving at times[b] (after a hold if held[b]; None: no hold). One spacing
+    sample per batch not taken in after a hold (the first result of a batch after an earlier one, or a batch
+    of several), the round trips in arrival order, the timers as the last batch sets them."""
     start, gaps, rtts, total = 0, [], [], ends[-1] if ends else 0
     lo = int(acc[0]) if total else 0
     for b, end in enumerate(ends):
-        fresh = not worker._held if b == 0 else True  # a batch is one arrival: one sample of the spacing
+        fresh = not worker._held if b == 0 else not (held and held[b])  # a batch is one arrival: one sample
         worker._held = False
         k = end - start
         if k:

@@ -422,20 +422,22 @@ class WorkerProtocol:
             now = self.clock()
         until = now + wait
         bounds = (until, self.timers.fixed_due(), min(self.timeout, self.min_timeout), np.inf if linger else until)
-        acc, ends, times, stop = self._native.take_until(op, io, fd, bounds, self.next_request)
+        hold = (self.coalesce, self.max_hold)  # receive coalescing between batches, in C (see hold())
+        acc, ends, times, held, stop = self._native.take_until(op, io, fd, bounds, self.next_request, hold)
         if fd < 0:
             times = [now] * len(ends)
         if stop & 4 or (len(acc) and int(acc[-1]) - int(acc[0]) != len(acc) - 1):  # may show loss, or has holes
-            self._book_batches(op, acc, ends, times, stop)
+            self._book_batches(op, acc, ends, times, stop, held)
         else:
-            booking.book_in_order(self, op, acc, ends, times)
+            booking.book_in_order(self, op, acc, ends, times, held)
         return self.counters.packets_received > before
 
-    def _book_batches(self, op: Operation, acc: np.ndarray, ends: list, times: list, stop: int) -> None:
-        """Book the batches of one native wait one by one, each as a pump would (at its arrival time)."""
+    def _book_batches(self, op: Operation, acc: np.ndarray, ends: list, times: list, stop: int, held=None) -> None:
+        """Book the batches of one native wait one by one, each as a pump would (at its arrival time);
+        `held`: per batch whether it was taken in after a hold (None: none was)."""
         start, last = 0, len(ends) - 1
         for b, end in enumerate(ends):
-            self._batch = not self._held if b == 0 else True
+            self._batch = not self._held if b == 0 else not (held and held[b])
             self._held = False
             if end > start:
                 i, at = acc[start:end], times[b]
@@ -460,7 +462,7 @@ class WorkerProtocol:
         while not operation.complete:
             if interrupt is not None and interrupt():
                 raise Interrupted(f"job {self.job_id} worker {self.worker_id}: interrupted in request {operation.q0}+")
-            # C waits at no cost per result: no hold then
+            # a native wait holds between its batches itself (fastio.c thc_wait_results): no hold here then
             hold = 0.0 if self._wait_fd >= 0 and self._waitable() is not None else self.hold(operation)
             if hold > 0:
                 time.sleep(hold)

@@ -198,13 +198,22 @@ class NativeSorter:
 
     MAX_BATCHES = 256  # batches one wait records before Python books them
 
-    def take_until(self, op: Operation, io, fd: int, bounds: tuple[float, float, float, float], next_request: int):
+    def take_until(
+        self,
+        op: Operation,
+        io,
+        fd: int,
+        bounds: tuple[float, float, float, float],
+        next_request: int,
+        hold: tuple[float, float] = (0.0, 0.0),
+    ):
         """Batches of results for `op` (every request sent once, in order, nothing else in flight), taken in
         by fastio.c's thc_wait_results (fd < 0: the io.preloaded frames already in io's buffer, one batch)
-        until Python must look; `bounds` are its times (until, fixed, slack, cap). Returns the accepted
-        requests, each batch's end in them, each batch's arrival time and why it stopped (bits: 1 complete,
-        2 a frame not accepted, 4 a result out of order in the last batch, 8 the record full); counts the
-        frames, bytes and unaccepted frames."""
+        until Python must look; `bounds` are its times (until, fixed, slack, cap); `hold` (coalesce,
+        max_hold) lets results accumulate between batches as coalescing_hold would (coalesce 0: never).
+        Returns the accepted requests, each batch's end in them, each batch's arrival time, whether each
+        came after a hold, and why it stopped (bits: 1 complete, 2 a frame not accepted, 4 a result out of
+        order in the last batch, 8 the record full); counts the frames, bytes and unaccepted frames."""
         st = self._state(op)
         st.next_request, st.outstanding = next_request, op.outstanding
         if len(self._acc_row) < max(len(io.buf), op.n):
@@ -215,10 +224,17 @@ class NativeSorter:
         if w is None:
             w = self._wait = native.Wait(max_batches=self.MAX_BATCHES)
             self._ends, self._times = np.zeros(self.MAX_BATCHES, np.int64), np.zeros(self.MAX_BATCHES, np.float64)
+            self._held = np.zeros(self.MAX_BATCHES, np.uint8)
             self._wait_ref = ctypes.byref(w)
-            self._record_addresses = self._ends.ctypes.data, self._times.ctypes.data
+            self._record_addresses = self._ends.ctypes.data, self._times.ctypes.data, self._held.ctypes.data
+            w.hold_after = HOLD_AFTER
         w.until, w.fixed, w.slack, w.cap = bounds
         w.low, w.preloaded = op.span()[0], io.preloaded
+        w.coalesce, w.max_hold = hold
+        w.min_hold = MIN_HOLD
+        w.answered = op.answered
+        if op.answered:
+            w.first, w.last = op.first_result, op.last_result
         taken = self.lib.thc_wait_results(
             fd, io.buf_address, io.stride, len(io.buf), io.lengths_address, self._op_ref, self._wait_ref,
             *self._acc_addresses, *self._record_addresses,
@@ -238,7 +254,8 @@ class NativeSorter:
         if op.count is None and st.ref_count >= 0:
             op.count = st.ref_count
         nb = w.batches
-        return self._acc_req[:taken].copy(), self._ends[:nb].tolist(), self._times[:nb].tolist(), stop
+        held = self._held[:nb].tolist() if w.holds else None
+        return self._acc_req[:taken].copy(), self._ends[:nb].tolist(), self._times[:nb].tolist(), held, stop
 
     def _state(self, op: Operation | None):
         """The native take's view of `op`: one struct, filled anew when the operation changes (building one

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import threading
 import time
 from pathlib import Path
@@ -21,7 +22,8 @@ def emit(record: dict) -> None:
 
 def cpu_counters() -> dict:
     """Seconds so far: wall, this process's CPU, and the whole machine's busy and total CPU time
-    (/proc/stat, all cores: not namespaced, so any worker sees the switch's and the other workers' load)."""
+    (/proc/stat, all cores: not namespaced, so any worker sees the switch's and the other workers' load);
+    and the times this process went to sleep waiting (voluntary context switches: each a wake-up later)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     hz = os.sysconf("SC_CLK_TCK")
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
@@ -31,6 +33,7 @@ def cpu_counters() -> dict:
         "process_s": time.process_time(),
         "machine_busy_s": (total - idle) / hz,
         "machine_total_s": total / hz,
+        "sleeps": resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw,
     }
 
 

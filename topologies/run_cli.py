@@ -12,6 +12,7 @@ from thc.modes import MODES as WORKER_MODES
 from thc.modes import RUN_DEFAULT
 from topologies import link_rate
 from topologies.targets import add_target_option
+from topologies.workers import add_codec_option
 from usage.args import OneLineParser, folder, input_file, int_in, number_in, positive_number
 
 DEFAULT_TOPO = "topologies/star4.json"
@@ -205,6 +206,7 @@ def _training_options(tr) -> None:
         "small models); smaller buckets let the first ones' aggregation overlap the rest of the backward pass "
         "and THC's norm round overlap the previous bucket's sums",
     )
+    add_codec_option(tr)
     tr.add_argument(
         "--seed", type=int_in(0, 2**32 - 1), default=0, help="model initialisation and batch order (default 0)"
     )

@@ -316,6 +316,7 @@ def run(args) -> int:
         "loss_pct": args.loss,
         "modes": modes,
         "model": args.model,
+        "codec": args.codec,
         "bw_auto": None if auto is None else asdict(auto),
         "provenance": provenance.started(quick=args.steps < 200),  # docs/results.md names it (make results)
     }
@@ -344,6 +345,7 @@ def run(args) -> int:
                 query_first=args.query,
                 stragglers=dict(args.straggler),
                 bucket_cap_kb=args.bucket_cap_kb,
+                codec=args.codec,
             )
             if mode == PLAN:
                 path = log_dir / "plan.json"

@@ -30,6 +30,28 @@ from topologies.ledger import Ledger
 
 PROGRESS_PREFIX = "@thc "
 MASTER_PORT = 29500
+# a worker's codec and per-request I/O: C (thc/native, host_agent/native), or the numpy reference with I/O in
+# Python, which THC_NATIVE=0 in its environment selects (native_build.load_switched)
+CODECS = ("native", "numpy")
+
+
+def add_codec_option(parser) -> None:
+    """--codec, the workers' codec: one flag for a before/after of the native data path (thc-run, bench_e2e)."""
+    parser.add_argument(
+        "--codec",
+        choices=CODECS,
+        default="native",
+        help="the workers' THC/FIX32 codec and per-request I/O: 'native' = compiled C (the numpy path, said "
+        "once, where no C compiler is found), 'numpy' = the numpy reference and Python I/O (THC_NATIVE=0), "
+        "for a before/after of the native path; results are bit-identical (default native)",
+    )
+
+
+def codec_environment(codec: str) -> dict[str, str]:
+    """The environment a worker process gets for `codec` on top of the caller's."""
+    if codec not in CODECS:
+        raise ValueError(f"codec {codec!r}: expected one of {', '.join(CODECS)}")
+    return {"THC_NATIVE": "0"} if codec == "numpy" else {}
 
 
 class WorkerFailed(RuntimeError):
@@ -67,6 +89,7 @@ class WorkerOptions:
     straggler_timeout_ms: float | None = None  # thc-worker --straggler-timeout (None: wait for every worker)
     query_first: bool = False  # thc-worker --query: a retransmission asks the switch first
     stragglers: dict[str, float] = field(default_factory=dict)  # host -> ms slept per step (thc-worker --step-delay)
+    codec: str = "native"  # CODECS: the workers' codec and I/O (codec_environment)
 
     @property
     def worker_mode(self) -> str:
@@ -179,7 +202,7 @@ def start_workers(net, topo: Topology, options: WorkerOptions, ledger: Ledger, r
     """One worker process per worker host, inside that host's namespace (Mininet's popen)."""
     mode_dir = run_dir / options.mode
     mode_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **codec_environment(options.codec))
     workers = []
     for host in topo.workers:
         result_path = mode_dir / (f"{host}.npz" if options.probe_rounds else f"{host}.json")

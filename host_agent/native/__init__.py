@@ -47,9 +47,12 @@ class Take(ctypes.Structure):
 class Wait(ctypes.Structure):
     """struct thc_wait of fastio.c: when thc_wait_results stops waiting, and what it took in."""
 
-    _fields_ = [(name, ctypes.c_double) for name in ("until", "fixed", "slack", "cap")] + [
-        (name, ctypes.c_int64) for name in ("low", "max_batches", "preloaded", "frames", "bytes", "batches", "stop")
-    ]
+    _fields_ = (
+        [(name, ctypes.c_double) for name in ("until", "fixed", "slack", "cap")]
+        + [(name, ctypes.c_int64) for name in ("low", "max_batches", "preloaded", "frames", "bytes", "batches", "stop")]
+        + [(name, ctypes.c_double) for name in ("coalesce", "max_hold", "min_hold", "first", "last")]
+        + [(name, ctypes.c_int64) for name in ("hold_after", "answered", "holds")]
+    )
 
 
 _lib: ctypes.CDLL | None = None
@@ -67,7 +70,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.thc_take_results.argtypes = [c_ptr, c_long, c_long, c_ptr, ctypes.POINTER(Take), c_ptr, c_ptr]
     lib.thc_take_results.restype = c_long
     lib.thc_wait_results.argtypes = [ctypes.c_int, c_ptr, c_long, c_long, c_ptr, ctypes.POINTER(Take),
-                                     ctypes.POINTER(Wait), c_ptr, c_ptr, c_ptr, c_ptr]  # fmt: skip
+                                     ctypes.POINTER(Wait), c_ptr, c_ptr, c_ptr, c_ptr, c_ptr]  # fmt: skip
     lib.thc_wait_results.restype = c_long
     return lib
 

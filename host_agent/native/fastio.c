@@ -278,14 +278,45 @@ long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_
  *   - time: `until` before any result, then the earliest of `fixed` and the latest result's arrival +
  *     `slack` (the timers a result restarts are never shorter than slack), and never past `cap` (0).
  * With fd < 0 the `preloaded` rows already in the buffer are the one batch, and nothing is received.
- * The batches' results go to acc_req (each request once: at most n); done[] is left as it was. */
+ * The batches' results go to acc_req (each request once: at most n); done[] is left as it was.
+ *
+ * Receive coalescing (receive.coalescing_hold, in C): with `coalesce` > 0, once `hold_after` results of
+ * the operation are in (`answered`, `first`, `last`: the operation's before this wait) and 2 or more are
+ * outstanding, the wait sleeps for coalesce x the time the outstanding results should take at the pace
+ * they have come (at most as long as they have been coming, at most `max_hold`, never past the deadline)
+ * before it receives again, if that is at least `min_hold`: a few wake-ups instead of one per result at
+ * a slow link's pace. batch_held[b] says batch b was taken in after such a hold (its spacing is the
+ * hold's, not the switch's: Python takes no spacing sample from it). */
 
 struct thc_wait {
     double until, fixed, slack, cap;        /* in: CLOCK_MONOTONIC seconds */
     int64_t low;                            /* in: the lowest request in flight */
     int64_t max_batches, preloaded;         /* in */
     int64_t frames, bytes, batches, stop;   /* out; stop < 0: -errno of a receive */
+    double coalesce, max_hold, min_hold;    /* in: receive coalescing (coalesce 0: none) */
+    double first, last;                     /* in: the operation's first and latest result (s; if answered) */
+    int64_t hold_after, answered;           /* in: results before a hold; the operation's results so far */
+    int64_t holds;                          /* out: the holds slept */
 };
+
+/* How long to sleep before receiving again (0: none), after a batch at `now` (see above). */
+static double coalescing_hold(const struct thc_wait *w, int64_t answered, double first, double last,
+                              int64_t outstanding, double deadline, double now)
+{
+    if (!(w->coalesce > 0) || answered < w->hold_after || answered < 2 || outstanding < 2)
+        return 0.0;
+    double span = last - first;
+    if (!(span > 0))
+        return 0.0;
+    double hold = w->coalesce * (double)outstanding * span / (double)(answered - 1);
+    if (hold > span)
+        hold = span;
+    if (hold > w->max_hold)
+        hold = w->max_hold;
+    if (hold > deadline - now)
+        hold = deadline - now;
+    return hold >= w->min_hold && hold > 0 ? hold : 0.0;
+}
 
 static double monotonic_s(void)
 {
@@ -296,14 +327,14 @@ static double monotonic_s(void)
 
 long thc_wait_results(int fd, uint8_t *base, long stride, long cap_rows, int32_t *lens, struct thc_take *st,
                       struct thc_wait *w, int64_t *acc_row, int64_t *acc_req, int64_t *batch_end,
-                      double *batch_time)
+                      double *batch_time, uint8_t *batch_held)
 {
     long taken = 0;
     int64_t order = w->low, outstanding = st->outstanding;
-    int answered = 0;
-    double last = 0.0;
+    int answered = 0, held = 0;
+    double last = 0.0, op_first = w->first, op_last = w->last;
     st->ignored = st->bad_key = st->stale = st->duplicate = st->rejected = st->accepted = 0;
-    w->frames = w->bytes = w->batches = w->stop = 0;
+    w->frames = w->bytes = w->batches = w->stop = w->holds = 0;
     for (;;) {
         long n;
         double deadline = answered ? (w->fixed < last + w->slack ? w->fixed : last + w->slack) : w->until;
@@ -336,15 +367,31 @@ long thc_wait_results(int fd, uint8_t *base, long stride, long cap_rows, int32_t
             w->bytes += lens[r];
         batch_end[w->batches] = taken;
         batch_time[w->batches] = now;
+        batch_held[w->batches] = (uint8_t)held;
+        held = 0;
         w->batches++;
         if (taken > was) {
+            if (!answered && w->answered == 0)
+                op_first = now;
             answered = 1;
-            last = now;
+            last = op_last = now;
         }
         w->stop = (st->outstanding == 0) | (st->ignored + st->bad_key + st->stale + st->duplicate + st->rejected
                                               != before) << 1 | disorder << 2 | (w->batches >= w->max_batches) << 3;
         if (w->stop)
             break;
+        if (fd >= 0 && answered) {
+            double next = w->fixed < last + w->slack ? w->fixed : last + w->slack;
+            double hold = coalescing_hold(w, w->answered + taken, op_first, op_last, st->outstanding,
+                                          next < w->cap ? next : w->cap, now);
+            if (hold > 0) {
+                struct timespec ts = {.tv_sec = (time_t)hold, .tv_nsec = (long)((hold - (double)(time_t)hold) * 1e9)};
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                    ;
+                held = 1;
+                w->holds++;
+            }
+        }
     }
     for (long t = 0; t < taken; t++)
         st->done[acc_req[t]] = 0; /* Python books the results, batch by batch */

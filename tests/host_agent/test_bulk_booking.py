@@ -2,8 +2,8 @@
 batch as pumps would (protocol._book_batches): on twin workers fed the same batches of in-order results, at
 the same arrival times, every counter, timer, estimate, window and per-request field ends bit-identical,
 and the requests the window lets go next are the same frames in the same order. Batch splits, arrival
-times, holds, earlier results, windows smaller than the operation and a cut congestion window are drawn
-from a seed taken from the test's name."""
+times, holds (before the wait, and the native wait's own between batches), earlier results, windows
+smaller than the operation and a cut congestion window are drawn from a seed taken from the test's name."""
 
 import hashlib
 
@@ -95,8 +95,10 @@ def test_one_pass_booking_equals_batch_after_batch(request, case):
         held = rng.random() < 0.3
         for w in workers:
             w._held, w._batch = held, not held
-        workers[0]._book_batches(op0, acc, ends, times, 0)
-        booking.book_in_order(workers[1], ops[1], acc.copy(), list(ends), list(times))
+        # batches the native wait took in after one of its own holds (fastio.c): never the first
+        after = [0] + [int(rng.random() < 0.4) for _ in ends[1:]] if rng.random() < 0.5 else None
+        workers[0]._book_batches(op0, acc, ends, times, 0, after)
+        booking.book_in_order(workers[1], ops[1], acc.copy(), list(ends), list(times), after)
         assert snapshot(workers[0], op0) == snapshot(workers[1], ops[1])
         for w in workers:
             w.sender.send_ready()
@@ -104,3 +106,16 @@ def test_one_pass_booking_equals_batch_after_batch(request, case):
         booked, at = hi, times[-1] + 1e-4
     assert op0.complete and ops[1].complete
     assert workers[1].counters.results == op0.n
+
+
+def test_a_batch_taken_in_after_a_native_hold_is_no_sample_of_the_spacing():
+    workers = [twin(16), twin(16)]
+    ops = [w.start_sum_indices([np.zeros(6 * 1024, np.uint8)]) for w in workers]
+    for w in workers:
+        w.sender.send_ready()
+    acc, ends, times = np.arange(6, dtype=np.int64), [2, 4, 6], [10.0, 10.001, 10.003]
+    booking.book_in_order(workers[0], ops[0], acc.copy(), ends, times, None)
+    booking.book_in_order(workers[1], ops[1], acc.copy(), ends, times, [0, 1, 1])
+    plain, held = snapshot(workers[0], ops[0]), snapshot(workers[1], ops[1])
+    assert plain["gap"] != held["gap"]  # three samples against the first batch's one
+    assert {k: v for k, v in plain.items() if k != "gap"} == {k: v for k, v in held.items() if k != "gap"}

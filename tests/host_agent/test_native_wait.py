@@ -15,7 +15,7 @@ import pytest
 
 from harness.fake_switch import FakeSwitch
 from harness.sim import SERVICE, SimJob, worker_endpoint, worker_port
-from host_agent import native, wire
+from host_agent import native, receive, wire
 from host_agent.protocol import WorkerProtocol
 from host_agent.transport import DatagramTransport
 from spec.job import JobSpec
@@ -132,10 +132,46 @@ def test_native_wait_and_numpy_path_agree_under_loss_duplication_and_reordering(
     assert stats_c["retransmissions"] > 0 and stats_py["retransmissions"] > 0  # there was loss
 
 
+def test_the_native_wait_holds_between_batches_once_the_pace_is_known(monkeypatch):
+    """Receive coalescing in C: results queued at once, taken in two a receive, come microseconds apart; with
+    any hold allowed, every batch after the one that brings the HOLD_AFTER-th result is taken in after a
+    hold (and flagged so), and the sums are exact."""
+    lib = native.load()
+    if lib is None:
+        pytest.skip("the native helper could not be built here (no C compiler)")
+    monkeypatch.setattr(receive, "MIN_HOLD", 0.0)
+    job = SimJob.plan(JobSpec(job_id=5, workers=1, window=16, slots=16))
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    transport = SocketTransport(mine, lib)
+    worker = WorkerProtocol(
+        transport, wire.FrameBuilder(worker_endpoint(0), SERVICE), job.spec, 0,
+        timeout=1.0, min_timeout=1.0, deadline=20.0, coalesce=0.5,
+    )  # fmt: skip
+    worker._io._allocate(2)  # two frames a receive: the queued results come in batches of two
+    data = [np.random.default_rng(seed_of("holds")).integers(0, 16, job.spec.coords_per_request * 12, np.uint8)]
+    op = worker.start_sum_indices(data)
+    worker.sender.send_ready()
+    switch = FakeSwitch()
+    switch.add_job(job)
+    try:
+        for _ in range(op.n):
+            for _, out in switch.process(worker_port(0), theirs.recv(4096)):
+                theirs.send(out)
+        sums, count = worker.wait(op)
+    finally:
+        transport.close()
+        theirs.close()
+    table = np.asarray(job.spec.table_values(), np.int32)
+    assert count == 1 and sums[0].tobytes() == table[data[0]].tobytes()
+    wait = worker._native._wait
+    held = worker._native._held[: wait.batches].tolist()
+    assert wait.batches == 6 and wait.holds == 4 and held == [0, 0, 1, 1, 1, 1]
+
+
 FUZZ_CHILD = r"""
-import ctypes, sys
+import ctypes, socket, sys, time
 import numpy as np
-from host_agent import native, wire
+from host_agent import native, receive, wire
 from harness.sim import SERVICE, worker_endpoint
 from native_build import SANITIZER_FLAGS, build_shared
 from tests.support import sanitizers
@@ -145,9 +181,13 @@ lib.thc_wait_results.restype = ctypes.c_long
 rng = np.random.default_rng(int(sys.argv[1]))
 window, n, per_packet, lane_bits = 8, 12, 1024, 8
 builder = wire.FrameBuilder(SERVICE, worker_endpoint(0))
-stride, batches, fuzzed = 2048, int(sys.argv[2]), 0
+stride, batches, fuzzed, holds = 2048, int(sys.argv[2]), 0, 0
 buf = np.zeros((64, stride), np.uint8)
 lens = np.zeros(64, np.int32)
+mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+for s in (mine, theirs):
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
 for b in range(batches):
     sanitizers.progress("thc_wait_results", b)
     done = (rng.random(n) < 0.3).astype(np.uint8)
@@ -171,14 +211,44 @@ for b in range(batches):
         lens[r] = int(rng.integers(0, size + 1)) if rng.random() < 0.2 else size
     w = native.Wait(until=0.0, fixed=0.0, slack=0.0, cap=0.0, low=int(rng.integers(0, n)), max_batches=4,
                     preloaded=rows)
+    fd, cap_rows = -1, 64
+    if rng.random() < 0.5:  # over a socket, a few rows a receive, holding between batches (no timing asserted)
+        now = time.monotonic()
+        fd, cap_rows = mine.fileno(), int(rng.integers(1, 9))
+        if rng.random() < 0.5:  # clean results in request order: batches go on, and holds happen
+            done[:], attempts[:], st.outstanding, st.ref_count, st.next_request = 0, 1, n, -1, st.q0 + n
+            rows, w.low = int(rng.integers(1, n + 1)), st.q0
+            for r in range(rows):
+                q = st.q0 + r
+                frame = builder.frame(wire.OP_THC, 1, 3, 0, q % window, q // window, 0, bytes(per_packet), 2,
+                                      lane_bits, 0x77)
+                buf[r, : len(frame)], lens[r] = np.frombuffer(frame, np.uint8), len(frame)
+        for r in range(rows):
+            theirs.send(buf[r, : lens[r]].tobytes())
+        w.until, w.fixed, w.slack, w.cap = now + 1e-3, now + float(rng.uniform(0, 3e-3)), 1e-3, now + 3e-3
+        w.coalesce, w.max_hold, w.min_hold = float(rng.choice([0.0, 0.5, 2.0])), 2e-4, float(rng.choice([0.0, 1e-5]))
+        w.hold_after, w.answered = int(rng.integers(0, 6)), int(rng.integers(0, 3))
+        w.first, w.last = now - float(rng.uniform(0, 1e-3)), now
     acc_row, acc_req = np.zeros(max(64, n), np.int64), np.zeros(max(64, n), np.int64)
-    ends, times = np.zeros(4, np.int64), np.zeros(4, np.float64)
-    taken = lib.thc_wait_results(-1, ctypes.c_void_p(buf.ctypes.data), ctypes.c_long(stride), ctypes.c_long(64),
+    ends, times, held = np.zeros(4, np.int64), np.zeros(4, np.float64), np.zeros(4, np.uint8)
+    taken = lib.thc_wait_results(fd, ctypes.c_void_p(buf.ctypes.data), ctypes.c_long(stride), ctypes.c_long(cap_rows),
                                  ctypes.c_void_p(lens.ctypes.data), ctypes.byref(st), ctypes.byref(w),
                                  ctypes.c_void_p(acc_row.ctypes.data), ctypes.c_void_p(acc_req.ctypes.data),
-                                 ctypes.c_void_p(ends.ctypes.data), ctypes.c_void_p(times.ctypes.data))
-    assert 0 <= taken <= min(rows, n) and w.batches == 1 and w.frames == rows
+                                 ctypes.c_void_p(ends.ctypes.data), ctypes.c_void_p(times.ctypes.data),
+                                 ctypes.c_void_p(held.ctypes.data))
+    if fd < 0:
+        assert 0 <= taken <= min(rows, n) and w.batches == 1 and w.frames == rows
+    else:
+        assert 0 <= taken <= min(rows, n) and w.batches <= 4 and 0 <= w.holds <= w.batches
+        assert w.stop >= 0 and (w.batches == 0 or held[0] == 0), (w.stop, w.batches, held)
+        holds += w.holds
+        while True:  # what the wait left in the socket
+            try:
+                mine.recv(4096, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
     fuzzed += rows
+assert holds, "no round held between batches: the hold went unfuzzed"
 print("fuzzed", fuzzed)
 """
 
