@@ -36,6 +36,8 @@ import numpy as np  # noqa: E402
 
 from bench import record as bench_record  # noqa: E402
 from harness.trace_run import POLICIES, Setup, TraceResult, TraceRunner  # noqa: E402
+from host_agent import workloads  # noqa: E402
+from thc.modes import THC  # noqa: E402
 from topologies import job_trace, provenance  # noqa: E402
 
 FLOOR = 0.75  # pool mean JCT at most this times static's (issue 39)
@@ -114,7 +116,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     origin = provenance.started(quick=args.quick)
     try:
-        trace = job_trace.load(args.trace) if args.trace else fixed_trace(args.quick)
+        # in-process every job sums THC frames and trains nothing: its model is a name, its steps its length
+        trace = (
+            job_trace.load(args.trace, models=workloads.names(), modes={THC}) if args.trace else fixed_trace(args.quick)
+        )
     except job_trace.TraceError as e:
         print(f"bench_pool: {e}", file=sys.stderr)
         return 2
@@ -139,6 +144,11 @@ def main(argv=None) -> int:
                 f"({f['fallbacks']}/{f['uses']} uses)  peak cells {f['peak_cells']}/{f['cells']}  "
                 f"wrong sums {f['wrong_sums']}"
             )
+            if args.trace:
+                print(
+                    "  completion (s after arrival): "
+                    + ", ".join(f"{run.trace.name} {run.finished - run.trace.start:.2f}" for run in r.runs)
+                )
         ratios[f"{rate:g}"] = figures[f"{rate:g}"]["pool"]["mean_jct_s"] / figures[f"{rate:g}"]["static"]["mean_jct_s"]
     args.out.mkdir(parents=True, exist_ok=True)
     plot(args.out / "bench_pool_occupancy.png", results)
