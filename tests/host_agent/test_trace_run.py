@@ -48,3 +48,36 @@ def test_an_unknown_policy_or_an_odd_budget_is_refused():
         TraceRunner(TRACE, "lottery", SETUP)
     with pytest.raises(ValueError, match="power of two"):
         TraceRunner(TRACE, "pool", Setup(budget=12))
+
+
+class Echo:
+    """An engine that sends each frame back where it came from."""
+
+    def process(self, port, frame):
+        return [(port, frame)]
+
+
+def test_the_fallback_servers_link_delays_its_results_but_not_the_switchs():
+    from harness.fallback_server import SERVER, SwitchAndServer
+    from harness.loopback import LoopbackWire
+    from host_agent import wire
+    from host_agent.clock import VirtualClock
+
+    clock = VirtualClock()
+    engine = SwitchAndServer(Echo(), Echo(), SERVER, rate=1e6)
+    lw = LoopbackWire(engine, clock=clock, delay_up=1e-6)
+    engine.wire = lw
+    port = lw.attach(1)
+    frame = bytearray(1000)
+    frame[wire.ETH_LEN + 16 : wire.ETH_LEN + 20] = wire.ip_bytes(SERVER.ip)
+    for _ in range(2):
+        port.send(bytes(frame))  # to the server: 2000 bytes on its link each, in turn
+    port.send(bytes(1000))  # to the switch, after them
+    arrivals = []
+    while (due := lw.next_event()) is not None:
+        clock.advance_to(due)
+        arrivals += [(clock(), len(f)) for f in port.recv(0.0)]
+    switch_first, *server = sorted(arrivals)
+    assert switch_first[0] < 1e-3  # the switch's answer did not wait for the server
+    assert [round(t, 6) for t, _ in server] == [round(1e-6 + 0.016, 6), round(1e-6 + 0.032, 6)]
+    assert engine.server_frames == 2
