@@ -81,3 +81,11 @@ def test_the_fallback_servers_link_delays_its_results_but_not_the_switchs():
     assert switch_first[0] < 1e-3  # the switch's answer did not wait for the server
     assert [round(t, 6) for t, _ in server] == [round(1e-6 + 0.016, 6), round(1e-6 + 0.032, 6)]
     assert engine.server_frames == 2
+
+
+def test_a_job_waits_for_worker_ids_when_the_jobs_running_hold_them():
+    big = [TraceJob(f"big{i}", 0.0, "mlp-digits", 20, "thc", steps=1, compute=0.1) for i in range(2)]
+    r = TraceRunner(big, "pool", SETUP, seed=3).run()
+    first, second = r.runs
+    assert r.wrong_sums == 0 and first.admitted == 0.0
+    assert second.admitted >= first.finished  # 40 workers: the 32 worker ids do not hold both at once
