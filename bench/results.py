@@ -259,7 +259,38 @@ def render_switch(figures: dict) -> str:
     return lead + table(["workload", *(labels[c] for c in columns)], rows)
 
 
+def render_pool(figures: dict) -> str:
+    """bench_pool.py: one trace of jobs under static partitions, the shared pool and no switch, per link rate."""
+    setup, trace = figures["setup"], figures["trace"]
+    names = {"static": "static partitions", "pool": "shared pool", "none": "no switch (parameter server)"}
+    rows = []
+    rates = sorted(figures["rates"], key=float, reverse=True)  # the record's keys are sorted as text
+    for rate in rates:
+        for policy in sorted(figures["rates"][rate], key=lambda p: list(names).index(p) if p in names else 9):
+            f = figures["rates"][rate][policy]
+            rows.append(
+                [
+                    f"{rate} Mbit/s",
+                    names.get(policy, policy),
+                    _n(f["mean_jct_s"], 2),
+                    _n(f["p95_jct_s"], 2),
+                    _n(f["mean_wait_s"], 2),
+                    f"{f['fallback_share']:.1%}",
+                    str(f["wrong_sums"]),
+                ]
+            )
+    lead = (
+        f"{len(trace)} jobs of {trace[0]['workers']} workers, {trace[0]['steps']} steps each, arriving over "
+        f"{trace[-1]['start']:g} s (virtual time), {setup['budget']} switch slots: "
+        f"{setup['budget'] // setup['window']} job(s) fit statically, a pool of {2 * setup['budget']} cells:\n\n"
+    )
+    header = ["links", "policy", "mean JCT s", "p95 JCT s", "mean wait s", "uses fallen back", "wrong sums"]
+    ratios = ", ".join(f"**{figures['ratio'][rate]:.3f}** at {rate} Mbit/s" for rate in rates)
+    return lead + table(header, rows) + f"\n\npool/static mean JCT: {ratios} (floor 0.75)"
+
+
 RENDERERS = {
+    "bench_pool": render_pool,
     "bench_host_agent_worker": render_host_agent_worker,
     "bench_e2e": render_e2e,
     "bench_pipeline": render_pipeline,

@@ -83,6 +83,7 @@ class LoopbackWire:
         self._events: list[tuple[float, int, int, int, bytes]] = []  # (time, order, direction, port, frame)
         self._order = itertools.count()
         self._switch_free = float("-inf")  # when the switch has finished the frames given to it so far
+        self._output_delay = 0.0  # how much later than that the outputs of the frame in process leave
         self._link_free: dict[tuple[int, int], float] = {}  # (direction, port) -> when its link is free
         self.dropped_up = self.dropped_down = self.unrouted = 0
         self.duplicated_up = self.duplicated_down = 0
@@ -109,6 +110,11 @@ class LoopbackWire:
             raise ValueError(f"port {port} already has a worker")
         endpoint = self._ports[port] = LoopbackPort(self, port)
         return endpoint
+
+    def detach(self, port: int) -> None:
+        """The worker on `port` has left (a job that ended): frames to the port are unrouted from now on,
+        and a later worker may be attached there."""
+        self._ports.pop(port, None)
 
     def inject(self, port: int, frame: bytes) -> None:
         """A frame sent towards the switch on `port` (from a worker, or from a test)."""
@@ -138,6 +144,16 @@ class LoopbackWire:
         """The switch takes no frame for `seconds` after the one it is processing, and that one's outputs
         leave only then (a software switch descheduled). For an engine to call from its process()."""
         self._switch_free += seconds
+
+    def delay_outputs(self, seconds: float) -> None:
+        """The outputs of the frame being processed leave `seconds` after the switch is done with it, while
+        the switch goes on with the next frame (a host behind the switch, busy with its own queue). For an
+        engine to call from its process(); `switch_done` is when the switch is done with the frame."""
+        self._output_delay += seconds
+
+    @property
+    def switch_done(self) -> float:
+        return self._switch_free
 
     def next_event(self) -> float | None:
         """When the next frame in flight arrives (at the switch or a worker); None if none is."""
@@ -191,6 +207,7 @@ class LoopbackWire:
         timed = self.timed
         if timed:
             self._switch_free = max(arrival, self._switch_free) + self.service_time
+        self._output_delay = 0.0
         for out_port, out_frame in self.engine.process(port, frame):
             self.frames_from_switch += 1
             if self.loss_down and self._rng.random() < self.loss_down:
@@ -203,7 +220,7 @@ class LoopbackWire:
             out_frame = bytes(out_frame)
             for _ in range(copies):
                 if timed:
-                    sent = self._serialise(_TO_WORKER, out_port, self._switch_free, len(out_frame))
+                    sent = self._serialise(_TO_WORKER, out_port, self._switch_free + self._output_delay, len(out_frame))
                     self._push(
                         sent + self.delay_down + self._jitter(self.jitter_down),
                         _TO_WORKER,

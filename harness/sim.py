@@ -101,12 +101,13 @@ def admit(engine, job: SimJob) -> None:
 
 
 def retire(engine, job: SimJob) -> None:
-    """Remove `job` from a running engine (the controller's `job remove`: the jobs entry first)."""
+    """Remove `job` from a running engine (the controller's `job remove`: the jobs entry first; a pool job's
+    pool entry and its run's liveness after it, so its cells are free)."""
     if hasattr(engine, "add_job"):
         del engine.jobs[job.job_id]
         return
     first, then = jobs.remove_writes(
-        job.job_id, job.job.mcast_grp, set(job.worker_ids), table_installed=bool(job.job.table)
+        job.job_id, job.job.mcast_grp, set(job.worker_ids), table_installed=bool(job.job.table), job=job.job
     )
     EngineWriter(engine).apply([*first, *then])
 

@@ -29,6 +29,7 @@ import torch
 from host_agent import wire
 from host_agent.membership import Membership
 from host_agent.operation import pack_indices
+from host_agent.pool_fallback import PoolFallback
 from host_agent.protocol import Interrupted, Operation, WorkerProtocol
 from host_agent.transport import RawSocketTransport
 from spec import contract
@@ -101,6 +102,7 @@ class SwitchAggregator:
         on_rejoin: Callable[[dict], None] = lambda record: None,
         straggler_timeout: float | None = None,
         query_first: bool = False,
+        fallback_server: wire.Endpoint | None = None,
     ) -> SwitchAggregator:
         """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
@@ -116,7 +118,8 @@ class SwitchAggregator:
         (e.g. MembershipFile(path).poll); `on_rejoin` gets a record each time this worker moves to one.
         `straggler_timeout`: seconds after which an unanswered request releases its slot (partial
         aggregation; None: wait for every worker). `query_first`: a retransmission asks the switch with a QUERY
-        before the request goes again (False: the request goes at once).
+        before the request goes again (False: the request goes at once). `fallback_server`: where a pool
+        job's rounds answered FALLBACK go (host_agent/pool_fallback.py).
         """
         transport = RawSocketTransport(iface, src_ip=src_ip)
         builder = wire.FrameBuilder(wire.Endpoint(src_mac, src_ip), wire.Endpoint(service_mac, service_ip))
@@ -135,6 +138,8 @@ class SwitchAggregator:
                 straggler_timeout=straggler_timeout,
                 query_first=query_first,
             )
+            if fallback_server is not None:
+                protocol.pool_fallback = PoolFallback(fallback_server)
         except Exception:
             transport.close()
             raise

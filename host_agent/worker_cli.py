@@ -39,6 +39,7 @@ def switch_aggregator(args, on_rejoin=lambda record: None):
         args.src_mac,
         membership=MembershipFile(args.membership).poll if args.membership else None,
         on_rejoin=on_rejoin,
+        fallback_server=getattr(args, "fallback_server", None),
         **protocol_options(args),
     )
 
@@ -134,6 +135,19 @@ def _add_job_group(g) -> None:
     )
 
 
+def fallback_endpoint(text: str):
+    """argparse type: a fallback server's address, IP,MAC (host_agent/pool_fallback.py)."""
+    from host_agent import wire
+
+    ip, _, mac = text.partition(",")
+    try:
+        wire.ip_bytes(ip.strip())
+        wire.mac_bytes(mac.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected IP,MAC (e.g. 10.0.0.253,02:00:00:00:00:fd)") from None
+    return wire.Endpoint(mac.strip(), ip.strip())
+
+
 def _add_switch_addresses(s) -> None:
     """Where the switch (or the parameter servers) and this host are; the job's id and key."""
     from spec.job import job_key
@@ -151,6 +165,13 @@ def _add_switch_addresses(s) -> None:
         help="MAC the service address resolves to: the switch's, or the next hop's (default: the kernel's "
         "neighbour entry for --service-ip on --iface; the switch answers no ARP, so a permanent one: ip neigh "
         "replace IP lladdr MAC dev IFACE nud permanent)",
+    )
+    s.add_argument(
+        "--fallback-server",
+        type=fallback_endpoint,
+        metavar="IP,MAC",
+        help="a pool job's fallback server (a parameter server holding the same job, thc-ctl job add --pool): "
+        "a round the switch answers FALLBACK for is sent there (default: none; such a round then times out)",
     )
     s.add_argument("--src-ip", help="this host's IPv4 address (default: --iface's)")
     s.add_argument("--src-mac", help="this host's MAC address (default: --iface's)")

@@ -132,7 +132,7 @@ def _kind(action) -> str | None:
         return "number"
     if kind in (None, str) and isinstance(action.default, str) and NUMBER_LIST.match(action.default):
         return "number"
-    if kind is Path or name in ("output_file", "input_file", "folder") or FILE_WORDS.search(action.dest):
+    if kind is Path or name in ("output_file", "input_file", "input_path", "folder") or FILE_WORDS.search(action.dest):
         return "path"
     return None
 

@@ -30,6 +30,7 @@ IN_PROCESS = [
         "silent leaf",
         "f.json",
     ),
+    ("bench_pool", ["--quick", "--rate-mbit", "20", "--out", "{out}"], "pool/static mean JCT", "bench_pool.json"),
 ]
 ON_MININET = [  # and the ones that make veth pairs (root)
     (

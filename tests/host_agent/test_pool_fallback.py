@@ -4,18 +4,15 @@ fallback server (a parameter server: the same program on a second software switc
 the same key and a fallback_rounds entry). Every worker's sums equal the reference, with and without loss,
 and each worker counts the uses that fell back: exactly the ones the switch counted as POOL_TAKEN."""
 
-import dataclasses
 import random
 
 import numpy as np
 import pytest
 
 from controller import jobs
-from controller import pool as pools
-from controller.writes import INSERT, EngineWriter
 from emulator.switch import SoftwareSwitch
+from harness.fallback_server import SERVER, SwitchAndServer, serve
 from harness.sim import SimJob, attach_workers, program_engine, worker_endpoint, worker_port
-from host_agent import wire
 from host_agent.clock import VirtualClock
 from host_agent.pool_fallback import PoolFallback
 from host_agent.protocol import drive
@@ -27,19 +24,6 @@ pytestmark = pytest.mark.skipif(not paths.THC_JSON.exists(), reason="p4/build/th
 
 JOB, N, WINDOW = 7, 3, 8
 TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]  # the default description's (b = 4, g = 30)
-SERVER = wire.Endpoint("02:00:00:00:00:fd", "10.0.0.253")
-
-
-class SwitchAndServer:
-    """One wire to the switch and the fallback server: a frame addressed to the server goes there."""
-
-    def __init__(self, switch, server):
-        self.switch, self.server = switch, server
-        self._server_ip = wire.ip_bytes(SERVER.ip)
-
-    def process(self, port, frame):
-        to_server = frame[wire.ETH_LEN + 16 : wire.ETH_LEN + 20] == self._server_ip
-        return (self.server if to_server else self.switch).process(port, frame)
 
 
 def pool_job(pool_cells: int) -> SimJob:
@@ -52,9 +36,7 @@ def pool_job(pool_cells: int) -> SimJob:
 def fallback_server(job: SimJob) -> SoftwareSwitch:
     """The same job on a parameter server: static slots, the same key, any later round."""
     sw = SoftwareSwitch.from_json(str(paths.THC_JSON))
-    static = SimJob(job.spec, dataclasses.replace(job.job, pool=None, slot_base=0))
-    program_engine(sw, static, SERVER)
-    EngineWriter(sw).apply([pools.fallback_server_write(INSERT, JOB)])
+    serve(sw, job, [])
     return sw
 
 

@@ -34,6 +34,9 @@ BAD = [
     ("--step-delay", "-5"),
     ("--bucket-cap-kb", "0"),
     ("--straggler-timeout", "0"),
+    ("--fallback-server", "10.0.0.253"),
+    ("--fallback-server", "10.0.0.999,02:00:00:00:00:fd"),
+    ("--fallback-server", "10.0.0.253,02:00:00"),
 ]
 
 
@@ -92,3 +95,12 @@ def test_a_bad_servers_file_is_one_line_before_the_rendezvous(capsys, tmp_path, 
     status, err = run(capsys, [*argv, "--src-ip", "10.0.0.1", "--src-mac", "00:00:00:00:00:01"])
     assert status == 2
     assert err.count("\n") == 1 and str(path) in err and "Traceback" not in err, err
+
+
+def test_a_fallback_server_is_read_as_its_address():
+    from host_agent import wire
+    from host_agent.worker_cli import build_parser
+
+    args = build_parser().parse_args([*BASE, "--fallback-server", "10.0.0.253, 02:00:00:00:00:fd"])
+    assert args.fallback_server == wire.Endpoint("02:00:00:00:00:fd", "10.0.0.253")
+    assert build_parser().parse_args(BASE).fallback_server is None

@@ -1,0 +1,174 @@
+"""Switch memory shared by jobs that come and go (issue 39): one trace of jobs under three policies.
+
+    .venv/bin/python bench/bench_pool.py [--quick] [--trace FILE] [--budget 16] [--rate-mbit 20,2] [--out bench/out]
+
+In-process, not 32 worker processes on Mininet (too many for a 2-core machine): the compiled program
+p4/build/thc.json in the software switch, every job's workers on one loopback wire, the fallback server
+(a parameter server) a second software switch behind it, all on a virtual clock (harness/trace_run.py).
+Every frame is real and every sum is checked; only time is modelled: links at --rate-mbit (each rate a
+run of its own), a step's own work as the trace's `compute` seconds. The figures are virtual seconds, so
+the machine's load does not change them (it changes how long the benchmark takes). Two rates by default:
+at 20 Mbit/s a step's sums take a small part of its time, at 2 Mbit/s a large one, and the fallback
+server's one link (which carries all n workers' frames of a use) is then the bottleneck.
+
+The default trace: 8 jobs of 4 workers arriving over a minute, on a switch whose --budget slots hold 2 of
+them statically. Policies: static partitions (a job that does not fit waits until one leaves, as
+`thc-ctl job add` refuses it today), the shared pool (every job admitted; a use whose cell is taken falls
+back to the parameter server), and no switch (every job through the parameter server). Prints per policy
+the mean and 95th-percentile job completion time, the share of uses that fell back and the sums that
+differ from the reference (must be 0); writes bench_pool.json, a record and the switch's cell occupancy
+over time (bench_pool_occupancy.png). The last line is `pool/static mean JCT: <R> at <rate> Mbit/s, ...`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from usage.args import OneLineParser, folder, input_path, int_in, listed, positive_number
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from bench import record as bench_record  # noqa: E402
+from harness.trace_run import POLICIES, Setup, TraceResult, TraceRunner  # noqa: E402
+from host_agent import workloads  # noqa: E402
+from thc.modes import THC  # noqa: E402
+from topologies import job_trace, provenance  # noqa: E402
+
+FLOOR = 0.75  # pool mean JCT at most this times static's (issue 39)
+
+
+def fixed_trace(quick: bool) -> list[job_trace.TraceJob]:
+    """8 jobs of 4 workers, one every 7.5 s (quick: 4 jobs, one a second, 6 steps)."""
+    count, gap, steps = (4, 1.0, 6) if quick else (8, 7.5, 40)
+    return [job_trace.TraceJob(f"job{i}", i * gap, "mlp-digits", 4, "thc", steps, 0.5) for i in range(count)]
+
+
+def parse_args(argv=None):
+    p = OneLineParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="4 jobs of 6 steps (the test's form)")
+    p.add_argument("--trace", type=input_path, help="a trace file (topologies/job_trace.py) instead of the fixed one")
+    p.add_argument(
+        "--budget", type=int_in(1, 512), default=16, help="switch slots for the jobs, a power of two (default 16)"
+    )
+    p.add_argument(
+        "--rate-mbit",
+        type=listed(positive_number("Mbit/s")),
+        default="20,2",
+        help="every link's rate, a run per rate (default 20,2)",
+    )
+    p.add_argument("--out", type=folder, default=REPO / "bench" / "out", help="folder for the results")
+    args = p.parse_args(argv)
+    if args.budget & (args.budget - 1):
+        p.error(f"argument --budget: {args.budget} is not a power of two (the pool is 2 * budget cells)")
+    return args
+
+
+def percentile95(values) -> float:
+    return float(np.percentile(values, 95))
+
+
+def summary(r: TraceResult) -> dict:
+    jct = r.jct()
+    return {
+        "mean_jct_s": float(np.mean(jct)),
+        "p95_jct_s": percentile95(jct),
+        "mean_wait_s": float(np.mean([run.admitted - run.trace.start for run in r.runs])),
+        "fallback_share": r.fallbacks / r.uses,
+        "fallbacks": r.fallbacks,
+        "uses": r.uses,
+        "wrong_sums": r.wrong_sums,
+        "peak_cells": max(c for _, c in r.occupancy),
+        "cells": r.cells,
+        "jobs": {run.trace.name: {"arrived": run.trace.start, "admitted": run.admitted, "finished": run.finished}
+                 for run in r.runs},
+    }  # fmt: skip
+
+
+def plot(path: Path, results: dict[float, dict[str, TraceResult]]) -> None:
+    """The switch's cells held by jobs over time: one panel per link rate, one line per policy with a switch."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 1, figsize=(8, 2.8 * len(results)), squeeze=False)
+    for ax, (rate, per_policy) in zip(axes[:, 0], results.items()):
+        for name, r in per_policy.items():
+            if r.cells:
+                t, cells = zip(*r.occupancy)
+                ax.step(t, cells, where="post", label=f"{name} (of {r.cells} cells)")
+        ax.set_title(f"links {rate:g} Mbit/s")
+        ax.set_ylabel("cells held")
+        ax.legend(loc="upper right")
+    axes[-1, 0].set_xlabel("time (virtual s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    origin = provenance.started(quick=args.quick)
+    try:
+        # in-process every job sums THC frames and trains nothing: its model is a name, its steps its length
+        trace = (
+            job_trace.load(args.trace, models=workloads.names(), modes={THC}) if args.trace else fixed_trace(args.quick)
+        )
+    except job_trace.TraceError as e:
+        print(f"bench_pool: {e}", file=sys.stderr)
+        return 2
+    rates = [float(r) for r in args.rate_mbit.split(",")]
+    window = Setup().window
+    print(
+        f"{len(trace)} jobs ({sum(j.workers for j in trace)} workers), in-process on the software switch, virtual "
+        f"time; {args.budget} slots ({args.budget // window} job(s) of {window} slots fit statically, a pool of "
+        f"{2 * args.budget} cells); load average before {' '.join(f'{x:.2f}' for x in os.getloadavg())} on "
+        f"{os.cpu_count()} cores"
+    )
+    results, figures, ratios = {}, {}, {}
+    for rate in rates:
+        setup = Setup(budget=args.budget, rate=rate * 1e6)
+        results[rate], figures[f"{rate:g}"] = {}, {}
+        for policy in POLICIES:
+            r = results[rate][policy] = TraceRunner(trace, policy, setup, seed=1).run()
+            f = figures[f"{rate:g}"][policy] = summary(r)
+            print(
+                f"{rate:g} Mbit/s {policy:<7} mean JCT {f['mean_jct_s']:7.2f} s  p95 {f['p95_jct_s']:7.2f} s  "
+                f"mean wait {f['mean_wait_s']:6.2f} s  fell back {f['fallback_share']:6.1%} "
+                f"({f['fallbacks']}/{f['uses']} uses)  peak cells {f['peak_cells']}/{f['cells']}  "
+                f"wrong sums {f['wrong_sums']}"
+            )
+            if args.trace:
+                print(
+                    "  completion (s after arrival): "
+                    + ", ".join(f"{run.trace.name} {run.finished - run.trace.start:.2f}" for run in r.runs)
+                )
+        ratios[f"{rate:g}"] = figures[f"{rate:g}"]["pool"]["mean_jct_s"] / figures[f"{rate:g}"]["static"]["mean_jct_s"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(args.out / "bench_pool_occupancy.png", results)
+    wrong = sum(f["wrong_sums"] for per_rate in figures.values() for f in per_rate.values())
+    print(f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for rate, ratio in ratios.items():
+        verdict = "met" if ratio <= FLOOR else "missed"
+        print(f"floor at {rate} Mbit/s: pool mean JCT <= {FLOOR}x static's: {verdict} ({ratio:.3f})")
+    print(f"wrong sums: {wrong}")
+    document = {
+        "setup": {"budget": args.budget, "window": window, "requests": Setup().requests},
+        "trace": [vars(j) for j in trace],
+        "rates": figures,
+        "ratio": ratios,
+    }
+    (args.out / "bench_pool.json").write_text(json.dumps(document, indent=1) + "\n")
+    bench_record.write(args.out, "bench_pool", origin, document)
+    print("pool/static mean JCT: " + ", ".join(f"{r:.3f} at {rate} Mbit/s" for rate, r in ratios.items()))
+    return 0 if wrong == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
