@@ -1,10 +1,10 @@
 """Host-agent figures: how fast Python builds and parses THC frames, how fast a raw AF_PACKET socket moves
 them over a veth pair, the worker side alone against a switch that costs next to nothing (per-packet
 transport interface against the batched one), and the protocol's goodput through an in-process switch
-for 4 workers. Every run's job is a JobSpec (spec/job.py) of 4 workers with the default codec (b = 4,
+for 4 workers. Every run's job is a JobSpec (contract/job.py) of 4 workers with the default codec (b = 4,
 g = 30: n*g = 120, so 8-bit lanes): a THC request carries K = spec.coords_per_request = 1,024 coordinates
 (512 bytes of indices, a 574-byte frame) and its result the cell's 1 KiB of sums (a 1,086-byte frame),
-the wire format's version 3 (spec/contract.py's THC_VERSION; p4/README.md, "Cells").
+the wire format's version 3 (contract/__init__.py's THC_VERSION; p4/README.md, "Cells").
 
     .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth] [--worker-only]
         [--before TREE]
@@ -35,11 +35,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as `python bench/bench_host_agent.py`
 
 from bench import record as bench_record  # noqa: E402
+from contract.job import JobSpec  # noqa: E402
 from harness.fake_switch import FakeSwitch  # noqa: E402
 from harness.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint  # noqa: E402
 from host_agent import wire  # noqa: E402
 from host_agent.protocol import drive  # noqa: E402
-from spec.job import JobSpec  # noqa: E402
 from topologies import provenance
 from usage.args import OneLineParser, folder
 
@@ -343,8 +343,8 @@ def report_worker(quick: bool) -> None:
 def build_echo_switch() -> Path:
     """harness/echo_switch.c compiled (once per source) into the native cache: a THC echo in C, far faster
     than the worker, so the figures over the veth pair are the worker's."""
+    import contract
     from native_build import build_executable
-    from spec import contract
 
     source = ROOT / "harness" / "echo_switch.c"
     wire_format = (

@@ -36,8 +36,8 @@ from usage.args import OneLineParser, input_file, int_in, listed, positive_numbe
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from contract.job import JobSpec  # noqa: E402
 from controller.topology import Topology  # noqa: E402
-from spec.job import JobSpec  # noqa: E402
 from thc import models_zoo, plan_cli, planner, profiles  # noqa: E402
 from thc.timeline import Bucket, StepProfile  # noqa: E402
 from topologies import interrupts, one_run, plan_costs  # noqa: E402

@@ -8,7 +8,7 @@ the product imports it, so no double can leak into a real run and host_agent nee
 - wires and clusters: ``loopback`` (an in-process wire with seeded loss, delay and reordering), ``sim`` (a
   switch engine and n workers on it), ``ddp_cluster`` (DDP workers as threads), ``leaf_spine`` (two levels
   of in-process switches);
-- oracles: ``frames`` (THC frames built from spec/contract.py alone, not from host_agent's code under test)
+- oracles: ``frames`` (THC frames built from contract/__init__.py alone, not from host_agent's code under test)
   and ``blocking_hooks`` (the DDP hooks' rounds in the caller, what the overlapping hooks must equal).
 
 Named for what it is: the harness around the product, not part of it (``tests/`` holds the verdicts).

@@ -14,12 +14,12 @@ import time
 import torch
 import torch.distributed as dist
 
+from contract.job import JobSpec
 from harness.fake_switch import FakeSwitch
 from harness.loopback import LoopbackWire
 from harness.sim import SimJob, attach_workers
 from host_agent import train, workloads
 from host_agent.aggregator import SwitchAggregator
-from spec.job import JobSpec
 from thc import ddp, hooks
 from thc.config import THCConfig
 from thc.modes import FIX32, THC

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import contract
+from contract.job import JobSpec
 from controller.writes import INSERT, TableWrite
 from harness import frames as tp
 from harness.switches import SoftwareTarget, SwitchTarget
-from spec import contract
-from spec.job import JobSpec
 from thc.config import THCConfig
 
 SPINE_IP = "10.0.9.254"

@@ -4,7 +4,7 @@ The hook (thc.ddp) asks an aggregator for two things per bucket: the element-wis
 chunk norms, and per coordinate the sum over workers of the table values of their indices together with
 the number of contributors. The switch does both: NORM requests keep a running max of float32 bit
 patterns; THC requests carry 4-bit indices that the switch maps to table values with the job's lookup
-table, which the controller installed with the job from the same description (spec/job.py) the workers
+table, which the controller installed with the job from the same description (contract/job.py) the workers
 were given, and sums. The table passed here is therefore only checked against the job's; the sums come
 from the switch.
 
@@ -26,13 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+import contract
+from contract.job import JobSpec
 from host_agent import wire
 from host_agent.membership import Membership
 from host_agent.operation import pack_indices
 from host_agent.protocol import Interrupted, Operation, WorkerProtocol
 from host_agent.transport import RawSocketTransport
-from spec import contract
-from spec.job import JobSpec
 from thc.errors import MembershipChanged
 
 _CALLS_MAX = 2**24 - 1  # completed calls are agreed on as float32 NORM values, exact below 2**24

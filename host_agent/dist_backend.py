@@ -39,8 +39,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from contract.job import JobSpec
 from host_agent import identity
-from spec.job import JobSpec
 from thc.allreduce import Fix32Sum, THCSum
 from thc.modes import BACKEND_MODES, THC
 from thc.validation import SUPPORTED_DTYPES

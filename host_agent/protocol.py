@@ -8,7 +8,7 @@ switch counts a retransmission once, and answers it with the stored result when 
 Results are matched by (job_id, slot, round), must carry the job's key, and are checked against the
 request (op, count, lane width, payload size); anything else is counted and ignored. How a request is
 framed (coordinates or values per request, lane width, key, window) comes from the job's description
-(spec/job.py's JobSpec), the one the switch's job was added with.
+(contract/job.py's JobSpec), the one the switch's job was added with.
 
 This module is the orchestration; each mechanism has its own:
 
@@ -54,6 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contract.job import JobSpec
 from host_agent import booking, loss, native, receive, wire
 from host_agent.clock import VirtualClock
 from host_agent.operation import Operation, ProtocolError, pack_fix32, pack_indices, pack_norms
@@ -62,7 +63,6 @@ from host_agent.sender import Sender
 from host_agent.timers import Timers
 from host_agent.transport import BatchIO, Transport
 from host_agent.window import Window
-from spec.job import JobSpec
 
 __all__ = [
     "AggregationTimeout",
@@ -196,7 +196,7 @@ class WorkerProtocol:
         query_first: bool = False,
     ):
         if not isinstance(spec, JobSpec):
-            raise TypeError(f"a WorkerProtocol takes the job's JobSpec (spec/job.py), not {type(spec).__name__}")
+            raise TypeError(f"a WorkerProtocol takes the job's JobSpec (contract/job.py), not {type(spec).__name__}")
         if not 0 <= worker_id < wire.MAX_WORKERS:
             raise ValueError(f"worker_id {worker_id} is not 0..{wire.MAX_WORKERS - 1}")
         if timeout <= 0 or min_timeout <= 0 or backoff < 1 or max_timeout < max(timeout, min_timeout) or deadline <= 0:

@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from contract.job import JobSpec
 from host_agent import transport
 from host_agent.aggregator import SwitchAggregator
-from spec.job import JobSpec
 
 Part = tuple[int, int, int]  # (chunk, start, stop): the coordinates of one chunk that one shard sums
 REPORTED = ("requests", "retransmissions", "timer_retransmissions", "fast_retransmissions", "probe_retransmissions")

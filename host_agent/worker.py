@@ -24,7 +24,7 @@ and, over gloo through DDP communication hooks (thc.hooks), no switch program ei
   topk      thc's TopK 1 % + error feedback     qsgd      thc's QSGD, 4 bits
   terngrad  thc's TernGrad (shared scale)
 
-The switch modes aggregate in one job, described once for the switch and every worker (spec/job.py's
+The switch modes aggregate in one job, described once for the switch and every worker (contract/job.py's
 JobSpec): ``--job FILE``, as ``thc-ctl job add --save FILE`` writes it (its id, workers, compression,
 framing and key), or, without a file, the job options (``--bits``, ``--granularity``, ..., ``--key``).
 The THC codec is the description's (``JobSpec.codec``).

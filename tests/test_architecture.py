@@ -13,7 +13,7 @@ PACKAGES = (
     "thc",
     "native_build",
     "emulator",
-    "spec",
+    "contract",
     "controller",
     "host_agent",
     "topologies",
@@ -27,13 +27,13 @@ ALLOWED = {
     "thc": {"native_build"},  # the maths: no packets, no switch; its native codec is C built at run time
     "native_build": set(),  # compiles C at run time for the switch and the workers alike: imports nothing
     "emulator": {"native_build"},  # the switch runs any P4 program: it knows nothing of THC
-    "spec": {"thc"},  # the contract and a job's description (its THC config and table)
-    "controller": {"spec", "thc"},  # programs the switch
-    "host_agent": {"spec", "thc", "native_build"},  # workers: they learn their job from its description alone
-    "topologies": {"spec", "thc", "controller", "host_agent", "emulator"},  # the runner brings everything up
+    "contract": {"thc"},  # the P4 program's contract and a job's description (its THC config and table)
+    "controller": {"contract", "thc"},  # programs the switch
+    "host_agent": {"contract", "thc", "native_build"},  # workers: they learn their job from its description alone
+    "topologies": {"contract", "thc", "controller", "host_agent", "emulator"},  # the runner brings everything up
     # the doubles and in-process rigs: above the product, which never imports them
-    "harness": {"spec", "thc", "controller", "host_agent", "emulator", "native_build"},
-    "bench": {"spec", "thc", "controller", "host_agent", "topologies", "emulator", "native_build", "harness"},
+    "harness": {"contract", "thc", "controller", "host_agent", "emulator", "native_build"},
+    "bench": {"contract", "thc", "controller", "host_agent", "topologies", "emulator", "native_build", "harness"},
 }  # and none imports the tests: their harnesses live in harness/
 ALLOWED = {package: allowed | ({"usage"} if package != "usage" else set()) for package, allowed in ALLOWED.items()}
 

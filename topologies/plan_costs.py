@@ -23,7 +23,7 @@ import multiprocessing
 import statistics
 from pathlib import Path
 
-from spec.job import JobSpec
+from contract.job import JobSpec
 from thc import models_zoo, planner
 from thc.modes import FIX32, GLOO, PROBED_PLAN_MODES, THC
 from thc.timeline import Bucket, MeasuredCost, Mode, StepProfile, simulate

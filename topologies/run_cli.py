@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+import contract
+from contract.job import add_job_options
 from controller.topology import MAX_WORKERS
 from host_agent import workloads
-from spec import contract
-from spec.job import add_job_options
 from thc.modes import MODES as WORKER_MODES
 from thc.modes import RUN_DEFAULT
 from topologies import link_rate

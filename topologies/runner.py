@@ -23,10 +23,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from contract.job import JobSpec, JobSpecError, spec_from_options
 from controller.topology import Topology, TopologyError
 from emulator.pacing import MIN_PPS
 from host_agent import workloads
-from spec.job import JobSpec, JobSpecError, spec_from_options
 from thc.modes import PLAN, PS_MODES, SWITCH_MODES
 from topologies import interrupts, link_rate, pcap_room, plan_costs, provenance, supervisor
 from topologies.progress import Progress

@@ -4,8 +4,8 @@ equal thc's reference aggregation exactly."""
 
 import pytest
 
+from contract.job import JobSpec
 from controller.topology import Topology
-from spec.job import JobSpec
 from tests.support.e2e import (
     REPO,
     assert_fix32_probes_exact,

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
+from contract.job import JobSpec
 from controller.topology import Topology
-from spec.job import JobSpec
 from tests.support.e2e import (
     REPO,
     assert_fix32_probes_exact,

@@ -7,8 +7,8 @@ the job again, which gives it a fresh epoch, as a new training run would.
 
 import pytest
 
+from contract.job import JobSpec
 from controller.topology import Topology
-from spec.job import JobSpec
 from tests.support.e2e import (
     REPO,
     assert_fix32_probes_exact,

@@ -4,8 +4,8 @@ exact THC aggregate."""
 
 import math
 
+from contract.job import JobSpec
 from controller.topology import Topology
-from spec.job import JobSpec
 from tests.support.e2e import REPO, assert_nothing_left, assert_thc_probes_exact, mininet_marks, open_testbed
 from topologies.workers import WorkerOptions
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from contract.job import JobSpec
 from harness.fake_switch import FakeSwitch
 from harness.sim import SimJob, attach_workers
 from host_agent.aggregator import SwitchAggregator
-from spec.job import JobSpec
 
 TABLE = np.array([0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30])  # the default description's
 

@@ -11,12 +11,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+import contract
 from harness.ddp_cluster import thc_spec
 from harness.fake_switch import FakeSwitch
 from harness.sim import SimJob, attach_workers
 from host_agent import train
 from host_agent.aggregator import SwitchAggregator
-from spec import contract
 from tests.support.grad_bucket import GradBucket as Bucket
 from thc import mixed, models_zoo
 from thc.config import THCConfig

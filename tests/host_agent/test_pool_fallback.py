@@ -10,6 +10,8 @@ import random
 import numpy as np
 import pytest
 
+import contract
+from contract.job import JobSpec
 from controller import jobs
 from controller import pool as pools
 from controller.writes import INSERT, EngineWriter
@@ -19,8 +21,6 @@ from host_agent import wire
 from host_agent.clock import VirtualClock
 from host_agent.pool_fallback import PoolFallback
 from host_agent.protocol import drive
-from spec import contract
-from spec.job import JobSpec
 from tests.support import paths
 
 pytestmark = pytest.mark.skipif(not paths.THC_JSON.exists(), reason="p4/build/thc.json not built")
