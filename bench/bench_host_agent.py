@@ -412,7 +412,7 @@ ROUND_SIZES = (16_384, 1_048_576)  # a small DDP bucket (the figures issue 38 se
 
 def veth_round(iface: str, quick: bool) -> None:
     """One worker's full THC rounds on `iface` (echo_switch.c on the other end), as the DDP hook runs them
-    in training (thc.ddp's blocking round through a SwitchAggregator): prepare, the norm round, encode, the
+    in training (ddp.aggregator_hooks's blocking round through a SwitchAggregator): prepare, the norm round, encode, the
     sums and decode, each phase's CPU (this process, every thread) per round; "sums" is the rest of the
     round (starting the sum operation, waiting for it, and the hook's own glue). The echo answers a NORM
     with the worker's own norms and a THC request with n times its own table values, so the round decodes
@@ -420,10 +420,10 @@ def veth_round(iface: str, quick: bool) -> None:
     everywhere)."""
     import torch
 
+    from ddp.aggregator_hooks import THCHookState, thc_reduce
     from host_agent.aggregator import SwitchAggregator
     from host_agent.protocol import WorkerProtocol
     from host_agent.transport import RawSocketTransport
-    from thc.ddp import THCHookState, thc_reduce
 
     torch.set_num_threads(1)  # as thc-run's workers run (OMP_NUM_THREADS=1): idle OpenMP threads spin on CPU
     transport = RawSocketTransport(iface)

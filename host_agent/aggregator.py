@@ -1,6 +1,6 @@
 """`SwitchAggregator`: the THC DDP hook's aggregator, served by the P4 switch.
 
-The hook (thc.ddp) asks an aggregator for two things per bucket: the element-wise max of the workers'
+The hook (ddp.aggregator_hooks) asks an aggregator for two things per bucket: the element-wise max of the workers'
 chunk norms, and per coordinate the sum over workers of the table values of their indices together with
 the number of contributors. The switch does both: NORM requests keep a running max of float32 bit
 patterns; THC requests carry 4-bit indices that the switch maps to table values with the job's lookup
@@ -66,7 +66,9 @@ class SwitchAggregator:
         on_rejoin: Callable[[dict], None] = lambda record: None,
     ):
         self.protocol = protocol  # its job's description (protocol.spec) says n, the framing and the table
-        self.last_max_partial = False  # the latest all_max had results of released slots (thc.ddp reads it)
+        self.last_max_partial = (
+            False  # the latest all_max had results of released slots (ddp.aggregator_hooks reads it)
+        )
         self._tables: dict[JobSpec, np.ndarray] = {}
         self._checked: tuple | None = None  # (table object, (job, n), its values): the last table that passed
         # worker failure (see "Worker failure" in host_agent/README.md): `membership` polls for notices

@@ -26,7 +26,7 @@ This module is the orchestration; each mechanism has its own:
 An operation is one aggregation call (a NORM max, a THC index sum or a FIX32 sum). Several may be in flight
 at once: an operation started while others are numbers its requests after theirs, and each request goes
 once its slot's previous use is answered, in whichever operation that was (window.py). So a DDP hook can
-send the next bucket's norm round while this bucket's sums are on the wire (thc.ddp). Operations complete
+send the next bucket's norm round while this bucket's sums are on the wire (ddp.aggregator_hooks). Operations complete
 in any order; every worker must start them in the same order. Loss detection spans them: a result is
 evidence against every earlier transmission still unanswered, in any operation (loss.py). It can be
 driven two ways:

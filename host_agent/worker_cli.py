@@ -48,7 +48,7 @@ def load_files(args) -> None:
     rendezvous, so that a bad file is one line and no worker waits for this one. ValueError says which."""
     args.plan_buckets = args.server_list = None
     if args.plan is not None:
-        from thc import mixed
+        from ddp import mixed
 
         try:
             args.plan_buckets = mixed.load_plan(json.loads(args.plan.read_text(encoding="utf-8")))

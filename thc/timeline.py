@@ -133,7 +133,7 @@ class INACost:
     lane_bits: int | None = None  # None: 8 if n·g ≤ 255, else 16, as the controller chooses
     granularity: int = 30
     chunk: int = DEFAULT_CHUNK  # THC's Hadamard chunk (thc-worker --chunk)
-    fix32_chunk: int = PAPER_CHUNK  # thc.ddp.FixedPointHookState's
+    fix32_chunk: int = PAPER_CHUNK  # ddp.aggregator_hooks.FixedPointHookState's
     norms_per_packet: int = NORMS_PER_REQUEST
     norm_bytes: int = NORM_PAYLOAD_BYTES  # a NORM request's and result's payload
 
@@ -269,7 +269,7 @@ class Mode:
     THC and FIX32 hooks wait for the switch's results before returning), so the backward pass stops until
     the bucket is decoded; otherwise only the encoding delays it (DDP's asynchronous all-reduce).
 
-    ``early`` and ``sums_at`` (costs, or None) describe a pipelined round (thc.ddp's THC hook through the
+    ``early`` and ``sums_at`` (costs, or None) describe a pipelined round (ddp.aggregator_hooks's THC hook through the
     switch): ``early`` is the first part of the communication (preparation and the norm round), which may
     start while the previous bucket's sums are out if that bucket's mode is pipelined too; ``sums_at`` is
     when, counted from the start of this mode's own round, its sums go out (from then on the next

@@ -10,8 +10,8 @@ them right before the runs they predict):
   at its link rate, each round's time from the call to the decoded result (prepare, the norm round's
   round trip, encode, the window's round trips through the switch, decode), the slowest worker's.
 
-The testbed's THC and FIX32 hooks hand a bucket to one aggregation thread and return (thc.ddp; a plan's
-buckets too, thc.mixed), gloo's all-reduce runs on gloo's thread: every mode is a non-blocking Mode whose
+The testbed's THC and FIX32 hooks hand a bucket to one aggregation thread and return (ddp.aggregator_hooks; a plan's
+buckets too, ddp.mixed), gloo's all-reduce runs on gloo's thread: every mode is a non-blocking Mode whose
 whole round is its communication, measured, interpolated between the probed sizes (timeline.MeasuredCost).
 """
 
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 PROBED_MODES = PROBED_PLAN_MODES  # what a plan chooses from on the testbed (fp16: not probed)
-# Modes whose next round's early part the model overlaps with this round's sums. thc.ddp's THC hook does
+# Modes whose next round's early part the model overlaps with this round's sums. ddp.aggregator_hooks's THC hook does
 # send the next bucket's norm round while this bucket's sums are out, but on the testbed that buys no
 # time: 4 workers and the switch on 2 cores, the norm round waits for CPU the sums already use. On a quiet
 # machine (bench_timeline, Dec 3, load < 2, 36 cases) the pipelined model under-predicted all 12 THC cases
@@ -95,8 +95,8 @@ def _ddp_step(w, data, batch: int, cap: int, first: int, repeats: int) -> float:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from ddp.aggregator_hooks import SerialRunner
     from host_agent import train
-    from thc.ddp import SerialRunner
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
@@ -304,7 +304,7 @@ def upper_step_s(step: StepProfile, plan: planner.Plan, upper: dict[str, Mode]) 
 
 
 def write_plan(plan: planner.Plan, path: Path, **extra) -> Path:
-    """The plan as thc-worker --mode plan --plan FILE reads it (thc.mixed.load_plan)."""
+    """The plan as thc-worker --mode plan --plan FILE reads it (ddp.mixed.load_plan)."""
     path.write_text(
         json.dumps(
             {

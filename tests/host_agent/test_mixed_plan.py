@@ -1,4 +1,4 @@
-"""A mixed per-bucket plan (thc.mixed) trains, and each bucket goes where the plan says: 4 worker threads, each
+"""A mixed per-bucket plan (ddp.mixed) trains, and each bucket goes where the plan says: 4 worker threads, each
 with its own copy of a 3-bucket MLP, a SwitchAggregator on the loopback wire to the switch (THC and FIX32
 buckets) and a gloo process group on a shared in-process store (the gloo bucket). The switch's COMPLETED
 events must be exactly the slots the cost model counts for the switch buckets, so the gloo bucket sent it
@@ -12,13 +12,14 @@ import torch.distributed as dist
 from torch import nn
 
 import contract
+from ddp import mixed
 from harness.ddp_cluster import thc_spec
 from harness.fake_switch import FakeSwitch
 from harness.sim import SimJob, attach_workers
 from host_agent import train
 from host_agent.aggregator import SwitchAggregator
 from tests.support.grad_bucket import GradBucket as Bucket
-from thc import mixed, models_zoo
+from thc import models_zoo
 from thc.config import THCConfig
 from thc.timeline import INACost
 

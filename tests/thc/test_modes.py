@@ -3,8 +3,9 @@ the plans, the timeline model and both command lines accept, and a borrowed code
 
 import pytest
 
+from ddp import mixed
 from host_agent.worker_cli import build_parser
-from thc import mixed, modes, profiles, profiling
+from thc import modes, profiles, profiling
 from thc.errors import ConfigError
 from topologies import run_cli
 

@@ -58,7 +58,7 @@ def test_communications_queue_on_the_network_in_hook_order():
 
 
 def piped(name, comm_s, early_s, sums_at_s):
-    """A pipelined round (thc.ddp's THC hook): its early part may overlap the previous one's sums."""
+    """A pipelined round (ddp.aggregator_hooks's THC hook): its early part may overlap the previous one's sums."""
     return Mode(name, Fixed(comm_s), early=Fixed(early_s), sums_at=Fixed(sums_at_s))
 
 

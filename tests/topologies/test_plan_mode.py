@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from thc import mixed
+from ddp import mixed
 from thc.timeline import Bucket, StepProfile
 from topologies import plan_costs, runner
 
@@ -24,7 +24,7 @@ def test_plan_is_a_mode_the_runner_takes_beside_the_uniform_ones():
 
 def test_probes_become_non_blocking_modes_and_the_plan_follows_them(tmp_path):
     """THC is cheap at the big bucket, gloo at the small one (its round trip is shorter): the plan mixes,
-    and its file reads back as thc.mixed's plan."""
+    and its file reads back as ddp.mixed's plan."""
     measured = probes(
         {
             "thc": {256: 4.0, 32768: 20.0},
