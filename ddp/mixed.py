@@ -1,4 +1,4 @@
-"""A DDP communication hook that runs a per-bucket plan (thc.planner): each bucket through its own mode.
+"""A DDP communication hook that runs a per-bucket plan (planner): each bucket through its own mode.
 
     thc        THC table values summed by the aggregator (ddp.aggregator_hooks.thc_hook; the switch's SwitchAggregator)
     fix32      int32 fixed point summed by the aggregator (ddp.aggregator_hooks.fix32_hook)

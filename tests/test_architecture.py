@@ -17,6 +17,7 @@ PACKAGES = (
     "contract",
     "controller",
     "host_agent",
+    "planner",
     "topologies",
     "harness",
     "bench",
@@ -33,20 +34,13 @@ ALLOWED = {
     "controller": {"contract", "thc"},  # programs the switch
     # workers: they learn their job from its description alone
     "host_agent": {"contract", "thc", "ddp", "native_build"},
-    "topologies": {"contract", "thc", "ddp", "controller", "host_agent", "emulator"},  # the runner brings everything up
+    # the timeline model and planner, with the step's profile on this machine (the workloads, DDP's buckets)
+    "planner": {"thc", "ddp", "host_agent"},
+    # the runner brings everything up
+    "topologies": {"contract", "thc", "ddp", "controller", "host_agent", "planner", "emulator"},
     # the doubles and in-process rigs: above the product, which never imports them
     "harness": {"contract", "thc", "ddp", "controller", "host_agent", "emulator", "native_build"},
-    "bench": {
-        "contract",
-        "thc",
-        "ddp",
-        "controller",
-        "host_agent",
-        "topologies",
-        "emulator",
-        "native_build",
-        "harness",
-    },
+    "bench": set(PACKAGES) - {"bench"},  # benchmarks drive any layer, the doubles too
 }  # and none imports the tests: their harnesses live in harness/
 ALLOWED = {package: allowed | ({"usage"} if package != "usage" else set()) for package, allowed in ALLOWED.items()}
 

@@ -70,7 +70,7 @@ REGISTRY: dict[str, AggregationMode] = {
         AggregationMode(TERNGRAD_SWITCH, SWITCH, table=True, failover=True, probe=True),  # a shared scale
         AggregationMode("thc-backend", SWITCH, codec=THC, backend=True, label="THC backend (DDP, no hook)"),
         AggregationMode("fix32-backend", SWITCH, codec=FIX32, backend=True, label="FIX32 backend (DDP, no hook)"),
-        AggregationMode(PLAN, SWITCH),  # each DDP bucket through the mode thc.planner chose for it
+        AggregationMode(PLAN, SWITCH),  # each DDP bucket through the mode planner chose for it
         # a ps mode may name a placement of servers: thc-ps:colocated4
         AggregationMode("thc-ps", SERVERS, codec=THC, probe=True, label="THC via PS"),
         AggregationMode("fix32-ps", SERVERS, codec=FIX32, probe=True, label="FIX32 via PS"),

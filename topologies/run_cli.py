@@ -17,7 +17,7 @@ DEFAULT_TOPO = "topologies/star4.json"
 PS_TOPO = "topologies/star4_ps.json"  # the default when a mode is a ps mode: star4 with server placements
 
 MODES = RUN_DEFAULT  # the default --modes
-# thc-worker's; plan: the timeline model's per-bucket plan for this run (topologies/plan_costs.py); a ps mode
+# thc-worker's; plan: the timeline model's per-bucket plan for this run (topologies/plan_probes.py); a ps mode
 # may name its placement: thc-ps:colocated4
 ALL_MODES = WORKER_MODES
 

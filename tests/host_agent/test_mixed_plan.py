@@ -18,10 +18,10 @@ from harness.fake_switch import FakeSwitch
 from harness.sim import SimJob, attach_workers
 from host_agent import train
 from host_agent.aggregator import SwitchAggregator
+from planner import models_zoo
+from planner.timeline import INACost
 from tests.support.grad_bucket import GradBucket as Bucket
-from thc import models_zoo
 from thc.config import THCConfig
-from thc.timeline import INACost
 
 N = 4
 STEPS = 20

@@ -100,9 +100,9 @@ def test_the_norm_payload_matches_headers_p4():
 
 
 def test_the_timeline_models_frames_are_the_contracts():
-    """thc.timeline may not import the contract (thc knows nothing of packets): its copy of the frame sizes
-    is checked here."""
-    from thc import timeline
+    """planner.timeline does not import the contract (it began in thc, which knows nothing of packets): its
+    copy of the frame sizes is checked here."""
+    from planner import timeline
 
     assert timeline.ETH_IP_UDP_BYTES + timeline.THC_HEADER_BYTES == contract.FRAME_HEADER_BYTES
     assert timeline.CELL_BYTES == contract.WORDS * contract.WORD_BYTES

@@ -5,7 +5,8 @@ import pytest
 
 from ddp import mixed
 from host_agent.worker_cli import build_parser
-from thc import modes, profiles, profiling
+from planner import profiles, profiling
+from thc import modes
 from thc.errors import ConfigError
 from topologies import run_cli
 

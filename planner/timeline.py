@@ -6,8 +6,9 @@ iteration time of any per-bucket strategy follows. The communication costs cover
 has: in-network aggregation through the P4 switch (THC table values or FIX32 fixed point), ring all-reduce
 (α-β, 2(n−1)/n of the bytes per direction) and all-gather for compressors whose payloads cannot be summed.
 
-thc/ knows nothing of packets, so the packet facts the in-network cost needs are parameters here; the
-defaults are the P4 program's (p4/README.md; contract/__init__.py outside thc/).
+The model began in thc/, which knows nothing of packets, so the packet facts the in-network cost needs are
+parameters here; the defaults are the P4 program's (p4/README.md; the contract package, which the planner
+does not import).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .limits import DEFAULT_CHUNK, PAPER_CHUNK
+from thc.limits import DEFAULT_CHUNK, PAPER_CHUNK
 
 __all__ = [
     "Bucket",
@@ -42,7 +43,8 @@ __all__ = [
 # and a 1 KiB cell: a request carries what a cell holds (1,024 coordinates in 8-bit lanes, 512 in 16-bit
 # lanes, 256 int32), and a result is the cell; a request in 16-bit lanes carries 256 bytes of padding after
 # its indices (the parser reads a whole cell's worth). A NORM request and its result carry 16 float32 norms
-# (64 bytes). thc imports nothing of the contract (contract/__init__.py); tests/p4/test_contract.py checks these.
+# (64 bytes). The planner imports nothing of the contract (contract/__init__.py); tests/p4/test_contract.py
+# checks these.
 ETH_IP_UDP_BYTES = 42
 THC_HEADER_BYTES = 20
 CELL_BYTES = 1024

@@ -26,8 +26,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .limits import DEFAULT_CHUNK
-from .modes import FIX32, FP16, GLOO, PLANNABLE_MODES, THC
+from thc.limits import DEFAULT_CHUNK
+from thc.modes import FIX32, FP16, GLOO, PLANNABLE_MODES, THC
+
 from .timeline import CELL_BYTES, ETH_IP_UDP_BYTES, THC_HEADER_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
 
 __all__ = [

@@ -7,8 +7,19 @@ import random
 
 import pytest
 
-from thc import models_zoo, plan_cli, planner, profiles
-from thc.timeline import AllGatherCost, Bucket, INACost, LinearCost, MeasuredCost, Mode, RingCost, StepProfile, simulate
+import planner
+from planner import models_zoo, plan_cli, profiles
+from planner.timeline import (
+    AllGatherCost,
+    Bucket,
+    INACost,
+    LinearCost,
+    MeasuredCost,
+    Mode,
+    RingCost,
+    StepProfile,
+    simulate,
+)
 
 
 class Fixed:
