@@ -16,7 +16,7 @@ from ddp import mixed
 from harness.ddp_cluster import thc_spec
 from harness.fake_switch import FakeSwitch
 from harness.sim import SimJob, attach_workers
-from host_agent import train
+from host_agent import train, workloads
 from host_agent.aggregator import SwitchAggregator
 from planner import models_zoo
 from planner.timeline import INACost
@@ -30,8 +30,7 @@ BUCKET_BYTES = 1024
 
 
 def make_model():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 10))
+    return workloads.make_mlp(32, 2, seed=0)  # 64-32-32-10
 
 
 def completed(engine) -> int:
