@@ -5,7 +5,7 @@ feedback, the bits, and TernGrad as a quantizer the switch can sum.
     sudo .venv/bin/python bench/bench_ablation.py --tta-only [--tta-variants thc,no-transform] [--bw auto]
     .venv/bin/python bench/bench_ablation.py --report        # print and plot the last results again
 
-Each variant is one job description (spec/job.py) that changes one part of full THC:
+Each variant is one job description (contract/job.py) that changes one part of full THC:
 
     thc           full THC: optimal table, randomized Hadamard transform, error feedback, b = 4, g = 30
     uniform       uniform table                   no-transform  no transform (coordinates as they are)
@@ -50,8 +50,8 @@ from usage.args import OneLineParser, int_in
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from contract.job import JobSpec  # noqa: E402
 from host_agent.worker_cli import mode_job  # noqa: E402
-from spec.job import JobSpec  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
 from topologies import provenance  # noqa: E402
 

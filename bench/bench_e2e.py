@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import record as bench_record  # noqa: E402
+from contract.job import DEFAULT_WINDOW, JobSpec  # noqa: E402
 from controller.topology import Topology  # noqa: E402
-from spec.job import DEFAULT_WINDOW, JobSpec  # noqa: E402
 from thc.modes import RUN_DEFAULT  # noqa: E402
 from topologies import provenance, report  # noqa: E402
 from topologies.targets import add_target_option  # noqa: E402

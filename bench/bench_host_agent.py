@@ -1,10 +1,10 @@
 """Host-agent figures: how fast Python builds and parses THC frames, how fast a raw AF_PACKET socket moves
 them over a veth pair, the worker side alone against a switch that costs next to nothing (per-packet
 transport interface against the batched one), and the protocol's goodput through an in-process switch
-for 4 workers. Every run's job is a JobSpec (spec/job.py) of 4 workers with the default codec (b = 4,
+for 4 workers. Every run's job is a JobSpec (contract/job.py) of 4 workers with the default codec (b = 4,
 g = 30: n*g = 120, so 8-bit lanes): a THC request carries K = spec.coords_per_request = 1,024 coordinates
 (512 bytes of indices, a 574-byte frame) and its result the cell's 1 KiB of sums (a 1,086-byte frame),
-the wire format's version 3 (spec/contract.py's THC_VERSION; p4/README.md, "Cells").
+the wire format's version 3 (contract/__init__.py's THC_VERSION; p4/README.md, "Cells").
 
     .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth] [--worker-only]
         [--before TREE]
@@ -35,11 +35,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as `python bench/bench_host_agent.py`
 
 from bench import record as bench_record  # noqa: E402
+from contract.job import JobSpec  # noqa: E402
 from harness.fake_switch import FakeSwitch  # noqa: E402
 from harness.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint  # noqa: E402
 from host_agent import wire  # noqa: E402
 from host_agent.protocol import drive  # noqa: E402
-from spec.job import JobSpec  # noqa: E402
 from topologies import provenance
 from usage.args import OneLineParser, folder
 
@@ -343,8 +343,8 @@ def report_worker(quick: bool) -> None:
 def build_echo_switch() -> Path:
     """harness/echo_switch.c compiled (once per source) into the native cache: a THC echo in C, far faster
     than the worker, so the figures over the veth pair are the worker's."""
+    import contract
     from native_build import build_executable
-    from spec import contract
 
     source = ROOT / "harness" / "echo_switch.c"
     wire_format = (
@@ -412,7 +412,7 @@ ROUND_SIZES = (16_384, 1_048_576)  # a small DDP bucket (the figures issue 38 se
 
 def veth_round(iface: str, quick: bool) -> None:
     """One worker's full THC rounds on `iface` (echo_switch.c on the other end), as the DDP hook runs them
-    in training (thc.ddp's blocking round through a SwitchAggregator): prepare, the norm round, encode, the
+    in training (ddp.aggregator_hooks's blocking round through a SwitchAggregator): prepare, the norm round, encode, the
     sums and decode, each phase's CPU (this process, every thread) per round; "sums" is the rest of the
     round (starting the sum operation, waiting for it, and the hook's own glue). The echo answers a NORM
     with the worker's own norms and a THC request with n times its own table values, so the round decodes
@@ -420,10 +420,10 @@ def veth_round(iface: str, quick: bool) -> None:
     everywhere)."""
     import torch
 
+    from ddp.aggregator_hooks import THCHookState, thc_reduce
     from host_agent.aggregator import SwitchAggregator
     from host_agent.protocol import WorkerProtocol
     from host_agent.transport import RawSocketTransport
-    from thc.ddp import THCHookState, thc_reduce
 
     torch.set_num_threads(1)  # as thc-run's workers run (OMP_NUM_THREADS=1): idle OpenMP threads spin on CPU
     transport = RawSocketTransport(iface)

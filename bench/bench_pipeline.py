@@ -37,10 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench import record as bench_record  # noqa: E402
 from bench.bench_switch import THC_SPEC, bench_thc, measure, measure_batched  # noqa: E402
+from contract.job import JobSpec  # noqa: E402
 from controller.jobs import JobWorker  # noqa: E402
 from controller.session import SwitchSession  # noqa: E402
 from host_agent import wire  # noqa: E402
-from spec.job import JobSpec  # noqa: E402
 from topologies import provenance  # noqa: E402
 from topologies.targets import find_executable, free_tcp_port, stop_process  # noqa: E402
 from topologies.veth import VethPorts  # noqa: E402

@@ -33,12 +33,12 @@ from usage.args import OneLineParser, int_in, positive_number
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import contract  # noqa: E402
 from bench import record as bench_record  # noqa: E402
 from harness.ddp_cluster import jobs_aggregators, thc_spec, train_ddp  # noqa: E402
 from harness.fake_switch import FakeSwitch  # noqa: E402
 from harness.sim import SimJob, program_engine  # noqa: E402
 from host_agent import workloads  # noqa: E402
-from spec import contract  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
 from topologies import provenance  # noqa: E402
 

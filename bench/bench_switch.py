@@ -33,12 +33,12 @@ from usage.args import OneLineParser, int_in, positive_number
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import contract  # noqa: E402
 from bench import record as bench_record  # noqa: E402
+from contract.job import JobSpec  # noqa: E402
 from emulator.switch import SoftwareSwitch  # noqa: E402
 from harness.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker_port  # noqa: E402
 from host_agent import wire  # noqa: E402
-from spec import contract  # noqa: E402
-from spec.job import JobSpec  # noqa: E402
 from topologies import provenance  # noqa: E402
 
 IPV4_JSON = ROOT / "tests/fixtures/p4/build/ipv4_forward.json"

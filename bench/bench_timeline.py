@@ -6,13 +6,13 @@ and link rate, and the planned per-bucket mix against the uniform modes.
     sudo flock /tmp/mininet.lock .venv/bin/python bench/bench_timeline.py [--bw 50,10,5] [--steps 40]
                                                     [--models mlp-digits,mlp2-digits,cnn-digits]
 
-Calibration and validation in one run, on the same machine state (topologies/plan_costs.py):
+Calibration and validation in one run, on the same machine state (planner/testbed_costs.py, topologies/plan_probes.py):
   - each model's step profiled in n processes at once on this machine (the contention of n workers on its
     cores), before the network comes up;
   - at every --bw rate, right before each model's runs: thc-worker --probe rounds of THC, FIX32 and gloo at
     the model's bucket sizes on the testbed (prepare, norm round, encode, window of sums, decode);
   - optionally (--calibrate-model), at every rate first, a model never validated trains in every mode: per
-    mode, the factor by which its rounds take longer in training than in probes (plan_costs.contention),
+    mode, the factor by which its rounds take longer in training than in probes (testbed_costs.contention),
     applied to the validated models' probes.
 Then each validated model trains in every mode and with the plan the planner made from those costs; a
 validated model's prediction never uses its own training runs. Printed: the planner's time, the per-case
@@ -36,11 +36,17 @@ from usage.args import OneLineParser, input_file, int_in, listed, positive_numbe
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import planner  # noqa: E402
+from contract.job import JobSpec  # noqa: E402
 from controller.topology import Topology  # noqa: E402
-from spec.job import JobSpec  # noqa: E402
-from thc import models_zoo, plan_cli, planner, profiles  # noqa: E402
-from thc.timeline import Bucket, StepProfile  # noqa: E402
-from topologies import interrupts, one_run, plan_costs  # noqa: E402
+from planner import (  # noqa: E402
+    models_zoo,
+    plan_cli,
+    profiles,
+    testbed_costs,  # noqa: E402
+)
+from planner.timeline import Bucket, StepProfile  # noqa: E402
+from topologies import interrupts, one_run, plan_probes  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
@@ -235,14 +241,14 @@ def replay(path: Path) -> int:
             buckets = tuple(Bucket(b["index"], b["numel"], b["ready_ms"] * 1e-3) for b in s["buckets"])
             ms = (s["forward_ms"], s["backward_ms"], s["optimizer_ms"])
             step = StepProfile(buckets, *(x * 1e-3 for x in ms), name=m)
-            scale = lambda modes: {k: plan_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in modes.items()}
-            modes = scale(plan_costs.probe_modes(probes))
-            upper = scale(plan_costs.probe_modes(probes, quantile=plan_costs.UPPER_QUANTILE))
+            scale = lambda modes: {k: testbed_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in modes.items()}
+            modes = scale(testbed_costs.probe_modes(probes))
+            upper = scale(testbed_costs.probe_modes(probes, quantile=testbed_costs.UPPER_QUANTILE))
             for c in runs:
                 if c["model"] == m and str(c["mbps"]) == rate and c["mode"] in modes:
                     predicted = planner.uniform(step, modes, c["mode"]).iteration_s * 1e3
                     cases.append(dict(c, predicted_ms=predicted))
-            plan = plan_costs.choose(step, modes, upper=upper)
+            plan = testbed_costs.choose(step, modes, upper=upper)
             print(f"{m} at {float(rate):g} Mbit/s: the plan now {plan.modes}, {plan.iteration_s * 1e3:.1f} ms")
     print(plan_cli.validation_table(cases))
     return 0
@@ -279,7 +285,7 @@ def main(argv=None) -> int:
 
     say(f"profiling each model's step in {n} processes at once on {os.cpu_count()} cores (load {load_average():.2f})")
     first = [m for m in [args.calibrate_model, *models] if m]
-    steps = {m: plan_costs.local_step(m, BUCKET_KB.get(m), n, repeats=10) for m in first}
+    steps = {m: testbed_costs.local_step(m, BUCKET_KB.get(m), n, repeats=10) for m in first}
     for m, st in steps.items():
         say(
             f"{m}: forward {st.forward_s * 1e3:.2f} ms, backward {st.backward_s * 1e3:.2f} ms, optimizer "
@@ -296,7 +302,7 @@ def main(argv=None) -> int:
     cal = args.calibrate_model
     everyone = [cal, *models] if cal else models
     sizes_of = {m: sizes or sorted({b.numel for b in steps[m].buckets}) for m in everyone}
-    probes_per = {m: len(plan_costs.PROBED_MODES) * len(sizes_of[m]) for m in everyone}
+    probes_per = {m: len(testbed_costs.PROBED_MODES) * len(sizes_of[m]) for m in everyone}
     total = len(rates) * sum(probes_per[m] + len(run_modes) for m in models)
     total += len(rates) * (probes_per[cal] + len(modes)) if cal else 0
     calibration = {}
@@ -305,17 +311,21 @@ def main(argv=None) -> int:
         """Right before a model's runs, the machine's state of the moment: its step in n processes at once
         (the first profile, before the network came up, gave the bucket sizes), then probes of every mode
         at its bucket sizes."""
-        step = steps[m] = plan_costs.local_step(m, BUCKET_KB.get(m), n)
+        step = steps[m] = testbed_costs.local_step(m, BUCKET_KB.get(m), n)
         profiled.setdefault(str(bw), {})[m] = step_dict(step)
         plan_cli.save_step_profile(step, out / f"{m}-{bw:g}.json")  # thc-plan plan --step-profile
         probes = []
-        for mode in plan_costs.PROBED_MODES:
+        for mode in testbed_costs.PROBED_MODES:
             for size in sizes_of[m]:
-                probes.append(plan_costs.probe(bed, mode, size, args.probe_rounds, *next_job()))
+                probes.append(plan_probes.probe(bed, mode, size, args.probe_rounds, *next_job()))
                 say(f"{bw:g} Mbit/s probe {mode} {size}: {probes[-1]['seconds'] * 1e3:.2f} ms a round")
                 bar.update()
         probes_by_rate.setdefault(bw, {})[m] = probes
-        return step, plan_costs.probe_modes(probes), plan_costs.probe_modes(probes, quantile=plan_costs.UPPER_QUANTILE)
+        return (
+            step,
+            testbed_costs.probe_modes(probes),
+            testbed_costs.probe_modes(probes, quantile=testbed_costs.UPPER_QUANTILE),
+        )
 
     def train(bed, m: str, mode: str, plan_path=None, uniform: str | None = None) -> tuple[dict, list]:
         """``mode``'s run of model ``m``; a plan that is one mode for every bucket (``uniform``) runs with that
@@ -350,16 +360,16 @@ def main(argv=None) -> int:
                 step, raw, _ = measure_costs(bed, cal, bw, bar)
             for mode in modes if cal else ():
                 got, _ = train(bed, cal, mode)
-                factors[mode] = plan_costs.contention(step, raw[mode], got["median_ms"] * 1e-3)
+                factors[mode] = testbed_costs.contention(step, raw[mode], got["median_ms"] * 1e-3)
                 say(f"calibration {cal} {mode} at {bw:g} Mbit/s: {got['median_ms']:.1f} ms, x{factors[mode]:.2f}")
                 bar.update()
             calibration[str(bw)] = factors
             for m in models:
                 step, raw, raw_upper = measure_costs(bed, m, bw, bar)
-                mode_set = {k: plan_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in raw.items()}
-                upper = {k: plan_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in raw_upper.items()}
-                plan = plan_costs.choose(step, mode_set, upper=upper)
-                plan_path = plan_costs.write_plan(plan, out / f"plan-{m}-{bw:g}.json")
+                mode_set = {k: testbed_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in raw.items()}
+                upper = {k: testbed_costs.scaled_mode(v, factors.get(k, 1.0)) for k, v in raw_upper.items()}
+                plan = testbed_costs.choose(step, mode_set, upper=upper)
+                plan_path = testbed_costs.write_plan(plan, out / f"plan-{m}-{bw:g}.json")
                 timelines = {"plan": plan.timeline}
                 timelines.update({f"all {x}": planner.uniform(step, mode_set, x).timeline for x in modes})
                 plan_cli.draw_gantt(out / f"gantt-{m}-{bw:g}.png", timelines, f"{m} on the testbed at {bw:g} Mbit/s")
@@ -398,7 +408,7 @@ def main(argv=None) -> int:
                             "mbps": bw,
                             "plan": plan.modes,
                             "uniform": one.pop() if len(one) == 1 else None,
-                            "predicted_upper_ms": plan_costs.upper_step_s(step, plan, upper) * 1e3,
+                            "predicted_upper_ms": testbed_costs.upper_step_s(step, plan, upper) * 1e3,
                             "executed": min(results, key=lambda r: r["rank"]).get("bucket_modes"),
                             "plan_ms": measured["plan"],
                             "best_uniform": best,

@@ -32,9 +32,9 @@ from usage.args import OneLineParser, input_file, int_in
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from contract.job import JobSpec  # noqa: E402
 from controller.topology import Topology  # noqa: E402
 from host_agent import workloads  # noqa: E402
-from spec.job import JobSpec  # noqa: E402
 from thc.modes import PS_MODES, RUN_DEFAULT  # noqa: E402
 from topologies import report  # noqa: E402
 

@@ -22,13 +22,13 @@ import google.protobuf.text_format
 from google.protobuf import json_format
 from p4.v1 import p4runtime_pb2
 
+import contract
+from contract.job import KEYS, JobSpec, JobSpecError, add_job_options, spec_from_options
 from controller import pool as pools
 from controller import two_level
 from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
-from spec import contract
-from spec.job import KEYS, JobSpec, JobSpecError, add_job_options, spec_from_options
 from usage.args import OneLineParser, input_file, int_in, output_file, positive_number
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"  # simple_switch_grpc's default

@@ -6,9 +6,9 @@ switch; the topology model (controller/topology.py) computes them. Entries for o
 `thc-ctl apply`, say) are left alone.
 """
 
+import contract
 from controller.errors import BadInput
 from controller.p4info import P4Info
-from spec import contract
 
 
 def route_entries(p4info: P4Info, topology, switch: str) -> list:

@@ -2,7 +2,7 @@
 (index_lookup.p4's values), its multicast group, and result_dst.p4 (where each multicast copy of a result
 goes).
 
-A job comes from its description (spec/job.py: one JobSpec for the switch and the workers) and is
+A job comes from its description (contract/job.py: one JobSpec for the switch and the workers) and is
 admitted only if the program can run it (p4/README.md): at most 32 workers, sums that fit the lanes (n * g
 <= 65535; 8-bit lanes when n * g <= 255), the program's cell size, a slot range inside the 1024 slots that
 overlaps no other job, room in the 64-entry jobs table. Every add gives the job a fresh epoch, so a new run
@@ -24,13 +24,13 @@ from dataclasses import asdict, astuple, dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
+import contract
+from contract.job import DEFAULT_SLOTS, KEYS, JobSpec
 from controller import lookup_tables
 from controller import pool as pools
 from controller.errors import BadInput, JobRefused
 from controller.p4info import P4Info
 from controller.writes import DELETE, INSERT, MODIFY, GroupWrite, TableWrite, Write
-from spec import contract
-from spec.job import DEFAULT_SLOTS, KEYS, JobSpec
 
 __all__ = ["DEFAULT_SLOTS", "Job", "JobWorker", "plan_job"]
 MCAST_GROUP_BASE = 0x1000  # job j uses multicast group 0x1000 + j: clear of small ids runtime files use

@@ -8,9 +8,9 @@ table of 2^b entries never uses; a request that sets one is dropped as BAD_INDEX
 table, so jobs with different tables share the switch.
 """
 
+import contract
 from controller.errors import BadInput
 from controller.writes import DELETE, TableWrite
-from spec import contract
 
 
 def check_values(values, bits: int | None = None) -> tuple[list[int], int]:

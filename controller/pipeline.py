@@ -1,6 +1,6 @@
 """Is the switch running the THC program this controller was written for?
 
-`check_p4info` compares a P4Info (a switch's, or a build's) with spec/contract.py and raises
+`check_p4info` compares a P4Info (a switch's, or a build's) with contract/__init__.py and raises
 PipelineMismatch naming the first object that is missing or different, instead of letting a later write
 fail with an opaque P4Runtime error. It answers the program's cell size (register words per cell), which
 fixes how many coordinates a request carries.
@@ -8,8 +8,8 @@ fixes how many coordinates a request carries.
 
 from p4.config.v1 import p4info_pb2
 
+import contract
 from controller.errors import PipelineMismatch
-from spec import contract
 
 
 def check_p4info(p4info: p4info_pb2.P4Info, where: str) -> int:

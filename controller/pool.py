@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
 
+import contract
 from controller.errors import JobRefused
 from controller.p4info import P4Info
 from controller.writes import DELETE, INSERT, MODIFY, TableWrite
-from spec import contract
 
 # A job's uses in flight lie fewer than 3 * n_slots ring positions apart (p4/README.md, "Shared pool"), so a
 # ring of 4 * n_slots cells never meets itself.

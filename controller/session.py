@@ -19,14 +19,14 @@ from pathlib import Path
 
 from p4.v1 import p4runtime_pb2
 
+import contract
+from contract.job import JobSpec
 from controller import entries, forwarding, jobs, runtime_file, stats, writes
 from controller import pool as pools
 from controller.connection import SwitchConnection
 from controller.errors import BadInput, ControlError, JobRefused, SwitchUnreachable
 from controller.p4info import P4Info, load_p4info
 from controller.pipeline import check_p4info
-from spec import contract
-from spec.job import JobSpec
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_P4INFO = contract.PROGRAM_P4INFO

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
+import contract
 from controller.p4info import P4Info
-from spec import contract
 
 Cells = dict[str, tuple[int, int]]  # event name -> (packets, bytes)
 

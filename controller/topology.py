@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from contract import MAX_WORKERS  # noqa: F401  (the program's worker bitmap; re-exported)
 from controller import topology_file
 from controller.topology_parts import (  # noqa: F401  (re-exported)
     DEFAULT_SERVICE_MAC,
@@ -31,7 +32,6 @@ from controller.topology_parts import (  # noqa: F401  (re-exported)
     Switch,
     TopologyError,
 )
-from spec.contract import MAX_WORKERS  # noqa: F401  (the program's worker bitmap; re-exported)
 
 
 @dataclass(frozen=True)

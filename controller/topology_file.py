@@ -59,6 +59,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from contract import MAX_WORKERS  # the program's worker bitmap
 from controller.topology_parts import (
     DEFAULT_SERVICE_MAC,
     FIRST_GRPC_PORT,
@@ -74,7 +75,6 @@ from controller.topology_parts import (
     Switch,
     TopologyError,
 )
-from spec.contract import MAX_WORKERS  # the program's worker bitmap
 
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,9}$")  # short: Mininet interface names are "<node>-eth<N>" <= 15
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")

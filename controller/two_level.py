@@ -9,7 +9,7 @@ and the epoch, so `thc-ctl job list` on any switch tells the same run.
 written, so a refused job leaves every switch as it was. `add_job` then writes the spine first and the
 leaves after it (a leaf's first partial finds the spine's job), `remove_job` the leaves first (no new
 partial goes up while the spine's job goes away). Every part comes from the one description of the job
-(spec/job.py) and carries its key; lookup tables live on the leaves only (the spine adds partial lanes,
+(contract/job.py) and carries its key; lookup tables live on the leaves only (the spine adds partial lanes,
 which already hold table values), and every part's lanes are sized for all n workers.
 """
 
@@ -19,10 +19,10 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
+from contract.job import JobSpec
 from controller import jobs
 from controller.errors import BadInput, JobRefused
 from controller.writes import Write
-from spec.job import JobSpec
 
 
 @dataclass(frozen=True)

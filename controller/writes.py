@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from p4.v1 import p4runtime_pb2
 
+import contract
 from controller.p4info import P4Info
-from spec import contract
 
 INSERT, MODIFY, DELETE = "insert", "modify", "delete"
 _P4RT_KIND = {

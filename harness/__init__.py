@@ -10,7 +10,7 @@ the product imports it, so no double can leak into a real run and host_agent nee
   of in-process switches), ``fallback_server`` (a pool job's parameter server behind the switch) and
   ``trace_run`` (a trace of jobs that come and go, under one policy for the switch's memory);
 - controllers: ``shell`` (p4runtime-shell, unmodified, pushing a pipeline and entries to a switch under test);
-- oracles: ``frames`` (THC frames built from spec/contract.py alone, not from host_agent's code under test)
+- oracles: ``frames`` (THC frames built from contract/__init__.py alone, not from host_agent's code under test)
   and ``blocking_hooks`` (the DDP hooks' rounds in the caller, what the overlapping hooks must equal).
 
 Named for what it is: the harness around the product, not part of it (``tests/`` holds the verdicts).

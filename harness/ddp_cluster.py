@@ -1,7 +1,7 @@
 """An in-process data-parallel cluster: n worker threads, each a real DDP model on its own gloo process group
 (one shared in-process HashStore), aggregating in any mode: thc and fix32 through the fake switch or the
 compiled program on the loopback wire (harness.sim, each worker a SwitchAggregator, as thc-worker has on
-a Mininet host), the gloo modes through thc.hooks. No Mininet, no interfaces, no subprocesses."""
+a Mininet host), the gloo modes through ddp.gloo_hooks. No Mininet, no interfaces, no subprocesses."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import time
 import torch
 import torch.distributed as dist
 
+from contract.job import JobSpec
+from ddp import aggregator_hooks, gloo_hooks
 from harness.fake_switch import FakeSwitch
 from harness.loopback import LoopbackWire
 from harness.sim import SimJob, attach_workers
 from host_agent import train, workloads
 from host_agent.aggregator import SwitchAggregator
-from spec.job import JobSpec
-from thc import ddp, hooks
 from thc.config import THCConfig
 from thc.modes import FIX32, THC
 
@@ -97,10 +97,12 @@ def hook_for(
 ):
     """(state, hook) of ``mode`` for worker ``rank``."""
     if mode == THC:
-        return ddp.THCHookState(config or THCConfig(), aggregator, worker_id=rank), thc_hook or ddp.thc_hook
+        return aggregator_hooks.THCHookState(
+            config or THCConfig(), aggregator, worker_id=rank
+        ), thc_hook or aggregator_hooks.thc_hook
     if mode == FIX32:
-        return ddp.FixedPointHookState(aggregator, workers=n), fix32_hook or ddp.fix32_hook
-    state, hook = hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
+        return aggregator_hooks.FixedPointHookState(aggregator, workers=n), fix32_hook or aggregator_hooks.fix32_hook
+    state, hook = gloo_hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
     return state, serialized(hook) if mode == "powersgd" else hook
 
 

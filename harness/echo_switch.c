@@ -4,7 +4,7 @@
  *
  *     echo_switch IFACE N WORDS V0 V1 ... V15      (built and started by bench/bench_host_agent.py)
  *
- * The wire format's version and sizes come from spec/contract.py (-D flags, as host_agent/native/fastio.c
+ * The wire format's version and sizes come from contract/__init__.py (-D flags, as host_agent/native/fastio.c
  * gets its version; p4/README.md, "Packet formats"): a 20-byte THC header at byte 42, the payload at 62. A request
  * carries what one cell of WORDS 64-bit words holds, in the lanes its lane_bits says: THC 8-bit lanes
  * 8 * WORDS indices, 16-bit lanes 4 * WORDS (two a byte, then 256 bytes of padding), FIX32 2 * WORDS int32,
@@ -29,10 +29,10 @@
 #define THC 42     /* the THC header */
 #define PAYLOAD 62 /* its payload */
 #define MAX_WORDS ((FRAME - PAYLOAD) / 8)
-/* From spec/contract.py, as bench_host_agent.py builds it: THC_VERSION, NORM_BYTES (NORM_PAYLOAD_BYTES: a
+/* From contract/__init__.py, as bench_host_agent.py builds it: THC_VERSION, NORM_BYTES (NORM_PAYLOAD_BYTES: a
  * NORM request's and result's norms) and PAD16 (PAD16_BYTES: a 16-bit-lane request's padding). */
 #if !defined(THC_VERSION) || !defined(NORM_BYTES) || !defined(PAD16)
-#error "build with -DTHC_VERSION= -DNORM_BYTES= -DPAD16= from spec/contract.py (bench_host_agent.build_echo_switch)"
+#error "build with -DTHC_VERSION= -DNORM_BYTES= -DPAD16= from contract/__init__.py (bench_host_agent.build_echo_switch)"
 #endif
 
 /* Bytes after the THC header of a request of `op` with lanes `lane` (-1: the program drops it). */

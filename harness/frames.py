@@ -1,4 +1,4 @@
-"""THC frames for the P4 program's packet tests, built and read from spec/contract.py alone.
+"""THC frames for the P4 program's packet tests, built and read from contract/__init__.py alone.
 
 The pipeline tests check the switch against the contract (p4/README.md), so their frames come from the
 contract's header layout, not from the host agent's code under test: `frame(...)` builds any request,
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spec import contract
+import contract
 
 ETH, IPV4, UDP = 14, 20, 8
 THC_AT = ETH + IPV4 + UDP

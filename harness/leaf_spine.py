@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import contract
+from contract.job import JobSpec
 from controller import jobs, two_level
 from controller.topology import Topology
 from harness import frames as tp
 from harness.switches import SoftwareTarget, SwitchTarget
-from spec import contract
-from spec.job import JobSpec
 from thc.config import THCConfig
 
 SPINE_IP = "10.0.9.254"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import socket
 import threading
 
+import contract
 from emulator.native.portloop import NativePortLoop
 from emulator.pacing import service_ns
 from emulator.switch import SoftwareSwitch
@@ -21,7 +22,6 @@ from harness.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker
 from host_agent import wire
 from host_agent.protocol import WorkerProtocol
 from host_agent.transport import DatagramTransport
-from spec import contract
 
 SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
 SOCKET_BYTES = 4 << 20

@@ -1,6 +1,6 @@
 """An in-process cluster: one switch engine and n workers on a loopback wire, for tests and benchmarks.
 
-A job is planned from its description (spec/job.py's JobSpec) by the controller's own planner
+A job is planned from its description (contract/job.py's JobSpec) by the controller's own planner
 (controller/jobs.py plan_job), and `program_engine` installs it with the controller's own writes
 (add_writes: the job's lookup table, its multicast group, the per-worker result destinations, the jobs
 entry), applied straight to the engine by controller.writes.EngineWriter instead of over P4Runtime. The
@@ -15,14 +15,14 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import contract
+from contract.job import JobSpec
 from controller import jobs
 from controller.jobs import Job, JobWorker
 from controller.writes import EngineWriter
 from harness.loopback import LoopbackWire
 from host_agent import wire
 from host_agent.protocol import WorkerProtocol
-from spec import contract
-from spec.job import JobSpec
 
 SERVICE = wire.Endpoint("02:00:00:00:00:fe", "10.0.0.254")
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import contract
 from controller import jobs, lookup_tables
 from controller.jobs import Job
 from controller.writes import INSERT, MODIFY, EngineWriter, GroupWrite, TableWrite
-from spec import contract
 
 
 class SwitchTarget:

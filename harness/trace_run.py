@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import contract
+from contract.job import JobSpec
 from controller import jobs
 from controller.writes import EngineWriter
 from emulator.switch import SoftwareSwitch
@@ -29,8 +31,6 @@ from harness.loopback import LoopbackWire
 from harness.sim import SERVICE, SimJob, admit, attach_workers, retire, worker_endpoint, worker_port
 from host_agent.clock import VirtualClock
 from host_agent.pool_fallback import PoolFallback
-from spec import contract
-from spec.job import JobSpec
 
 POLICIES = ("static", "pool", "none")
 

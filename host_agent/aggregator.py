@@ -1,10 +1,10 @@
 """`SwitchAggregator`: the THC DDP hook's aggregator, served by the P4 switch.
 
-The hook (thc.ddp) asks an aggregator for two things per bucket: the element-wise max of the workers'
+The hook (ddp.aggregator_hooks) asks an aggregator for two things per bucket: the element-wise max of the workers'
 chunk norms, and per coordinate the sum over workers of the table values of their indices together with
 the number of contributors. The switch does both: NORM requests keep a running max of float32 bit
 patterns; THC requests carry 4-bit indices that the switch maps to table values with the job's lookup
-table, which the controller installed with the job from the same description (spec/job.py) the workers
+table, which the controller installed with the job from the same description (contract/job.py) the workers
 were given, and sums. The table passed here is therefore only checked against the job's; the sums come
 from the switch.
 
@@ -26,14 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+import contract
+from contract.job import JobSpec
 from host_agent import wire
 from host_agent.membership import Membership
 from host_agent.operation import pack_indices
 from host_agent.pool_fallback import PoolFallback
 from host_agent.protocol import Interrupted, Operation, WorkerProtocol
 from host_agent.transport import RawSocketTransport
-from spec import contract
-from spec.job import JobSpec
 from thc.errors import MembershipChanged
 
 _CALLS_MAX = 2**24 - 1  # completed calls are agreed on as float32 NORM values, exact below 2**24
@@ -67,7 +67,9 @@ class SwitchAggregator:
         on_rejoin: Callable[[dict], None] = lambda record: None,
     ):
         self.protocol = protocol  # its job's description (protocol.spec) says n, the framing and the table
-        self.last_max_partial = False  # the latest all_max had results of released slots (thc.ddp reads it)
+        self.last_max_partial = (
+            False  # the latest all_max had results of released slots (ddp.aggregator_hooks reads it)
+        )
         self._tables: dict[JobSpec, np.ndarray] = {}
         self._checked: tuple | None = None  # (table object, (job, n), its values): the last table that passed
         # worker failure (see "Worker failure" in host_agent/README.md): `membership` polls for notices

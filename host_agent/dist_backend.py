@@ -3,9 +3,9 @@
     import host_agent.dist_backend  # registers the backend
     dist.init_process_group("thc")  # under torchrun, with THC_JOB, THC_IFACE and THC_SERVICE_IP set
 
-The DDP hook (``thc.ddp``) reaches the switch only from a model whose DDP registered it; a backend serves
+The DDP hook (``ddp.aggregator_hooks``) reaches the switch only from a model whose DDP registered it; a backend serves
 every caller of the collective API: DDP without a hook, a custom training loop, a library averaging its
-metrics. Float all-reduces with SUM or AVG go through the switch, THC or FIX32 (``thc.allreduce``); every
+metrics. Float all-reduces with SUM or AVG go through the switch, THC or FIX32 (``ddp.allreduce``); every
 other collective (broadcast, all-gather, barrier, reduce, send/recv, ...) goes to a gloo group that the
 backend opens on the same store. An all-reduce the switch cannot do (MAX, MIN, PRODUCT, bitwise ops,
 integer tensors) is refused with a message, unless THC_FALLBACK=1 asks for gloo instead.
@@ -39,9 +39,9 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from contract.job import JobSpec
+from ddp.allreduce import Fix32Sum, THCSum
 from host_agent import identity
-from spec.job import JobSpec
-from thc.allreduce import Fix32Sum, THCSum
 from thc.modes import BACKEND_MODES, THC
 from thc.validation import SUPPORTED_DTYPES
 

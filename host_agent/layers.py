@@ -25,8 +25,8 @@ from scapy.fields import (
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_bottom_up, bind_top_down
 
+import contract
 from host_agent import wire
-from spec import contract
 
 
 class NibbleListField(Field):

@@ -221,7 +221,7 @@ def switch_round(args, aggregator, grad, k: int, codec=None) -> dict:
 
 
 def _packed_round(aggregator, codec, prep, max_norms, clock: PhaseClock) -> dict:
-    """A table codec's round after its norm round as the DDP hook runs it through the switch (thc.ddp):
+    """A table codec's round after its norm round as the DDP hook runs it through the switch (ddp.aggregator_hooks):
     encoded straight into the requests' layout and the sums started ("encode"), the flat sums waited for
     ("sum"), decoded from them ("decode"). The indices and per-chunk sums are saved as switch_round saves
     them, read back from the requests' frames and the flat sums after the last lap."""

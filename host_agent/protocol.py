@@ -8,7 +8,7 @@ switch counts a retransmission once, and answers it with the stored result when 
 Results are matched by (job_id, slot, round), must carry the job's key, and are checked against the
 request (op, count, lane width, payload size); anything else is counted and ignored. How a request is
 framed (coordinates or values per request, lane width, key, window) comes from the job's description
-(spec/job.py's JobSpec), the one the switch's job was added with.
+(contract/job.py's JobSpec), the one the switch's job was added with.
 
 This module is the orchestration; each mechanism has its own:
 
@@ -26,7 +26,7 @@ This module is the orchestration; each mechanism has its own:
 An operation is one aggregation call (a NORM max, a THC index sum or a FIX32 sum). Several may be in flight
 at once: an operation started while others are numbers its requests after theirs, and each request goes
 once its slot's previous use is answered, in whichever operation that was (window.py). So a DDP hook can
-send the next bucket's norm round while this bucket's sums are on the wire (thc.ddp). Operations complete
+send the next bucket's norm round while this bucket's sums are on the wire (ddp.aggregator_hooks). Operations complete
 in any order; every worker must start them in the same order. Loss detection spans them: a result is
 evidence against every earlier transmission still unanswered, in any operation (loss.py). It can be
 driven two ways:
@@ -54,6 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from contract.job import JobSpec
 from host_agent import booking, loss, native, receive, wire
 from host_agent.clock import VirtualClock
 from host_agent.operation import Operation, ProtocolError, pack_fix32, pack_indices, pack_norms
@@ -62,7 +63,6 @@ from host_agent.sender import Sender
 from host_agent.timers import Timers
 from host_agent.transport import BatchIO, Transport
 from host_agent.window import Window
-from spec.job import JobSpec
 
 __all__ = [
     "AggregationTimeout",
@@ -196,7 +196,7 @@ class WorkerProtocol:
         query_first: bool = False,
     ):
         if not isinstance(spec, JobSpec):
-            raise TypeError(f"a WorkerProtocol takes the job's JobSpec (spec/job.py), not {type(spec).__name__}")
+            raise TypeError(f"a WorkerProtocol takes the job's JobSpec (contract/job.py), not {type(spec).__name__}")
         if not 0 <= worker_id < wire.MAX_WORKERS:
             raise ValueError(f"worker_id {worker_id} is not 0..{wire.MAX_WORKERS - 1}")
         if timeout <= 0 or min_timeout <= 0 or backoff < 1 or max_timeout < max(timeout, min_timeout) or deadline <= 0:

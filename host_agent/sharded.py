@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from contract.job import JobSpec
 from host_agent import transport
 from host_agent.aggregator import SwitchAggregator
-from spec.job import JobSpec
 
 Part = tuple[int, int, int]  # (chunk, start, stop): the coordinates of one chunk that one shard sums
 REPORTED = ("requests", "retransmissions", "timer_retransmissions", "fast_retransmissions", "probe_retransmissions")
@@ -130,7 +130,7 @@ def accept_only_from(shard: SwitchAggregator, service_ip: str) -> None:
 
 
 class ShardedAggregator:
-    """The hook's aggregator (thc.ddp) over k servers: all_max, all_sum_table_values, all_sum_int32.
+    """The hook's aggregator (ddp.aggregator_hooks) over k servers: all_max, all_sum_table_values, all_sum_int32.
 
     `shards`: one SwitchAggregator per server, in the same order on every worker; `cell`: the FIX32 values a
     request carries (JobSpec.fix32_per_request), the unit a FIX32 chunk is cut in."""

@@ -37,7 +37,7 @@ class TrainConfig:
     lr: float = 0.1
     momentum: float = 0.9
     hidden: int = 32
-    layers: int = 1  # hidden layers (MODELS)
+    layers: int = 1  # hidden layers (workloads.MLP_SHAPES)
     seed: int = 0  # model initialisation and batch order
     optimizer: str = "sgd"  # "sgd" (with momentum) or "adam"
     eval_every: int = 0  # evaluate every this many steps; 0: at the end of every epoch
@@ -48,15 +48,6 @@ class TrainConfig:
 
 Digits = workloads.Split  # the digits split, as the mixed-plan test and bench_timeline know it
 load_digits_split = workloads.load_digits_split
-
-
-# thc-worker --model: (hidden width, hidden layers). mlp2-digits (26,122 parameters) has buckets worth
-# planning per bucket (thc-plan) and a step the links, not only the switch's packet rate, can bound.
-MODELS = {"mlp-digits": (32, 1), "mlp2-digits": (128, 2)}
-
-
-def make_model(hidden: int = 32, seed: int = 0, layers: int = 1) -> nn.Module:
-    return workloads.make_mlp(hidden, seed, layers)
 
 
 def config_for(

@@ -4,7 +4,7 @@ Scapy (layers.py) is for crafting and dissecting in tests and captures; it build
 per second. Here a frame is a prebuilt Ethernet/IPv4/UDP prefix per payload length plus one
 `struct.pack` of the THC header, and a received frame is checked and decoded with one `struct.unpack_from`:
 a few microseconds each. How much payload a packet carries is the job's business (its lane width and the
-program's cell size, spec/job.py); this module only moves bytes.
+program's cell size, contract/job.py); this module only moves bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from spec.contract import (  # noqa: F401  (re-exported: the host agent's view of the contract)
+from contract import (  # noqa: F401  (re-exported: the host agent's view of the contract)
     KIND_FALLBACK,
     KIND_NAMES,
     KIND_PARTIAL,

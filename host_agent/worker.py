@@ -3,7 +3,7 @@
 torch.distributed (gloo, over the host's own interface, TCP rendezvous on the first worker) does the
 rendezvous and DDP's initial parameter broadcast. Gradients are then aggregated per mode:
 
-  thc    THC through the switch: thc.ddp.thc_hook with a SwitchAggregator (what a user registers on
+  thc    THC through the switch: ddp.aggregator_hooks.thc_hook with a SwitchAggregator (what a user registers on
          their own DDP model on a cluster with a P4 switch)
   terngrad-switch
          TernGrad with a shared scale through the same hook and switch: the job's framing with the
@@ -13,18 +13,18 @@ rendezvous and DDP's initial parameter broadcast. Gradients are then aggregated 
   thc-backend, fix32-backend
          DDP without a communication hook on the switch's torch.distributed backend "thc"
          (host_agent.dist_backend): DDP's own all-reduce of each bucket, through the switch as THC or FIX32
-  plan   each DDP bucket through the mode a plan file gives it (thc-plan plan --save; thc.mixed)
+  plan   each DDP bucket through the mode a plan file gives it (thc-plan plan --save; ddp.mixed)
   thc-ps, fix32-ps
          THC or FIX32 summed by parameter servers instead of the switch: the same hook, its calls split
          over the servers that ``--servers FILE`` lists (host_agent.sharded), each the THC program on a host
 
-and, over gloo through DDP communication hooks (thc.hooks), no switch program either:
+and, over gloo through DDP communication hooks (ddp.gloo_hooks), no switch program either:
 
   fp16      torch's fp16_compress_hook          powersgd  torch's powerSGD_hook (rank 2)
   topk      thc's TopK 1 % + error feedback     qsgd      thc's QSGD, 4 bits
   terngrad  thc's TernGrad (shared scale)
 
-The switch modes aggregate in one job, described once for the switch and every worker (spec/job.py's
+The switch modes aggregate in one job, described once for the switch and every worker (contract/job.py's
 JobSpec): ``--job FILE``, as ``thc-ctl job add --save FILE`` writes it (its id, workers, compression,
 framing and key), or, without a file, the job options (``--bits``, ``--granularity``, ..., ``--key``).
 The THC codec is the description's (``JobSpec.codec``).
@@ -135,26 +135,26 @@ def make_hook(args, model, on_rejoin=lambda record: None):
 
         return None, None, dist.group.WORLD.options.aggregator
     if args.mode in GLOO_MODES:
-        from thc import hooks
+        from ddp import gloo_hooks
 
-        state, hook = hooks.make_gloo_hook(args.mode, worker_id=args.rank, seed=args.spec.codec.seed)
+        state, hook = gloo_hooks.make_gloo_hook(args.mode, worker_id=args.rank, seed=args.spec.codec.seed)
         return state, hook, None
     plan = None
     if args.mode == PLAN:
-        from thc import mixed
+        from ddp import mixed
 
         plan = args.plan_buckets
         if not set(plan.values()) & {THC, FIX32}:
             return mixed.MixedHookState(plan), mixed.mixed_hook, None
     aggregator = switch_aggregator(args, on_rejoin)
-    from thc import ddp
+    from ddp import aggregator_hooks
 
     config = args.spec.codec  # the codec the job was described with, on every worker
     if args.mode == PLAN:
         return mixed.MixedHookState(plan, aggregator, config, workers=args.world_size), mixed.mixed_hook, aggregator
     if codec_mode(args.mode) in TABLE_MODES:
-        return ddp.THCHookState(config, aggregator), ddp.thc_hook, aggregator
-    return ddp.FixedPointHookState(aggregator), ddp.fix32_hook, aggregator
+        return aggregator_hooks.THCHookState(config, aggregator), aggregator_hooks.thc_hook, aggregator
+    return aggregator_hooks.FixedPointHookState(aggregator), aggregator_hooks.fix32_hook, aggregator
 
 
 def is_switch_timeout(exc: BaseException) -> bool:

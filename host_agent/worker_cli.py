@@ -8,8 +8,8 @@ import argparse
 import json
 from pathlib import Path
 
+import contract
 from host_agent import identity, workloads
-from spec import contract
 from thc.modes import MODES, PS_MODES, TERNGRAD_SWITCH, THC, uses_job
 from usage.args import OneLineParser, input_path, int_in, non_negative_number, positive_number
 
@@ -49,7 +49,7 @@ def load_files(args) -> None:
     rendezvous, so that a bad file is one line and no worker waits for this one. ValueError says which."""
     args.plan_buckets = args.server_list = None
     if args.plan is not None:
-        from thc import mixed
+        from ddp import mixed
 
         try:
             args.plan_buckets = mixed.load_plan(json.loads(args.plan.read_text(encoding="utf-8")))
@@ -81,7 +81,7 @@ def protocol_options(args) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     """thc-worker's options, group by group in the order --help lists them."""
-    from spec.job import add_job_options
+    from contract.job import add_job_options
 
     p = OneLineParser(prog="thc-worker", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_job_group(p.add_argument_group("job"))
@@ -150,7 +150,7 @@ def fallback_endpoint(text: str):
 
 def _add_switch_addresses(s) -> None:
     """Where the switch (or the parameter servers) and this host are; the job's id and key."""
-    from spec.job import job_key
+    from contract.job import job_key
 
     s.add_argument("--service-ip", help="the aggregating switch's THC service address")
     s.add_argument(
@@ -329,7 +329,7 @@ def _add_probe(q) -> None:
 def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
     """The job options (their dests) given on the command line, whatever their value: argparse sets a
     default only where the namespace has no value yet."""
-    from spec.job import OPTION_DESTS
+    from contract.job import OPTION_DESTS
 
     unset = object()
     seen = parser.parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(OPTION_DESTS.values(), unset)))
@@ -351,7 +351,7 @@ def job_description(args, given: set[str] = frozenset()):
     switch's), and is trusted as it is; a flag of this worker that speaks of the job (job id, world size,
     key, mode, a job option `given` on the command line, see given_options) must say what the file says.
     Without a file: the job options as the mode runs them, refused when the mode overrides one given."""
-    from spec.job import OPTION_DESTS, JobSpec, spec_from_options
+    from contract.job import OPTION_DESTS, JobSpec, spec_from_options
 
     stated = {field for field, dest in OPTION_DESTS.items() if dest in given}
     if args.job is None:
@@ -374,7 +374,7 @@ def job_description(args, given: set[str] = frozenset()):
 
 def _option_flags(args, stated: set[str], options) -> list[tuple[str, object, str]]:
     """(field, its value in `options`, the option as given) for each job option `stated` on the command line."""
-    from spec.job import option_as_given
+    from contract.job import option_as_given
 
     said = options.to_dict()  # flat, as the file has them
     return [(field, said[field], option_as_given(args, field)) for field in sorted(stated)]
@@ -383,7 +383,7 @@ def _option_flags(args, stated: set[str], options) -> list[tuple[str, object, st
 def _refuse_disagreeing(flags, spec, says: str, advice: str) -> None:
     """JobSpecError, in one line, for the first of `flags` (field, value, the flag as given) whose value is
     not the one `spec` holds."""
-    from spec.job import JobSpecError
+    from contract.job import JobSpecError
 
     holds = spec.to_dict()
     for field, value, flag in flags:

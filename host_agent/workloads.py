@@ -110,14 +110,28 @@ def load_digits16() -> Split:
     return Split(up(d.x_train), d.y_train, up(d.x_test), d.y_test)
 
 
-def make_mlp(hidden: int = 32, seed: int = 0, layers: int = 1) -> nn.Module:
-    import torch
+DIGITS_FEATURES = 64  # the 8x8 digits, flattened: the MLPs' input
+# the digits MLPs by workload name: (hidden width, hidden layers). mlp2-digits (26,122 parameters) has buckets
+# worth planning per bucket (thc-plan) and a step the links, not only the switch's packet rate, can bound.
+MLP_SHAPES = {"mlp-digits": (32, 1), "mlp2-digits": (128, 2)}
+
+
+def mlp_digits(hidden: int = 32, layers: int = 1) -> nn.Module:
+    """The digits MLP, 64 -> hidden (``layers`` times) -> 10, on torch's current device: defined once, for
+    training here and for the planner's shape-only models (planner.models_zoo builds it on the meta device)."""
     from torch import nn
 
-    torch.manual_seed(seed)
-    dims = [64] + [hidden] * layers
+    dims = [DIGITS_FEATURES] + [hidden] * layers
     mods = [m for a, b in zip(dims, dims[1:]) for m in (nn.Linear(a, b), nn.ReLU())]
     return nn.Sequential(*mods, nn.Linear(dims[-1], 10))
+
+
+def make_mlp(hidden: int = 32, layers: int = 1, *, seed: int = 0) -> nn.Module:
+    """The digits MLP initialised from ``seed``."""
+    import torch
+
+    torch.manual_seed(seed)
+    return mlp_digits(hidden, layers)
 
 
 def make_cnn_digits(seed: int = 0) -> nn.Module:
@@ -320,7 +334,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "mlp-digits",
             "MLP 64-32-10 (2,410 parameters), scikit-learn's 8x8 digits",
-            lambda seed: make_mlp(32, seed, 1),
+            lambda seed: make_mlp(*MLP_SHAPES["mlp-digits"], seed=seed),
             load_digits_split,
             "accuracy",
             0.9,
@@ -329,7 +343,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "mlp2-digits",
             "MLP 64-128-128-10 (26,122 parameters), scikit-learn's 8x8 digits",
-            lambda seed: make_mlp(128, seed, 2),
+            lambda seed: make_mlp(*MLP_SHAPES["mlp2-digits"], seed=seed),
             load_digits_split,
             "accuracy",
             0.9,

@@ -11,11 +11,13 @@ from tests.support import paths
 PACKAGES = (
     "usage",
     "thc",
+    "ddp",
     "native_build",
     "emulator",
-    "spec",
+    "contract",
     "controller",
     "host_agent",
+    "planner",
     "topologies",
     "harness",
     "bench",
@@ -26,14 +28,19 @@ ALLOWED = {
     "usage": set(),  # how every CLI reads its arguments (one-line errors, checked types): imports nothing
     "thc": {"native_build"},  # the maths: no packets, no switch; its native codec is C built at run time
     "native_build": set(),  # compiles C at run time for the switch and the workers alike: imports nothing
+    "ddp": {"thc"},  # DDP's hooks, a plan's hook and the all-reduce sums on the codec: no packets, any aggregator
     "emulator": {"native_build"},  # the switch runs any P4 program: it knows nothing of THC
-    "spec": {"thc"},  # the contract and a job's description (its THC config and table)
-    "controller": {"spec", "thc"},  # programs the switch
-    "host_agent": {"spec", "thc", "native_build"},  # workers: they learn their job from its description alone
-    "topologies": {"spec", "thc", "controller", "host_agent", "emulator"},  # the runner brings everything up
+    "contract": {"thc"},  # the P4 program's contract and a job's description (its THC config and table)
+    "controller": {"contract", "thc"},  # programs the switch
+    # workers: they learn their job from its description alone
+    "host_agent": {"contract", "thc", "ddp", "native_build"},
+    # the timeline model and planner, with the step's profile on this machine (the workloads, DDP's buckets)
+    "planner": {"thc", "ddp", "host_agent"},
+    # the runner brings everything up
+    "topologies": {"contract", "thc", "ddp", "controller", "host_agent", "planner", "emulator"},
     # the doubles and in-process rigs: above the product, which never imports them
-    "harness": {"spec", "thc", "controller", "host_agent", "emulator", "native_build"},
-    "bench": {"spec", "thc", "controller", "host_agent", "topologies", "emulator", "native_build", "harness"},
+    "harness": {"contract", "thc", "ddp", "controller", "host_agent", "emulator", "native_build"},
+    "bench": set(PACKAGES) - {"bench"},  # benchmarks drive any layer, the doubles too
 }  # and none imports the tests: their harnesses live in harness/
 ALLOWED = {package: allowed | ({"usage"} if package != "usage" else set()) for package, allowed in ALLOWED.items()}
 

@@ -103,7 +103,7 @@ CLIS = {
     "thc-worker": lambda: importlib.import_module("host_agent.worker_cli").build_parser(),
     "thc-ctl": lambda: importlib.import_module("controller.ctl_cli").build_parser(),
     "thc-switch": lambda: importlib.import_module("emulator.switch_cli").build_parser(),
-    "thc-plan": lambda: importlib.import_module("thc.plan_cli").build_parser(),
+    "thc-plan": lambda: importlib.import_module("planner.plan_cli").build_parser(),
     **{name: _bench(name) for name in BENCHES},
 }
 

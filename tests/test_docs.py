@@ -25,11 +25,11 @@ from controller import ctl_cli
 from controller.topology import Topology
 from emulator import switch_cli
 from host_agent import worker_cli
+from planner import plan_cli
 from tests.support import docs
 from tests.support.machines import host_setup
 from tests.support.paths import REPO, TOPOLOGIES
 from thc import cli as thc_cli
-from thc import plan_cli
 from topologies import run_cli
 
 BIN = Path(sys.executable).parent

@@ -2,7 +2,7 @@
 
 One session per switch stays open for the whole run (the runner is the switches' primary controller, as
 a real controller would be): push the compiled program, install the routes the topology implies, and,
-before each training mode, the job from its description (spec/job.py) with a fresh epoch and key (a new
+before each training mode, the job from its description (contract/job.py) with a fresh epoch and key (a new
 run of a job must not meet the register cells of the previous one); the job brings its lookup table.
 
 A topology with ``aggregation.leaves`` aggregates on two levels: the job goes on the spine and the leaves,
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from contract.job import JobSpec
 from controller import two_level
 from controller.topology import Topology
-from spec.job import JobSpec
 
 
 @dataclass

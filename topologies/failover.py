@@ -3,7 +3,7 @@
 A switch-mode worker that dies (killed by a signal: ``kill -9``, the kernel's OOM killer) is noticed by
 ``follow`` at once (its output closes and its exit status is a signal). ``Failover.on_death`` then admits
 the survivors as a new job on the aggregating switch, described like the old one but for n − 1 workers
-(spec/job.py), with a fresh key, and a fresh job id, so a request of the old membership
+(contract/job.py), with a fresh key, and a fresh job id, so a request of the old membership
 still on its way can only meet the old job's cells or be dropped as UNKNOWN_JOB, never be counted into
 the new one; a fresh epoch and slots of its own; the dead worker's multicast replica and mask bit gone.
 Then it writes the notice the workers poll. The old job stays until every survivor reports that it moved
@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import contract
+from contract.job import JobSpec
 from controller.errors import ControlError
 from host_agent.membership import Membership, MembershipFile
-from spec import contract
-from spec.job import JobSpec
 from topologies.workers import Worker, WorkerFailed
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spec import contract
+import contract
 
 STEPS = 20
 COMPUTE = 0.5

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+import contract
+from contract.job import add_job_options
 from controller.topology import MAX_WORKERS
 from host_agent import workloads
-from spec import contract
-from spec.job import add_job_options
 from thc.modes import MODES as WORKER_MODES
 from thc.modes import RUN_DEFAULT
 from topologies import link_rate
@@ -19,7 +19,7 @@ DEFAULT_TOPO = "topologies/star4.json"
 PS_TOPO = "topologies/star4_ps.json"  # the default when a mode is a ps mode: star4 with server placements
 
 MODES = RUN_DEFAULT  # the default --modes
-# thc-worker's; plan: the timeline model's per-bucket plan for this run (topologies/plan_costs.py); a ps mode
+# thc-worker's; plan: the timeline model's per-bucket plan for this run (topologies/plan_probes.py); a ps mode
 # may name its placement: thc-ps:colocated4
 ALL_MODES = WORKER_MODES
 

@@ -23,12 +23,13 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from contract.job import JobSpec, JobSpecError, spec_from_options
 from controller.topology import Topology, TopologyError
 from emulator.pacing import MIN_PPS
 from host_agent import workloads
-from spec.job import JobSpec, JobSpecError, spec_from_options
+from planner import testbed_costs
 from thc.modes import PLAN, PS_MODES, SWITCH_MODES
-from topologies import interrupts, link_rate, pcap_room, plan_costs, provenance, supervisor
+from topologies import interrupts, link_rate, pcap_room, plan_probes, provenance, supervisor
 from topologies.run_cli import ALL_MODES, DEFAULT_TOPO, PS_TOPO, build_parser
 
 REPO = Path(__file__).resolve().parents[1]
@@ -349,7 +350,7 @@ def run(args) -> int:
             )
             if mode == PLAN:
                 path = log_dir / "plan.json"
-                plan_costs.plan_for_run(bed, args.model, args.batch_size, job.job_id, path, step_s, say)
+                plan_probes.plan_for_run(bed, args.model, args.batch_size, job.job_id, path, step_s, say)
                 options.plan = str(path)
             if mode in SWITCH_MODES:
                 where = ", ".join([topo.aggregation.switch] + [leaf.switch for leaf in topo.aggregation.leaves])
@@ -374,7 +375,7 @@ def run(args) -> int:
                 )
             )
             curves[mode] = min(results, key=lambda r: r["rank"])
-            step_s[mode] = plan_costs.median_step_s(results)  # --modes plan's calibration
+            step_s[mode] = testbed_costs.median_step_s(results)  # --modes plan's calibration
             run_info["provenance"] = provenance.finished(run_info["provenance"])
             report.write_json(summary_path, summaries, run_info)  # each mode's results as soon as they exist
             args.saved = [row.mode for row in summaries]

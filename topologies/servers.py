@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from contract.job import JobSpec
 from controller.jobs import JobWorker
 from controller.topology import ParameterServer, Topology
 from host_agent.sharded import Server
-from spec.job import JobSpec
 from topologies import interrupts
 from topologies.ledger import Ledger
 from topologies.lifecycle import StartStop

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contract.job import JobSpec
 from controller.topology import Topology
 from host_agent.worker import EXIT_SWITCH_TIMEOUT
 from host_agent.worker_cli import mode_job
-from spec.job import JobSpec
 from thc.modes import PS_MODES, SWITCH_MODES
 from topologies import interrupts
 from topologies.ledger import Ledger

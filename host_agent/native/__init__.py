@@ -12,8 +12,8 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
+from contract import THC_VERSION
 from native_build import NativeBuildError, build_shared, load_switched
-from spec.contract import THC_VERSION
 
 SOURCE = Path(__file__).resolve().parent / "fastio.c"
 FLAGS = ("-O2", "-Wall", f"-DTHC_VERSION={THC_VERSION}")  # the wire format's version, from the contract

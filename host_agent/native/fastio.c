@@ -4,7 +4,7 @@
  * Frames live in caller-owned buffers laid out as rows: frame i is base[i * stride .. i * stride + len).
  * Compiled at run time by host_agent/native/__init__.py and loaded with ctypes (which releases the GIL
  * around each call). The I/O knows nothing of the THC format; the sections below it (request frames,
- * taking results in) know the header's offsets, from spec/contract.py.
+ * taking results in) know the header's offsets, from contract/__init__.py.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -108,7 +108,7 @@ long thc_recv_rows(int fd, uint8_t *base, long stride, long n, long timeout_ns, 
  * sums stored. `st` carries the operation; the accepted rows and their request numbers (within the
  * operation) go to acc_row / acc_req, in order; done[] is left as it was (the caller books the results).
  *
- * The THC header (spec/contract.py's THC_HEADER) starts at byte 42 of the frame: version 42, op|kind 43,
+ * The THC header (contract/__init__.py's THC_HEADER) starts at byte 42 of the frame: version 42, op|kind 43,
  * job_id 44, worker_id 45, slot 46, count 48, lane_bits 49, round 50, value 54, key 58; the payload at 62. */
 
 enum {
@@ -116,9 +116,9 @@ enum {
     PAYLOAD_AT = 62,
 };
 
-/* spec/contract.py's THC_VERSION: host_agent/native/__init__.py passes it with -D. */
+/* contract/__init__.py's THC_VERSION: host_agent/native/__init__.py passes it with -D. */
 #ifndef THC_VERSION
-#error "compile with -DTHC_VERSION=<spec.contract.THC_VERSION>"
+#error "compile with -DTHC_VERSION=<contract.THC_VERSION>"
 #endif
 
 /* ---- building an operation's request frames (wire.build_requests, natively) ---------------------------

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
+import contract
 from controller.connection import SwitchConnection
 from controller.errors import NotPrimary, WriteRejected
 from controller.session import SwitchSession
-from spec import contract
 from tests.support.bmv2 import Bmv2Process, bmv2_binary
 from tests.support.thc_ctl import cli, star4
 

@@ -8,14 +8,14 @@ import google.protobuf.text_format
 import pytest
 from p4.v1 import p4runtime_pb2
 
+import contract
+from contract.job import JobSpec
 from controller import jobs, lookup_tables
 from controller.ctl_cli import run
 from controller.errors import BadInput, JobRefused, NotPrimary, PipelineMismatch, SwitchUnreachable, WriteRejected
 from controller.p4info import P4Info
 from controller.session import SwitchSession
 from controller.topology import Topology
-from spec import contract
-from spec.job import JobSpec
 from tests.support.mock_switch import MockSwitch, contract_p4info
 from tests.support.thc_ctl import cli, star4
 from thc.config import THCConfig

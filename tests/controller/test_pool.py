@@ -9,13 +9,13 @@ import re
 import numpy as np
 import pytest
 
+import contract
+from contract.job import JobSpec
 from controller import jobs
 from controller import pool as pools
 from controller.errors import JobRefused
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
 from harness import frames as tp
-from spec import contract
-from spec.job import JobSpec
 from tests.controller import test_switch
 from tests.support.thc_ctl import cli
 

@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import contract
+from contract.job import JobSpec
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
 from harness import frames as tp
-from spec import contract
-from spec.job import JobSpec
 from tests.support import paths
 from tests.support.thc_ctl import cli, star4
 

@@ -11,12 +11,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import contract
+from contract.job import JobSpec
 from controller.session import DEFAULT_BMV2_JSON, SwitchSession
 from controller.topology import Topology
 from harness import frames as tp
 from harness.leaf_spine import walk, worker_request
-from spec import contract
-from spec.job import JobSpec
 from tests.support.paths import REPO
 from tests.support.thc_ctl import cli
 from thc.aggregate import reference_aggregate

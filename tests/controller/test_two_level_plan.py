@@ -8,13 +8,13 @@ import ipaddress
 import numpy as np
 import pytest
 
+from contract.job import JobSpec
 from controller import two_level
 from controller.errors import BadInput
 from controller.topology import Topology
 from harness import frames as tp
 from harness.leaf_spine import walk, worker_request
 from harness.switches import SoftwareTarget
-from spec.job import JobSpec
 from tests.support.paths import REPO, THC_JSON
 from thc.aggregate import reference_aggregate
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from spec.job import JobSpec
+from contract.job import JobSpec
 from tests.support import e2e
 from tests.support.e2e import assert_fix32_probes_exact, assert_thc_probes_exact, mininet_marks, served
 from topologies.workers import WorkerOptions

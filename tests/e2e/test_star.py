@@ -7,7 +7,7 @@ the job again, which gives it a fresh epoch, as a new training run would.
 
 import pytest
 
-from spec.job import JobSpec
+from contract.job import JobSpec
 from tests.support import e2e
 from tests.support.e2e import assert_fix32_probes_exact, assert_thc_probes_exact, mininet_marks, served
 from topologies.workers import WorkerFailed, WorkerOptions, follow, start_workers, stop_workers

@@ -4,7 +4,7 @@ exact THC aggregate."""
 
 import math
 
-from spec.job import JobSpec
+from contract.job import JobSpec
 from tests.support.e2e import assert_thc_probes_exact, mininet_marks, served
 from topologies.workers import WorkerOptions
 

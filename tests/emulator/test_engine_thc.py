@@ -8,8 +8,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import raw
 
+import contract
 from emulator.switch import SoftwareSwitch
-from spec import contract
 from tests.support import paths
 
 THC_JSON = paths.THC_JSON

@@ -5,8 +5,8 @@ import linecache
 import subprocess
 import sys
 
+import contract
 from emulator.switch import SoftwareSwitch
-from spec import contract
 from tests.support import paths
 
 

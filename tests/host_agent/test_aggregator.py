@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
+from contract.job import JobSpec
 from harness.ddp_cluster import aggregators_on, in_threads
 from harness.fake_switch import FakeSwitch
 from harness.sim import SimJob
-from spec.job import JobSpec
 
 TABLE = np.array([0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30])  # the default description's
 

@@ -13,6 +13,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw
 
+import contract
+from contract.job import JobSpec
 from harness.fake_switch import FakeSwitch
 from harness.sim import SERVICE, SimJob, attach_workers, worker_endpoint
 from host_agent import native, wire
@@ -20,8 +22,6 @@ from host_agent.clock import VirtualClock
 from host_agent.layers import THC
 from host_agent.protocol import WorkerProtocol, drive
 from host_agent.transport import BatchIO, RawSocketTransport, copy_into
-from spec import contract
-from spec.job import JobSpec
 from tests.support.native import build_or_skip
 
 TABLE = [0, 3, 5, 7, 9, 11, 13, 14, 16, 17, 19, 21, 23, 25, 27, 30]  # the default description's

@@ -10,10 +10,10 @@ import hashlib
 import numpy as np
 import pytest
 
+from contract.job import JobSpec
 from harness.sim import SERVICE, SimJob, worker_endpoint
 from host_agent import booking, wire
 from host_agent.protocol import WorkerProtocol
-from spec.job import JobSpec
 
 
 def seed_of(name: str) -> int:

@@ -7,13 +7,13 @@ from collections import Counter
 import numpy as np
 import pytest
 
+import contract
+from contract.job import JobSpec
 from controller import jobs
 from controller.writes import MODIFY, EngineWriter
 from harness.fake_switch import FakeSwitch
 from harness.sim import SERVICE, SimJob, worker_endpoint, worker_port
 from host_agent import wire
-from spec import contract
-from spec.job import JobSpec
 
 JOB = 7
 SPEC = JobSpec(job_id=JOB, workers=2, window=4, slots=4)  # 8-bit lanes: n·g = 60

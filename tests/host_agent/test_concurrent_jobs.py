@@ -8,10 +8,10 @@ import threading
 import pytest
 import torch
 
+import contract
 from emulator.switch import SoftwareSwitch
 from harness.ddp_cluster import jobs_aggregators, thc_spec, train_ddp
 from harness.sim import SERVICE, SimJob, program_engine
-from spec import contract
 from tests.support import paths
 from thc.config import THCConfig
 

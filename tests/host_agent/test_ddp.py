@@ -1,15 +1,15 @@
-"""The THC DDP hook (thc.ddp) trains through the switch: 4 workers, each a thread with a SwitchAggregator on
-the loopback wire, run thc_hook and fix32_hook on their gradient buckets, against the fake switch and (once
-it exists) the compiled program. Every worker must get the same average, and it must be the average THC
-itself computes from the same indices with the library's reference aggregation."""
+"""The THC DDP hook (ddp.aggregator_hooks) trains through the switch: 4 workers, each a thread with a
+SwitchAggregator on the loopback wire, run thc_hook and fix32_hook on their gradient buckets, against the fake
+switch and (once it exists) the compiled program. Every worker must get the same average, and it must be the
+average THC itself computes from the same indices with the library's reference aggregation."""
 
 import numpy as np
 import torch
 
+from ddp import aggregator_hooks
 from harness.ddp_cluster import aggregators_on, in_threads, thc_spec
 from harness.sim import SimJob
 from tests.support.grad_bucket import GradBucket as Bucket
-from thc import ddp
 from thc.aggregate import reference_aggregate
 from thc.config import THCConfig
 
@@ -46,7 +46,7 @@ def test_thc_hook_averages_through_the_switch(new_engine):  # noqa: F811
     config = THCConfig(chunk=2**12)
     table = config.make_table()
     aggs = [Recording(a) for a in switch_aggregators(new_engine, config, loss=0.02)]
-    states = [ddp.THCHookState(config, aggs[w], worker_id=w) for w in range(N)]
+    states = [aggregator_hooks.THCHookState(config, aggs[w], worker_id=w) for w in range(N)]
     rng = np.random.default_rng(0)
     grads = [torch.tensor(rng.normal(size=5000), dtype=torch.float32) for _ in range(N)]
 
@@ -54,7 +54,7 @@ def test_thc_hook_averages_through_the_switch(new_engine):  # noqa: F811
         outs = []
         for it in range(2):  # two steps: the second reuses the slots of the first
             buf = grads[w].clone() * (it + 1)
-            outs.append(ddp.thc_hook(states[w], Bucket(buf)).wait().clone())
+            outs.append(aggregator_hooks.thc_hook(states[w], Bucket(buf)).wait().clone())
         return outs
 
     results = in_threads(N, step, timeout=120)
@@ -72,10 +72,12 @@ def test_thc_hook_averages_through_the_switch(new_engine):  # noqa: F811
 
 def test_fix32_hook_averages_through_the_switch(new_engine):  # noqa: F811
     aggs = switch_aggregators(new_engine, THCConfig())
-    states = [ddp.FixedPointHookState(aggs[w]) for w in range(N)]
+    states = [aggregator_hooks.FixedPointHookState(aggs[w]) for w in range(N)]
     rng = np.random.default_rng(1)
     grads = [torch.tensor(rng.normal(size=3000), dtype=torch.float32) for _ in range(N)]
-    results = in_threads(N, lambda w: ddp.fix32_hook(states[w], Bucket(grads[w].clone())).wait(), timeout=120)
+    results = in_threads(
+        N, lambda w: aggregator_hooks.fix32_hook(states[w], Bucket(grads[w].clone())).wait(), timeout=120
+    )
     truth = torch.stack(grads).mean(0)
     for w in range(N):
         assert torch.equal(results[w], results[0])

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from ddp import aggregator_hooks
 from harness import blocking_hooks
 from harness import ddp_cluster as cluster
 from harness.fake_switch import FakeSwitch
@@ -18,7 +19,6 @@ from harness.sim import SimJob, attach_workers
 from host_agent import wire
 from host_agent.aggregator import SwitchAggregator
 from tests.support.grad_bucket import GradBucket as Bucket
-from thc import ddp
 from thc.config import THCConfig
 from thc.errors import AggregationError
 
@@ -48,14 +48,14 @@ def grad(k: int) -> torch.Tensor:
 def test_the_hook_returns_before_the_switch_answers_and_the_future_completes_after():
     gate = threading.Event()
     agg = LocalAggregator(gate)
-    state = ddp.THCHookState(THCConfig(error_feedback=True), agg, worker_id=0)
-    futures = [ddp.thc_hook(state, Bucket(grad(k), index=k, last=k == 2)) for k in range(3)]
+    state = aggregator_hooks.THCHookState(THCConfig(error_feedback=True), agg, worker_id=0)
+    futures = [aggregator_hooks.thc_hook(state, Bucket(grad(k), index=k, last=k == 2)) for k in range(3)]
     assert not any(f.done() for f in futures)  # all three handed over while the "switch" holds the first
     assert state.iteration == 1  # the round ends when its last bucket is handed over
     gate.set()
     got = [f.wait() for f in futures]
     assert agg.threads == {"thc-aggregation"}
-    reference = ddp.THCHookState(THCConfig(error_feedback=True), LocalAggregator(), worker_id=0)
+    reference = aggregator_hooks.THCHookState(THCConfig(error_feedback=True), LocalAggregator(), worker_id=0)
     for k in range(3):
         want = blocking_hooks.thc_blocking_hook(reference, Bucket(grad(k), index=k, last=k == 2)).wait()
         assert torch.equal(got[k], want)
@@ -63,13 +63,13 @@ def test_the_hook_returns_before_the_switch_answers_and_the_future_completes_aft
 
 
 def test_an_aggregation_error_reaches_whoever_waits_on_the_future():
-    state = ddp.THCHookState(THCConfig(), LocalAggregator(fail=True), worker_id=0)
-    fut = ddp.thc_hook(state, Bucket(grad(0)))
+    state = aggregator_hooks.THCHookState(THCConfig(), LocalAggregator(fail=True), worker_id=0)
+    fut = aggregator_hooks.thc_hook(state, Bucket(grad(0)))
     with pytest.raises(RuntimeError, match="AggregationError: the switch said no"):
         fut.wait()
     assert isinstance(state.runner.errors[0], AggregationError)
-    ok = ddp.THCHookState(THCConfig(), LocalAggregator(), worker_id=0)
-    assert ddp.thc_hook(ok, Bucket(grad(1))).wait().shape == (5000,)  # the thread survives a failed bucket
+    ok = aggregator_hooks.THCHookState(THCConfig(), LocalAggregator(), worker_id=0)
+    assert aggregator_hooks.thc_hook(ok, Bucket(grad(1))).wait().shape == (5000,)  # the thread survives a failed bucket
     state.close()
     ok.close()
 
@@ -114,8 +114,8 @@ def test_a_switch_timeout_is_told_by_its_type_though_ddp_raises_only_its_text(on
     def work(rank):
         pg = cluster.gloo_group(torch.distributed.PrefixStore("t", store), rank, 2)
         model = DDP(torch.nn.Linear(4, 2), process_group=pg)
-        state = ddp.THCHookState(THCConfig(), Silent(), worker_id=rank)
-        model.register_comm_hook(state, blocking_hooks.thc_blocking_hook if blocking else ddp.thc_hook)
+        state = aggregator_hooks.THCHookState(THCConfig(), Silent(), worker_id=rank)
+        model.register_comm_hook(state, blocking_hooks.thc_blocking_hook if blocking else aggregator_hooks.thc_hook)
         try:
             with worker.aggregation_errors_as_raised(state, pg):
                 model(torch.randn(3, 4)).sum().backward()
@@ -199,15 +199,15 @@ def test_the_next_buckets_norm_round_goes_out_while_this_buckets_sums_are_in_fli
     sums are in flight, and the results are bit for bit those of the blocking hook."""
     config = THCConfig(error_feedback=True, seed=3)
     results = {}
-    for hook in (ddp.thc_hook, blocking_hooks.thc_blocking_hook):
+    for hook in (aggregator_hooks.thc_hook, blocking_hooks.thc_blocking_hook):
         job = SimJob.plan(cluster.thc_spec(config, 3, 2, window=64, slots=64))
         switch = FakeSwitch()
         switch.add_job(job)
-        gate = HoldsTheSums(switch, 2, 64, patient=hook is ddp.thc_hook)
+        gate = HoldsTheSums(switch, 2, 64, patient=hook is aggregator_hooks.thc_hook)
         _, protocols = attach_workers(gate, job, clock=time.monotonic, timeout=0.01, max_timeout=0.1, deadline=20.0)
 
         def work(rank, hook=hook, protocols=protocols):
-            state = ddp.THCHookState(config, SwitchAggregator(protocols[rank]), worker_id=rank)
+            state = aggregator_hooks.THCHookState(config, SwitchAggregator(protocols[rank]), worker_id=rank)
             buckets = [Bucket(grad(10 * rank + k), index=k, last=k == 2) for k in range(3)]
             futures = [hook(state, bucket) for bucket in buckets]  # all three handed over before any is done
             out = [f.wait().clone() for f in futures]
@@ -215,7 +215,10 @@ def test_the_next_buckets_norm_round_goes_out_while_this_buckets_sums_are_in_fli
             return out
 
         results[hook] = (cluster.in_threads(2, work), gate.opened_by)
-    (overlapped, opened_by), (blocking, _) = results[ddp.thc_hook], results[blocking_hooks.thc_blocking_hook]
+    (overlapped, opened_by), (blocking, _) = (
+        results[aggregator_hooks.thc_hook],
+        results[blocking_hooks.thc_blocking_hook],
+    )
     assert opened_by == "next norm round"
     for rank in range(2):
         for a, b in zip(overlapped[rank], blocking[rank]):

@@ -11,9 +11,9 @@ from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Raw
 from scapy.utils import rdpcap, wrpcap
 
+import contract
 from host_agent import wire
 from host_agent.layers import THC, THCFix32, THCIndices, THCNorms, THCResult8, THCResult16
-from spec import contract
 
 SRC = wire.Endpoint("02:00:00:00:01:02", "10.0.1.3")
 DST = wire.Endpoint("02:00:00:00:00:fe", "10.0.0.254")
@@ -303,10 +303,10 @@ def test_switch_aggregator_open_over_a_real_interface(veth):
 
     import torch
 
+    from contract.job import JobSpec
     from harness.fake_switch import FakeSwitch
     from harness.sim import SERVICE, SimJob, worker_endpoint
     from host_agent.aggregator import SwitchAggregator
-    from spec.job import JobSpec
     from thc.config import THCConfig
 
     a, b = veth

@@ -1,4 +1,4 @@
-"""A mixed per-bucket plan (thc.mixed) trains, and each bucket goes where the plan says: 4 worker threads, each
+"""A mixed per-bucket plan (ddp.mixed) trains, and each bucket goes where the plan says: 4 worker threads, each
 with its own copy of a 3-bucket MLP, a SwitchAggregator on the loopback wire to the switch (THC and FIX32
 buckets) and a gloo process group on a shared in-process store (the gloo bucket). The switch's COMPLETED
 events must be exactly the slots the cost model counts for the switch buckets, so the gloo bucket sent it
@@ -10,16 +10,17 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+import contract
+from ddp import mixed
 from harness.ddp_cluster import in_threads, thc_spec
 from harness.fake_switch import FakeSwitch
 from harness.sim import SimJob, attach_workers
-from host_agent import train
+from host_agent import train, workloads
 from host_agent.aggregator import SwitchAggregator
-from spec import contract
+from planner import models_zoo
+from planner.timeline import INACost
 from tests.support.grad_bucket import GradBucket as Bucket
-from thc import mixed, models_zoo
 from thc.config import THCConfig
-from thc.timeline import INACost
 
 N = 4
 STEPS = 20
@@ -28,8 +29,7 @@ BUCKET_BYTES = 1024
 
 
 def make_model():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 10))
+    return workloads.make_mlp(32, 2, seed=0)  # 64-32-32-10
 
 
 def completed(engine) -> int:

@@ -13,12 +13,12 @@ import threading
 import numpy as np
 import pytest
 
+from contract.job import JobSpec
 from harness.fake_switch import FakeSwitch
 from harness.sim import SERVICE, SimJob, worker_endpoint, worker_port
 from host_agent import native, receive, wire
 from host_agent.protocol import WorkerProtocol
 from host_agent.transport import DatagramTransport
-from spec.job import JobSpec
 
 
 def seed_of(name: str) -> int:

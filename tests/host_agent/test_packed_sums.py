@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from ddp import aggregator_hooks
 from harness.ddp_cluster import aggregators_on, in_threads, thc_spec
 from harness.sim import SimJob, attach_workers
 from host_agent import native
@@ -17,7 +18,6 @@ from host_agent.protocol import drive
 from tests.host_agent.test_batched import SCENARIOS, TABLE, job_of, tapped_workers
 from tests.host_agent.test_ddp import N
 from tests.support.grad_bucket import GradBucket as Bucket
-from thc import ddp
 from thc.config import THCConfig
 
 K = 1024  # the default job's coordinates a THC request (8-bit lanes)
@@ -93,7 +93,7 @@ def _hook_outputs(new_engine, config, encoded: bool, loss: float):
     if not encoded:
         for a in aggs:
             a.start_sum_encoded = None  # not callable: the hook encodes indices and sums them
-    states = [ddp.THCHookState(config, aggs[w], worker_id=w) for w in range(N)]
+    states = [aggregator_hooks.THCHookState(config, aggs[w], worker_id=w) for w in range(N)]
     rng = np.random.default_rng(11)
     grads = [[torch.tensor(rng.normal(size=n), dtype=torch.float32) for n in (5000, 3 * K)] for _ in range(N)]
 
@@ -101,7 +101,7 @@ def _hook_outputs(new_engine, config, encoded: bool, loss: float):
         outs = []
         for it in range(2):
             futures = [
-                ddp.thc_hook(states[w], Bucket(g.clone() * (it + 1), index=b, last=b == 1))
+                aggregator_hooks.thc_hook(states[w], Bucket(g.clone() * (it + 1), index=b, last=b == 1))
                 for b, g in enumerate(grads[w])
             ]
             outs += [f.wait().clone() for f in futures]

@@ -9,6 +9,8 @@ import random
 import numpy as np
 import pytest
 
+import contract
+from contract.job import JobSpec
 from controller import jobs
 from emulator.switch import SoftwareSwitch
 from harness.fallback_server import SERVER, SwitchAndServer, serve
@@ -16,8 +18,6 @@ from harness.sim import SimJob, attach_workers, program_engine, worker_endpoint,
 from host_agent.clock import VirtualClock
 from host_agent.pool_fallback import PoolFallback
 from host_agent.protocol import drive
-from spec import contract
-from spec.job import JobSpec
 from tests.support import paths
 
 pytestmark = pytest.mark.skipif(not paths.THC_JSON.exists(), reason="p4/build/thc.json not built")

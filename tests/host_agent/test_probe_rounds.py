@@ -8,13 +8,13 @@ import threading
 import numpy as np
 import pytest
 
+from contract.job import JobSpec
 from harness.ddp_cluster import aggregators_on
 from harness.fake_switch import FakeSwitch
 from harness.sim import SimJob, attach_workers
 from host_agent import probe, worker
 from host_agent.clock import VirtualClock
 from host_agent.protocol import drive
-from spec.job import JobSpec
 
 K = JobSpec(job_id=0, workers=2).coords_per_request  # 1,024 coordinates a THC request
 

@@ -15,6 +15,8 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+import contract
+from contract.job import JobSpec
 from emulator.switch import SoftwareSwitch
 from harness.fake_switch import FakeSwitch
 from harness.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint, worker_port
@@ -22,8 +24,6 @@ from host_agent import wire
 from host_agent.clock import VirtualClock
 from host_agent.layers import THCResult8
 from host_agent.protocol import AggregationTimeout, WorkerProtocol, drive
-from spec import contract
-from spec.job import JobSpec
 from tests.support import paths
 from thc import aggregate, packing
 

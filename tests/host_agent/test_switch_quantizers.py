@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
+from contract.job import JobSpec
 from emulator.switch import SoftwareSwitch
 from harness import ddp_cluster as cluster
 from harness.sim import SimJob, attach_workers, program_engine, thc_round
 from host_agent.clock import VirtualClock
 from host_agent.worker_cli import mode_job
-from spec.job import JobSpec
 from tests.support import paths
 from thc import THCCompressor
 from thc.config import THCConfig

@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
+from contract.job import JobSpec
 from host_agent import wire
 from host_agent.operation import Operation
 from host_agent.protocol import drive
 from host_agent.window import Window
-from spec.job import JobSpec
 from tests.host_agent.test_protocol import F, K, event_counts
 from tests.host_agent.test_retransmission import exact_sum, timed_cluster
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from ddp.aggregator_hooks import redo_on_membership_change
 from harness.ddp_cluster import thc_spec
 from harness.sim import SimJob, admit, attach_workers, retire
 from host_agent.aggregator import SwitchAggregator
@@ -18,7 +19,6 @@ from host_agent.membership import Membership, MembershipBoard
 from host_agent.probe import probe_gradient
 from thc.compressor import THCCompressor
 from thc.config import THCConfig
-from thc.ddp import redo_on_membership_change
 
 N, DEAD, ROUNDS, DIES_IN = 4, 2, 6, 3  # worker 2 dies in round 3, after its norm, while sending its sums
 SIZE = 16000  # one chunk of 16,000 coordinates (16,384 after padding): 1 NORM and 16 THC requests, window 8
@@ -245,8 +245,8 @@ def test_overlapped_hook_survivors_redo_the_round_and_the_early_norm_round_in_th
     survivors abandon what is in flight and redo the round in the new job in the blocking order (bucket 0's
     norm, its sums, bucket 1's norm ...): every bucket before the failure is the four workers' average,
     every one from round 3 on the survivors'."""
+    from ddp import aggregator_hooks
     from tests.support.grad_bucket import GradBucket
-    from thc import ddp
 
     old, new = jobs()
     engine = new_engine(old)
@@ -264,7 +264,7 @@ def test_overlapped_hook_survivors_redo_the_round_and_the_early_norm_round_in_th
         return [probe_gradient(7, rank, 2 * k + b, SIZE) for b in range(2)]
 
     def work(rank):
-        state = ddp.THCHookState(CONFIG, aggs[rank], worker_id=rank)
+        state = aggregator_hooks.THCHookState(CONFIG, aggs[rank], worker_id=rank)
         try:
             for k in range(ROUNDS):
                 if rank == DEAD and k == DIES_IN:
@@ -275,10 +275,10 @@ def test_overlapped_hook_survivors_redo_the_round_and_the_early_norm_round_in_th
                     aggs[rank].protocol.pump()
                     return
                 buckets = [GradBucket(g, index=b, last=b == 1) for b, g in enumerate(grads(rank, k))]
-                futures = [ddp.thc_hook(state, buckets[0])]
+                futures = [aggregator_hooks.thc_hook(state, buckets[0])]
                 if k == DIES_IN and late[rank]:
                     assert posted.wait(60)
-                futures.append(ddp.thc_hook(state, buckets[1]))
+                futures.append(aggregator_hooks.thc_hook(state, buckets[1]))
                 decoded[rank].append([f.wait().clone() for f in futures])
         except Exception as exc:  # surfaced below with the worker's id
             errors.append((rank, exc))

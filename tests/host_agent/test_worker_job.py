@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from contract.job import JobSpec, spec_from_options
 from host_agent import worker
-from spec.job import JobSpec, spec_from_options
 from thc.config import THCConfig
 
 SWITCH = ["--mode", "thc", "--iface", "lo", "--service-ip", "127.0.0.1", "--service-mac", "02:00:00:00:00:01"]

@@ -4,8 +4,8 @@ that is not what its mode runs (host_agent.worker.job_description)."""
 
 import pytest
 
+from contract.job import TERNGRAD_OPTIONS, JobSpec
 from host_agent import worker
-from spec.job import TERNGRAD_OPTIONS, JobSpec
 from tests.host_agent.test_worker_job import SWITCH, parsed
 from thc.config import THCConfig
 

@@ -1,15 +1,15 @@
 """The workloads (host_agent/workloads.py): their data need no download and are the same every time, their
 models have the sizes the README gives, an unknown name is one line listing the models, and every model
 trains in every mode (2 DDP workers in threads, harness/ddp_cluster.py: thc and fix32 through the fake
-switch on the loopback wire, the gloo modes through thc.hooks): its loss on a fixed batch falls."""
+switch on the loopback wire, the gloo modes through ddp.gloo_hooks): its loss on a fixed batch falls."""
 
 import numpy as np
 import pytest
 import torch
 
+from ddp import gloo_hooks
 from harness import ddp_cluster as cluster
 from host_agent import train, worker, workloads
-from thc import hooks
 from topologies import runner
 
 MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")
@@ -114,7 +114,7 @@ def test_each_model_trains_in_every_mode(name, mode, one_torch_thread, tmp_path)
     if mode == "powersgd":  # its ranks must be processes (cluster.train_ddp_in_processes says why)
         # past POWERSGD_START into compressed steps: on charlm-stdlib's two buckets they hung every rank
         # until the hook took one bucket at a time
-        steps = max(steps, hooks.POWERSGD_START + 2)
+        steps = max(steps, gloo_hooks.POWERSGD_START + 2)
         ranks = cluster.train_ddp_in_processes(name, mode, steps, tmp_path, batch_size=batch, timeout=120)
     else:
         ranks = cluster.train_ddp(name, mode, steps=steps, batch_size=batch)

@@ -18,7 +18,7 @@ import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
-from spec import contract
+import contract
 from tests.support import paths
 
 P4_DIR = paths.P4_DIR

@@ -1,4 +1,4 @@
-"""spec/contract.py says what the P4 program fixes; these tests read p4/config.p4, p4/headers.p4, the
+"""contract/__init__.py says what the P4 program fixes; these tests read p4/config.p4, p4/headers.p4, the
 table declarations and the compiled P4Info, and fail when the contract module disagrees with any of them."""
 
 import ast
@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+import contract
 from controller.p4info import load_p4info
 from controller.pipeline import check_p4info
-from spec import contract
 from tests.support import paths
 
 CONFIG = (paths.P4_DIR / "config.p4").read_text()
@@ -100,9 +100,9 @@ def test_the_norm_payload_matches_headers_p4():
 
 
 def test_the_timeline_models_frames_are_the_contracts():
-    """thc.timeline may not import the contract (thc knows nothing of packets): its copy of the frame sizes
-    is checked here."""
-    from thc import timeline
+    """planner.timeline does not import the contract (it began in thc, which knows nothing of packets): its
+    copy of the frame sizes is checked here."""
+    from planner import timeline
 
     assert timeline.ETH_IP_UDP_BYTES + timeline.THC_HEADER_BYTES == contract.FRAME_HEADER_BYTES
     assert timeline.CELL_BYTES == contract.WORDS * contract.WORD_BYTES
@@ -144,7 +144,7 @@ def p4_names_spelled(path) -> list[int]:
 
 def test_a_p4_name_is_spelled_only_in_the_contract():
     """Every package, bench and test names the program's tables, actions, registers and counters through
-    spec/contract.py."""
+    contract/__init__.py."""
     spelled = []
     for folder in ("controller", "host_agent", "topologies", "bench", "tests", "thc", "emulator"):
         for path in (paths.REPO / folder).rglob("*.py"):

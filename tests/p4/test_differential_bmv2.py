@@ -22,11 +22,11 @@ import re
 import numpy as np
 import pytest
 
+import contract
 from controller import pool as pools
 from controller.writes import INSERT, TableWrite, to_updates
 from harness import frames as tp
 from harness.switches import SoftwareTarget, SwitchTarget
-from spec import contract
 from tests.support.bmv2 import Bmv2Process, bmv2_binary, read_registers
 from tests.support.bmv2_pcap import InputFifo, collect_output, pcap_records
 from tests.support.paths import THC_JSON

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import contract
 from controller import pool as pools
 from controller.writes import DELETE, INSERT
 from harness.switches import SoftwareTarget
-from spec import contract
 from tests.p4.test_thc_pipeline import (
     GROUP,
     KEY,

@@ -1,6 +1,6 @@
 """Packet-level tests of the THC program (p4/README.md is the contract), on every target present.
 
-Frames are built and read from spec/contract.py (harness/frames.py); expected sums come from
+Frames are built and read from contract/__init__.py (harness/frames.py); expected sums come from
 thc's reference aggregator, never from the switch itself. A request carries one cell: 1,024 coordinates
 with 8-bit lanes, 512 with 16-bit lanes, 256 int32 for FIX32 (with the default 128-word cells).
 """
@@ -12,9 +12,9 @@ import struct
 import numpy as np
 import pytest
 
+import contract
 from harness import frames as tp
 from harness.switches import SoftwareTarget, program_words
-from spec import contract
 from tests.support.paths import THC_JSON
 from tests.support.targets import Bmv2Target, bmv2_binary
 from thc import make_table
@@ -240,7 +240,7 @@ def test_no_result_outgrows_the_packet_that_makes_it_by_more_than_bmv2s_headroom
 
 
 def test_a_sum_of_256_takes_16_bit_lanes_which_hold_it(target):
-    from spec.job import JobSpec
+    from contract.job import JobSpec
     from thc.config import THCConfig
 
     assert JobSpec(JOB, N, THCConfig(granularity=85)).lane_bits == 8  # n*g = 255

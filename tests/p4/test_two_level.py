@@ -9,9 +9,9 @@ import os
 import numpy as np
 import pytest
 
+import contract
 from harness import frames as tp
 from harness.leaf_spine import LeafSpine
-from spec import contract
 from tests.support.paths import THC_JSON
 from tests.support.targets import bmv2_binary, bmv2_switches
 from thc import make_table

@@ -110,7 +110,7 @@ def served(topology: str, log_dir: Path, target: str = "emulator"):
 
 def probe(bed, mode: str, rounds: int, size: int, job_id: int = 1, stall_timeout: float = 60):
     """`rounds` probe rounds (thc-worker --probe) of `size` coordinates in `mode` by four workers, job `job_id`."""
-    from spec.job import JobSpec
+    from contract.job import JobSpec
     from topologies.workers import WorkerOptions
 
     job = JobSpec(job_id=job_id, workers=4)

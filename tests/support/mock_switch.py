@@ -19,7 +19,7 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from spec import contract
+import contract
 
 Update = p4runtime_pb2.Update
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from spec import contract
+import contract
 
 REPO = Path(__file__).resolve().parents[2]
 P4_DIR = REPO / "p4"

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import contract
 from controller.writes import to_updates
 from harness.switches import SwitchTarget
-from spec import contract
 from tests.support.bmv2 import bmv2_binary
 
 # A frame the THC program drops in ingress as NOT_IPV4 (etherType 0x88b5, local experimental), sent after each

@@ -3,8 +3,10 @@ the plans, the timeline model and both command lines accept, and a borrowed code
 
 import pytest
 
+from ddp import mixed
 from host_agent.worker_cli import build_parser
-from thc import mixed, modes, profiles, profiling
+from planner import profiles, profiling
+from thc import modes
 from thc.errors import ConfigError
 from topologies import run_cli
 

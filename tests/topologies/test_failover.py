@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from spec.job import JobSpec
+from contract.job import JobSpec
 from topologies.failover import Failover, KillSwitch
 from topologies.report import restart_line
 from topologies.switch_restart import SwitchRestarter

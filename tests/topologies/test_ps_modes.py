@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from contract.job import JobSpec
 from controller.topology import Topology
 from host_agent import worker
 from host_agent.sharded import Server, load_servers
-from spec.job import JobSpec
 from tests.support import paths
 from tests.support.testbed_standins import bed_with, run_workers, stand_in_workers
 from topologies import interrupts, link_bytes, report, runner

@@ -5,8 +5,8 @@ so the switch sums the table the workers decode with; the run's parts options re
 import json
 from pathlib import Path
 
+from contract.job import JobSpec
 from controller.topology import Topology
-from spec.job import JobSpec
 from tests.support.testbed_standins import Control, bed_with, stand_in_workers
 from tests.topologies.test_runner_cli import as_user  # noqa: F401 - the fixture
 from thc.config import THCConfig

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from spec.job import JobSpec
+from contract.job import JobSpec
 from tests.support.testbed_standins import Control, bed_with, run_workers, stand_in_workers
 from topologies import testbed as testbed_module
 from topologies.workers import WorkerOptions

@@ -10,8 +10,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from ddp.aggregator_hooks import FixedPointHookState, GlooAggregator, THCHookState, fix32_hook, thc_hook
 from thc import THCConfig
-from thc.ddp import FixedPointHookState, GlooAggregator, THCHookState, fix32_hook, thc_hook
 from thc.errors import ConfigError
 
 WORLD = 2

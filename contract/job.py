@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from spec import contract
+import contract
 from thc.config import MAX_SEED, QUANTIZERS, TABLE_KINDS, TERNGRAD, THCConfig
 from thc.errors import ConfigError
 from usage.args import int_in

@@ -1,7 +1,8 @@
-"""Shape-only models for projections: ResNet-50, VGG-16, BERT-base (and the testbed's digits MLP), built
-from torch.nn on the meta device, so their parameter shapes and per-layer FLOPs are known and nothing is
-allocated. torchvision is not a dependency, so the definitions are here (standard layer shapes; the
-parameter counts are checked in the tests: 25,557,032, 138,357,544 and 109,482,240).
+"""Shape-only models for projections: ResNet-50, VGG-16, BERT-base (and the testbed's digits MLPs, as
+host_agent.workloads defines them), built from torch.nn on the meta device, so their parameter shapes and
+per-layer FLOPs are known and nothing is allocated. torchvision is not a dependency, so the definitions are
+here (standard layer shapes; the parameter counts are checked in the tests: 25,557,032, 138,357,544 and
+109,482,240).
 
 From a model: DDP's buckets (its assignment by size: parameters in reverse order, the first bucket up to
 1 MiB, the others up to 25 MiB) and, given a FLOP rate, when each bucket is ready in the backward pass.
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from host_agent import workloads
 
 from .timeline import Bucket, StepProfile
 
@@ -163,29 +166,20 @@ class BertBase(nn.Module):
         return torch.tanh(self.pooler(self.encoder(x)[:, 0]))
 
 
-class MLPDigits(nn.Module):
-    """The testbed's model (host_agent/train.py): 64 -> hidden -> 10, or with two hidden layers."""
-
-    input_shape = (64,)
-
-    def __init__(self, hidden: int = 32, layers: int = 1):
-        super().__init__()
-        dims = [64] + [hidden] * layers
-        mods = []
-        for a, b in zip(dims, dims[1:]):
-            mods += [nn.Linear(a, b), nn.ReLU()]
-        self.net = nn.Sequential(*mods, nn.Linear(dims[-1], 10))
-
-    def forward(self, x):
-        return self.net(x)
+def testbed_mlp(name: str) -> nn.Module:
+    """The testbed's digits MLP ``name`` as it trains (host_agent.workloads defines it once), with the
+    input shape example_input reads."""
+    model = workloads.mlp_digits(*workloads.MLP_SHAPES[name])
+    model.input_shape = (workloads.DIGITS_FEATURES,)
+    return model
 
 
 MODELS = {
     "resnet50": ResNet50,
     "vgg16": VGG16,
     "bert-base": BertBase,
-    "mlp-digits": lambda: MLPDigits(32, 1),
-    "mlp2-digits": lambda: MLPDigits(128, 2),
+    "mlp-digits": lambda: testbed_mlp("mlp-digits"),
+    "mlp2-digits": lambda: testbed_mlp("mlp2-digits"),
 }
 
 

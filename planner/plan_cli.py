@@ -19,10 +19,11 @@ import statistics
 import sys
 from pathlib import Path
 
+import planner
+from thc.modes import FIX32, FP16, GLOO, THC
 from usage.args import OneLineParser, input_file, input_path, int_in, output_file, positive_number
 
-from . import models_zoo, planner, profiles
-from .modes import FIX32, FP16, GLOO, THC
+from . import models_zoo, profiles
 from .timeline import Bucket, StepProfile, Timeline
 
 __all__ = ["main", "step_profile_for", "load_step_profile", "save_step_profile", "draw_gantt"]
@@ -415,7 +416,10 @@ def build_parser() -> argparse.ArgumentParser:
     def hardware(sp):
         g = sp.add_mutually_exclusive_group()
         g.add_argument(
-            "--profile", type=input_file, metavar="FILE.json", help="hardware profile file (format: thc/profiles.py)"
+            "--profile",
+            type=input_file,
+            metavar="FILE.json",
+            help="hardware profile file (format: planner/profiles.py)",
         )
         g.add_argument(
             "--preset",

@@ -1,11 +1,11 @@
-"""A DDP communication hook that runs a per-bucket plan (thc.planner): each bucket through its own mode.
+"""A DDP communication hook that runs a per-bucket plan (planner): each bucket through its own mode.
 
-    thc        THC table values summed by the aggregator (thc.ddp.thc_hook; the switch's SwitchAggregator)
-    fix32      int32 fixed point summed by the aggregator (thc.ddp.fix32_hook)
+    thc        THC table values summed by the aggregator (ddp.aggregator_hooks.thc_hook; the switch's SwitchAggregator)
+    fix32      int32 fixed point summed by the aggregator (ddp.aggregator_hooks.fix32_hook)
     gloo       fp32 all-reduce over the process group (DDP's own allreduce_hook, asynchronous)
     fp16       fp16 all-reduce over the process group (fp16_compress_hook, asynchronous)
 
-THC and FIX32 buckets run as in the uniform modes, off the backward pass (thc.ddp's non-blocking hooks), on
+THC and FIX32 buckets run as in the uniform modes, off the backward pass (ddp.aggregator_hooks's non-blocking hooks), on
 one aggregation thread the two share: the aggregator serves one operation at a time, in hook order. So a
 plan's THC bucket costs what it costs in an all-THC run, and the timeline model needs one mode per name.
 
@@ -22,10 +22,10 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-from . import ddp
-from .config import THCConfig
-from .errors import ConfigError
-from .modes import FIX32, GLOO, PLANNABLE_MODES, THC
+from ddp import aggregator_hooks
+from thc.config import THCConfig
+from thc.errors import ConfigError
+from thc.modes import FIX32, GLOO, PLANNABLE_MODES, THC
 
 __all__ = ["MIXED_MODES", "MixedHookState", "mixed_hook", "load_plan"]
 
@@ -50,7 +50,7 @@ class _NotLast:
 
 class MixedHookState:
     """plan: bucket index -> mode (buckets it does not name take ``default``). aggregator: the switch
-    side (thc.ddp's Aggregator protocol plus all_sum_int32), needed only if the plan uses thc or fix32.
+    side (ddp.aggregator_hooks's Aggregator protocol plus all_sum_int32), needed only if the plan uses thc or fix32.
     process_group: for gloo modes (None: the default group)."""
 
     def __init__(
@@ -73,9 +73,9 @@ class MixedHookState:
         if used & {THC, FIX32} and aggregator is None:
             raise ConfigError("the plan sends buckets through the switch (thc/fix32) but no aggregator was given")
         if THC in used:
-            self.thc = ddp.THCHookState(config or THCConfig(), aggregator, worker_id=worker_id)
+            self.thc = aggregator_hooks.THCHookState(config or THCConfig(), aggregator, worker_id=worker_id)
         if FIX32 in used:
-            self.fix32 = ddp.FixedPointHookState(aggregator, workers=workers)
+            self.fix32 = aggregator_hooks.FixedPointHookState(aggregator, workers=workers)
             if self.thc is not None:  # one thread for the one aggregator: THC and FIX32 buckets in hook order
                 self.fix32.runner = self.thc.runner
         self.counts = {m: {"calls": 0, "coordinates": 0, "bytes": 0} for m in MIXED_MODES}
@@ -109,9 +109,9 @@ def mixed_hook(state: MixedHookState, bucket: dist.GradBucket) -> torch.futures.
     state.bucket_modes[bucket.index()] = mode
     inner = _NotLast(bucket)
     if mode == THC:
-        fut = ddp.thc_hook(state.thc, inner)
+        fut = aggregator_hooks.thc_hook(state.thc, inner)
     elif mode == FIX32:
-        fut = ddp.fix32_hook(state.fix32, inner)
+        fut = aggregator_hooks.fix32_hook(state.fix32, inner)
     elif mode == GLOO:
         fut = default_hooks.allreduce_hook(state.process_group, bucket)
     else:

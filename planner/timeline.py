@@ -6,8 +6,9 @@ iteration time of any per-bucket strategy follows. The communication costs cover
 has: in-network aggregation through the P4 switch (THC table values or FIX32 fixed point), ring all-reduce
 (α-β, 2(n−1)/n of the bytes per direction) and all-gather for compressors whose payloads cannot be summed.
 
-thc/ knows nothing of packets, so the packet facts the in-network cost needs are parameters here; the
-defaults are the P4 program's (p4/README.md; spec/contract.py outside thc/).
+The model began in thc/, which knows nothing of packets, so the packet facts the in-network cost needs are
+parameters here; the defaults are the P4 program's (p4/README.md; the contract package, which the planner
+does not import).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .limits import DEFAULT_CHUNK, PAPER_CHUNK
+from thc.limits import DEFAULT_CHUNK, PAPER_CHUNK
 
 __all__ = [
     "Bucket",
@@ -42,7 +43,8 @@ __all__ = [
 # and a 1 KiB cell: a request carries what a cell holds (1,024 coordinates in 8-bit lanes, 512 in 16-bit
 # lanes, 256 int32), and a result is the cell; a request in 16-bit lanes carries 256 bytes of padding after
 # its indices (the parser reads a whole cell's worth). A NORM request and its result carry 16 float32 norms
-# (64 bytes). thc imports nothing of the contract (spec/contract.py); tests/p4/test_contract.py checks these.
+# (64 bytes). The planner imports nothing of the contract (contract/__init__.py); tests/p4/test_contract.py
+# checks these.
 ETH_IP_UDP_BYTES = 42
 THC_HEADER_BYTES = 20
 CELL_BYTES = 1024
@@ -133,7 +135,7 @@ class INACost:
     lane_bits: int | None = None  # None: 8 if n·g ≤ 255, else 16, as the controller chooses
     granularity: int = 30
     chunk: int = DEFAULT_CHUNK  # THC's Hadamard chunk (thc-worker --chunk)
-    fix32_chunk: int = PAPER_CHUNK  # thc.ddp.FixedPointHookState's
+    fix32_chunk: int = PAPER_CHUNK  # ddp.aggregator_hooks.FixedPointHookState's
     norms_per_packet: int = NORMS_PER_REQUEST
     norm_bytes: int = NORM_PAYLOAD_BYTES  # a NORM request's and result's payload
 
@@ -269,7 +271,7 @@ class Mode:
     THC and FIX32 hooks wait for the switch's results before returning), so the backward pass stops until
     the bucket is decoded; otherwise only the encoding delays it (DDP's asynchronous all-reduce).
 
-    ``early`` and ``sums_at`` (costs, or None) describe a pipelined round (thc.ddp's THC hook through the
+    ``early`` and ``sums_at`` (costs, or None) describe a pipelined round (ddp.aggregator_hooks's THC hook through the
     switch): ``early`` is the first part of the communication (preparation and the norm round), which may
     start while the previous bucket's sums are out if that bucket's mode is pipelined too; ``sums_at`` is
     when, counted from the start of this mode's own round, its sums go out (from then on the next

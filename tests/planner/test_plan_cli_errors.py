@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from thc.plan_cli import main
+from planner.plan_cli import main
 
 
 def run(capsys, argv):

@@ -1,6 +1,6 @@
 """The job description is the workers' codec (a THCConfig, every part an ablation switches: the transform
 and the quantizer beside bits, granularity, clip, table and error feedback) and the switch's framing
-(spec/job.py). Each part is refused in one line naming the field when the switch or the codec cannot run
+(contract/job.py). Each part is refused in one line naming the field when the switch or the codec cannot run
 it, survives the file, reaches the workers' codec and the switch's table, and has its option in thc-run,
 thc-ctl and thc-worker (add_job_options)."""
 
@@ -11,8 +11,7 @@ from dataclasses import fields
 
 import pytest
 
-from controller.jobs import choose_key
-from spec.job import (
+from contract.job import (
     CODEC_FIELDS,
     KEYS,
     NO_KEY,
@@ -23,6 +22,7 @@ from spec.job import (
     job_key,
     spec_from_options,
 )
+from controller.jobs import choose_key
 from tests.controller.test_cli_errors import assert_one_line, job_add
 from thc.config import THCConfig
 from thc.errors import ConfigError

@@ -15,9 +15,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .limits import DEFAULT_CHUNK
+from thc.limits import DEFAULT_CHUNK
+from thc.modes import FIX32, FP16, THC
+
 from .models_zoo import DDP_BUCKET_BYTES, DDP_FIRST_BUCKET_BYTES, ddp_buckets
-from .modes import FIX32, FP16, THC
 from .timeline import Bucket, LinearCost, StepProfile
 
 __all__ = ["measure_step", "measure_compression", "fit_linear", "PROFILED_MODES"]
@@ -104,9 +105,9 @@ def measure_compression(
     """(encode, decode) cost of ``mode`` as the hooks run it: THC's prepare (norms, RHT) + encode and its
     decode; FIX32's prepare + encode and decode; fp16's cast and cast back. The aggregation in between is
     not timed (the sums are computed once, outside)."""
-    from .baselines.fixed_point import FixedPoint32
-    from .compressor import THCCompressor
-    from .config import THCConfig
+    from thc.baselines.fixed_point import FixedPoint32
+    from thc.compressor import THCCompressor
+    from thc.config import THCConfig
 
     enc_t, dec_t = [], []
     rng = np.random.default_rng(0)

@@ -5,7 +5,8 @@ agents, the topology model, the benchmarks and the tests import it instead of re
 and tests/p4/test_contract.py parses p4/config.p4, p4/headers.p4 and the compiled P4Info and fails when
 they disagree with it. The controller compares a switch's P4Info with it at run time
 (controller/pipeline.py), so a switch running another program (or an older build) is reported by the
-first missing or different object instead of failing later with an opaque P4Runtime error.
+first missing or different object instead of failing later with an opaque P4Runtime error. The
+package's other module, ``contract.job``, is the other thing every layer agrees on: a job's description.
 """
 
 import struct

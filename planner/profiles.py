@@ -15,7 +15,7 @@ A profile file (JSON; every field optional except ``workers`` and one of ``link_
                              "decode_ns_per_coord": 0.1}}}
 
 A field of the wrong type or range is refused in one line that names it (``ProfileError``).
-Mode names are the testbed's hook modes (thc.mixed), as thc/modes.py names them: ``thc`` and ``fix32``
+Mode names are the testbed's hook modes (ddp.mixed), as thc/modes.py names them: ``thc`` and ``fix32``
 through the switch, ``gloo`` (ring all-reduce, fp32) and ``fp16``; ``topk-allgather`` (TopK 1 % values +
 indices, all-gathered: a compressor whose payloads cannot be summed) exists only in projections.
 """
@@ -26,8 +26,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .limits import DEFAULT_CHUNK
-from .modes import FIX32, FP16, GLOO, PLANNABLE_MODES, THC
+from thc.limits import DEFAULT_CHUNK
+from thc.modes import FIX32, FP16, GLOO, PLANNABLE_MODES, THC
+
 from .timeline import CELL_BYTES, ETH_IP_UDP_BYTES, THC_HEADER_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
 
 __all__ = [
@@ -41,7 +42,7 @@ __all__ = [
     "MODE_LABELS",
 ]
 
-EXECUTABLE_MODES = PLANNABLE_MODES  # what thc.mixed's hook can run, uncompressed first
+EXECUTABLE_MODES = PLANNABLE_MODES  # what ddp.mixed's hook can run, uncompressed first
 MODE_LABELS = {
     THC: "THC via switch",
     FIX32: "FIX32 via switch",

@@ -1,4 +1,4 @@
-"""The gloo modes (thc.hooks) average exactly what their references average: fp16 and PowerSGD exactly what
+"""The gloo modes (ddp.gloo_hooks) average exactly what their references average: fp16 and PowerSGD exactly what
 torch's own hooks give on the same bucket when run alone; TopK, QSGD and TernGrad exactly what the thc
 library's compressor gives offline (prepare, encode, the reference aggregate, decode) from every worker's
 gradient. Two worker threads, each with its own gloo process group on one in-process store."""
@@ -9,9 +9,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
+from ddp import gloo_hooks
 from harness.ddp_cluster import gloo_group, in_threads, serialized
 from tests.support.grad_bucket import GradBucket as Bucket
-from thc import hooks
 from thc.errors import ConfigError
 from thc.registry import make_compressor
 
@@ -33,7 +33,7 @@ def run_pairs(mode, reference):
     def work(rank):
         ours = gloo_group(dist.PrefixStore("ours", store), rank, N)
         theirs = gloo_group(dist.PrefixStore("theirs", store), rank, N)
-        state, hook = hooks.make_gloo_hook(mode, process_group=ours, worker_id=rank)
+        state, hook = gloo_hooks.make_gloo_hook(mode, process_group=ours, worker_id=rank)
         ref_state, ref_hook = reference(theirs)
         hook, ref_hook = serialized(hook), serialized(ref_hook)  # PowerSGD seeds torch's global RNG
         out = []
@@ -54,7 +54,9 @@ def run_pairs(mode, reference):
             "powersgd",
             lambda pg: (
                 powerSGD_hook.PowerSGDState(
-                    pg, matrix_approximation_rank=hooks.POWERSGD_RANK, start_powerSGD_iter=hooks.POWERSGD_START
+                    pg,
+                    matrix_approximation_rank=gloo_hooks.POWERSGD_RANK,
+                    start_powerSGD_iter=gloo_hooks.POWERSGD_START,
                 ),
                 powerSGD_hook.powerSGD_hook,
             ),
@@ -71,7 +73,7 @@ def test_a_torch_hook_mode_averages_what_the_hook_alone_averages(mode, reference
             assert torch.equal(ours, results[0][rnd][0])  # every worker holds the same average
             err = float((ours - truth[rnd]).norm() / truth[rnd].norm())
             # random gradients are full rank: a rank-2 approximation only captures part of them
-            assert err < (1.0 if mode == "powersgd" and rnd >= hooks.POWERSGD_START else 1e-3), (mode, rnd, err)
+            assert err < (1.0 if mode == "powersgd" and rnd >= gloo_hooks.POWERSGD_START else 1e-3), (mode, rnd, err)
 
 
 @pytest.mark.parametrize("mode", ["topk", "qsgd", "terngrad"])
@@ -80,7 +82,7 @@ def test_a_thc_baseline_mode_averages_what_the_library_computes(mode, one_torch_
 
     def work(rank):
         pg = gloo_group(dist.PrefixStore(mode, store), rank, N)
-        state, hook = hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
+        state, hook = gloo_hooks.make_gloo_hook(mode, process_group=pg, worker_id=rank)
         return [hook(state, Bucket(grads(rank, rnd), shapes=SHAPES)).wait().clone() for rnd in range(ROUNDS)]
 
     results = in_threads(N, work)
@@ -100,16 +102,16 @@ def test_a_thc_baseline_mode_averages_what_the_library_computes(mode, one_torch_
 
 def test_pack_round_trips_every_payload_shape():
     payload = [np.arange(5, dtype=np.uint8), (np.arange(3, dtype=np.int32), np.ones(3, np.float32)), np.zeros(0)]
-    data, layout = hooks.pack(payload)
-    back = hooks.unpack(data.clone(), layout)
+    data, layout = gloo_hooks.pack(payload)
+    back = gloo_hooks.unpack(data.clone(), layout)
     assert len(back) == 3 and isinstance(back[1], tuple)
-    for a, b in zip(hooks._arrays(payload), hooks._arrays(back)):
+    for a, b in zip(gloo_hooks._arrays(payload), gloo_hooks._arrays(back)):
         assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
 def test_an_unknown_gloo_mode_names_the_modes():
     with pytest.raises(ConfigError, match="choose from gloo, fp16, powersgd, topk, qsgd, terngrad"):
-        hooks.make_gloo_hook("nope")
+        gloo_hooks.make_gloo_hook("nope")
 
 
 def test_each_bucket_draws_its_own_random_stream(one_torch_thread):
@@ -119,7 +121,7 @@ def test_each_bucket_draws_its_own_random_stream(one_torch_thread):
 
     def work(rank):
         pg = gloo_group(dist.PrefixStore("streams", store), rank, N)
-        state, hook = hooks.make_gloo_hook("qsgd", process_group=pg, worker_id=rank)
+        state, hook = gloo_hooks.make_gloo_hook("qsgd", process_group=pg, worker_id=rank)
         a = hook(state, Bucket(grads(rank, 0), index=0, last=False)).wait().clone()
         b = hook(state, Bucket(grads(rank, 0), index=1, last=True)).wait().clone()
         return a, b
@@ -133,8 +135,8 @@ def test_terngrads_levels_are_summed_as_int8_up_to_127_workers():
     comp = make_compressor("terngrad", 1, 0)
     levels = [np.array([0, 1, 2, 2], np.uint8), np.array([1, 0], np.uint8)]
     for n, dtype in ((2, torch.int8), (127, torch.int8), (128, torch.int32)):
-        total, offset = hooks.summable_payload(comp, levels, n)
+        total, offset = gloo_hooks.summable_payload(comp, levels, n)
         assert total.dtype == dtype and total.numel() == 6 and offset == (n if dtype == torch.int8 else 0)
-    assert hooks.summable_payload(comp, levels, 128)[0].tolist() == [0, 1, 2, 2, 1, 0]
-    total, offset = hooks.summable_payload(comp, levels, 4)
+    assert gloo_hooks.summable_payload(comp, levels, 128)[0].tolist() == [0, 1, 2, 2, 1, 0]
+    total, offset = gloo_hooks.summable_payload(comp, levels, 4)
     assert total.tolist() == [-1, 0, 1, 1, 0, -1] and offset == 4  # four workers' sums get +4 back

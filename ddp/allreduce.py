@@ -1,6 +1,6 @@
 """The sum over workers of one float tensor, through an aggregator, with THC or FIX32.
 
-DDP's hooks (``thc.ddp``) average gradient buckets; a collective library is asked for sums of any float
+DDP's hooks (``ddp.aggregator_hooks``) average gradient buckets; a collective library is asked for sums of any float
 tensor (``dist.all_reduce``), one call at a time, and the switch backend (``host_agent.dist_backend``)
 answers them with these two. Each call is a round of its own: ``step`` must be the same on every worker
 (the backend counts its calls, which every rank makes in the same order) and keys THC's shared signs.
@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .baselines.fixed_point import FixedPoint32
-from .compressor import THCCompressor
-from .config import THCConfig
-from .errors import AggregationError, ConfigError
+from thc.baselines.fixed_point import FixedPoint32
+from thc.compressor import THCCompressor
+from thc.config import THCConfig
+from thc.errors import AggregationError, ConfigError
 
 __all__ = ["THCSum", "Fix32Sum"]
 
@@ -36,7 +36,7 @@ def _one_count(contributors) -> int:
 class THCSum:
     """THC's estimate of the sum: norm round, encode, table-value sums, decode, times the count.
 
-    aggregator: ``all_max`` and ``all_sum_table_values`` (thc.ddp's Aggregator). Error feedback is refused:
+    aggregator: ``all_max`` and ``all_sum_table_values`` (ddp.aggregator_hooks's Aggregator). Error feedback is refused:
     it carries one tensor's error into that tensor's next round, and a call here has no identity across
     calls (the DDP hook keeps one memory per bucket).
     """
@@ -45,7 +45,7 @@ class THCSum:
         if config.error_feedback:
             raise ConfigError(
                 "error feedback needs a tensor's identity across rounds, which an all-reduce call does not "
-                "have: describe the job without it, or use the DDP hook (thc.ddp.thc_hook)"
+                "have: describe the job without it, or use the DDP hook (ddp.aggregator_hooks.thc_hook)"
             )
         self.compressor = THCCompressor(config, worker_id)
         self.aggregator = aggregator

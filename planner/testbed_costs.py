@@ -8,11 +8,13 @@ them right before the runs they predict):
   workers on its cores is in the figures rather than assumed;
 - the aggregation: thc-worker --probe rounds of THC, FIX32 and gloo at a few sizes on the running testbed
   at its link rate, each round's time from the call to the decoded result (prepare, the norm round's
-  round trip, encode, the window's round trips through the switch, decode), the slowest worker's.
+  round trip, encode, the window's round trips through the switch, decode), the slowest worker's
+  (taken by topologies.plan_probes, which drives the running testbed; this module turns them into modes).
 
-The testbed's THC and FIX32 hooks hand a bucket to one aggregation thread and return (thc.ddp; a plan's
-buckets too, thc.mixed), gloo's all-reduce runs on gloo's thread: every mode is a non-blocking Mode whose
-whole round is its communication, measured, interpolated between the probed sizes (timeline.MeasuredCost).
+The testbed's THC and FIX32 hooks hand a bucket to one aggregation thread and return
+(ddp.aggregator_hooks; a plan's buckets too, ddp.mixed), gloo's all-reduce runs on gloo's thread: every
+mode is a non-blocking Mode whose whole round is its communication, measured, interpolated between the
+probed sizes (timeline.MeasuredCost).
 """
 
 from __future__ import annotations
@@ -23,11 +25,10 @@ import multiprocessing
 import statistics
 from pathlib import Path
 
-from spec.job import JobSpec
-from thc import models_zoo, planner
+import planner
+from planner import models_zoo
+from planner.timeline import Bucket, MeasuredCost, Mode, StepProfile, simulate
 from thc.modes import FIX32, GLOO, PROBED_PLAN_MODES, THC
-from thc.timeline import Bucket, MeasuredCost, Mode, StepProfile, simulate
-from topologies.workers import WorkerOptions
 
 __all__ = [
     "PROBED_MODES",
@@ -36,20 +37,18 @@ __all__ = [
     "UPPER_QUANTILE",
     "MIXABLE",
     "local_step",
-    "probe",
     "probe_modes",
     "median_step_s",
     "scaled_mode",
     "contention",
     "choose",
     "upper_step_s",
-    "plan_for_run",
     "write_plan",
 ]
 
 PROBED_MODES = PROBED_PLAN_MODES  # what a plan chooses from on the testbed (fp16: not probed)
-# Modes whose next round's early part the model overlaps with this round's sums. thc.ddp's THC hook does
-# send the next bucket's norm round while this bucket's sums are out, but on the testbed that buys no
+# Modes whose next round's early part the model overlaps with this round's sums. ddp.aggregator_hooks's THC
+# hook does send the next bucket's norm round while this bucket's sums are out, but on the testbed that buys no
 # time: 4 workers and the switch on 2 cores, the norm round waits for CPU the sums already use. On a quiet
 # machine (bench_timeline, Dec 3, load < 2, 36 cases) the pipelined model under-predicted all 12 THC cases
 # (-5 to -29 %, median -13 %), the serial one replayed on the same probes erred by -12 to +9 % (median
@@ -65,7 +64,7 @@ def _profile_one(args) -> dict:
     import torch
 
     from host_agent import workloads
-    from thc import profiling
+    from planner import profiling
 
     torch.set_num_threads(1)
     w = workloads.get(model_name)
@@ -95,8 +94,8 @@ def _ddp_step(w, data, batch: int, cap: int, first: int, repeats: int) -> float:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from ddp.aggregator_hooks import SerialRunner
     from host_agent import train
-    from thc.ddp import SerialRunner
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
@@ -142,38 +141,6 @@ def local_step(
     return StepProfile(buckets, med("forward_s"), med("backward_s"), med("optimizer_s") + overhead, name=model_name)
 
 
-def probe(bed, mode: str, size: int, rounds: int, job_id: int, port: int) -> dict:
-    """thc-worker --probe rounds of ``mode`` at ``size`` coordinates on the running testbed: the median over
-    rounds of the workers' mean round time (as a training step is timed: per rank, then the mean over ranks;
-    round 0 is a warm-up) and, for the switch modes, its phases' medians."""
-    probes = bed.run_workers(
-        WorkerOptions(
-            mode=mode,
-            steps=0,
-            job=JobSpec(job_id=job_id, workers=len(bed.topo.workers)),
-            probe_rounds=rounds,
-            probe_size=size,
-            master_port=port,
-            switch_timeout=60,
-        ),
-        stall_timeout=300,
-    )
-    per_round = [statistics.mean(float(p[f"r{k}_seconds"]) for p in probes) for k in range(1, rounds)]
-    phases = {}
-    timed = [k for k in range(1, rounds) if f"r{k}_phases" in probes[0].files]
-    for k in timed:
-        for p in probes:
-            for key, value in json.loads(str(p[f"r{k}_phases"])).items():
-                phases.setdefault(key, []).append(value)
-    return {
-        "mode": mode,
-        "size": size,
-        "seconds": statistics.median(per_round),
-        "rounds_s": per_round,
-        "phases_ms": {k: statistics.median(v) for k, v in phases.items() if k.endswith("_ms")},
-    }
-
-
 def median_step_s(results: list[dict], warmup: int = 5) -> float:
     """A training run's step: per step the mean over ranks (they run in lockstep), the median after
     ``warmup`` steps."""
@@ -192,7 +159,7 @@ def probe_modes(
     for name in names:
         mine = [p for p in probes if p["mode"] == name]
         if not mine:
-            raise ValueError(f"no probe of mode {name!r}: probe it first (topologies.plan_costs.probe)")
+            raise ValueError(f"no probe of mode {name!r}: probe it first (topologies.plan_probes.probe)")
         points = tuple((p["size"], _round_s(p, quantile)) for p in mine)
         pipeline = {}
         if name in pipelined and all(set(BEFORE_SUMS) <= set(p.get("phases_ms", {})) for p in mine):
@@ -208,40 +175,6 @@ def _round_s(probe: dict, quantile: float | None) -> float:
     if quantile is None or len(rounds) < 2:
         return probe["seconds"]
     return statistics.quantiles(rounds, n=100, method="inclusive")[min(98, max(0, round(quantile * 100) - 1))]
-
-
-def plan_for_run(
-    bed, model: str, batch_size: int | None, job_id: int, path: Path, measured_s: dict[str, float], say=print
-):
-    """``thc-run --modes plan``: the plan for this run's model, workers and link rate, from its step
-    profiled now and probes of every mode at exactly its buckets' sizes on the running testbed, written to
-    ``path`` for the workers. ``measured_s``: the median step of the uniform modes this run already trained
-    (mode -> seconds); those modes' contention factors come from them and the plan chooses among them (none
-    ran yet: among every probed mode, as probed). Returns the plan and each mode's predicted step (ms)."""
-    n = len(bed.topo.workers)
-    say(f"plan: profiling {model}'s step in {n} processes at once")
-    step = local_step(model, None, n, batch_size=batch_size)
-    sizes = sorted({b.numel for b in step.buckets})
-    probes = []
-    for k, (mode, size) in enumerate((m, s) for m in PROBED_MODES for s in sizes):
-        probes.append(probe(bed, mode, size, 8, job_id, 29650 + k))
-        say(f"plan: probe {mode} at {size:,} coordinates: {probes[-1]['seconds'] * 1e3:.2f} ms a round")
-    raw = probe_modes(probes)
-    ran = {m: t for m, t in measured_s.items() if m in raw}
-    factors = {m: contention(step, raw[m], t) for m, t in ran.items()}
-    modes = {m: scaled_mode(raw[m], f) for m, f in factors.items()} or raw
-    upper = probe_modes(probes, quantile=UPPER_QUANTILE)
-    plan = choose(step, modes, upper={m: scaled_mode(upper[m], factors.get(m, 1.0)) for m in modes})
-    uniform = {m: planner.uniform(step, modes, m).iteration_s * 1e3 for m in modes}
-    write_plan(plan, path, predicted_uniform_ms=uniform, contention=factors, probes=probes)
-    say(
-        f"plan: {', '.join(f'bucket {i} {m}' for i, m in sorted(plan.modes.items()))}; predicted "
-        f"{plan.iteration_s * 1e3:.1f} ms a step (uniform: "
-        + ", ".join(f"{m} {t:.1f}" for m, t in uniform.items())
-        + ("; contention " + ", ".join(f"{m} x{f:.2f}" for m, f in factors.items()) if factors else "")
-        + f"); searched in {plan.search_s * 1e3:.1f} ms; {path}"
-    )
-    return plan, uniform
 
 
 def scaled_mode(mode: Mode, factor: float) -> Mode:
@@ -304,7 +237,7 @@ def upper_step_s(step: StepProfile, plan: planner.Plan, upper: dict[str, Mode]) 
 
 
 def write_plan(plan: planner.Plan, path: Path, **extra) -> Path:
-    """The plan as thc-worker --mode plan --plan FILE reads it (thc.mixed.load_plan)."""
+    """The plan as thc-worker --mode plan --plan FILE reads it (ddp.mixed.load_plan)."""
     path.write_text(
         json.dumps(
             {

@@ -29,11 +29,11 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
-from .baselines.terngrad import TernGrad
-from .errors import ConfigError
-from .interface import Compressor
-from .modes import FP16, GLOO, GLOO_MODES
-from .registry import make_compressor
+from thc.baselines.terngrad import TernGrad
+from thc.errors import ConfigError
+from thc.interface import Compressor
+from thc.modes import FP16, GLOO, GLOO_MODES
+from thc.registry import make_compressor
 
 __all__ = ["GLOO_MODES", "CompressorHookState", "compressor_hook", "make_gloo_hook", "pack", "unpack"]
 

@@ -44,13 +44,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .aggregate import check_lanes
-from .baselines.fixed_point import FixedPoint32
-from .compressor import THCCompressor
-from .config import THCConfig
-from .errors import AggregationError, ConfigError, MembershipChanged
-from .tables import Table
-from .workspace import Workspace
+from thc.aggregate import check_lanes
+from thc.baselines.fixed_point import FixedPoint32
+from thc.compressor import THCCompressor
+from thc.config import THCConfig
+from thc.errors import AggregationError, ConfigError, MembershipChanged
+from thc.tables import Table
+from thc.workspace import Workspace
 
 __all__ = [
     "Aggregator",
