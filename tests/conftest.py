@@ -2,6 +2,8 @@
 
 import pytest
 
+from tests.support.toolchain import pytest_configure, pytest_runtest_setup  # noqa: F401  (a missing tool fails when required)
+
 
 @pytest.fixture
 def one_torch_thread():

@@ -6,6 +6,7 @@ import pytest
 
 from controller.topology import Topology
 from spec.job import JobSpec
+from tests.support.bmv2 import needs_bmv2
 from tests.support.e2e import (
     REPO,
     assert_fix32_probes_exact,
@@ -14,12 +15,11 @@ from tests.support.e2e import (
     mininet_marks,
     open_testbed,
 )
-from topologies.targets import find_executable
 from topologies.workers import WorkerOptions
 
 pytestmark = mininet_marks() + [
     pytest.mark.bmv2,
-    pytest.mark.skipif(find_executable("bmv2") is None, reason="simple_switch_grpc is not installed"),
+    needs_bmv2(),
 ]
 
 PROBE_SIZE = 3000
