@@ -34,6 +34,12 @@ More prose.
 <!-- /results:bench_stragglers -->
 <!-- results:bench_switch -->
 <!-- /results:bench_switch -->
+<!-- results:bench_faults -->
+<!-- /results:bench_faults -->
+<!-- results:bench_ablation -->
+<!-- /results:bench_ablation -->
+<!-- results:bench_timeline_planner -->
+<!-- /results:bench_timeline_planner -->
 """
 NAMES = [
     "bench_e2e",
@@ -43,6 +49,9 @@ NAMES = [
     "bench_two_level",
     "bench_stragglers",
     "bench_switch",
+    "bench_faults",
+    "bench_ablation",
+    "bench_timeline_planner",
 ]
 
 
@@ -85,6 +94,9 @@ def test_the_figures_come_from_the_record():
     assert "| 2 | 8 | 40 | 4,344 |" in page and "two-level/one-level spine bytes per round: **0.327**" in page
     assert "| thc_data | 2,840 pkt/s | – | 335,260 pkt/s |" in page
     assert "| partial (10 ms timeout) | 41.0 | 76.0 | not reached | 0.972 | yes | 6300 |" in page
+    assert "| reordering | fix32 | in process (native) | yes | yes | yes | 36.0 | 1.54 | 0/113/0 | 0.000 |" in page
+    assert "| full THC | 2.5e-3 (2.5e-3) | 3.0e-3 (3.0e-3) |" in page  # ablation: NMSE per round (of the sum)
+    assert "| tofino | bert-base | 14 | 2.68e+08 | 0.59 | 0.99 | 2.47 | 0.99 | yes |" in page
 
 
 def test_a_region_without_a_record_is_refused_by_name():
