@@ -216,6 +216,7 @@ def main(argv=None) -> int:
         return 2
     from mininet.log import setLogLevel
 
+    from topologies import one_run
     from topologies.progress import Progress
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
@@ -227,6 +228,7 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     say = lambda message: print(f"bench_tta: {message}", flush=True)
     records: list[dict] = []
+    machine_lock = one_run.hold(say)  # noqa: F841  (held while the bench runs: one Mininet run per machine)
     started = time.monotonic()
     run = 0
     for model in args.models:
