@@ -40,6 +40,8 @@ More prose.
 <!-- /results:bench_ablation -->
 <!-- results:bench_timeline_planner -->
 <!-- /results:bench_timeline_planner -->
+<!-- results:bench_tta -->
+<!-- /results:bench_tta -->
 """
 NAMES = [
     "bench_e2e",
@@ -52,6 +54,7 @@ NAMES = [
     "bench_faults",
     "bench_ablation",
     "bench_timeline_planner",
+    "bench_tta",
 ]
 
 
@@ -97,6 +100,7 @@ def test_the_figures_come_from_the_record():
     assert "| reordering | fix32 | in process (native) | yes | yes | yes | 36.0 | 1.54 | 0/113/0 | 0.000 |" in page
     assert "| full THC | 2.5e-3 (2.5e-3) | 3.0e-3 (3.0e-3) |" in page  # ablation: NMSE per round (of the sum)
     assert "| tofino | bert-base | 14 | 2.68e+08 | 0.59 | 0.99 | 2.47 | 0.99 | yes |" in page
+    assert "| cnn-digits | 50 | gloo all-reduce | not reached | – | 0.103 | 81.2 | 40.0 | 249,912 |" in page
 
 
 def test_a_region_without_a_record_is_refused_by_name():
