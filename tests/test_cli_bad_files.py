@@ -15,6 +15,10 @@ import io
 import json
 import math
 import os
+import re
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +29,7 @@ from controller import ctl_cli
 from host_agent import worker
 from host_agent.sharded import Server, save_servers
 from spec.job import JobSpec
-from tests.support.paths import REPO
+from tests.support.paths import REPO, THC_JSON
 from thc import plan_cli, profiles
 from topologies import interrupts, runner
 from topologies.targets import free_tcp_port
@@ -104,7 +108,17 @@ KINDS = {
         0,
     ),
     "thc-plan validate": Kind(_json({"cases": [CASE]}), lambda f, tmp: ("thc-plan", ["validate", "--results", f]), 0),
+    "thc-switch PROGRAM.json": Kind(
+        lambda p: p.write_bytes(THC_JSON.read_bytes()), lambda f, tmp: ("thc-switch", [f, *SERVE]), STARTED
+    ),
+    "thc-switch --p4info": Kind(
+        lambda p: p.write_bytes(THC_JSON.with_name("thc.p4info.txtpb").read_bytes()),
+        lambda f, tmp: ("thc-switch", [str(THC_JSON), "--p4info", f, *SERVE]),
+        STARTED,
+    ),
 }
+SERVE = ["--grpc-server-addr", "127.0.0.1:0"]
+READY_S = 120  # a switch still up after this long took the file (it loads thc.json in a few seconds)
 
 
 def _numbers(value, change):
@@ -149,8 +163,40 @@ BAD = {
 }
 
 
-def _run(cli: str, argv: list[str], monkeypatch) -> tuple[int, str]:
+def _serve(argv: list[str]) -> tuple[int | str, str]:
+    """thc-switch as a process (it serves until stopped): its exit status and stderr, or STARTED once it
+    prints its ready line (then it is stopped). A process neither ready nor ended after READY_S is "hung"."""
+    command = [sys.executable, "-c", "import sys; from emulator.switch_cli import main; sys.exit(main())", *argv]
+    with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        timer = threading.Timer(READY_S, proc.kill)
+        timer.start()
+        try:
+            ready = any("thc-switch ready" in line for line in proc.stdout)  # stops at the ready line or EOF
+            proc.kill()
+            err = proc.stderr.read()
+            proc.wait()
+        finally:
+            timer.cancel()
+    if ready:
+        return STARTED, err
+    return ("hung" if proc.returncode == -9 else proc.returncode), err
+
+
+BAD_P4INFO = {  # a text protobuf, not JSON: the same faults in its own syntax
+    "not-utf8": BAD["not-utf8"],
+    "not-json": lambda text: text[: len(text) // 2].encode(),  # cut mid-message: not a P4Info
+    "a-list": lambda text: b"[1, 2]",
+    "empty-object": lambda text: b"tables { preamble { name: 5 } }",
+    "wrong-types": lambda text: re.sub(r"\bid: (\d+)", r'id: "\1"', text).encode(),
+    "negative": lambda text: re.sub(r"\bid: (\d+)", r"id: -\1", text).encode(),
+    "nan": lambda text: re.sub(r"\bbitwidth: (\d+)", "bitwidth: nan", text).encode(),
+}
+
+
+def _run(cli: str, argv: list[str], monkeypatch) -> tuple[int | str, str]:
     """The CLI's main in this process, stopped where it would start its work: (exit status, stderr)."""
+    if cli == "thc-switch":
+        return _serve(argv)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # thc-run stops at its root check
     monkeypatch.setattr(interrupts, "install", lambda: None)
 
@@ -189,7 +235,7 @@ def test_bad_contents_are_refused_in_one_line_naming_the_file(tmp_path, monkeypa
     valid = tmp_path / "valid.json"
     KINDS[kind].write(valid)
     path = tmp_path / "bad.json"
-    path.write_bytes(BAD[bad](valid.read_text()))
+    path.write_bytes((BAD_P4INFO if kind == "thc-switch --p4info" else BAD)[bad](valid.read_text()))
     if path.read_bytes() == valid.read_bytes():
         return  # nothing of this kind in the file (a plan has no numbers): the valid file's test covers it
     status, err = _run(*KINDS[kind].command(str(path), tmp_path), monkeypatch)
