@@ -42,6 +42,8 @@ More prose.
 <!-- /results:bench_timeline_planner -->
 <!-- results:bench_tta -->
 <!-- /results:bench_tta -->
+<!-- results:bench_timeline -->
+<!-- /results:bench_timeline -->
 """
 NAMES = [
     "bench_e2e",
@@ -55,6 +57,7 @@ NAMES = [
     "bench_ablation",
     "bench_timeline_planner",
     "bench_tta",
+    "bench_timeline",
 ]
 
 
@@ -101,6 +104,9 @@ def test_the_figures_come_from_the_record():
     assert "| full THC | 2.5e-3 (2.5e-3) | 3.0e-3 (3.0e-3) |" in page  # ablation: NMSE per round (of the sum)
     assert "| tofino | bert-base | 14 | 2.68e+08 | 0.59 | 0.99 | 2.47 | 0.99 | yes |" in page
     assert "| cnn-digits | 50 | gloo all-reduce | not reached | – | 0.103 | 81.2 | 40.0 | 249,912 |" in page
+    assert "| mlp-digits | FIX32 via switch | 10 | 20.4 | 18.0 | -12.0 % |" in page  # the plan's case left out:
+    assert "median |error| **12.0 %** over 3 cases" in page  # plan_cli.validation_table's cases
+    assert "| mlp-digits | 10 | thc, thc | 10.4 | THC via switch 13.1 | 0.789 |" in page
 
 
 def test_a_region_without_a_record_is_refused_by_name():
