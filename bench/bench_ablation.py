@@ -50,6 +50,7 @@ from usage.args import OneLineParser, int_in
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import record as bench_record  # noqa: E402
 from contract.job import JobSpec  # noqa: E402
 from host_agent.worker_cli import mode_job  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
@@ -375,29 +376,29 @@ def _loads(part: dict) -> str:
     return f"{min(loads):.1f}–{max(loads):.1f}"
 
 
-def _markdown(header: list[str], rows: list[list[str]]) -> None:
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
 def _label(name: str) -> str:
     return VARIANTS[name].label if name in VARIANTS else REFERENCES[name]
 
 
-def print_tables(doc: dict) -> None:
-    """The ablation table (wire bytes and NMSE on cnn-digits, time to target) and the NMSE per source."""
+def tables(doc: dict) -> str:
+    """The ablation table (wire bytes and NMSE on cnn-digits, time to target) and the NMSE per source, in
+    markdown: printed by the benchmark, and docs/results.md's region (bench/results.py) from its record."""
+    out = []
     nmse, tta = doc.get("nmse", {"rows": []}), doc.get("tta", {"rows": []})
     cell = {(r["variant"], r["source"], r["workers"]): r for r in nmse["rows"]}
     runs = {r["variant"]: r for r in tta["rows"]}
     workers = sorted({r["workers"] for r in nmse["rows"]})
     names = list(dict.fromkeys([r["variant"] for r in nmse["rows"] + tta["rows"]]))
     if nmse["rows"]:
-        print(f"\nNMSE: commit {nmse['before']['commit']}, {nmse['rounds']} rounds a source, load {_loads(nmse)}")
+        out.append(f"\nNMSE: commit {nmse['before']['commit']}, {nmse['rounds']} rounds a source, load {_loads(nmse)}")
     if tta["rows"]:
         how = "make run's --bw auto" if tta["bw_auto"] else "given"
-        print(
+        out.append(
             f"time to {tta['target']:.0%}: {tta['model']}, {tta['workers']} workers, {tta['bw_mbit']:g} Mbit/s "
             f"({how}), {tta['steps']} steps, commit {tta['before']['commit']}, load {_loads(tta)}"
         )
@@ -419,20 +420,21 @@ def print_tables(doc: dict) -> None:
             row.append("–" if run["steps_to_target"] is None else str(run["steps_to_target"]))
             row.append(f"{run['final_metric']:.3f}")
         rows.append(row)
-    print()
-    _markdown(header, rows)
+    out.append("")
+    out.append(_markdown(header, rows))
     if not nmse["rows"]:
-        return
+        return "\n".join(out)
     sources = list(dict.fromkeys(r["source"] for r in nmse["rows"]))
-    print(f"\nNMSE per round (in brackets: of the {nmse['rounds']}-round sum), through the compiled program")
+    out.append(f"\nNMSE per round (in brackets: of the {nmse['rounds']}-round sum), through the compiled program:\n")
     header = ["variant"] + [f"{s} {n} w." for s in sources for n in workers]
     rows = []
     for name in [n for n in names if n in VARIANTS]:
         found = [cell.get((name, s, n)) for s in sources for n in workers]
         rows.append([_label(name)] + [f"{_sci(r['nmse'])} ({_sci(r['nmse_of_sum'])})" if r else "–" for r in found])
-    _markdown(header, rows)
+    out.append(_markdown(header, rows))
     wrong = sum(r["sums_differing_from_reference"] for r in nmse["rows"])
-    print(f"sums differing from thc's reference aggregation: {wrong}")
+    out.append(f"\nsums differing from thc's reference aggregation: {wrong}")
+    return "\n".join(out)
 
 
 def plot(doc: dict, path: Path) -> None:
@@ -489,23 +491,27 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     path = args.out / "bench_ablation.json"
     doc = json.loads(path.read_text()) if path.exists() else {}
+    measured = {}  # this run's parts: its record holds only them (the file keeps the other part's last results)
     if not args.report:
         if not args.no_tta and os.geteuid() != 0:
             print("the time-to-target part needs root (Mininet): run it with sudo, or give --no-tta")
             return 2
         args.out.mkdir(parents=True, exist_ok=True)
+        origin = provenance.started(quick=args.rounds < 5 or args.steps < 200 or len(args.workers) < 2)
         if not args.tta_only:
-            doc["nmse"] = nmse_part(args)
+            doc["nmse"] = measured["nmse"] = nmse_part(args)
             path.write_text(json.dumps(doc, indent=1))
         if not args.no_tta:
-            doc["tta"] = tta_part(args)
+            doc["tta"] = measured["tta"] = tta_part(args)
             path.write_text(json.dumps(doc, indent=1))
     if not doc:
         print(f"nothing measured yet: {path} does not exist")
         return 2
-    print_tables(doc)
+    print(tables(doc))
     plot(doc, args.out / "bench_ablation.png")
     print(f"\nwrote {path} and {args.out / 'bench_ablation.png'}")
+    if measured:
+        bench_record.write(args.out, "bench_ablation", origin, measured)
     return 0
 
 

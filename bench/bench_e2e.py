@@ -36,7 +36,11 @@ from bench import record as bench_record  # noqa: E402
 from contract.job import DEFAULT_WINDOW, JobSpec  # noqa: E402
 from controller.topology import Topology  # noqa: E402
 from thc.modes import RUN_DEFAULT  # noqa: E402
-from topologies import provenance, report  # noqa: E402
+from topologies import (  # noqa: E402
+    one_run,  # noqa: E402
+    provenance,
+    report,
+)
 from topologies.targets import add_target_option  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions, add_codec_option  # noqa: E402
@@ -275,6 +279,7 @@ def main(argv=None) -> int:
     say = lambda message: print(f"bench_e2e: {message}", flush=True)
     aggregation, training, training_loss, curves = [], [], [], {}
     started = time.monotonic()
+    machine_lock = one_run.hold(say)  # noqa: F841  (held while the bench runs: one Mininet run per machine)
     with Testbed(topo, log_dir, target=args.target, say=say, switch_backend=args.backend) as bed:
         say(f"{topo.name}: {len(topo.workers)} workers, target {args.target}")
         job = 1

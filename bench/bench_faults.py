@@ -29,8 +29,9 @@ program in the software switch on harness.loopback's wire, DDP workers as thread
                   spine releases each round with leaf 0's sums; per round, against the same rounds with
                   every leaf (step = round, no protocol retransmissions)
 
-Writes bench/out/bench_faults.json. Figures only, no assertion: they depend on the machine and on what
-else runs on it (the load average is printed with them). --quick: mlp-digits, 40 steps (in process 30).
+Writes bench/out/bench_faults.json and its record (bench/record.py) beside it. Figures only, no
+assertion: they depend on the machine and on what else runs on it (the load average is printed with
+them). --quick: mlp-digits, 40 steps (in process 30).
 """
 
 from __future__ import annotations
@@ -52,12 +53,14 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
+from bench import record as bench_record  # noqa: E402
 from bench.bench_stragglers import make_switch  # noqa: E402
 from harness.ddp_cluster import thc_spec, train_ddp  # noqa: E402
 from harness.sim import SimJob, attach_workers  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from host_agent.aggregator import SwitchAggregator  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
+from topologies import provenance  # noqa: E402
 from topologies.targets import add_target_option  # noqa: E402
 
 LOSSES = (1.0, 5.0, 10.0)
@@ -337,6 +340,7 @@ def main(argv=None) -> int:
     if not args.no_mininet and os.geteuid() != 0:
         print("bench_faults: the Mininet faults need root (sudo), or give --no-mininet", file=sys.stderr)
         return 2
+    origin = provenance.started(quick=args.steps < 200 or args.inprocess_steps < 100)
     print(
         f"fault campaign: modes {', '.join(args.modes)}; Mininet {args.model}, {args.steps} steps, "
         f"{args.bw:g} Mbit/s; in process mlp-digits, {args.inprocess_steps} steps; load average {load()} "
@@ -355,6 +359,15 @@ def main(argv=None) -> int:
     settings = {k: str(v) for k, v in vars(args).items()}
     args.out.write_text(json.dumps({"args": settings, "rows": rows}, indent=1, default=str))
     print(f"written {args.out}")
+    figures = {
+        "modes": args.modes,
+        "model": args.model if not args.no_mininet else None,
+        "steps": args.steps if not args.no_mininet else None,
+        "bw_mbit": args.bw if not args.no_mininet else None,
+        "inprocess_steps": args.inprocess_steps if not args.no_inprocess else None,
+        "rows": json.loads(json.dumps(rows, default=str)),
+    }
+    bench_record.write(args.out.parent, "bench_faults", origin, figures)
     return 0
 
 

@@ -51,7 +51,7 @@ PROGRAMS = {  # K -> (BMv2 JSON, P4Info, cell words)
     512: (BUILD / "variants/thc_words64.json", BUILD / "variants/thc_words64.p4info.txtpb", 64),
     1024: (BUILD / "thc.json", BUILD / "thc.p4info.txtpb", 128),
 }
-OUT = ROOT / "bench" / "out" / "pipeline.json"
+OUT_DIR = ROOT / "bench" / "out"
 WORKERS = 4
 SERVICE = wire.Endpoint("00:00:00:00:00:fe", "10.0.0.254")
 JOB_ID = 1
@@ -198,12 +198,12 @@ def closed_loop_batched(switch: VethSwitch, spec: JobSpec, rounds: int, patience
     return {"sent": sent, "results": results, "seconds": seconds, "incomplete_rounds": incomplete_rounds}
 
 
-def bench_veth(target: str, k: int, rounds: int, window: int, switch_args=()) -> dict | None:
+def bench_veth(target: str, k: int, rounds: int, window: int, switch_args=(), logs: Path = OUT_DIR) -> dict | None:
     executable = find_executable("emulator" if target == "thc-switch" else "bmv2")
     if executable is None or os.geteuid() != 0:
         return None
     program_json, p4info, words = PROGRAMS[k]
-    switch = VethSwitch("bmv2" if target == "bmv2" else "emulator", executable, OUT.parent, switch_args)
+    switch = VethSwitch("bmv2" if target == "bmv2" else "emulator", executable, logs, switch_args)
     try:
         with SwitchSession(
             switch.grpc, p4info=p4info, bmv2_json=program_json, connect_timeout=60.0, name=target
@@ -282,8 +282,10 @@ def main(argv=None) -> int:
         help="requests of THC (K 4-bit indices, default) or FIX32 (a cell of int32 values: BMv2's cost of "
         "an uncompressed frame, beside THC's)",
     )
+    ap.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (default bench/out)")
     args = ap.parse_args(argv)
     started = provenance.started(quick=args.rounds < 20 or args.packets < 8000)
+    args.out.mkdir(parents=True, exist_ok=True)  # the veth switches' logs go there too
     global SENDER, OP
     SENDER, OP = args.sender, args.op
     targets = args.targets.split(",")
@@ -294,7 +296,7 @@ def main(argv=None) -> int:
             if target == "engine":
                 results[target][k] = None if OP == "fix32" else bench_engine(k, args.packets)  # THC only
             else:
-                results[target][k] = bench_veth(target, k, args.rounds, args.window)
+                results[target][k] = bench_veth(target, k, args.rounds, args.window, logs=args.out)
             print(f"  measured {target} K={k}", file=sys.stderr)
 
     print(f"\n{OP.upper()} data packets through the pipeline ({WORKERS} workers; packets/s | coordinates aggregated/s)")
@@ -315,8 +317,7 @@ def main(argv=None) -> int:
                     f"note: {t} K={k}: {r['incomplete_rounds']} rounds lost packets "
                     f"({r['sent'] - r['aggregated']} of {r['sent']} requests not aggregated)"
                 )
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(
+    (args.out / "pipeline.json").write_text(
         json.dumps(
             {
                 "machine": platform.node(),
@@ -329,14 +330,14 @@ def main(argv=None) -> int:
             indent=2,
         )
     )
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    print(f"wrote {args.out / 'pipeline.json'}")
     figures = [
         {"target": t, "k": k, "op": OP, "window": args.window, "sender": SENDER, **r}
         for t, by_k in results.items()
         for k, r in by_k.items()
         if r is not None
     ]
-    bench_record.write(OUT.parent, "bench_pipeline", started, figures)
+    bench_record.write(args.out, "bench_pipeline", started, figures)
     return 0
 
 

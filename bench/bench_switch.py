@@ -43,7 +43,7 @@ from topologies import provenance  # noqa: E402
 
 IPV4_JSON = ROOT / "tests/fixtures/p4/build/ipv4_forward.json"
 THC_JSON = ROOT / "p4/build/thc.json"
-OUT = ROOT / "bench/out/switch.json"
+OUT_DIR = ROOT / "bench" / "out"
 
 
 def _ipv4_checksum(header: bytes) -> int:
@@ -187,6 +187,7 @@ def main(argv=None):
         default="python,native",
         help="comma-separated engine backends to measure: python, native (default python,native)",
     )
+    ap.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (default bench/out)")
     args = ap.parse_args(argv)
     origin = provenance.started(quick=args.packets < 20000)
     backends = [b for b in args.backends.split(",") if b]
@@ -218,9 +219,9 @@ def main(argv=None):
                     f"{name:14s} {backend:7s} {mode:8s} {r['pps']:>12,.0f} packets/s  "
                     f"({r['us_per_packet']} us/packet, {r['packets']} packets, {r['frames_out']} frames out{coords})"
                 )
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "switch.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out / 'switch.json'}")
     rows = [
         {"workload": name, "backend": backend, "mode": mode, "pps": r["pps"], "us_per_packet": r["us_per_packet"]}
         for name, by_backend in report["workloads"].items()
@@ -229,7 +230,7 @@ def main(argv=None):
         for mode, r in modes.items()
     ]
     figures = {"rows": rows, "thc_coords_per_request": THC_SPEC.coords_per_request}
-    bench_record.write(OUT.parent, "bench_switch", origin, figures)
+    bench_record.write(args.out, "bench_switch", origin, figures)
     thc = report["workloads"].get("thc_data", {})
     if "python" in thc and "native" in thc:
         ratio = thc["native"]["batched"]["pps"] / thc["python"]["process"]["pps"]

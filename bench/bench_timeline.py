@@ -18,8 +18,9 @@ Then each validated model trains in every mode and with the plan the planner mad
 validated model's prediction never uses its own training runs. Printed: the planner's time, the per-case
 error, ``median |error|: <P> %`` and the worst case, and the plan's measured step against the best uniform
 mode's. Files:
-bench/out/bench_timeline.json (thc-plan validate reads it), bench/out/timeline/ (step profiles, probes,
-plans, Gantt PNGs). Figures only, no assertion: the machine is shared (its load average is recorded).
+bench/out/bench_timeline.json (thc-plan validate reads it) and its record (bench/record.py),
+bench/out/timeline/ (step profiles, probes, plans, Gantt PNGs). Figures only, no assertion: the machine is
+shared (its load average is recorded).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import planner  # noqa: E402
+from bench import record as bench_record  # noqa: E402
 from contract.job import JobSpec  # noqa: E402
 from controller.topology import Topology  # noqa: E402
 from planner import (  # noqa: E402
@@ -46,7 +48,7 @@ from planner import (  # noqa: E402
     testbed_costs,  # noqa: E402
 )
 from planner.timeline import Bucket, StepProfile  # noqa: E402
-from topologies import interrupts, one_run, plan_probes  # noqa: E402
+from topologies import interrupts, one_run, plan_probes, provenance  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 
@@ -258,8 +260,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.replay:
         return replay(Path(args.replay))
+    origin = provenance.started(quick=args.steps < 40 or args.models != ",".join(MODELS) or args.bw != "50,10,5")
     speed = planner_speed([float(g) for g in args.planner_gbps.split(",") if g])
     if args.planner_only:
+        bench_record.write(args.out, "bench_timeline_planner", dict(origin, quick=False), {"planner": speed})
         return 0
     if os.geteuid() != 0:
         print(
@@ -442,6 +446,8 @@ def main(argv=None) -> int:
         "interrupted": interrupted,
     }
     (args.out / "bench_timeline.json").write_text(json.dumps(result, indent=1, default=str))
+    figures = {k: result[k] for k in ("workers", "steps", "warmup", "cases", "mixes", "interrupted")}
+    bench_record.write(args.out, "bench_timeline", origin, json.loads(json.dumps(figures, default=str)))
     print(f"\nwrote {args.out / 'bench_timeline.json'} and {out}/ ({elapsed:.0f} s)\n")
     print(plan_cli.validation_table([c for c in cases if c["mode"] != "plan"]))
     if mixes:

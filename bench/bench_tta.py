@@ -12,8 +12,9 @@ host, as `thc-run` runs them), and the time to the model's target is taken from 
 Printed per model: for every rate and mode the time to target, the steps it took, the final metric, the
 time per step and beside it the link-bytes bound of a step (the busiest link's busiest direction at the
 link rate: a worker's link, or a parameter server's), the bytes on that link per step, and THC's
-speed-ups over every other mode. Written: bench/out/bench_tta.json and bench/out/bench_tta.png (THC's
-time-to-target speed-up over the other modes against link rate, one panel per model: the crossover).
+speed-ups over every other mode. Written: bench/out/bench_tta.json, its record (bench/record.py) and
+bench/out/bench_tta.png (THC's time-to-target speed-up over the other modes against link rate, one panel
+per model: the crossover).
 Figures only, no assertion: they depend on the machine and its load.
 """
 
@@ -32,11 +33,12 @@ from usage.args import OneLineParser, input_file, int_in
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import record as bench_record  # noqa: E402
 from contract.job import JobSpec  # noqa: E402
 from controller.topology import Topology  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from thc.modes import PS_MODES, RUN_DEFAULT  # noqa: E402
-from topologies import report  # noqa: E402
+from topologies import provenance, report  # noqa: E402
 
 MODES = RUN_DEFAULT
 
@@ -214,15 +216,18 @@ def main(argv=None) -> int:
         return 2
     from mininet.log import setLogLevel
 
+    from topologies import one_run
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 
     setLogLevel("critical")
+    origin = provenance.started(quick=args.steps < 200)
     topo = Topology.load(args.topo).with_workers(args.workers)
     topo = topo.with_link_params(bw=args.rates[0])
     args.out.mkdir(parents=True, exist_ok=True)
     say = lambda message: print(f"bench_tta: {message}", flush=True)
     records: list[dict] = []
+    machine_lock = one_run.hold(say)  # noqa: F841  (held while the bench runs: one Mininet run per machine)
     started = time.monotonic()
     run = 0
     for model in args.models:
@@ -260,6 +265,9 @@ def main(argv=None) -> int:
         "elapsed_s": elapsed,
     }
     (args.out / "bench_tta.json").write_text(json.dumps(document, indent=1))
+    runs = [{k: v for k, v in r.items() if k != "summary"} for r in records]  # the table's columns, not the log
+    figures = {"workers": args.workers, "steps": args.steps, "runs": runs, "speedups": document["speedups"]}
+    bench_record.write(args.out, "bench_tta", origin, figures)
     print(f"\nwrote {args.out / 'bench_tta.json'} and {args.out / 'bench_tta.png'} ({elapsed:.0f} s)")
     return 0
 

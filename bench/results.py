@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -289,6 +290,95 @@ def render_pool(figures: dict) -> str:
     return lead + table(header, rows) + f"\n\npool/static mean JCT: {ratios} (floor 0.75)"
 
 
+def render_faults(figures: dict) -> str:
+    """bench_faults.py: every fault and mode in the benchmark's own columns (bench_faults.cells)."""
+    from bench import bench_faults
+
+    where = []
+    if figures.get("steps"):
+        where.append(f"on Mininet {figures['model']}, {figures['steps']} steps at {figures['bw_mbit']:g} Mbit/s")
+    if figures.get("inprocess_steps"):
+        where.append(f"in process mlp-digits, {figures['inprocess_steps']} steps")
+    lead = f"Modes {', '.join(figures['modes'])}; " + "; ".join(where) + ":\n\n"
+    return lead + table(list(bench_faults.HEADER), [bench_faults.cells(r) for r in figures["rows"]])
+
+
+def render_ablation(figures: dict) -> str:
+    """bench_ablation.py: its own tables (bench_ablation.tables) of the parts the run measured."""
+    from bench import bench_ablation
+
+    return bench_ablation.tables(figures).strip("\n")
+
+
+def render_planner(figures: dict) -> str:
+    """bench_timeline.py --planner-only: the plan search's time per preset, model and link rate."""
+    speed = figures["planner"]
+    rates = sorted({r["gbps"] for r in speed})
+    rows = []
+    for preset, model in dict.fromkeys((r["preset"], r["model"]) for r in speed):
+        found = {r["gbps"]: r for r in speed if (r["preset"], r["model"]) == (preset, model)}
+        first = next(iter(found.values()))
+        cells = [f"{found[g]['search_ms']:.2f}" if g in found else "–" for g in rates]
+        best = "yes" if all(r["exact"] for r in found.values()) else "no"
+        rows.append([preset, model, str(first["buckets"]), f"{first['plans']:.3g}", *cells, best])
+    header = ["preset", "model", "buckets", "plans", *(f"ms at {g:g} Gbit/s" for g in rates), "provably best"]
+    worst = max(r["search_ms"] for r in speed)
+    lead = "The plan search's time, median of 5 searches per model and link rate:\n\n"
+    return lead + table(header, rows) + f"\n\nat most **{worst:.2f} ms** per model and rate"
+
+
+def render_timeline(figures: dict) -> str:
+    """bench_timeline.py on Mininet: measured against predicted step time per uniform mode's case (as
+    plan_cli.validation_table counts them), then each plan against the best uniform mode."""
+    rows, errors = [], []
+    for c in (c for c in figures["cases"] if c["mode"] != "plan"):
+        error = (c["predicted_ms"] - c["measured_ms"]) / c["measured_ms"] * 100
+        errors.append(abs(error))
+        rows.append([c["model"], label(c["mode"]), f"{c['mbps']:g}", _n(c["measured_ms"]), _n(c["predicted_ms"])])
+        rows[-1].append(f"{error:+.1f} %")
+    lead = (
+        f"{figures['workers']} workers, {figures['steps']} steps a run, the first {figures['warmup']} left out, "
+        "median step:\n\n"
+    )
+    out = lead + table(["model", "mode", "Mbit/s", "measured ms", "predicted ms", "error"], rows)
+    if errors:
+        out += f"\n\nmedian |error| **{statistics.median(errors):.1f} %** over {len(errors)} cases"
+    mixes = [
+        [x["model"], f"{x['mbps']:g}", ", ".join(f"{v}" for v in x["plan"].values()), _n(x["plan_ms"])]
+        + [f"{label(x['best_uniform'])} {_n(x['best_uniform_ms'])}", f"{x['plan_ms'] / x['best_uniform_ms']:.3f}"]
+        for x in figures["mixes"]
+    ]
+    if mixes:
+        header = ["model", "Mbit/s", "plan per bucket", "plan ms", "best uniform ms", "plan / best"]
+        out += "\n\n" + table(header, mixes)
+    return out
+
+
+def render_tta(figures: dict) -> str:
+    """bench_tta.py: time to target per model, link rate and mode, the step beside its link-bytes bound."""
+    rows = [
+        [
+            r["model"],
+            f"{r['bw_mbit']:g}",
+            label(r["mode"]),
+            "not reached" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.1f} s",
+            "–" if r["steps_to_target"] is None else str(r["steps_to_target"]),
+            f"{r['final_metric']:.3f}",
+            _n(r["step_ms"]),
+            _n(r["step_bound_ms"]),
+            _n(r["busiest_link_bytes_per_step"], 0),
+        ]
+        for r in figures["runs"]
+    ]
+    header = ["model", "Mbit/s", "mode", "to target", "steps", "final", "step ms", "link bound ms", "busiest B/step"]
+    lead = f"{figures['workers']} workers, {figures['steps']} steps a run:\n\n"
+    lines = [lead + table(header, rows)]
+    for s in figures["speedups"]:
+        over = [f"{v:.2f}× over {label(k[7:])}" for k, v in s.items() if k.startswith("thc_vs_") and v is not None]
+        lines.append(f"THC, {s['model']} at {s['bw_mbit']:g} Mbit/s: " + (", ".join(over) or "no speed-up to report"))
+    return "\n\n".join(lines)
+
+
 RENDERERS = {
     "bench_pool": render_pool,
     "bench_host_agent_worker": render_host_agent_worker,
@@ -298,6 +388,11 @@ RENDERERS = {
     "bench_two_level": render_two_level,
     "bench_stragglers": render_stragglers,
     "bench_switch": render_switch,
+    "bench_faults": render_faults,
+    "bench_ablation": render_ablation,
+    "bench_timeline_planner": render_planner,
+    "bench_timeline": render_timeline,
+    "bench_tta": render_tta,
 }
 
 

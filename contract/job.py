@@ -183,9 +183,11 @@ class JobSpec:
     @classmethod
     def load(cls, path: str | Path) -> JobSpec:
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
             raise JobSpecError(f"cannot read the job description {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise JobSpecError(f"{path}: not UTF-8 text (thc-ctl job add --save writes JSON)") from None
         except json.JSONDecodeError as exc:
             raise JobSpecError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
         return cls.from_dict(data, str(path))

@@ -277,9 +277,7 @@ def load_topology(path: str | None):
     try:
         return Topology.load(path)
     except TopologyError as exc:
-        problems = exc.problems
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise BadInput(f"{problems[0]}{more}") from None
+        raise BadInput(exc.one_line()) from None
 
 
 def resolve_targets(args, topology, jobs_switch: bool = False) -> list[Target]:

@@ -22,6 +22,11 @@ class TopologyError(ValueError):
         self.problems = problems
         super().__init__(f"invalid topology {source}:\n  " + "\n  ".join(problems))
 
+    def one_line(self) -> str:
+        """The first problem (each names the file and line), and how many more: a CLI's one-line error."""
+        more = f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+        return f"{self.problems[0]}{more}"
+
 
 @dataclass(frozen=True)
 class Host:

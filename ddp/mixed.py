@@ -130,6 +130,8 @@ def load_plan(data) -> dict[int, str]:
         plan = {int(k): v for k, v in body.items()}
     except ValueError:
         raise ConfigError(f"plan: bucket keys must be integers, got {sorted(body)[:3]}") from None
+    if not plan:
+        raise ConfigError("a plan names the mode of at least one bucket")
     for index, mode in plan.items():
         if mode not in MIXED_MODES:
             raise ConfigError(f"plan: bucket {index} has mode {mode!r}; choose from {', '.join(MIXED_MODES)}")

@@ -16,6 +16,7 @@ order, so each server sees the usual schedule of one job (window, retransmission
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 import struct
@@ -28,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from contract.job import JobSpec
-from host_agent import transport
+from contract.job import KEYS, JobSpec
+from host_agent import transport, wire
 from host_agent.aggregator import SwitchAggregator
 
 Part = tuple[int, int, int]  # (chunk, start, stop): the coordinates of one chunk that one shard sums
@@ -52,10 +53,20 @@ def save_servers(path: str | Path, servers: Sequence[Server]) -> None:
     Path(path).write_text(json.dumps([asdict(s) for s in servers], indent=1) + "\n")
 
 
+def _server(entry: dict) -> Server:
+    """One entry of a servers file, its addresses and key checked (ValueError, TypeError or KeyError)."""
+    server = Server(str(entry["name"]), str(entry["service_ip"]), str(entry["service_mac"]), entry["key"])
+    ipaddress.IPv4Address(server.service_ip)  # ValueError names the address
+    wire.mac_bytes(server.service_mac)
+    if isinstance(server.key, bool) or not isinstance(server.key, int) or server.key not in KEYS:
+        raise ValueError(f"{server.name}: key {server.key!r} is not a job key (1..{KEYS[-1]})")
+    return server
+
+
 def load_servers(path: str | Path) -> list[Server]:
     try:
-        entries = json.loads(Path(path).read_text())
-        servers = [Server(str(e["name"]), str(e["service_ip"]), str(e["service_mac"]), int(e["key"])) for e in entries]
+        entries = json.loads(Path(path).read_text(encoding="utf-8"))
+        servers = [_server(e) for e in entries]
     except OSError as exc:
         raise ValueError(f"cannot read the servers file {path}: {exc.strerror}") from None
     except UnicodeDecodeError:

@@ -187,11 +187,13 @@ def parse_profile(data: dict, where: str = "profile") -> HardwareProfile:
 def load_profile(path: str | Path) -> HardwareProfile:
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ProfileError(
             f"{path}: cannot read the profile ({exc.strerror}); give a JSON file or a --preset"
         ) from None
+    except UnicodeDecodeError:
+        raise ProfileError(f"{path}: not UTF-8 text (a hardware profile is JSON)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.support.toolchain import pytest_configure, pytest_runtest_setup  # noqa: F401  (a missing tool fails when required)
 from tests.support.torch_threads import torch_threads
 
 

@@ -445,8 +445,8 @@ def main(argv=None) -> int:
             raise
         error(disk_full_line(exc, getattr(args, "saved", []), Path(args.log_dir).resolve() / "summary.json"))
         return 1
-    except TopologyError as exc:  # one problem: one line; several: the list, each naming file and line
-        error(exc.problems[0] if len(exc.problems) == 1 else str(exc))
+    except TopologyError as exc:  # the first problem, naming file and line, and how many more
+        error(exc.one_line())
         return 1
     except (RunError, NetworkError, SwitchStartError, WorkerFailed) as exc:
         error(str(exc))

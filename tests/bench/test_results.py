@@ -34,6 +34,16 @@ More prose.
 <!-- /results:bench_stragglers -->
 <!-- results:bench_switch -->
 <!-- /results:bench_switch -->
+<!-- results:bench_faults -->
+<!-- /results:bench_faults -->
+<!-- results:bench_ablation -->
+<!-- /results:bench_ablation -->
+<!-- results:bench_timeline_planner -->
+<!-- /results:bench_timeline_planner -->
+<!-- results:bench_tta -->
+<!-- /results:bench_tta -->
+<!-- results:bench_timeline -->
+<!-- /results:bench_timeline -->
 """
 NAMES = [
     "bench_e2e",
@@ -43,6 +53,11 @@ NAMES = [
     "bench_two_level",
     "bench_stragglers",
     "bench_switch",
+    "bench_faults",
+    "bench_ablation",
+    "bench_timeline_planner",
+    "bench_tta",
+    "bench_timeline",
 ]
 
 
@@ -85,6 +100,13 @@ def test_the_figures_come_from_the_record():
     assert "| 2 | 8 | 40 | 4,344 |" in page and "two-level/one-level spine bytes per round: **0.327**" in page
     assert "| thc_data | 2,840 pkt/s | – | 335,260 pkt/s |" in page
     assert "| partial (10 ms timeout) | 41.0 | 76.0 | not reached | 0.972 | yes | 6300 |" in page
+    assert "| reordering | fix32 | in process (native) | yes | yes | yes | 36.0 | 1.54 | 0/113/0 | 0.000 |" in page
+    assert "| full THC | 2.5e-3 (2.5e-3) | 3.0e-3 (3.0e-3) |" in page  # ablation: NMSE per round (of the sum)
+    assert "| tofino | bert-base | 14 | 2.68e+08 | 0.59 | 0.99 | 2.47 | 0.99 | yes |" in page
+    assert "| cnn-digits | 50 | gloo all-reduce | not reached | – | 0.103 | 81.2 | 40.0 | 249,912 |" in page
+    assert "| mlp-digits | FIX32 via switch | 10 | 20.4 | 18.0 | -12.0 % |" in page  # the plan's case left out:
+    assert "median |error| **12.0 %** over 3 cases" in page  # plan_cli.validation_table's cases
+    assert "| mlp-digits | 10 | thc, thc | 10.4 | THC via switch 13.1 | 0.789 |" in page
 
 
 def test_a_region_without_a_record_is_refused_by_name():

@@ -1,5 +1,6 @@
 """The controller against BMv2's simple_switch_grpc running p4/build/thc.json: the same commands as on the
-software switch, read back after writing. Skipped where BMv2 is not installed (see /opt/p4/STATUS)."""
+software switch, read back after writing. Skipped where BMv2 is not installed
+(tests/support/toolchain.py)."""
 
 import json
 
@@ -9,12 +10,12 @@ import contract
 from controller.connection import SwitchConnection
 from controller.errors import NotPrimary, WriteRejected
 from controller.session import SwitchSession
-from tests.support.bmv2 import Bmv2Process, bmv2_binary
+from tests.support.bmv2 import Bmv2Process, needs_bmv2
 from tests.support.thc_ctl import cli, star4
 
 pytestmark = [
     pytest.mark.bmv2,
-    pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc is not installed"),
+    needs_bmv2(),
 ]
 
 

@@ -28,7 +28,7 @@ VENV_BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.skipif(
     not (DEFAULT_BMV2_JSON.exists() and DEFAULT_P4INFO.exists()),
-    reason="p4/build/thc.json and thc.p4info.txtpb are not committed yet (p4c builds them)",
+    reason="p4/build/thc.json or thc.p4info.txtpb is missing (they are committed)",
 )
 
 

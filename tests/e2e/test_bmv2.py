@@ -4,12 +4,18 @@ equal thc's reference aggregation exactly."""
 
 import pytest
 
-from tests.support.e2e import assert_fix32_probes_exact, assert_thc_probes_exact, mininet_marks, probe, served
-from topologies.targets import find_executable
+from tests.support.bmv2 import needs_bmv2
+from tests.support.e2e import (
+    assert_fix32_probes_exact,
+    assert_thc_probes_exact,
+    mininet_marks,
+    probe,
+    served,
+)
 
 pytestmark = mininet_marks() + [
     pytest.mark.bmv2,
-    pytest.mark.skipif(find_executable("bmv2") is None, reason="simple_switch_grpc is not installed"),
+    needs_bmv2(),
 ]
 
 PROBE_SIZE = 3000

@@ -16,23 +16,19 @@ import threading
 import pytest
 
 from emulator.switch_api import MAX_COPIES
-from tests.support.bmv2 import Bmv2Process, cli_binary, cli_runner, replace_parse_value_set
+from tests.support.bmv2 import Bmv2Process, bmv2_binary, cli_binary, cli_runner, needs_bmv2, replace_parse_value_set
 from tests.support.bmv2_pcap import HANG_GUARD_S, InputFifo, collect_output, pcap_records
 from tests.support.paths import FIXTURE_BUILD
-from topologies.targets import find_executable
+from tests.support.toolchain import missing
 
 BUILD = FIXTURE_BUILD
 
 
-def _binary():
-    return find_executable("bmv2")
-
-
-BINARY = _binary()
+BINARY = bmv2_binary()
 pytestmark = [
     pytest.mark.bmv2,
     pytest.mark.slow,
-    pytest.mark.skipif(BINARY is None, reason="simple_switch_grpc is not installed"),
+    needs_bmv2(),
 ]
 
 
@@ -123,7 +119,7 @@ class P4RTClient:
     # go over BMv2's Thrift runtime API, as a BMv2 user would program them
     def value_set_replace(self, name, members):
         if self.thrift_port is None:
-            pytest.skip("BMv2 with Thrift is needed for value sets")
+            missing("BMv2 with Thrift (for value sets) is not installed")
         match = next(v for v in self.p4info.value_sets if v.preamble.name == name).match
         size = (sum(m.bitwidth for m in match) + 7) // 8  # BMv2's compressed width, in bytes
         wanted = sorted(m.to_bytes(size, "big") for m in members)
@@ -144,7 +140,7 @@ class P4RTClient:
     def _cli(self, commands):
         cli = _cli_binary()
         if cli is None or self.thrift_port is None:
-            pytest.skip("simple_switch_CLI (and BMv2 with Thrift) is needed for value sets and CRC parameters")
+            missing("simple_switch_CLI (and BMv2 with Thrift, for value sets and CRC parameters) is not installed")
         interpreter, env = cli_runner(cli)
         done = subprocess.run(
             [*interpreter, cli, "--thrift-port", str(self.thrift_port)],

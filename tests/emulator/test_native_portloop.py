@@ -22,7 +22,7 @@ from emulator.ports import InterfaceError
 from native_build import SANITIZER_FLAGS
 from tests.support.native import build_or_skip
 from tests.support.port_loops import PacketIns, serving
-from tests.support.sanitizers import libasan
+from tests.support.sanitizers import require_libasan
 from tests.support.veths import VethLab, make_frame, needs_netns, read_pcap, receive_marked
 
 CPU_PORT = 64
@@ -343,9 +343,7 @@ def test_a_frame_longer_than_its_ring_slot_is_counted_and_dropped(lib, switch):
 def test_the_loop_under_address_and_undefined_behaviour_sanitizers(lib):
     """The other tests of this file again (veths too when root), in a child whose library has ASan+UBSan."""
     flags = [*SANITIZER_FLAGS, "-fno-sanitize-recover=undefined"]
-    asan = libasan()
-    if asan is None:  # gcc without its sanitizer runtime cannot link the build: a missing tool, not our C
-        pytest.skip("gcc's libasan is not installed")
+    asan = require_libasan()
     build_or_skip(stub_library_path, flags)
     env = dict(
         os.environ,

@@ -138,25 +138,35 @@ def test_contributors_refuses_mixed_counts_without_partial_aggregation():
         op.result()
 
 
+@pytest.mark.parametrize("where", ["fake", "compiled"])
 @pytest.mark.parametrize("mode", ["thc", "fix32"])
-def test_training_with_a_straggler_keeps_every_rank_identical(mode):
-    """Four DDP workers through the fake switch with partial aggregation on, one of them sleeping 30 ms
-    per step: the others release its slots, it takes the released results (mostly before it would send),
-    and every rank, the straggler included, ends with the same parameters, having trained. FIX32 too: its
-    released max round may lack a worker's max |x| (clipped, not refused) and its sums are averaged over
-    per-coordinate counts."""
+def test_training_with_a_straggler_keeps_every_rank_identical(mode, where):
+    """Four DDP workers through the fake switch, and through the compiled program (p4/build/thc.json on
+    the native engine), with partial aggregation on, one of them sleeping 30 ms per step: the others
+    release its slots, it takes the released results (mostly before it would send), and every rank, the
+    straggler included, ends with the same parameters, having trained. FIX32 too: its released max round
+    may lack a worker's max |x| (clipped, not refused) and its sums are averaged over per-coordinate
+    counts."""
     from harness.ddp_cluster import jobs_aggregators, thc_spec, train_ddp
+    from harness.sim import program_engine
+    from harness.switches import SoftwareTarget
+    from tests.support.native import build_or_skip
     from thc.config import THCConfig
 
     config = THCConfig()
     job = SimJob.plan(thc_spec(config, 3, 4, window=64, slots=64))
-    switch = FakeSwitch()
-    switch.add_job(job)
-    aggregators = jobs_aggregators(switch, [job], straggler_timeout=0.005)[job.job_id]
+    if where == "fake":
+        switch = FakeSwitch()
+        switch.add_job(job)
+        engine, events = switch, switch.event_counts
+    else:
+        target = build_or_skip(SoftwareTarget, backend="native")
+        program_engine(target.sw, job)
+        engine, events = target.sw, target.events
+    aggregators = jobs_aggregators(engine, [job], straggler_timeout=0.005)[job.job_id]
     out = train_ddp("mlp-digits", mode, 12, n=4, config=config, aggregators=aggregators, step_delays={3: 0.03})
     for rank in range(1, 4):
         assert torch.equal(out[rank]["params"], out[0]["params"]), rank
     assert out[0]["after"] < out[0]["before"]
-    events = switch.event_counts()
-    assert events["RELEASED"] > 0
+    assert events()["RELEASED"] > 0
     assert sum(a.stats()["partial_results"] for a in aggregators[:3]) > 0

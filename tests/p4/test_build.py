@@ -20,6 +20,7 @@ from p4.config.v1 import p4info_pb2
 
 import contract
 from tests.support import paths
+from tests.support.toolchain import unless_installed
 
 P4_DIR = paths.P4_DIR
 BUILD = P4_DIR / "build"
@@ -111,7 +112,7 @@ def _differing(ours: Path, committed: Path) -> list[str]:
 
 @pytest.mark.p4c
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which(P4C) is None, reason=f"{P4C} (p4c's BMv2 backend) is not installed")
+@unless_installed(shutil.which(P4C), f"{P4C} (p4c's BMv2 backend)")
 def test_p4c_compiles_the_sources_into_exactly_the_committed_build(tmp_path):
     """p4/Makefile's own recipe (the program and its 32- and 64-word variants, the JSON compacted, the
     P4Info renamed, the STAMP written) run into a temporary folder: every file byte-identical to p4/build/.

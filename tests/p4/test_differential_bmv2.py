@@ -27,7 +27,7 @@ from controller import pool as pools
 from controller.writes import INSERT, TableWrite, to_updates
 from harness import frames as tp
 from harness.switches import SoftwareTarget, SwitchTarget
-from tests.support.bmv2 import Bmv2Process, bmv2_binary, read_registers
+from tests.support.bmv2 import Bmv2Process, needs_bmv2, read_registers
 from tests.support.bmv2_pcap import InputFifo, collect_output, pcap_records
 from tests.support.paths import THC_JSON
 from thc import make_table
@@ -35,7 +35,7 @@ from thc import make_table
 pytestmark = [
     pytest.mark.bmv2,
     pytest.mark.slow,
-    pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc is not installed"),
+    needs_bmv2(),
     pytest.mark.skipif(not THC_JSON.exists(), reason="p4/build/thc.json not built"),
 ]
 

@@ -15,8 +15,9 @@ import pytest
 import contract
 from harness import frames as tp
 from harness.switches import SoftwareTarget, program_words
+from tests.support.bmv2 import bmv2_binary, needs_bmv2
 from tests.support.paths import THC_JSON
-from tests.support.targets import Bmv2Target, bmv2_binary
+from tests.support.targets import Bmv2Target
 from thc import make_table
 from thc.aggregate import reference_aggregate
 
@@ -61,7 +62,7 @@ TARGETS = [
     "native",
     pytest.param(
         "bmv2",
-        marks=[pytest.mark.bmv2, pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc not installed")],
+        marks=[pytest.mark.bmv2, needs_bmv2()],
     ),
 ]
 

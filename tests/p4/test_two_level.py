@@ -12,8 +12,9 @@ import pytest
 import contract
 from harness import frames as tp
 from harness.leaf_spine import LeafSpine
+from tests.support.bmv2 import needs_bmv2
 from tests.support.paths import THC_JSON
-from tests.support.targets import bmv2_binary, bmv2_switches
+from tests.support.targets import bmv2_switches
 from thc import make_table
 from thc.aggregate import reference_aggregate
 
@@ -43,7 +44,7 @@ def assert_every_worker_exact(fabric: LeafSpine, results: dict[int, bytes], idx)
 
 BMV2 = pytest.param(
     "bmv2",
-    marks=[pytest.mark.bmv2, pytest.mark.skipif(bmv2_binary() is None, reason="simple_switch_grpc not installed")],
+    marks=[pytest.mark.bmv2, needs_bmv2()],
 )
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.toolchain import missing, unless_installed
 from topologies.targets import find_executable, free_tcp_port, stop_process
 
 
@@ -23,13 +24,19 @@ def bmv2_binary() -> str | None:
     return find_executable("bmv2")
 
 
+def needs_bmv2() -> pytest.MarkDecorator:
+    """The mark of a test that runs simple_switch_grpc: skipped without it, failed where the toolchain is
+    required (tests/support/toolchain.py)."""
+    return unless_installed(bmv2_binary(), "simple_switch_grpc")
+
+
 class Bmv2Process:
     """A running simple_switch_grpc; `address` is its gRPC endpoint, `log` its combined output."""
 
     def __init__(self, workdir: Path, args: list[str] = (), start_timeout: float = 60.0, binary: str | None = None):
         binary = binary or bmv2_binary()
         if binary is None:
-            pytest.skip("simple_switch_grpc is not installed")
+            missing("simple_switch_grpc is not installed")
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_tcp_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -114,7 +121,7 @@ def cli_runner(cli: str) -> tuple[list[str], dict]:
         if probe.returncode == 0:
             return interpreter, env
         tried.append(interpreter[0])
-    pytest.skip(
+    missing(
         f"no Python that can run {cli} (it needs the thrift package): tried {', '.join(tried) or 'none on PATH'}; "
         "put the Python BMv2 was installed for (e.g. its venv's bin/) on PATH, or name it in BMV2_PYTHON"
     )
@@ -126,7 +133,7 @@ def replace_parse_value_set(thrift_port: int, name: str, members: list[bytes], c
     answers the members BMv2 reads back, sorted."""
     cli = cli or cli_binary()
     if cli is None:
-        pytest.skip("simple_switch_CLI (for its Python with thrift and bm_runtime) is not installed")
+        missing("simple_switch_CLI (for its Python with thrift and bm_runtime) is not installed")
     interpreter, env = cli_runner(cli)
     done = subprocess.run(
         [*interpreter, str(Path(__file__).with_name("bmv2_value_sets.py")), str(thrift_port), name]
@@ -145,7 +152,7 @@ def read_registers(thrift_port: int, names: list[str], cli: str | None = None) -
     (tests/support/bmv2_registers.py): {name: [cell, ...]}."""
     cli = cli or cli_binary()
     if cli is None:
-        pytest.skip("simple_switch_CLI (for its Python with thrift and bm_runtime) is not installed")
+        missing("simple_switch_CLI (for its Python with thrift and bm_runtime) is not installed")
     interpreter, env = cli_runner(cli)
     done = subprocess.run(
         [*interpreter, str(Path(__file__).with_name("bmv2_registers.py")), str(thrift_port), *names],

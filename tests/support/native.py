@@ -10,19 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-import pytest
-
 from native_build import CompilerMissing, check_compiler
+from tests.support.toolchain import missing
 
 T = TypeVar("T")
 
 
 def require_c_compiler() -> None:
-    """Skip the calling test where no C compiler runs (the message says what to install), and only there."""
+    """Skip the calling test where no C compiler runs (the message says what to install), and only there;
+    fail it there where the toolchain is required (tests/support/toolchain.py)."""
     try:
         check_compiler()
     except CompilerMissing as exc:
-        pytest.skip(str(exc))
+        missing(str(exc))
 
 
 def build_or_skip(build: Callable[..., T], *args, **kwargs) -> T:

@@ -16,12 +16,25 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.toolchain import missing
 
 
 def libasan() -> str | None:
-    """gcc's libasan.so, or None where it is not installed."""
-    out = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    """gcc's libasan.so, or None where it (or gcc) is not installed."""
+    try:
+        out = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return None
     return out if out and os.path.isabs(out) and os.path.exists(out) else None
+
+
+def require_libasan() -> str:
+    """gcc's libasan.so; the calling test is skipped without it (failed where the toolchain is required):
+    gcc without its sanitizer runtime cannot link the build, a missing tool and not our C."""
+    asan = libasan()
+    if asan is None:
+        missing("gcc's libasan is not installed")
+    return asan
 
 
 PROGRESS_ENV = "THC_FUZZ_PROGRESS"
@@ -44,9 +57,7 @@ def run_sanitized(script: str, *args: str, cache: Path, timeout: float) -> subpr
     """``python -c script args`` with the sanitizers (the test is skipped without libasan); the native
     backend compiles into ``cache``, so the child builds its libraries with its own flags. A child still
     running after ``timeout`` seconds is stopped and the test fails naming the program and frame it was on."""
-    asan = libasan()
-    if asan is None:
-        pytest.skip("gcc's libasan is not installed")
+    asan = require_libasan()
     env = dict(
         os.environ,
         LD_PRELOAD=asan,
