@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from spec.job import JobSpec
 
+from contract.job import JobSpec
 from controller import ctl_cli
 from host_agent import worker
 from host_agent.sharded import Server, save_servers
+from planner import plan_cli, profiles
 from tests.support.paths import REPO, THC_JSON
-from thc import plan_cli, profiles
 from topologies import interrupts, runner
 from topologies.targets import free_tcp_port
 
