@@ -29,6 +29,9 @@ KIND_QUERY, KIND_STATUS = 5, 6
 # aggregates that use elsewhere (p4/README.md, "Shared pool"). Every request, retransmission and query of the
 # use gets it, so all workers of the use agree.
 KIND_FALLBACK = 7
+# A header-only ACK (worker -> switch) says that the worker has a pool job's use's result: once every worker
+# of the job has acked a use, its pool cell goes back to the pool (p4/README.md, "Shared pool").
+KIND_ACK = 8
 OP_NAMES = {OP_NORM: "NORM", OP_THC: "THC", OP_FIX32: "FIX32"}
 KIND_NAMES = {
     KIND_REQUEST: "REQUEST",
@@ -39,6 +42,7 @@ KIND_NAMES = {
     KIND_QUERY: "QUERY",
     KIND_STATUS: "STATUS",
     KIND_FALLBACK: "FALLBACK",
+    KIND_ACK: "ACK",
 }
 
 # header thc_t, in order: (field, bits). op and kind share byte 1 (op in the high nibble).
@@ -151,6 +155,7 @@ POOL_SLOTS = BOOK_SLOTS - SLOTS  # slots pool jobs' windows share
 LEASE_FALLBACK = 0x8000  # cell_lease: the use fell back
 LEASE_CLAIMED = 0x4000  # cell_lease: the use holds pool cell lease & LEASE_CELL_MASK
 LEASE_CELL_MASK = 0x0FFF
+LEASE_FREED = 0  # cell_lease: the use is over (every worker has its result) and its pool cell went back
 POOL_EPOCHS = EPOCH_MAX + 1  # cells of pool_claims and pool_frees, indexed by epoch
 
 # ---- P4Runtime names -----------------------------------------------------------------------------
@@ -178,6 +183,7 @@ SLOT_BITMAP = "ThcIngress.slot_state.slot_bitmap"
 SLOT_REMAINING = "ThcIngress.slot_state.slot_remaining"
 SLOT_COUNT = "ThcIngress.slot_state.slot_count"
 CELL_LEASE = "ThcIngress.slot_state.cell_lease"  # pool jobs: where a use's sums are
+SLOT_ACKS = "ThcIngress.slot_state.slot_acks"  # pool jobs: workers that acked a complete use's result
 POOL_OWNER = "ThcIngress.slot_state.pool_owner"  # per cell of sums: epoch << 16 | bookkeeping cell, 0 free
 POOL = "ThcIngress.slot_state.pool"  # the jobs that take their cells from the pool
 USE_POOL = "ThcIngress.slot_state.use_pool"
@@ -186,7 +192,7 @@ OWNER_LIVE = "ThcIngress.slot_state.owner_live"
 FALLBACK_ROUNDS = "ThcIngress.slot_state.fallback_rounds"  # on a fallback server: the jobs it serves
 ANY_LATER_ROUND = "ThcIngress.slot_state.any_later_round"
 POOL_CLAIMS = "ThcIngress.slot_state.pool_claims"  # per epoch: pool cells claimed
-POOL_FREES = "ThcIngress.slot_state.pool_frees"  # per epoch: pool cells freed by the run's next uses
+POOL_FREES = "ThcIngress.slot_state.pool_frees"  # per epoch: pool cells freed (acked, or by the run's next uses)
 ACC_PREFIX = "ThcIngress.aggregator.acc_"
 
 # set_job's parameters, in the action's order, with their widths.
@@ -254,6 +260,7 @@ EVENTS = (
     "QUERY_ANSWERED",
     "POOL_TAKEN",
     "POOL_FALLBACK",
+    "POOL_ACK",
 )
 EVENT_INDEX = {name: i for i, name in enumerate(EVENTS)}
 

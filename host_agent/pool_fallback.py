@@ -10,8 +10,14 @@ lost request or result there is recovered as any other: the worker's timer sends
 again, which answers FALLBACK again, and the request goes to the server again (which answers a complete
 use with its stored result).
 
-WorkerProtocol calls `on_fallbacks` at one point, where it takes received frames in, when its
-`pool_fallback` is set; its stats() then report the worker's fallbacks.
+Once an operation is complete, the worker has the result of its last use of every slot, which no later
+request of its own vouches for until the next operation: it says so with a header-only ACK per such use
+(not for uses that fell back, which hold no cell), so that the switch gives their cells back once every
+worker has acked instead of holding them while the job computes (p4/README.md, "Shared pool"). A lost ACK
+costs only time: the cell then goes back when the slot's next round completes.
+
+WorkerProtocol calls `on_fallbacks` where it takes received frames in and `on_finish` when an operation
+completes, when its `pool_fallback` is set; its stats() then report the worker's fallbacks and ACKs.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ class PoolFallback:
         self.uses: set[int] = set()  # request numbers of this worker's uses that fell back
         self.answers = 0  # FALLBACK answers taken in (a use may get several: retransmissions)
         self.sent = 0  # requests sent to the server
+        self.acks = 0  # ACKs sent to the switch
 
     @property
     def fallbacks(self) -> int:
@@ -68,5 +75,19 @@ class PoolFallback:
                     break
         protocol.sender.flush()
 
+    def on_finish(self, protocol, op) -> None:
+        """`op` of `protocol` is complete: ACK its last use of each slot that the switch aggregated."""
+        last = op.q0 + np.arange(max(0, op.n - protocol.window), op.n)
+        q = np.array([x for x in last.tolist() if x not in self.uses], np.int64)
+        if q.size:
+            protocol.sender.control(protocol.header_frames(op, q, wire.KIND_ACK))
+            protocol.sender.flush()
+            self.acks += int(q.size)
+
     def stats(self) -> dict:
-        return {"pool_fallbacks": self.fallbacks, "fallback_answers": self.answers, "fallback_sent": self.sent}
+        return {
+            "pool_fallbacks": self.fallbacks,
+            "fallback_answers": self.answers,
+            "fallback_sent": self.sent,
+            "pool_acks": self.acks,
+        }

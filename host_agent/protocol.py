@@ -514,13 +514,13 @@ class WorkerProtocol:
 
     def _release_frames(self, op: Operation, q: np.ndarray) -> np.ndarray:
         """RELEASE frames for requests q of op (partial aggregation, recovery.py)."""
-        return self._header_frames(op, q, wire.KIND_RELEASE)
+        return self.header_frames(op, q, wire.KIND_RELEASE)
 
     def _query_frames(self, op: Operation, idx: np.ndarray) -> np.ndarray:
         """QUERY frames for requests idx of op: what a retransmission sends first (Sender.retransmit)."""
-        return self._header_frames(op, op.q0 + idx, wire.KIND_QUERY)
+        return self.header_frames(op, op.q0 + idx, wire.KIND_QUERY)
 
-    def _header_frames(self, op: Operation, q: np.ndarray, kind: int) -> np.ndarray:
+    def header_frames(self, op: Operation, q: np.ndarray, kind: int) -> np.ndarray:
         """Frames of `kind` that name requests q of op by their slot and round (and the padding the kind needs)."""
         slots, rounds = self.schedule.slot(q), self.schedule.round(q)
         return wire.build_rows(
@@ -662,6 +662,8 @@ class WorkerProtocol:
         elif op.n and op.count < self.n_workers:  # every result has the first's count
             c.partial_results += op.n
         self.last_operation = op
+        if self.pool_fallback is not None and op.n:
+            self.pool_fallback.on_finish(self, op)
 
     def _timeout_error(self, op: Operation, i: int, now: float) -> AggregationTimeout:
         q = op.q0 + i

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from contract import (  # noqa: F401  (re-exported: the host agent's view of the contract)
+    KIND_ACK,
     KIND_FALLBACK,
     KIND_NAMES,
     KIND_PARTIAL,
@@ -85,7 +86,7 @@ def payload_length(op: int, kind: int, lane_bits: int, words: int = WORDS) -> in
         return request_payload_bytes(op, lane_bits, words)
     if kind in (KIND_RESULT, KIND_RESULT_RETX, KIND_PARTIAL):
         return result_payload_bytes(op, words)
-    if kind in (KIND_QUERY, KIND_STATUS):
+    if kind in (KIND_QUERY, KIND_STATUS, KIND_ACK):
         return 0  # the header says it all
     raise ValueError(f"unknown THC kind {kind}")
 

@@ -29,7 +29,7 @@
 #define THC_BOOK_SLOTS 4096     /* static slots 0..1023, pool jobs' slots 1024..4095 */
 #define THC_BOOK_CELLS 8192     /* two bookkeeping cells per slot */
 #define POOL_EPOCHS 65536       /* cells of pool_claims and pool_frees: one per epoch (16 bits) */
-#define THC_EVENTS 32           /* cells of the thc_events counter: 27 events, room for more */
+#define THC_EVENTS 32           /* cells of the thc_events counter: 28 events, room for more */
 #define THC_JOB_IDS 256         /* hdr.thc.job_id is 8 bits */
 #define THC_JOB_EVENTS 8192     /* thc_job_events: THC_EVENTS cells per job id (job_id * 32 + event) */
 
@@ -49,10 +49,12 @@ const bit<4> KIND_PARTIAL     = 4;   /* leaf -> spine: a leaf's sums and their c
 const bit<4> KIND_QUERY       = 5;   /* worker -> switch, header only: what does the cell hold of this use? */
 const bit<4> KIND_STATUS      = 6;   /* switch -> the querying worker, header only: value = bitmap, count = lacking */
 const bit<4> KIND_FALLBACK    = 7;   /* switch -> the sender, header only: this use has no pool cell, aggregate it elsewhere */
+const bit<4> KIND_ACK         = 8;   /* worker -> switch, header only: I have this pool use's result (its cell may go) */
 
 /* A bookkeeping cell's lease (slot_state.cell_lease): where the use's sums are, for a pool job. */
 const bit<16> LEASE_FALLBACK = 0x8000;   /* the use found its pool cell taken: every request of it falls back */
 const bit<16> LEASE_CLAIMED  = 0x4000;   /* the use holds pool cell lease[11:0] */
+const bit<16> LEASE_FREED    = 0;        /* the use is over: every worker has its result, its cell went back */
 
 /* Lane widths: what a packet's lane_bits says about its payload. */
 const bit<8> LANES_8     = 8;    /* THC, n * g <= 255 */
@@ -87,6 +89,7 @@ const bit<32> EV_RELEASE_UP          = 23;  /* leaf: a RELEASE for a use the lea
 const bit<32> EV_QUERY_ANSWERED      = 24;  /* a QUERY answered with the cell's STATUS for the use it names */
 const bit<32> EV_POOL_TAKEN          = 25;  /* a pool use's first request found its cell held by another live use: FALLBACK */
 const bit<32> EV_POOL_FALLBACK       = 26;  /* a later request, retransmission or query of a use that fell back: FALLBACK */
+const bit<32> EV_POOL_ACK            = 27;  /* an ACK taken: the use's pool cell goes back once every worker acked */
 
 /* Bytes after the IPv4 header: UDP (8) + THC header (20) + payload. */
 #define THC_L4_BYTES 28

@@ -140,6 +140,8 @@ struct metadata_t {
     bit<1>  fallback;      /* the use has no pool cell: answer FALLBACK */
     bit<1>  taken;         /* ... decided by this request (its first) */
     bit<1>  sparse;        /* a fallback server's job: any later round may start a bookkeeping cell's next use */
+    bit<1>  ack;           /* an ACK: recorded in slot_acks, nothing summed or answered */
+    bit<32> acks;          /* slot_acks of the bookkeeping cell: workers that said they have its use's result */
     /* aggregation */
     bit<64> keep;          /* 0 on the first packet of a use (write), all ones after (add) */
     bit<64> tmp;

@@ -142,9 +142,17 @@ control Result(inout headers_t hdr, inout metadata_t meta,
         meta.event = EV_POOL_FALLBACK;
     }
 
+    /* An ACK is taken in by the bookkeeping (slot_state.p4): nothing goes back. */
+    action acked() {
+        meta.drop = 1;
+        meta.event = EV_POOL_ACK;
+    }
+
     apply {
         if (meta.down == 1) {
             fan_out();
+        } else if (meta.ack == 1) {
+            acked();
         } else if (meta.fallback == 1) {
             fallback();
             if (meta.taken == 1) {

@@ -6,9 +6,10 @@
  * leaf whose use is complete it goes on to the spine, which releases its own use ("Two-level aggregation").
  * A QUERY changes nothing: the Result control answers it with what the cell holds ("Queries").
  * A pool job's sums are not at its bookkeeping cell: its use claims a cell of the shared pool when it starts
- * (its first request), keeps it in cell_lease, and frees it when the bookkeeping cell's next use starts (the
- * use two rounds later, which no correct worker sends before every worker has this use's result), or when
- * the job leaves (pool_live). A use whose cell is taken falls back, as a whole ("Shared pool"). */
+ * (its first request), keeps it in cell_lease, and frees it as soon as every worker has the use's result:
+ * when every worker has acked it (ACK), when the slot's next round completes with all n (each worker sent
+ * that round only once it had this one's result), when the bookkeeping cell's next use starts, or when the
+ * job leaves (pool_live). A use whose cell is taken falls back, as a whole ("Shared pool"). */
 #ifndef THC_SLOT_STATE_P4
 #define THC_SLOT_STATE_P4
 
@@ -17,7 +18,8 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(THC_BOOK_CELLS) slot_bitmap;     /* workers that contributed to it */
     register<bit<8>>(THC_BOOK_CELLS)  slot_remaining;  /* contributions still missing; 0: complete (or released) */
     register<bit<8>>(THC_BOOK_CELLS)  slot_count;      /* contributions summed: n, or k < n after a RELEASE */
-    register<bit<16>>(THC_BOOK_CELLS) cell_lease;      /* pool jobs: LEASE_CLAIMED | cell, or LEASE_FALLBACK */
+    register<bit<16>>(THC_BOOK_CELLS) cell_lease;      /* pool jobs: LEASE_CLAIMED | cell, LEASE_FALLBACK or LEASE_FREED */
+    register<bit<32>>(THC_BOOK_CELLS) slot_acks;       /* pool jobs: workers that acked the complete use's result */
     register<bit<32>>(THC_CELLS)      pool_owner;      /* per cell of sums: epoch ++ bookkeeping cell of the use holding it, 0 free */
     /* Pool cells claimed and freed, per epoch (an epoch is one run of one job): claimed - freed are the
      * cells the run holds, which the controller reads (BMv2 reads counters, not registers, over P4Runtime). */
@@ -95,7 +97,27 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
         slot_count.read(meta.count, meta.cell);
         cell_lease.read(meta.lease, meta.cell);
         bit<32> stored = meta.tag[31:0];
-        if (hdr.thc.kind == KIND_QUERY) {
+        bit<32> mine = meta.epoch ++ meta.cell[15:0];
+        bit<32> held;
+        if (hdr.thc.kind == KIND_ACK) {
+            /* a worker has the result of this complete pool use: once every worker of the job has said so,
+             * nothing can ask for it again, so its cell goes back now instead of when the slot is next used */
+            meta.ack = 1;
+            if (meta.pool == 1 && meta.tag[51:36] == meta.epoch && hdr.thc.round == stored &&
+                meta.tag[35:32] == hdr.thc.op && meta.remaining == 0 && meta.lease[14:14] == 1) {
+                slot_acks.read(meta.acks, meta.cell);
+                meta.acks = meta.acks | meta.my_bit;
+                slot_acks.write(meta.cell, meta.acks);
+                if (meta.acks == meta.worker_mask) {
+                    pool_owner.read(held, (bit<32>)meta.lease[11:0]);
+                    if (held == mine) {
+                        pool_owner.write((bit<32>)meta.lease[11:0], 0);
+                        pool_frees.count((bit<32>)meta.epoch);
+                    }
+                    cell_lease.write(meta.cell, LEASE_FREED);
+                }
+            }
+        } else if (hdr.thc.kind == KIND_QUERY) {
             /* a QUERY reads the cell's use as a retransmission of the request would find it, and writes
              * nothing: a use not started here has no contribution in and lacks all n */
             meta.query = 1;
@@ -108,6 +130,8 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
                 refuse(EV_DROP_OP_MISMATCH);
             } else if (meta.pool == 1 && meta.lease[15:15] == 1) {
                 meta.fallback = 1;  /* the use is aggregated elsewhere: the querying worker asks there */
+            } else if (meta.pool == 1 && meta.lease[14:14] == 0) {
+                refuse(EV_DROP_STALE_ROUND);  /* over: every worker had its result, its cell went back */
             }
         } else if (hdr.thc.kind == KIND_RELEASE) {
             /* a RELEASE acts only on the cell's current, incomplete use: it completes it as it is */
@@ -141,6 +165,8 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
                 refuse(EV_DROP_OP_MISMATCH);
             } else if (meta.pool == 1 && meta.lease[15:15] == 1) {
                 meta.fallback = 1;  /* the use fell back at its first request: so does every request of it */
+            } else if (meta.pool == 1 && meta.lease[14:14] == 0) {
+                refuse(EV_DROP_STALE_ROUND);  /* over: every worker had its result, its cell went back */
             } else if ((meta.bitmap & meta.my_bit) != 0) {
                 meta.dup = 1;
             } else if (meta.remaining == 0) {
@@ -153,6 +179,24 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
                 slot_bitmap.write(meta.cell, meta.bitmap | meta.my_bit);
                 slot_remaining.write(meta.cell, meta.remaining);
                 slot_count.write(meta.cell, meta.count);
+                if (meta.pool == 1 && meta.remaining == 0) {
+                    /* all n sent this round, each only once it had the slot's previous round: that use (the
+                     * other shadow cell) is delivered everywhere, and its pool cell goes back now */
+                    bit<32> other = meta.cell ^ 1;
+                    bit<52> other_tag;
+                    bit<16> other_lease;
+                    slot_tag.read(other_tag, other);
+                    cell_lease.read(other_lease, other);
+                    if (other_tag[51:36] == meta.epoch && other_tag[31:0] == hdr.thc.round - 1 &&
+                        other_lease[14:14] == 1) {
+                        pool_owner.read(held, (bit<32>)other_lease[11:0]);
+                        if (held == meta.epoch ++ other[15:0]) {
+                            pool_owner.write((bit<32>)other_lease[11:0], 0);
+                            pool_frees.count((bit<32>)meta.epoch);
+                        }
+                        cell_lease.write(other, LEASE_FREED);
+                    }
+                }
             }
         } else if ((hdr.thc.round - stored == 2 || meta.sparse == 1) && meta.remaining == 0) {
             /* the next use: a worker sends round r only once round r - 2 is complete (or released) */
@@ -164,8 +208,6 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
             /* The cell's previous use (two rounds ago) has been delivered to every worker: free its pool
              * cell, if that use still holds it. Then claim this use's cell, unless another live use holds
              * it (or the pool has no cell): then the whole use falls back, and its lease says so. */
-            bit<32> mine = meta.epoch ++ meta.cell[15:0];
-            bit<32> held;
             if (meta.lease[14:14] == 1) {
                 pool_owner.read(held, (bit<32>)meta.lease[11:0]);
                 if (held == mine) {
@@ -183,6 +225,7 @@ control SlotState(inout headers_t hdr, inout metadata_t meta) {
                 }
             }
             cell_lease.write(meta.cell, meta.lease);
+            slot_acks.write(meta.cell, 0);
             if (meta.lease == LEASE_FALLBACK) {
                 meta.fallback = 1;
                 meta.taken = 1;

@@ -42,7 +42,7 @@ control ThcIngress(inout headers_t hdr, inout metadata_t meta,
             meta.drop = 1;
             meta.event = EV_DROP_NOT_IPV4;
         } else {
-            if (hdr.thc.isValid() && hdr.thc.kind <= KIND_QUERY) {
+            if (hdr.thc.isValid() && (hdr.thc.kind <= KIND_QUERY || hdr.thc.kind == KIND_ACK)) {
                 job_check.apply(hdr, meta);
             }
             if (meta.serve == 0) {
@@ -56,7 +56,8 @@ control ThcIngress(inout headers_t hdr, inout metadata_t meta,
                 if (meta.drop == 0) {
                     slot_state.apply(hdr, meta);
                 }
-                if (meta.drop == 0 && meta.release_up == 0 && meta.query == 0 && meta.fallback == 0) {
+                if (meta.drop == 0 && meta.release_up == 0 && meta.query == 0 && meta.fallback == 0 &&
+                    meta.ack == 0) {
                     aggregator.apply(hdr, meta);
                 }
                 if (meta.drop == 0) {

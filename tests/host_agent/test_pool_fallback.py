@@ -83,3 +83,25 @@ def test_uses_that_fall_back_are_summed_exactly_by_the_fallback_server_and_count
         assert stats["fallback_sent"] >= taken
     served = job_events(server, JOB)
     assert served["COMPLETED"] == taken and served["DROP_FAR_ROUND"] == 0
+
+
+def test_workers_ack_their_last_uses_so_the_job_holds_no_cell_between_operations():
+    job = pool_job(32)  # room for the job's ring: nothing falls back
+    switch = SoftwareSwitch.from_json(str(paths.THC_JSON))
+    program_engine(switch, job)
+    clock = VirtualClock()
+    _, workers = attach_workers(SwitchAndServer(switch, fallback_server(job)), job, seed=6, clock=clock)
+    for w in workers:
+        w.pool_fallback = PoolFallback(SERVER)
+    rng = np.random.default_rng(7)
+    for step in range(1, 4):
+        data = [[rng.integers(0, 16, size=20 * contract.per_request(8), dtype=np.uint8)] for _ in range(N)]
+        ops = [w.start_sum_indices(d) for w, d in zip(workers, data)]
+        drive(workers)
+        want = sum(np.asarray(TABLE)[d[0]] for d in data)
+        assert all(np.array_equal(op.result()[0][0], want) for op in ops)
+        claimed, freed = (switch.counter_read(c, job.epoch)[0] for c in (contract.POOL_CLAIMS, contract.POOL_FREES))
+        assert claimed == 20 * step and freed == claimed  # every cell back once the operation is done
+        assert all(w.stats()["pool_acks"] == WINDOW * step for w in workers)  # one ACK per slot and operation
+    events = job_events(switch, JOB)
+    assert events["POOL_ACK"] == 3 * N * WINDOW and events["POOL_TAKEN"] == 0

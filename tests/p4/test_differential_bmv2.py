@@ -124,7 +124,7 @@ def random_frames(seed: str, count: int) -> list[tuple[int, bytes]]:
         kind = rng.choice(
             [contract.KIND_REQUEST] * 10
             + [contract.KIND_QUERY, contract.KIND_RELEASE, contract.KIND_PARTIAL, contract.KIND_RESULT]
-            + [contract.KIND_RESULT_RETX, contract.KIND_STATUS, rng.randrange(16)]
+            + [contract.KIND_RESULT_RETX, contract.KIND_STATUS, contract.KIND_ACK, rng.randrange(16)]
         )
         op_lanes = lanes if op == contract.OP_THC else contract.LANES_INT32
         if rng.random() < 0.03:

@@ -1,7 +1,8 @@
 """Packet-level tests of the shared pool (p4/README.md, "Shared pool"), on every target present.
 
 Two pool jobs contend for a pool of a few cells: a use claims its cell with its first request and frees it
-when the bookkeeping cell's next use starts; a use that finds its cell taken falls back as a whole (every
+once every worker has its result (every worker acked it, the slot's next round completed with all n, or the
+bookkeeping cell's next use started); a use that finds its cell taken falls back as a whole (every
 request of it is answered FALLBACK), and is then aggregated by a parameter server, which is the same program
 on a software switch (host_agent/sharded.py), here with the jobs as static ones. Sums are checked against
 thc's reference aggregator, never against the switch.
@@ -28,6 +29,8 @@ from tests.p4.test_thc_pipeline import (
     mac_int,
     parsed,
     random_indices,
+    release,
+    request,
     thc_request,
     worker,
     worker_port,
@@ -181,15 +184,74 @@ def test_a_retransmission_to_a_complete_pool_use_gets_the_stored_result(switches
     assert (p.kind, p.count, p.lanes()) == (contract.KIND_RESULT_RETX, N, expected(idx))
 
 
-def test_the_next_use_of_a_bookkeeping_cell_frees_the_cell_of_the_use_two_rounds_before(switches):
+def ack(job_id: int, w: int, *, slot: int = 0, rnd: int = 0, key: int | None = None) -> bytes:
+    """Worker w's header-only ACK: it has the result of job_id's use (slot, rnd)."""
+    key = JOBS[job_id]["key"] if key is None else key
+    return request(w, contract.OP_THC, kind=contract.KIND_ACK, job_id=job_id, key=key, slot=slot, round_=rnd)
+
+
+def test_a_complete_round_of_all_n_frees_the_cell_of_the_slots_round_before(switches):
     t = switches(pool_of(8))
     rng = np.random.default_rng(13)
     epoch = JOBS[A]["epoch"]
     for rnd in range(5):
         idx = random_indices(rng)
         assert_sums(send_round(t, A, idx, rnd=rnd), A, idx)
-        # rounds 0, 1 hold their cells; from round 2 on each use frees the cell of the use two rounds before
-        assert claims_frees(t, epoch) == (rnd + 1, max(0, rnd - 1))
+        # every worker sent round rnd only once it had round rnd - 1's result: that use's cell goes back
+        assert claims_frees(t, epoch) == (rnd + 1, rnd)
+
+
+def test_the_next_use_of_a_bookkeeping_cell_frees_the_cell_of_a_use_whose_next_round_was_released(switches):
+    t = switches(pool_of(8))
+    rng = np.random.default_rng(20)
+    epoch = JOBS[A]["epoch"]
+    idx = [random_indices(rng) for _ in range(3)]
+    assert_sums(send_round(t, A, idx[0], rnd=0), A, idx[0])
+    send_round(t, A, idx[1], rnd=1, workers=[0, 1])
+    released = t.send(worker_port(0), release(0, job_id=A, key=JOBS[A]["key"], round_=1))
+    assert len(released) == N  # round 1 completes with k = 2: worker 2 may still lack round 0's result
+    assert claims_frees(t, epoch) == (2, 0)
+    out = t.send(worker_port(2), frame(A, 2, idx[0][2], round_=0))  # and gets it from round 0's cell
+    assert [parsed(d).lanes() for _, d in out] == [expected(idx[0])]
+    # round 2 starts: round 0's cell goes back; it completes with all n: so does round 1's
+    assert_sums(send_round(t, A, idx[2], rnd=2), A, idx[2])
+    assert claims_frees(t, epoch) == (3, 2)
+
+
+def test_a_use_acked_by_every_worker_gives_its_cell_back_and_answers_nothing_more(switches):
+    t = switches(pool_of(1))  # one cell: A's use holds it until every worker acked
+    rng = np.random.default_rng(21)
+    idx_a, idx_b = random_indices(rng), random_indices(rng)
+    epoch = JOBS[A]["epoch"]
+    assert_sums(send_round(t, A, idx_a), A, idx_a)
+    for w in (0, 1, 1):  # two workers, one of them twice: the cell stays A's
+        assert t.send(worker_port(w), ack(A, w)) == []
+    assert claims_frees(t, epoch) == (1, 0)
+    assert_fallback(t.send(worker_port(0), frame(B, 0, idx_b[0], slot=1)), B, 0, 1, 0)
+    assert t.send(worker_port(2), ack(A, 2)) == []  # the last worker: the cell goes back
+    assert claims_frees(t, epoch) == (1, 1)
+    assert t.job_events(A)["POOL_ACK"] == 4
+    assert_sums(send_round(t, B, idx_b, slot=2), B, idx_b)  # B's next use claims it
+    # a late copy of A's request finds its use over: dropped, never answered from B's cell
+    assert t.send(worker_port(1), frame(A, 1, idx_a[1])) == []
+    assert t.job_events(A)["DROP_STALE_ROUND"] == 1
+
+
+def test_an_ack_frees_nothing_that_is_not_a_complete_use_of_its_job(switches):
+    t = switches(pool_of(2))
+    rng = np.random.default_rng(22)
+    idx = random_indices(rng)
+    epoch = JOBS[A]["epoch"]
+    send_round(t, A, idx, workers=[0, 1])  # incomplete: acks of it change nothing
+    for w in range(N):
+        assert t.send(worker_port(w), ack(A, w)) == []
+    for w in range(N):  # another job's key: dropped before the bookkeeping
+        assert t.send(worker_port(w), ack(A, w, key=JOBS[B]["key"])) == []
+    assert_sums(send_round(t, A, idx, workers=[2]), A, idx)
+    assert claims_frees(t, epoch) == (1, 0)
+    assert t.job_events(A)["DROP_BAD_KEY"] == N
+    out = t.send(worker_port(0), frame(A, 0, idx[0]))  # still held: a retransmission gets the result
+    assert [parsed(d).lanes() for _, d in out] == [expected(idx)]
 
 
 # ---- taken, exhausted, departed ---------------------------------------------------------------------------
