@@ -122,54 +122,12 @@ class WorkerStats:
 class WorkerProtocol:
     """One worker of one job: request numbering, window, retransmission, result collection.
 
-    `spec` is the job's description, the one the switch's job was added with (`thc-ctl job add --save`):
-    its window W (the same on every worker, at most the job's slots), its key (in every packet, and every
-    result must carry it), n (an acceptable result counts 1..n contributions), and the framing: K =
-    spec.coords_per_request 4-bit indices per THC request in the job's lanes (8 or 16 bits), and
-    spec.fix32_per_request int32 values per FIX32 request. Requests are numbered from `first_request` (0
-    for a freshly added job).
-
-    A congestion window (window.py) holds back how many of the requests the schedule lets go are in flight:
-    the job's window at first, halved when a timeout says the switch cannot take that much, growing back
-    with every result.
-
-    Loss recovery, all counted in `stats()`:
-
-    - fast retransmission (`dupthresh` results of later requests, 0: off) and early retransmission
-      (`early_retransmit`): loss.py;
-    - the retransmission timer and the tail probe (timers.py): both run from the latest result, so a
-      result queued behind others of its window is late, not lost. The RTO starts at `timeout` and with
-      `adaptive` follows the measured round trips and their variation (RFC 6298: srtt + 4·rttvar, never
-      below `min_timeout`; Karn's rule; × `backoff` per expiry, up to `max_timeout` or the estimate,
-      whichever is longer). When it expires
-      before the operation's first result (a late worker looks the same), the request waiting longest is
-      sent again; after it, also everything else in flight, as the halved window lets it. A
-      retransmission is lost too if nothing answers it within the RTO while other results come. The tail
-      probe resends the oldest request (the whole tail, as the window lets it, once no result still to
-      come can show it lost) when nothing has come for the PTO, the measured spacing of results, while no
-      more than `dupthresh` requests are in flight. `deadline` s after its first transmission without a
-      result, AggregationTimeout is raised.
-
-    Partial aggregation (`straggler_timeout`, None: off; p4/README.md, "Partial aggregation"): a request
-    still unanswered `straggler_timeout` s after its first transmission sends a RELEASE for its slot, and
-    again every `straggler_timeout` s while it stays unanswered (a RELEASE that found the slot not started
-    is dropped by the switch). The switch then multicasts the sums it has with their count k; results of
-    one operation may then carry different counts, which `Operation.result()` reports per coordinate.
-    Every worker of a job must agree on whether the option is on (like the window): a worker without it
-    refuses results whose counts differ within an operation. A straggler keeps up with the others through
-    the multicast results of released slots: a result with a count below n for a request it has not sent
-    yet (in this operation, or in a later one: kept, up to `early_capacity` results) is its answer, and
-    the request is never sent. Without that, a worker that fell two uses of a slot behind would find its
-    rounds stale. Results are then sorted by the numpy rules (the native take does not keep results).
-
-    Reordering and duplication (no loss) cost bounded retransmissions: a duplicate result is ignored and
-    is no evidence; a request is fast-retransmitted only if at least min(dupthresh, the requests first sent
-    after it) results of requests sent after it overtook its own. So when no result is overtaken by
-    `dupthresh` or more later ones, fast retransmissions happen only through early retransmission, among
-    the last dupthresh − 1 requests of an operation: at most dupthresh − 1 per operation (none with
-    `early_retransmit=False`), and none at all if nothing is reordered. Timers add nothing as long as no
-    pause between results outlasts the RTO (≥ srtt + 4·rttvar), and the tail probe as long as the last
-    results of an operation are not held back longer than the measured spacing of results allows.
+    `spec` is the description the switch's job was added with (`thc-ctl job add --save`): its window W, key,
+    worker count n and framing (K coordinates a THC request, `spec.fix32_per_request` int32 a FIX32 one).
+    Requests are numbered from `first_request` (0 for a freshly added job), the same on every worker.
+    host_agent/README.md, "The protocol", says how the congestion window, loss recovery (fast and early
+    retransmission, the RFC 6298 timer, the tail probe), partial aggregation and pool fallbacks work, and
+    what reordering and duplication may cost; everything recovered is counted in `stats()`.
     """
 
     def __init__(
