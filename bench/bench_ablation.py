@@ -54,7 +54,7 @@ from bench import record as bench_record  # noqa: E402
 from contract.job import JobSpec  # noqa: E402
 from host_agent.worker_cli import mode_job  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
-from topologies import provenance  # noqa: E402
+from usage import provenance  # noqa: E402
 
 MODEL = "cnn-digits"  # the time-to-target workload, make run's
 SOURCES = ("gaussian", "cnn-digits", "cnn1d-signals")

@@ -60,8 +60,8 @@ from harness.sim import SimJob, attach_workers  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from host_agent.aggregator import SwitchAggregator  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
-from topologies import provenance  # noqa: E402
 from topologies.targets import add_target_option  # noqa: E402
+from usage import provenance  # noqa: E402
 
 LOSSES = (1.0, 5.0, 10.0)
 DUPLICATE = 0.05

@@ -40,7 +40,7 @@ from harness.fake_switch import FakeSwitch  # noqa: E402
 from harness.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint  # noqa: E402
 from host_agent import wire  # noqa: E402
 from host_agent.protocol import drive  # noqa: E402
-from topologies import provenance
+from usage import provenance
 from usage.args import OneLineParser, folder
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -41,9 +41,9 @@ from contract.job import JobSpec  # noqa: E402
 from controller.jobs import JobWorker  # noqa: E402
 from controller.session import SwitchSession  # noqa: E402
 from host_agent import wire  # noqa: E402
-from topologies import provenance  # noqa: E402
 from topologies.targets import find_executable, free_tcp_port, stop_process  # noqa: E402
 from topologies.veth import VethPorts  # noqa: E402
+from usage import provenance  # noqa: E402
 
 BUILD = ROOT / "p4" / "build"
 PROGRAMS = {  # K -> (BMv2 JSON, P4Info, cell words)

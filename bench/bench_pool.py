@@ -38,7 +38,8 @@ from bench import record as bench_record  # noqa: E402
 from harness.trace_run import POLICIES, Setup, TraceResult, TraceRunner  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from thc.modes import THC  # noqa: E402
-from topologies import job_trace, provenance  # noqa: E402
+from topologies import job_trace  # noqa: E402
+from usage import provenance  # noqa: E402
 
 FLOOR = 0.75  # pool mean JCT at most this times static's (issue 39)
 

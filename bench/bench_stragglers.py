@@ -40,7 +40,7 @@ from harness.fake_switch import FakeSwitch  # noqa: E402
 from harness.sim import SimJob, program_engine  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
-from topologies import provenance  # noqa: E402
+from usage import provenance  # noqa: E402
 
 MODEL = "mlp-digits"
 

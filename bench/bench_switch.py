@@ -39,7 +39,7 @@ from contract.job import JobSpec  # noqa: E402
 from emulator.switch import SoftwareSwitch  # noqa: E402
 from harness.sim import SERVICE, SimJob, program_engine, worker_endpoint, worker_port  # noqa: E402
 from host_agent import wire  # noqa: E402
-from topologies import provenance  # noqa: E402
+from usage import provenance  # noqa: E402
 
 IPV4_JSON = ROOT / "tests/fixtures/p4/build/ipv4_forward.json"
 THC_JSON = ROOT / "p4/build/thc.json"

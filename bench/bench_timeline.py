@@ -48,9 +48,10 @@ from planner import (  # noqa: E402
     testbed_costs,  # noqa: E402
 )
 from planner.timeline import Bucket, StepProfile  # noqa: E402
-from topologies import interrupts, one_run, plan_probes, provenance  # noqa: E402
+from topologies import interrupts, one_run, plan_probes  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
+from usage import provenance  # noqa: E402
 
 MODELS = ("mlp-digits", "mlp2-digits", "cnn-digits", "cnn1d-signals")
 # 2-3 buckets each, so a plan can mix

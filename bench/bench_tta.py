@@ -38,7 +38,8 @@ from contract.job import JobSpec  # noqa: E402
 from controller.topology import Topology  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from thc.modes import PS_MODES, RUN_DEFAULT  # noqa: E402
-from topologies import provenance, report  # noqa: E402
+from topologies import report  # noqa: E402
+from usage import provenance  # noqa: E402
 
 MODES = RUN_DEFAULT
 

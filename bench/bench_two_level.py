@@ -33,7 +33,7 @@ from harness import frames  # noqa: E402
 from harness.leaf_spine import LeafSpine  # noqa: E402
 from thc import THCConfig  # noqa: E402
 from thc.aggregate import reference_aggregate  # noqa: E402
-from topologies import provenance  # noqa: E402
+from usage import provenance  # noqa: E402
 
 
 def measure(levels: int, args, table) -> dict:

@@ -1,5 +1,5 @@
 """A benchmark's record: its figures with the command, commit, date and machine load that produced them
-(topologies/provenance.py), written as JSON beside its printout. `make results` (bench/results.py)
+(usage/provenance.py), written as JSON beside its printout. `make results` (bench/results.py)
 renders docs/results.md's generated tables from the records kept in docs/results/.
 
 Benchmarks that measure in child processes collect the children's figures through `note`: the parent
@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from topologies import provenance
+from usage import provenance
 
 NOTES = "THC_BENCH_NOTES"
 

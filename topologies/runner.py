@@ -29,8 +29,9 @@ from emulator.pacing import MIN_PPS
 from host_agent import workloads
 from planner import testbed_costs
 from thc.modes import PLAN, PS_MODES, SWITCH_MODES
-from topologies import interrupts, link_rate, pcap_room, plan_probes, provenance, supervisor
+from topologies import interrupts, link_rate, pcap_room, plan_probes, supervisor
 from topologies.run_cli import ALL_MODES, DEFAULT_TOPO, PS_TOPO, build_parser
+from usage import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 STATE_FILE = "run-state.json"

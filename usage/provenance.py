@@ -1,7 +1,7 @@
 """Where a measured figure came from: the command that ran, the commit it ran on, when, and how loaded the
-machine was (a loaded machine costs THC most, since its codec needs the CPU). Benchmarks and thc-run put
-this beside their figures, so that docs/results.md can name all of it for every figure it shows
-(bench/results.py renders that page from such records)."""
+machine was (a loaded machine costs THC most, since its codec needs the CPU). Benchmarks, thc-run and
+`thc-plan project --json` put this beside their figures, so that docs/results.md can name all of it for
+every figure it shows (bench/results.py renders that page from such records)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]  # the repository: usage/ is at its root
 
 
 def commit() -> str | None:
