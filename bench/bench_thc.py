@@ -1,7 +1,7 @@
 """THC compression speed and accuracy, next to a plain FWHT, a memory copy and the baselines.
 
     .venv/bin/python bench/bench_thc.py [--quick] [--workers N] [--threads T] [--out DIR]
-    .venv/bin/python bench/bench_thc.py --native [--threads T]   # only the native vs numpy codec table
+    .venv/bin/python bench/bench_thc.py --native [--threads T] [--out DIR]   # only the native vs numpy codec
 
 --native: encode (after prepare) and decode of one worker, 16,384 and 1,048,576 coordinates in one chunk,
 with the C codec (thc.native) and with the numpy reference side by side, interleaved repetition by
@@ -22,7 +22,9 @@ repetition; microseconds per call and coordinates per second, medians. Figures, 
    minibatch gradients of a small MLP on scikit-learn's digits. THC at b = 1..8 bits with g = 2(2^b - 1)
    and the clip p that minimises rounding variance + clipping error for that table.
 
-Prints the figures and writes DIR/thc.json and DIR/thc.png (default bench/out). Figures, never assertions.
+Prints the figures and writes DIR/thc.json and DIR/thc.png (default bench/out), and the record
+DIR/bench_thc.record.json (--native: DIR/bench_thc_native.record.json) that `make results` keeps.
+Figures, never assertions.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from bench import record as bench_record  # noqa: E402
 from thc import THCCompressor, THCConfig  # noqa: E402
 from thc.baselines import (  # noqa: E402
     FP16,
@@ -58,6 +61,7 @@ from thc.hadamard import fwht  # noqa: E402
 from thc.simulate import mean_nmse  # noqa: E402
 from thc.tables import clipping_error, make_table  # noqa: E402
 from thc.workspace import Workspace, empty_cpu  # noqa: E402
+from usage import provenance  # noqa: E402
 
 SMALL = 2**16  # sizes up to this one: more repetitions, the fixed-cost fit and the 2^11-chunk rows
 
@@ -381,12 +385,15 @@ def main() -> int:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    origin = provenance.started(quick=args.quick)
     if args.native:
         print(
             f"# THC codec, native vs numpy: torch {torch.__version__}, {torch.get_num_threads()} threads, "
             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
         )
-        print_codec_table(codec_table([2**14, 2**20], reps={2**14: 301, 2**20: 21}))
+        rows = codec_table([2**14, 2**20], reps={2**14: 301, 2**20: 21})
+        print_codec_table(rows)
+        bench_record.write(args.out, "bench_thc_native", origin, {"threads": torch.get_num_threads(), "rows": rows})
         return 0
     small = [2**10, 2**12, 2**14, 2**16]
     sizes = small + ([2**20, 2**24] if args.quick else [2**18, 2**20, 2**22, 2**24])
@@ -415,7 +422,7 @@ def main() -> int:
             f"\nFloor at 2^24: encode + decode <= 3 x one FWHT of 2^24 points ({floor['fwht_s'] * 1e3:.0f} ms), "
             f"same run, paired per repetition:"
         )
-        for label in ("2^20 chunks (default)", "one chunk"):
+        for label in (k for k, v in floor.items() if isinstance(v, dict)):  # the chunkings measured
             if label in floor:
                 f = floor[label]
                 verdict = "PASS" if f["pass"] else "FAIL"
@@ -445,6 +452,9 @@ def main() -> int:
     }
     (args.out / "thc.json").write_text(json.dumps(result, indent=1))
     plot(args.out / "thc.png", rows, nmse, floor)
+    figures = {"threads": torch.get_num_threads(), "workers": args.workers, "rounds": rounds}
+    figures |= {"throughput": rows, "fixed_cost": fits, "floor": floor, "nmse": nmse}
+    bench_record.write(args.out, "bench_thc", origin, figures)
     print(f"\nwrote {args.out / 'thc.json'} and {args.out / 'thc.png'} ({result['seconds']:.0f} s)")
     return 0
 

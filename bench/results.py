@@ -379,6 +379,43 @@ def render_tta(figures: dict) -> str:
     return "\n\n".join(lines)
 
 
+def render_thc_plan_project(figures: dict) -> str:
+    """`thc-plan project --json`: the timeline model's iteration time per model and link rate for ring fp32,
+    FIX32-INA, THC-INA and the per-bucket plan, and where THC's predicted speed-up is the paper's headline."""
+    profile = figures["profile"]
+    compute = profile["compute"]
+
+    def cell(ms: float, ring_ms: float) -> str:
+        return f"{_n(ms)} ({ring_ms / ms:.2f}×)"
+
+    rows = [
+        [r["model"], f"{r['gbps']:g}", _n(r["compute_ms"]), _n(r["ring_fp32_ms"])]
+        + [cell(r[k], r["ring_fp32_ms"]) for k in ("fix32_ina_ms", "thc_ina_ms", "plan_ms")]
+        + [", ".join(f"{mode} {n}" for mode, n in sorted(r["plan_modes"].items()))]
+        for r in figures["rows"]
+    ]
+    lead = (
+        f"{profile['name']}, {profile['workers']} workers, GPU at {compute['efficiency']:.0%} of "
+        f"{compute['gpu_tflops']:g} TFLOPS, batch {compute['batch_size']}; predicted iteration ms "
+        "(speed-up over ring fp32):\n\n"
+    )
+    header = ["model", "Gbit/s", "compute ms", "ring fp32 ms", "FIX32-INA", "THC-INA", "plan", "plan's buckets"]
+    out = lead + table(header, rows)
+
+    def band(rates: list[float]) -> str:
+        return f"**{min(rates):.3g}–{max(rates):.3g} Gbit/s**" if rates else "at no rate in 1–400 Gbit/s"
+
+    if figures["headline"]:
+        low, high = figures["headline_band"]
+        out += f"\n\nLink rates at which THC-INA's predicted speed-up is the paper's {low:.2f}–{high:.2f}×:\n\n"
+        out += "\n".join(
+            f"- {model}: over ring fp32 {band(h['ring'])}, over FIX32-INA {band(h['fix32'])}"
+            for model, h in ((m, figures["headline"][m]) for m in dict.fromkeys(r["model"] for r in figures["rows"]))
+            if model in figures["headline"]
+        )
+    return out
+
+
 RENDERERS = {
     "bench_pool": render_pool,
     "bench_host_agent_worker": render_host_agent_worker,
@@ -393,6 +430,7 @@ RENDERERS = {
     "bench_timeline_planner": render_planner,
     "bench_timeline": render_timeline,
     "bench_tta": render_tta,
+    "thc_plan_project": render_thc_plan_project,
 }
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import planner
 from thc.modes import FIX32, FP16, GLOO, THC
+from usage import provenance
 from usage.args import OneLineParser, input_file, input_path, int_in, output_file, positive_number
 
 from . import models_zoo, profiles
@@ -204,6 +205,7 @@ def _modes(text: str) -> list[str]:
 
 
 def cmd_project(args) -> int:
+    started = provenance.started(args.argv)
     base = _hardware(args)
     rates = _rates(args.gbps) or [base.link_bps / 1e9]
     models = [m for m in args.models.split(",") if m]
@@ -256,10 +258,10 @@ def cmd_project(args) -> int:
                 f"{model:10s} over ring fp32: {_band(headline[model]['ring'])}; over FIX32-INA: "
                 f"{_band(headline[model]['fix32'])}"
             )
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"profile": base.to_dict(), "rows": rows, "headline": headline}, indent=1)
-        )
+    if args.json:  # a record (bench/record.py's form), so that `make results RECORDS=FILE` can keep it
+        figures = {"profile": base.to_dict(), "rows": rows, "headline": headline, "headline_band": HEADLINE}
+        record = {"benchmark": "thc_plan_project", **provenance.finished(started), "figures": figures}
+        Path(args.json).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         print(f"wrote {args.json}")
     return 0
 
@@ -444,7 +446,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"known: {', '.join(models_zoo.MODELS)})",
     )
     pr.add_argument("--gbps", help="link rates in Gbit/s, comma-separated (default: the profile's)")
-    pr.add_argument("--json", type=output_file, metavar="FILE", help="also write the rows as JSON")
+    pr.add_argument(
+        "--json",
+        type=output_file,
+        metavar="FILE",
+        help="also write the rows as a record with the command, commit, date and load (make results keeps it)",
+    )
     pr.add_argument(
         "--headline",
         action="store_true",
@@ -502,6 +509,7 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    args.argv = None if argv is None else ["thc-plan", *map(str, argv)]  # the command a record names
     try:
         _check_outputs(args)
         return args.func(args)

@@ -39,7 +39,7 @@ IN_PROCESS = [
         "data packets through the pipeline",
         "bench_pipeline.record.json",
     ),
-    ("bench_thc", ["--native"], "THC codec, native vs numpy", None),  # the full sweep's 2^24 rounds take minutes
+    ("bench_thc", ["--native", "--out", "{out}"], "THC codec, native vs numpy", "bench_thc_native.record.json"),
 ]
 ON_MININET = [  # and the ones that make veth pairs (root)
     (
