@@ -416,6 +416,52 @@ def render_thc_plan_project(figures: dict) -> str:
     return out
 
 
+def _power(n: int) -> str:
+    return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else f"{n:,}"
+
+
+def render_thc_native(figures: dict) -> str:
+    """bench_thc.py --native: one worker's encode and decode, the C codec and the numpy reference."""
+    rows = [
+        [f"{r['size']:,}", r["path"], _n(r["encode_s"] * 1e6), _n(r["decode_s"] * 1e6)]
+        + [_n(r["size"] / r["encode_s"] / 1e6), _n(r["size"] / r["decode_s"] / 1e6)]
+        for r in figures["rows"]
+    ]
+    lead = f"One worker, one chunk, {figures['threads']} torch thread(s), medians, µs per call:\n\n"
+    header = ["coordinates", "path", "encode µs", "decode µs", "encode M coord/s", "decode M coord/s"]
+    return lead + table(header, rows)
+
+
+def render_thc(figures: dict) -> str:
+    """bench_thc.py: copy, FWHT and THC encode/decode per size (one chunk and 2^20 chunks), the 3x-FWHT
+    floor at the largest size, and the NMSE of every compressor on both gradient sources."""
+    ops = ["copy", "fwht", "thc encode (1 chunk)", "thc decode (1 chunk)"]
+    ops += ["thc encode (2^20 chunks)", "thc decode (2^20 chunks)"]
+    seconds = {(r["size"], r["op"]): r["seconds"] for r in figures["throughput"]}
+    sizes = sorted({r["size"] for r in figures["throughput"]})
+    rows = [[_power(n)] + [_n(seconds[n, op] * 1e3, 3) if (n, op) in seconds else "–" for op in ops] for n in sizes]
+    out = f"Medians, {figures['threads']} torch thread(s), ms per call:\n\n" + table(["coordinates", *ops], rows)
+    floor = figures["floor"]
+    if floor:
+        out += (
+            f"\n\nFloor at {_power(floor['size'])}: encode + decode ≤ {floor['limit']:g}× one FWHT "
+            f"({_n(floor['fwht_s'] * 1e3, 0)} ms), median of the paired ratios: "
+        )
+        out += "; ".join(
+            f"{chunks} **{f['median_paired_ratio']:.2f}** ({'pass' if f['pass'] else 'FAIL'})"
+            for chunks, f in floor.items()
+            if isinstance(f, dict)
+        )
+    sources = sorted(figures["nmse"])  # records are written with sorted keys: one order either way
+    nmse = [
+        [r["family"], r["label"], f"{r['up_bits']:.3g}", f"{r['down_bits']:.3g}"]
+        + [f"{figures['nmse'][source][i]['nmse']:.2e}" for source in sources]
+        for i, r in enumerate(figures["nmse"][sources[0]])
+    ]
+    out += f"\n\nNMSE with {figures['workers']} workers, mean of {figures['rounds']} rounds:\n\n"
+    return out + table(["compressor", "setting", "bits up", "bits down", *(f"NMSE {s}" for s in sources)], nmse)
+
+
 RENDERERS = {
     "bench_pool": render_pool,
     "bench_host_agent_worker": render_host_agent_worker,
@@ -431,6 +477,8 @@ RENDERERS = {
     "bench_timeline": render_timeline,
     "bench_tta": render_tta,
     "thc_plan_project": render_thc_plan_project,
+    "bench_thc_native": render_thc_native,
+    "bench_thc": render_thc,
 }
 
 

@@ -44,6 +44,12 @@ More prose.
 <!-- /results:bench_tta -->
 <!-- results:bench_timeline -->
 <!-- /results:bench_timeline -->
+<!-- results:thc_plan_project -->
+<!-- /results:thc_plan_project -->
+<!-- results:bench_thc_native -->
+<!-- /results:bench_thc_native -->
+<!-- results:bench_thc -->
+<!-- /results:bench_thc -->
 """
 NAMES = [
     "bench_e2e",
@@ -58,12 +64,16 @@ NAMES = [
     "bench_timeline_planner",
     "bench_tta",
     "bench_timeline",
+    "thc_plan_project",
+    "bench_thc_native",
+    "bench_thc",
 ]
 
 
 def fixture_records():
     records = {p.stem: json.loads(p.read_text()) for p in FIXTURES.glob("bench_*.json")}
     records["thc_run"] = results.as_record(FIXTURES / "summary.json")[1]
+    records["thc_plan_project"] = json.loads((FIXTURES / "thc_plan_project.json").read_text())
     return records
 
 
@@ -107,6 +117,12 @@ def test_the_figures_come_from_the_record():
     assert "| mlp-digits | FIX32 via switch | 10 | 20.4 | 18.0 | -12.0 % |" in page  # the plan's case left out:
     assert "median |error| **12.0 %** over 3 cases" in page  # plan_cli.validation_table's cases
     assert "| mlp-digits | 10 | thc, thc | 10.4 | THC via switch 13.1 | 0.789 |" in page
+    assert "| resnet50 | 10 | 113.1 | 199.5 | 126.1 (1.58×) | 118.3 (1.69×) | 116.0 (1.72×) | fp16 4, thc 1 |" in page
+    assert "- resnet50: over ring fp32 **12.1–12.7 Gbit/s**, over FIX32-INA at no rate in 1–400 Gbit/s" in page
+    assert "| 16,384 | native | 56.0 | 44.0 | 292.6 | 372.4 |" in page  # bench_thc --native, µs and M coord/s
+    assert "| 2^10 | 0.001 | 0.025 | 0.060 | 0.040 | – | – |" in page  # bench_thc, ms per call
+    assert "2^20 chunks (the paper's d) **0.24** (pass)" in page
+    assert "| TernGrad |  | 1.58 | 32 | 1.50e-01 | 1.30e-01 |" in page
 
 
 def test_a_region_without_a_record_is_refused_by_name():
@@ -126,7 +142,7 @@ def test_add_keeps_a_record_under_its_benchmarks_name(tmp_path, monkeypatch):
     page = tmp_path / "results.md"
     page.write_text(PAGE)
     monkeypatch.setattr(results, "PAGE", page)
-    benches = [n for n in NAMES if n != "thc_run"]
+    benches = [n for n in NAMES if n != "thc_run"]  # thc-plan's --json is a record too
     for name in benches:
         shutil.copy(FIXTURES / f"{name}.json", tmp_path / f"{name}.record.json")
     adds = [str(tmp_path / f"{n}.record.json") for n in benches]
