@@ -14,8 +14,8 @@ rate), coordinates per second, and timer + probe retransmissions as a share of r
 retransmissions <= 1 % of requests in every mode, THC's step <= 0.7 x FIX32's, THC's coordinates per second
 >= 70 % of the pipeline's. The pipeline counts every worker's request (n x K coordinates a slot) while a
 run's coords/s counts the model's parameters once, so THC's figure is compared as n x coords/s, and both
-are printed. Writes bench/out/slow_switch.json. Figures, never assertions: they depend on the machine and
-its load (say so beside them).
+are printed. Writes bench/out/slow_switch.json and, beside it, the record bench_slow_switch.record.json that
+`make results` keeps. Figures, never assertions: they depend on the machine and its load (say so beside them).
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from usage.args import OneLineParser, input_file, int_in, positive_number
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import record as bench_record  # noqa: E402
 from bench.bench_pipeline import bench_veth  # noqa: E402
 from topologies.targets import add_target_option  # noqa: E402
+from usage import provenance  # noqa: E402
 
 OUT = REPO / "bench" / "out" / "slow_switch.json"
 BMV2_THC_PPS = 900  # THC requests/s bench_pipeline measured through BMv2 here (K = 1,024, window 32; README)
@@ -117,6 +119,7 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         print("bench_slow_switch: needs root (veths, Mininet): sudo .venv/bin/python bench/...", file=sys.stderr)
         return 1
+    origin = provenance.started(quick=args.steps < 60)
     load_before = os.getloadavg()[0]
     pipe = pipeline(args)
     if pipe is None:
@@ -147,6 +150,7 @@ def main(argv=None) -> int:
         )
     print("floors (issue 31):")
     results = floors(summary, pipe)
+    floor_rows = [dict(what=w, value=v, floor=f, met=m) for w, v, f, m in results]
     for what, value, floor, met in results:
         sign = "<=" if "retransmissions" in what or "step" in what else ">="
         print(f"  {what:<48} {value:>8.3f}  {sign} {floor:<5g} {'met' if met else 'NOT MET'}")
@@ -160,13 +164,18 @@ def main(argv=None) -> int:
                 "pps": None if args.target == "bmv2" else args.pps,
                 "pipeline": pipe,
                 "modes": summary["modes"],
-                "floors": [dict(what=w, value=v, floor=f, met=m) for w, v, f, m in results],
+                "floors": floor_rows,
                 "load": [load_before, load_after],
             },
             indent=1,
         )
     )
     print(f"wrote {args.out}")
+    pps = None if args.target == "bmv2" else args.pps
+    figures = {"target": args.target, "pps": pps, "window": args.pipeline_window, "model": args.model}
+    figures |= {"steps": args.steps, "bw_mbit": args.bw, "k": K, "pipeline": pipe}
+    figures |= {"modes": summary["modes"], "floors": floor_rows}
+    bench_record.write(args.out.parent, "bench_slow_switch", origin, figures)
     return 0
 
 

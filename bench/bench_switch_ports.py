@@ -1,13 +1,14 @@
 """Frames per second through real interfaces: thc-switch (and BMv2 when installed) on veth pairs.
 
-    sudo .venv/bin/python bench/bench_switch_ports.py [--frames 200000] [--size 64] [--sender c]
+    sudo .venv/bin/python bench/bench_switch_ports.py [--frames 200000] [--size 64] [--sender c] [--out DIR]
 
 Makes two veth pairs (unique `bp…` names, removed at the end), starts the switch as a subprocess on
 one end of each, installs an IPv4 route over P4Runtime with p4runtime-shell, then blasts a prebuilt
 IPv4/UDP frame from a raw socket on the other end of pair A and counts the rewritten frames arriving
 on pair B, from this one process. The rate is frames received over the time between the first and
 the last one: with the sender faster than the switch this is the switch's forwarding rate, and the
-loss column shows how much the sender overran it. Prints figures, asserts nothing.
+loss column shows how much the sender overran it. Prints figures, asserts nothing, and writes the record
+DIR/bench_switch_ports.record.json (default bench/out) that `make results` keeps.
 
 Targets: `thc-switch` on the fixture IPv4 program (tests/fixtures/p4/build), `passthrough` (the same
 port loop with an engine that forwards without parsing: the ceiling the I/O allows), and `bmv2`
@@ -25,12 +26,17 @@ import subprocess
 import sys
 import time
 import uuid
-
-from harness.shell import route_to_port_2
-from topologies.targets import find_executable, free_tcp_port
-from usage.args import OneLineParser, input_file, int_in
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # run as `python bench/bench_switch_ports.py`: bench.record
+
+from bench import record as bench_record  # noqa: E402
+from harness.shell import route_to_port_2  # noqa: E402
+from topologies.targets import find_executable, free_tcp_port  # noqa: E402
+from usage import provenance  # noqa: E402
+from usage.args import OneLineParser, input_file, int_in  # noqa: E402
+
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "p4", "build")
 DST_MAC = bytes.fromhex("080000000202")
 SRC_MAC = bytes.fromhex("080000000101")
@@ -333,6 +339,7 @@ def run(name, starter, pairs, args, program, p4info):
         f"{rate:11.0f} {rate * args.size * 8 / 1e6:8.1f}",
         flush=True,
     )
+    return {"target": name, "sent": args.frames, "received": received, "frames_per_s": rate}
 
 
 def main(argv=None) -> int:
@@ -354,7 +361,9 @@ def main(argv=None) -> int:
         help="traffic source and sink: a Python socket loop, or bench/native_blast.c (sendmmsg/recvmmsg; "
         "needed to load the native loop, which outruns the Python sender)",
     )
+    parser.add_argument("--out", type=Path, default=Path(ROOT) / "bench" / "out", help="record folder (bench/out)")
     args = parser.parse_args(argv)
+    origin = provenance.started(quick=args.frames < 200_000)
     if os.geteuid() != 0 or shutil.which("ip") is None:
         print("bench_switch_ports: needs root and iproute2 (veth pairs)", file=sys.stderr)
         return 2
@@ -371,12 +380,16 @@ def main(argv=None) -> int:
         f"{args.sender} sender"
     )
     print(f"{'target':12s} {'sent':>9s} {'received':>9s} {'loss':>7s} {'frames/s':>11s} {'Mbit/s':>8s}")
+    rows = []
     with VethPairs() as pairs:
         for name in targets:
             if name == "bmv2" and bmv2_binary() is None:
                 print(f"{name:12s} skipped: simple_switch_grpc not installed ")
                 continue
-            run(name, starters[name], pairs, args, args.program, args.p4info)
+            rows.append(run(name, starters[name], pairs, args, args.program, args.p4info))
+    program = os.path.relpath(args.program, ROOT)
+    figures = {"size": args.size, "sender": args.sender, "program": program, "rows": rows}
+    bench_record.write(args.out, "bench_switch_ports", origin, figures)
     return 0
 
 

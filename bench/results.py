@@ -462,6 +462,45 @@ def render_thc(figures: dict) -> str:
     return out + table(["compressor", "setting", "bits up", "bits down", *(f"NMSE {s}" for s in sources)], nmse)
 
 
+def render_switch_ports(figures: dict) -> str:
+    """bench_switch_ports.py: IPv4 forwarding through veth pairs, frames a second per target."""
+    rows = [
+        [r["target"], f"{r['sent']:,}", f"{r['received']:,}", f"{1 - r['received'] / r['sent']:.1%}"]
+        + [_n(r["frames_per_s"], 0), _n(r["frames_per_s"] * figures["size"] * 8 / 1e6)]
+        for r in figures["rows"]
+    ]
+    lead = (
+        f"IPv4 forwarding ({figures['program']}) through veth pairs, {figures['size']}-byte frames, "
+        f"{figures['sender']} sender; the rate is frames received over the time from the first to the last:\n\n"
+    )
+    return lead + table(["target", "sent", "received", "loss", "frames/s", "Mbit/s"], rows)
+
+
+def render_slow_switch(figures: dict) -> str:
+    """bench_slow_switch.py: the pipeline's pace, then THC and FIX32 training through the same slow target,
+    each step beside its link-bytes bound, and issue 31's floors."""
+    pipe = figures["pipeline"]
+    pace = "BMv2 at its own pace" if figures["target"] == "bmv2" else f"software switch at {figures['pps']:g} frames/s"
+    out = (
+        f"{pace}; pipeline (K = {figures['k']:,}, window {figures['window']}): "
+        f"{_n(pipe['packets_per_s'], 0)} THC requests/s = {_n(pipe['coordinates_per_s'], 0)} coordinates/s. "
+        f"`thc-run --modes thc,fix32`, {figures['model']}, {figures['steps']} steps, {figures['bw_mbit']:g} Mbit/s:\n\n"
+    )
+    rows = []
+    for m in figures["modes"]:
+        late = (m["timer_retransmissions"] + m["probe_retransmissions"]) / max(1, m["requests"])
+        bound = m["busiest_link_bytes_per_step"] * 8 / (figures["bw_mbit"] * 1e6) * 1e3
+        retx = f"{m['timer_retransmissions']} / {m['fast_retransmissions']} / {m['probe_retransmissions']}"
+        row = [label(m["mode"]), _n(m["step_ms"]), _n(bound), _n(m["goodput_coords_s"], 0), f"{m['requests']:,}"]
+        rows.append(row + [retx, f"{late:.2%}"])
+    header = ["mode", "step ms", "link bound ms", "coords/s", "requests", "retx timer / fast / probe", "late"]
+    out += table(header, rows) + "\n\nFloors (issue 31):\n\n"
+    return out + "\n".join(
+        f"- {f['what']}: **{f['value']:.3f}** (floor {f['floor']:g}, {'met' if f['met'] else 'not met'})"
+        for f in figures["floors"]
+    )
+
+
 RENDERERS = {
     "bench_pool": render_pool,
     "bench_host_agent_worker": render_host_agent_worker,
@@ -479,6 +518,8 @@ RENDERERS = {
     "thc_plan_project": render_thc_plan_project,
     "bench_thc_native": render_thc_native,
     "bench_thc": render_thc,
+    "bench_switch_ports": render_switch_ports,
+    "bench_slow_switch": render_slow_switch,
 }
 
 

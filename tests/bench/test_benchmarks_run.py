@@ -60,7 +60,7 @@ ON_MININET = [  # and the ones that make veth pairs (root)
         "bench_slow_switch",
         ["--steps", "6", "--pipeline-rounds", "2", "--no-pcap", "--out", "{out}/slow.json"],
         "THC step / FIX32 step",
-        "slow.json",
+        "bench_slow_switch.record.json",  # beside slow.json
     ),
     (
         "bench_e2e",
@@ -68,7 +68,12 @@ ON_MININET = [  # and the ones that make veth pairs (root)
         "wrote",
         "bench_e2e.record.json",
     ),
-    ("bench_switch_ports", ["--frames", "2000", "--targets", "thc-switch,passthrough"], "frames/s", None),
+    (
+        "bench_switch_ports",
+        ["--frames", "2000", "--targets", "thc-switch,passthrough", "--out", "{out}"],
+        "frames/s",
+        "bench_switch_ports.record.json",
+    ),
 ]
 
 

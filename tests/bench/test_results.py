@@ -50,6 +50,10 @@ More prose.
 <!-- /results:bench_thc_native -->
 <!-- results:bench_thc -->
 <!-- /results:bench_thc -->
+<!-- results:bench_switch_ports -->
+<!-- /results:bench_switch_ports -->
+<!-- results:bench_slow_switch -->
+<!-- /results:bench_slow_switch -->
 """
 NAMES = [
     "bench_e2e",
@@ -67,6 +71,8 @@ NAMES = [
     "thc_plan_project",
     "bench_thc_native",
     "bench_thc",
+    "bench_switch_ports",
+    "bench_slow_switch",
 ]
 
 
@@ -123,6 +129,9 @@ def test_the_figures_come_from_the_record():
     assert "| 2^10 | 0.001 | 0.025 | 0.060 | 0.040 | – | – |" in page  # bench_thc, ms per call
     assert "2^20 chunks (the paper's d) **0.24** (pass)" in page
     assert "| TernGrad |  | 1.58 | 32 | 1.50e-01 | 1.30e-01 |" in page
+    assert "| thc-switch | 20,000 | 19,000 | 5.0% | 37,125 | 19.0 |" in page  # frames/s and Mbit/s of 64 B
+    assert "| THC via switch | 213.1 | 17.0 | 198,000 | 1,600 | 1 / 0 / 2 | 0.19% |" in page  # bound: 42,500 B
+    assert "- THC step / FIX32 step: **0.299** (floor 0.7, met)" in page
 
 
 def test_a_region_without_a_record_is_refused_by_name():
