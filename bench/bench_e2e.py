@@ -38,12 +38,12 @@ from controller.topology import Topology  # noqa: E402
 from thc.modes import RUN_DEFAULT  # noqa: E402
 from topologies import (  # noqa: E402
     one_run,  # noqa: E402
-    provenance,
     report,
 )
 from topologies.targets import add_target_option  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions, add_codec_option  # noqa: E402
+from usage import provenance  # noqa: E402
 
 MODES = RUN_DEFAULT
 
