@@ -213,3 +213,15 @@ Nothing measured here, 12 words.
 
 def test_every_figure_on_docs_results_md_names_its_command_and_commit():
     assert unsourced_sections(results.PAGE.read_text()) == []
+
+
+def test_thc_plan_project_json_is_a_record_the_page_renders(tmp_path):
+    from planner import plan_cli
+
+    path = tmp_path / "project.json"
+    assert plan_cli.main(["project", "--models", "resnet50", "--gbps", "10", "--json", str(path)]) == 0
+    name, record = results.as_record(path)
+    assert name == "thc_plan_project"
+    assert record["command"] == f"thc-plan project --models resnet50 --gbps 10 --json {path}"
+    region = results.render_record(name, record)
+    assert "| resnet50 | 10 |" in region and "Link rates" not in region  # no --headline, no band
