@@ -141,13 +141,14 @@ def render_e2e(figures: dict) -> str:
 def training_table(modes: list[dict], bw: float | None) -> str:
     """thc-run's (and bench_e2e's) per-mode training figures; with the link rate, each step's link-bytes
     bound: the busiest link's bytes per step at that rate."""
-    header = ["mode", "final acc", "time to target", "step ms"]
+    bpc = bool(modes) and modes[0].get("metric") == "bpc"  # a language model's target: validation bits/char
+    header = ["mode", "final bpc" if bpc else "final acc", "time to target", "step ms"]
     header += ["link bound ms"] if bw else []
     header += ["aggregation ms/step", "sent B/step/worker", "recv B/step/worker", "retx timer / fast / probe"]
     rows = []
     for m in modes:
         reached = "not reached" if m["time_to_target_s"] is None else f"{m['time_to_target_s']:.1f} s"
-        row = [label(m["mode"]), f"{m['final_acc']:.3f}", reached, _n(m["step_ms"])]
+        row = [label(m["mode"]), f"{m['final_metric'] if bpc else m['final_acc']:.3f}", reached, _n(m["step_ms"])]
         if bw:
             busiest = m.get("busiest_link_bytes_per_step")
             row.append("–" if busiest is None else _n(busiest * 8 / (bw * 1e6) * 1e3))
@@ -161,6 +162,13 @@ def training_table(modes: list[dict], bw: float | None) -> str:
     return table(header, rows)
 
 
+def _target(figures: dict) -> str:
+    """thc-run's time-to-target threshold in its metric's words."""
+    if figures["modes"] and figures["modes"][0].get("metric") == "bpc":
+        return f"{figures['target']:g} validation bits per character"
+    return f"{figures['target']:.0%} test accuracy"
+
+
 def render_thc_run(figures: dict) -> str:
     """thc-run's logs/summary.json: the modes' training figures and the speed-ups it printed."""
     run = figures["run"]
@@ -171,7 +179,7 @@ def render_thc_run(figures: dict) -> str:
         + (f"{bw:g} Mbit/s links" if bw else "links not slowed")
         + (" (chosen by `--bw auto`)" if run.get("bw_auto") else "")
         + (f", {run['loss_pct']:g} % loss" if run.get("loss_pct") else "")
-        + (f"; time to {figures['target']:.0%} test accuracy" if figures.get("target") else "")
+        + (f"; time to {_target(figures)}" if figures.get("target") else "")
         + ":\n"
     )
     lines = [head, training_table(figures["modes"], bw)]

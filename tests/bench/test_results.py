@@ -225,3 +225,12 @@ def test_thc_plan_project_json_is_a_record_the_page_renders(tmp_path):
     assert record["command"] == f"thc-plan project --models resnet50 --gbps 10 --json {path}"
     region = results.render_record(name, record)
     assert "| resnet50 | 10 |" in region and "Link rates" not in region  # no --headline, no band
+
+
+def test_a_language_models_run_is_rendered_in_bits_per_character():
+    record = fixture_records()["thc_run"]
+    figures = dict(record["figures"], target=3.0)
+    figures["modes"] = [dict(m, metric="bpc", final_metric=2.743) for m in figures["modes"]]
+    region = results.render_record("thc_run", dict(record, figures=figures))
+    assert "time to 3 validation bits per character" in region and "| final bpc |" in region
+    assert "| 2.743 |" in region and "accuracy" not in region
