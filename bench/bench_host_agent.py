@@ -40,6 +40,7 @@ from harness.fake_switch import FakeSwitch  # noqa: E402
 from harness.sim import SERVICE, SimJob, attach_workers, program_engine, worker_endpoint  # noqa: E402
 from host_agent import wire  # noqa: E402
 from host_agent.protocol import drive  # noqa: E402
+from native_build import native_off  # noqa: E402
 from usage import provenance
 from usage.args import OneLineParser, folder
 
@@ -534,7 +535,7 @@ def protocol_round(worker, repeats: int) -> None:
 
 def note_round(figure: str, **values) -> None:
     """A veth round's figure for the record, with the codec that ran it (THC_NATIVE=0: numpy's)."""
-    codec = "numpy" if os.environ.get("THC_NATIVE") == "0" else "native"
+    codec = "numpy" if native_off() else "native"
     bench_record.note({"figure": figure, "codec": codec, **values})
 
 

@@ -27,13 +27,19 @@ from pathlib import Path
 
 SHARED_FLAGS = ("-fPIC", "-shared")  # what makes an object ctypes can load; every build has them
 SANITIZER_FLAGS = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer")  # tests' ASan and UBSan builds
+NATIVE_ENV = "THC_NATIVE"  # "0": the numpy reference and Python I/O; "1": a failed build raises; unset: C if it builds
+
+
+def native_off(environ=os.environ) -> bool:
+    """Whether `environ` turns the project's C off (the workers' codec is then numpy's)."""
+    return environ.get(NATIVE_ENV) == "0"
 
 
 def load_switched(build: Callable[[], Path], errors: tuple[type[Exception], ...], notice: str) -> ctypes.CDLL | None:
     """A built library loaded as `$THC_NATIVE` says: "0" skips it (None); "1" lets a failure to build or load
     it raise; otherwise a failure prints `notice: <why>` once on stderr and returns None, and the caller
     takes its own fallback. `errors`: what `build` raises when it cannot build."""
-    mode = os.environ.get("THC_NATIVE", "")
+    mode = os.environ.get(NATIVE_ENV, "")
     if mode == "0":
         return None
     try:

@@ -37,7 +37,7 @@ ALLOWED = {
     # the timeline model and planner, with the step's profile on this machine (the workloads, DDP's buckets)
     "planner": {"thc", "ddp", "host_agent"},
     # the runner brings everything up
-    "topologies": {"contract", "thc", "ddp", "controller", "host_agent", "planner", "emulator"},
+    "topologies": {"contract", "thc", "ddp", "controller", "host_agent", "planner", "emulator", "native_build"},
     # the doubles and in-process rigs: above the product, which never imports them
     "harness": {"contract", "thc", "ddp", "controller", "host_agent", "emulator", "native_build"},
     "bench": set(PACKAGES) - {"bench"},  # benchmarks drive any layer, the doubles too

@@ -24,6 +24,7 @@ from contract.job import JobSpec
 from controller.topology import Topology
 from host_agent.worker import EXIT_SWITCH_TIMEOUT
 from host_agent.worker_cli import mode_job
+from native_build import NATIVE_ENV
 from thc.modes import PS_MODES, SWITCH_MODES
 from topologies import interrupts
 from topologies.ledger import Ledger
@@ -51,7 +52,7 @@ def codec_environment(codec: str) -> dict[str, str]:
     """The environment a worker process gets for `codec` on top of the caller's."""
     if codec not in CODECS:
         raise ValueError(f"codec {codec!r}: expected one of {', '.join(CODECS)}")
-    return {"THC_NATIVE": "0"} if codec == "numpy" else {}
+    return {NATIVE_ENV: "0"} if codec == "numpy" else {}
 
 
 class WorkerFailed(RuntimeError):
