@@ -58,6 +58,7 @@ from contract.job import JobSpec
 from host_agent import booking, loss, native, receive, wire
 from host_agent.clock import VirtualClock
 from host_agent.operation import Operation, ProtocolError, pack_fix32, pack_indices, pack_norms
+from host_agent.pool_fallback import PoolFallback
 from host_agent.recovery import Recovery
 from host_agent.sender import Sender
 from host_agent.timers import Timers
@@ -445,6 +446,8 @@ class WorkerProtocol:
         spec = self.spec.replace(job_id=job_id, workers=n_workers, key=key)
         new = WorkerProtocol(self.transport, self.builder, spec, self.worker_id, **self._settings)
         new.timers.carry_over(self.timers)
+        if self.pool_fallback is not None:  # the new job's uses fall back to the same server (counted afresh)
+            new.pool_fallback = PoolFallback(self.pool_fallback.server)
         return new
 
     MIN_HOLD = receive.MIN_HOLD

@@ -105,3 +105,19 @@ def test_workers_ack_their_last_uses_so_the_job_holds_no_cell_between_operations
         assert all(w.stats()["pool_acks"] == WINDOW * step for w in workers)  # one ACK per slot and operation
     events = job_events(switch, JOB)
     assert events["POOL_ACK"] == 3 * N * WINDOW and events["POOL_TAKEN"] == 0
+
+
+def test_the_survivors_job_after_a_worker_failure_still_falls_back_to_the_server():
+    """WorkerProtocol.for_job (the survivors' job) keeps the fallback server: a use that falls back there is
+    summed by the server, not retransmitted to the switch until the deadline."""
+    job = pool_job(0)  # no pool at all: every use falls back
+    survivors = 2
+    switch = SoftwareSwitch.from_json(str(paths.THC_JSON))
+    program_engine(switch, job)
+    _, workers = attach_workers(SwitchAndServer(switch, fallback_server(job)), job, seed=8, clock=VirtualClock())
+    for w in workers:
+        w.pool_fallback = PoolFallback(SERVER)
+    moved = [w.for_job(JOB, survivors, w.key) for w in workers[:survivors]]
+    assert all(m.pool_fallback is not None and m.pool_fallback.server == SERVER for m in moved)
+    for m, w in zip(moved, workers):
+        assert m.pool_fallback is not w.pool_fallback and m.stats()["pool_fallbacks"] == 0
