@@ -32,7 +32,7 @@ FIGURE = re.compile(
             rf"(?<![\w.])(?:{_KM}|{_RANGE})(?:\s?[–-]\s?(?:{_KM}|{_NUM}))?\s?(?:[kM]\s)?"
             r"(?:(?:THC|IPv4)\s)?(?:packets|pkt|frames|requests|coordinates|coord|lookups|M)/s",
             # a speed-up or ratio written against its sign: 1.51–1.67×, ×1.20 (2 × 1024 and 8×8 are products)
-            rf"(?<![\w.]){_RANGE}×(?!\d)|×{_NUM}(?:[–-]{_NUM})?",
+            rf"(?<![\w.]){_RANGE}×(?!\d)|(?<!\d)×{_NUM}(?:[–-]{_NUM})?",
             # thousands and millions of something: 37k-96k, 19.5k, 0.63M
             rf"(?<![\w.]){_KM}(?:\s?[–-]\s?{_KM})?(?!\w)",
             # a bare fraction such as an accuracy or a ratio: 0.917, 0.55
