@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as `python bench/results.py`
 
-from topologies.report import label  # noqa: E402  (a mode's name in tables: thc/modes.py's registry)
+from topologies.report import failure_line, label  # noqa: E402  (a mode's name: thc/modes.py's registry)
 from usage.args import OneLineParser, input_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,6 +189,10 @@ def render_thc_run(figures: dict) -> str:
             if key.startswith("speedup_vs_") and key != "speedup_vs_thc" and value is not None:
                 other = label(key.removeprefix("speedup_vs_"))
                 lines.append(f"\nTHC reached the target {value:.2f}× sooner than {other}.")
+    failures = [failure_line(m["mode"], f) for m in figures["modes"] for f in m.get("failures") or []]
+    if failures:
+        lines.append("\nFailures (seconds from the kill):\n")
+        lines += [f"- {line}" for line in failures]
     return "\n".join(lines)
 
 

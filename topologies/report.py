@@ -188,27 +188,27 @@ def restart_line(mode: str, f: dict) -> str:
     )
 
 
+def failure_line(mode: str, f: dict) -> str:
+    """A worker failure (who, after which step, how the survivors recovered) or a switch restart, as the
+    summary's `failures` record it; the console and docs/results.md (bench/results.py) print this line."""
+    if f.get("kind") == "switch_restart":
+        return restart_line(mode, f)
+    how = "killed by the runner" if f["injected"] else "died"
+    recovered = (
+        f"all moved in step {f['survivors_step']}, {f['recovered_s']:.2f} s after the failure"
+        if f["recovered_s"] is not None
+        else "not all survivors moved"
+    )
+    return (
+        f"{label(mode)}: worker {f['host']} (rank {f['rank']}) {how} ({f['signal']}) "
+        f"after step {f['step']}; survivors re-admitted as job {f['job_id']} (epoch {f['epoch']}, "
+        f"{f['workers']} workers) {f['readmitted_s']:.2f} s after it, {recovered}"
+    )
+
+
 def failure_lines(rows: list[ModeSummary]) -> list[str]:
-    """One line per worker failure (who, after which step, how the survivors recovered) and per switch
-    restart."""
-    lines = []
-    for r in rows:
-        for f in r.failures:
-            if f.get("kind") == "switch_restart":
-                lines.append(restart_line(r.mode, f))
-                continue
-            how = "killed by the runner" if f["injected"] else "died"
-            recovered = (
-                f"all moved in step {f['survivors_step']}, {f['recovered_s']:.2f} s after the failure"
-                if f["recovered_s"] is not None
-                else "not all survivors moved"
-            )
-            lines.append(
-                f"{label(r.mode)}: worker {f['host']} (rank {f['rank']}) {how} ({f['signal']}) "
-                f"after step {f['step']}; survivors re-admitted as job {f['job_id']} (epoch {f['epoch']}, "
-                f"{f['workers']} workers) {f['readmitted_s']:.2f} s after it, {recovered}"
-            )
-    return lines
+    """One line per worker failure and per switch restart of every mode."""
+    return [failure_line(r.mode, f) for r in rows for f in r.failures]
 
 
 def retx_split(r: ModeSummary) -> str:

@@ -234,3 +234,20 @@ def test_a_language_models_run_is_rendered_in_bits_per_character():
     region = results.render_record("thc_run", dict(record, figures=figures))
     assert "time to 3 validation bits per character" in region and "| final bpc |" in region
     assert "| 2.743 |" in region and "accuracy" not in region
+
+
+def test_a_runs_failures_are_rendered_as_the_console_prints_them():
+    from topologies.report import failure_line
+
+    record = fixture_records()["thc_run"]
+    kill = {"host": "h3", "rank": 2, "step": 50, "signal": "SIGKILL", "injected": True, "detected_s": 0.06}
+    kill |= {"readmitted_s": 0.078, "recovered_s": 0.118, "job_id": 2, "epoch": 2, "workers": 3, "survivors_step": 51}
+    restart = {"kind": "switch_restart", "switch": "s1", "step": 50, "answering_s": 0.41, "reprogrammed_s": 2.9}
+    restart |= {"readmitted_s": 3.3, "recovered_s": 3.4, "job_id": 1, "epoch": 2, "resumed_step": 51}
+    modes = [dict(m) for m in record["figures"]["modes"]]
+    modes[0]["failures"], modes[1]["failures"] = [kill], [restart]
+    region = results.render_record("thc_run", dict(record, figures=dict(record["figures"], modes=modes)))
+    assert f"- {failure_line(modes[0]['mode'], kill)}" in region
+    assert "survivors re-admitted as job 2 (epoch 2, 3 workers) 0.08 s after it" in region
+    assert f"- {failure_line(modes[1]['mode'], restart)}" in region and "a pause of 3.40 s" in region
+    assert "Failures" not in results.render_record("thc_run", record)  # a run without failures has no list
