@@ -65,7 +65,7 @@ from host_agent.worker_cli import (
     resolve_identity,
     switch_aggregator,
 )
-from host_agent.worker_io import emit, interface_counters, use_interface
+from host_agent.worker_io import die_after, emit, interface_counters, use_interface
 from thc.modes import (
     BACKEND_MODES,
     FAILOVER_MODES,
@@ -250,11 +250,14 @@ def run(args) -> dict:
     )
     at_start = interface_counters(args.iface)
 
+    dies = die_after(args.die_after_step)
+
     def report(record):
         if record["event"] == "step":
             last_step[0] = record["step"]
         if record["event"] == "step" or evaluates():
             emit(dict(record, rank=args.rank))
+        dies(record)
 
     try:
         with aggregation_errors_as_raised(state, dist.group.WORLD):

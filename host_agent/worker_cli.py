@@ -292,6 +292,14 @@ def _add_training(r) -> None:
         "--straggler HOST:MS sets it on one worker; default 0)",
     )
     r.add_argument(
+        "--die-after-step",
+        type=int_in(1),
+        default=None,
+        metavar="N",
+        help="an injected failure: once step N is reported, say so and end this process with SIGKILL, as a "
+        "crashed host would (thc-run --kill HOST:N sets it, so the failure lands after exactly step N)",
+    )
+    r.add_argument(
         "--model",
         default="mlp-digits",
         metavar="NAME",

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 PROGRESS_PREFIX = "@thc "
@@ -18,6 +20,19 @@ _emitting = threading.Lock()  # the aggregation thread reports too (a rejoin): o
 def emit(record: dict) -> None:
     with _emitting:
         print(PROGRESS_PREFIX + json.dumps(record), flush=True)
+
+
+def die_after(step: int | None) -> Callable[[dict], None]:
+    """An injected failure (thc-worker --die-after-step): a step record's check that, at `step`, emits a
+    "dying" record with the time (time.monotonic, one clock for every process on the machine) and ends the
+    process with SIGKILL, as a crashed host would; nothing for any other step, or when `step` is None."""
+
+    def check(record: dict) -> None:
+        if step is not None and record.get("event") == "step" and record.get("step") == step:
+            emit({"event": "dying", "step": step, "t": time.monotonic()})
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return check
 
 
 def cpu_counters() -> dict:

@@ -84,16 +84,24 @@ def _signal_name(number: int) -> str:
 
 
 class KillSwitch:
-    """Injected failures: SIGKILL to a worker once it reports a step (``thc-run --kill HOST:STEP``)."""
+    """Injected failures (``thc-run --kill HOST:STEP``): the worker ends itself with SIGKILL right after it
+    reports STEP (thc-worker --die-after-step, WorkerOptions.kills), saying when in a "dying" record; a
+    kill from here would land steps late, after the report crossed a busy machine. A worker that reports
+    a later step without dying (a thc-worker without the option) is killed from here then."""
 
     def __init__(self, kills: list[tuple[str, int]], clock: Callable[[], float] = time.monotonic):
         self.kills = dict(kills)  # host -> step
-        self.killed: dict[str, float] = {}  # host -> when it was killed
+        self.killed: dict[str, float] = {}  # host -> when it was killed (time.monotonic: the worker's clock too)
         self.clock = clock
 
     def on_event(self, worker: Worker, event: dict) -> None:
         step = self.kills.get(worker.host)
-        if event.get("event") == "step" and step is not None and event["step"] >= step:
+        if step is None:
+            return
+        if event.get("event") == "dying":
+            del self.kills[worker.host]
+            self.killed[worker.host] = float(event.get("t", self.clock()))
+        elif event.get("event") == "step" and event["step"] > step:
             del self.kills[worker.host]
             self.killed[worker.host] = self.clock()
             os.kill(worker.process.pid, signal.SIGKILL)

@@ -271,8 +271,9 @@ def _fault_options(tr) -> None:
         default=[],
         type=_host_step,
         metavar="HOST:STEP",
-        help="inject a worker failure: SIGKILL to worker HOST once it reports step STEP (thc and fix32 go on "
-        "with the survivors as a new job; other modes stop with an error); may be repeated",
+        help="inject a worker failure: worker HOST ends itself with SIGKILL right after step STEP (thc-worker "
+        "--die-after-step; thc and fix32 go on with the survivors as a new job; other modes stop with an "
+        "error); may be repeated",
     )
     tr.add_argument(
         "--restart-switch",

@@ -165,6 +165,8 @@ class Testbed(StartStop):
         self.last_failures = []
         self._kept_counters = {}
         killer = KillSwitch(kill)
+        if kill and not options.probe_rounds:  # each dies after its step itself (KillSwitch)
+            options = dataclasses.replace(options, kills=dict(kill))
         failover_mode = options.mode in FAILOVER_MODES and not options.probe_rounds
         if failover_mode:
             options = dataclasses.replace(options, membership=self.log_dir / options.mode / "membership.json")

@@ -90,6 +90,7 @@ class WorkerOptions:
     straggler_timeout_ms: float | None = None  # thc-worker --straggler-timeout (None: wait for every worker)
     query_first: bool = False  # thc-worker --query: a retransmission asks the switch first
     stragglers: dict[str, float] = field(default_factory=dict)  # host -> ms slept per step (thc-worker --step-delay)
+    kills: dict[str, int] = field(default_factory=dict)  # host -> the step it dies after (thc-worker --die-after-step)
     codec: str = "native"  # CODECS: the workers' codec and I/O (codec_environment)
 
     @property
@@ -173,6 +174,8 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
             argv += ["--plan", str(options.plan)]
         if options.stragglers.get(host):
             argv += ["--step-delay", str(options.stragglers[host])]
+        if options.kills.get(host):
+            argv += ["--die-after-step", str(options.kills[host])]
     if options.mode in SWITCH_MODES:
         argv += ["--service-ip", str(service_ip), "--service-mac", service_mac]
     elif options.worker_mode in PS_MODES:

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from contract.job import JobSpec
+from tests.support import paths
 from topologies.failover import Failover, KillSwitch
 from topologies.report import restart_line
 from topologies.switch_restart import SwitchRestarter
@@ -120,6 +121,47 @@ def test_a_killed_worker_is_left_behind_and_the_survivors_go_on_as_a_new_job(tmp
     assert [r["rank"] for r in results] == [0, 1, 3] and all(r["moved"] for r in results)
 
 
+# a stand-in worker with thc-worker's injected failure (worker_io.die_after): it ends itself after a step
+DYING_WORKER = r"""
+import json, sys, time
+from host_agent.worker_io import die_after, emit
+dies = die_after(int(sys.argv[2]) if sys.argv[2] != "-" else None)
+for step in range(1, 200):
+    time.sleep(0.005)
+    record = {"event": "step", "step": step, "loss": 0.0}
+    emit(record)
+    dies(record)
+"""
+
+
+@pytest.mark.parametrize("die_at", [1, 7])
+def test_an_injected_failure_lands_right_after_its_step_however_late_the_runner_reads(tmp_path, die_at):
+    """The worker ends itself after step N (thc-worker --die-after-step, as thc-run --kill sets it), so the
+    runner's reading late (a busy machine) cannot move the failure to a later step; KillSwitch takes the
+    time from the worker's "dying" record. Its neighbour without a kill step runs to its end."""
+    killer = KillSwitch([("h1", die_at)])
+    workers = []
+    for rank, step in enumerate((str(die_at), "-")):
+        host, log_path = f"h{rank + 1}", tmp_path / f"h{rank + 1}.log"
+        argv = [sys.executable, "-c", DYING_WORKER, str(rank), step]
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=paths.REPO)
+        workers.append(Worker(host, rank, process, log_path, tmp_path / f"{host}.json", open(log_path, "wb")))
+    process = workers[0].process
+    assert process.wait(30) == -9  # dead before the runner read a line: nothing of the runner's timing matters
+    dying = []
+
+    def on_event(w, e):
+        killer.on_event(w, e)
+        if e["event"] == "dying":
+            dying.append(e)
+
+    with pytest.raises(WorkerFailed, match=r"worker h1 \(rank 0\): killed by signal 9"):
+        follow(workers, on_event, stall_timeout=30, start_timeout=30)
+    assert workers[0].step == die_at and [e["step"] for e in dying] == [die_at]
+    assert killer.killed == {"h1": dying[0]["t"]} and killer.kills == {}
+    assert workers[1].process.wait(30) == 0  # no kill step: it ran to its end
+
+
 def test_without_failover_a_killed_worker_stops_the_run_with_a_clear_error(tmp_path):
     """h1 fails as gloo's echo of h2's death, possibly before h2's death is seen: h2 is named as the cause."""
     killer = KillSwitch([("h2", 3)])
@@ -217,3 +259,17 @@ def test_a_lost_evaluators_evaluations_open_the_record_of_the_lowest_surviving_r
     assert [(e["step"], e["test_acc"]) for e in by_rank[1]["epochs"]] == [(11, 0.5), (22, 0.7), (33, 0.8), (40, 0.9)]
     assert all("rank" not in e for e in by_rank[1]["epochs"])
     assert [e["step"] for e in by_rank[2]["epochs"]] == [40]
+
+
+def test_thc_run_kill_starts_the_named_worker_with_its_step_and_no_other(tmp_path):
+    from controller.topology import Topology
+    from host_agent.worker_cli import build_parser
+    from topologies.workers import WorkerOptions, worker_command
+
+    topo = Topology.load(paths.TOPOLOGIES / "star4.json")
+    JobSpec(job_id=1, workers=4, key=0x01D).save(tmp_path / "job.json")
+    options = WorkerOptions(mode="thc", steps=100, job_file=tmp_path / "job.json", kills={"h3": 50})
+    for host, want in (("h3", 50), ("h1", None)):
+        argv = worker_command(topo, host, options, tmp_path / f"{host}.json")
+        worker_argv = argv[argv.index("--mode") :]  # thc-worker's own options, after its interpreter and path
+        assert build_parser().parse_args(worker_argv).die_after_step == want
