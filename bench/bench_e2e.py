@@ -401,7 +401,10 @@ def plot(path: Path, aggregation: list[dict], curves: dict, args, n_workers: int
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_time, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    if curves:
+        fig, (ax_time, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    else:  # --steps 0: no training, no accuracy panel
+        fig, ax_time = plt.subplots(1, 1, figsize=(6, 4))
     rates = sorted({a["bw_mbit"] for a in aggregation}, reverse=True)
     modes = list(dict.fromkeys(a["mode"] for a in aggregation))
     width = 0.8 / len(modes)
@@ -409,25 +412,32 @@ def plot(path: Path, aggregation: list[dict], curves: dict, args, n_workers: int
         heights = [
             next(a["median_s"] * 1e3 for a in aggregation if a["mode"] == mode and a["bw_mbit"] == r) for r in rates
         ]
-        ax_time.bar([x + i * width for x in range(len(rates))], heights, width, label=report.MODE_LABELS[mode])
+        xs = [x + i * width for x in range(len(rates))]
+        ax_time.bar(xs, heights, width, label=report.MODE_LABELS[mode])
+        bounds = [  # the link bytes' bound beside each bar: how far the round is from its bytes
+            next(a.get("bound_s", 0.0) * 1e3 for a in aggregation if a["mode"] == mode and a["bw_mbit"] == r)
+            for r in rates
+        ]
+        ax_time.hlines(bounds, [x - width / 2 for x in xs], [x + width / 2 for x in xs], colors="black", lw=1.5)
     ax_time.set_xticks([x + width * (len(modes) - 1) / 2 for x in range(len(rates))], [f"{r:g} Mbit/s" for r in rates])
     ax_time.set(ylabel=f"ms per aggregation of {args.size} coordinates", title="aggregation step")
     ax_time.set_ylim(0, 1.3 * max(a["median_s"] * 1e3 for a in aggregation))
-    ax_time.legend(loc="upper center", ncol=len(modes), fontsize=8)
-    for mode, record in curves.items():
-        t = [0.0] + [e["t"] for e in record["epochs"]]
-        acc = [0.1] + [e["test_acc"] for e in record["epochs"]]
-        ax_acc.plot(t, acc, marker=".", label=report.MODE_LABELS[mode])
-    ax_acc.axhline(args.target_acc, color="grey", lw=0.8, ls="--")
-    ax_acc.set(
-        xlabel="training wall time (s)",
-        ylabel="test accuracy",
-        ylim=(0, 1),
-        title=f"time to accuracy at {rates[0]:g} Mbit/s",
-    )
+    ax_time.plot([], [], color="black", lw=1.5, label="link bound")
+    ax_time.legend(loc="upper center", ncol=len(modes) + 1, fontsize=8)
     if curves:
+        for mode, record in curves.items():
+            t = [0.0] + [e["t"] for e in record["epochs"]]
+            acc = [0.1] + [e["test_acc"] for e in record["epochs"]]
+            ax_acc.plot(t, acc, marker=".", label=report.MODE_LABELS[mode])
+        ax_acc.axhline(args.target_acc, color="grey", lw=0.8, ls="--")
+        ax_acc.set(
+            xlabel="training wall time (s)",
+            ylabel="test accuracy",
+            ylim=(0, 1),
+            title=f"time to accuracy at {rates[0]:g} Mbit/s",
+        )
         ax_acc.legend()
-    fig.suptitle(f"{n_workers} workers, {args.target}; training at {rates[0]:g} Mbit/s")
+    fig.suptitle(f"{n_workers} workers, {args.target}" + (f"; training at {rates[0]:g} Mbit/s" if curves else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
