@@ -193,7 +193,7 @@ def failure_line(mode: str, f: dict) -> str:
     summary's `failures` record it; the console and docs/results.md (bench/results.py) print this line."""
     if f.get("kind") == "switch_restart":
         return restart_line(mode, f)
-    how = "killed by the runner" if f["injected"] else "died"
+    how = "killed by an injected failure" if f["injected"] else "died"
     recovered = (
         f"all moved in step {f['survivors_step']}, {f['recovered_s']:.2f} s after the failure"
         if f["recovered_s"] is not None

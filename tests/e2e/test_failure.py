@@ -31,7 +31,7 @@ def test_thc_and_fix32_finish_with_the_survivors(tmp_path):
         assert len({r["final_test_acc"] for r in records}) == 1
         assert all(r["aggregator"]["rejoins"][0]["job_id"] == failure["job_id"] for r in records)
         assert not (tmp_path / mode["mode"] / "h3.json").exists()
-    assert "[3 left]" in output and "worker h3 (rank 2) killed by the runner (SIGKILL)" in output
+    assert "[3 left]" in output and "worker h3 (rank 2) killed by an injected failure (SIGKILL)" in output
 
 
 def test_gloo_stops_with_a_clear_error(tmp_path):
