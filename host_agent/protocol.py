@@ -357,15 +357,29 @@ class WorkerProtocol:
 
     def _waitable(self) -> Operation | None:
         """The one operation in flight when Python has nothing to decide until its results come (every
-        request sent once, in order; no timeout being judged, no QUERY): they can be taken in natively,
-        batch after batch (receive.NativeSorter.wait), and booked as one pump per batch would."""
+        request sent so far sent once, in order; no timeout being judged, no QUERY): they can be taken in
+        natively, batch after batch (receive.NativeSorter.take_until), and booked as one pump per batch
+        would. On a raw socket, the requests the congestion window still holds back may wait too: the
+        native wait sends them as results come (paced_sends), as the next pumps would have."""
         ops = self.schedule.ops
-        if self._native is None or len(ops) != 1 or self.schedule.waiting or self.schedule.judging:
+        if self._native is None or len(ops) != 1 or self.schedule.judging or self.sender.query_frames is not None:
             return None
         op = ops[0]
-        if not op.in_order or op.first_transmissions < op.n or self.sender.query_frames is not None:
+        if not op.in_order or op.first_transmissions < op.sent_hi:
             return None
+        if self.schedule.waiting or op.sent_hi < op.n:
+            return op if self._paced_sends(op) else None
         return op
+
+    def _paced_sends(self, op: Operation) -> bool:
+        """Whether a native wait may send op's held-back requests itself: all that waits is the rest of op,
+        new, in order, and the wait runs on a raw socket with the protocol's own clock."""
+        return (
+            self._wait_fd >= 0
+            and self.clock is time.monotonic
+            and op.frames.flags.c_contiguous
+            and self.schedule.held_back(op)
+        )
 
     def _take_natively(self, op: Operation, wait: float, linger: bool) -> bool:
         """Results of `op` (see _waitable) until Python must look: on a raw socket with the protocol's clock
@@ -382,7 +396,16 @@ class WorkerProtocol:
         until = now + wait
         bounds = (until, self.timers.fixed_due(), min(self.timeout, self.min_timeout), np.inf if linger else until)
         hold = (self.coalesce, self.max_hold)  # receive coalescing between batches, in C (see hold())
-        acc, ends, times, held, stop = self._native.take_until(op, io, fd, bounds, self.next_request, hold)
+        cap = self.schedule.paced_cap if fd >= 0 and op.sent_hi < op.n else 0
+        acc, ends, times, held, stop, sends = self._native.take_until(
+            op, io, fd, bounds, self.next_request, hold, send_cap=cap
+        )
+        if sends is not None:  # booked before the results, whose round trips start at these first sends
+            lo = op.sent_hi
+            for hi, at in zip(*sends):
+                self.sender.sent_natively(op, lo, hi, at)
+                lo = hi
+            self.schedule.sent_natively(op)
         if fd < 0:
             times = [now] * len(ends)
         if stop & 4 or (len(acc) and int(acc[-1]) - int(acc[0]) != len(acc) - 1):  # may show loss, or has holes

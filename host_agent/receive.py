@@ -206,14 +206,18 @@ class NativeSorter:
         bounds: tuple[float, float, float, float],
         next_request: int,
         hold: tuple[float, float] = (0.0, 0.0),
+        send_cap: int = 0,
     ):
-        """Batches of results for `op` (every request sent once, in order, nothing else in flight), taken in
-        by fastio.c's thc_wait_results (fd < 0: the io.preloaded frames already in io's buffer, one batch)
-        until Python must look; `bounds` are its times (until, fixed, slack, cap); `hold` (coalesce,
-        max_hold) lets results accumulate between batches as coalescing_hold would (coalesce 0: never).
+        """Batches of results for `op` (every request sent so far sent once, in order, nothing else in
+        flight), taken in by fastio.c's thc_wait_results (fd < 0: the io.preloaded frames already in io's
+        buffer, one batch) until Python must look; `bounds` are its times (until, fixed, slack, cap); `hold`
+        (coalesce, max_hold) lets results accumulate between batches as coalescing_hold would (coalesce 0:
+        never). `send_cap` > 0 (fd >= 0): the paced window held back requests op.sent_hi .. op.n - 1, and
+        each batch lets as many of them go as it answered, at most send_cap in flight (`sends`).
         Returns the accepted requests, each batch's end in them, each batch's arrival time, whether each
-        came after a hold, and why it stopped (bits: 1 complete, 2 a frame not accepted, 4 a result out of
-        order in the last batch, 8 the record full); counts the frames, bytes and unaccepted frames."""
+        came after a hold, why it stopped (bits: 1 complete, 2 a frame not accepted, 4 a result out of
+        order in the last batch, 8 a record full), and the sends: (op.sent_hi after each, when it went);
+        counts the frames, bytes and unaccepted frames (the sends are the caller's to book)."""
         st = self._state(op)
         st.next_request, st.outstanding = next_request, op.outstanding
         if len(self._acc_row) < max(len(io.buf), op.n):
@@ -227,6 +231,10 @@ class NativeSorter:
             self._held = np.zeros(self.MAX_BATCHES, np.uint8)
             self._wait_ref = ctypes.byref(w)
             self._record_addresses = self._ends.ctypes.data, self._times.ctypes.data, self._held.ctypes.data
+            self._send_ends = np.zeros(self.MAX_BATCHES, np.int64)
+            self._send_times = np.zeros(self.MAX_BATCHES, np.float64)
+            w.send_batch_end, w.send_batch_time = self._send_ends.ctypes.data, self._send_times.ctypes.data
+            w.max_sends = self.MAX_BATCHES
             w.hold_after = HOLD_AFTER
         w.until, w.fixed, w.slack, w.cap = bounds
         w.low, w.preloaded = op.span()[0], io.preloaded
@@ -235,6 +243,11 @@ class NativeSorter:
         w.answered = op.answered
         if op.answered:
             w.first, w.last = op.first_result, op.last_result
+        w.send_next = w.send_end = op.sent_hi
+        if send_cap > 0 and fd >= 0 and op.sent_hi < op.n:
+            frames = op.frames  # one C-contiguous row a request (wire.build_requests)
+            w.send_base, w.send_stride, w.send_end = frames.ctypes.data, frames.shape[1], op.n
+            w.send_cap, w.in_flight = send_cap, op.in_flight_count
         taken = self.lib.thc_wait_results(
             fd, io.buf_address, io.stride, len(io.buf), io.lengths_address, self._op_ref, self._wait_ref,
             *self._acc_addresses, *self._record_addresses,
@@ -244,7 +257,7 @@ class NativeSorter:
         c.bytes_received += w.bytes
         stop = w.stop
         if stop < 0:
-            raise OSError(-stop, f"recvmmsg: {os.strerror(-stop)}")
+            raise OSError(-stop, f"recvmmsg or sendmmsg: {os.strerror(-stop)}")
         if stop & 2:  # frames not accepted (only ever in the last batch)
             c.ignored_frames += st.ignored
             c.stale_results += st.stale
@@ -255,7 +268,9 @@ class NativeSorter:
             op.count = st.ref_count
         nb = w.batches
         held = self._held[:nb].tolist() if w.holds else None
-        return self._acc_req[:taken].copy(), self._ends[:nb].tolist(), self._times[:nb].tolist(), held, stop
+        sends = (self._send_ends[: w.sends].tolist(), self._send_times[: w.sends].tolist()) if w.sends else None
+        acc = self._acc_req[:taken].copy()
+        return acc, self._ends[:nb].tolist(), self._times[:nb].tolist(), held, stop, sends
 
     def _state(self, op: Operation | None):
         """The native take's view of `op`: one struct, filled anew when the operation changes (building one

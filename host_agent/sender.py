@@ -122,8 +122,19 @@ class Sender:
         self.counters.packets_sent += k
         self.counters.bytes_sent += frames.size
 
-    def _first_run(self, op: Operation, lo: int, hi: int) -> None:
-        """transmit() of requests lo .. hi − 1, none sent before (all above op.sent_hi), over slices."""
+    def sent_natively(self, op: Operation, lo: int, hi: int, now: float) -> None:
+        """Book requests lo .. hi − 1 of `op`, first transmissions that a native wait sent at `now` (the
+        paced window's, receive.NativeSorter.take_until), as send_ready would have booked them."""
+        op.first_sent[lo:hi] = now
+        if self.straggler_timeout is not None:
+            op.release_at[lo:hi] = now + self.straggler_timeout
+        self._first_run(op, lo, hi, queue=False)
+        self.timers.sent(now)
+        self.counters.requests += hi - lo
+
+    def _first_run(self, op: Operation, lo: int, hi: int, queue: bool = True) -> None:
+        """transmit() of requests lo .. hi − 1, none sent before (all above op.sent_hi), over slices (queue
+        False: their frames went already)."""
         k = hi - lo
         op.seq[lo:hi] = op.first_seq[lo:hi] = np.arange(self.tx, self.tx + k, dtype=np.int64)
         self.tx += k
@@ -135,7 +146,8 @@ class Sender:
         op.evidence[lo:hi] = 0
         op.sent_hi = hi
         frames = op.frames[lo:hi]
-        self._queue.append(frames)
+        if queue:
+            self._queue.append(frames)
         self.counters.packets_sent += k
         self.counters.bytes_sent += frames.size
 

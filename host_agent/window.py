@@ -117,6 +117,25 @@ class Window:
         if idx.size:
             self._lost.append((op, idx, op.attempts[idx], why))
 
+    def held_back(self, op: Operation) -> bool:
+        """Whether all that waits to be sent is `op`'s requests from op.sent_hi to its end, new, with every
+        slot free (op.n <= W): what the congestion window held back of an operation sent in order, which a
+        native wait may send as results come (paced_cap in flight, sent_natively after)."""
+        if self._lost or len(self._free) != 1 or op.n > self.size:
+            return False
+        other, idx = self._free[0]
+        return other is op and len(idx) == op.n - op.sent_hi and int(idx[0]) == op.sent_hi and int(idx[-1]) == op.n - 1
+
+    @property
+    def paced_cap(self) -> int:
+        """Requests in flight at most, as take() counts room now."""
+        return math.floor(min(self.limit, self.paced))
+
+    def sent_natively(self, op: Operation) -> None:
+        """A native wait sent op's held-back requests below op.sent_hi: they wait no more."""
+        self._free = [(o, idx[idx >= o.sent_hi]) if o is op else (o, idx) for o, idx in self._free]
+        self._free = [(o, idx) for o, idx in self._free if idx.size]
+
     def take(self) -> list[tuple[Operation, np.ndarray, str | None]]:
         """What may be sent now: (operation, requests, why) of presumed lost ones, then (operation,
         requests, None) of new ones, the lowest request numbers first, as many as the congestion window has

@@ -44,6 +44,9 @@ class Take(ctypes.Structure):
     )
 
 
+_SEND_INTS = "send_stride send_next send_end send_cap in_flight max_sends sends"
+
+
 class Wait(ctypes.Structure):
     """struct thc_wait of fastio.c: when thc_wait_results stops waiting, and what it took in."""
 
@@ -52,6 +55,9 @@ class Wait(ctypes.Structure):
         + [(name, ctypes.c_int64) for name in ("low", "max_batches", "preloaded", "frames", "bytes", "batches", "stop")]
         + [(name, ctypes.c_double) for name in ("coalesce", "max_hold", "min_hold", "first", "last")]
         + [(name, ctypes.c_int64) for name in ("hold_after", "answered", "holds")]
+        + [("send_base", ctypes.c_void_p)]
+        + [(name, ctypes.c_int64) for name in _SEND_INTS.split()]
+        + [(name, ctypes.c_void_p) for name in ("send_batch_end", "send_batch_time")]
     )
 
 

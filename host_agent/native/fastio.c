@@ -286,7 +286,14 @@ long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_
  * they have come (at most as long as they have been coming, at most `max_hold`, never past the deadline)
  * before it receives again, if that is at least `min_hold`: a few wake-ups instead of one per result at
  * a slow link's pace. batch_held[b] says batch b was taken in after such a hold (its spacing is the
- * hold's, not the switch's: Python takes no spacing sample from it). */
+ * hold's, not the switch's: Python takes no spacing sample from it).
+ *
+ * Paced sending (protocol.WorkerProtocol's paced window, natively): when the window held back the
+ * operation's last requests (send_next < send_end, all of them new, the rows of send_base), each batch of
+ * results lets as many of them go as it answered, never more than send_cap in flight: what the window's
+ * take would let go at that batch (its limit is fixed for the wait; growth beyond it waits for Python).
+ * Each send is recorded (send_batch_end: the running send_next, send_batch_time) for Python to book, and
+ * no hold is slept while requests are still to be sent (their results would wait behind it). */
 
 struct thc_wait {
     double until, fixed, slack, cap;        /* in: CLOCK_MONOTONIC seconds */
@@ -297,7 +304,41 @@ struct thc_wait {
     double first, last;                     /* in: the operation's first and latest result (s; if answered) */
     int64_t hold_after, answered;           /* in: results before a hold; the operation's results so far */
     int64_t holds;                          /* out: the holds slept */
+    const uint8_t *send_base;               /* in: the operation's request frames, one a row */
+    int64_t send_stride;                    /* in: bytes a row (and a frame) */
+    int64_t send_next, send_end;            /* in/out: the next request to send; in: one past the last */
+    int64_t send_cap, in_flight;            /* in: most requests in flight; in/out: requests in flight */
+    int64_t max_sends, sends;               /* in: room in the send record; out: sends recorded */
+    int64_t *send_batch_end;                /* out: send_next after each send */
+    double *send_batch_time;                /* out: when each send went (CLOCK_MONOTONIC s) */
 };
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The paced sends a batch that answered `answered` requests lets go (see above): 0 or -errno. */
+static long send_paced(int fd, struct thc_wait *w, int64_t answered)
+{
+    w->in_flight -= answered;
+    int64_t k = w->send_cap - w->in_flight;
+    if (k > w->send_end - w->send_next)
+        k = w->send_end - w->send_next;
+    if (k <= 0 || w->sends >= w->max_sends)
+        return 0;
+    long r = thc_send_rows(fd, w->send_base + w->send_next * w->send_stride, w->send_stride, w->send_stride, k);
+    if (r < 0)
+        return r;
+    w->send_next += k; /* a frame the device queue refused counts as sent: a loss like any other */
+    w->in_flight += k;
+    w->send_batch_end[w->sends] = w->send_next;
+    w->send_batch_time[w->sends] = monotonic_s();
+    w->sends++;
+    return 0;
+}
 
 /* How long to sleep before receiving again (0: none), after a batch at `now` (see above). */
 static double coalescing_hold(const struct thc_wait *w, int64_t answered, double first, double last,
@@ -318,13 +359,6 @@ static double coalescing_hold(const struct thc_wait *w, int64_t answered, double
     return hold >= w->min_hold && hold > 0 ? hold : 0.0;
 }
 
-static double monotonic_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 long thc_wait_results(int fd, uint8_t *base, long stride, long cap_rows, int32_t *lens, struct thc_take *st,
                       struct thc_wait *w, int64_t *acc_row, int64_t *acc_req, int64_t *batch_end,
                       double *batch_time, uint8_t *batch_held)
@@ -334,7 +368,7 @@ long thc_wait_results(int fd, uint8_t *base, long stride, long cap_rows, int32_t
     int answered = 0, held = 0;
     double last = 0.0, op_first = w->first, op_last = w->last;
     st->ignored = st->bad_key = st->stale = st->duplicate = st->rejected = st->accepted = 0;
-    w->frames = w->bytes = w->batches = w->stop = w->holds = 0;
+    w->frames = w->bytes = w->batches = w->stop = w->holds = w->sends = 0;
     for (;;) {
         long n;
         double deadline = answered ? (w->fixed < last + w->slack ? w->fixed : last + w->slack) : w->until;
@@ -380,7 +414,18 @@ long thc_wait_results(int fd, uint8_t *base, long stride, long cap_rows, int32_t
                                               != before) << 1 | disorder << 2 | (w->batches >= w->max_batches) << 3;
         if (w->stop)
             break;
-        if (fd >= 0 && answered) {
+        if (fd >= 0 && w->send_next < w->send_end && taken > was) {
+            long err = send_paced(fd, w, taken - was);
+            if (err < 0) {
+                w->stop = err;
+                break;
+            }
+            if (w->sends >= w->max_sends) {
+                w->stop = 8; /* the send record is full: Python books, then waits again */
+                break;
+            }
+        }
+        if (fd >= 0 && answered && w->send_next >= w->send_end) {
             double next = w->fixed < last + w->slack ? w->fixed : last + w->slack;
             double hold = coalescing_hold(w, w->answered + taken, op_first, op_last, st->outstanding,
                                           next < w->cap ? next : w->cap, now);

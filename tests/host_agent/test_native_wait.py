@@ -82,9 +82,11 @@ class ScriptedSwitch:
         self.sock.close()
 
 
-def _run(use_native: bool, seed: int):
+def _run(use_native: bool, seed: int, window: int = 16, paced: int | None = None):
+    """Four rounds of THC, NORM and FIX32 sums through the scripted switch; `paced`: the congestion window's
+    pace set to that many requests in flight before every call (the paced window holds back the rest)."""
     lib = native.load()
-    job = SimJob.plan(JobSpec(job_id=5, workers=1, window=16, slots=16))
+    job = SimJob.plan(JobSpec(job_id=5, workers=1, window=window, slots=window))
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     transport = SocketTransport(mine, lib if use_native else None)
     worker = WorkerProtocol(
@@ -100,9 +102,18 @@ def _run(use_native: bool, seed: int):
     results = []
     switch = ScriptedSwitch(theirs, job, seed)
     switch.thread.start()
+    sent_natively = []
+    booked = worker.sender.sent_natively
+    worker.sender.sent_natively = lambda op, lo, hi, now: (sent_natively.append(hi - lo), booked(op, lo, hi, now))
+
+    def pace():
+        if paced is not None:
+            worker.schedule.paced = float(paced)
+
     try:
         for _ in range(4):
             data = [rng.integers(0, 16, n, dtype=np.uint8) for n in (job.spec.coords_per_request * 20 + 5, 77)]
+            pace()
             sums, count = worker.all_sum_indices(data)
             assert count == 1
             for got, want in zip(sums, data):
@@ -111,12 +122,13 @@ def _run(use_native: bool, seed: int):
             norms = rng.uniform(0, 1, 12).astype(np.float32)
             assert worker.all_max(norms).tobytes() == norms.tobytes()
             values = [rng.integers(-(2**31), 2**31, job.spec.fix32_per_request * 3 + 1).astype(np.int32)]
+            pace()
             fix, _ = worker.all_sum_fix32(values)
             assert fix[0].tobytes() == values[0].tobytes()
     finally:
         switch.close()
         transport.close()
-    return worker.stats(), results
+    return dict(worker.stats(), sent_natively=sum(sent_natively)), results
 
 
 @pytest.mark.parametrize("case", ["a", "b"])
@@ -130,6 +142,24 @@ def test_native_wait_and_numpy_path_agree_under_loss_duplication_and_reordering(
     keys = ("requests", "results", "operations")
     assert {k: stats_c[k] for k in keys} == {k: stats_py[k] for k in keys}
     assert stats_c["results"] == stats_c["requests"]
+    assert stats_c["retransmissions"] > 0 and stats_py["retransmissions"] > 0  # there was loss
+
+
+@pytest.mark.parametrize("case", ["a", "b"])
+def test_the_native_wait_sends_what_the_paced_window_held_back_and_agrees_with_numpy(request, case):
+    """A window of 64 slots paced to 5 requests in flight: the 22-request THC call sends 5 at once, and the
+    native wait sends the other 17 as results come (ack-clocked, in C), under loss, duplication and
+    reordering; the sums are bit-identical to the numpy path's and exact, one result per request."""
+    require_c_compiler()
+    assert native.load() is not None, "the native helper did not build (THC_NATIVE=0 set, or the compiler refused it)"
+    seed = seed_of(request.node.name)
+    stats_c, sums_c = _run(True, seed, window=64, paced=5)
+    stats_py, sums_py = _run(False, seed, window=64, paced=5)
+    assert sums_c == sums_py
+    keys = ("requests", "results", "operations")
+    assert {k: stats_c[k] for k in keys} == {k: stats_py[k] for k in keys}
+    assert stats_c["results"] == stats_c["requests"]
+    assert stats_c["sent_natively"] > 0 and stats_py["sent_natively"] == 0
     assert stats_c["retransmissions"] > 0 and stats_py["retransmissions"] > 0  # there was loss
 
 
@@ -185,6 +215,8 @@ builder = wire.FrameBuilder(SERVICE, worker_endpoint(0))
 stride, batches, fuzzed, holds = 2048, int(sys.argv[2]), 0, 0
 buf = np.zeros((64, stride), np.uint8)
 lens = np.zeros(64, np.int32)
+send_rows = rng.integers(0, 256, (n, 100), dtype=np.uint8)
+send_ends, send_times, sent = np.zeros(4, np.int64), np.zeros(4, np.float64), 0
 mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
 for s in (mine, theirs):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
@@ -230,6 +262,11 @@ for b in range(batches):
         w.coalesce, w.max_hold, w.min_hold = float(rng.choice([0.0, 0.5, 2.0])), 2e-4, float(rng.choice([0.0, 1e-5]))
         w.hold_after, w.answered = int(rng.integers(0, 6)), int(rng.integers(0, 3))
         w.first, w.last = now - float(rng.uniform(0, 1e-3)), now
+        if rng.random() < 0.5:  # paced sends: the held-back rows go to the far end as results come
+            w.send_base, w.send_stride = send_rows.ctypes.data, send_rows.shape[1]
+            w.send_next, w.send_end = int(rng.integers(0, n + 1)), n
+            w.send_cap, w.in_flight = int(rng.integers(0, n + 2)), int(rng.integers(0, n + 1))
+            w.max_sends, w.send_batch_end, w.send_batch_time = 4, send_ends.ctypes.data, send_times.ctypes.data
     acc_row, acc_req = np.zeros(max(64, n), np.int64), np.zeros(max(64, n), np.int64)
     ends, times, held = np.zeros(4, np.int64), np.zeros(4, np.float64), np.zeros(4, np.uint8)
     taken = lib.thc_wait_results(fd, ctypes.c_void_p(buf.ctypes.data), ctypes.c_long(stride), ctypes.c_long(cap_rows),
@@ -242,14 +279,19 @@ for b in range(batches):
     else:
         assert 0 <= taken <= min(rows, n) and w.batches <= 4 and 0 <= w.holds <= w.batches
         assert w.stop >= 0 and (w.batches == 0 or held[0] == 0), (w.stop, w.batches, held)
+        assert 0 <= w.sends <= 4 and w.send_next <= n, (w.sends, w.send_next)
+        assert list(send_ends[: w.sends]) == sorted(send_ends[: w.sends]), send_ends
         holds += w.holds
-        while True:  # what the wait left in the socket
-            try:
-                mine.recv(4096, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                break
+        sent += w.sends
+        for sock in (mine, theirs):
+            while True:  # what the wait left in the socket, and what it sent
+                try:
+                    sock.recv(4096, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    break
     fuzzed += rows
 assert holds, "no round held between batches: the hold went unfuzzed"
+assert sent, "no round sent paced requests: the sends went unfuzzed"
 print("fuzzed", fuzzed)
 """
 
