@@ -26,10 +26,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import contract
 from thc.limits import DEFAULT_CHUNK
 from thc.modes import FIX32, FP16, GLOO, PLANNABLE_MODES, THC
 
-from .timeline import CELL_BYTES, ETH_IP_UDP_BYTES, THC_HEADER_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
+from .timeline import CELL_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
 
 __all__ = [
     "ProfileError",
@@ -260,7 +261,7 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
         rtt_s=float(s.get("rtt_us", 5)) * 1e-6,
         window=int(s.get("window", 1024)),
         cell_bytes=int(s.get("cell_bytes", CELL_BYTES)),
-        header_bytes=int(s.get("header_bytes", ETH_IP_UDP_BYTES + THC_HEADER_BYTES)),
+        header_bytes=int(s.get("header_bytes", contract.FRAME_HEADER_BYTES)),
         lane_bits=s.get("lane_bits"),
         granularity=int(s.get("granularity", 30)),
         chunk=int(s.get("chunk", DEFAULT_CHUNK)),
