@@ -62,7 +62,7 @@ from host_agent.recovery import Recovery
 from host_agent.sender import Sender
 from host_agent.timers import Timers
 from host_agent.transport import BatchIO, Transport
-from host_agent.window import Window
+from host_agent.window import Schedule
 
 __all__ = [
     "AggregationTimeout",
@@ -184,7 +184,7 @@ class WorkerProtocol:
         self.coalesce, self.max_hold = coalesce, max_hold
         self.straggler_timeout = straggler_timeout
         self.counters = WorkerStats()
-        self.schedule = Window(spec.window)
+        self.schedule = Schedule(spec.window)
         self.timers = Timers(
             timeout=timeout, min_timeout=min_timeout, max_timeout=max_timeout, backoff=backoff, deadline=deadline,
             tail=max(dupthresh, 1), adaptive=adaptive,

@@ -41,7 +41,7 @@ MIN_PACED = 16  # the paced window never holds fewer
 PACED_AFTER = 16  # results an operation needs before its pace bounds the window
 
 
-class Window:
+class Schedule:
     """The schedule of a job's requests over its W slots, the operations whose requests are numbered and not
     all answered (`ops`, in request order: one may start while others are in flight), the requests it lets
     go (q once q − W is answered), requests presumed lost, and the congestion window over them."""
