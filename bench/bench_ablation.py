@@ -314,7 +314,7 @@ def tta_part(args) -> dict:
             say(f"{name} at {bw:g} Mbit/s: {mode}, {args.steps} steps" + (f" ({job.describe()})" if variant else ""))
             load = os.getloadavg()[0]
             options = WorkerOptions(
-                mode=mode, steps=args.steps, model=MODEL, job=job, master_port=29700 + index, switch_timeout=60
+                mode=mode, steps=args.steps, model=MODEL, spec=job, master_port=29700 + index, switch_timeout=60
             )
             results = bed.train(mode, options)
             summary = report.summarize(mode, results, workloads.get(MODEL).target)

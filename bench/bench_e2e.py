@@ -154,7 +154,7 @@ def aggregation_figures(
         WorkerOptions(
             mode=mode,
             steps=0,
-            job=(job := JobSpec(job_id=job_id, workers=len(bed.topo.workers), window=window)),
+            spec=(spec := JobSpec(job_id=job_id, workers=len(bed.topo.workers), window=window)),
             probe_rounds=rounds,
             probe_size=size,
             master_port=port,
@@ -197,7 +197,7 @@ def aggregation_figures(
         "retransmissions": retx,
         "sent_bytes_per_round": statistics.mean(w["tx_bytes"] for w in wire) / rounds,
         # what a worker's round must send at least: its indices (THC, b bits each) or int32 values (FIX32)
-        "payload_bytes_per_round": {"thc": size * job.codec.bits / 8, "fix32": size * 4}.get(mode),
+        "payload_bytes_per_round": {"thc": size * spec.codec.bits / 8, "fix32": size * 4}.get(mode),
         "received_bytes_per_round": statistics.mean(w["rx_bytes"] for w in wire) / rounds,
         "switch_events": bed.last_switch_events.get(bed.topo.aggregation.switch, {}),
         "phases": phase_medians(phases),
@@ -304,7 +304,7 @@ def main(argv=None) -> int:
                     WorkerOptions(
                         mode=mode,
                         steps=args.steps,
-                        job=JobSpec(job_id=run, workers=len(topo.workers), window=args.window),
+                        spec=JobSpec(job_id=run, workers=len(topo.workers), window=args.window),
                         master_port=29600 + run,
                         switch_timeout=60,
                         codec=args.codec,

@@ -341,7 +341,7 @@ def main(argv=None) -> int:
         options = WorkerOptions(
             mode=mode,
             steps=args.steps,
-            job=JobSpec(job_id=job_id, workers=n),
+            spec=JobSpec(job_id=job_id, workers=n),
             master_port=port,
             switch_timeout=60,
             model=m,

@@ -238,12 +238,12 @@ def main(argv=None) -> int:
                 for mode in args.modes:
                     run += 1
                     say(f"{model} at {bw:g} Mbit/s: {mode}, {args.steps} steps")
-                    job = JobSpec(job_id=run % 250 + 1, workers=len(topo.workers), window=args.window)
+                    spec = JobSpec(job_id=run % 250 + 1, workers=len(topo.workers), window=args.window)
                     options = WorkerOptions(
                         mode=mode,
                         steps=args.steps,
                         model=model,
-                        job=job,
+                        spec=spec,
                         master_port=29600 + run % 1000,
                         switch_timeout=60,
                     )

@@ -1,8 +1,8 @@
 """One P4Runtime connection to one switch, with errors a user can act on.
 
 Why not p4runtime-shell's `setup()`/`client`: its client is one global per process, `setup()` calls
-`sys.exit` on errors, and its entities write one update per RPC (~1 ms each with the pure-Python protobuf
-it pins; a lookup table is 8192 entries). The runner programs several switches from one process, and the
+`sys.exit` on errors, and its entities write one update per RPC (a lookup table is 8192 entries, each a
+round trip through the pure-Python protobuf it pins). The runner programs several switches from one process, and the
 CLI must answer an unreachable switch or a rejected entry with one line, not an exit from inside a
 library. So this module talks to the `p4runtime_pb2_grpc` stub directly: one object per switch, batched
 Writes, exceptions instead of exits. P4Info handling stays p4runtime-shell's (controller/p4info.py).

@@ -4,47 +4,7 @@ A topology file is JSON in the style of p4lang/tutorials' ``topology.json``, plu
 switch aggregates, at which service address) and each switch's P4Runtime endpoint. This module turns the
 JSON into the parts of topology_parts.py and back; topology.py connects them.
 
-Format::
-
-    {
-      "name": "star4",                                  optional, defaults to the file name
-      "description": "one switch, four workers",        optional
-      "hosts": {
-        "h1": {"ip": "10.0.0.1/24", "mac": "08:00:00:00:00:01"},
-        ...
-      },
-      "switches": {
-        "s1": {"device_id": 0, "grpc_port": 50051}     both optional: defaults 0, 1, ... and 50051, 50052, ...
-      },
-      "links": [
-        ["h1", "s1-p1"],                                a host (always its eth0) to switch port 1
-        ["h2", "s1-p2", {"bw": 50, "delay": "1ms", "loss": 1}],
-        ["s1-p3", "s2-p3", "0ms", 100],                 tutorials' positional form: delay, then bw
-        ["h3", "s2"]                                    no port: the switch's lowest free port
-      ],
-      "aggregation": {
-        "switch": "s1",                                 the switch that sums THC requests
-        "service_ip": "10.0.0.254",                     the address workers send requests to
-        "service_mac": "02:00:00:00:00:fe",             optional; the MAC hosts resolve it to
-        "leaves": {                                     optional: two-level aggregation, "switch" is the spine
-          "s1": {"service_ip": "10.0.0.251", "service_mac": "02:00:00:00:00:f1"}
-        }                                               each leaf sums its workers, sends one partial up
-      },
-      "workers": ["h1", "h2", "h3", "h4"],              optional; default: every host, in file order
-      "servers": {                                      optional: parameter servers (thc-run's *-ps modes)
-        "dedicated1": [                                 a placement: 1..n servers, each a share of the sums
-          {"host": "p1", "service_ip": "10.0.0.201", "service_mac": "02:00:00:00:02:01"}
-        ]                                               a worker's host: colocated, sharing its link
-      }
-    }
-
-Link options: ``bw`` in Mbit/s (0 < bw <= 1000), ``delay`` as "2ms"/"500us" or a number of milliseconds,
-``loss`` in percent (0 <= loss < 100), ``max_queue_size`` in packets; they apply to both directions,
-as Mininet's TCLink does. A worker's id in a THC job is its index in ``workers``.
-
-A parameter server is the THC program run by a software switch on a host's one interface, at a service
-address of its own that the host's kernel does not hold (topologies/servers.py); every switch routes that
-address to the host. Each server of a placement sums a share of the coordinates (host_agent/sharded.py).
+The format, every field annotated, is in topologies/README.md ("Topology files"); the files live beside it.
 
 Errors name the file, the line and the entry (``star4.json:12: links[3]: unknown node 'h9'``), and a file
 with several errors reports all of them at once.

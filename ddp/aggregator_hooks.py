@@ -1,36 +1,13 @@
-"""A PyTorch DDP communication hook that aggregates gradients with THC.
+"""A PyTorch DDP communication hook that aggregates gradients with THC (or FIX32) through any aggregator.
 
-Shaped like torch's own hooks (``torch.distributed.algorithms.ddp_comm_hooks``): a small state class
-and one function. The aggregator is pluggable; it needs two methods:
-
-    all_max(t: Tensor) -> Tensor                                  element-wise max over workers (the norm round)
-    all_sum_table_values(indices: list[np.ndarray], table) -> (sums: list[np.ndarray], contributors: int)
-
-and may say, as ``last_max_partial``, that its latest all_max was a partial one (partial aggregation: some
-workers' norms are not in the maximum, so a worker's own norm may exceed it). Contributors may also be a
-per-chunk list of per-coordinate counts (THCCompressor.decode).
-
-:class:`GlooAggregator` is the software path (any torch.distributed backend that can all-reduce CPU int32,
-e.g. gloo): it maps indices to table values locally and sums them with an all-reduce. A switch-backed
-aggregator with the same two methods trains through the P4 switch.
-
-Example::
+Shaped like torch's own hooks: a small state class and one function, so the same hook trains through the
+P4 switch, parameter servers or gloo, whichever aggregator the state holds (ddp/README.md: the two methods
+an aggregator needs). ``thc_hook`` does not block the backward pass: it hands the bucket to the state's
+aggregation thread and returns a future, as torch's hooks return an asynchronous all-reduce's, and gives
+bit-identical results to the blocking reference (harness/blocking_hooks.py).
 
     >>> state = THCHookState(THCConfig(), GlooAggregator())
     >>> ddp_model.register_comm_hook(state, thc_hook)
-
-``thc_hook`` does not block the backward pass: it hands the bucket to the state's aggregation thread and
-returns a future that the thread completes when the bucket's sums are in and decoded, as torch's own
-hooks return the future of an asynchronous all-reduce. DDP's backward therefore computes the next
-bucket's gradients while this one is on the wire. The thread takes buckets in the order DDP hands them
-over. An aggregator that can start a call before the previous one is finished (``start_max``,
-``start_sum_table_values``, ``finish``: the switch's) also gets the next bucket's norm round while this
-bucket's sums are in flight: the thread prepares the next bucket as soon as it is handed over and sends its
-norm round, so that round trip and the preparation overlap the sums. The calls still start in the blocking
-order (norm, sums, next norm, next sums: every worker numbers its requests alike), each bucket has its own
-compressor (error feedback) and the shared workspace is used only by encode and decode, which stay in
-order, so the blocking reference (harness/blocking_hooks.py), which does the same work in the caller,
-gives bit-identical results.
 """
 
 # No "from __future__ import annotations": DDP compares the hook's annotations with real types.

@@ -1,20 +1,11 @@
-"""The modes that aggregate over a torch.distributed process group (gloo), as DDP communication hooks.
+"""The modes that aggregate over a torch.distributed process group (gloo), as DDP communication hooks:
+gloo, fp16 and powersgd are torch's own hooks, topk, qsgd and terngrad thc's compressors (ddp/README.md).
 
-    gloo      fp32 all-reduce: DDP's own (default_hooks.allreduce_hook)
-    fp16      torch's default_hooks.fp16_compress_hook: the bucket cast to fp16, all-reduced, cast back
-    powersgd  torch's powerSGD_hook (Vogels et al. 2019): rank-2 approximations of the bucket's matrices,
-              with error feedback and warm start; plain all-reduce for the first two steps, as it requires
-    topk      thc's TopK with error feedback (1 % of each chunk): the (index, value) pairs all-gathered
-    qsgd      thc's QSGD (4 bits, one norm per 512 coordinates): the levels and norms all-gathered
-    terngrad  thc's TernGrad (shared scale): a MAX round for the scale, then the ternary values summed
-              as int8 (n ≤ 127 workers: a sum of n values in {-1, 0, 1} fits; int32 above)
-
-The thc baselines run behind the same hook interface as torch's own: ``compressor_hook`` takes a state
-and a bucket and returns a future that completes with the bucket's average. Everything up to the payload
-runs in the hook (prepare, and for a summable compressor its MAX round); the payload's collective is
-asynchronous and decoding runs when it completes, so DDP's backward pass goes on meanwhile. Payloads of
-non-summable compressors (TopK, QSGD) are packed into one byte tensor per worker and all-gathered; every
-worker's payload has the same layout because the chunk lengths fix it.
+The thc baselines run behind the same hook interface as torch's own, so every mode is compared on one
+training loop: ``compressor_hook`` returns a future that completes with the bucket's average. Everything up
+to the payload runs in the hook; the payload's collective is asynchronous and decoding runs when it
+completes, so DDP's backward pass goes on meanwhile. Payloads that cannot be summed (TopK, QSGD) are
+all-gathered, one byte tensor per worker, whose layout the chunk lengths fix.
 
     >>> state, hook = make_gloo_hook("topk", workers=4, worker_id=rank)
     >>> ddp_model.register_comm_hook(state, hook)

@@ -4,21 +4,11 @@
     sw.table_add("MyIngress.ipv4_lpm", [(0x0a000000, 8)], "MyIngress.ipv4_forward", [0x0a0000000001, 2])
     for port, frame in sw.process(1, frame): ...
 
-One packet (simple_switch.cpp, ingress_thread/egress_thread):
-  parser (errors set standard_metadata.parser_error; the packet still goes through ingress), checksum
-  verification (sets checksum_error), ingress; then an ingress clone if requested (the received frame
-  parsed again, metadata reset but the field list's, to the session's group and/or port), a digest
-  sample if requested; then resubmit if requested, else multicast when
-  mcast_grp != 0 (one copy per (port, rid) of the group, instance_type REPLICATION, egress_rid set),
-  else drop when egress_spec is the drop port, else unicast to egress_spec. Each copy runs egress
-  with egress_port set and egress_spec reset; it is dropped when egress sets egress_spec to the drop
-  port, else deparsed (checksums updated first) and sent (cut to the `truncate` length), or
-  recirculated when requested; an egress clone (the headers as egress left them, metadata reset but the
-  field list's) runs its own egress after the packet it was cloned from.
-
-All state lives behind one lock: control-plane calls from other threads and process() never interleave.
-A Python exception while processing a packet drops that packet (or that copy), is counted in
-stats['exceptions'] and logged at error level; it never leaves process().
+A packet goes through parser, ingress, clones, resubmit, multicast and egress as simple_switch.cpp takes
+it (emulator/README.md, "Packet semantics"), so a program behaves here as on BMv2. All state lives behind
+one lock: control-plane calls from other threads and process() never interleave. A Python exception while
+processing a packet drops that packet (or that copy), is counted in stats['exceptions'] and logged at
+error level; it never leaves process(), as a switch never stops for one bad packet.
 """
 
 import json

@@ -8,12 +8,14 @@ controller's own writes, and answers `send(port, frame) -> [(port, frame), ...]`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import contract
+from contract.job import JobSpec
 from controller import jobs, lookup_tables
-from controller.jobs import Job
+from controller.jobs import Job, JobWorker
 from controller.writes import INSERT, MODIFY, EngineWriter, GroupWrite, TableWrite
 
 
@@ -30,22 +32,16 @@ class SwitchTarget:
     def add_service(self, ip: int) -> None:
         self.apply([TableWrite(INSERT, contract.SERVICE_ADDR, (ip,), contract.SERVE, ())])
 
-    def set_job(
-        self,
-        job_id: int,
-        *,
-        n_workers,
-        slot_base,
-        n_slots,
-        mcast_grp,
-        worker_mask,
-        lane_bits,
-        epoch,
-        key=0,
-        replace: bool = False,
-    ) -> None:
-        job = Job(job_id, n_workers, slot_base, n_slots, mcast_grp, worker_mask, lane_bits, epoch, key)
+    def set_job(self, spec: JobSpec, workers: list[JobWorker], *, epoch: int, replace: bool = False, **pinned) -> Job:
+        """Write the jobs entry of `spec` for `workers` as the controller plans it (jobs.plan_job: the mask,
+        slot count, key and epoch checked and derived as thc-ctl does); its group, result destinations and
+        table are the other calls'. A packet test puts the switch in states a planner would not choose (a
+        group of its own, 16-bit lanes for a few workers, bookkeeping slots), so `pinned` fields (slot_base,
+        mcast_grp, lane_bits) replace the plan's."""
+        job = jobs.plan_job(spec, workers, [], epoch=epoch, lookups=False)
+        job = dataclasses.replace(job, **pinned)
         self.apply([jobs.job_write(MODIFY if replace else INSERT, job)])
+        return job
 
     def set_group(self, group: int, replicas: list[tuple[int, int]]) -> None:
         self.apply([GroupWrite(INSERT, group, tuple(replicas))])

@@ -3,27 +3,13 @@
     import host_agent.dist_backend  # registers the backend
     dist.init_process_group("thc")  # under torchrun, with THC_JOB, THC_IFACE and THC_SERVICE_IP set
 
-The DDP hook (``ddp.aggregator_hooks``) reaches the switch only from a model whose DDP registered it; a backend serves
-every caller of the collective API: DDP without a hook, a custom training loop, a library averaging its
-metrics. Float all-reduces with SUM or AVG go through the switch, THC or FIX32 (``ddp.allreduce``); every
-other collective (broadcast, all-gather, barrier, reduce, send/recv, ...) goes to a gloo group that the
-backend opens on the same store. An all-reduce the switch cannot do (MAX, MIN, PRODUCT, bitwise ops,
-integer tensors) is refused with a message, unless THC_FALLBACK=1 asks for gloo instead.
-
-Configuration, from the environment (what a torchrun command line can carry) or, for programs, as
-``pg_options=Options(...)``:
-
-    THC_JOB          the job's description (thc-ctl job add --save FILE)       required
-    THC_IFACE        the interface towards the switch (gloo uses it too,       required
-                     unless GLOO_SOCKET_IFNAME says otherwise)
-    THC_SERVICE_IP   the switch's THC service address                         required
-    THC_SERVICE_MAC  its MAC (default: the kernel's neighbour entry for it on THC_IFACE)
-    THC_MODE         thc (default) or fix32
-    THC_FALLBACK     1: all-reduces the switch cannot do go to gloo (default 0: refused)
-
-The group's rank is the worker id in the job, so the job's workers must be ranks 0..n-1 of the world,
-and a process holds one "thc" group (a second would number its requests from 0 again in the same job's
-slots): other groups are gloo's, ``dist.new_group(backend="gloo")``.
+The DDP hook (``ddp.aggregator_hooks``) reaches the switch only from a model whose DDP registered it; a
+backend serves every caller of the collective API (DDP without a hook, a custom loop, a library averaging
+its metrics). Float SUM and AVG all-reduces go through the switch (``ddp.allreduce``), every other
+collective to a gloo group on the same store, and an all-reduce the switch cannot do is refused with a
+message rather than sent to gloo silently. The configuration (environment or ``pg_options``) and what goes
+where are in docs/multi-host.md. The group's rank is the worker id in the job, and a process holds one
+"thc" group: a second would number its requests from 0 again in the same job's slots.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """A pool job's uses that the switch answered FALLBACK for (p4/README.md, "Shared pool") go to a fallback
 server: a parameter server (the THC program on a software switch, host_agent/sharded.py) holding the same
-job, with the same key, installed to accept any later round of a slot (controller/pool.py's fallback
-server), since it sees only the uses that fell back.
+job and key, installed to accept any later round of a slot, since it sees only the uses that fell back.
 
-The switch decides a use's fate once, at its first request, so every worker of the use gets FALLBACK for
-it and sends its request to the server, which sums all n of them exactly. The server's result names the
-same (job, slot, round) and carries the job's key, so the worker takes it in as it would the switch's. A
-lost request or result there is recovered as any other: the worker's timer sends the request to the switch
-again, which answers FALLBACK again, and the request goes to the server again (which answers a complete
-use with its stored result).
-
-Once an operation is complete, the worker has the result of its last use of every slot, which no later
-request of its own vouches for until the next operation: it says so with a header-only ACK per such use
-(not for uses that fell back, which hold no cell), so that the switch gives their cells back once every
-worker has acked instead of holding them while the job computes (p4/README.md, "Shared pool"). A lost ACK
-costs only time: the cell then goes back when the slot's next round completes.
-
-WorkerProtocol calls `on_fallbacks` where it takes received frames in and `on_finish` when an operation
-completes, when its `pool_fallback` is set; its stats() then report the worker's fallbacks and ACKs.
+The switch decides a use's fate at its first request, so every worker of the use sends to the server,
+which sums all n exactly, and its result names the same (job, slot, round): the worker takes it in as the
+switch's, and loss there is recovered as anywhere. Once an operation is complete the worker ACKs its last
+use of every slot the switch aggregated, so the switch gives those cells back without waiting for the
+slot's next round (host_agent/README.md, "Uses that fall back").
 """
 
 from __future__ import annotations

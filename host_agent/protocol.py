@@ -1,48 +1,12 @@
 """The worker side of the THC aggregation protocol (p4/README.md, "Worker protocol"): `WorkerProtocol`
 runs one worker's aggregation calls, `drive()` several in-process workers.
 
-Every worker of a job numbers its requests q = 0, 1, 2, ... over the whole run, identically on every
-worker; request q uses slot q mod W in round q div W, and is sent only once the result of request q − W
-(the slot's previous use) is back. A lost request or result is recovered by sending the request again; the
-switch counts a retransmission once, and answers it with the stored result when the slot is complete.
-Results are matched by (job_id, slot, round), must carry the job's key, and are checked against the
-request (op, count, lane width, payload size); anything else is counted and ignored. How a request is
-framed (coordinates or values per request, lane width, key, window) comes from the job's description
-(contract/job.py's JobSpec), the one the switch's job was added with.
-
-This module is the orchestration; each mechanism has its own:
-
-| module | what it decides |
-|---|---|
-| operation.py | an aggregation call's requests (prebuilt frames), per-request state and assembled results |
-| window.py | the schedule (slot, round of request q), which requests it lets go, the congestion window |
-| sender.py | booking transmissions (their sequence numbers) and sending what the window lets go |
-| recovery.py | what goes again and when: timer expiry, tail probe, fast retransmission, deadline, RELEASE |
-| timers.py | round-trip estimates, retransmission timers, the tail probe |
-| loss.py | which requests the results of later ones show lost (fast and early retransmission) |
-| receive.py | how a batch of received frames is sorted and stored; receive coalescing |
-| booking.py | booking a native wait's in-order results in one pass |
-
-An operation is one aggregation call (a NORM max, a THC index sum or a FIX32 sum). Several may be in flight
-at once: an operation started while others are numbers its requests after theirs, and each request goes
-once its slot's previous use is answered, in whichever operation that was (window.py). So a DDP hook can
-send the next bucket's norm round while this bucket's sums are on the wire (ddp.aggregator_hooks). Operations complete
-in any order; every worker must start them in the same order. Loss detection spans them: a result is
-evidence against every earlier transmission still unanswered, in any operation (loss.py). It can be
-driven two ways:
-
-- blocking, one worker per process: `all_max`, `all_sum_indices`, `all_sum_fix32` return the results, and
-  raise `AggregationTimeout` instead of hanging;
-- step by step, several workers in one process (tests, benchmarks): `start_*` returns an `Operation`,
-  `pump()` makes whatever progress is possible without waiting, and `drive()` pumps a set of workers,
-  moving a virtual clock to the next retransmission deadline when none can progress.
-
-Frames move in batches (host_agent/README.md, "Batches, and the native helper"): an operation's requests
-are prebuilt as rows of one array and what the window lets go is sent with one `send_many`; a pump takes
-in every result that is there with one `recv_into`, sorts them by the per-frame rules in arrival order
-(receive.py) and books them with array operations when they show no loss, result by result when they do.
-The order of events, and so every counter, timer and retransmission, is the same as taking the frames one
-at a time.
+This module is the orchestration only. Every worker numbers its requests the same way (request q uses slot
+q mod W in round q div W, once request q − W is answered), several operations may be in flight at once,
+and each mechanism (the schedule, sending, recovery, timers, loss, receiving, booking) lives in a module of
+its own, so each can be tested alone: host_agent/README.md ("Modules", "The protocol", "Batches, and the
+native helper") says which decides what. A request's framing comes from the job's description
+(contract/job.py), the one the switch's job was added with, so worker and switch cannot disagree on it.
 """
 
 from __future__ import annotations
@@ -63,7 +27,7 @@ from host_agent.recovery import Recovery
 from host_agent.sender import Sender
 from host_agent.timers import Timers
 from host_agent.transport import BatchIO, Transport
-from host_agent.window import Window
+from host_agent.window import Schedule
 
 __all__ = [
     "AggregationTimeout",
@@ -185,7 +149,7 @@ class WorkerProtocol:
         self.coalesce, self.max_hold = coalesce, max_hold
         self.straggler_timeout = straggler_timeout
         self.counters = WorkerStats()
-        self.schedule = Window(spec.window)
+        self.schedule = Schedule(spec.window)
         self.timers = Timers(
             timeout=timeout, min_timeout=min_timeout, max_timeout=max_timeout, backoff=backoff, deadline=deadline,
             tail=max(dupthresh, 1), adaptive=adaptive,

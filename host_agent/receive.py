@@ -20,7 +20,7 @@ import numpy as np
 
 from host_agent import native, wire
 from host_agent.operation import Operation
-from host_agent.window import Window
+from host_agent.window import Schedule
 
 _NONE = np.zeros(0, np.int64)
 
@@ -75,9 +75,9 @@ class Sorter:
     released results for requests not sent yet are answers, or kept for later operations."""
 
     def __init__(
-        self, job_id: int, key: int, window: Window, n_workers: int, counters, early: EarlyResults | None = None
+        self, job_id: int, key: int, schedule: Schedule, n_workers: int, counters, early: EarlyResults | None = None
     ):
-        self.job_id, self.key, self.window, self.n_workers = job_id, key, window, n_workers
+        self.job_id, self.key, self.schedule, self.n_workers = job_id, key, schedule, n_workers
         self.counters, self.early = counters, early
 
     def take(self, op: Operation | None, results: wire.ResultBatch, next_request: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,8 +102,8 @@ class Sorter:
         foreign = ours & (results.key != self.key)  # not this run's: never matched to a request
         c.bad_key_results += int(np.count_nonzero(foreign))
         ours &= ~foreign
-        size = self.window.size
-        q = self.window.number(results.slot, results.round)
+        size = self.schedule.size
+        q = self.schedule.number(results.slot, results.round)
         unsent = ours & ((results.slot >= size) | (q >= next_request))
         is_released = released(results, self.n_workers, self.early is not None)
         if self.early is not None:

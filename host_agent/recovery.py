@@ -17,7 +17,7 @@ from host_agent import loss, wire
 from host_agent.operation import Operation
 from host_agent.sender import Sender
 from host_agent.timers import Timers
-from host_agent.window import Window
+from host_agent.window import Schedule
 
 TIMER, FAST, PROBE = "timer_retransmissions", "fast_retransmissions", "probe_retransmissions"
 
@@ -31,7 +31,7 @@ class Recovery:
 
     def __init__(
         self,
-        schedule: Window,
+        schedule: Schedule,
         timers: Timers,
         sender: Sender,
         counters,

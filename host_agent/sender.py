@@ -17,7 +17,7 @@ import numpy as np
 from host_agent.operation import Operation
 from host_agent.timers import Timers
 from host_agent.transport import BatchIO
-from host_agent.window import Window
+from host_agent.window import Schedule
 
 
 class Sender:
@@ -27,7 +27,7 @@ class Sender:
 
     def __init__(
         self,
-        schedule: Window,
+        schedule: Schedule,
         timers: Timers,
         counters,
         clock: Callable[[], float],

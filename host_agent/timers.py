@@ -63,33 +63,15 @@ class Smoothed:
 class Timers:
     """One worker's retransmission timer, tail probe and deadline (times on the protocol's clock).
 
-    - The retransmission timer (RFC 6298 §5): started when requests go out and none was in flight,
-      restarted by every result, stopped when nothing is in flight. The RTO is srtt + 4·rttvar (at least
-      `min_timeout`, at most `deadline`; `timeout` before the first sample) over the round trips of requests
-      sent once (Karn's rule), from first transmission to result, every result a sample with the gains of
-      one per window: they include the queue in front of the results and the wait for the slowest worker,
-      which nothing tells apart from loss before an operation's first result. On expiry the RTO backs off
-      (× `backoff`, at most `max_timeout` or the estimate, whichever is longer) until the next sample (RFC
-      6298 §5.5–5.7). `max_timeout` bounds the backoff, never the estimate: behind a slow switch (BMv2
-      serves ~1,000 THC frames a second) a window's round trips vary by more than a LAN's `max_timeout`,
-      and an RTO cut below srtt + 4·rttvar fires while results are only queued (issue 31).
-    - A retransmission has a timer of its own, an RTO after it was sent: no later transmission may reveal
-      its loss (an operation's first transmissions all went before it), and the results of the others
-      keep restarting the retransmission timer. It fires only once a request sent after the retransmission
-      has had its result (RACK's rule, RFC 8985: the path keeps its order, so a retransmission queued
-      behind the worker's own requests on a slow uplink is late, not lost), and is looked at again every
-      probe timeout until then; the retransmission timer and the tail probe cover the rest.
-    - The tail probe (RACK-TLP's, RFC 8985 §7): armed by a result that leaves a tail in flight (at most
-      `tail` requests, or requests no result still to come can show lost); when no result has come for the
-      probe timeout, the protocol sends the tail again (the oldest, or all once none can be shown lost),
-      and the next probe waits twice as long. The PTO is the RFC 6298 timeout of the spacing of results within an
-      operation (`gap`: per batch of results after the operation's first, the time since the previous
-      result), at most the RTO.
-    - The deadline: `deadline` s after a request's first transmission without a result the worker gives up.
-      `deadline_at` is never later than the oldest waiting request's; when it comes, the protocol looks at
-      the requests in flight and either gives up or moves it on (check_deadline).
-
-    `adaptive` False keeps the RTO at `timeout` (backoff still applies) and the PTO at `min_timeout`.
+    Each covers a loss that later results cannot reveal: the retransmission timer (RFC 6298, restarted by
+    every result, backing off by `backoff` per expiry) a silent switch; a retransmission's own timer
+    (RACK's rule, RFC 8985) a lost retransmission; the tail probe (RACK-TLP; its timeout is the RFC 6298
+    timeout of the spacing of results, `gap`, at most the RTO) a short tail; the deadline (`deadline` s
+    after a request's first transmission) gives up. `max_timeout` bounds the backoff, never the estimate:
+    behind a slow switch a window's round trips vary by more than a LAN's timeout, and an RTO cut below
+    srtt + 4·rttvar fires while results are only queued (issue 31). host_agent/README.md ("The protocol")
+    gives the rules in full. `adaptive` False keeps the RTO at `timeout` (backoff still applies) and the
+    PTO at `min_timeout`.
     """
 
     def __init__(

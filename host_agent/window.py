@@ -1,31 +1,12 @@
 """The request schedule (p4/README.md, "Worker protocol") and how many of the requests it lets go may be in
 flight: a congestion window that follows the switch.
 
-Request q of a job (counted from 0 over the whole run, the same sequence on every worker) uses slot
-q mod W in round q div W, W the job's window, and may be sent only once the result of request q − W (the
-slot's previous use) is back. So the switch never sees a round that the round window of its cells refuses,
-and W stays the schedule's modulus on every worker whatever else happens.
-
-Within what the schedule allows, the congestion window (`limit`, at most W) holds back how many requests
-are in flight, as TCP's does (RFC 5681): it starts at W, so a fast switch sees the whole window at once;
-every result lets it grow (by one per result below `ssthresh`, slow start; by one per window of results
-above it, additive increase); a timeout once results were flowing, or more requests lost together at the
-end of a flow than fast retransmission would need to see one, halves it (multiplicative decrease), and
-what was in flight is presumed lost, sent again as results come back. A single loss does not cut it: at
-a few percent of random loss per link the window would never grow back, and a lost request costs its
-own retransmission, not a smaller window. A switch that answers ~2,000 packets/s would otherwise get another copy
-of every queued request at each timeout, and never catch up (congestion collapse).
-
-The pace of results bounds the window too (`pace`): about a round trip of the empty path in front of the
-bottleneck, so that a lost request's recovery does not wait behind a long queue.
-
-A timeout may be spurious (F-RTO's question, RFC 5682): a switch that stalls for longer than the RTO (BMv2
-descheduled on a busy machine) answers the requests afterwards. So a timeout sends only the lowest request
-again (`timed_out`), and the results judge it (`judge`): the result of a request that was in flight at the
-timeout and has not been sent again since can only answer its first transmission, so what was in flight
-was queued, not lost, and stays in flight with the window whole. When only the resent request is answered
-and the silence comes back for another RTO, it was lost: the window halves and the rest goes again. That
-is an RTO later than presuming the loss at once, but a stall no longer costs a window's worth of copies.
+Request q of a job uses slot q mod W in round q div W and may be sent only once request q − W (the slot's
+previous use) is answered, so the switch never sees a round the round window of its cells refuses, and W
+stays the schedule's modulus on every worker whatever else happens. Within that, a congestion window
+(TCP's, RFC 5681, paced, with F-RTO's check of a timeout, RFC 5682) holds back how many are in flight, so
+a slow switch is not sent copies of what it has queued and never catches up; host_agent/README.md ("The
+protocol") says how it grows, halves, is paced and judges a timeout.
 """
 
 from __future__ import annotations
@@ -41,7 +22,7 @@ MIN_PACED = 16  # the paced window never holds fewer
 PACED_AFTER = 16  # results an operation needs before its pace bounds the window
 
 
-class Window:
+class Schedule:
     """The schedule of a job's requests over its W slots, the operations whose requests are numbered and not
     all answered (`ops`, in request order: one may start while others are in flight), the requests it lets
     go (q once q − W is answered), requests presumed lost, and the congestion window over them."""

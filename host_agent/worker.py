@@ -1,44 +1,15 @@
 """`thc-worker`: one data-parallel training worker, run on one Mininet host by `thc-run`.
 
-torch.distributed (gloo, over the host's own interface, TCP rendezvous on the first worker) does the
-rendezvous and DDP's initial parameter broadcast. Gradients are then aggregated per mode:
+torch.distributed (gloo, over the host's own interface) does the rendezvous and DDP's initial broadcast;
+the gradients are then aggregated by the mode's hook or backend (thc/modes.py; the modes are tabled in
+topologies/README.md). The switch modes run one job, described once for the switch and every worker
+(contract/job.py), so a worker frames nothing the switch was not told. With ``--probe FILE`` the worker
+aggregates seeded random gradients instead of training and saves what it sent and got, so a test can
+recompute every round exactly (host_agent/probe.py). The command line and what it resolves are
+host_agent/worker_cli.py; this module trains.
 
-  thc    THC through the switch: ddp.aggregator_hooks.thc_hook with a SwitchAggregator (what a user registers on
-         their own DDP model on a cluster with a P4 switch)
-  terngrad-switch
-         TernGrad with a shared scale through the same hook and switch: the job's framing with the
-         terngrad quantizer (thc.config.TERNGRAD: a three-level table, no transform)
-  fix32  uncompressed: fp32 gradients as SwitchML-style fixed point, summed by the same P4 program
-  gloo   no switch program: DDP's own all-reduce over TCP (through the switch as plain IPv4)
-  thc-backend, fix32-backend
-         DDP without a communication hook on the switch's torch.distributed backend "thc"
-         (host_agent.dist_backend): DDP's own all-reduce of each bucket, through the switch as THC or FIX32
-  plan   each DDP bucket through the mode a plan file gives it (thc-plan plan --save; ddp.mixed)
-  thc-ps, fix32-ps
-         THC or FIX32 summed by parameter servers instead of the switch: the same hook, its calls split
-         over the servers that ``--servers FILE`` lists (host_agent.sharded), each the THC program on a host
-
-and, over gloo through DDP communication hooks (ddp.gloo_hooks), no switch program either:
-
-  fp16      torch's fp16_compress_hook          powersgd  torch's powerSGD_hook (rank 2)
-  topk      thc's TopK 1 % + error feedback     qsgd      thc's QSGD, 4 bits
-  terngrad  thc's TernGrad (shared scale)
-
-The switch modes aggregate in one job, described once for the switch and every worker (contract/job.py's
-JobSpec): ``--job FILE``, as ``thc-ctl job add --save FILE`` writes it (its id, workers, compression,
-framing and key), or, without a file, the job options (``--bits``, ``--granularity``, ..., ``--key``).
-The THC codec is the description's (``JobSpec.codec``).
-
-With ``--probe FILE`` the worker does not train: it aggregates ``--probe-rounds`` rounds of seeded random
-gradients (``probe_gradient``) through the switch and saves what it sent and got, so a test can recompute
-every round with thc's reference aggregation and compare exactly (host_agent/probe.py).
-
-The command line and what it resolves (the job's description, rank, addresses) are host_agent/worker_cli.py,
-the modes thc/modes.py; this module trains.
-
-Progress goes to stdout as lines ``@thc {json}`` (the runner turns them into progress bars); anything
-else on stdout/stderr is ordinary log text. The final record is also written to ``--result``.
-Exit status: 0 done, 3 the switch never answered (timeout), 1 any other failure.
+Progress goes to stdout as ``@thc {json}`` lines (the runner's progress bars); the final record is also
+written to ``--result``. Exit status: 0 done, 3 the switch never answered (timeout), 1 any other failure.
 """
 
 from __future__ import annotations

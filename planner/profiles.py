@@ -1,20 +1,9 @@
 """Hardware profiles: the cluster a projection or a plan is for, from a JSON file or a preset, and the
 aggregation modes (name -> timeline.Mode) its costs give.
 
-A profile file (JSON; every field optional except ``workers`` and one of ``link_gbps`` / ``link_mbps``)::
-
-    {"name": "8 x V100, 100 Gbit/s, Tofino",
-     "workers": 8, "link_gbps": 100,
-     "switch": {"packets_per_s": 4.8e9, "fix32_packets_per_s": 4.8e9, "rtt_us": 5, "window": 1024,
-                "cell_bytes": 1024,
-                "header_bytes": 62, "lane_bits": null, "blocking": false},
-     "ring": {"alpha_us": 20, "efficiency": 0.9, "max_MBps": null},
-     "compute": {"gpu_tflops": 15.7, "efficiency": 0.45, "batch_size": 32, "optimizer_ms": 2,
-                 "layer_backward_ms": {"fc": 0.3}},
-     "compression": {"thc": {"encode_us": 60, "encode_ns_per_coord": 0.1, "decode_us": 60,
-                             "decode_ns_per_coord": 0.1}}}
-
-A field of the wrong type or range is refused in one line that names it (``ProfileError``).
+A profile is what the projection cannot measure on this testbed (a GPU's compute, a line-rate switch,
+a datacenter's links); its fields are in docs/planner.md ("Hardware profiles"). A field of the wrong type
+or range is refused in one line that names it (``ProfileError``).
 Mode names are the testbed's hook modes (ddp.mixed), as thc/modes.py names them: ``thc`` and ``fix32``
 through the switch, ``gloo`` (ring all-reduce, fp32) and ``fp16``; ``topk-allgather`` (TopK 1 % values +
 indices, all-gathered: a compressor whose payloads cannot be summed) exists only in projections.
@@ -26,10 +15,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import contract
 from thc.limits import DEFAULT_CHUNK
 from thc.modes import FIX32, FP16, GLOO, PLANNABLE_MODES, THC
 
-from .timeline import CELL_BYTES, ETH_IP_UDP_BYTES, THC_HEADER_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
+from .timeline import CELL_BYTES, AllGatherCost, INACost, LinearCost, Mode, RingCost
 
 __all__ = [
     "ProfileError",
@@ -260,7 +250,7 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
         rtt_s=float(s.get("rtt_us", 5)) * 1e-6,
         window=int(s.get("window", 1024)),
         cell_bytes=int(s.get("cell_bytes", CELL_BYTES)),
-        header_bytes=int(s.get("header_bytes", ETH_IP_UDP_BYTES + THC_HEADER_BYTES)),
+        header_bytes=int(s.get("header_bytes", contract.FRAME_HEADER_BYTES)),
         lane_bits=s.get("lane_bits"),
         granularity=int(s.get("granularity", 30)),
         chunk=int(s.get("chunk", DEFAULT_CHUNK)),

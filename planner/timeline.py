@@ -6,9 +6,8 @@ iteration time of any per-bucket strategy follows. The communication costs cover
 has: in-network aggregation through the P4 switch (THC table values or FIX32 fixed point), ring all-reduce
 (α-β, 2(n−1)/n of the bytes per direction) and all-gather for compressors whose payloads cannot be summed.
 
-The model began in thc/, which knows nothing of packets, so the packet facts the in-network cost needs are
-parameters here; the defaults are the P4 program's (p4/README.md; the contract package, which the planner
-does not import).
+The packet facts the in-network cost needs are parameters, so a profile can model another build; their
+defaults are the P4 program's, read from ``contract``.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import contract
 from thc.limits import DEFAULT_CHUNK, PAPER_CHUNK
 
 __all__ = [
@@ -34,23 +34,11 @@ __all__ = [
     "Progress",
     "advance",
     "finish",
-    "ETH_IP_UDP_BYTES",
-    "THC_HEADER_BYTES",
-    "CELL_BYTES",
 ]
 
-# The P4 program's defaults (p4/README.md): 14 + 20 + 8 bytes of Ethernet/IPv4/UDP, a 20-byte THC header,
-# and a 1 KiB cell: a request carries what a cell holds (1,024 coordinates in 8-bit lanes, 512 in 16-bit
-# lanes, 256 int32), and a result is the cell; a request in 16-bit lanes carries 256 bytes of padding after
-# its indices (the parser reads a whole cell's worth). A NORM request and its result carry 16 float32 norms
-# (64 bytes). The planner imports nothing of the contract (contract/__init__.py); tests/p4/test_contract.py
-# checks these.
-ETH_IP_UDP_BYTES = 42
-THC_HEADER_BYTES = 20
-CELL_BYTES = 1024
-NORMS_PER_REQUEST = 16
-NORM_PAYLOAD_BYTES = 64
-PAD16_BYTES = 256
+# The default build's cell (contract.WORDS 64-bit words): a request carries what a cell holds (1,024
+# coordinates in 8-bit lanes, 512 in 16-bit lanes, 256 int32), and a result is the cell.
+CELL_BYTES = contract.WORDS * contract.WORD_BYTES
 
 
 @dataclass(frozen=True)
@@ -130,14 +118,14 @@ class INACost:
     cell_bytes: int = CELL_BYTES
     coords_per_packet: int | None = None  # None: the lanes one cell holds (cell_bytes * 8 / lane bits)
     fix32_coords_per_packet: int | None = None  # None: cell_bytes / 4
-    header_bytes: int = ETH_IP_UDP_BYTES + THC_HEADER_BYTES
-    index_bits: int = 4
+    header_bytes: int = contract.FRAME_HEADER_BYTES  # Ethernet, IPv4, UDP and THC
+    index_bits: int = contract.MAX_BITS
     lane_bits: int | None = None  # None: 8 if n·g ≤ 255, else 16, as the controller chooses
     granularity: int = 30
     chunk: int = DEFAULT_CHUNK  # THC's Hadamard chunk (thc-worker --chunk)
     fix32_chunk: int = PAPER_CHUNK  # ddp.aggregator_hooks.FixedPointHookState's
-    norms_per_packet: int = NORMS_PER_REQUEST
-    norm_bytes: int = NORM_PAYLOAD_BYTES  # a NORM request's and result's payload
+    norms_per_packet: int = contract.NORMS_PER_REQUEST
+    norm_bytes: int = contract.NORM_PAYLOAD_BYTES  # a NORM request's and result's payload
 
     def __post_init__(self):
         if self.op not in ("thc", "fix32"):
@@ -166,7 +154,7 @@ class INACost:
         """(request, result) bytes on the wire of one data packet."""
         if self.op == "thc":
             k = self.thc_per_packet()
-            pad = PAD16_BYTES if self.lanes() == 16 else 0
+            pad = contract.PAD16_BYTES if self.lanes() == contract.LANES_16 else 0
             return self.header_bytes + k * self.index_bits // 8 + pad, self.header_bytes + k * self.lanes() // 8
         size = self.header_bytes + 4 * self.fix32_per_packet()
         return size, size

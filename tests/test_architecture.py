@@ -35,7 +35,7 @@ ALLOWED = {
     # workers: they learn their job from its description alone
     "host_agent": {"contract", "thc", "ddp", "native_build"},
     # the timeline model and planner, with the step's profile on this machine (the workloads, DDP's buckets)
-    "planner": {"thc", "ddp", "host_agent"},
+    "planner": {"contract", "thc", "ddp", "host_agent"},
     # the runner brings everything up
     "topologies": {"contract", "thc", "ddp", "controller", "host_agent", "planner", "emulator", "native_build"},
     # the doubles and in-process rigs: above the product, which never imports them

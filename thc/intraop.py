@@ -1,11 +1,9 @@
 """torch's intra-op threads, switched off for small work on the calling thread.
 
 torch runs GEMMs (MKL) and the larger reductions (OpenMP) on all its intra-op threads. For the transform
-and the norms of up to 2^16 coordinates a second thread saves little when it is free (two threads on this
-2-core box: a 2^12-point FWHT in ~28 instead of ~38 us, 2^16 points in ~95 instead of ~130 us), and costs
-milliseconds when it is not: every parallel region waits for its threads to be scheduled, and with a
-compiler running a 2^12-point FWHT took 12 ms instead of 20 us and the chunk norms of a 40k-coordinate
-bucket 9 ms instead of 4 us. torch.set_num_threads cannot help: besides the calling thread's counts it
+and the norms of a chunk a second thread saves little when a core is free, and costs a great deal when
+none is: every parallel region waits for its threads to be scheduled, so on a busy machine microseconds
+of work take milliseconds. torch.set_num_threads cannot help: besides the calling thread's counts it
 resets process-wide state (the count new threads start with, QNNPACK's thread pool, oneDNN's cache).
 OpenMP's thread count and MKL's MKL_Set_Num_Threads_Local are settings of the calling thread alone; both
 are made here, through ctypes, in the libraries torch loaded. Where torch was built without one of them,

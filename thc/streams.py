@@ -2,10 +2,10 @@
 
 THC keys every random stream by a spawn key that ends with the chunk: one stream per chunk for the
 Hadamard signs, one per chunk and worker for the rounding. numpy hashes each key into a pool of four
-words (~5 us) and PCG64 then hashes the pool into its state (~3 us): most of what a 2^11-coordinate chunk
-costs. The chunks share the key's prefix, so its pool is hashed once, by numpy, and only the last word is
-hashed in here, for all chunks at once: numpy's algorithm (O'Neill's seed_seq) with its constants, as
-uint32 arrays. The streams are numpy's exactly; tests/thc/test_streams.py compares them.
+words and PCG64 then hashes the pool into its state: per chunk, that is most of what a small chunk costs.
+The chunks share the key's prefix, so its pool is hashed once, by numpy, and only the last word is hashed
+in here, for all chunks at once: numpy's algorithm (O'Neill's seed_seq) with its constants, as uint32
+arrays. The streams are numpy's exactly; tests/thc/test_streams.py compares them.
 """
 
 from __future__ import annotations

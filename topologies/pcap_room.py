@@ -1,8 +1,8 @@
 """Room for a run's pcaps, checked before the network starts.
 
 Every switch writes every frame it receives (`<iface>_in.pcap`) and sends (`<iface>_out.pcap`), and a
-run of a large model on fast links moves gigabytes: `charlm-stdlib` at 185 Mbit/s wrote about 5 GB per
-mode, and an 8-mode run filled the disk and stopped mid-run. So the runner bounds the captures first and
+run of a large model on fast links moves gigabytes per mode, and a run of many modes can fill the disk and
+stop mid-run. So the runner bounds the captures first and
 refuses a run whose pcaps could not fit, saying how to make room.
 
 The bound: a frame a worker sends is one `_in` record at each switch on its way and a frame it receives

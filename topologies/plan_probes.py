@@ -37,7 +37,7 @@ def probe(bed, mode: str, size: int, rounds: int, job_id: int, port: int) -> dic
         WorkerOptions(
             mode=mode,
             steps=0,
-            job=JobSpec(job_id=job_id, workers=len(bed.topo.workers)),
+            spec=JobSpec(job_id=job_id, workers=len(bed.topo.workers)),
             probe_rounds=rounds,
             probe_size=size,
             master_port=port,

@@ -275,7 +275,7 @@ def run(args) -> int:
             )
     check_stragglers(args.straggler, topo)
     check_placements(modes, topo)
-    job = job_spec(args, topo)
+    spec = job_spec(args, topo)
     check_switch_exe(args.switch_exe)
     check_switch_pps(args)
     pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
@@ -340,7 +340,7 @@ def run(args) -> int:
                 lr=args.lr,
                 seed=args.seed,
                 model=args.model,
-                job=job,
+                spec=spec,
                 switch_timeout=args.switch_timeout,
                 master_port=29500 + index,
                 straggler_timeout_ms=args.straggler_timeout,
@@ -351,15 +351,15 @@ def run(args) -> int:
             )
             if mode == PLAN:
                 path = log_dir / "plan.json"
-                plan_probes.plan_for_run(bed, args.model, args.batch_size, job.job_id, path, step_s, say)
+                plan_probes.plan_for_run(bed, args.model, args.batch_size, spec.job_id, path, step_s, say)
                 options.plan = str(path)
             if mode in SWITCH_MODES:
                 where = ", ".join([topo.aggregation.switch] + [leaf.switch for leaf in topo.aggregation.leaves])
-                say(f"{mode}: {options.job_for(topo).describe()} on {where} (fresh epoch and key)")
+                say(f"{mode}: {options.spec_for(topo).describe()} on {where} (fresh epoch and key)")
             elif options.worker_mode in PS_MODES:
                 servers = topo.placement(options.placement)
                 where = ", ".join(f"{s.host}" for s in servers)
-                say(f"{mode}: {options.job_for(topo).describe()} on {len(servers)} servers ({where}), each a share")
+                say(f"{mode}: {options.spec_for(topo).describe()} on {len(servers)} servers ({where}), each a share")
             results = bed.train(
                 mode,
                 options,

@@ -5,18 +5,9 @@ server that sums THC homomorphically (table values added in lanes, never decoded
 window, shadow cells, loss recovery and partial aggregation, and the workers already speak its protocol.
 Run on a host, it differs from in-network aggregation only in where the sums are made and which links
 carry the bytes, which is the comparison a ps mode is for; a second implementation could differ in more.
-
-A server serves one address of its own, which the host's kernel does not hold: requests reach it by its
-service MAC (the kernel drops frames for another MAC), and its forwarding table is empty, so it drops
-whatever else it sees: on a worker's host (colocated) the results and gloo traffic that arrive for the
-worker miss ipv4_lpm, and what the host sends never reaches it (the port loop ignores outgoing frames).
-The job's multicast group has all n replicas on port 1, rid = worker id, and egress rewrites each copy
-for its worker, so per cell the server's link carries n requests in and n results out, as a PS's does.
-A colocated worker's own share crosses its link twice, to the network's switch and back.
-
-The P4Runtime server listens on a unix socket in the run's log directory: the host's namespace has no
-route to the runner's 127.0.0.1, the file system is shared. Servers are started for the mode that uses
-them and stopped after it, so no other mode pays for their port loops.
+How a server is addressed, its multicast group and its P4Runtime socket are in topologies/README.md
+("Parameter servers"). Servers run only for the mode that uses them, so no other mode pays for their
+port loops.
 """
 
 from __future__ import annotations

@@ -87,25 +87,25 @@ class Testbed(StartStop):
     def start_job(self, options: WorkerOptions) -> WorkerOptions:
         """Install the job from its description with a fresh epoch and key (every switch mode run is a new
         run of the job), and write the description the workers start from, the key included."""
-        spec = options.job_for(self.topo)
+        spec = options.spec_for(self.topo)
         job = self.control.add_job(spec)
         spec = spec.replace(key=job.key)
         self._job_epoch = job.epoch
         path = self.log_dir / options.mode / "job.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         spec.save(path)
-        return dataclasses.replace(options, job=spec, job_file=path)
+        return dataclasses.replace(options, spec=spec, job_file=path)
 
     def start_ps_job(self, options: WorkerOptions, servers: ServerSet) -> WorkerOptions:
         """Install the job on every server of a ps mode (each its own epoch and key) and write what the
         workers start from: the description (job.json) and the servers with their keys (servers.json)."""
-        spec = options.job_for(self.topo)
+        spec = options.spec_for(self.topo)
         mode_dir = self.log_dir / options.mode
         mode_dir.mkdir(parents=True, exist_ok=True)
         job_file, servers_file = mode_dir / "job.json", mode_dir / "servers.json"
         spec.save(job_file)
         save_servers(servers_file, servers.add_job(spec))
-        return dataclasses.replace(options, job=spec, job_file=job_file, servers_file=servers_file)
+        return dataclasses.replace(options, spec=spec, job_file=job_file, servers_file=servers_file)
 
     def end_job(self, options: WorkerOptions, job_ids: list[int] | None = None) -> None:
         """Remove the job (and the survivors' jobs after a failure) once its run is over, so its slots are
@@ -113,7 +113,7 @@ class Testbed(StartStop):
         slots (best effort: a switch that died has no job to remove, and the run's own error says why)."""
         if self.control is None:
             return
-        for job_id in job_ids or [options.job_for(self.topo).job_id]:
+        for job_id in job_ids or [options.spec_for(self.topo).job_id]:
             try:
                 self.control.end_job(job_id)
             except Exception as exc:  # noqa: BLE001 - never hide the run's own outcome
@@ -174,10 +174,10 @@ class Testbed(StartStop):
             options = self.start_job(options)
         if failover_mode:
             failover = Failover(
-                self.control, self.topo, options.job, options.membership, say=self.say, epoch=self._job_epoch
+                self.control, self.topo, options.spec, options.membership, say=self.say, epoch=self._job_epoch
             )
             failover.killed = killer.killed
-        readd = (lambda: self.control.add_job(options.job)) if options.mode in SWITCH_MODES else None
+        readd = (lambda: self.control.add_job(options.spec)) if options.mode in SWITCH_MODES else None
         restarter = SwitchRestarter(restart, self, failover, readd, self.start_timeout, self.say)
         self.last_busiest = None
         try:

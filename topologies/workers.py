@@ -75,7 +75,7 @@ class WorkerOptions:
     batch_size: int | None = None  # None: the model's (host_agent/workloads.py)
     lr: float | None = None  # None: the model's
     seed: int = 0
-    job: JobSpec | None = None  # the switch modes' job (None: the default description for the topology)
+    spec: JobSpec | None = None  # the switch modes' job description (None: the default description for the topology)
     job_file: Path | None = None  # where the job's description, key included, is written for the workers
     servers_file: Path | None = None  # a ps mode's servers and their keys (host_agent/sharded.py), for the workers
     switch_timeout: float = 30.0
@@ -103,10 +103,10 @@ class WorkerOptions:
         """A ps mode's placement of servers (None: the topology's first)."""
         return split_mode(self.mode)[1]
 
-    def job_for(self, topo: Topology) -> JobSpec:
+    def spec_for(self, topo: Topology) -> JobSpec:
         """The job's description for `topo`'s workers (n follows the topology), as the mode runs it
         (terngrad-switch: with TernGrad's codec, host_agent.worker_cli.mode_job)."""
-        spec = self.job or JobSpec(job_id=1, workers=len(topo.workers))
+        spec = self.spec or JobSpec(job_id=1, workers=len(topo.workers))
         spec = spec if spec.workers == len(topo.workers) else spec.replace(workers=len(topo.workers))
         return mode_job(self.mode, spec)
 

@@ -1,25 +1,15 @@
 """The native port loop: PortLoop's job (emulator/ports.py) done by C, with no Python per packet.
 
 portloop.c is compiled into the same shared object as a switch library (sw_api.h), so its loop calls
-sw_process() directly. This class keeps PortLoop's surface (open/close/run/stop/inject, `stats`,
-`packet_in`) so the CLI can pick either:
+sw_process() directly; this class keeps PortLoop's surface (open/close/run/stop/inject, `stats`,
+`packet_in`) so the CLI can pick either (emulator/README.md, "Native port loop").
 
-    lib = ctypes.CDLL(str(build_native([PORTLOOP_C, switch_c], "sw_prog")))
-    loop = NativePortLoop(lib, lib.sw_create(), {1: "veth0", 2: "veth2"}, cpu_port=255, pcap_dir="pcaps")
-    loop.packet_in = server.packet_in
-    loop.open(); loop.run()  # until loop.stop() from a signal handler or another thread
-    loop.close()
-
-Set `packet_in` before open(): that is when the ports, captures and receive rings go to the C loop,
-and frames arriving after open() wait there for run(). Sockets are opened by the same
-`open_port_socket` as PortLoop's, and pcap files by the same PortCapture (Python writes each file's
-global header, C appends the records), so captures are identical in name and format. run() starts
-the C loop on a thread of its own (ctypes releases the GIL) and, on the calling thread, hands
-PacketIn frames to `packet_in(frame)`.
-
-No per-packet log: when per-packet tracing or --dump-packet-data is wanted the CLI runs the Python
-PortLoop instead, whose engine logs every packet's way (BMv2's log); this loop only keeps counters.
-The switch handle is fixed for the loop's life; a pipeline swap must stop the loop first.
+Set `packet_in` before open(): that is when the ports, captures and receive rings go to the C loop, and
+frames arriving after open() wait there for run(). Sockets and pcap files come from the same code as
+PortLoop's, so captures are identical in name and format. run() starts the C loop on a thread of its own
+(ctypes releases the GIL) and hands PacketIn frames to `packet_in(frame)` on the calling thread. There is
+no per-packet log (the CLI runs the Python PortLoop when tracing is wanted), and the switch handle is
+fixed for the loop's life: a pipeline swap stops the loop first.
 """
 
 import collections

@@ -68,7 +68,7 @@ def test_fix32_through_four_dedicated_shards_is_exact(star):
 def test_training_through_servers_ends_with_the_switchs_parameters(star):
     digests = {}
     for mode in ("thc", "thc-ps:dedicated1", "thc-ps:colocated4"):
-        records = star.run_workers(WorkerOptions(mode, steps=30, job=JobSpec(job_id=2, workers=4), switch_timeout=20))
+        records = star.run_workers(WorkerOptions(mode, steps=30, spec=JobSpec(job_id=2, workers=4), switch_timeout=20))
         digests[mode] = {r["parameter_sha256"] for r in records}
         assert len(records) == 4 and len(digests[mode]) == 1, (mode, digests[mode])
         assert star.last_busiest is not None and star.last_busiest.bytes_per_step > 0

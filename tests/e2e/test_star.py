@@ -17,7 +17,7 @@ pytestmark = mininet_marks()
 PROBE_SIZE = 3000  # chunks of 2048 and 952 -> 1024 coordinates: 2 + 1 THC requests (one cell each), 2 norms
 
 
-def job(job_id: int) -> JobSpec:
+def spec(job_id: int) -> JobSpec:
     return JobSpec(job_id=job_id, workers=4)
 
 
@@ -59,7 +59,7 @@ def test_rounds_are_exact_under_loss(star, loss):
 
 
 def test_short_training_reaches_85_percent(star):
-    records = star.run_workers(WorkerOptions(mode="thc", steps=66, job=job(3), switch_timeout=20))
+    records = star.run_workers(WorkerOptions(mode="thc", steps=66, spec=spec(3), switch_timeout=20))
     rank0 = min(records, key=lambda r: r["rank"])
     assert rank0["final_test_acc"] >= 0.85, rank0["epochs"]
     # data parallel: every worker ends with the same model, hence the same test accuracy
@@ -69,9 +69,9 @@ def test_short_training_reaches_85_percent(star):
 def test_a_worker_whose_switch_never_answers_times_out_clearly(star):
     # job 9 was never installed: the switch drops every request (UNKNOWN_JOB) and no result comes back
     described = star.log_dir / "unanswered-job.json"
-    job(9).save(described)
+    spec(9).save(described)
     options = WorkerOptions(
-        mode="thc", steps=0, job=job(9), job_file=described, probe_rounds=1, probe_size=64, switch_timeout=3
+        mode="thc", steps=0, spec=spec(9), job_file=described, probe_rounds=1, probe_size=64, switch_timeout=3
     )
     workers = start_workers(star.net, star.topo, options, star.ledger, star.log_dir / "unanswered")
     with pytest.raises(WorkerFailed, match=r"no answer from the switch at 10\.0\.0\.254 for 3 s"):

@@ -10,7 +10,7 @@ from contract.job import JobSpec
 from host_agent import wire
 from host_agent.operation import Operation
 from host_agent.protocol import drive
-from host_agent.window import Window
+from host_agent.window import Schedule
 from tests.host_agent.test_protocol import F, K, event_counts
 from tests.host_agent.test_retransmission import exact_sum, timed_cluster
 
@@ -116,7 +116,7 @@ def test_the_default_window_holds_a_fix32_step_of_the_default_model():
 
 
 def _send(groups) -> None:
-    """What Window.take() let go is sent, as Sender.transmit records it."""
+    """What Schedule.take() let go is sent, as Sender.transmit records it."""
     for op, idx, _ in groups:
         op.in_flight_count += int(np.count_nonzero(op.attempts[idx] == 0))
         op.attempts[idx] += 1
@@ -134,7 +134,7 @@ def _overlapped_timeout():
     """W = 4: a bucket's sums (requests 0-3, 0 and 1 answered) and the next bucket's norm round (requests
     4-5, the slots 0 and 1 freed) in flight together when the timer expires: the protocol resends the
     lowest, sums' 2, and the window records the rest of both operations."""
-    window = Window(4)
+    window = Schedule(4)
     sums = Operation(wire.OP_THC, 0, 4, np.zeros((4, 62 + K // 2), np.uint8), [4 * K], K, 8, 0.0)
     norm = Operation(wire.OP_NORM, 4, 2, np.zeros((2, 62), np.uint8), [2], 1, 8, 0.0)
     window.open(sums)

@@ -99,16 +99,24 @@ def test_the_norm_payload_matches_headers_p4():
     )
 
 
-def test_the_timeline_models_frames_are_the_contracts():
-    """planner.timeline does not import the contract (it began in thc, which knows nothing of packets): its
-    copy of the frame sizes is checked here."""
-    from planner import timeline
+@pytest.mark.parametrize("lane_bits", contract.THC_LANE_BITS)
+def test_the_timeline_models_frames_as_the_contract_sizes_them(lane_bits):
+    """planner.timeline sizes frames from the cell, the index bits and the lanes (so a profile can model
+    another build); with the defaults, a frame is what the contract's payload sizes say."""
+    from planner.timeline import INACost
 
-    assert timeline.ETH_IP_UDP_BYTES + timeline.THC_HEADER_BYTES == contract.FRAME_HEADER_BYTES
-    assert timeline.CELL_BYTES == contract.WORDS * contract.WORD_BYTES
-    assert timeline.NORMS_PER_REQUEST == contract.NORMS_PER_REQUEST
-    assert timeline.NORM_PAYLOAD_BYTES == contract.NORM_PAYLOAD_BYTES
-    assert timeline.PAD16_BYTES == contract.PAD16_BYTES
+    head = contract.FRAME_HEADER_BYTES
+    thc = INACost(link_bps=1e9, workers=2, switch_pps=1e6, rtt_s=1e-5, lane_bits=lane_bits)
+    assert thc.frame_bytes() == (
+        head + contract.request_payload_bytes(contract.OP_THC, lane_bits),
+        head + contract.result_payload_bytes(contract.OP_THC),
+    )
+    fix32 = INACost(link_bps=1e9, workers=2, switch_pps=1e6, rtt_s=1e-5, op="fix32")
+    assert fix32.frame_bytes() == (
+        head + contract.request_payload_bytes(contract.OP_FIX32, contract.LANES_INT32),
+        head + contract.result_payload_bytes(contract.OP_FIX32),
+    )
+    assert thc.norm_bytes == contract.request_payload_bytes(contract.OP_NORM, contract.LANES_INT32)
 
 
 def test_a_request_and_a_result_fit_the_mtu():

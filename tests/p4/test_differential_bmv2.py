@@ -23,7 +23,9 @@ import numpy as np
 import pytest
 
 import contract
+from contract.job import JobSpec
 from controller import pool as pools
+from controller.jobs import JobWorker
 from controller.writes import INSERT, TableWrite, to_updates
 from harness import frames as tp
 from harness.switches import SoftwareTarget, SwitchTarget
@@ -82,15 +84,12 @@ def program(t: SwitchTarget) -> None:
     t.add_route(ip_int(SPINE[1]), 32, mac_int(SPINE[0]), 5)
     for epoch, (job_id, (workers, lanes, table, base, slots, group, leaf, ring)) in enumerate(JOBS.items(), start=3):
         t.set_job(
-            job_id,
-            n_workers=len(workers),
-            slot_base=base,
-            n_slots=slots,
-            mcast_grp=group,
-            worker_mask=sum(1 << w for w in workers),
-            lane_bits=lanes,
+            JobSpec(job_id, workers=len(workers), slots=slots, window=slots, key=KEY + job_id),
+            [JobWorker(w, *worker(w), w + 1) for w in workers],
             epoch=epoch,
-            key=KEY + job_id,
+            slot_base=base,
+            mcast_grp=group,
+            lane_bits=lanes,
         )
         t.set_group(group, [(w + 1, w) for w in workers])
         for w in workers:

@@ -31,6 +31,7 @@ from tests.p4.test_thc_pipeline import (
     random_indices,
     release,
     request,
+    set_job,
     thc_request,
     worker,
     worker_port,
@@ -58,16 +59,15 @@ def install(t, job_id: int, *, pool: tuple[int, int] | None, slot_base: int | No
     """Job `job_id` of workers 0..N-1: a pool job (bookkeeping slots from SLOTS on) or, with `pool` None, a
     static one at `slot_base` (the parameter server's)."""
     j = JOBS[job_id]
-    t.set_job(
+    set_job(
+        t,
         job_id,
-        n_workers=N,
-        slot_base=j["book"] if pool else slot_base,
-        n_slots=SLOTS_PER_JOB,
-        mcast_grp=j["group"],
-        worker_mask=(1 << N) - 1,
-        lane_bits=8,
         epoch=j["epoch"],
         key=j["key"],
+        mask=(1 << N) - 1,
+        group=j["group"],
+        slot_base=j["book"] if pool else slot_base,
+        n_slots=SLOTS_PER_JOB,
     )
     t.set_group(j["group"], [(worker_port(w), w) for w in range(N)])
     for w in range(N):

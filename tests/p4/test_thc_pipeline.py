@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 import contract
+from contract.job import JobSpec
+from controller.jobs import JobWorker
 from harness import frames as tp
 from harness.switches import SoftwareTarget, program_words
 from tests.support.bmv2 import bmv2_binary, needs_bmv2
@@ -67,18 +69,25 @@ TARGETS = [
 ]
 
 
-def set_job(t, job_id=JOB, *, lane_bits=8, epoch=5, key=KEY, n=N, mask=0b111, replace=False, group=GROUP, **kw):
+def job_workers(ids) -> list[JobWorker]:
+    return [JobWorker(w, *worker(w), worker_port(w)) for w in ids]
+
+
+def set_job(t, job_id=JOB, *, lane_bits=8, epoch=5, key=KEY, mask=0b111, replace=False, group=GROUP, **kw):
+    """Job `job_id` of the workers in `mask`, planned by the controller, with this file's group, lanes and
+    slots pinned."""
+    n_slots = kw.pop("n_slots", 4)
+    ids = [w for w in range(contract.MAX_WORKERS) if mask >> w & 1]
+    spec = JobSpec(job_id, workers=len(ids), slots=n_slots, window=n_slots, key=key)
     t.set_job(
-        job_id,
-        n_workers=n,
-        slot_base=kw.pop("slot_base", 8),
-        n_slots=kw.pop("n_slots", 4),
-        mcast_grp=group,
-        worker_mask=mask,
-        lane_bits=lane_bits,
+        spec,
+        job_workers(ids),
         epoch=epoch,
-        key=key,
         replace=replace,
+        slot_base=kw.pop("slot_base", 8),
+        mcast_grp=group,
+        lane_bits=lane_bits,
+        **kw,
     )
 
 
@@ -247,7 +256,7 @@ def test_a_sum_of_256_takes_16_bit_lanes_which_hold_it(target):
     assert JobSpec(JOB, N, THCConfig(granularity=85)).lane_bits == 8  # n*g = 255
     assert JobSpec(JOB, 4, THCConfig(granularity=64)).lane_bits == 16  # n*g = 256
     four = JOB + 2
-    set_job(target, four, lane_bits=16, slot_base=0, n=4, mask=0b1111, group=GROUP + 2, epoch=6)
+    set_job(target, four, lane_bits=16, slot_base=0, mask=0b1111, group=GROUP + 2, epoch=6)
     target.set_group(GROUP + 2, [(worker_port(w), w) for w in range(4)])
     for w in range(4):
         mac, ip = worker(w)
@@ -261,7 +270,7 @@ def test_a_sum_of_256_takes_16_bit_lanes_which_hold_it(target):
 
 def test_sixteen_bit_lanes_hold_65535_at_a_spine(target):
     """No table takes a 16-bit lane to its top (g <= 255, n <= 32); a spine adding leaves' partials does."""
-    set_job(target, lane_bits=16, epoch=6, n=2, mask=0b11, replace=True)
+    set_job(target, lane_bits=16, epoch=6, mask=0b11, replace=True)
     halves = [np.full(K16, 32767, np.uint16), np.full(K16, 32768, np.uint16)]
     halves[0][1::2], halves[1][1::2] = 1, 2  # neighbours of the full lanes
     out = []
@@ -352,7 +361,7 @@ def test_a_norm_duplicate_is_dropped_and_a_retransmission_answered_with_the_maxi
 
 def test_two_jobs_sum_with_their_own_tables_at_once(target):
     other = JOB + 1
-    set_job(target, other, slot_base=0, n=1, mask=0b1000, group=GROUP + 1, epoch=3, key=KEY ^ 1)
+    set_job(target, other, slot_base=0, mask=0b1000, group=GROUP + 1, epoch=3, key=KEY ^ 1)
     target.set_group(GROUP + 1, [(worker_port(3), 3)])
     mac, ip = worker(3)
     target.add_result_dst(other, 3, mac_int(mac), ip_int(ip))
@@ -560,7 +569,7 @@ def test_an_index_outside_a_smaller_table_is_dropped(target, bits):
 
 def test_a_job_without_a_table_drops_thc_requests(target):
     other = JOB + 1
-    set_job(target, other, slot_base=0, n=1, mask=0b1000, group=GROUP + 1, epoch=3)
+    set_job(target, other, slot_base=0, mask=0b1000, group=GROUP + 1, epoch=3)
     assert target.send(4, thc_request(3, random_indices(np.random.default_rng(16), 1)[0], job_id=other)) == []
     assert target.events()["DROP_BAD_INDEX"] == 1
 
@@ -778,7 +787,7 @@ def test_norm_and_fix32_rounds_release_with_their_payload(target):
 
 def test_events_are_also_counted_per_job(target):
     other = JOB + 1
-    set_job(target, other, slot_base=0, n=1, mask=0b1000, group=GROUP + 1, epoch=3)
+    set_job(target, other, slot_base=0, mask=0b1000, group=GROUP + 1, epoch=3)
     target.set_group(GROUP + 1, [(worker_port(3), 3)])
     mac, ip = worker(3)
     target.add_result_dst(other, 3, mac_int(mac), ip_int(ip))

@@ -113,8 +113,8 @@ def probe(bed, mode: str, rounds: int, size: int, job_id: int = 1, stall_timeout
     from contract.job import JobSpec
     from topologies.workers import WorkerOptions
 
-    job = JobSpec(job_id=job_id, workers=4)
-    options = WorkerOptions(mode, steps=0, job=job, probe_rounds=rounds, probe_size=size, switch_timeout=20)
+    spec = JobSpec(job_id=job_id, workers=4)
+    options = WorkerOptions(mode, steps=0, spec=spec, probe_rounds=rounds, probe_size=size, switch_timeout=20)
     return bed.run_workers(options, stall_timeout=stall_timeout)
 
 

@@ -106,7 +106,7 @@ def test_a_ps_run_installs_the_job_on_every_server_and_stops_them_after(monkeypa
     control = SimpleNamespace(stats=lambda: {}, add_job=None)  # the switch gets no job in a ps mode
     bed = bed_with(control, tmp_path, Topology.load(STAR_PS))
     Servers.log = []
-    options = WorkerOptions(mode="thc-ps:colocated4", steps=1, job=JobSpec(job_id=5, workers=4, window=64))
+    options = WorkerOptions(mode="thc-ps:colocated4", steps=1, spec=JobSpec(job_id=5, workers=4, window=64))
     run_workers(bed, options, fails)
     assert Servers.log == ["start", ("job", 5, 4), "stop"]
     mode_dir = tmp_path / "thc-ps:colocated4"

@@ -28,12 +28,12 @@ def test_the_parts_options_get_as_far_as_the_root_check(as_user, capsys):  # noq
 
 
 def test_the_job_each_mode_runs():
-    job = JobSpec(job_id=4, workers=8, codec=THCConfig(error_feedback=True), window=64)
+    spec = JobSpec(job_id=4, workers=8, codec=THCConfig(error_feedback=True), window=64)
     topo = type("Topo", (), {"workers": ["h1", "h2", "h3"]})()
-    assert WorkerOptions(mode="thc", steps=1, job=job).job_for(topo) == job.replace(workers=3)
-    tern = WorkerOptions(mode="terngrad-switch", steps=1, job=job).job_for(topo)
+    assert WorkerOptions(mode="thc", steps=1, spec=spec).spec_for(topo) == spec.replace(workers=3)
+    tern = WorkerOptions(mode="terngrad-switch", steps=1, spec=spec).spec_for(topo)
     terngrad = dict(quantizer="terngrad", bits=2, granularity=2, table="uniform", transform=False)
-    assert tern == job.replace(workers=3, **terngrad)  # the run's framing and error feedback stay
+    assert tern == spec.replace(workers=3, **terngrad)  # the run's framing and error feedback stay
 
 
 def test_a_terngrad_switch_run_installs_the_three_level_job_its_workers_get(monkeypatch, tmp_path):
@@ -45,7 +45,7 @@ def test_a_terngrad_switch_run_installs_the_three_level_job_its_workers_get(monk
             installed.append(spec)
             return super().add_job(spec, hosts)
 
-    options = WorkerOptions(mode="terngrad-switch", steps=1, job=JobSpec(job_id=5, workers=3))
+    options = WorkerOptions(mode="terngrad-switch", steps=1, spec=JobSpec(job_id=5, workers=3))
     bed_with(Recording(), tmp_path).run_workers(options)
     assert installed[0].codec.quantizer == "terngrad" and installed[0].table_values() == [0, 1, 1, 2]
     given = JobSpec.load(tmp_path / "terngrad-switch" / "job.json")

@@ -15,7 +15,7 @@ from topologies.workers import WorkerOptions
 def test_the_job_is_removed_after_its_run(monkeypatch, tmp_path, fails):
     stand_in_workers(monkeypatch, fails)
     control = Control()
-    options = WorkerOptions(mode="thc", steps=1, job=JobSpec(job_id=5, workers=8, window=64))
+    options = WorkerOptions(mode="thc", steps=1, spec=JobSpec(job_id=5, workers=8, window=64))
     run_workers(bed_with(control, tmp_path), options, fails)
     assert control.calls == [("start", 5, 3, 64), ("end", 5)]  # n follows the topology's three workers
     described = json.loads((tmp_path / "thc" / "job.json").read_text())  # what the workers are started with
@@ -43,6 +43,6 @@ def test_ctrl_c_while_waiting_for_the_workers_stops_them_and_reaches_the_caller(
     monkeypatch.setattr(testbed_module, "stop_workers", lambda workers, ledger: events.append(("stop", workers)))
     control = Control()
     with pytest.raises(KeyboardInterrupt):
-        bed_with(control, tmp_path).run_workers(WorkerOptions(mode=mode, steps=1, job=JobSpec(job_id=5, workers=3)))
+        bed_with(control, tmp_path).run_workers(WorkerOptions(mode=mode, steps=1, spec=JobSpec(job_id=5, workers=3)))
     assert events == [("stop", ["worker"])]
     assert control.calls == ([("start", 5, 3, 256), ("end", 5)] if mode == "thc" else [])
