@@ -154,7 +154,7 @@ struct thc_take {
     int64_t outstanding;
     int64_t ref_count;                        /* in/out: -1 until the operation's first accepted result */
     uint8_t *done;                            /* per request of the operation: answered */
-    const int64_t *attempts;                  /* per request: transmissions so far */
+    int64_t *attempts;                        /* per request: transmissions so far (paced sends set 1) */
     int32_t *sums;                            /* n * per_packet (NORM: the maxima's float32 bits) */
     uint8_t *counts;                          /* per request: the accepted result's count */
     int64_t ignored, bad_key, stale, duplicate, rejected, accepted; /* out: this batch's counts */
@@ -320,8 +320,10 @@ static double monotonic_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The paced sends a batch that answered `answered` requests lets go (see above): 0 or -errno. */
-static long send_paced(int fd, struct thc_wait *w, int64_t answered)
+/* The paced sends a batch that answered `answered` requests lets go (see above): 0 or -errno. A sent
+ * request counts one transmission at once (st->attempts), so that its result, which may come within this
+ * wait, is taken in rather than refused as one for a request never sent. */
+static long send_paced(int fd, struct thc_wait *w, struct thc_take *st, int64_t answered)
 {
     w->in_flight -= answered;
     int64_t k = w->send_cap - w->in_flight;
@@ -332,6 +334,8 @@ static long send_paced(int fd, struct thc_wait *w, int64_t answered)
     long r = thc_send_rows(fd, w->send_base + w->send_next * w->send_stride, w->send_stride, w->send_stride, k);
     if (r < 0)
         return r;
+    for (int64_t i = w->send_next; i < w->send_next + k; i++)
+        st->attempts[i] = 1;
     w->send_next += k; /* a frame the device queue refused counts as sent: a loss like any other */
     w->in_flight += k;
     w->send_batch_end[w->sends] = w->send_next;
@@ -415,7 +419,7 @@ long thc_wait_results(int fd, uint8_t *base, long stride, long cap_rows, int32_t
         if (w->stop)
             break;
         if (fd >= 0 && w->send_next < w->send_end && taken > was) {
-            long err = send_paced(fd, w, taken - was);
+            long err = send_paced(fd, w, st, taken - was);
             if (err < 0) {
                 w->stop = err;
                 break;

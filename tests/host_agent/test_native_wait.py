@@ -163,6 +163,56 @@ def test_the_native_wait_sends_what_the_paced_window_held_back_and_agrees_with_n
     assert stats_c["retransmissions"] > 0 and stats_py["retransmissions"] > 0  # there was loss
 
 
+def test_paced_sends_without_loss_cost_no_retransmission():
+    """Results of requests the native wait sent itself come while it waits: each is taken in (its request
+    counts as sent at once), not refused as stale and recovered by a retransmission."""
+    require_c_compiler()
+    lib = native.load()
+    assert lib is not None, "a C compiler runs here, but the native helper did not build"
+    job = SimJob.plan(JobSpec(job_id=5, workers=1, window=64, slots=64))
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    transport = SocketTransport(mine, lib)
+    worker = WorkerProtocol(
+        transport, wire.FrameBuilder(worker_endpoint(0), SERVICE), job.spec, 0,
+        timeout=0.05, min_timeout=0.002, deadline=20.0,
+    )  # fmt: skip
+    switch = FakeSwitch()
+    switch.add_job(job)
+    stop = threading.Event()
+
+    def serve():
+        theirs.settimeout(0.01)
+        while not stop.is_set():
+            try:
+                frame = theirs.recv(4096)
+            except TimeoutError:
+                continue
+            for _, out in switch.process(worker_port(0), frame):
+                theirs.send(out)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    rng = np.random.default_rng(seed_of("paced without loss"))
+    table = np.asarray(job.spec.table_values(), np.int32)
+    sent = []
+    booked = worker.sender.sent_natively
+    worker.sender.sent_natively = lambda op, lo, hi, now: (sent.append(hi - lo), booked(op, lo, hi, now))
+    try:
+        for _ in range(10):
+            worker.schedule.paced = 5.0
+            data = [rng.integers(0, 16, job.spec.coords_per_request * 40, dtype=np.uint8)]
+            sums, count = worker.all_sum_indices(data)
+            assert count == 1 and sums[0].tobytes() == table[data[0]].tobytes()
+    finally:
+        stop.set()
+        thread.join(5)
+        transport.close()
+        theirs.close()
+    stats = worker.stats()
+    assert sum(sent) > 0
+    assert stats["requests"] == stats["results"] == 400 and stats["retransmissions"] == 0, stats
+
+
 def test_the_native_wait_holds_between_batches_once_the_pace_is_known(monkeypatch):
     """Receive coalescing in C: results queued at once, taken in two a receive, come microseconds apart; with
     any hold allowed, every batch after the one that brings the HOLD_AFTER-th result is taken in after a
