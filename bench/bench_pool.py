@@ -38,7 +38,7 @@ from bench import record as bench_record  # noqa: E402
 from harness.trace_run import POLICIES, Setup, TraceResult, TraceRunner  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from thc.modes import THC  # noqa: E402
-from topologies import job_trace  # noqa: E402
+from topologies import job_trace, report  # noqa: E402
 from usage import provenance  # noqa: E402
 
 FLOOR = 0.75  # pool mean JCT at most this times static's (issue 39)
@@ -93,24 +93,11 @@ def summary(r: TraceResult) -> dict:
 
 def plot(path: Path, results: dict[float, dict[str, TraceResult]]) -> None:
     """The switch's cells held by jobs over time: one panel per link rate, one line per policy with a switch."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(results), 1, figsize=(8, 2.8 * len(results)), squeeze=False)
-    for ax, (rate, per_policy) in zip(axes[:, 0], results.items()):
-        for name, r in per_policy.items():
-            if r.cells:
-                t, cells = zip(*r.occupancy)
-                ax.step(t, cells, where="post", label=f"{name} (of {r.cells} cells)")
-        ax.set_title(f"links {rate:g} Mbit/s")
-        ax.set_ylabel("cells held")
-        ax.legend(loc="upper right")
-    axes[-1, 0].set_xlabel("time (virtual s)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    panels = {
+        f"links {rate:g} Mbit/s": {name: (r.occupancy, r.cells) for name, r in per_policy.items()}
+        for rate, per_policy in results.items()
+    }
+    report.plot_occupancy(path, panels, "time (virtual s)")
 
 
 def main(argv=None) -> int:
