@@ -1,6 +1,7 @@
 """Switch memory shared by jobs that come and go (issue 39): one trace of jobs under three policies.
 
-    .venv/bin/python bench/bench_pool.py [--quick] [--trace FILE] [--budget 16] [--rate-mbit 20,2] [--out bench/out]
+    .venv/bin/python bench/bench_pool.py [--quick] [--trace FILE | --contention] [--budget 16] [--rate-mbit 20,2]
+        [--out bench/out]
 
 In-process, not 32 worker processes on Mininet (too many for a 2-core machine): the compiled program
 p4/build/thc.json in the software switch, every job's workers on one loopback wire, the fallback server
@@ -12,7 +13,10 @@ at 20 Mbit/s a step's sums take a small part of its time, at 2 Mbit/s a large on
 server's one link (which carries all n workers' frames of a use) is then the bottleneck.
 
 The default trace: 8 jobs of 4 workers arriving over a minute, on a switch whose --budget slots hold 2 of
-them statically. Policies: static partitions (a job that does not fit waits until one leaves, as
+them statically; a pool job gives its cells back as soon as its workers have a round's results, so jobs
+arriving apart rarely meet in the pool. --contention runs the second built-in trace: 8 jobs of 4 workers
+arriving at once with the same step, whose aggregation bursts overlap and contend for the pool's cells
+(rounds fall back). Policies: static partitions (a job that does not fit waits until one leaves, as
 `thc-ctl job add` refuses it today), the shared pool (every job admitted; a use whose cell is taken falls
 back to the parameter server), and no switch (every job through the parameter server). Prints per policy
 the mean and 95th-percentile job completion time, the share of uses that fell back and the sums that
@@ -50,10 +54,22 @@ def fixed_trace(quick: bool) -> list[job_trace.TraceJob]:
     return [job_trace.TraceJob(f"job{i}", i * gap, "mlp-digits", 4, "thc", steps, 0.5) for i in range(count)]
 
 
+def burst_trace(quick: bool) -> list[job_trace.TraceJob]:
+    """--contention: 8 jobs of 4 workers arriving at once, each step's compute the same (quick: 4 jobs
+    of 6 steps), so that their aggregation bursts overlap and contend for the pool's cells every step."""
+    count, steps = (4, 6) if quick else (8, 20)
+    return [job_trace.TraceJob(f"burst{i}", 0.0, "mlp-digits", 4, "thc", steps, 0.5) for i in range(count)]
+
+
 def parse_args(argv=None):
     p = OneLineParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="4 jobs of 6 steps (the test's form)")
     p.add_argument("--trace", type=input_path, help="a trace file (topologies/job_trace.py) instead of the fixed one")
+    p.add_argument(
+        "--contention",
+        action="store_true",
+        help="the second built-in trace: jobs arriving together, their aggregation bursts overlapping in the pool",
+    )
     p.add_argument(
         "--budget", type=int_in(1, 512), default=16, help="switch slots for the jobs, a power of two (default 16)"
     )
@@ -65,6 +81,8 @@ def parse_args(argv=None):
     )
     p.add_argument("--out", type=folder, default=REPO / "bench" / "out", help="folder for the results")
     args = p.parse_args(argv)
+    if args.trace and args.contention:
+        p.error("argument --contention: a built-in trace; --trace gives another (drop one)")
     if args.budget & (args.budget - 1):
         p.error(f"argument --budget: {args.budget} is not a power of two (the pool is 2 * budget cells)")
     return args
@@ -105,9 +123,10 @@ def main(argv=None) -> int:
     origin = provenance.started(quick=args.quick)
     try:
         # in-process every job sums THC frames and trains nothing: its model is a name, its steps its length
-        trace = (
-            job_trace.load(args.trace, models=workloads.names(), modes={THC}) if args.trace else fixed_trace(args.quick)
-        )
+        if args.trace:
+            trace = job_trace.load(args.trace, models=workloads.names(), modes={THC})
+        else:
+            trace = (burst_trace if args.contention else fixed_trace)(args.quick)
     except job_trace.TraceError as e:
         print(f"bench_pool: {e}", file=sys.stderr)
         return 2

@@ -118,7 +118,8 @@ def _trace_options(g) -> None:
         "--pool-cells",
         type=int_in(0, contract.CELLS),
         metavar="C",
-        help="with --policy pool: the pool's size in cells, a power of two (default: every cell of the switch)",
+        help="with --policy pool: the pool's size in cells, a power of two, or 0: no cells, every round falls "
+        "back (default: every cell of the switch)",
     )
 
 

@@ -444,7 +444,7 @@ def load_trace(args):
 
 def run_trace(args) -> int:
     """thc-run --trace: the trace's jobs on one testbed (topologies/trace_run.py), its summary and plot."""
-    from topologies import one_run, trace_run
+    from topologies import job_trace, one_run, trace_run
     from topologies.servers import ServerSet
     from topologies.workers import WorkerOptions
 
@@ -453,6 +453,8 @@ def run_trace(args) -> int:
     trace, topo, schedule = load_trace(args)
     if args.pool_cells is not None and args.policy != "pool":
         raise RunError("--pool-cells sizes the shared pool: it needs --policy pool")
+    if args.pool_cells and args.pool_cells & (args.pool_cells - 1):
+        raise RunError(f"--pool-cells {args.pool_cells}: the pool is a power of two of cells, or 0")
     spec = job_spec(args, topo)
     check_switch_exe(args.switch_exe)
     check_switch_pps(args)
@@ -491,7 +493,10 @@ def run_trace(args) -> int:
         run = trace_run.TraceRun(
             bed, schedule, args.policy, base, spec, servers, args.pool_cells, args.target_acc, args.stall_timeout, say
         )
-        summary = run.run()
+        try:
+            summary = run.run()
+        except job_trace.TraceError as exc:  # a job that can never start
+            raise RunError(f"{args.trace}: {exc}") from None
         summary.update(
             trace=str(args.trace),
             topology=topo.name,
