@@ -421,7 +421,8 @@ def plot_occupancy(path: Path, panels: dict[str, dict[str, tuple[list, int]]], x
                 ax.step(t, held, where="post", label=f"{name} (of {cells} cells)")
         ax.set_title(title)
         ax.set_ylabel("cells held")
-        ax.legend(loc="upper right")
+        if ax.get_legend_handles_labels()[0]:  # a pool of no cells draws no line
+            ax.legend(loc="upper right")
     axes[-1, 0].set_xlabel(xlabel)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
