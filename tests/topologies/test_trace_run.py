@@ -190,3 +190,35 @@ def test_a_failed_job_stops_the_others_and_removes_their_jobs(tmp_path, workers)
         run(bed, workers, "static", jobs).run()
     assert len(workers.stopped) == 2  # both jobs' workers: the failed one's and the other's
     assert bed.control.aggregator.jobs == {}
+
+
+def test_a_trace_job_is_programmed_on_its_own_hosts_as_workers_0_to_n_minus_1(tmp_path):
+    """The programming path a trace job takes (Testbed.start_job -> ControlPlane.add_job) against a mock
+    P4Runtime switch: the job on hosts h3, h4 has worker ids 0 and 1 (its workers' ranks) on ports 3 and 4,
+    a pool job takes the pool's cells, and job.json is written in the job's own folder with the key."""
+    import random
+
+    from controller.session import SwitchSession
+    from tests.support.mock_switch import MockSwitch, contract_p4info
+    from tests.support.thc_ctl import star4
+    from topologies.control_plane import ControlPlane
+    from topologies.testbed import Testbed
+    from topologies.trace_run import job_topology
+
+    mock = MockSwitch(contract_p4info(contract.WORDS))
+    mock.start()
+    try:
+        topo = Topology.from_dict(star4(int(mock.addr.rsplit(":", 1)[1])))
+        with SwitchSession(mock.addr, 0, (0, 1), name="s1", rng=random.Random(7)) as session:
+            bed = Testbed(topo, tmp_path, say=lambda line: None, net=SimpleNamespace())
+            bed.control = ControlPlane(topo, {"s1": session})
+            job_topo = job_topology(topo, ["h3", "h4"])
+            options = WorkerOptions(mode="thc", steps=1, job=JobSpec(job_id=4, workers=2, window=8))
+            started = bed.start_job(options, job_topo, tmp_path / "trace" / "b", pool=True, pool_cells=64)
+            (job,) = session.list_jobs(topo)
+            assert [(w.worker_id, w.port, w.host) for w in job.workers] == [(0, 3, "h3"), (1, 4, "h4")]
+            assert job.pool[:2] == (contract.CELLS - 64, 64) and job.slot_base >= contract.SLOTS
+            written = JobSpec.load(tmp_path / "trace" / "b" / "thc" / "job.json")
+            assert written.key == job.key == started.job.key and written.workers == 2
+    finally:
+        mock.stop()
