@@ -450,6 +450,10 @@ def run_trace(args) -> int:
 
     if args.bw == "auto":
         raise RunError("--bw auto measures one model's step; with --trace give --bw MBITS, or no --bw")
+    faults = [name for name, given in (("--kill", args.kill), ("--restart-switch", args.restart_switch),
+              ("--straggler", args.straggler)) if given]  # fmt: skip
+    if faults:
+        raise RunError(f"{faults[0]} injects a fault into a --modes run; a trace's jobs take none (drop it)")
     trace, topo, schedule = load_trace(args)
     if args.pool_cells is not None and args.policy != "pool":
         raise RunError("--pool-cells sizes the shared pool: it needs --policy pool")

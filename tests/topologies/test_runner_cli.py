@@ -209,6 +209,8 @@ TRACE_JOB = {"name": "a", "start": 0, "model": "mlp-digits", "workers": 2, "mode
         ([TRACE_JOB], ["--policy", "static", "--pool-cells", "256"], ["--pool-cells", "it needs --policy pool"]),
         ([TRACE_JOB], ["--pool-cells", "300"], ["--pool-cells 300: the pool is a power of two"]),
         ([TRACE_JOB], ["--bw", "auto"], ["--bw auto measures one model's step"]),
+        ([TRACE_JOB], ["--kill", "h1:2"], ["--kill injects a fault into a --modes run"]),
+        ([TRACE_JOB], ["--straggler", "h1:20"], ["--straggler injects a fault"]),
     ],
 )
 def test_a_bad_trace_run_is_one_line_before_the_root_check(as_user, capsys, jobs, argv, words):
