@@ -73,3 +73,14 @@ def test_a_job_with_more_workers_than_the_topology_has_is_refused_before_anythin
         Schedule([job("a", 0.0), job("wide", 3.0, 5)], HOSTS, "jobs.json")
     assert str(exc.value).startswith("jobs.json: job 'wide' needs 5 workers but the topology has 4 worker hosts")
     assert "\n" not in str(exc.value)
+
+
+def test_the_shipped_trace_is_one_thc_run_takes_two_jobs_at_once_then_a_third():
+    from host_agent import workloads
+    from tests.support.paths import REPO
+    from topologies import job_trace, trace_run
+
+    trace = job_trace.load(REPO / "topologies" / "trace3.json", models=workloads.names(), modes=trace_run.MODES)
+    s = Schedule(trace, [f"h{i}" for i in range(1, 7)])
+    assert [j.trace.name for j in s.start_due(0.0, accept)] == ["a", "b"]
+    assert [j.hosts for j in s.start_due(1.0, accept)] == [("h5", "h6")]
