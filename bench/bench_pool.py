@@ -16,9 +16,11 @@ The default trace: 8 jobs of 4 workers arriving over a minute, on a switch whose
 them statically; a pool job gives its cells back as soon as its workers have a round's results, so jobs
 arriving apart rarely meet in the pool. --contention runs the second built-in trace: 8 jobs of 4 workers
 arriving at once with the same step, whose aggregation bursts overlap and contend for the pool's cells
-(rounds fall back). Policies: static partitions (a job that does not fit waits until one leaves, as
-`thc-ctl job add` refuses it today), the shared pool (every job admitted; a use whose cell is taken falls
-back to the parameter server), and no switch (every job through the parameter server). Prints per policy
+(rounds fall back); at 2 Mbit/s its no-switch run, 32 workers on the fallback server's one link, took over
+20 minutes of wall time here, so `--contention --rate-mbit 20` is the short form. Policies: static
+partitions (a job that does not fit waits until one leaves, as `thc-ctl job add` refuses it today), the
+shared pool (every job admitted; a use whose cell is taken falls back to the parameter server), and no
+switch (every job through the parameter server). Prints per policy
 the mean and 95th-percentile job completion time, the share of uses that fell back and the sums that
 differ from the reference (must be 0); writes bench_pool.json, a record and the switch's cell occupancy
 over time (bench_pool_occupancy.png). The last line is `pool/static mean JCT: <R> at <rate> Mbit/s, ...`.
