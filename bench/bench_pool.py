@@ -1,6 +1,7 @@
 """Switch memory shared by jobs that come and go (issue 39): one trace of jobs under three policies.
 
-    .venv/bin/python bench/bench_pool.py [--quick] [--trace FILE] [--budget 16] [--rate-mbit 20,2] [--out bench/out]
+    .venv/bin/python bench/bench_pool.py [--quick] [--trace FILE | --contention] [--budget 16] [--rate-mbit 20,2]
+        [--out bench/out]
 
 In-process, not 32 worker processes on Mininet (too many for a 2-core machine): the compiled program
 p4/build/thc.json in the software switch, every job's workers on one loopback wire, the fallback server
@@ -12,9 +13,14 @@ at 20 Mbit/s a step's sums take a small part of its time, at 2 Mbit/s a large on
 server's one link (which carries all n workers' frames of a use) is then the bottleneck.
 
 The default trace: 8 jobs of 4 workers arriving over a minute, on a switch whose --budget slots hold 2 of
-them statically. Policies: static partitions (a job that does not fit waits until one leaves, as
-`thc-ctl job add` refuses it today), the shared pool (every job admitted; a use whose cell is taken falls
-back to the parameter server), and no switch (every job through the parameter server). Prints per policy
+them statically; a pool job gives its cells back as soon as its workers have a round's results, so jobs
+arriving apart rarely meet in the pool. --contention runs the second built-in trace: 8 jobs of 4 workers
+arriving at once with the same step, whose aggregation bursts overlap and contend for the pool's cells
+(rounds fall back); at 2 Mbit/s its no-switch run, 32 workers on the fallback server's one link, took over
+20 minutes of wall time here, so `--contention --rate-mbit 20` is the short form. Policies: static
+partitions (a job that does not fit waits until one leaves, as `thc-ctl job add` refuses it today), the
+shared pool (every job admitted; a use whose cell is taken falls back to the parameter server), and no
+switch (every job through the parameter server). Prints per policy
 the mean and 95th-percentile job completion time, the share of uses that fell back and the sums that
 differ from the reference (must be 0); writes bench_pool.json, a record and the switch's cell occupancy
 over time (bench_pool_occupancy.png). The last line is `pool/static mean JCT: <R> at <rate> Mbit/s, ...`.
@@ -38,7 +44,7 @@ from bench import record as bench_record  # noqa: E402
 from harness.trace_run import POLICIES, Setup, TraceResult, TraceRunner  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from thc.modes import THC  # noqa: E402
-from topologies import job_trace  # noqa: E402
+from topologies import job_trace, report  # noqa: E402
 from usage import provenance  # noqa: E402
 
 FLOOR = 0.75  # pool mean JCT at most this times static's (issue 39)
@@ -50,10 +56,22 @@ def fixed_trace(quick: bool) -> list[job_trace.TraceJob]:
     return [job_trace.TraceJob(f"job{i}", i * gap, "mlp-digits", 4, "thc", steps, 0.5) for i in range(count)]
 
 
+def burst_trace(quick: bool) -> list[job_trace.TraceJob]:
+    """--contention: 8 jobs of 4 workers arriving at once, each step's compute the same (quick: 4 jobs
+    of 6 steps), so that their aggregation bursts overlap and contend for the pool's cells every step."""
+    count, steps = (4, 6) if quick else (8, 20)
+    return [job_trace.TraceJob(f"burst{i}", 0.0, "mlp-digits", 4, "thc", steps, 0.5) for i in range(count)]
+
+
 def parse_args(argv=None):
     p = OneLineParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="4 jobs of 6 steps (the test's form)")
     p.add_argument("--trace", type=input_path, help="a trace file (topologies/job_trace.py) instead of the fixed one")
+    p.add_argument(
+        "--contention",
+        action="store_true",
+        help="the second built-in trace: jobs arriving together, their aggregation bursts overlapping in the pool",
+    )
     p.add_argument(
         "--budget", type=int_in(1, 512), default=16, help="switch slots for the jobs, a power of two (default 16)"
     )
@@ -65,6 +83,8 @@ def parse_args(argv=None):
     )
     p.add_argument("--out", type=folder, default=REPO / "bench" / "out", help="folder for the results")
     args = p.parse_args(argv)
+    if args.trace and args.contention:
+        p.error("argument --contention: a built-in trace; --trace gives another (drop one)")
     if args.budget & (args.budget - 1):
         p.error(f"argument --budget: {args.budget} is not a power of two (the pool is 2 * budget cells)")
     return args
@@ -93,24 +113,11 @@ def summary(r: TraceResult) -> dict:
 
 def plot(path: Path, results: dict[float, dict[str, TraceResult]]) -> None:
     """The switch's cells held by jobs over time: one panel per link rate, one line per policy with a switch."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(results), 1, figsize=(8, 2.8 * len(results)), squeeze=False)
-    for ax, (rate, per_policy) in zip(axes[:, 0], results.items()):
-        for name, r in per_policy.items():
-            if r.cells:
-                t, cells = zip(*r.occupancy)
-                ax.step(t, cells, where="post", label=f"{name} (of {r.cells} cells)")
-        ax.set_title(f"links {rate:g} Mbit/s")
-        ax.set_ylabel("cells held")
-        ax.legend(loc="upper right")
-    axes[-1, 0].set_xlabel("time (virtual s)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    panels = {
+        f"links {rate:g} Mbit/s": {name: (r.occupancy, r.cells) for name, r in per_policy.items()}
+        for rate, per_policy in results.items()
+    }
+    report.plot_occupancy(path, panels, "time (virtual s)")
 
 
 def main(argv=None) -> int:
@@ -118,9 +125,10 @@ def main(argv=None) -> int:
     origin = provenance.started(quick=args.quick)
     try:
         # in-process every job sums THC frames and trains nothing: its model is a name, its steps its length
-        trace = (
-            job_trace.load(args.trace, models=workloads.names(), modes={THC}) if args.trace else fixed_trace(args.quick)
-        )
+        if args.trace:
+            trace = job_trace.load(args.trace, models=workloads.names(), modes={THC})
+        else:
+            trace = (burst_trace if args.contention else fixed_trace)(args.quick)
     except job_trace.TraceError as e:
         print(f"bench_pool: {e}", file=sys.stderr)
         return 2

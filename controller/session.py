@@ -308,6 +308,21 @@ class SwitchSession:
         )
         return self.install_job(job, service_ip=service_ip, state=state)
 
+    def serve_fallback(self, spec: JobSpec, workers: list[jobs.JobWorker], service_ip: str) -> jobs.Job:
+        """On a fallback server (a parameter server for a pool job's uses that fell back, controller/pool.py):
+        the job `spec` (its key the switch's) with slots of its own, and its fallback_rounds entry, since the
+        server sees only the uses that fell back."""
+        job = self.add_job_workers(spec, workers, service_ip=service_ip)
+        p4, _ = self.thc_pipeline()
+        self._write(writes.to_updates(p4, [pools.fallback_server_write(writes.INSERT, spec.job_id)]))
+        return job
+
+    def end_fallback(self, job_id: int) -> None:
+        """On a fallback server: remove what serve_fallback installed for job `job_id`, if it is there."""
+        if self.remove_job(job_id, missing_ok=True) is not None:
+            p4, _ = self.thc_pipeline()
+            self._write(writes.to_updates(p4, [pools.fallback_server_write(writes.DELETE, job_id)]))
+
     def installed_jobs(self) -> list[jobs.Job]:
         """The jobs entries the switch holds, without their workers (one read: for planning)."""
         return list(self._job_state().jobs.values())

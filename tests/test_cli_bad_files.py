@@ -81,6 +81,11 @@ KINDS = {
         lambda f, tmp: ("thc-run", ["--topo", f, "--log-dir", str(tmp / "logs")]),
         NEEDS_ROOT,
     ),
+    "thc-run --trace": Kind(
+        _json({"jobs": [{"name": "a", "start": 0, "model": "mlp-digits", "workers": 2, "mode": "thc", "steps": 3}]}),
+        lambda f, tmp: ("thc-run", ["--trace", f, "--log-dir", str(tmp / "logs")]),
+        NEEDS_ROOT,
+    ),
     "thc-ctl --topology": Kind(
         lambda p: p.write_text(json.dumps(_star4())),
         lambda f, tmp: ("thc-ctl", ["job", "add", "--topology", f, "--id", "1", "--workers", "h1,h2", *NOWHERE]),

@@ -39,7 +39,7 @@ ACCEPTED = {
     ("*", "--step-delay"): {"0": "no delay (the default)"},
     ("*", "--dump-packet-data"): {"0": "dump nothing (the default)"},
     ("thc-ctl", "--job"): ZERO,
-    ("thc-ctl", "--pool-cells"): {"0": "documented: a pool of no cells (every pool round falls back)"},
+    ("*", "--pool-cells"): {"0": "documented: a pool of no cells (every pool round falls back)"},
     ("thc-worker", "--steps"): {"0": "documented: 0 with --probe"},
     ("thc-worker", "--dupthresh"): {"0": "documented: timers only"},
     ("thc-worker", "--result"): {MISSING: "the worker creates the folder, parents and all"},

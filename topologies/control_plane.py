@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from contract.job import JobSpec
 from controller import two_level
+from controller.errors import JobRefused
 from controller.topology import Topology
 
 
@@ -67,15 +68,29 @@ class ControlPlane:
         """The switches that hold jobs and sum: the aggregating switch, or the spine and its leaves."""
         return [self.topo.aggregation.switch] + [leaf.switch for leaf in self.topo.aggregation.leaves]
 
-    def add_job(self, spec: JobSpec, hosts: list[str] | None = None, epoch: int | None = None):
+    def add_job(
+        self,
+        spec: JobSpec,
+        hosts: list[str] | None = None,
+        epoch: int | None = None,
+        *,
+        topology: Topology | None = None,
+        pool: bool = False,
+        pool_cells: int | None = None,
+    ):
         """Add (or renew) the job `spec` for `hosts` (default: every worker) wherever this topology
         aggregates, with a fresh epoch (`epoch`: this one, above every switch's last) and, unless the
         description has one, a fresh key: a jobs.Job, or a two_level.TwoLevelJob (both have job_id, epoch,
-        slot_base, n_slots, key)."""
-        hosts = list(self.topo.workers) if hosts is None else hosts
+        slot_base, n_slots, key). `topology`: the job's view of this topology, whose workers are its hosts
+        with worker ids 0..n-1 (a trace job's, topologies/trace_run.py; default: the run's). `pool`: its
+        uses claim cells from the shared pool (`pool_cells` sizes it when no pool job has placed it yet)."""
+        topology = topology or self.topo
+        hosts = list(topology.workers) if hosts is None else hosts
         if self.topo.two_level:
-            return two_level.add_job(self.sessions, self.topo, spec, hosts, epoch=epoch)
-        return self.aggregator.add_job(spec, hosts, self.topo, epoch=epoch)
+            if pool:
+                raise JobRefused("the shared pool is a one-switch feature: two-level jobs own their slots")
+            return two_level.add_job(self.sessions, topology, spec, hosts, epoch=epoch)
+        return self.aggregator.add_job(spec, hosts, topology, epoch=epoch, pool=pool, pool_cells=pool_cells)
 
     def end_job(self, job_id: int) -> None:
         """Remove the job (its jobs entries, result_dst and uplink entries and multicast groups) if it is there."""

@@ -401,3 +401,29 @@ def draw(curves: dict[str, dict], title: str, rows: list[ModeSummary] | None = N
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def plot_occupancy(path: Path, panels: dict[str, dict[str, tuple[list, int]]], xlabel: str) -> None:
+    """The switch's cells held by jobs over time, written to ``path`` (PNG): one panel per title of
+    ``panels``, one step line per name in it, from (occupancy, cells): (time, cells held) samples and the
+    cells the jobs may use (a line of 0 cells, a policy with no switch, is left out). bench/bench_pool.py
+    draws its policies per link rate with it, thc-run --trace its run's policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.8 * len(panels)), squeeze=False)
+    for ax, (title, lines) in zip(axes[:, 0], panels.items()):
+        for name, (occupancy, cells) in lines.items():
+            if cells:
+                t, held = zip(*occupancy)
+                ax.step(t, held, where="post", label=f"{name} (of {cells} cells)")
+        ax.set_title(title)
+        ax.set_ylabel("cells held")
+        if ax.get_legend_handles_labels()[0]:  # a pool of no cells draws no line
+            ax.legend(loc="upper right")
+    axes[-1, 0].set_xlabel(xlabel)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  thc-run --workers 8 --modes thc --steps 100\n"
         "  thc-run --topo topologies/two_tier.json --loss 1\n"
         "  thc-run --target bmv2                     the same on simple_switch_grpc\n"
+        "  thc-run --trace jobs.json --policy pool   jobs that come and go, sharing the switch\n"
         "  thc-run --stop                            remove what a crashed or killed run left\n"
         "Files: logs/<switch>.log (switch console), logs/<mode>/<host>.log and .json (workers),\n"
         "logs/summary.json, logs/training.png, pcaps/<iface>_{in,out}.pcap, logs/run-state.json.\n"
@@ -87,9 +88,39 @@ def build_parser() -> argparse.ArgumentParser:
     training = p.add_argument_group("training")
     _training_options(training)
     _fault_options(training)
+    _trace_options(p.add_argument_group("a trace of jobs that come and go"))
     add_job_options(p)
     _file_options(p.add_argument_group("files and control"))
     return p
+
+
+def _trace_options(g) -> None:
+    """--trace and how the jobs share the switch's memory (topologies/trace_run.py)."""
+    from topologies.trace_run import POLICIES
+
+    g.add_argument(
+        "--trace",
+        type=input_file,
+        metavar="FILE",
+        help="run a trace of jobs instead of --modes (topologies/job_trace.py: each job's start, model, workers, "
+        "mode, steps, compute): each job programmed when it starts and removed when its workers are done, "
+        f"on {PS_TOPO} by default; logs/summary.json per job, logs/occupancy.png",
+    )
+    g.add_argument(
+        "--policy",
+        choices=POLICIES,
+        default="pool",
+        help="with --trace: 'static' = each job owns a slot range (waits while none is free), 'pool' = its "
+        "rounds claim cells from the shared pool, a round whose cell is taken going to a fallback server that "
+        "thc-run starts on the topology's placement of one server (default pool)",
+    )
+    g.add_argument(
+        "--pool-cells",
+        type=int_in(0, contract.CELLS),
+        metavar="C",
+        help="with --policy pool: the pool's size in cells, a power of two, or 0: no cells, every round falls "
+        "back (default: every cell of the switch)",
+    )
 
 
 def _network_options(net) -> None:

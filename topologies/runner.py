@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from contract.job import JobSpec, JobSpecError, spec_from_options
-from controller.topology import Topology, TopologyError
+from controller.topology import MAX_WORKERS, Topology, TopologyError
 from emulator.pacing import MIN_PPS
 from host_agent import workloads
 from planner import testbed_costs
@@ -250,11 +250,38 @@ def aggregation_text(topo: Topology) -> str:
     return f"two-level aggregation: leaves {leaves} send partials to the spine {agg.switch} at {agg.service_ip}"
 
 
+def testbed(args, topo: Topology, pcap_dir: Path | None):
+    """The run's Testbed, not started yet: its log folder, a fresh ledger and the supervisor that removes the
+    run if this process dies, the topology it runs written down."""
+    from topologies.testbed import Testbed
+
+    log_dir = Path(args.log_dir).resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    ledger = prepare_ledger(log_dir)
+    supervisor.start(ledger, log_dir / SUPERVISOR_LOG)  # first: it removes the run if this process dies
+    (log_dir / "topology.json").write_text(json.dumps(topo.to_dict(), indent=1))
+    _quiet_mininet()
+    return Testbed(
+        topo,
+        log_dir,
+        args.target,
+        pcap_dir,
+        executable=args.switch_exe,
+        switch_log_level=args.switch_log_level,
+        switch_backend=args.backend,
+        switch_pps=args.switch_pps,
+        say=say,
+        ledger=ledger,
+        start_timeout=args.start_timeout,
+    )
+
+
 def run(args) -> int:
     from topologies import one_run, report
-    from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 
+    if args.trace is not None:
+        return run_trace(args)
     modes = parse_modes(args.modes)  # every option is checked before anything needs root
     check_model(args.model)
     topo = load_topology(args)
@@ -289,25 +316,8 @@ def run(args) -> int:
     if args.bw == "auto":
         auto, topo = choose_link_rate(args, topo, parameters)
         args.bw = auto.mbit
-    log_dir = Path(args.log_dir).resolve()
-    log_dir.mkdir(parents=True, exist_ok=True)
-    ledger = prepare_ledger(log_dir)
-    supervisor.start(ledger, log_dir / SUPERVISOR_LOG)  # first: it removes the run if this process dies
-    (log_dir / "topology.json").write_text(json.dumps(topo.to_dict(), indent=1))
-    _quiet_mininet()
-    bed = Testbed(
-        topo,
-        log_dir,
-        args.target,
-        pcap_dir,
-        executable=args.switch_exe,
-        switch_log_level=args.switch_log_level,
-        switch_backend=args.backend,
-        switch_pps=args.switch_pps,
-        say=say,
-        ledger=ledger,
-        start_timeout=args.start_timeout,
-    )
+    bed = testbed(args, topo, pcap_dir)
+    log_dir = bed.log_dir
     summaries, curves, step_s = [], {}, {}
     run_info = {
         "topology": topo.name,
@@ -399,6 +409,114 @@ def run(args) -> int:
         return 0
     finally:
         interrupts.ignore()  # a second Ctrl-C must not cut the cleanup short
+        say("stopping the network")
+        bed.stop()
+        say("network stopped; nothing of the run is left")
+
+
+# ---- a trace of jobs -----------------------------------------------------------------------------------
+
+
+def load_trace(args):
+    """--trace's jobs, the topology they run on (every job's workers at once, unless --workers) and their
+    schedule, checked before anything needs root: RunError in one line."""
+    from topologies import job_trace, trace_run
+    from topologies.trace_schedule import Schedule
+
+    try:
+        trace = job_trace.load(args.trace, models=workloads.names(), modes=trace_run.MODES)
+        if args.workers is None:
+            args.workers = min(sum(j.workers for j in trace), MAX_WORKERS)
+        if args.topo is None:
+            args.topo = PS_TOPO  # its placement dedicated1 is the pool policy's fallback server
+        topo = load_topology(args)
+        if topo.two_level:
+            raise RunError(f"--trace runs on one switch; {topo.name} aggregates on two levels")
+        if args.policy == "pool" and trace_run.fallback_placement(topo) is None:
+            raise RunError(
+                f"--policy pool: {topo.name} has no placement of one server for the fallback server "
+                f"(a 'servers' entry, e.g. dedicated1 of {PS_TOPO})"
+            )
+        return trace, topo, Schedule(trace, list(topo.workers), str(args.trace))
+    except job_trace.TraceError as exc:
+        raise RunError(str(exc)) from None
+
+
+def run_trace(args) -> int:
+    """thc-run --trace: the trace's jobs on one testbed (topologies/trace_run.py), its summary and plot."""
+    from topologies import job_trace, one_run, trace_run
+    from topologies.servers import ServerSet
+    from topologies.workers import WorkerOptions
+
+    if args.bw == "auto":
+        raise RunError("--bw auto measures one model's step; with --trace give --bw MBITS, or no --bw")
+    faults = [name for name, given in (("--kill", args.kill), ("--restart-switch", args.restart_switch),
+              ("--straggler", args.straggler)) if given]  # fmt: skip
+    if faults:
+        raise RunError(f"{faults[0]} injects a fault into a --modes run; a trace's jobs take none (drop it)")
+    trace, topo, schedule = load_trace(args)
+    if args.pool_cells is not None and args.policy != "pool":
+        raise RunError("--pool-cells sizes the shared pool: it needs --policy pool")
+    if args.pool_cells and args.pool_cells & (args.pool_cells - 1):
+        raise RunError(f"--pool-cells {args.pool_cells}: the pool is a power of two of cells, or 0")
+    spec = job_spec(args, topo)
+    check_switch_exe(args.switch_exe)
+    check_switch_pps(args)
+    pcap_dir = None if args.no_pcap else Path(args.pcap_dir).resolve()
+    check_prerequisites()
+    args.machine_lock = one_run.hold(say)
+    bed = testbed(args, topo, pcap_dir)
+    base = WorkerOptions(
+        mode=trace[0].mode,
+        steps=trace[0].steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        switch_timeout=args.switch_timeout,
+        straggler_timeout_ms=args.straggler_timeout,
+        query_first=args.query,
+        bucket_cap_kb=args.bucket_cap_kb,
+        codec=args.codec,
+    )
+    servers = None
+    if args.policy == "pool":
+        placement = trace_run.fallback_placement(topo)
+
+        def servers():
+            level, backend = args.switch_log_level, args.backend
+            return ServerSet(bed.net, topo, placement, bed.ledger, bed.log_dir, level, backend, say)
+
+    provenance_record = provenance.started(quick=False)
+    try:
+        say(
+            f"trace {args.trace}: {len(trace)} jobs on {topo.name} ({len(topo.workers)} worker hosts, switch "
+            f"{topo.aggregation.switch} on {args.target}), policy {args.policy}"
+            + (f"; links {args.bw:g} Mbit/s" if args.bw else "")
+        )
+        bed.start()
+        run = trace_run.TraceRun(
+            bed, schedule, args.policy, base, spec, servers, args.pool_cells, args.target_acc, args.stall_timeout, say
+        )
+        try:
+            summary = run.run()
+        except job_trace.TraceError as exc:  # a job that can never start
+            raise RunError(f"{args.trace}: {exc}") from None
+        summary.update(
+            trace=str(args.trace),
+            topology=topo.name,
+            target=args.target,
+            bw_mbit=args.bw,
+            provenance=provenance.finished(provenance_record),
+        )
+        path = bed.log_dir / "summary.json"
+        path.write_text(json.dumps(summary, indent=1) + "\n")
+        trace_run.plot(bed.log_dir / "occupancy.png", summary, f"{topo.name}, {args.target}, policy {args.policy}")
+        print()
+        print(trace_run.table(summary))
+        say(f"summary: {path}, plot: {bed.log_dir / 'occupancy.png'}")
+        return 0
+    finally:
+        interrupts.ignore()
         say("stopping the network")
         bed.stop()
         say("network stopped; nothing of the run is left")

@@ -120,6 +120,25 @@ class ServerSet(StartStop):
             servers.append(Server(server.name, str(server.service_ip), server.service_mac, job.key))
         return servers
 
+    def add_fallback_job(self, spec: JobSpec, job_topo: Topology) -> None:
+        """A pool job (its key the switch's) on this placement's one server, which sums the job's uses that
+        fell back (controller/pool.py); `job_topo`: the topology with the job's hosts as its workers. The
+        server holds the job's window of slots, not its --slots: a worker numbers its requests' slots modulo
+        the window, and the server's 1024 slots then hold more jobs at once."""
+        (running,) = self.running
+        spec = spec.replace(slots=spec.window)
+        running.session.serve_fallback(spec, server_workers(job_topo), str(running.server.service_ip))
+
+    def end_fallback_job(self, job_id: int) -> None:
+        (running,) = self.running
+        running.session.end_fallback(job_id)
+
+    @property
+    def fallback_address(self) -> str:
+        """thc-worker --fallback-server's IP,MAC: the one server's service address."""
+        (running,) = self.running
+        return f"{running.server.service_ip},{running.server.service_mac}"
+
     def stats(self) -> dict:
         """Event counters of every server: {server: {event: packets}}."""
         return {

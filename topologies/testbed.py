@@ -84,14 +84,21 @@ class Testbed(StartStop):
 
     # ---- runs -------------------------------------------------------------------------------------
 
-    def start_job(self, options: WorkerOptions) -> WorkerOptions:
+    def start_job(
+        self, options: WorkerOptions, job_topo: Topology | None = None, run_dir: Path | None = None, **placement
+    ) -> WorkerOptions:
         """Install the job from its description with a fresh epoch and key (every switch mode run is a new
-        run of the job), and write the description the workers start from, the key included."""
-        spec = options.spec_for(self.topo)
-        job = self.control.add_job(spec)
+        run of the job), and write the description the workers start from, the key included. A trace's
+        job (topologies/trace_run.py) gives `job_topo`, the topology with its hosts as the workers, its
+        `run_dir` for the file, and `placement`: ControlPlane.add_job's pool and pool_cells."""
+        spec = options.spec_for(job_topo or self.topo)
+        if job_topo is None:
+            job = self.control.add_job(spec)
+        else:
+            job = self.control.add_job(spec, topology=job_topo, **placement)
         spec = spec.replace(key=job.key)
         self._job_epoch = job.epoch
-        path = self.log_dir / options.mode / "job.json"
+        path = (run_dir or self.log_dir) / options.mode / "job.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         spec.save(path)
         return dataclasses.replace(options, spec=spec, job_file=path)

@@ -92,6 +92,7 @@ class WorkerOptions:
     stragglers: dict[str, float] = field(default_factory=dict)  # host -> ms slept per step (thc-worker --step-delay)
     kills: dict[str, int] = field(default_factory=dict)  # host -> the step it dies after (thc-worker --die-after-step)
     codec: str = "native"  # CODECS: the workers' codec and I/O (codec_environment)
+    fallback_server: str | None = None  # thc-worker --fallback-server IP,MAC: a pool job's (thc-run --trace)
 
     @property
     def worker_mode(self) -> str:
@@ -197,6 +198,8 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
             argv += ["--straggler-timeout", str(options.straggler_timeout_ms)]
         if options.query_first:
             argv += ["--query"]
+        if options.fallback_server is not None:
+            argv += ["--fallback-server", options.fallback_server]
     if options.membership is not None:
         argv += ["--membership", str(options.membership)]
     return argv

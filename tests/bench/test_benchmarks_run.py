@@ -32,6 +32,12 @@ IN_PROCESS = [
         "f.json",
     ),
     ("bench_pool", ["--quick", "--rate-mbit", "20", "--out", "{out}"], "pool/static mean JCT", "bench_pool.json"),
+    (  # the trace of overlapping aggregation bursts
+        "bench_pool",
+        ["--quick", "--contention", "--rate-mbit", "20", "--out", "{out}"],
+        "pool/static mean JCT",
+        "bench_pool.json",
+    ),
     ("bench_switch", ["--packets", "200", "--out", "{out}"], "switch.json", "bench_switch.record.json"),
     (
         "bench_pipeline",

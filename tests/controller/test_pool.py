@@ -171,3 +171,23 @@ def test_pool_cells_without_pool_is_a_one_line_error(programmed):
         "job", "add", "--topology", programmed.topo, "--id", 5, "--workers", "h1,h2", "--pool-cells", 8
     )  # fmt: skip
     assert status != 0 and "needs --pool" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_fallback_server_takes_any_later_round_of_its_job_until_the_job_ends(programmed):
+    """SwitchSession.serve_fallback (what thc-run --trace installs on its fallback server): the job with the
+    switch's key and its fallback_rounds entry, so a slot's first use there may be any round (the server sees
+    only the uses that fell back); a plain job drops it (FAR_ROUND). end_fallback removes both."""
+    topo = json.loads(programmed.topo.read_text())
+    engine = programmed.device.engine
+    plain, served = (JobSpec(job_id=j, workers=2, window=4, slots=4, key=0xABCD + j) for j in (7, 6))
+    with SwitchSession(programmed.addr, name="s1") as s:
+        s.add_job_workers(plain, workers(2), service_ip="10.0.0.254")
+        s.serve_fallback(served, workers(2), "10.0.0.254")
+        assert [e["match"]["hdr.thc.job_id"] for e in s.show()["tables"][contract.FALLBACK_ROUNDS]] == [6]
+        assert {j.job_id: j.key for j in s.list_jobs()}[6] == served.key
+        assert send_round(engine, topo, {"job_id": 7, "key": plain.key}, 0, 2) == []
+        assert send_round(engine, topo, {"job_id": 6, "key": served.key}, 0, 2) == [contract.KIND_RESULT] * 2
+        s.end_fallback(6)
+        s.end_fallback(6)  # already gone: nothing to do
+        s.remove_job(7)
+        assert s.show()["tables"][contract.FALLBACK_ROUNDS] == [] and [j.job_id for j in s.list_jobs()] == []

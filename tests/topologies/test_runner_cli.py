@@ -192,3 +192,42 @@ def test_switch_pps_reaches_the_software_switchs_command_line_and_thc_switch_tak
     assert parse_args(launch.argv[1:]).pps == 2000
     plain = switch_command("emulator", "thc-switch", "s1", 0, 50051, {1: "s1-eth1"}, tmp_path, None)
     assert "--pps" not in plain.argv
+
+
+TRACE_JOB = {"name": "a", "start": 0, "model": "mlp-digits", "workers": 2, "mode": "thc", "steps": 3}
+
+
+@pytest.mark.parametrize(
+    "jobs, argv, words",
+    [
+        ("{not json", [], ["trace.json: not JSON"]),
+        ([dict(TRACE_JOB, mode="gloo")], [], ["job 'a': mode 'gloo' is not one of fix32, terngrad-switch, thc"]),
+        ([dict(TRACE_JOB, model="resnet")], [], ["job 'a': model 'resnet' is not one of"]),
+        ([TRACE_JOB, dict(TRACE_JOB, name="b", workers=5)], ["--workers", "4"], ["job 'b' needs 5 workers", "has 4"]),
+        ([TRACE_JOB], ["--topo", "topologies/star4.json"], ["--policy pool: star4 has no placement of one server"]),
+        ([TRACE_JOB], ["--topo", "topologies/leaf_spine8.json"], ["--trace runs on one switch", "two levels"]),
+        ([TRACE_JOB], ["--policy", "static", "--pool-cells", "256"], ["--pool-cells", "it needs --policy pool"]),
+        ([TRACE_JOB], ["--pool-cells", "300"], ["--pool-cells 300: the pool is a power of two"]),
+        ([TRACE_JOB], ["--bw", "auto"], ["--bw auto measures one model's step"]),
+        ([TRACE_JOB], ["--kill", "h1:2"], ["--kill injects a fault into a --modes run"]),
+        ([TRACE_JOB], ["--straggler", "h1:20"], ["--straggler injects a fault"]),
+    ],
+)
+def test_a_bad_trace_run_is_one_line_before_the_root_check(as_user, capsys, jobs, argv, words):
+    path = as_user / "trace.json"
+    path.write_text(jobs if isinstance(jobs, str) else json.dumps({"jobs": jobs}))
+    assert runner.main(["--trace", str(path), *argv, "--log-dir", str(as_user / "logs")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("thc-run: error: "), err
+    for word in words:
+        assert word in err, err
+    assert "needs root" not in err and not (as_user / "logs").exists()
+
+
+@pytest.mark.parametrize("policy", ["static", "pool"])
+def test_a_valid_trace_gets_as_far_as_the_root_check(as_user, capsys, policy):
+    path = as_user / "trace.json"
+    path.write_text(json.dumps({"jobs": [TRACE_JOB, dict(TRACE_JOB, name="b", start=2.5, mode="fix32")]}))
+    assert runner.main(["--trace", str(path), "--policy", policy, "--log-dir", str(as_user / "logs")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs root" in err, err
