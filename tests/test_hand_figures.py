@@ -13,6 +13,7 @@ ALLOWED = [
     # targets, loss rates and timeouts that a command or a test is given
     ("README.md", "time to 95 % test accuracy"),
     ("topologies/README.md", 'as "2ms"/"500us" or a number of milliseconds'),  # the topology file's syntax
+    ("topologies/README.md", "sampled every 0.5 s"),  # trace_run.SAMPLE_S
     ("README.md", "would spend 95 % of its step"),
     ("README.md", "communication fits 45 s"),
     ("docs/architecture.md", "the same under 1 % and 5 % loss"),
