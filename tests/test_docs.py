@@ -71,7 +71,8 @@ def _parser(cli: str) -> argparse.ArgumentParser:
 
 @cache
 def bench_help() -> dict[str, set[str]]:
-    """Each benchmark's --help, from one interpreter (the scripts build their parsers in main)."""
+    """Each benchmark's --help and the results page's writer's, from one interpreter (the scripts build their
+    parsers in main)."""
     script = (
         "import contextlib, io, json, runpy, sys\n"
         "out = {}\n"
@@ -86,7 +87,7 @@ def bench_help() -> dict[str, set[str]]:
         "    out[path] = buf.getvalue()\n"
         "print(json.dumps(out))\n"
     )
-    scripts = sorted(str(p.relative_to(REPO)) for p in (REPO / "bench").glob("bench_*.py"))
+    scripts = sorted(str(p.relative_to(REPO)) for p in (REPO / "bench").glob("bench_*.py")) + ["bench/results.py"]
     proc = subprocess.run(
         [sys.executable, "-c", script, *scripts], cwd=REPO, capture_output=True, text=True, timeout=300, check=True
     )
@@ -222,6 +223,14 @@ def test_every_make_target_and_variable_the_docs_name_exists():
             elif not word.startswith("-") and word != "..." and word not in targets:  # `make run ... X=1`
                 wrong.append(f"{path.name}:{line}: no target {word} in the Makefile")
     assert not wrong, "\n".join(wrong)
+
+
+README_LINES = 350  # issue 41's floor: a guide a reader gets through in ten minutes; figures live in docs/results.md
+
+
+def test_the_readme_stays_a_guide_of_at_most_350_lines():
+    lines = len((REPO / "README.md").read_text(encoding="utf-8").splitlines())
+    assert lines <= README_LINES, f"README.md has {lines} lines: move detail into docs/ or a package README"
 
 
 def test_every_relative_link_and_anchor_resolves():
