@@ -104,7 +104,8 @@ def _trace_options(g) -> None:
         metavar="FILE",
         help="run a trace of jobs instead of --modes (topologies/job_trace.py: each job's start, model, workers, "
         "mode, steps, compute): each job programmed when it starts and removed when its workers are done, "
-        f"on {PS_TOPO} by default; logs/summary.json per job, logs/occupancy.png",
+        f"on {PS_TOPO} by default; logs/summary.json per job, logs/occupancy.png (--modes, --model, --steps "
+        "and --job-id are the trace's, so they are refused with it)",
     )
     g.add_argument(
         "--policy",

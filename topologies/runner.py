@@ -454,6 +454,12 @@ def run_trace(args) -> int:
               ("--straggler", args.straggler)) if given]  # fmt: skip
     if faults:
         raise RunError(f"{faults[0]} injects a fault into a --modes run; a trace's jobs take none (drop it)")
+    defaults = build_parser()
+    replaced = [f"--{dest.replace('_', '-')}" for dest in ("modes", "model", "steps", "job_id")
+                if getattr(args, dest) != defaults.get_default(dest)]  # fmt: skip
+    if replaced:
+        raise RunError(f"{replaced[0]}: each job of the trace gives its own mode, model and steps, and gets its own "
+                       f"job id (drop {replaced[0]})")  # fmt: skip
     trace, topo, schedule = load_trace(args)
     if args.pool_cells is not None and args.policy != "pool":
         raise RunError("--pool-cells sizes the shared pool: it needs --policy pool")

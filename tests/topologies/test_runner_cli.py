@@ -211,6 +211,10 @@ TRACE_JOB = {"name": "a", "start": 0, "model": "mlp-digits", "workers": 2, "mode
         ([TRACE_JOB], ["--bw", "auto"], ["--bw auto measures one model's step"]),
         ([TRACE_JOB], ["--kill", "h1:2"], ["--kill injects a fault into a --modes run"]),
         ([TRACE_JOB], ["--straggler", "h1:20"], ["--straggler injects a fault"]),
+        ([TRACE_JOB], ["--steps", "10"], ["--steps: each job of the trace gives its own"]),
+        ([TRACE_JOB], ["--modes", "thc"], ["--modes: each job of the trace gives its own"]),
+        ([TRACE_JOB], ["--model", "cnn-digits"], ["--model: each job", "drop --model"]),
+        ([TRACE_JOB], ["--job-id", "9"], ["--job-id: each job", "own job id"]),
     ],
 )
 def test_a_bad_trace_run_is_one_line_before_the_root_check(as_user, capsys, jobs, argv, words):
