@@ -90,15 +90,11 @@ def parse_args(argv=None):
     return args
 
 
-def percentile95(values) -> float:
-    return float(np.percentile(values, 95))
-
-
 def summary(r: TraceResult) -> dict:
     jct = r.jct()
     return {
         "mean_jct_s": float(np.mean(jct)),
-        "p95_jct_s": percentile95(jct),
+        "p95_jct_s": report.percentile95(jct),
         "mean_wait_s": float(np.mean([run.admitted - run.trace.start for run in r.runs])),
         "fallback_share": r.fallbacks / r.uses,
         "fallbacks": r.fallbacks,

@@ -403,6 +403,14 @@ def draw(curves: dict[str, dict], title: str, rows: list[ModeSummary] | None = N
     return fig
 
 
+def percentile95(values) -> float:
+    """The 95th percentile of job completion times (numpy's linear interpolation), as bench_pool and thc-run
+    --trace report them."""
+    import numpy as np
+
+    return float(np.percentile(values, 95))
+
+
 def plot_occupancy(path: Path, panels: dict[str, dict[str, tuple[list, int]]], xlabel: str) -> None:
     """The switch's cells held by jobs over time, written to ``path`` (PNG): one panel per title of
     ``panels``, one step line per name in it, from (occupancy, cells): (time, cells held) samples and the

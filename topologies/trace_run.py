@@ -250,7 +250,7 @@ class TraceRun:
             "policy": self.policy,
             "jobs": rows,
             "mean_completion_s": statistics.mean(completion),
-            "p95_completion_s": _percentile95(completion),
+            "p95_completion_s": report.percentile95(completion),
             "fallbacks": fallbacks,
             "uses": uses if self.policy == "pool" else None,
             "fallback_share": fallbacks / uses if uses else 0.0,
@@ -263,12 +263,6 @@ def _model_target(model: str) -> float:
     from host_agent import workloads
 
     return workloads.get(model).target
-
-
-def _percentile95(values: list[float]) -> float:
-    import numpy as np
-
-    return float(np.percentile(values, 95))
 
 
 def plot(path: Path, summary: dict, title: str) -> None:
