@@ -278,7 +278,7 @@ def testbed(args, topo: Topology, pcap_dir: Path | None):
 
 def run(args) -> int:
     from topologies import one_run, report
-    from topologies.workers import WorkerOptions
+    from topologies.workers import MASTER_PORT
 
     if args.trace is not None:
         return run_trace(args)
@@ -343,21 +343,14 @@ def run(args) -> int:
         )
         bed.start()
         for index, mode in enumerate(modes):
-            options = WorkerOptions(
+            options = worker_options(
+                args,
                 mode=mode,
                 steps=args.steps,
-                batch_size=args.batch_size,
-                lr=args.lr,
-                seed=args.seed,
                 model=args.model,
                 spec=spec,
-                switch_timeout=args.switch_timeout,
-                master_port=29500 + index,
-                straggler_timeout_ms=args.straggler_timeout,
-                query_first=args.query,
+                master_port=MASTER_PORT + index,
                 stragglers=dict(args.straggler),
-                bucket_cap_kb=args.bucket_cap_kb,
-                codec=args.codec,
             )
             if mode == PLAN:
                 path = log_dir / "plan.json"
@@ -446,7 +439,6 @@ def run_trace(args) -> int:
     """thc-run --trace: the trace's jobs on one testbed (topologies/trace_run.py), its summary and plot."""
     from topologies import job_trace, one_run, trace_run
     from topologies.servers import ServerSet
-    from topologies.workers import WorkerOptions
 
     if args.bw == "auto":
         raise RunError("--bw auto measures one model's step; with --trace give --bw MBITS, or no --bw")
@@ -472,18 +464,7 @@ def run_trace(args) -> int:
     check_prerequisites()
     args.machine_lock = one_run.hold(say)
     bed = testbed(args, topo, pcap_dir)
-    base = WorkerOptions(
-        mode=trace[0].mode,
-        steps=trace[0].steps,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        seed=args.seed,
-        switch_timeout=args.switch_timeout,
-        straggler_timeout_ms=args.straggler_timeout,
-        query_first=args.query,
-        bucket_cap_kb=args.bucket_cap_kb,
-        codec=args.codec,
-    )
+    base = worker_options(args, mode=trace[0].mode, steps=trace[0].steps)
     servers = None
     if args.policy == "pool":
         placement = trace_run.fallback_placement(topo)
@@ -526,6 +507,24 @@ def run_trace(args) -> int:
         say("stopping the network")
         bed.stop()
         say("network stopped; nothing of the run is left")
+
+
+def worker_options(args, **run):
+    """The workers' options that every run of one thc-run shares (training and timeouts from its command
+    line), with the run's own (`run`: mode, steps, the job, ...): a WorkerOptions."""
+    from topologies.workers import WorkerOptions
+
+    return WorkerOptions(
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        switch_timeout=args.switch_timeout,
+        straggler_timeout_ms=args.straggler_timeout,
+        query_first=args.query,
+        bucket_cap_kb=args.bucket_cap_kb,
+        codec=args.codec,
+        **run,
+    )
 
 
 def disk_full_line(exc: OSError, saved: list[str], summary: Path) -> str:
