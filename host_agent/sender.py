@@ -52,12 +52,8 @@ class Sender:
         now = self.clock()
         for op, idx, why in ready:
             if why is None:
-                op.first_sent[idx] = now
-                if self.straggler_timeout is not None:
-                    op.release_at[idx] = now + self.straggler_timeout
+                self._first_sends(op, idx, len(idx), now)
                 self.transmit(op, idx, now)
-                self.timers.sent(now)
-                self.counters.requests += len(idx)
             else:
                 self.retransmit(op, idx[np.argsort(op.seq[idx], kind="stable")], now, why)
         self.flush()
@@ -125,12 +121,17 @@ class Sender:
     def sent_natively(self, op: Operation, lo: int, hi: int, now: float) -> None:
         """Book requests lo .. hi − 1 of `op`, first transmissions that a native wait sent at `now` (the
         paced window's, receive.NativeSorter.take_until), as send_ready would have booked them."""
-        op.first_sent[lo:hi] = now
-        if self.straggler_timeout is not None:
-            op.release_at[lo:hi] = now + self.straggler_timeout
+        self._first_sends(op, slice(lo, hi), hi - lo, now)
         self._first_run(op, lo, hi, queue=False)
+
+    def _first_sends(self, op: Operation, idx, k: int, now: float) -> None:
+        """What first transmissions of `k` requests `idx` of `op` at `now` set besides their sequence numbers:
+        when they went, when they release their slots (partial aggregation), the timers, the count."""
+        op.first_sent[idx] = now
+        if self.straggler_timeout is not None:
+            op.release_at[idx] = now + self.straggler_timeout
         self.timers.sent(now)
-        self.counters.requests += hi - lo
+        self.counters.requests += k
 
     def _first_run(self, op: Operation, lo: int, hi: int, queue: bool = True) -> None:
         """transmit() of requests lo .. hi − 1, none sent before (all above op.sent_hi), over slices (queue
