@@ -2,24 +2,43 @@
 
 For packet tests and benchmarks that drive a switch process (thc-switch or simple_switch_grpc) frame by
 frame: port p of the switch is `<prefix><p>s`, and the test sends into and reads from its peer
-`<prefix><p>h`. IPv6 is off on both ends so the kernel's own traffic (router solicitations) never
-reaches the switch. Needs root; removes exactly the links it made.
+`<prefix><p>h`. The prefix is the caller's stem, with a letter added when links of that name are already
+there (a run killed before its clean-up leaves them, and a later process may get the same pid).
+IPv6 is off on both ends so the kernel's own traffic (router solicitations) never reaches the switch.
+Needs root; removes exactly the links it made.
 """
 
 from __future__ import annotations
 
 import socket
+import string
 import subprocess
+from pathlib import Path
 
 ETH_P_ALL = 0x0003
+IFNAMSIZ = 15  # the longest interface name Linux takes
+
+
+def free_prefix(stem: str, ports) -> str:
+    """`stem`, or `stem` and a letter, such that none of the ports' link names exists yet."""
+    for extra in ("", *string.ascii_lowercase):
+        prefix = stem + extra
+        names = [f"{prefix}{p}{end}" for p in ports for end in "sh"]
+        if max(map(len, names)) > IFNAMSIZ:
+            raise ValueError(f"veth names from {prefix!r} exceed {IFNAMSIZ} characters: use a shorter prefix")
+        if not any(Path("/sys/class/net", name).exists() for name in names):
+            return prefix
+    raise RuntimeError(
+        f"links named {stem}*<port>s exist for every letter a-z: remove the stale ones (ip link del NAME)"
+    )
 
 
 class VethPorts:
     """One veth pair per switch port, with a non-blocking raw socket on each host end."""
 
     def __init__(self, prefix: str, ports, rcvbuf: int = 1 << 22):
-        self.prefix = prefix
         self.ports = list(ports)
+        self.prefix = prefix = free_prefix(prefix, self.ports)
         self.links: list[str] = []
         self.socks: dict[int, socket.socket] = {}
         try:
