@@ -182,15 +182,7 @@ class JobSpec:
 
     @classmethod
     def load(cls, path: str | Path) -> JobSpec:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise JobSpecError(f"cannot read the job description {path}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise JobSpecError(f"{path}: not UTF-8 text (thc-ctl job add --save writes JSON)") from None
-        except json.JSONDecodeError as exc:
-            raise JobSpecError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
-        return cls.from_dict(data, str(path))
+        return cls.from_dict(read_json(path), str(path))
 
     def describe(self) -> str:
         """One line for logs: what the job compresses and how it is framed."""
@@ -203,6 +195,18 @@ class JobSpec:
             f"p={_clip_text(c.clip)} {kind}{parts}, {self.lane_bits}-bit lanes, "
             f"{self.coords_per_request} coordinates a request, window {self.window} of {self.slots} slots"
         )
+
+
+def read_json(path: str | Path):
+    """A job file's JSON (a description, or a ticket: contract/ticket.py), or JobSpecError in one line."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise JobSpecError(f"cannot read the job description {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise JobSpecError(f"{path}: not UTF-8 text (thc-ctl job add --save writes JSON)") from None
+    except json.JSONDecodeError as exc:
+        raise JobSpecError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
 
 
 def _clip_text(clip: float) -> str | float:
@@ -305,7 +309,11 @@ def spec_from_options(args: argparse.Namespace, job_id: int, workers: int, **cha
     return JobSpec.from_dict(fields, "the job options")
 
 
+def option_flag(field: str) -> str:
+    """The option of add_job_options that sets `field`, as a command line spells it: --thc-seed for seed."""
+    return BARE_FLAGS.get(field) or f"--{OPTION_DESTS[field].replace('_', '-')}"
+
+
 def option_as_given(args: argparse.Namespace, field: str) -> str:
     """The option that set `field`, as a command line reads: a bare flag, or the option and its value."""
-    dest = OPTION_DESTS[field]
-    return BARE_FLAGS.get(field) or f"--{dest.replace('_', '-')} {getattr(args, dest)}"
+    return BARE_FLAGS.get(field) or f"{option_flag(field)} {getattr(args, OPTION_DESTS[field])}"

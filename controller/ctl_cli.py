@@ -24,6 +24,7 @@ from p4.v1 import p4runtime_pb2
 
 import contract
 from contract.job import KEYS, JobSpec, JobSpecError, add_job_options, spec_from_options
+from contract.ticket import Ticket
 from controller import pool as pools
 from controller import two_level
 from controller.connection import parse_election_id
@@ -189,18 +190,18 @@ def build_parser() -> argparse.ArgumentParser:
         "Install a job on the aggregating switch from its one description (the options below, or "
         "--job FILE): its lookup table, jobs entry (lane width, slots, epoch, key), multicast group (one "
         "replica per worker, on the port toward it) and result_dst entries. Re-adding an installed job "
-        "gives it a fresh epoch: a new run. --save writes the description the workers need (with the "
-        "job's key): `thc-worker --job FILE`. Needs --topology (worker addresses and ports). On a "
-        "topology with aggregation.leaves the job goes on the spine and every leaf of its workers "
-        "(two-level aggregation; job remove and list act on all of them too).",
+        "gives it a fresh epoch: a new run. --save writes the ticket the workers need (the description and "
+        "what the switch granted: key, epoch, slots): `thc-worker --job FILE`. Needs --topology (worker "
+        "addresses and ports). On a topology with aggregation.leaves the job goes on the spine and every "
+        "leaf of its workers (two-level aggregation; job remove and list act on all of them too).",
     )
     add.add_argument("--id", type=JOB_ID, metavar="J", help=f"job id, 0..{contract.JOB_ID_MAX} (or the --job file's)")
     add.add_argument("--workers", required=True, metavar="h1,h2,...", help="worker hosts of the topology")
     add.add_argument(
         "--job",
         metavar="FILE",
-        help="take the job's description from FILE (a JSON JobSpec; its job id and worker count must "
-        "agree with --id and --workers) instead of the options below",
+        help="take the job's description from FILE (a JSON JobSpec, or a ticket --save wrote: its key is "
+        "kept; its job id and worker count must agree with --id and --workers) instead of the options below",
     )
     add_job_options(add)
     add.add_argument("--slot-base", type=int_in(0), metavar="S", help="first slot (default: the lowest free range)")
@@ -227,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--save",
         metavar="FILE",
         type=output_file,
-        help="write the job's description, key included, for the workers (thc-worker --job)",
+        help="write the job's ticket for the workers (thc-worker --job): its description and grant "
+        "(key, epoch, slots; contract/ticket.py)",
     )
     remove = command(job, "remove", "remove a job (jobs entry, multicast group, result_dst entries)")
     remove.add_argument("--id", type=JOB_ID, required=True, metavar="J", help="job id")
@@ -331,7 +333,7 @@ def job_spec(args) -> JobSpec:
     hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
     try:
         if args.job:
-            spec = JobSpec.load(args.job)
+            spec = Ticket.load(args.job).spec
             if args.id is not None and args.id != spec.job_id:
                 raise BadInput(f"--id {args.id} but {args.job} describes job {spec.job_id}")
             if len(hosts) != spec.workers:
@@ -350,11 +352,11 @@ def job_spec(args) -> JobSpec:
 
 
 def _saved(spec: JobSpec, job, path: str | None) -> str:
-    """Write the workers' description (with the key the switch holds); say where."""
+    """Write the workers' ticket (the description and what the switch granted: key, epoch, slots); say where."""
     if path is None:
         return ""
-    spec.replace(key=job.key).save(path)
-    return f"; description for the workers: {path} (thc-worker --job {path})"
+    Ticket.granted(spec, job).save(path)
+    return f"; ticket for the workers: {path} (thc-worker --job {path})"
 
 
 def run_on(session: SwitchSession, args, topology):

@@ -110,7 +110,7 @@ class SwitchAggregator:
         MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
 
         `spec` is the job's description, the one the switch's job was added with (`thc-ctl job add --save
-        FILE`; JobSpec.load): its window, key, n and framing are the worker's. `timeout` is the first
+        FILE`; Ticket.load(FILE).spec): its window, key, n and framing are the worker's. `timeout` is the first
         retransmission timeout, which then follows the measured round trip (never below `min_timeout`) and
         doubles per expiry up to `max_timeout`; `dupthresh` results of later requests make a missing one be
         sent again at once (0: timers only); `deadline` the time after which a missing result raises

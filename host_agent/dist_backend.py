@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 from contract.job import JobSpec
+from contract.ticket import Ticket
 from ddp.allreduce import Fix32Sum, THCSum
 from host_agent import identity
 from thc.modes import BACKEND_MODES, THC
@@ -70,7 +71,7 @@ def options_from_environ(rank: int, environ: Mapping[str, str] = os.environ) -> 
     """The backend's options from THC_* variables (module docstring), with rank's aggregator open."""
     from host_agent.aggregator import SwitchAggregator
 
-    path = _required(environ, "THC_JOB", "the job's description (thc-ctl job add --save FILE)")
+    path = _required(environ, "THC_JOB", "the job's ticket (thc-ctl job add --save FILE)")
     iface = _required(environ, "THC_IFACE", "the interface towards the switch")
     service_ip = _required(environ, "THC_SERVICE_IP", "the switch's THC service address")
     mode = environ.get("THC_MODE", THC)
@@ -83,7 +84,7 @@ def options_from_environ(rank: int, environ: Mapping[str, str] = os.environ) -> 
             f"no neighbour entry for THC_SERVICE_IP={service_ip} on {iface} (the switch answers no ARP): add one, "
             f"ip neigh replace {service_ip} lladdr MAC dev {iface} nud permanent, or set $THC_SERVICE_MAC"
         )
-    spec = JobSpec.load(path)
+    spec = Ticket.load(path).spec  # the key the switch granted, as thc-worker --job reads it
     src = (identity.interface_ipv4(iface), identity.interface_mac(iface))
     aggregator = SwitchAggregator.open(iface, spec, rank, service_ip, service_mac, *src)
     return Options(spec, aggregator, mode, fallback == "1", iface)

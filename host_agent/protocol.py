@@ -87,8 +87,8 @@ class WorkerStats:
 class WorkerProtocol:
     """One worker of one job: request numbering, window, retransmission, result collection.
 
-    `spec` is the description the switch's job was added with (`thc-ctl job add --save`): its window W, key,
-    worker count n and framing (K coordinates a THC request, `spec.fix32_per_request` int32 a FIX32 one).
+    `spec` is the description the switch's job was added with (its ticket's, `thc-ctl job add --save`): its
+    window W, key, worker count n and framing (K coordinates a THC request, `spec.fix32_per_request` int32 a FIX32 one).
     Requests are numbered from `first_request` (0 for a freshly added job), the same on every worker.
     host_agent/README.md, "The protocol", says how the congestion window, loss recovery (fast and early
     retransmission, the RFC 6298 timer, the tail probe), partial aggregation and pool fallbacks work, and
@@ -622,7 +622,7 @@ class WorkerProtocol:
             f"{self.builder.dst} via {self.transport.describe()}. Check that the switch is running and reachable "
             f"from this host; that the job is installed on it (thc-ctl) with this worker in its worker mask, "
             f"n_slots >= {self.window} and a fresh epoch (a job reused without re-adding drops every request as "
-            f"STALE_ROUND); that this worker was given the description the job was added with (thc-ctl job "
+            f"STALE_ROUND); that this worker was given the ticket the job was added with (thc-ctl job "
             f"add --save FILE, thc-worker --job FILE: key {self.key:#x}, {self.spec.lane_bits}-bit lanes, "
             f"{self.spec.words}-word cells); that all the job's workers are running; and the switch's "
             f"thc_events counters (UNKNOWN_JOB, FOREIGN_WORKER, SLOT_RANGE, STALE_ROUND, FAR_ROUND: a worker "

@@ -30,7 +30,7 @@ from host_agent.probe import PhaseClock, probe, probe_codec, probe_gradient
 from host_agent.worker_cli import (
     build_parser,
     given_options,
-    job_description,
+    job_ticket,
     load_files,
     mode_job,
     resolve_identity,
@@ -61,7 +61,7 @@ __all__ = [
     "PhaseClock",
     "build_parser",
     "given_options",
-    "job_description",
+    "job_ticket",
     "main",
     "mode_job",
     "probe",
@@ -320,7 +320,8 @@ def main(argv=None) -> int:
         print(f"thc-worker: {exc}", file=sys.stderr)
         return 2
     try:
-        args.spec = job_description(args, given_options(parser, argv))
+        ticket = job_ticket(args, given_options(parser, argv))
+        args.spec = ticket.spec
     except ValueError as exc:  # JobSpecError: the file, the field and what to change
         print(f"thc-worker: {exc}", file=sys.stderr)
         return 2
@@ -353,7 +354,8 @@ def main(argv=None) -> int:
         return 2
     print(f"thc-worker: {Path(__file__).resolve()}", flush=True)  # which checkout runs (logs)
     if args.mode in SWITCH_MODES:
-        print(f"thc-worker: {args.spec.describe()}, key {args.spec.key:#x}", flush=True)
+        granted = "" if ticket.grant is None else f", {ticket.grant.describe()}"
+        print(f"thc-worker: {args.spec.describe()}, key {args.spec.key:#x}{granted}", flush=True)
     elif args.mode in PS_MODES:
         print(f"thc-worker: {args.spec.describe()}, summed by the servers of {args.servers}", flush=True)
     try:

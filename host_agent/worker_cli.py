@@ -1,5 +1,5 @@
-"""thc-worker's command line: its options, the job description they make (``--job FILE`` or the job
-options, checked against each other and the mode), the worker's identity (rank, rendezvous, addresses) and
+"""thc-worker's command line: its options, the job they join (``--job TICKET``, trusted as the controller
+granted it, or the job options, checked against the mode), the worker's identity (rank, rendezvous, addresses) and
 the aggregator they describe. The training loop and the probe rounds read what this module resolved."""
 
 from __future__ import annotations
@@ -130,8 +130,10 @@ def _add_job_group(g) -> None:
         "--job",
         type=input_path,
         metavar="FILE",
-        help="the job's description (JSON, as thc-ctl job add --save FILE writes it): id, workers, compression, "
-        "framing and key, the same on the switch and every worker (default: the job options below)",
+        help="the job's ticket (JSON, as thc-ctl job add --save FILE writes it: contract/ticket.py): its "
+        "description (id, workers, compression, framing), the same on the switch and every worker, and the "
+        "switch's grant (key, epoch, slots); the job options, --job-id and --key then stay unset (default: the "
+        "job options below describe the job)",
     )
 
 
@@ -179,7 +181,7 @@ def _add_switch_addresses(s) -> None:
         "--job-id",
         type=int_in(0, contract.JOB_ID_MAX),
         default=None,
-        help="THC job id installed on the switch (default: --job's, else 1)",
+        help="THC job id installed on the switch, without --job (default 1)",
     )
     s.add_argument(
         "--key",
@@ -354,12 +356,14 @@ def mode_job(mode: str, spec):
     return spec.replace(quantizer="terngrad", **TERNGRAD)
 
 
-def job_description(args, given: set[str] = frozenset()):
-    """The job's JobSpec. ``--job FILE``: the file is the job, as the controller saved it (its key the
-    switch's), and is trusted as it is; a flag of this worker that speaks of the job (job id, world size,
-    key, mode, a job option `given` on the command line, see given_options) must say what the file says.
-    Without a file: the job options as the mode runs them, refused when the mode overrides one given."""
-    from contract.job import OPTION_DESTS, JobSpec, spec_from_options
+def job_ticket(args, given: set[str] = frozenset()):
+    """The job this worker joins, as a contract.ticket.Ticket. ``--job FILE``: the ticket the controller
+    granted (thc-ctl job add --save, the testbed), trusted as it is: a flag that would describe the job
+    again (--job-id, --key, a job option `given` on the command line, see given_options) is refused in one
+    line, and so are a world size other than its workers and a --mode that does not run its codec. Without
+    a file: the job options as the mode runs them (no grant), refused when the mode overrides one given."""
+    from contract.job import OPTION_DESTS, TERNGRAD_OPTIONS, JobSpecError, option_flag, spec_from_options
+    from contract.ticket import Ticket
 
     stated = {field for field, dest in OPTION_DESTS.items() if dest in given}
     if args.job is None:
@@ -367,21 +371,33 @@ def job_description(args, given: set[str] = frozenset()):
         options = spec_from_options(args, job_id, args.world_size, key=args.key or 0)
         spec = mode_job(args.mode, options)
         _refuse_disagreeing(_option_flags(args, stated, options), spec, f"--mode {args.mode} runs", "drop the option")
-        return spec
-    spec = JobSpec.load(args.job)
-    flags = [] if args.job_id is None else [("job_id", args.job_id, f"--job-id {args.job_id}")]
-    flags += [("workers", args.world_size, f"world size {args.world_size}")]
-    flags += [] if args.key is None else [("key", args.key, f"--key {args.key:#x}")]
-    flags += [("quantizer", mode_job(args.mode, spec).codec.quantizer, f"--mode {args.mode}")]
-    if stated:
-        flags += _option_flags(args, stated, spec_from_options(args, spec.job_id, spec.workers))
-    where = f"{args.job} describes job {spec.job_id} with"
-    _refuse_disagreeing(flags, spec, where, "the file is the job's; drop the flag or give the job's own file")
-    return spec
+        return Ticket(spec)
+    held = [("--job-id", "id", "job_id")] if args.job_id is not None else []
+    held += [("--key", "key", "key")] if args.key is not None else []
+    held += [(option_flag(field), field, field) for field in sorted(stated)]
+    if held:
+        flag, what, field = held[0]
+        raise JobSpecError(f"drop {flag}: the ticket {args.job} holds the job's {what}", field)
+    ticket = Ticket.load(args.job)
+    spec = ticket.spec
+    if args.world_size != spec.workers:
+        raise JobSpecError(
+            f"{args.job} is a ticket for job {spec.job_id}'s {spec.workers} workers, but this worker's world "
+            f"has {args.world_size}: start it with its job's ticket",
+            "workers",
+        )
+    if mode_job(args.mode, spec) != spec:
+        raise JobSpecError(
+            f"--mode {args.mode} runs {mode_job(args.mode, spec).codec.quantizer}, but the ticket {args.job} "
+            f"quantizes with {spec.codec.quantizer}: add the job with {TERNGRAD_OPTIONS} (or run --mode thc)",
+            "quantizer",
+        )
+    return ticket
 
 
 def _option_flags(args, stated: set[str], options) -> list[tuple[str, object, str]]:
-    """(field, its value in `options`, the option as given) for each job option `stated` on the command line."""
+    """(field, its value in `options`, the option as given) for each job option `stated` on the command line
+    (without --job: the mode must not override one)."""
     from contract.job import option_as_given
 
     said = options.to_dict()  # flat, as the file has them

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+from contract.ticket import Ticket
 from controller.topology import Topology
 from host_agent.sharded import save_servers
 from thc.modes import FAILOVER_MODES, PS_MODES, SWITCH_MODES
@@ -88,7 +89,7 @@ class Testbed(StartStop):
         self, options: WorkerOptions, job_topo: Topology | None = None, run_dir: Path | None = None, **placement
     ) -> WorkerOptions:
         """Install the job from its description with a fresh epoch and key (every switch mode run is a new
-        run of the job), and write the description the workers start from, the key included. A trace's
+        run of the job), and write the ticket the workers start from (contract/ticket.py). A trace's
         job (topologies/trace_run.py) gives `job_topo`, the topology with its hosts as the workers, its
         `run_dir` for the file, and `placement`: ControlPlane.add_job's pool and pool_cells."""
         spec = options.spec_for(job_topo or self.topo)
@@ -96,12 +97,12 @@ class Testbed(StartStop):
             job = self.control.add_job(spec)
         else:
             job = self.control.add_job(spec, topology=job_topo, **placement)
-        spec = spec.replace(key=job.key)
+        ticket = Ticket.granted(spec, job)
         self._job_epoch = job.epoch
         path = (run_dir or self.log_dir) / options.mode / "job.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        spec.save(path)
-        return dataclasses.replace(options, spec=spec, job_file=path)
+        ticket.save(path)
+        return dataclasses.replace(options, spec=ticket.spec, job_file=path)
 
     def start_ps_job(self, options: WorkerOptions, servers: ServerSet) -> WorkerOptions:
         """Install the job on every server of a ps mode (each its own epoch and key) and write what the

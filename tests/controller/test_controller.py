@@ -10,6 +10,7 @@ from p4.v1 import p4runtime_pb2
 
 import contract
 from contract.job import JobSpec
+from contract.ticket import Ticket
 from controller import jobs, lookup_tables
 from controller.ctl_cli import run
 from controller.errors import BadInput, JobRefused, NotPrimary, PipelineMismatch, SwitchUnreachable, WriteRejected
@@ -519,7 +520,10 @@ def test_cli_end_to_end_on_one_switch(mock, tmp_path):
     assert status == 0, err
     added = json.loads(out)
     assert added["worker_mask"] == 0xF and added["n_slots"] == 64 and added["lane_bits"] == 8
-    described = JobSpec.load(saved)  # what the workers get: the job's description with the switch's key
+    ticket = Ticket.load(saved)  # what the workers get: the job's description and the switch's grant
+    described = ticket.spec
+    grant = (ticket.grant.key, ticket.grant.epoch, ticket.grant.slot_base, ticket.grant.n_slots)
+    assert grant == (added["key"], added["epoch"], added["slot_base"], 64) and ticket.grant.pool is None
     assert (described.job_id, described.workers, described.codec.bits, described.window) == (1, 4, 3, 64)
     assert described.key == added["key"] != 0 and list(added["table"]) == described.table_values()
     status, out, _ = cli("table", "show", "--grpc-addr", mock.addr)

@@ -59,7 +59,7 @@ def probe_args(mode: str):
     argv = ["--mode", mode, "--rank", "1", "--world-size", "2", "--master-addr", "10.0.0.1", "--iface", "lo"]
     argv += ["--probe", "unused.npz", "--probe-size", "5000", "--chunk", "2048"]
     args = parser.parse_args(argv)
-    args.spec = worker.job_description(args, worker.given_options(parser, argv))
+    args.spec = worker.job_ticket(args, worker.given_options(parser, argv)).spec
     return args
 
 

@@ -1,12 +1,13 @@
-"""thc-worker takes the whole job description: `--job FILE` (as `thc-ctl job add --save FILE` writes it) or,
-without a file, the job options; it compresses with the description's codec and refuses, in one line, a
-description that is not its job's."""
+"""thc-worker takes the whole job: `--job TICKET` (as `thc-ctl job add --save FILE` writes it: the description
+and the switch's grant), trusted as it is, or, without a file, the job options; it compresses with the
+description's codec and refuses, in one line, a flag that would describe the ticket's job again."""
 
 import json
 
 import pytest
 
 from contract.job import JobSpec, spec_from_options
+from contract.ticket import Grant, Ticket
 from host_agent import worker
 from thc.config import THCConfig
 
@@ -23,49 +24,74 @@ def parsed(*argv: str, rank: int = 1, world: int = 4):
 @pytest.fixture
 def saved(tmp_path):
     spec = JobSpec(5, 4, THCConfig(bits=3, granularity=40, chunk=4096, seed=9), window=64, slots=128, key=0xBEEF)
+    ticket = Ticket(spec, Grant(key=0xBEEF, epoch=12, slot_base=256, n_slots=128))
     path = tmp_path / "job.json"
-    spec.save(path)
-    return spec, path
+    ticket.save(path)
+    return ticket, path
 
 
-def test_the_file_is_the_job(saved):
-    spec, path = saved
-    args, given = parsed("--job", str(path), "--window", "64")  # an option that agrees with the file is fine
-    got = worker.job_description(args, given)
-    assert got == spec and got.key == 0xBEEF
-    assert got.codec.bits == 3 and got.codec.chunk == 4096 and got.codec.seed == 9
-    args.spec = got
+def test_the_ticket_is_the_job(saved):
+    ticket, path = saved
+    args, given = parsed("--job", str(path))
+    got = worker.job_ticket(args, given)
+    assert got == ticket and got.spec.key == 0xBEEF and got.grant.epoch == 12
+    assert got.spec.codec.bits == 3 and got.spec.codec.chunk == 4096 and got.spec.codec.seed == 9
+    args.spec = got.spec
     assert len(worker.probe_codec(args).table.values) == 8  # the description's 3-bit table, not a default
 
 
 def test_without_a_file_the_options_describe_the_job():
     args, given = parsed("--job-id", "7", "--bits", "2", "--thc-seed", "11", "--seed", "3", "--key", "0x10", world=3)
-    spec = worker.job_description(args, given)
+    ticket = worker.job_ticket(args, given)
+    spec = ticket.spec
     assert (spec.job_id, spec.workers, spec.codec.bits, spec.codec.seed, spec.key) == (7, 3, 2, 11, 0x10)
-    assert args.seed == 3  # --seed stays the model's
+    assert ticket.grant is None and args.seed == 3  # no grant; --seed stays the model's
     args, given = parsed(world=2)
-    assert worker.job_description(args, given) == JobSpec(job_id=1, workers=2)
+    assert worker.job_ticket(args, given) == Ticket(JobSpec(job_id=1, workers=2))
 
 
 @pytest.mark.parametrize(
-    "argv, world, says",
+    "argv, says",
     [
-        ((), 3, "describes job 5 with workers = 4, not world size 3: the file is the job's"),
-        (("--job-id", "6"), 4, "describes job 5 with job_id = 5, not --job-id 6"),
-        (("--key", "0xBEEE"), 4, "with key = 0xbeef, not --key 0xbeee"),
-        (("--granularity", "30"), 4, "with granularity = 40, not --granularity 30"),
-        (("--thc-seed", "1"), 4, "with seed = 9, not --thc-seed 1"),
+        (("--job-id", "5"), "drop --job-id: the ticket {path} holds the job's id"),
+        (("--key", "0xBEEF"), "drop --key: the ticket {path} holds the job's key"),
+        (("--granularity", "40"), "drop --granularity: the ticket {path} holds the job's granularity"),
+        (("--thc-seed", "9"), "drop --thc-seed: the ticket {path} holds the job's seed"),
+        (("--no-transform",), "drop --no-transform: the ticket {path} holds the job's transform"),
+        (("--window", "64", "--key", "0x1"), "drop --key: the ticket"),  # whatever the value, the first named
     ],
 )
-def test_a_description_that_is_not_this_workers_job_is_refused_in_one_line(saved, capsys, argv, world, says):
+def test_a_job_flag_beside_a_ticket_is_refused_in_one_line(saved, capsys, argv, says):
+    """The ticket holds the job: a flag that describes it again is refused whether or not it agrees."""
     _, path = saved
-    args, given = parsed("--job", str(path), *argv, world=world)
-    with pytest.raises(ValueError, match="describes job 5"):
-        worker.job_description(args, given)
-    rank = ["--rank", "1", "--world-size", str(world), "--master-addr", "10.0.0.1"]
+    args, given = parsed("--job", str(path), *argv)
+    with pytest.raises(ValueError, match="^drop --"):
+        worker.job_ticket(args, given)
+    rank = ["--rank", "1", "--world-size", "4", "--master-addr", "10.0.0.1"]
     assert worker.main([*SWITCH, *rank, "--job", str(path), *argv]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("thc-worker: ") and says in err and "\n" not in err
+    assert err.startswith("thc-worker: ") and says.format(path=path) in err and "\n" not in err
+
+
+def test_a_world_other_than_the_tickets_workers_is_refused_in_one_line(saved, capsys):
+    _, path = saved
+    rank = ["--rank", "1", "--world-size", "3", "--master-addr", "10.0.0.1"]
+    assert worker.main([*SWITCH, *rank, "--job", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{path} is a ticket for job 5's 4 workers, but this worker's world has 3" in err and "\n" not in err
+
+
+def test_a_description_alone_is_a_ticket_without_a_grant_keyed_as_it_says(tmp_path):
+    """A file of a description alone (what --save wrote before tickets, and the ps modes' job.json) is the
+    job with the key it holds."""
+    path = tmp_path / "job.json"
+    JobSpec(5, 4, window=64, key=0x1D).save(path)
+    args, given = parsed("--job", str(path))
+    assert worker.job_ticket(args, given) == Ticket(JobSpec(5, 4, window=64, key=0x1D))
+
+
+JOB = {"job_id": 5, "workers": 4}
+GRANT = {"key": 9, "epoch": 2, "slot_base": 0, "n_slots": 256, "pool": None}
 
 
 @pytest.mark.parametrize(
@@ -75,6 +101,11 @@ def test_a_description_that_is_not_this_workers_job_is_refused_in_one_line(saved
         (json.dumps({"job_id": 5}), "field 'workers' is missing"),
         (json.dumps({"job_id": 5, "workers": 4, "lanes": 8}), "unknown field 'lanes'"),
         (json.dumps({"job_id": 5, "workers": 4, "granularity": 300}), "'granularity' = 300"),
+        (json.dumps({"job": JOB}), "part 'grant' is missing"),
+        (json.dumps({"job": {**JOB, "key": 3}, "grant": GRANT}), "the job's key is the grant's"),
+        (json.dumps({"job": JOB, "grant": {**GRANT, "epoch": 0}}), "grant field 'epoch' = 0: must be an integer"),
+        (json.dumps({"job": JOB, "grant": {**GRANT, "n_slots": 64}}), "granted 64 slots, but its description asks"),
+        (json.dumps({"job": JOB, "grant": {**GRANT, "pool": [0, 64, 0]}}), "grant field 'pool' is null or {base"),
     ],
 )
 def test_a_malformed_description_says_what_is_wrong(tmp_path, capsys, content, says):
@@ -86,16 +117,12 @@ def test_a_malformed_description_says_what_is_wrong(tmp_path, capsys, content, s
     assert str(path) in err and says in err and "\n" not in err
 
 
-def test_the_options_a_file_was_made_from_agree_with_it(tmp_path):
-    """thc-ctl job add --save writes what spec_from_options made of its options; a worker given the file
-    and the same options (job id, world size, key and job options as flags) takes the file as it is."""
+def test_a_ticket_holds_what_the_options_made(tmp_path):
+    """thc-ctl job add --save writes what spec_from_options made of its options, with the switch's grant; a
+    worker given the ticket alone runs that job."""
     path = tmp_path / "job.json"
     options = ["--bits", "3", "--granularity", "40", "--thc-seed", "9", "--window", "64", "--clip", "1/64"]
-    made = spec_from_options(parsed(*options)[0], 5, 4, key=0xBEEF)
-    made.save(path)
-    args, given = parsed("--job", str(path), "--job-id", "5", "--key", "0xbeef", *options)
-    assert worker.job_description(args, given) == made == JobSpec.load(path)
-    args, given = parsed("--job", str(path), "--clip", "1/32")
-    with pytest.raises(ValueError, match="with clip = 1/64, not --clip 1/32: the file is the job's") as caught:
-        worker.job_description(args, given)
-    assert caught.value.field == "clip"
+    made = spec_from_options(parsed(*options)[0], 5, 4)
+    Ticket(made.replace(key=0xBEEF), Grant(key=0xBEEF, epoch=1, slot_base=0, n_slots=made.slots)).save(path)
+    args, given = parsed("--job", str(path))
+    assert worker.job_ticket(args, given).spec == made.replace(key=0xBEEF) == Ticket.load(path).spec

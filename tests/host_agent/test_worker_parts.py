@@ -1,6 +1,6 @@
 """thc-worker's options for the codec's parts (--no-transform, --quantizer) and its terngrad-switch mode:
-the mode runs TernGrad on the job's framing, and a worker refuses, in one line, a description or an option
-that is not what its mode runs (host_agent.worker.job_description)."""
+the mode runs TernGrad on the job's framing, and a worker refuses, in one line, a ticket or an option that is
+not what its mode runs (host_agent.worker.job_ticket)."""
 
 import pytest
 
@@ -14,7 +14,7 @@ TERN = THCConfig(quantizer="terngrad", bits=2, granularity=2, table="uniform", t
 
 def described(*argv: str, mode: str = "thc") -> JobSpec:
     args, given = parsed("--mode", mode, *argv)
-    return worker.job_description(args, given)
+    return worker.job_ticket(args, given).spec
 
 
 def test_the_options_switch_the_parts_off():
@@ -40,10 +40,10 @@ def files(tmp_path):
 
 def test_a_description_is_the_codec_it_names(files):
     where, _, tern = files
-    args, given = parsed("--mode", "terngrad-switch", "--job", str(where / "tern.json"), "--no-transform")
-    assert worker.job_description(args, given) == tern
+    args, given = parsed("--mode", "terngrad-switch", "--job", str(where / "tern.json"))
+    assert worker.job_ticket(args, given).spec == tern
     args, given = parsed("--job", str(where / "tern.json"))  # thc runs the job's own codec
-    args.spec = worker.job_description(args, given)
+    args.spec = worker.job_ticket(args, given).spec
     assert worker.probe_codec(args).name == "TernGrad-switch"
 
 
@@ -51,10 +51,10 @@ def test_a_description_is_the_codec_it_names(files):
     "argv, says",
     [
         (("--mode", "terngrad-switch", "--bits", "4"), "--mode terngrad-switch runs bits = 2, not --bits 4"),
-        (("--mode", "terngrad-switch", "--job", "thc.json"), "with quantizer = thc, not --mode terngrad-switch"),
-        (("--job", "thc.json", "--no-transform"), "with transform = True, not --no-transform"),
-        (("--job", "thc.json", "--quantizer", "terngrad"), "field 'bits': bits=4: the terngrad quantizer needs"),
-        (("--job", "tern.json", "--error-feedback"), "with error_feedback = False, not --error-feedback"),
+        (("--mode", "terngrad-switch", "--job", "thc.json"), "--mode terngrad-switch runs terngrad, but the ticket"),
+        (("--job", "thc.json", "--no-transform"), "drop --no-transform: the ticket"),
+        (("--job", "thc.json", "--quantizer", "terngrad"), "drop --quantizer: the ticket"),
+        (("--job", "tern.json", "--error-feedback"), "drop --error-feedback: the ticket"),
     ],
 )
 def test_a_description_or_option_the_mode_does_not_run_is_refused_in_one_line(files, capsys, argv, says):

@@ -14,7 +14,7 @@ class Control:
 
     def add_job(self, spec, hosts=None):
         self.calls.append(("start", spec.job_id, spec.workers, spec.window))
-        return SimpleNamespace(key=0xBEEF, epoch=7)
+        return SimpleNamespace(key=0xBEEF, epoch=7, slot_base=0, n_slots=spec.slots)  # a controller Job's grant
 
     def end_job(self, job_id):
         self.calls.append(("end", job_id))

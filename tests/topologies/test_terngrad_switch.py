@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from contract.job import JobSpec
+from contract.ticket import Ticket
 from controller.topology import Topology
 from tests.support.testbed_standins import Control, bed_with, stand_in_workers
 from tests.topologies.test_runner_cli import as_user  # noqa: F401 - the fixture
@@ -48,9 +49,9 @@ def test_a_terngrad_switch_run_installs_the_three_level_job_its_workers_get(monk
     options = WorkerOptions(mode="terngrad-switch", steps=1, spec=JobSpec(job_id=5, workers=3))
     bed_with(Recording(), tmp_path).run_workers(options)
     assert installed[0].codec.quantizer == "terngrad" and installed[0].table_values() == [0, 1, 1, 2]
-    given = JobSpec.load(tmp_path / "terngrad-switch" / "job.json")
-    assert given == installed[0].replace(key=0xBEEF)  # the workers' description is the switch's, key included
-    assert json.loads((tmp_path / "terngrad-switch" / "job.json").read_text())["quantizer"] == "terngrad"
+    given = Ticket.load(tmp_path / "terngrad-switch" / "job.json")
+    assert given.spec == installed[0].replace(key=0xBEEF)  # the workers' description is the switch's, key included
+    assert json.loads((tmp_path / "terngrad-switch" / "job.json").read_text())["job"]["quantizer"] == "terngrad"
 
 
 def test_its_workers_are_started_as_switch_workers_with_the_description(tmp_path):

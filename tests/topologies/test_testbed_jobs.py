@@ -6,6 +6,7 @@ import json
 import pytest
 
 from contract.job import JobSpec
+from contract.ticket import Ticket
 from tests.support.testbed_standins import Control, bed_with, run_workers, stand_in_workers
 from topologies import testbed as testbed_module
 from topologies.workers import WorkerOptions
@@ -18,8 +19,11 @@ def test_the_job_is_removed_after_its_run(monkeypatch, tmp_path, fails):
     options = WorkerOptions(mode="thc", steps=1, spec=JobSpec(job_id=5, workers=8, window=64))
     run_workers(bed_with(control, tmp_path), options, fails)
     assert control.calls == [("start", 5, 3, 64), ("end", 5)]  # n follows the topology's three workers
-    described = json.loads((tmp_path / "thc" / "job.json").read_text())  # what the workers are started with
-    assert (described["job_id"], described["workers"], described["window"], described["key"]) == (5, 3, 64, 0xBEEF)
+    ticket = json.loads((tmp_path / "thc" / "job.json").read_text())  # what the workers are started with
+    described, grant = ticket["job"], ticket["grant"]
+    assert (described["job_id"], described["workers"], described["window"]) == (5, 3, 64)
+    assert (grant["key"], grant["epoch"], grant["slot_base"], grant["n_slots"]) == (0xBEEF, 7, 0, 256)
+    assert Ticket.load(tmp_path / "thc" / "job.json").spec.key == 0xBEEF
 
 
 def test_gloo_runs_add_and_remove_no_job(monkeypatch, tmp_path):

@@ -12,6 +12,7 @@ import pytest
 
 import contract
 from contract.job import JobSpec
+from contract.ticket import Grant, Ticket
 from controller.errors import JobRefused
 from controller.pool import Pool, PoolUse
 from controller.topology import Topology
@@ -195,7 +196,8 @@ def test_a_failed_job_stops_the_others_and_removes_their_jobs(tmp_path, workers)
 def test_a_trace_job_is_programmed_on_its_own_hosts_as_workers_0_to_n_minus_1(tmp_path):
     """The programming path a trace job takes (Testbed.start_job -> ControlPlane.add_job) against a mock
     P4Runtime switch: the job on hosts h3, h4 has worker ids 0 and 1 (its workers' ranks) on ports 3 and 4,
-    a pool job takes the pool's cells, and job.json is written in the job's own folder with the key."""
+    a pool job takes the pool's cells, and its ticket (job.json, with the key and the pool cells granted) is
+    written in the job's own folder."""
     import random
 
     from controller.session import SwitchSession
@@ -218,7 +220,8 @@ def test_a_trace_job_is_programmed_on_its_own_hosts_as_workers_0_to_n_minus_1(tm
             (job,) = session.list_jobs(topo)
             assert [(w.worker_id, w.port, w.host) for w in job.workers] == [(0, 3, "h3"), (1, 4, "h4")]
             assert job.pool[:2] == (contract.CELLS - 64, 64) and job.slot_base >= contract.SLOTS
-            written = JobSpec.load(tmp_path / "trace" / "b" / "thc" / "job.json")
-            assert written.key == job.key == started.spec.key and written.workers == 2
+            written = Ticket.load(tmp_path / "trace" / "b" / "thc" / "job.json")
+            assert written.spec.key == job.key == started.spec.key and written.spec.workers == 2
+            assert written.grant == Grant.of(job) and written.grant.pool == job.pool  # the pool job's cells
     finally:
         mock.stop()
