@@ -370,7 +370,7 @@ def job_ticket(args, given: set[str] = frozenset()):
         job_id = 1 if args.job_id is None else args.job_id
         options = spec_from_options(args, job_id, args.world_size, key=args.key or 0)
         spec = mode_job(args.mode, options)
-        _refuse_disagreeing(_option_flags(args, stated, options), spec, f"--mode {args.mode} runs", "drop the option")
+        _refuse_overridden(args, stated, options, spec)
         return Ticket(spec)
     held = [("--job-id", "id", "job_id")] if args.job_id is not None else []
     held += [("--key", "key", "key")] if args.key is not None else []
@@ -386,34 +386,26 @@ def job_ticket(args, given: set[str] = frozenset()):
             f"has {args.world_size}: start it with its job's ticket",
             "workers",
         )
-    if mode_job(args.mode, spec) != spec:
+    runs = mode_job(args.mode, spec)
+    if runs != spec:
         raise JobSpecError(
-            f"--mode {args.mode} runs {mode_job(args.mode, spec).codec.quantizer}, but the ticket {args.job} "
+            f"--mode {args.mode} runs {runs.codec.quantizer}, but the ticket {args.job} "
             f"quantizes with {spec.codec.quantizer}: add the job with {TERNGRAD_OPTIONS} (or run --mode thc)",
             "quantizer",
         )
     return ticket
 
 
-def _option_flags(args, stated: set[str], options) -> list[tuple[str, object, str]]:
-    """(field, its value in `options`, the option as given) for each job option `stated` on the command line
-    (without --job: the mode must not override one)."""
-    from contract.job import option_as_given
+def _refuse_overridden(args, stated: set[str], options, spec) -> None:
+    """Without --job: JobSpecError, in one line, for the first job option `stated` on the command line whose
+    value in `options` is not the one the mode runs (`spec`: terngrad-switch's own bits, table, ...)."""
+    from contract.job import JobSpecError, option_as_given
 
-    said = options.to_dict()  # flat, as the file has them
-    return [(field, said[field], option_as_given(args, field)) for field in sorted(stated)]
-
-
-def _refuse_disagreeing(flags, spec, says: str, advice: str) -> None:
-    """JobSpecError, in one line, for the first of `flags` (field, value, the flag as given) whose value is
-    not the one `spec` holds."""
-    from contract.job import JobSpecError
-
-    holds = spec.to_dict()
-    for field, value, flag in flags:
-        if value != holds[field]:
-            shown = f"{holds[field]:#x}" if field == "key" else holds[field]
-            raise JobSpecError(f"{says} {field} = {shown}, not {flag}: {advice}", field)
+    given, runs = options.to_dict(), spec.to_dict()  # flat, as a file has them
+    for field in sorted(stated):
+        if given[field] != runs[field]:
+            flag = option_as_given(args, field)
+            raise JobSpecError(f"--mode {args.mode} runs {field} = {runs[field]}, not {flag}: drop the option", field)
 
 
 def resolve_identity(args) -> None:

@@ -687,10 +687,16 @@ def test_a_job_file_is_the_description_it_installs(mock, tmp_path):
     topo_file.write_text(json.dumps(star4(port)))
     described = tmp_path / "described.json"
     JobSpec(job_id=4, workers=2, codec=THCConfig(granularity=60, table="uniform", bits=2), key=77).save(described)
+    ticket = tmp_path / "ticket.json"
     status, out, err = cli("job", "add", "--topology", str(topo_file), "--workers", "h1,h2", "--job", str(described),
-                           "--json")  # fmt: skip
+                           "--save", str(ticket), "--json")  # fmt: skip
     assert status == 0, err
     added = json.loads(out)
     assert (added["job_id"], added["key"], added["table"]) == (4, 77, [0, 20, 40, 60])
+    status, out, err = cli("job", "add", "--topology", str(topo_file), "--workers", "h1,h2", "--job", str(ticket),
+                           "--json")  # fmt: skip
+    assert status == 0, err  # a ticket is a description too: a new run of its job, its key kept
+    again = json.loads(out)
+    assert (again["key"], again["table"]) == (77, added["table"]) and again["epoch"] != added["epoch"]
     status, _, err = cli("job", "add", "--topology", str(topo_file), "--workers", "h1", "--job", str(described))
     assert status == 1 and "names 1 hosts but" in err
