@@ -36,8 +36,8 @@ DEFAULT_GRPC_ADDR = "127.0.0.1:9559"  # simple_switch_grpc's default
 
 
 @dataclass(frozen=True)
-class Target:
-    """A switch to talk to: its topology name (if any), address and device id."""
+class SwitchAddress:
+    """A switch to talk to: its topology name (if any), P4Runtime address and device id."""
 
     name: str | None
     grpc_addr: str
@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# ---- targets ------------------------------------------------------------------------------------
+# ---- switches -----------------------------------------------------------------------------------
 
 
 def load_topology(path: str | None):
@@ -282,7 +282,7 @@ def load_topology(path: str | None):
         raise BadInput(exc.one_line()) from None
 
 
-def resolve_targets(args, topology, jobs_switch: bool = False) -> list[Target]:
+def resolve_switches(args, topology, jobs_switch: bool = False) -> list[SwitchAddress]:
     """The switches a command acts on: --all, --switch, the topology's only (or aggregating) switch,
     or a bare --grpc-addr."""
     if (args.all or args.switch) and topology is None:
@@ -290,7 +290,7 @@ def resolve_targets(args, topology, jobs_switch: bool = False) -> list[Target]:
     if args.all:
         if args.grpc_addr:
             raise BadInput("--all takes the switch addresses from the topology: drop --grpc-addr")
-        return [Target(s.name, s.grpc_addr, s.device_id) for s in topology.switches.values()]
+        return [SwitchAddress(s.name, s.grpc_addr, s.device_id) for s in topology.switches.values()]
     switch = None
     if topology is not None:
         if args.switch:
@@ -316,7 +316,7 @@ def resolve_targets(args, topology, jobs_switch: bool = False) -> list[Target]:
             )
     addr = args.grpc_addr or (switch.grpc_addr if switch else DEFAULT_GRPC_ADDR)  # "" is refused by _grpc_addr
     device = args.device_id if args.device_id is not None else (switch.device_id if switch else 0)
-    return [Target(switch.name if switch else None, addr, device)]
+    return [SwitchAddress(switch.name if switch else None, addr, device)]
 
 
 def _needs_topology(args, what: str, topology):
@@ -636,20 +636,20 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
             args.job_spec = job_spec(args)
         if jobs_switch and topology is not None and topology.two_level and not (args.switch or args.grpc_addr):
             return _run_two_level_job(args, topology, election_id, out, err)
-        targets = resolve_targets(args, topology, jobs_switch)
-        for target in targets:
+        switches = resolve_switches(args, topology, jobs_switch)
+        for switch in switches:
             with SwitchSession(
-                target.grpc_addr,
-                target.device_id,
+                switch.grpc_addr,
+                switch.device_id,
                 election_id,
                 args.p4info,
                 args.bmv2_json,
-                name=target.name,
+                name=switch.name,
                 dry_run=args.dry_run,
                 connect_timeout=args.connect_timeout,
             ) as session:
                 result, lines = run_on(session, args, topology)
-                key = target.name or target.grpc_addr
+                key = switch.name or switch.grpc_addr
                 if args.json:
                     if args.dry_run:
                         result = {
@@ -659,7 +659,7 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
                         }
                     results[key] = result
                     continue
-                prefix = f"{target.name}: " if len(targets) > 1 or target.name else ""
+                prefix = f"{switch.name}: " if len(switches) > 1 or switch.name else ""
                 if args.dry_run:
                     for note in session.notes:
                         print(f"# note: {note}", file=err)
