@@ -111,8 +111,8 @@ def test_the_codec_checks_its_own_fields_once_and_the_job_only_what_needs_the_sw
 
 
 def test_a_saved_file_is_flat_stable_and_round_trips(tmp_path):
-    """job.json keeps the flat form thc-ctl --save has always written: the codec's fields beside the
-    framing, clip as a fraction, in one order."""
+    """A description's file (JobSpec.save, and a ticket's "job" part: contract/ticket.py) is flat: the
+    codec's fields beside the framing, clip as a fraction, in one order."""
     spec = JobSpec(job_id=7, workers=3, codec=THCConfig(bits=3, seed=2**64 - 1, quantizer="thc"), window=64, key=9)
     spec.save(tmp_path / "job.json")
     text = (tmp_path / "job.json").read_text()
