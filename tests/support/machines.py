@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import string
 import subprocess
 import time
 from pathlib import Path
@@ -39,12 +40,22 @@ def host_setup(topo: Topology, host: str) -> list[str]:
     return [*lines, f"ethtool -K {HOST_IFACE} {OFFLOADS_OFF}"]
 
 
+def _free_namespace_prefix(stem: str) -> str:
+    """`stem`, or `stem` and a letter, that no namespace's name starts with: a run killed before its clean-up
+    leaves its namespaces, and a later process may get the same pid."""
+    taken = {p.name for p in Path("/run/netns").glob(f"{stem}*")} if Path("/run/netns").is_dir() else set()
+    for extra in ("", *string.ascii_lowercase):
+        if not any(name.startswith(stem + extra) for name in taken):
+            return stem + extra
+    raise RuntimeError(f"namespaces {stem}* exist for every letter a-z: remove the stale ones (ip netns del NAME)")
+
+
 class Machines(StartStop):
     """The nodes of ``topo`` in namespaces ``<prefix><node>``; use as a context manager."""
 
     def __init__(self, topo: Topology, prefix: str | None = None):
         self.topo = topo
-        self.prefix = prefix or f"thm{os.getpid()}"
+        self.prefix = prefix or _free_namespace_prefix(f"thm{os.getpid()}")
         self.namespaces: list[str] = []
         self.processes: list[subprocess.Popen] = []
 
