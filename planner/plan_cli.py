@@ -256,7 +256,7 @@ def cmd_project(args) -> int:
             headline[model] = headline_rates(model, base)
             print(
                 f"{model:10s} over ring fp32: {_band(headline[model]['ring'])}; over FIX32-INA: "
-                f"{_band(headline[model]['fix32'])}"
+                f"{_band(headline[model][FIX32])}"
             )
     if args.json:  # a record (bench/record.py's form), so that `make results RECORDS=FILE` can keep it
         figures = {"profile": base.to_dict(), "rows": rows, "headline": headline, "headline_band": HEADLINE}
@@ -273,7 +273,7 @@ def speedups(step: StepProfile, hw: profiles.HardwareProfile) -> dict[str, float
     """THC-INA's predicted step speed-up over ring fp32 and over FIX32-INA (uncompressed INA) on ``hw``."""
     modes = profiles.modes_for(hw, (GLOO, FIX32, THC))
     t = {m: planner.uniform(step, modes, m).iteration_s for m in modes}
-    return {"ring": t[GLOO] / t[THC], "fix32": t[FIX32] / t[THC]}
+    return {"ring": t[GLOO] / t[THC], FIX32: t[FIX32] / t[THC]}
 
 
 def headline_rates(model: str, base: profiles.HardwareProfile, points: int = 400) -> dict[str, list[float]]:
@@ -281,7 +281,7 @@ def headline_rates(model: str, base: profiles.HardwareProfile, points: int = 400
     the paper's 1.40-1.47x (the step's speed-up stands for time to accuracy: same accuracy per step)."""
     step = step_profile_for(model, base)  # the compute does not depend on the link
     grid = [10 ** (k * math.log10(400) / (points - 1)) for k in range(points)]
-    out: dict[str, list[float]] = {"ring": [], "fix32": []}
+    out: dict[str, list[float]] = {"ring": [], FIX32: []}
     for gbps in grid:
         for base_name, x in speedups(step, base.with_link(gbps * 1e9)).items():
             if HEADLINE[0] <= x <= HEADLINE[1]:

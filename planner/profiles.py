@@ -266,9 +266,9 @@ def modes_for(hw: HardwareProfile, names=EXECUTABLE_MODES, compression_scale: fl
         GLOO: lambda: RingCost(bytes_per_coord=4, max_Bps=max_Bps and max_Bps * 1e6, **ring),
         FP16: lambda: RingCost(bytes_per_coord=2, max_Bps=max_Bps and max_Bps * 1e6, **ring),
         FIX32: lambda: INACost(
-            op="fix32", **{**ina, "switch_pps": float(s.get("fix32_packets_per_s", ina["switch_pps"]))}
+            op=FIX32, **{**ina, "switch_pps": float(s.get("fix32_packets_per_s", ina["switch_pps"]))}
         ),
-        THC: lambda: INACost(op="thc", **ina),
+        THC: lambda: INACost(op=THC, **ina),
         "topk-allgather": lambda: AllGatherCost(bytes_per_coord=0.01 * 8, **ring),
     }
     out = {}

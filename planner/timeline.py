@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import contract
 from thc.limits import DEFAULT_CHUNK, PAPER_CHUNK
+from thc.modes import FIX32, THC
 
 __all__ = [
     "Bucket",
@@ -114,7 +115,7 @@ class INACost:
     switch_pps: float
     rtt_s: float
     window: int = 64
-    op: str = "thc"  # "thc" (4-bit indices in, lane_bits out) or "fix32"
+    op: str = THC  # THC (4-bit indices in, lane_bits out) or FIX32 (int32 words)
     cell_bytes: int = CELL_BYTES
     coords_per_packet: int | None = None  # None: the lanes one cell holds (cell_bytes * 8 / lane bits)
     fix32_coords_per_packet: int | None = None  # None: cell_bytes / 4
@@ -128,8 +129,8 @@ class INACost:
     norm_bytes: int = contract.NORM_PAYLOAD_BYTES  # a NORM request's and result's payload
 
     def __post_init__(self):
-        if self.op not in ("thc", "fix32"):
-            raise ValueError(f"INACost op must be 'thc' or 'fix32', not {self.op!r}")
+        if self.op not in (THC, FIX32):
+            raise ValueError(f"INACost op must be {THC!r} or {FIX32!r}, not {self.op!r}")
 
     def lanes(self) -> int:
         if self.lane_bits is not None:
@@ -144,7 +145,7 @@ class INACost:
 
     def packets(self, numel: int) -> tuple[int, int]:
         """(norm requests, data requests) one worker sends for ``numel`` coordinates."""
-        if self.op == "thc":
+        if self.op == THC:
             chunks, data = _chunk_packets(numel, self.chunk, self.thc_per_packet(), True)
         else:
             chunks, data = _chunk_packets(numel, self.fix32_chunk, self.fix32_per_packet(), False)
@@ -152,7 +153,7 @@ class INACost:
 
     def frame_bytes(self) -> tuple[int, int]:
         """(request, result) bytes on the wire of one data packet."""
-        if self.op == "thc":
+        if self.op == THC:
             k = self.thc_per_packet()
             pad = contract.PAD16_BYTES if self.lanes() == contract.LANES_16 else 0
             return self.header_bytes + k * self.index_bits // 8 + pad, self.header_bytes + k * self.lanes() // 8
