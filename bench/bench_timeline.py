@@ -66,8 +66,8 @@ def parse_args(argv=None):
         "--calibrate-model",
         default=None,
         help="a model trained at every rate before the validated ones, in every mode: how much longer each "
-        "mode's rounds take in training than in probes, applied to the validated models (default none: "
-        "mlp-digits' factors made the other models' median error 29 %% instead of 13 %%, bench run of Dec 3)",
+        "mode's rounds take in training than in probes, applied to the validated models (default none: one "
+        "model's factors made the other models' errors larger; docs/results.md, History)",
     )
     p.add_argument("--modes", default="thc,fix32,gloo", help="uniform modes to validate (default thc,fix32,gloo)")
     p.add_argument("--steps", type=int_in(1), default=40, help="training steps per run (default 40)")

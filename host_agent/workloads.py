@@ -356,7 +356,7 @@ WORKLOADS: dict[str, Workload] = {
             load_signals,
             "accuracy",
             0.85,
-            lr=0.2,  # 0.05-0.1 sit at chance for ~100 steps first
+            lr=0.2,  # lower rates sit at chance for many steps first
         ),
         Workload(
             "charlm-stdlib",
