@@ -6,11 +6,10 @@
 1. Throughput for 2^10 .. 2^24 coordinates: copy, FWHT, THC encode and decode (one full-width chunk, the
    default chunks, thc-worker's chunks) and the baselines, interleaved repetition by repetition so that a busy
    machine slows every column alike; the fixed cost of a call (fixed_cost); and the floor: THC encode + decode
-   of 2^24 coordinates at most 3x one 2^24-point FWHT, which says the codec costs about a transform.
+   of 2^24 coordinates at most 3x one 2^24-point FWHT, i.e. the codec costs about a transform.
 2. NMSE against bits per coordinate for every compressor, on Gaussian vectors and real minibatch gradients.
---native: the C codec against the numpy reference, interleaved the same way.
-Writes DIR/thc.json, DIR/thc.png and the record `make results` keeps (default bench/out). Figures, never
-assertions."""
+--native: the C codec against the numpy reference, interleaved the same way. Writes DIR/thc.json, DIR/thc.png
+and the record `make results` keeps (default bench/out). Figures, never assertions."""
 
 from __future__ import annotations
 

@@ -6,11 +6,11 @@ and link rate, and the planned per-bucket mix against the uniform modes.
     sudo flock /tmp/mininet.lock .venv/bin/python bench/bench_timeline.py [--bw 50,10,5] [--steps 40]
                                                     [--models mlp-digits,mlp2-digits,cnn-digits]
 
-Calibration and validation in one run, on the same machine state (planner/testbed_costs.py): each model's
-step profiled in n processes at once, probe rounds of every mode at every --bw rate, then each model trains
-in every mode and with its plan. A model's prediction never uses its own training runs, so the error printed
-(``median |error|: <P> %``) is a prediction's. Writes bench/out/bench_timeline.json (thc-plan validate reads
-it), its record, and bench/out/timeline/. Figures only, no assertion: the machine is shared."""
+Calibration and validation in one run, on the same machine state (planner/testbed_costs.py): step profiles,
+probe rounds of every mode at every --bw rate, then training in every mode and with the plan. A model's
+prediction never uses its own training runs, so the printed ``median |error|: <P> %`` is a prediction's.
+Writes bench/out/bench_timeline.json (thc-plan validate reads it), its record and bench/out/timeline/.
+Figures only, no assertion: the machine is shared."""
 
 from __future__ import annotations
 

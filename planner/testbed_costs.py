@@ -1,16 +1,15 @@
 """The timeline model's costs for this testbed, measured on it as it runs, and the plan for a run.
 
-Both are measured in the machine's state of the moment, right before the runs they predict (the bench and
-``thc-run --modes plan``), because a shared 2-core machine's costs do not keep:
+Both are measured right before the runs they predict (the bench and ``thc-run --modes plan``), because a
+shared 2-core machine's costs do not keep:
 
 - the step: forward pass, when each DDP bucket is ready and the optimizer, profiled in n processes at once
   (no network), so the CPU contention of n workers is in the figures rather than assumed;
 - the aggregation: thc-worker --probe rounds of THC, FIX32 and gloo at a few sizes on the running testbed
   (topologies.plan_probes), each round from the call to the decoded result, the slowest worker's.
 
-Every testbed mode hands a bucket to one aggregation thread and returns (ddp.aggregator_hooks, ddp.mixed; gloo
-on its own thread), so each is a non-blocking Mode whose whole round is its communication, interpolated
-between the probed sizes (timeline.MeasuredCost)."""
+Every testbed mode hands a bucket to one aggregation thread and returns (gloo: its own thread), so each is a
+non-blocking Mode whose whole round is its communication, interpolated between the probed sizes."""
 
 from __future__ import annotations
 

@@ -2,15 +2,14 @@
 
 On a GPU cluster communication is most of a data-parallel step, which is where gradient compression pays.
 Two CPU cores running four workers and a switch compute far slower and move far less, so unconstrained links
-leave every mode latency- and CPU-bound. The runner therefore slows the links until plain DDP's ring
-all-reduce spends ``share`` of its step communicating, from this machine's own compute time per step:
+leave every mode latency- and CPU-bound. The runner slows the links until plain DDP's ring all-reduce spends
+``share`` of its step communicating, from this machine's own compute time per step:
 
     compute wall per step  = one worker's forward+backward+update x workers / cores (they share the cores)
     gloo bytes per step    = 2 (n - 1) / n x 4 bytes x parameters x TCP/IP framing, per worker and direction
-    rate                   = gloo bytes x 8 / (compute wall x share / (1 - share)), rounded down
-
-A busy machine would pick slow links and stretch the run, so the rate is raised, if need be, until gloo's
-communication fits ``budget_s``; the runner reports the share gloo actually had."""
+    rate                   = gloo bytes x 8 / (compute wall x share / (1 - share)), rounded down, then raised
+                             if need be until gloo's communication fits ``budget_s`` (a busy machine's slow
+                             step would otherwise pick slow links and stretch the run)"""
 
 from __future__ import annotations
 
