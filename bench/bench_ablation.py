@@ -5,35 +5,11 @@ feedback, the bits, and TernGrad as a quantizer the switch can sum.
     sudo .venv/bin/python bench/bench_ablation.py --tta-only [--tta-variants thc,no-transform] [--bw auto]
     .venv/bin/python bench/bench_ablation.py --report        # print and plot the last results again
 
-Each variant is one job description (contract/job.py) that changes one part of full THC:
-
-    thc           full THC: optimal table, randomized Hadamard transform, error feedback, b = 4, g = 30
-    uniform       uniform table                   no-transform  no transform (coordinates as they are)
-    no-ef         no error feedback (the project's default job)
-    b3, b2        3 and 2 bits (the optimal tables of 8 and 4 values at g = 30)
-    terngrad      TernGrad summed by the switch (thc-run --modes terngrad-switch: b = 2, g = 2, table
-                  (0, 1, 1, 2), scale max|x| after clipping at T std, no transform, no error feedback)
-
-NMSE (no root): the workers' codecs and the compiled program p4/build/thc.json in one process (harness.sim:
-the job planned from its description, its workers on the loopback wire), 8 and 32 workers, --rounds rounds
-of three gradient sources: Gaussian vectors of 2^16 coordinates, and each worker's minibatch gradient of
-cnn-digits and of cnn1d-signals along an SGD trajectory. NMSE = ||mean_i x_i - x_hat||^2 / mean_i ||x_i||^2,
-the mean over rounds, and the same for the sum over all rounds (||sum_t (x_hat_t - mean_i x_it)||^2 /
-sum_t mean_i ||x_it||^2: equal to the per-round figure for independent errors, below it where error feedback
-carries them over). The switch's sums are checked against thc's reference aggregation. Bytes per coordinate:
-the frames a worker sent (norm round, requests with their padding) and received (results), over the
-gradient's coordinates.
-
-Time to target (root, Mininet): cnn-digits on a star of 4 workers at the rate `make run` picks (thc-run
---bw auto: topologies/link_rate.py), each variant trained for --steps steps as a thc (or terngrad-switch)
-run, and FIX32 and gloo at the same rate for reference (--tta-reference); time to the model's target from
-rank 0's evaluations, as thc-run reports it.
-
-Printed: the ablation table (markdown, the README's) and the NMSE per workload. Written:
-bench/out/bench_ablation.json (each part keeps the other part's last results, each with its commit, the
-files modified in the tree and the load averages) and bench/out/bench_ablation.png. Figures only, no
-assertion: they depend on the machine and what else runs on it.
-"""
+Each variant (VARIANTS) is one job description that changes one part of full THC, so the switch program and
+the workers run it unchanged. NMSE (no root, harness.sim) on Gaussian vectors and real minibatch gradients,
+with the switch's sums checked against thc's reference; time to target (root, Mininet) at the rate
+`make run` picks. Writes bench/out/bench_ablation.json and .png; figures only, no assertion (they depend on
+the machine and its load)."""
 
 from __future__ import annotations
 
@@ -205,7 +181,11 @@ def program_switch(spec: JobSpec):
 
 
 def nmse_run(spec: JobSpec, rounds: list[list]) -> dict:
-    """The variant's NMSE over `rounds`, every round through the program, and its bytes per coordinate."""
+    """The variant's NMSE over `rounds`, every round through the program, and its bytes per coordinate.
+
+    NMSE = ||mean_i x_i - x_hat||^2 / mean_i ||x_i||^2, the mean over rounds, and the same for the sum over all
+    rounds: equal to the per-round figure for independent errors, below it where error feedback carries them
+    over. Bytes: the frames a worker sent (norm round, padded requests) and received, over the coordinates."""
     import numpy as np
     import torch
 

@@ -4,18 +4,11 @@ emulated topology with bandwidth-limited links.
     sudo .venv/bin/python bench/bench_e2e.py [--bw 50,10,5] [--workers 4] [--steps 150] [--target emulator]
                                              [--loss 0,1,5]
 
-Two parts, on the same network (brought up once):
-  1. aggregation, at every link rate of --bw: rounds of a seeded random gradient of --size coordinates
-     (thc-worker --probe), timed after a barrier: seconds per aggregation step, goodput (coordinates
-     aggregated per second), bytes each worker's interface carried per round, and beside each time
-     the link-bytes bound (the busiest worker link's busiest direction at the link rate) and the ratio;
-  2. training at the first rate: digits for --steps steps per mode: time to --target-acc test accuracy,
-     final accuracy, time per step, bytes each worker sent and received per step; with several --loss
-     values, once per loss rate (the aggregation part runs at the first), and a table of the step time
-     under loss next to the lossless one, with how the losses were recovered (timer, fast, probe).
-Prints the figures and writes bench/out/bench_e2e.json and bench/out/bench_e2e.png. Figures only: no
-assertion on them (they depend on the machine and on what else it runs).
-"""
+On one network, brought up once: aggregation rounds (thc-worker --probe) at every --bw rate, each time beside
+its link-bytes bound (the busiest worker link's busiest direction at the link rate), so a reader sees how far
+a mode is from what the links allow; then digits training at the first rate, once per --loss, with how the
+losses were recovered. Writes bench/out/bench_e2e.json and .png; figures only, no assertion (they depend on
+the machine and its load)."""
 
 from __future__ import annotations
 

@@ -3,36 +3,12 @@
     sudo .venv/bin/python bench/bench_faults.py [--quick] [--modes thc,fix32] [--steps N] [--model NAME]
                                                 [--bw MBITS] [--topo FILE] [--no-mininet] [--no-inprocess]
 
-Per fault and mode: did training complete, are the parameters bit-identical on every rank (and equal to
-the lossless run's, where the fault must not change the sums), the mean step time against the lossless
-run's, and the workers' retransmissions by kind (timer / fast / tail probe) with timer + probe as a share
-of first transmissions.
-
-On Mininet (root; topologies/testbed.Testbed, the network thc-run builds, the software switch by default;
-one network for the whole campaign, the loss changed between runs with Testbed.set_loss):
-
-  lossless        the baseline (make run's setting: --bw 9 Mbit/s, cnn-digits, 200 steps)
-  loss 1/5/10 %   random loss on every link, each direction (topologies/link_loss.py, a BPF drop filter)
-  killed worker   thc-run --kill: SIGKILL to the third worker at half the steps; the survivors go on
-  straggler       thc-run --straggler LAST:50, with --straggler-timeout 10 in thc (partial aggregation;
-                  fix32 waits for it: its hook decodes one count per bucket)
-  switch restart  thc-run --restart-switch: the aggregating switch killed at half the steps and restarted
-
-In process (no root; this kernel has no sch_netem for duplication and reordering on links): the compiled
-program in the software switch on harness.loopback's wire, DDP workers as threads
-(harness/ddp_cluster.py), against their own lossless run:
-
-  duplication     5 % of frames duplicated each way
-  reordering      1 ms ± up to 2 ms per frame each way, so frames overtake each other
-  silent leaf     two leaves of 4 workers (harness/leaf_spine.py): leaf 1's workers send
-                  nothing, a leaf-0 worker's RELEASE goes up past its completed leaf (RELEASE_UP) and the
-                  spine releases each round with leaf 0's sums; per round, against the same rounds with
-                  every leaf (step = round, no protocol retransmissions)
-
-Writes bench/out/bench_faults.json and its record (bench/record.py) beside it. Figures only, no
-assertion: they depend on the machine and on what else runs on it (the load average is printed with
-them). --quick: mlp-digits, 40 steps (in process 30).
-"""
+Per fault and mode: did training complete, are the parameters bit-identical on every rank (and equal to the
+lossless run's where the fault must not change the sums), the step time against the lossless run's, and the
+retransmissions by kind. Loss, a killed worker, a straggler and a switch restart run on Mininet (root, one
+network for the whole campaign); duplication, reordering and a silent leaf run in process (harness/), since
+this kernel has no sch_netem to duplicate or reorder on links. Writes bench/out/bench_faults.json and its
+record; figures only, no assertion (they depend on the machine and its load)."""
 
 from __future__ import annotations
 
@@ -223,7 +199,8 @@ def inprocess_run(args, mode: str, fault: str, n: int = 4) -> dict:
 
 
 def silent_leaf_rows(rounds: int) -> list[dict]:
-    """Rounds through two leaves of 4 workers with every worker, then with leaf 1 silent."""
+    """Rounds through two leaves of 4 workers with every worker, then with leaf 1 silent: a leaf-0 worker's
+    RELEASE goes up past its completed leaf (RELEASE_UP) and the spine releases each round with leaf 0's sums."""
     from harness import frames
     from harness.leaf_spine import LeafSpine
     from thc.aggregate import reference_aggregate

@@ -1,22 +1,14 @@
-"""Host-agent figures: how fast Python builds and parses THC frames, how fast a raw AF_PACKET socket moves
-them over a veth pair, the worker side alone against a switch that costs next to nothing (per-packet
-transport interface against the batched one), and the protocol's goodput through an in-process switch
-for 4 workers. Every run's job is a JobSpec (contract/job.py) of 4 workers with the default codec (b = 4,
-g = 30: n*g = 120, so 8-bit lanes): a THC request carries K = spec.coords_per_request = 1,024 coordinates
-(512 bytes of indices, a 574-byte frame) and its result the cell's 1 KiB of sums (a 1,086-byte frame),
-the wire format's version 3 (contract/__init__.py's THC_VERSION; p4/README.md, "Cells").
+"""Host-agent figures: frame building and parsing, a raw socket on a veth pair, and the worker against a switch.
 
     .venv/bin/python bench/bench_host_agent.py [--quick] [--engine p4|fake] [--no-veth] [--worker-only]
         [--before TREE]
 
-Run it with the tree's root on PYTHONPATH (PYTHONPATH=. from the root) so this tree's host_agent is the one
-imported. `--before TREE` also times, over the veth pair, the worker of another source tree (e.g. an older
-commit unpacked with `git archive`; it must speak this tree's wire format and have its API, i.e. be
-commit f929127 or later). The veth parts need root and a C compiler (harness/echo_switch.c).
-
-Prints figures only; nothing here asserts a speed. The veth parts create veth pairs named thcB<pid>a/b
-and thcW<pid>a/b and delete them at the end; they stop only the processes they started.
-"""
+The worker side is timed against a switch that costs next to nothing (harness/echo_switch.c), per-packet
+transport against the batched one, so its own cost shows; the protocol's goodput through an in-process switch
+completes the picture. Every job is a default JobSpec of 4 workers. Run it with PYTHONPATH=. so this tree's
+host_agent is the one imported; `--before TREE` also times another tree's worker (same wire format and API).
+The veth parts need root and a C compiler, make veth pairs thcB<pid>a/b and thcW<pid>a/b and delete them at
+the end. Figures only; nothing here asserts a speed."""
 
 from __future__ import annotations
 

@@ -2,21 +2,12 @@
 
     .venv/bin/python bench/bench_pipeline.py [--rounds R] [--window W] [--targets engine,thc-switch,bmv2]
 
-K is the program's coordinates per packet, one cell of 8-bit lanes: p4/build/thc.json (128-word cells,
-K = 1024) and its variants in p4/build/variants/ (32 and 64 words: K = 256, 512), all compiled by p4c from
-the same sources.
-
-Targets:
-- engine:     the software switch's SoftwareSwitch.process() in this process (no sockets);
-- thc-switch: the software switch as a process on veth pairs (needs root);
-- bmv2:       simple_switch_grpc on the same veth pairs, when installed (needs root).
-The veth targets are programmed by the project's controller over P4Runtime and driven by 4 workers'
-raw sockets in closed loop: all workers send one request per slot for a window of W slots, then wait for
-the W results before the next round, as the host agents do. A request is "aggregated" when the switch's
-thc_events counter says so (CONSUMED or COMPLETED), so losses are reported, not hidden.
-
-Prints a table, writes bench/out/pipeline.json. Figures, never assertions.
-"""
+K is the program's coordinates per packet: p4/build/thc.json and its variants in p4/build/variants/, all
+compiled from the same sources. Targets: `engine` (SoftwareSwitch.process() in this process), `thc-switch`
+and `bmv2` (processes on veth pairs, root). The veth targets are programmed by the project's controller and
+driven in closed loop by 4 workers' raw sockets, a window of W slots per round as the host agents do; a
+request counts as aggregated only when the switch's thc_events counter says so, so losses are reported, not
+hidden. Prints a table, writes bench/out/pipeline.json. Figures, never assertions."""
 
 from __future__ import annotations
 

@@ -3,20 +3,12 @@
     sudo .venv/bin/python bench/bench_slow_switch.py [--pps 900] [--steps 60] [--bw 20] [--model cnn-digits]
     sudo .venv/bin/python bench/bench_slow_switch.py --target bmv2      # BMv2 itself, where installed
 
-Two measurements on one target, the software switch slowed to --pps received frames a second
-(thc-switch --pps) or BMv2's simple_switch_grpc:
-  1. the pipeline figure at that pace: bench_pipeline's closed loop (4 workers' raw sockets on veths,
-     windows of --pipeline-window slots, THC requests of the run's program, K = 1,024) through the target;
-  2. `thc-run --modes thc,fix32` (what `make run MODES=thc,fix32 STEPS=60 BW=20` runs, pcaps included)
-     through the same target.
-Printed: each mode's step time beside its link-bytes bound (the busiest link's bytes per step at the link
-rate), coordinates per second, and timer + probe retransmissions as a share of requests; then the floors:
-retransmissions <= 1 % of requests in every mode, THC's step <= 0.7 x FIX32's, THC's coordinates per second
->= 70 % of the pipeline's. The pipeline counts every worker's request (n x K coordinates a slot) while a
-run's coords/s counts the model's parameters once, so THC's figure is compared as n x coords/s, and both
-are printed. Writes bench/out/slow_switch.json and, beside it, the record bench_slow_switch.record.json that
-`make results` keeps. Figures, never assertions: they depend on the machine and its load (say so beside them).
-"""
+On one target (thc-switch slowed to --pps frames a second, or BMv2), first bench_pipeline's closed loop at
+that pace, then `thc-run --modes thc,fix32` through it; each step is printed beside its link-bytes bound, then
+the floors (FLOOR_*: retransmissions, THC's step against FIX32's, THC against the pipeline). The pipeline
+counts every worker's request while a run counts the model's parameters once, so THC's coordinates per second
+are compared as n x coords/s. Writes bench/out/slow_switch.json and the record `make results` keeps. Figures,
+never assertions: they depend on the machine and its load."""
 
 from __future__ import annotations
 
@@ -40,7 +32,7 @@ from topologies.targets import add_target_option  # noqa: E402
 from usage import provenance  # noqa: E402
 
 OUT = REPO / "bench" / "out" / "slow_switch.json"
-BMV2_THC_PPS = 900  # THC requests/s bench_pipeline measured through BMv2 here (K = 1,024, window 32; README)
+BMV2_THC_PPS = 900  # the default pace: BMv2's, as bench_pipeline measures it (docs/results.md, "A slow switch")
 K = 1024  # coordinates a THC request of the run's program (p4/build/thc.json, 8-bit lanes)
 FLOOR_RETX, FLOOR_STEP, FLOOR_COORDS = 0.01, 0.7, 0.7
 

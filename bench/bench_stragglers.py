@@ -3,21 +3,12 @@
     .venv/bin/python bench/bench_stragglers.py [--steps 150] [--delay-ms 50] [--straggler-timeout-ms 10]
                                                [--workers 4] [--backend auto] [--switch p4]
 
-In-process (no Mininet, no root): the compiled program p4/build/thc.json in the software switch, n DDP
-workers as threads on the loopback wire (harness/ddp_cluster.py, the harness of the DDP tests), training
-mlp-digits with THC through the switch. The last worker sleeps --delay-ms in every step before its
-backward pass. Two runs from the same initial model:
-
-  wait     every slot waits for all n workers (the default protocol);
-  partial  thc-worker --straggler-timeout: a request unanswered after --straggler-timeout-ms releases its
-           slot, the switch returns the sums so far with their count, and the straggler takes the
-           released results (p4/README.md, "Partial aggregation").
-
-Per run: mean step time of a punctual worker (rank 0) and of the straggler, time to the workload's
-target accuracy and the final accuracy (rank 0; every rank holds the same parameters), the switch's
-events. Writes bench/out/bench_stragglers.json; the last line is `partial/wait step time: <R>`. Figures
-only, no assertion: they depend on the machine and what else runs on it (the load average is printed).
-"""
+In process (no root): the compiled program in the software switch, DDP workers as threads on the loopback
+wire (harness/ddp_cluster.py) training mlp-digits; the last worker sleeps --delay-ms every step. Two runs
+from the same model: `wait` (every slot waits for all workers) and `partial` (--straggler-timeout releases
+the slot with the sums so far; p4/README.md, "Partial aggregation"). Per run: step time of a punctual worker
+and of the straggler, time to target, the switch's events. Writes bench/out/bench_stragglers.json; the last
+line is `partial/wait step time: <R>`. Figures only, no assertion: they depend on the machine and its load."""
 
 from __future__ import annotations
 

@@ -2,21 +2,12 @@
 
     .venv/bin/python bench/bench_switch.py [--packets N] [--seconds S] [--backends python,native]
 
-Each workload runs on every backend asked for, in the same run: the Python engine through
-process(), and the native backend both through process() (one ctypes call per frame) and batched
-(process_batch: the frames of a run in one C call, what the native port loop does). The last line
-compares the THC workload: `thc_data native/python: <N>x` (batched native over Python process()).
-
-Workloads:
-- ipv4: tests/fixtures/p4/build/ipv4_forward.json, 64 LPM routes, UDP frames to varying hosts
-  (parse, checksum verify, one LPM lookup, TTL decrement, checksum update, deparse).
-- thc: p4/build/thc.json configured as p4/README.md describes (a job of 4 workers described by a JobSpec:
-  the default b = 4, g = 30 table as its one values entry, 8-bit lanes since n*g = 120), THC data requests
-  (full cells: K = 1024 coordinates, 512 bytes of indices, with 1 KiB cells) from the 4 workers in turn,
-  so every 4th packet completes a slot and is multicast to the 4 workers (egress rewrites each copy).
-  Coordinates/s are K times the packets/s.
-Prints the figures and writes bench/out/switch.json. Figures, never assertions.
-"""
+Every workload runs on every backend asked for in the same run, so they are compared under the same load:
+the Python engine through process(), the native backend through process() and batched (process_batch, what
+the native port loop does). Workloads: `ipv4` (the fixture IPv4 program, LPM routes, UDP frames) and `thc`
+(p4/build/thc.json with a default job of 4 workers: full requests in turn, so every 4th completes a slot and
+is multicast). The last line is `thc_data native/python: <N>x`. Writes bench/out/switch.json. Figures, never
+assertions."""
 
 import json
 import os

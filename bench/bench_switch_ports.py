@@ -2,21 +2,13 @@
 
     sudo .venv/bin/python bench/bench_switch_ports.py [--frames 200000] [--size 64] [--sender c] [--out DIR]
 
-Makes two veth pairs (unique `bp…` names, removed at the end), starts the switch as a subprocess on
-one end of each, installs an IPv4 route over P4Runtime with p4runtime-shell, then blasts a prebuilt
-IPv4/UDP frame from a raw socket on the other end of pair A and counts the rewritten frames arriving
-on pair B, from this one process. The rate is frames received over the time between the first and
-the last one: with the sender faster than the switch this is the switch's forwarding rate, and the
-loss column shows how much the sender overran it. Prints figures, asserts nothing, and writes the record
-DIR/bench_switch_ports.record.json (default bench/out) that `make results` keeps.
-
-Targets: `thc-switch` on the fixture IPv4 program (tests/fixtures/p4/build), `passthrough` (the same
-port loop with an engine that forwards without parsing: the ceiling the I/O allows), and `bmv2`
-(`simple_switch_grpc` where thc-run looks for it: /opt/p4/bin, /usr/local/bin or PATH) on the same
-program, and `native` (the C port loop, emulator/native/portloop.c, with the stub switch of
-emulator/native/stub_switch.c doing the same MAC rewrite: the ceiling of the native backend's I/O; needs
-gcc; `native-recvmmsg` is the same without the TPACKET_V2 receive ring). Logging is off for all of them.
-"""
+Two veth pairs (unique `bp…` names, removed at the end), the switch on one end of each with an IPv4 route
+over P4Runtime; one raw socket blasts a frame into pair A and this process counts what arrives on pair B. The
+rate is frames received over the time from the first to the last, so with a sender faster than the switch it
+is the switch's forwarding rate, and the loss column shows the overrun. --targets: thc-switch, bmv2, and the
+ceilings of the I/O alone (`passthrough`: the port loop without parsing; `native`: the C port loop, and
+`native-recvmmsg` without its receive ring). Writes DIR/bench_switch_ports.record.json. Figures, never
+assertions."""
 
 import os
 import re

@@ -3,29 +3,13 @@
     .venv/bin/python bench/bench_thc.py [--quick] [--workers N] [--threads T] [--out DIR]
     .venv/bin/python bench/bench_thc.py --native [--threads T] [--out DIR]   # only the native vs numpy codec
 
---native: encode (after prepare) and decode of one worker, 16,384 and 1,048,576 coordinates in one chunk,
-with the C codec (thc.native) and with the numpy reference side by side, interleaved repetition by
-repetition; microseconds per call and coordinates per second, medians. Figures, never assertions.
-
-1. Throughput (coordinates per second) for 2^10 .. 2^24 coordinates, all measured in the same run and
-   interleaved, repetition by repetition, so that a busy machine slows every column alike:
-   copy (one tensor copy into a preallocated buffer), FWHT (one unnormalised transform, warm buffers),
-   THC encode (prepare + encode) and decode, with one full-width chunk of n coordinates, with the
-   default 2^20 chunks and, up to 2^16, with thc-worker's default 2^11 chunks (DDP buckets of a small
-   model); then the baselines' encode and decode. Medians of the repetitions (more of them below 2^16).
-   The fixed cost of a call: a line time = fixed + per-coordinate * n through the medians of 2^10 ..
-   2^16, one full-width chunk, fitted on relative residuals (what small and medium DDP buckets pay on
-   top of their size).
-   Floor: THC encode + decode of 2^24 coordinates must take at most 3x one 2^24-point FWHT; checked with
-   the default 2^20-coordinate chunks and, stricter, with one full-width 2^24-point chunk.
-2. NMSE against bits per coordinate for every compressor, for n workers, on Gaussian vectors and on real
-   minibatch gradients of a small MLP on scikit-learn's digits. THC at b = 1..8 bits with g = 2(2^b - 1)
-   and the clip p that minimises rounding variance + clipping error for that table.
-
-Prints the figures and writes DIR/thc.json and DIR/thc.png (default bench/out), and the record
-DIR/bench_thc.record.json (--native: DIR/bench_thc_native.record.json) that `make results` keeps.
-Figures, never assertions.
-"""
+1. Throughput for 2^10 .. 2^24 coordinates: copy, FWHT, THC encode and decode (one full-width chunk, the
+   default chunks, thc-worker's chunks) and the baselines, interleaved repetition by repetition so that a busy
+   machine slows every column alike; the fixed cost of a call (fixed_cost); and the floor: THC encode + decode
+   of 2^24 coordinates at most 3x one 2^24-point FWHT, i.e. the codec costs about a transform.
+2. NMSE against bits per coordinate for every compressor, on Gaussian vectors and real minibatch gradients.
+--native: the C codec against the numpy reference, interleaved the same way. Writes DIR/thc.json, DIR/thc.png
+and the record `make results` keeps (default bench/out). Figures, never assertions."""
 
 from __future__ import annotations
 

@@ -6,22 +6,11 @@ and link rate, and the planned per-bucket mix against the uniform modes.
     sudo flock /tmp/mininet.lock .venv/bin/python bench/bench_timeline.py [--bw 50,10,5] [--steps 40]
                                                     [--models mlp-digits,mlp2-digits,cnn-digits]
 
-Calibration and validation in one run, on the same machine state (planner/testbed_costs.py, topologies/plan_probes.py):
-  - each model's step profiled in n processes at once on this machine (the contention of n workers on its
-    cores), before the network comes up;
-  - at every --bw rate, right before each model's runs: thc-worker --probe rounds of THC, FIX32 and gloo at
-    the model's bucket sizes on the testbed (prepare, norm round, encode, window of sums, decode);
-  - optionally (--calibrate-model), at every rate first, a model never validated trains in every mode: per
-    mode, the factor by which its rounds take longer in training than in probes (testbed_costs.contention),
-    applied to the validated models' probes.
-Then each validated model trains in every mode and with the plan the planner made from those costs; a
-validated model's prediction never uses its own training runs. Printed: the planner's time, the per-case
-error, ``median |error|: <P> %`` and the worst case, and the plan's measured step against the best uniform
-mode's. Files:
-bench/out/bench_timeline.json (thc-plan validate reads it) and its record (bench/record.py),
-bench/out/timeline/ (step profiles, probes, plans, Gantt PNGs). Figures only, no assertion: the machine is
-shared (its load average is recorded).
-"""
+Calibration and validation in one run, on the same machine state (planner/testbed_costs.py): step profiles,
+probe rounds of every mode at every --bw rate, then training in every mode and with the plan. A model's
+prediction never uses its own training runs, so the printed ``median |error|: <P> %`` is a prediction's.
+Writes bench/out/bench_timeline.json (thc-plan validate reads it), its record and bench/out/timeline/.
+Figures only, no assertion: the machine is shared."""
 
 from __future__ import annotations
 
@@ -77,8 +66,8 @@ def parse_args(argv=None):
         "--calibrate-model",
         default=None,
         help="a model trained at every rate before the validated ones, in every mode: how much longer each "
-        "mode's rounds take in training than in probes, applied to the validated models (default none: "
-        "mlp-digits' factors made the other models' median error 29 %% instead of 13 %%, bench run of Dec 3)",
+        "mode's rounds take in training than in probes, applied to the validated models (default none: one "
+        "model's factors made the other models' errors larger; docs/results.md, History)",
     )
     p.add_argument("--modes", default="thc,fix32,gloo", help="uniform modes to validate (default thc,fix32,gloo)")
     p.add_argument("--steps", type=int_in(1), default=40, help="training steps per run (default 40)")

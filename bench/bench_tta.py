@@ -2,21 +2,14 @@
 
     sudo .venv/bin/python bench/bench_tta.py [--models cnn-digits,mlp2-digits] [--modes thc,fix32,gloo]
                                              [--bw 50,20,10] [--steps 200] [--workers 4] [--topo FILE]
-    sudo .venv/bin/python bench/bench_tta.py --models cnn-digits --bw 16 \
-        --modes thc,thc-ps:dedicated1,thc-ps:colocated4,fix32,gloo       # parameter servers: star4_ps.json
+    sudo .venv/bin/python bench/bench_tta.py --models cnn-digits --bw 16 \\
+        --modes thc,thc-ps:dedicated1,thc-ps:colocated4,fix32,gloo   # parameter servers: star4_ps.json
 
-For every model the star topology is brought up once; at every link rate of --bw (set on the running
-links) each mode trains the model from the same initialisation for --steps steps (thc-worker on every
-host, as `thc-run` runs them), and the time to the model's target is taken from rank 0's evaluations.
-
-Printed per model: for every rate and mode the time to target, the steps it took, the final metric, the
-time per step and beside it the link-bytes bound of a step (the busiest link's busiest direction at the
-link rate: a worker's link, or a parameter server's), the bytes on that link per step, and THC's
-speed-ups over every other mode. Written: bench/out/bench_tta.json, its record (bench/record.py) and
-bench/out/bench_tta.png (THC's time-to-target speed-up over the other modes against link rate, one panel
-per model: the crossover).
-Figures only, no assertion: they depend on the machine and its load.
-"""
+Per model the star is brought up once; at every --bw rate each mode trains from the same initialisation, as
+`thc-run` runs it, and the time to target comes from rank 0's evaluations. Each step time is printed beside
+its link-bytes bound (the busiest link's busiest direction at the link rate), and THC's speed-ups over every
+other mode. Writes bench/out/bench_tta.json, its record and bench/out/bench_tta.png (the crossover per
+model). Figures only, no assertion: they depend on the machine and its load."""
 
 from __future__ import annotations
 

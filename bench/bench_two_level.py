@@ -2,19 +2,12 @@
 
     .venv/bin/python bench/bench_two_level.py [--leaves 2] [--per-leaf 4] [--rounds 40] [--loss 0.0]
 
-In-process (no Mininet, no root): one spine and `--leaves` leaves, each a software switch running the
-compiled program p4/build/thc.json, chained by harness/leaf_spine.py (the harness of
-tests/p4/test_two_level.py). A round is one use of one slot: every worker sends one THC request
-(one cell: 1,024 coordinates) and gets the sums back. Counted: every frame that crosses a leaf–spine link, both
-directions, including retransmissions and answers when `--loss` (per link, per frame) is set.
-
-  one-level  the spine aggregates all n workers; leaves route requests up and results down
-  two-level  each leaf aggregates its workers and sends one PARTIAL up; the spine's result goes down once
-             per leaf, and the leaf multicasts it (p4/README.md, "Two-level aggregation")
-
-Every round's sums are checked against thc's reference. Writes bench/out/bench_two_level.json; the last
-line is `two-level/one-level spine bytes per round: <R>`.
-"""
+In process (no root): a spine and `--leaves` leaves, each a software switch running p4/build/thc.json,
+chained by harness/leaf_spine.py. A round is one use of one slot; every frame crossing a leaf–spine link is
+counted, retransmissions included. `one-level`: the spine aggregates all workers, leaves only route;
+`two-level`: each leaf sends one PARTIAL up and multicasts the spine's one result down (p4/README.md,
+"Two-level aggregation"). Every round's sums are checked against thc's reference. Writes
+bench/out/bench_two_level.json; the last line is `two-level/one-level spine bytes per round: <R>`."""
 
 from __future__ import annotations
 

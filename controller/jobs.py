@@ -2,20 +2,13 @@
 (index_lookup.p4's values), its multicast group, and result_dst.p4 (where each multicast copy of a result
 goes).
 
-A job comes from its description (contract/job.py: one JobSpec for the switch and the workers) and is
-admitted only if the program can run it (p4/README.md): at most 32 workers, sums that fit the lanes (n * g
-<= 65535; 8-bit lanes when n * g <= 255), the program's cell size, a slot range inside the 1024 slots that
-overlaps no other job, room in the 64-entry jobs table. Every add gives the job a fresh epoch, so a new run
-starts on fresh register cells (the data plane cannot be reset over P4Runtime), and a key that its workers
-put in every packet (a packet with another key is dropped); re-adding an installed job is how a new run
-starts. Epochs count up per switch: the last one given is kept in the jobs table's default entry, so an
-epoch is never given twice while the registers may hold cells of it (a pipeline push clears both), however
-jobs come and go on the same slots.
-
-Write order keeps the data plane consistent: the lookup table, multicast group and result_dst entries go
-first and the jobs entry last (requests are dropped as UNKNOWN_JOB until then); removal deletes the jobs
-entry first.
-"""
+A job comes from its description (contract/job.py, the one its workers run) and is admitted only if the
+program can run it, naming the limit it breaks (controller/README.md, "What gets installed"). Every add (a
+re-add is a new run) gives a key its workers put in every packet and a fresh epoch, so the run starts on fresh
+register cells (the data plane cannot be reset over P4Runtime). Epochs count up per switch, the last kept in
+the jobs table's default entry, so none is given twice while the registers may hold cells of it. The lookup
+table, multicast group and result_dst go first and the jobs entry last (requests are UNKNOWN_JOB until then),
+removal the reverse, so the data plane never sees half a job."""
 
 import dataclasses
 import ipaddress

@@ -1,18 +1,11 @@
-"""A DDP communication hook that runs a per-bucket plan (planner): each bucket through its own mode.
+"""A DDP communication hook that runs a per-bucket plan (planner): each bucket through its own mode
+(thc, fix32: ddp.aggregator_hooks; gloo, fp16: DDP's own all-reduce hooks, asynchronous).
 
-    thc        THC table values summed by the aggregator (ddp.aggregator_hooks.thc_hook; the switch's SwitchAggregator)
-    fix32      int32 fixed point summed by the aggregator (ddp.aggregator_hooks.fix32_hook)
-    gloo       fp32 all-reduce over the process group (DDP's own allreduce_hook, asynchronous)
-    fp16       fp16 all-reduce over the process group (fp16_compress_hook, asynchronous)
-
-THC and FIX32 buckets run as in the uniform modes, off the backward pass (ddp.aggregator_hooks's non-blocking hooks), on
-one aggregation thread the two share: the aggregator serves one operation at a time, in hook order. So a
-plan's THC bucket costs what it costs in an all-THC run, and the timeline model needs one mode per name.
-
-The state counts calls, coordinates and bucket bytes per mode, so a run (or a test) can check that every
-bucket went where the plan says. The THC and FIX32 states' round counters advance at the end of every
-backward pass, whichever mode the last bucket took, so the Hadamard signs still change every round.
-"""
+THC and FIX32 buckets run off the backward pass on one aggregation thread the two share, as in the uniform
+modes, so a plan's THC bucket costs what it costs in an all-THC run and the timeline model needs one mode per
+name. The state counts calls, coordinates and bytes per mode, so a run (or a test) can check every bucket went
+where the plan says; the THC and FIX32 round counters advance at the end of every backward pass, whichever
+mode the last bucket took, so the Hadamard signs still change every round."""
 
 # No "from __future__ import annotations": DDP compares the hook's annotations with real types.
 

@@ -1,7 +1,7 @@
 """A paced switch: at most N received frames a second, one at a time (`thc-switch --pps N`).
 
-A stand-in for a slower target (BMv2's simple_switch serves a few thousand THC frames a second) on any
-machine: frames wait in the ports' socket queues, as they wait in front of a slower switch, and each
+A stand-in for a slower target (BMv2's simple_switch serves far fewer THC frames a second than thc-switch) on
+any machine: frames wait in the ports' socket queues, as they wait in front of a slower switch, and each
 starts no sooner than 1/N s after the one before. The C port loop (emulator/native/portloop.c) paces the
 same way; this is the Python port loop's half.
 """

@@ -28,27 +28,14 @@ _TO_SWITCH, _TO_WORKER = 0, 1
 
 
 class LoopbackWire:
-    """Connects simulated workers to one switch engine, with optional loss on either direction.
+    """Connects simulated workers to one switch engine, with the link faults the protocol must survive.
 
-    `loss_up`: probability that a frame from a worker never reaches the switch; `loss_down`: that a frame
-    from the switch never reaches its worker. Frames to ports without a worker are counted in `unrouted`.
-
-    The link model below may also be set as attributes after construction (sim.attach_workers builds the
-    wire with loss and seed only):
-
-    - `duplicate_up` / `duplicate_down`: probability that a frame arrives twice;
-    - `delay_up` / `delay_down`: one-way latency (s);
-    - `jitter_up` / `jitter_down`: extra latency drawn uniformly from [0, jitter) per frame (and per copy),
-      so frames closer together than the jitter may overtake each other: reordering;
-    - `service_time`: seconds the switch takes per frame, one frame at a time in arrival order (a software
-      switch's queue), so results to one port are at least this far apart;
-    - `rate_up` / `rate_down`: the link rate (bit/s, 0: unlimited) of each worker's link towards the switch
-      and back: a port's frames leave one after the other, each taking its length at the rate, and wait
-      for the link in arrival order (a slow link's queue, as htb's on an emulated link).
-
-    With any latency, jitter, service time or link rate the wire is timed: frames wait in a queue ordered by arrival
-    time and are handed over when the clock reaches it (`next_event()` says when). Random draws happen
-    only for the features that are on, so a seed gives the same run as before when they are off.
+    Each direction (`_up`: worker to switch, `_down`: back) may lose, duplicate, delay and jitter frames
+    (jitter larger than the gap between frames reorders them), and have a link rate; the switch may take
+    `service_time` per frame, one at a time, as a software switch's queue. With any latency, service time or
+    rate the wire is timed: frames wait in a queue by arrival time and are handed over when the clock reaches
+    it (`next_event()` says when). Random draws happen only for the features that are on, so a seed gives
+    the same run as before when they are off. Frames to ports without a worker are counted in `unrouted`.
     """
 
     def __init__(
@@ -58,15 +45,15 @@ class LoopbackWire:
         loss_down: float = 0.0,
         seed: int = 0,
         clock: Callable[[], float] = time.monotonic,
-        *,
-        duplicate_up: float = 0.0,
+        *,  # the link model; also settable as attributes (sim.attach_workers builds the wire with loss and seed)
+        duplicate_up: float = 0.0,  # probability that a frame arrives twice
         duplicate_down: float = 0.0,
-        delay_up: float = 0.0,
+        delay_up: float = 0.0,  # one-way latency (s)
         delay_down: float = 0.0,
-        jitter_up: float = 0.0,
+        jitter_up: float = 0.0,  # extra latency drawn uniformly from [0, jitter) per frame (and per copy)
         jitter_down: float = 0.0,
-        service_time: float = 0.0,
-        rate_up: float = 0.0,
+        service_time: float = 0.0,  # seconds the switch takes per frame, in arrival order
+        rate_up: float = 0.0,  # bit/s of each worker's link (0: unlimited); frames wait for it in arrival order
         rate_down: float = 0.0,
     ):
         self.engine = engine

@@ -1,18 +1,13 @@
-"""A trace of jobs (topologies/job_trace.py) run in-process on one software switch under one of three
-policies for the switch's memory, on a virtual clock: every job's workers send real frames through the
-compiled program, and every sum is checked against the reference.
+"""A trace of jobs (topologies/job_trace.py) run in process on one software switch under one of three
+policies for the switch's memory, on a virtual clock: every frame goes through the compiled program and every
+sum is checked against the reference, while time is modelled, so the figures are the same on any machine
+and load.
 
-  static  each job owns a range of `budget` slots for its lifetime (controller/jobs.py, first fit); a job
-          that does not fit is refused, as `thc-ctl job add` refuses it, and waits until a job leaves;
-  pool    every job is admitted at once and claims its cells round by round from a pool of 2 * budget cells
-          (the same memory); a use whose cell is taken falls back to the fallback server;
-  none    no switch: every job's workers send to the fallback server (a parameter server) directly.
-
-A job's step: `compute` seconds of its own work, then one aggregation of `requests` requests per worker.
-Links run at `rate` bit/s; the fallback server's one link too (harness/fallback_server.py). The trace's
-times are virtual seconds, so the run costs only the frames' processing, and gives the same figures on any
-machine and load.
-"""
+  static  each job owns `budget` slots for its lifetime (controller/jobs.py, first fit); a job that does not
+          fit is refused, as `thc-ctl job add` refuses it, and waits until a job leaves;
+  pool    every job is admitted and claims cells round by round from a pool of 2 * budget cells (the same
+          memory); a use whose cell is taken falls back to the fallback server;
+  none    no switch: every job's workers send to the fallback server (a parameter server) directly."""
 
 from __future__ import annotations
 

@@ -1,21 +1,14 @@
 """`SwitchAggregator`: the THC DDP hook's aggregator, served by the P4 switch.
 
-The hook (ddp.aggregator_hooks) asks an aggregator for two things per bucket: the element-wise max of the workers'
-chunk norms, and per coordinate the sum over workers of the table values of their indices together with
-the number of contributors. The switch does both: NORM requests keep a running max of float32 bit
-patterns; THC requests carry 4-bit indices that the switch maps to table values with the job's lookup
-table, which the controller installed with the job from the same description (contract/job.py) the workers
-were given, and sums. The table passed here is therefore only checked against the job's; the sums come
-from the switch.
+The hook (ddp.aggregator_hooks) asks an aggregator per bucket for the element-wise max of the workers' chunk
+norms and, per coordinate, the sum of the table values of their indices with the number of contributors.
+The switch does both (NORM requests keep a running max; THC requests' indices are looked up in the job's
+table, installed from the same description the workers got, and summed), so the table passed here is only
+checked against the job's. FIX32 goes through the same program without a table: `all_sum_int32`.
 
-The FIX32 baseline (uncompressed, SwitchML-style fixed point) goes through the same program without a
-table: `all_sum_int32`.
-
-Every call also comes in two halves, `start_*` and `finish`: a call may start while earlier ones are in
-flight (the protocol numbers its requests after theirs), so the hook can send the next bucket's norm round
-while this bucket's sums are on the wire. Calls finish in the order they started; every worker must start
-them in the same order (DDP hands every rank its buckets in the same order).
-"""
+Every call comes in two halves, `start_*` and `finish`, so the hook can send the next bucket's norm round
+while this bucket's sums are on the wire; calls finish in the order they started, and every worker must
+start them in the same order (DDP hands every rank its buckets in the same order)."""
 
 from __future__ import annotations
 
@@ -106,23 +99,18 @@ class SwitchAggregator:
         query_first: bool = False,
         fallback_server: wire.Endpoint | None = None,
     ) -> SwitchAggregator:
-        """A raw socket on `iface`, sending to the switch's service address (service_ip, service_mac: the
-        MAC of the next hop towards the switch, i.e. the switch port's) from this host's (src_ip, src_mac).
+        """A raw socket on `iface`, sending to the switch's service address (service_ip, and service_mac: the next
+        hop's MAC towards the switch) from this host's (src_ip, src_mac).
 
-        `spec` is the job's description, the one the switch's job was added with (`thc-ctl job add --save
-        FILE`; Ticket.load(FILE).spec): its window, key, n and framing are the worker's. `timeout` is the first
-        retransmission timeout, which then follows the measured round trip (never below `min_timeout`) and
-        doubles per expiry up to `max_timeout`; `dupthresh` results of later requests make a missing one be
-        sent again at once (0: timers only); `deadline` the time after which a missing result raises
-        AggregationTimeout; `coalesce` the share of the outstanding results' expected time a blocking call
-        lets them accumulate once everything is sent (WorkerProtocol.hold; 0: take each batch at once).
-        `membership` polls for notices of a new membership
-        (e.g. MembershipFile(path).poll); `on_rejoin` gets a record each time this worker moves to one.
-        `straggler_timeout`: seconds after which an unanswered request releases its slot (partial
-        aggregation; None: wait for every worker). `query_first`: a retransmission asks the switch with a QUERY
-        before the request goes again (False: the request goes at once). `fallback_server`: where a pool
-        job's rounds answered FALLBACK go (host_agent/pool_fallback.py).
-        """
+        `spec` is the job's description, the one the switch's job was added with (Ticket.load(FILE).spec): its
+        window, key, n and framing are the worker's. Retransmission: `timeout` is the first timeout, then the
+        measured round trip (at least `min_timeout`), doubled per expiry up to `max_timeout`; `dupthresh` later
+        results resend a missing request at once (0: timers only); past `deadline` a missing result raises
+        AggregationTimeout; `coalesce`: the share of the outstanding results' expected time a blocking call lets
+        them gather (WorkerProtocol.hold); `query_first`: a retransmission asks with a QUERY first. `membership`
+        polls for new memberships, `on_rejoin` gets a record per move; `straggler_timeout`: seconds after which an
+        unanswered request releases its slot (None: wait for all); `fallback_server`: where a pool job's FALLBACK
+        rounds go (host_agent/pool_fallback.py)."""
         transport = RawSocketTransport(iface, src_ip=src_ip)
         builder = wire.FrameBuilder(wire.Endpoint(src_mac, src_ip), wire.Endpoint(service_mac, service_ip))
         try:

@@ -58,8 +58,8 @@ def probe(args) -> dict:
         raise ValueError(f"--probe aggregates with {', '.join(PROBE_MODES)}, not {args.mode}")
     one_round = _gloo_round if args.mode == GLOO else switch_round
     codec = probe_codec(args)
-    # every round's gradient made before the rounds start: making one (~0.5 ms at 16k coordinates) between two
-    # rounds would hold the next norm round back for every worker, a cost of this harness, not of aggregation
+    # every round's gradient made before the rounds start: making one between two rounds would hold the next
+    # norm round back for every worker, a cost of this harness, not of aggregation
     grads = [probe_gradient(args.probe_seed, args.rank, k, args.probe_size) for k in range(args.probe_rounds)]
     saved = {}
     try:

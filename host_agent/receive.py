@@ -307,7 +307,7 @@ def coalescing_hold(op: Operation, coalesce: float, max_hold: float, next_timer:
     taking them in (receive coalescing).
 
     Taking results in costs a wake-up and a fixed amount of Python per batch, so results that trickle in
-    one by one at a slow link's pace (5 Mbit/s: one every ~0.2 ms) cost a worker most of its CPU, which on
+    one by one at a slow link's pace (one per frame time) cost a worker most of its CPU, which on
     a small machine the switch and the other workers need. Once every request of the operation has been
     sent, a result only frees a slot nobody is waiting for, so the worker sleeps for `coalesce` (1/2) of
     the time the outstanding results should take at the pace they have come so far (at most `max_hold`,

@@ -1,18 +1,11 @@
 """`ShardedAggregator`: one worker's aggregator across k parameter servers, as BytePS shards its server.
 
-A parameter server here is the THC program itself, run by a software switch on a host's one interface
-(topologies/servers.py): it speaks the worker protocol of p4/README.md, holds the job with its table and
-key, and sums table values without decoding them, exactly as the switch does. So a shard is an ordinary
-SwitchAggregator pointed at its server's service address with the key its job got there, and this class
-only splits each call by coordinates and puts the sums back in place:
-
-- THC: chunk j of a call goes whole to shard j mod k, and its norm with it, so each shard's NORM round
-  covers its own chunks' norms and no chunk is padded to a request boundary twice;
-- FIX32: its one chunk per bucket is cut into k pieces at cell boundaries (256 values), piece s to shard s.
-
-The k shards' operations run at once, one thread each. Every worker makes the same calls in the same
-order, so each server sees the usual schedule of one job (window, retransmissions, partial aggregation).
-"""
+A parameter server here is the THC program itself on a host's one interface (topologies/servers.py): it
+speaks the worker protocol and sums table values without decoding them, as the switch does. So a shard is an
+ordinary SwitchAggregator pointed at its server, and this class only splits each call by coordinates and
+puts the sums back: THC's chunk j goes whole to shard j mod k with its norm (so no chunk is padded twice),
+FIX32's one chunk is cut into k pieces at cell boundaries. The shards run at once, one thread each; every
+worker makes the same calls in the same order, so each server sees the usual schedule of one job."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Data-parallel training: the loop, and the digits MLP it started with (the workloads: host_agent/workloads.py).
 
-The default model is small on purpose: the software switch moves a few thousand packets per second, so
-mlp-digits is an MLP 64 -> 32 -> 10 (2,410 parameters, about 40 THC packets per worker per step). The loop
+The default model is small on purpose: a software switch on a small machine moves few packets a second, so
+mlp-digits is an MLP 64 -> 32 -> 10 (2,410 parameters, a few THC requests per worker per step). The loop
 knows nothing about how gradients are aggregated: it trains whatever (DDP-wrapped) model it is given, and
 reports through a callback, so the same code runs with THC through the switch, FIX32 through the switch,
 gloo, or any other communication hook. Classifiers and the character language model share it: the loss

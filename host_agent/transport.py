@@ -1,20 +1,13 @@
 """Moving THC frames between a worker and the wire: a raw AF_PACKET socket for real hosts.
 
-A transport has three methods the protocol needs: `send(frame)`, `recv(timeout) -> list[bytes]` (every
-frame that is there, waiting up to `timeout` seconds for the first one; [] on timeout) and `close()`,
-plus `describe()` for error messages. harness/loopback.py has the in-process one for tests; DatagramTransport
-takes any connected datagram socket (an AF_UNIX socketpair's end facing a switch's port loop, no root).
-
-A transport may also move many frames per call (`BatchTransport`): `send_many(rows)` sends every row of a
-(n, length) uint8 array as one frame, `recv_into(buf, lengths, timeout) -> n` fills rows of a preallocated
-(capacity, stride) buffer and their lengths. The protocol talks to every transport through `BatchIO`,
-which uses those methods when the transport has them and emulates them with send/recv otherwise, so there
-is one code path above it. RawSocketTransport implements them with one sendmmsg / recvmmsg per batch
-(host_agent/native/fastio.c), or with a Python loop over the rows when the helper cannot be built.
-
-The raw socket receives only THC results: a classic BPF program (SO_ATTACH_FILTER) drops everything else
-in the kernel, so Python never sees ARP, IPv6, other UDP or our own outgoing requests.
-"""
+A transport needs `send(frame)`, `recv(timeout) -> list[bytes]` (every frame there, waiting up to `timeout`
+for the first; [] on timeout), `close()` and `describe()`. A `BatchTransport` also moves many frames per call
+(`send_many(rows)`, `recv_into(buf, lengths, timeout) -> n`); the protocol talks to every transport through
+`BatchIO`, which emulates those with send/recv where missing, so there is one code path above it.
+RawSocketTransport does one sendmmsg / recvmmsg per batch (host_agent/native/fastio.c, else a Python loop),
+and a classic BPF filter drops everything but THC results in the kernel, so Python never sees ARP, IPv6,
+other UDP or our own requests. harness/loopback.py has the in-process transport; DatagramTransport takes any
+connected datagram socket (no root)."""
 
 from __future__ import annotations
 

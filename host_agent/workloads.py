@@ -1,19 +1,10 @@
 """The training workloads by name (``thc-worker --model NAME``, ``thc-run --model NAME``, the benchmarks).
 
 None needs a download: every data set ships inside an installed package or is made in code, with a fixed
-seed, so every worker, mode and run sees the same samples.
-
-  mlp-digits     MLP 64-32-10 (2,410 parameters) on scikit-learn's 8x8 digits; accuracy
-  mlp2-digits    MLP 64-128-128-10 (26,122) on the same digits; accuracy
-  cnn-digits     2-layer CNN (38,282) on the digits upsampled to 16x16; accuracy
-  cnn1d-signals  1-D CNN (~102k) on MNIST-1D-style signals generated in code (5,000, 10 classes); accuracy
-  charlm-stdlib  causal transformer (0.83 M) on characters of the Python standard library's own source
-                 files (read from the running interpreter); validation bits per character
-
-A workload is a model builder, a data loader (train/held-out split), the metric the time to target is
-measured on (with its target and direction) and the optimiser settings it trains well with. Importing
-this module imports no torch: the CLIs check a name before they pay for torch.
-"""
+seed, so every worker, mode and run sees the same samples. A workload (WORKLOADS, described in
+docs/workloads.md) is a model builder, a data loader (train/held-out split), the metric the time to target is
+measured on (with its target and direction) and the optimiser settings it trains well with. Importing this
+module imports no torch: the CLIs check a name before they pay for torch."""
 
 from __future__ import annotations
 
@@ -365,7 +356,7 @@ WORKLOADS: dict[str, Workload] = {
             load_signals,
             "accuracy",
             0.85,
-            lr=0.2,  # 0.05-0.1 sit at chance for ~100 steps first
+            lr=0.2,  # lower rates sit at chance for many steps first
         ),
         Workload(
             "charlm-stdlib",

@@ -5,14 +5,11 @@ backend (emulator/native), the worker's batched socket helper (host_agent/native
     from native_build import build_shared
     lib = ctypes.CDLL(str(build_shared([Path("fastio.c")], "host_fastio", flags=("-O2", "-Wall"))))
 
-A top-level package of its own because both packages build C and neither may import the other
-(tests/test_architecture.py); it imports nothing of the project. A source is either a `Path` (a file,
-compiled where it lies so its own relative #includes and debug information work) or a `str` holding C text
-(written to a scratch file). The object is cached under `$THC_NATIVE_CACHE` (default
-`~/.cache/thc-native`) by the sha256 of the sources, the flags, the compiler and every header in the
-include directories, so a rebuild happens only when something that goes into it changed. It is compiled
-into a temporary file and renamed into place, so concurrent builders never load half a file.
-"""
+A top-level package because both emulator and host_agent build C and neither may import the other; it imports
+nothing of the project. A source is a `Path` (compiled where it lies, so its #includes and debug information
+work) or a `str` of C text. The object is cached under `$THC_NATIVE_CACHE` (default `~/.cache/thc-native`)
+by the sha256 of everything that goes into it (sources, flags, compiler, headers), so it is rebuilt only when
+one changed, and renamed into place, so concurrent builders never load half a file."""
 
 import ctypes
 import hashlib

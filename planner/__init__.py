@@ -1,22 +1,13 @@
 """A per-bucket choice of aggregation mode that minimises the simulated iteration time (Espresso §4.4,
 made exact by the timeline's structure).
 
-Espresso simulates whole candidate strategies greedily. Here the step's timeline is built bucket by
-bucket in hook order (timeline.advance), and what the rest of the step depends on after k buckets is
-four numbers (timeline.Progress: the backward pass's delay, when the network is free, the last bucket's
-decode, from when a pipelined round's early part may start). Every plan's prefix is therefore simulated
-once, shared by all its completions, and a prefix is dropped when
-
-  - another prefix is no worse in all four numbers (dominance: every later time is monotone in them), or
-  - a lower bound on any step it can lead to (the backward pass's end, the network's remaining minimum
-    work, each later bucket's fastest path) already exceeds the best uniform plan (Espresso's bubble
-    rule in bound form: a bucket whose communication hides in a gap cannot gain, and its options collapse
-    into one state).
-
-What remains is a Pareto front of a few states per bucket, so the search is exact (it returns a plan as
-fast as ``brute_force``'s) in milliseconds. ``max_front`` caps the front for adversarial profiles: past
-it the states with the lowest bounds are kept and the plan says ``exact=False``.
-"""
+Espresso simulates whole candidate strategies greedily. Here the timeline is built bucket by bucket in hook
+order (timeline.advance), and all the rest of a step depends on after k buckets is four numbers
+(timeline.Progress). So every plan's prefix is simulated once, shared by all its completions, and dropped when
+another prefix is no worse in all four (dominance), or when a lower bound on any step it can lead to already
+exceeds the best uniform plan (Espresso's bubble rule in bound form). What remains is a Pareto front of a few
+states per bucket: the search is exact (as fast a plan as ``brute_force``'s) and quick. ``max_front`` caps
+the front for adversarial profiles; past it the plan says ``exact=False``."""
 
 from __future__ import annotations
 

@@ -1,21 +1,15 @@
 """The timeline model's costs for this testbed, measured on it as it runs, and the plan for a run.
 
-Two measurements, both in the machine's state of the moment (the bench and ``thc-run --modes plan`` take
-them right before the runs they predict):
+Both are measured right before the runs they predict (the bench and ``thc-run --modes plan``), because a
+shared 2-core machine's costs do not keep:
 
-- the step: the model's forward pass, when each DDP bucket is ready in the backward pass and the
-  optimizer, profiled in n processes at once on this machine (no network), so the CPU contention of n
-  workers on its cores is in the figures rather than assumed;
+- the step: forward pass, when each DDP bucket is ready and the optimizer, profiled in n processes at once
+  (no network), so the CPU contention of n workers is in the figures rather than assumed;
 - the aggregation: thc-worker --probe rounds of THC, FIX32 and gloo at a few sizes on the running testbed
-  at its link rate, each round's time from the call to the decoded result (prepare, the norm round's
-  round trip, encode, the window's round trips through the switch, decode), the slowest worker's
-  (taken by topologies.plan_probes, which drives the running testbed; this module turns them into modes).
+  (topologies.plan_probes), each round from the call to the decoded result, the slowest worker's.
 
-The testbed's THC and FIX32 hooks hand a bucket to one aggregation thread and return
-(ddp.aggregator_hooks; a plan's buckets too, ddp.mixed), gloo's all-reduce runs on gloo's thread: every
-mode is a non-blocking Mode whose whole round is its communication, measured, interpolated between the
-probed sizes (timeline.MeasuredCost).
-"""
+Every testbed mode hands a bucket to one aggregation thread and returns (gloo: its own thread), so each is a
+non-blocking Mode whose whole round is its communication, interpolated between the probed sizes."""
 
 from __future__ import annotations
 
@@ -49,10 +43,10 @@ __all__ = [
 PROBED_MODES = PROBED_PLAN_MODES  # what a plan chooses from on the testbed (fp16: not probed)
 # Modes whose next round's early part the model overlaps with this round's sums. ddp.aggregator_hooks's THC
 # hook does send the next bucket's norm round while this bucket's sums are out, but on the testbed that buys no
-# time: 4 workers and the switch on 2 cores, the norm round waits for CPU the sums already use. On a quiet
-# machine (bench_timeline, Dec 3, load < 2, 36 cases) the pipelined model under-predicted all 12 THC cases
-# (-5 to -29 %, median -13 %), the serial one replayed on the same probes erred by -12 to +9 % (median
-# -4 %); so every mode's rounds run one after another here, as FIX32's hook runs them.
+# time: 4 workers and the switch on 2 cores, the norm round waits for CPU the sums already use. The pipelined
+# model under-predicted every THC case on a quiet machine, the serial one did not (docs/results.md, History,
+# "Validation of the timeline model"); so every mode's rounds run one after another here, as FIX32's hook runs
+# them.
 PIPELINED_MODES: tuple[str, ...] = ()
 # the probe phases of a round before its sums go out: the early part is preparation and the norm round
 EARLY_PHASES, BEFORE_SUMS = ("prepare_ms", "norm_ms"), ("prepare_ms", "norm_ms", "encode_ms")
@@ -204,10 +198,9 @@ MIX_MARGIN = 0.05  # a mix must promise this much over the best uniform mode: th
 UPPER_QUANTILE = 0.75  # the probes' rounds a mix must still win with (choose's ``upper``)
 
 
-# Modes one plan may mix. THC and FIX32 buckets in one step are not among them: the six plans that mixed
-# them in two bench runs on Dec 3 measured 0.81-1.77x the best uniform mode (median 1.10; on mlp-digits
-# at 10 Mbit/s 1.77x and 2.3x), which the probes of each op alone cannot see; kept out until that is
-# understood.
+# Modes one plan may mix. THC and FIX32 buckets in one step are not among them: plans that mixed them ran from
+# far faster to far slower than the best uniform mode, which the probes of each op alone cannot see
+# (docs/results.md, History); kept out until that is understood.
 MIXABLE = ((THC, GLOO), (FIX32, GLOO))
 
 
@@ -219,7 +212,7 @@ def choose(
     ``upper``: the same modes with each probe's upper-quartile round (probe_modes(quantile=UPPER_QUANTILE),
     scaled as ``modes`` are); a mix must then win by ``margin`` even with its own modes' rounds there,
     against the uniform mode's median: on a loaded machine the probes spread and the planner stays uniform
-    unless a mix gains more than that spread (two runs of one configuration differ by up to 1.4x then)."""
+    unless a mix gains more than that spread (two runs of one configuration then differ by more than the margin)."""
     mixes = [planner.best_plan(step, {m: modes[m] for m in group}) for group in MIXABLE if set(group) <= set(modes)]
     uniform = min((planner.uniform(step, modes, m) for m in modes), key=lambda p: p.iteration_s)
     best = min(mixes, key=lambda p: p.iteration_s, default=uniform)

@@ -6,24 +6,10 @@
     S = <sum over workers of table.values[idx]> # integer sums in the network (thc.aggregate.reference_aggregate)
     avg = comp.decode(prep, S, n, M)            # inverse RHT of (S/n - g/2) inc M / sqrt(d): the average gradient
 
-Per chunk of d = 2^k coordinates (the last one zero-padded), with H the Walsh–Hadamard matrix and D
-the round's shared random signs:  y = clamp(H D v / M, -T, T)  (unit variance coordinates for the
-max-norm worker), then u = y/inc + g/2 in [0, g] is rounded to a table index, unbiased, from the
-worker's own random stream. Decode computes D H ((S/n - g/2) inc) M / d.
-
-Parts can be switched off for the ablation (THCConfig): ``transform=False`` quantizes the coordinates
-as they are, and ``quantizer="terngrad"`` is TernGrad with a shared scale on the same table machinery
-(thc.direct holds both).
-
-Native: where the C codec (thc.native) is loaded, encode and decode of THC's transform and quantizer on
-CPU tensors run in C, bit for bit equal to the numpy path here (its reference); TernGrad, transform=False
-and other devices always take the numpy path.
-
-Scale: every finite float32 gradient whose norm fits float32 is encoded, from subnormals to 3.4e38.
-Norms whose float32 sum of squares would underflow or overflow are recomputed on the chunk scaled by a
-power of two; encode and decode work on v 2^-e and M 2^-e with M 2^-e in [0.5, 1) and scale the result
-back by 2^e. Powers of two are exact, so a gradient scaled by 2^k decodes to exactly 2^k times the same.
-"""
+Split in phases because the network sits between them: the switch only sums table values, so everything else
+happens here. The C codec (thc.native), where loaded, is bit for bit equal to the numpy path (its reference).
+Every finite float32 gradient is encoded, however small or large: chunks are scaled by exact powers of two
+(_exponents), so a gradient scaled by 2^k decodes to exactly 2^k times the same."""
 
 from __future__ import annotations
 

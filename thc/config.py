@@ -40,21 +40,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class THCConfig:
-    """Parameters shared by every worker of one THC job.
+    """Parameters shared by every worker of one THC job: the switch sums their table values and every worker
+    decodes the sums, so all must hold the same table, seed and chunking.
 
-    bits: b, bits per coordinate upstream (the table has 2**b entries).
-    granularity: g, table values are integers 0..g.
-    clip: p, two-sided clip probability of N(0, 1); the threshold is T = Phi^-1(1 - p/2).
-    table: "optimal" (minimum rounding variance), "uniform", or a :class:`thc.tables.Table`.
-    chunk: largest chunk, a power of two; the last chunk is zero-padded to a power of two.
-    seed: shared by all workers; fixes the Hadamard signs of every round and the rounding streams.
-    error_feedback: carry each worker's compression error into its next gradient.
-    transform: the randomized Hadamard transform before quantizing; off, coordinates are quantized as they
-        are (thc.direct), which is what the transform is measured against.
-    quantizer: "thc" (scale from the max-norm worker's norm, clip probability p) or "terngrad" (TernGrad's
-        ternary levels scaled by the largest |x| after clipping at T standard deviations; TERNGRAD fixes
-        the other fields it needs).
-    """
+    bits: b (the table has 2**b entries); granularity: g (table values are integers 0..g); clip: p, the
+    two-sided clip probability of N(0, 1), T = Phi^-1(1 - p/2); table: "optimal" (least rounding variance),
+    "uniform" or a :class:`thc.tables.Table`; chunk: the largest chunk, a power of two (the last is zero-padded
+    to one); seed: fixes every round's Hadamard signs and rounding streams; error_feedback: carry each worker's
+    compression error into its next gradient. transform and quantizer are the ablation's switches: without the
+    transform coordinates are quantized as they are (thc.direct); "terngrad" is TernGrad's ternary levels,
+    scaled by the largest |x| after clipping at T standard deviations (TERNGRAD fixes the other fields it needs)."""
 
     bits: int = 4
     granularity: int = 30

@@ -1,21 +1,14 @@
 """Quantizing coordinates as they are, without THC's randomized Hadamard transform.
 
-Two codecs take this path: THC with its transform off (what the transform buys is measured against it)
-and TernGrad summed by the switch. Both put a chunk on the table's grid with one number per chunk, its
-step, what one table unit is worth in the gradient's own units:
+Two codecs take this path: THC with its transform off (what the transform buys is measured against it) and
+TernGrad summed by the switch. Both put a chunk on the table's grid with one number per chunk, its step:
 
     u = x / step + g/2  (clipped to [0, g])              x_hat = (S/n - g/2) step
 
-THC's step is inc M/sqrt(d): the max-norm worker's RMS coordinate M/sqrt(d) is 1/inc units, as the
-transform's outputs would be, so the table's ends stand for +-T M/sqrt(d). Nothing spreads a large
-coordinate over the chunk first, so a heavy-tailed gradient is clipped where the transform would have
-kept it. TernGrad's step is 2s/g: its table (0, 1, 1, 2) ends at +-s, s being the largest |x| of any
-worker after each clipped its chunk at T standard deviations (T from the job's clip probability, as
-THC's), so rounding onto {-s, 0, s} is TernGrad's and the table itself clips nothing.
-
-Steps are float64 and so are the products, so no power-of-two rescaling is needed for tiny or huge
-gradients (thc.compressor needs it inside the float32 transform).
-"""
+THC's step is inc M/sqrt(d), so the table's ends stand for +-T M/sqrt(d) as after the transform, but nothing
+spreads a large coordinate over the chunk first. TernGrad's step is 2s/g with its table (0, 1, 1, 2): s is
+the largest |x| of any worker after clipping at T standard deviations, so rounding onto {-s, 0, s} is
+TernGrad's. Steps are float64, so no power-of-two rescaling is needed (thc.compressor needs it in float32)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,14 @@
 """Walsh–Hadamard transforms and THC's randomized Hadamard transform (RHT).
 
-On the CPU the transform of n = 2^k points is k radix-2 butterfly stages in a fixed order, h = 1, 2, 4, ...,
-n/2, each mapping the pair (a, b) at distance h to (a + b, a - b) as two vectorised torch ops. Each output
-is then a fixed sequence of single IEEE-754 additions and subtractions, so a C loop that runs the same
-stages (thc/native/codec.c) reproduces it bit for bit, and THC's native codec can be checked against this
-reference exactly. On other devices (CUDA) it is a few matmul stages: with n = r_1 r_2 ... r_s (each r_i a
-power of two <= 64) the Sylvester matrix factors as H_n = H_r1 (x) H_r2 (x) ... (x) H_rs, so viewing x as an
-s-dimensional array and multiplying each axis by a small dense H_ri gives H_n x. Matmuls sum in an order
-the BLAS chooses, so bit-identity with the native codec holds on the CPU only.
+On the CPU the transform is k radix-2 butterfly stages in a fixed order, so each output is a fixed sequence
+of IEEE-754 additions and a C loop running the same stages (thc/native/codec.c) reproduces it bit for bit:
+that is what lets the native codec be checked against this reference exactly. On other devices (CUDA) it is
+a few matmul stages (H_n = H_r1 (x) ... (x) H_rs, each r_i <= 64), whose summation order the BLAS chooses,
+so bit-identity holds on the CPU only.
 
-The RHT of a chunk v is r = H (D v) / sqrt(d), with D a diagonal of random signs. The signs come from a
-seed shared by all workers and are drawn afresh for every (round, tensor, chunk), so no randomness is
-sent on the wire and no D is reused across rounds. The inverse is D H r / sqrt(d) (H H = d I).
-"""
+The RHT of a chunk v is r = H (D v) / sqrt(d), D a diagonal of random signs drawn from a seed shared by all
+workers afresh for every (round, tensor, chunk): no randomness on the wire, no D reused across rounds. The
+inverse is D H r / sqrt(d)."""
 
 from __future__ import annotations
 

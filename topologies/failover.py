@@ -1,19 +1,12 @@
 """Worker failure during a run: the runner's half of host_agent/membership.py.
 
-A switch-mode worker that dies (killed by a signal: ``kill -9``, the kernel's OOM killer) is noticed by
-``follow`` at once (its output closes and its exit status is a signal). ``Failover.on_death`` then admits
-the survivors as a new job on the aggregating switch, described like the old one but for n − 1 workers
-(contract/job.py), with a fresh key, and a fresh job id, so a request of the old membership
-still on its way can only meet the old job's cells or be dropped as UNKNOWN_JOB, never be counted into
-the new one; a fresh epoch and slots of its own; the dead worker's multicast replica and mask bit gone.
-Then it writes the notice the workers poll. The old job stays until every survivor reports that it moved
-(a survivor that is behind may still need the old job's stored results, see host_agent/aggregator.py),
-and is removed then. Each failure becomes a record for the summary: who, at which step, how long the
-recovery took. After a switch restart (topologies/switch_restart.py) ``readmit`` adds the same job again
-with every worker and writes a restart notice.
-
-``KillSwitch`` injects failures: SIGKILL to a worker once it reports a given step (``thc-run --kill``).
-"""
+A switch-mode worker killed by a signal is noticed by ``follow`` at once, and ``Failover.on_death`` admits the
+survivors as a new job for n − 1 workers with a fresh job id, key, epoch and slots, so a request of the old
+membership still on its way can only meet the old job's cells or be dropped as UNKNOWN_JOB, never be counted
+into the new one. The old job stays until every survivor reports that it moved (one behind may still need its
+stored results). After a switch restart ``readmit`` adds the same job again with every worker. Each failure
+becomes a record for the summary; ``KillSwitch`` injects them (``thc-run --kill``). topologies/README.md, "A
+worker that dies", has the rest."""
 
 from __future__ import annotations
 

@@ -1,20 +1,15 @@
 """`--bw auto`: a link rate that makes the run bandwidth-bound on this machine, chosen from a measurement.
 
-On a GPU cluster a data-parallel step computes for tens to hundreds of milliseconds and then moves
-tens to hundreds of megabytes over 10-100 Gbit/s links; communication is most of the step, which is
-where gradient compression pays. Two CPU cores running four workers and a switch compute far slower
-and move far less, so unconstrained virtual links leave every mode latency- and CPU-bound and no
-compression can show. The runner therefore slows the links until plain DDP's ring all-reduce spends
-``share`` of its step communicating, measured from this machine's own compute time per step:
+On a GPU cluster communication is most of a data-parallel step, which is where gradient compression pays.
+Two CPU cores running four workers and a switch compute far slower and move far less, so unconstrained links
+leave every mode latency- and CPU-bound. The runner slows the links until plain DDP's ring all-reduce spends
+``share`` of its step communicating, from this machine's own compute time per step:
 
     compute wall per step  = one worker's forward+backward+update x workers / cores (they share the cores)
     gloo bytes per step    = 2 (n - 1) / n x 4 bytes x parameters x TCP/IP framing, per worker and direction
-    rate                   = gloo bytes x 8 / (compute wall x share / (1 - share)), rounded down
-
-Rounding down only raises the share. A busy machine measures a slow step and so picks slow links, which
-would stretch the run: the rate is raised, if need be, until gloo's communication for the whole run fits
-``budget_s`` (the share is then lower, and says so). The runner reports the share gloo actually had.
-"""
+    rate                   = gloo bytes x 8 / (compute wall x share / (1 - share)), rounded down, then raised
+                             if need be until gloo's communication fits ``budget_s`` (a busy machine's slow
+                             step would otherwise pick slow links and stretch the run)"""
 
 from __future__ import annotations
 
@@ -25,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 DEFAULT_SHARE = 0.95  # gloo's communication share of its step that --bw auto aims at (the issue's floor: 0.6). THC's
-# codec runs on the same 2 cores as the model here, not as GPU kernels: below ~0.95 it, not the links, bounds THC
+# codec runs on the same 2 cores as the model here, not as GPU kernels: at a lower share it, not the links, bounds THC
 DEFAULT_BUDGET_S = 45.0  # at most this much of gloo's training time communicating (make run: <= 3 minutes)
 TCP_FRAMING = 1514 / 1448  # an Ethernet frame per 1448-byte TCP segment (timestamps on): 14 + 20 + 32 bytes
 MIN_MBIT, MAX_MBIT = 1, 1000  # the rates the runner accepts (htb on a veth)

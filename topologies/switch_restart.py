@@ -1,20 +1,13 @@
 """A switch restarted during a run (``thc-run --restart-switch SWITCH:STEP``): the injected failure and the
 recovery from it.
 
-Once a worker reports step STEP, the runner kills the switch process (SIGKILL: no clean shutdown, as a
-crash), and starts it again with the same command line (interfaces, ports, gRPC port). The new process
-holds nothing, so the runner pushes the program and the routes again (ControlPlane.reprogram) and re-adds
-the job through the one path that programs a job (ControlPlane.add_job from the mode's JobSpec), with
-every worker, a fresh key and an epoch above the job's last (Failover.readmit). Its notice tells the
-workers (host_agent/membership.py, ``restarted``): they agree on where they are and redo the call that was
-unfinished when the switch went down (host_agent/aggregator.py). Modes that do not follow notices carry on
-as their transport lets them: over gloo (TCP through the switch) and on a ps mode's servers the switch
-only forwards, and once its routes are back nothing is missing; the thc-backend modes get their job back
-with its old key and may time out.
-
-Each restart becomes a record for the summary, beside the worker failures: how long the switch took to
-answer again, to be programmed, to have the job, and until every worker had moved (the pause).
-"""
+The switch is killed with SIGKILL, as a crash, and started with the same command line; the new process holds
+nothing, so the runner pushes the program and routes again and re-adds the job through the one path that
+programs a job, with every worker, a fresh key and an epoch above the job's last (Failover.readmit). Its
+notice makes the workers redo the call that was unfinished (host_agent/README.md, "Switch restart"); modes
+that follow no notices carry on as their transport lets them. Each restart becomes a record for the summary:
+when the switch answered, was programmed, had the job, and every worker had moved (the pause).
+topologies/README.md, "A switch that restarts", has the rest."""
 
 from __future__ import annotations
 

@@ -1,22 +1,11 @@
 """Action profiles and selectors, and the tables that use them (BMv2's MatchTableIndirect[WS]).
 
-An action profile holds members (an action and its data) and, with a selector, groups of members.
-A table entry of an indirect table points at a member, or (selector) at a group; the lookup resolves
-the pointer at packet time (src/bm_sim/match_tables.cpp, action_profile.cpp):
-- a member runs its action;
-- a group runs member number `hash % group size` among its members ordered by BMv2 member handle
-  (handles are allocated lowest-free first, so this is creation order with reuse); `hash` is the
-  selector's calculation over its fields (the whole output of the algorithm);
-- a member of weight w is in the group w times: as PI's server does for BMv2 (p4lang/PI
-  proto/frontend/src/action_prof_mgr.cpp), a member holds as many BMv2 handles (itself and copies
-  with the same action) as the largest weight any group gives it. Copies are allocated when a group
-  update needs them, going through the members by id, and given back (the last first) when no group
-  needs them any more; they take handles (and room in the profile) like members do;
-- a hit on a group emptied after the entry was added runs no action (BMv2 logs an error and
-  leaves the next node undefined; here the table continues as on a miss).
-Members still used by an entry or a group, and groups used by an entry, cannot be deleted; an entry
-cannot point at an empty group (BMv2's MBR_STILL_USED, GRP_STILL_USED, EMPTY_GRP).
-"""
+An indirect table's entry points at a member (an action and its data) or, with a selector, at a group of
+members, resolved at packet time exactly as BMv2 does (src/bm_sim/match_tables.cpp, action_profile.cpp), so
+a program's selector picks the same member here as on BMv2: `hash % group size` over the members in BMv2
+handle order, a member of weight w held as w handles as PI's server does (p4lang/PI action_prof_mgr.cpp).
+Handles, copies and the corners follow BMv2 too (a hit on an emptied group runs no action; MBR_STILL_USED,
+GRP_STILL_USED, EMPTY_GRP): emulator/README.md, "Packet semantics", Action profiles and selectors."""
 
 import heapq
 

@@ -1,19 +1,11 @@
 """Meters: two-rate three-colour token buckets exactly as BMv2 runs them (src/bm_sim/meters.cpp).
 
-A meter has `rate_count` rates (2 for v1model: committed, then peak), each a bucket of `burst`
-tokens refilled at `info_rate` tokens per microsecond. BMv2 checks the buckets in reverse order of
-configuration (peak first): the first bucket without enough tokens gives the packet that rate's
-colour (peak: RED = 2, committed: YELLOW = 1) and stops; buckets passed before it keep what they
-lost. A packet that passes every bucket is GREEN (0). An unconfigured meter always answers GREEN.
-
-Refill is computed from one time origin rather than per interval, as BMv2 does:
-tokens_since_init = trunc(micros_since_origin * info_rate), and the bucket gains the difference to the
-previous value, capped at the burst size. Configuring a meter fills its buckets.
-
-Time comes from the switch's clock (`MeterClock.now`, microseconds since the switch started; tests
-inject their own). Rates over P4Runtime are per second; PI divides them by 1e6 (a double), and reads
-multiply back and truncate: both conversions are reproduced so reads answer what BMv2 answers.
-"""
+A meter's buckets (committed, then peak) are checked peak first; the first without enough tokens gives the
+packet its colour (RED 2, YELLOW 1), else GREEN 0; an unconfigured meter is GREEN. Refill is computed from one
+time origin, trunc(micros_since_origin * info_rate), as BMv2 does rather than per interval, and rates over
+P4Runtime go through PI's double conversion both ways, so colours and reads answer what BMv2 answers. Time
+comes from the switch's clock (`MeterClock.now`), which tests inject. emulator/README.md, "Packet semantics",
+Meters, has the details."""
 
 from emulator.errors import EntryError
 

@@ -1,21 +1,11 @@
 """BMv2 JSON (p4c-bm2-ss, v1model) -> one C file: the native backend's code generator.
 
-The Python engine compiles and validates the program first (`emulator.engine.compiler`); this
-generator reads the same JSON and the engine's layout (the PHV slots), tables and errors, and writes
-C with the same structure, one part per module: one function per action (cprimitives), the parser
-as one function whose states are labels (cparser), each control as one function whose tables and
-conditionals are labels (ccontrols), the calculations (ccalculations), the checksum units and the
-deparser (cdeparser), and the switch's state and tables around them (ctarget). Expressions are the
-Python engine's, written in C (cexpr). A statement from P4 carries a `#line` directive naming its
-P4 file and line, with its P4 text in a comment, so debuggers and sanitizer reports point into the
-P4; actions, control nodes, registers and the slots of the packet state `F` are named after their
-P4 names. simple_switch's packet semantics around these functions (resubmit, multicast,
-egress, recirculate) are hand-written C in driver.h.
-
-Constructs the C backend cannot run exactly (fields or action data wider than 64 bits, select keys
-wider than 128 bits) raise UnsupportedConstruct naming them and their P4 line, so `--backend auto`
-falls back to the Python backend with a notice.
-"""
+It reads the JSON after the Python engine has compiled and validated it, and reuses the engine's layout,
+tables, errors and expressions, so both backends run one program one way. One module per part (cprimitives,
+cparser, ccontrols, ccalculations, cdeparser, ctarget, cexpr); simple_switch's packet semantics around them
+are hand-written C in driver.h. P4 statements carry `#line` directives so debuggers point into the P4
+(emulator/README.md, "Native backend"). What C cannot run exactly (fields or action data wider than 64 bits,
+select keys wider than 128) raises UnsupportedConstruct, so `--backend auto` falls back to Python."""
 
 from emulator.engine.jsonutil import unsupported
 from emulator.native.ccalculations import emit_calculations, with_selector_calculations

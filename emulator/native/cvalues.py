@@ -1,19 +1,11 @@
 """The two C forms of an expression's value, and the width each operator is computed in.
 
-BMv2 computes with arbitrary precision. The generated C can always compute a value exactly as a signed
-128-bit `V` (cexpr), but most expressions never leave 64 bits: fields, action data and lookaheads of at
-most 64 bits, and the shifts, masks and concatenations (p4c's `((a << w) & m) | b`) built from them.
-So a value carries, beside its exact V text (`src`), the range the Python engine's rules know (`bits`:
-0 <= v < 2**bits) and a uint64_t text (`u64`) equal to it modulo 2**64:
-
-- when `bits <= 64` the value is exact in uint64_t, computed there only (its V text is a cast);
-- otherwise the uint64_t text is still right modulo 2**64, which is all that +, -, *, &, |, ^, ~ and a
-  left shift need of their operands, and all that a mask of at most 64 bits or a store into a field of
-  at most 64 bits keeps: `(a + b) & 0xffffffffffffffff` is one 64-bit add although a + b may carry.
-
-Operators that look past the low 64 bits (>>, comparisons, d2b, /, %, casts, indexes) use the uint64_t
-texts only of operands exact in 64 bits; otherwise they compute in V, as BMv2's Data would.
-"""
+BMv2 computes with arbitrary precision; the generated C can always compute exactly as a signed 128-bit `V`,
+but most expressions never leave 64 bits. So a value carries its exact V text (`src`), the range the Python
+engine knows (`bits`: 0 <= v < 2**bits) and a uint64_t text (`u64`) equal to it modulo 2**64. Within 64
+bits it is computed in uint64_t only; past them the uint64_t text still serves +, -, *, &, |, ^, ~, a left
+shift, a mask or store of at most 64 bits (all right modulo 2**64). Operators that look past the low 64 bits
+(>>, comparisons, /, %, casts, indexes) use it only for operands exact in 64 bits, else compute in V."""
 
 import re
 from dataclasses import dataclass

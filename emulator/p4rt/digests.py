@@ -1,21 +1,11 @@
 """P4Runtime digests: DigestEntry configuration, DigestList batching and DigestListAck.
 
-The semantics are PI's (proto/frontend/src/digest_mgr.cpp, what simple_switch_grpc runs), with the
-spec's reading of `max_list_size` and exact timers instead of PI's periodic sweeps:
-- a digest sends nothing until a DigestEntry configures it (samples before that are dropped);
-- a sample joins the list being built; the list is sent when it holds `max_list_size` samples
-  (0: no limit), when `max_timeout_ns` has passed since its first sample, or at once when
-  `max_timeout_ns` is 0;
-- with `ack_timeout_ns` > 0 a sample equal to one in the list being built, or in a list sent and not
-  yet acknowledged (DigestListAck) for less than `ack_timeout_ns`, is suppressed; with 0 nothing is;
-- list ids count from 1 per digest; DELETE forgets the configuration and every pending sample.
-PI differs in two corners: it counts only cached samples against `max_list_size` (so with
-`ack_timeout_ns` 0 only the timeout sends), and its timers fire between one and two periods (at least
-100 ms) late.
-
-`DigestManager` has no thread and takes `now` (ns) from its clock, so tests drive it exactly; the
-servicer's pump (service.DigestPump) feeds it the engine's samples and sends what it returns.
-"""
+The semantics are PI's (proto/frontend/src/digest_mgr.cpp, what simple_switch_grpc runs), with the spec's
+reading of `max_list_size` and exact timers instead of PI's periodic sweeps: emulator/README.md, "P4Runtime",
+lists the rules and where PI differs; list ids count from 1 per digest, and DELETE forgets the configuration
+and every pending sample. `DigestManager` has no thread and takes `now` (ns) from its clock, so
+tests drive it exactly; the servicer's pump (service.DigestPump) feeds it the engine's samples and sends what
+it returns."""
 
 import time
 from dataclasses import dataclass, field

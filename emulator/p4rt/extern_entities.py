@@ -2,17 +2,10 @@
 ActionProfileGroup, the meter config of a DirectMeterEntry or a TableEntry, and the action-profile
 forms of TableEntry.action).
 
-As BMv2's PI server (p4lang/PI proto/frontend device_mgr.cpp, action_prof_mgr.cpp) does: a
-MeterEntry or DirectMeterEntry without `config` (or with all four values -1) resets the meter to
-unconfigured (always green) and reads of an unconfigured meter answer no `config`; rates are per
-second and read back through PI's double conversion (see emulator.engine.meters); what BMv2 itself
-refuses (an index past the array, a committed rate above the peak rate) is UNKNOWN. A selector is
-programmed either with members and groups or with one-shot action sets, never both at once. A
-member of weight w is in its group w times (PI adds copies of it to BMv2's group, see
-emulator.engine.action_profiles); reads answer the weights as written, and a wildcard member read
-lists a member once per copy, as PI does. A group INSERT whose members are refused leaves the group
-behind, empty, as PI's does. Watch ports are accepted and ignored.
-"""
+Answers as BMv2's PI server does (p4lang/PI proto/frontend device_mgr.cpp, action_prof_mgr.cpp), so a
+controller written against simple_switch_grpc sees the same replies: resets, reads of unconfigured meters,
+weights read back as written, a refused group INSERT left behind empty, and what BMv2 itself refuses as
+UNKNOWN. The rules, entity by entity: emulator/README.md, "P4Runtime"."""
 
 from p4.v1 import p4runtime_pb2
 
