@@ -180,6 +180,9 @@ def trained_summary(summary: dict) -> dict:
         "mean_jct_s": summary["mean_completion_s"],
         "p95_jct_s": summary["p95_completion_s"],
         "mean_wait_s": statistics.mean(r["wait_s"] for r in jobs),
+        # start to end, and of it training (the workers' train_s): the rest is the workers' start and exit
+        "mean_run_s": statistics.mean(r["completion_s"] - r["wait_s"] for r in jobs),
+        "mean_train_s": statistics.mean(r["train_s"] for r in jobs),
         "unreached": [r["name"] for r in jobs if r["time_to_target_s"] is None],
         "fallback_share": summary["fallback_share"],
         "fallbacks": summary["fallbacks"],
@@ -198,8 +201,9 @@ def trained_line(policy: str, f: dict) -> str:
     fell = "-" if f["uses"] is None else f"{f['fallback_share']:.1%} ({f['fallbacks']}/{f['uses']} uses)"
     return (
         f"{policy:<7} mean JCT {f['mean_jct_s']:6.1f} s  p95 {f['p95_jct_s']:6.1f} s  mean wait "
-        f"{f['mean_wait_s']:5.1f} s  fell back {fell}  peak cells {f['peak_cells']}/{f['cells']}  {reached}; "
-        f"jobs whose workers' models differ: {len(f['replicas_differ'])}"
+        f"{f['mean_wait_s']:5.1f} s  mean run {f['mean_run_s']:5.1f} s (training {f['mean_train_s']:5.1f} s)  "
+        f"fell back {fell}  peak cells {f['peak_cells']}/{f['cells']}  {reached}; jobs whose workers' models "
+        f"differ: {len(f['replicas_differ'])}"
     )
 
 
@@ -226,8 +230,10 @@ def run_trained(args) -> int:
         return 2
     origin = provenance.started()
     args.out.mkdir(parents=True, exist_ok=True)
+    resolved = trace_path.resolve()  # thc-run runs in REPO: a path in it is shown from there
+    shown = resolved.relative_to(REPO) if resolved.is_relative_to(REPO) else resolved
     print(
-        f"{len(trace)} jobs ({sum(j.workers for j in trace)} workers) trained with thc-run --trace {trace_path} "
+        f"{len(trace)} jobs ({sum(j.workers for j in trace)} workers) trained with thc-run --trace {shown} "
         f"on Mininet: {args.slots} slots a job ({contract.SLOTS // args.slots} fit statically, a pool of "
         f"{contract.CELLS} cells), links {args.bw:g} Mbit/s; load average before "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
@@ -236,7 +242,7 @@ def run_trained(args) -> int:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     for policy in TRAINED_POLICIES:
         log_dir = args.out / f"bench_pool_trained_{policy}"
-        command = trained_command(trace_path, policy, args.slots, args.bw, log_dir)
+        command = trained_command(shown, policy, args.slots, args.bw, log_dir)  # thc-run runs in REPO
         log_dir.mkdir(parents=True, exist_ok=True)
         with open(log_dir / "thc-run.out", "w") as out:
             done = subprocess.run(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)

@@ -35,7 +35,7 @@ def test_the_command_is_thc_run_trace_with_the_policy_slots_and_rate(tmp_path):
 def job(name, arrived, started, finished, tta, agree=True):
     return {"name": name, "arrived_s": arrived, "started_s": started, "finished_s": finished,
             "wait_s": started - arrived, "completion_s": finished - arrived, "time_to_target_s": tta,
-            "final_metric": 0.95, "replicas_agree": agree}  # fmt: skip
+            "train_s": finished - started - 2, "final_metric": 0.95, "replicas_agree": agree}  # fmt: skip
 
 
 def summary(policy, jobs, fallbacks=0, uses=None):
@@ -61,10 +61,12 @@ def test_a_policys_figures_from_its_summary():
     f = bench_pool.trained_summary(STATIC)
     assert f["mean_jct_s"] == pytest.approx((10 + 10 + 14) / 3)
     assert f["mean_wait_s"] == pytest.approx(2 / 3)
+    assert (f["mean_run_s"], f["mean_train_s"]) == (pytest.approx(32 / 3), pytest.approx(26 / 3))
     assert (f["unreached"], f["replicas_differ"], f["uses"], f["peak_cells"]) == ([], [], None, 2048)
     assert f["jobs"]["c"] == {"arrived_s": 8, "started_s": 10, "finished_s": 22, "time_to_target_s": 5.0,
                               "final_metric": 0.95}  # fmt: skip
-    assert "every job reached its target" in bench_pool.trained_line("static", f)
+    line = bench_pool.trained_line("static", f)
+    assert "every job reached its target" in line and "mean run  10.7 s (training   8.7 s)" in line
     p = bench_pool.trained_summary(POOL)
     assert (p["unreached"], p["replicas_differ"], p["fallback_share"]) == (["b"], ["c"], 3 / 60)
     line = bench_pool.trained_line("pool", p)
