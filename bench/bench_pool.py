@@ -180,8 +180,9 @@ def trained_summary(summary: dict) -> dict:
         "mean_jct_s": summary["mean_completion_s"],
         "p95_jct_s": summary["p95_completion_s"],
         "mean_wait_s": statistics.mean(r["wait_s"] for r in jobs),
-        # start to end, and of it training (the workers' train_s): the rest is the workers' start and exit
+        # start to end, and of it the slowest worker's setup (process start to its first step) and training
         "mean_run_s": statistics.mean(r["completion_s"] - r["wait_s"] for r in jobs),
+        "mean_setup_s": statistics.mean(r.get("setup_s", 0.0) for r in jobs),
         "mean_train_s": statistics.mean(r["train_s"] for r in jobs),
         "unreached": [r["name"] for r in jobs if r["time_to_target_s"] is None],
         "fallback_share": summary["fallback_share"],
@@ -201,7 +202,8 @@ def trained_line(policy: str, f: dict) -> str:
     fell = "-" if f["uses"] is None else f"{f['fallback_share']:.1%} ({f['fallbacks']}/{f['uses']} uses)"
     return (
         f"{policy:<7} mean JCT {f['mean_jct_s']:6.1f} s  p95 {f['p95_jct_s']:6.1f} s  mean wait "
-        f"{f['mean_wait_s']:5.1f} s  mean run {f['mean_run_s']:5.1f} s (training {f['mean_train_s']:5.1f} s)  "
+        f"{f['mean_wait_s']:5.1f} s  mean run {f['mean_run_s']:5.1f} s (setup {f['mean_setup_s']:4.1f} s, training "
+        f"{f['mean_train_s']:5.1f} s)  "
         f"fell back {fell}  peak cells {f['peak_cells']}/{f['cells']}  {reached}; jobs whose workers' models "
         f"differ: {len(f['replicas_differ'])}"
     )

@@ -318,7 +318,7 @@ def render_pool_trained(figures: dict) -> str:
         reached = "yes" if not f["unreached"] else "no: " + ", ".join(f["unreached"])
         differ = ", ".join(f["replicas_differ"]) or "0"
         row = [_n(f["mean_jct_s"]), _n(f["p95_jct_s"]), _n(f["mean_wait_s"]), _n(f["mean_run_s"]),
-               _n(f["mean_train_s"]), reached, _fell_back(f), differ]  # fmt: skip
+               _n(f["mean_setup_s"]), _n(f["mean_train_s"]), reached, _fell_back(f), differ]  # fmt: skip
         rows.append([POLICY_NAMES.get(policy, policy), *row])
     models = ", ".join(sorted({j["model"] for j in trace}))
     lead = (
@@ -327,7 +327,7 @@ def render_pool_trained(figures: dict) -> str:
         f"({setup['cells'] // 2 // setup['slots']} fit statically, a pool of {setup['cells']} cells), window "
         f"{setup['window']}, links {setup['bw_mbit']:g} Mbit/s:\n\n"
     )
-    header = ["policy", "mean JCT s", "p95 JCT s", "mean wait s", "mean run s", "of it training s",
+    header = ["policy", "mean JCT s", "p95 JCT s", "mean wait s", "mean run s", "of it setup s", "training s",
               "every job at its target", "uses fallen back", "jobs whose workers' models differ"]  # fmt: skip
     return lead + table(header, rows) + f"\n\npool/static mean JCT: **{figures['ratio']:.3f}** (floor 0.75)"
 

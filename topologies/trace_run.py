@@ -180,6 +180,7 @@ class TraceRun:
             "wait_s": job.wait_s,
             "completion_s": job.completion_s,
             "train_s": row.train_s,
+            "setup_s": max((r.get("setup_s") or 0.0 for r in results), default=0.0),  # its slowest worker's start
             "metric": row.metric,
             "target": row.target,
             "time_to_target_s": row.time_to_target_s,

@@ -35,7 +35,8 @@ def test_the_command_is_thc_run_trace_with_the_policy_slots_and_rate(tmp_path):
 def job(name, arrived, started, finished, tta, agree=True):
     return {"name": name, "arrived_s": arrived, "started_s": started, "finished_s": finished,
             "wait_s": started - arrived, "completion_s": finished - arrived, "time_to_target_s": tta,
-            "train_s": finished - started - 2, "final_metric": 0.95, "replicas_agree": agree}  # fmt: skip
+            "train_s": finished - started - 2, "setup_s": 1.5, "final_metric": 0.95,
+            "replicas_agree": agree}  # fmt: skip
 
 
 def summary(policy, jobs, fallbacks=0, uses=None):
@@ -66,7 +67,7 @@ def test_a_policys_figures_from_its_summary():
     assert f["jobs"]["c"] == {"arrived_s": 8, "started_s": 10, "finished_s": 22, "time_to_target_s": 5.0,
                               "final_metric": 0.95}  # fmt: skip
     line = bench_pool.trained_line("static", f)
-    assert "every job reached its target" in line and "mean run  10.7 s (training   8.7 s)" in line
+    assert "every job reached its target" in line and "mean run  10.7 s (setup  1.5 s, training   8.7 s)" in line
     p = bench_pool.trained_summary(POOL)
     assert (p["unreached"], p["replicas_differ"], p["fallback_share"]) == (["b"], ["c"], 3 / 60)
     line = bench_pool.trained_line("pool", p)

@@ -283,11 +283,12 @@ def test_bench_pool_trained_is_rendered_per_policy_with_its_ratio():
     from bench import bench_pool
 
     trace = [{"name": f"j{i}", "start": 4.0 * i, "model": "mlp-digits", "workers": 2} for i in range(3)]
-    static = {"mean_jct_s": 18.0, "p95_jct_s": 24.0, "mean_wait_s": 6.0, "mean_run_s": 12.0, "mean_train_s": 6.5,
+    static = {"mean_jct_s": 18.0, "p95_jct_s": 24.0, "mean_wait_s": 6.0, "mean_run_s": 12.0, "mean_setup_s": 4.0,
+              "mean_train_s": 6.5,
               "unreached": [], "fallbacks": 0,
               "uses": None, "fallback_share": 0.0, "replicas_differ": []}  # fmt: skip
     pool = dict(static, mean_jct_s=12.0, p95_jct_s=13.0, mean_wait_s=0.0, uses=400, fallbacks=4, fallback_share=0.01)
-    pool.update(mean_run_s=12.0, mean_train_s=6.25)
+    pool.update(mean_run_s=12.0, mean_setup_s=3.0, mean_train_s=6.25)
     figures = {"setup": {"slots": 512, "window": 64, "bw_mbit": 2.0, "cells": 2048}, "trace": trace,
                "policies": {"static": static, "pool": dict(pool, unreached=["j2"])}, "ratio": 12.0 / 18.0}  # fmt: skip
     record = {"command": "bench_pool.py --trained", "commit": "abc1234", "date": "2026-12-05 20:00 UTC",
@@ -296,7 +297,7 @@ def test_bench_pool_trained_is_rendered_per_policy_with_its_ratio():
     region = results.render_record("bench_pool_trained", record)
     assert "3 jobs (mlp-digits, 6 workers) trained with `thc-run --trace` on Mininet, arriving over 8 s" in region
     assert "512 slots a job (2 fit statically, a pool of 2048 cells), window 64, links 2 Mbit/s" in region
-    assert "| static partitions | 18.0 | 24.0 | 6.0 | 12.0 | 6.5 | yes | – | 0 |" in region
-    assert "| shared pool | 12.0 | 13.0 | 0.0 | 12.0 | 6.2 | no: j2 | 1.0% (4/400) | 0 |" in region
+    assert "| static partitions | 18.0 | 24.0 | 6.0 | 12.0 | 4.0 | 6.5 | yes | – | 0 |" in region
+    assert "| shared pool | 12.0 | 13.0 | 0.0 | 12.0 | 3.0 | 6.2 | no: j2 | 1.0% (4/400) | 0 |" in region
     assert "pool/static mean JCT: **0.667** (floor 0.75)" in region
     assert bench_pool.FLOOR == 0.75  # the floor the page names
