@@ -34,10 +34,12 @@ target. Its default trace, topologies/trace_bench.json, is sized for a 2-core ma
 of the digits MLP arriving 4 s apart, each job's --slots 512 so that 2 fit statically in the switch's 1,024
 slots (the pool has all 2,048 cells), a window of 64 requests (a round has 3; the fallback server holds a
 pool job's window), links at --bw Mbit/s, at which a step's sums take most of its time.
-Prints per policy the mean and 95th-percentile job completion time (arrival to end, waiting included),
-whether every job reached its target, the share of the pool's uses that fell back and the jobs whose
-workers ended with different models. A trained run has no reference for its sums, so it counts no wrong
-sums: a wrong sum that reached some workers of a job shows as their models differing (must be none).
+Prints per policy the mean and 95th-percentile job completion time (arrival to end, waiting included; of
+a job's run, its slowest worker's setup and its training: the setup, CPU-bound, moves with the machine's
+load, and with it these figures, unlike the in-process run's), whether every job reached its target, the
+share of the pool's uses that fell back and the jobs whose workers ended with different models. A trained
+run has no reference for its sums, so it counts no wrong sums: a wrong sum that reached some workers of a
+job shows as their models differing (must be none).
 Writes bench_pool_trained.json, a record and each policy's thc-run folder (summary.json, occupancy.png,
 the workers' logs) under --out; the last line is `pool/static mean JCT (trained): <R>`.
 """

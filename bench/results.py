@@ -314,7 +314,8 @@ def render_pool_trained(figures: dict) -> str:
     """bench_pool.py --trained: the trace trained by thc-run --trace on Mininet, per policy."""
     setup, trace = figures["setup"], figures["trace"]
     rows = []
-    for policy, f in figures["policies"].items():
+    order = list(POLICY_NAMES)  # the record's keys are sorted by name
+    for policy, f in sorted(figures["policies"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 9):
         reached = "yes" if not f["unreached"] else "no: " + ", ".join(f["unreached"])
         differ = ", ".join(f["replicas_differ"]) or "0"
         row = [_n(f["mean_jct_s"]), _n(f["p95_jct_s"]), _n(f["mean_wait_s"]), _n(f["mean_run_s"]),

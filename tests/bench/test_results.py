@@ -290,7 +290,7 @@ def test_bench_pool_trained_is_rendered_per_policy_with_its_ratio():
     pool = dict(static, mean_jct_s=12.0, p95_jct_s=13.0, mean_wait_s=0.0, uses=400, fallbacks=4, fallback_share=0.01)
     pool.update(mean_run_s=12.0, mean_setup_s=3.0, mean_train_s=6.25)
     figures = {"setup": {"slots": 512, "window": 64, "bw_mbit": 2.0, "cells": 2048}, "trace": trace,
-               "policies": {"static": static, "pool": dict(pool, unreached=["j2"])}, "ratio": 12.0 / 18.0}  # fmt: skip
+               "policies": {"pool": dict(pool, unreached=["j2"]), "static": static}, "ratio": 12.0 / 18.0}  # fmt: skip
     record = {"command": "bench_pool.py --trained", "commit": "abc1234", "date": "2026-12-05 20:00 UTC",
               "load_start": 1.5, "load_end": 2.0, "quick": False, "benchmark": "bench_pool_trained",
               "figures": figures}  # fmt: skip
@@ -299,5 +299,6 @@ def test_bench_pool_trained_is_rendered_per_policy_with_its_ratio():
     assert "512 slots a job (2 fit statically, a pool of 2048 cells), window 64, links 2 Mbit/s" in region
     assert "| static partitions | 18.0 | 24.0 | 6.0 | 12.0 | 4.0 | 6.5 | yes | – | 0 |" in region
     assert "| shared pool | 12.0 | 13.0 | 0.0 | 12.0 | 3.0 | 6.2 | no: j2 | 1.0% (4/400) | 0 |" in region
+    assert region.index("| static partitions |") < region.index("| shared pool |")  # as the benchmark runs them
     assert "pool/static mean JCT: **0.667** (floor 0.75)" in region
     assert bench_pool.FLOOR == 0.75  # the floor the page names
