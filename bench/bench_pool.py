@@ -26,7 +26,7 @@ differ from the reference (must be 0); writes bench_pool.json, a record and the 
 over time (bench_pool_occupancy.png). The last line is `pool/static mean JCT: <R> at <rate> Mbit/s, ...`.
 
     sudo .venv/bin/python bench/bench_pool.py --trained [--trace topologies/trace_bench.json] [--slots 512]
-        [--bw 2] [--out bench/out]
+        [--bw 2] [--repeat N] [--out bench/out]
 
 --trained trains instead: `thc-run --trace` on Mininet, once per policy (static partitions, then the shared
 pool with its fallback server), every job's workers real thc-worker processes training their model to its
@@ -39,7 +39,8 @@ a job's run, its slowest worker's setup and its training: the setup, CPU-bound, 
 load, and with it these figures, unlike the in-process run's), whether every job reached its target, the
 share of the pool's uses that fell back and the jobs whose workers ended with different models. A trained
 run has no reference for its sums, so it counts no wrong sums: a wrong sum that reached some workers of a
-job shows as their models differing (must be none).
+job shows as their models differing (must be none). --repeat N runs the two policies N times, taking
+turns, and gives each over all its runs (and the ratio of each run), since one run's figures are noisy.
 Writes bench_pool_trained.json, a record and each policy's thc-run folder (summary.json, occupancy.png,
 the workers' logs) under --out; the last line is `pool/static mean JCT (trained): <R>`.
 """
@@ -129,6 +130,13 @@ def parse_args(argv=None):
         default=TRAINED_BW,
         help=f"with --trained: every link's rate in Mbit/s (thc-run --bw; default {TRAINED_BW:g})",
     )
+    trained.add_argument(
+        "--repeat",
+        type=int_in(1, 10),
+        default=1,
+        metavar="N",
+        help="with --trained: run the policies N times, taking turns, and give each over all its runs (default 1)",
+    )
     args = p.parse_args(argv)
     if args.trace and args.contention:
         p.error("argument --contention: a built-in trace; --trace gives another (drop one)")
@@ -198,6 +206,34 @@ def trained_summary(summary: dict) -> dict:
     }  # fmt: skip
 
 
+def trained_combine(runs: list[dict]) -> dict:
+    """One policy's figures over its runs (trained_summary's each): the means of the runs' means, the p95 of
+    every job's completion, the jobs that missed their target or whose models differ named with their run,
+    the fallbacks summed."""
+
+    def mean(key: str) -> float:
+        return statistics.mean(f[key] for f in runs)
+
+    def named(key: str) -> list[str]:
+        return [f"{name} (run {i})" for i, f in enumerate(runs, 1) for name in f[key]]
+
+    completions = [j["finished_s"] - j["arrived_s"] for f in runs for j in f["jobs"].values()]
+    uses = None if runs[0]["uses"] is None else sum(f["uses"] for f in runs)
+    fallbacks = sum(f["fallbacks"] for f in runs)
+    return {
+        **{key: mean(key) for key in ("mean_jct_s", "mean_wait_s", "mean_run_s", "mean_setup_s", "mean_train_s")},
+        "p95_jct_s": report.percentile95(completions),
+        "unreached": named("unreached"),
+        "fallback_share": fallbacks / uses if uses else 0.0,
+        "fallbacks": fallbacks,
+        "uses": uses,
+        "replicas_differ": named("replicas_differ"),
+        "cells": runs[0]["cells"],
+        "peak_cells": max(f["peak_cells"] for f in runs),
+        "runs": len(runs),
+    }
+
+
 def trained_line(policy: str, f: dict) -> str:
     """One policy's printed line."""
     reached = "every job reached its target" if not f["unreached"] else f"target missed by {', '.join(f['unreached'])}"
@@ -242,20 +278,28 @@ def run_trained(args) -> int:
         f"{contract.CELLS} cells), links {args.bw:g} Mbit/s; load average before "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
     )
-    figures = {}
+    runs: list[dict[str, dict]] = []
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    for policy in TRAINED_POLICIES:
-        log_dir = args.out / f"bench_pool_trained_{policy}"
-        command = trained_command(shown, policy, args.slots, args.bw, log_dir)  # thc-run runs in REPO
-        log_dir.mkdir(parents=True, exist_ok=True)
-        with open(log_dir / "thc-run.out", "w") as out:
-            done = subprocess.run(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
-        if done.returncode != 0:
-            tail = (log_dir / "thc-run.out").read_text().strip().splitlines()[-5:]
-            print(f"bench_pool: thc-run --policy {policy} failed ({done.returncode}):", *tail, sep="\n  ")
-            return 1
-        figures[policy] = trained_summary(json.loads((log_dir / "summary.json").read_text()))
-        print(trained_line(policy, figures[policy]))
+    for run in range(1, args.repeat + 1):
+        runs.append({})
+        for policy in TRAINED_POLICIES:  # taking turns, so that the machine's load drifts on both alike
+            log_dir = args.out / (f"bench_pool_trained_{policy}" + (f"_{run}" if args.repeat > 1 else ""))
+            command = trained_command(shown, policy, args.slots, args.bw, log_dir)  # thc-run runs in REPO
+            log_dir.mkdir(parents=True, exist_ok=True)
+            with open(log_dir / "thc-run.out", "w") as out:
+                done = subprocess.run(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+            if done.returncode != 0:
+                tail = (log_dir / "thc-run.out").read_text().strip().splitlines()[-5:]
+                print(f"bench_pool: thc-run --policy {policy} failed ({done.returncode}):", *tail, sep="\n  ")
+                return 1
+            runs[-1][policy] = trained_summary(json.loads((log_dir / "summary.json").read_text()))
+            print(("" if args.repeat == 1 else f"run {run}: ") + trained_line(policy, runs[-1][policy]))
+    ratios = [trained_verdict(r)[0] for r in runs]
+    figures = runs[0] if args.repeat == 1 else {p: trained_combine([r[p] for r in runs]) for p in TRAINED_POLICIES}
+    if args.repeat > 1:
+        print(f"over {args.repeat} runs (pool/static mean JCT per run: {', '.join(f'{r:.3f}' for r in ratios)}):")
+        for policy in TRAINED_POLICIES:
+            print(trained_line(policy, figures[policy]))
     ratio, verdicts = trained_verdict(figures)
     print(f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(*verdicts, sep="\n")
@@ -264,6 +308,8 @@ def run_trained(args) -> int:
         "trace": [vars(j) for j in trace],
         "policies": figures,
         "ratio": ratio,
+        "ratios": ratios,  # each run's
+        "runs": runs,
     }
     (args.out / "bench_pool_trained.json").write_text(json.dumps(document, indent=1) + "\n")
     bench_record.write(args.out, "bench_pool_trained", origin, document)

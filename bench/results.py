@@ -330,7 +330,9 @@ def render_pool_trained(figures: dict) -> str:
     )
     header = ["policy", "mean JCT s", "p95 JCT s", "mean wait s", "mean run s", "of it setup s", "training s",
               "every job at its target", "uses fallen back", "jobs whose workers' models differ"]  # fmt: skip
-    return lead + table(header, rows) + f"\n\npool/static mean JCT: **{figures['ratio']:.3f}** (floor 0.75)"
+    ratios = figures.get("ratios") or [figures["ratio"]]
+    runs = "" if len(ratios) == 1 else f" over {len(ratios)} runs (per run: {', '.join(f'{r:.3f}' for r in ratios)})"
+    return lead + table(header, rows) + f"\n\npool/static mean JCT: **{figures['ratio']:.3f}**{runs} (floor 0.75)"
 
 
 def render_trace(figures: dict) -> str:

@@ -7,7 +7,7 @@ import pytest
 import contract
 from bench import bench_pool
 from host_agent import workloads
-from topologies import job_trace, trace_run
+from topologies import job_trace, report, trace_run
 from topologies.trace_schedule import Schedule
 
 
@@ -92,3 +92,25 @@ def test_trained_refuses_the_in_process_runs_options(flag, capsys):
     with pytest.raises(SystemExit):
         bench_pool.parse_args(["--trained", flag])
     assert "--trained" in capsys.readouterr().err
+
+
+def test_a_policy_over_several_runs():
+    first = bench_pool.trained_summary(POOL)
+    later = bench_pool.trained_summary(summary("pool", [job("a", 0, 0, 12, 4.0), job("b", 4, 4, 10, 3.0),
+                                                        job("c", 8, 8, 20, 5.0)], 1, 60))  # fmt: skip
+    both = bench_pool.trained_combine([first, later])
+    assert both["mean_jct_s"] == pytest.approx((first["mean_jct_s"] + later["mean_jct_s"]) / 2)
+    assert both["mean_setup_s"] == 1.5 and both["runs"] == 2
+    assert both["p95_jct_s"] == pytest.approx(report.percentile95([10, 11, 11, 12, 6, 12]))
+    assert (both["fallbacks"], both["uses"], both["fallback_share"]) == (4, 120, 4 / 120)
+    assert (both["unreached"], both["replicas_differ"]) == (["b (run 1)"], ["c (run 1)"])
+    static = bench_pool.trained_combine([bench_pool.trained_summary(STATIC)] * 2)
+    assert (static["uses"], static["fallback_share"], static["peak_cells"]) == (None, 0.0, 2048)
+    ratio, _ = bench_pool.trained_verdict({"static": static, "pool": both})
+    assert ratio == pytest.approx(both["mean_jct_s"] / static["mean_jct_s"])
+
+
+def test_repeat_is_a_count_of_runs(capsys):
+    assert bench_pool.parse_args(["--trained", "--repeat", "3"]).repeat == 3
+    with pytest.raises(SystemExit):
+        bench_pool.parse_args(["--trained", "--repeat", "0"])

@@ -302,3 +302,6 @@ def test_bench_pool_trained_is_rendered_per_policy_with_its_ratio():
     assert region.index("| static partitions |") < region.index("| shared pool |")  # as the benchmark runs them
     assert "pool/static mean JCT: **0.667** (floor 0.75)" in region
     assert bench_pool.FLOOR == 0.75  # the floor the page names
+    figures["ratios"] = [0.5, 0.9]  # --repeat 2: the ratio of the means, and each run's
+    region = results.render_record("bench_pool_trained", record)
+    assert "pool/static mean JCT: **0.667** over 2 runs (per run: 0.500, 0.900) (floor 0.75)" in region
