@@ -24,12 +24,33 @@ switch (every job through the parameter server). Prints per policy
 the mean and 95th-percentile job completion time, the share of uses that fell back and the sums that
 differ from the reference (must be 0); writes bench_pool.json, a record and the switch's cell occupancy
 over time (bench_pool_occupancy.png). The last line is `pool/static mean JCT: <R> at <rate> Mbit/s, ...`.
+
+    sudo .venv/bin/python bench/bench_pool.py --trained [--trace topologies/trace_bench.json] [--slots 512]
+        [--bw 2] [--repeat N] [--out bench/out]
+
+--trained trains instead: `thc-run --trace` on Mininet, once per policy (static partitions, then the shared
+pool with its fallback server), every job's workers real thc-worker processes training their model to its
+target. Its default trace, topologies/trace_bench.json, is sized for a 2-core machine: 8 jobs of 2 workers
+of the digits MLP arriving 4 s apart, each job's --slots 512 so that 2 fit statically in the switch's 1,024
+slots (the pool has all 2,048 cells), a window of 64 requests (a round has 3; the fallback server holds a
+pool job's window), links at --bw Mbit/s, at which a step's sums take most of its time.
+Prints per policy the mean and 95th-percentile job completion time (arrival to end, waiting included; of
+a job's run, its slowest worker's setup and its training: the setup, CPU-bound, moves with the machine's
+load, and with it these figures, unlike the in-process run's), whether every job reached its target, the
+share of the pool's uses that fell back and the jobs whose workers ended with different models. A trained
+run has no reference for its sums, so it counts no wrong sums: a wrong sum that reached some workers of a
+job shows as their models differing (must be none). --repeat N runs the two policies N times, taking
+turns, and gives each over all its runs (and the ratio of each run), since one run's figures are noisy.
+Writes bench_pool_trained.json, a record and each policy's thc-run folder (summary.json, occupancy.png,
+the workers' logs) under --out; the last line is `pool/static mean JCT (trained): <R>`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -40,6 +61,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
+import contract  # noqa: E402
 from bench import record as bench_record  # noqa: E402
 from harness.trace_run import POLICIES, Setup, TraceResult, TraceRunner  # noqa: E402
 from host_agent import workloads  # noqa: E402
@@ -48,6 +70,13 @@ from topologies import job_trace, report  # noqa: E402
 from usage import provenance  # noqa: E402
 
 FLOOR = 0.75  # pool mean JCT at most this times static's (issue 39)
+TRAINED_TRACE = REPO / "topologies" / "trace_bench.json"
+TRAINED_POLICIES = ("static", "pool")  # thc-run --trace's; no switch at all is the in-process run's
+TRAINED_SLOTS = 512  # a static job's slots: 2 jobs fill the switch's 1,024
+# requests in flight per worker (thc-run --window): a digits MLP round has 3; the pool's fallback server holds
+# each pool job's window of its 1,024 slots, so the default 256 would cap the pool at 4 jobs at once
+TRAINED_WINDOW = 64
+TRAINED_BW = 2.0  # Mbit/s: a digits MLP step's sums take most of the step (slower links retransmit more)
 
 
 def fixed_trace(quick: bool) -> list[job_trace.TraceJob]:
@@ -82,9 +111,37 @@ def parse_args(argv=None):
         help="every link's rate, a run per rate (default 20,2)",
     )
     p.add_argument("--out", type=folder, default=REPO / "bench" / "out", help="folder for the results")
+    trained = p.add_argument_group("--trained: thc-run --trace on Mininet, real training (root)")
+    trained.add_argument(
+        "--trained",
+        action="store_true",
+        help=f"train the trace's jobs on Mininet under static partitions and the shared pool (default trace "
+        f"{TRAINED_TRACE.relative_to(REPO)})",
+    )
+    trained.add_argument(
+        "--slots",
+        type=int_in(1, contract.SLOTS),
+        default=TRAINED_SLOTS,
+        help=f"with --trained: each job's slots on the switch (thc-run --slots; default {TRAINED_SLOTS})",
+    )
+    trained.add_argument(
+        "--bw",
+        type=positive_number("Mbit/s"),
+        default=TRAINED_BW,
+        help=f"with --trained: every link's rate in Mbit/s (thc-run --bw; default {TRAINED_BW:g})",
+    )
+    trained.add_argument(
+        "--repeat",
+        type=int_in(1, 10),
+        default=1,
+        metavar="N",
+        help="with --trained: run the policies N times, taking turns, and give each over all its runs (default 1)",
+    )
     args = p.parse_args(argv)
     if args.trace and args.contention:
         p.error("argument --contention: a built-in trace; --trace gives another (drop one)")
+    if args.trained and (args.contention or args.quick):
+        p.error(f"argument --trained: {'--contention' if args.contention else '--quick'} is the in-process run's")
     if args.budget & (args.budget - 1):
         p.error(f"argument --budget: {args.budget} is not a power of two (the pool is 2 * budget cells)")
     return args
@@ -116,8 +173,154 @@ def plot(path: Path, results: dict[float, dict[str, TraceResult]]) -> None:
     report.plot_occupancy(path, panels, "time (virtual s)")
 
 
+# ---- --trained: thc-run --trace per policy ------------------------------------------------------------
+
+
+def trained_command(trace: Path, policy: str, slots: int, bw: float, log_dir: Path) -> list[str]:
+    """thc-run --trace for one policy, with this checkout's code, its logs in `log_dir`."""
+    return [sys.executable, "-m", "topologies.runner", "--trace", str(trace), "--policy", policy,
+            "--slots", str(slots), "--window", str(TRAINED_WINDOW), "--bw", f"{bw:g}", "--no-pcap",
+            "--log-dir", str(log_dir)]  # fmt: skip
+
+
+def trained_summary(summary: dict) -> dict:
+    """A policy's figures from thc-run --trace's summary.json (topologies/trace_run.py)."""
+    jobs = summary["jobs"]
+    return {
+        "mean_jct_s": summary["mean_completion_s"],
+        "p95_jct_s": summary["p95_completion_s"],
+        "mean_wait_s": statistics.mean(r["wait_s"] for r in jobs),
+        # start to end, and of it the slowest worker's setup (process start to its first step) and training
+        "mean_run_s": statistics.mean(r["completion_s"] - r["wait_s"] for r in jobs),
+        "mean_setup_s": statistics.mean(r.get("setup_s", 0.0) for r in jobs),
+        "mean_train_s": statistics.mean(r["train_s"] for r in jobs),
+        "unreached": [r["name"] for r in jobs if r["time_to_target_s"] is None],
+        "fallback_share": summary["fallback_share"],
+        "fallbacks": summary["fallbacks"],
+        "uses": summary["uses"],
+        "replicas_differ": [r["name"] for r in jobs if r.get("replicas_agree") is False],
+        "cells": summary["cells"],
+        "peak_cells": max(c for _, c in summary["occupancy"]),
+        "jobs": {r["name"]: {k: r[k] for k in ("arrived_s", "started_s", "finished_s", "time_to_target_s",
+                                                "final_metric")} for r in jobs},
+    }  # fmt: skip
+
+
+def trained_combine(runs: list[dict]) -> dict:
+    """One policy's figures over its runs (trained_summary's each): the means of the runs' means, the p95 of
+    every job's completion, the jobs that missed their target or whose models differ named with their run,
+    the fallbacks summed."""
+
+    def mean(key: str) -> float:
+        return statistics.mean(f[key] for f in runs)
+
+    def named(key: str) -> list[str]:
+        return [f"{name} (run {i})" for i, f in enumerate(runs, 1) for name in f[key]]
+
+    completions = [j["finished_s"] - j["arrived_s"] for f in runs for j in f["jobs"].values()]
+    uses = None if runs[0]["uses"] is None else sum(f["uses"] for f in runs)
+    fallbacks = sum(f["fallbacks"] for f in runs)
+    return {
+        **{key: mean(key) for key in ("mean_jct_s", "mean_wait_s", "mean_run_s", "mean_setup_s", "mean_train_s")},
+        "p95_jct_s": report.percentile95(completions),
+        "unreached": named("unreached"),
+        "fallback_share": fallbacks / uses if uses else 0.0,
+        "fallbacks": fallbacks,
+        "uses": uses,
+        "replicas_differ": named("replicas_differ"),
+        "cells": runs[0]["cells"],
+        "peak_cells": max(f["peak_cells"] for f in runs),
+        "runs": len(runs),
+    }
+
+
+def trained_line(policy: str, f: dict) -> str:
+    """One policy's printed line."""
+    reached = "every job reached its target" if not f["unreached"] else f"target missed by {', '.join(f['unreached'])}"
+    fell = "-" if f["uses"] is None else f"{f['fallback_share']:.1%} ({f['fallbacks']}/{f['uses']} uses)"
+    return (
+        f"{policy:<7} mean JCT {f['mean_jct_s']:6.1f} s  p95 {f['p95_jct_s']:6.1f} s  mean wait "
+        f"{f['mean_wait_s']:5.1f} s  mean run {f['mean_run_s']:5.1f} s (setup {f['mean_setup_s']:4.1f} s, training "
+        f"{f['mean_train_s']:5.1f} s)  "
+        f"fell back {fell}  peak cells {f['peak_cells']}/{f['cells']}  {reached}; jobs whose workers' models "
+        f"differ: {len(f['replicas_differ'])}"
+    )
+
+
+def trained_verdict(figures: dict[str, dict]) -> tuple[float, list[str]]:
+    """The pool/static mean JCT ratio and the floor's lines: the ratio, every job at its target, no models
+    that differ (a trained run's stand-in for wrong sums)."""
+    ratio = figures["pool"]["mean_jct_s"] / figures["static"]["mean_jct_s"]
+    unreached = sorted({n for f in figures.values() for n in f["unreached"]})
+    differ = sorted({n for f in figures.values() for n in f["replicas_differ"]})
+    return ratio, [
+        f"floor: pool mean JCT <= {FLOOR}x static's: {'met' if ratio <= FLOOR else 'missed'} ({ratio:.3f})",
+        "floor: every job reaches its target: " + ("met" if not unreached else f"missed ({', '.join(unreached)})"),
+        "wrong sums: not compared in a trained run; jobs whose workers' models differ: "
+        + (", ".join(differ) if differ else "0"),
+    ]
+
+
+def run_trained(args) -> int:
+    trace_path = args.trace or TRAINED_TRACE
+    try:
+        trace = job_trace.load(trace_path, models=workloads.names())
+    except job_trace.TraceError as e:
+        print(f"bench_pool: {e}", file=sys.stderr)
+        return 2
+    origin = provenance.started()
+    args.out.mkdir(parents=True, exist_ok=True)
+    resolved = trace_path.resolve()  # thc-run runs in REPO: a path in it is shown from there
+    shown = resolved.relative_to(REPO) if resolved.is_relative_to(REPO) else resolved
+    print(
+        f"{len(trace)} jobs ({sum(j.workers for j in trace)} workers) trained with thc-run --trace {shown} "
+        f"on Mininet: {args.slots} slots a job ({contract.SLOTS // args.slots} fit statically, a pool of "
+        f"{contract.CELLS} cells), links {args.bw:g} Mbit/s; load average before "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
+    )
+    runs: list[dict[str, dict]] = []
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    for run in range(1, args.repeat + 1):
+        runs.append({})
+        for policy in TRAINED_POLICIES:  # taking turns, so that the machine's load drifts on both alike
+            log_dir = args.out / (f"bench_pool_trained_{policy}" + (f"_{run}" if args.repeat > 1 else ""))
+            command = trained_command(shown, policy, args.slots, args.bw, log_dir)  # thc-run runs in REPO
+            log_dir.mkdir(parents=True, exist_ok=True)
+            with open(log_dir / "thc-run.out", "w") as out:
+                done = subprocess.run(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+            if done.returncode != 0:
+                tail = (log_dir / "thc-run.out").read_text().strip().splitlines()[-5:]
+                print(f"bench_pool: thc-run --policy {policy} failed ({done.returncode}):", *tail, sep="\n  ")
+                return 1
+            runs[-1][policy] = trained_summary(json.loads((log_dir / "summary.json").read_text()))
+            print(("" if args.repeat == 1 else f"run {run}: ") + trained_line(policy, runs[-1][policy]))
+    ratios = [trained_verdict(r)[0] for r in runs]
+    figures = runs[0] if args.repeat == 1 else {p: trained_combine([r[p] for r in runs]) for p in TRAINED_POLICIES}
+    if args.repeat > 1:
+        print(f"over {args.repeat} runs (pool/static mean JCT per run: {', '.join(f'{r:.3f}' for r in ratios)}):")
+        for policy in TRAINED_POLICIES:
+            print(trained_line(policy, figures[policy]))
+    ratio, verdicts = trained_verdict(figures)
+    print(f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(*verdicts, sep="\n")
+    document = {
+        "setup": {"slots": args.slots, "window": TRAINED_WINDOW, "bw_mbit": args.bw, "cells": contract.CELLS},
+        "trace": [vars(j) for j in trace],
+        "policies": figures,
+        "ratio": ratio,
+        "ratios": ratios,  # each run's
+        "runs": runs,
+    }
+    (args.out / "bench_pool_trained.json").write_text(json.dumps(document, indent=1) + "\n")
+    bench_record.write(args.out, "bench_pool_trained", origin, document)
+    print(f"pool/static mean JCT (trained): {ratio:.3f}")
+    return 0 if all(not f["replicas_differ"] for f in figures.values()) else 1
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.trained:
+        return run_trained(args)
     origin = provenance.started(quick=args.quick)
     try:
         # in-process every job sums THC frames and trains nothing: its model is a name, its steps its length

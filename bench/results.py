@@ -275,7 +275,7 @@ def render_switch(figures: dict) -> str:
 def render_pool(figures: dict) -> str:
     """bench_pool.py: one trace of jobs under static partitions, the shared pool and no switch, per link rate."""
     setup, trace = figures["setup"], figures["trace"]
-    names = {"static": "static partitions", "pool": "shared pool", "none": "no switch (parameter server)"}
+    names = POLICY_NAMES
     rows = []
     rates = sorted(figures["rates"], key=float, reverse=True)  # the record's keys are sorted as text
     for rate in rates:
@@ -300,6 +300,62 @@ def render_pool(figures: dict) -> str:
     header = ["links", "policy", "mean JCT s", "p95 JCT s", "mean wait s", "uses fallen back", "wrong sums"]
     ratios = ", ".join(f"**{figures['ratio'][rate]:.3f}** at {rate} Mbit/s" for rate in rates)
     return lead + table(header, rows) + f"\n\npool/static mean JCT: {ratios} (floor 0.75)"
+
+
+POLICY_NAMES = {"static": "static partitions", "pool": "shared pool", "none": "no switch (parameter server)"}
+
+
+def _fell_back(f: dict) -> str:
+    """A policy's uses that fell back: none for static partitions (no pool)."""
+    return "–" if f["uses"] is None else f"{f['fallback_share']:.1%} ({f['fallbacks']}/{f['uses']})"
+
+
+def render_pool_trained(figures: dict) -> str:
+    """bench_pool.py --trained: the trace trained by thc-run --trace on Mininet, per policy."""
+    setup, trace = figures["setup"], figures["trace"]
+    rows = []
+    order = list(POLICY_NAMES)  # the record's keys are sorted by name
+    for policy, f in sorted(figures["policies"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 9):
+        reached = "yes" if not f["unreached"] else "no: " + ", ".join(f["unreached"])
+        differ = ", ".join(f["replicas_differ"]) or "0"
+        row = [_n(f["mean_jct_s"]), _n(f["p95_jct_s"]), _n(f["mean_wait_s"]), _n(f["mean_run_s"]),
+               _n(f["mean_setup_s"]), _n(f["mean_train_s"]), reached, _fell_back(f), differ]  # fmt: skip
+        rows.append([POLICY_NAMES.get(policy, policy), *row])
+    models = ", ".join(sorted({j["model"] for j in trace}))
+    lead = (
+        f"{len(trace)} jobs ({models}, {sum(j['workers'] for j in trace)} workers) trained with `thc-run --trace` "
+        f"on Mininet, arriving over {trace[-1]['start']:g} s: {setup['slots']} slots a job "
+        f"({setup['cells'] // 2 // setup['slots']} fit statically, a pool of {setup['cells']} cells), window "
+        f"{setup['window']}, links {setup['bw_mbit']:g} Mbit/s:\n\n"
+    )
+    header = ["policy", "mean JCT s", "p95 JCT s", "mean wait s", "mean run s", "of it setup s", "training s",
+              "every job at its target", "uses fallen back", "jobs whose workers' models differ"]  # fmt: skip
+    ratios = figures.get("ratios") or [figures["ratio"]]
+    runs = "" if len(ratios) == 1 else f" over {len(ratios)} runs (per run: {', '.join(f'{r:.3f}' for r in ratios)})"
+    return lead + table(header, rows) + f"\n\npool/static mean JCT: **{figures['ratio']:.3f}**{runs} (floor 0.75)"
+
+
+def render_trace(figures: dict) -> str:
+    """thc-run --trace's logs/summary.json: its jobs and the policy's summary line."""
+    rows = []
+    for r in figures["jobs"]:
+        tta = "not reached" if r["time_to_target_s"] is None else _n(r["time_to_target_s"])
+        fell = "–" if r["uses"] is None else f"{r['fallbacks']}/{r['uses']}"
+        rows.append([r["name"], label(r["mode"]), r["model"], str(r["workers"]), _n(r["wait_s"]),
+                     _n(r["completion_s"]), tta, fell])  # fmt: skip
+    bw = figures.get("bw_mbit")
+    lead = (
+        f"`thc-run --trace {figures['trace']}` on {figures['topology']}, {figures['target']}, "
+        + (f"{bw:g} Mbit/s links" if bw else "links not slowed")
+        + f", policy {POLICY_NAMES.get(figures['policy'], figures['policy'])}:\n\n"
+    )
+    header = ["job", "mode", "model", "workers", "wait s", "completion s", "to target s", "rounds fallen back"]
+    reached = "every job reached its target" if figures.get("all_reached") else "not every job reached its target"
+    tail = (
+        f"\n\nMean completion **{figures['mean_completion_s']:.1f} s**, p95 {figures['p95_completion_s']:.1f} s, "
+        f"rounds fallen back {figures['fallback_share']:.1%}; {reached}."
+    )
+    return lead + table(header, rows) + tail
 
 
 def render_faults(figures: dict) -> str:
@@ -515,6 +571,8 @@ def render_slow_switch(figures: dict) -> str:
 
 RENDERERS = {
     "bench_pool": render_pool,
+    "bench_pool_trained": render_pool_trained,
+    "thc_run_trace": render_trace,
     "bench_host_agent_worker": render_host_agent_worker,
     "bench_e2e": render_e2e,
     "bench_pipeline": render_pipeline,
@@ -566,6 +624,9 @@ def as_record(path: Path) -> tuple[str, dict]:
         run = document["run"]
         figures = {k: document[k] for k in ("model", "bw_mbit", "target", "run", "modes")}
         return "thc_run", {"benchmark": "thc_run", **run["provenance"], "figures": figures}
+    if {"policy", "jobs", "provenance"} <= set(document):  # thc-run --trace's summary
+        figures = {k: v for k, v in document.items() if k not in ("provenance", "occupancy")}
+        return "thc_run_trace", {"benchmark": "thc_run_trace", **document["provenance"], "figures": figures}
     raise SystemExit(f"results: {path} is neither a benchmark's record nor a thc-run summary with its provenance")
 
 

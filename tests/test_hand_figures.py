@@ -14,6 +14,7 @@ ALLOWED = [
     ("README.md", "time to 95 % test accuracy"),
     ("topologies/README.md", 'as "2ms"/"500us" or a number of milliseconds'),  # the topology file's syntax
     ("topologies/README.md", "sampled every 0.5 s"),  # trace_run.SAMPLE_S
+    ("topologies/README.md", "arriving 4 s apart"),  # topologies/trace_bench.json, the benchmark's trace
     ("README.md", "would spend 95 % of its step"),
     ("README.md", "communication fits 45 s"),
     ("docs/architecture.md", "the same under 1 % and 5 % loss"),

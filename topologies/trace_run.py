@@ -180,6 +180,7 @@ class TraceRun:
             "wait_s": job.wait_s,
             "completion_s": job.completion_s,
             "train_s": row.train_s,
+            "setup_s": max((r.get("setup_s") or 0.0 for r in results), default=0.0),  # its slowest worker's start
             "metric": row.metric,
             "target": row.target,
             "time_to_target_s": row.time_to_target_s,
@@ -187,6 +188,7 @@ class TraceRun:
             "fallbacks": fallbacks,
             "uses": claimed + fallbacks if self.policy == "pool" else None,
             "refusals": job.refusals,
+            "replicas_agree": replicas_agree(results),
         }
         reached = "" if row.time_to_target_s is None else f", {row.time_to_target_s:.1f} s to target"
         fell = f", {fallbacks} rounds fell back" if self.policy == "pool" else ""
@@ -247,6 +249,8 @@ class TraceRun:
         fallbacks = sum(r["fallbacks"] for r in rows)
         uses = sum(r["uses"] or 0 for r in rows)
         return {
+            "all_reached": all(r["time_to_target_s"] is not None for r in rows),
+            "replicas_differ": [r["name"] for r in rows if r["replicas_agree"] is False],
             "policy": self.policy,
             "jobs": rows,
             "mean_completion_s": statistics.mean(completion),
@@ -257,6 +261,14 @@ class TraceRun:
             "cells": self.cells,
             "occupancy": [list(s) for s in self.occupancy],
         }
+
+
+def replicas_agree(results: list[dict]) -> bool | None:
+    """Whether a job's workers ended with one model, bit for bit (their `parameter_sha256`); None when a
+    record has no digest. A trained run has no reference for its sums, but a wrong sum that reached only
+    some workers (another job's cell, a stale round) leaves their replicas different."""
+    digests = [r.get("parameter_sha256") for r in results]
+    return None if not digests or None in digests else len(set(digests)) == 1
 
 
 def _model_target(model: str) -> float:
@@ -285,6 +297,8 @@ def table(summary: dict) -> str:
         )
     lines.append(
         f"{summary['policy']}: mean completion {summary['mean_completion_s']:.1f} s, p95 "
-        f"{summary['p95_completion_s']:.1f} s, rounds fell back {summary['fallback_share']:.1%}"
+        f"{summary['p95_completion_s']:.1f} s, rounds fell back {summary['fallback_share']:.1%}, every job "
+        f"reached its target: {'yes' if summary['all_reached'] else 'no'}, jobs whose workers' models differ: "
+        f"{len(summary['replicas_differ'])}"
     )
     return "\n".join(lines)

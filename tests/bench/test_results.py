@@ -251,3 +251,57 @@ def test_a_runs_failures_are_rendered_as_the_console_prints_them():
     assert "survivors re-admitted as job 2 (epoch 2, 3 workers) 0.08 s after it" in region
     assert f"- {failure_line(modes[1]['mode'], restart)}" in region and "a pause of 3.40 s" in region
     assert "Failures" not in results.render_record("thc_run", record)  # a run without failures has no list
+
+
+def trace_job(name, wait, completion, tta, fallbacks, uses):
+    return {"name": name, "mode": "thc", "model": "mlp-digits", "workers": 2, "wait_s": wait,
+            "completion_s": completion, "time_to_target_s": tta, "fallbacks": fallbacks, "uses": uses}  # fmt: skip
+
+
+def test_a_thc_run_trace_summary_is_a_record_rendered_per_job(tmp_path):
+    provenance = {"command": "thc-run --trace t.json", "commit": "abc1234", "date": "2026-12-05 20:00 UTC",
+                  "load_start": 1.5, "load_end": 2.0, "quick": False}  # fmt: skip
+    jobs = [trace_job("a", 0.0, 10.0, 4.0, 0, 60), trace_job("b", 0.5, 12.25, None, 3, 60)]
+    summary = {"policy": "pool", "jobs": jobs,
+               "mean_completion_s": 11.125, "p95_completion_s": 12.25, "fallbacks": 3, "uses": 120,
+               "fallback_share": 0.025, "all_reached": False, "replicas_differ": [], "cells": 2048,
+               "occupancy": [[0.0, 0]], "trace": "t.json", "topology": "star4_ps", "target": "emulator",
+               "bw_mbit": 2.0, "provenance": provenance}  # fmt: skip
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary))
+    name, record = results.as_record(path)
+    assert name == "thc_run_trace" and "occupancy" not in record["figures"]
+    region = results.render_record(name, record)
+    assert "`thc-run --trace t.json`, commit abc1234" in region
+    assert "on star4_ps, emulator, 2 Mbit/s links, policy shared pool" in region
+    assert "| a | THC via switch | mlp-digits | 2 | 0.0 | 10.0 | 4.0 | 0/60 |" in region
+    assert "| b | THC via switch | mlp-digits | 2 | 0.5 | 12.2 | not reached | 3/60 |" in region
+    assert "Mean completion **11.1 s**, p95 12.2 s, rounds fallen back 2.5%; not every job reached" in region
+
+
+def test_bench_pool_trained_is_rendered_per_policy_with_its_ratio():
+    from bench import bench_pool
+
+    trace = [{"name": f"j{i}", "start": 4.0 * i, "model": "mlp-digits", "workers": 2} for i in range(3)]
+    static = {"mean_jct_s": 18.0, "p95_jct_s": 24.0, "mean_wait_s": 6.0, "mean_run_s": 12.0, "mean_setup_s": 4.0,
+              "mean_train_s": 6.5,
+              "unreached": [], "fallbacks": 0,
+              "uses": None, "fallback_share": 0.0, "replicas_differ": []}  # fmt: skip
+    pool = dict(static, mean_jct_s=12.0, p95_jct_s=13.0, mean_wait_s=0.0, uses=400, fallbacks=4, fallback_share=0.01)
+    pool.update(mean_run_s=12.0, mean_setup_s=3.0, mean_train_s=6.25)
+    figures = {"setup": {"slots": 512, "window": 64, "bw_mbit": 2.0, "cells": 2048}, "trace": trace,
+               "policies": {"pool": dict(pool, unreached=["j2"]), "static": static}, "ratio": 12.0 / 18.0}  # fmt: skip
+    record = {"command": "bench_pool.py --trained", "commit": "abc1234", "date": "2026-12-05 20:00 UTC",
+              "load_start": 1.5, "load_end": 2.0, "quick": False, "benchmark": "bench_pool_trained",
+              "figures": figures}  # fmt: skip
+    region = results.render_record("bench_pool_trained", record)
+    assert "3 jobs (mlp-digits, 6 workers) trained with `thc-run --trace` on Mininet, arriving over 8 s" in region
+    assert "512 slots a job (2 fit statically, a pool of 2048 cells), window 64, links 2 Mbit/s" in region
+    assert "| static partitions | 18.0 | 24.0 | 6.0 | 12.0 | 4.0 | 6.5 | yes | – | 0 |" in region
+    assert "| shared pool | 12.0 | 13.0 | 0.0 | 12.0 | 3.0 | 6.2 | no: j2 | 1.0% (4/400) | 0 |" in region
+    assert region.index("| static partitions |") < region.index("| shared pool |")  # as the benchmark runs them
+    assert "pool/static mean JCT: **0.667** (floor 0.75)" in region
+    assert bench_pool.FLOOR == 0.75  # the floor the page names
+    figures["ratios"] = [0.5, 0.9]  # --repeat 2: the ratio of the means, and each run's
+    region = results.render_record("bench_pool_trained", record)
+    assert "pool/static mean JCT: **0.667** over 2 runs (per run: 0.500, 0.900) (floor 0.75)" in region

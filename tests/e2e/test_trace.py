@@ -26,7 +26,8 @@ def test_a_trace_whose_rounds_all_fall_back_trains_every_job_to_its_end(tmp_path
     for row in summary["jobs"]:
         assert row["uses"] > 0 and row["fallbacks"] == row["uses"], row  # no cell: every round fell back
         assert row["completion_s"] > 0 and row["final_metric"] is not None and row["refusals"] == []
+        assert row["replicas_agree"] is True and row["setup_s"] > 0  # the fallback server's sums reached both
         assert all((logs / "trace" / row["name"] / row["mode"] / f"{host}.json").exists() for host in row["hosts"])
-    assert summary["fallback_share"] == 1.0 and summary["cells"] == 0
+    assert summary["fallback_share"] == 1.0 and summary["cells"] == 0 and summary["replicas_differ"] == []
     assert (logs / "occupancy.png").stat().st_size > 0
     assert "pool: mean completion" in output

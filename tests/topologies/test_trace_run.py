@@ -123,7 +123,9 @@ def workers(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(trace_run_module, "start_workers", start_workers)
     monkeypatch.setattr(trace_run_module, "follow", follow)
-    monkeypatch.setattr(trace_run_module, "load_results", lambda ws: ws)
+    monkeypatch.setattr(
+        trace_run_module, "load_results", lambda ws: [{"parameter_sha256": "one model", "setup_s": 2.5} for _ in ws]
+    )
     monkeypatch.setattr(trace_run_module, "stop_workers", lambda ws, ledger: stopped.append(ws))
     row = SimpleNamespace(train_s=1.0, metric="accuracy", target=0.9, time_to_target_s=None, final_metric=0.5)
     monkeypatch.setattr(report, "summarize", lambda mode, results, target: row)
@@ -164,6 +166,18 @@ def test_static_a_job_the_switch_cannot_hold_waits_for_one_to_leave(tmp_path, wo
     assert b_options.stragglers == {"h3": 250.0, "h4": 250.0} and b_options.fallback_server is None
     assert b_dir == tmp_path / "trace" / "b"
     assert "static: mean completion" in trace_run_module.table(summary)
+    assert (
+        all(r["replicas_agree"] and r["setup_s"] == 2.5 for r in summary["jobs"]) and summary["replicas_differ"] == []
+    )
+    assert summary["all_reached"] is False  # the stand-in rows reach no target
+    assert "every job reached its target: no, jobs whose workers' models differ: 0" in trace_run_module.table(summary)
+
+
+def test_a_jobs_replicas_agree_when_every_worker_ends_with_one_digest():
+    agree = trace_run_module.replicas_agree
+    assert agree([{"parameter_sha256": "ab"}, {"parameter_sha256": "ab"}]) is True
+    assert agree([{"parameter_sha256": "ab"}, {"parameter_sha256": "cd"}]) is False
+    assert agree([{"parameter_sha256": "ab"}, {}]) is None and agree([]) is None  # a record without its digest
 
 
 def test_pool_every_job_starts_at_once_with_its_fallback_server_and_its_fallbacks_counted(tmp_path, workers):
