@@ -1,48 +1,14 @@
-"""Switch memory shared by jobs that come and go (issue 39): one trace of jobs under three policies.
+"""Switch memory shared by jobs that come and go (issue 39): one trace of jobs under each policy.
 
     .venv/bin/python bench/bench_pool.py [--quick] [--trace FILE | --contention] [--budget 16] [--rate-mbit 20,2]
-        [--out bench/out]
+    sudo .venv/bin/python bench/bench_pool.py --trained [--trace FILE] [--slots 512] [--bw 2] [--repeat N]
 
-In-process, not 32 worker processes on Mininet (too many for a 2-core machine): the compiled program
-p4/build/thc.json in the software switch, every job's workers on one loopback wire, the fallback server
-(a parameter server) a second software switch behind it, all on a virtual clock (harness/trace_run.py).
-Every frame is real and every sum is checked; only time is modelled: links at --rate-mbit (each rate a
-run of its own), a step's own work as the trace's `compute` seconds. The figures are virtual seconds, so
-the machine's load does not change them (it changes how long the benchmark takes). Two rates by default:
-at 20 Mbit/s a step's sums take a small part of its time, at 2 Mbit/s a large one, and the fallback
-server's one link (which carries all n workers' frames of a use) is then the bottleneck.
-
-The default trace: 8 jobs of 4 workers arriving over a minute, on a switch whose --budget slots hold 2 of
-them statically; a pool job gives its cells back as soon as its workers have a round's results, so jobs
-arriving apart rarely meet in the pool. --contention runs the second built-in trace: 8 jobs of 4 workers
-arriving at once with the same step, whose aggregation bursts overlap and contend for the pool's cells
-(rounds fall back); at 2 Mbit/s its no-switch run, 32 workers on the fallback server's one link, took over
-20 minutes of wall time here, so `--contention --rate-mbit 20` is the short form. Policies: static
-partitions (a job that does not fit waits until one leaves, as `thc-ctl job add` refuses it today), the
-shared pool (every job admitted; a use whose cell is taken falls back to the parameter server), and no
-switch (every job through the parameter server). Prints per policy
-the mean and 95th-percentile job completion time, the share of uses that fell back and the sums that
-differ from the reference (must be 0); writes bench_pool.json, a record and the switch's cell occupancy
-over time (bench_pool_occupancy.png). The last line is `pool/static mean JCT: <R> at <rate> Mbit/s, ...`.
-
-    sudo .venv/bin/python bench/bench_pool.py --trained [--trace topologies/trace_bench.json] [--slots 512]
-        [--bw 2] [--repeat N] [--out bench/out]
-
---trained trains instead: `thc-run --trace` on Mininet, once per policy (static partitions, then the shared
-pool with its fallback server), every job's workers real thc-worker processes training their model to its
-target. Its default trace, topologies/trace_bench.json, is sized for a 2-core machine: 8 jobs of 2 workers
-of the digits MLP arriving 4 s apart, each job's --slots 512 so that 2 fit statically in the switch's 1,024
-slots (the pool has all 2,048 cells), a window of 64 requests (a round has 3; the fallback server holds a
-pool job's window), links at --bw Mbit/s, at which a step's sums take most of its time.
-Prints per policy the mean and 95th-percentile job completion time (arrival to end, waiting included; of
-a job's run, its slowest worker's setup and its training: the setup, CPU-bound, moves with the machine's
-load, and with it these figures, unlike the in-process run's), whether every job reached its target, the
-share of the pool's uses that fell back and the jobs whose workers ended with different models. A trained
-run has no reference for its sums, so it counts no wrong sums: a wrong sum that reached some workers of a
-job shows as their models differing (must be none). --repeat N runs the two policies N times, taking
-turns, and gives each over all its runs (and the ratio of each run), since one run's figures are noisy.
-Writes bench_pool_trained.json, a record and each policy's thc-run folder (summary.json, occupancy.png,
-the workers' logs) under --out; the last line is `pool/static mean JCT (trained): <R>`.
+In-process (the default): the compiled program in the software switch, a second one as the fallback server,
+every job's workers on one loopback wire and a virtual clock, so every sum is checked against the reference
+and the figures do not move with the machine's load. --trained: `thc-run --trace` on Mininet, real workers
+training to their targets, whose figures do. Each prints per policy (static partitions, the shared pool, and
+in-process no switch) the mean and 95th-percentile job completion time and the share of uses that fell
+back, and ends with the pool/static ratio; docs/results.md says what each trace holds and why.
 """
 
 from __future__ import annotations
