@@ -1,17 +1,11 @@
 """`thc-run --trace FILE`: a trace of jobs that come and go (topologies/job_trace.py) on one running testbed.
 
-Each job is due at its trace start time (seconds after the switch is programmed); topologies/trace_schedule.py
-says when it starts and on which worker hosts. When it starts, the job is programmed through the controller
-like any run's job (Testbed.start_job: a fresh epoch and key), as a static job owning a slot range or, with
---policy pool, as a pool job claiming its cells round by round; its workers are thc-worker processes on its
-hosts (ranks 0..n-1, its own rendezvous port), each step slowed by the job's `compute` seconds
-(--step-delay) on top of its own training. Under the pool policy one parameter server (the topology's
-placement of one server) holds every pool job with the switch's key, and the workers send it the rounds the
-switch answers FALLBACK for (thc-worker --fallback-server). When a job's workers are done it is removed
-from the switch (and the server), and a job that waited for its hosts or slots may start.
-
-Each job's workers are followed by a thread of their own (topologies/workers.follow); the control plane is
-used by this thread only: programming, the pool's counters, the occupancy samples.
+Each job starts when trace_schedule.py says (its time, its hosts) and is programmed like any run's job
+(Testbed.start_job): a static job owning a slot range, or with --policy pool a pool job claiming cells round
+by round, whose FALLBACK rounds go to one parameter server that holds every pool job. Its workers are
+thc-worker processes on its hosts, each step slowed by the job's `compute` seconds; when they are done the
+job is removed, and a job that waited for hosts or slots may start. One thread follows each job's workers;
+only the main thread uses the control plane (programming, the pool's counters, the occupancy samples).
 """
 
 from __future__ import annotations
