@@ -36,6 +36,9 @@ from topologies import job_trace, report  # noqa: E402
 from usage import provenance  # noqa: E402
 
 FLOOR = 0.75  # pool mean JCT at most this times static's (issue 39)
+# a step of each job is its training plus `compute` s of its own work (50 ms), during which a pool job's cells go
+# back to the pool while a static job's sit idle: the case the shared pool is for. trace_bench_busy.json is the
+# same trace with no such work (every step aggregates throughout), where the pool has nothing idle to share.
 TRAINED_TRACE = REPO / "topologies" / "trace_bench.json"
 TRAINED_POLICIES = ("static", "pool")  # thc-run --trace's; no switch at all is the in-process run's
 TRAINED_SLOTS = 512  # a static job's slots: 2 jobs fill the switch's 1,024

@@ -15,6 +15,8 @@ ALLOWED = [
     ("topologies/README.md", 'as "2ms"/"500us" or a number of milliseconds'),  # the topology file's syntax
     ("topologies/README.md", "sampled every 0.5 s"),  # trace_run.SAMPLE_S
     ("topologies/README.md", "arriving 4 s apart"),  # topologies/trace_bench.json, the benchmark's trace
+    ("topologies/README.md", "each step with 50 ms of its own work"),  # trace_bench.json's compute
+    ("docs/results.md", "each step with 50 ms of the job's own work"),  # trace_bench.json's compute
     ("README.md", "would spend 95 % of its step"),
     ("README.md", "communication fits 45 s"),
     ("docs/architecture.md", "the same under 1 % and 5 % loss"),

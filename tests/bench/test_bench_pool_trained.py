@@ -2,6 +2,8 @@
 contends for the switch's memory, and its figures are computed from thc-run --trace's summaries as said;
 the runs themselves need Mininet (root) and are not made here."""
 
+import dataclasses
+
 import pytest
 
 import contract
@@ -21,6 +23,15 @@ def test_the_benchmark_trace_is_one_thc_run_takes_and_more_jobs_than_fit_statica
     hosts = [f"h{i}" for i in range(1, sum(j.workers for j in trace) + 1)]  # thc-run's default --workers
     schedule = Schedule(trace, hosts, str(bench_pool.TRAINED_TRACE))
     assert [j.job_id for j in schedule.jobs] == list(range(1, len(trace) + 1))
+
+
+def test_the_busy_trace_is_the_benchmark_trace_without_a_steps_own_work():
+    """The default trace's steps have work of their own (cells a pool job gives back meanwhile); the busy one
+    is the same jobs with none, as docs/results.md says."""
+    load = lambda path: job_trace.load(path, models=workloads.names(), modes=trace_run.MODES)  # noqa: E731
+    trace, busy = load(bench_pool.TRAINED_TRACE), load(bench_pool.TRAINED_TRACE.with_name("trace_bench_busy.json"))
+    assert all(j.compute > 0 for j in trace) and all(j.compute == 0 for j in busy)
+    assert [dataclasses.replace(j, compute=0) for j in trace] == list(busy)
 
 
 def test_the_command_is_thc_run_trace_with_the_policy_slots_and_rate(tmp_path):
