@@ -19,18 +19,26 @@ ETH_P_ALL = 0x0003
 IFNAMSIZ = 15  # the longest interface name Linux takes
 
 
+def unused_prefix(stem: str, taken, stale: str) -> str:
+    """`stem`, or `stem` and a letter a-z, for which `taken(prefix)` is false: a run killed before its
+    clean-up leaves its names behind, and a later process may get the same pid. `stale` names what to remove
+    when every letter is taken."""
+    for extra in ("", *string.ascii_lowercase):
+        if not taken(stem + extra):
+            return stem + extra
+    raise RuntimeError(f"{stem}* is taken for every letter a-z: remove the stale {stale}")
+
+
 def free_prefix(stem: str, ports) -> str:
     """`stem`, or `stem` and a letter, such that none of the ports' link names exists yet."""
-    for extra in ("", *string.ascii_lowercase):
-        prefix = stem + extra
+
+    def taken(prefix: str) -> bool:
         names = [f"{prefix}{p}{end}" for p in ports for end in "sh"]
         if max(map(len, names)) > IFNAMSIZ:
             raise ValueError(f"veth names from {prefix!r} exceed {IFNAMSIZ} characters: use a shorter prefix")
-        if not any(Path("/sys/class/net", name).exists() for name in names):
-            return prefix
-    raise RuntimeError(
-        f"links named {stem}*<port>s exist for every letter a-z: remove the stale ones (ip link del NAME)"
-    )
+        return any(Path("/sys/class/net", name).exists() for name in names)
+
+    return unused_prefix(stem, taken, "links (ip link del NAME)")
 
 
 class VethPorts:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import signal
-import string
 import subprocess
 import time
 from pathlib import Path
 
 from controller.topology import Topology
 from topologies.lifecycle import StartStop
+from topologies.veth import unused_prefix
 
 HOST_IFACE = "eth0"
 OFFLOADS_OFF = "tx off rx off tso off gso off gro off"
@@ -41,13 +41,11 @@ def host_setup(topo: Topology, host: str) -> list[str]:
 
 
 def _free_namespace_prefix(stem: str) -> str:
-    """`stem`, or `stem` and a letter, that no namespace's name starts with: a run killed before its clean-up
-    leaves its namespaces, and a later process may get the same pid."""
-    taken = {p.name for p in Path("/run/netns").glob(f"{stem}*")} if Path("/run/netns").is_dir() else set()
-    for extra in ("", *string.ascii_lowercase):
-        if not any(name.startswith(stem + extra) for name in taken):
-            return stem + extra
-    raise RuntimeError(f"namespaces {stem}* exist for every letter a-z: remove the stale ones (ip netns del NAME)")
+    """`stem`, or `stem` and a letter, that no namespace's name starts with (topologies.veth.unused_prefix)."""
+    netns = Path("/run/netns")
+    names = [p.name for p in netns.glob(f"{stem}*")] if netns.is_dir() else []
+    taken = lambda prefix: any(n.startswith(prefix) for n in names)  # noqa: E731
+    return unused_prefix(stem, taken, "namespaces (ip netns del NAME)")
 
 
 class Machines(StartStop):
