@@ -45,7 +45,7 @@ TRAINED_SLOTS = 512  # a static job's slots: 2 jobs fill the switch's 1,024
 # requests in flight per worker (thc-run --window): a digits MLP round has 3; the pool's fallback server holds
 # each pool job's window of its 1,024 slots, so the default 256 would cap the pool at 4 jobs at once
 TRAINED_WINDOW = 64
-TRAINED_BW = 2.0  # Mbit/s: a digits MLP step's sums take most of the step (slower links retransmit more)
+TRAINED_BW = 2.0  # Mbit/s: a step's sums take a share of it beside its own work (slower links retransmit more)
 
 
 def fixed_trace(quick: bool) -> list[job_trace.TraceJob]:
@@ -167,7 +167,7 @@ def trained_summary(summary: dict) -> dict:
         "fallback_share": summary["fallback_share"],
         "fallbacks": summary["fallbacks"],
         "uses": summary["uses"],
-        "replicas_differ": [r["name"] for r in jobs if r.get("replicas_agree") is False],
+        "replicas_differ": summary["replicas_differ"],
         "cells": summary["cells"],
         "peak_cells": max(c for _, c in summary["occupancy"]),
         "jobs": {r["name"]: {k: r[k] for k in ("arrived_s", "started_s", "finished_s", "time_to_target_s",

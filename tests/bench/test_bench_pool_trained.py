@@ -62,6 +62,7 @@ def summary(policy, jobs, fallbacks=0, uses=None):
         "fallback_share": fallbacks / uses if uses else 0.0,
         "cells": contract.CELLS,
         "occupancy": [[0.0, 0], [0.5, 1024], [1.0, 2048], [1.5, 0]],
+        "replicas_differ": [j["name"] for j in jobs if j["replicas_agree"] is False],  # as trace_run sums it up
     }
 
 
