@@ -20,7 +20,16 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from usage.args import OneLineParser, input_file, int_in, listed, non_negative_number, number_in, positive_number
+from usage.args import (
+    OneLineParser,
+    fraction,
+    input_file,
+    int_in,
+    listed,
+    non_negative_number,
+    number_in,
+    positive_number,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -97,7 +106,7 @@ def parse_args(argv=None):
     )
     p.add_argument(
         "--target-acc",
-        type=number_in(0, 1, "an accuracy"),
+        type=fraction("an accuracy", "0.9"),
         default=0.9,
         help="test accuracy for the time-to-accuracy column (default 0.9)",
     )

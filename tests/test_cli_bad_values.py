@@ -128,7 +128,7 @@ def _kind(action) -> str | None:
     name = getattr(kind, "__qualname__", "")
     if kind in (int, float) or name.split(".")[0] in ("_finite_number", "int_in", "whole_number", "finite_number"):
         return "number"
-    if kind in (None, str) and isinstance(action.default, (int, float)) and not isinstance(action.default, bool):
+    if isinstance(action.default, (int, float)) and not isinstance(action.default, bool):
         return "number"
     if kind in (None, str) and isinstance(action.default, str) and NUMBER_LIST.match(action.default):
         return "number"

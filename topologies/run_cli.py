@@ -13,7 +13,7 @@ from thc.modes import RUN_DEFAULT
 from topologies import link_rate
 from topologies.targets import add_target_option
 from topologies.workers import add_codec_option
-from usage.args import OneLineParser, folder, input_file, int_in, number_in, positive_number
+from usage.args import OneLineParser, folder, fraction, input_file, int_in, number_in, positive_number
 
 DEFAULT_TOPO = "topologies/star4.json"
 PS_TOPO = "topologies/star4_ps.json"  # the default when a mode is a ps mode: star4 with server placements
@@ -33,16 +33,6 @@ def _host_step(text: str, example: str = "h3:50", what: str = "HOST") -> tuple[s
 
 def _switch_step(text: str) -> tuple[str, int]:
     return _host_step(text, "s1:50", "SWITCH")
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text}: an accuracy in (0, 1], like 0.9")
-    return value
 
 
 def _bandwidth(text: str) -> float | str:
@@ -244,7 +234,7 @@ def _training_options(tr) -> None:
     )
     tr.add_argument(
         "--target-acc",
-        type=_fraction,
+        type=fraction("an accuracy", "0.9"),
         default=None,
         metavar="A",
         help="accuracy for the time-to-accuracy column (default: the model's target, 0.9 for mlp-digits; "

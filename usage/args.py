@@ -66,6 +66,22 @@ def number_in(lo: float, hi: float, what: str = "", below_hi: bool = False):
     return parse
 
 
+def fraction(what: str, example: str):
+    """argparse type: a number in (0, 1] (an accuracy, a share of coordinates): 0 would mean nothing at all;
+    `what` and `example` ("an accuracy", "0.9") say what it is in the error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
+        if not 0 < value <= 1:  # NaN fails
+            raise argparse.ArgumentTypeError(f"{text}: {what} in (0, 1], like {example}")
+        return value
+
+    return parse
+
+
 def listed(item):
     """argparse type: comma-separated values, each checked by the argparse type `item`; gives the text back
     as written (the command splits it where it always has)."""
