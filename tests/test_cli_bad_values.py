@@ -3,9 +3,9 @@ option a path in a folder that does not exist. The parser must refuse the value 
 the option (exit 2, no traceback, no usage block), before anything starts, unless the value is one the
 option documents as meaningful (ACCEPTED, with the reason).
 
-The parsers are found, not listed: the installed CLIs' build_parser(), each benchmark's parser (caught
-as its main() or parse_args() starts to parse), and every subcommand of each. A new option is tested
-the day it is added; a new acceptance needs a line in ACCEPTED.
+The parsers are found, not listed: the installed CLIs' build_parser() and `python -m thc`'s, each
+benchmark's parser (caught as its main() or parse_args() starts to parse), and every subcommand of each.
+A new option is tested the day it is added; a new acceptance needs a line in ACCEPTED.
 """
 
 import argparse
@@ -104,6 +104,7 @@ CLIS = {
     "thc-ctl": lambda: importlib.import_module("controller.ctl_cli").build_parser(),
     "thc-switch": lambda: importlib.import_module("emulator.switch_cli").build_parser(),
     "thc-plan": lambda: importlib.import_module("planner.plan_cli").build_parser(),
+    "python -m thc": lambda: importlib.import_module("thc.cli").build_parser(),
     **{name: _bench(name) for name in BENCHES},
 }
 

@@ -6,23 +6,36 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .config import PAPER_CHUNK, parse_probability
+from usage.args import OneLineParser, fraction, int_in
+
+from .config import MAX_SEED, PAPER_CHUNK, parse_probability
 from .errors import THCError
 from .gradient_sources import WORKLOADS, make_rounds
+from .limits import MAX_BITS, check_bits, check_granularity
 from .registry import COMPRESSORS, make_compressor
 from .simulate import mean_nmse
 from .tables import clipping_error, make_table
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "parse_args"]
 
 PROG = "python -m thc"
+MAX_SIMULATED = 2**28  # workers x coordinates x trials held at once (float32: 1 GiB); more would swap or hang
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line that names the option and where help is, not argparse's usage block."""
+def _checked(check):
+    """argparse type: an integer the codec's own check accepts (its message, under the option's name)."""
 
-    def error(self, message: str):
-        self.exit(2, f"{PROG}: error: {message} (see `{self.prog} --help`)\n")
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer") from None
+        try:
+            return check(value)
+        except THCError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
 
 
 def _probability(text: str) -> float:
@@ -33,15 +46,19 @@ def _probability(text: str) -> float:
 
 
 def _power_of_two(text: str) -> int:
-    value = int(text, 0)
-    if value < 2 or value & (value - 1):
-        raise argparse.ArgumentTypeError(f"{text} is not a power of two >= 2")
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a power of two") from None
+    if value < 2 or value & (value - 1) or value > MAX_SIMULATED:
+        raise argparse.ArgumentTypeError(f"{text} is not a power of two in 2..2**28")
     return value
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog=PROG,
+        tool=PROG,
         description="THC (Tensor Homomorphic Compression) lookup tables and compressor error measurements.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{table,nmse}")
@@ -51,8 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="print a lookup table as space-separated integers on one line",
         description="Print the THC lookup table: 2**bits integers from 0 to g, on one line.",
     )
-    table.add_argument("--bits", "-b", type=int, default=4, help="bits per coordinate b, 1..8 (default 4)")
-    table.add_argument("--granularity", "-g", type=int, default=30, help="largest table value g (default 30)")
+    table.add_argument(
+        "--bits", "-b", type=_checked(check_bits), default=4, help="bits per coordinate b, 1..8 (default 4)"
+    )
+    table.add_argument(
+        "--granularity", "-g", type=_checked(check_granularity), default=30, help="largest table value g (default 30)"
+    )
     table.add_argument(
         "--clip",
         "-p",
@@ -78,35 +99,56 @@ def build_parser() -> argparse.ArgumentParser:
         description="Simulate n workers and print each compressor's NMSE (error of the averaged gradient, "
         "normalised by the mean squared norm of the workers' gradients) and its bits per coordinate.",
     )
-    nmse.add_argument("--workers", "-n", type=int, default=4, help="number of simulated workers n (default 4)")
     nmse.add_argument(
-        "--dim", "-d", type=int, default=2**16, help="coordinates per gradient for synthetic data (default 65536)"
+        "--workers", "-n", type=int_in(1, MAX_SIMULATED), default=4, help="number of simulated workers n (default 4)"
     )
-    nmse.add_argument("--trials", type=int, default=5, help="rounds averaged per compressor (default 5)")
+    nmse.add_argument(
+        "--dim",
+        "-d",
+        type=int_in(1, MAX_SIMULATED),
+        default=2**16,
+        help="coordinates per gradient for synthetic data (default 65536)",
+    )
+    nmse.add_argument(
+        "--trials", type=int_in(1, MAX_SIMULATED), default=5, help="rounds averaged per compressor (default 5)"
+    )
     nmse.add_argument(
         "--data",
         choices=sorted(WORKLOADS),
         default="gaussian",
         help="gaussian: N(0,1); lognormal: heavy-tailed; digits: real MLP gradients (default gaussian)",
     )
-    nmse.add_argument("--seed", type=int, default=0, help="seed of the data and of every compressor (default 0)")
+    nmse.add_argument(
+        "--seed", type=int_in(0, MAX_SEED), default=0, help="seed of the data and of every compressor (default 0)"
+    )
     nmse.add_argument(
         "--compressors",
         default=",".join(COMPRESSORS),
         help=f"comma-separated subset of: {', '.join(COMPRESSORS)} (default all)",
     )
-    nmse.add_argument("--bits", "-b", type=int, default=4, help="THC bits per coordinate b (default 4)")
-    nmse.add_argument("--granularity", "-g", type=int, default=30, help="THC granularity g (default 30)")
+    nmse.add_argument(
+        "--bits", "-b", type=_checked(check_bits), default=4, help="THC bits per coordinate b (default 4)"
+    )
+    nmse.add_argument(
+        "--granularity", "-g", type=_checked(check_granularity), default=30, help="THC granularity g (default 30)"
+    )
     nmse.add_argument("--clip", "-p", type=_probability, default=1 / 32, help="THC clip probability p (default 1/32)")
     nmse.add_argument(
         "--chunk", type=_power_of_two, default=PAPER_CHUNK, help="a power of two (default 2**20: the paper's d)"
     )
     nmse.add_argument("--error-feedback", action="store_true", help="THC with error feedback (single-round NMSE)")
     nmse.add_argument(
-        "--topk-ratio", type=float, default=0.01, help="fraction of coordinates TopK keeps (default 0.01)"
+        "--topk-ratio",
+        type=fraction("a share of the coordinates", "0.01"),
+        default=0.01,
+        help="fraction of coordinates TopK keeps (default 0.01)",
     )
-    nmse.add_argument("--qsgd-bits", type=int, default=4, help="QSGD bits per coordinate incl. sign, 2..8 (default 4)")
-    nmse.add_argument("--qsgd-bucket", type=int, default=512, help="coordinates per QSGD norm (default 512)")
+    nmse.add_argument(
+        "--qsgd-bits", type=int_in(2, MAX_BITS), default=4, help="QSGD bits per coordinate incl. sign, 2..8 (default 4)"
+    )
+    nmse.add_argument(
+        "--qsgd-bucket", type=int_in(1, MAX_SIMULATED), default=512, help="coordinates per QSGD norm (default 512)"
+    )
     return parser
 
 
@@ -126,8 +168,6 @@ def _cmd_nmse(args: argparse.Namespace) -> int:
     for name in names:
         if name not in COMPRESSORS:
             raise THCError(f"unknown compressor {name!r}: choose from {', '.join(COMPRESSORS)}")
-    if args.workers < 1 or args.dim < 1 or args.trials < 1:
-        raise THCError("--workers, --dim and --trials must be positive")
     params = dict(
         bits=args.bits,
         granularity=args.granularity,
@@ -151,8 +191,20 @@ def _cmd_nmse(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The arguments, refused in one line before anything is simulated when the gradients would not fit."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "nmse" and args.workers * args.dim * args.trials > MAX_SIMULATED:
+        parser.error(
+            f"--workers {args.workers} x --dim {args.dim} x --trials {args.trials} coordinates is more than "
+            f"{MAX_SIMULATED:,} held at once: make one smaller"
+        )
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         return _cmd_table(args) if args.command == "table" else _cmd_nmse(args)
     except THCError as exc:

@@ -20,8 +20,9 @@ def test_uniform_table_and_stats(capsys):
 
 
 def test_bad_values_exit_with_a_message(capsys):
-    assert main(["table", "--bits", "9"]) == 2
-    assert "bits=9" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["table", "--bits", "9"])
+    assert exit_.value.code == 2 and "argument --bits/-b: bits=9" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["table", "--clip", "1.5"])
     assert "strictly between 0 and 1" in capsys.readouterr().err
@@ -73,6 +74,16 @@ def test_nmse_prints_one_line_per_compressor(capsys):
     rows = {line.split()[0]: line.split() for line in lines[2:]}
     assert set(rows) == {"THC-optimal", "fp16", "int32"}
     assert 0.005 < float(rows["THC-optimal"][-2]) < 0.02  # ~0.0203 / 2
+
+
+def test_gradients_that_would_not_fit_are_refused_before_any_is_made(capsys):
+    """Each of --workers, --dim and --trials alone is in range; together they would need 16 GiB and swap,
+    or hang, before printing anything."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["nmse", "--workers", "4096", "--dim", "1048576", "--trials", "1"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1, err
+    assert "--workers 4096 x --dim 1048576 x --trials 1" in err and "make one smaller" in err
 
 
 def test_unknown_compressor(capsys):
