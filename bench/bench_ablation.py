@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from usage.args import OneLineParser, int_in
+from usage.args import OneLineParser, folder, int_in
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -85,7 +85,7 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int_in(1), default=200, help="training steps per run (default 200, as make run)")
     p.add_argument("--tta-workers", type=int_in(1), default=4, help="workers of the time-to-target star (default 4)")
     p.add_argument("--bw", default="auto", help="link rate in Mbit/s, or auto: make run's choice (default auto)")
-    p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="output directory (default bench/out)")
+    p.add_argument("--out", type=folder, default=REPO / "bench" / "out", help="output directory (default bench/out)")
     args = p.parse_args(argv)
     args.variants = _names(p, "--variants", args.variants, VARIANTS)
     args.tta_variants = (

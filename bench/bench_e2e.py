@@ -22,6 +22,7 @@ from pathlib import Path
 
 from usage.args import (
     OneLineParser,
+    folder,
     fraction,
     input_file,
     int_in,
@@ -112,7 +113,7 @@ def parse_args(argv=None):
     )
     add_codec_option(p)
     p.add_argument(
-        "--out", type=Path, default=REPO / "bench" / "out", help="where JSON and plots go (default bench/out)"
+        "--out", type=folder, default=REPO / "bench" / "out", help="where JSON and plots go (default bench/out)"
     )
     return p.parse_args(argv)
 

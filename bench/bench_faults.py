@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
-from usage.args import OneLineParser, input_file, int_in, positive_number
+from usage.args import OneLineParser, created_file, folder, input_file, int_in, positive_number
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -63,8 +63,8 @@ def parse_args(argv=None):
     p.add_argument("--no-mininet", action="store_true", help="skip the Mininet faults (no root needed then)")
     p.add_argument("--no-inprocess", action="store_true", help="skip duplication, reordering and the silent leaf")
     p.add_argument("--inprocess-steps", type=int_in(1), help="training steps of the in-process runs (default 100)")
-    p.add_argument("--log-dir", type=Path, default=Path("/tmp/bench_faults"), help="the runs' logs")
-    p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "bench_faults.json")
+    p.add_argument("--log-dir", type=folder, default=Path("/tmp/bench_faults"), help="the runs' logs")
+    p.add_argument("--out", type=created_file, default=REPO / "bench" / "out" / "bench_faults.json")
     args = p.parse_args(argv)
     args.steps = args.steps or (40 if args.quick else 200)
     args.model = args.model or ("mlp-digits" if args.quick else "cnn-digits")

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from usage.args import OneLineParser, int_in, listed
+from usage.args import OneLineParser, folder, int_in, listed
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -273,7 +273,7 @@ def main(argv=None) -> int:
         help="requests of THC (K 4-bit indices, default) or FIX32 (a cell of int32 values: BMv2's cost of "
         "an uncompressed frame, beside THC's)",
     )
-    ap.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (default bench/out)")
+    ap.add_argument("--out", type=folder, default=OUT_DIR, help="output folder (default bench/out)")
     args = ap.parse_args(argv)
     started = provenance.started(quick=args.rounds < 20 or args.packets < 8000)
     args.out.mkdir(parents=True, exist_ok=True)  # the veth switches' logs go there too

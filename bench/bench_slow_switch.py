@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from usage.args import OneLineParser, input_file, int_in, positive_number
+from usage.args import OneLineParser, created_file, input_file, int_in, positive_number
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -57,7 +57,9 @@ def parse_args(argv=None):
     )
     p.add_argument("--pipeline-rounds", type=int_in(1), default=25, help="closed-loop rounds (default 25)")
     p.add_argument("--no-pcap", action="store_true", help="run without pcaps (make run writes them)")
-    p.add_argument("--out", type=Path, default=OUT, help="the results file (default bench/out/slow_switch.json)")
+    p.add_argument(
+        "--out", type=created_file, default=OUT, help="the results file (default bench/out/slow_switch.json)"
+    )
     return p.parse_args(argv)
 
 

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from usage.args import OneLineParser, int_in, positive_number
+from usage.args import OneLineParser, created_file, int_in, positive_number
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -64,7 +64,7 @@ def parse_args(argv=None):
         default="p4",
         help="p4: the compiled program (default); fake: harness.fake_switch (the contract in Python)",
     )
-    p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "bench_stragglers.json")
+    p.add_argument("--out", type=created_file, default=REPO / "bench" / "out" / "bench_stragglers.json")
     return p.parse_args(argv)
 
 

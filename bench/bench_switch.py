@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from usage.args import OneLineParser, int_in, positive_number
+from usage.args import OneLineParser, folder, int_in, positive_number
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -178,7 +178,7 @@ def main(argv=None):
         default="python,native",
         help="comma-separated engine backends to measure: python, native (default python,native)",
     )
-    ap.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (default bench/out)")
+    ap.add_argument("--out", type=folder, default=OUT_DIR, help="output folder (default bench/out)")
     args = ap.parse_args(argv)
     origin = provenance.started(quick=args.packets < 20000)
     backends = [b for b in args.backends.split(",") if b]

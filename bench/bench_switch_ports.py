@@ -27,7 +27,7 @@ from bench import record as bench_record  # noqa: E402
 from harness.shell import route_to_port_2  # noqa: E402
 from topologies.targets import find_executable, free_tcp_port  # noqa: E402
 from usage import provenance  # noqa: E402
-from usage.args import OneLineParser, input_file, int_in  # noqa: E402
+from usage.args import OneLineParser, folder, input_file, int_in  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "p4", "build")
 DST_MAC = bytes.fromhex("080000000202")
@@ -353,7 +353,7 @@ def main(argv=None) -> int:
         help="traffic source and sink: a Python socket loop, or bench/native_blast.c (sendmmsg/recvmmsg; "
         "needed to load the native loop, which outruns the Python sender)",
     )
-    parser.add_argument("--out", type=Path, default=Path(ROOT) / "bench" / "out", help="record folder (bench/out)")
+    parser.add_argument("--out", type=folder, default=Path(ROOT) / "bench" / "out", help="record folder (bench/out)")
     args = parser.parse_args(argv)
     origin = provenance.started(quick=args.frames < 200_000)
     if os.geteuid() != 0 or shutil.which("ip") is None:

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from usage.args import OneLineParser, int_in
+from usage.args import OneLineParser, folder, int_in
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -364,7 +364,7 @@ def main() -> int:
     )
     parser.add_argument("--workers", type=int_in(1), default=8, help="simulated workers for the NMSE sweep (default 8)")
     parser.add_argument("--threads", type=int_in(1), default=None, help="torch intra-op threads (default: torch's)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out", help="output folder (default bench/out)")
+    parser.add_argument("--out", type=folder, default=ROOT / "bench" / "out", help="output folder (default bench/out)")
     parser.add_argument("--native", action="store_true", help="only the native vs numpy codec table")
     args = parser.parse_args()
     if args.threads:

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from usage.args import OneLineParser, input_file, int_in, listed, positive_number
+from usage.args import OneLineParser, folder, input_file, int_in, listed, positive_number
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -85,7 +85,7 @@ def parse_args(argv=None):
         default=8,
         help="probe rounds per size and mode, the first a warm-up (default 8)",
     )
-    p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="output folder (default bench/out)")
+    p.add_argument("--out", type=folder, default=REPO / "bench" / "out", help="output folder (default bench/out)")
     p.add_argument(
         "--planner-only",
         action="store_true",

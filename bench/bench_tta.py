@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from usage.args import OneLineParser, input_file, int_in
+from usage.args import OneLineParser, folder, input_file, int_in
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -61,7 +61,7 @@ def parse_args(argv=None):
         help="software switch engine (default auto = native when it can run the program)",
     )
     p.add_argument("--window", type=int_in(1), default=256, help="requests in flight per worker (default 256)")
-    p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="output directory (default bench/out)")
+    p.add_argument("--out", type=folder, default=REPO / "bench" / "out", help="output directory (default bench/out)")
     p.add_argument(
         "--replot",
         type=input_file,

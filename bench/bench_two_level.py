@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from usage.args import OneLineParser, int_in, number_in
+from usage.args import OneLineParser, folder, int_in, number_in
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         help="loss probability per frame and link (0..1)",
     )
     parser.add_argument(
-        "--out", type=Path, default=Path(__file__).resolve().parent / "out", help="output folder (default bench/out)"
+        "--out", type=folder, default=Path(__file__).resolve().parent / "out", help="output folder (default bench/out)"
     )
     args = parser.parse_args(argv)
     origin = provenance.started(quick=args.rounds < 40)

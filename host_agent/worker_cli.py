@@ -11,7 +11,7 @@ from pathlib import Path
 import contract
 from host_agent import identity, workloads
 from thc.modes import MODES, PS_MODES, TERNGRAD_SWITCH, THC, uses_job
-from usage.args import OneLineParser, input_path, int_in, non_negative_number, positive_number
+from usage.args import OneLineParser, created_file, input_path, int_in, non_negative_number, positive_number
 
 DESCRIPTION = "`thc-worker`: one data-parallel training worker, run on one Mininet host by `thc-run`."
 
@@ -281,7 +281,7 @@ def _add_training(r) -> None:
     )
     r.add_argument(
         "--result",
-        type=Path,
+        type=created_file,
         help="write the final record (JSON) here; '{rank}' in the path becomes the rank (for torchrun, "
         "whose workers share one command line)",
     )
@@ -325,7 +325,7 @@ def _add_probe(q) -> None:
     """Probe rounds instead of training (bench and the exactness tests)."""
     q.add_argument(
         "--probe",
-        type=Path,
+        type=created_file,
         metavar="FILE.npz",
         help="aggregate seeded random gradients through the switch, save inputs and results, exit",
     )

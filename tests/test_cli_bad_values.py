@@ -22,6 +22,7 @@ from tests.support.paths import REPO
 
 BAD_NUMBERS = ("0", "-1", "nan", "1e30", "1" + "0" * 30)
 MISSING = "/no/such/folder/f.json"
+UNDER_A_FILE = str(REPO / "README.md" / "f.json")  # no folder can be made there
 
 # (cli, option) -> {value: why the option takes it}; cli "*" is every CLI with that option.
 ZERO = {"0": "0 is a valid id, seed or index"}
@@ -44,17 +45,28 @@ ACCEPTED = {
     ("thc-worker", "--dupthresh"): {"0": "documented: timers only"},
     ("thc-worker", "--result"): {MISSING: "the worker creates the folder, parents and all"},
     ("thc-worker", "--probe"): {MISSING: "the worker creates the folder, parents and all"},
-    ("thc-worker", "--membership"): {MISSING: "the runner writes it when a worker fails; polled until then"},
+    ("thc-worker", "--membership"): {
+        MISSING: "the runner writes it when a worker fails; polled until then",
+        UNDER_A_FILE: "read, never written, by the worker: polled as a missing one is",
+    },
     ("bench_e2e", "--rounds"): {"0": "documented: 0 skips the aggregation part"},
     ("bench_e2e", "--steps"): {"0": "documented: 0 skips training"},
     ("bench_timeline", "--warmup"): {"0": "leave no step out of the mean"},
     ("thc-switch", "--cpu-port"): {"0": "a port number, as BMv2 takes it"},
     ("thc-switch", "--thrift-port"): {"0": "documented: accepted and ignored (no Thrift server)"},
-    ("thc-switch", "--log-file"): {
-        MISSING: "refused in one line by thc-switch's main before it starts (test_ports.py)"
+    ("thc-switch", "--log-file"): dict.fromkeys(
+        (MISSING, UNDER_A_FILE), "refused in one line by thc-switch's main before it starts (test_ports.py)"
+    ),
+    ("thc-switch", "--p4runtime-log"): dict.fromkeys(
+        (MISSING, UNDER_A_FILE), "refused in one line by thc-switch's main before it starts"
+    ),
+    ("thc-switch", "--pcap"): {
+        MISSING: "a folder the switch creates, parents and all",
+        UNDER_A_FILE: "refused in one line by thc-switch's main before it starts",
     },
-    ("thc-switch", "--p4runtime-log"): {MISSING: "refused in one line by thc-switch's main before it starts"},
-    ("thc-switch", "--nanolog"): {MISSING: "an address, not a file: accepted and ignored, as its help says"},
+    ("thc-switch", "--nanolog"): dict.fromkeys(
+        (MISSING, UNDER_A_FILE), "an address, not a file: accepted and ignored, as its help says"
+    ),
     ("*", "--log-dir"): {MISSING: "a folder the run creates, parents and all"},
     ("*", "--pcap-dir"): {MISSING: "a folder the run creates, parents and all"},
     ("*", "--pcap"): {MISSING: "a folder the switch creates, parents and all"},
@@ -145,7 +157,7 @@ def _cases():
                 if not action.option_strings or action.nargs == 0 or action.help == argparse.SUPPRESS:
                     continue
                 kind = _kind(action)
-                for value in BAD_NUMBERS if kind == "number" else (MISSING,) if kind == "path" else ():
+                for value in BAD_NUMBERS if kind == "number" else (MISSING, UNDER_A_FILE) if kind == "path" else ():
                     option = action.option_strings[-1]
                     yield pytest.param(cli, path, option, value, id=f"{cli} {' '.join(path)} {option}={value}")
 

@@ -142,11 +142,33 @@ def output_file(text: str) -> Path:
     return path
 
 
+def _file_in_the_way(path: Path) -> Path | None:
+    """The file standing where one of path's folders would have to be made, if any (its nearest existing
+    ancestor, when that is not a folder)."""
+    existing = next((parent for parent in path.parents if parent.exists()), None)
+    return None if existing is None or existing.is_dir() else existing
+
+
 def folder(text: str) -> Path:
-    """argparse type: a folder the command will create or fill: refused at once if a file of that name is there."""
+    """argparse type: a folder the command will create or fill: refused at once if a file of that name is
+    there, or a file stands where one of its parents would be made."""
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder: name a folder")
+    if (blocker := _file_in_the_way(path)) is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {str(blocker)!r} is a file, so no folder can be made there")
+    return path
+
+
+def created_file(text: str) -> Path:
+    """argparse type: a file the command will write, making its folders as needed: refused at once if it is
+    a folder, or a file stands where one of its folders would be made (a write that fails only at the end of
+    a run loses the run)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder: name a file in it")
+    if (blocker := _file_in_the_way(path)) is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {str(blocker)!r} is a file, so no folder can be made there")
     return path
 
 
