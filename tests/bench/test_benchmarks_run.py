@@ -1,4 +1,5 @@
-"""Every benchmark's quick form runs to its end and prints its table, so that none rots unseen.
+"""Every benchmark's quick form runs to its end and prints its table, so that none rots unseen (and every
+benchmark in bench/ has one here).
 
 No figure is asserted (figures belong to the machine and the moment); only that the benchmark exits 0,
 prints the line that closes its report and writes its results file into a test folder, never bench/out/.
@@ -98,3 +99,11 @@ def test_a_benchmark_runs_its_quick_form(tmp_path, name, args, closing, written)
     assert proc.returncode == 0, report[-3000:]
     assert closing in report, report[-3000:]
     assert written is None or (tmp_path / written).is_file()
+
+
+def test_every_benchmark_has_a_quick_form_here():
+    """A benchmark added to bench/ without a quick form above would run in no test and rot unseen."""
+    scripts = {p.stem for p in (REPO / "bench").glob("bench_*.py")}
+    listed = {case[0] for case in IN_PROCESS + ON_MININET}
+    assert scripts - listed == set(), "give these a quick form in IN_PROCESS or ON_MININET"
+    assert listed - scripts == set(), "these are listed but no longer in bench/"
