@@ -54,10 +54,14 @@ def words(command: str) -> list[str]:
 def code_snippets(path: Path) -> list[tuple[int, str]]:
     """(line number, text) of every command-like piece of code: each line of a fenced block (continuations
     joined) and each inline code span."""
+    return sorted(fenced_commands(path) + _spans(path))
+
+
+def fenced_commands(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of each line of the file's fenced blocks, continuation lines joined."""
     out: list[tuple[int, str]] = []
-    lines = _lines(path)
     in_block, pending, start = False, "", 0
-    for n, line in enumerate(lines, start=1):
+    for n, line in enumerate(_lines(path), start=1):
         if _FENCE.match(line):
             in_block, pending = not in_block, ""
             continue
@@ -69,7 +73,15 @@ def code_snippets(path: Path) -> list[tuple[int, str]]:
                 continue
             out.append((start, pending + line))
             pending = ""
-        else:
+    return out
+
+
+def _spans(path: Path) -> list[tuple[int, str]]:
+    out, in_block = [], False
+    for n, line in enumerate(_lines(path), start=1):
+        if _FENCE.match(line):
+            in_block = not in_block
+        elif not in_block:
             out += [(n, span) for span in _SPAN.findall(line)]
     return out
 
