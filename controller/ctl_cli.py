@@ -26,10 +26,10 @@ import contract
 from contract.job import KEYS, JobSpec, JobSpecError, add_job_options, spec_from_options
 from contract.ticket import Ticket
 from controller import pool as pools
-from controller import two_level
+from controller import runtime_file, two_level
 from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
-from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession
+from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession, read_pipeline
 from usage.args import OneLineParser, input_file, int_in, output_file, positive_number
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"  # simple_switch_grpc's default
@@ -634,6 +634,10 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
             raise BadInput("jobs live on the aggregating switch: drop --all")
         if jobs_switch and args.job_command == "add":
             args.job_spec = job_spec(args)
+        if args.command == "push":  # the files, before anything is sent
+            read_pipeline(args.p4info, args.bmv2_json)
+        if args.command == "apply":
+            runtime_file.check(args.file)
         if jobs_switch and topology is not None and topology.two_level and not (args.switch or args.grpc_addr):
             return _run_two_level_job(args, topology, election_id, out, err)
         switches = resolve_switches(args, topology, jobs_switch)

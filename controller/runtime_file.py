@@ -17,7 +17,7 @@ from pathlib import Path
 from p4.v1 import p4runtime_pb2
 
 from controller.errors import BadInput
-from controller.p4info import P4Info
+from controller.p4info import P4Info, load_p4info
 
 _TOP_KEYS = {"target", "p4info", "bmv2_json", "table_entries", "multicast_group_entries", "clone_session_entries"}
 _ENTRY_KEYS = {"table", "match", "action_name", "action_params", "default_action", "priority"}
@@ -36,13 +36,17 @@ class RuntimeFile:
 def load(path: str | Path) -> RuntimeFile:
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise BadInput(f"cannot read runtime file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: byte {exc.start} is not UTF-8: save the file as UTF-8") from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
         raise BadInput(f"{path}: a runtime file is a JSON object")
+    if not set(data) & (_TOP_KEYS - {"target"}):
+        raise BadInput(f"{path}: nothing to apply: no 'p4info', 'bmv2_json' or entries")
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise BadInput(f"{path}: unknown key '{unknown[0]}' (keys: {', '.join(sorted(_TOP_KEYS))})")
@@ -82,6 +86,17 @@ def load(path: str | Path) -> RuntimeFile:
         listed("multicast_group_entries"),
         listed("clone_session_entries"),
     )
+
+
+def check(path: str | Path) -> RuntimeFile:
+    """The runtime file, every entry built, so that a bad one is refused before anything is sent: its table
+    entries against the P4Info the file names (without one, they are built against the switch's own, once
+    connected)."""
+    runtime = load(path)
+    pre_entries(runtime)
+    if runtime.p4info is not None:
+        table_entries(P4Info(load_p4info(runtime.p4info)), runtime)
+    return runtime
 
 
 def table_entries(p4info: P4Info, runtime: RuntimeFile) -> list[p4runtime_pb2.TableEntry]:

@@ -70,6 +70,24 @@ class WriteSummary:
         return f"{self.inserted} inserted, {self.modified} modified, {self.deleted} deleted"
 
 
+def read_pipeline(p4info_path: Path, bmv2_json_path: Path, check_contract: bool = True):
+    """(P4Info, BMv2 JSON bytes, register words per cell or None) of a pipeline to push, each file checked
+    (thc-ctl reads them before it connects, so a bad file is refused before anything is sent)."""
+    p4info = load_p4info(p4info_path)
+    words = check_p4info(p4info, str(p4info_path)) if check_contract else None
+    try:
+        config = Path(bmv2_json_path).read_bytes()
+    except OSError as exc:
+        raise BadInput(f"cannot read BMv2 JSON {bmv2_json_path}: {exc.strerror}") from None
+    try:
+        program = json.loads(config)
+    except ValueError as exc:
+        raise BadInput(f"{bmv2_json_path} is not JSON ({exc}): expected p4c's BMv2 output") from None
+    if not isinstance(program, dict):
+        raise BadInput(f"{bmv2_json_path}: a {type(program).__name__}, not p4c's BMv2 output (a JSON object)")
+    return p4info, config, words
+
+
 class SwitchSession:
     """A controller session with one switch (its own P4Runtime connection: several may coexist)."""
 
@@ -176,16 +194,7 @@ class SwitchSession:
 
     def push(self, check_contract: bool = True) -> dict:
         """Set the forwarding pipeline from the P4Info and BMv2 JSON files (all entries are lost)."""
-        p4info = load_p4info(self.p4info_path)
-        words = check_p4info(p4info, str(self.p4info_path)) if check_contract else None
-        try:
-            config = self.bmv2_json_path.read_bytes()
-        except OSError as exc:
-            raise BadInput(f"cannot read BMv2 JSON {self.bmv2_json_path}: {exc.strerror}") from None
-        try:
-            json.loads(config)
-        except ValueError as exc:
-            raise BadInput(f"{self.bmv2_json_path} is not JSON ({exc}): expected p4c's BMv2 output") from None
+        p4info, config, words = read_pipeline(self.p4info_path, self.bmv2_json_path, check_contract)
         self._set_pipeline(p4info, config)
         return {
             "p4info": str(self.p4info_path),

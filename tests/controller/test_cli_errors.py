@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import contract
 from controller.connection import SwitchConnection
 from controller.ctl_cli import run
 from controller.errors import NotPrimary
@@ -106,6 +107,68 @@ def test_a_topology_file_that_is_not_utf8_is_one_line(tmp_path):
 def test_a_missing_topology_file_is_named():
     status, _, err = cli("stats", "--topology", "/nonexistent.json")
     assert_one_line(status, err, "argument --topology", "'/nonexistent.json' does not exist")
+
+
+BAD_JSON = {
+    "not UTF-8": b'\xff\xfe{"table_entries": []}',
+    "not JSON": b'{"table_entries": [',
+    "a list": b"[]",
+}
+
+
+@pytest.mark.parametrize("bad", BAD_JSON)
+def test_a_bmv2_json_that_is_no_program_is_refused_before_connecting(tmp_path, bad):
+    path = tmp_path / "prog.json"
+    path.write_bytes(BAD_JSON[bad])
+    status, _, err = cli("push", "--bmv2-json", path, *nowhere())
+    assert_one_line(status, err, str(path))
+
+
+def test_a_p4info_that_does_not_parse_is_refused_before_connecting(tmp_path):
+    path = tmp_path / "prog.p4info.txtpb"
+    path.write_text("tables { preamble { id: 1 ")
+    status, _, err = cli("push", "--p4info", path, *nowhere())
+    assert_one_line(status, err, str(path), "not a P4Info")
+
+
+def _runtime(tmp_path, **doc) -> Path:
+    """A p4lang/tutorials runtime file naming the committed program, with `doc`'s keys."""
+    path = tmp_path / "s1-runtime.json"
+    path.write_text(json.dumps({"p4info": str(DEFAULT_P4INFO), "bmv2_json": str(DEFAULT_BMV2_JSON), **doc}))
+    return path
+
+
+LPM = {"table": contract.IPV4_LPM, "match": {"hdr.ipv4.dstAddr": ["10.0.1.1", 32]}}
+BAD_RUNTIME = {
+    "not UTF-8": lambda p: p.write_bytes(b'\xff\xfe{"table_entries": []}'),
+    "not JSON": lambda p: p.write_text('{"table_entries": ['),
+    "a list": lambda p: p.write_text("[]"),
+    "nothing to apply": lambda p: p.write_text("{}"),
+    "entries not a list": lambda p: p.write_text('{"table_entries": "x"}'),
+    "a replica's port -1": lambda p: p.write_text(
+        json.dumps({"multicast_group_entries": [{"multicast_group_id": 1, "replicas": [{"egress_port": -1}]}]})
+    ),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_RUNTIME)
+def test_a_bad_runtime_file_is_refused_before_connecting(tmp_path, bad):
+    path = tmp_path / "s1-runtime.json"
+    BAD_RUNTIME[bad](path)
+    status, _, err = cli("apply", path, *nowhere())
+    assert_one_line(status, err, str(path))
+
+
+def test_a_runtime_files_entries_are_built_against_the_p4info_it_names_before_connecting(tmp_path):
+    path = _runtime(tmp_path, table_entries=[{**LPM, "action_name": "ThcIngress.no_such_action"}])
+    status, _, err = cli("apply", path, *nowhere())
+    assert_one_line(status, err, str(path), "table_entries[0]")
+
+
+def test_a_good_runtime_file_gets_as_far_as_the_switch(tmp_path):
+    path = _runtime(tmp_path, table_entries=[{**LPM, "action_name": contract.FORWARDING_DROP, "action_params": {}}])
+    status, _, err = cli("apply", path, *nowhere())
+    assert status == 1 and "no P4Runtime server answers" in err, err
 
 
 def test_a_bad_grpc_port_in_the_topology_is_one_problem_not_also_an_unknown_switch(tmp_path):
