@@ -31,6 +31,7 @@ import numpy as np  # noqa: E402
 
 from bench import record as bench_record  # noqa: E402
 from bench.bench_stragglers import make_switch  # noqa: E402
+from controller.topology import load_for_cli  # noqa: E402
 from harness.ddp_cluster import thc_spec, train_ddp  # noqa: E402
 from harness.sim import SimJob, attach_workers  # noqa: E402
 from host_agent import workloads  # noqa: E402
@@ -70,6 +71,8 @@ def parse_args(argv=None):
     args.model = args.model or ("mlp-digits" if args.quick else "cnn-digits")
     args.inprocess_steps = args.inprocess_steps or (30 if args.quick else 100)
     args.modes = [m for m in args.modes.split(",") if m]
+    if not args.no_mininet:
+        load_for_cli(p, args.topo)  # a bad file: one line now, not a traceback after the in-process runs
     return args
 
 
@@ -100,7 +103,7 @@ def run_mininet(args) -> list[dict]:
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 
-    topo = Topology.load(args.topo if Path(args.topo).exists() else REPO / args.topo)
+    topo = Topology.load(args.topo)
     if args.bw:
         topo = topo.with_link_params(bw=args.bw)
     rows, index = [], 0

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 import planner  # noqa: E402
 from bench import record as bench_record  # noqa: E402
 from contract.job import JobSpec  # noqa: E402
-from controller.topology import Topology  # noqa: E402
+from controller.topology import Topology, load_for_cli  # noqa: E402
 from planner import (  # noqa: E402
     models_zoo,
     plan_cli,
@@ -105,7 +105,10 @@ def parse_args(argv=None):
         default="1,10,25,100",
         help="link rates in Gbit/s the planner is timed at (default 1,10,25,100)",
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if not args.replay:
+        load_for_cli(p, args.topo, args.workers)  # a bad file: one line now, not a traceback after the planner's run
+    return args
 
 
 # ---- the planner's speed -------------------------------------------------------------------------------
@@ -219,13 +222,26 @@ def replay(path: Path) -> int:
     """--replay: the cases of an earlier run predicted again by the current model from what that run measured
     before them (step profiles, probes, calibration factors), never from the runs themselves."""
     try:
-        run = json.loads(path.read_text())
-        profiles_by_rate, probes_by_rate, runs = run["steps_profiled"], run["probes"], run["cases"]
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"bench_timeline --replay: {path} is not a bench_timeline.json ({exc}); give the file a run wrote")
+        cases, plans = _replayed(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as exc:
+        print(
+            f"bench_timeline --replay: {path} is not a bench_timeline.json ({type(exc).__name__}: {exc}); "
+            "give the file a run wrote",
+            file=sys.stderr,
+        )
         return 2
+    for line in plans:
+        print(line)
+    print(plan_cli.validation_table(cases))
+    return 0
+
+
+def _replayed(run: dict) -> tuple[list[dict], list[str]]:
+    """replay's cases and each model's plan at each rate; any field of the wrong shape raises (replay says
+    which file)."""
+    profiles_by_rate, probes_by_rate, runs = run["steps_profiled"], run["probes"], run["cases"]
     factors_by_rate = run.get("calibration", {}).get("factors", {})
-    cases = []
+    cases, plans = [], []
     for rate, by_model in probes_by_rate.items():
         factors = factors_by_rate.get(rate) or {}
         for m, probes in by_model.items():
@@ -241,9 +257,8 @@ def replay(path: Path) -> int:
                     predicted = planner.uniform(step, modes, c["mode"]).iteration_s * 1e3
                     cases.append(dict(c, predicted_ms=predicted))
             plan = testbed_costs.choose(step, modes, upper=upper)
-            print(f"{m} at {float(rate):g} Mbit/s: the plan now {plan.modes}, {plan.iteration_s * 1e3:.1f} ms")
-    print(plan_cli.validation_table(cases))
-    return 0
+            plans.append(f"{m} at {float(rate):g} Mbit/s: the plan now {plan.modes}, {plan.iteration_s * 1e3:.1f} ms")
+    return cases, plans
 
 
 def main(argv=None) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -28,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import record as bench_record  # noqa: E402
 from contract.job import JobSpec  # noqa: E402
-from controller.topology import Topology  # noqa: E402
+from controller.topology import Topology, load_for_cli  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from thc.modes import PS_MODES, RUN_DEFAULT  # noqa: E402
 from topologies import report  # noqa: E402
@@ -80,7 +81,7 @@ def parse_args(argv=None):
         p.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(report.MODE_LABELS)}")
     ps = [m for m in args.modes if m.partition(":")[0] in PS_MODES]
     args.topo = args.topo or REPO / "topologies" / ("star4_ps.json" if ps else "star4.json")
-    topo = Topology.load(args.topo)
+    topo = load_for_cli(p, args.topo, args.workers)
     for mode in ps:
         try:
             topo.placement(mode.partition(":")[2] or None)
@@ -196,10 +197,51 @@ def report_all(records: list[dict], models: list[str], out: Path) -> None:
     plot(out / "bench_tta.png", models, faster)
 
 
+# what --replot reads of each run: field -> (its types, whether it may be null)
+RUN_FIELDS = {
+    "model": ((str,), False),
+    "mode": ((str,), False),
+    "metric": ((str,), False),
+    "target": ((int, float), False),
+    "bw_mbit": ((int, float), False),
+    "final_metric": ((int, float), False),
+    "step_ms": ((int, float), False),
+    "step_bound_ms": ((int, float), False),
+    "time_to_target_s": ((int, float), True),
+    "steps_to_target": ((int,), True),
+    "busiest_link_bytes_per_step": ((int, float), True),
+}
+
+
+def replot_runs(path: str) -> list[dict]:
+    """The runs of an earlier bench_tta.json, each field --replot reads checked; ValueError says which."""
+    try:
+        runs = json.loads(Path(path).read_text(encoding="utf-8"))["runs"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a bench_tta.json a run wrote ({type(exc).__name__}: {exc})") from None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise ValueError(f"{path}: 'runs' must be a list of objects, as a run writes it")
+    for i, run in enumerate(runs):
+        for name, (types, nullable) in RUN_FIELDS.items():
+            value = run.get(name)
+            ok = (value is None and nullable) or (isinstance(value, types) and not isinstance(value, bool))
+            if ok and isinstance(value, (int, float)) and not (math.isfinite(value) and value >= 0):
+                ok = False
+            if not ok:
+                raise ValueError(f"{path}: runs[{i}].{name} = {value!r}: not what a run writes")
+        if run["bw_mbit"] <= 0 or (run.get("busiest_link_bytes_per_step") is not None and "busiest_link" not in run):
+            raise ValueError(f"{path}: runs[{i}]: not what a run writes (bw_mbit, busiest_link)")
+    return runs
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.replot is not None:
-        records = [r for path in args.replot for r in json.loads(Path(path).read_text())["runs"]]
+        try:
+            records = [r for path in args.replot for r in replot_runs(path)]
+        except ValueError as exc:
+            print(f"bench_tta --replot: {exc}", file=sys.stderr)
+            return 2
         records.sort(key=lambda r: (r["model"], -r["bw_mbit"]))
         args.out.mkdir(parents=True, exist_ok=True)
         report_all(records, list(dict.fromkeys(r["model"] for r in records)), args.out)

@@ -240,3 +240,13 @@ class Topology:
     def to_dict(self) -> dict:
         """The JSON form (explicit ports and defaults), e.g. to record what a run used."""
         return topology_file.to_data(self)
+
+
+def load_for_cli(parser, path: str | Path, workers: int | None = None) -> Topology:
+    """The topology a command's option names (grown or shrunk to `workers`), or the parser's one-line error
+    naming the file's first problem: read with the options, before the command starts anything."""
+    try:
+        topo = Topology.load(path)
+        return topo if workers is None else topo.with_workers(workers)
+    except TopologyError as exc:
+        parser.error(exc.one_line())
