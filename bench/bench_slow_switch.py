@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import record as bench_record  # noqa: E402
 from bench.bench_pipeline import bench_veth  # noqa: E402
+from controller.topology import load_for_cli  # noqa: E402
 from topologies.targets import add_target_option  # noqa: E402
 from usage import provenance  # noqa: E402
 
@@ -60,7 +61,10 @@ def parse_args(argv=None):
     p.add_argument(
         "--out", type=created_file, default=OUT, help="the results file (default bench/out/slow_switch.json)"
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.topo:
+        load_for_cli(p, args.topo)  # a bad file: one line now, not thc-run's failure after the pipeline's run
+    return args
 
 
 def pipeline(args) -> dict | None:

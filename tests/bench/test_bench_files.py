@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import bench_faults, bench_timeline, bench_tta
+from bench import bench_faults, bench_slow_switch, bench_timeline, bench_tta
 from tests.support.paths import REPO
 from tests.test_cli_bad_files import BAD
 
@@ -44,6 +44,7 @@ KINDS = {
     "bench_tta --topo": Kind(_star4, _parsed(bench_tta.parse_args)),
     "bench_timeline --topo": Kind(_star4, _parsed(bench_timeline.parse_args)),
     "bench_faults --topo": Kind(_star4, _parsed(bench_faults.parse_args)),
+    "bench_slow_switch --topo": Kind(_star4, _parsed(bench_slow_switch.parse_args)),
     "bench_tta --replot": Kind(_tta_runs, lambda f, out: bench_tta.main(["--replot", str(f), "--out", str(out)])),
     "bench_timeline --replay": Kind(
         lambda p: p.write_text(json.dumps({"steps_profiled": {}, "probes": {}, "cases": [], "calibration": {}})),
