@@ -30,7 +30,7 @@ from controller import runtime_file, two_level
 from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession, read_pipeline
-from usage.args import OneLineParser, input_file, int_in, output_file, positive_number
+from usage.args import OneLineParser, host_port, input_file, int_in, output_file, positive_number
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"  # simple_switch_grpc's default
 
@@ -51,7 +51,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("switch")
     g.add_argument(
         "--grpc-addr",
-        type=_grpc_addr,
+        type=host_port(1, DEFAULT_GRPC_ADDR),
         metavar="HOST:PORT",
         help=f"P4Runtime server of the switch (default: the topology's, else {DEFAULT_GRPC_ADDR})",
     )
@@ -113,15 +113,6 @@ def _election_id(text: str) -> str:
     except ControlError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
-
-
-def _grpc_addr(text: str) -> str:
-    host, colon, port = text.strip().rpartition(":")
-    if not colon or not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT, like {DEFAULT_GRPC_ADDR}")
-    if not 1 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r}: port {port} is outside 1..65535")
-    return f"{host}:{int(port)}"
 
 
 def _integer(what: str):
@@ -314,7 +305,7 @@ def resolve_switches(args, topology, jobs_switch: bool = False) -> list[SwitchAd
                 f"topology {topology.name} has switches {', '.join(topology.switches)}: "
                 "choose one with --switch NAME or --all"
             )
-    addr = args.grpc_addr or (switch.grpc_addr if switch else DEFAULT_GRPC_ADDR)  # "" is refused by _grpc_addr
+    addr = args.grpc_addr or (switch.grpc_addr if switch else DEFAULT_GRPC_ADDR)  # "" is refused by host_port
     device = args.device_id if args.device_id is not None else (switch.device_id if switch else 0)
     return [SwitchAddress(switch.name if switch else None, addr, device)]
 

@@ -26,7 +26,7 @@ from emulator.p4runtime_server import BindError, P4RuntimeServer
 from emulator.pacing import MIN_PPS, service_ns
 from emulator.ports import InterfaceError, interface_exists
 from emulator.switch import SoftwareSwitch, load_config
-from usage.args import OneLineParser, input_file, int_in
+from usage.args import OneLineParser, host_port, input_file, int_in
 
 log = logging.getLogger("emulator.switch_cli")
 DEFAULT_GRPC_ADDR = "0.0.0.0:9559"  # simple_switch_grpc's default
@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--grpc-server-addr",
+        type=host_port(0, DEFAULT_GRPC_ADDR),
         default=DEFAULT_GRPC_ADDR,
         metavar="ADDR:PORT",
         help=f"address the P4Runtime gRPC server binds (default {DEFAULT_GRPC_ADDR}; port 0 picks "

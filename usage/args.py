@@ -82,6 +82,23 @@ def fraction(what: str, example: str):
     return parse
 
 
+def host_port(lowest_port: int = 1, example: str = "127.0.0.1:50051"):
+    """argparse type: HOST:PORT with the port in lowest_port..65535 (a server's 0: any free port), given back
+    as written; `unix:PATH` as it is (gRPC takes both). A port gRPC would wrap round (99999) is refused."""
+
+    def parse(text: str) -> str:
+        if text.startswith("unix:"):
+            return text
+        host, colon, port = text.strip().rpartition(":")
+        if not colon or not host or not port.isdigit():
+            raise argparse.ArgumentTypeError(f"{text!r}: expected HOST:PORT, like {example}")
+        if not lowest_port <= int(port) <= 65535:
+            raise argparse.ArgumentTypeError(f"{text!r}: port {port} is outside {lowest_port}..65535")
+        return f"{host}:{int(port)}"
+
+    return parse
+
+
 def listed(item):
     """argparse type: comma-separated values, each checked by the argparse type `item`; gives the text back
     as written (the command splits it where it always has)."""
