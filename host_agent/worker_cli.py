@@ -137,6 +137,28 @@ def _add_job_group(g) -> None:
     )
 
 
+def ipv4_address(text: str) -> str:
+    """argparse type: an IPv4 address, as written (one the frames could not carry fails here, not mid-run)."""
+    from host_agent import wire
+
+    try:
+        wire.ip_bytes(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an IPv4 address, like 10.0.0.1") from None
+    return text
+
+
+def mac_address(text: str) -> str:
+    """argparse type: a MAC address, as written."""
+    from host_agent import wire
+
+    try:
+        wire.mac_bytes(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a MAC address, like 02:00:00:00:00:01") from None
+    return text
+
+
 def fallback_endpoint(text: str):
     """argparse type: a fallback server's address, IP,MAC (host_agent/pool_fallback.py)."""
     from host_agent import wire
@@ -154,7 +176,7 @@ def _add_switch_addresses(s) -> None:
     """Where the switch (or the parameter servers) and this host are; the job's id and key."""
     from contract.job import job_key
 
-    s.add_argument("--service-ip", help="the aggregating switch's THC service address")
+    s.add_argument("--service-ip", type=ipv4_address, help="the aggregating switch's THC service address")
     s.add_argument(
         "--servers",
         type=input_path,
@@ -164,6 +186,7 @@ def _add_switch_addresses(s) -> None:
     )
     s.add_argument(
         "--service-mac",
+        type=mac_address,
         help="MAC the service address resolves to: the switch's, or the next hop's (default: the kernel's "
         "neighbour entry for --service-ip on --iface; the switch answers no ARP, so a permanent one: ip neigh "
         "replace IP lladdr MAC dev IFACE nud permanent)",
@@ -175,8 +198,8 @@ def _add_switch_addresses(s) -> None:
         help="a pool job's fallback server (a parameter server holding the same job, thc-ctl job add --pool): "
         "a round the switch answers FALLBACK for is sent there (default: none; such a round then times out)",
     )
-    s.add_argument("--src-ip", help="this host's IPv4 address (default: --iface's)")
-    s.add_argument("--src-mac", help="this host's MAC address (default: --iface's)")
+    s.add_argument("--src-ip", type=ipv4_address, help="this host's IPv4 address (default: --iface's)")
+    s.add_argument("--src-mac", type=mac_address, help="this host's MAC address (default: --iface's)")
     s.add_argument(
         "--job-id",
         type=int_in(0, contract.JOB_ID_MAX),
@@ -419,6 +442,7 @@ def resolve_identity(args) -> None:
         return
     if args.iface is None:
         raise identity.IdentityError(f"--mode {args.mode} needs --iface: the interface on the way to the switch")
+    identity.interface_mac(args.iface)  # there: refused now, not once the rendezvous is over
     if args.src_mac is None:
         args.src_mac = identity.interface_mac(args.iface)
     if args.src_ip is None:

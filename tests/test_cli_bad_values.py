@@ -1,8 +1,8 @@
 """Every option of every CLI, fed bad values: each numeric option 0, -1, NaN and a huge number, each
-HOST:PORT one without a port or with one out of range, each file option a path in a folder that does not
-exist or under a file. The parser must refuse the value in one line that names the option (exit 2, no
-traceback, no usage block), before anything starts, unless the value is one the option documents as
-meaningful (ACCEPTED, with the reason).
+HOST:PORT one without a port or with one out of range, each IP or MAC address one that is none, each file
+option a path in a folder that does not exist or under a file. The parser must refuse the value in one
+line that names the option (exit 2, no traceback, no usage block), before anything starts, unless the
+value is one the option documents as meaningful (ACCEPTED, with the reason).
 
 The parsers are found, not listed: the installed CLIs' build_parser() and `python -m thc`'s, each
 benchmark's parser (caught as its main() or parse_args() starts to parse), and every subcommand of each.
@@ -23,6 +23,8 @@ from tests.support.paths import REPO
 
 BAD_NUMBERS = ("0", "-1", "nan", "1e30", "1" + "0" * 30)
 BAD_ADDRESSES = ("127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1", ":50051")  # gRPC wraps 99999 round to 34463
+BAD_IPS = ("999.1.1.1", "x")  # for an option named *-ip
+BAD_MACS = ("zz", "02:00")  # for an option named *-mac
 MISSING = "/no/such/folder/f.json"
 UNDER_A_FILE = str(REPO / "README.md" / "f.json")  # no folder can be made there
 
@@ -136,11 +138,13 @@ FILE_WORDS = re.compile(r"(file|path|dir|out|save|log|json|png|pcap|topo|plan|se
 
 
 def _kind(action) -> str | None:
-    """'number', 'path', 'address' (HOST:PORT) or None (not probed: a choice, a name, a host)."""
+    """'number', 'path', 'address' (HOST:PORT), 'ip', 'mac' or None (not probed: a choice, a name, a host)."""
     if action.choices is not None:
         return None
     if "PORT" in (action.metavar or ""):
         return "address"
+    if action.dest.endswith(("_ip", "_mac")):
+        return action.dest.rsplit("_", 1)[1]
     kind = action.type
     name = getattr(kind, "__qualname__", "")
     if kind in (int, float) or name.split(".")[0] in ("_finite_number", "int_in", "whole_number", "finite_number"):
@@ -162,6 +166,7 @@ def _cases():
                     continue
                 kind = _kind(action)
                 bad = {"number": BAD_NUMBERS, "path": (MISSING, UNDER_A_FILE), "address": BAD_ADDRESSES}
+                bad |= {"ip": BAD_IPS, "mac": BAD_MACS}
                 for value in bad.get(kind, ()):
                     option = action.option_strings[-1]
                     yield pytest.param(cli, path, option, value, id=f"{cli} {' '.join(path)} {option}={value}")
