@@ -27,6 +27,7 @@ from usage.args import (
     input_file,
     int_in,
     listed,
+    names_in,
     non_negative_number,
     number_in,
     positive_number,
@@ -38,7 +39,8 @@ sys.path.insert(0, str(REPO))
 from bench import record as bench_record  # noqa: E402
 from contract.job import DEFAULT_WINDOW, JobSpec  # noqa: E402
 from controller.topology import Topology  # noqa: E402
-from thc.modes import RUN_DEFAULT  # noqa: E402
+from thc.modes import MODES as ALL_MODES  # noqa: E402
+from thc.modes import PS_MODES, RUN_DEFAULT  # noqa: E402
 from topologies import (  # noqa: E402
     one_run,  # noqa: E402
     report,
@@ -82,7 +84,12 @@ def parse_args(argv=None):
         help="percent loss on every link, per direction; comma-separated for one training run per "
         "rate, e.g. 0,1,5 (default 0)",
     )
-    p.add_argument("--modes", default=",".join(MODES), help=f"modes, comma-separated (default {','.join(MODES)})")
+    p.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        type=names_in(ALL_MODES, placed=PS_MODES),
+        help=f"modes, comma-separated (default {','.join(MODES)})",
+    )
     p.add_argument(
         "--window",
         type=int_in(1),

@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
-from usage.args import OneLineParser, created_file, folder, input_file, int_in, positive_number
+from usage.args import OneLineParser, created_file, folder, input_file, int_in, names_in, positive_number
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -37,6 +37,7 @@ from harness.sim import SimJob, attach_workers  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from host_agent.aggregator import SwitchAggregator  # noqa: E402
 from thc.config import THCConfig  # noqa: E402
+from thc.modes import FIX32, THC  # noqa: E402
 from topologies.targets import add_target_option  # noqa: E402
 from usage import provenance  # noqa: E402
 
@@ -48,7 +49,12 @@ DELAY_S, JITTER_S = 0.001, 0.002
 def parse_args(argv=None):
     p = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a short run: mlp-digits, 40 steps (in process 30)")
-    p.add_argument("--modes", default="thc,fix32", help="switch modes to run every fault in (default thc,fix32)")
+    p.add_argument(
+        "--modes",
+        default="thc,fix32",
+        type=names_in((THC, FIX32)),
+        help="switch modes to run every fault in (default thc,fix32)",
+    )
     p.add_argument("--steps", type=int_in(1), help="training steps per run (default 200; --quick 40)")
     p.add_argument("--model", help="workload (default cnn-digits, make run's; --quick mlp-digits)")
     p.add_argument(

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from usage.args import OneLineParser, folder, int_in, listed
+from usage.args import OneLineParser, folder, int_in, listed, names_in
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -251,6 +251,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--targets",
         default="engine,thc-switch,bmv2",
+        type=names_in(("engine", "thc-switch", "bmv2")),
         help="comma-separated subset of engine, thc-switch, bmv2 (absent ones are skipped)",
     )
     ap.add_argument(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from usage.args import OneLineParser, folder, int_in, positive_number
+from usage.args import OneLineParser, folder, int_in, names_in, positive_number
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -176,6 +176,7 @@ def main(argv=None):
     ap.add_argument(
         "--backends",
         default="python,native",
+        type=names_in(("python", "native")),
         help="comma-separated engine backends to measure: python, native (default python,native)",
     )
     ap.add_argument("--out", type=folder, default=OUT_DIR, help="output folder (default bench/out)")

@@ -27,7 +27,7 @@ from bench import record as bench_record  # noqa: E402
 from harness.shell import route_to_port_2  # noqa: E402
 from topologies.targets import find_executable, free_tcp_port  # noqa: E402
 from usage import provenance  # noqa: E402
-from usage.args import OneLineParser, folder, input_file, int_in  # noqa: E402
+from usage.args import OneLineParser, folder, input_file, int_in, names_in  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "p4", "build")
 DST_MAC = bytes.fromhex("080000000202")
@@ -345,7 +345,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--program", type=input_file, default=os.path.join(FIXTURES, "ipv4_forward.json"))
     parser.add_argument("--p4info", type=input_file, default=os.path.join(FIXTURES, "ipv4_forward.p4info.txtpb"))
-    parser.add_argument("--targets", default="thc-switch,passthrough,native,bmv2")
+    parser.add_argument(
+        "--targets",
+        default="thc-switch,passthrough,native,bmv2",
+        type=names_in(("thc-switch", "passthrough", "native", "native-recvmmsg", "bmv2")),
+        help="comma-separated targets to measure (default thc-switch,passthrough,native,bmv2)",
+    )
     parser.add_argument(
         "--sender",
         choices=("python", "c"),

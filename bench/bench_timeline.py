@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from usage.args import OneLineParser, folder, input_file, int_in, listed, positive_number
+from usage.args import OneLineParser, folder, input_file, int_in, listed, names_in, positive_number
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -30,6 +30,7 @@ import planner  # noqa: E402
 from bench import record as bench_record  # noqa: E402
 from contract.job import JobSpec  # noqa: E402
 from controller.topology import Topology, load_for_cli  # noqa: E402
+from host_agent import workloads  # noqa: E402
 from planner import (  # noqa: E402
     models_zoo,
     plan_cli,
@@ -37,12 +38,14 @@ from planner import (  # noqa: E402
     testbed_costs,  # noqa: E402
 )
 from planner.timeline import Bucket, StepProfile  # noqa: E402
+from thc.modes import MODES as WORKER_MODES  # noqa: E402
 from topologies import interrupts, one_run, plan_probes  # noqa: E402
 from topologies.testbed import Testbed  # noqa: E402
 from topologies.workers import WorkerOptions  # noqa: E402
 from usage import provenance  # noqa: E402
 
 MODELS = ("mlp-digits", "mlp2-digits", "cnn-digits", "cnn1d-signals")
+UNIFORM = tuple(m for m in profiles.EXECUTABLE_MODES if m in WORKER_MODES)  # modes the model predicts and runs
 # 2-3 buckets each, so a plan can mix
 BUCKET_KB = {"mlp-digits": 1.0, "mlp2-digits": 4.0, "cnn-digits": 16.0, "cnn1d-signals": 64.0}
 
@@ -61,7 +64,12 @@ def parse_args(argv=None):
         default="50,10,5",
         help="validated link rates in Mbit/s (default 50,10,5)",
     )
-    p.add_argument("--models", default=",".join(MODELS), help=f"models (default {','.join(MODELS)})")
+    p.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        type=names_in(workloads.names()),
+        help=f"models (default {','.join(MODELS)})",
+    )
     p.add_argument(
         "--calibrate-model",
         default=None,
@@ -69,7 +77,12 @@ def parse_args(argv=None):
         "mode's rounds take in training than in probes, applied to the validated models (default none: one "
         "model's factors made the other models' errors larger; docs/results.md, History)",
     )
-    p.add_argument("--modes", default="thc,fix32,gloo", help="uniform modes to validate (default thc,fix32,gloo)")
+    p.add_argument(
+        "--modes",
+        default="thc,fix32,gloo",
+        type=names_in(UNIFORM),
+        help="uniform modes to validate (default thc,fix32,gloo)",
+    )
     p.add_argument("--steps", type=int_in(1), default=40, help="training steps per run (default 40)")
     p.add_argument("--warmup", type=int_in(0), default=5, help="first steps left out of the measured mean (default 5)")
     p.add_argument("--no-plan", action="store_true", help="skip the planned-mix runs")

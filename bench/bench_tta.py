@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from usage.args import OneLineParser, folder, input_file, int_in
+from usage.args import OneLineParser, folder, input_file, int_in, names_in
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -43,6 +43,7 @@ def parse_args(argv=None):
     p.add_argument(
         "--models",
         default="cnn-digits,mlp2-digits",
+        type=names_in(workloads.names()),
         help="comma-separated workloads (" + ", ".join(workloads.names()) + "; default cnn-digits,mlp2-digits)",
     )
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default thc,fix32,gloo)")

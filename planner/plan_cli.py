@@ -22,7 +22,7 @@ from pathlib import Path
 import planner
 from thc.modes import FIX32, FP16, GLOO, THC
 from usage import provenance
-from usage.args import OneLineParser, input_file, input_path, int_in, output_file, positive_number
+from usage.args import OneLineParser, input_file, input_path, int_in, names_in, output_file, positive_number
 
 from . import models_zoo, profiles
 from .timeline import Bucket, StepProfile, Timeline
@@ -442,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--models",
         default="resnet50,vgg16,bert-base",
+        type=names_in(models_zoo.MODELS),
         help=f"comma-separated shape-only models (default resnet50,vgg16,bert-base; "
         f"known: {', '.join(models_zoo.MODELS)})",
     )
@@ -475,6 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument(
         "--modes",
         default=",".join(profiles.EXECUTABLE_MODES),
+        type=names_in(profiles.EXECUTABLE_MODES),
         help=f"modes to choose from (default {','.join(profiles.EXECUTABLE_MODES)})",
     )
     pl.add_argument(

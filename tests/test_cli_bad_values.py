@@ -143,6 +143,8 @@ def _kind(action) -> str | None:
         return None
     if "PORT" in (action.metavar or ""):
         return "address"
+    if isinstance(action.default, str) and re.match(r"^[a-z][\w-]*(,[a-z][\w-]*)+$", action.default):
+        return "names"
     if action.dest.endswith(("_ip", "_mac")):
         return action.dest.rsplit("_", 1)[1]
     kind = action.type
@@ -166,7 +168,7 @@ def _cases():
                     continue
                 kind = _kind(action)
                 bad = {"number": BAD_NUMBERS, "path": (MISSING, UNDER_A_FILE), "address": BAD_ADDRESSES}
-                bad |= {"ip": BAD_IPS, "mac": BAD_MACS}
+                bad |= {"ip": BAD_IPS, "mac": BAD_MACS, "names": ("nosuch",)}
                 for value in bad.get(kind, ()):
                     option = action.option_strings[-1]
                     yield pytest.param(cli, path, option, value, id=f"{cli} {' '.join(path)} {option}={value}")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from usage.args import OneLineParser, fraction, int_in
+from usage.args import OneLineParser, fraction, int_in, names_in
 
 from .config import MAX_SEED, PAPER_CHUNK, parse_probability
 from .errors import THCError
@@ -124,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     nmse.add_argument(
         "--compressors",
         default=",".join(COMPRESSORS),
+        type=names_in(COMPRESSORS),
         help=f"comma-separated subset of: {', '.join(COMPRESSORS)} (default all)",
     )
     nmse.add_argument(
@@ -164,10 +165,7 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
 
 def _cmd_nmse(args: argparse.Namespace) -> int:
-    names = [s.strip() for s in args.compressors.split(",") if s.strip()]
-    for name in names:
-        if name not in COMPRESSORS:
-            raise THCError(f"unknown compressor {name!r}: choose from {', '.join(COMPRESSORS)}")
+    names = [s.strip() for s in args.compressors.split(",")]
     params = dict(
         bits=args.bits,
         granularity=args.granularity,

@@ -9,11 +9,11 @@ from contract.job import add_job_options
 from controller.topology import MAX_WORKERS
 from host_agent import workloads
 from thc.modes import MODES as WORKER_MODES
-from thc.modes import RUN_DEFAULT
+from thc.modes import PS_MODES, RUN_DEFAULT
 from topologies import link_rate
 from topologies.targets import add_target_option
 from topologies.workers import add_codec_option
-from usage.args import OneLineParser, folder, fraction, input_file, int_in, number_in, positive_number
+from usage.args import OneLineParser, folder, fraction, input_file, int_in, names_in, number_in, positive_number
 
 DEFAULT_TOPO = "topologies/star4.json"
 PS_TOPO = "topologies/star4_ps.json"  # the default when a mode is a ps mode: star4 with server placements
@@ -190,6 +190,7 @@ def _training_options(tr) -> None:
     tr.add_argument(
         "--modes",
         default=",".join(MODES),
+        type=names_in(ALL_MODES, placed=PS_MODES),
         metavar="LIST",
         help="comma-separated modes to run in turn: thc (THC through the switch), terngrad-switch "
         "(TernGrad with a shared scale through the switch), fix32 "

@@ -99,6 +99,23 @@ def host_port(lowest_port: int = 1, example: str = "127.0.0.1:50051"):
     return parse
 
 
+def names_in(choices, placed=()):
+    """argparse type: comma-separated names, each one of `choices` and none twice, given back as written; a
+    name in `placed` may carry ':WHERE' (thc-run's ps modes name their placement: thc-ps:colocated4)."""
+    choices = tuple(choices)
+
+    def parse(text: str) -> str:
+        names = [name.strip() for name in text.split(",")]
+        bases = [name.partition(":")[0] if name.partition(":")[0] in placed else name for name in names]
+        unknown = [name for name, base in zip(names, bases) if base not in choices]
+        if not all(names) or unknown or len(set(names)) != len(names):
+            why = f"unknown {', '.join(map(repr, unknown))}" if unknown else "a name empty or twice"
+            raise argparse.ArgumentTypeError(f"{text!r}: {why}; choose from {', '.join(choices)}")
+        return text
+
+    return parse
+
+
 def listed(item):
     """argparse type: comma-separated values, each checked by the argparse type `item`; gives the text back
     as written (the command splits it where it always has)."""

@@ -87,8 +87,9 @@ def test_gradients_that_would_not_fit_are_refused_before_any_is_made(capsys):
 
 
 def test_unknown_compressor(capsys):
-    assert main(["nmse", "--compressors", "gzip", "--dim", "16", "--trials", "1"]) == 2
-    assert "unknown compressor" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["nmse", "--compressors", "gzip", "--dim", "16", "--trials", "1"])
+    assert exit_.value.code == 2 and "argument --compressors: 'gzip': unknown 'gzip'" in capsys.readouterr().err
 
 
 def test_python_dash_m_entry_point():

@@ -30,16 +30,16 @@ def as_user(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "topo, modes, words",
-    [
-        (STAR_PS, "thc,thc-ps:nowhere", "no placement 'nowhere' (it has dedicated1, dedicated4, colocated4)"),
-        ("topologies/star4.json", "thc-ps", "has no parameter servers"),
-        (STAR_PS, "gloo:colocated4", "choose from"),
-        (STAR_PS, "thc-ps,thc-ps", "each once"),
+    "topo, modes, status, words",
+    [  # the topology's faults are found once it is read (1); the option's own, where it is parsed (2)
+        (STAR_PS, "thc,thc-ps:nowhere", 1, "no placement 'nowhere' (it has dedicated1, dedicated4, colocated4)"),
+        ("topologies/star4.json", "thc-ps", 1, "has no parameter servers"),
+        (STAR_PS, "gloo:colocated4", 2, "argument --modes: 'gloo:colocated4': unknown 'gloo:colocated4'"),
+        (STAR_PS, "thc-ps,thc-ps", 2, "argument --modes: 'thc-ps,thc-ps': a name empty or twice"),
     ],
 )
-def test_a_ps_mode_the_topology_cannot_run_is_refused_before_root(as_user, capsys, topo, modes, words):
-    assert runner.main(["--topo", topo, "--modes", modes, "--log-dir", str(as_user / "logs")]) == 1
+def test_a_ps_mode_the_topology_cannot_run_is_refused_before_root(as_user, capsys, topo, modes, status, words):
+    assert runner.main(["--topo", topo, "--modes", modes, "--log-dir", str(as_user / "logs")]) == status
     err = capsys.readouterr().err.strip()
     assert err.startswith("thc-run: error: ") and words in err and "\n" not in err
 

@@ -58,7 +58,7 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
         (["--target-acc", "90"], 2, ["argument --target-acc", "(0, 1]"]),
         (["--workers", "40"], 2, ["argument --workers", "must be 1..32"]),
         (["--target", "tofino"], 2, ["argument --target", "invalid choice"]),
-        (["--modes", "thc,zip"], 1, ["--modes 'thc,zip'", "choose from thc, fix32, gloo"]),
+        (["--modes", "thc,zip"], 2, ["argument --modes", "unknown 'zip'", "choose from thc, fix32, gloo"]),
         (["--bw", "0"], 2, ["argument --bw", "0: must be in (0, 1000]"]),
         (["--bw", "fast"], 2, ["argument --bw", "'fast': Mbit/s as a number, or 'auto'"]),
         (["--bw", "auto", "--comm-share", "1"], 2, ["argument --comm-share", "a share in (0, 1)"]),
