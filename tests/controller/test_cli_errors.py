@@ -160,7 +160,7 @@ def test_a_bad_runtime_file_is_refused_before_connecting(tmp_path, bad):
 
 
 def test_a_runtime_files_entries_are_built_against_the_p4info_it_names_before_connecting(tmp_path):
-    path = _runtime(tmp_path, table_entries=[{**LPM, "action_name": "ThcIngress.no_such_action"}])
+    path = _runtime(tmp_path, table_entries=[{**LPM, "action_name": contract.IPV4_FORWARD + "_nowhere"}])
     status, _, err = cli("apply", path, *nowhere())
     assert_one_line(status, err, str(path), "table_entries[0]")
 
