@@ -25,8 +25,8 @@ from p4.v1 import p4runtime_pb2
 import contract
 from contract.job import KEYS, JobSpec, JobSpecError, add_job_options, spec_from_options
 from contract.ticket import Ticket
+from controller import jobs, runtime_file, two_level
 from controller import pool as pools
-from controller import runtime_file, two_level
 from controller.connection import parse_election_id
 from controller.errors import BadInput, ControlError
 from controller.session import DEFAULT_BMV2_JSON, DEFAULT_P4INFO, SwitchSession, read_pipeline
@@ -321,7 +321,7 @@ def _needs_topology(args, what: str, topology):
 
 def job_spec(args) -> JobSpec:
     """The job's one description, from --job FILE or the options (checked before connecting)."""
-    hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
+    hosts = _worker_names(args)
     try:
         if args.job:
             spec = Ticket.load(args.job).spec
@@ -397,10 +397,14 @@ def run_on(session: SwitchSession, args, topology):
     raise BadInput(f"unknown command {cmd}")
 
 
+def _worker_names(args) -> list[str]:
+    return [h for h in args.workers.replace(" ", "").split(",") if h]
+
+
 def _job_command(session: SwitchSession, args, topology):
     if args.job_command == "add":
         topo = _needs_topology(args, "job add", topology)
-        hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
+        hosts = _worker_names(args)
         spec = args.job_spec
         previous = {j.job_id: j for j in session.list_jobs()}.get(spec.job_id)
         if args.pool_cells is not None and not args.pool:
@@ -465,7 +469,7 @@ def _pool(session: SwitchSession):
 def _two_level_job_command(sessions: dict, args, topology):
     """`job add|remove|list` on a two-level topology: the spine and its leaves (controller/two_level.py)."""
     if args.job_command == "add":
-        hosts = [h for h in args.workers.replace(" ", "").split(",") if h]
+        hosts = _worker_names(args)
         spec = args.job_spec
         if args.pool:
             raise BadInput(
@@ -625,6 +629,8 @@ def run(argv: list[str] | None = None, out=None, err=None) -> int:
             raise BadInput("jobs live on the aggregating switch: drop --all")
         if jobs_switch and args.job_command == "add":
             args.job_spec = job_spec(args)
+            if topology is not None:  # the workers' names, before anything is read from or sent to a switch
+                jobs.check_worker_names(topology, _worker_names(args))
         if args.command == "push":  # the files, before anything is sent
             read_pipeline(args.p4info, args.bmv2_json)
         if args.command == "apply":

@@ -502,21 +502,27 @@ def decode_state(p4info: P4Info, table_entities, group_entities) -> JobState:
 def workers_from_topology(topology, switch: str, hosts: list[str]) -> list[JobWorker]:
     """JobWorkers for topology hosts: worker id = index in the topology's `workers`, the replica port
     = the port of `switch` on the shortest path to the host."""
+    check_worker_names(topology, hosts)
+    workers = []
+    for name in hosts:
+        port, _ = topology.next_hop(switch, name)
+        host = topology.hosts[name]
+        workers.append(JobWorker(topology.worker_id(name), host.mac, host.address, port, name))
+    return workers
+
+
+def check_worker_names(topology, hosts: list[str]) -> None:
+    """BadInput unless every name is a worker of the topology, once (thc-ctl checks before it connects)."""
     if len(set(hosts)) != len(hosts):
         dup = next(h for h in hosts if hosts.count(h) > 1)
         raise BadInput(f"worker {dup} is listed twice")
-    workers = []
     for name in hosts:
-        host = topology.hosts.get(name)
-        if host is None:
+        if name not in topology.hosts:
             raise BadInput(f"unknown host '{name}' in topology {topology.name} (hosts: {', '.join(topology.hosts)})")
         if name not in topology.workers:
             raise BadInput(
                 f"host '{name}' is not a worker of topology {topology.name} (workers: {', '.join(topology.workers)})"
             )
-        port, _ = topology.next_hop(switch, name)
-        workers.append(JobWorker(topology.worker_id(name), host.mac, host.address, port, name))
-    return workers
 
 
 # ---- two-level aggregation ------------------------------------------------------------------------

@@ -109,6 +109,19 @@ def test_a_missing_topology_file_is_named():
     assert_one_line(status, err, "argument --topology", "'/nonexistent.json' does not exist")
 
 
+@pytest.mark.parametrize(
+    "workers, words",
+    [("h9,h1", ["unknown host 'h9'", "hosts: h1, h2, h3, h4"]), ("h1,h1", ["worker h1 is listed twice"])],
+)
+def test_workers_the_topology_does_not_have_are_refused_before_connecting(tmp_path, workers, words):
+    topo = json.loads((REPO / "topologies" / "star4.json").read_text())
+    topo["switches"]["s1"]["grpc_port"] = free_tcp_port()
+    path = tmp_path / "star4.json"
+    path.write_text(json.dumps(topo))
+    status, _, err = cli("job", "add", "--topology", path, "--id", 1, "--workers", workers, "--connect-timeout", "0.2")
+    assert_one_line(status, err, *words)
+
+
 BAD_JSON = {
     "not UTF-8": b'\xff\xfe{"table_entries": []}',
     "not JSON": b'{"table_entries": [',
