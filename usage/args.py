@@ -83,8 +83,8 @@ def fraction(what: str, example: str):
 
 
 def host_port(lowest_port: int = 1, example: str = "127.0.0.1:50051"):
-    """argparse type: HOST:PORT with the port in lowest_port..65535 (a server's 0: any free port), given back
-    as written; `unix:PATH` as it is (gRPC takes both). A port gRPC would wrap round (99999) is refused."""
+    """argparse type: HOST:PORT with the port in lowest_port..65535 (a server's 0: any free port); `unix:PATH`
+    as it is (gRPC takes both). A port gRPC would wrap round (99999 binds 34463) is refused."""
 
     def parse(text: str) -> str:
         if text.startswith("unix:"):
