@@ -45,6 +45,10 @@ def key_words(entropy: int, prefix: tuple[int, ...]) -> np.ndarray:
 
 
 def _address(a: np.ndarray) -> int:
+    """Where a contiguous array's data starts (ctypes' view of a writable buffer is the cheapest way)."""
+    flags = a.flags
+    if flags.writeable and flags.c_contiguous and a.size:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
     return a.__array_interface__["data"][0]
 
 
