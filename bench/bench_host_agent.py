@@ -464,11 +464,13 @@ def veth_round(iface: str, quick: bool) -> None:
             total[0] += time.process_time() - t
             return out
 
-        one_round(0)  # warm up: builds, the RTO adapts
+        repeats = 3 if quick else max(20, 4_000_000 // coords)  # a fraction of a second of rounds
+        warm = 1 if quick else min(20, repeats)  # builds, the RTO adapts, caches fill: as in a long training run
+        for step in range(warm):
+            one_round(step)
         phases, total[0] = dict.fromkeys(phases, 0.0), 0.0
-        repeats = 3 if quick else max(5, 400_000 // coords)
         wall = time.perf_counter()
-        for step in range(1, repeats + 1):
+        for step in range(warm, warm + repeats):
             out = one_round(step)
         wall = (time.perf_counter() - wall) / repeats
         if not torch.isfinite(out).all() or out.shape != grad.shape:
