@@ -85,6 +85,12 @@ def render_host_agent_worker(figures: list[dict]) -> str:
                 + [f"{f['cpu_ms']:.2f} (norm round {f['norm_ms']:.2f}, sums {f['sums_ms']:.2f})"]
                 + ["–"] * (len(sizes) - 1)
             )
+        for f in (f for f in figures if f["figure"] == "calls only"):
+            rows.append(
+                [f"{f['codec']}: its compiled calls alone, no protocol around them (what a native core pays)"]
+                + [f"{f['cpu_ms']:.2f}"]
+                + ["–"] * (len(sizes) - 1)
+            )
         out.append("A full THC round of one worker, ms of the worker's CPU per round:\n")
         out.append(table(["codec", *(f"{s:,} coordinates" for s in sizes)], rows))
     sums = [f for f in figures if f["figure"] in ("veth sums", "in-process")]

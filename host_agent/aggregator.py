@@ -163,11 +163,19 @@ class SwitchAggregator:
 
     def start_max(self, t: torch.Tensor) -> Call | None:
         """all_max's first half: the NORM requests go out; finish() returns the maxima."""
-        values = self._kept(t.detach().to("cpu", torch.float32).reshape(-1).numpy())
+        values = self._kept(t.detach().to("cpu", torch.float32).numpy().reshape(-1))
+        as_given = t.device.type == "cpu" and t.dtype == torch.float32  # the maxima need no conversion
 
         def maxima(op: Operation, result: np.ndarray) -> torch.Tensor:
-            self.last_max_partial = bool(op.n and int(op.counts.min()) < self.n_workers)
-            return torch.from_numpy(result).reshape(t.shape).to(device=t.device, dtype=t.dtype)
+            if op.n:  # every result has the first's count unless partial aggregation mixed them
+                one = not op.mixed_counts and op.count is not None
+                self.last_max_partial = (op.count if one else int(op.counts.min())) < self.n_workers
+            else:
+                self.last_max_partial = False
+            out = torch.from_numpy(result)
+            if out.shape != t.shape:
+                out = out.reshape(t.shape)
+            return out if as_given else out.to(device=t.device, dtype=t.dtype)
 
         return self._begin(lambda p: p.start_max(values), maxima)
 

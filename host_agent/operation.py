@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from host_agent import wire
+from native_build import address_of
 
 
 class ProtocolError(RuntimeError):
@@ -139,8 +140,8 @@ class Operation:
 
     def addresses(self) -> tuple[int, int, int, int]:
         """Where done, attempts, sums and counts start in memory (for the native take; they never move)."""
-        flags = self._flags.ctypes.data
-        return flags, self._ints.ctypes.data, self.sums.ctypes.data, flags + self.n
+        flags, ints, sums = (address_of(a) for a in (self._flags, self._ints, self.sums))
+        return flags, ints, sums, flags + self.n
 
     @property
     def complete(self) -> bool:

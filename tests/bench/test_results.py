@@ -305,3 +305,11 @@ def test_bench_pool_trained_is_rendered_per_policy_with_its_ratio():
     figures["ratios"] = [0.5, 0.9]  # --repeat 2: the ratio of the means, and each run's
     region = results.render_record("bench_pool_trained", record)
     assert "pool/static mean JCT: **0.667** over 2 runs (per run: 0.500, 0.900) (floor 0.75)" in region
+
+
+def test_the_worker_round_shows_what_its_compiled_calls_alone_cost():
+    """bench_host_agent's calls-only figure sits beside the full round it bounds."""
+    page = results.render(PAGE, fixture_records())
+    region = next(m["body"] for m in results.REGION.finditer(page) if m["name"] == "bench_host_agent_worker")
+    row = next(line for line in region.splitlines() if "compiled calls alone" in line)
+    assert "| 0.23 |" in row and "native" in row

@@ -378,6 +378,27 @@ def test_protocol_mismatches_are_caught():
         comps[0].decode(preps[0], [s.astype(np.float32) for s in sums], 2, m)
     with pytest.raises(ConfigError, match="worker_id"):
         THCCompressor(THCConfig(), worker_id=-1)
+
+
+def test_max_norms_checked_again_once_changed():
+    """encode and decode of a round check the max norms once; a tensor changed in place since, or another
+    tensor, is checked again."""
+    comps = workers(2, chunk=1024)
+    x = torch.randn(2048)
+    preps = [c.prepare(x * (i + 1), 0) for i, c in enumerate(comps)]
+    m = torch.stack([p.norms for p in preps]).amax(0)
+    idx = [c.encode(p, m) for c, p in zip(comps, preps)]
+    sums = comps[0].aggregate(idx)
+    comps[0].decode(preps[0], sums, 2, m)
+    m[1] = float("nan")
+    with pytest.raises(AggregationError, match="finite and non-negative"):
+        comps[0].decode(preps[0], sums, 2, m)
+    with pytest.raises(AggregationError, match="below this worker's own norm"):
+        comps[1].encode(preps[1], preps[0].norms)  # checked against the own norms, though seen before
+    low = preps[0].norms.clone()
+    comps[0].decode(preps[0], sums, 2, low)  # decode does not hold the max to the own norms
+    with pytest.raises(AggregationError, match="below this worker's own norm"):
+        comps[1].encode(preps[1], low * 0.5)
     assert issubclass(AggregationError, THCError)
 
 

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from native_build import address_of
+
 from .. import parallel
 from ..chunking import Chunk
 from ..errors import AggregationError
@@ -44,10 +46,6 @@ def key_words(entropy: int, prefix: tuple[int, ...]) -> np.ndarray:
     return np.array(words, dtype=np.uint32)
 
 
-def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
-
-
 class _Plan:
     """A tensor's chunks as struct thc_chunks, and the widest one (what the scratch buffers must hold)."""
 
@@ -56,7 +54,7 @@ class _Plan:
         self.length = np.array([c.length for c in chunks], dtype=np.int64)
         self.padded = np.array([c.padded for c in chunks], dtype=np.int64)
         self.widest = int(self.padded.max())
-        self.struct = Chunks(len(chunks), _address(self.start), _address(self.length), _address(self.padded))
+        self.struct = Chunks(len(chunks), address_of(self.start), address_of(self.length), address_of(self.padded))
         self.ref = ctypes.byref(self.struct)
         self._offsets: tuple[tuple[int, ...], np.ndarray] | None = None
 
@@ -87,8 +85,8 @@ class NativeCodec:
             half_g_inc=g / 2.0 * table.inc,
             shift=float(np.float32(g / 2.0)),
             g32=float(np.float32(g)),
-            lut=_address(self._lut),
-            values=_address(self._values),
+            lut=address_of(self._lut),
+            values=address_of(self._values),
         )
         self._job = ctypes.byref(self.job)
         self._plans: dict[int, _Plan] = {}
@@ -133,14 +131,14 @@ class NativeCodec:
         self.lib.thc_encode(
             self._job,
             plan.ref,
-            _address(sign_key),
+            address_of(sign_key),
             sign_key.size,
-            _address(round_key),
+            address_of(round_key),
             round_key.size,
-            _address(m),
+            address_of(m),
             v.data_ptr(),
-            None if indices is None else _address(indices),
-            None if packed is None else _address(packed),
+            None if indices is None else address_of(indices),
+            None if packed is None else address_of(packed),
             per_packet,
             None if memory is None else memory.data_ptr(),
             work,
@@ -162,7 +160,7 @@ class NativeCodec:
         or per chunk int64 per-coordinate counts. Returns None, or (chunk, coordinate) of the first sum that
         leaves [0, n g] (the caller words the error)."""
         arrays, width = _integer_rows(sums)
-        pointers = np.array([_address(a) for a in arrays], dtype=np.uintp)
+        pointers = np.array([address_of(a) for a in arrays], dtype=np.uintp)
         return self._decode(chunks, pointers, width, n, max_norms, sign_key, ws, out)
 
     def decode_flat(
@@ -180,7 +178,7 @@ class NativeCodec:
         (its padded length rounded up to whole requests): the rows are pointers into it, no per-chunk array."""
         plan = self.plan(chunks)
         offsets = plan.offsets_for(spans)
-        return self._decode(chunks, offsets + np.uintp(_address(lanes)), 4, n, max_norms, sign_key, ws, out)
+        return self._decode(chunks, offsets + np.uintp(address_of(lanes)), 4, n, max_norms, sign_key, ws, out)
 
     def _decode(self, chunks, pointers: np.ndarray, width: int, n, max_norms, sign_key, ws, out):
         """thc_decode of rows of sums at `pointers` (each `width` bytes a sum)."""
@@ -191,25 +189,25 @@ class NativeCodec:
         counts = None
         if not isinstance(n, int):
             counts = [np.ascontiguousarray(k, dtype=np.int64) for k in n]
-            count_pointers = np.array([_address(k) for k in counts], dtype=np.uintp)
+            count_pointers = np.array([address_of(k) for k in counts], dtype=np.uintp)
         m = np.ascontiguousarray(max_norms, dtype=np.float64)
         bad = np.zeros(2, dtype=np.int64)
         failed = self.lib.thc_decode(
             self._job,
             plan.ref,
-            _address(sign_key),
+            address_of(sign_key),
             sign_key.size,
-            _address(m),
-            _address(pointers),
+            address_of(m),
+            address_of(pointers),
             width,
             n if counts is None else 1,
-            None if counts is None else _address(count_pointers),
+            None if counts is None else address_of(count_pointers),
             parallel.BLOCK,
             out.data_ptr(),
             work,
             scratch,
             signs,
-            _address(bad),
+            address_of(bad),
         )
         return (int(bad[0]), int(bad[1])) if failed else None
 
