@@ -28,7 +28,7 @@ from controller.topology import MAX_WORKERS, Topology, TopologyError
 from emulator.pacing import MIN_PPS
 from host_agent import workloads
 from planner import testbed_costs
-from thc.modes import PLAN, PS_MODES, SWITCH_MODES
+from thc.modes import GLOO_MODES, PLAN, PS_MODES, SWITCH_MODES
 from topologies import interrupts, link_rate, pcap_room, plan_probes, supervisor
 from topologies.run_cli import ALL_MODES, DEFAULT_TOPO, PS_TOPO, build_parser
 from usage import provenance
@@ -157,6 +157,17 @@ def check_pcap_room(args, topo: Topology, pcap_dir: Path, parameters: int, modes
         raise RunError(str(exc)) from None
     if note:
         say(note)
+
+
+def check_worker_protocol_options(args, modes: list[str]) -> None:
+    """--query and --straggler-timeout change how workers run the aggregation protocol; with only gloo
+    modes nothing runs it, and an option that changes nothing is refused rather than ignored."""
+    given = [name for name, on in (("--query", args.query), ("--straggler-timeout", args.straggler_timeout)) if on]
+    if given and all(mode in GLOO_MODES for mode in modes):
+        raise RunError(
+            f"{' and '.join(given)}: no mode of --modes {','.join(modes)} aggregates through the switch or "
+            "parameter servers, whose protocol they change; add thc or fix32, or drop them"
+        )
 
 
 def parse_modes(text: str) -> list[str]:
@@ -301,6 +312,7 @@ def run(args) -> int:
                 f"--restart-switch {switch}:{step}: the run has {args.steps} steps, so it would never happen"
             )
     check_stragglers(args.straggler, topo)
+    check_worker_protocol_options(args, modes)
     check_placements(modes, topo)
     spec = job_spec(args, topo)
     check_switch_exe(args.switch_exe)

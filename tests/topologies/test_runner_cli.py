@@ -55,6 +55,8 @@ def bad_grpc_port_topology(tmp_path: Path) -> Path:
         (["--straggler", "h4:-3"], 2, ["argument --straggler", "milliseconds >= 0"]),
         (["--straggler-timeout", "0"], 2, ["argument --straggler-timeout", "positive"]),
         (["--straggler", "h9:50"], 1, ["--straggler h9: not a worker of"]),
+        (["--modes", "gloo", "--query"], 1, ["--query: no mode of --modes gloo", "add thc or fix32"]),
+        (["--modes", "gloo,fp16", "--straggler-timeout", "5"], 1, ["--straggler-timeout: no mode of"]),
         (["--target-acc", "90"], 2, ["argument --target-acc", "(0, 1]"]),
         (["--workers", "40"], 2, ["argument --workers", "must be 1..32"]),
         (["--target", "tofino"], 2, ["argument --target", "invalid choice"]),
