@@ -6,6 +6,7 @@ a Mininet host), the gloo modes through ddp.gloo_hooks. No Mininet, no interface
 from __future__ import annotations
 
 import gc
+import hashlib
 import itertools
 import sys
 import threading
@@ -129,7 +130,7 @@ def _train_rank(
     rank, n, pg, workload, data, cfg, mode, aggregator, config, thc_hook, fix32_hook, bucket_cap_mb, step_delay=0.0
 ):
     """One worker's part of ``train_ddp``: the loss on a fixed batch before and after, final parameters,
-    the training history; it sleeps ``step_delay`` s per step (an injected straggler)."""
+    the training history, each step's digests; it sleeps ``step_delay`` s per step (an injected straggler)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     probe = slice(0, 64)
@@ -141,8 +142,16 @@ def _train_rank(
     wrapped = DDP(model, process_group=pg, **cap)
     state, hook = hook_for(mode, rank, n, pg, aggregator, config, thc_hook, fix32_hook)
     wrapped.register_comm_hook(state, hook)
+    digests = []  # per step: what the aggregation averaged, and the model the optimiser made of it
     history = train.train(
-        wrapped, data, cfg, rank, n, lambda record: None, metric=workload.metric_of, step_delay=step_delay
+        wrapped,
+        data,
+        cfg,
+        rank,
+        n,
+        lambda record: digests.append(step_digests(model)) if record["event"] == "step" else None,
+        metric=workload.metric_of,
+        step_delay=step_delay,
     )
     with torch.no_grad():
         after = float(train.loss_of(model, data.x_train[probe], data.y_train[probe]))
@@ -151,7 +160,38 @@ def _train_rank(
     gc.collect()
     if hasattr(state, "close"):
         state.close()  # thc_hook's aggregation thread
-    return {"before": before, "after": after, "params": params, "state": state, "history": history}
+    return {"before": before, "after": after, "params": params, "state": state, "history": history, "digests": digests}
+
+
+def step_digests(model) -> tuple[str, str]:
+    """SHA-256 of the model's gradients and of its parameters, taken after an optimiser step (the gradients
+    are still the step's averages then): replicas agree on both at every step."""
+    grads, params = hashlib.sha256(), hashlib.sha256()
+    for p in model.parameters():
+        grads.update(b"-" if p.grad is None else p.grad.detach().contiguous().numpy().tobytes())
+        params.update(p.detach().contiguous().numpy().tobytes())
+    return grads.hexdigest(), params.hexdigest()
+
+
+def replica_divergence(ranks: list[dict]) -> str:
+    """Where the ranks of a train_ddp run parted, for an assertion's message: the first step after which a
+    rank's averaged gradients differ from rank 0's (the aggregation gave them other results, or they
+    decoded the same ones differently), or only its parameters (the optimiser or DDP); and each rank's
+    aggregator counters of retransmissions and of results taken more than once."""
+    lines = []
+    for rank, out in enumerate(ranks[1:], start=1):
+        for step, (mine, first) in enumerate(zip(out.get("digests", []), ranks[0].get("digests", [])), start=1):
+            if mine != first:
+                what = "gradients" if mine[0] != first[0] else "parameters (the same gradients)"
+                lines.append(f"rank {rank} differs from rank 0 after step {step}: {what}")
+                break
+    for rank, out in enumerate(ranks):
+        stats = getattr(getattr(out.get("state"), "aggregator", None), "stats", None)
+        if callable(stats):
+            counts = stats()
+            keys = ("timer_retransmissions", "retransmissions", "duplicate_results", "stale_results")
+            lines.append(f"rank {rank}: " + ", ".join(f"{key} {counts[key]}" for key in keys))
+    return "; ".join(lines) or "no step digests differ"
 
 
 def train_ddp(
@@ -169,7 +209,8 @@ def train_ddp(
     step_delays: dict[int, float] | None = None,
 ) -> list[dict]:
     """Train ``model_name`` for ``steps`` steps on n workers in ``mode``; per rank: the training loss on a
-    fixed batch before and after, the final parameters (flat) and the training history.
+    fixed batch before and after, the final parameters (flat), the training history and each step's
+    step_digests (replica_divergence compares them).
 
     ``aggregators``: the workers' SwitchAggregators (default: a FakeSwitch's); ``step_delays``: rank ->
     seconds that rank sleeps per step (an injected straggler)."""

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from ddp import gloo_hooks
+from ddp import aggregator_hooks, gloo_hooks
 from harness import ddp_cluster as cluster
 from host_agent import train, worker, workloads
 from topologies import runner
@@ -119,7 +119,34 @@ def test_each_model_trains_in_every_mode(name, mode, one_torch_thread, tmp_path)
     else:
         ranks = cluster.train_ddp(name, mode, steps=steps, batch_size=batch)
     assert ranks[0]["after"] < ranks[0]["before"], ranks[0]
-    assert torch.equal(ranks[0]["params"], ranks[1]["params"])  # the replicas stay identical
+    # the replicas stay identical; if not, the message says at which step and whether the averages differed
+    assert torch.equal(ranks[0]["params"], ranks[1]["params"]), cluster.replica_divergence(ranks)
+
+
+def test_replicas_that_part_are_told_apart_by_the_step_and_what_differed(one_torch_thread):
+    """The message of the replicas' assertion above: rank 1 uses its average of round 1 with one coordinate
+    off (the same result used differently), so from step 2 its gradients differ from rank 0's."""
+
+    def hook(state, bucket):
+        iteration = state.iteration
+        fut = aggregator_hooks.thc_hook(state, bucket)
+        if state.worker_id != 1 or iteration != 1:
+            return fut
+
+        def nudge(done):
+            average = done.value()
+            average[0] += 0.01
+            return average
+
+        return fut.then(nudge)
+
+    ranks = cluster.train_ddp("mlp-digits", "thc", steps=3, batch_size=8, thc_hook=hook)
+    message = cluster.replica_divergence(ranks)
+    assert not torch.equal(ranks[0]["params"], ranks[1]["params"])
+    assert message.startswith("rank 1 differs from rank 0 after step 2: gradients;"), message
+    assert "rank 0: timer_retransmissions " in message and "rank 1: timer_retransmissions " in message
+    same = cluster.train_ddp("mlp-digits", "thc", steps=3, batch_size=8)
+    assert "differs" not in cluster.replica_divergence(same)
 
 
 def test_a_rank_process_that_dies_ends_the_wait_with_its_exit_code(tmp_path):
