@@ -137,39 +137,35 @@ def _add_job_group(g) -> None:
     )
 
 
-def ipv4_address(text: str) -> str:
-    """argparse type: an IPv4 address, as written (one the frames could not carry fails here, not mid-run)."""
-    from host_agent import wire
+def _wire_address(parse: str, what: str):
+    """argparse type: an address host_agent.wire's `parse` (ip_bytes, mac_bytes) takes, given back as
+    written: one the frames could not carry fails here, not mid-run."""
 
-    try:
-        wire.ip_bytes(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an IPv4 address, like 10.0.0.1") from None
-    return text
+    def check(text: str) -> str:
+        from host_agent import wire
+
+        try:
+            getattr(wire, parse)(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what}") from None
+        return text
+
+    return check
 
 
-def mac_address(text: str) -> str:
-    """argparse type: a MAC address, as written."""
-    from host_agent import wire
-
-    try:
-        wire.mac_bytes(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a MAC address, like 02:00:00:00:00:01") from None
-    return text
+ipv4_address = _wire_address("ip_bytes", "an IPv4 address, like 10.0.0.1")
+mac_address = _wire_address("mac_bytes", "a MAC address, like 02:00:00:00:00:01")
 
 
 def fallback_endpoint(text: str):
     """argparse type: a fallback server's address, IP,MAC (host_agent/pool_fallback.py)."""
     from host_agent import wire
 
-    ip, _, mac = text.partition(",")
+    ip, _, mac = (part.strip() for part in text.partition(","))
     try:
-        wire.ip_bytes(ip.strip())
-        wire.mac_bytes(mac.strip())
-    except ValueError:
+        return wire.Endpoint(mac_address(mac), ipv4_address(ip))
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected IP,MAC (e.g. 10.0.0.253,02:00:00:00:00:fd)") from None
-    return wire.Endpoint(mac.strip(), ip.strip())
 
 
 def _add_switch_addresses(s) -> None:
@@ -442,9 +438,9 @@ def resolve_identity(args) -> None:
         return
     if args.iface is None:
         raise identity.IdentityError(f"--mode {args.mode} needs --iface: the interface on the way to the switch")
-    identity.interface_mac(args.iface)  # there: refused now, not once the rendezvous is over
+    mac = identity.interface_mac(args.iface)  # the interface is there: refused now, not after the rendezvous
     if args.src_mac is None:
-        args.src_mac = identity.interface_mac(args.iface)
+        args.src_mac = mac
     if args.src_ip is None:
         args.src_ip = identity.interface_ipv4(args.iface)
     if args.service_mac is None and args.service_ip is not None:
