@@ -78,7 +78,7 @@ def parse_args(argv=None):
     args.inprocess_steps = args.inprocess_steps or (30 if args.quick else 100)
     args.modes = [m for m in args.modes.split(",") if m]
     if not args.no_mininet:
-        load_for_cli(p, args.topo)  # a bad file: one line now, not a traceback after the in-process runs
+        args.topology = load_for_cli(p, args.topo)  # a bad file: one line now, not after the in-process runs
     return args
 
 
@@ -104,12 +104,11 @@ def mininet_faults(args, topo, mode: str) -> list[tuple[str, float, dict]]:
 
 
 def run_mininet(args) -> list[dict]:
-    from controller.topology import Topology
     from topologies import one_run, report
     from topologies.testbed import Testbed
     from topologies.workers import WorkerOptions
 
-    topo = Topology.load(args.topo)
+    topo = args.topology
     if args.bw:
         topo = topo.with_link_params(bw=args.bw)
     rows, index = [], 0

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 import planner  # noqa: E402
 from bench import record as bench_record  # noqa: E402
 from contract.job import JobSpec  # noqa: E402
-from controller.topology import Topology, load_for_cli  # noqa: E402
+from controller.topology import load_for_cli  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from planner import (  # noqa: E402
     models_zoo,
@@ -120,7 +120,7 @@ def parse_args(argv=None):
     )
     args = p.parse_args(argv)
     if not args.replay:
-        load_for_cli(p, args.topo, args.workers)  # a bad file: one line now, not a traceback after the planner's run
+        args.topology = load_for_cli(p, args.topo, args.workers)  # a bad file: one line now, not after the planner
     return args
 
 
@@ -296,9 +296,7 @@ def main(argv=None) -> int:
     models = [m for m in args.models.split(",") if m]
     modes = [m for m in args.modes.split(",") if m]
     sizes = [int(s) for s in args.probe_sizes.split(",") if s]
-    topo = Topology.load(args.topo)
-    if args.workers:
-        topo = topo.with_workers(args.workers)
+    topo = args.topology
     n = len(topo.workers)
     out = args.out / "timeline"
     out.mkdir(parents=True, exist_ok=True)

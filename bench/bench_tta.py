@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import record as bench_record  # noqa: E402
 from contract.job import JobSpec  # noqa: E402
-from controller.topology import Topology, load_for_cli  # noqa: E402
+from controller.topology import load_for_cli  # noqa: E402
 from host_agent import workloads  # noqa: E402
 from thc.modes import PS_MODES, RUN_DEFAULT  # noqa: E402
 from topologies import report  # noqa: E402
@@ -82,7 +82,7 @@ def parse_args(argv=None):
         p.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(report.MODE_LABELS)}")
     ps = [m for m in args.modes if m.partition(":")[0] in PS_MODES]
     args.topo = args.topo or REPO / "topologies" / ("star4_ps.json" if ps else "star4.json")
-    topo = load_for_cli(p, args.topo, args.workers)
+    topo = args.topology = load_for_cli(p, args.topo, args.workers)  # read once, with the options
     for mode in ps:
         try:
             topo.placement(mode.partition(":")[2] or None)
@@ -259,8 +259,7 @@ def main(argv=None) -> int:
 
     setLogLevel("critical")
     origin = provenance.started(quick=args.steps < 200)
-    topo = Topology.load(args.topo).with_workers(args.workers)
-    topo = topo.with_link_params(bw=args.rates[0])
+    topo = args.topology.with_link_params(bw=args.rates[0])
     args.out.mkdir(parents=True, exist_ok=True)
     say = lambda message: print(f"bench_tta: {message}", flush=True)
     records: list[dict] = []
