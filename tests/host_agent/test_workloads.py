@@ -10,7 +10,7 @@ import torch
 from ddp import aggregator_hooks, gloo_hooks
 from harness import ddp_cluster as cluster
 from host_agent import train, worker, workloads
-from topologies import runner
+from topologies import run_cli, runner
 
 MODES = ("thc", "fix32", "gloo", "fp16", "powersgd", "topk", "qsgd", "terngrad")
 NAMES = ("mlp-digits", "mlp2-digits", "cnn-digits", "cnn1d-signals", "charlm-stdlib")
@@ -34,7 +34,7 @@ def test_the_registry_holds_the_models_the_clis_offer():
         "thc-ps",
         "fix32-ps",
     }
-    assert set(runner.ALL_MODES) == set(worker.MODES)  # thc-run runs every mode thc-worker has
+    assert set(run_cli.ALL_MODES) == set(worker.MODES)  # thc-run runs every mode thc-worker has
 
 
 @pytest.mark.parametrize(
