@@ -107,7 +107,7 @@ class Operation:
         self.finished: float | None = None
         self.first_result: float | None = None  # when the first result came (the slowest worker had joined)
         self.min_rtt = math.inf  # the shortest round trip of a request sent once
-        times = np.zeros((2, n_requests), np.float64)  # (one allocation per kind: an operation is often small)
+        times = self._times = np.zeros((2, n_requests), np.float64)  # (one allocation a kind: ops are often small)
         self.answered_at = times[0]  # when each request's result came (diagnostics)
         self.first_sent = times[1]
         ints = np.zeros((5, n_requests), np.int64)
@@ -134,7 +134,8 @@ class Operation:
         self.last_result = 0.0  # when the latest result came
         self.count: int | None = None  # every accepted result's count must match the first
         self.mixed_counts = mixed_counts  # partial aggregation: counts may differ between requests
-        self.release_at = np.full(n_requests, np.inf)  # when an unanswered request sends a RELEASE
+        # when an unanswered request sends a RELEASE (partial aggregation only: None without it)
+        self.release_at = np.full(n_requests, np.inf) if mixed_counts else None
         self.sums = np.zeros(n_requests * per_packet, np.int32)  # NORM: the maxima's float32 bit patterns
         self.flat = False  # result() gives the sums as one flat array (WorkerProtocol.start_sum_packed)
 

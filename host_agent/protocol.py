@@ -11,6 +11,7 @@ native helper") says which decides what. A request's framing comes from the job'
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from host_agent.sender import Sender
 from host_agent.timers import Timers
 from host_agent.transport import BatchIO, Transport
 from host_agent.window import Schedule
+from native_build import address_of
 
 __all__ = [
     "AggregationTimeout",
@@ -168,6 +170,7 @@ class WorkerProtocol:
             identity=(self.job_id, self.key, worker_id),
         )  # fmt: skip
         self._frame_lib = native.load()  # builds request frames in C (wire.build_requests); None: numpy
+        self._native_book: native.Book | None = None  # the native booking of a whole operation (_book_for)
         self.transport, self.builder = transport, builder
         self._batch = True  # the next batch of results is one arrival, a sample of their spacing
         self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
@@ -294,12 +297,15 @@ class WorkerProtocol:
         """Send what the window allows, take in the results that are there (waiting up to `wait` s for the
         first, never past the next retransmission time), retransmit what is due. True if anything moved.
         `linger`: on a raw socket, go on taking results in natively while Python has nothing to decide."""
-        moved = self.sender.send_ready()
+        op = self._waitable()
+        # an operation whose requests a native wait may send (_paced_sends) goes out in that wait's one call
+        moved = self.sender.send_ready() if op is None or op.sent_hi == op.n else False
         if self.busy and wait > 0:
             due = self.next_deadline()
             if due is not None:
                 wait = min(wait, max(0.0, due - self.clock()))
-        op = self._waitable()
+            elif op is not None and op.sent_hi == 0:  # its first sends start the retransmission timer
+                wait = min(wait, self.timers.rto)
         if op is not None:
             if self._take_natively(op, wait, linger):
                 self.sender.flush()
@@ -361,9 +367,13 @@ class WorkerProtocol:
         bounds = (until, self.timers.fixed_due(), min(self.timeout, self.min_timeout), np.inf if linger else until)
         hold = (self.coalesce, self.max_hold)  # receive coalescing between batches, in C (see hold())
         cap = self.schedule.paced_cap if fd >= 0 and op.sent_hi < op.n else 0
+        book = self._book_for(op) if cap and op.sent_hi == 0 and not op.answered else None
         acc, ends, times, held, stop, sends = self._native.take_until(
-            op, io, fd, bounds, self.next_request, hold, send_cap=cap
+            op, io, fd, bounds, self.next_request, hold, send_cap=cap, book=book and self._book_ref
         )
+        if book is not None and book.booked:
+            self._booked_natively(op, book)
+            return True
         if sends is not None:  # booked before the results, whose round trips start at these first sends
             lo = op.sent_hi
             for hi, at in zip(*sends):
@@ -377,6 +387,54 @@ class WorkerProtocol:
         else:
             booking.book_in_order(self, op, acc, ends, times, held)
         return self.counters.packets_received > before
+
+    def _book_for(self, op: Operation) -> native.Book:
+        """The native booking of `op` (fastio.c thc_book), should the wait send and answer all of it cleanly:
+        its arrays, and the worker's state the booking starts from."""
+        b = self._native_book
+        if b is None:
+            b = self._native_book = native.Book()
+            self._book_ref = ctypes.byref(b)
+        b.times, b.ints = address_of(op._times), address_of(op._ints)
+        b.tx, b.firsts, b.per_window = self.sender.tx, self.sender.firsts, max(1, min(self.window, op.n))
+        t = self.timers
+        b.adaptive, b.held = t.adaptive, self._held
+        rtt, gap = t.rtt, t.gap
+        b.rtt_known, b.gap_known = rtt.mean is not None, gap.mean is not None
+        if rtt.mean is not None:
+            b.rtt_mean, b.rtt_var = rtt.mean, rtt.var
+        if gap.mean is not None:
+            b.gap_mean, b.gap_var = gap.mean, gap.var
+        return b
+
+    def _booked_natively(self, op: Operation, b: native.Book) -> None:
+        """One wait sent every request of `op` and took all their results in order, and the C booked its
+        arrays and estimates (_book_for): the rest of what sent_natively and book_in_order would have done,
+        from the same state to the same state (tests/host_agent/test_native_booking.py)."""
+        n, s, c, t = op.n, self.sender, self.counters, self.timers
+        s.tx += n
+        s.firsts += n
+        op.first_transmissions = op.sent_hi = n
+        c.requests += n
+        c.packets_sent += n
+        c.bytes_sent += op.frames.size
+        self.schedule.sent_natively(op)
+        t.newest_answered = max(t.newest_answered, s.tx - 1)
+        op.outstanding = op.in_flight_count = 0
+        c.results += n
+        op.answered, op.first_result, op.last_result = n, b.first, b.last
+        op.min_rtt = min(op.min_rtt, b.min_rtt)
+        if t.adaptive:
+            t.rtt.mean, t.rtt.var = b.rtt_mean, b.rtt_var
+            t.rtt.timeout = t.rtt.estimate
+            t.backoffs = 0
+            if b.gap_known:
+                t.gap.mean, t.gap.var = b.gap_mean, b.gap_var
+                t.gap.timeout = t.gap.estimate
+        t.stop()
+        self._batch, self._held = bool(b.fresh), False
+        self.schedule.grow(n)
+        self._finish(op)
 
     def _book_batches(self, op: Operation, acc: np.ndarray, ends: list, times: list, stop: int, held=None) -> None:
         """Book the batches of one native wait one by one, each as a pump would (at its arrival time);
@@ -408,6 +466,14 @@ class WorkerProtocol:
         while not operation.complete:
             if interrupt is not None and interrupt():
                 raise Interrupted(f"job {self.job_id} worker {self.worker_id}: interrupted in request {operation.q0}+")
+            if operation.sent_hi == 0 and self._waitable() is operation:  # nothing sent: one native call sends
+                wait = min(self.max_timeout, self.timers.rto)  # and waits (pump's first sends, without pump)
+                self._take_natively(operation, wait if interrupt is None else min(wait, poll), interrupt is None)
+                if not operation.complete:  # what it took in may call for more: as pump would go on
+                    self.sender.flush()
+                    self.sender.send_ready()
+                    self.recovery.fire()
+                continue
             # a native wait holds between its batches itself (fastio.c thc_wait_results): no hold here then
             hold = 0.0 if self._wait_fd >= 0 and self._waitable() is not None else self.hold(operation)
             if hold > 0:

@@ -207,6 +207,7 @@ class NativeSorter:
         next_request: int,
         hold: tuple[float, float] = (0.0, 0.0),
         send_cap: int = 0,
+        book=None,
     ):
         """Batches of results for `op` (every request sent so far sent once, in order, nothing else in
         flight), taken in by fastio.c's thc_wait_results (fd < 0: the io.preloaded frames already in io's
@@ -217,7 +218,9 @@ class NativeSorter:
         Returns the accepted requests, each batch's end in them, each batch's arrival time, whether each
         came after a hold, why it stopped (bits: 1 complete, 2 a frame not accepted, 4 a result out of
         order in the last batch, 8 a record full), and the sends: (op.sent_hi after each, when it went);
-        counts the frames, bytes and unaccepted frames (the sends are the caller's to book)."""
+        counts the frames, bytes and unaccepted frames (the sends are the caller's to book). `book`: a
+        native.Book (by reference) that the wait fills when it sent and answered all of `op` cleanly (its
+        `booked`): op's arrays are then booked, and the caller copies the rest (_booked_natively)."""
         st = self._state(op)
         st.next_request, st.outstanding = next_request, op.outstanding
         if len(self._acc_row) < max(len(io.buf), op.n):
@@ -250,7 +253,7 @@ class NativeSorter:
             w.send_cap, w.in_flight = send_cap, op.in_flight_count
         taken = self.lib.thc_wait_results(
             fd, io.buf_address, io.stride, len(io.buf), io.lengths_address, self._op_ref, self._wait_ref,
-            *self._acc_addresses, *self._record_addresses,
+            *self._acc_addresses, *self._record_addresses, book,
         )  # fmt: skip
         c = self.counters
         c.packets_received += w.frames

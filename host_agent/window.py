@@ -60,6 +60,11 @@ class Schedule:
         """A new operation, numbered after every other: those of its first W requests whose slot's previous
         use is answered may go; the others go when it is (answered())."""
         head = np.arange(min(self.size, op.n), dtype=np.int64)
+        if not self.ops:  # nothing in flight: every slot's previous use is answered
+            self.ops.append(op)
+            if len(head):
+                self._free.append((op, head))
+            return
         ready = np.ones(len(head), np.bool_)
         for other in self.ops:  # only operations still in flight hold unanswered requests
             before = op.q0 + head - self.size - other.q0
@@ -114,6 +119,9 @@ class Schedule:
 
     def sent_natively(self, op: Operation) -> None:
         """A native wait sent op's held-back requests below op.sent_hi: they wait no more."""
+        if op.sent_hi == op.n and len(self._free) == 1 and self._free[0][0] is op:  # all of them (held_back)
+            self._free = []
+            return
         self._free = [(o, idx[idx >= o.sent_hi]) if o is op else (o, idx) for o, idx in self._free]
         self._free = [(o, idx) for o, idx in self._free if idx.size]
 

@@ -61,6 +61,19 @@ class Wait(ctypes.Structure):
     )
 
 
+class Book(ctypes.Structure):
+    """struct thc_book of fastio.c: an operation's booking done in C when one wait sent and answered all of it."""
+
+    _fields_ = (
+        [(name, ctypes.c_void_p) for name in ("times", "ints")]
+        + [(name, ctypes.c_int64) for name in ("tx", "firsts", "per_window", "adaptive", "held")]
+        + [(name, ctypes.c_int64) for name in ("rtt_known", "gap_known")]
+        + [(name, ctypes.c_double) for name in ("rtt_mean", "rtt_var", "gap_mean", "gap_var")]
+        + [(name, ctypes.c_int64) for name in ("booked", "fresh")]
+        + [(name, ctypes.c_double) for name in ("first", "last", "min_rtt")]
+    )
+
+
 _lib: ctypes.CDLL | None = None
 _tried = False
 
@@ -76,7 +89,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.thc_take_results.argtypes = [c_ptr, c_long, c_long, c_ptr, ctypes.POINTER(Take), c_ptr, c_ptr]
     lib.thc_take_results.restype = c_long
     lib.thc_wait_results.argtypes = [ctypes.c_int, c_ptr, c_long, c_long, c_ptr, ctypes.POINTER(Take),
-                                     ctypes.POINTER(Wait), c_ptr, c_ptr, c_ptr, c_ptr, c_ptr]  # fmt: skip
+                                     ctypes.POINTER(Wait), c_ptr, c_ptr, c_ptr, c_ptr, c_ptr, c_ptr]  # fmt: skip
     lib.thc_wait_results.restype = c_long
     return lib
 

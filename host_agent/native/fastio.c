@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
@@ -293,7 +294,10 @@ long thc_take_results(const uint8_t *base, long stride, long nrows, const int32_
  * results lets as many of them go as it answered, never more than send_cap in flight: what the window's
  * take would let go at that batch (its limit is fixed for the wait; growth beyond it waits for Python).
  * Each send is recorded (send_batch_end: the running send_next, send_batch_time) for Python to book, and
- * no hold is slept while requests are still to be sent (their results would wait behind it). */
+ * no hold is slept while requests are still to be sent (their results would wait behind it). The wait
+ * starts by sending as many as send_cap leaves room for: an operation none of whose requests is sent yet
+ * goes out and is waited for in this one call, as the window's take would have let it go
+ * (protocol.WorkerProtocol.pump leaves its first sends to this call). */
 
 struct thc_wait {
     double until, fixed, slack, cap;        /* in: CLOCK_MONOTONIC seconds */
@@ -363,16 +367,116 @@ static double coalescing_hold(const struct thc_wait *w, int64_t answered, double
     return hold >= w->min_hold && hold > 0 ? hold : 0.0;
 }
 
+/* ---- booking a whole operation natively (booking.book_in_order and Sender.sent_natively, in C) ----------
+ *
+ * When one wait sent every request of an operation (none was sent before it) and took in all their results
+ * in request order with nothing refused (stop 1), what Python would then book is fixed by the record: each
+ * request's first transmission (its send's time, its number in the worker's transmission order), its result's
+ * arrival, the round trips in arrival order, one spacing sample per batch that is one arrival. thc_book
+ * does that booking here: the operation's per-request arrays (host_agent/operation.py), the two RFC 6298
+ * estimators (timers.Smoothed.samples: the same double operations in the same order, so the estimates are
+ * bit-identical to Python's), and the scalars Python copies back (protocol.WorkerProtocol._booked_natively).
+ * tests/host_agent/test_native_booking.py holds it against the Python booking on twin workers. */
+
+struct thc_book {
+    double *times;   /* in: the operation's float64 rows (operation.Operation._times): answered_at, first_sent */
+    int64_t *ints;   /* in: its int64 rows (_ints): attempts, seq, first_seq, firsts_before, evidence */
+    int64_t tx, firsts;                                /* in: the worker's transmissions and first ones so far */
+    int64_t per_window, adaptive, held;                /* in: min(W, n); estimates move; a hold came before */
+    int64_t rtt_known, gap_known;                      /* in/out: the estimators have a first sample */
+    double rtt_mean, rtt_var, gap_mean, gap_var;       /* in/out */
+    int64_t booked, fresh;                             /* out: booked here; the last batch was one arrival */
+    double first, last, min_rtt;                       /* out: the first and latest result, shortest round trip */
+};
+
+/* timers.Smoothed.samples of one value, with gains 1/8 and 1/4 divided by per_window */
+static void smoothed_sample(int64_t *known, double *mean, double *var, double x, int64_t per_window)
+{
+    if (!*known) {
+        *mean = x, *var = x / 2, *known = 1;
+        return;
+    }
+    double alpha = 0.125 / (double)per_window, beta = 0.25 / (double)per_window;
+    *var += beta * (fabs(*mean - x) - *var);
+    *mean += alpha * (x - *mean);
+}
+
+static void book(struct thc_book *bk, const struct thc_wait *w, int64_t n, const int64_t *batch_end,
+                 const double *batch_time, const uint8_t *batch_held)
+{
+    double *answered_at = bk->times, *first_sent = bk->times + n;
+    int64_t *attempts = bk->ints, *seq = bk->ints + n, *first_seq = bk->ints + 2 * n;
+    int64_t *firsts_before = bk->ints + 3 * n, *evidence = bk->ints + 4 * n;
+    int64_t s = 0;
+    for (int64_t i = 0; i < n; i++) { /* Sender.sent_natively of each send */
+        while (w->send_batch_end[s] <= i)
+            s++;
+        first_sent[i] = w->send_batch_time[s];
+        seq[i] = first_seq[i] = bk->tx + i;
+        firsts_before[i] = bk->firsts + 1 + i;
+        attempts[i] = 1;
+        evidence[i] = 0;
+    }
+    int64_t start = 0, answered = 0;
+    int fresh = !bk->held;
+    double min_rtt = INFINITY, last = 0.0;
+    /* the spacing samples first (book_in_order collects them batch by batch, Timers.spacing takes them after) */
+    for (int64_t b = 0; b < w->batches; b++) {
+        fresh = b == 0 ? !bk->held : !batch_held[b];
+        int64_t k = batch_end[b] - start;
+        if (k) {
+            double at = batch_time[b];
+            if (fresh && (answered || k > 1)) {
+                if (bk->adaptive)
+                    smoothed_sample(&bk->gap_known, &bk->gap_mean, &bk->gap_var, answered ? at - last : 0.0, 1);
+                fresh = 0;
+            }
+            if (!answered)
+                bk->first = at;
+            answered += k;
+            last = at;
+        }
+        start = batch_end[b];
+    }
+    bk->fresh = fresh;
+    start = 0;
+    for (int64_t b = 0; b < w->batches; b++) { /* the round trips, in arrival order (Timers.answered) */
+        double at = batch_time[b];
+        for (int64_t i = start; i < batch_end[b]; i++) {
+            double rtt = at - first_sent[i];
+            answered_at[i] = at;
+            if (rtt < min_rtt)
+                min_rtt = rtt;
+            if (bk->adaptive)
+                smoothed_sample(&bk->rtt_known, &bk->rtt_mean, &bk->rtt_var, rtt, bk->per_window);
+        }
+        start = batch_end[b];
+    }
+    bk->last = last;
+    bk->min_rtt = min_rtt;
+    bk->booked = 1;
+}
+
 long thc_wait_results(int fd, uint8_t *base, long stride, long cap_rows, int32_t *lens, struct thc_take *st,
                       struct thc_wait *w, int64_t *acc_row, int64_t *acc_req, int64_t *batch_end,
-                      double *batch_time, uint8_t *batch_held)
+                      double *batch_time, uint8_t *batch_held, struct thc_book *bk)
 {
+    int from_start = bk && w->send_next == 0 && w->answered == 0; /* nothing of the operation sent before */
+    if (bk)
+        bk->booked = 0;
     long taken = 0;
     int64_t order = w->low, outstanding = st->outstanding;
     int answered = 0, held = 0;
     double last = 0.0, op_first = w->first, op_last = w->last;
     st->ignored = st->bad_key = st->stale = st->duplicate = st->rejected = st->accepted = 0;
     w->frames = w->bytes = w->batches = w->stop = w->holds = w->sends = 0;
+    if (fd >= 0 && w->send_next < w->send_end) { /* what the window has room for goes at once */
+        long err = send_paced(fd, w, st, 0);
+        if (err < 0) {
+            w->stop = err;
+            return 0;
+        }
+    }
     for (;;) {
         long n;
         double deadline = answered ? (w->fixed < last + w->slack ? w->fixed : last + w->slack) : w->until;
@@ -442,9 +546,13 @@ long thc_wait_results(int fd, uint8_t *base, long stride, long cap_rows, int32_t
             }
         }
     }
+    st->accepted = taken;
+    if (from_start && w->stop == 1 && w->send_next == w->send_end && w->send_end == st->n && taken == st->n) {
+        book(bk, w, st->n, batch_end, batch_time, batch_held); /* done[] stays set: every request is answered */
+        return taken;
+    }
     for (long t = 0; t < taken; t++)
         st->done[acc_req[t]] = 0; /* Python books the results, batch by batch */
     st->outstanding = outstanding;
-    st->accepted = taken;
     return taken;
 }

@@ -105,6 +105,8 @@ def _run(use_native: bool, seed: int, window: int = 16, paced: int | None = None
     sent_natively = []
     booked = worker.sender.sent_natively
     worker.sender.sent_natively = lambda op, lo, hi, now: (sent_natively.append(hi - lo), booked(op, lo, hi, now))
+    whole = worker._booked_natively  # a wait that sent and answered a whole operation books it in C
+    worker._booked_natively = lambda op, book: (sent_natively.append(op.n), whole(op, book))
 
     def pace():
         if paced is not None:
@@ -197,6 +199,8 @@ def test_paced_sends_without_loss_cost_no_retransmission():
     sent = []
     booked = worker.sender.sent_natively
     worker.sender.sent_natively = lambda op, lo, hi, now: (sent.append(hi - lo), booked(op, lo, hi, now))
+    whole = worker._booked_natively  # a wait that sent and answered a whole operation books it in C
+    worker._booked_natively = lambda op, book: (sent.append(op.n), whole(op, book))
     try:
         for _ in range(10):
             worker.schedule.paced = 5.0
@@ -262,7 +266,7 @@ lib.thc_wait_results.restype = ctypes.c_long
 rng = np.random.default_rng(int(sys.argv[1]))
 window, n, per_packet, lane_bits = 8, 12, 1024, 8
 builder = wire.FrameBuilder(SERVICE, worker_endpoint(0))
-stride, batches, fuzzed, holds = 2048, int(sys.argv[2]), 0, 0
+stride, batches, fuzzed, holds, booked = 2048, int(sys.argv[2]), 0, 0, 0
 buf = np.zeros((64, stride), np.uint8)
 lens = np.zeros(64, np.int32)
 send_rows = rng.integers(0, 256, (n, 100), dtype=np.uint8)
@@ -294,13 +298,15 @@ for b in range(batches):
         lens[r] = int(rng.integers(0, size + 1)) if rng.random() < 0.2 else size
     w = native.Wait(until=0.0, fixed=0.0, slack=0.0, cap=0.0, low=int(rng.integers(0, n)), max_batches=4,
                     preloaded=rows)
-    fd, cap_rows = -1, 64
+    fd, cap_rows, whole = -1, 64, False
     if rng.random() < 0.5:  # over a socket, a few rows a receive, holding between batches (no timing asserted)
         now = time.monotonic()
         fd, cap_rows = mine.fileno(), int(rng.integers(1, 9))
         if rng.random() < 0.5:  # clean results in request order: batches go on, and holds happen
             done[:], attempts[:], st.outstanding, st.ref_count, st.next_request = 0, 1, n, -1, st.q0 + n
             rows, w.low = int(rng.integers(1, n + 1)), st.q0
+            whole = rng.random() < 0.4  # the wait sends all of the operation and may book it natively
+            rows = n if whole else rows
             for r in range(rows):
                 q = st.q0 + r
                 frame = builder.frame(wire.OP_THC, 1, 3, 0, q % window, q // window, 0, bytes(per_packet), 2,
@@ -317,13 +323,30 @@ for b in range(batches):
             w.send_next, w.send_end = int(rng.integers(0, n + 1)), n
             w.send_cap, w.in_flight = int(rng.integers(0, n + 2)), int(rng.integers(0, n + 1))
             w.max_sends, w.send_batch_end, w.send_batch_time = 4, send_ends.ctypes.data, send_times.ctypes.data
+        if whole:
+            w.send_base, w.send_stride, w.send_next, w.send_end = send_rows.ctypes.data, send_rows.shape[1], 0, n
+            w.send_cap, w.in_flight, w.answered = n, 0, 0
+            w.max_sends, w.send_batch_end, w.send_batch_time = 4, send_ends.ctypes.data, send_times.ctypes.data
     acc_row, acc_req = np.zeros(max(64, n), np.int64), np.zeros(max(64, n), np.int64)
     ends, times, held = np.zeros(4, np.int64), np.zeros(4, np.float64), np.zeros(4, np.uint8)
+    book = None
+    if whole or rng.random() < 0.3:  # a whole operation's booking in C, should the wait send and answer it all
+        op_times, op_ints = np.zeros((2, n)), np.zeros((5, n), np.int64)
+        book = native.Book(times=op_times.ctypes.data, ints=op_ints.ctypes.data,
+                           tx=int(rng.integers(0, 2**40)), firsts=int(rng.integers(0, 2**40)),
+                           per_window=int(rng.integers(1, n + 1)), adaptive=int(rng.integers(0, 2)),
+                           held=int(rng.integers(0, 2)), rtt_known=int(rng.integers(0, 2)),
+                           gap_known=int(rng.integers(0, 2)), rtt_mean=float(rng.uniform(0, 1e-3)),
+                           rtt_var=float(rng.uniform(0, 1e-3)), gap_mean=float(rng.uniform(0, 1e-3)),
+                           gap_var=float(rng.uniform(0, 1e-3)))
     taken = lib.thc_wait_results(fd, ctypes.c_void_p(buf.ctypes.data), ctypes.c_long(stride), ctypes.c_long(cap_rows),
                                  ctypes.c_void_p(lens.ctypes.data), ctypes.byref(st), ctypes.byref(w),
                                  ctypes.c_void_p(acc_row.ctypes.data), ctypes.c_void_p(acc_req.ctypes.data),
                                  ctypes.c_void_p(ends.ctypes.data), ctypes.c_void_p(times.ctypes.data),
-                                 ctypes.c_void_p(held.ctypes.data))
+                                 ctypes.c_void_p(held.ctypes.data), None if book is None else ctypes.byref(book))
+    if book is not None and book.booked:  # every request sent in this wait, answered in order
+        assert w.stop == 1 and taken == n and (op_ints[0] == 1).all() and np.isfinite(op_times).all(), w.stop
+        booked += 1
     if fd < 0:
         assert 0 <= taken <= min(rows, n) and w.batches == 1 and w.frames == rows
     else:
@@ -342,6 +365,7 @@ for b in range(batches):
     fuzzed += rows
 assert holds, "no round held between batches: the hold went unfuzzed"
 assert sent, "no round sent paced requests: the sends went unfuzzed"
+assert booked, "no round booked a whole operation natively: thc_book went unfuzzed"
 print("fuzzed", fuzzed)
 """
 
