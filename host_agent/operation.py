@@ -117,6 +117,7 @@ class Operation:
         self.outstanding = n_requests
         self.counts = flags[1]
         self._ints, self._flags = ints, flags
+        self._addresses: tuple[int, int, int, int] | None = None  # flags, ints, sums, times (_look_up)
         # loss detection: per request the number of its latest transmission and of its first, the first
         # transmissions of this operation made before its latest one, and the results of requests first
         # sent after its latest transmission that came back since
@@ -141,8 +142,18 @@ class Operation:
 
     def addresses(self) -> tuple[int, int, int, int]:
         """Where done, attempts, sums and counts start in memory (for the native take; they never move)."""
-        flags, ints, sums = (address_of(a) for a in (self._flags, self._ints, self.sums))
+        flags, ints, sums, _ = self._addresses or self._look_up()
         return flags, ints, sums, flags + self.n
+
+    def booking_addresses(self) -> tuple[int, int]:
+        """Where the float64 rows (answered_at, first_sent) and the int64 rows (attempts, seq, first_seq,
+        firsts_before, evidence) start (for the native booking, fastio.c thc_book)."""
+        _, ints, _, times = self._addresses or self._look_up()
+        return times, ints
+
+    def _look_up(self) -> tuple[int, int, int, int]:
+        self._addresses = tuple(address_of(a) for a in (self._flags, self._ints, self.sums, self._times))
+        return self._addresses
 
     @property
     def complete(self) -> bool:

@@ -29,7 +29,6 @@ from host_agent.sender import Sender
 from host_agent.timers import Timers
 from host_agent.transport import BatchIO, Transport
 from host_agent.window import Schedule
-from native_build import address_of
 
 __all__ = [
     "AggregationTimeout",
@@ -368,12 +367,14 @@ class WorkerProtocol:
         hold = (self.coalesce, self.max_hold)  # receive coalescing between batches, in C (see hold())
         cap = self.schedule.paced_cap if fd >= 0 and op.sent_hi < op.n else 0
         book = self._book_for(op) if cap and op.sent_hi == 0 and not op.answered else None
-        acc, ends, times, held, stop, sends = self._native.take_until(
-            op, io, fd, bounds, self.next_request, hold, send_cap=cap, book=book and self._book_ref
+        native_take = self._native
+        native_take.take_until(
+            op, io, fd, bounds, self.next_request, hold, send_cap=cap, book=book and self._book_ref, record=False
         )
         if book is not None and book.booked:
             self._booked_natively(op, book)
             return True
+        acc, ends, times, held, stop, sends = native_take.record()
         if sends is not None:  # booked before the results, whose round trips start at these first sends
             lo = op.sent_hi
             for hi, at in zip(*sends):
@@ -395,7 +396,7 @@ class WorkerProtocol:
         if b is None:
             b = self._native_book = native.Book()
             self._book_ref = ctypes.byref(b)
-        b.times, b.ints = address_of(op._times), address_of(op._ints)
+        b.times, b.ints = op.booking_addresses()
         b.tx, b.firsts, b.per_window = self.sender.tx, self.sender.firsts, max(1, min(self.window, op.n))
         t = self.timers
         b.adaptive, b.held = t.adaptive, self._held

@@ -21,6 +21,7 @@ import numpy as np
 from host_agent import native, wire
 from host_agent.operation import Operation
 from host_agent.window import Schedule
+from native_build import address_of
 
 _NONE = np.zeros(0, np.int64)
 
@@ -208,6 +209,7 @@ class NativeSorter:
         hold: tuple[float, float] = (0.0, 0.0),
         send_cap: int = 0,
         book=None,
+        record: bool = True,
     ):
         """Batches of results for `op` (every request sent so far sent once, in order, nothing else in
         flight), taken in by fastio.c's thc_wait_results (fd < 0: the io.preloaded frames already in io's
@@ -220,7 +222,8 @@ class NativeSorter:
         order in the last batch, 8 a record full), and the sends: (op.sent_hi after each, when it went);
         counts the frames, bytes and unaccepted frames (the sends are the caller's to book). `book`: a
         native.Book (by reference) that the wait fills when it sent and answered all of `op` cleanly (its
-        `booked`): op's arrays are then booked, and the caller copies the rest (_booked_natively)."""
+        `booked`): op's arrays are then booked, and the caller copies the rest (_booked_natively). `record`
+        False: nothing is returned, and record() gives the record if the caller needs it."""
         st = self._state(op)
         st.next_request, st.outstanding = next_request, op.outstanding
         if len(self._acc_row) < max(len(io.buf), op.n):
@@ -249,7 +252,7 @@ class NativeSorter:
         w.send_next = w.send_end = op.sent_hi
         if send_cap > 0 and fd >= 0 and op.sent_hi < op.n:
             frames = op.frames  # one C-contiguous row a request (wire.build_requests)
-            w.send_base, w.send_stride, w.send_end = frames.ctypes.data, frames.shape[1], op.n
+            w.send_base, w.send_stride, w.send_end = address_of(frames), frames.shape[1], op.n
             w.send_cap, w.in_flight = send_cap, op.in_flight_count
         taken = self.lib.thc_wait_results(
             fd, io.buf_address, io.stride, len(io.buf), io.lengths_address, self._op_ref, self._wait_ref,
@@ -269,11 +272,16 @@ class NativeSorter:
             c.bad_key_results += st.bad_key
         if op.count is None and st.ref_count >= 0:
             op.count = st.ref_count
-        nb = w.batches
+        self._taken = taken
+        return self.record() if record else None
+
+    def record(self):
+        """The latest take_until's record, as take_until returns it (valid until the next wait)."""
+        w, nb = self._wait, self._wait.batches
         held = self._held[:nb].tolist() if w.holds else None
         sends = (self._send_ends[: w.sends].tolist(), self._send_times[: w.sends].tolist()) if w.sends else None
-        acc = self._acc_req[:taken].copy()
-        return acc, self._ends[:nb].tolist(), self._times[:nb].tolist(), held, stop, sends
+        acc = self._acc_req[: self._taken].copy()
+        return acc, self._ends[:nb].tolist(), self._times[:nb].tolist(), held, w.stop, sends
 
     def _state(self, op: Operation | None):
         """The native take's view of `op`: one struct, filled anew when the operation changes (building one

@@ -93,7 +93,8 @@ def test_native_booking_equals_python_booking_of_the_same_record(request, case):
     twin = WorkerProtocol(Sink(), builder, job.spec, 0, **kw)
     records, booked = [], []
     take_until, book = native_worker._native.take_until, native_worker._booked_natively
-    native_worker._native.take_until = lambda *a, **k: records.append(take_until(*a, **k)) or records[-1]
+    native_take = native_worker._native
+    native_take.take_until = lambda *a, **k: (take_until(*a, **k), records.append(native_take.record()))[0]
     native_worker._booked_natively = lambda op, b: (booked.append(op), book(op, b))
     k = job.spec.coords_per_request
     try:
