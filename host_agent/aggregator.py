@@ -163,8 +163,9 @@ class SwitchAggregator:
 
     def start_max(self, t: torch.Tensor) -> Call | None:
         """all_max's first half: the NORM requests go out; finish() returns the maxima."""
-        values = self._kept(t.detach().to("cpu", torch.float32).numpy().reshape(-1))
         as_given = t.device.type == "cpu" and t.dtype == torch.float32  # the maxima need no conversion
+        values = t if as_given else t.to("cpu", torch.float32)
+        values = self._kept((values.detach() if values.requires_grad else values).numpy().reshape(-1))
 
         def maxima(op: Operation, result: np.ndarray) -> torch.Tensor:
             if op.n:  # every result has the first's count unless partial aggregation mixed them

@@ -9,6 +9,7 @@ again), loss.py (what later results show lost), receive.py (how a batch of resul
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,15 +27,24 @@ def pack_norms(values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, list[i
     lane), big-endian, wire.NORMS_PER_REQUEST a request, the last request's unused lanes 0; and [the number
     of values]."""
     v = np.asarray(values, dtype=np.float32).reshape(-1)
-    if v.size and not v.min() >= 0:  # a NaN fails the comparison too
-        raise ValueError(
-            "NORM values must be non-negative: the switch compares float32 bit patterns as unsigned integers"
-        )
-    # big-endian float32: the bytes of the values' bit patterns as >u4; -0.0 + 0.0 = +0.0, whose bits would
-    # otherwise sort above everything
-    padded = np.zeros(-(-v.size // wire.NORMS_PER_REQUEST) * wire.NORMS_PER_REQUEST, ">f4")
-    np.add(v, np.float32(0), out=padded[: v.size])
-    return padded.view(np.uint8), [v.size]
+    n, width = v.size, -(-v.size // wire.NORMS_PER_REQUEST) * wire.NORMS_PER_REQUEST
+    if n <= _FEW_NORMS:  # a bucket's chunk norms: Python's floats cost less than four numpy calls
+        xs = v.tolist()  # float32 values, exactly
+        if any(not x >= 0 for x in xs):  # a NaN fails the comparison too
+            raise ValueError(_NEGATIVE_NORM)
+        # big-endian float32; -0.0 + 0.0 = +0.0, whose bits would otherwise sort above everything
+        packed = _BIG_ENDIAN_FLOATS[n].pack(*[x + 0.0 for x in xs]) + bytes(4 * (width - n))
+        return np.frombuffer(packed, np.uint8), [n]
+    if not v.min() >= 0:
+        raise ValueError(_NEGATIVE_NORM)
+    padded = np.zeros(width, ">f4")
+    np.add(v, np.float32(0), out=padded[:n])
+    return padded.view(np.uint8), [n]
+
+
+_NEGATIVE_NORM = "NORM values must be non-negative: the switch compares float32 bit patterns as unsigned integers"
+_FEW_NORMS = 64
+_BIG_ENDIAN_FLOATS = [struct.Struct(f">{n}f") for n in range(_FEW_NORMS + 1)]
 
 
 def pack_indices(chunks: Sequence[np.ndarray], k: int) -> tuple[bytes, list[int]]:

@@ -46,6 +46,7 @@ from contract import (  # noqa: F401  (re-exported: the host agent's view of the
     request_payload_bytes,
     result_payload_bytes,
 )
+from native_build import address_of
 
 ETH_LEN, IPV4_LEN, UDP_LEN, THC_LEN = 14, 20, 8, THC_HEADER_BYTES
 THC_OFFSET = ETH_LEN + IPV4_LEN + UDP_LEN  # 42
@@ -146,6 +147,7 @@ class FrameBuilder:
         self._ttl = ttl
         self._prefixes: dict[int, bytes] = {}
         self._templates: dict[tuple, np.ndarray] = {}
+        self._addresses: dict[int, tuple[np.ndarray, int]] = {}  # id(template) -> (template, its address)
 
     def template(
         self, op: int, kind: int, job_id: int, worker_id: int, size: int, count: int, lane_bits: int, key: int
@@ -160,6 +162,15 @@ class FrameBuilder:
             frame = self.frame(op, kind, job_id, worker_id, 0, 0, 0, bytes(size), count, lane_bits, key)
             row = self._templates[at] = np.frombuffer(frame, np.uint8)
         return row
+
+    def address(self, template: np.ndarray) -> int:
+        """Where a template (template()'s, which never moves) starts in memory, for a C call."""
+        at = self._addresses.get(id(template))
+        if at is None or at[0] is not template:
+            if len(self._addresses) >= 256:  # as many as templates are kept
+                self._addresses.clear()
+            at = self._addresses[id(template)] = (template, address_of(template))
+        return at[1]
 
     def prefix(self, payload_len: int) -> bytes:
         """Ethernet + IPv4 + UDP headers for a THC packet with `payload_len` bytes after the THC header."""
@@ -487,8 +498,8 @@ def build_requests(
     out = np.empty((n, len(template)), np.uint8)
     if not payloads.flags.c_contiguous:
         payloads = np.ascontiguousarray(payloads)
-    built = lib.thc_build_requests(out.ctypes.data, len(template), template.ctypes.data, q0, window,
-                                   payloads.ctypes.data, carried, n)  # fmt: skip
+    built = lib.thc_build_requests(address_of(out), len(template), builder.address(template), q0, window,
+                                   address_of(payloads), carried, n)  # fmt: skip
     if built != n:
         raise ValueError(f"cannot build {n} requests of {carried} payload bytes from q0 {q0}, window {window}")
     return out

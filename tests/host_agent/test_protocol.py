@@ -158,6 +158,30 @@ def test_norm_max_over_workers(new_engine):
         assert not np.signbit(got[4])
 
 
+@pytest.mark.parametrize("count", [1, 7, 64, 65, 200])
+def test_norm_payloads_are_the_same_bytes_for_few_values_and_many(count):
+    """pack_norms takes a bucket's few norms through Python's floats and many through numpy: both give the
+    big-endian float32 patterns with -0.0 made +0.0 (zero padding to whole requests), and both refuse a
+    negative value and a NaN wherever it is."""
+    from host_agent.operation import pack_norms
+
+    rng = np.random.default_rng(count)
+    values = rng.uniform(0, 1e6, count).astype(np.float32)
+    values[rng.integers(0, count)] = -0.0
+    values[rng.integers(0, count)] = np.float32(1e-40)  # subnormal
+    values[rng.integers(0, count)] = np.inf
+    payload, lengths = pack_norms(values)
+    width = -(-count // wire.NORMS_PER_REQUEST) * wire.NORMS_PER_REQUEST
+    want = np.zeros(width, ">f4")
+    want[:count] = np.where(values == 0, np.float32(0), values)
+    assert payload.tobytes() == want.tobytes() and lengths == [count]
+    for bad in (-1.0, np.nan, -np.inf):
+        spoiled = values.copy()
+        spoiled[rng.integers(0, count)] = bad
+        with pytest.raises(ValueError, match="non-negative"):
+            pack_norms(spoiled)
+
+
 def test_fix32_sums_wrap_like_int32(new_engine):
     rng = np.random.default_rng(3)
     data = [[rng.integers(-(2**31), 2**31, size=F * 3 + 10, dtype=np.int64).astype(np.int32)] for _ in range(4)]
