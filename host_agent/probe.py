@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -56,12 +57,13 @@ def probe(args) -> dict:
         barrier = lambda: aggregator.all_max(torch.zeros(1))  # a NORM round waits for every worker
     if args.mode not in PROBE_MODES:
         raise ValueError(f"--probe aggregates with {', '.join(PROBE_MODES)}, not {args.mode}")
-    one_round = _gloo_round if args.mode == GLOO else switch_round
+    one_round = _gloo_round if args.mode == GLOO else switch_round_deferred
     codec = probe_codec(args)
-    # every round's gradient made before the rounds start: making one between two rounds would hold the next
-    # norm round back for every worker, a cost of this harness, not of aggregation
+    # every round's gradient made before the rounds start, and what a round saves put together after the last:
+    # either between two rounds would hold the next norm round back for every worker, a cost of this harness,
+    # not of aggregation
     grads = [probe_gradient(args.probe_seed, args.rank, k, args.probe_size) for k in range(args.probe_rounds)]
-    saved = {}
+    saved, rounds = {}, []
     try:
         emit({"event": "start", "rank": args.rank, "mode": args.mode, "setup_s": 0.0, "parameters": args.probe_size})
         barrier()
@@ -70,20 +72,23 @@ def probe(args) -> dict:
         for k, grad in enumerate(grads):
             start = time.perf_counter()
             arrays = one_round(args, aggregator, grad, k, codec)
-            arrays["seconds"] = np.float64(time.perf_counter() - start)
-            saved.update({f"r{k}_{name}": value for name, value in arrays.items()})
+            seconds = time.perf_counter() - start
+            rounds.append((k, seconds, arrays))
             emit(
                 {
                     "event": "step",
                     "rank": args.rank,
                     "step": k + 1,
                     "loss": 0.0,
-                    "step_time": float(arrays["seconds"]),
+                    "step_time": seconds,
                     "t": 0.0,
                 }
             )
         cpu_after = cpu_counters()
         after = interface_counters(args.iface)
+        for k, seconds, arrays in rounds:
+            saved.update({f"r{k}_{name}": value for name, value in arrays().items()})
+            saved[f"r{k}_seconds"] = np.float64(seconds)
         saved["cpu"] = np.array(json.dumps({k: cpu_after[k] - cpu_before[k] for k in cpu_after}))
         saved["wire"] = np.array(json.dumps({k: after[k] - before[k] for k in after}))
         if aggregator is not None:
@@ -145,6 +150,7 @@ class PhaseClock:
     def __init__(self, aggregator=None):
         self.aggregator = aggregator
         self.records: dict[str, float] = {}
+        self._ops: list = []  # (phase, the aggregation call's operation) of each phase that ran one
         self._seen = self._last_operation()
         self._wall, self._cpu = time.perf_counter(), time.thread_time()
 
@@ -152,14 +158,20 @@ class PhaseClock:
         return getattr(getattr(self.aggregator, "protocol", None), "last_operation", None)
 
     def lap(self, name: str) -> None:
-        import numpy as np
-
         wall, cpu = time.perf_counter(), time.thread_time()
         self.records[f"{name}_ms"] = (wall - self._wall) * 1e3
         self.records[f"{name}_cpu_ms"] = (cpu - self._cpu) * 1e3
         op = self._last_operation()
-        if op is not None and op is not self._seen:  # the phase ran an aggregation call
+        if op is not None and op is not self._seen:  # the phase ran an aggregation call: looked at in saved()
             self._seen = op
+            self._ops.append((name, op))
+        self._wall, self._cpu = time.perf_counter(), time.thread_time()
+
+    def saved(self):
+        """The records, with each aggregation call's timings (read from its operation once the round is over)."""
+        import numpy as np
+
+        for name, op in self._ops:
             if op.first_result is not None:
                 self.records[f"{name}_first_result_ms"] = (op.first_result - op.started) * 1e3
             self.records[f"{name}_op_ms"] = (op.finished - op.started) * 1e3
@@ -171,11 +183,7 @@ class PhaseClock:
                     self.records[f"{name}_results{q}_ms"] = float(at[min(op.n - 1, op.n * q // 100)]) * 1e3
             self.records[f"{name}_requests"] = op.n
             self.records[f"{name}_transmissions"] = int(op.attempts.sum())
-        self._wall, self._cpu = time.perf_counter(), time.thread_time()
-
-    def saved(self):
-        import numpy as np
-
+        self._ops = []
         return np.array(json.dumps(self.records))
 
 
@@ -192,7 +200,12 @@ _FIX32_WIRE = ("stats", "words", lambda agg, _codec, words: agg.all_sum_int32(wo
 def switch_round(args, aggregator, grad, k: int, codec=None) -> dict:
     """One probe round with the mode's codec (``codec``, else a fresh one) through ``aggregator``: the
     codec interface's phases, each timed (PhaseClock); THC's, TernGrad-switch's and FIX32's differ only in
-    what they save and how their payload is summed."""
+    what they save and how their payload is summed. What the round saves, as named arrays."""
+    return switch_round_deferred(args, aggregator, grad, k, codec)()
+
+
+def switch_round_deferred(args, aggregator, grad, k: int, codec=None) -> Callable[[], dict]:
+    """switch_round's aggregation now, and a function that puts together what it saves, to call later."""
     import numpy as np
 
     codec = codec if codec is not None else probe_codec(args)
@@ -210,7 +223,7 @@ def switch_round(args, aggregator, grad, k: int, codec=None) -> dict:
     clock.lap("sum")
     decoded = codec.decode(prep, sums, contributors, stats)
     clock.lap("decode")
-    return {
+    return lambda: {
         stats_name: stats.numpy(),
         payload_name: np.concatenate(payload),
         "sums": _sums_int64(sums),
@@ -220,7 +233,7 @@ def switch_round(args, aggregator, grad, k: int, codec=None) -> dict:
     }
 
 
-def _packed_round(aggregator, codec, prep, max_norms, clock: PhaseClock) -> dict:
+def _packed_round(aggregator, codec, prep, max_norms, clock: PhaseClock) -> Callable[[], dict]:
     """A table codec's round after its norm round as the DDP hook runs it through the switch (ddp.aggregator_hooks):
     encoded straight into the requests' layout and the sums started ("encode"), the flat sums waited for
     ("sum"), decoded from them ("decode"). The indices and per-chunk sums are saved as switch_round saves
@@ -236,27 +249,31 @@ def _packed_round(aggregator, codec, prep, max_norms, clock: PhaseClock) -> dict
     clock.lap("sum")
     decoded = codec.decode_lanes(prep, lanes, per_packet, contributors, max_norms, out=torch.empty(prep.numel))
     clock.lap("decode")
-    payload = call.op.frames[:, PAYLOAD_OFFSET : PAYLOAD_OFFSET + per_packet // 2]
-    indices = unpack_nibbles(np.ascontiguousarray(payload).tobytes())
-    padded = [c.padded for c in prep.chunks]
-    starts = np.cumsum([0] + [-(-n // per_packet) * per_packet for n in padded])
-    return {
-        "max_norms": max_norms.numpy(),
-        "indices": np.concatenate([indices[at : at + n] for at, n in zip(starts.tolist(), padded)]),
-        "sums": np.concatenate([lanes[at : at + n] for at, n in zip(starts.tolist(), padded)]).astype(np.int64),
-        "decoded": decoded.view(prep.shape).numpy(),
-        "contributors": np.int64(contributors),
-        "phases": clock.saved(),
-    }
+
+    def arrays() -> dict:
+        payload = call.op.frames[:, PAYLOAD_OFFSET : PAYLOAD_OFFSET + per_packet // 2]
+        indices = unpack_nibbles(np.ascontiguousarray(payload).tobytes())
+        padded = [c.padded for c in prep.chunks]
+        starts = np.cumsum([0] + [-(-n // per_packet) * per_packet for n in padded])
+        return {
+            "max_norms": max_norms.numpy(),
+            "indices": np.concatenate([indices[at : at + n] for at, n in zip(starts.tolist(), padded)]),
+            "sums": np.concatenate([lanes[at : at + n] for at, n in zip(starts.tolist(), padded)]).astype(np.int64),
+            "decoded": decoded.view(prep.shape).numpy(),
+            "contributors": np.int64(contributors),
+            "phases": clock.saved(),
+        }
+
+    return arrays
 
 
-def _gloo_round(args, _aggregator, grad, _k: int, _codec=None) -> dict:
+def _gloo_round(args, _aggregator, grad, _k: int, _codec=None) -> Callable[[], dict]:
     import numpy as np
     import torch.distributed as dist
 
     total = grad.clone()
     dist.all_reduce(total)
-    return {
+    return lambda: {
         "sums": total.numpy(),
         "decoded": (total / args.world_size).numpy(),
         "contributors": np.int64(args.world_size),
