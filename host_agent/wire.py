@@ -486,9 +486,9 @@ def build_requests(
 ) -> np.ndarray:
     """The frames of requests q0 .. q0 + n − 1 (slot q mod `window`, round q div `window`), request i
     carrying row i of `payloads` ((n, payload bytes) uint8; None: no payload): build_rows' frames byte for
-    byte, built in one C call (fastio.c's thc_build_requests) when `lib`, the native helper, is given and
-    there are several (one frame, a norm round's, costs less by build_rows' struct path than the call)."""
-    if lib is None or payloads is None or n < 2:
+    byte, built in one C call (fastio.c's thc_build_requests) when `lib`, the native helper, is given (one
+    frame too: with the template's address cached the call costs less than build_rows' struct path)."""
+    if lib is None or payloads is None or n < 1:
         q = q0 + np.arange(n, dtype=np.int64)
         return build_rows(builder, op, KIND_REQUEST, job_id, worker_id, q % window, q // window, None, payloads,
                           lane_bits=lane_bits, key=key)  # fmt: skip
