@@ -11,7 +11,6 @@ native helper") says which decides what. A request's framing comes from the job'
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -165,11 +164,11 @@ class WorkerProtocol:
         self.recovery = Recovery(
             self.schedule, self.timers, self.sender, self.counters, clock,
             dupthresh=dupthresh, early_retransmit=early_retransmit, straggler_timeout=straggler_timeout,
-            timeout_error=self._timeout_error, release_frames=self._release_frames,
+            timeout_error=lambda op, i, now: timeout_error(self, op, i, now), release_frames=self._release_frames,
             identity=(self.job_id, self.key, worker_id),
         )  # fmt: skip
         self._frame_lib = native.load()  # builds request frames in C (wire.build_requests); None: numpy
-        self._native_book: native.Book | None = None  # the native booking of a whole operation (_book_for)
+        self.native_book: booking.NativeBook | None = None  # the native booking of a whole operation
         self.transport, self.builder = transport, builder
         self._batch = True  # the next batch of results is one arrival, a sample of their spacing
         self._held = False  # the next batch is taken in after a hold (WorkerProtocol.hold)
@@ -366,13 +365,13 @@ class WorkerProtocol:
         bounds = (until, self.timers.fixed_due(), min(self.timeout, self.min_timeout), np.inf if linger else until)
         hold = (self.coalesce, self.max_hold)  # receive coalescing between batches, in C (see hold())
         cap = self.schedule.paced_cap if fd >= 0 and op.sent_hi < op.n else 0
-        book = self._book_for(op) if cap and op.sent_hi == 0 and not op.answered else None
+        book = booking.native_book(self, op) if cap and op.sent_hi == 0 and not op.answered else None
         native_take = self._native
         native_take.take_until(
-            op, io, fd, bounds, self.next_request, hold, send_cap=cap, book=book and self._book_ref, record=False
+            op, io, fd, bounds, self.next_request, hold, send_cap=cap, book=book and book.ref, record=False
         )
-        if book is not None and book.booked:
-            self._booked_natively(op, book)
+        if book is not None and book.struct.booked:
+            booking.booked_natively(self, op, book.struct)
             return True
         acc, ends, times, held, stop, sends = native_take.record()
         if sends is not None:  # booked before the results, whose round trips start at these first sends
@@ -388,54 +387,6 @@ class WorkerProtocol:
         else:
             booking.book_in_order(self, op, acc, ends, times, held)
         return self.counters.packets_received > before
-
-    def _book_for(self, op: Operation) -> native.Book:
-        """The native booking of `op` (fastio.c thc_book), should the wait send and answer all of it cleanly:
-        its arrays, and the worker's state the booking starts from."""
-        b = self._native_book
-        if b is None:
-            b = self._native_book = native.Book()
-            self._book_ref = ctypes.byref(b)
-        b.times, b.ints = op.booking_addresses()
-        b.tx, b.firsts, b.per_window = self.sender.tx, self.sender.firsts, max(1, min(self.window, op.n))
-        t = self.timers
-        b.adaptive, b.held = t.adaptive, self._held
-        rtt, gap = t.rtt, t.gap
-        b.rtt_known, b.gap_known = rtt.mean is not None, gap.mean is not None
-        if rtt.mean is not None:
-            b.rtt_mean, b.rtt_var = rtt.mean, rtt.var
-        if gap.mean is not None:
-            b.gap_mean, b.gap_var = gap.mean, gap.var
-        return b
-
-    def _booked_natively(self, op: Operation, b: native.Book) -> None:
-        """One wait sent every request of `op` and took all their results in order, and the C booked its
-        arrays and estimates (_book_for): the rest of what sent_natively and book_in_order would have done,
-        from the same state to the same state (tests/host_agent/test_native_booking.py)."""
-        n, s, c, t = op.n, self.sender, self.counters, self.timers
-        s.tx += n
-        s.firsts += n
-        op.first_transmissions = op.sent_hi = n
-        c.requests += n
-        c.packets_sent += n
-        c.bytes_sent += op.frames.size
-        self.schedule.sent_natively(op)
-        t.newest_answered = max(t.newest_answered, s.tx - 1)
-        op.outstanding = op.in_flight_count = 0
-        c.results += n
-        op.answered, op.first_result, op.last_result = n, b.first, b.last
-        op.min_rtt = min(op.min_rtt, b.min_rtt)
-        if t.adaptive:
-            t.rtt.mean, t.rtt.var = b.rtt_mean, b.rtt_var
-            t.rtt.timeout = t.rtt.estimate
-            t.backoffs = 0
-            if b.gap_known:
-                t.gap.mean, t.gap.var = b.gap_mean, b.gap_var
-                t.gap.timeout = t.gap.estimate
-        t.stop()
-        self._batch, self._held = bool(b.fresh), False
-        self.schedule.grow(n)
-        self._finish(op)
 
     def _book_batches(self, op: Operation, acc: np.ndarray, ends: list, times: list, stop: int, held=None) -> None:
         """Book the batches of one native wait one by one, each as a pump would (at its arrival time);
@@ -680,24 +631,6 @@ class WorkerProtocol:
         if self.pool_fallback is not None and op.n:
             self.pool_fallback.on_finish(self, op)
 
-    def _timeout_error(self, op: Operation, i: int, now: float) -> AggregationTimeout:
-        q = op.q0 + i
-        return AggregationTimeout(
-            f"job {self.job_id} worker {self.worker_id}: no {wire.OP_NAMES[op.op]} result for slot "
-            f"{self.schedule.slot(q)} round {self.schedule.round(q)} (request {q}) after "
-            f"{now - op.first_sent[i]:.1f} s and {op.attempts[i]} transmissions to the switch service address "
-            f"{self.builder.dst} via {self.transport.describe()}. Check that the switch is running and reachable "
-            f"from this host; that the job is installed on it (thc-ctl) with this worker in its worker mask, "
-            f"n_slots >= {self.window} and a fresh epoch (a job reused without re-adding drops every request as "
-            f"STALE_ROUND); that this worker was given the ticket the job was added with (thc-ctl job "
-            f"add --save FILE, thc-worker --job FILE: key {self.key:#x}, {self.spec.lane_bits}-bit lanes, "
-            f"{self.spec.words}-word cells); that all the job's workers are running; and the switch's "
-            f"thc_events counters (UNKNOWN_JOB, FOREIGN_WORKER, SLOT_RANGE, STALE_ROUND, FAR_ROUND: a worker "
-            f"that skipped rounds or another run's job on these slots, OP_MISMATCH, BAD_INDEX, BAD_KEY, "
-            f"LANE_MISMATCH: another description than the switch's, MALFORMED: a request framed for other "
-            f"cells, NO_ROUTE)."
-        )
-
     # ---- blocking calls --------------------------------------------------------------------------
 
     def all_max(self, values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -735,6 +668,26 @@ class WorkerProtocol:
         if self.pool_fallback is not None:
             out.update(self.pool_fallback.stats())
         return out
+
+
+def timeout_error(worker: WorkerProtocol, op: Operation, i: int, now: float) -> AggregationTimeout:
+    """What a worker says when request i of op got no result before the deadline: what to check, in order."""
+    q = op.q0 + i
+    return AggregationTimeout(
+        f"job {worker.job_id} worker {worker.worker_id}: no {wire.OP_NAMES[op.op]} result for slot "
+        f"{worker.schedule.slot(q)} round {worker.schedule.round(q)} (request {q}) after "
+        f"{now - op.first_sent[i]:.1f} s and {op.attempts[i]} transmissions to the switch service address "
+        f"{worker.builder.dst} via {worker.transport.describe()}. Check that the switch is running and reachable "
+        f"from this host; that the job is installed on it (thc-ctl) with this worker in its worker mask, "
+        f"n_slots >= {worker.window} and a fresh epoch (a job reused without re-adding drops every request as "
+        f"STALE_ROUND); that this worker was given the ticket the job was added with (thc-ctl job "
+        f"add --save FILE, thc-worker --job FILE: key {worker.key:#x}, {worker.spec.lane_bits}-bit lanes, "
+        f"{worker.spec.words}-word cells); that all the job's workers are running; and the switch's "
+        f"thc_events counters (UNKNOWN_JOB, FOREIGN_WORKER, SLOT_RANGE, STALE_ROUND, FAR_ROUND: a worker "
+        f"that skipped rounds or another run's job on these slots, OP_MISMATCH, BAD_INDEX, BAD_KEY, "
+        f"LANE_MISMATCH: another description than the switch's, MALFORMED: a request framed for other "
+        f"cells, NO_ROUTE)."
+    )
 
 
 def drive(

@@ -222,7 +222,7 @@ class NativeSorter:
         order in the last batch, 8 a record full), and the sends: (op.sent_hi after each, when it went);
         counts the frames, bytes and unaccepted frames (the sends are the caller's to book). `book`: a
         native.Book (by reference) that the wait fills when it sent and answered all of `op` cleanly (its
-        `booked`): op's arrays are then booked, and the caller copies the rest (_booked_natively). `record`
+        `booked`): op's arrays are then booked, and the caller copies the rest (booking.booked_natively). `record`
         False: nothing is returned, and record() gives the record if the caller needs it."""
         st = self._state(op)
         st.next_request, st.outstanding = next_request, op.outstanding

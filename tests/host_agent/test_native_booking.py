@@ -1,4 +1,4 @@
-"""Booking a whole operation in C (fastio.c thc_book, protocol._booked_natively) against booking the same
+"""Booking a whole operation in C (fastio.c thc_book, booking.booked_natively) against booking the same
 wait's record in Python (Sender.sent_natively per send, booking.book_in_order): on twin workers, one
 aggregating over a real socket pair through an echo switch thread, the other fed the first's record (its
 sends and their times, its batches, arrival times and holds), every counter, timer, estimate, window and
@@ -92,10 +92,10 @@ def test_native_booking_equals_python_booking_of_the_same_record(request, case):
     native_worker = WorkerProtocol(SocketTransport(mine, lib), builder, job.spec, 0, **kw)
     twin = WorkerProtocol(Sink(), builder, job.spec, 0, **kw)
     records, booked = [], []
-    take_until, book = native_worker._native.take_until, native_worker._booked_natively
+    take_until, book = native_worker._native.take_until, booking.booked_natively
     native_take = native_worker._native
     native_take.take_until = lambda *a, **k: (take_until(*a, **k), records.append(native_take.record()))[0]
-    native_worker._booked_natively = lambda op, b: (booked.append(op), book(op, b))
+    booking.booked_natively = lambda w, op, b: (booked.append(op), book(w, op, b))
     k = job.spec.coords_per_request
     try:
         for _ in range(8):
@@ -133,5 +133,6 @@ def test_native_booking_equals_python_booking_of_the_same_record(request, case):
                 assert result.tobytes() == want.tobytes()
         assert native_worker.stats()["retransmissions"] == 0
     finally:
+        booking.booked_natively = book
         echo.close()
         native_worker.transport.close()

@@ -16,7 +16,7 @@ import pytest
 from contract.job import JobSpec
 from harness.fake_switch import FakeSwitch
 from harness.sim import SERVICE, SimJob, worker_endpoint, worker_port
-from host_agent import native, receive, wire
+from host_agent import booking, native, receive, wire
 from host_agent.protocol import WorkerProtocol
 from host_agent.transport import DatagramTransport
 from tests.support.native import require_c_compiler
@@ -105,8 +105,8 @@ def _run(use_native: bool, seed: int, window: int = 16, paced: int | None = None
     sent_natively = []
     booked = worker.sender.sent_natively
     worker.sender.sent_natively = lambda op, lo, hi, now: (sent_natively.append(hi - lo), booked(op, lo, hi, now))
-    whole = worker._booked_natively  # a wait that sent and answered a whole operation books it in C
-    worker._booked_natively = lambda op, book: (sent_natively.append(op.n), whole(op, book))
+    whole = booking.booked_natively  # a wait that sent and answered a whole operation books it in C
+    booking.booked_natively = lambda w, op, book: (sent_natively.append(op.n), whole(w, op, book))
 
     def pace():
         if paced is not None:
@@ -128,6 +128,7 @@ def _run(use_native: bool, seed: int, window: int = 16, paced: int | None = None
             fix, _ = worker.all_sum_fix32(values)
             assert fix[0].tobytes() == values[0].tobytes()
     finally:
+        booking.booked_natively = whole
         switch.close()
         transport.close()
     return dict(worker.stats(), sent_natively=sum(sent_natively)), results
@@ -199,8 +200,8 @@ def test_paced_sends_without_loss_cost_no_retransmission():
     sent = []
     booked = worker.sender.sent_natively
     worker.sender.sent_natively = lambda op, lo, hi, now: (sent.append(hi - lo), booked(op, lo, hi, now))
-    whole = worker._booked_natively  # a wait that sent and answered a whole operation books it in C
-    worker._booked_natively = lambda op, book: (sent.append(op.n), whole(op, book))
+    whole = booking.booked_natively  # a wait that sent and answered a whole operation books it in C
+    booking.booked_natively = lambda w, op, book: (sent.append(op.n), whole(w, op, book))
     try:
         for _ in range(10):
             worker.schedule.paced = 5.0
@@ -208,6 +209,7 @@ def test_paced_sends_without_loss_cost_no_retransmission():
             sums, count = worker.all_sum_indices(data)
             assert count == 1 and sums[0].tobytes() == table[data[0]].tobytes()
     finally:
+        booking.booked_natively = whole
         stop.set()
         thread.join(5)
         transport.close()
