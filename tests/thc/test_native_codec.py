@@ -10,6 +10,7 @@ A compile error in codec.c fails these tests; only a machine without a C compile
 
 from __future__ import annotations
 
+import ctypes
 import zlib
 
 import numpy as np
@@ -39,14 +40,15 @@ def rng_for(name: str) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(name.encode()))
 
 
-def pair(config: THCConfig, worker_id: int, monkeypatch) -> tuple[THCCompressor, THCCompressor]:
-    """(native, numpy) compressors of one worker."""
+def pair(config: THCConfig, worker_id: int, monkeypatch, reference=None) -> tuple[THCCompressor, THCCompressor]:
+    """(native, numpy) compressors of one worker; with `reference` (a loaded codec.c), that codec's instead
+    of numpy's as the second."""
     fast = THCCompressor(config, worker_id=worker_id)
     assert fast.native
     with monkeypatch.context() as m:
-        m.setattr(compressor, "load_native", lambda: None)
+        m.setattr(compressor, "load_native", lambda: reference)
         slow = THCCompressor(config, worker_id=worker_id)
-    assert not slow.native
+    assert slow.native == (reference is not None)
     return fast, slow
 
 
@@ -72,9 +74,12 @@ def gradients(name: str, numel: int, workers: int) -> list[torch.Tensor]:
     return out
 
 
-def compare_rounds(name, config, numel, monkeypatch, workers=3, steps=(0, 1), counted=False, partial=False):
-    """Whole rounds on both paths; asserts every output is bit for bit the same."""
-    comps = [pair(config, i, monkeypatch) for i in range(workers)]
+def compare_rounds(
+    name, config, numel, monkeypatch, workers=3, steps=(0, 1), counted=False, partial=False, reference=None
+):
+    """Whole rounds on both paths (numpy's, or the `reference` codec's); asserts every output is bit for bit
+    the same."""
+    comps = [pair(config, i, monkeypatch, reference) for i in range(workers)]
     rng = rng_for(name + "/counts")
     for step in steps:
         grads = gradients(f"{name}/{step}", numel, workers)
@@ -314,6 +319,52 @@ def test_decode_lanes_into_the_bucket_refuses_sums_out_of_range_as_decode_does(c
     with pytest.raises(AggregationError, match="leave") as info:
         slow.decode(ps, sums, 2, ps.norms)
     assert messages[0] == messages[1] == str(info.value) and f"chunk {chunk} " in messages[0]
+
+
+@pytest.fixture(scope="module")
+def scalar_codec() -> ctypes.CDLL:
+    """codec.c built with its scalar loops only (-DTHC_NO_AVX2), whatever this CPU has."""
+    return thc_native.declare(ctypes.CDLL(str(thc_native.build(scalar=True))))
+
+
+def test_the_optimised_build_targets_avx2_where_the_cpu_has_it():
+    """Where this CPU has AVX2 the codec under test runs codec.c's AVX2 loops (the scalar build, below, is
+    compared with it), elsewhere its scalar loops (then compared with numpy's by every test above)."""
+    with open("/proc/cpuinfo") as info:
+        avx2 = " avx2" in info.read()
+    assert ("-mavx2" in thc_native.flags()) == avx2
+    assert "-DTHC_NO_AVX2" in thc_native.flags(scalar=True) and "-DTHC_NO_AVX2" not in thc_native.flags()
+
+
+# sizes around the vector loops' widths (8 coordinates, the transform's 32) and the rounding's chain blocks
+SCALAR_CASES = [
+    (1, 2048, "optimal", 4),
+    (7, 2048, "optimal", 4),
+    (37, 2048, "optimal", 4),
+    (1000, 1024, "optimal", 4),
+    (5000, 2048, "optimal", 4),
+    (2**14 + 7, 2048, "optimal", 4),
+    (3 * 2**17 + 5, PAPER_CHUNK, "optimal", 4),
+    (3000, 1024, "uniform", 2),
+    (3000, 1024, "optimal", 8),
+    (4097, 4096, "optimal", 1),
+]
+
+
+@pytest.mark.parametrize("numel, chunk, kind, bits", SCALAR_CASES)
+def test_the_scalar_and_vector_loops_give_the_same_bits(numel, chunk, kind, bits, scalar_codec, monkeypatch):
+    g = 2 * (2**bits - 1) if bits < 8 else 254
+    config = THCConfig(bits=bits, granularity=g, table=kind, chunk=chunk, error_feedback=numel % 2 == 1)
+    name = f"scalar {numel} {chunk} {kind} {bits}"
+    compare_rounds(name, config, numel, monkeypatch, reference=scalar_codec, counted=numel == 5000)
+    # and packed, as the workers send them (the vector path packs 4-bit indices 32 at a time)
+    fast, slow = pair(config, 2, monkeypatch, scalar_codec)
+    g = gradients(name + "/packed", numel, 1)[0]
+    pf, ps = fast.prepare(g, 9), slow.prepare(g, 9)
+    got, want = (np.zeros(fast.packed_bytes(pf, 1024), np.uint8) for _ in range(2))
+    fast.encode_packed(pf, pf.norms, got, 1024)
+    slow.encode_packed(ps, ps.norms, want, 1024)
+    assert same_bits(got, want)
 
 
 def test_terngrad_and_no_transform_stay_on_numpy():

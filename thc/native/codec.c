@@ -15,6 +15,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The AVX2 paths (8 floats a register) where the compiler targets AVX2 (-mavx2, thc/native/__init__.py
+ * _vector_flags) and THC_NO_AVX2 is not defined; the scalar loops everywhere else and for the tails. Both
+ * compute every coordinate with the same IEEE operations on the same operands, so both give the same bits
+ * (tests/thc/test_native_codec.py builds the scalar path with -DTHC_NO_AVX2 and compares). */
+#if defined(__AVX2__) && !defined(THC_NO_AVX2)
+#define THC_AVX2 1
+#include <immintrin.h>
+#endif
+
 /* ------------------------------------------------------------------------------------------------------
  * numpy's SeedSequence(entropy, spawn_key) -> PCG64 (thc/streams.py documents the hashing)
  * ------------------------------------------------------------------------------------------------------ */
@@ -162,23 +171,33 @@ static void draw_signs(uint64_t *signs, int64_t d, const uint32_t *key, int64_t 
     for (int64_t w = 0; w < (d + 63) / 64; w++) signs[w] = pcg64_next(&rng);
 }
 
-/* _flip_scale: dst[i] = (D src)[i] 2^e for i < n: the sign flip, then the factors one after another,
- * each a pass of its own (the same operations per coordinate, in loops the compiler vectorises) */
+/* _flip_scale: dst[i] = (D src)[i] 2^e for i < n: the sign flip, then the factors one after another
+ * (per coordinate its sign bit flipped, then one multiply per factor, in order) */
 static void flip_scale(float *restrict dst, const float *restrict src, int64_t n, const uint64_t *signs, const float *factors,
                        int steps) {
-    for (int64_t w = 0; w < (n + 63) / 64; w++) {
-        uint64_t word = signs[w];
-        int64_t base = w * 64, top = n - base < 64 ? n - base : 64;
-        for (int64_t i = 0; i < top; i++) {
-            uint32_t u;
-            memcpy(&u, src + base + i, 4);
-            u ^= (uint32_t)((word >> (i ^ 7)) & 1u) << 31;
-            memcpy(dst + base + i, &u, 4);
-        }
+    int64_t i = 0;
+#ifdef THC_AVX2
+    /* 8 coordinates per byte of a sign word: coordinate 8k + j takes bit 7 - j of byte k, which a left shift
+     * by 24 + j moves into the float's sign bit */
+    const __m256i shifts = _mm256_setr_epi32(24, 25, 26, 27, 28, 29, 30, 31);
+    const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
+    for (; i + 8 <= n; i += 8) {
+        int byte = (int)((signs[i / 64] >> (i & 63)) & 0xffu);
+        __m256i mask = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(byte), shifts), sign);
+        __m256 x = _mm256_xor_ps(_mm256_loadu_ps(src + i), _mm256_castsi256_ps(mask));
+        for (int s = 0; s < steps; s++) x = _mm256_mul_ps(x, _mm256_set1_ps(factors[s]));
+        _mm256_storeu_ps(dst + i, x);
+    }
+#endif
+    for (int64_t j = i; j < n; j++) { /* the flips, then each factor a pass (loops the compiler vectorises) */
+        uint32_t u;
+        memcpy(&u, src + j, 4);
+        u ^= (uint32_t)((signs[j / 64] >> ((j & 63) ^ 7)) & 1u) << 31;
+        memcpy(dst + j, &u, 4);
     }
     for (int s = 0; s < steps; s++) {
         const float f = factors[s];
-        for (int64_t i = 0; i < n; i++) dst[i] *= f;
+        for (int64_t j = i; j < n; j++) dst[j] *= f;
     }
 }
 
@@ -243,14 +262,94 @@ static void fwht_stages(float *x, int64_t n, int64_t h, int64_t top) {
     }
 }
 
+#ifdef THC_AVX2
+/* stages 1, 2 and 4 of the 8 floats in a register (fwht_first8): per stage, p holds each float's partner
+ * (neighbours, pairs, halves swapped); the lower float of a pair keeps x + p = a + b, the upper p - x = a - b */
+static inline __m256 first8_avx2(__m256 x) {
+    __m256 p = _mm256_permute_ps(x, 0xB1); /* 1 0 3 2 */
+    x = _mm256_blend_ps(_mm256_add_ps(x, p), _mm256_sub_ps(p, x), 0xAA);
+    p = _mm256_permute_ps(x, 0x4E); /* 2 3 0 1 */
+    x = _mm256_blend_ps(_mm256_add_ps(x, p), _mm256_sub_ps(p, x), 0xCC);
+    p = _mm256_permute2f128_ps(x, x, 0x01); /* the halves swapped */
+    return _mm256_blend_ps(_mm256_add_ps(x, p), _mm256_sub_ps(p, x), 0xF0);
+}
+
+/* (a, b) <- (a + b, a - b) on registers */
+#define BUTTERFLY(a, b)                \
+    do {                               \
+        __m256 t_ = (a);               \
+        (a) = _mm256_add_ps(t_, (b));  \
+        (b) = _mm256_sub_ps(t_, (b));  \
+    } while (0)
+
+/* stages 1 to 16 of every 32 floats (n a multiple of 32): first8_avx2 on each register, then stages 8 and 16
+ * across the four registers */
+static void first32_avx2(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 32) {
+        __m256 v0 = first8_avx2(_mm256_loadu_ps(x + i)), v1 = first8_avx2(_mm256_loadu_ps(x + i + 8));
+        __m256 v2 = first8_avx2(_mm256_loadu_ps(x + i + 16)), v3 = first8_avx2(_mm256_loadu_ps(x + i + 24));
+        BUTTERFLY(v0, v1);
+        BUTTERFLY(v2, v3);
+        BUTTERFLY(v0, v2);
+        BUTTERFLY(v1, v3);
+        _mm256_storeu_ps(x + i, v0);
+        _mm256_storeu_ps(x + i + 8, v1);
+        _mm256_storeu_ps(x + i + 16, v2);
+        _mm256_storeu_ps(x + i + 24, v3);
+    }
+}
+
+/* stages h, 2h, ... below `top` on x[0..n), h a multiple of 8: up to three stages a pass over the data (fwht_stage,
+ * fwht_stage_pair), 8 coordinates a register */
+static void stages_avx2(float *x, int64_t n, int64_t h, int64_t top) {
+    while (h < top) {
+        int k = 8 * h <= top ? 3 : (4 * h <= top ? 2 : 1); /* stages in this pass */
+        int64_t span = h << k;
+        for (int64_t i = 0; i < n; i += span)
+            for (int64_t j = i; j < i + h; j += 8) {
+                __m256 v[8];
+                for (int r = 0; r < 1 << k; r++) v[r] = _mm256_loadu_ps(x + j + r * h);
+                if (k == 1) {
+                    BUTTERFLY(v[0], v[1]);
+                } else if (k == 2) {
+                    BUTTERFLY(v[0], v[1]);
+                    BUTTERFLY(v[2], v[3]);
+                    BUTTERFLY(v[0], v[2]);
+                    BUTTERFLY(v[1], v[3]);
+                } else {
+                    for (int r = 0; r < 8; r += 2) BUTTERFLY(v[r], v[r + 1]);
+                    BUTTERFLY(v[0], v[2]);
+                    BUTTERFLY(v[1], v[3]);
+                    BUTTERFLY(v[4], v[6]);
+                    BUTTERFLY(v[5], v[7]);
+                    for (int r = 0; r < 4; r++) BUTTERFLY(v[r], v[r + 4]);
+                }
+                for (int r = 0; r < 1 << k; r++) _mm256_storeu_ps(x + j + r * h, v[r]);
+            }
+        h = span;
+    }
+}
+#undef BUTTERFLY
+#endif
+
 /* the unnormalised transform of x[0..n) in place, n a power of two */
 static void fwht(float *x, int64_t n) {
+    int64_t block = n < FWHT_BLOCK ? n : FWHT_BLOCK;
+#ifdef THC_AVX2
+    if (n >= 32) {
+        for (int64_t b = 0; b < n; b += block) {
+            first32_avx2(x + b, block);
+            stages_avx2(x + b, block, 32, block);
+        }
+        stages_avx2(x, n, block, n);
+        return;
+    }
+#endif
     if (n < 8) {
         fwht_stages(x, n, 1, n);
         return;
     }
     fwht_first8(x, n);
-    int64_t block = n < FWHT_BLOCK ? n : FWHT_BLOCK;
     for (int64_t b = 0; b < n; b += block) fwht_stages(x + b, block, 8, block);
     fwht_stages(x, n, block, n);
 }
@@ -390,7 +489,33 @@ static void quantize_run(const struct thc_job *job, const float *restrict x, int
                          const uint32_t *restrict r, uint8_t *restrict idx) {
     const float *restrict lut = job->lut;
     const float g = job->g32, shift = job->shift, top = (float)job->last;
-    for (int64_t i = lo; i < hi; i++) {
+    int64_t i = lo;
+#ifdef THC_AVX2
+    {   /* the loop below, 8 coordinates at a time: the same operations, the LUT's two coefficients gathered;
+         * a compare and blend is the scalar ?: (NaN too: it fails the compare either way) */
+        const __m256 vscale = _mm256_set1_ps(scale), vshift = _mm256_set1_ps(shift), vg = _mm256_set1_ps(g);
+        const __m256 vtop = _mm256_set1_ps(top), zero = _mm256_setzero_ps(), unit = _mm256_set1_ps(0x1p-24f);
+        const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                   0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+        for (; i + 8 <= hi; i += 8) {
+            __m256 u = _mm256_mul_ps(_mm256_loadu_ps(x + i), vscale);
+            u = _mm256_add_ps(u, vshift);
+            u = _mm256_blendv_ps(zero, u, _mm256_cmp_ps(u, zero, _CMP_GE_OQ));
+            u = _mm256_blendv_ps(vg, u, _mm256_cmp_ps(u, vg, _CMP_LE_OQ));
+            __m256i cell = _mm256_cvttps_epi32(u);
+            cell = _mm256_add_epi32(cell, cell);
+            u = _mm256_mul_ps(u, _mm256_i32gather_ps(lut + 1, cell, 4));
+            u = _mm256_add_ps(u, _mm256_i32gather_ps(lut, cell, 4));
+            __m256i bits24 = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(r + (i - lo))), 8);
+            u = _mm256_add_ps(u, _mm256_mul_ps(_mm256_cvtepi32_ps(bits24), unit));
+            u = _mm256_blendv_ps(vtop, u, _mm256_cmp_ps(u, vtop, _CMP_LE_OQ));
+            __m256i q = _mm256_shuffle_epi8(_mm256_cvttps_epi32(u), low_bytes); /* each index's low byte */
+            uint32_t four[2] = {(uint32_t)_mm256_extract_epi32(q, 0), (uint32_t)_mm256_extract_epi32(q, 4)};
+            memcpy(idx + i, four, 8);
+        }
+    }
+#endif
+    for (; i < hi; i++) {
         float u = x[i] * scale;
         u = u + shift;
         u = u >= 0.0f ? u : 0.0f; /* np.maximum, np.minimum: the operand itself unless it is past the bound */
@@ -421,34 +546,36 @@ static void quantize(const struct thc_job *job, const float *x, int64_t d, float
         rng[j] = *stream;
         pcg64_advance(&rng[j], (uint64_t)(j * run));
     }
-    uint64_t buf[CHAINS][QBLOCK];
+    uint32_t halves[CHAINS][2 * QBLOCK]; /* per chain its draws as uint32: draw k's low half, then its high */
+#define DRAW(j, k, state)                                \
+    do {                                                 \
+        uint64_t v_ = pcg64_next(&(state));              \
+        halves[j][2 * (k)] = (uint32_t)v_;               \
+        halves[j][2 * (k) + 1] = (uint32_t)(v_ >> 32);   \
+    } while (0)
     for (int64_t t = 0; t < run; t += QBLOCK) {
         int64_t count = run - t < QBLOCK ? run - t : QBLOCK;
         if (chains == CHAINS) { /* the four states in locals, so that they stay in registers */
             pcg64 r0 = rng[0], r1 = rng[1], r2 = rng[2], r3 = rng[3];
             for (int64_t k = 0; k < count; k++) {
-                buf[0][k] = pcg64_next(&r0);
-                buf[1][k] = pcg64_next(&r1);
-                buf[2][k] = pcg64_next(&r2);
-                buf[3][k] = pcg64_next(&r3);
+                DRAW(0, k, r0);
+                DRAW(1, k, r1);
+                DRAW(2, k, r2);
+                DRAW(3, k, r3);
             }
             rng[0] = r0, rng[1] = r1, rng[2] = r2, rng[3] = r3;
         } else {
-            for (int64_t k = 0; k < count; k++) buf[0][k] = pcg64_next(&rng[0]);
+            for (int64_t k = 0; k < count; k++) DRAW(0, k, rng[0]);
         }
         for (int j = 0; j < chains; j++) {
             int64_t first = j * run + t, last = first + count; /* draws [first, last) */
             last = last < draws ? last : draws;
             if (first >= last) continue;
-            uint32_t halves[2 * QBLOCK];
-            for (int64_t k = 0; k < last - first; k++) {
-                halves[2 * k] = (uint32_t)buf[j][k];
-                halves[2 * k + 1] = (uint32_t)(buf[j][k] >> 32);
-            }
             int64_t hi = 2 * last < d ? 2 * last : d;
-            quantize_run(job, x, 2 * first, hi, scale, halves, idx);
+            quantize_run(job, x, 2 * first, hi, scale, halves[j], idx);
         }
     }
+#undef DRAW
 }
 
 /* pack_indices (thc/packing.py) of idx[0..n) at out: b bits each, the first coordinate in the high bits,
@@ -461,6 +588,16 @@ static void pack(const uint8_t *idx, int64_t n, int64_t span, int64_t bits, uint
     }
     if (bits == 4) {
         int64_t i = 0;
+#ifdef THC_AVX2
+        /* 32 indices into 16 bytes: each pair of bytes (a, b) to a 16 + b, then the 16-bit results' low bytes */
+        const __m256i weights = _mm256_set1_epi16(0x0110);
+        for (; i + 32 <= n; i += 32) {
+            __m256i pairs = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(idx + i)), weights);
+            __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+            _mm_storeu_si128((__m128i *)out, bytes);
+            out += 16;
+        }
+#endif
         for (; i + 1 < n; i += 2) *out++ = (uint8_t)(idx[i] << 4 | idx[i + 1]);
         if (i < n) *out++ = (uint8_t)(idx[i] << 4), i += 2;
         memset(out, 0, (size_t)((span - i) / 2));
