@@ -24,7 +24,7 @@ def flatten_gradient(grad: object, name: str = "gradient") -> torch.Tensor:
         raise GradientError(f"{name} has unsupported dtype {str(grad.dtype).replace('torch.', '')}; supported: {names}")
     if grad.numel() == 0:
         raise GradientError(f"{name} is empty (shape {tuple(grad.shape)}): nothing to compress")
-    flat = grad.detach().reshape(-1)
+    flat = (grad.detach() if grad.requires_grad else grad).reshape(-1)  # detach only what autograd tracks
     if flat.dtype != torch.float32:
         flat = flat.to(torch.float32)
     return flat.contiguous()

@@ -9,6 +9,7 @@ so compressors that run one at a time share them, as they share the numpy path's
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,7 +24,7 @@ from ..quantize import TableQuantizer
 from ..workspace import Workspace
 from . import Chunks, Job
 
-__all__ = ["NativeCodec", "key_words"]
+__all__ = ["NativeCodec", "StreamKey", "key_words"]
 
 
 def _words(value: int) -> list[int]:
@@ -36,18 +37,38 @@ def _words(value: int) -> list[int]:
     return out
 
 
+@functools.lru_cache(maxsize=16)
+def _entropy_words(entropy: int) -> tuple[int, ...]:
+    """The entropy's words zero-padded to the pool of 4 (one seed per job: computed once)."""
+    words = _words(entropy)
+    return (*words, *[0] * (4 - len(words)))
+
+
 def key_words(entropy: int, prefix: tuple[int, ...]) -> np.ndarray:
     """SeedSequence(entropy, spawn_key=prefix + (i,)).get_assembled_entropy() without the words of i:
     the entropy's words zero-padded to the pool of 4 (a spawn key follows), then each key entry's."""
-    words = _words(entropy)
-    words += [0] * (4 - len(words))
+    if prefix and 0 <= min(prefix) and max(prefix) <= 0xFFFFFFFF:  # the usual case: one word each
+        return np.array((*_entropy_words(entropy), *prefix), dtype=np.uint32)
+    words = list(_entropy_words(entropy))
     for k in prefix:
         words += _words(k)
     return np.array(words, dtype=np.uint32)
 
 
+class StreamKey:
+    """key_words of a stream family, as codec.c takes them: the array, its address and its length."""
+
+    __slots__ = ("words", "address", "size")
+
+    def __init__(self, entropy: int, prefix: tuple[int, ...]) -> None:
+        self.words = key_words(entropy, prefix)
+        self.address = address_of(self.words)
+        self.size = self.words.size
+
+
 class _Plan:
-    """A tensor's chunks as struct thc_chunks, and the widest one (what the scratch buffers must hold)."""
+    """A tensor's chunks as struct thc_chunks, and the widest one (what the scratch buffers must hold); the
+    addresses of the scratch buffers in the last workspace asked, while it keeps them (Workspace.generation)."""
 
     def __init__(self, chunks: Sequence[Chunk]) -> None:
         self.start = np.array([c.start for c in chunks], dtype=np.int64)
@@ -55,8 +76,11 @@ class _Plan:
         self.padded = np.array([c.padded for c in chunks], dtype=np.int64)
         self.widest = int(self.padded.max())
         self.struct = Chunks(len(chunks), address_of(self.start), address_of(self.length), address_of(self.padded))
-        self.ref = ctypes.byref(self.struct)
+        self.ref = ctypes.addressof(self.struct)  # kept alive by self.struct
         self._offsets: tuple[tuple[int, ...], np.ndarray] | None = None
+        self.rows = np.empty(len(chunks), dtype=np.uintp)  # decode_flat's row pointers, rewritten each call
+        self.rows_at = address_of(self.rows)
+        self._scratch: tuple[Workspace, int, tuple[int, int, int, int]] | None = None
 
     def offsets_for(self, spans: Sequence[int]) -> np.ndarray:
         """Byte offsets of each chunk's int32 sums when chunk c takes spans[c] sums (kept for the last spans)."""
@@ -65,6 +89,22 @@ class _Plan:
             starts = np.concatenate([[0], np.cumsum(key)[:-1]]).astype(np.uintp) * np.uintp(4)
             self._offsets = (key, starts)
         return self._offsets[1]
+
+    def scratch(self, ws: Workspace) -> tuple[int, int, int, int]:
+        """Addresses of work (floats), idx (bytes), signs (64-bit words) for the widest chunk and means (float64,
+        one summation piece), from ws; looked up again only when ws (re)allocated or cleared a buffer."""
+        kept = self._scratch
+        if kept is not None and kept[0] is ws and kept[1] == ws.generation:
+            return kept[2]
+        d = self.widest
+        addresses = (
+            ws.get("native.work", d).data_ptr(),
+            ws.get("native.idx", d, torch.uint8).data_ptr(),
+            ws.get("native.signs", (d + 63) // 64, torch.int64).data_ptr(),
+            ws.get("native.means", min(parallel.BLOCK, d), torch.float64).data_ptr(),
+        )
+        self._scratch = (ws, ws.generation, addresses)  # the generation after the gets, which may have moved one
+        return addresses
 
 
 class NativeCodec:
@@ -88,8 +128,10 @@ class NativeCodec:
             lut=address_of(self._lut),
             values=address_of(self._values),
         )
-        self._job = ctypes.byref(self.job)
+        self._job = ctypes.addressof(self.job)  # kept alive by self.job
         self._plans: dict[int, _Plan] = {}
+        self._bad = np.zeros(2, dtype=np.int64)  # thc_decode's (chunk, coordinate) of a sum out of range
+        self._bad_at = address_of(self._bad)
 
     def plan(self, chunks: Sequence[Chunk]) -> _Plan:
         numel = chunks[-1].stop
@@ -100,22 +142,13 @@ class NativeCodec:
             plan = self._plans[numel] = _Plan(chunks)
         return plan
 
-    @staticmethod
-    def _scratch(ws: Workspace, plan: _Plan) -> tuple[int, int, int]:
-        """Addresses of work (floats), idx (bytes) and signs (64-bit words) for the widest chunk."""
-        d = plan.widest
-        work = ws.get("native.work", d).data_ptr()
-        idx = ws.get("native.idx", d, torch.uint8).data_ptr()
-        signs = ws.get("native.signs", (d + 63) // 64, torch.int64).data_ptr()
-        return work, idx, signs
-
     def encode(
         self,
         chunks: Sequence[Chunk],
         v: torch.Tensor,
         max_norms: np.ndarray,
-        sign_key: np.ndarray,
-        round_key: np.ndarray,
+        sign_key: StreamKey,
+        round_key: StreamKey,
         ws: Workspace,
         indices: np.ndarray | None = None,
         packed: np.ndarray | None = None,
@@ -126,14 +159,14 @@ class NativeCodec:
         lengths one after another), packed (b bits an index, each chunk padded to a multiple of
         per_packet), memory (float32 like v: v minus this worker's own decoded contribution)."""
         plan = self.plan(chunks)
-        work, idx, signs = self._scratch(ws, plan)
+        work, idx, signs, _ = plan.scratch(ws)
         m = np.ascontiguousarray(max_norms, dtype=np.float64)
         self.lib.thc_encode(
             self._job,
             plan.ref,
-            address_of(sign_key),
+            sign_key.address,
             sign_key.size,
-            address_of(round_key),
+            round_key.address,
             round_key.size,
             address_of(m),
             v.data_ptr(),
@@ -152,7 +185,7 @@ class NativeCodec:
         sums: Sequence[np.ndarray],
         n: int | Sequence[np.ndarray],
         max_norms: np.ndarray,
-        sign_key: np.ndarray,
+        sign_key: StreamKey,
         ws: Workspace,
         out: torch.Tensor,
     ) -> tuple[int, int] | None:
@@ -160,8 +193,9 @@ class NativeCodec:
         or per chunk int64 per-coordinate counts. Returns None, or (chunk, coordinate) of the first sum that
         leaves [0, n g] (the caller words the error)."""
         arrays, width = _integer_rows(sums)
-        pointers = np.array([address_of(a) for a in arrays], dtype=np.uintp)
-        return self._decode(chunks, pointers, width, n, max_norms, sign_key, ws, out)
+        plan = self.plan(chunks)
+        plan.rows[:] = [address_of(a) for a in arrays]
+        return self._decode(plan, width, n, max_norms, sign_key, ws, out)
 
     def decode_flat(
         self,
@@ -170,35 +204,31 @@ class NativeCodec:
         spans: Sequence[int],
         n: int,
         max_norms: np.ndarray,
-        sign_key: np.ndarray,
+        sign_key: StreamKey,
         ws: Workspace,
         out: torch.Tensor,
     ) -> tuple[int, int] | None:
         """decode of int32 sums laid out chunk after chunk in one contiguous array, chunk c's `spans[c]` long
         (its padded length rounded up to whole requests): the rows are pointers into it, no per-chunk array."""
         plan = self.plan(chunks)
-        offsets = plan.offsets_for(spans)
-        return self._decode(chunks, offsets + np.uintp(address_of(lanes)), 4, n, max_norms, sign_key, ws, out)
+        np.add(plan.offsets_for(spans), np.uintp(address_of(lanes)), out=plan.rows)
+        return self._decode(plan, 4, n, max_norms, sign_key, ws, out)
 
-    def _decode(self, chunks, pointers: np.ndarray, width: int, n, max_norms, sign_key, ws, out):
-        """thc_decode of rows of sums at `pointers` (each `width` bytes a sum)."""
-        plan = self.plan(chunks)
-        work, _, signs = self._scratch(ws, plan)
-        piece = min(parallel.BLOCK, plan.widest)
-        scratch = ws.get("native.means", piece, torch.float64).data_ptr()
+    def _decode(self, plan: _Plan, width: int, n, max_norms, sign_key: StreamKey, ws, out):
+        """thc_decode of the rows of sums whose addresses are in plan.rows (each `width` bytes a sum)."""
+        work, _, signs, scratch = plan.scratch(ws)
         counts = None
         if not isinstance(n, int):
             counts = [np.ascontiguousarray(k, dtype=np.int64) for k in n]
             count_pointers = np.array([address_of(k) for k in counts], dtype=np.uintp)
         m = np.ascontiguousarray(max_norms, dtype=np.float64)
-        bad = np.zeros(2, dtype=np.int64)
         failed = self.lib.thc_decode(
             self._job,
             plan.ref,
-            address_of(sign_key),
+            sign_key.address,
             sign_key.size,
             address_of(m),
-            address_of(pointers),
+            plan.rows_at,
             width,
             n if counts is None else 1,
             None if counts is None else address_of(count_pointers),
@@ -207,9 +237,9 @@ class NativeCodec:
             work,
             scratch,
             signs,
-            address_of(bad),
+            self._bad_at,
         )
-        return (int(bad[0]), int(bad[1])) if failed else None
+        return (int(self._bad[0]), int(self._bad[1])) if failed else None
 
 
 def _integer_rows(sums: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
