@@ -402,6 +402,54 @@ def test_max_norms_checked_again_once_changed():
     assert issubclass(AggregationError, THCError)
 
 
+def _max_norm_cases(own: torch.Tensor) -> dict[str, object]:
+    """Max norms of every kind _check_norms takes: fine, at and just past the 1e-6 tolerance, non-finite,
+    negative, -0, wrong counts and shapes, other dtypes, sequences."""
+    edge = own.double() * (1 - 1e-6)
+    nan, inf = own.clone(), own.clone()
+    nan[2], inf[0] = float("nan"), float("inf")
+    negative, zero = own.clone(), own.clone()
+    negative[1], zero[3] = -1.0, -0.0
+    return {
+        "own": own,
+        "above": own * 2,
+        "at the tolerance": edge,
+        "just below it": torch.from_numpy(np.nextafter(edge.numpy(), 0)),
+        "nan": nan,
+        "inf": inf,
+        "negative": negative,
+        "minus zero": zero,
+        "too few": own[:-1],
+        "2-D": own.reshape(-1, 1),
+        "float16": (own * 2).half(),
+        "list": (own * 2).tolist(),
+        "numpy": (own * 2).numpy(),
+    }
+
+
+@pytest.mark.parametrize("own_check", [True, False])
+def test_the_quick_max_norm_check_agrees_with_numpys(own_check, monkeypatch):
+    """A few chunks' max norms are checked on Python floats (_plain_norms); anything it does not pass goes to
+    the numpy check, which words the error: both give the same float64 norms, or the same error."""
+    comp = THCCompressor(THCConfig(chunk=1024))
+    x = torch.from_numpy(np.random.default_rng(3).standard_normal(5000).astype(np.float32))
+    prep = comp.prepare(x, 0)
+    outcomes = {}
+    for quick in (True, False):
+        with monkeypatch.context() as m:
+            if not quick:
+                m.setattr(THCCompressor, "_plain_norms", staticmethod(lambda *args: None))
+            for name, max_norms in _max_norm_cases(prep.norms).items():
+                try:
+                    got = comp._checked_norms(prep, max_norms, own=own_check)
+                    outcomes[quick, name] = (got.dtype, got.tobytes())
+                except AggregationError as exc:
+                    outcomes[quick, name] = str(exc)
+    names = list(_max_norm_cases(prep.norms))
+    assert [outcomes[True, n] for n in names] == [outcomes[False, n] for n in names]
+    assert isinstance(outcomes[True, "nan"], str) and isinstance(outcomes[True, "just below it"], str) == own_check
+
+
 def test_bits_per_coordinate():
     bits = THCCompressor(THCConfig(chunk=2**20)).bits_per_coordinate(8)
     assert bits.up == pytest.approx(4, abs=1e-4) and bits.down == pytest.approx(8, abs=1e-4)

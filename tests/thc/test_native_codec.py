@@ -25,6 +25,7 @@ from thc.errors import AggregationError, GradientError
 from thc.limits import TABLE_KINDS
 from thc.packing import pack_indices
 from thc.tables import table_from_values
+from thc.workspace import Workspace
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -259,6 +260,46 @@ def test_encode_packed_writes_the_request_layout(bits, numel, monkeypatch):
         assert same_bits(got[:size], np.concatenate(expected))
         assert same_bits(fast.feedback.memory, slow.feedback.memory)
         assert same_bits(fast.feedback.memory, ref.feedback.memory)
+
+
+def test_compressors_sharing_a_workspace_that_grows_between_their_calls(monkeypatch):
+    """The codec keeps its scratch addresses while the workspace keeps its buffers: a compressor of wider
+    chunks growing them in between (or a clear) must not leave the other one writing where they were."""
+    ws = Workspace()
+    narrow, wide = THCCompressor(THCConfig(chunk=1024), workspace=ws), THCCompressor(THCConfig(), workspace=ws)
+    with monkeypatch.context() as m:  # numpy's
+        m.setattr(compressor, "load_native", lambda: None)
+        ref = THCCompressor(THCConfig(chunk=1024))
+    g, big = gradients("shared workspace", 5000, 1)[0], gradients("wide", 2**18, 1)[0]
+    for step, between in enumerate(("wide", "clear", "wide")):
+        prep, want_prep = narrow.prepare(g, step), ref.prepare(g, step)
+        got, want = narrow.encode(prep, prep.norms), ref.encode(want_prep, want_prep.norms)
+        assert all(same_bits(a, b) for a, b in zip(got, want))
+        if between == "wide":  # its chunks of 2^17 grow the shared scratch buffers
+            wide_prep = wide.prepare(big * (step + 1), step)
+            wide.encode(wide_prep, wide_prep.norms)
+        else:
+            ws.clear()
+        sums = narrow.aggregate([got, got])
+        assert same_bits(narrow.decode(prep, sums, 2, prep.norms), ref.decode(want_prep, sums, 2, want_prep.norms))
+
+
+def test_the_request_layout_follows_per_packet_and_still_refuses_bad_ones(monkeypatch):
+    """The layout is kept per gradient size and per_packet: another per_packet gets its own, and a value
+    refused once (or True, equal to 1) is refused every time."""
+    fast, slow = pair(THCConfig(chunk=2048), 0, monkeypatch)
+    g = gradients("layouts", 5000, 1)[0]
+    pf, ps = fast.prepare(g, 1), slow.prepare(g, 1)
+    for per_packet, size in ((1024, 2560), (8, 2560), (1024, 2560), (4096, 6144)):  # chunks padded 2048, 2048, 1024
+        got, want = (np.zeros(comp.packed_bytes(p, per_packet), np.uint8) for comp, p in ((fast, pf), (slow, ps)))
+        assert got.size == want.size == size
+        fast.encode_packed(pf, pf.norms, got, per_packet)
+        slow.encode_packed(ps, ps.norms, want, per_packet)
+        assert same_bits(got, want)
+    for bad in (True, 3, 0, 1.0):
+        for _ in range(2):
+            with pytest.raises(AggregationError, match="per_packet"):
+                fast.packed_bytes(pf, bad)
 
 
 def test_encode_packed_refuses_a_layout_that_splits_bytes(monkeypatch):
