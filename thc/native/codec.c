@@ -173,21 +173,26 @@ static void draw_signs(uint64_t *signs, int64_t d, const uint32_t *key, int64_t 
 
 /* _flip_scale: dst[i] = (D src)[i] 2^e for i < n: the sign flip, then the factors one after another
  * (per coordinate its sign bit flipped, then one multiply per factor, in order) */
+#ifdef THC_AVX2
+/* flip_scale of the 8 coordinates i .. i + 7 (i a multiple of 8) of src: 8 coordinates per byte of a sign
+ * word, coordinate 8k + j taking bit 7 - j of byte k, which a left shift by 24 + j moves into the float's
+ * sign bit */
+static inline __m256 flip_scale8(const float *src, int64_t i, const uint64_t *signs, const float *factors, int steps) {
+    const __m256i shifts = _mm256_setr_epi32(24, 25, 26, 27, 28, 29, 30, 31);
+    const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
+    int byte = (int)((signs[i / 64] >> (i & 63)) & 0xffu);
+    __m256i mask = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(byte), shifts), sign);
+    __m256 x = _mm256_xor_ps(_mm256_loadu_ps(src + i), _mm256_castsi256_ps(mask));
+    for (int s = 0; s < steps; s++) x = _mm256_mul_ps(x, _mm256_set1_ps(factors[s]));
+    return x;
+}
+#endif
+
 static void flip_scale(float *restrict dst, const float *restrict src, int64_t n, const uint64_t *signs, const float *factors,
                        int steps) {
     int64_t i = 0;
 #ifdef THC_AVX2
-    /* 8 coordinates per byte of a sign word: coordinate 8k + j takes bit 7 - j of byte k, which a left shift
-     * by 24 + j moves into the float's sign bit */
-    const __m256i shifts = _mm256_setr_epi32(24, 25, 26, 27, 28, 29, 30, 31);
-    const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
-    for (; i + 8 <= n; i += 8) {
-        int byte = (int)((signs[i / 64] >> (i & 63)) & 0xffu);
-        __m256i mask = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(byte), shifts), sign);
-        __m256 x = _mm256_xor_ps(_mm256_loadu_ps(src + i), _mm256_castsi256_ps(mask));
-        for (int s = 0; s < steps; s++) x = _mm256_mul_ps(x, _mm256_set1_ps(factors[s]));
-        _mm256_storeu_ps(dst + i, x);
-    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, flip_scale8(src, i, signs, factors, steps));
 #endif
     for (int64_t j = i; j < n; j++) { /* the flips, then each factor a pass (loops the compiler vectorises) */
         uint32_t u;
@@ -282,21 +287,28 @@ static inline __m256 first8_avx2(__m256 x) {
         (b) = _mm256_sub_ps(t_, (b));  \
     } while (0)
 
-/* stages 1 to 16 of every 32 floats (n a multiple of 32): first8_avx2 on each register, then stages 8 and 16
- * across the four registers */
+/* stages 1 to 16 of 32 floats in four registers, stored at x: first8_avx2 on each register, then stages 8
+ * and 16 across the four */
+static inline void first32_store(float *x, __m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+    v0 = first8_avx2(v0);
+    v1 = first8_avx2(v1);
+    v2 = first8_avx2(v2);
+    v3 = first8_avx2(v3);
+    BUTTERFLY(v0, v1);
+    BUTTERFLY(v2, v3);
+    BUTTERFLY(v0, v2);
+    BUTTERFLY(v1, v3);
+    _mm256_storeu_ps(x, v0);
+    _mm256_storeu_ps(x + 8, v1);
+    _mm256_storeu_ps(x + 16, v2);
+    _mm256_storeu_ps(x + 24, v3);
+}
+
+/* stages 1 to 16 of every 32 floats (n a multiple of 32) */
 static void first32_avx2(float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i += 32) {
-        __m256 v0 = first8_avx2(_mm256_loadu_ps(x + i)), v1 = first8_avx2(_mm256_loadu_ps(x + i + 8));
-        __m256 v2 = first8_avx2(_mm256_loadu_ps(x + i + 16)), v3 = first8_avx2(_mm256_loadu_ps(x + i + 24));
-        BUTTERFLY(v0, v1);
-        BUTTERFLY(v2, v3);
-        BUTTERFLY(v0, v2);
-        BUTTERFLY(v1, v3);
-        _mm256_storeu_ps(x + i, v0);
-        _mm256_storeu_ps(x + i + 8, v1);
-        _mm256_storeu_ps(x + i + 16, v2);
-        _mm256_storeu_ps(x + i + 24, v3);
-    }
+    for (int64_t i = 0; i < n; i += 32)
+        first32_store(x + i, _mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(x + i + 16),
+                      _mm256_loadu_ps(x + i + 24));
 }
 
 /* stages h, 2h, ... below `top` on x[0..n), h a multiple of 8: up to three stages a pass over the data (fwht_stage,
@@ -330,6 +342,15 @@ static void stages_avx2(float *x, int64_t n, int64_t h, int64_t top) {
     }
 }
 #undef BUTTERFLY
+#endif
+
+#ifdef THC_AVX2
+/* the transform's stages from 32 on (n >= 32 a power of two), for x whose first32_avx2 is done */
+static void fwht_after32(float *x, int64_t n) {
+    int64_t block = n < FWHT_BLOCK ? n : FWHT_BLOCK;
+    for (int64_t b = 0; b < n; b += block) stages_avx2(x + b, block, 32, block);
+    stages_avx2(x, n, block, n);
+}
 #endif
 
 /* the unnormalised transform of x[0..n) in place, n a power of two */
@@ -391,24 +412,38 @@ static inline double sum_value(const void *sums, int64_t bytes, int64_t i) {
 
 /* Sums of one chunk -> f, with the range check; returns the first coordinate out of range, or -1.
  * One count n: f = float32(S) * float32(alpha), total = sum of S (exact, int64);
- * per-coordinate counts k: f = float32((S / k) * alpha), total = numpy's sum of S/k per piece, added up. */
+ * per-coordinate counts k: f = float32((S / k) * alpha), total = numpy's sum of S/k per piece, added up.
+ * *first32: whether f has had the transform's stages 1 to 16 as well (first32_avx2; the common case with
+ * AVX2, in the same pass). */
 static int64_t sums_to_floats(float *f, const void *sums, int64_t bytes, const int64_t *counts, int64_t n,
-                              int64_t g, double alpha, int64_t d, int64_t piece, double *total, double *scratch) {
+                              int64_t g, double alpha, int64_t d, int64_t piece, double *total, double *scratch,
+                              int *first32) {
+    *first32 = 0;
     if (!counts && bytes == 4) { /* the common case, in passes the compiler vectorises */
         const int32_t *s = sums;
         uint32_t top = 0;
         int64_t acc = 0;
-        for (int64_t i = 0; i < d; i++) top = (uint32_t)s[i] > top ? (uint32_t)s[i] : top;
+        for (int64_t i = 0; i < d; i++) {
+            top = (uint32_t)s[i] > top ? (uint32_t)s[i] : top;
+            acc += s[i];
+        }
         if ((uint64_t)top > (uint64_t)n * (uint64_t)g) {
             for (int64_t i = 0;; i++)
                 if ((uint64_t)(int64_t)s[i] > (uint64_t)n * (uint64_t)g) return i;
         }
-        float a32 = (float)alpha;
-        for (int64_t i = 0; i < d; i++) {
-            acc += s[i];
-            f[i] = (float)s[i] * a32;
-        }
         *total = (double)acc;
+        float a32 = (float)alpha;
+#ifdef THC_AVX2
+        if (d >= 32) { /* d a power of two: whole groups of 32 */
+            const __m256 va = _mm256_set1_ps(a32);
+#define SCALED(k) _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(s + i + 8 * (k)))), va)
+            for (int64_t i = 0; i < d; i += 32) first32_store(f + i, SCALED(0), SCALED(1), SCALED(2), SCALED(3));
+#undef SCALED
+            *first32 = 1;
+            return -1;
+        }
+#endif
+        for (int64_t i = 0; i < d; i++) f[i] = (float)s[i] * a32;
         return -1;
     }
     if (!counts) {
@@ -438,11 +473,19 @@ static int64_t sums_to_floats(float *f, const void *sums, int64_t bytes, const i
     return -1;
 }
 
-/* The tail of _decode_flat for one chunk whose f = alpha S is in work: H f, the zeroth coordinate made
- * exact, then out[0..length) = D (H f) 2^e */
+/* The tail of _decode_flat for one chunk whose f = alpha S is in work (with first32: and has had the
+ * transform's first stages, sums_to_floats): H f, the zeroth coordinate made exact, then
+ * out[0..length) = D (H f) 2^e */
 static void finish_decode(const struct thc_job *job, float *work, int64_t d, int64_t length, double alpha,
-                          double total, double m, int64_t e, const uint64_t *signs, float *out) {
-    fwht(work, d);
+                          double total, double m, int64_t e, const uint64_t *signs, float *out, int first32) {
+#ifdef THC_AVX2
+    if (first32)
+        fwht_after32(work, d);
+    else
+#else
+    (void)first32; /* only the AVX2 pass of sums_to_floats does the first stages */
+#endif
+        fwht(work, d);
     work[0] = (float)(alpha * total - job->half_g_inc * m);
     float factors[16];
     int steps = pow2_steps(e, factors);
@@ -465,15 +508,16 @@ int64_t thc_decode(const struct thc_job *job, const struct thc_chunks *chunks, c
         double m = ldexp(max_norms[c], (int)-e);
         double alpha = job->inc * m / (double)((counts ? 1 : n) * d);
         double total = 0.0;
+        int first32 = 0;
         int64_t at = sums_to_floats(work, sums[c], sum_bytes, counts ? counts[c] : NULL, n, job->granularity, alpha, d,
-                                    d < piece ? d : piece, &total, scratch);
+                                    d < piece ? d : piece, &total, scratch, &first32);
         if (at >= 0) {
             bad[0] = c;
             bad[1] = at;
             return 1;
         }
         draw_signs(signs, d, sign_key, sign_words, (uint64_t)c);
-        finish_decode(job, work, d, length, alpha, total, m, e, signs, out + chunks->start[c]);
+        finish_decode(job, work, d, length, alpha, total, m, e, signs, out + chunks->start[c], first32);
     }
     return 0;
 }
@@ -481,6 +525,43 @@ int64_t thc_decode(const struct thc_job *job, const struct thc_chunks *chunks, c
 /* ------------------------------------------------------------------------------------------------------
  * Encode (compressor._transformed_indices, TableQuantizer.quantize_, the error-feedback update)
  * ------------------------------------------------------------------------------------------------------ */
+
+#ifdef THC_AVX2
+/* quantize_run's constants, in registers */
+struct qconst {
+    __m256 scale, shift, g, top, zero, unit;
+    __m256i low_bytes;
+    const float *lut;
+};
+
+static inline struct qconst qconst_of(const struct thc_job *job, float scale) {
+    struct qconst q = {_mm256_set1_ps(scale), _mm256_set1_ps(job->shift), _mm256_set1_ps(job->g32),
+                       _mm256_set1_ps((float)job->last), _mm256_setzero_ps(), _mm256_set1_ps(0x1p-24f),
+                       _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                                        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+                       job->lut};
+    return q;
+}
+
+/* quantize_run's loop for the 8 coordinates at x, with their draws r (as uint32 lanes), into idx: the same
+ * operations, the LUT's two coefficients gathered; a compare and blend is the scalar ?: (NaN too: it fails
+ * the compare either way) */
+static inline void quantize8(const struct qconst *q, const float *x, __m256i r, uint8_t *idx) {
+    __m256 u = _mm256_mul_ps(_mm256_loadu_ps(x), q->scale);
+    u = _mm256_add_ps(u, q->shift);
+    u = _mm256_blendv_ps(q->zero, u, _mm256_cmp_ps(u, q->zero, _CMP_GE_OQ));
+    u = _mm256_blendv_ps(q->g, u, _mm256_cmp_ps(u, q->g, _CMP_LE_OQ));
+    __m256i cell = _mm256_cvttps_epi32(u);
+    cell = _mm256_add_epi32(cell, cell);
+    u = _mm256_mul_ps(u, _mm256_i32gather_ps(q->lut + 1, cell, 4));
+    u = _mm256_add_ps(u, _mm256_i32gather_ps(q->lut, cell, 4));
+    u = _mm256_add_ps(u, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(r, 8)), q->unit));
+    u = _mm256_blendv_ps(q->top, u, _mm256_cmp_ps(u, q->top, _CMP_LE_OQ));
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_cvttps_epi32(u), q->low_bytes); /* each index's low byte */
+    uint32_t eight[2] = {(uint32_t)_mm256_extract_epi32(bytes, 0), (uint32_t)_mm256_extract_epi32(bytes, 4)};
+    memcpy(idx, eight, 8);
+}
+#endif
 
 /* TableQuantizer.quantize_ of coordinates [lo, hi) of a chunk's transformed x, with r[i - lo] the 32-bit
  * draw of coordinate i: grid position u = x scale + g/2, clipped to [0, g], mapped by F (one LUT entry per
@@ -491,29 +572,8 @@ static void quantize_run(const struct thc_job *job, const float *restrict x, int
     const float g = job->g32, shift = job->shift, top = (float)job->last;
     int64_t i = lo;
 #ifdef THC_AVX2
-    {   /* the loop below, 8 coordinates at a time: the same operations, the LUT's two coefficients gathered;
-         * a compare and blend is the scalar ?: (NaN too: it fails the compare either way) */
-        const __m256 vscale = _mm256_set1_ps(scale), vshift = _mm256_set1_ps(shift), vg = _mm256_set1_ps(g);
-        const __m256 vtop = _mm256_set1_ps(top), zero = _mm256_setzero_ps(), unit = _mm256_set1_ps(0x1p-24f);
-        const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                                   0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-        for (; i + 8 <= hi; i += 8) {
-            __m256 u = _mm256_mul_ps(_mm256_loadu_ps(x + i), vscale);
-            u = _mm256_add_ps(u, vshift);
-            u = _mm256_blendv_ps(zero, u, _mm256_cmp_ps(u, zero, _CMP_GE_OQ));
-            u = _mm256_blendv_ps(vg, u, _mm256_cmp_ps(u, vg, _CMP_LE_OQ));
-            __m256i cell = _mm256_cvttps_epi32(u);
-            cell = _mm256_add_epi32(cell, cell);
-            u = _mm256_mul_ps(u, _mm256_i32gather_ps(lut + 1, cell, 4));
-            u = _mm256_add_ps(u, _mm256_i32gather_ps(lut, cell, 4));
-            __m256i bits24 = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(r + (i - lo))), 8);
-            u = _mm256_add_ps(u, _mm256_mul_ps(_mm256_cvtepi32_ps(bits24), unit));
-            u = _mm256_blendv_ps(vtop, u, _mm256_cmp_ps(u, vtop, _CMP_LE_OQ));
-            __m256i q = _mm256_shuffle_epi8(_mm256_cvttps_epi32(u), low_bytes); /* each index's low byte */
-            uint32_t four[2] = {(uint32_t)_mm256_extract_epi32(q, 0), (uint32_t)_mm256_extract_epi32(q, 4)};
-            memcpy(idx + i, four, 8);
-        }
-    }
+    const struct qconst q = qconst_of(job, scale);
+    for (; i + 8 <= hi; i += 8) quantize8(&q, x + i, _mm256_loadu_si256((const __m256i *)(r + (i - lo))), idx + i);
 #endif
     for (; i < hi; i++) {
         float u = x[i] * scale;
@@ -546,6 +606,32 @@ static void quantize(const struct thc_job *job, const float *x, int64_t d, float
         rng[j] = *stream;
         pcg64_advance(&rng[j], (uint64_t)(j * run));
     }
+    int64_t t = 0; /* draws done per chain */
+#ifdef THC_AVX2
+    if (chains == CHAINS) {
+        /* 4 draws a chain, then their 8 coordinates a chain quantized, while every chain has 4 whole draws left
+         * (both halves within d): the draws' integer multiplies and the quantizer's vector work overlap */
+        const struct qconst q = qconst_of(job, scale);
+        const int64_t whole = d / 2 - (CHAINS - 1) * run; /* the last chain's whole draws, the fewest */
+        pcg64 r0 = rng[0], r1 = rng[1], r2 = rng[2], r3 = rng[3];
+        for (; t + 4 <= whole; t += 4) {
+            uint64_t a[CHAINS][4];
+            for (int k = 0; k < 4; k++) {
+                a[0][k] = pcg64_next(&r0);
+                a[1][k] = pcg64_next(&r1);
+                a[2][k] = pcg64_next(&r2);
+                a[3][k] = pcg64_next(&r3);
+            }
+            for (int j = 0; j < CHAINS; j++) { /* draw k's low half is coordinate 2k's, its high half 2k + 1's */
+                int64_t at = 2 * (j * run + t);
+                __m256i r = _mm256_set_epi64x((long long)a[j][3], (long long)a[j][2], (long long)a[j][1],
+                                              (long long)a[j][0]);
+                quantize8(&q, x + at, r, idx + at);
+            }
+        }
+        rng[0] = r0, rng[1] = r1, rng[2] = r2, rng[3] = r3;
+    }
+#endif
     uint32_t halves[CHAINS][2 * QBLOCK]; /* per chain its draws as uint32: draw k's low half, then its high */
 #define DRAW(j, k, state)                                \
     do {                                                 \
@@ -553,7 +639,7 @@ static void quantize(const struct thc_job *job, const float *x, int64_t d, float
         halves[j][2 * (k)] = (uint32_t)v_;               \
         halves[j][2 * (k) + 1] = (uint32_t)(v_ >> 32);   \
     } while (0)
-    for (int64_t t = 0; t < run; t += QBLOCK) {
+    for (; t < run; t += QBLOCK) {
         int64_t count = run - t < QBLOCK ? run - t : QBLOCK;
         if (chains == CHAINS) { /* the four states in locals, so that they stay in registers */
             pcg64 r0 = rng[0], r1 = rng[1], r2 = rng[2], r3 = rng[3];
@@ -640,9 +726,21 @@ int64_t thc_encode(const struct thc_job *job, const struct thc_chunks *chunks, c
         float factors[16];
         int steps = pow2_steps(-e, factors);
         draw_signs(signs, d, sign_key, sign_words, (uint64_t)c);
-        flip_scale(work, src, length, signs, factors, steps);
-        memset(work + length, 0, (size_t)(d - length) * sizeof(float));
-        fwht(work, d);
+        int fused = 0;
+#ifdef THC_AVX2
+        if (length == d && d >= 32) { /* a whole chunk: the flip straight into the transform's first stages */
+#define FLIPPED(k) flip_scale8(src, i + 8 * (k), signs, factors, steps)
+            for (int64_t i = 0; i < d; i += 32) first32_store(work + i, FLIPPED(0), FLIPPED(1), FLIPPED(2), FLIPPED(3));
+#undef FLIPPED
+            fwht_after32(work, d);
+            fused = 1;
+        }
+#endif
+        if (!fused) {
+            flip_scale(work, src, length, signs, factors, steps);
+            memset(work + length, 0, (size_t)(d - length) * sizeof(float));
+            fwht(work, d);
+        }
         pcg64 rng;
         seed_pcg64(&rng, round_key, round_words, (uint64_t)c);
         uint8_t *out = indices ? indices + at_index : idx;
@@ -663,7 +761,7 @@ int64_t thc_encode(const struct thc_job *job, const struct thc_chunks *chunks, c
                 work[i] = (float)s * a32;
             }
             float *dst = memory + chunks->start[c];
-            finish_decode(job, work, d, length, alpha, (double)total, mm, e, signs, dst);
+            finish_decode(job, work, d, length, alpha, (double)total, mm, e, signs, dst, 0);
             for (int64_t i = 0; i < length; i++) dst[i] = src[i] - dst[i];
         }
     }
