@@ -296,7 +296,7 @@ class THCCompressor(Compressor):
 
     def _native_for(self, prep: THCPrepared) -> NativeCodec | None:
         """The C codec when it is loaded and covers this call: THC's transform and quantizer on the CPU."""
-        return self._native if self._native is not None and prep.data.device.type == "cpu" else None
+        return self._native if self._native is not None and prep.data.is_cpu else None
 
     def _encode_native(
         self,
@@ -462,7 +462,7 @@ class THCCompressor(Compressor):
             and out is not None
             and out.dtype == torch.float32
             and out.is_contiguous()
-            and out.device == prep.data.device
+            and out.is_cpu  # prep.data is (native)
             and out.numel() == prep.numel
         )
         if whole:  # the common case (one count, int32 lanes, decoded into the bucket): one C call, no views
@@ -518,7 +518,7 @@ class THCCompressor(Compressor):
         if full < len(chunks):
             tail = torch.linalg.vector_norm(v[chunks[-1].start : chunks[-1].stop]).reshape(1)
             norms = torch.cat([norms, tail])
-        if norms.device.type != "cpu":
+        if not norms.is_cpu:
             norms = norms.cpu()
         if len(chunks) <= _FEW:  # the usual case: nothing to measure again (NaN fails both comparisons)
             values = norms.tolist()

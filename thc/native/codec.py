@@ -132,6 +132,7 @@ class NativeCodec:
         self._plans: dict[int, _Plan] = {}
         self._bad = np.zeros(2, dtype=np.int64)  # thc_decode's (chunk, coordinate) of a sum out of range
         self._bad_at = address_of(self._bad)
+        self._norms: tuple[np.ndarray | None, int] = (None, 0)  # _norms_at's last array and its address
 
     def plan(self, chunks: Sequence[Chunk]) -> _Plan:
         numel = chunks[-1].stop
@@ -141,6 +142,16 @@ class NativeCodec:
                 self._plans.clear()
             plan = self._plans[numel] = _Plan(chunks)
         return plan
+
+    def _norms_at(self, max_norms: np.ndarray) -> int:
+        """The address of the max norms as contiguous float64. A round's encode and decode pass the same such
+        array (the compressor's checked norms): its address is looked up once, and it is kept, so that the
+        address stays valid (the C reads its values as they are at the call). A converted copy is found
+        again only as itself, i.e. never: each call converts anew."""
+        if max_norms is not self._norms[0]:
+            m = np.ascontiguousarray(max_norms, dtype=np.float64)
+            self._norms = (m, address_of(m))
+        return self._norms[1]
 
     def encode(
         self,
@@ -160,7 +171,6 @@ class NativeCodec:
         per_packet), memory (float32 like v: v minus this worker's own decoded contribution)."""
         plan = self.plan(chunks)
         work, idx, signs, _ = plan.scratch(ws)
-        m = np.ascontiguousarray(max_norms, dtype=np.float64)
         self.lib.thc_encode(
             self._job,
             plan.ref,
@@ -168,7 +178,7 @@ class NativeCodec:
             sign_key.size,
             round_key.address,
             round_key.size,
-            address_of(m),
+            self._norms_at(max_norms),
             v.data_ptr(),
             None if indices is None else address_of(indices),
             None if packed is None else address_of(packed),
@@ -221,13 +231,12 @@ class NativeCodec:
         if not isinstance(n, int):
             counts = [np.ascontiguousarray(k, dtype=np.int64) for k in n]
             count_pointers = np.array([address_of(k) for k in counts], dtype=np.uintp)
-        m = np.ascontiguousarray(max_norms, dtype=np.float64)
         failed = self.lib.thc_decode(
             self._job,
             plan.ref,
             sign_key.address,
             sign_key.size,
-            address_of(m),
+            self._norms_at(max_norms),
             plan.rows_at,
             width,
             n if counts is None else 1,
