@@ -30,7 +30,7 @@ from .hadamard import flip_signs_, fwht, sign_bit_rows, sign_mask, sign_masks, s
 from .interface import Bits, Compressor, Prepared
 from .intraop import one_thread_if_small
 from .native import load as load_native
-from .native.codec import NativeCodec, StreamKey
+from .native.codec import KeySlot, NativeCodec
 from .packing import pack_indices, packed_size
 from .quantize import TableQuantizer
 from .streams import spawn_seeds
@@ -168,6 +168,8 @@ class THCCompressor(Compressor):
         self._layouts: dict[tuple[int, int], tuple[tuple[int, ...], int, int]] = {}
         self.ternary = self.config.quantizer == "terngrad"
         self._native = _native_codec(self.quantizer) if not self.ternary and self.config.transform else None
+        # the codec's stream keys, rewritten for each call: (domain, key, step) and (domain, worker, key, step)
+        self._sign_slot, self._round_slot = KeySlot(self.config.seed, 3), KeySlot(self.config.seed, 4)
         if self.ternary:
             self.name = "TernGrad-switch"
         else:
@@ -313,7 +315,7 @@ class THCCompressor(Compressor):
             prep.data,
             m,
             self._sign_key(prep),
-            StreamKey(self.config.seed, self._round_prefix(prep)),
+            self._round_slot.fill(self._round_prefix(prep)),
             self._ws,
             indices=indices,
             packed=packed,
@@ -323,12 +325,9 @@ class THCCompressor(Compressor):
         if memory is not None:
             self.feedback.keep(memory)
 
-    def _sign_key(self, prep: THCPrepared) -> StreamKey:
-        """The Hadamard signs' stream key of this gradient (kept with it: encode and decode both need it)."""
-        key = prep.extra.get("sign_key")
-        if key is None:
-            key = prep.extra["sign_key"] = StreamKey(self.config.seed, sign_stream_prefix(prep.step, prep.key))
-        return key
+    def _sign_key(self, prep: THCPrepared) -> KeySlot:
+        """The Hadamard signs' stream key of this gradient, for the codec call about to be made."""
+        return self._sign_slot.fill(sign_stream_prefix(prep.step, prep.key))
 
     def _transformed_indices(self, prep: THCPrepared, m: np.ndarray) -> list[np.ndarray]:
         """THC's encode: the indices of H D v scaled by the max norms, one array per chunk."""

@@ -55,13 +55,15 @@ class _OneThread:
         omp_set, mkl_set = _knobs()
         # torch sets a thread's counts at its first parallel op: done now (by asking), so that it cannot undo ours
         self._omp_before = torch.get_num_threads() if omp_set else None  # OpenMP's count for this thread
-        if omp_set:
+        if self._omp_before == 1:  # already one: nothing to set, nothing to restore
+            self._omp_before = None
+        elif omp_set:
             omp_set(1)
         self._mkl_before = mkl_set(1) if mkl_set else None  # the previous per-thread count; 0: none, the global one
 
     def __exit__(self, *exc: object) -> None:
         omp_set, mkl_set = _knobs()
-        if self._mkl_before is not None:
+        if self._mkl_before is not None and self._mkl_before != 1:  # 1: it is as it was
             mkl_set(self._mkl_before)
         if self._omp_before is not None:
             omp_set(self._omp_before)

@@ -262,6 +262,20 @@ def test_encode_packed_writes_the_request_layout(bits, numel, monkeypatch):
         assert same_bits(fast.feedback.memory, ref.feedback.memory)
 
 
+def test_stream_keys_of_more_than_one_word_and_back(monkeypatch):
+    """The codec's key buffers take one word an entry; steps, keys, worker ids and seeds past 2^32 take
+    arrays of their own, and the buffers serve again after them: every round as numpy's."""
+    for seed, worker in ((5, 2**34 + 1), (2**40 + 3, 1)):
+        fast, slow = pair(THCConfig(chunk=1024, seed=seed), worker, monkeypatch)
+        g = gradients(f"wide keys {seed}", 3000, 1)[0]
+        for step, key in ((1, 2), (2**33 + 5, 2**32 + 1), (3, 4), (7, 2**45)):
+            pf, ps = fast.prepare(g, step, key=key), slow.prepare(g, step, key=key)
+            got, want = fast.encode(pf, pf.norms), slow.encode(ps, ps.norms)
+            assert all(same_bits(a, b) for a, b in zip(got, want)), (seed, step, key)
+            sums = fast.aggregate([got])
+            assert same_bits(fast.decode(pf, sums, 1, pf.norms), slow.decode(ps, sums, 1, ps.norms)), (step, key)
+
+
 def test_compressors_sharing_a_workspace_that_grows_between_their_calls(monkeypatch):
     """The codec keeps its scratch addresses while the workspace keeps its buffers: a compressor of wider
     chunks growing them in between (or a clear) must not leave the other one writing where they were."""

@@ -24,7 +24,7 @@ from ..quantize import TableQuantizer
 from ..workspace import Workspace
 from . import Chunks, Job
 
-__all__ = ["NativeCodec", "StreamKey", "key_words"]
+__all__ = ["NativeCodec", "KeySlot", "key_words"]
 
 
 def _words(value: int) -> list[int]:
@@ -55,15 +55,30 @@ def key_words(entropy: int, prefix: tuple[int, ...]) -> np.ndarray:
     return np.array(words, dtype=np.uint32)
 
 
-class StreamKey:
-    """key_words of a stream family, as codec.c takes them: the array, its address and its length."""
+class KeySlot:
+    """key_words of one stream family at a time, as codec.c takes them (address, size), in a buffer that is
+    rewritten for each call: fill(prefix) puts the prefix's words after the entropy's. A prefix of another
+    length or with an entry of more than one word gets an array of its own (kept until the next fill)."""
 
-    __slots__ = ("words", "address", "size")
+    __slots__ = ("_entropy", "_words", "_lead", "_at", "_own", "address", "size")
 
-    def __init__(self, entropy: int, prefix: tuple[int, ...]) -> None:
-        self.words = key_words(entropy, prefix)
-        self.address = address_of(self.words)
-        self.size = self.words.size
+    def __init__(self, entropy: int, entries: int) -> None:
+        lead = _entropy_words(entropy)
+        self._entropy, self._lead = entropy, len(lead)
+        self._words = np.zeros(len(lead) + entries, dtype=np.uint32)
+        self._words[: len(lead)] = lead
+        self._at = address_of(self._words)
+        self._own: np.ndarray | None = None
+        self.address, self.size = self._at, self._words.size
+
+    def fill(self, prefix: tuple[int, ...]) -> KeySlot:
+        if len(prefix) == self._words.size - self._lead and 0 <= min(prefix) and max(prefix) <= 0xFFFFFFFF:
+            self._words[self._lead :] = prefix
+            self.address, self.size = self._at, self._words.size
+        else:
+            self._own = key_words(self._entropy, prefix)
+            self.address, self.size = address_of(self._own), self._own.size
+        return self
 
 
 class _Plan:
@@ -158,8 +173,8 @@ class NativeCodec:
         chunks: Sequence[Chunk],
         v: torch.Tensor,
         max_norms: np.ndarray,
-        sign_key: StreamKey,
-        round_key: StreamKey,
+        sign_key: KeySlot,
+        round_key: KeySlot,
         ws: Workspace,
         indices: np.ndarray | None = None,
         packed: np.ndarray | None = None,
@@ -195,7 +210,7 @@ class NativeCodec:
         sums: Sequence[np.ndarray],
         n: int | Sequence[np.ndarray],
         max_norms: np.ndarray,
-        sign_key: StreamKey,
+        sign_key: KeySlot,
         ws: Workspace,
         out: torch.Tensor,
     ) -> tuple[int, int] | None:
@@ -214,7 +229,7 @@ class NativeCodec:
         spans: Sequence[int],
         n: int,
         max_norms: np.ndarray,
-        sign_key: StreamKey,
+        sign_key: KeySlot,
         ws: Workspace,
         out: torch.Tensor,
     ) -> tuple[int, int] | None:
@@ -224,7 +239,7 @@ class NativeCodec:
         np.add(plan.offsets_for(spans), np.uintp(address_of(lanes)), out=plan.rows)
         return self._decode(plan, 4, n, max_norms, sign_key, ws, out)
 
-    def _decode(self, plan: _Plan, width: int, n, max_norms, sign_key: StreamKey, ws, out):
+    def _decode(self, plan: _Plan, width: int, n, max_norms, sign_key: KeySlot, ws, out):
         """thc_decode of the rows of sums whose addresses are in plan.rows (each `width` bytes a sum)."""
         work, _, signs, scratch = plan.scratch(ws)
         counts = None
