@@ -358,6 +358,25 @@ def test_decode_lanes_reads_the_flat_int32_sums_in_place(counted, monkeypatch):
     assert fast.decode_lanes(pf, lanes, per_packet, n, pf.norms, out=out) is out and same_bits(out, want)
 
 
+def test_decode_lanes_follows_the_lanes_it_is_given(monkeypatch):
+    """The codec keeps its row pointers while the lanes stay where they were: new values in the same buffer,
+    another buffer, another per_packet and a decode of per-chunk sums in between all decode as numpy's."""
+    fast, slow, pf, ps = lanes_pair("lanes reused", monkeypatch)
+    sums = fast.aggregate([fast.encode(pf, pf.norms)] * 3)
+    other = fast.aggregate([fast.encode(pf, pf.norms * 2)] * 3)
+    buffer = flat_lanes(sums, 1024, 0)
+    out = torch.empty(5000)
+    cases = ((sums, 1024, False), (other, 1024, False), (sums, 1024, True), (other, 512, True))
+    for values, per_packet, fresh in cases:
+        lanes = flat_lanes(values, per_packet, 0)
+        if not fresh:  # into the same buffer
+            buffer[:] = lanes
+            lanes = buffer
+        want = slow.decode(ps, values, 3, ps.norms)
+        assert same_bits(fast.decode_lanes(pf, lanes, per_packet, 3, pf.norms, out=out), want)
+        assert same_bits(fast.decode(pf, values, 3, pf.norms), want)  # per-chunk rows in between
+
+
 @pytest.mark.parametrize("chunk", [0, 2])
 def test_decode_lanes_into_the_bucket_refuses_sums_out_of_range_as_decode_does(chunk, monkeypatch):
     """decode_lanes' one-call path (int32 lanes, one count, out given) words a bad sum as decode does."""

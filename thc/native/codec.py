@@ -93,17 +93,32 @@ class _Plan:
         self.struct = Chunks(len(chunks), address_of(self.start), address_of(self.length), address_of(self.padded))
         self.ref = ctypes.addressof(self.struct)  # kept alive by self.struct
         self._offsets: tuple[tuple[int, ...], np.ndarray] | None = None
-        self.rows = np.empty(len(chunks), dtype=np.uintp)  # decode_flat's row pointers, rewritten each call
+        self.rows = np.empty(len(chunks), dtype=np.uintp)  # the rows of sums thc_decode reads
         self.rows_at = address_of(self.rows)
+        self._rows_of: tuple[tuple[int, ...], int] | None = None  # rows points into flat sums: (spans, base)
         self._scratch: tuple[Workspace, int, tuple[int, int, int, int]] | None = None
 
     def offsets_for(self, spans: Sequence[int]) -> np.ndarray:
         """Byte offsets of each chunk's int32 sums when chunk c takes spans[c] sums (kept for the last spans)."""
-        key = tuple(spans)
-        if self._offsets is None or self._offsets[0] != key:
+        key = spans if type(spans) is tuple else tuple(spans)
+        if self._offsets is None or (self._offsets[0] is not key and self._offsets[0] != key):
             starts = np.concatenate([[0], np.cumsum(key)[:-1]]).astype(np.uintp) * np.uintp(4)
             self._offsets = (key, starts)
         return self._offsets[1]
+
+    def point_rows(self, addresses: Sequence[int]) -> None:
+        """rows = the given addresses (one per chunk)."""
+        self.rows[:] = addresses
+        self._rows_of = None
+
+    def point_rows_into(self, spans: tuple[int, ...], base: int) -> None:
+        """rows = the chunks' int32 sums laid out from address base, chunk c's spans[c] long; left as they are
+        when they already point there (a caller's lanes buffer reused from round to round)."""
+        kept = self._rows_of
+        if kept is not None and kept[1] == base and (kept[0] is spans or kept[0] == tuple(spans)):
+            return
+        np.add(self.offsets_for(spans), np.uintp(base), out=self.rows)
+        self._rows_of = (self._offsets[0], base)
 
     def scratch(self, ws: Workspace) -> tuple[int, int, int, int]:
         """Addresses of work (floats), idx (bytes), signs (64-bit words) for the widest chunk and means (float64,
@@ -219,7 +234,7 @@ class NativeCodec:
         leaves [0, n g] (the caller words the error)."""
         arrays, width = _integer_rows(sums)
         plan = self.plan(chunks)
-        plan.rows[:] = [address_of(a) for a in arrays]
+        plan.point_rows([address_of(a) for a in arrays])
         return self._decode(plan, width, n, max_norms, sign_key, ws, out)
 
     def decode_flat(
@@ -236,7 +251,7 @@ class NativeCodec:
         """decode of int32 sums laid out chunk after chunk in one contiguous array, chunk c's `spans[c]` long
         (its padded length rounded up to whole requests): the rows are pointers into it, no per-chunk array."""
         plan = self.plan(chunks)
-        np.add(plan.offsets_for(spans), np.uintp(address_of(lanes)), out=plan.rows)
+        plan.point_rows_into(spans, address_of(lanes))
         return self._decode(plan, 4, n, max_norms, sign_key, ws, out)
 
     def _decode(self, plan: _Plan, width: int, n, max_norms, sign_key: KeySlot, ws, out):
