@@ -126,6 +126,8 @@ def _scaled_norm(x: torch.Tensor) -> float:
 
 
 def _check_index(name: str, value: object) -> int:
+    if type(value) is int and value >= 0:  # the usual case, at once
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ConfigError(f"{name}={value!r} must be a non-negative integer")
     return int(value)
@@ -165,7 +167,7 @@ class THCCompressor(Compressor):
         self.feedback = ErrorFeedback() if self.config.error_feedback else None
         self._ws = workspace if workspace is not None else Workspace()
         self._plans: dict[int, tuple[tuple[Chunk, ...], tuple[ChunkGroup, ...]]] = {}
-        self._layouts: dict[tuple[int, int], tuple[tuple[int, ...], int, int]] = {}
+        self._layouts: dict[tuple[int, int, int], tuple[tuple[int, ...], int, int]] = {}
         self.ternary = self.config.quantizer == "terngrad"
         self._native = _native_codec(self.quantizer) if not self.ternary and self.config.transform else None
         # the codec's stream keys, rewritten for each call: (domain, key, step) and (domain, worker, key, step)
@@ -280,10 +282,11 @@ class THCCompressor(Compressor):
 
     def _check_layout(self, prep: THCPrepared, per_packet: int) -> tuple[tuple[int, ...], int, int]:
         """Each chunk's coordinates in requests of per_packet (its padded length rounded up), their total and
-        the bytes they take packed; computed once per gradient size and per_packet."""
+        the bytes they take packed; computed once per chunking (size and first chunk's length) and per_packet."""
         if isinstance(per_packet, bool) or not isinstance(per_packet, (int, np.integer)) or per_packet < 1:
             raise AggregationError(f"per_packet={per_packet!r} must be a positive integer")
-        layout = self._layouts.get((prep.numel, per_packet))
+        key = (prep.numel, prep.chunks[0].length, int(per_packet))
+        layout = self._layouts.get(key)
         if layout is None:
             if per_packet * self.table.bits % 8:
                 raise AggregationError(
@@ -293,7 +296,7 @@ class THCCompressor(Compressor):
                 self._layouts.clear()
             spans = tuple(-(-c.padded // per_packet) * per_packet for c in prep.chunks)
             total = int(sum(spans))
-            layout = self._layouts[(prep.numel, int(per_packet))] = (spans, total, packed_size(total, self.table.bits))
+            layout = self._layouts[key] = (spans, total, packed_size(total, self.table.bits))
         return layout
 
     def _native_for(self, prep: THCPrepared) -> NativeCodec | None:
