@@ -30,7 +30,7 @@ from .hadamard import flip_signs_, fwht, sign_bit_rows, sign_mask, sign_masks, s
 from .interface import Bits, Compressor, Prepared
 from .intraop import one_thread_if_small
 from .native import load as load_native
-from .native.codec import KeySlot, NativeCodec
+from .native.codec import KeySlot, NativeCodec, NormRefused
 from .packing import pack_indices, packed_size
 from .quantize import TableQuantizer
 from .streams import spawn_seeds
@@ -42,6 +42,7 @@ __all__ = ["THCCompressor", "THCPrepared"]
 _ROUND_DOMAIN = 0x524F554E  # "ROUN": the rounding streams never share bits with the sign streams
 _SAFE_NORM = 2.0**-32  # a float32 norm at least this large lost nothing to squares that underflowed
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_DIRECT_NORMS = (torch.float32, torch.float64)  # max norms codec.c reads as they are
 _FEW = 64  # chunks: up to this many, a check of their norms is cheaper on Python floats than in numpy
 
 
@@ -263,9 +264,15 @@ class THCCompressor(Compressor):
         if not out.flags.c_contiguous or out.size < need:
             raise AggregationError(f"out must be contiguous with at least {need} bytes, got {out.size}")
         if self._native_for(prep) is not None:
-            self._encode_native(
-                prep, self._check_norms(prep, max_norms, own=not partial), packed=out, per_packet=per_packet
-            )
+            own = not partial
+            direct = self._direct_norms(prep, max_norms, own)
+            if direct is not None:  # the usual case: codec.c checks them as it reads them
+                try:
+                    self._encode_native(prep, direct, packed=out, per_packet=per_packet, own=own)
+                    return [c.padded for c in prep.chunks]
+                except NormRefused:
+                    pass  # _check_norms words the error
+            self._encode_native(prep, self._check_norms(prep, max_norms, own=own), packed=out, per_packet=per_packet)
         else:  # encode checks the norms
             at = 0
             for idx, span in zip(self.encode(prep, max_norms, partial=partial), spans):
@@ -306,12 +313,14 @@ class THCCompressor(Compressor):
     def _encode_native(
         self,
         prep: THCPrepared,
-        m: np.ndarray,
+        m: np.ndarray | torch.Tensor,
         indices: np.ndarray | None = None,
         packed: np.ndarray | None = None,
         per_packet: int = 1,
+        own: bool = False,
     ) -> None:
-        """codec.c's encode into indices and/or packed; with error feedback, the new memory too."""
+        """codec.c's encode into indices and/or packed; with error feedback, the new memory too. m: checked
+        norms, or a tensor of _direct_norms (own: held to this worker's norms), which may raise NormRefused."""
         memory = empty_cpu(prep.numel) if self.feedback is not None else None
         self._native.encode(
             prep.chunks,
@@ -324,9 +333,28 @@ class THCCompressor(Compressor):
             packed=packed,
             per_packet=per_packet,
             memory=memory,
+            own=prep.norms if own else None,
         )
         if memory is not None:
             self.feedback.keep(memory)
+
+    def _direct_norms(self, prep: THCPrepared, max_norms, own: bool) -> torch.Tensor | None:
+        """max_norms as codec.c can read and check them where they are (1-D, contiguous, float32 or float64,
+        on the CPU, one per chunk; with `own`, this worker's norms float32 and contiguous too), else None:
+        then _check_norms checks them."""
+        if not (
+            type(max_norms) is torch.Tensor
+            and max_norms.dtype in _DIRECT_NORMS
+            and max_norms.is_cpu
+            and max_norms.dim() == 1
+            and max_norms.numel() == len(prep.chunks)
+            and max_norms.is_contiguous()
+        ):
+            return None
+        norms = prep.norms
+        if own and not (norms.dtype == torch.float32 and norms.is_cpu and norms.is_contiguous()):
+            return None
+        return max_norms
 
     def _sign_key(self, prep: THCPrepared) -> KeySlot:
         """The Hadamard signs' stream key of this gradient, for the codec call about to be made."""
@@ -468,8 +496,13 @@ class THCCompressor(Compressor):
             and out.numel() == prep.numel
         )
         if whole:  # the common case (one count, int32 lanes, decoded into the bucket): one C call, no views
-            m, n = self._check_norms(prep, max_norms, own=False), int(contributors)
-            bad = native.decode_flat(prep.chunks, lanes, spans, n, m, self._sign_key(prep), self._ws, out)
+            n, direct = int(contributors), self._direct_norms(prep, max_norms, own=False)
+            m = direct if direct is not None else self._check_norms(prep, max_norms, own=False)
+            try:
+                bad = native.decode_flat(prep.chunks, lanes, spans, n, m, self._sign_key(prep), self._ws, out)
+            except NormRefused:  # codec.c refused a norm it read directly: _check_norms words the error
+                m = self._check_norms(prep, max_norms, own=False)
+                bad = native.decode_flat(prep.chunks, lanes, spans, n, m, self._sign_key(prep), self._ws, out)
             if bad is not None:
                 chunk, at = bad
                 c = prep.chunks[chunk]

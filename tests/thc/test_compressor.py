@@ -407,9 +407,9 @@ def _max_norm_cases(own: torch.Tensor) -> dict[str, object]:
     negative, -0, wrong counts and shapes, other dtypes, sequences."""
     edge = own.double() * (1 - 1e-6)
     nan, inf = own.clone(), own.clone()
-    nan[2], inf[0] = float("nan"), float("inf")
+    nan[-1], inf[0] = float("nan"), float("inf")
     negative, zero = own.clone(), own.clone()
-    negative[1], zero[3] = -1.0, -0.0
+    negative[1], zero[-1] = -1.0, -0.0
     return {
         "own": own,
         "above": own * 2,

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from tests.support.native import build_or_skip
+from tests.thc.test_compressor import _max_norm_cases
 from thc import THCCompressor, THCConfig, compressor
 from thc import native as thc_native
 from thc.config import PAPER_CHUNK
@@ -314,6 +315,32 @@ def test_the_request_layout_follows_per_packet_and_still_refuses_bad_ones(monkey
         for _ in range(2):
             with pytest.raises(AggregationError, match="per_packet"):
                 fast.packed_bytes(pf, bad)
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_max_norms_read_by_the_codec_are_refused_as_numpy_refuses_them(partial, monkeypatch):
+    """encode_packed and decode_lanes hand float32/float64 tensors of max norms to codec.c, which checks them as
+    it reads them; every kind of max norms gives what the numpy path gives: the same bits or the same error."""
+    fast, slow, pf, ps = lanes_pair(f"direct norms {partial}", monkeypatch)
+    lanes = flat_lanes(fast.aggregate([fast.encode(pf, pf.norms)] * 2), 1024, 0)
+    outcomes = []
+    for comp, prep in ((fast, pf), (slow, ps)):
+        seen = {}
+        for name, max_norms in _max_norm_cases(prep.norms).items():
+            for call in ("encode", "decode"):
+                try:
+                    if call == "encode":
+                        got = np.zeros(comp.packed_bytes(prep, 1024), np.uint8)
+                        comp.encode_packed(prep, max_norms, got, 1024, partial=partial)
+                    else:
+                        got = comp.decode_lanes(prep, lanes, 1024, 2, max_norms, out=torch.empty(5000)).numpy()
+                    seen[name, call] = got.tobytes()
+                except AggregationError as exc:
+                    seen[name, call] = str(exc)
+        outcomes.append(seen)
+    assert outcomes[0] == outcomes[1]
+    assert isinstance(outcomes[0]["just below it", "encode"], str) != partial
+    assert isinstance(outcomes[0]["nan", "decode"], str) and isinstance(outcomes[0]["negative", "encode"], str)
 
 
 def test_encode_packed_refuses_a_layout_that_splits_bytes(monkeypatch):

@@ -89,9 +89,9 @@ def declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     """lib (a loaded codec.c) with its two calls' argument and result types set."""
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     job = chunks = ptr  # the addresses of a Job and a Chunks (ctypes.addressof): a byref costs a microsecond a call
-    lib.thc_encode.argtypes = [job, chunks, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr]
+    lib.thc_encode.argtypes = [job, chunks, ptr, i64, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr]
     lib.thc_encode.restype = i64
-    lib.thc_decode.argtypes = [job, chunks, ptr, i64, ptr, ptr, i64, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr]
+    lib.thc_decode.argtypes = [job, chunks, ptr, i64, ptr, i64, ptr, i64, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr]
     lib.thc_decode.restype = i64
     return lib
 

@@ -492,20 +492,48 @@ static void finish_decode(const struct thc_job *job, float *work, int64_t d, int
     flip_scale(out, work, length, signs, factors, steps);
 }
 
+/* ------------------------------------------------------------------------------------------------------
+ * The max norms (compressor._checked_norms' conditions, read where the caller keeps them)
+ * ------------------------------------------------------------------------------------------------------ */
+
+/* chunk c's max norm as float64: norms holds float32 (norm_bytes 4) or float64 (8) values */
+static inline double norm_at(const void *norms, int64_t norm_bytes, int64_t c) {
+    return norm_bytes == 4 ? (double)((const float *)norms)[c] : ((const double *)norms)[c];
+}
+
+/* The first chunk whose max norm is not finite and non-negative or, with own (this worker's float32 norms),
+ * lies below own (1 - 1e-6), as _checked_norms compares them in float64; -1 when none (the caller words the
+ * error). */
+static int64_t first_bad_norm(const void *norms, int64_t norm_bytes, const float *own, int64_t count) {
+    for (int64_t c = 0; c < count; c++) {
+        double m = norm_at(norms, norm_bytes, c);
+        if (!(m >= 0.0 && m < INFINITY)) return c; /* NaN fails both */
+        if (own && m < (double)own[c] * (1 - 1e-6)) return c;
+    }
+    return -1;
+}
+
 /* THCCompressor._decode_flat (transform on, float32 on the CPU) for every chunk.
  * sums[c]: chunk c's `padded` sums, int32 (sum_bytes 4) or int64 (8); counts: NULL for one count n, else
  * per chunk its per-coordinate counts (int64); piece: parallel.BLOCK, the reference's summation pieces;
  * out: the flat float32 result; work: max padded floats; scratch: min(piece, max padded) doubles;
- * signs: (max padded + 63) / 64 words. Returns 0, or 1 when a sum leaves [0, n g]: bad[0] its chunk,
- * bad[1] its coordinate (nothing after that chunk is written). */
+ * signs: (max padded + 63) / 64 words; max_norms: one per chunk, float32 or float64 (norm_bytes 4 or 8).
+ * Returns 0; 1 when a sum leaves [0, n g]: bad[0] its chunk, bad[1] its coordinate (nothing after that
+ * chunk is written); 2 when a max norm is not finite and non-negative: bad[0] its chunk (nothing written). */
 int64_t thc_decode(const struct thc_job *job, const struct thc_chunks *chunks, const uint32_t *sign_key,
-                   int64_t sign_words, const double *max_norms, const void *const *sums, int64_t sum_bytes,
-                   int64_t n, const int64_t *const *counts, int64_t piece, float *out, float *work, double *scratch,
-                   uint64_t *signs, int64_t *bad) {
+                   int64_t sign_words, const void *max_norms, int64_t norm_bytes, const void *const *sums,
+                   int64_t sum_bytes, int64_t n, const int64_t *const *counts, int64_t piece, float *out, float *work,
+                   double *scratch, uint64_t *signs, int64_t *bad) {
+    int64_t refused = first_bad_norm(max_norms, norm_bytes, NULL, chunks->count);
+    if (refused >= 0) {
+        bad[0] = refused;
+        return 2;
+    }
     for (int64_t c = 0; c < chunks->count; c++) {
         int64_t d = chunks->padded[c], length = chunks->length[c];
-        int64_t e = exponent_of(max_norms[c]);
-        double m = ldexp(max_norms[c], (int)-e);
+        double given = norm_at(max_norms, norm_bytes, c);
+        int64_t e = exponent_of(given);
+        double m = ldexp(given, (int)-e);
         double alpha = job->inc * m / (double)((counts ? 1 : n) * d);
         double total = 0.0;
         int first32 = 0;
@@ -709,16 +737,20 @@ static void pack(const uint8_t *idx, int64_t n, int64_t span, int64_t bits, uint
  *   per_packet (host_agent's request payloads; per_packet b must be a multiple of 8);
  * memory: the error-feedback memory, v minus this worker's own decoded contribution (feedback.update).
  * round_key: the rounding streams' key words (this worker's), sign_key the shared signs'.
- * work: max padded floats; idx: max padded bytes (used when indices is NULL); signs as thc_decode's. */
+ * max_norms as thc_decode's; own: this worker's float32 norms, to hold the max norms to (NULL: not).
+ * work: max padded floats; idx: max padded bytes (used when indices is NULL); signs as thc_decode's.
+ * Returns 0, or 1 + the first chunk whose max norm is refused (first_bad_norm; nothing written). */
 int64_t thc_encode(const struct thc_job *job, const struct thc_chunks *chunks, const uint32_t *sign_key,
-                   int64_t sign_words, const uint32_t *round_key, int64_t round_words, const double *max_norms,
-                   const float *v, uint8_t *indices, uint8_t *packed, int64_t per_packet, float *memory, float *work,
-                   uint8_t *idx, uint64_t *signs) {
+                   int64_t sign_words, const uint32_t *round_key, int64_t round_words, const void *max_norms,
+                   int64_t norm_bytes, const float *own, const float *v, uint8_t *indices, uint8_t *packed,
+                   int64_t per_packet, float *memory, float *work, uint8_t *idx, uint64_t *signs) {
+    int64_t refused = first_bad_norm(max_norms, norm_bytes, own, chunks->count);
+    if (refused >= 0) return 1 + refused;
     int64_t at_index = 0, at_packed = 0;
     for (int64_t c = 0; c < chunks->count; c++) {
         int64_t d = chunks->padded[c], length = chunks->length[c];
         const float *src = v + chunks->start[c];
-        double m = max_norms[c];
+        double m = norm_at(max_norms, norm_bytes, c);
         int64_t e = exponent_of(m);
         double mm = ldexp(m, (int)-e);
         /* 1 / (M 2^-e inc): one table unit per inc of y = H D v 2^-e / (M 2^-e); 0 for an all-zero chunk */

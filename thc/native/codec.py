@@ -24,7 +24,7 @@ from ..quantize import TableQuantizer
 from ..workspace import Workspace
 from . import Chunks, Job
 
-__all__ = ["NativeCodec", "KeySlot", "key_words"]
+__all__ = ["KeySlot", "NativeCodec", "NormRefused", "key_words"]
 
 
 def _words(value: int) -> list[int]:
@@ -173,15 +173,18 @@ class NativeCodec:
             plan = self._plans[numel] = _Plan(chunks)
         return plan
 
-    def _norms_at(self, max_norms: np.ndarray) -> int:
-        """The address of the max norms as contiguous float64. A round's encode and decode pass the same such
-        array (the compressor's checked norms): its address is looked up once, and it is kept, so that the
-        address stays valid (the C reads its values as they are at the call). A converted copy is found
-        again only as itself, i.e. never: each call converts anew."""
+    def _norms_at(self, max_norms: np.ndarray | torch.Tensor) -> tuple[int, int]:
+        """The address of the max norms and their width (4: float32, 8: float64). A tensor (1-D, contiguous,
+        float32 or float64 on the CPU: see THCCompressor._direct_norms) is read where it is. An array is read
+        as contiguous float64; a round's encode and decode pass the same such array (the compressor's checked
+        norms): its address is looked up once, and it is kept, so that the address stays valid (the C reads
+        its values as they are at the call). A converted copy is found again only as itself, i.e. never."""
+        if isinstance(max_norms, torch.Tensor):
+            return max_norms.data_ptr(), max_norms.element_size()
         if max_norms is not self._norms[0]:
             m = np.ascontiguousarray(max_norms, dtype=np.float64)
             self._norms = (m, address_of(m))
-        return self._norms[1]
+        return self._norms[1], 8
 
     def encode(
         self,
@@ -195,20 +198,26 @@ class NativeCodec:
         packed: np.ndarray | None = None,
         per_packet: int = 1,
         memory: torch.Tensor | None = None,
+        own: torch.Tensor | None = None,
     ) -> None:
         """codec.c thc_encode of v (flat float32, CPU) into any of: indices (uint8, the chunks' padded
         lengths one after another), packed (b bits an index, each chunk padded to a multiple of
-        per_packet), memory (float32 like v: v minus this worker's own decoded contribution)."""
+        per_packet), memory (float32 like v: v minus this worker's own decoded contribution).
+        max_norms: checked float64 norms, or a tensor the C checks (finite, non-negative, and with `own`, this
+        worker's contiguous float32 norms, not below them): NormRefused if it refuses one, nothing written."""
         plan = self.plan(chunks)
         work, idx, signs, _ = plan.scratch(ws)
-        self.lib.thc_encode(
+        norms, width = self._norms_at(max_norms)
+        refused = self.lib.thc_encode(
             self._job,
             plan.ref,
             sign_key.address,
             sign_key.size,
             round_key.address,
             round_key.size,
-            self._norms_at(max_norms),
+            norms,
+            width,
+            None if own is None else own.data_ptr(),
             v.data_ptr(),
             None if indices is None else address_of(indices),
             None if packed is None else address_of(packed),
@@ -218,6 +227,8 @@ class NativeCodec:
             idx,
             signs,
         )
+        if refused:
+            raise NormRefused(refused - 1)
 
     def decode(
         self,
@@ -261,12 +272,14 @@ class NativeCodec:
         if not isinstance(n, int):
             counts = [np.ascontiguousarray(k, dtype=np.int64) for k in n]
             count_pointers = np.array([address_of(k) for k in counts], dtype=np.uintp)
+        norms, norm_width = self._norms_at(max_norms)
         failed = self.lib.thc_decode(
             self._job,
             plan.ref,
             sign_key.address,
             sign_key.size,
-            self._norms_at(max_norms),
+            norms,
+            norm_width,
             plan.rows_at,
             width,
             n if counts is None else 1,
@@ -278,7 +291,14 @@ class NativeCodec:
             signs,
             self._bad_at,
         )
+        if failed == 2:
+            raise NormRefused(int(self._bad[0]))
         return (int(self._bad[0]), int(self._bad[1])) if failed else None
+
+
+class NormRefused(Exception):
+    """codec.c refused a max norm of chunk `args[0]` (see NativeCodec.encode); the caller checks the norms
+    itself, which words the error."""
 
 
 def _integer_rows(sums: Sequence[np.ndarray]) -> tuple[list[np.ndarray], int]:
