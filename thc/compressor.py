@@ -126,6 +126,42 @@ def _scaled_norm(x: torch.Tensor) -> float:
     return math.ldexp(float(torch.linalg.vector_norm(y)), e)
 
 
+def _plain_norms(prep: THCPrepared, max_norms, own: bool) -> np.ndarray | None:
+    """THCCompressor._checked_norms' result when the max norms are a 1-D float tensor of a few chunks that
+    passes its checks, the same comparisons made on Python floats (float64, as numpy's); None for anything
+    else, which _checked_norms then checks (and words the error of) itself."""
+    count = len(prep.chunks)
+    if not (isinstance(max_norms, torch.Tensor) and max_norms.dim() == 1 and max_norms.is_floating_point()):
+        return None
+    if count > _FEW or max_norms.numel() != count:
+        return None
+    values = max_norms.tolist()  # NaN fails the comparisons, as in _checked_norms
+    if not (all(map((0.0).__le__, values)) and all(map(math.inf.__gt__, values))):
+        return None
+    if own and any(map(float.__lt__, values, [mine * (1 - 1e-6) for mine in prep.norms.tolist()])):
+        return None
+    return np.array(values, dtype=np.float64)
+
+
+def _direct_norms(prep: THCPrepared, max_norms, own: bool) -> torch.Tensor | None:
+    """max_norms as codec.c can read and check them where they are (1-D, contiguous, float32 or float64,
+    on the CPU, one per chunk; with `own`, this worker's norms float32 and contiguous too), else None:
+    then _check_norms checks them."""
+    if not (
+        type(max_norms) is torch.Tensor
+        and max_norms.dtype in _DIRECT_NORMS
+        and max_norms.is_cpu
+        and max_norms.dim() == 1
+        and max_norms.numel() == len(prep.chunks)
+        and max_norms.is_contiguous()
+    ):
+        return None
+    norms = prep.norms
+    if own and not (norms.dtype == torch.float32 and norms.is_cpu and norms.is_contiguous()):
+        return None
+    return max_norms
+
+
 def _check_index(name: str, value: object) -> int:
     if type(value) is int and value >= 0:  # the usual case, at once
         return value
@@ -265,7 +301,7 @@ class THCCompressor(Compressor):
             raise AggregationError(f"out must be contiguous with at least {need} bytes, got {out.size}")
         if self._native_for(prep) is not None:
             own = not partial
-            direct = self._direct_norms(prep, max_norms, own)
+            direct = _direct_norms(prep, max_norms, own)
             if direct is not None:  # the usual case: codec.c checks them as it reads them
                 try:
                     self._encode_native(prep, direct, packed=out, per_packet=per_packet, own=own)
@@ -337,24 +373,6 @@ class THCCompressor(Compressor):
         )
         if memory is not None:
             self.feedback.keep(memory)
-
-    def _direct_norms(self, prep: THCPrepared, max_norms, own: bool) -> torch.Tensor | None:
-        """max_norms as codec.c can read and check them where they are (1-D, contiguous, float32 or float64,
-        on the CPU, one per chunk; with `own`, this worker's norms float32 and contiguous too), else None:
-        then _check_norms checks them."""
-        if not (
-            type(max_norms) is torch.Tensor
-            and max_norms.dtype in _DIRECT_NORMS
-            and max_norms.is_cpu
-            and max_norms.dim() == 1
-            and max_norms.numel() == len(prep.chunks)
-            and max_norms.is_contiguous()
-        ):
-            return None
-        norms = prep.norms
-        if own and not (norms.dtype == torch.float32 and norms.is_cpu and norms.is_contiguous()):
-            return None
-        return max_norms
 
     def _sign_key(self, prep: THCPrepared) -> KeySlot:
         """The Hadamard signs' stream key of this gradient, for the codec call about to be made."""
@@ -496,7 +514,7 @@ class THCCompressor(Compressor):
             and out.numel() == prep.numel
         )
         if whole:  # the common case (one count, int32 lanes, decoded into the bucket): one C call, no views
-            n, direct = int(contributors), self._direct_norms(prep, max_norms, own=False)
+            n, direct = int(contributors), _direct_norms(prep, max_norms, own=False)
             m = direct if direct is not None else self._check_norms(prep, max_norms, own=False)
             try:
                 bad = native.decode_flat(prep.chunks, lanes, spans, n, m, self._sign_key(prep), self._ws, out)
@@ -726,7 +744,7 @@ class THCCompressor(Compressor):
         return m
 
     def _checked_norms(self, prep: THCPrepared, max_norms, own: bool) -> np.ndarray:
-        plain = self._plain_norms(prep, max_norms, own)
+        plain = _plain_norms(prep, max_norms, own)
         if plain is not None:
             return plain
         m = max_norms.detach().cpu().numpy() if isinstance(max_norms, torch.Tensor) else np.asarray(max_norms)
@@ -745,23 +763,6 @@ class THCCompressor(Compressor):
                     f"the max-norm round must include every contributor"
                 )
         return m
-
-    @staticmethod
-    def _plain_norms(prep: THCPrepared, max_norms, own: bool) -> np.ndarray | None:
-        """_checked_norms' result when the max norms are a 1-D float tensor of a few chunks that passes its
-        checks, the same comparisons made on Python floats (float64, as numpy's); None for anything else, which
-        _checked_norms then checks (and words the error of) itself."""
-        count = len(prep.chunks)
-        if not (isinstance(max_norms, torch.Tensor) and max_norms.dim() == 1 and max_norms.is_floating_point()):
-            return None
-        if count > _FEW or max_norms.numel() != count:
-            return None
-        values = max_norms.tolist()  # NaN fails the comparisons, as in _checked_norms
-        if not (all(map((0.0).__le__, values)) and all(map(math.inf.__gt__, values))):
-            return None
-        if own and any(map(float.__lt__, values, [mine * (1 - 1e-6) for mine in prep.norms.tolist()])):
-            return None
-        return np.array(values, dtype=np.float64)
 
     def _check_sums(self, prep: THCPrepared, sums) -> list[np.ndarray]:
         """Chunk count, shape and integer dtype; the value range is checked while decoding."""
