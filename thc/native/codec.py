@@ -60,7 +60,7 @@ class KeySlot:
     rewritten for each call: fill(prefix) puts the prefix's words after the entropy's. A prefix of another
     length or with an entry of more than one word gets an array of its own (kept until the next fill)."""
 
-    __slots__ = ("_entropy", "_words", "_lead", "_at", "_own", "address", "size")
+    __slots__ = ("_entropy", "_words", "_lead", "_at", "_own", "_prefix", "address", "size")
 
     def __init__(self, entropy: int, entries: int) -> None:
         lead = _entropy_words(entropy)
@@ -69,15 +69,19 @@ class KeySlot:
         self._words[: len(lead)] = lead
         self._at = address_of(self._words)
         self._own: np.ndarray | None = None
+        self._prefix: tuple[int, ...] | None = None  # what the words hold now
         self.address, self.size = self._at, self._words.size
 
     def fill(self, prefix: tuple[int, ...]) -> KeySlot:
+        if prefix == self._prefix:  # a round's decode after its encode: the words are these already
+            return self
         if len(prefix) == self._words.size - self._lead and 0 <= min(prefix) and max(prefix) <= 0xFFFFFFFF:
             self._words[self._lead :] = prefix
             self.address, self.size = self._at, self._words.size
         else:
             self._own = key_words(self._entropy, prefix)
             self.address, self.size = address_of(self._own), self._own.size
+        self._prefix = tuple(prefix)
         return self
 
 
