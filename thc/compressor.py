@@ -30,7 +30,7 @@ from .hadamard import flip_signs_, fwht, sign_bit_rows, sign_mask, sign_masks, s
 from .interface import Bits, Compressor, Prepared
 from .intraop import one_thread_if_small
 from .native import load as load_native
-from .native.codec import NativeCodec, key_words
+from .native.codec import KeySlot, NativeCodec, NormRefused
 from .packing import pack_indices, packed_size
 from .quantize import TableQuantizer
 from .streams import spawn_seeds
@@ -42,6 +42,8 @@ __all__ = ["THCCompressor", "THCPrepared"]
 _ROUND_DOMAIN = 0x524F554E  # "ROUN": the rounding streams never share bits with the sign streams
 _SAFE_NORM = 2.0**-32  # a float32 norm at least this large lost nothing to squares that underflowed
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_DIRECT_NORMS = (torch.float32, torch.float64)  # max norms codec.c reads as they are
+_FEW = 64  # chunks: up to this many, a check of their norms is cheaper on Python floats than in numpy
 
 
 def _exponents(m: np.ndarray) -> np.ndarray:
@@ -124,7 +126,45 @@ def _scaled_norm(x: torch.Tensor) -> float:
     return math.ldexp(float(torch.linalg.vector_norm(y)), e)
 
 
+def _plain_norms(prep: THCPrepared, max_norms, own: bool) -> np.ndarray | None:
+    """THCCompressor._checked_norms' result when the max norms are a 1-D float tensor of a few chunks that
+    passes its checks, the same comparisons made on Python floats (float64, as numpy's); None for anything
+    else, which _checked_norms then checks (and words the error of) itself."""
+    count = len(prep.chunks)
+    if not (isinstance(max_norms, torch.Tensor) and max_norms.dim() == 1 and max_norms.is_floating_point()):
+        return None
+    if count > _FEW or max_norms.numel() != count:
+        return None
+    values = max_norms.tolist()  # NaN fails the comparisons, as in _checked_norms
+    if not (all(map((0.0).__le__, values)) and all(map(math.inf.__gt__, values))):
+        return None
+    if own and any(map(float.__lt__, values, [mine * (1 - 1e-6) for mine in prep.norms.tolist()])):
+        return None
+    return np.array(values, dtype=np.float64)
+
+
+def _direct_norms(prep: THCPrepared, max_norms, own: bool) -> torch.Tensor | None:
+    """max_norms as codec.c can read and check them where they are (1-D, contiguous, float32 or float64,
+    on the CPU, one per chunk; with `own`, this worker's norms float32 and contiguous too), else None:
+    then _check_norms checks them."""
+    if not (
+        type(max_norms) is torch.Tensor
+        and max_norms.dtype in _DIRECT_NORMS
+        and max_norms.is_cpu
+        and max_norms.dim() == 1
+        and max_norms.numel() == len(prep.chunks)
+        and max_norms.is_contiguous()
+    ):
+        return None
+    norms = prep.norms
+    if own and not (norms.dtype == torch.float32 and norms.is_cpu and norms.is_contiguous()):
+        return None
+    return max_norms
+
+
 def _check_index(name: str, value: object) -> int:
+    if type(value) is int and value >= 0:  # the usual case, at once
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ConfigError(f"{name}={value!r} must be a non-negative integer")
     return int(value)
@@ -164,8 +204,11 @@ class THCCompressor(Compressor):
         self.feedback = ErrorFeedback() if self.config.error_feedback else None
         self._ws = workspace if workspace is not None else Workspace()
         self._plans: dict[int, tuple[tuple[Chunk, ...], tuple[ChunkGroup, ...]]] = {}
+        self._layouts: dict[tuple[int, int, int], tuple[tuple[int, ...], int, int]] = {}
         self.ternary = self.config.quantizer == "terngrad"
         self._native = _native_codec(self.quantizer) if not self.ternary and self.config.transform else None
+        # the codec's stream keys, rewritten for each call: (domain, key, step) and (domain, worker, key, step)
+        self._sign_slot, self._round_slot = KeySlot(self.config.seed, 3), KeySlot(self.config.seed, 4)
         if self.ternary:
             self.name = "TernGrad-switch"
         else:
@@ -191,8 +234,8 @@ class THCCompressor(Compressor):
         with one_thread_if_small(flat.numel(), flat.device):
             v = self.feedback.compensate(flat) if self.feedback is not None else flat
             chunks = list(self._plan(v.numel())[0])
-            norms = self._chunk_norms(v, chunks)
-            if not np.isfinite(norms.numpy()).all():
+            norms, plain = self._measured_norms(v, chunks)
+            if not plain and not np.isfinite(norms.numpy()).all():  # plain norms are finite
                 raise_if_not_finite(grad, v, flat)
             if grad.dtype == torch.float64:
                 check_float32_scale(grad, chunks, norms if v is flat else self._chunk_norms(flat, chunks))
@@ -251,16 +294,21 @@ class THCCompressor(Compressor):
         multiple of 8, so that every chunk starts on a byte. Returns the chunks' padded lengths (the sums'
         lengths that decode_lanes takes back). Error feedback is updated as by encode.
         """
-        spans = self._check_layout(prep, per_packet)
-        need = packed_size(int(sum(spans)), self.table.bits)
+        spans, _, need = self._check_layout(prep, per_packet)
         if not (isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.ndim == 1 and out.flags.writeable):
             raise AggregationError("out must be a writable 1-D uint8 numpy array")
         if not out.flags.c_contiguous or out.size < need:
             raise AggregationError(f"out must be contiguous with at least {need} bytes, got {out.size}")
         if self._native_for(prep) is not None:
-            self._encode_native(
-                prep, self._check_norms(prep, max_norms, own=not partial), packed=out, per_packet=per_packet
-            )
+            own = not partial
+            direct = _direct_norms(prep, max_norms, own)
+            if direct is not None:  # the usual case: codec.c checks them as it reads them
+                try:
+                    self._encode_native(prep, direct, packed=out, per_packet=per_packet, own=own)
+                    return [c.padded for c in prep.chunks]
+                except NormRefused:
+                    pass  # _check_norms words the error
+            self._encode_native(prep, self._check_norms(prep, max_norms, own=own), packed=out, per_packet=per_packet)
         else:  # encode checks the norms
             at = 0
             for idx, span in zip(self.encode(prep, max_norms, partial=partial), spans):
@@ -273,51 +321,62 @@ class THCCompressor(Compressor):
 
     def packed_bytes(self, prep: THCPrepared, per_packet: int) -> int:
         """Bytes encode_packed writes for this gradient with per_packet indices a request."""
-        return packed_size(int(sum(self._check_layout(prep, per_packet))), self.table.bits)
+        return self._check_layout(prep, per_packet)[2]
 
-    def _check_layout(self, prep: THCPrepared, per_packet: int) -> list[int]:
-        """Each chunk's coordinates in requests of per_packet: its padded length rounded up."""
+    def _check_layout(self, prep: THCPrepared, per_packet: int) -> tuple[tuple[int, ...], int, int]:
+        """Each chunk's coordinates in requests of per_packet (its padded length rounded up), their total and
+        the bytes they take packed; computed once per chunking (size and first chunk's length) and per_packet."""
         if isinstance(per_packet, bool) or not isinstance(per_packet, (int, np.integer)) or per_packet < 1:
             raise AggregationError(f"per_packet={per_packet!r} must be a positive integer")
-        if per_packet * self.table.bits % 8:
-            raise AggregationError(f"per_packet={per_packet} indices of {self.table.bits} bits do not fill whole bytes")
-        return [-(-c.padded // per_packet) * per_packet for c in prep.chunks]
+        key = (prep.numel, prep.chunks[0].length, int(per_packet))
+        layout = self._layouts.get(key)
+        if layout is None:
+            if per_packet * self.table.bits % 8:
+                raise AggregationError(
+                    f"per_packet={per_packet} indices of {self.table.bits} bits do not fill whole bytes"
+                )
+            if len(self._layouts) >= 64:  # a caller of many sizes: forget them rather than grow
+                self._layouts.clear()
+            spans = tuple(-(-c.padded // per_packet) * per_packet for c in prep.chunks)
+            total = int(sum(spans))
+            layout = self._layouts[key] = (spans, total, packed_size(total, self.table.bits))
+        return layout
 
     def _native_for(self, prep: THCPrepared) -> NativeCodec | None:
         """The C codec when it is loaded and covers this call: THC's transform and quantizer on the CPU."""
-        return self._native if self._native is not None and prep.data.device.type == "cpu" else None
+        return self._native if self._native is not None and prep.data.is_cpu else None
 
     def _encode_native(
         self,
         prep: THCPrepared,
-        m: np.ndarray,
+        m: np.ndarray | torch.Tensor,
         indices: np.ndarray | None = None,
         packed: np.ndarray | None = None,
         per_packet: int = 1,
+        own: bool = False,
     ) -> None:
-        """codec.c's encode into indices and/or packed; with error feedback, the new memory too."""
+        """codec.c's encode into indices and/or packed; with error feedback, the new memory too. m: checked
+        norms, or a tensor of _direct_norms (own: held to this worker's norms), which may raise NormRefused."""
         memory = empty_cpu(prep.numel) if self.feedback is not None else None
         self._native.encode(
             prep.chunks,
             prep.data,
             m,
             self._sign_key(prep),
-            key_words(self.config.seed, self._round_prefix(prep)),
+            self._round_slot.fill(self._round_prefix(prep)),
             self._ws,
             indices=indices,
             packed=packed,
             per_packet=per_packet,
             memory=memory,
+            own=prep.norms if own else None,
         )
         if memory is not None:
             self.feedback.keep(memory)
 
-    def _sign_key(self, prep: THCPrepared) -> np.ndarray:
-        """The Hadamard signs' stream key of this gradient (kept with it: encode and decode both need it)."""
-        key = prep.extra.get("sign_key")
-        if key is None:
-            key = prep.extra["sign_key"] = key_words(self.config.seed, sign_stream_prefix(prep.step, prep.key))
-        return key
+    def _sign_key(self, prep: THCPrepared) -> KeySlot:
+        """The Hadamard signs' stream key of this gradient, for the codec call about to be made."""
+        return self._sign_slot.fill(sign_stream_prefix(prep.step, prep.key))
 
     def _transformed_indices(self, prep: THCPrepared, m: np.ndarray) -> list[np.ndarray]:
         """THC's encode: the indices of H D v scaled by the max norms, one array per chunk."""
@@ -437,9 +496,9 @@ class THCCompressor(Compressor):
         chunk c's padded sums start where the chunks before it end, each rounded up to a multiple of
         per_packet, as host_agent's operation scatters results into its int32 sums. Read in place: the
         per-chunk views go to decode, which on the native path reads int32 rows without a copy."""
-        spans = self._check_layout(prep, per_packet)
-        if not isinstance(lanes, np.ndarray) or lanes.ndim != 1 or lanes.size < sum(spans):
-            raise AggregationError(f"lanes must be a 1-D array of at least {sum(spans)} sums")
+        spans, total, _ = self._check_layout(prep, per_packet)
+        if not isinstance(lanes, np.ndarray) or lanes.ndim != 1 or lanes.size < total:
+            raise AggregationError(f"lanes must be a 1-D array of at least {total} sums")
         native = self._native_for(prep)
         whole = (
             native is not None
@@ -451,12 +510,17 @@ class THCCompressor(Compressor):
             and out is not None
             and out.dtype == torch.float32
             and out.is_contiguous()
-            and out.device == prep.data.device
+            and out.is_cpu  # prep.data is (native)
             and out.numel() == prep.numel
         )
         if whole:  # the common case (one count, int32 lanes, decoded into the bucket): one C call, no views
-            m, n = self._check_norms(prep, max_norms, own=False), int(contributors)
-            bad = native.decode_flat(prep.chunks, lanes, spans, n, m, self._sign_key(prep), self._ws, out)
+            n, direct = int(contributors), _direct_norms(prep, max_norms, own=False)
+            m = direct if direct is not None else self._check_norms(prep, max_norms, own=False)
+            try:
+                bad = native.decode_flat(prep.chunks, lanes, spans, n, m, self._sign_key(prep), self._ws, out)
+            except NormRefused:  # codec.c refused a norm it read directly: _check_norms words the error
+                m = self._check_norms(prep, max_norms, own=False)
+                bad = native.decode_flat(prep.chunks, lanes, spans, n, m, self._sign_key(prep), self._ws, out)
             if bad is not None:
                 chunk, at = bad
                 c = prep.chunks[chunk]
@@ -496,24 +560,35 @@ class THCCompressor(Compressor):
         A float32 sum of squares flushes |x| < ~1e-23 to zero and overflows for |x| > ~1e19: chunks whose
         norm came out below _SAFE_NORM or non-finite are measured again scaled by a power of two.
         """
+        return THCCompressor._measured_norms(v, chunks)[0]
+
+    @staticmethod
+    def _measured_norms(v: torch.Tensor, chunks: list[Chunk]) -> tuple[torch.Tensor, bool]:
+        """_chunk_norms, and whether they were plain: every norm finite and at least _SAFE_NORM as measured."""
         size = chunks[0].length
         full = len(chunks) - (chunks[-1].length != size)  # only the last chunk can be shorter
         norms = torch.linalg.vector_norm((v if full == len(chunks) else v[: full * size]).view(full, size), dim=1)
         if full < len(chunks):
             tail = torch.linalg.vector_norm(v[chunks[-1].start : chunks[-1].stop]).reshape(1)
             norms = torch.cat([norms, tail])
-        if norms.device.type != "cpu":
+        if not norms.is_cpu:
             norms = norms.cpu()
+        if len(chunks) <= _FEW:  # the usual case: nothing to measure again (NaN fails both comparisons)
+            values = norms.tolist()
+            if all(map(_SAFE_NORM.__le__, values)) and all(map(math.inf.__gt__, values)):
+                return norms, True
+        else:
+            values = norms.numpy()
+            if values.min() >= _SAFE_NORM and values.max() < math.inf:
+                return norms, True
         values = norms.numpy()
-        if values.min() >= _SAFE_NORM and values.max() < math.inf:  # the usual case: nothing to measure again
-            return norms
         redo = np.flatnonzero(~(values >= _SAFE_NORM) | np.isinf(values)).tolist()
         if redo:
             exact = norms.double()
             for i in redo:
                 exact[i] = _scaled_norm(v[chunks[i].start : chunks[i].stop])
             norms = torch.where(exact > _FLOAT32_MAX, torch.tensor(math.inf, dtype=torch.float64), exact).float()
-        return norms
+        return norms, False
 
     def _flipped(self, v: torch.Tensor, group: ChunkGroup, bits: np.ndarray, exps: np.ndarray) -> torch.Tensor:
         """D v 2^-e for a group of chunks, each zero-padded to its power-of-two length, in a scratch buffer.
@@ -669,6 +744,9 @@ class THCCompressor(Compressor):
         return m
 
     def _checked_norms(self, prep: THCPrepared, max_norms, own: bool) -> np.ndarray:
+        plain = _plain_norms(prep, max_norms, own)
+        if plain is not None:
+            return plain
         m = max_norms.detach().cpu().numpy() if isinstance(max_norms, torch.Tensor) else np.asarray(max_norms)
         m = m.astype(np.float64).reshape(-1)
         if m.size != len(prep.chunks):

@@ -17,7 +17,7 @@ import ctypes
 import functools
 import glob
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 
@@ -45,23 +45,36 @@ def _knobs() -> tuple[Callable | None, Callable | None]:
     return _function(omp, "omp_set_num_threads", None), _function(mkl, "MKL_Set_Num_Threads_Local")
 
 
-@contextlib.contextmanager
-def one_thread_if_small(coordinates: int, device: torch.device) -> Iterator[None]:
+class _OneThread:
+    """one_thread_if_small's block for small CPU work (a class: a generator-based context manager costs as much
+    again as the four calls it makes)."""
+
+    __slots__ = ("_omp_before", "_mkl_before")
+
+    def __enter__(self) -> None:
+        omp_set, mkl_set = _knobs()
+        # torch sets a thread's counts at its first parallel op: done now (by asking), so that it cannot undo ours
+        self._omp_before = torch.get_num_threads() if omp_set else None  # OpenMP's count for this thread
+        if self._omp_before == 1:  # already one: nothing to set, nothing to restore
+            self._omp_before = None
+        elif omp_set:
+            omp_set(1)
+        self._mkl_before = mkl_set(1) if mkl_set else None  # the previous per-thread count; 0: none, the global one
+
+    def __exit__(self, *exc: object) -> None:
+        omp_set, mkl_set = _knobs()
+        if self._mkl_before is not None and self._mkl_before != 1:  # 1: it is as it was
+            mkl_set(self._mkl_before)
+        if self._omp_before is not None:
+            omp_set(self._omp_before)
+
+
+_AS_IT_IS = contextlib.nullcontext()  # reusable: it keeps no state
+
+
+def one_thread_if_small(coordinates: int, device: torch.device) -> contextlib.AbstractContextManager[None]:
     """Within the block, torch's CPU work on this thread is single-threaded if it covers at most SMALL
     coordinates; other threads keep their settings."""
     if coordinates > SMALL or device.type != "cpu":
-        yield
-        return
-    omp_set, mkl_set = _knobs()
-    # torch sets a thread's counts at its first parallel op: done now (by asking), so that it cannot undo ours
-    omp_before = torch.get_num_threads() if omp_set else None  # OpenMP's count for this thread
-    if omp_set:
-        omp_set(1)
-    mkl_before = mkl_set(1) if mkl_set else None  # the previous per-thread count; 0: none, the global one
-    try:
-        yield
-    finally:
-        if mkl_before is not None:
-            mkl_set(mkl_before)
-        if omp_before is not None:
-            omp_set(omp_before)
+        return _AS_IT_IS
+    return _OneThread()

@@ -16,7 +16,8 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def flatten_gradient(grad: object, name: str = "gradient") -> torch.Tensor:
-    """Check type, dtype and size; return the tensor as a flat float32 tensor (a view when possible)."""
+    """Check type, dtype and size; return the tensor as a flat float32 tensor (a view when possible, the
+    tensor itself when it is one already)."""
     if not isinstance(grad, torch.Tensor):
         raise GradientError(f"{name} must be a torch.Tensor, got {type(grad).__name__}")
     if grad.dtype not in SUPPORTED_DTYPES:
@@ -24,7 +25,9 @@ def flatten_gradient(grad: object, name: str = "gradient") -> torch.Tensor:
         raise GradientError(f"{name} has unsupported dtype {str(grad.dtype).replace('torch.', '')}; supported: {names}")
     if grad.numel() == 0:
         raise GradientError(f"{name} is empty (shape {tuple(grad.shape)}): nothing to compress")
-    flat = grad.detach().reshape(-1)
+    if grad.dtype is torch.float32 and grad.dim() == 1 and not grad.requires_grad and grad.is_contiguous():
+        return grad  # a DDP bucket: as it is (a view of it would be the same data)
+    flat = (grad.detach() if grad.requires_grad else grad).reshape(-1)  # detach only what autograd tracks
     if flat.dtype != torch.float32:
         flat = flat.to(torch.float32)
     return flat.contiguous()

@@ -30,6 +30,9 @@ class Workspace:
 
     def __init__(self) -> None:
         self._buffers: dict[tuple[str, torch.dtype, torch.device], torch.Tensor] = {}
+        # counts the (re)allocations and clears: while it is unchanged, every buffer handed out still lives where
+        # it was, so a caller may keep their addresses (thc.native.codec does)
+        self.generation = 0
 
     def get(
         self, name: str, n: int, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"
@@ -41,7 +44,9 @@ class Workspace:
         if buf is None or buf.numel() < n:
             buf = empty_cpu(n, dtype) if device.type == "cpu" else torch.empty(n, dtype=dtype, device=device)
             self._buffers[key] = buf
+            self.generation += 1
         return buf if buf.numel() == n else buf[:n]
 
     def clear(self) -> None:
         self._buffers.clear()
+        self.generation += 1

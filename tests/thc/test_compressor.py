@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import thc.compressor
 import thc.parallel
 from tests.support.torch_threads import torch_threads
 from thc import THCCompressor, THCConfig, make_table
@@ -400,6 +401,54 @@ def test_max_norms_checked_again_once_changed():
     with pytest.raises(AggregationError, match="below this worker's own norm"):
         comps[1].encode(preps[1], low * 0.5)
     assert issubclass(AggregationError, THCError)
+
+
+def _max_norm_cases(own: torch.Tensor) -> dict[str, object]:
+    """Max norms of every kind _check_norms takes: fine, at and just past the 1e-6 tolerance, non-finite,
+    negative, -0, wrong counts and shapes, other dtypes, sequences."""
+    edge = own.double() * (1 - 1e-6)
+    nan, inf = own.clone(), own.clone()
+    nan[-1], inf[0] = float("nan"), float("inf")
+    negative, zero = own.clone(), own.clone()
+    negative[1], zero[-1] = -1.0, -0.0
+    return {
+        "own": own,
+        "above": own * 2,
+        "at the tolerance": edge,
+        "just below it": torch.from_numpy(np.nextafter(edge.numpy(), 0)),
+        "nan": nan,
+        "inf": inf,
+        "negative": negative,
+        "minus zero": zero,
+        "too few": own[:-1],
+        "2-D": own.reshape(-1, 1),
+        "float16": (own * 2).half(),
+        "list": (own * 2).tolist(),
+        "numpy": (own * 2).numpy(),
+    }
+
+
+@pytest.mark.parametrize("own_check", [True, False])
+def test_the_quick_max_norm_check_agrees_with_numpys(own_check, monkeypatch):
+    """A few chunks' max norms are checked on Python floats (_plain_norms); anything it does not pass goes to
+    the numpy check, which words the error: both give the same float64 norms, or the same error."""
+    comp = THCCompressor(THCConfig(chunk=1024))
+    x = torch.from_numpy(np.random.default_rng(3).standard_normal(5000).astype(np.float32))
+    prep = comp.prepare(x, 0)
+    outcomes = {}
+    for quick in (True, False):
+        with monkeypatch.context() as m:
+            if not quick:
+                m.setattr(thc.compressor, "_plain_norms", lambda *args: None)
+            for name, max_norms in _max_norm_cases(prep.norms).items():
+                try:
+                    got = comp._checked_norms(prep, max_norms, own=own_check)
+                    outcomes[quick, name] = (got.dtype, got.tobytes())
+                except AggregationError as exc:
+                    outcomes[quick, name] = str(exc)
+    names = list(_max_norm_cases(prep.norms))
+    assert [outcomes[True, n] for n in names] == [outcomes[False, n] for n in names]
+    assert isinstance(outcomes[True, "nan"], str) and isinstance(outcomes[True, "just below it"], str) == own_check
 
 
 def test_bits_per_coordinate():

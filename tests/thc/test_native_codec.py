@@ -10,6 +10,7 @@ A compile error in codec.c fails these tests; only a machine without a C compile
 
 from __future__ import annotations
 
+import ctypes
 import zlib
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from tests.support.native import build_or_skip
+from tests.thc.test_compressor import _max_norm_cases
 from thc import THCCompressor, THCConfig, compressor
 from thc import native as thc_native
 from thc.config import PAPER_CHUNK
@@ -24,6 +26,7 @@ from thc.errors import AggregationError, GradientError
 from thc.limits import TABLE_KINDS
 from thc.packing import pack_indices
 from thc.tables import table_from_values
+from thc.workspace import Workspace
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -39,14 +42,15 @@ def rng_for(name: str) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(name.encode()))
 
 
-def pair(config: THCConfig, worker_id: int, monkeypatch) -> tuple[THCCompressor, THCCompressor]:
-    """(native, numpy) compressors of one worker."""
+def pair(config: THCConfig, worker_id: int, monkeypatch, reference=None) -> tuple[THCCompressor, THCCompressor]:
+    """(native, numpy) compressors of one worker; with `reference` (a loaded codec.c), that codec's instead
+    of numpy's as the second."""
     fast = THCCompressor(config, worker_id=worker_id)
     assert fast.native
     with monkeypatch.context() as m:
-        m.setattr(compressor, "load_native", lambda: None)
+        m.setattr(compressor, "load_native", lambda: reference)
         slow = THCCompressor(config, worker_id=worker_id)
-    assert not slow.native
+    assert slow.native == (reference is not None)
     return fast, slow
 
 
@@ -72,9 +76,12 @@ def gradients(name: str, numel: int, workers: int) -> list[torch.Tensor]:
     return out
 
 
-def compare_rounds(name, config, numel, monkeypatch, workers=3, steps=(0, 1), counted=False, partial=False):
-    """Whole rounds on both paths; asserts every output is bit for bit the same."""
-    comps = [pair(config, i, monkeypatch) for i in range(workers)]
+def compare_rounds(
+    name, config, numel, monkeypatch, workers=3, steps=(0, 1), counted=False, partial=False, reference=None
+):
+    """Whole rounds on both paths (numpy's, or the `reference` codec's); asserts every output is bit for bit
+    the same."""
+    comps = [pair(config, i, monkeypatch, reference) for i in range(workers)]
     rng = rng_for(name + "/counts")
     for step in steps:
         grads = gradients(f"{name}/{step}", numel, workers)
@@ -256,6 +263,86 @@ def test_encode_packed_writes_the_request_layout(bits, numel, monkeypatch):
         assert same_bits(fast.feedback.memory, ref.feedback.memory)
 
 
+def test_stream_keys_of_more_than_one_word_and_back(monkeypatch):
+    """The codec's key buffers take one word an entry; steps, keys, worker ids and seeds past 2^32 take
+    arrays of their own, and the buffers serve again after them: every round as numpy's."""
+    for seed, worker in ((5, 2**34 + 1), (2**40 + 3, 1)):
+        fast, slow = pair(THCConfig(chunk=1024, seed=seed), worker, monkeypatch)
+        g = gradients(f"wide keys {seed}", 3000, 1)[0]
+        for step, key in ((1, 2), (2**33 + 5, 2**32 + 1), (3, 4), (7, 2**45)):
+            pf, ps = fast.prepare(g, step, key=key), slow.prepare(g, step, key=key)
+            got, want = fast.encode(pf, pf.norms), slow.encode(ps, ps.norms)
+            assert all(same_bits(a, b) for a, b in zip(got, want)), (seed, step, key)
+            sums = fast.aggregate([got])
+            assert same_bits(fast.decode(pf, sums, 1, pf.norms), slow.decode(ps, sums, 1, ps.norms)), (step, key)
+
+
+def test_compressors_sharing_a_workspace_that_grows_between_their_calls(monkeypatch):
+    """The codec keeps its scratch addresses while the workspace keeps its buffers: a compressor of wider
+    chunks growing them in between (or a clear) must not leave the other one writing where they were."""
+    ws = Workspace()
+    narrow, wide = THCCompressor(THCConfig(chunk=1024), workspace=ws), THCCompressor(THCConfig(), workspace=ws)
+    with monkeypatch.context() as m:  # numpy's
+        m.setattr(compressor, "load_native", lambda: None)
+        ref = THCCompressor(THCConfig(chunk=1024))
+    g, big = gradients("shared workspace", 5000, 1)[0], gradients("wide", 2**18, 1)[0]
+    for step, between in enumerate(("wide", "clear", "wide")):
+        prep, want_prep = narrow.prepare(g, step), ref.prepare(g, step)
+        got, want = narrow.encode(prep, prep.norms), ref.encode(want_prep, want_prep.norms)
+        assert all(same_bits(a, b) for a, b in zip(got, want))
+        if between == "wide":  # its chunks of 2^17 grow the shared scratch buffers
+            wide_prep = wide.prepare(big * (step + 1), step)
+            wide.encode(wide_prep, wide_prep.norms)
+        else:
+            ws.clear()
+        sums = narrow.aggregate([got, got])
+        assert same_bits(narrow.decode(prep, sums, 2, prep.norms), ref.decode(want_prep, sums, 2, want_prep.norms))
+
+
+def test_the_request_layout_follows_per_packet_and_still_refuses_bad_ones(monkeypatch):
+    """The layout is kept per gradient size and per_packet: another per_packet gets its own, and a value
+    refused once (or True, equal to 1) is refused every time."""
+    fast, slow = pair(THCConfig(chunk=2048), 0, monkeypatch)
+    g = gradients("layouts", 5000, 1)[0]
+    pf, ps = fast.prepare(g, 1), slow.prepare(g, 1)
+    for per_packet, size in ((1024, 2560), (8, 2560), (1024, 2560), (4096, 6144)):  # chunks padded 2048, 2048, 1024
+        got, want = (np.zeros(comp.packed_bytes(p, per_packet), np.uint8) for comp, p in ((fast, pf), (slow, ps)))
+        assert got.size == want.size == size
+        fast.encode_packed(pf, pf.norms, got, per_packet)
+        slow.encode_packed(ps, ps.norms, want, per_packet)
+        assert same_bits(got, want)
+    for bad in (True, 3, 0, 1.0):
+        for _ in range(2):
+            with pytest.raises(AggregationError, match="per_packet"):
+                fast.packed_bytes(pf, bad)
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_max_norms_read_by_the_codec_are_refused_as_numpy_refuses_them(partial, monkeypatch):
+    """encode_packed and decode_lanes hand float32/float64 tensors of max norms to codec.c, which checks them as
+    it reads them; every kind of max norms gives what the numpy path gives: the same bits or the same error."""
+    fast, slow, pf, ps = lanes_pair(f"direct norms {partial}", monkeypatch)
+    lanes = flat_lanes(fast.aggregate([fast.encode(pf, pf.norms)] * 2), 1024, 0)
+    outcomes = []
+    for comp, prep in ((fast, pf), (slow, ps)):
+        seen = {}
+        for name, max_norms in _max_norm_cases(prep.norms).items():
+            for call in ("encode", "decode"):
+                try:
+                    if call == "encode":
+                        got = np.zeros(comp.packed_bytes(prep, 1024), np.uint8)
+                        comp.encode_packed(prep, max_norms, got, 1024, partial=partial)
+                    else:
+                        got = comp.decode_lanes(prep, lanes, 1024, 2, max_norms, out=torch.empty(5000)).numpy()
+                    seen[name, call] = got.tobytes()
+                except AggregationError as exc:
+                    seen[name, call] = str(exc)
+        outcomes.append(seen)
+    assert outcomes[0] == outcomes[1]
+    assert isinstance(outcomes[0]["just below it", "encode"], str) != partial
+    assert isinstance(outcomes[0]["nan", "decode"], str) and isinstance(outcomes[0]["negative", "encode"], str)
+
+
 def test_encode_packed_refuses_a_layout_that_splits_bytes(monkeypatch):
     fast, _ = pair(THCConfig(bits=3, granularity=14), 0, monkeypatch)
     prep = fast.prepare(torch.ones(100), 0)
@@ -298,6 +385,25 @@ def test_decode_lanes_reads_the_flat_int32_sums_in_place(counted, monkeypatch):
     assert fast.decode_lanes(pf, lanes, per_packet, n, pf.norms, out=out) is out and same_bits(out, want)
 
 
+def test_decode_lanes_follows_the_lanes_it_is_given(monkeypatch):
+    """The codec keeps its row pointers while the lanes stay where they were: new values in the same buffer,
+    another buffer, another per_packet and a decode of per-chunk sums in between all decode as numpy's."""
+    fast, slow, pf, ps = lanes_pair("lanes reused", monkeypatch)
+    sums = fast.aggregate([fast.encode(pf, pf.norms)] * 3)
+    other = fast.aggregate([fast.encode(pf, pf.norms * 2)] * 3)
+    buffer = flat_lanes(sums, 1024, 0)
+    out = torch.empty(5000)
+    cases = ((sums, 1024, False), (other, 1024, False), (sums, 1024, True), (other, 512, True))
+    for values, per_packet, fresh in cases:
+        lanes = flat_lanes(values, per_packet, 0)
+        if not fresh:  # into the same buffer
+            buffer[:] = lanes
+            lanes = buffer
+        want = slow.decode(ps, values, 3, ps.norms)
+        assert same_bits(fast.decode_lanes(pf, lanes, per_packet, 3, pf.norms, out=out), want)
+        assert same_bits(fast.decode(pf, values, 3, pf.norms), want)  # per-chunk rows in between
+
+
 @pytest.mark.parametrize("chunk", [0, 2])
 def test_decode_lanes_into_the_bucket_refuses_sums_out_of_range_as_decode_does(chunk, monkeypatch):
     """decode_lanes' one-call path (int32 lanes, one count, out given) words a bad sum as decode does."""
@@ -314,6 +420,52 @@ def test_decode_lanes_into_the_bucket_refuses_sums_out_of_range_as_decode_does(c
     with pytest.raises(AggregationError, match="leave") as info:
         slow.decode(ps, sums, 2, ps.norms)
     assert messages[0] == messages[1] == str(info.value) and f"chunk {chunk} " in messages[0]
+
+
+@pytest.fixture(scope="module")
+def scalar_codec() -> ctypes.CDLL:
+    """codec.c built with its scalar loops only (-DTHC_NO_AVX2), whatever this CPU has."""
+    return thc_native.declare(ctypes.CDLL(str(thc_native.build(scalar=True))))
+
+
+def test_the_optimised_build_targets_avx2_where_the_cpu_has_it():
+    """Where this CPU has AVX2 the codec under test runs codec.c's AVX2 loops (the scalar build, below, is
+    compared with it), elsewhere its scalar loops (then compared with numpy's by every test above)."""
+    with open("/proc/cpuinfo") as info:
+        avx2 = " avx2" in info.read()
+    assert ("-mavx2" in thc_native.flags()) == avx2
+    assert "-DTHC_NO_AVX2" in thc_native.flags(scalar=True) and "-DTHC_NO_AVX2" not in thc_native.flags()
+
+
+# sizes around the vector loops' widths (8 coordinates, the transform's 32) and the rounding's chain blocks
+SCALAR_CASES = [
+    (1, 2048, "optimal", 4),
+    (7, 2048, "optimal", 4),
+    (37, 2048, "optimal", 4),
+    (1000, 1024, "optimal", 4),
+    (5000, 2048, "optimal", 4),
+    (2**14 + 7, 2048, "optimal", 4),
+    (3 * 2**17 + 5, PAPER_CHUNK, "optimal", 4),
+    (3000, 1024, "uniform", 2),
+    (3000, 1024, "optimal", 8),
+    (4097, 4096, "optimal", 1),
+]
+
+
+@pytest.mark.parametrize("numel, chunk, kind, bits", SCALAR_CASES)
+def test_the_scalar_and_vector_loops_give_the_same_bits(numel, chunk, kind, bits, scalar_codec, monkeypatch):
+    g = 2 * (2**bits - 1) if bits < 8 else 254
+    config = THCConfig(bits=bits, granularity=g, table=kind, chunk=chunk, error_feedback=numel % 2 == 1)
+    name = f"scalar {numel} {chunk} {kind} {bits}"
+    compare_rounds(name, config, numel, monkeypatch, reference=scalar_codec, counted=numel == 5000)
+    # and packed, as the workers send them (the vector path packs 4-bit indices 32 at a time)
+    fast, slow = pair(config, 2, monkeypatch, scalar_codec)
+    g = gradients(name + "/packed", numel, 1)[0]
+    pf, ps = fast.prepare(g, 9), slow.prepare(g, 9)
+    got, want = (np.zeros(fast.packed_bytes(pf, 1024), np.uint8) for _ in range(2))
+    fast.encode_packed(pf, pf.norms, got, 1024)
+    slow.encode_packed(ps, ps.norms, want, 1024)
+    assert same_bits(got, want)
 
 
 def test_terngrad_and_no_transform_stay_on_numpy():

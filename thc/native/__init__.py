@@ -4,7 +4,8 @@
 `load()` returns the library, or None with a one-line notice on stderr when it cannot be built (no C
 compiler: install the Debian package gcc); THCCompressor then encodes and decodes in numpy, with the same
 results bit for bit. `THC_NATIVE=0` skips the native codec, `THC_NATIVE=1` makes a failure to build it an
-error (NativeUnavailable). `THC_NATIVE_SANITIZE=1` builds it with ASan and UBSan (the fuzz test's child).
+error (NativeUnavailable). `THC_NATIVE_SANITIZE=1` builds it with ASan and UBSan (the fuzz test's child),
+`THC_NATIVE_SANITIZE=avx2` the same with its AVX2 loops where the CPU has them.
 
 The C computes every float operation as the numpy reference does, one IEEE operation at a time:
 -ffp-contract=off keeps the compiler from fusing a multiply and an add into one rounding.
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from native_build import SANITIZER_FLAGS, NativeBuildError, build_shared, load_switched
 
-__all__ = ["Chunks", "Job", "NativeUnavailable", "build", "load"]
+__all__ = ["Chunks", "Job", "NativeUnavailable", "build", "declare", "load"]
 
 SOURCE = Path(__file__).resolve().parent / "codec.c"
 FLAGS = ("-O3", "-Wall", "-Wextra", "-ffp-contract=off", "-fno-math-errno")
@@ -65,25 +66,32 @@ class Chunks(ctypes.Structure):
     ]
 
 
-def flags(sanitize: bool = False) -> tuple[str, ...]:
-    """The compiler flags: optimised, or with the sanitizers (-O1, as the switch's sanitized build)."""
-    return (*SANITIZER_FLAGS, "-O1", *FLAGS[1:]) if sanitize else (*FLAGS, *_vector_flags())
+def flags(sanitize: bool = False, scalar: bool = False, vector: bool | None = None) -> tuple[str, ...]:
+    """The compiler flags: optimised, or with the sanitizers (-O1, as the switch's sanitized build). vector:
+    -mavx2 where the CPU has it (by default only in the optimised build); scalar: codec.c's scalar loops even
+    where AVX2 is targeted (-DTHC_NO_AVX2; the tests compare both paths)."""
+    chosen = (*SANITIZER_FLAGS, "-O1", *FLAGS[1:]) if sanitize else FLAGS
+    if vector if vector is not None else not sanitize:
+        chosen = (*chosen, *_vector_flags())
+    return (*chosen, "-DTHC_NO_AVX2") if scalar else chosen
 
 
-def build(sanitize: bool = False) -> Path:
+def build(sanitize: bool = False, scalar: bool = False, vector: bool | None = None) -> Path:
     """Compile codec.c into the cache (once per source, flags and compiler) and return the .so path."""
+    name = "thc_codec" + ("_asan" if sanitize else "") + ("_scalar" if scalar else "")
     try:
-        return build_shared([SOURCE], "thc_codec_asan" if sanitize else "thc_codec", flags(sanitize))
+        return build_shared([SOURCE], name, flags(sanitize, scalar, vector))
     except NativeBuildError as exc:
         raise NativeUnavailable(f"building thc/native/{SOURCE.name}: {exc}") from None
 
 
-def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+def declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    """lib (a loaded codec.c) with its two calls' argument and result types set."""
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    job, chunks = ctypes.POINTER(Job), ctypes.POINTER(Chunks)
-    lib.thc_encode.argtypes = [job, chunks, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr]
+    job = chunks = ptr  # the addresses of a Job and a Chunks (ctypes.addressof): a byref costs a microsecond a call
+    lib.thc_encode.argtypes = [job, chunks, ptr, i64, ptr, i64, ptr, i64, ptr, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr]
     lib.thc_encode.restype = i64
-    lib.thc_decode.argtypes = [job, chunks, ptr, i64, ptr, ptr, i64, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr]
+    lib.thc_decode.argtypes = [job, chunks, ptr, i64, ptr, i64, ptr, i64, i64, ptr, i64, ptr, ptr, ptr, ptr, ptr]
     lib.thc_decode.restype = i64
     return lib
 
@@ -96,7 +104,11 @@ def load() -> ctypes.CDLL | None:
     """The loaded codec (built on first use), or None if THC_NATIVE=0 or it cannot be built."""
     global _lib, _tried
     if not _tried:
-        sanitize = os.environ.get("THC_NATIVE_SANITIZE") == "1"
-        lib = load_switched(lambda: build(sanitize), (NativeUnavailable,), "thc: encoding and decoding in numpy")
-        _lib, _tried = (None if lib is None else _declare(lib)), True
+        sanitize = os.environ.get("THC_NATIVE_SANITIZE", "")
+        lib = load_switched(
+            lambda: build(sanitize in ("1", "avx2"), vector=sanitize == "avx2" or None),
+            (NativeUnavailable,),
+            "thc: encoding and decoding in numpy",
+        )
+        _lib, _tried = (None if lib is None else declare(lib)), True
     return _lib
