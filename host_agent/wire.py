@@ -146,31 +146,28 @@ class FrameBuilder:
         self._ports = (sport, dport)
         self._ttl = ttl
         self._prefixes: dict[int, bytes] = {}
-        self._templates: dict[tuple, np.ndarray] = {}
-        self._addresses: dict[int, tuple[np.ndarray, int]] = {}  # id(template) -> (template, its address)
+        self._templates: dict[tuple, tuple[np.ndarray, int]] = {}  # (the template, where it starts)
 
     def template(
         self, op: int, kind: int, job_id: int, worker_id: int, size: int, count: int, lane_bits: int, key: int
     ) -> np.ndarray:
         """frame(op, kind, job_id, worker_id, 0, 0, 0, bytes(size), count, lane_bits, key) as a read-only
         uint8 array, built once: build_rows copies it into every row."""
+        return self.template_at(op, kind, job_id, worker_id, size, count, lane_bits, key)[0]
+
+    def template_at(
+        self, op: int, kind: int, job_id: int, worker_id: int, size: int, count: int, lane_bits: int, key: int
+    ) -> tuple[np.ndarray, int]:
+        """template(), and where it starts in memory (it never moves), for a C call."""
         at = (op, kind, job_id, worker_id, size, count, lane_bits, key)
-        row = self._templates.get(at)
-        if row is None:
+        kept = self._templates.get(at)
+        if kept is None:
             if len(self._templates) >= 256:  # many jobs or keys over a run: forget them rather than grow
                 self._templates.clear()
-            frame = self.frame(op, kind, job_id, worker_id, 0, 0, 0, bytes(size), count, lane_bits, key)
-            row = self._templates[at] = np.frombuffer(frame, np.uint8)
-        return row
-
-    def address(self, template: np.ndarray) -> int:
-        """Where a template (template()'s, which never moves) starts in memory, for a C call."""
-        at = self._addresses.get(id(template))
-        if at is None or at[0] is not template:
-            if len(self._addresses) >= 256:  # as many as templates are kept
-                self._addresses.clear()
-            at = self._addresses[id(template)] = (template, address_of(template))
-        return at[1]
+            row = np.frombuffer(self.frame(op, kind, job_id, worker_id, 0, 0, 0, bytes(size), count, lane_bits, key),
+                                np.uint8)  # fmt: skip
+            kept = self._templates[at] = (row, address_of(row))
+        return kept
 
     def prefix(self, payload_len: int) -> bytes:
         """Ethernet + IPv4 + UDP headers for a THC packet with `payload_len` bytes after the THC header."""
@@ -493,12 +490,13 @@ def build_requests(
         return build_rows(builder, op, KIND_REQUEST, job_id, worker_id, q % window, q // window, None, payloads,
                           lane_bits=lane_bits, key=key)  # fmt: skip
     carried = payloads.shape[1]
-    template = builder.template(op, KIND_REQUEST, job_id, worker_id, carried + padding(op, KIND_REQUEST, lane_bits),
-                                0, lane_bits, key)  # fmt: skip
+    template, template_address = builder.template_at(
+        op, KIND_REQUEST, job_id, worker_id, carried + padding(op, KIND_REQUEST, lane_bits), 0, lane_bits, key
+    )
     out = np.empty((n, len(template)), np.uint8)
     if not payloads.flags.c_contiguous:
         payloads = np.ascontiguousarray(payloads)
-    built = lib.thc_build_requests(address_of(out), len(template), builder.address(template), q0, window,
+    built = lib.thc_build_requests(address_of(out), len(template), template_address, q0, window,
                                    address_of(payloads), carried, n)  # fmt: skip
     if built != n:
         raise ValueError(f"cannot build {n} requests of {carried} payload bytes from q0 {q0}, window {window}")
