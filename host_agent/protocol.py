@@ -367,9 +367,7 @@ class WorkerProtocol:
         cap = self.schedule.paced_cap if fd >= 0 and op.sent_hi < op.n else 0
         book = booking.native_book(self, op) if cap and op.sent_hi == 0 and not op.answered else None
         native_take = self._native
-        native_take.take_until(
-            op, io, fd, bounds, self.next_request, hold, send_cap=cap, book=book and book.ref, record=False
-        )
+        native_take.take_until(op, io, fd, bounds, self.next_request, hold, send_cap=cap, book=book and book.ref)
         if book is not None and book.struct.booked:
             booking.booked_natively(self, op, book.struct)
             return True

@@ -209,21 +209,17 @@ class NativeSorter:
         hold: tuple[float, float] = (0.0, 0.0),
         send_cap: int = 0,
         book=None,
-        record: bool = True,
-    ):
+    ) -> None:
         """Batches of results for `op` (every request sent so far sent once, in order, nothing else in
         flight), taken in by fastio.c's thc_wait_results (fd < 0: the io.preloaded frames already in io's
         buffer, one batch) until Python must look; `bounds` are its times (until, fixed, slack, cap); `hold`
         (coalesce, max_hold) lets results accumulate between batches as coalescing_hold would (coalesce 0:
         never). `send_cap` > 0 (fd >= 0): the paced window held back requests op.sent_hi .. op.n - 1, and
         each batch lets as many of them go as it answered, at most send_cap in flight (`sends`).
-        Returns the accepted requests, each batch's end in them, each batch's arrival time, whether each
-        came after a hold, why it stopped (bits: 1 complete, 2 a frame not accepted, 4 a result out of
-        order in the last batch, 8 a record full), and the sends: (op.sent_hi after each, when it went);
-        counts the frames, bytes and unaccepted frames (the sends are the caller's to book). `book`: a
-        native.Book (by reference) that the wait fills when it sent and answered all of `op` cleanly (its
-        `booked`): op's arrays are then booked, and the caller copies the rest (booking.booked_natively). `record`
-        False: nothing is returned, and record() gives the record if the caller needs it."""
+        Counts the frames, bytes and unaccepted frames; record() gives what the wait took in (the sends are
+        the caller's to book). `book`: a native.Book (by reference) that the wait fills when it sent and
+        answered all of `op` cleanly (its `booked`): op's arrays are then booked, and the caller copies the
+        rest (booking.booked_natively) without the record."""
         st = self._state(op)
         st.next_request, st.outstanding = next_request, op.outstanding
         if len(self._acc_row) < max(len(io.buf), op.n):
@@ -273,10 +269,12 @@ class NativeSorter:
         if op.count is None and st.ref_count >= 0:
             op.count = st.ref_count
         self._taken = taken
-        return self.record() if record else None
 
     def record(self):
-        """The latest take_until's record, as take_until returns it (valid until the next wait)."""
+        """What the latest take_until took in (valid until the next wait): the accepted requests, each batch's
+        end in them, each batch's arrival time, whether each came after a hold, why it stopped (bits: 1
+        complete, 2 a frame not accepted, 4 a result out of order in the last batch, 8 a record full), and
+        the sends: (op.sent_hi after each, when it went)."""
         w, nb = self._wait, self._wait.batches
         held = self._held[:nb].tolist() if w.holds else None
         sends = (self._send_ends[: w.sends].tolist(), self._send_times[: w.sends].tolist()) if w.sends else None
