@@ -416,14 +416,6 @@ class WorkerProtocol:
         while not operation.complete:
             if interrupt is not None and interrupt():
                 raise Interrupted(f"job {self.job_id} worker {self.worker_id}: interrupted in request {operation.q0}+")
-            if operation.sent_hi == 0 and self._waitable() is operation:  # nothing sent: one native call sends
-                wait = min(self.max_timeout, self.timers.rto)  # and waits (pump's first sends, without pump)
-                self._take_natively(operation, wait if interrupt is None else min(wait, poll), interrupt is None)
-                if not operation.complete:  # what it took in may call for more: as pump would go on
-                    self.sender.flush()
-                    self.sender.send_ready()
-                    self.recovery.fire()
-                continue
             # a native wait holds between its batches itself (fastio.c thc_wait_results): no hold here then
             hold = 0.0 if self._wait_fd >= 0 and self._waitable() is not None else self.hold(operation)
             if hold > 0:
