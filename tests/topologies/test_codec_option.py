@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from controller.topology import Topology
+from host_agent import native as native_io
+from thc import native as native_codec
 from topologies import run_cli, runner
 from topologies.workers import CODECS, WorkerOptions, codec_environment, start_workers
 
@@ -17,13 +19,17 @@ sys.path.insert(0, str(REPO))
 from bench import bench_e2e  # noqa: E402
 
 
-def _environments(tmp_path, monkeypatch, **options) -> list[dict]:
-    """The environment each worker of a star of 4 is started with."""
+def _environments(tmp_path, monkeypatch, events=None, **options) -> list[dict]:
+    """The environment each worker of a star of 4 is started with; `events` gets "start" per worker and
+    the name of each native build, in order."""
     monkeypatch.setenv("THC_NATIVE", "")  # the caller's setting, kept by 'native'
-    seen = []
+    seen, events = [], [] if events is None else events
+    for native in (native_codec, native_io):
+        monkeypatch.setattr(native, "build", lambda native=native: events.append(native.__name__))
 
     def popen(argv, **kwargs):
         seen.append(kwargs["env"])
+        events.append("start")
         return SimpleNamespace(pid=0, stdout=None)
 
     net = SimpleNamespace(host=lambda name: SimpleNamespace(popen=popen))
@@ -42,6 +48,19 @@ def test_numpy_starts_every_worker_with_the_native_path_off(tmp_path, monkeypatc
 
 def test_native_is_the_default_and_leaves_the_callers_setting(tmp_path, monkeypatch):
     assert all(env["THC_NATIVE"] == "" for env in _environments(tmp_path, monkeypatch))
+
+
+def test_native_builds_the_workers_c_once_before_they_start(tmp_path, monkeypatch):
+    """Four workers compiling at once would each spend seconds of set-up on the same two cores."""
+    events = []
+    _environments(tmp_path, monkeypatch, events)
+    assert events == ["thc.native", "host_agent.native"] + ["start"] * 4
+
+
+def test_numpy_builds_no_c(tmp_path, monkeypatch):
+    events = []
+    _environments(tmp_path, monkeypatch, events, codec="numpy")
+    assert events == ["start"] * 4
 
 
 def test_an_unknown_codec_is_refused_by_name():
