@@ -126,23 +126,6 @@ def _scaled_norm(x: torch.Tensor) -> float:
     return math.ldexp(float(torch.linalg.vector_norm(y)), e)
 
 
-def _plain_norms(prep: THCPrepared, max_norms, own: bool) -> np.ndarray | None:
-    """THCCompressor._checked_norms' result when the max norms are a 1-D float tensor of a few chunks that
-    passes its checks, the same comparisons made on Python floats (float64, as numpy's); None for anything
-    else, which _checked_norms then checks (and words the error of) itself."""
-    count = len(prep.chunks)
-    if not (isinstance(max_norms, torch.Tensor) and max_norms.dim() == 1 and max_norms.is_floating_point()):
-        return None
-    if count > _FEW or max_norms.numel() != count:
-        return None
-    values = max_norms.tolist()  # NaN fails the comparisons, as in _checked_norms
-    if not (all(map((0.0).__le__, values)) and all(map(math.inf.__gt__, values))):
-        return None
-    if own and any(map(float.__lt__, values, [mine * (1 - 1e-6) for mine in prep.norms.tolist()])):
-        return None
-    return np.array(values, dtype=np.float64)
-
-
 def _direct_norms(prep: THCPrepared, max_norms, own: bool) -> torch.Tensor | None:
     """max_norms as codec.c can read and check them where they are (1-D, contiguous, float32 or float64,
     on the CPU, one per chunk; with `own`, this worker's norms float32 and contiguous too), else None:
@@ -744,9 +727,6 @@ class THCCompressor(Compressor):
         return m
 
     def _checked_norms(self, prep: THCPrepared, max_norms, own: bool) -> np.ndarray:
-        plain = _plain_norms(prep, max_norms, own)
-        if plain is not None:
-            return plain
         m = max_norms.detach().cpu().numpy() if isinstance(max_norms, torch.Tensor) else np.asarray(max_norms)
         m = m.astype(np.float64).reshape(-1)
         if m.size != len(prep.chunks):

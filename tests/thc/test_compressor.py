@@ -428,29 +428,6 @@ def _max_norm_cases(own: torch.Tensor) -> dict[str, object]:
     }
 
 
-@pytest.mark.parametrize("own_check", [True, False])
-def test_the_quick_max_norm_check_agrees_with_numpys(own_check, monkeypatch):
-    """A few chunks' max norms are checked on Python floats (_plain_norms); anything it does not pass goes to
-    the numpy check, which words the error: both give the same float64 norms, or the same error."""
-    comp = THCCompressor(THCConfig(chunk=1024))
-    x = torch.from_numpy(np.random.default_rng(3).standard_normal(5000).astype(np.float32))
-    prep = comp.prepare(x, 0)
-    outcomes = {}
-    for quick in (True, False):
-        with monkeypatch.context() as m:
-            if not quick:
-                m.setattr(thc.compressor, "_plain_norms", lambda *args: None)
-            for name, max_norms in _max_norm_cases(prep.norms).items():
-                try:
-                    got = comp._checked_norms(prep, max_norms, own=own_check)
-                    outcomes[quick, name] = (got.dtype, got.tobytes())
-                except AggregationError as exc:
-                    outcomes[quick, name] = str(exc)
-    names = list(_max_norm_cases(prep.norms))
-    assert [outcomes[True, n] for n in names] == [outcomes[False, n] for n in names]
-    assert isinstance(outcomes[True, "nan"], str) and isinstance(outcomes[True, "just below it"], str) == own_check
-
-
 def test_bits_per_coordinate():
     bits = THCCompressor(THCConfig(chunk=2**20)).bits_per_coordinate(8)
     assert bits.up == pytest.approx(4, abs=1e-4) and bits.down == pytest.approx(8, abs=1e-4)
