@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+from unittest import mock
 
 import torch
 import torch.distributed as dist
@@ -290,16 +291,9 @@ def _train_in_processes(model_name, mode, steps, tmp_path, n, batch_size, timeou
     # with one OpenMP thread, as thc-run starts its workers: torch.set_num_threads(1) holds for a rank's own
     # threads, not for gloo's, where powerSGD_hook's callbacks run their matrix products; there the ranks'
     # float sums could take different orders and the replicas part (mlp2-digits, 1 run in 2 on 2 cores)
-    inherited = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"  # what a spawned process starts with
-    try:
+    with mock.patch.dict(os.environ, OMP_NUM_THREADS="1"):  # what a spawned process starts with
         for p in procs:
             p.start()
-    finally:
-        if inherited is None:
-            del os.environ["OMP_NUM_THREADS"]
-        else:
-            os.environ["OMP_NUM_THREADS"] = inherited
     out: dict[int, dict] = {}
     deadline = time.monotonic() + timeout
     try:
