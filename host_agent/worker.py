@@ -128,15 +128,20 @@ def make_hook(args, model, on_rejoin=lambda record: None):
     return aggregator_hooks.FixedPointHookState(aggregator), aggregator_hooks.fix32_hook, aggregator
 
 
-def load_native() -> None:
-    """Build (the first time on this machine) and load the worker's C, the codec and the batched socket
-    helper, during set-up: on first use they would land in the first training step and in time to
-    accuracy (3.5 s there, four workers compiling on two cores). Nothing when THC_NATIVE=0 turns them off."""
+def native_libraries() -> tuple:
+    """The worker's C, THC's codec and the batched socket helper: modules with build() and load()."""
     from host_agent import native as native_io
     from thc import native as native_codec
 
-    native_codec.load()
-    native_io.load()
+    return native_codec, native_io
+
+
+def load_native() -> None:
+    """Build (the first time on this machine) and load the worker's C during set-up: on first use it would
+    land in the first training step and in time to accuracy (3.5 s there, four workers compiling on two
+    cores). Nothing when THC_NATIVE=0 turns it off."""
+    for native in native_libraries():
+        native.load()
 
 
 def is_switch_timeout(exc: BaseException) -> bool:

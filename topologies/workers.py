@@ -22,9 +22,9 @@ from pathlib import Path
 
 from contract.job import JobSpec
 from controller.topology import Topology
-from host_agent.worker import EXIT_SWITCH_TIMEOUT
+from host_agent.worker import EXIT_SWITCH_TIMEOUT, native_libraries
 from host_agent.worker_cli import mode_job
-from native_build import NATIVE_ENV
+from native_build import NATIVE_ENV, native_off
 from thc.modes import PS_MODES, SWITCH_MODES, uses_job
 from topologies import interrupts
 from topologies.ledger import Ledger
@@ -206,12 +206,9 @@ def worker_command(topo: Topology, host: str, options: WorkerOptions, result_pat
 
 
 def build_native() -> None:
-    """Compile the workers' C (codec and socket helper) into the cache they load from. A failure is left
-    to the workers, which say it once and take the numpy path (native_build.load_switched)."""
-    from host_agent import native as native_io
-    from thc import native as native_codec
-
-    for native in (native_codec, native_io):
+    """Compile the workers' C (host_agent.worker.native_libraries) into the cache they load from. A failure
+    is left to the workers, which say it once and take the numpy path (native_build.load_switched)."""
+    for native in native_libraries():
         try:
             native.build()
         except native.NativeUnavailable:
@@ -223,7 +220,7 @@ def start_workers(net, topo: Topology, options: WorkerOptions, ledger: Ledger, r
     mode_dir = run_dir / options.mode
     mode_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **codec_environment(options.codec))
-    if options.codec == "native" and uses_job(options.worker_mode):
+    if not native_off(env) and uses_job(options.worker_mode):
         build_native()  # once, here: each worker would compile it at set-up, all at once on the same cores
     workers = []
     for host in topo.workers:

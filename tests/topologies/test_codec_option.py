@@ -19,10 +19,10 @@ sys.path.insert(0, str(REPO))
 from bench import bench_e2e  # noqa: E402
 
 
-def _environments(tmp_path, monkeypatch, events=None, **options) -> list[dict]:
+def _environments(tmp_path, monkeypatch, events=None, caller="", **options) -> list[dict]:
     """The environment each worker of a star of 4 is started with; `events` gets "start" per worker and
-    the name of each native build, in order."""
-    monkeypatch.setenv("THC_NATIVE", "")  # the caller's setting, kept by 'native'
+    the name of each native build, in order. caller: THC_NATIVE in thc-run's own environment."""
+    monkeypatch.setenv("THC_NATIVE", caller)  # the caller's setting, kept by 'native'
     seen, events = [], [] if events is None else events
     for native in (native_codec, native_io):
         monkeypatch.setattr(native, "build", lambda native=native: events.append(native.__name__))
@@ -60,6 +60,9 @@ def test_native_builds_the_workers_c_once_before_they_start(tmp_path, monkeypatc
 def test_numpy_builds_no_c(tmp_path, monkeypatch):
     events = []
     _environments(tmp_path, monkeypatch, events, codec="numpy")
+    assert events == ["start"] * 4
+    events.clear()  # native, but the caller turned the C off: the workers will not load it either
+    _environments(tmp_path, monkeypatch, events, caller="0")
     assert events == ["start"] * 4
 
 
