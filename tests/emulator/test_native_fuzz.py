@@ -67,6 +67,25 @@ def test_the_fuzzed_frames_are_the_same_in_every_folder(tmp_path):
     assert switch_fuzz.frames_digest(copies[0], 300) == switch_fuzz.frames_digest(copies[1], 300)
 
 
+CANARY_CHILD = r"""
+import ctypes, sys
+from emulator.native.build import build_native
+from emulator.native.library import SANITIZED_FLAGS
+source = "#include <stdlib.h>\nint canary(int i) { char *p = malloc(8); p[i] = 1; int v = p[i]; free(p); return v; }\n"
+lib = ctypes.CDLL(str(build_native([source], "canary", extra_flags=SANITIZED_FLAGS)))
+print("returned", lib.canary(int(sys.argv[1])))
+"""
+
+
+def test_the_sanitized_build_reports_a_heap_overflow(tmp_path):
+    """The flags the fuzz campaign builds with (SANITIZED_FLAGS, at -O0) do catch a write past a heap
+    block: without this, a campaign under a build that checks nothing would pass as clean."""
+    proc = sanitizers.run_sanitized(CANARY_CHILD, "8", cache=tmp_path / "cache", timeout=120)
+    assert proc.returncode == 99 and "heap-buffer-overflow" in proc.stderr, (proc.returncode, proc.stderr[-2000:])
+    within = sanitizers.run_sanitized(CANARY_CHILD, "7", cache=tmp_path / "cache", timeout=120)
+    assert within.returncode == 0 and "returned 1" in within.stdout, within.stderr[-2000:]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(FUZZ_BUDGET + 120)  # pytest's global 600 s would cut a loaded run short
 def test_100000_fuzzed_frames_under_address_and_undefined_behaviour_sanitizers(tmp_path):

@@ -67,7 +67,8 @@ class Chunks(ctypes.Structure):
 
 
 def flags(sanitize: bool = False, scalar: bool = False, vector: bool | None = None) -> tuple[str, ...]:
-    """The compiler flags: optimised, or with the sanitizers (-O1, as the switch's sanitized build). vector:
+    """The compiler flags: optimised, or with the sanitizers (-O1: the codec is small and its fuzz
+    test runs many encodes; the switch's large generated C is sanitized at -O0). vector:
     -mavx2 where the CPU has it (by default only in the optimised build); scalar: codec.c's scalar loops even
     where AVX2 is targeted (-DTHC_NO_AVX2; the tests compare both paths)."""
     chosen = (*SANITIZER_FLAGS, "-O1", *FLAGS[1:]) if sanitize else FLAGS
