@@ -193,6 +193,8 @@ def replica_divergence(ranks: list[dict]) -> str:
             counts = stats()
             keys = ("timer_retransmissions", "retransmissions", "duplicate_results", "stale_results")
             lines.append(f"rank {rank}: " + ", ".join(f"{key} {counts[key]}" for key in keys))
+    if not lines and not all(out.get("digests") for out in ranks):
+        return "a rank recorded no step digests"
     return "; ".join(lines) or "no step digests differ"
 
 
@@ -254,7 +256,7 @@ def _process_rank(rank, n, store_path, model_name, mode, steps, batch_size, resu
     pg = gloo_group(dist.FileStore(store_path, n), rank, n)
     out = _train_rank(rank, n, pg, workload, workload.load(), cfg, mode, None, None, None, None, None)
     # numpy, not a tensor: a tensor would travel as a shared-memory handle that dies with this process
-    results.put((rank, {"before": out["before"], "after": out["after"], "params": out["params"].numpy()}))
+    results.put((rank, {key: out[key] for key in ("before", "after", "digests")} | {"params": out["params"].numpy()}))
 
 
 def train_ddp_in_processes(

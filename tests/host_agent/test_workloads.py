@@ -119,6 +119,7 @@ def test_each_model_trains_in_every_mode(name, mode, one_torch_thread, tmp_path)
     else:
         ranks = cluster.train_ddp(name, mode, steps=steps, batch_size=batch)
     assert ranks[0]["after"] < ranks[0]["before"], ranks[0]
+    assert [len(r["digests"]) for r in ranks] == [steps, steps]  # threads or processes: the message can say where
     # the replicas stay identical; if not, the message says at which step and whether the averages differed
     assert torch.equal(ranks[0]["params"], ranks[1]["params"]), cluster.replica_divergence(ranks)
 
