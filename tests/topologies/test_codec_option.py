@@ -9,8 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from controller.topology import Topology
-from host_agent import native as native_io
-from thc import native as native_codec
+from host_agent.worker import native_libraries
 from topologies import run_cli, runner
 from topologies.workers import CODECS, WorkerOptions, codec_environment, start_workers
 
@@ -24,7 +23,7 @@ def _environments(tmp_path, monkeypatch, events=None, caller="", **options) -> l
     the name of each native build, in order. caller: THC_NATIVE in thc-run's own environment."""
     monkeypatch.setenv("THC_NATIVE", caller)  # the caller's setting, kept by 'native'
     seen, events = [], [] if events is None else events
-    for native in (native_codec, native_io):
+    for native in native_libraries():
         monkeypatch.setattr(native, "build", lambda native=native: events.append(native.__name__))
 
     def popen(argv, **kwargs):
