@@ -257,6 +257,14 @@ def _process_rank(rank, n, store_path, model_name, mode, steps, batch_size, resu
     out = _train_rank(rank, n, pg, workload, workload.load(), cfg, mode, None, None, None, None, None)
     # numpy, not a tensor: a tensor would travel as a shared-memory handle that dies with this process
     results.put((rank, {key: out[key] for key in ("before", "after", "digests")} | {"params": out["params"].numpy()}))
+    # then end as thc-worker does (host_agent.worker.entry says why): once the record is in the pipe, exit
+    # without finalising the interpreter, whose teardown can destroy a gloo thread's future from that thread
+    # and abort ("terminate called ... Resource deadlock avoided") after the rank reported
+    results.close()
+    results.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def train_ddp_in_processes(
@@ -265,8 +273,9 @@ def train_ddp_in_processes(
     """``train_ddp`` for the gloo modes with every rank a process of its own, as thc-worker runs them: for
     hooks that must not share a process (torch's powerSGD_hook, whose future callbacks wait on nested
     all-reduces, aborts the interpreter now and then with ranks as threads, and rarely as processes too:
-    "terminate called ... Resource deadlock avoided"). A rank that dies ends the wait at once; a run in which
-    one aborted (SIGABRT) is run once more, with a notice, and a second abort is an error."""
+    "terminate called ... Resource deadlock avoided"). A rank ends as thc-worker does, without finalising
+    its interpreter once it has reported. A rank that dies ends the wait at once; a run in which one aborted
+    (SIGABRT) before it reported is run once more, with a notice, and a second abort is an error."""
     try:
         return _train_in_processes(model_name, mode, steps, tmp_path, n, batch_size, timeout)
     except RankAborted as exc:
