@@ -24,6 +24,7 @@ from harness.loopback import LoopbackWire
 from harness.sim import SimJob, attach_workers
 from host_agent import train, workloads
 from host_agent.aggregator import SwitchAggregator
+from host_agent.worker import exit_unfinalised
 from thc.config import THCConfig
 from thc.modes import FIX32, THC
 
@@ -257,14 +258,9 @@ def _process_rank(rank, n, store_path, model_name, mode, steps, batch_size, resu
     out = _train_rank(rank, n, pg, workload, workload.load(), cfg, mode, None, None, None, None, None)
     # numpy, not a tensor: a tensor would travel as a shared-memory handle that dies with this process
     results.put((rank, {key: out[key] for key in ("before", "after", "digests")} | {"params": out["params"].numpy()}))
-    # then end as thc-worker does (host_agent.worker.entry says why): once the record is in the pipe, exit
-    # without finalising the interpreter, whose teardown can destroy a gloo thread's future from that thread
-    # and abort ("terminate called ... Resource deadlock avoided") after the rank reported
     results.close()
-    results.join_thread()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    results.join_thread()  # the record is in the pipe: end as thc-worker does
+    exit_unfinalised(0)
 
 
 def train_ddp_in_processes(

@@ -24,6 +24,7 @@ import time
 import traceback
 from datetime import timedelta
 from pathlib import Path
+from typing import NoReturn
 
 from host_agent import identity, workloads
 from host_agent.probe import PhaseClock, probe, probe_codec, probe_gradient
@@ -399,18 +400,22 @@ def main(argv=None) -> int:
     return 0
 
 
-def entry() -> None:
-    """The process's entry point (``thc-worker``, ``python -m host_agent.worker``, torchrun): main(), then an
-    exit that skips the interpreter's finalisation. gloo's threads can still hold a collective's future with
-    a hook's Python callback when the interpreter tears down, and destroying it then aborts the process
-    (SIGABRT, "terminate called without an active exception"; pytorch/pytorch#179291) after the worker has
-    finished and reported. main() writes every record it owes, the error's too, before it returns (emit
-    flushes each line; a failure's traceback and record are printed in main, not by the interpreter), so
-    flushing both streams is all that is left to do before the exit."""
-    code = main()
+def exit_unfinalised(code: int) -> NoReturn:
+    """End a process that trained through gloo, once it has reported, without finalising its interpreter.
+    gloo's threads can still hold a collective's future with a hook's Python callback when the interpreter
+    tears down, and destroying it then aborts the process (SIGABRT, "terminate called without an active
+    exception" or "... Resource deadlock avoided"; pytorch/pytorch#179291) after it has finished. Flushing
+    both streams is all that is left to do; anything else the caller owes (files, queues) it writes first."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def entry() -> None:
+    """The process's entry point (``thc-worker``, ``python -m host_agent.worker``, torchrun): main(), then
+    ``exit_unfinalised``. main() writes every record it owes, the error's too, before it returns (emit
+    flushes each line; a failure's traceback and record are printed in main, not by the interpreter)."""
+    exit_unfinalised(main())
 
 
 if __name__ == "__main__":
